@@ -1819,6 +1819,10 @@ def extract_from_url(url: str, timeout: float = 20.0):
     raise PMSError("clipping is not available in this build yet")
 
 
+def clip_into_collection(kb: "KnowledgeBase", collection: "Collection", source: str, **kwargs):
+    raise PMSError("clipping is not available in this build yet")
+
+
 ###############################################################################
 # API: KnowledgeBase ##############################################################
 ###############################################################################
@@ -2103,10 +2107,6 @@ class KnowledgeBase:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
         return info
-
-
-def clip_into_collection(kb: KnowledgeBase, collection: Collection, source: str, **kwargs):
-    raise PMSError("clipping is not available in this build yet")
 
 
 ###############################################################################
