@@ -416,20 +416,29 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
                     b += 1
                 best = b
             end = best
-        text = "\n".join(lines[start:end])
-        if text.strip():
-            path = list(stacks[start])  # the headings in force at the chunk's first line
+        first, last = start, end  # blank lines at either edge belong to no passage
+        while first < last and not lines[first].strip():
+            first += 1
+        while last > first and not lines[last - 1].strip():
+            last -= 1
+        if first < last:
+            text = "\n".join(lines[first:last])
+            path = list(stacks[first])  # the headings in force at the chunk's first line
             if path and title and path[0] == title:
                 path = path[1:]
             heading_path = " > ".join([p for p in [title] + path if p])
-            chunks.append(Chunk(seq=len(chunks), start_line=first_line + start, end_line=first_line + end - 1,
+            chunks.append(Chunk(seq=len(chunks), start_line=first_line + first, end_line=first_line + last - 1,
                                 heading_path=heading_path, text=text, title=title))
         if end >= n:
             break
+        # Overlap: repeat a few short lines of context, never a heading, never
+        # more than a fifth of the target.
         nxt = end
         if overlap_lines and not levels[end]:
-            back = end
-            while back > start + 1 and end - back < overlap_lines and allowed(back - 1) and not levels[back - 1]:
+            back, budget = end, target // 5
+            while (back > start + 1 and end - back < overlap_lines and allowed(back - 1) and not levels[back - 1]
+                   and len(lines[back - 1]) < budget):
+                budget -= len(lines[back - 1]) + 1
                 back -= 1
             nxt = back
         start = max(nxt, start + 1)
@@ -466,6 +475,10 @@ def glob_to_regex(pattern: str) -> re.Pattern:
     Hand-written: ``fnmatch`` has no ``**`` and ``PurePath.full_match`` needs
     Python 3.13. Matching is case-insensitive, so ``*.md`` finds ``Note.MD``.
     """
+    return re.compile("(?s:" + _glob_translate(pattern) + r")\Z", re.IGNORECASE)
+
+
+def _glob_translate(pattern: str) -> str:
     i, out = 0, []
     while i < len(pattern):
         c = pattern[i]
@@ -496,13 +509,13 @@ def glob_to_regex(pattern: str) -> re.Pattern:
             if j < 0:
                 out.append(re.escape(c))
             else:
-                alts = [glob_to_regex(alt).pattern[4:-2] for alt in pattern[i + 1 : j].split(",")]
+                alts = [_glob_translate(alt) for alt in pattern[i + 1 : j].split(",")]
                 out.append("(?:" + "|".join(alts) + ")")
                 i = j
         else:
             out.append(re.escape(c))
         i += 1
-    return re.compile("(?s:" + "".join(out) + r")\Z", re.IGNORECASE)
+    return "".join(out)
 
 
 def walk_markdown(root: Path, pattern: str, errors: list | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
@@ -1814,13 +1827,585 @@ class Syncer:
 # Clipping: URL -> Markdown note (optional: trafilatura) #######################
 ###############################################################################
 
-def extract_from_url(url: str, timeout: float = 20.0):
-    """Fetch a web page and extract it as Markdown (see the clipping section)."""
-    raise PMSError("clipping is not available in this build yet")
+CLIP_TIMEOUT = 20.0  # seconds without an answer before a fetch gives up
+CLIP_MAX_BYTES = 10 * 1024 * 1024  # a web page bigger than this is not an article
+CLIP_MAX_REDIRECTS = 5
+CLIP_MIN_TEXT_CHARS = 80  # letters and digits; "It works!" and app shells are not notes
+CLIP_SLUG_CHARS = 80
+CLIP_USER_AGENT = f"Mozilla/5.0 (compatible; PMS/{__version__}; personal note clipper)"
+HTML_CONTENT_TYPES = {"text/html", "application/xhtml+xml"}
+# Device names Windows refuses as file names, whatever the extension.
+WINDOWS_RESERVED_NAMES = {"con", "prn", "aux", "nul", "conin$", "conout$",
+                          *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+_INSTALL_CLIPPER = "pip install trafilatura lxml_html_clean (or run: python3 pms.py setup)"
 
 
-def clip_into_collection(kb: "KnowledgeBase", collection: "Collection", source: str, **kwargs):
-    raise PMSError("clipping is not available in this build yet")
+class AlreadyClipped(PMSError):
+    """The URL is already a note in the collection (``.path`` says which)."""
+
+    def __init__(self, message: str, path: Path):
+        super().__init__(message)
+        self.path = path
+
+
+@dataclasses.dataclass
+class ExtractedPage:
+    """A web page reduced to its main text, as Markdown, and its metadata."""
+
+    content: str
+    title: str
+    url: str | None = None
+    author: str | None = None
+    published: str | None = None
+    site: str | None = None
+    description: str | None = None
+    lang: str | None = None
+
+    @property
+    def metadata(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "content" and v}
+
+
+@dataclasses.dataclass
+class ClippedNote:
+    """What ``Collection.add_from_url`` made: the new file and its page."""
+
+    path: Path  # absolute
+    relpath: str  # inside the collection, posix
+    collection: str
+    title: str
+    source: str | None
+    docid: str | None
+    page: ExtractedPage
+    index_error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.path), "relpath": self.relpath, "collection": self.collection, "title": self.title,
+                "source": self.source, "docid": self.docid, "index_error": self.index_error, **self.page.metadata}
+
+
+def _import_trafilatura():
+    try:
+        import trafilatura
+        from lxml import etree  # noqa: F401  (trafilatura's parser; checked here for a clear message)
+    except ImportError as exc:
+        raise PMSError(f"clipping needs the trafilatura package ({exc.name or exc} is missing): {_INSTALL_CLIPPER}") from None
+    import logging
+
+    logging.getLogger("trafilatura").setLevel(logging.CRITICAL)  # its warnings are not the user's business
+    return trafilatura
+
+
+def check_clip_url(url: str) -> str:
+    """The URL, stripped, if it is an http(s) URL with a host; a PMSError otherwise."""
+    from urllib.parse import urlsplit
+
+    url = (url or "").strip()
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise PMSError(f"{url!r} is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        what = f"a {parts.scheme}: URL" if parts.scheme else "not a URL"
+        raise PMSError(f"{url!r} is {what}: only http and https pages can be clipped "
+                       "(for a saved page, pass its file path: pms clip page.html --url URL)")
+    if not parts.hostname or re.search(r"[\s\x00-\x1f\x7f]", url):
+        raise PMSError(f"{url!r} is not a valid URL (it needs a host name and no spaces)")
+    return url
+
+
+def _describe_content_type(ctype: str) -> str:
+    kinds = {"application/pdf": "a PDF document", "application/json": "JSON data", "text/plain": "plain text",
+             "application/zip": "a ZIP archive", "application/octet-stream": "a binary file",
+             "text/xml": "an XML document", "application/xml": "an XML document", "text/css": "a stylesheet",
+             "application/javascript": "JavaScript code", "text/javascript": "JavaScript code"}
+    major = ctype.split("/")[0]
+    kind = kinds.get(ctype) or {"image": "an image", "video": "a video", "audio": "an audio file"}.get(major)
+    if not kind and ctype.endswith("+json"):
+        kind = "JSON data"
+    return f"{kind} ({ctype})" if kind else ctype
+
+
+def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
+    """One line for each way a fetch can fail, naming the cause and what to try."""
+    import socket
+    import ssl
+    import urllib.error
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or url
+    reason = getattr(exc, "reason", exc) if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError) else exc
+    if isinstance(exc, urllib.error.HTTPError):
+        if 300 <= exc.code < 400:
+            return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}, or a redirect loop): "
+                            "open it in a browser and clip the address it ends at")
+        hint = {401: "the page needs a login: save it from your browser and clip the file",
+                403: "the site refuses access: save the page from your browser and clip the file",
+                404: "page not found: check the URL", 410: "the page was removed",
+                429: "too many requests: wait a little and try again"}.get(exc.code)
+        hint = hint or ("server error: try again later" if exc.code >= 500 else "the server refused the request")
+        return PMSError(f"{url} answered HTTP {exc.code} {exc.reason} ({hint})")
+    if isinstance(reason, socket.gaierror):
+        return PMSError(f"cannot find the server {host!r} (DNS lookup failed: check the URL and your internet connection)")
+    if isinstance(reason, ConnectionRefusedError):
+        return PMSError(f"connection refused by {host}:{parts.port or (443 if parts.scheme == 'https' else 80)} "
+                        "(the site is down or the URL has the wrong port)")
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return PMSError(f"no answer from {host} within {timeout:g} s (try again later, or allow longer with --timeout)")
+    if isinstance(reason, ssl.SSLError):
+        return PMSError(f"secure connection to {host} failed ({getattr(reason, 'reason', None) or reason}): check the URL")
+    if isinstance(reason, (ConnectionError, EOFError)) or type(reason).__name__ in ("IncompleteRead", "RemoteDisconnected"):
+        return PMSError(f"the connection to {host} was cut while downloading {url} (try again)")
+    if type(reason).__name__ == "InvalidURL":
+        return PMSError(f"{url!r} is not a valid URL ({reason})")
+    return PMSError(f"cannot fetch {url}: {reason}")
+
+
+def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> tuple[bytes | str, str]:
+    """Download a web page: (its HTML, the URL it ended at after redirects).
+
+    Standard library only (trafilatura's fetcher refuses local addresses).
+    Redirects are followed up to CLIP_MAX_REDIRECTS; the download stops past
+    ``max_bytes``; ``timeout`` bounds each network wait and the whole read.
+    """
+    import http.client
+    import urllib.error
+    import urllib.request
+
+    url = check_clip_url(url)
+
+    class LimitedRedirects(urllib.request.HTTPRedirectHandler):
+        max_redirections = CLIP_MAX_REDIRECTS
+        max_repeats = 1  # the same URL twice is a loop
+
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            if newurl.split(":", 1)[0].lower() not in ("http", "https"):
+                raise PMSError(f"{req.full_url} redirects to {newurl!r}, which is not a web page (only http and https are followed)")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    opener = urllib.request.build_opener(LimitedRedirects)
+    request = urllib.request.Request(url, headers={
+        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
+        "Accept-Encoding": "identity"})
+    deadline = time.monotonic() + max(timeout, 0.001) * 3  # per-wait timeout, and a bound on a trickling server
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            final_url = response.geturl()
+            ctype = (response.headers.get_content_type() or "").lower()
+            declared = response.headers.get("Content-Type")
+            if declared and ctype not in HTML_CONTENT_TYPES:
+                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages can be clipped")
+            length = response.headers.get("Content-Length")
+            if length and length.isdigit() and int(length) > max_bytes:
+                raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
+            chunks, size = [], 0
+            while True:
+                block = response.read(64 * 1024)
+                if not block:
+                    break
+                size += len(block)
+                if size > max_bytes:
+                    raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
+                if time.monotonic() > deadline:
+                    raise TimeoutError("download too slow")
+                chunks.append(block)
+            charset = response.headers.get_content_charset()
+    except PMSError:
+        raise
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        raise _fetch_error(url, exc, timeout) from None
+    data = b"".join(chunks)
+    if not declared and not re.search(rb"<(!doctype\s+html|html|head|body|p|div|article)\b", data[:4096], re.I):
+        raise PMSError(f"{url} does not look like a web page (no content type and no HTML): only HTML pages can be clipped")
+    if charset:  # the HTTP header outranks the page's own <meta charset>
+        import codecs
+
+        with contextlib.suppress(LookupError):
+            codecs.lookup(charset)
+            return data.decode(charset, errors="replace"), final_url
+    return data, final_url
+
+
+# -- HTML -> Markdown ---------------------------------------------------------------------
+_CODE_LANGUAGE = re.compile(r"(?:^|[\s;])(?:language|lang|highlight-source|highlight|brush)[-:]\s*([A-Za-z0-9_+#.-]+)")
+_NOT_A_LANGUAGE = {"default", "none", "plain", "nohighlight"}
+
+
+def _code_language(pre) -> str:
+    """The language of a <pre> block from the usual class conventions
+    (language-x, lang-x, highlight-source-x, Sphinx highlight-x, brush: x)."""
+    candidates = [pre, *pre.iterchildren("code"), *list(pre.iterancestors())[:3]]
+    for element in candidates:
+        m = _CODE_LANGUAGE.search(element.get("class") or "")
+        if m and m.group(1).lower() not in _NOT_A_LANGUAGE:
+            return m.group(1).lower()
+    return ""
+
+
+def _unwrap_code_tables(tree) -> None:
+    """Syntax highlighters put code in a table (line numbers | code): keep only the code."""
+    for table in list(tree.iter("table")):
+        pres = list(table.iter("pre"))
+        if not pres or table.getparent() is None:
+            continue
+        outside = table.text_content()
+        for pre in pres:
+            outside = outside.replace(pre.text_content(), "", 1)
+        if outside.strip(" \t\r\n0123456789"):
+            continue  # a real table that happens to hold code: leave it to the extractor
+        code = [pre for pre in pres if pre.text_content().strip(" \t\r\n0123456789")]
+        parent, index = table.getparent(), table.getparent().index(table)
+        for offset, pre in enumerate(code):
+            pre.tail = None
+            parent.insert(index + 1 + offset, pre)
+        if code:
+            code[-1].tail = table.tail
+        else:
+            parent.insert(index + 1, parent.makeelement("span", {}))
+            parent[index + 1].tail = table.tail
+        parent.remove(table)
+
+
+def _stash_code_blocks(tree) -> tuple[str, dict[int, tuple[str, str]]]:
+    """Replace each <pre> with a paragraph "START<n> flattened code END<n>".
+
+    trafilatura flattens <pre> into inline code; the marked paragraph keeps the
+    code's words where they were (so the extractor judges the page as before),
+    and ``_restore_code_blocks`` puts the original lines back as a fence.
+    """
+    import secrets
+
+    _unwrap_code_tables(tree)
+    nonce = "PMSCODE" + secrets.token_hex(4)
+    blocks: dict[int, tuple[str, str]] = {}
+    for pre in list(tree.iter("pre")):
+        parent = pre.getparent()
+        if parent is None or any(a.tag == "pre" for a in pre.iterancestors()):
+            continue
+        for br in pre.iter("br"):
+            br.tail = "\n" + (br.tail or "")
+        code = pre.text_content().replace("\r\n", "\n").replace("\r", "\n").strip("\n").rstrip()
+        if not code.strip():
+            continue
+        n = len(blocks)
+        blocks[n] = (_code_language(pre), code)
+        marker = parent.makeelement("p", {})
+        marker.text = f"{nonce}S{n}E {' '.join(code.split())} {nonce}F{n}E"
+        marker.tail = pre.tail
+        parent.replace(pre, marker)
+    return nonce, blocks
+
+
+def _fence(language: str, code: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{language}\n{code}\n{ticks}"
+
+
+def _restore_code_blocks(markdown: str, nonce: str, blocks: dict[int, tuple[str, str]]) -> str:
+    marked = re.compile(rf"^([^\n]*?){nonce}S(\d+)E.*?{nonce}F\2E([^\n]*)$", re.M | re.S)
+
+    def put_back(m: re.Match) -> str:
+        before, after = m.group(1), m.group(3)
+        language, code = blocks[int(m.group(2))]
+        if before.lstrip().startswith("|"):  # inside a table cell: a fence cannot live there
+            return before + "`" + " ".join(code.split()).replace("|", "\\|").replace("`", "'") + "`" + after
+        parts = [before.rstrip()] if before.strip() else []
+        parts.append(_fence(language, code))
+        if after.strip():
+            parts.append(after.strip())
+        return "\n\n".join(parts)
+
+    markdown = marked.sub(put_back, markdown)
+    return re.sub(rf"{nonce}[SF]\d+E", "", markdown)  # a marker the extractor split or cut
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
+
+def _tidy_markdown(markdown: str) -> str:
+    """Blank lines around fences, no source-code indentation outside them
+    (it would turn paragraphs into code blocks), no inline data: images."""
+    lines = markdown.split("\n")
+    fenced, _ = _fence_states(lines)
+    out: list[str] = []
+    for i, (line, in_fence) in enumerate(zip(lines, fenced)):
+        if in_fence:
+            opening = _FENCE.match(line) and (i == 0 or not fenced[i - 1])
+            if opening and out and out[-1].strip():
+                out.append("")
+            out.append(line)
+            closing = _FENCE.match(line) and not opening and (i + 1 >= len(lines) or not fenced[i + 1])
+            if closing and i + 1 < len(lines) and lines[i + 1].strip():
+                out.append("")
+            continue
+        line = re.sub(r"!\[[^\]]*\]\(data:[^)]*\)", "", line).rstrip()
+        out.append(line if _LIST_ITEM.match(line) else line.lstrip())
+    text = "\n".join(out)
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def _page_language(tree) -> str | None:
+    root = tree.getroottree().getroot() if hasattr(tree, "getroottree") else tree
+    for value in (root.get("lang"), root.get("{http://www.w3.org/XML/1998/namespace}lang"),
+                  *root.xpath("//meta[translate(@http-equiv,'CONTENT-LANGUAGE','content-language')='content-language']/@content"),
+                  *root.xpath("//meta[@property='og:locale']/@content")):
+        if value and re.fullmatch(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*", value.strip()):
+            return value.strip().replace("_", "-")
+    return None
+
+
+def _one_line(value) -> str | None:
+    """Metadata as one clean line: no control or format characters, single spaces."""
+    if value is None:
+        return None
+    text = " ".join(str(value).split())
+    text = "".join(ch for ch in text if ch.isprintable())
+    return text or None
+
+
+def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPage:
+    """The main text of a page as Markdown, with its metadata (no network, no index).
+
+    Keeps headings, lists, links, tables, images (as links) and code blocks
+    (as fences, with their lines); drops navigation, ads and boilerplate.
+    """
+    import copy
+
+    trafilatura = _import_trafilatura()
+    if not html or not (html.strip() if isinstance(html, str) else html.strip()):
+        raise PMSError("the page is empty: nothing to clip")
+    try:
+        tree = trafilatura.load_html(html)
+    except Exception as exc:  # lxml raises a variety of parse errors
+        raise PMSError(f"the page could not be read as HTML ({exc})") from None
+    if tree is None:
+        raise PMSError("the page could not be read as HTML (is it a web page?)")
+    meta = trafilatura.extract_metadata(copy.deepcopy(tree), default_url=url)
+    lang = _page_language(tree)
+    nonce, blocks = _stash_code_blocks(tree)
+    markdown = trafilatura.extract(tree, url=url, output_format="markdown", include_links=True, include_images=True,
+                                   include_tables=True, include_formatting=True, include_comments=False,
+                                   deduplicate=False) or ""
+    markdown = _tidy_markdown(_restore_code_blocks(markdown, nonce, blocks))
+    plain = re.sub(r"\]\([^)]*\)", "", markdown)  # link targets are not text
+    if len(re.sub(r"[\W_]+", "", plain)) < CLIP_MIN_TEXT_CHARS:
+        raise PMSError(f"nothing to clip at {url or 'this page'}: no article text found "
+                       "(the page may need JavaScript or a login; save it from your browser and clip the file)")
+    title = _one_line(meta.title) or _one_line(first_heading(markdown)) or None
+    if not title and url:
+        title = _one_line(url.rstrip("/").rsplit("/", 1)[-1])
+    title = title or "Untitled page"
+    if not markdown.lstrip().startswith("# "):
+        markdown = f"# {title}\n\n{markdown}"
+    page_url = url or (meta.url if meta.url and re.match(r"https?://", meta.url) else None)
+    return ExtractedPage(content=markdown, title=title, url=page_url, author=_one_line(meta.author),
+                         published=_one_line(meta.date), site=_one_line(meta.sitename or meta.hostname),
+                         description=_one_line(meta.description), lang=_one_line(lang))
+
+
+def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
+    """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
+    _import_trafilatura()  # say so before any download
+    html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
+    return extract_from_html(html, url=final_url)
+
+
+# -- the note on disk ---------------------------------------------------------------------
+def clip_slug(title: str, max_chars: int = CLIP_SLUG_CHARS) -> str:
+    """A file-name-safe slug on Windows, macOS and Linux: ASCII letters, digits
+    and single hyphens, no dots, no separators, never a reserved device name.
+    Empty when nothing of the title survives ASCII folding."""
+    import unicodedata
+
+    ascii_text = unicodedata.normalize("NFKD", str(title)).encode("ascii", "ignore").decode("ascii")
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+    slug = slug[:max_chars].rstrip("-")
+    if slug in WINDOWS_RESERVED_NAMES:
+        slug += "-page"
+    return slug
+
+
+def clip_filename(title: str, url: str | None = None, day: _dt.date | None = None) -> str:
+    """``YYYY-MM-DD-<slug>.md``; the slug falls back on the URL's path, then its host."""
+    from urllib.parse import unquote, urlsplit
+
+    slug = clip_slug(title)
+    if not slug and url:
+        parts = urlsplit(url)
+        last = unquote(parts.path.rstrip("/").rsplit("/", 1)[-1]).rsplit(".", 1)[0]
+        slug = clip_slug(last) or clip_slug(parts.hostname or "")
+    day = day or _dt.date.today()
+    return f"{day.isoformat()}-{slug or 'clipped-page'}.md"
+
+
+def _yaml_quote(value: str) -> str:
+    """A single-quoted YAML scalar: read the same by PyYAML and ``parse_simple_yaml``."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def render_clip_note(page: ExtractedPage, source: str | None, clipped: str | None = None) -> str:
+    """The note's text: YAML frontmatter (title, source, clipped, metadata, sha256 of the body) + Markdown."""
+    body = page.content if page.content.endswith("\n") else page.content + "\n"
+    fields = {"title": page.title, "source": source, "clipped": clipped or now_iso(), "author": page.author,
+              "published": page.published, "site": page.site, "description": page.description, "lang": page.lang,
+              "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()}
+    lines = [f"{key}: {_yaml_quote(clean)}" for key, value in fields.items() if (clean := _one_line(value))]
+    return "---\n" + "\n".join(lines) + "\n---\n" + body
+
+
+def _same_page_key(url: str) -> str:
+    """A URL for duplicate detection: scheme and host lower-case, no fragment, no default port, no trailing slash."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        p = urlsplit(url.strip())
+        host = (p.hostname or "").lower()
+        port = p.port
+    except ValueError:
+        return url.strip()
+    netloc = host if port in (None, 80 if p.scheme == "http" else 443) else f"{host}:{port}"
+    return urlunsplit((p.scheme.lower(), netloc, p.path.rstrip("/") or "/", p.query, ""))
+
+
+_SOURCE_LINE = re.compile(r"^source:[ \t]*(.+?)[ \t]*$", re.M)
+
+
+def find_clipped(collection: "Collection", urls: Iterable[str]) -> Path | None:
+    """The note in the collection whose frontmatter ``source:`` is one of ``urls``."""
+    wanted = {_same_page_key(u) for u in urls if u}
+    if not wanted:
+        return None
+    for _rel, full, _st in walk_markdown(collection.path, collection.glob):
+        try:
+            with open(full, "rb") as fh:
+                head = fh.read(8192).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        block, _, _ = split_frontmatter(head.replace("\r\n", "\n"))
+        for m in _SOURCE_LINE.finditer(block or ""):
+            value = _yaml_scalar(m.group(1))
+            if isinstance(value, str) and _same_page_key(value) in wanted:
+                return full
+    return None
+
+
+def _clip_folder(collection: "Collection", subfolder: str | None) -> Path:
+    """The folder a clip goes to, checked: inside the collection, existing (the
+    collection folder) or creatable (the sub-folder), and writable."""
+    root = collection.path
+    if not root.is_dir():
+        raise PMSError(f"the folder of collection {collection.name!r} is missing ({root}): restore it, or remove the collection")
+    folder = root
+    if subfolder:
+        parts = Path(subfolder.replace("\\", "/")).parts
+        if Path(subfolder).is_absolute() or any(p in ("..", ".") or p.startswith(".") or p in SKIP_DIRS for p in parts):
+            raise PMSError(f"--subfolder {subfolder!r} must be a relative folder inside the collection (no '..', no hidden folders)")
+        folder = root.joinpath(*parts)
+        if not folder.resolve().is_relative_to(root.resolve()):
+            raise PMSError(f"--subfolder {subfolder!r} leads outside the collection folder {root}")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PMSError(f"cannot create {folder}: {exc.strerror or exc} (check the folder's permissions)") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PMSError(f"cannot write to {folder} (read-only folder: check its permissions)")
+    return folder
+
+
+def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
+    """Write ``data`` to ``folder/filename`` (or ``-2``, ``-3``... when taken), atomically:
+    a temp file in the same folder, then a hard link to the free name, which
+    fails instead of overwriting. A failure leaves no partial file."""
+    import tempfile
+
+    stem = filename[:-3] if filename.endswith(".md") else filename
+    root = folder.resolve()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".pms-clip-", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise PMSError(f"cannot write to {folder}: {exc.strerror or exc} (check the folder's permissions and free space)") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        for n in range(1, 1000):
+            target = folder / (f"{stem}-{n}.md" if n > 1 else f"{stem}.md")
+            if target.resolve().parent != root:  # belt and braces: the slug cannot contain separators
+                raise PMSError(f"refusing to write {target}: outside {folder}")
+            try:
+                os.link(tmp, target)
+                return target
+            except FileExistsError:
+                continue
+            except OSError:  # no hard links here (some network and FAT drives): claim the name, then replace it
+                try:
+                    os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                except FileExistsError:
+                    continue
+                os.replace(tmp, target)
+                return target
+        raise PMSError(f"too many notes named {stem}*.md in {folder}")
+    except OSError as exc:
+        raise PMSError(f"cannot write the note in {folder}: {exc.strerror or exc} (check permissions and free space)") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def clip_into_collection(kb: "KnowledgeBase", collection: "Collection", source: str | None, *,
+                         html: bytes | str | None = None, subfolder: str | None = None, force: bool = False,
+                         timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ClippedNote:
+    """Clip a page into ``collection`` as ``YYYY-MM-DD-<slug>.md`` and index it.
+
+    ``source`` is the page's URL: fetched, unless ``html`` (a saved page) is
+    given, in which case it is only recorded (None: the page's canonical URL,
+    if it names one). A URL already clipped into the collection raises
+    ``AlreadyClipped`` unless ``force``. Never overwrites a file.
+    """
+    _import_trafilatura()
+    if source:
+        source = check_clip_url(source)
+    elif html is None:
+        raise PMSError("nothing to clip: give a URL, or the HTML of a saved page")
+    folder = _clip_folder(collection, subfolder)
+
+    def refuse_duplicate(*urls: str | None) -> None:
+        existing = None if force else find_clipped(collection, [u for u in urls if u])
+        if existing:
+            rel = existing.relative_to(collection.path).as_posix()
+            raise AlreadyClipped(f"{urls[0]} is already clipped into {collection.name!r} as {rel} "
+                                 "(nothing written; use --force to clip it again)", existing)
+
+    if html is None:
+        refuse_duplicate(source)
+        fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
+        page = extract_from_html(fetched, url=final_url)
+        refuse_duplicate(source, final_url)
+        source = final_url
+    else:
+        refuse_duplicate(source)
+        page = extract_from_html(html, url=source)
+        if not source and page.url:  # a saved page that names its canonical URL
+            source = page.url
+            refuse_duplicate(source)
+    name = clip_filename(page.title, source)
+    rel_folder = folder.relative_to(collection.path).as_posix()
+    rel = name if rel_folder == "." else f"{rel_folder}/{name}"
+    if not glob_to_regex(collection.glob).match(rel):
+        raise PMSError(f"collection {collection.name!r} only indexes {collection.glob}, so {rel} would not be searchable "
+                       "(choose another --subfolder)")
+    target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
+    rel = target.relative_to(collection.path).as_posix()
+    report = kb.sync(collections=[collection.name], paths=[target])
+    problems = [why for _path, why in report.errors + report.skipped]
+    rows = kb.store.find_documents(collection=collection.name, path=rel)
+    return ClippedNote(path=target, relpath=rel, collection=collection.name, title=page.title, source=source,
+                       docid=rows[0][4] if rows else None, page=page,
+                       index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
 
 
 ###############################################################################
@@ -2110,6 +2695,205 @@ class KnowledgeBase:
 
 
 ###############################################################################
+# Evaluation: search quality on judged queries (pms bench) ####################
+###############################################################################
+
+@dataclasses.dataclass
+class Judgment:
+    """One judged query: the notes that answer it, with their credit (1.0 full, 0.5 partial)."""
+
+    query: str
+    relevant: dict[str, float]
+    expected_in_top_k: int | None = None
+
+
+def load_fixture(path: str | os.PathLike) -> list[Judgment]:
+    """Read qmd's fixture format or its graded form.
+
+    ``{"queries": [{"query": "...", "expected_files": [...], "expected_in_top_k": 3}]}``;
+    graded: ``relevant_paths`` (full credit) and ``partial_paths`` (half credit).
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PMSError(f"cannot read fixture {path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PMSError(f"fixture {path} is not valid JSON ({exc})") from None
+    items = data.get("queries") if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
+        raise PMSError(f'fixture {path} has no queries (expected {{"queries": [{{"query": ..., "expected_files": [...]}}]}})')
+    judgments = []
+    for i, item in enumerate(items, 1):
+        if not isinstance(item, dict) or not str(item.get("query") or "").strip():
+            raise PMSError(f'fixture {path}: query #{i} has no "query" text')
+        relevant: dict[str, float] = {}
+        for key, gain in (("partial_paths", 0.5), ("expected_files", 1.0), ("relevant_paths", 1.0)):
+            value = item.get(key) or []
+            for target in [value] if isinstance(value, str) else value:
+                relevant[str(target)] = gain  # listed as both: full credit wins
+        if not relevant:
+            raise PMSError(f"fixture {path}: query #{i} ({item['query']!r}) lists no expected_files or relevant_paths")
+        top = item.get("expected_in_top_k")
+        judgments.append(Judgment(str(item["query"]), relevant, int(top) if top else None))
+    return judgments
+
+
+def ndcg(gains: Sequence[float], judged: Sequence[float], k: int) -> float:
+    """nDCG@k with linear gains: ``gains`` of the ranked hits, ``judged`` of every relevant note."""
+    import math
+
+    def dcg(values):
+        return sum(g / math.log2(i + 2) for i, g in enumerate(values[:k]))
+
+    best = dcg(sorted(judged, reverse=True))
+    return dcg(list(gains)) / best if best else 0.0
+
+
+def query_metrics(gains: Sequence[float], judged: Sequence[float]) -> dict[str, float]:
+    """Metrics of one ranked list. ``gains[i]`` is the credit of the hit at rank i+1
+    (0 when not relevant); partial credit counts half in every metric."""
+    gains = list(gains)
+    return {
+        "hit@1": max(gains[:1], default=0.0),
+        "hit@3": max(gains[:3], default=0.0),
+        "hit@5": max(gains[:5], default=0.0),
+        "mrr": max((g / rank for rank, g in enumerate(gains, 1)), default=0.0),
+        "ndcg@5": ndcg(gains, judged, 5),
+        "ndcg@10": ndcg(gains, judged, 10),
+        "recall@10": sum(gains[:10]) / sum(judged) if sum(judged) else 0.0,
+    }
+
+
+def resolve_targets(targets: Iterable[str], notes: Sequence[tuple[str, str]]) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """Map fixture paths to indexed notes ``(collection, path)``: (found, missing).
+
+    A target matches, in this order: ``collection/path`` or the collection-relative
+    path; then a path suffix (``docs/a.md`` matches ``notes/docs/a.md``); then the
+    file name or its stem (``a.md``, ``a``). A non-exact target must match one
+    note only, else PMSError names the candidates.
+    """
+    exact: dict[str, list] = {}
+    by_name: dict[str, list] = {}
+    for col, path in notes:
+        for key in (f"{col}/{path}", path):
+            exact.setdefault(key, []).append((col, path))
+        name = path.rsplit("/", 1)[-1]
+        by_name.setdefault(name, []).append((col, path))
+        stem = name.rsplit(".", 1)[0]
+        if stem != name:
+            by_name.setdefault(stem, []).append((col, path))
+    found, missing = {}, []
+    for target in targets:
+        key = target.strip().replace("\\", "/").removeprefix("./")
+        if "/" in key:
+            candidates = exact.get(key) or [n for n in notes if n[1].endswith("/" + key)]
+        else:
+            candidates = exact.get(key) or by_name.get(key, [])
+        unique = sorted(set(candidates))
+        if len(unique) > 1:
+            shown = ", ".join(f"{c}/{p}" for c, p in unique[:4])
+            raise PMSError(f"fixture path {target!r} matches {len(unique)} notes ({shown}); write its collection-relative path")
+        if unique:
+            found[target] = unique[0]
+        else:
+            missing.append(target)
+    return found, missing
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1)."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    rank = int(-(-len(ordered) * q // 1))  # ceil
+    return ordered[min(len(ordered), max(rank, 1)) - 1]
+
+
+BENCH_MODES = ("keyword", "vector", "hybrid")
+BENCH_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "ndcg@5", "ndcg@10", "recall@10")
+
+
+def run_benchmark(kb: "KnowledgeBase", judgments: Sequence[Judgment], modes: Sequence[str] = BENCH_MODES,
+                  collections: Sequence[str] | None = None, k: int = 10) -> dict:
+    """Search every judged query in each mode and average the metrics.
+
+    Refuses (PMSError) rather than reporting zeros when there is nothing to
+    measure: no collection, no indexed notes, or expected notes not indexed.
+    A mode that cannot run (no embeddings) is reported as unavailable.
+    """
+    names = list(collections or [c.name for c in kb.collections.list()])
+    if not names:
+        raise PMSError("no collections to measure (add one: python3 pms.py collection add ~/notes --name notes)")
+    notes = [(c.name, p) for c in (kb.collections.get(n) for n in names) for p in c.files]
+    if not notes:
+        raise PMSError(f"collection {', '.join(names)} has no indexed notes, so every score would be 0 (run: python3 pms.py sync)")
+    found, missing = resolve_targets({t for j in judgments for t in j.relevant}, notes)
+    if missing:
+        shown = ", ".join(sorted(missing)[:8]) + (", ..." if len(missing) > 8 else "")
+        raise PMSError(f"{len(missing)} expected file(s) are not indexed in {', '.join(names)}: {shown} "
+                       f"(fix the fixture paths, pass -c with the right collection, or run: python3 pms.py sync)")
+    wanted = []
+    for j in judgments:
+        gains: dict[tuple[str, str], float] = {}
+        for target, gain in j.relevant.items():
+            gains[found[target]] = max(gain, gains.get(found[target], 0.0))
+        wanted.append(gains)
+    result: dict = {"queries": len(judgments), "notes": len(notes), "collections": names, "modes": {}}
+    for mode in modes:
+        try:
+            kb.search_mode(mode)
+            if mode != "keyword":
+                kb.search(judgments[0].query, k=1, mode=mode, collections=names)  # model load is not query latency
+        except EmbeddingUnavailable as exc:
+            result["modes"][mode] = {"available": False, "reason": str(exc)}
+            continue
+        per_query, latencies, passed = [], [], 0
+        for j, gains in zip(judgments, wanted):
+            t0 = time.perf_counter()
+            hits = kb.search(j.query, k=max(k, j.expected_in_top_k or 0), mode=mode, collections=names)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            ranked = [gains.get((h.collection, h.path), 0.0) for h in hits]
+            first = next((rank for rank, g in enumerate(ranked, 1) if g), None)
+            per_query.append({"query": j.query, "first_relevant_rank": first, **query_metrics(ranked, list(gains.values()))})
+            if j.expected_in_top_k and first and first <= j.expected_in_top_k:
+                passed += 1
+        summary: dict = {m: sum(q[m] for q in per_query) / len(per_query) for m in BENCH_METRICS}
+        summary.update(available=True, latency_ms_median=_percentile(latencies, 0.5),
+                       latency_ms_p95=_percentile(latencies, 0.95), per_query=per_query)
+        if any(j.expected_in_top_k for j in judgments):
+            summary["expected_in_top_k_passed"] = passed
+            summary["expected_in_top_k_total"] = sum(1 for j in judgments if j.expected_in_top_k)
+        result["modes"][mode] = summary
+    return result
+
+
+def format_benchmark(result: dict) -> str:
+    """The table ``pms bench`` prints: one row per mode."""
+    head = ["mode", "Hit@1", "Hit@3", "Hit@5", "MRR", "nDCG@5", "nDCG@10", "R@10", "p50 ms", "p95 ms"]
+    has_pass = any("expected_in_top_k_total" in m for m in result["modes"].values())
+    lines = [" ".join(f"{h:>8}" for h in head) + ("  in top k" if has_pass else "")]
+    for mode, m in result["modes"].items():
+        if not m["available"]:
+            lines.append(f"{mode:>8} unavailable: {m['reason']}")
+            continue
+        cells = [f"{m[x]:8.3f}" for x in BENCH_METRICS] + [f"{m['latency_ms_median']:8.1f}", f"{m['latency_ms_p95']:8.1f}"]
+        tail = f"  {m['expected_in_top_k_passed']}/{m['expected_in_top_k_total']}" if has_pass else ""
+        lines.append(f"{mode:>8} " + " ".join(cells) + tail)
+    return "\n".join(lines)
+
+
+def cmd_bench(kb: "KnowledgeBase", args) -> int:
+    judgments = load_fixture(args.fixture)
+    result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        print(f"{result['queries']} queries over {result['notes']} notes in {', '.join(result['collections'])}")
+        print(format_benchmark(result))
+    return 0
+
+
+###############################################################################
 # CLI ###########################################################################
 ###############################################################################
 
@@ -2392,6 +3176,15 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--chunks", action="store_true", help="return passages, not one result per note")
     se.add_argument("--explain", action="store_true", help="show bm25 and vector ranks and scores per hit")
 
+    b = sub.add_parser("bench", help="measure search quality on judged queries: Hit@k, MRR, nDCG, recall, latency", description=(
+        'FIXTURE is JSON: {"queries": [{"query": "...", "expected_files": ["a.md"], "expected_in_top_k": 3}]} '
+        "(qmd's format) or graded, with relevant_paths (full credit) and partial_paths (half credit). "
+        "Paths are collection-relative; a file name or stem is enough when only one note has it."))
+    b.add_argument("fixture", help="the judged queries (JSON)")
+    b.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
+    b.add_argument("--mode", action="append", choices=BENCH_MODES, help="only this mode (repeatable; default: all three)")
+    b.add_argument("--json", action="store_true", help="metrics per mode and per query as JSON")
+
     g = sub.add_parser("get", help="print a note: collection/path.md[:FROM[:COUNT]] or #docid")
     g.add_argument("ref")
     g.add_argument("--json", action="store_true")
@@ -2409,7 +3202,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
-            "get": cmd_get, "demo": cmd_demo}
+            "get": cmd_get, "demo": cmd_demo, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

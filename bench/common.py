@@ -1,0 +1,46 @@
+"""Shared by the benchmark scripts: a cached PMS index per (corpus, chunk size, model)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import pms  # noqa: E402
+
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, embed: bool) -> pms.KnowledgeBase:
+    """The cached index of ``folder`` for this chunk size and model, synced (and embedded) as needed.
+
+    The file name records chunk size and model, so changing either builds a
+    new index instead of silently mixing passages or vectors.
+    """
+    model = pms.model_settings()[0] if embed else "keyword"
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", model).strip("-").lower()
+    workdir.mkdir(parents=True, exist_ok=True)
+    kb = pms.KnowledgeBase(workdir / f"{collection}-{chunk_chars}-{slug}.sqlite", embeddings=embed, chunk_chars=chunk_chars)
+    if not any(c.name == collection for c in kb.collections.list()):
+        kb.collections.create(folder, name=collection)
+    t0 = time.monotonic()
+    report = kb.sync(embed=embed, progress=pms.ProgressPrinter())
+    if report.added or report.embedded:
+        print(f"{collection}: indexed in {time.monotonic() - t0:.0f}s: {report.summary()}", file=sys.stderr)
+    if embed and report.embed_error:
+        print(f"{collection}: embeddings unavailable: {report.embed_error}", file=sys.stderr)
+    return kb
+
+
+def print_result(title: str, result: dict, as_json: bool) -> None:
+    import json
+
+    if as_json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        print(title)
+        print(pms.format_benchmark(result))

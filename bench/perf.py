@@ -1,0 +1,480 @@
+#!/usr/bin/env python3
+"""Speed, size and memory benchmarks for PMS (the README's "Speed" figures).
+
+    .venv/bin/python bench/perf.py keyword     # tldr, 38k files: indexing, re-sync, query latency, CLI wall time
+    .venv/bin/python bench/perf.py embed       # rust-book: embedding chunks/s and peak RSS per batch size
+    .venv/bin/python bench/perf.py hybrid      # rust-book, embedded: warm hybrid latency, CLI one-shot with model load
+    .venv/bin/python bench/perf.py size        # index bytes per chunk beyond the text, and what changes it
+    .venv/bin/python bench/perf.py all
+
+Corpora come from ../shared/data/corpora (or --data) and are extracted under
+--work (default /tmp/pms-perf), never into the repository. Each measurement
+that reports peak RSS runs in a fresh Python process, so the figure is that
+step's own. The embedding benchmarks need the .venv and a model folder
+(PMS_MODEL_DIR, default .cache/minilm built by scripts/fetch_test_model.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import pms  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "corpora"
+DEFAULT_MODEL_DIR = REPO / ".cache" / "minilm"
+
+# Questions a person might type into either corpus; the rest of each query
+# set is drawn from the corpus itself (see tldr_queries / rust_book_queries).
+TLDR_QUESTIONS = [
+    "list files", "compress a directory", "extract tar archive", "show disk usage", "find files by name",
+    "git undo last commit", "docker remove container", "kill process by name", "change file permissions",
+    "download file from url", "search text in files", "create symbolic link", "check open ports",
+    "convert video to mp4", "resize image", "show network interfaces", "mount usb drive", "ssh copy key",
+    "\"hard link\"", "python virtual environment", "install package apt", "kubernetes logs pod",
+    "edit crontab", "sort lines unique", "count words", "git rebase -merge", "ping*", "C++ compiler",
+    "don't overwrite", "how do I see which process uses a port",
+]
+RUST_QUESTIONS = [
+    "how do I read a file into a string", "what is ownership", "borrow checker mutable reference",
+    "lifetimes in function signatures", "how to handle errors with Result", "the question mark operator",
+    "define a trait with default methods", "generic types", "closures capture environment", "iterator adapters map filter",
+    "smart pointers Box", "Rc reference counting", "RefCell interior mutability", "spawn a thread",
+    "message passing channels", "Mutex shared state", "pattern matching enums", "if let syntax",
+    "cargo workspaces", "publish a crate", "write unit tests", "integration tests directory",
+    "unsafe rust raw pointers", "macros declarative", "struct methods impl", "vectors store lists",
+    "hash maps", "strings are UTF-8", "modules and privacy", "guessing game random number",
+]
+
+
+###############################################################################
+# helpers
+###############################################################################
+
+def extract(archive: Path, work: Path) -> Path:
+    """Unpack a corpus once into ``work`` and return its top folder."""
+    name = archive.name.split(".")[0]
+    target = work / name
+    if not target.is_dir():
+        work.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(work, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(work)
+    if not target.is_dir():
+        raise SystemExit(f"{archive} did not unpack to {target}")
+    return target
+
+
+def fresh(path: Path) -> Path:
+    for suffix in ("", "-wal", "-shm", ".sync.lock"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    return path
+
+
+def peak_rss_mb() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def percentiles(times_s: list[float]) -> dict:
+    ms = sorted(t * 1000 for t in times_s)
+    return {"n": len(ms), "median_ms": statistics.median(ms), "p95_ms": ms[min(len(ms) - 1, int(len(ms) * 0.95))],
+            "min_ms": ms[0], "max_ms": ms[-1]}
+
+
+def timed(fn, *args, **kwargs):
+    t = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t
+
+
+def latency(fn, queries: list[str], warmup: int = 5) -> dict:
+    for q in queries[:warmup]:
+        fn(q)
+    return percentiles([timed(fn, q)[1] for q in queries])
+
+
+def run_child(step: str, **params) -> dict:
+    """Run one measurement in a fresh interpreter (own peak RSS); it prints JSON last."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "_child", step, json.dumps(params)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"step {step} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cli_wall(argv: list[str], queries: list[str], runs: int, env: dict | None = None) -> dict:
+    """Wall time of one-shot ``pms.py search`` processes, cycling through queries."""
+    times = []
+    for i in range(runs):
+        t = time.perf_counter()
+        subprocess.run([*argv, queries[i % len(queries)]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=env, check=True)
+        times.append(time.perf_counter() - t)
+    return percentiles(times)
+
+
+def text_bytes(db: Path) -> tuple[int, int]:
+    """(chunks, UTF-8 bytes of their text) in an index."""
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT count(*), coalesce(sum(length(CAST(body AS BLOB))), 0) FROM chunks").fetchone()
+    finally:
+        con.close()
+
+
+def checkpoint(db: Path) -> int:
+    """Fold the WAL into the main file (what closing the last connection does) and return its size."""
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    return db.stat().st_size
+
+
+def overhead(db: Path) -> dict:
+    chunks, text = text_bytes(db)
+    size = checkpoint(db)
+    return {"file_bytes": size, "chunks": chunks, "text_bytes": text,
+            "overhead_per_chunk": round((size - text) / max(chunks, 1))}
+
+
+def python_variants(python: str) -> list[tuple[str, list[str]]]:
+    """``python3`` as the user types it, plus ``-S``; a pyenv-style shim is also resolved to the real binary."""
+    variants = [(python, [python]), (f"{python} -S", [python, "-S"])]
+    real = subprocess.run([python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True).stdout.strip()
+    found = shutil.which(python)
+    if real and found and Path(found).resolve() != Path(real).resolve():
+        variants += [(f"{real} (no shim)", [real]), (f"{real} -S (no shim)", [real, "-S"])]
+    return variants
+
+
+###############################################################################
+# query sets
+###############################################################################
+
+def tldr_queries(root: Path, n: int = 200, seed: int = 7) -> list[str]:
+    """Questions, command names, description words, phrases, prefixes and exclusions from English pages."""
+    pages = sorted((root / "pages").glob("*/*.md"))
+    rng = random.Random(seed)
+    out = list(TLDR_QUESTIONS)
+    while len(out) < n:
+        page = rng.choice(pages)
+        text = page.read_text(encoding="utf-8")
+        words = [w for w in re.findall(r"[A-Za-z]{3,}", " ".join(l[2:] for l in text.splitlines() if l.startswith("> ")))
+                 if w.lower() not in pms.STOPWORDS and w != "More"]
+        kind = len(out) % 5
+        if kind == 0 or len(words) < 3:
+            out.append(page.stem)
+        elif kind == 1:
+            start = rng.randrange(len(words) - 2)
+            out.append(" ".join(words[start : start + rng.choice((2, 3))]).lower())
+        elif kind == 2:
+            start = rng.randrange(len(words) - 1)
+            out.append('"' + " ".join(words[start : start + 2]).lower() + '"')
+        elif kind == 3:
+            out.append(f"{page.stem} {rng.choice(words).lower()[:4]}*")
+        else:
+            a, b = rng.sample(words, 2)
+            out.append(f"{a.lower()} -{b.lower()}")
+    return out[:n]
+
+
+def rust_book_queries(db: Path, n: int = 200, seed: int = 7) -> list[str]:
+    """Hand-written questions plus section headings of the book's chunks."""
+    con = sqlite3.connect(db)
+    headings = sorted({h.split(" > ")[-1] for (h,) in con.execute("SELECT headings FROM chunks WHERE headings != ''")})
+    con.close()
+    rng = random.Random(seed)
+    headings = [h for h in headings if len(h.split()) >= 2]
+    return (RUST_QUESTIONS + rng.sample(headings, min(len(headings), n)))[:n]
+
+
+###############################################################################
+# steps run in a child process
+###############################################################################
+
+def child_index(db: str, folder: str, name: str, edit: str | None = None) -> dict:
+    """Keyword-only index from scratch, then re-sync unchanged, then re-sync after editing one file."""
+    db_path = fresh(Path(db))
+    kb = pms.KnowledgeBase(db_path, embeddings=False)
+    kb.collections.create(path=folder, name=name)
+    report, seconds = timed(kb.sync, embed=False)
+    result = {"files": report.added, "skipped": len(report.skipped), "errors": len(report.errors),
+              "seconds": seconds, "files_per_s": report.added / seconds, "peak_rss_mb": peak_rss_mb()}
+    result.update(kb.store.totals())
+    resyncs = [timed(kb.sync, embed=False) for _ in range(3)]
+    assert all(r.unchanged == report.added for r, _ in resyncs), "re-sync found changes in an untouched corpus"
+    result["resync_unchanged_s"] = statistics.median(s for _, s in resyncs)
+    plan, result["dry_run_s"] = timed(kb.check_sync_status)
+    if edit:
+        target = Path(folder) / edit
+        original = target.read_bytes()
+        try:
+            target.write_bytes(original + b"\n- Benchmark edit: `echo changed`\n")
+            report, result["resync_one_edit_s"] = timed(kb.sync, embed=False)
+            assert report.updated == 1, report.summary()
+        finally:
+            target.write_bytes(original)
+        kb.sync(embed=False)
+    kb.close()
+    result["peak_rss_mb_total"] = peak_rss_mb()
+    return result
+
+
+def child_keyword_latency(db: str, queries: list[str]) -> dict:
+    kb = pms.KnowledgeBase(db, embeddings=False)
+    result = {"keyword": latency(lambda q: kb.search(q, k=10, mode="keyword"), queries),
+              "keyword_chunks": latency(lambda q: kb.search(q, k=10, mode="keyword", chunks=True), queries),
+              "peak_rss_mb": peak_rss_mb()}
+    kb.close()
+    return result
+
+
+def child_embed(db: str, batch_size: int) -> dict:
+    """Embed every chunk of a keyword-only index (a copy) at one batch size."""
+    kb = pms.KnowledgeBase(db)
+    kb.embedder.batch_size = batch_size
+    _, load_s = timed(kb.embedder.load)
+    report, seconds = timed(kb.sync)
+    if report.embed_error:
+        raise SystemExit(report.embed_error)
+    kb.close()
+    return {"batch_size": batch_size, "chunks": report.embedded, "seconds": seconds, "model_load_s": load_s,
+            "chunks_per_s": report.embedded / seconds, "peak_rss_mb": peak_rss_mb()}
+
+
+def child_hybrid_latency(db: str, queries: list[str]) -> dict:
+    kb = pms.KnowledgeBase(db)
+    _, load_s = timed(kb.embedder.load)
+    r = kb.retrieval
+    result = {
+        "model_load_s": load_s,
+        "hybrid": latency(lambda q: kb.search(q, k=10, mode="hybrid"), queries),
+        "embed_query": latency(kb.embedder.embed_query, queries),
+        "vector": latency(lambda q: kb.search(q, k=10, mode="vector"), queries),
+        "keyword": latency(lambda q: kb.search(q, k=10, mode="keyword"), queries),
+        "rrf_candidates_only": latency(lambda q: (r.keyword_ranking(q, 100), r.vector_ranking(q, 100)), queries),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+    kb.close()
+    return result
+
+
+CHILD_STEPS = {"index": child_index, "keyword_latency": child_keyword_latency, "embed": child_embed,
+               "hybrid_latency": child_hybrid_latency}
+
+
+###############################################################################
+# benchmarks
+###############################################################################
+
+def bench_keyword(args) -> dict:
+    root = extract(args.data / "tldr.tar.gz", args.work)
+    db = args.work / "tldr-keyword.sqlite"
+    print(f"indexing {root} (keyword only) into {db} ...", flush=True)
+    out = {"index": run_child("index", db=str(db), folder=str(root), name="tldr", edit="pages/common/tar.md")}
+    ix = out["index"]
+    print(f"  {ix['files']} files, {ix['chunks']} chunks in {ix['seconds']:.1f}s = {ix['files_per_s']:.0f} files/s "
+          f"(skipped {ix['skipped']}, errors {ix['errors']}); peak RSS {ix['peak_rss_mb']:.0f} MB")
+    print(f"  re-sync unchanged {ix['resync_unchanged_s']:.2f}s; dry run {ix['dry_run_s']:.2f}s; "
+          f"re-sync after editing one file {ix['resync_one_edit_s']:.2f}s")
+    out["size"] = overhead(db)
+    print(f"  index {out['size']['file_bytes'] / 1e6:.1f} MB; {out['size']['overhead_per_chunk']} bytes/chunk beyond the text")
+    queries = tldr_queries(root)
+    out["latency"] = run_child("keyword_latency", db=str(db), queries=queries)
+    for key in ("keyword", "keyword_chunks"):
+        lat = out["latency"][key]
+        print(f"  in-process {key}: median {lat['median_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms over {lat['n']} queries")
+    out["cli"] = {}
+    for label, argv in python_variants(args.python):
+        base = cli_wall([*argv, "-c", "pass"], [""], args.runs)
+        wall = cli_wall([*argv, str(REPO / "pms.py"), "--db", str(db), "search", "--mode", "keyword"], queries, args.runs)
+        out["cli"][label] = {"search": wall, "interpreter_start": base}
+        print(f"  CLI `{label} pms.py search --mode keyword`: median {wall['median_ms']:.0f} ms, p95 {wall['p95_ms']:.0f} ms "
+              f"({args.runs} runs; bare interpreter start {base['median_ms']:.0f} ms)")
+    return out
+
+
+def keyword_rust_book(args) -> Path:
+    """A keyword-only index of the rust-book, the starting point of every embedding run."""
+    root = extract(args.data / "rust-book.tar.gz", args.work)
+    db = args.work / "rust-book-keyword.sqlite"
+    if not db.exists():
+        run_child("index", db=str(db), folder=str(root), name="rust-book")
+        checkpoint(db)
+    return db
+
+
+def embedded_db(args, batch_size: int) -> Path:
+    return args.work / f"rust-book-embedded-b{batch_size}.sqlite"
+
+
+def bench_embed(args) -> dict:
+    base = keyword_rust_book(args)
+    out = {}
+    for batch in args.batch_sizes:
+        db = fresh(embedded_db(args, batch))
+        shutil.copyfile(base, db)
+        res = run_child("embed", db=str(db), batch_size=batch)
+        out[batch] = res
+        print(f"  batch {batch:>3}: {res['chunks']} chunks in {res['seconds']:.1f}s = {res['chunks_per_s']:.1f} chunks/s, "
+              f"peak RSS {res['peak_rss_mb']:.0f} MB (model load {res['model_load_s']:.2f}s)", flush=True)
+    return out
+
+
+def ensure_embedded(args) -> Path:
+    db = embedded_db(args, pms.EMBED_BATCH_SIZE)
+    if not db.exists():
+        print(f"embedding the rust-book at batch size {pms.EMBED_BATCH_SIZE} first ...", flush=True)
+        shutil.copyfile(keyword_rust_book(args), fresh(db))
+        run_child("embed", db=str(db), batch_size=pms.EMBED_BATCH_SIZE)
+    checkpoint(db)
+    return db
+
+
+def bench_hybrid(args) -> dict:
+    db = ensure_embedded(args)
+    queries = rust_book_queries(db)
+    out = {"latency": run_child("hybrid_latency", db=str(db), queries=queries)}
+    lat = out["latency"]
+    print(f"  model load {lat['model_load_s']:.2f}s; peak RSS {lat['peak_rss_mb']:.0f} MB")
+    for key in ("hybrid", "embed_query", "vector", "keyword", "rrf_candidates_only"):
+        print(f"  in-process {key}: median {lat[key]['median_ms']:.2f} ms, p95 {lat[key]['p95_ms']:.2f} ms")
+    out["cli"] = {}
+    runs = max(3, args.runs // 3)
+    for label, argv in (("venv python", [sys.executable]),):
+        wall = cli_wall([*argv, str(REPO / "pms.py"), "--db", str(db), "search"], queries, runs)
+        out["cli"][label] = wall
+        print(f"  CLI one-shot hybrid `{label} pms.py search` (model load included): median {wall['median_ms']:.0f} ms, "
+              f"p95 {wall['p95_ms']:.0f} ms ({runs} runs)")
+    return out
+
+
+###############################################################################
+# size: where the bytes go, and what would shrink them
+###############################################################################
+
+def connect_with_vec(db: Path):
+    mod = pms.sqlite_module(True)
+    con = mod.connect(str(db), isolation_level=None)
+    import sqlite_vec
+
+    con.enable_load_extension(True)
+    sqlite_vec.load(con)
+    return con
+
+
+def table_sizes(db: Path) -> dict[str, int]:
+    """Bytes per table and index (dbstat), shadow tables grouped under their virtual table."""
+    con = connect_with_vec(db)
+    sizes: dict[str, int] = {}
+    for name, size in con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+        group = re.sub(r"_(data|idx|docsize|config|content|chunks|rowids|vector_chunks\d+|metadatachunks\d+|"
+                       r"metadatatext\d+|info|auxiliary)$", "", name)
+        sizes[group] = sizes.get(group, 0) + size
+    con.close()
+    return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
+
+
+FTS_COLUMNS = "title, headings, body, content='chunks', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'"
+
+
+def variant(source: Path, target: Path, statements: list[str]) -> dict:
+    """Copy an index, apply SQL, VACUUM, and measure bytes per chunk beyond the text."""
+    shutil.copyfile(source, fresh(target))
+    con = connect_with_vec(target)
+    for sql in statements:
+        con.execute(sql)
+    con.execute("VACUUM")
+    con.close()
+    return overhead(target)
+
+
+def rebuild_fts(options: str) -> list[str]:
+    return ["DROP TABLE chunks_fts", f"CREATE VIRTUAL TABLE chunks_fts USING fts5({FTS_COLUMNS}{options})",
+            "INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')"]
+
+
+def rebuild_vectors(options: str) -> list[str]:
+    return ["CREATE VIRTUAL TABLE v2 USING vec0(chunk_id INTEGER PRIMARY KEY, embedding float[384] distance_metric=cosine, "
+            f"collection_id INTEGER{options})",
+            "INSERT INTO v2(chunk_id, embedding, collection_id) SELECT chunk_id, embedding, collection_id FROM chunk_vectors",
+            "DROP TABLE chunk_vectors", "ALTER TABLE v2 RENAME TO chunk_vectors"]
+
+
+def bench_size(args) -> dict:
+    out = {}
+    tldr = args.work / "tldr-keyword.sqlite"
+    indexes = {"rust-book keyword": keyword_rust_book(args), "rust-book + vectors": ensure_embedded(args)}
+    if tldr.exists():
+        indexes["tldr keyword"] = tldr
+    scratch = args.work / "size-variant.sqlite"
+    for label, db in indexes.items():
+        res = {"as built": overhead(db), "tables": table_sizes(db)}
+        experiments = {
+            "VACUUM": [],
+            "FTS5 columnsize=0": rebuild_fts(", columnsize=0"),
+            "FTS5 detail=column": rebuild_fts(", detail=column"),
+            "page_size=1024": ["PRAGMA journal_mode=DELETE", "PRAGMA page_size=1024"],
+        }
+        if "vectors" in label:
+            experiments["vec0 chunk_size=256"] = rebuild_vectors(" chunk_size=256")
+            experiments["vec0 chunk_size=128"] = rebuild_vectors(" chunk_size=128")
+        for name, sql in experiments.items():
+            res[name] = variant(db, scratch, sql)
+        out[label] = res
+        print(f"  {label}: {res['as built']['chunks']} chunks, {res['as built']['file_bytes'] / 1e6:.2f} MB, "
+              f"{res['as built']['overhead_per_chunk']} B/chunk beyond the text")
+        print("    tables: " + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in res["tables"].items() if v > 50_000))
+        for name in experiments:
+            print(f"    {name}: {res[name]['file_bytes'] / 1e6:.2f} MB, {res[name]['overhead_per_chunk']} B/chunk")
+    fresh(scratch)
+    return out
+
+
+BENCHMARKS = {"keyword": bench_keyword, "embed": bench_embed, "hybrid": bench_hybrid, "size": bench_size}
+
+
+def main(argv=None) -> int:
+    if argv is None and len(sys.argv) > 2 and sys.argv[1] == "_child":
+        result = CHILD_STEPS[sys.argv[2]](**json.loads(sys.argv[3]))
+        print(json.dumps(result))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("benchmark", choices=[*BENCHMARKS, "all"])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with tldr.tar.gz and rust-book.tar.gz")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/pms-perf"), help="scratch folder for corpora and indexes")
+    parser.add_argument("--runs", type=int, default=15, help="CLI runs per variant")
+    parser.add_argument("--python", default="python3", help="interpreter for the keyword CLI timings")
+    parser.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8, 16, 32, 64])
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    if not (args.data / "tldr.tar.gz").exists():
+        parser.error(f"no corpora in {args.data} (pass --data)")
+    if DEFAULT_MODEL_DIR.is_dir():
+        os.environ.setdefault("PMS_MODEL_DIR", str(DEFAULT_MODEL_DIR))
+    results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version}}
+    for name in (BENCHMARKS if args.benchmark == "all" else [args.benchmark]):
+        print(f"== {name}", flush=True)
+        results[name] = BENCHMARKS[name](args)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

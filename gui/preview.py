@@ -1,0 +1,248 @@
+"""The note preview: Markdown rendered by Qt, scrolled to the passage a search found.
+
+Nothing here touches the network: ``loadResource`` refuses remote URLs, web
+links go to the system browser, links to other notes open in the preview.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from PySide6.QtCore import QRegularExpression, QUrl, Signal
+from PySide6.QtGui import QColor, QDesktopServices, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
+from PySide6.QtWidgets import QTextBrowser, QTextEdit
+
+import pms
+
+WIKI_SCHEME = "pms-wiki"
+REMOTE_SCHEMES = {"http", "https", "ftp", "ws", "wss"}
+MAX_HIGHLIGHTS = 400
+# A marked query term: readable on light and dark palettes alike.
+MARK_BACKGROUND = QColor("#ffe066")
+MARK_FOREGROUND = QColor("#000000")
+
+_WIKILINK = re.compile(r"(!?)\[\[([^\[\]|#\n]*)(#[^\[\]|\n]*)?(?:\|([^\[\]\n]+))?\]\]")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
+def wikilinks_to_markdown(body: str) -> str:
+    """Obsidian ``[[Note]]``, ``[[Note#Heading|label]]`` and ``![[image.png]]``
+    become ordinary Markdown links, outside code fences only."""
+
+    def replace(m: re.Match) -> str:
+        embed, target, heading, label = m.group(1), m.group(2).strip(), m.group(3) or "", m.group(4)
+        if embed and re.search(r"\.(png|jpe?g|gif|svg|webp|bmp)$", target, re.I):
+            return f"![{target}]({quote(target)})"
+        text = label or (target + heading.replace("#", " › ") if target else heading.lstrip("#"))
+        href = f"{WIKI_SCHEME}:{quote(target)}" + (f"#{quote(heading[1:])}" if heading else "")
+        return f"[{text}]({href})"
+
+    out, fence = [], None
+    for line in body.split("\n"):
+        m = _FENCE.match(line)
+        if m:
+            marker = m.group(1)[0]
+            fence = None if fence == marker else (fence or marker)
+            out.append(line)
+            continue
+        out.append(line if fence else _WIKILINK.sub(replace, line))
+    return "\n".join(out)
+
+
+def plain_line(line: str) -> str:
+    """A Markdown source line as it reads once rendered (good enough to find it)."""
+    line = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", line)      # links and images -> their text
+    line = _WIKILINK.sub(lambda m: m.group(4) or m.group(2), line)
+    line = re.sub(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(\[[ xX]\]\s+)?|\d+[.)]\s+)", "", line)
+    line = re.sub(r"[*_`~|]+", " ", line)
+    line = html.unescape(re.sub(r"<[^>]+>", "", line))
+    return re.sub(r"\s+", " ", line).strip()
+
+
+def term_pattern(words) -> str | None:
+    """A regex matching the query words by prefix, so 'sync' lights up 'syncing'."""
+    stems = [w[: max(3, len(w) - 2)] if len(w) > 4 else w for w in words if w]
+    if not stems:
+        return None
+    return r"\b(" + "|".join(re.escape(s) for s in sorted(set(stems), key=len, reverse=True)) + r")\w*"
+
+
+class NotePreview(QTextBrowser):
+    """A read-only view of one note. ``show_note`` renders and scrolls."""
+
+    status_message = Signal(str)
+
+    def __init__(self, kb, parent=None):
+        super().__init__(parent)
+        self.kb = kb
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.anchorClicked.connect(self._follow_link)
+        self.document().setDocumentMargin(16)
+        self.abspath: Path | None = None
+        self.passage_block = -1          # block number the view was scrolled to (tests read it)
+        self.setPlaceholderText("Select a result to read the note here.")
+
+    # -- rendering ---------------------------------------------------------------------
+    def clear_note(self) -> None:
+        self.abspath = None
+        self.passage_block = -1
+        self.clear()
+
+    def show_note(self, abspath: str | Path, *, text: str | None = None, start_line: int = 0,
+                  end_line: int = 0, heading: str = "", words=()) -> bool:
+        """Render the note at ``abspath`` (``text`` if already read), scroll to
+        ``start_line`` (1-based, in the file) and mark ``words``."""
+        abspath = Path(abspath)
+        if text is None:
+            try:
+                text = pms.decode_text(pms.read_note_file(abspath))
+            except (OSError, ValueError) as exc:
+                self.clear_note()
+                self.status_message.emit(f"Cannot read {abspath.name}: {exc}")
+                return False
+        block, body, fm_lines = pms.split_frontmatter(text)
+        meta = pms.parse_frontmatter(block)
+        doc = self.document()
+        doc.setBaseUrl(QUrl.fromLocalFile(str(abspath.parent) + "/"))
+        self.setSearchPaths([str(abspath.parent)])
+        self.abspath = abspath
+        doc.setMarkdown(wikilinks_to_markdown(body), QTextDocument.MarkdownDialectGitHub)
+        header = self._header_html(meta)
+        if header:
+            cursor = QTextCursor(doc)
+            cursor.movePosition(QTextCursor.Start)
+            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            cursor.movePosition(QTextCursor.Start)
+            cursor.insertHtml(header)
+        self._highlight(words)
+        self.passage_block = -1
+        lines = text.split("\n")
+        if start_line > 1 or heading:
+            target = self._find_passage(lines, start_line, end_line or start_line + 20, heading)
+            if target is not None:
+                self._scroll_to(target)
+                return True
+        self.verticalScrollBar().setValue(0)
+        return True
+
+    @staticmethod
+    def _header_html(meta: dict) -> str:
+        parts = []
+        if meta.get("title"):
+            parts.append(f"<b>{html.escape(str(meta['title']))}</b>")
+        tags = meta.get("tags")
+        tags = tags if isinstance(tags, (list, tuple)) else ([tags] if tags else [])
+        if tags:
+            parts.append(" ".join(f"#{html.escape(str(t).lstrip('#'))}" for t in tags if t))
+        source = str(meta.get("source") or meta.get("url") or "")
+        if source.startswith(("http://", "https://")):
+            label = re.sub(r"^https?://(www\.)?", "", source)
+            label = label if len(label) <= 60 else label[:57] + "…"
+            parts.append(f'<a href="{html.escape(source)}">{html.escape(label)}</a>')
+        for key in ("author", "clipped", "date"):
+            if meta.get(key):
+                parts.append(html.escape(str(meta[key])))
+        if not parts:
+            return ""
+        return '<p style="font-size:small; color:palette(placeholder-text)">' + " · ".join(parts) + "</p>"
+
+    def _find_passage(self, lines: list[str], start_line: int, end_line: int, heading: str) -> QTextCursor | None:
+        """Where the passage that starts at ``start_line`` ended up in the rendered document."""
+        doc = self.document()
+        candidates = [plain_line(line) for line in lines[max(0, start_line - 1) : end_line]]
+        if heading:
+            candidates.append(heading.split(" › ")[-1].split(" > ")[-1])
+        for text in candidates:
+            words = text.split()
+            if len(re.sub(r"\W", "", text)) < 3:
+                continue
+            for needle in (" ".join(words[:8]), " ".join(words[:3])):
+                found = doc.find(needle)
+                if not found.isNull():
+                    return found
+        return None
+
+    def _scroll_to(self, cursor: QTextCursor) -> None:
+        block = cursor.block()
+        self.passage_block = block.blockNumber()
+        top = self.document().documentLayout().blockBoundingRect(block).top()
+        self.verticalScrollBar().setValue(max(0, int(top) - 12))
+        # A quiet bar beside the passage, on top of the term marks.
+        passage = QTextEdit.ExtraSelection()
+        passage.cursor = QTextCursor(block)
+        passage.format.setProperty(QTextCharFormat.FullWidthSelection, True)
+        passage.format.setBackground(self.palette().alternateBase())
+        self.setExtraSelections([passage, *self.extraSelections()])
+
+    def _highlight(self, words) -> None:
+        pattern = term_pattern(words)
+        selections = []
+        if pattern:
+            doc = self.document()
+            regex = QRegularExpression(pattern, QRegularExpression.CaseInsensitiveOption | QRegularExpression.UseUnicodePropertiesOption)
+            cursor = doc.find(regex)
+            while not cursor.isNull() and len(selections) < MAX_HIGHLIGHTS:
+                mark = QTextEdit.ExtraSelection()
+                mark.cursor = cursor
+                mark.format.setBackground(MARK_BACKGROUND)
+                mark.format.setForeground(MARK_FOREGROUND)
+                selections.append(mark)
+                cursor = doc.find(regex, cursor)
+        self.setExtraSelections(selections)
+
+    # -- links and resources -------------------------------------------------------
+    def loadResource(self, kind, url: QUrl):
+        if url.scheme().lower() in REMOTE_SCHEMES:
+            return None  # never fetch from the network: a note must not phone home
+        return super().loadResource(kind, url)
+
+    def _follow_link(self, url: QUrl) -> None:
+        scheme = url.scheme().lower()
+        if scheme in REMOTE_SCHEMES or scheme == "mailto":
+            QDesktopServices.openUrl(url)
+            return
+        if scheme == WIKI_SCHEME:
+            self.open_wikilink(unquote(url.path()), unquote(url.fragment()))
+            return
+        if not scheme and not url.path() and url.fragment():
+            self.scrollToAnchor(url.fragment())
+            return
+        target = url if scheme == "file" else self.document().baseUrl().resolved(url)
+        path = Path(target.toLocalFile())
+        if path.suffix.lower() != ".md" and not path.exists() and path.with_suffix(".md").exists():
+            path = path.with_suffix(".md")
+        if path.suffix.lower() in (".md", ".markdown") and path.is_file():
+            self.show_note(path, heading=unquote(url.fragment()))
+        elif path.exists():
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+        else:
+            self.status_message.emit(f"Link target not found: {path.name}")
+
+    def open_wikilink(self, target: str, heading: str = "") -> bool:
+        """Obsidian resolves [[Name]] by file name anywhere in the vault: so do we,
+        nearest to the current note first."""
+        path = self.resolve_wikilink(target)
+        if path is None:
+            self.status_message.emit(f"No note named “{target}”")
+            return False
+        return self.show_note(path, heading=heading)
+
+    def resolve_wikilink(self, target: str) -> Path | None:
+        if not target:
+            return self.abspath
+        here = self.abspath.parent if self.abspath else None
+        name = target if target.lower().endswith(".md") else target + ".md"
+        if here and (here / name).is_file():
+            return here / name
+        wanted = Path(name).name.lower()
+        collections = self.kb.collections.list()
+        collections.sort(key=lambda c: 0 if here and here.is_relative_to(c.path) else 1)
+        for col in collections:
+            for rel in col.files:
+                if Path(rel).name.lower() == wanted or rel.lower() == name.lower():
+                    return col.path / rel
+        return None

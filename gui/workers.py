@@ -1,0 +1,206 @@
+"""Work that must not freeze the window: searching, loading the model, syncing,
+clipping, and watching folders. Plain Python threads report back through Qt
+signals (queued into the UI thread); the KnowledgeBase gives every thread its
+own SQLite connection, so a sync never blocks a search.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
+
+import pms
+
+PROGRESS_INTERVAL = 0.05   # seconds between progress signals: enough for a smooth bar
+MAX_WATCHED_PATHS = 8000   # stay well below the usual inotify limit
+
+
+class Bridge(QObject):
+    """Signals the worker threads emit. Parentless and held by the threads, so a
+    late emit after the window closed goes nowhere instead of crashing."""
+
+    results = Signal(int, str, object, float)     # seq, query, hits, seconds
+    search_failed = Signal(int, str)
+    model_loaded = Signal(bool)
+    sync_progress = Signal(object)                # pms.SyncProgress
+    sync_finished = Signal(object, str)           # SyncReport or None, error message
+    clip_finished = Signal(object, str, str)      # the clipped note or None, source, error message
+
+
+def emit(signal, *args) -> None:
+    try:
+        signal.emit(*args)
+    except RuntimeError:  # the receiver is gone: the window closed meanwhile
+        pass
+
+
+def start_thread(target, name: str) -> threading.Thread:
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+class SearchThread(threading.Thread):
+    """Runs the newest query only: keystrokes that arrive while a search runs
+    replace each other, so typing never queues up stale work."""
+
+    def __init__(self, kb, bridge: Bridge):
+        super().__init__(name="pms-search", daemon=True)
+        self.kb, self.bridge = kb, bridge
+        self._wanted = None
+        self._stop = False
+        self._cond = threading.Condition()
+
+    def submit(self, seq: int, query: str, mode: str, collections, k: int = 30) -> None:
+        with self._cond:
+            self._wanted = (seq, query, mode, collections, k)
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while self._wanted is None and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                seq, query, mode, collections, k = self._wanted
+                self._wanted = None
+            started = time.perf_counter()
+            try:
+                hits = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=True)
+            except pms.PMSError as exc:
+                emit(self.bridge.search_failed, seq, str(exc))
+                continue
+            except Exception as exc:  # a bug must show up as a message, not kill searching
+                emit(self.bridge.search_failed, seq, f"search failed: {exc!r}")
+                continue
+            emit(self.bridge.results, seq, query, hits, time.perf_counter() - started)
+
+
+def load_model_in_background(kb, bridge: Bridge) -> threading.Thread:
+    return start_thread(lambda: emit(bridge.model_loaded, kb.load_embedder()), "pms-load-model")
+
+
+class SyncJob:
+    """One ``kb.sync`` in a thread, with progress throttled and a cancel flag."""
+
+    def __init__(self, kb, bridge: Bridge, collections=None):
+        self.kb, self.bridge, self.collections = kb, bridge, collections
+        self.cancel = threading.Event()
+        self._last_progress = 0.0
+        self.thread = start_thread(self._run, "pms-sync")
+
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def _progress(self, p) -> None:
+        now = time.monotonic()
+        if now - self._last_progress >= PROGRESS_INTERVAL or p.done >= p.total:
+            self._last_progress = now
+            emit(self.bridge.sync_progress, p)
+
+    def _run(self) -> None:
+        try:
+            report = self.kb.sync(collections=self.collections, progress=self._progress, cancel=self.cancel)
+        except pms.PMSError as exc:
+            emit(self.bridge.sync_finished, None, str(exc))
+            return
+        except Exception as exc:
+            emit(self.bridge.sync_finished, None, f"sync failed: {exc!r}")
+            return
+        emit(self.bridge.sync_finished, report, "")
+
+
+def clip_in_background(kb, bridge: Bridge, collection_name: str, source: str) -> threading.Thread:
+    """Fetch a URL (or read a saved .html file) into a collection as a new note."""
+
+    def run():
+        try:
+            collection = kb.collections.get(collection_name)
+            if Path(source).is_file():
+                note = pms.clip_into_collection(kb, collection, source)
+            else:
+                note = collection.add_from_url(source)
+        except pms.PMSError as exc:
+            emit(bridge.clip_finished, None, source, str(exc))
+            return
+        except Exception as exc:
+            emit(bridge.clip_finished, None, source, f"clipping failed: {exc!r}")
+            return
+        emit(bridge.clip_finished, note, source, "")
+
+    return start_thread(run, "pms-clip")
+
+
+def note_abspath(note, collection) -> Path | None:
+    """Where a clipped note landed, whatever shape the clipper returns it in."""
+    path = note.get("path") if isinstance(note, dict) else getattr(note, "abspath", None) or getattr(note, "path", note)
+    if not path:
+        return None
+    path = Path(str(path))
+    return path if path.is_absolute() else collection.path / path
+
+
+class FolderWatcher(QObject):
+    """Watches the collections' folders (recursively) and their notes; after a
+    quiet second, says which collections changed."""
+
+    collections_changed = Signal(list)
+
+    def __init__(self, parent=None, delay_ms: int = 1000):
+        super().__init__(parent)
+        self.watcher = QFileSystemWatcher(self)
+        self.watcher.directoryChanged.connect(self._changed)
+        self.watcher.fileChanged.connect(self._changed)
+        self.roots: dict[str, Path] = {}
+        self.pending: set[str] = set()
+        self.timer = QTimer(self, singleShot=True, interval=delay_ms)
+        self.timer.timeout.connect(self._flush)
+
+    def watch(self, collections) -> None:
+        """(Re)watch every folder of ``collections`` and the notes already indexed."""
+        self.roots = {c.name: c.path for c in collections}
+        wanted: list[str] = []
+        for root in self.roots.values():
+            wanted += self._folders(root)
+        for c in collections:
+            wanted += [str(c.path / rel) for rel in c.files]
+        wanted = wanted[:MAX_WATCHED_PATHS]
+        have = set(self.watcher.directories()) | set(self.watcher.files())
+        stale = list(have - set(wanted))
+        if stale:
+            self.watcher.removePaths(stale)
+        fresh = [p for p in wanted if p not in have and os.path.exists(p)]
+        if fresh:
+            self.watcher.addPaths(fresh)
+
+    @staticmethod
+    def _folders(root: Path) -> list[str]:
+        found = []
+        for folder, subdirs, _files in os.walk(root):
+            subdirs[:] = [d for d in subdirs if d not in pms.SKIP_DIRS and not d.startswith(".")]
+            found.append(folder)
+            if len(found) >= MAX_WATCHED_PATHS:
+                break
+        return found
+
+    def _changed(self, path: str) -> None:
+        changed = Path(path)
+        for name, root in self.roots.items():
+            if changed == root or changed.is_relative_to(root):
+                self.pending.add(name)
+        if self.pending:
+            self.timer.start()  # restart: wait for a quiet second
+
+    def _flush(self) -> None:
+        names, self.pending = sorted(self.pending), set()
+        self.collections_changed.emit(names)

@@ -1,0 +1,114 @@
+"""Shared fixtures: real SQLite files in tmp folders, real notes, the real model."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+sys.path.insert(0, str(REPO))
+
+import pms  # noqa: E402
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def notes(tmp_path) -> Path:
+    """A small vault: frontmatter, headings, code fences, a subfolder, a hidden folder."""
+    root = tmp_path / "notes"
+    write(root / "sync.md", "---\ntitle: Syncing notes across devices\ntags: [sync, phone]\naliases: [Syncthing setup]\n---\n"
+          "# Syncing notes\n\nI keep the vault in sync between laptop and phone with Syncthing.\n\n"
+          "## Conflicts\n\nWhen both devices edit a note, Syncthing keeps a conflict copy.\n")
+    write(root / "dev" / "rust.md", "# Rust ownership\n\nEvery value has one owner. Borrowing lends a reference.\n\n"
+          "```rust\nfn main() {\n    let s = String::from(\"hi\");\n    let r = &s;\n}\n```\n")
+    write(root / "backup.md", "# Laptop backups\n\nUse restic with the 3-2-1 rule: three copies, two media, one offsite.\n")
+    write(root / ".obsidian" / "workspace.md", "# hidden\n\nsecret workspace state\n")
+    write(root / "node_modules" / "pkg" / "readme.md", "# dependency readme\n\nsecret dependency\n")
+    return root
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "index.sqlite"
+
+
+@pytest.fixture
+def kb(db_path):
+    """A keyword-only KnowledgeBase on a fresh index file."""
+    with pms.KnowledgeBase(db_path, embeddings=False) as kb:
+        yield kb
+
+
+@pytest.fixture
+def vault(kb, notes):
+    kb.collections.create(notes, name="notes")
+    report = kb.sync()
+    assert not report.errors
+    return kb
+
+
+def model_dir() -> Path:
+    return Path(os.environ.get("PMS_MODEL_DIR") or REPO / ".cache" / "minilm")
+
+
+@pytest.fixture(scope="session")
+def embedding_model_dir() -> Path:
+    """The offline MiniLM folder that scripts/test.sh assembles from PyPI."""
+    missing = pms.Embedder.missing_packages()
+    if missing:
+        pytest.skip(f"embeddings not installed ({', '.join(missing)}); run: bash scripts/test.sh")
+    folder = model_dir()
+    if not (folder / "model.onnx").exists():
+        pytest.skip(f"no model in {folder}; run: python3 scripts/fetch_test_model.py")
+    return folder
+
+
+@pytest.fixture
+def hybrid_kb(db_path, embedding_model_dir, monkeypatch):
+    monkeypatch.setenv("PMS_MODEL_DIR", str(embedding_model_dir))
+    with pms.KnowledgeBase(db_path) as kb:
+        yield kb
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"evaluation data not found at {SHARED_DATA} (it ships with the project's CI, not with a clone)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def corpora(shared_data, tmp_path_factory) -> Path:
+    """rust-book and tldr extracted once per test session."""
+    out = tmp_path_factory.mktemp("corpora")
+    for name in ("rust-book", "tldr"):
+        with tarfile.open(shared_data / "corpora" / f"{name}.tar.gz") as tar:
+            tar.extractall(out, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(out)
+    return out
+
+
+def run_cli(*args, db: Path | None = None, python_flags=(), env=None, input=None, timeout=120) -> subprocess.CompletedProcess:
+    """Run pms.py as a user would, in a subprocess."""
+    cmd = [sys.executable, *python_flags, str(REPO / "pms.py")]
+    if db is not None:
+        cmd += ["--db", str(db)]
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, env=full_env, input=input, timeout=timeout)
+
+
+@pytest.fixture
+def cli():
+    return run_cli

@@ -1,0 +1,151 @@
+"""Markdown handling without a database: decoding, frontmatter, titles, chunks, globs."""
+import pytest
+
+import pms
+from pms import chunk_markdown
+
+
+def test_chunk_knows_lines_headings_and_embed_text():
+    para = "Some words about this part of the guide. " * 4
+    md = f"# Guide\n\nIntro line. {para}\n\n## Install\n\nRun the installer. {para}\n\n### Linux\n\nUse apt. {para}\n"
+    chunks = chunk_markdown(md, title="Guide", target_chars=150, overlap_lines=0)
+    assert [c.seq for c in chunks] == list(range(len(chunks)))
+    linux = next(c for c in chunks if c.text.startswith("### Linux"))
+    assert linux.heading_path == "Guide > Install > Linux"
+    assert linux.embed_text.startswith("Guide > Install > Linux\n\n")
+    lines = md.split("\n")
+    for c in chunks:  # start/end lines point at the text they hold
+        assert "\n".join(lines[c.start_line - 1 : c.end_line]) == c.text
+
+
+def test_prefers_heading_cuts_over_paragraphs():
+    section = "Words of a paragraph that goes on. " * 8
+    md = f"# T\n\n{section}\n\n{section}\n\n## Second\n\n{section}\n\n{section}\n"
+    chunks = chunk_markdown(md, title="T", target_chars=800, overlap_lines=0)
+    assert any(c.text.startswith("## Second") for c in chunks)
+
+
+def test_never_splits_inside_a_code_fence():
+    code = "\n".join(f"    line_{i} = {i}" for i in range(60))
+    md = f"# Code\n\nBefore.\n\n```python\n{code}\n```\n\nAfter the block.\n"
+    chunks = chunk_markdown(md, title="Code", target_chars=300)
+    fenced = [c for c in chunks if "line_0 =" in c.text]
+    assert len(fenced) == 1 and "line_59 =" in fenced[0].text
+    for c in chunks:
+        assert c.text.count("```") % 2 == 0
+
+
+def test_unbalanced_fence_runs_to_the_end_without_error():
+    md = "# T\n\ntext\n\n```\nunclosed code\n" + "more code\n" * 50
+    chunks = chunk_markdown(md, title="T", target_chars=200)
+    assert chunks and "unclosed code" in "".join(c.text for c in chunks)
+
+
+def test_giant_code_block_is_cut_eventually():
+    md = "```\n" + "x = 1\n" * 5000 + "```\n"
+    chunks = chunk_markdown(md, target_chars=200)
+    assert len(chunks) > 1 and max(len(c.text) for c in chunks) <= 200 * 8 + 100
+
+
+def test_overlap_repeats_lines_but_not_across_headings():
+    md = "\n".join(f"Sentence number {i} of the body." for i in range(80))
+    chunks = chunk_markdown(md, target_chars=400, overlap_lines=2)
+    assert len(chunks) > 2
+    for a, b in zip(chunks, chunks[1:]):
+        assert b.start_line <= a.end_line + 1
+        assert b.start_line > a.start_line
+
+
+def test_chunk_sizes_stay_near_the_target():
+    md = "\n\n".join(f"Paragraph {i}. " + "word " * 40 for i in range(100))
+    chunks = chunk_markdown(md, target_chars=1200)
+    sizes = [len(c.text) for c in chunks]
+    assert max(sizes) <= 1200 * 1.2
+    assert sum(sizes) / len(sizes) >= 600
+
+
+def test_empty_and_whitespace_give_no_chunks():
+    assert chunk_markdown("") == []
+    assert chunk_markdown("\n\n   \n") == []
+
+
+@pytest.mark.parametrize("data,expected", [
+    ("plain é".encode("utf-8"), "plain é"),
+    (b"\xef\xbb\xbfbom text", "bom text"),
+    ("caf\u00e9 \u20ac".encode("cp1252"), "caf\u00e9 \u20ac"),
+    (b"line1\r\nline2\rline3", "line1\nline2\nline3"),
+    ("utf16 \u00e9".encode("utf-16"), "utf16 \u00e9"),
+])
+def test_decode_text(data, expected):
+    assert pms.decode_text(data) == expected
+
+
+def test_valid_utf8_is_never_reinterpreted():
+    text = "ÃƒÂ© looks odd but is valid UTF-8 – “quotes”"
+    assert pms.decode_text(text.encode("utf-8")) == text
+
+
+def test_binary_is_refused():
+    with pytest.raises(pms.BinaryFileError):
+        pms.decode_text(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+
+
+FRONTMATTER = """---
+title: "Quoted: title"
+tags: [alpha, beta]
+aliases:
+  - First alias
+  - Second
+created: 2024-01-02
+---
+# Heading
+
+Body.
+"""
+
+
+def test_frontmatter_with_and_without_pyyaml(monkeypatch):
+    note = pms.parse_note(FRONTMATTER, "file")
+    assert note.title == "Quoted: title"
+    assert note.tags == ["alpha", "beta"]
+    assert note.aliases == ["First alias", "Second"]
+    assert "title:" not in "".join(c.text for c in note.chunks)
+    assert note.chunks[0].start_line == 9  # the line numbers of the file, frontmatter included
+    simple = pms.parse_simple_yaml(FRONTMATTER.split("---")[1])
+    assert simple["title"] == "Quoted: title" and simple["tags"] == ["alpha", "beta"]
+    assert simple["aliases"] == ["First alias", "Second"]
+
+
+def test_broken_yaml_falls_back_to_the_simple_parser():
+    note = pms.parse_note("---\ntitle: ok\nbad: [unclosed\n---\nbody\n", "f")
+    assert note.title == "ok"
+
+
+def test_title_falls_back_to_h1_then_file_name():
+    assert pms.parse_note("intro\n\n# The H1\n\ntext", "file").title == "The H1"
+    assert pms.parse_note("no heading here", "file-name").title == "file-name"
+    assert pms.parse_note("```\n# not a heading\n```\n", "f").title == "f"
+
+
+def test_tags_as_a_string():
+    assert pms.parse_note("---\ntags: one, two  three\n---\nx", "f").tags == ["one", "two", "three"]
+
+
+def test_empty_note_is_findable_by_title():
+    note = pms.parse_note("", "empty-note")
+    assert len(note.chunks) == 1 and note.chunks[0].heading_path == "empty-note"
+
+
+@pytest.mark.parametrize("pattern,path,ok", [
+    ("**/*.md", "a.md", True),
+    ("**/*.md", "x/y/a.md", True),
+    ("**/*.md", "a.markdown", False),
+    ("*.md", "x/a.md", False),
+    ("journal/**/*.md", "journal/2024/a.md", True),
+    ("journal/**/*.md", "notes/a.md", False),
+    ("**/*.{md,markdown}", "a/b.markdown", True),
+    ("**/*.md", "UPPER.MD", True),
+    ("notes/[ab].md", "notes/a.md", True),
+])
+def test_glob(pattern, path, ok):
+    assert bool(pms.glob_to_regex(pattern).match(path)) is ok

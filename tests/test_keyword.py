@@ -1,0 +1,128 @@
+"""Keyword search: any string is safe, phrases, exclusions, prefixes, ranking, snippets."""
+import pytest
+
+import pms
+from conftest import write
+
+NASTY = ['"', '""', "'", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "a AND", "OR b", "title:x", "headings:sync", "*", "**",
+         "sync*", "-", "--", "-sync", '"unbalanced', 'un"balanced', "C++", "don't", "(", ")", "{}", "[x]", "^", "a:b:c",
+         "😀", "🔥 sync", "", "   ", "the", "the of and", "\x00", "\\", "'; DROP TABLE documents; --", "col:*", "x" * 5000,
+         "sync " * 200, "ü", "東京", "NEAR/3", "+sync", "a-b-c", "e-mail", "~", "@#$%", "1.2.3", "\"sync\"*"]
+
+
+@pytest.mark.parametrize("query", NASTY)
+def test_any_query_string_is_safe(vault, query):
+    hits = vault.search(query, k=5)
+    assert isinstance(hits, list)
+    for h in hits:
+        assert h.path and h.collection == "notes"
+
+
+def test_words_match_with_stemming(vault):
+    assert vault.search("syncing")[0].path == "sync.md"
+    assert vault.search("backup")[0].path == "backup.md"
+
+
+def test_exact_phrase(vault, notes):
+    write(notes / "other.md", "# Other\n\nthe copy of a conflict is elsewhere\n")
+    vault.sync()
+    assert [h.path for h in vault.search('"conflict copy"')] == ["sync.md"]
+    assert {h.path for h in vault.search("conflict copy")} >= {"sync.md", "other.md"}
+
+
+def test_excluded_word(vault):
+    assert {h.path for h in vault.search("restic OR syncthing")} >= {"backup.md", "sync.md"}
+    assert [h.path for h in vault.search("syncthing -conflict")] == []
+    assert [h.path for h in vault.search("laptop -restic")] == ["sync.md"]
+
+
+def test_prefix(vault):
+    assert vault.search("sync")[0].path == "sync.md"
+    assert vault.search("restic") and not vault.search("resti")
+    assert vault.search("resti*")[0].path == "backup.md"
+    assert vault.search("resti", prefix_last=True)[0].path == "backup.md"
+
+
+def test_notes_with_all_terms_rank_above_notes_with_some(kb, tmp_path):
+    root = tmp_path / "n"
+    # Many notes that repeat one term a lot, one that has both terms once.
+    for i in range(5):
+        write(root / f"kafka{i}.md", f"# Kafka {i}\n\n" + "kafka consumer lag. " * 20)
+    write(root / "both.md", "# Mixed\n\nWe moved from kafka to postgres for the queue.\n")
+    kb.collections.create(root, name="n")
+    kb.sync()
+    assert kb.search("kafka postgres")[0].path == "both.md"
+    # ...and when no note has every term, notes with some still come back (no implicit-AND trap).
+    assert len(kb.search("kafka zeppelin")) == 6
+
+
+def test_title_and_headings_weigh_more_than_body(kb, tmp_path):
+    root = tmp_path / "n"
+    write(root / "a.md", "# Walrus\n\nAn animal.\n")
+    write(root / "b.md", "# Animals\n\nThere are many animals; one of them is the walrus, which lives in the arctic.\n")
+    kb.collections.create(root, name="n")
+    kb.sync()
+    assert kb.search("walrus")[0].path == "a.md"
+
+
+def test_snippet_highlights_terms_and_escapes_html(kb, tmp_path):
+    root = tmp_path / "n"
+    write(root / "h.md", "# H\n\nUse <script>alert(1)</script> carefully with quokka & co.\n")
+    kb.collections.create(root, name="n")
+    kb.sync()
+    hit = kb.search("quokka")[0]
+    assert "<mark>quokka</mark>" in hit.snippet
+    assert "<script>" not in hit.snippet and "&lt;script&gt;" in hit.snippet
+
+
+def test_results_are_one_per_note_unless_chunks(kb, tmp_path):
+    root = tmp_path / "n"
+    sections = "\n\n".join(f"## Part {i}\n\n" + "zebra stripes pattern. " * 60 for i in range(5))
+    write(root / "long.md", f"# Long\n\n{sections}\n")
+    kb.collections.create(root, name="n")
+    kb.sync()
+    assert len(kb.search("zebra")) == 1
+    chunks = kb.search("zebra", chunks=True)
+    assert len(chunks) > 1 and len({(h.start_line, h.end_line) for h in chunks}) == len(chunks)
+
+
+def test_hit_fields(vault):
+    hit = vault.search("ownership")[0]
+    d = hit.to_dict()
+    for key in ("path", "collection", "abspath", "docid", "title", "heading_path", "start_line", "end_line", "score",
+                "snippet", "bm25_rank", "vector_rank"):
+        assert key in d
+    assert d["path"] == "dev/rust.md" and d["abspath"].endswith("rust.md") and d["bm25_rank"] == 1
+    assert d["vector_rank"] is None and len(d["docid"]) == 6 and d["title"] == "Rust ownership"
+
+
+def test_collection_filter(kb, notes, tmp_path):
+    other = tmp_path / "other"
+    write(other / "o.md", "# Other restic\n\nrestic restic\n")
+    kb.collections.create(notes, name="notes")
+    kb.collections.create(other, name="other")
+    kb.sync()
+    assert {h.collection for h in kb.search("restic")} == {"notes", "other"}
+    assert {h.collection for h in kb.search("restic", collections=["notes"])} == {"notes"}
+    with pytest.raises(pms.PMSError, match="no collection named 'nope'"):
+        kb.search("restic", collections=["nope"])
+
+
+def test_parse_query():
+    q = pms.parse_query('"exact phrase" -bad C++ don\'t pre* the')
+    assert [t.tokens for t in q.terms] == [("exact", "phrase"), ("c",), ("don", "t"), ("pre",)]
+    assert q.terms[-1].prefix and [t.tokens for t in q.excluded] == [("bad",)]
+    assert pms.parse_query("the of").words == ["the", "of"]  # only stopwords: still searched
+    assert pms.parse_query("-alone").match_any() is None
+
+
+def test_get_by_path_docid_and_lines(vault):
+    hit = vault.search("conflict")[0]
+    doc = vault.get(f"notes/{hit.path}")
+    assert doc.title == "Syncing notes across devices" and "Syncthing" in doc.text
+    assert vault.get("#" + hit.docid).path == hit.path
+    part = vault.get(f"notes/{hit.path}:{hit.start_line}:2")
+    assert part.text.split("\n")[0] == doc.text.split("\n")[hit.start_line - 1]
+    assert len(part.text.split("\n")) == 2
+    with pytest.raises(pms.PMSError, match="no indexed note"):
+        vault.get("notes/missing.md")

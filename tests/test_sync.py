@@ -1,0 +1,226 @@
+"""Incremental sync and every kind of bad file or interruption, on real index files."""
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+import pms
+from conftest import REPO, run_cli, write
+
+
+def paths_of(kb, name="notes"):
+    return sorted(kb.collections.get(name).files)
+
+
+def test_first_sync_indexes_notes_and_skips_hidden_and_dependency_folders(vault):
+    assert paths_of(vault) == ["backup.md", "dev/rust.md", "sync.md"]
+    assert vault.search("secret") == []
+
+
+def test_resync_of_unchanged_vault_does_no_work(vault):
+    before = vault.store.db.execute("SELECT path, indexed_at FROM documents ORDER BY path").fetchall()
+    report = vault.sync()
+    assert (report.added, report.updated, report.deleted, report.unchanged) == (0, 0, 0, 3)
+    assert vault.store.db.execute("SELECT path, indexed_at FROM documents ORDER BY path").fetchall() == before
+
+
+def test_touched_but_unchanged_file_is_not_reindexed(vault, notes):
+    before = vault.store.db.execute("SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'").fetchone()
+    time.sleep(0.01)
+    os.utime(notes / "sync.md")
+    report = vault.sync()
+    assert report.updated == 0 and report.unchanged == 3
+    after = vault.store.db.execute("SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'").fetchone()
+    assert after[0] == before[0] and after[1] != before[1]
+
+
+def test_modified_added_deleted(vault, notes):
+    write(notes / "backup.md", "# Laptop backups\n\nNow with borgbackup instead.\n")
+    write(notes / "new.md", "# New note\n\nquokka facts\n")
+    (notes / "dev" / "rust.md").unlink()
+    plan = vault.check_sync_status()
+    assert plan.summary() == "Sync status: +1 new, ~1 modified, -1 deleted"
+    assert plan.added == [("notes", "new.md")] and plan.deleted == [("notes", "dev/rust.md")]
+    report = vault.sync()
+    assert (report.added, report.updated, report.deleted) == (1, 1, 1)
+    assert [h.path for h in vault.search("borgbackup")] == ["backup.md"]
+    assert vault.search("restic") == []
+    assert vault.search("ownership") == []
+    assert vault.check_sync_status().pending == 0
+
+
+def test_unchanged_passages_keep_their_rows_when_a_note_is_edited(kb, tmp_path):
+    root = tmp_path / "n"
+    sections = "\n\n".join(f"## Part {i}\n\n" + f"Text of part {i}. " * 40 for i in range(6))
+    write(root / "long.md", f"# Long\n\n{sections}\n")
+    kb.collections.create(root, name="n")
+    kb.sync()
+    ids = dict(kb.store.db.execute("SELECT body, id FROM chunks").fetchall())
+    write(root / "long.md", f"# Long\n\n{sections}\n\n## Part new\n\nAppended text.\n")
+    kb.sync()
+    after = dict(kb.store.db.execute("SELECT body, id FROM chunks").fetchall())
+    kept = [body for body in ids if after.get(body) == ids[body]]
+    assert len(kept) >= len(ids) - 1  # only the passage that changed got a new row
+
+
+def test_bad_files_each_get_a_message_and_the_rest_is_indexed(kb, tmp_path, monkeypatch):
+    root = tmp_path / "bad"
+    write(root / "good.md", "# Good\n\nfine content\n")
+    write(root / "latin1.md", "# Caf\u00e9 notes\n\nna\u00efve cr\u00e8me \u20ac".encode("cp1252"))
+    write(root / "binary.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    write(root / "empty.md", "")
+    write(root / "crlf.md", b"\xef\xbb\xbf# Windows note\r\n\r\nwritten on windows\r\n")
+    write(root / "fence.md", "# Open fence\n\n```python\nprint('never closed')\n")
+    (root / "dangling.md").symlink_to(root / "does-not-exist.md")
+    (root / "loop").mkdir()
+    (root / "loop" / "back").symlink_to(root, target_is_directory=True)
+    write(root / "huge.md", b"# Huge\n\n" + b"word " * (21 * 1024 * 1024 // 5))
+    kb.collections.create(root, name="bad")
+    report = kb.sync()
+    files = set(kb.collections.get("bad").files)
+    assert {"good.md", "latin1.md", "empty.md", "crlf.md", "fence.md"} <= files
+    assert not files & {"binary.md", "huge.md", "dangling.md"}
+    problems = {os.path.basename(p): why for p, why in report.skipped + report.errors}
+    assert "binary" in problems["binary.md"]
+    assert "20 MB" in problems["huge.md"]
+    assert "dangling.md" in problems
+    assert any("symlink loop" in why for why in problems.values())
+    assert kb.search("café crème")[0].path == "latin1.md"
+    hit = kb.search("windows")[0]
+    assert hit.title == "Windows note"
+    assert kb.search("empty")[0].path == "empty.md"
+    assert kb.search("never closed")[0].path == "fence.md"
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root reads files whatever their mode")
+def test_unreadable_file(kb, tmp_path):
+    root = tmp_path / "perm"
+    write(root / "secret.md", "# s\n\nx")
+    (root / "secret.md").chmod(0)
+    kb.collections.create(root, name="perm")
+    report = kb.sync()
+    assert report.errors and "secret.md" in report.errors[0][0] and "cannot read" in report.errors[0][1]
+
+
+def test_missing_collection_folder_keeps_the_index(vault, notes, tmp_path):
+    moved = tmp_path / "moved"
+    notes.rename(moved)
+    report = vault.sync()
+    assert report.errors and "collection folder is missing" in report.errors[0][1]
+    assert len(vault.collections.get("notes").files) == 3  # nothing deleted
+    notes_back = moved.rename(notes)
+    assert vault.sync().deleted == 0 and notes_back
+
+
+def test_file_deleted_during_sync(kb, tmp_path, monkeypatch):
+    root = tmp_path / "many"
+    for i in range(6):
+        write(root / f"n{i}.md", f"# Note {i}\n\nbody {i}\n")
+    kb.collections.create(root, name="many")
+    monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 1)
+
+    def delete_a_later_file(progress):
+        if progress.done == 1 and (root / "n5.md").exists():
+            (root / "n5.md").unlink()
+
+    report = kb.sync(progress=delete_a_later_file)
+    assert not report.errors
+    assert sorted(kb.collections.get("many").files) == [f"n{i}.md" for i in range(5)]
+
+
+def test_cancel_leaves_a_consistent_index(kb, tmp_path, monkeypatch):
+    import threading
+
+    root = tmp_path / "c"
+    for i in range(30):
+        write(root / f"n{i:02}.md", f"# Note {i}\n\nbody {i}\n")
+    kb.collections.create(root, name="c")
+    monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 5)
+    cancel = threading.Event()
+    report = kb.sync(progress=lambda p: cancel.set() if p.done >= 10 else None, cancel=cancel)
+    assert report.cancelled and 0 < len(kb.collections.get("c").files) < 30
+    assert kb.store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert kb.sync().added == 30 - 10 and len(kb.collections.get("c").files) == 30
+
+
+def make_many(root, n):
+    root.mkdir(parents=True)
+    body = "\n\n".join(f"## Section {j}\n\n" + "lorem ipsum dolor sit amet " * 30 for j in range(4))
+    for i in range(n):
+        (root / f"note{i:05}.md").write_text(f"# Note {i}\n\n{body}\n")
+
+
+def test_two_processes_syncing_at_once(tmp_path):
+    root = tmp_path / "shared"
+    make_many(root, 400)
+    db = tmp_path / "idx.sqlite"
+    assert run_cli("collection", "add", root, "--name", "s", "--no-sync", db=db).returncode == 0
+    cmd = [sys.executable, str(REPO / "pms.py"), "--db", str(db), "sync", "--no-embed"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 400
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_killed_sync_is_finished_by_the_next_one(tmp_path):
+    root = tmp_path / "big"
+    make_many(root, 3000)
+    db = tmp_path / "idx.sqlite"
+    assert run_cli("collection", "add", root, "--name", "big", "--no-sync", db=db).returncode == 0
+    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "sync", "--no-embed"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    count = 0
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+        try:
+            count = sqlite3.connect(db, timeout=1).execute("SELECT count(*) FROM documents").fetchone()[0]
+        except sqlite3.Error:
+            continue
+        if count > 0:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert 0 < count < 3000, "the sync finished before it could be killed; make the corpus bigger"
+    result = run_cli("sync", "--no-embed", db=db)
+    assert result.returncode == 0, result.stderr
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 3000
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'lorem'").fetchone()[0] == \
+        conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+
+
+def test_collections_crud(kb, notes, tmp_path):
+    col = kb.collections.create(notes, name="notes", description="mine")
+    assert col.path == notes.resolve() and col.glob == "**/*.md"
+    with pytest.raises(pms.PMSError, match="already exists"):
+        kb.collections.create(notes, name="notes")
+    with pytest.raises(pms.PMSError, match="is not a folder"):
+        kb.collections.create(tmp_path / "nope", name="x")
+    kb.sync()
+    kb.collections.rename("notes", "vault")
+    assert [c.name for c in kb.collections.list()] == ["vault"]
+    assert kb.search("restic")[0].collection == "vault"
+    kb.collections.delete("vault")
+    assert kb.search("restic") == [] and kb.store.totals()["chunks"] == 0
+    assert (notes / "backup.md").exists()  # the files are never touched
+
+
+def test_glob_limits_what_is_indexed(kb, notes):
+    kb.collections.create(notes, name="dev", glob="dev/**/*.md")
+    kb.sync()
+    assert kb.collections.get("dev").files == ["dev/rust.md"]
+
+
+def test_notes_are_never_modified(vault, notes):
+    before = {p: p.read_bytes() for p in notes.rglob("*") if p.is_file()}
+    vault.sync()
+    vault.search("sync")
+    assert {p: p.read_bytes() for p in notes.rglob("*") if p.is_file()} == before
