@@ -1090,6 +1090,10 @@ class Embedder:
                     if not self.allow_download:
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (run: python3 pms.py sync, "
                                                    f"or set PMS_MODEL_DIR to a local copy)") from None
+                    if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
+                        # fastembed would retry for ~40 s before giving up: fail at once instead.
+                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
+                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy)") from None
                     print(f"pms: downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}",
                           file=sys.stderr)
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -1106,6 +1110,16 @@ class Embedder:
     def embed_query(self, text: str) -> bytes:
         model = self.load()
         return _unit_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+
+
+def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def _unit_bytes(vector) -> bytes:
@@ -1352,7 +1366,7 @@ class Retrieval:
             return False, self.embedder.error
         indexed_model = store.get_meta("embed_model")
         if not indexed_model or not store.has_vector_table():
-            return False, "no embeddings in the index yet; run: python3 pms.py sync"
+            return False, store.get_meta("embed_error") or "no embeddings in the index yet; run: python3 pms.py sync"
         if indexed_model != self.embedder.model_name:
             return False, (f"the index was embedded with {indexed_model}, not {self.embedder.model_name}; "
                            f"run: python3 pms.py sync --reembed")
@@ -1780,7 +1794,16 @@ class Syncer:
         return rel, ("write", note, size, mtime, sha, state is not None)
 
     def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
-        """Embed every passage that has no vector yet, shortest first, in small batches."""
+        """Embed every passage that has no vector yet, shortest first, in small batches.
+
+        Why embedding was impossible is kept in the index, so a later search
+        can say it in its one-line notice.
+        """
+        self._embed_pending(report, progress, cancel, reembed)
+        with self.store.transaction():
+            self.store.set_meta("embed_error", report.embed_error)
+
+    def _embed_pending(self, report: SyncReport, progress, cancel, reembed: bool) -> None:
         store, embedder = self.store, self.embedder
         store.db
         if not store.vec_loaded:
@@ -1788,8 +1811,9 @@ class Syncer:
             report.embed_error = (f"embeddings not installed ({', '.join(missing)}); run: python3 pms.py setup"
                                   if missing else store.vec_error)
             return
-        if store.count_pending_embeddings() == 0 and not reembed and store.has_vector_table():
-            if store.get_meta("embed_model") == embedder.model_name:
+        if store.has_vector_table():
+            store.remove_orphan_vectors()
+            if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
                 return
         try:
             embedder.load()
@@ -1802,7 +1826,6 @@ class Syncer:
                                   f"run: python3 pms.py sync --reembed")
             return
         store.ensure_vector_table(embedder.model_name, embedder.dim, reset=reembed or (indexed not in (None, embedder.model_name)))
-        store.remove_orphan_vectors()
         pending = store.pending_embeddings()
         # Sorting by length means each batch pads to a similar length: ~2x throughput.
         texts = {cid: (f"{title} > {headings}" if headings else title) + "\n\n" + body for cid, _, title, headings, body in pending}
@@ -1881,7 +1904,8 @@ class ClippedNote:
 
     def to_dict(self) -> dict:
         return {"path": str(self.path), "relpath": self.relpath, "collection": self.collection, "title": self.title,
-                "source": self.source, "docid": self.docid, "index_error": self.index_error, **self.page.metadata}
+                "source": self.source, "docid": self.docid, "index_error": self.index_error,
+                **{k: v for k, v in self.page.metadata.items() if k not in ("title", "url")}}
 
 
 def _import_trafilatura():
@@ -1907,8 +1931,8 @@ def check_clip_url(url: str) -> str:
     except ValueError as exc:
         raise PMSError(f"{url!r} is not a valid URL ({exc})") from None
     if parts.scheme.lower() not in ("http", "https"):
-        what = f"a {parts.scheme}: URL" if parts.scheme else "not a URL"
-        raise PMSError(f"{url!r} is {what}: only http and https pages can be clipped "
+        what = f"a {parts.scheme.lower()}: address, not a web page" if parts.scheme else "not a URL"
+        raise PMSError(f"{url!r} is {what}: only http and https URLs can be clipped "
                        "(for a saved page, pass its file path: pms clip page.html --url URL)")
     if not parts.hostname or re.search(r"[\s\x00-\x1f\x7f]", url):
         raise PMSError(f"{url!r} is not a valid URL (it needs a host name and no spaces)")
@@ -2123,6 +2147,7 @@ def _restore_code_blocks(markdown: str, nonce: str, blocks: dict[int, tuple[str,
 
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+_PERMALINK = re.compile(r"\s*\[(?:#|¶|§|🔗|link|permalink)\]\([^)]*\)\s*$", re.I)
 
 
 def _tidy_markdown(markdown: str) -> str:
@@ -2142,9 +2167,27 @@ def _tidy_markdown(markdown: str) -> str:
                 out.append("")
             continue
         line = re.sub(r"!\[[^\]]*\]\(data:[^)]*\)", "", line).rstrip()
+        if line.startswith("#"):  # "## Title [#](url#title)": a permalink, not content
+            line = _PERMALINK.sub("", line)
         out.append(line if _LIST_ITEM.match(line) else line.lstrip())
-    text = "\n".join(out)
+    text = "\n".join(_with_table_headers(out))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def _with_table_headers(lines: list[str]) -> list[str]:
+    """A table whose first row was not <th> comes out of trafilatura without
+    the |---| rule, which Markdown needs to see a table: add it."""
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        starts_table = line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|"))
+        if starts_table and not (i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1])):
+            cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+            out.append("|" + "---|" * cells)
+    return out
 
 
 def _page_language(tree) -> str | None:
@@ -2222,7 +2265,9 @@ def clip_slug(title: str, max_chars: int = CLIP_SLUG_CHARS) -> str:
 
     ascii_text = unicodedata.normalize("NFKD", str(title)).encode("ascii", "ignore").decode("ascii")
     slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
-    slug = slug[:max_chars].rstrip("-")
+    if len(slug) > max_chars:  # cut at a word boundary when one is near
+        cut = slug[: max_chars + 1].rfind("-")
+        slug = slug[: cut if cut > max_chars // 2 else max_chars].rstrip("-")
     if slug in WINDOWS_RESERVED_NAMES:
         slug += "-page"
     return slug
@@ -3075,6 +3120,54 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+def _clip_target(kb: KnowledgeBase, name: str | None) -> Collection:
+    if name:
+        return kb.collections.get(name)
+    cols = kb.collections.list()
+    if len(cols) == 1:
+        return cols[0]
+    if not cols:
+        raise PMSError("no collections yet (add one: python3 pms.py collection add ~/notes --name notes)")
+    raise PMSError(f"which collection? add -c NAME (collections: {', '.join(c.name for c in cols)})")
+
+
+def _read_saved_page(stream, what: str) -> bytes:
+    data = stream.read(CLIP_MAX_BYTES + 1)
+    if len(data) > CLIP_MAX_BYTES:
+        raise PMSError(f"{what} is too large to clip (more than {CLIP_MAX_BYTES // 1048576} MB)")
+    return data
+
+
+def cmd_clip(kb: KnowledgeBase, args) -> int:
+    """Clip a URL, a saved page or standard input into a collection; print the new note's path."""
+    if args.timeout <= 0:
+        raise PMSError("--timeout must be a positive number of seconds")
+    collection = _clip_target(kb, args.collection)
+    html, source = None, args.url
+    if args.source == "-":
+        html = _read_saved_page(sys.stdin.buffer, "standard input")
+    elif Path(args.source).expanduser().is_file():
+        try:
+            with open(Path(args.source).expanduser(), "rb") as fh:
+                html = _read_saved_page(fh, args.source)
+        except OSError as exc:
+            raise PMSError(f"cannot read {args.source}: {exc.strerror or exc}") from None
+    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", args.source):  # a URL (check_clip_url explains bad schemes)
+        if args.url:
+            raise PMSError("--url is for a saved page or standard input; to clip a URL, give only the URL")
+        source = args.source
+    else:
+        raise PMSError(f"{args.source!r} is neither a URL nor a saved page (no such file); URLs start with https://")
+    note = clip_into_collection(kb, collection, source, html=html, subfolder=args.subfolder, force=args.force,
+                                timeout=args.timeout)
+    if note.index_error:
+        _notice(f"the note was saved but not indexed: {note.index_error} (run: python3 pms.py sync)")
+    if not note.source and not args.json:
+        _notice("the page names no URL of its own, so the note has no source (pass --url to record it)")
+    print(json.dumps(note.to_dict(), indent=2, ensure_ascii=False) if args.json else note.path)
+    return 0
+
+
 def sample_notes_dir() -> Path:
     base = getattr(sys, "_MEIPASS", None)
     return Path(base) / "sample-notes" if base else Path(__file__).resolve().parent / "sample-notes"
@@ -3119,6 +3212,19 @@ def cmd_setup(args) -> int:
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
     print("Done: pms.py now uses these packages (hybrid search, clipping). Remove the folder to undo.")
     return 0
+
+
+def cmd_gui(kb: KnowledgeBase, args) -> int:
+    """The desktop app (gui/app.py), over this same KnowledgeBase."""
+    if not module_available("PySide6"):
+        raise PMSError("the desktop app needs PySide6 (pip install PySide6-Essentials, or run: python3 pms.py setup --gui)")
+    sys.modules.setdefault("pms", sys.modules[__name__])  # run as a script, this file is __main__: the GUI's "import pms" must find it
+    root = str(Path(__file__).resolve().parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from gui.app import run
+
+    return run(kb)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -3196,19 +3302,49 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--mode", choices=SEARCH_MODES, default="auto")
     d.set_defaults(json=False, files=False, explain=False)
 
+    cl = sub.add_parser("clip", help="save a web page as a Markdown note in a collection (URL, saved page or -)",
+                        description="Fetches the page (or reads a saved one), keeps the article as Markdown with "
+                                    "YAML frontmatter, writes YYYY-MM-DD-<slug>.md and indexes it. Never overwrites.")
+    cl.add_argument("source", help="an http(s) URL, a saved .html file, or - for standard input")
+    cl.add_argument("-c", "--collection", help="the collection to clip into (needed when there are several)")
+    cl.add_argument("--url", help="the page's address, for a saved page or standard input")
+    cl.add_argument("--subfolder", help="a folder inside the collection for the note (created if needed)")
+    cl.add_argument("--force", action="store_true", help="clip even if the URL is already in the collection")
+    cl.add_argument("--timeout", type=float, default=CLIP_TIMEOUT, help=f"seconds to wait for the site (default {CLIP_TIMEOUT:g})")
+    cl.add_argument("--json", action="store_true", help="print the new note's path and metadata as JSON")
+
     s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment")
     s.add_argument("--gui", action="store_true", help="also install PySide6 for the desktop app")
+
+    sub.add_parser("gui", help="open the desktop app: search as you type, read, clip by drag and drop",
+                   description="Needs PySide6 (pip install PySide6-Essentials, or: python3 pms.py setup --gui).")
     return p
 
 
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
-            "get": cmd_get, "demo": cmd_demo, "bench": cmd_bench}
+            "get": cmd_get, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
+            "gui": cmd_gui}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     use_private_env()
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    excluded = []
+    if "search" in argv:
+        # "-word" in a query excludes a word; argparse would read -conflict as "-c onflict".
+        known = {"-n", "-c", "-h"}
+        at = argv.index("search")
+        keep = argv[: at + 1]
+        for i, token in enumerate(argv[at + 1 :]):
+            previous = argv[at + i] if i or at else ""
+            if re.match(r"^-[^-\d]", token) and token not in known and previous not in {"-n", "-c", "--collection", "--mode"}:
+                excluded.append(token)
+            else:
+                keep.append(token)
+        argv = keep
     args, extra = parser.parse_known_args(argv)
+    extra = excluded + extra
     if args.command == "search":
         # "-word" excludes a word; argparse would take it for an option.
         args.query = " ".join([*args.query, *extra])

@@ -90,6 +90,12 @@ def peak_rss_mb() -> float:
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def percentiles(times_s: list[float]) -> dict:
     ms = sorted(t * 1000 for t in times_s)
     return {"n": len(ms), "median_ms": statistics.median(ms), "p95_ms": ms[min(len(ms) - 1, int(len(ms) * 0.95))],
@@ -103,9 +109,15 @@ def timed(fn, *args, **kwargs):
 
 
 def latency(fn, queries: list[str], warmup: int = 5) -> dict:
+    """Wall-time percentiles of fn(query), plus the median CPU time of this thread."""
     for q in queries[:warmup]:
         fn(q)
-    return percentiles([timed(fn, q)[1] for q in queries])
+    wall, cpu = [], []
+    for q in queries:
+        c = time.thread_time()
+        wall.append(timed(fn, q)[1])
+        cpu.append(time.thread_time() - c)
+    return {**percentiles(wall), "cpu_median_ms": statistics.median(cpu) * 1000}
 
 
 def run_child(step: str, **params) -> dict:
@@ -117,15 +129,22 @@ def run_child(step: str, **params) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def cli_wall(argv: list[str], queries: list[str], runs: int, env: dict | None = None) -> dict:
-    """Wall time of one-shot ``pms.py search`` processes, cycling through queries."""
-    times = []
+def cli_wall(argv: list[str], queries: list[str], runs: int) -> dict:
+    """Wall and CPU time (user + system) of one-shot processes, cycling through queries.
+
+    CPU time is reported too because other work on a shared 2-core machine
+    stretches wall time without the program doing more.
+    """
+    wall, cpu = [], []
     for i in range(runs):
         t = time.perf_counter()
-        subprocess.run([*argv, queries[i % len(queries)]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env=env, check=True)
-        times.append(time.perf_counter() - t)
-    return percentiles(times)
+        proc = subprocess.Popen([*argv, queries[i % len(queries)]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall.append(time.perf_counter() - t)
+        cpu.append(usage.ru_utime + usage.ru_stime)
+        if status != 0:
+            raise SystemExit(f"{' '.join(argv)} failed with status {status}")
+    return {**percentiles(wall), "cpu_median_ms": statistics.median(cpu) * 1000}
 
 
 def text_bytes(db: Path) -> tuple[int, int]:
@@ -174,8 +193,11 @@ def tldr_queries(root: Path, n: int = 200, seed: int = 7) -> list[str]:
     while len(out) < n:
         page = rng.choice(pages)
         text = page.read_text(encoding="utf-8")
-        words = [w for w in re.findall(r"[A-Za-z]{3,}", " ".join(l[2:] for l in text.splitlines() if l.startswith("> ")))
-                 if w.lower() not in pms.STOPWORDS and w != "More"]
+        # Words a person would use: the page's description and its examples' captions,
+        # not the "More information: <url>" line every page ends its header with.
+        prose = " ".join(line[2:] for line in text.splitlines()
+                         if line.startswith(("> ", "- ")) and not line.startswith("> More information"))
+        words = [w for w in re.findall(r"[A-Za-z]{3,}", prose) if w.lower() not in pms.STOPWORDS]
         kind = len(out) % 5
         if kind == 0 or len(words) < 3:
             out.append(page.stem)
@@ -249,12 +271,15 @@ def child_embed(db: str, batch_size: int) -> dict:
     kb = pms.KnowledgeBase(db)
     kb.embedder.batch_size = batch_size
     _, load_s = timed(kb.embedder.load)
+    cpu = cpu_seconds()
     report, seconds = timed(kb.sync)
+    cpu = cpu_seconds() - cpu
     if report.embed_error:
         raise SystemExit(report.embed_error)
     kb.close()
     return {"batch_size": batch_size, "chunks": report.embedded, "seconds": seconds, "model_load_s": load_s,
-            "chunks_per_s": report.embedded / seconds, "peak_rss_mb": peak_rss_mb()}
+            "chunks_per_s": report.embedded / seconds, "cpu_s": cpu,
+            "chunks_per_cpu_s": report.embedded / cpu, "peak_rss_mb": peak_rss_mb()}
 
 
 def child_hybrid_latency(db: str, queries: list[str]) -> dict:
@@ -298,14 +323,15 @@ def bench_keyword(args) -> dict:
     out["latency"] = run_child("keyword_latency", db=str(db), queries=queries)
     for key in ("keyword", "keyword_chunks"):
         lat = out["latency"][key]
-        print(f"  in-process {key}: median {lat['median_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms over {lat['n']} queries")
+        print(f"  in-process {key}: median {lat['median_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms over {lat['n']} queries "
+              f"(median CPU {lat['cpu_median_ms']:.2f} ms)")
     out["cli"] = {}
     for label, argv in python_variants(args.python):
         base = cli_wall([*argv, "-c", "pass"], [""], args.runs)
         wall = cli_wall([*argv, str(REPO / "pms.py"), "--db", str(db), "search", "--mode", "keyword"], queries, args.runs)
         out["cli"][label] = {"search": wall, "interpreter_start": base}
-        print(f"  CLI `{label} pms.py search --mode keyword`: median {wall['median_ms']:.0f} ms, p95 {wall['p95_ms']:.0f} ms "
-              f"({args.runs} runs; bare interpreter start {base['median_ms']:.0f} ms)")
+        print(f"  CLI `{label} pms.py search --mode keyword`: median {wall['median_ms']:.0f} ms, p95 {wall['p95_ms']:.0f} ms, "
+              f"CPU {wall['cpu_median_ms']:.0f} ms ({args.runs} runs; bare interpreter start {base['median_ms']:.0f} ms)")
     return out
 
 
@@ -332,7 +358,8 @@ def bench_embed(args) -> dict:
         res = run_child("embed", db=str(db), batch_size=batch)
         out[batch] = res
         print(f"  batch {batch:>3}: {res['chunks']} chunks in {res['seconds']:.1f}s = {res['chunks_per_s']:.1f} chunks/s, "
-              f"peak RSS {res['peak_rss_mb']:.0f} MB (model load {res['model_load_s']:.2f}s)", flush=True)
+              f"peak RSS {res['peak_rss_mb']:.0f} MB (model load {res['model_load_s']:.2f}s; "
+              f"{res.get('chunks_per_cpu_s', 0):.1f} chunks per CPU-second)", flush=True)
     return out
 
 
@@ -353,14 +380,15 @@ def bench_hybrid(args) -> dict:
     lat = out["latency"]
     print(f"  model load {lat['model_load_s']:.2f}s; peak RSS {lat['peak_rss_mb']:.0f} MB")
     for key in ("hybrid", "embed_query", "vector", "keyword", "rrf_candidates_only"):
-        print(f"  in-process {key}: median {lat[key]['median_ms']:.2f} ms, p95 {lat[key]['p95_ms']:.2f} ms")
+        print(f"  in-process {key}: median {lat[key]['median_ms']:.2f} ms, p95 {lat[key]['p95_ms']:.2f} ms "
+              f"(median CPU {lat[key]['cpu_median_ms']:.2f} ms)")
     out["cli"] = {}
     runs = max(3, args.runs // 3)
     for label, argv in (("venv python", [sys.executable]),):
         wall = cli_wall([*argv, str(REPO / "pms.py"), "--db", str(db), "search"], queries, runs)
         out["cli"][label] = wall
         print(f"  CLI one-shot hybrid `{label} pms.py search` (model load included): median {wall['median_ms']:.0f} ms, "
-              f"p95 {wall['p95_ms']:.0f} ms ({runs} runs)")
+              f"p95 {wall['p95_ms']:.0f} ms, CPU {wall['cpu_median_ms']:.0f} ms ({runs} runs)")
     return out
 
 
@@ -469,8 +497,11 @@ def main(argv=None) -> int:
         os.environ.setdefault("PMS_MODEL_DIR", str(DEFAULT_MODEL_DIR))
     results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version}}
     for name in (BENCHMARKS if args.benchmark == "all" else [args.benchmark]):
-        print(f"== {name}", flush=True)
+        # The load average shows how much other work shared the CPUs during a run.
+        print(f"== {name} (load average {os.getloadavg()[0]:.1f})", flush=True)
         results[name] = BENCHMARKS[name](args)
+        results[name]["load_average_after"] = os.getloadavg()[0]
+        print(f"   (load average after: {os.getloadavg()[0]:.1f})")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -20,17 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pms  # noqa: E402
+from common import SHARED_DATA, open_index, pms, print_result  # noqa: E402
 
-DATA = REPO.parent / "shared" / "data" / "scifact"
+DATA = SHARED_DATA / "scifact"
 PUBLISHED = {  # nDCG@10 on the same split, for the table
     "BM25 (BEIR paper / Anserini / bm25s)": "0.665 / 0.679 / 0.687",
     "all-MiniLM-L6-v2 (MTEB)": "0.645",
@@ -81,23 +79,6 @@ def judgments(queries, qrels) -> list[pms.Judgment]:
     return [pms.Judgment(query=q["text"], relevant={f"{d}.md": 1.0 for d in sorted(qrels[q["_id"]])}) for q in queries]
 
 
-def open_index(workdir: Path, notes: Path, chunk_chars: int, embed: bool, name: str = "") -> pms.KnowledgeBase:
-    """The cached index for this chunk size and model, synced (and embedded) as needed."""
-    model = pms.model_settings()[0] if embed else "keyword"
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", model).strip("-").lower()
-    db = workdir / f"index{name}-{chunk_chars}-{slug}.sqlite"
-    kb = pms.KnowledgeBase(db, embeddings=embed, chunk_chars=chunk_chars)
-    if not any(c.name == "scifact" for c in kb.collections.list()):
-        kb.collections.create(notes, name="scifact")
-    t0 = time.monotonic()
-    report = kb.sync(embed=embed, progress=pms.ProgressPrinter())
-    if report.added or report.embedded:
-        print(f"indexed in {time.monotonic() - t0:.0f}s: {report.summary()}", file=sys.stderr)
-    if embed and report.embed_error:
-        print(f"scifact: embeddings unavailable: {report.embed_error}", file=sys.stderr)
-    return kb
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/pms-scifact"), help="notes and cached indexes (outside the repo)")
@@ -116,16 +97,13 @@ def main(argv=None) -> int:
         notes = args.workdir / f"notes{name}"
     write_notes(corpus, notes)
     embed = args.modes != ["keyword"]
-    kb = open_index(args.workdir, notes, args.chunk_chars, embed, name)
+    kb = open_index(args.workdir, notes, "scifact" + name, args.chunk_chars, embed)
     t0 = time.monotonic()
-    result = pms.run_benchmark(kb, judgments(queries, qrels), modes=args.modes, collections=["scifact"])
+    result = pms.run_benchmark(kb, judgments(queries, qrels), modes=args.modes, collections=["scifact" + name])
     result["corpus"] = {"documents": len(corpus), "queries": len(queries), "chunk_chars": args.chunk_chars,
                         "model": pms.model_settings()[0] if embed else None, "seconds": round(time.monotonic() - t0, 1)}
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"SciFact test: {len(queries)} queries, {len(corpus)} notes, chunks of {args.chunk_chars} chars")
-        print(pms.format_benchmark(result))
+    print_result(f"SciFact test: {len(queries)} queries, {len(corpus)} notes, chunks of {args.chunk_chars} chars", result, args.json)
+    if not args.json:
         print("\nPublished nDCG@10: " + "; ".join(f"{k} {v}" for k, v in PUBLISHED.items()))
     return 0
 

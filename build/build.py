@@ -126,6 +126,9 @@ def prepare_model(pms) -> str:
 
 def render_icons() -> None:
     """gui/icon.svg -> pms.png (Qt's SVG renderer), pms.ico and pms.icns (Pillow)."""
+    if not ICON_SOURCE.exists():
+        print(f"build: {ICON_SOURCE} not found; building without an icon")
+        return
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PIL import Image
     from PySide6.QtCore import Qt
@@ -133,7 +136,8 @@ def render_icons() -> None:
     from PySide6.QtSvg import QSvgRenderer
 
     icons = ASSETS / "icons"
-    icons.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(icons, ignore_errors=True)
+    icons.mkdir(parents=True)
     app = QGuiApplication.instance() or QGuiApplication([])  # noqa: F841  (QPainter needs one)
     image = QImage(1024, 1024, QImage.Format.Format_ARGB32)
     image.fill(Qt.GlobalColor.transparent)

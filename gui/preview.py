@@ -23,6 +23,7 @@ MAX_HIGHLIGHTS = 400
 # A marked query term: readable on light and dark palettes alike.
 MARK_BACKGROUND = QColor("#ffe066")
 MARK_FOREGROUND = QColor("#000000")
+PASSAGE_BACKGROUND = QColor(255, 224, 102, 70)  # the mark colour, faint: works on light and dark
 
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]|#\n]*)(#[^\[\]|\n]*)?(?:\|([^\[\]\n]+))?\]\]")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
@@ -111,7 +112,7 @@ class NotePreview(QTextBrowser):
         self.setSearchPaths([str(abspath.parent)])
         self.abspath = abspath
         doc.setMarkdown(wikilinks_to_markdown(body), QTextDocument.MarkdownDialectGitHub)
-        header = self._header_html(meta)
+        header = self._header_html(meta, pms.first_heading(body) or "")
         if header:
             cursor = QTextCursor(doc)
             cursor.movePosition(QTextCursor.Start)
@@ -122,7 +123,7 @@ class NotePreview(QTextBrowser):
         self.passage_block = -1
         lines = text.split("\n")
         if start_line > 1 or heading:
-            target = self._find_passage(lines, start_line, end_line or start_line + 20, heading)
+            target = self._find_passage(lines, start_line, end_line or start_line + 20, heading, words)
             if target is not None:
                 self._scroll_to(target)
                 return True
@@ -130,9 +131,9 @@ class NotePreview(QTextBrowser):
         return True
 
     @staticmethod
-    def _header_html(meta: dict) -> str:
+    def _header_html(meta: dict, heading: str) -> str:
         parts = []
-        if meta.get("title"):
+        if meta.get("title") and str(meta["title"]).strip() != heading.strip():
             parts.append(f"<b>{html.escape(str(meta['title']))}</b>")
         tags = meta.get("tags")
         tags = tags if isinstance(tags, (list, tuple)) else ([tags] if tags else [])
@@ -150,10 +151,15 @@ class NotePreview(QTextBrowser):
             return ""
         return '<p style="font-size:small; color:palette(placeholder-text)">' + " · ".join(parts) + "</p>"
 
-    def _find_passage(self, lines: list[str], start_line: int, end_line: int, heading: str) -> QTextCursor | None:
-        """Where the passage that starts at ``start_line`` ended up in the rendered document."""
+    def _find_passage(self, lines: list[str], start_line: int, end_line: int, heading: str, words=()) -> QTextCursor | None:
+        """Where the passage (lines ``start_line``..``end_line`` of the file) ended up
+        in the rendered document: its first line with a query word, else its first line."""
         doc = self.document()
         candidates = [plain_line(line) for line in lines[max(0, start_line - 1) : end_line]]
+        pattern = term_pattern(words)
+        if pattern:
+            with_terms = [c for c in candidates if re.search(pattern, c, re.I)]
+            candidates = with_terms + candidates
         if heading:
             candidates.append(heading.split(" › ")[-1].split(" > ")[-1])
         for text in candidates:
@@ -171,11 +177,13 @@ class NotePreview(QTextBrowser):
         self.passage_block = block.blockNumber()
         top = self.document().documentLayout().blockBoundingRect(block).top()
         self.verticalScrollBar().setValue(max(0, int(top) - 12))
-        # A quiet bar beside the passage, on top of the term marks.
+        # A quiet background on the passage's first paragraph, under the term marks.
+        # (FullWidthSelection would look nicer but crashes Qt 6.12 once the view is scrolled.)
         passage = QTextEdit.ExtraSelection()
-        passage.cursor = QTextCursor(block)
-        passage.format.setProperty(QTextCharFormat.FullWidthSelection, True)
-        passage.format.setBackground(self.palette().alternateBase())
+        cursor = QTextCursor(block)
+        cursor.movePosition(QTextCursor.EndOfBlock, QTextCursor.KeepAnchor)
+        passage.cursor = cursor
+        passage.format.setBackground(PASSAGE_BACKGROUND)
         self.setExtraSelections([passage, *self.extraSelections()])
 
     def _highlight(self, words) -> None:

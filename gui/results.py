@@ -42,12 +42,20 @@ class ResultsModel(QAbstractListModel):
         return None
 
 
+def breadcrumb(heading_path: str, title: str) -> str:
+    """'Title > Setup > Keys' under a result titled 'Title' reads 'Setup › Keys'."""
+    parts = [p.strip() for p in (heading_path or "").split(" > ") if p.strip()]
+    if parts and parts[0] == title:
+        parts = parts[1:]
+    return " › ".join(parts)
+
+
 def hit_html(hit, palette: QPalette, selected: bool) -> str:
     text_role = QPalette.HighlightedText if selected else QPalette.Text
     dim_role = QPalette.HighlightedText if selected else QPalette.PlaceholderText
     color, dim = palette.color(text_role).name(), palette.color(dim_role).name()
     place = html.escape(f"{hit.collection}/{hit.path}")
-    crumbs = hit.heading_path if hit.heading_path and hit.heading_path != hit.title else ""
+    crumbs = breadcrumb(hit.heading_path, hit.title)
     snippet = (hit.snippet or "").replace("<mark>", f'<span style="{MARK_STYLE}">').replace("</mark>", "</span>")
     parts = [f'<div style="color:{color}; font-weight:600">{html.escape(hit.title or hit.path)}</div>',
              f'<div style="color:{dim}; font-size:small">{place}'
@@ -93,7 +101,8 @@ class HitDelegate(QStyledItemDelegate):
         font = option.font
         font.setPointSizeF(max(6.0, font.pointSizeF() * 0.85))
         painter.setFont(font)
-        score_rect = QRect(option.rect.right() - SCORE_WIDTH - PADDING, option.rect.top() + PADDING,
+        right = option.rect.left() + self._row_width(option)
+        score_rect = QRect(right - SCORE_WIDTH - PADDING, option.rect.top() + PADDING,
                            SCORE_WIDTH, option.fontMetrics.height())
         painter.drawText(score_rect, Qt.AlignRight | Qt.AlignVCenter, f"{hit.score:.3g}")
         painter.restore()

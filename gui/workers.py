@@ -126,12 +126,16 @@ def clip_in_background(kb, bridge: Bridge, collection_name: str, source: str) ->
     def run():
         try:
             collection = kb.collections.get(collection_name)
-            if Path(source).is_file():
-                note = pms.clip_into_collection(kb, collection, source)
+            if Path(source).is_file():  # a saved page: its own canonical URL, if it names one, is the source
+                note = pms.clip_into_collection(kb, collection, None, html=Path(source).read_bytes())
             else:
                 note = collection.add_from_url(source)
         except pms.PMSError as exc:
-            emit(bridge.clip_finished, None, source, str(exc))
+            # Already clipped: nothing new was written, but the user wants to see that note.
+            emit(bridge.clip_finished, getattr(exc, "path", None), source, str(exc))
+            return
+        except OSError as exc:
+            emit(bridge.clip_finished, None, source, f"cannot read {source}: {exc.strerror or exc}")
             return
         except Exception as exc:
             emit(bridge.clip_finished, None, source, f"clipping failed: {exc!r}")
@@ -139,15 +143,6 @@ def clip_in_background(kb, bridge: Bridge, collection_name: str, source: str) ->
         emit(bridge.clip_finished, note, source, "")
 
     return start_thread(run, "pms-clip")
-
-
-def note_abspath(note, collection) -> Path | None:
-    """Where a clipped note landed, whatever shape the clipper returns it in."""
-    path = note.get("path") if isinstance(note, dict) else getattr(note, "abspath", None) or getattr(note, "path", note)
-    if not path:
-        return None
-    path = Path(str(path))
-    return path if path.is_absolute() else collection.path / path
 
 
 class FolderWatcher(QObject):

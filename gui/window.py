@@ -1,0 +1,629 @@
+"""The main window: search bar, results, preview, collections, sync, clipping."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QSettings, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
+                               QListView, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
+                               QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget, QAbstractItemView)
+
+import pms
+from gui.preview import NotePreview
+from gui.results import HitDelegate, HitRole, ResultsModel
+from gui.workers import Bridge, FolderWatcher, SearchThread, SyncJob, clip_in_background, load_model_in_background
+
+DEBOUNCE_MS = 120          # while typing fast, search at most this often
+RESULTS = 30
+MESSAGE_MS = 6000          # how long a status-bar message stays
+URL_RE = re.compile(r"^https?://\S+$", re.I)
+CLIPPABLE_FILES = (".html", ".htm", ".xhtml")
+BADGE_STYLE = "QLabel {{ background:{bg}; color:white; border-radius:9px; padding:2px 10px; font-weight:600; }}"
+
+
+def first_line(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class WelcomePanel(QFrame):
+    """First run: what PMS does and one button; the whole panel is a drop zone."""
+
+    def __init__(self, add_folder, parent=None):
+        super().__init__(parent)
+        self.setObjectName("welcome")
+        outer = QVBoxLayout(self)
+        outer.addStretch(1)
+        title = QLabel("<h2>Search your notes, privately</h2>")
+        title.setAlignment(Qt.AlignCenter)
+        blurb = QLabel("PMS indexes folders of Markdown notes on this computer and finds things by keyword or "
+                       "by meaning. Nothing leaves your machine.")
+        blurb.setWordWrap(True)
+        blurb.setAlignment(Qt.AlignCenter)
+        blurb.setMaximumWidth(520)
+        self.button = QPushButton("Add a folder…")
+        self.button.setDefault(True)
+        self.button.clicked.connect(add_folder)
+        zone = QLabel("or drop a folder of notes here\n(drop a web page link to clip it once a folder is added)")
+        zone.setObjectName("dropzone")
+        zone.setAlignment(Qt.AlignCenter)
+        zone.setMinimumSize(QSize(420, 140))
+        zone.setStyleSheet("#dropzone { border: 2px dashed palette(mid); border-radius: 12px; "
+                           "color: palette(placeholder-text); padding: 16px; }")
+        for widget in (title, blurb, self.button, zone):
+            outer.addWidget(widget, 0, Qt.AlignHCenter)
+            outer.addSpacing(10)
+        outer.addStretch(2)
+
+
+class MainWindow(QMainWindow):
+    # For tests and benchmarks: what the user can see just changed.
+    results_shown = Signal(str)
+    sync_done = Signal(object)            # SyncReport, or None when it failed
+    clip_done = Signal(object, str)       # the new note's path or None, error message
+
+    def __init__(self, kb: pms.KnowledgeBase, settings: QSettings | None = None):
+        super().__init__()
+        self.kb = kb
+        self.settings = settings or QSettings("PMS", "PMS")
+        self.bridge = Bridge()
+        self.searcher = SearchThread(kb, self.bridge)
+        self.searcher.start()
+        self.search_seq = 0
+        self.last_submit = 0.0
+        self.model_state = "loading" if kb.embedder is not None else "off"
+        self.sync_job: SyncJob | None = None
+        self.sync_queue: set[str] | None = None    # None: nothing waiting; empty set: every collection
+        self.last_search_seconds = 0.0
+        self.focus_path: str | None = None      # a note to select when the next results come (a fresh clip)
+        self.setWindowTitle("PMS — private search for your notes")
+        self.setAcceptDrops(True)
+        self._build()
+        self._connect()
+        self.refresh_collections()
+        self.update_badge()
+        self.update_stats()
+        self._restore_settings()
+        self.search_box.setFocus()
+
+    # -- layout ----------------------------------------------------------------------
+    def _build(self) -> None:
+        self.search_box = QLineEdit(placeholderText="Search your notes…  (words, \"a phrase\", -exclude)")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.setAcceptDrops(False)  # a dropped link is for clipping, not for the query
+        font = self.search_box.font()
+        font.setPointSizeF(font.pointSizeF() * 1.25)
+        self.search_box.setFont(font)
+        self.search_box.setMinimumHeight(34)
+        self.collection_combo = QComboBox(minimumContentsLength=14)
+        self.collection_combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.collection_combo.setToolTip("Search in one collection or all of them")
+        self.badge = QLabel()
+        self.badge.setMaximumWidth(360)
+        top = QWidget()
+        row = QHBoxLayout(top)
+        row.setContentsMargins(10, 8, 10, 6)
+        row.addWidget(self.search_box, 1)
+        row.addWidget(self.collection_combo)
+        row.addWidget(self.badge)
+
+        self.results_model = ResultsModel(self)
+        self.results_view = QListView()
+        self.results_view.setModel(self.results_model)
+        self.results_view.setItemDelegate(HitDelegate(self.results_view))
+        self.results_view.setResizeMode(QListView.Adjust)
+        self.results_view.setVerticalScrollMode(QAbstractItemView.ScrollPerPixel)
+        self.results_view.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.results_view.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.results_view.setAcceptDrops(False)
+        self.results_view.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.results_message = QLabel(alignment=Qt.AlignCenter, wordWrap=True)
+        self.results_message.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
+        self.results_stack = QStackedWidget()
+        self.results_stack.addWidget(self.results_view)
+        self.results_stack.addWidget(self.results_message)
+        self.preview = NotePreview(self.kb)
+        self.splitter = QSplitter(Qt.Horizontal)
+        self.splitter.addWidget(self.results_stack)
+        self.splitter.addWidget(self.preview)
+        self.splitter.setStretchFactor(0, 2)
+        self.splitter.setStretchFactor(1, 3)
+        self.splitter.setSizes([420, 620])
+        self.splitter.setChildrenCollapsible(False)
+
+        self.welcome = WelcomePanel(self.add_folder_dialog)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.welcome)
+        self.pages.addWidget(self.splitter)
+        central = QWidget()
+        column = QVBoxLayout(central)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(top)
+        column.addWidget(self.pages, 1)
+        self.setCentralWidget(central)
+
+        self.stats_label = QLabel()
+        self.progress_label = QLabel()
+        self.progress_bar = QProgressBar(maximumWidth=180, textVisible=False)
+        self.cancel_button = QToolButton(text="Cancel", toolTip="Stop the sync; the index stays consistent")
+        self.cancel_button.clicked.connect(self.cancel_sync)
+        for widget in (self.progress_label, self.progress_bar, self.cancel_button):
+            widget.hide()
+            self.statusBar().addPermanentWidget(widget)
+        self.statusBar().addPermanentWidget(self.stats_label)
+        self._build_menus()
+        self.debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
+        self.debounce.timeout.connect(self.search_now)
+        self.watcher = FolderWatcher(self)
+        self.resize(1100, 720)
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        self.add_action = file_menu.addAction("&Add folder…", self.add_folder_dialog, QKeySequence("Ctrl+O"))
+        self.clip_action = file_menu.addAction("&Clip URL…", self.clip_url_dialog, QKeySequence("Ctrl+Shift+V"))
+        file_menu.addSeparator()
+        file_menu.addAction("&Quit", self.close, QKeySequence.Quit)
+        self.collections_menu = bar.addMenu("&Collections")
+        self.collections_menu.aboutToShow.connect(self._fill_collections_menu)
+        help_menu = bar.addMenu("&Help")
+        help_menu.addAction("&About PMS", self.show_about)
+        QShortcut(QKeySequence.Paste, self, self.paste_url)  # the search bar keeps its own Ctrl+V
+        QShortcut(QKeySequence("Ctrl+L"), self, self.focus_search)
+        QShortcut(QKeySequence.Find, self, self.focus_search)
+        QShortcut(QKeySequence("F5"), self, lambda: self.request_sync(None))
+
+    def _fill_collections_menu(self) -> None:
+        menu = self.collections_menu
+        menu.clear()
+        menu.addAction("&Add folder…", self.add_folder_dialog)
+        sync_all = menu.addAction("&Sync all now", lambda: self.request_sync(None))
+        sync_all.setShortcut(QKeySequence("F5"))
+        busy = self.sync_running()
+        collections = self.kb.collections.list()
+        if collections:
+            menu.addSeparator()
+        for col in collections:
+            notes, _ = col.counts()
+            sub = menu.addMenu(f"{col.name}  ({notes:,} notes)")
+            sub.setToolTip(str(col.path))
+            sub.addAction("Sync now", lambda name=col.name: self.request_sync([name]))
+            sub.addAction("Open folder", lambda path=col.path: QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))))
+            for label, handler in (("Rename…", self.rename_collection_dialog), ("Remove…", self.remove_collection_dialog)):
+                action = sub.addAction(label, lambda name=col.name, handler=handler: handler(name))
+                action.setEnabled(not busy)
+                if busy:
+                    action.setToolTip("Wait for the sync to finish")
+
+    def _connect(self) -> None:
+        self.search_box.textChanged.connect(self._typed)
+        self.search_box.returnPressed.connect(self.search_now)
+        self.search_box.installEventFilter(self)
+        self.results_view.installEventFilter(self)
+        self.collection_combo.currentIndexChanged.connect(self._collection_chosen)
+        self.results_view.selectionModel().currentChanged.connect(self._current_changed)
+        self.results_view.activated.connect(lambda index: self.open_hit(index.data(HitRole)))
+        self.results_view.customContextMenuRequested.connect(self._results_menu)
+        self.preview.status_message.connect(self.flash)
+        self.bridge.results.connect(self._show_results)
+        self.bridge.search_failed.connect(self._search_failed)
+        self.bridge.model_loaded.connect(self._model_loaded)
+        self.bridge.sync_progress.connect(self._sync_progress)
+        self.bridge.sync_finished.connect(self._sync_finished)
+        self.bridge.clip_finished.connect(self._clip_finished)
+        self.watcher.collections_changed.connect(self.request_sync)
+
+    def start_background_work(self, sync: bool = True) -> None:
+        """After the window is on screen: load the model, catch up with the folders, watch them."""
+        if self.kb.embedder is not None:
+            load_model_in_background(self.kb, self.bridge)
+        if sync and self.kb.collections.list():
+            self.request_sync(None)
+        else:
+            self.watch_folders()
+
+    # -- settings ----------------------------------------------------------------------
+    def _restore_settings(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        splitter = self.settings.value("window/splitter")
+        if splitter is not None:
+            self.splitter.restoreState(splitter)
+        last = self.settings.value("search/collection", "")
+        index = self.collection_combo.findData(last) if last else 0
+        self.collection_combo.setCurrentIndex(max(0, index))
+
+    def _save_settings(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/splitter", self.splitter.saveState())
+        self.settings.setValue("search/collection", self.collection_combo.currentData() or "")
+        self.settings.sync()
+
+    def closeEvent(self, event) -> None:
+        self._save_settings()
+        self.searcher.stop()
+        if self.sync_job and self.sync_job.running():
+            self.sync_job.cancel.set()
+            self.sync_job.thread.join(5)  # cancel stops between batches; wait so the index closes cleanly
+        super().closeEvent(event)
+
+    # -- search ------------------------------------------------------------------------
+    def focus_search(self) -> None:
+        self.search_box.setFocus()
+        self.search_box.selectAll()
+
+    def search_mode(self) -> str:
+        # Until the model is loaded, "auto" would load it inside the first search.
+        return "auto" if self.model_state == "ready" else "keyword"
+
+    def selected_collections(self) -> list[str] | None:
+        name = self.collection_combo.currentData()
+        return [name] if name else None
+
+    def _typed(self, text: str) -> None:
+        if not text.strip():
+            self.debounce.stop()
+            self.search_seq += 1  # results still on their way are now stale
+            self.results_model.set_hits([], "")
+            self.preview.clear_note()
+            self._show_message(self._idle_message())
+            return
+        # Leading edge: a lone keystroke searches at once; fast typing searches every DEBOUNCE_MS.
+        if not self.debounce.isActive() and time.monotonic() - self.last_submit >= DEBOUNCE_MS / 1000:
+            self.search_now()
+        else:
+            self.debounce.start()
+
+    def search_now(self) -> None:
+        self.debounce.stop()
+        query = self.search_box.text()
+        if not query.strip():
+            return
+        self.search_seq += 1
+        self.last_submit = time.monotonic()
+        self.searcher.submit(self.search_seq, query, self.search_mode(), self.selected_collections(), RESULTS)
+
+    def _collection_chosen(self, _index: int) -> None:
+        self.settings.setValue("search/collection", self.collection_combo.currentData() or "")
+        self.search_now()
+
+    def _show_results(self, seq: int, query: str, hits: list, seconds: float) -> None:
+        if seq != self.search_seq:
+            return  # an older query's answer; a newer one is on its way
+        self.last_search_seconds = seconds
+        self.results_model.set_hits(hits, query)
+        if hits:
+            self.results_stack.setCurrentWidget(self.results_view)
+            wanted = [i for i, hit in enumerate(hits) if hit.abspath == self.focus_path]
+            self.focus_path = None
+            self.results_view.setCurrentIndex(self.results_model.index(wanted[0] if wanted else 0))
+        else:
+            self.preview.clear_note()
+            self._show_message(f"No notes match “{query.strip()}”.")
+        self.results_shown.emit(query)
+
+    def _search_failed(self, seq: int, message: str) -> None:
+        if seq == self.search_seq:
+            self._show_message(message)
+            self.results_shown.emit(self.search_box.text())
+
+    def _show_message(self, text: str) -> None:
+        self.results_message.setText(text)
+        self.results_stack.setCurrentWidget(self.results_message)
+
+    def _idle_message(self) -> str:
+        info = self.kb.status(pending=False)
+        return f"Type to search {info['documents']:,} notes." if info["documents"] else "No notes indexed yet."
+
+    def current_hit(self):
+        index = self.results_view.currentIndex()
+        return index.data(HitRole) if index.isValid() else None
+
+    def _current_changed(self, current, _previous) -> None:
+        hit = current.data(HitRole) if current.isValid() else None
+        if hit is not None:
+            self.show_hit(hit)
+
+    def show_hit(self, hit) -> None:
+        try:
+            doc = self.kb.get(f"#{hit.docid}") if hit.docid else self.kb.get(f"{hit.collection}/{hit.path}")
+        except pms.PMSError as exc:
+            self.flash(str(exc))
+            self.preview.clear_note()
+            return
+        words = pms.parse_query(self.results_model.query).words
+        self.preview.show_note(doc.abspath, text=doc.text, start_line=hit.start_line, end_line=hit.end_line,
+                               heading=hit.heading_path, words=words)
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.KeyPress:
+            key = event.key()
+            if watched is self.search_box and key in (Qt.Key_Down, Qt.Key_Up, Qt.Key_PageDown, Qt.Key_PageUp):
+                self._move_current(key)
+                return True
+            if watched is self.search_box and key == Qt.Key_Escape:
+                self.search_box.clear()
+                return True
+            if watched is self.results_view and key == Qt.Key_Escape:
+                self.focus_search()
+                return True
+        return super().eventFilter(watched, event)
+
+    def _move_current(self, key) -> None:
+        rows = self.results_model.rowCount()
+        if not rows:
+            return
+        step = {Qt.Key_Down: 1, Qt.Key_Up: -1, Qt.Key_PageDown: 5, Qt.Key_PageUp: -5}[key]
+        row = min(rows - 1, max(0, self.results_view.currentIndex().row() + step))
+        self.results_view.setCurrentIndex(self.results_model.index(row))
+
+    # -- results actions -----------------------------------------------------------------
+    def open_hit(self, hit) -> None:
+        if hit is not None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(hit.abspath))
+
+    def _results_menu(self, pos) -> None:
+        hit = self.results_view.indexAt(pos).data(HitRole)
+        if hit is None:
+            return
+        menu = QMenu(self)
+        menu.addAction("Open", lambda: self.open_hit(hit))
+        menu.addAction("Copy path", lambda: QGuiApplication.clipboard().setText(hit.abspath))
+        menu.addAction("Copy reference", lambda: QGuiApplication.clipboard().setText(f"{hit.collection}/{hit.path}"))
+        menu.addAction("Open containing folder",
+                       lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(hit.abspath).parent))))
+        menu.exec(self.results_view.viewport().mapToGlobal(pos))
+
+    # -- badge and status bar ------------------------------------------------------------
+    def _model_loaded(self, ok: bool) -> None:
+        self.model_state = "ready" if ok else "unavailable"
+        self.update_badge()
+        self.update_stats()
+        self.search_now()  # the same words, now with meaning
+
+    def update_badge(self) -> None:
+        mode, why = self.kb.search_mode()
+        if mode == "hybrid" and self.model_state == "loading":
+            mode, why = "keyword", "loading the embedding model…"
+        hybrid = mode == "hybrid"
+        self.badge.setText("Hybrid" if hybrid else f"Keyword only · {first_line(why, 40)}" if why else "Keyword only")
+        self.badge.setToolTip("Keyword and meaning, fused" if hybrid else f"Keyword search only: {why}")
+        self.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
+        self.badge_mode = mode
+
+    def update_stats(self) -> None:
+        info = self.kb.status(pending=False)
+        synced = [c["last_sync"] for c in info["collections_detail"] if c["last_sync"]]
+        model = info.get("model") or "none"
+        state = {"loading": " (loading)", "unavailable": " (unavailable)", "off": " (off)"}.get(self.model_state, "")
+        self.stats_label.setText(f"{info['documents']:,} notes · {info['chunks']:,} passages · "
+                                 f"last sync {self._when(max(synced)) if synced else 'never'} · model {model.split('/')[-1]}{state}")
+
+    @staticmethod
+    def _when(iso: str) -> str:
+        try:
+            moment = dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone()
+        except ValueError:
+            return iso
+        return moment.strftime("%H:%M" if moment.date() == dt.date.today() else "%Y-%m-%d %H:%M")
+
+    def flash(self, text: str) -> None:
+        self.statusBar().showMessage(first_line(text), MESSAGE_MS)
+
+    def show_about(self) -> None:
+        QMessageBox.about(self, "About PMS",
+                          f"<h3>PMS {pms.__version__}</h3><p>Private search for folders of Markdown notes: "
+                          f"keyword and meaning, offline.</p><p>Index: {self.kb.db_path}</p>")
+
+    # -- collections -----------------------------------------------------------------------
+    def refresh_collections(self) -> None:
+        collections = self.kb.collections.list()
+        current = self.collection_combo.currentData()
+        self.collection_combo.blockSignals(True)
+        self.collection_combo.clear()
+        self.collection_combo.addItem("All collections", "")
+        for col in collections:
+            self.collection_combo.addItem(col.name, col.name)
+        self.collection_combo.setCurrentIndex(max(0, self.collection_combo.findData(current or "")))
+        self.collection_combo.blockSignals(False)
+        self.pages.setCurrentWidget(self.splitter if collections else self.welcome)
+        self.search_box.setEnabled(bool(collections))
+        if collections and not self.search_box.text().strip():
+            self._show_message(self._idle_message())
+
+    def add_folder_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder of notes", str(Path.home()))
+        if folder:
+            self.add_folder(folder)
+
+    def add_folder(self, folder: str | Path) -> str | None:
+        folder = Path(folder).resolve()
+        for col in self.kb.collections.list():
+            if col.path == folder:
+                self.flash(f"{folder} is already the collection “{col.name}”")
+                return None
+        names = {c.name for c in self.kb.collections.list()}
+        base = re.sub(r"[^\w .-]", "-", folder.name or "notes")[:60].strip(" .-") or "notes"
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}-{n}", n + 1
+        try:
+            self.kb.collections.create(folder, name=name)
+        except pms.PMSError as exc:
+            self.flash(str(exc))
+            return None
+        self.refresh_collections()
+        self.flash(f"Added “{name}”: indexing {folder}")
+        self.request_sync([name])
+        return name
+
+    def rename_collection_dialog(self, name: str) -> None:
+        new, ok = QInputDialog.getText(self, "Rename collection", f"New name for “{name}”:", text=name)
+        if ok and new.strip() and new.strip() != name:
+            try:
+                self.kb.collections.rename(name, new.strip())
+            except pms.PMSError as exc:
+                self.flash(str(exc))
+                return
+            self.refresh_collections()
+            self.watch_folders()
+            self.search_now()
+
+    def remove_collection_dialog(self, name: str) -> None:
+        col = self.kb.collections.get(name)
+        answer = QMessageBox.question(self, "Remove collection",
+                                      f"Remove “{name}” from the index?\n\nThe files in {col.path} are not touched.")
+        if answer == QMessageBox.Yes:
+            self.kb.collections.delete(name)
+            self.refresh_collections()
+            self.watch_folders()
+            self.update_stats()
+            self.search_now()
+
+    def watch_folders(self) -> None:
+        self.watcher.watch(self.kb.collections.list())
+
+    # -- sync ------------------------------------------------------------------------------
+    def sync_running(self) -> bool:
+        return self.sync_job is not None and self.sync_job.running()
+
+    def request_sync(self, names: list[str] | None = None) -> None:
+        """Sync these collections (None: all) now, or right after the running sync."""
+        if self.sync_running():
+            if names is None or self.sync_queue == set():
+                self.sync_queue = set()
+            else:
+                self.sync_queue = (self.sync_queue or set()) | set(names)
+            return
+        self.sync_job = SyncJob(self.kb, self.bridge, names)
+        self.progress_label.setText("Scanning folders…")
+        self.progress_bar.setRange(0, 0)
+        self.cancel_button.setEnabled(True)
+        for widget in (self.progress_label, self.progress_bar, self.cancel_button):
+            widget.show()
+
+    def cancel_sync(self) -> None:
+        if self.sync_running():
+            self.sync_job.cancel.set()
+            self.sync_queue = None
+            self.cancel_button.setEnabled(False)
+            self.progress_label.setText("Cancelling…")
+
+    def _sync_progress(self, p) -> None:
+        if self.sync_job is None or self.sync_job.cancel.is_set():
+            return
+        unit, verb = ("passages", "Embedding") if p.phase == "embed" else ("files", "Indexing" if p.phase == "index" else "Scanning")
+        eta = f" · {pms._fmt_eta(p.eta)} left" if p.eta is not None and p.done < p.total else ""
+        self.progress_label.setText(f"{verb} {p.done:,}/{p.total:,} {unit}{eta}")
+        self.progress_bar.setRange(0, max(1, p.total))
+        self.progress_bar.setValue(p.done)
+
+    def _sync_finished(self, report, error: str) -> None:
+        for widget in (self.progress_label, self.progress_bar, self.cancel_button):
+            widget.hide()
+        self.flash(error or report.summary())
+        if report is not None and report.embed_error and self.model_state == "ready":
+            self.flash(f"{report.summary()} · keyword-only: {report.embed_error}")
+        self.refresh_collections()
+        self.update_badge()
+        self.update_stats()
+        self.watch_folders()
+        if self.search_box.text().strip():
+            self.search_now()  # new and changed notes show up in the open search
+        queued, self.sync_queue = self.sync_queue, None
+        self.sync_done.emit(report)
+        if queued is not None:
+            self.request_sync(sorted(queued) or None)
+
+    # -- clipping ----------------------------------------------------------------------------
+    def clip_url_dialog(self) -> None:
+        text = QGuiApplication.clipboard().text().strip()
+        url, ok = QInputDialog.getText(self, "Clip a web page", "URL of the page to save as a note:",
+                                       text=text if URL_RE.match(text) else "https://")
+        if ok and url.strip() and url.strip() != "https://":
+            self.clip(url.strip())
+
+    def paste_url(self) -> None:
+        text = QGuiApplication.clipboard().text().strip()
+        if URL_RE.match(text):
+            self.clip(text)
+        else:
+            self.flash("The clipboard holds no web address to clip (copy a page's URL, then press Ctrl+V)")
+
+    def choose_clip_collection(self) -> str | None:
+        names = [c.name for c in self.kb.collections.list()]
+        if len(names) <= 1:
+            return names[0] if names else None
+        last = self.settings.value("clip/collection", "")
+        name, ok = QInputDialog.getItem(self, "Clip into", "Save the page as a note in:", names,
+                                        names.index(last) if last in names else 0, False)
+        return name if ok else None
+
+    def clip(self, source: str) -> bool:
+        if not self.kb.collections.list():
+            self.flash("Add a folder first: clipped pages are saved as notes in one of your collections")
+            return False
+        name = self.choose_clip_collection()
+        if not name:
+            return False
+        self.settings.setValue("clip/collection", name)
+        self.flash(f"Clipping {first_line(source, 80)} into “{name}”…")
+        clip_in_background(self.kb, self.bridge, name, source)
+        return True
+
+    def _clip_finished(self, note, source: str, error: str) -> None:
+        if error:
+            self.flash(f"Could not clip {first_line(source, 60)}: {error}")
+            if note is not None:  # already clipped: show the note it is
+                self.preview.show_note(note)
+            self.clip_done.emit(None, error)
+            return
+        name, path = note.collection, Path(note.path)
+        title = note.title or path.stem
+        self.flash(f"Clipped “{first_line(title, 60)}” into “{name}”" + (f" ({note.index_error})" if note.index_error else ""))
+        self.preview.show_note(path)  # at once, and selected in the results when they come
+        self.focus_path = str(path)
+        self.search_box.setText(title)
+        self.search_now()
+        self.clip_done.emit(path, "")
+
+    # -- drag and drop ---------------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:
+        if self._droppable(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dragMoveEvent(self, event) -> None:
+        if self._droppable(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        if self.handle_drop(event.mimeData()):
+            event.acceptProposedAction()
+
+    @staticmethod
+    def _droppable(mime) -> bool:
+        return mime.hasUrls() or (mime.hasText() and bool(URL_RE.match(mime.text().strip())))
+
+    def handle_drop(self, mime) -> bool:
+        """A folder becomes a collection; a web link or a saved page is clipped."""
+        urls = list(mime.urls()) if mime.hasUrls() else [QUrl(mime.text().strip())]
+        handled = False
+        for url in urls:
+            if url.isLocalFile():
+                path = Path(url.toLocalFile())
+                if path.is_dir():
+                    handled = bool(self.add_folder(path)) or handled
+                elif path.suffix.lower() in CLIPPABLE_FILES:
+                    handled = self.clip(str(path)) or handled
+                else:
+                    self.flash(f"Drop a folder to add it, or a web page to clip it ({path.name} is neither)")
+            elif url.scheme().lower() in ("http", "https"):
+                handled = self.clip(url.toString()) or handled
+        return handled

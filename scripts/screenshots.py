@@ -1,0 +1,216 @@
+"""Render the desktop app's main states as PNGs into docs/screenshots/.
+
+    .venv/bin/python scripts/screenshots.py [--out docs/screenshots]
+
+Starts an Xvfb display (installing xvfb and Qt's xcb libraries with apt-get
+when run as root and they are missing), opens the real window on it over a
+copy of sample-notes/ and captures: the welcome panel, results with the
+preview (light and dark), a sync in progress and a freshly clipped page
+(served from ../shared/data/html by a local http.server; skipped without it).
+Everything is written to a temporary folder except the PNGs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+APT_PACKAGES = ["xvfb", "libxcb-icccm4", "libxcb-keysyms1", "libxcb-xinerama0", "libxcb-cursor0", "libxcb-image0",
+                "libxcb-render-util0", "libxcb-randr0", "libxcb-shape0", "libxkbcommon-x11-0", "libegl1", "libgl1",
+                "fonts-dejavu-core"]
+SIZE = (1180, 760)
+
+
+def ensure_xvfb() -> None:
+    if shutil.which("Xvfb"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        sys.exit("screenshots: Xvfb is missing (apt-get install " + " ".join(APT_PACKAGES) + ")")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *APT_PACKAGES], check=True, env=env)
+
+
+def start_xvfb() -> tuple[subprocess.Popen, str]:
+    for number in range(99, 120):
+        if not Path(f"/tmp/.X11-unix/X{number}").exists() and not Path(f"/tmp/.X{number}-lock").exists():
+            break
+    display = f":{number}"
+    server = subprocess.Popen(["Xvfb", display, "-screen", "0", f"{SIZE[0] + 100}x{SIZE[1] + 100}x24", "-nolisten", "tcp"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(50):
+        if Path(f"/tmp/.X11-unix/X{number}").exists():
+            return server, display
+        time.sleep(0.1)
+    server.kill()
+    sys.exit("screenshots: Xvfb did not start")
+
+
+# -- inside the display ----------------------------------------------------------------------
+
+def wait_for(signal, app, timeout: float = 60.0):
+    """Run the event loop until ``signal`` fires; return its arguments."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop, got = QEventLoop(), []
+
+    def fired(*args):
+        got.append(args)
+        loop.quit()
+
+    signal.connect(fired)
+    QTimer.singleShot(int(timeout * 1000), loop.quit)
+    loop.exec()
+    signal.disconnect(fired)
+    if not got:
+        raise SystemExit(f"screenshots: timed out waiting for {signal}")
+    return got[0]
+
+
+def settle(app, seconds: float = 0.4) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.02)
+
+
+def capture(window, app, path: Path) -> None:
+    settle(app)
+    picture = window.screen().grabWindow(window.winId())  # what the X server shows, not a re-render
+    if picture.isNull() or picture.width() < 100:
+        picture = window.grab()
+    picture.save(str(path))
+    print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path} ({picture.width()}x{picture.height()})")
+
+
+def type_query(window, app, text: str) -> None:
+    from PySide6.QtTest import QTest
+
+    window.search_box.clear()
+    QTest.keyClicks(window.search_box, text, delay=30)
+    window.search_now()
+    wait_for(window.results_shown, app)
+
+
+def serve(folder: Path) -> str:
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def bulk_notes(work: Path) -> Path | None:
+    """A folder big enough for a sync to be caught in progress: 1,500 tldr pages."""
+    import tarfile
+
+    archive = SHARED_DATA / "corpora" / "tldr.tar.gz"
+    if not archive.exists():
+        return None
+    target = work / "tldr-pages"
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if m.isfile() and "/pages/common/" in m.name][:1500]
+        tar.extractall(work / "tldr-extract", members=members, filter="data")
+    shutil.move(str(next((work / "tldr-extract").rglob("common"))), target)
+    return target
+
+
+def render(out: Path) -> None:
+    sys.path.insert(0, str(REPO))
+    import pms
+    from PySide6.QtCore import QMimeData, QSettings, Qt, QUrl
+    from PySide6.QtGui import QGuiApplication
+
+    from gui.app import application
+    from gui.window import MainWindow
+
+    app = application()
+    work = Path(tempfile.mkdtemp(prefix="pms-shots-"))
+    notes = work / "notes"
+    shutil.copytree(REPO / "sample-notes", notes)
+    kb = pms.KnowledgeBase(work / "index.sqlite")
+    window = MainWindow(kb, QSettings(str(work / "settings.ini"), QSettings.IniFormat))
+    window.resize(*SIZE)
+    window.move(0, 0)
+    window.show()
+    capture(window, app, out / "welcome.png")
+
+    window.add_folder(notes)
+    wait_for(window.sync_done, app, timeout=180)
+    window.start_background_work(sync=False)
+    wait_for(window.bridge.model_loaded, app, timeout=120)
+    settle(app, 0.5)
+    type_query(window, app, "back up my laptop")
+    capture(window, app, out / "results.png")
+
+    QGuiApplication.styleHints().setColorScheme(Qt.ColorScheme.Dark)
+    settle(app, 0.5)
+    type_query(window, app, "rotate ssh keys")
+    capture(window, app, out / "results-dark.png")
+    QGuiApplication.styleHints().setColorScheme(Qt.ColorScheme.Light)
+
+    pages = SHARED_DATA / "html"
+    if pages.is_dir():
+        mime = QMimeData()
+        mime.setUrls([QUrl(serve(pages) + "/dropbox-blog/source.html")])
+        window.handle_drop(mime)  # what dropping a browser link onto the window does
+        path, error = wait_for(window.clip_done, app, timeout=120)
+        if error:
+            print(f"screenshots: clipping failed: {error}", file=sys.stderr)
+        else:
+            wait_for(window.results_shown, app)
+            capture(window, app, out / "clip.png")
+    else:
+        print(f"screenshots: {pages} not found; no clip screenshot", file=sys.stderr)
+
+    bulk = bulk_notes(work)
+    if bulk is not None:
+        type_query(window, app, "archive")
+        window.add_folder(bulk)
+        while True:  # catch it mid-way, with an ETA
+            progress = wait_for(window.bridge.sync_progress, app, timeout=180)[0]
+            if progress.phase == "embed" and progress.done >= 200:
+                break
+        capture(window, app, out / "sync.png")
+        window.cancel_sync()
+        wait_for(window.sync_done, app, timeout=120)
+    window.close()
+    kb.close()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "screenshots")
+    parser.add_argument("--inside-display", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.inside_display:
+        render(args.out.resolve())
+        return 0
+    ensure_xvfb()
+    server, display = start_xvfb()
+    try:
+        env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb", "QT_SCALE_FACTOR": "1"}
+        env.setdefault("PMS_MODEL_DIR", str(REPO / ".cache" / "minilm"))
+        return subprocess.run([sys.executable, __file__, "--out", str(args.out), "--inside-display"], env=env).returncode
+    finally:
+        server.terminate()
+        server.wait(5)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

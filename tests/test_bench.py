@@ -1,0 +1,162 @@
+"""pms bench: fixture formats, metric math, refusing to report zeros, real runs."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import REPO, write
+
+import pms
+
+sys.path.insert(0, str(REPO / "bench"))
+
+
+# -- fixture formats -------------------------------------------------------------------
+def test_reads_qmd_fixture_format(tmp_path):
+    path = write(tmp_path / "fixture.json", json.dumps({"queries": [
+        {"query": "sync my phone", "expected_files": ["sync.md"], "expected_in_top_k": 3},
+        {"query": "backups", "expected_files": ["backup.md", "dev/rust.md"]},
+    ]}))
+    first, second = pms.load_fixture(path)
+    assert first == pms.Judgment("sync my phone", {"sync.md": 1.0}, 3)
+    assert second.relevant == {"backup.md": 1.0, "dev/rust.md": 1.0} and second.expected_in_top_k is None
+
+
+def test_reads_graded_fixture_format(tmp_path):
+    path = write(tmp_path / "graded.json", json.dumps({"queries": [
+        {"query": "rust", "relevant_paths": ["dev/rust.md"], "partial_paths": ["backup.md", "dev/rust.md"]},
+    ]}))
+    (j,) = pms.load_fixture(path)
+    assert j.relevant == {"dev/rust.md": 1.0, "backup.md": 0.5}  # listed as both: full credit wins
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not valid JSON"),
+    ('{"queries": []}', "has no queries"),
+    ('{"queries": [{"expected_files": ["a.md"]}]}', 'no "query" text'),
+    ('{"queries": [{"query": "x"}]}', "lists no expected_files"),
+])
+def test_bad_fixtures_are_one_line_errors(tmp_path, content, message):
+    path = write(tmp_path / "bad.json", content)
+    with pytest.raises(pms.PMSError, match=message):
+        pms.load_fixture(path)
+    with pytest.raises(pms.PMSError, match="cannot read fixture"):
+        pms.load_fixture(tmp_path / "missing.json")
+
+
+def test_repository_query_sets_are_valid():
+    judgments = pms.load_fixture(REPO / "bench" / "rustbook_queries.json")
+    assert len(judgments) >= 25
+    assert all(any(g == 1.0 for g in j.relevant.values()) for j in judgments)
+
+
+# -- metrics ------------------------------------------------------------------------------
+def test_metrics_on_a_hand_computed_example():
+    # Ranked hits: miss, full, partial, miss. Judged: two full notes (one never found) and one partial.
+    m = pms.query_metrics([0, 1, 0.5, 0], [1, 1, 0.5])
+    # DCG@5  = 1/log2(3) + 0.5/log2(4)         = 0.63093 + 0.25 = 0.88093
+    # IDCG@5 = 1 + 1/log2(3) + 0.5/log2(4)     = 1.88093
+    assert m["ndcg@5"] == pytest.approx(0.88093 / 1.88093, abs=1e-5)
+    assert m["ndcg@10"] == pytest.approx(m["ndcg@5"])
+    assert (m["hit@1"], m["hit@3"], m["hit@5"]) == (0, 1, 1)
+    assert m["mrr"] == pytest.approx(0.5)  # best of 1/2 (full at rank 2) and 0.5/3 (partial at 3)
+    assert m["recall@10"] == pytest.approx(1.5 / 2.5)
+    perfect = pms.query_metrics([1, 1, 0.5], [1, 1, 0.5])
+    assert perfect["ndcg@10"] == pytest.approx(1.0) and perfect["mrr"] == 1.0
+    assert pms.query_metrics([], [1])["ndcg@10"] == 0.0
+    assert pms._percentile([5, 1, 3, 2, 4], 0.5) == 3 and pms._percentile(list(range(1, 101)), 0.95) == 95
+
+
+def test_path_matching_rules():
+    notes = [("notes", "a.md"), ("notes", "dev/rust.md"), ("notes", "dev/b.md"), ("notes", "old/b.md"), ("other", "a.md")]
+    found, missing = pms.resolve_targets(["notes/a.md", "dev/rust.md", "rust.md", "rust", "rust/x.md", "nope.md"], notes)
+    assert found == {"notes/a.md": ("notes", "a.md"), "dev/rust.md": ("notes", "dev/rust.md"),
+                     "rust.md": ("notes", "dev/rust.md"), "rust": ("notes", "dev/rust.md")}
+    assert sorted(missing) == ["nope.md", "rust/x.md"]
+    assert pms.resolve_targets(["rust.md"], [("n", "x/dev/rust.md")])[0] == {"rust.md": ("n", "x/dev/rust.md")}
+    for ambiguous in ("b.md", "b", "a.md"):  # a.md is in two collections
+        with pytest.raises(pms.PMSError, match="matches 2 notes"):
+            pms.resolve_targets([ambiguous], notes)
+
+
+# -- refusing to report zeros ---------------------------------------------------------------------
+def test_refuses_empty_collection_and_unindexed_files(kb, notes, tmp_path, cli):
+    judgments = [pms.Judgment("rust", {"dev/rust.md": 1.0})]
+    with pytest.raises(pms.PMSError, match="no collections"):
+        pms.run_benchmark(kb, judgments)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    kb.collections.create(empty, name="empty")
+    with pytest.raises(pms.PMSError, match="no indexed notes"):
+        pms.run_benchmark(kb, judgments, collections=["empty"])
+    kb.collections.create(notes, name="notes")
+    kb.sync()
+    with pytest.raises(pms.PMSError, match=r"1 expected file\(s\) are not indexed in notes: ghost.md"):
+        pms.run_benchmark(kb, [pms.Judgment("rust", {"dev/rust.md": 1.0, "ghost.md": 1.0})], collections=["notes"])
+    fixture = write(tmp_path / "f.json", json.dumps({"queries": [{"query": "rust", "expected_files": ["ghost.md"]}]}))
+    result = cli("bench", fixture, "-c", "notes", db=kb.db_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith("pms: error: 1 expected file(s) are not indexed") and "ghost.md" in result.stderr
+
+
+def test_keyword_only_index_reports_other_modes_unavailable(vault):
+    result = pms.run_benchmark(vault, [pms.Judgment("restic offsite copies", {"backup.md": 1.0}, 1)])
+    keyword = result["modes"]["keyword"]
+    assert keyword["hit@1"] == 1.0 and keyword["expected_in_top_k_passed"] == 1
+    vector = result["modes"]["vector"]
+    assert not vector["available"] and vector["reason"].startswith("vector search is unavailable")
+    assert "unavailable" in pms.format_benchmark(result)
+
+
+# -- a real run with the real model ----------------------------------------------------------
+BENCH_NOTES = {
+    "sync.md": "# Syncing notes across devices\n\nI keep my vault on the laptop and the phone in step with Syncthing.\n",
+    "backup.md": "# Laptop backups\n\nRestic runs every night: three copies, two media, one offsite.\n",
+    "dev/rust.md": "# Rust ownership\n\nEvery value has exactly one owner; borrowing lends a reference without moving it.\n",
+    "cooking/bread.md": "# Sourdough bread\n\nFeed the starter, mix flour and water, let the dough rise overnight, bake hot.\n",
+    "garden.md": "# Tomatoes\n\nWater the tomato plants deeply twice a week and stake them when they flower.\n",
+}
+
+
+def test_bench_command_real_run(hybrid_kb, tmp_path, cli, embedding_model_dir):
+    root = tmp_path / "vault"
+    for rel, text in BENCH_NOTES.items():
+        write(root / rel, text)
+    hybrid_kb.collections.create(root, name="vault")
+    assert hybrid_kb.sync().embedded == len(BENCH_NOTES)
+    fixture = write(tmp_path / "fixture.json", json.dumps({"queries": [
+        {"query": "keep my phone and laptop in sync", "expected_files": ["sync.md"], "expected_in_top_k": 1},
+        {"query": "how do I make bread", "relevant_paths": ["cooking/bread.md"], "partial_paths": ["garden"]},
+        {"query": "what happens to a value when it is borrowed", "expected_files": ["rust.md"], "expected_in_top_k": 3},
+    ]}))
+    result = cli("bench", fixture, "--json", db=hybrid_kb.db_path, env={"PMS_MODEL_DIR": str(embedding_model_dir)})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report["modes"]) == {"keyword", "vector", "hybrid"}
+    for mode, m in report["modes"].items():
+        assert m["available"], mode
+        assert m["hit@3"] == 1.0 and m["expected_in_top_k_passed"] >= 2, (mode, m["per_query"])
+        assert 0 < m["latency_ms_median"] <= m["latency_ms_p95"]
+    assert report["modes"]["hybrid"]["ndcg@10"] > 0.9
+    table = cli("bench", fixture, "--mode", "keyword", db=hybrid_kb.db_path, env={"PMS_MODEL_DIR": str(embedding_model_dir)})
+    assert table.returncode == 0 and "nDCG@10" in table.stdout and "keyword" in table.stdout and "hybrid" not in table.stdout
+
+
+# -- SciFact, keyword only, on a slice (the full run is bench/scifact.py) ---------------------------
+SCIFACT_SUBSET_FLOOR = 0.70  # measured: see the README's "Search quality"
+
+
+def test_scifact_keyword_subset_stays_above_floor(shared_data, tmp_path):
+    import scifact
+
+    corpus, queries, qrels = scifact.load_scifact(shared_data / "scifact")
+    corpus, queries = scifact.subset(corpus, queries, qrels, 60, 1000)
+    notes = scifact.write_notes(corpus, tmp_path / "scifact")
+    with pms.KnowledgeBase(tmp_path / "scifact.sqlite", embeddings=False) as kb:
+        kb.collections.create(notes, name="scifact")
+        kb.sync()
+        result = pms.run_benchmark(kb, scifact.judgments(queries, qrels), modes=["keyword"])
+    assert result["notes"] == len(corpus) and result["queries"] == 60
+    assert result["modes"]["keyword"]["ndcg@10"] >= SCIFACT_SUBSET_FLOOR

@@ -1,0 +1,292 @@
+"""The desktop app, driven like a user would: real Qt (offscreen), real index
+files, a real local web server for clipping. No mocks."""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+pytest.importorskip("PySide6", reason="the desktop app needs PySide6 (pip install PySide6-Essentials)")
+pytest.importorskip("pytestqt", reason="GUI tests need pytest-qt (pip install pytest-qt)")
+
+from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl  # noqa: E402
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QTextDocument  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+import pms  # noqa: E402
+from conftest import write  # noqa: E402
+from gui.preview import wikilinks_to_markdown  # noqa: E402
+from gui.window import MainWindow  # noqa: E402
+
+WAIT_MS = 15000
+
+
+@pytest.fixture
+def open_window(qtbot, tmp_path):
+    """A shown MainWindow over ``kb``, with settings in a temporary file."""
+    settings_file = tmp_path / "settings.ini"
+
+    def open_(kb, background: bool = False) -> MainWindow:
+        window = MainWindow(kb, QSettings(str(settings_file), QSettings.IniFormat))
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        if background:
+            with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+                window.start_background_work()
+        return window
+
+    return open_
+
+
+def type_query(qtbot, window: MainWindow, text: str) -> None:
+    window.search_box.clear()
+    with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS):
+        qtbot.keyClicks(window.search_box, text)
+    qtbot.waitUntil(lambda: window.results_model.query == text or window.results_stack.currentWidget() is window.results_message,
+                    timeout=WAIT_MS)
+
+
+def result_paths(window: MainWindow) -> list[str]:
+    return [hit.path for hit in window.results_model.hits]
+
+
+def test_welcome_panel_with_no_collections_then_add_folder(kb, notes, open_window, qtbot):
+    window = open_window(kb)
+    assert window.pages.currentWidget() is window.welcome
+    assert window.welcome.button.text().startswith("Add a folder")
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        assert window.add_folder(notes) == "notes"
+    assert window.pages.currentWidget() is window.splitter
+    assert "3 notes" in window.stats_label.text()
+
+
+def test_typing_shows_results_as_you_type(vault, open_window, qtbot):
+    window = open_window(vault)
+    qtbot.keyClicks(window.search_box, "syncth")  # a partial word: prefix match while typing
+    qtbot.waitUntil(lambda: bool(result_paths(window)) and window.results_model.query == "syncth", timeout=WAIT_MS)
+    assert result_paths(window)[0] == "sync.md"
+    assert window.preview.abspath.name == "sync.md"
+    assert "Syncthing" in window.preview.toPlainText()
+    qtbot.keyClick(window.search_box, Qt.Key_Escape)
+    assert window.search_box.text() == "" and not window.results_model.hits
+
+
+def test_arrow_keys_move_through_results_and_update_preview(vault, open_window, qtbot):
+    window = open_window(vault)
+    type_query(qtbot, window, "cop")  # "copy" in sync.md, "copies" in backup.md
+    assert len(result_paths(window)) >= 2
+    first = window.preview.abspath
+    qtbot.keyClick(window.search_box, Qt.Key_Down)  # from the search bar...
+    assert window.results_view.currentIndex().row() == 1
+    assert window.preview.abspath != first
+    assert window.preview.abspath.name == result_paths(window)[1].split("/")[-1]
+    window.results_view.setFocus()
+    qtbot.keyClick(window.results_view, Qt.Key_Up)  # ...and in the list itself
+    assert window.preview.abspath == first
+
+
+def test_preview_renders_markdown_and_scrolls_to_the_passage(kb, tmp_path, open_window, qtbot):
+    sections = "\n\n".join(f"## Section {i}\n\n" + "Plain filler text about nothing in particular. " * 12 for i in range(40))
+    write(tmp_path / "long" / "long.md", "---\ntitle: A long note\ntags: [demo, long]\nsource: https://example.org/long\n---\n"
+          f"# A long note\n\n{sections}\n\n## Zebra crossings\n\nThe zebra passage sits at the very end.\n\n"
+          "| a | b |\n|---|---|\n| 1 | 2 |\n")
+    kb.collections.create(tmp_path / "long", name="long")
+    kb.sync()
+    window = open_window(kb)
+    window.resize(900, 500)
+    type_query(qtbot, window, "zebra")
+    preview = window.preview
+    assert preview.abspath.name == "long.md"
+    assert preview.passage_block > 0
+    bar = preview.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() > bar.maximum() // 2
+    block = preview.document().findBlockByNumber(preview.passage_block)
+    assert "zebra" in block.text().lower()
+    marks = [s for s in preview.extraSelections() if "zebra" in s.cursor.selectedText().lower()]
+    assert len(marks) >= 2  # the heading and the passage
+    text = preview.toPlainText()
+    assert "#demo" in text and "example.org/long" in text  # the frontmatter as a small header
+    assert "title:" not in text  # ...not as raw YAML
+    assert preview.document().toMarkdown().count("|") >= 6  # the table survived as a table
+
+
+def test_preview_links_wikilinks_images_and_no_network(kb, tmp_path, open_window, qtbot):
+    folder = tmp_path / "vault"
+    write(folder / "a.md", "# A\n\nSee [[b|the other note]], [c](sub/c.md) and [web](https://example.org).\n\n![pic](pic.png)\n\n"
+          "```\n[[not a link in code]]\n```\n")
+    write(folder / "sub" / "b.md", "# B\n\nNote b.\n")
+    write(folder / "sub" / "c.md", "# C\n\nNote c.\n")
+    from PySide6.QtGui import QImage
+    image = QImage(4, 4, QImage.Format_RGB32)
+    image.fill(Qt.red)
+    image.save(str(folder / "pic.png"))
+    kb.collections.create(folder, name="vault")
+    kb.sync()
+    window = open_window(kb)
+    preview = window.preview
+    preview.show_note(folder / "a.md")
+    assert "[[not a link in code]]" in preview.toPlainText()
+    assert preview.loadResource(QTextDocument.ImageResource, QUrl("https://example.org/tracker.png")) is None
+    assert preview.loadResource(QTextDocument.ImageResource, QUrl.fromLocalFile(str(folder / "pic.png"))) is not None
+    preview.anchorClicked.emit(QUrl("pms-wiki:b"))  # [[b]] is found by name anywhere in the vault
+    assert preview.abspath == folder / "sub" / "b.md"
+    preview.show_note(folder / "a.md")
+    preview.anchorClicked.emit(QUrl("sub/c.md"))  # a relative link to another note
+    assert preview.abspath == folder / "sub" / "c.md"
+    assert wikilinks_to_markdown("[[Note#Part|label]]") == "[label](pms-wiki:Note#Part)"
+
+
+def test_keyword_only_badge_when_embeddings_are_unavailable(vault, open_window):
+    window = open_window(vault)  # the kb fixture has embeddings=False
+    assert window.badge.text().startswith("Keyword only")
+    assert "disabled" in window.badge.toolTip()
+    assert window.search_mode() == "keyword"
+
+
+def test_badge_turns_hybrid_once_the_model_loads(hybrid_kb, notes, open_window, qtbot):
+    hybrid_kb.collections.create(notes, name="notes")
+    window = open_window(hybrid_kb)
+    assert window.badge.text().startswith("Keyword only")  # the window never waits for the model
+    with qtbot.waitSignal(window.sync_done, timeout=60000):
+        window.start_background_work()
+    qtbot.waitUntil(lambda: window.badge.text() == "Hybrid", timeout=60000)
+    type_query(qtbot, window, "keeping two computers in step")  # meaning, few shared words
+    assert result_paths(window)[0] == "sync.md"
+
+
+def test_a_file_written_into_a_watched_folder_becomes_searchable(vault, notes, open_window, qtbot):
+    window = open_window(vault, background=True)
+    type_query(qtbot, window, "quokka")
+    assert not window.results_model.hits
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        write(notes / "dev" / "animals.md", "# Animals\n\nThe quokka is a small marsupial.\n")
+    qtbot.waitUntil(lambda: "dev/animals.md" in result_paths(window), timeout=WAIT_MS)
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        write(notes / "inbox" / "new.md", "# New folder\n\nAnother quokka sighting.\n")  # a folder that did not exist
+    qtbot.waitUntil(lambda: "inbox/new.md" in result_paths(window), timeout=WAIT_MS)
+
+
+def test_a_sync_can_be_cancelled_and_leaves_a_consistent_index(kb, tmp_path, open_window, qtbot):
+    folder = tmp_path / "many"
+    for i in range(600):
+        write(folder / f"n{i:04d}.md", f"# Note {i}\n\n" + "\n\n".join(
+            f"## Part {j}\n\n" + f"word{i} alpha beta gamma delta {j} " * 20 for j in range(6)))
+    kb.collections.create(folder, name="many")
+    window = open_window(kb)
+
+    def cancel_at_first_progress(_progress):
+        if window.cancel_button.isEnabled():
+            qtbot.mouseClick(window.cancel_button, Qt.LeftButton)
+
+    window.bridge.sync_progress.connect(cancel_at_first_progress)
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS) as done:
+        window.request_sync(None)
+        assert window.cancel_button.isVisible()
+    report = done.args[0]
+    assert report.cancelled
+    notes, _ = kb.collections.get("many").counts()
+    assert notes < 600
+    with sqlite3.connect(kb.db_path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    window.bridge.sync_progress.disconnect(cancel_at_first_progress)
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS) as done:
+        window.request_sync(None)
+    assert not done.args[0].cancelled and done.args[0].added == 600 - notes
+    assert kb.collections.get("many").counts()[0] == 600
+    assert not window.cancel_button.isVisible()
+
+
+@pytest.fixture
+def html_server(shared_data):
+    pages = shared_data / "html"
+    if not pages.is_dir():
+        pytest.skip(f"saved web pages not found at {pages}")
+    handler = functools.partial(QuietHandler, directory=str(pages))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def clipping_available() -> str | None:
+    """Why clipping cannot run here, or None."""
+    if not pms.module_available("trafilatura"):
+        return "trafilatura is not installed (pip install trafilatura)"
+    try:
+        pms.clip_into_collection(None, None, "javascript:void(0)")
+    except pms.PMSError as exc:
+        if "not available in this build" in str(exc):
+            return "clipping is still a stub in pms.py"
+    except Exception:
+        pass
+    return None
+
+
+def drop(window: MainWindow, mime: QMimeData) -> bool:
+    pos = QPointF(window.width() / 2, window.height() / 2)
+    enter = QDragEnterEvent(pos, Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, enter)
+    if not enter.isAccepted():
+        return False
+    event = QDropEvent(pos, Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, event)
+    return event.isAccepted()
+
+
+@pytest.mark.parametrize("how", ["url", "saved-file"])
+def test_dropping_a_link_or_a_saved_page_clips_it_into_a_note(vault, notes, html_server, shared_data, tmp_path,
+                                                              open_window, qtbot, how):
+    why = clipping_available()
+    if why:
+        pytest.skip(why)
+    window = open_window(vault)
+    mime = QMimeData()
+    if how == "url":
+        mime.setUrls([QUrl(f"{html_server}/dropbox-blog/source.html")])
+    else:
+        saved = write(tmp_path / "saved page.html", (shared_data / "html" / "dropbox-blog" / "source.html").read_bytes())
+        mime.setUrls([QUrl.fromLocalFile(str(saved))])
+    with qtbot.waitSignal(window.clip_done, timeout=60000) as done:
+        assert drop(window, mime)
+    path, error = done.args
+    assert not error, error
+    assert path.parent == notes and path.suffix == ".md"
+    assert "Dropbox" in window.preview.toPlainText()
+    qtbot.waitUntil(lambda: str(path) in [h.abspath for h in window.results_model.hits], timeout=WAIT_MS)
+    assert window.current_hit().abspath == str(path)  # selected, so the preview shows it
+
+
+def test_dropping_a_dead_link_is_a_short_message_not_a_dialog(vault, open_window, qtbot):
+    why = clipping_available()
+    if why:
+        pytest.skip(why)
+    window = open_window(vault)
+    mime = QMimeData()
+    mime.setText("http://127.0.0.1:9/nothing-listens-here")
+    with qtbot.waitSignal(window.clip_done, timeout=60000) as done:
+        assert drop(window, mime)
+    assert done.args[0] is None and done.args[1]
+    assert "Could not clip" in window.statusBar().currentMessage()
+
+
+def test_window_state_and_collection_filter_persist(vault, open_window, qtbot):
+    window = open_window(vault)
+    window.resize(777, 555)
+    window.collection_combo.setCurrentIndex(window.collection_combo.findData("notes"))
+    window.close()
+    again = open_window(vault)
+    assert again.collection_combo.currentData() == "notes"
+    assert again.width() == 777

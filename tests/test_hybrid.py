@@ -1,0 +1,153 @@
+"""Embeddings, vectors and fusion with the real ONNX model (all-MiniLM-L6-v2 from PyPI)."""
+import json
+import threading
+
+import pytest
+
+import pms
+from conftest import REPO, write
+
+
+@pytest.fixture
+def hybrid_vault(hybrid_kb, notes):
+    hybrid_kb.collections.create(notes, name="notes")
+    report = hybrid_kb.sync()
+    assert report.embed_error is None and report.embedded == hybrid_kb.store.totals()["chunks"]
+    return hybrid_kb
+
+
+def vector_rows(kb):
+    return kb.store.db.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
+
+
+def test_hybrid_is_the_default_and_finds_by_meaning(hybrid_vault):
+    assert hybrid_vault.search_mode() == ("hybrid", "")
+    # No word of this query is in the note, so only the vectors can find it.
+    query = "replicate documents onto my cellphone"
+    assert hybrid_vault.search(query, mode="keyword") == []
+    hits = hybrid_vault.search(query, k=3)
+    assert hits[0].path == "sync.md" and hits[0].vector_rank == 1 and hits[0].bm25_rank is None
+    assert hybrid_vault.search("restic", mode="keyword")[0].path == "backup.md"
+    assert hybrid_vault.search("programming language memory rules", mode="vector")[0].path == "dev/rust.md"
+
+
+def test_rrf_and_candidates_api(hybrid_vault):
+    hits = hybrid_vault.retrieval.rrf("restic backups offsite", k=3)
+    top = hits[0]
+    assert top.path == "backup.md" and top.bm25_rank == 1 and top.vector_rank == 1
+    assert top.score == pytest.approx(2 / (hybrid_vault.retrieval.fusion.k + 1) + 2 * hybrid_vault.retrieval.fusion.top_bonus)
+    lists = hybrid_vault.retrieval.candidates("restic backups offsite", k=5)
+    assert set(lists) == {"keyword", "vector"} and lists["keyword"] and len(lists["vector"]) == 3
+    assert all(isinstance(cid, int) for cid in lists["keyword"] + lists["vector"])
+
+
+def test_only_new_or_changed_passages_are_embedded(hybrid_kb, tmp_path):
+    root = tmp_path / "n"
+    sections = "\n\n".join(f"## Part {i}\n\n" + f"Paragraph about topic number {i}. " * 30 for i in range(6))
+    write(root / "long.md", f"# Long\n\n{sections}\n")
+    hybrid_kb.collections.create(root, name="n")
+    first = hybrid_kb.sync()
+    assert first.embedded >= 6
+    write(root / "long.md", f"# Long\n\n{sections}\n\n## Part new\n\nA short new section.\n")
+    second = hybrid_kb.sync()
+    assert second.updated == 1 and 1 <= second.embedded <= 2
+    assert vector_rows(hybrid_kb) == hybrid_kb.store.totals()["chunks"]
+    assert hybrid_kb.sync().embedded == 0  # nothing to do
+
+
+def test_deleted_and_edited_notes_lose_their_old_vectors(hybrid_vault, notes):
+    (notes / "backup.md").unlink()
+    write(notes / "sync.md", "# Sync\n\nNow I use git to sync instead.\n")
+    hybrid_vault.sync()
+    assert vector_rows(hybrid_vault) == hybrid_vault.store.totals()["chunks"] == 2
+    assert all(h.path != "backup.md" for h in hybrid_vault.search("backup offsite copies", mode="vector"))
+
+
+def test_vectors_orphaned_by_a_keyword_only_sync_are_cleaned(hybrid_vault, notes, db_path):
+    with pms.KnowledgeBase(db_path, embeddings=False) as plain:  # like python3 -S: no sqlite-vec
+        (notes / "backup.md").unlink()
+        plain.sync()
+    assert vector_rows(hybrid_vault) == 3  # the orphan is still there, but never returned
+    assert all(h.path != "backup.md" for h in hybrid_vault.search("restic offsite", mode="vector"))
+    hybrid_vault.sync()
+    assert vector_rows(hybrid_vault) == 2
+
+
+def test_collection_filter_applies_before_the_nearest_neighbour_cut(hybrid_kb, tmp_path):
+    big, small = tmp_path / "big", tmp_path / "small"
+    for i in range(60):
+        write(big / f"cook{i}.md", f"# Recipe {i}\n\nA tomato soup recipe with basil, variant {i}.\n")
+    write(small / "car.md", "# Car maintenance\n\nChange the engine oil every 10,000 km.\n")
+    hybrid_kb.collections.create(big, name="big")
+    hybrid_kb.collections.create(small, name="small")
+    hybrid_kb.sync()
+    hits = hybrid_kb.search("tomato soup", k=5, mode="vector", collections=["small"])
+    assert [h.path for h in hits] == ["car.md"]
+    hits = hybrid_kb.search("tomato soup", k=5, collections=["small"])
+    assert [h.path for h in hits] == ["car.md"]
+
+
+def test_a_different_model_is_detected_and_reembed_fixes_it(hybrid_vault, db_path, embedding_model_dir):
+    hybrid_vault.store.set_meta("embed_model", "someone/else")
+    mode, why = hybrid_vault.search_mode()
+    assert mode == "keyword" and "someone/else" in why and "--reembed" in why
+    with pytest.raises(pms.EmbeddingUnavailable, match="--reembed"):
+        hybrid_vault.search("x", mode="vector")
+    report = hybrid_vault.sync()
+    assert report.embedded == 0 and "--reembed" in report.embed_error  # never mixes vectors
+    report = hybrid_vault.sync(reembed=True)
+    assert report.embedded == hybrid_vault.store.totals()["chunks"]
+    assert hybrid_vault.search_mode()[0] == "hybrid"
+
+
+def test_embedding_resumes_after_an_interruption(hybrid_kb, tmp_path, monkeypatch):
+    root = tmp_path / "many"
+    for i in range(120):
+        write(root / f"n{i:03}.md", f"# Note {i}\n\nSome text about item {i} and its colour.\n")
+    hybrid_kb.collections.create(root, name="many")
+    cancel = threading.Event()
+    report = hybrid_kb.sync(progress=lambda p: cancel.set() if p.phase == "embed" and p.done >= 64 else None, cancel=cancel)
+    assert report.cancelled and 0 < report.embedded < 120
+    done = report.embedded
+    again = hybrid_kb.sync()
+    assert again.added == 0 and again.embedded == 120 - done
+    assert vector_rows(hybrid_kb) == 120
+
+
+def test_missing_model_folder_falls_back_to_keyword(db_path, notes, tmp_path):
+    with pms.KnowledgeBase(db_path, model="sentence-transformers/all-MiniLM-L6-v2", model_dir=tmp_path / "no-model") as kb:
+        kb.collections.create(notes, name="notes")
+        report = kb.sync()
+        assert "does not exist" in report.embed_error
+        assert kb.search("restic")[0].path == "backup.md"
+        assert kb.search_mode()[0] == "keyword"
+
+
+def test_query_instructions():
+    assert pms.Embedder("BAAI/bge-small-en-v1.5").query_prefix.startswith("Represent this sentence")
+    assert pms.Embedder("sentence-transformers/all-MiniLM-L6-v2").query_prefix == ""
+
+
+def test_cli_explain_and_modes(hybrid_vault, db_path, cli, embedding_model_dir):
+    env = {"PMS_MODEL_DIR": str(embedding_model_dir)}
+    r = cli("search", "restic offsite", "--json", "--explain", db=db_path, env=env)
+    assert r.returncode == 0, r.stderr
+    hit = json.loads(r.stdout)[0]
+    assert hit["path"] == "backup.md" and hit["bm25_rank"] == 1 and hit["vector_rank"] == 1
+    assert hit["vector_distance"] is not None and hit["bm25_score"] > 0 and "chunk_id" in hit
+    r = cli("search", "restic", "--mode", "vector", db=db_path, python_flags=["-S"])
+    assert r.returncode == 1 and r.stderr.startswith("pms: error: vector search is unavailable") and r.stderr.count("\n") == 1
+
+
+def test_index_size_per_passage(hybrid_kb, tmp_path):
+    root = tmp_path / "n"
+    for i in range(120):
+        write(root / f"n{i}.md", f"# Note {i}\n\n" + f"Sentence {i} about a subject worth noting. " * 12)
+    hybrid_kb.collections.create(root, name="n")
+    hybrid_kb.sync()
+    hybrid_kb.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    totals = hybrid_kb.store.totals()
+    text = hybrid_kb.store.db.execute("SELECT sum(length(body) + length(title) + length(headings)) FROM chunks").fetchone()[0]
+    overhead = (hybrid_kb.store.size_bytes() - text) / totals["chunks"]
+    # vec0 allocates 1,024 vectors at a time, so a small index pays for the whole first block.
+    assert overhead < 2.5 * 1024 + 1024 * 384 * 4 / totals["chunks"]
