@@ -916,6 +916,24 @@ class Store:
             args = (match, limit)
         return self.db.execute(sql, args).fetchall()
 
+    def substring_search(self, needles: Sequence[str], limit: int, collection_ids: Sequence[int] | None) -> list[tuple[int, float]]:
+        """Passages containing every needle as a substring, titles first, shorter first.
+
+        For Chinese and Japanese, where words are not separated by spaces and
+        FTS5's unicode61 tokenizer sees a whole run of characters as one token.
+        A scan, so it only runs for queries in those scripts.
+        """
+        where = " AND ".join("(instr(c.body, ?) > 0 OR instr(c.title, ?) > 0)" for _ in needles)
+        args: list = [x for n in needles for x in (n, n)]
+        sql = f"SELECT c.id, (instr(c.title, ?) > 0) AS t, length(c.body) FROM chunks c"
+        if collection_ids:
+            sql += f" JOIN documents d ON d.id = c.document_id WHERE d.collection_id IN ({','.join('?' * len(collection_ids))}) AND {where}"
+            args = [*collection_ids, *args]
+        else:
+            sql += f" WHERE {where}"
+        rows = self.db.execute(sql + " ORDER BY t DESC, length(c.body) LIMIT ?", (needles[0], *args, limit)).fetchall()
+        return [(cid, 1.0 + t + 1.0 / (1 + size)) for cid, t, size in rows]
+
     def fts_snippet(self, match: str, chunk_id: int, tokens: int = 24) -> str | None:
         row = self.db.execute("SELECT snippet(chunks_fts, 2, '\x02', '\x03', '\u2026', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
                               (tokens, match, chunk_id)).fetchone()
@@ -1157,6 +1175,8 @@ its me my no not of on or our so such than that the their them then there these 
 who whom why will with would you your""".split())
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+# Scripts written without spaces between words: Han, Hiragana, Katakana.
+_UNSPACED_SCRIPT = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 @dataclasses.dataclass
@@ -1385,6 +1405,12 @@ class Retrieval:
         if not match_any:
             return []
         ids = self.collection_ids(collections)
+        needles = [" ".join(t.tokens) for t in parsed.terms if _UNSPACED_SCRIPT.search(" ".join(t.tokens))]
+        if needles:  # Chinese/Japanese: token matches first, then substring matches
+            ranked = [(cid, -r) for cid, r in self._fts(match_any, limit, ids)]
+            seen = {cid for cid, _ in ranked}
+            ranked += [r for r in self.store.substring_search(needles, limit, ids) if r[0] not in seen]
+            return ranked[:limit]
         any_rows = self._fts(match_any, limit, ids)
         match_all = parsed.match_all()
         if not match_all or not any_rows:
@@ -1413,7 +1439,7 @@ class Retrieval:
             if cid in info:
                 hits.append(self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score))
         hits = hits if chunks else _best_per_note(hits)
-        return self._finish(hits[:k], parsed)
+        return self._finish(hits, parsed, query, k)
 
     # -- vector --------------------------------------------------------------------
     def vector_ranking(self, query: str, limit: int, collections: Sequence[str] | None = None) -> list[tuple[int, float]]:
@@ -1433,7 +1459,7 @@ class Retrieval:
         for rank, (cid, dist) in enumerate((r for r in ranking if r[0] in info), 1):
             hits.append(self._hit(cid, info[cid], 1.0 - dist, vector_rank=rank, vector_distance=dist))
         hits = hits if chunks else _best_per_note(hits)
-        return self._finish(hits[:k], parse_query(query))
+        return self._finish(hits, parse_query(query), query, k)
 
     # -- fusion ----------------------------------------------------------------------
     def candidates(self, query: str, k: int = 10, collections: Sequence[str] | None = None) -> dict[str, list[int]]:
@@ -1487,7 +1513,7 @@ class Retrieval:
                             vector_rank=vec_part[0] if vec_part else None, vector_distance=vec_part[1] if vec_part else None)
             hits.append(hit)
         hits.sort(key=lambda h: (-h.score, h.bm25_rank or 10**9))
-        return self._finish(hits[:k], parsed)
+        return self._finish(hits, parsed, query, k)
 
     # -- hits ----------------------------------------------------------------------------
     @staticmethod
@@ -1498,7 +1524,13 @@ class Retrieval:
                    heading_path=heading_path, start_line=start, end_line=end, score=score, snippet="",
                    chunk_id=cid, text=body, **ranks)
 
-    def _finish(self, hits: list[Hit], parsed: ParsedQuery) -> list[Hit]:
+    def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
+        # A note whose title is exactly what was typed comes first: typing a
+        # note's name is the most common way to look for it.
+        wanted = " ".join(_TOKEN.findall(query.lower()))
+        if wanted:
+            hits.sort(key=lambda h: " ".join(_TOKEN.findall(h.title.lower())) != wanted)
+        hits = hits[:k]
         match = parsed.match_any()
         for hit in hits:
             raw = self.store.fts_snippet(match, hit.chunk_id) if match else None
@@ -1960,7 +1992,6 @@ def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
 
     parts = urlsplit(url)
     host = parts.hostname or url
-    reason = getattr(exc, "reason", exc) if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError) else exc
     if isinstance(exc, urllib.error.HTTPError):
         if 300 <= exc.code < 400:
             return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}, or a redirect loop): "
@@ -1971,6 +2002,7 @@ def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
                 429: "too many requests: wait a little and try again"}.get(exc.code)
         hint = hint or ("server error: try again later" if exc.code >= 500 else "the server refused the request")
         return PMSError(f"{url} answered HTTP {exc.code} {exc.reason} ({hint})")
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # what urllib wrapped
     if isinstance(reason, socket.gaierror):
         return PMSError(f"cannot find the server {host!r} (DNS lookup failed: check the URL and your internet connection)")
     if isinstance(reason, ConnectionRefusedError):
@@ -2180,10 +2212,11 @@ _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 def _with_table_headers(lines: list[str]) -> list[str]:
     """A table whose first row was not <th> comes out of trafilatura without
     the |---| rule, which Markdown needs to see a table: add it."""
+    fenced, _ = _fence_states(lines)
     out: list[str] = []
     for i, line in enumerate(lines):
         out.append(line)
-        starts_table = line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|"))
+        starts_table = line.startswith("|") and not fenced[i] and (i == 0 or not lines[i - 1].startswith("|"))
         if starts_table and not (i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1])):
             cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
             out.append("|" + "---|" * cells)
@@ -2403,7 +2436,7 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
 
 def clip_into_collection(kb: "KnowledgeBase", collection: "Collection", source: str | None, *,
                          html: bytes | str | None = None, subfolder: str | None = None, force: bool = False,
-                         timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ClippedNote:
+                         timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES, embed: bool = True) -> ClippedNote:
     """Clip a page into ``collection`` as ``YYYY-MM-DD-<slug>.md`` and index it.
 
     ``source`` is the page's URL: fetched, unless ``html`` (a saved page) is
@@ -2445,7 +2478,7 @@ def clip_into_collection(kb: "KnowledgeBase", collection: "Collection", source: 
                        "(choose another --subfolder)")
     target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
     rel = target.relative_to(collection.path).as_posix()
-    report = kb.sync(collections=[collection.name], paths=[target])
+    report = kb.sync(collections=[collection.name], paths=[target], embed=embed)
     problems = [why for _path, why in report.errors + report.skipped]
     rows = kb.store.find_documents(collection=collection.name, path=rel)
     return ClippedNote(path=target, relpath=rel, collection=collection.name, title=page.title, source=source,
@@ -3159,7 +3192,7 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
     else:
         raise PMSError(f"{args.source!r} is neither a URL nor a saved page (no such file); URLs start with https://")
     note = clip_into_collection(kb, collection, source, html=html, subfolder=args.subfolder, force=args.force,
-                                timeout=args.timeout)
+                                timeout=args.timeout, embed=not args.no_embed)
     if note.index_error:
         _notice(f"the note was saved but not indexed: {note.index_error} (run: python3 pms.py sync)")
     if not note.source and not args.json:
@@ -3311,6 +3344,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--subfolder", help="a folder inside the collection for the note (created if needed)")
     cl.add_argument("--force", action="store_true", help="clip even if the URL is already in the collection")
     cl.add_argument("--timeout", type=float, default=CLIP_TIMEOUT, help=f"seconds to wait for the site (default {CLIP_TIMEOUT:g})")
+    cl.add_argument("--no-embed", action="store_true", help="index it for keyword search only, for now")
     cl.add_argument("--json", action="store_true", help="print the new note's path and metadata as JSON")
 
     s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment")

@@ -229,11 +229,11 @@ def rust_book_queries(db: Path, n: int = 200, seed: int = 7) -> list[str]:
 # steps run in a child process
 ###############################################################################
 
-def child_index(db: str, folder: str, name: str, edit: str | None = None) -> dict:
+def child_index(db: str, folder: str, name: str, glob: str = pms.DEFAULT_GLOB, edit: str | None = None) -> dict:
     """Keyword-only index from scratch, then re-sync unchanged, then re-sync after editing one file."""
     db_path = fresh(Path(db))
     kb = pms.KnowledgeBase(db_path, embeddings=False)
-    kb.collections.create(path=folder, name=name)
+    kb.collections.create(path=folder, name=name, glob=glob)
     report, seconds = timed(kb.sync, embed=False)
     result = {"files": report.added, "skipped": len(report.skipped), "errors": len(report.errors),
               "seconds": seconds, "files_per_s": report.added / seconds, "peak_rss_mb": peak_rss_mb()}
@@ -335,25 +335,22 @@ def bench_keyword(args) -> dict:
     return out
 
 
-def keyword_rust_book(args) -> Path:
-    """A keyword-only index of the rust-book, the starting point of every embedding run."""
+def keyword_rust_book(args, glob: str = pms.DEFAULT_GLOB) -> Path:
+    """A keyword-only index of the rust-book (or part of it), the starting point of every embedding run."""
     root = extract(args.data / "rust-book.tar.gz", args.work)
-    db = args.work / "rust-book-keyword.sqlite"
+    db = args.work / ("rust-book-keyword.sqlite" if glob == pms.DEFAULT_GLOB else "rust-book-part-keyword.sqlite")
     if not db.exists():
-        run_child("index", db=str(db), folder=str(root), name="rust-book")
+        run_child("index", db=str(db), folder=str(root), name="rust-book", glob=glob)
         checkpoint(db)
     return db
 
 
-def embedded_db(args, batch_size: int) -> Path:
-    return args.work / f"rust-book-embedded-b{batch_size}.sqlite"
-
-
 def bench_embed(args) -> dict:
-    base = keyword_rust_book(args)
+    """Embed part of the book (SWEEP_GLOB: 426 chunks of ordinary prose and code) at each batch size."""
+    base = keyword_rust_book(args, SWEEP_GLOB)
     out = {}
     for batch in args.batch_sizes:
-        db = fresh(embedded_db(args, batch))
+        db = fresh(args.work / f"rust-book-part-b{batch}.sqlite")
         shutil.copyfile(base, db)
         res = run_child("embed", db=str(db), batch_size=batch)
         out[batch] = res
@@ -363,19 +360,45 @@ def bench_embed(args) -> dict:
     return out
 
 
+SWEEP_GLOB = "src/ch0*.md"
+
+
 def ensure_embedded(args) -> Path:
-    db = embedded_db(args, pms.EMBED_BATCH_SIZE)
-    if not db.exists():
-        print(f"embedding the rust-book at batch size {pms.EMBED_BATCH_SIZE} first ...", flush=True)
+    """The index of the hybrid and size benchmarks: --hybrid-db (copied), or the whole book embedded."""
+    if args.hybrid_db:
+        db = args.work / f"copy-of-{args.hybrid_db.name}"
+        if not db.exists():
+            copy_index(args.hybrid_db, db)
+        return db
+    db = args.work / "rust-book-embedded.sqlite"
+    figures = db.with_suffix(".json")
+    if not figures.exists():
+        print(f"embedding the whole rust-book at batch size {pms.EMBED_BATCH_SIZE} ...", flush=True)
         shutil.copyfile(keyword_rust_book(args), fresh(db))
-        run_child("embed", db=str(db), batch_size=pms.EMBED_BATCH_SIZE)
-    checkpoint(db)
+        figures.write_text(json.dumps(run_child("embed", db=str(db), batch_size=pms.EMBED_BATCH_SIZE)))
+        checkpoint(db)
     return db
+
+
+def copy_index(source: Path, target: Path) -> None:
+    """A consistent copy of an index another process may still be writing (SQLite's backup API)."""
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    dst = sqlite3.connect(fresh(target))
+    src.backup(dst)
+    dst.close()
+    src.close()
+
+
+def scifact_queries(args) -> list[str]:
+    lines = (args.data.parent / "scifact" / "queries_test.jsonl").read_text().splitlines()
+    return [json.loads(line)["text"] for line in lines if line.strip()]
 
 
 def bench_hybrid(args) -> dict:
     db = ensure_embedded(args)
-    queries = rust_book_queries(db)
+    # A SciFact index (bench/scifact.py) gets SciFact's 300 test queries; the rust-book its own set.
+    queries = scifact_queries(args) if "scifact" in db.name.lower() else rust_book_queries(db)
+    print(f"  index {db} ({text_bytes(db)[0]} chunks), {len(queries)} queries")
     out = {"latency": run_child("hybrid_latency", db=str(db), queries=queries)}
     lat = out["latency"]
     print(f"  model load {lat['model_load_s']:.2f}s; peak RSS {lat['peak_rss_mb']:.0f} MB")
@@ -489,6 +512,8 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=15, help="CLI runs per variant")
     parser.add_argument("--python", default="python3", help="interpreter for the keyword CLI timings")
     parser.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8, 16, 32, 64])
+    parser.add_argument("--hybrid-db", type=Path, help="an embedded index for the hybrid and size benchmarks "
+                        "(e.g. bench/scifact.py's; it is copied first); default: the rust-book, embedded here")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if not (args.data / "tldr.tar.gz").exists():

@@ -104,8 +104,8 @@ def fastembed_model_folder(name: str) -> Path:
     return Path(model.model._model_dir)
 
 
-def prepare_model(pms) -> str:
-    """Fill build/work/assets/model; return the model's name."""
+def prepare_model(pms, target: Path = ASSETS / "model") -> str:
+    """Fill the bundled model folder (build/work/assets/model); return the model's name."""
     folder = os.environ.get("PMS_MODEL_DIR")
     if folder:
         source = Path(folder).expanduser()
@@ -116,15 +116,15 @@ def prepare_model(pms) -> str:
     else:
         name = os.environ.get("PMS_MODEL") or pms.DEFAULT_MODEL
         source = fastembed_model_folder(name)
-    copy_model_folder(source, ASSETS / "model", name)
-    size = sum(p.stat().st_size for p in (ASSETS / "model").rglob("*") if p.is_file())
+    copy_model_folder(source, target, name)
+    size = folder_bytes(target)
     print(f"build: model {name} from {source} ({size / 1e6:.0f} MB)")
     return name
 
 
 # Icon ########################################################################
 
-def render_icons() -> None:
+def render_icons(icons: Path = ASSETS / "icons") -> None:
     """gui/icon.svg -> pms.png (Qt's SVG renderer), pms.ico and pms.icns (Pillow)."""
     if not ICON_SOURCE.exists():
         print(f"build: {ICON_SOURCE} not found; building without an icon")
@@ -135,7 +135,6 @@ def render_icons() -> None:
     from PySide6.QtGui import QGuiApplication, QImage, QPainter
     from PySide6.QtSvg import QSvgRenderer
 
-    icons = ASSETS / "icons"
     shutil.rmtree(icons, ignore_errors=True)
     icons.mkdir(parents=True)
     app = QGuiApplication.instance() or QGuiApplication([])  # noqa: F841  (QPainter needs one)

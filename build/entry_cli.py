@@ -1,6 +1,12 @@
 # Entry point of the packaged `pms` console program: the CLI of pms.py.
+# On Linux, pms-gui is a symbolic link to this program: called by that name,
+# it starts the desktop app instead (see pms.spec).
 import sys
+from pathlib import Path
 
-import pms
+if Path(sys.argv[0]).name.startswith("pms-gui"):
+    from gui.app import main
+else:
+    from pms import main
 
-sys.exit(pms.main())
+sys.exit(main())

@@ -45,7 +45,7 @@ class WelcomePanel(QFrame):
                        "by meaning. Nothing leaves your machine.")
         blurb.setWordWrap(True)
         blurb.setAlignment(Qt.AlignCenter)
-        blurb.setMaximumWidth(520)
+        blurb.setFixedWidth(520)
         self.button = QPushButton("Add a folder…")
         self.button.setDefault(True)
         self.button.clicked.connect(add_folder)
@@ -79,6 +79,7 @@ class MainWindow(QMainWindow):
         self.model_state = "loading" if kb.embedder is not None else "off"
         self.sync_job: SyncJob | None = None
         self.sync_queue: set[str] | None = None    # None: nothing waiting; empty set: every collection
+        self.sync_phase = ""
         self.last_search_seconds = 0.0
         self.focus_path: str | None = None      # a note to select when the next results come (a fresh clip)
         self.setWindowTitle("PMS — private search for your notes")
@@ -302,7 +303,8 @@ class MainWindow(QMainWindow):
         if hits:
             self.results_stack.setCurrentWidget(self.results_view)
             wanted = [i for i, hit in enumerate(hits) if hit.abspath == self.focus_path]
-            self.focus_path = None
+            if not wanted:
+                self.focus_path = None
             self.results_view.setCurrentIndex(self.results_model.index(wanted[0] if wanted else 0))
         else:
             self.preview.clear_note()
@@ -339,8 +341,10 @@ class MainWindow(QMainWindow):
             self.preview.clear_note()
             return
         words = pms.parse_query(self.results_model.query).words
-        self.preview.show_note(doc.abspath, text=doc.text, start_line=hit.start_line, end_line=hit.end_line,
-                               heading=hit.heading_path, words=words)
+        from_top = hit.abspath == self.focus_path  # a fresh clip: read it from its start
+        self.focus_path = None
+        self.preview.show_note(doc.abspath, text=doc.text, start_line=0 if from_top else hit.start_line,
+                               end_line=hit.end_line, heading="" if from_top else hit.heading_path, words=words)
 
     def eventFilter(self, watched, event) -> bool:
         if event.type() == QEvent.KeyPress:
@@ -393,7 +397,8 @@ class MainWindow(QMainWindow):
         if mode == "hybrid" and self.model_state == "loading":
             mode, why = "keyword", "loading the embedding model…"
         hybrid = mode == "hybrid"
-        self.badge.setText("Hybrid" if hybrid else f"Keyword only · {first_line(why, 40)}" if why else "Keyword only")
+        short = re.split(r";|\s\(", why)[0].strip()
+        self.badge.setText("Hybrid" if hybrid else f"Keyword only · {first_line(short, 36)}" if short else "Keyword only")
         self.badge.setToolTip("Keyword and meaning, fused" if hybrid else f"Keyword search only: {why}")
         self.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
         self.badge_mode = mode
@@ -435,6 +440,8 @@ class MainWindow(QMainWindow):
         self.collection_combo.blockSignals(False)
         self.pages.setCurrentWidget(self.splitter if collections else self.welcome)
         self.search_box.setEnabled(bool(collections))
+        self.collection_combo.setVisible(bool(collections))
+        self.badge.setVisible(bool(collections))
         if collections and not self.search_box.text().strip():
             self._show_message(self._idle_message())
 
@@ -503,6 +510,7 @@ class MainWindow(QMainWindow):
                 self.sync_queue = (self.sync_queue or set()) | set(names)
             return
         self.sync_job = SyncJob(self.kb, self.bridge, names)
+        self.sync_phase = ""
         self.progress_label.setText("Scanning folders…")
         self.progress_bar.setRange(0, 0)
         self.cancel_button.setEnabled(True)
@@ -521,6 +529,9 @@ class MainWindow(QMainWindow):
             return
         unit, verb = ("passages", "Embedding") if p.phase == "embed" else ("files", "Indexing" if p.phase == "index" else "Scanning")
         eta = f" · {pms._fmt_eta(p.eta)} left" if p.eta is not None and p.done < p.total else ""
+        if p.phase != self.sync_phase:  # the files are in: the note counts just changed
+            self.sync_phase = p.phase
+            self.update_stats()
         self.progress_label.setText(f"{verb} {p.done:,}/{p.total:,} {unit}{eta}")
         self.progress_bar.setRange(0, max(1, p.total))
         self.progress_bar.setValue(p.done)

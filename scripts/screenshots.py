@@ -78,6 +78,15 @@ def wait_for(signal, app, timeout: float = 60.0):
     return got[0]
 
 
+def wait_until(predicate, app, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            raise SystemExit(f"screenshots: timed out waiting for {predicate.__doc__ or predicate}")
+        app.processEvents()
+        time.sleep(0.02)
+
+
 def settle(app, seconds: float = 0.4) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -101,6 +110,20 @@ def type_query(window, app, text: str) -> None:
     QTest.keyClicks(window.search_box, text, delay=30)
     window.search_now()
     wait_for(window.results_shown, app)
+
+
+def dark_palette():
+    """What a dark desktop theme hands Qt (the window itself only reads palette roles)."""
+    from PySide6.QtGui import QColor, QPalette
+
+    palette = QPalette()
+    for role, colour in ((QPalette.Window, "#202124"), (QPalette.WindowText, "#e8eaed"), (QPalette.Base, "#17181a"),
+                         (QPalette.AlternateBase, "#26282b"), (QPalette.Text, "#e8eaed"), (QPalette.Button, "#2b2d30"),
+                         (QPalette.ButtonText, "#e8eaed"), (QPalette.Highlight, "#3d6fd9"), (QPalette.HighlightedText, "#ffffff"),
+                         (QPalette.PlaceholderText, "#9aa0a6"), (QPalette.Link, "#8ab4f8"), (QPalette.Mid, "#5f6368"),
+                         (QPalette.ToolTipBase, "#2b2d30"), (QPalette.ToolTipText, "#e8eaed")):
+        palette.setColor(role, QColor(colour))
+    return palette
 
 
 def serve(folder: Path) -> str:
@@ -131,8 +154,7 @@ def bulk_notes(work: Path) -> Path | None:
 def render(out: Path) -> None:
     sys.path.insert(0, str(REPO))
     import pms
-    from PySide6.QtCore import QMimeData, QSettings, Qt, QUrl
-    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtCore import QMimeData, QSettings, QUrl
 
     from gui.app import application
     from gui.window import MainWindow
@@ -151,16 +173,19 @@ def render(out: Path) -> None:
     window.add_folder(notes)
     wait_for(window.sync_done, app, timeout=180)
     window.start_background_work(sync=False)
-    wait_for(window.bridge.model_loaded, app, timeout=120)
+    wait_until(lambda: window.model_state != "loading", app)
     settle(app, 0.5)
     type_query(window, app, "back up my laptop")
     capture(window, app, out / "results.png")
 
-    QGuiApplication.styleHints().setColorScheme(Qt.ColorScheme.Dark)
+    light = (app.style().name(), app.palette())
+    app.setStyle("Fusion")  # Xvfb has no desktop theme to turn dark: stand in for one
+    app.setPalette(dark_palette())
     settle(app, 0.5)
     type_query(window, app, "rotate ssh keys")
     capture(window, app, out / "results-dark.png")
-    QGuiApplication.styleHints().setColorScheme(Qt.ColorScheme.Light)
+    app.setStyle(light[0])
+    app.setPalette(light[1])
 
     pages = SHARED_DATA / "html"
     if pages.is_dir():

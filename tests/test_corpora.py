@@ -1,0 +1,61 @@
+"""Real Markdown written by others: the Rust book (long chapters, code) and tldr-pages (many small files, CJK)."""
+import shutil
+
+import pytest
+
+import pms
+
+
+@pytest.fixture(scope="module")
+def rust_book(corpora, tmp_path_factory):
+    db = tmp_path_factory.mktemp("rb") / "index.sqlite"
+    kb = pms.KnowledgeBase(db, embeddings=False)
+    kb.collections.create(corpora / "rust-book", name="book")
+    report = kb.sync()
+    yield kb, report
+    kb.close()
+
+
+def test_rust_book_indexes_cleanly(rust_book):
+    kb, report = rust_book
+    assert not report.errors and report.added >= 470
+    totals = kb.store.totals()
+    assert totals["chunks"] > totals["documents"]  # long chapters are split into passages
+
+
+def test_rust_book_answers(rust_book):
+    kb, _ = rust_book
+    top = [h.path for h in kb.search("what is ownership", k=5)]
+    assert any("ch04-01-what-is-ownership" in p for p in top)
+    hit = kb.search("RefCell interior mutability")[0]
+    assert "interior-mutability" in hit.path or "chapter15" in hit.path
+    assert kb.search('"{{#include"') is not None  # mdBook directives are just text
+
+
+def test_rust_book_passages_keep_code_fences_whole(rust_book):
+    kb, _ = rust_book
+    for (body,) in kb.store.db.execute("SELECT body FROM chunks WHERE body LIKE '%```%' LIMIT 500"):
+        fences = [line for line in body.split("\n") if line.lstrip().startswith("```")]
+        assert len(fences) % 2 == 0 or len(body) > pms.DEFAULT_CHUNK_CHARS * 7
+
+
+def test_tldr_pages_many_small_files_same_names_and_cjk(corpora, tmp_path):
+    root = tmp_path / "tldr"
+    for folder in ("pages/common", "pages/linux", "pages.zh_TW/common", "pages.ja/common", "pages.ko/common"):
+        shutil.copytree(corpora / "tldr" / folder, root / folder)
+    with pms.KnowledgeBase(tmp_path / "t.sqlite", embeddings=False) as kb:
+        kb.collections.create(root, name="tldr")
+        report = kb.sync()
+        assert not report.errors and report.added > 8000
+        assert all(h.path.endswith("/tar.md") for h in kb.search("tar", k=3))  # notes named like the query
+        assert kb.search("list open files by process")[0].path in {"pages/common/lsof.md", "pages/linux/lsof.md"}
+        tars = [h.path for h in kb.search("tar", k=50)]
+        assert len(tars) == len(set(tars)) and sum(p.endswith("/tar.md") for p in tars) >= 3
+        # Chinese and Japanese have no spaces between words: substring matches are found too.
+        zh = kb.search("檔案", k=10)
+        assert zh and all(h.path.startswith("pages.zh_TW/") for h in zh)
+        ja = kb.search("圧縮", k=10)
+        assert any(h.path == "pages.ja/common/tar.md" for h in ja)
+        ko = kb.search("압축", k=10)
+        assert ko
+        assert kb.sync().unchanged == report.added
