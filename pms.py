@@ -3206,7 +3206,7 @@ def sample_notes_dir() -> Path:
     return Path(base) / "sample-notes" if base else Path(__file__).resolve().parent / "sample-notes"
 
 
-DEMO_QUERIES = ["sync notes across devices", "rust ownership borrow", "\"exact phrase\" -excluded", "how to back up my laptop"]
+DEMO_QUERIES = ["sync notes across devices", "rust ownership borrow", '"3-2-1" backup -docker', "what should I pack for a trip"]
 
 
 def cmd_demo(kb: KnowledgeBase, args) -> int:
