@@ -730,6 +730,8 @@ class Store:
             raise PMSError(f"the index {self.path} was written by a newer PMS (schema {version}); upgrade PMS or use another --db")
         for number in range(version, len(MIGRATIONS)):
             with self.transaction():
+                if db.execute("PRAGMA user_version").fetchone()[0] > number:
+                    continue  # another process ran this migration while we waited for the lock
                 for statement in _split_sql(MIGRATIONS[number]):
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {number + 1}")
@@ -2592,6 +2594,17 @@ class Collections:
         return len(self.kb.store.collection_rows())
 
 
+def _relative_to(path: Path, root: Path) -> str | None:
+    """``path`` as a posix path relative to ``root`` (relative paths are taken as
+    already relative), or None when it lies outside."""
+    if not path.is_absolute():
+        return path.as_posix()
+    for candidate, base in ((path, root), (path.resolve(), root.resolve())):
+        with contextlib.suppress(ValueError):
+            return candidate.relative_to(base).as_posix()
+    return None
+
+
 class KnowledgeBase:
     """The whole engine behind one object; the CLI and the GUI only call this.
 
@@ -2641,15 +2654,11 @@ class KnowledgeBase:
         by_collection = None
         if paths is not None:
             by_collection = {}
-            for p in paths:
-                p = Path(p)
-                for row in rows:
-                    root = Path(row[2])
-                    try:
-                        rel = (p if not p.is_absolute() else p.resolve().relative_to(root.resolve()) if p.exists() else p.relative_to(root))
-                    except ValueError:
-                        continue
-                    by_collection.setdefault(row[1], []).append(Path(rel).as_posix())
+            for row in rows:
+                for p in paths:
+                    rel = _relative_to(Path(p), Path(row[2]))
+                    if rel is not None:
+                        by_collection.setdefault(row[1], []).append(rel)
         syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars)
         if reembed and self.embedder is not None:
             report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
@@ -2745,10 +2754,10 @@ class KnowledgeBase:
         p = Path(target).expanduser()
         if p.is_absolute():
             for c in self.collections.list():
-                with contextlib.suppress(ValueError):
-                    rows = store.find_documents(collection=c.name, path=p.resolve().relative_to(c.path).as_posix())
-                    if rows:
-                        return rows[0]
+                rel = _relative_to(p, c.path)
+                rows = store.find_documents(collection=c.name, path=rel) if rel else []
+                if rows:
+                    return rows[0]
         raise PMSError(f"no indexed note matches {target!r} (use collection/path.md or the #docid shown in results)")
 
     # -- status -----------------------------------------------------------------------------

@@ -64,11 +64,12 @@ def plain_line(line: str) -> str:
 
 
 def term_pattern(words) -> str | None:
-    """A regex matching the query words by prefix, so 'sync' lights up 'syncing'."""
-    stems = [w[: max(3, len(w) - 2)] if len(w) > 4 else w for w in words if w]
-    if not stems:
-        return None
-    return r"\b(" + "|".join(re.escape(s) for s in sorted(set(stems), key=len, reverse=True)) + r")\w*"
+    """A regex for the query words: longer ones by prefix, so 'sync' lights up
+    'syncing'; two- and three-letter ones whole, so 'ai' leaves 'aim' alone."""
+    whole = sorted({re.escape(w) for w in words if 2 <= len(w) <= 3})
+    stems = sorted({re.escape(w[: max(4, len(w) - 2)]) for w in words if len(w) > 3}, key=len, reverse=True)
+    parts = ([r"\b(?:" + "|".join(stems) + r")\w*"] if stems else []) + ([r"\b(?:" + "|".join(whole) + r")\b"] if whole else [])
+    return "|".join(parts) or None
 
 
 class NotePreview(QTextBrowser):

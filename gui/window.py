@@ -41,11 +41,10 @@ class WelcomePanel(QFrame):
         outer.addStretch(1)
         title = QLabel("<h2>Search your notes, privately</h2>")
         title.setAlignment(Qt.AlignCenter)
-        blurb = QLabel("PMS indexes folders of Markdown notes on this computer and finds things by keyword or "
-                       "by meaning. Nothing leaves your machine.")
-        blurb.setWordWrap(True)
+        # Explicit line breaks: a word-wrapped label in a centred layout gets squeezed to one line's height.
+        blurb = QLabel("PMS indexes folders of Markdown notes on this computer<br>"
+                       "and finds things by keyword or by meaning. Nothing leaves your machine.")
         blurb.setAlignment(Qt.AlignCenter)
-        blurb.setFixedWidth(520)
         self.button = QPushButton("Add a folder…")
         self.button.setDefault(True)
         self.button.clicked.connect(add_folder)
@@ -539,9 +538,8 @@ class MainWindow(QMainWindow):
     def _sync_finished(self, report, error: str) -> None:
         for widget in (self.progress_label, self.progress_bar, self.cancel_button):
             widget.hide()
-        self.flash(error or report.summary())
-        if report is not None and report.embed_error and self.model_state == "ready":
-            self.flash(f"{report.summary()} · keyword-only: {report.embed_error}")
+        if error or report.cancelled or report.added or report.updated or report.deleted or report.errors:
+            self.flash(error or report.summary())  # a watcher's sync that found nothing new stays quiet
         self.refresh_collections()
         self.update_badge()
         self.update_stats()

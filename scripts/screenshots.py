@@ -1,4 +1,4 @@
-"""Render the desktop app's main states as PNGs into docs/screenshots/.
+"""Render the desktop app's main states as PNGs into docs/screenshots/ (and gui/icon.png).
 
     .venv/bin/python scripts/screenshots.py [--out docs/screenshots]
 
@@ -151,6 +151,20 @@ def bulk_notes(work: Path) -> Path | None:
     return target
 
 
+def render_icon(svg: Path, png: Path, size: int = 256) -> None:
+    """gui/icon.png from gui/icon.svg, for platforms and packagers that want a bitmap."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QImage, QPainter
+    from PySide6.QtSvg import QSvgRenderer
+
+    image = QImage(size, size, QImage.Format_ARGB32)
+    image.fill(Qt.transparent)
+    painter = QPainter(image)
+    QSvgRenderer(str(svg)).render(painter)
+    painter.end()
+    image.save(str(png))
+
+
 def render(out: Path) -> None:
     sys.path.insert(0, str(REPO))
     import pms
@@ -160,6 +174,7 @@ def render(out: Path) -> None:
     from gui.window import MainWindow
 
     app = application()
+    render_icon(REPO / "gui" / "icon.svg", REPO / "gui" / "icon.png")
     work = Path(tempfile.mkdtemp(prefix="pms-shots-"))
     notes = work / "notes"
     shutil.copytree(REPO / "sample-notes", notes)

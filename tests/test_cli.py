@@ -116,3 +116,21 @@ def test_demo_runs_on_the_shipped_sample_notes(cli, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Synced:" in r.stdout and "$ pms search" in r.stdout
     assert (tmp_path / "demo.sqlite").exists()
+
+
+def test_setup_environment_is_used_by_later_runs(tmp_path):
+    """`pms.py setup` fills <data>/venv; pms.py then imports from it, if it was built by the same Python."""
+    import subprocess
+    import sys
+
+    tag = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = tmp_path / "venv" / "lib" / tag / "site-packages"
+    (site / "pms_extra_probe.py").parent.mkdir(parents=True)
+    (site / "pms_extra_probe.py").write_text("VALUE = 42\n")
+    code = f"import sys; sys.path.insert(0, {str(REPO)!r}); import pms; pms.use_private_env(); import pms_extra_probe; print(pms_extra_probe.VALUE)"
+    env = {"PMS_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode != 0  # no marker: a venv of unknown origin is ignored
+    (tmp_path / "venv" / "pms-python-version.txt").write_text(tag)
+    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env)
+    assert r.stdout.strip() == "42", r.stderr

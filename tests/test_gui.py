@@ -61,8 +61,11 @@ def test_welcome_panel_with_no_collections_then_add_folder(kb, notes, open_windo
     window = open_window(kb)
     assert window.pages.currentWidget() is window.welcome
     assert window.welcome.button.text().startswith("Add a folder")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(notes))])
     with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
-        assert window.add_folder(notes) == "notes"
+        assert drop(window, mime)  # dropping a folder onto the window adds it
+    assert [c.name for c in kb.collections.list()] == ["notes"]
     assert window.pages.currentWidget() is window.splitter
     assert "3 notes" in window.stats_label.text()
 
@@ -269,16 +272,18 @@ def test_dropping_a_link_or_a_saved_page_clips_it_into_a_note(vault, notes, html
     assert window.current_hit().abspath == str(path)  # selected, so the preview shows it
 
 
-def test_dropping_a_dead_link_is_a_short_message_not_a_dialog(vault, open_window, qtbot):
+def test_pasting_a_dead_link_is_a_short_message_not_a_dialog(vault, open_window, qtbot):
     why = clipping_available()
     if why:
         pytest.skip(why)
     window = open_window(vault)
-    mime = QMimeData()
-    mime.setText("http://127.0.0.1:9/nothing-listens-here")
+    type_query(qtbot, window, "restic")
+    QApplication.clipboard().setText("http://127.0.0.1:9/nothing-listens-here")
+    window.results_view.setFocus()
     with qtbot.waitSignal(window.clip_done, timeout=60000) as done:
-        assert drop(window, mime)
+        qtbot.keyClick(window.results_view, Qt.Key_V, Qt.ControlModifier)  # Ctrl+V outside the search bar clips
     assert done.args[0] is None and done.args[1]
+    assert window.search_box.text() == "restic"
     assert "Could not clip" in window.statusBar().currentMessage()
 
 
