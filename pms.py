@@ -49,6 +49,7 @@ import html
 import json
 import os
 import re
+import stat as _stat
 import sys
 import threading
 import time
@@ -109,7 +110,10 @@ def use_private_env() -> None:
 
     Only a venv built by the same Python minor version is used (compiled wheels
     such as onnxruntime are ABI-specific); anything else is ignored silently.
+    A packaged app (PyInstaller) carries its own extras and never mixes in others.
     """
+    if getattr(sys, "frozen", False):
+        return
     venv = private_env_dir()
     tag = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [venv / "lib" / tag / "site-packages", venv / "Lib" / "site-packages"]
@@ -553,16 +557,18 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None) -> Itera
             rel = rel_dir + name
             if not regex.match(rel):
                 continue
-            full = Path(dirpath) / name
+            # One stat per file and plain strings until a match: a re-sync of 38k
+            # unchanged files is mostly this loop.
+            full = os.path.join(dirpath, name)
             try:
-                st = full.stat()
+                st = os.stat(full)
             except OSError as exc:
                 if errors is not None:
-                    errors.append((str(full), f"cannot read: {exc.strerror or exc}"))
+                    errors.append((full, f"cannot read: {exc.strerror or exc}"))
                 continue
-            if not os.path.isfile(full):
+            if not _stat.S_ISREG(st.st_mode):
                 continue
-            yield rel, full, st
+            yield rel, Path(full), st
 
 
 ###############################################################################
@@ -1354,6 +1360,9 @@ class Retrieval:
 
     # bm25 column weights: title, headings, body.
     FIELD_WEIGHTS = (4.0, 2.0, 1.0)
+    # Notes with every term rank first for queries of up to this many terms
+    # (measured: README, "Search quality").
+    AND_FIRST_MAX_TERMS = 4
 
     def __init__(self, store: Store, embedder: Embedder | None = None, fusion: FusionSettings | None = None):
         self.store = store
@@ -1398,9 +1407,10 @@ class Retrieval:
     def keyword_ranking(self, query: str | ParsedQuery, limit: int, collections: Sequence[str] | None = None) -> list[tuple[int, float]]:
         """Chunk ids with BM25 scores (higher is better), best first.
 
-        Passages that contain every term come before those that contain some;
-        the any-term list fills the rest, so recall is never lost when no
-        passage has them all.
+        For short queries (up to AND_FIRST_MAX_TERMS terms), passages that
+        contain every term come before those that contain some; the any-term
+        list fills the rest, so recall is never lost when no passage has them
+        all. Longer queries (questions, pasted sentences) rank by BM25 alone.
         """
         parsed = parse_query(query) if isinstance(query, str) else query
         match_any = parsed.match_any()
@@ -1414,7 +1424,7 @@ class Retrieval:
             ranked += [r for r in self.store.substring_search(needles, limit, ids) if r[0] not in seen]
             return ranked[:limit]
         any_rows = self._fts(match_any, limit, ids)
-        match_all = parsed.match_all()
+        match_all = parsed.match_all() if len(parsed.terms) <= self.AND_FIRST_MAX_TERMS else None
         if not match_all or not any_rows:
             return [(cid, -r) for cid, r in any_rows]
         all_rows = self._fts(match_all, limit, ids)
@@ -3240,10 +3250,15 @@ def cmd_setup(args) -> int:
     import subprocess
     import venv
 
+    if getattr(sys, "frozen", False):
+        print("This packaged app already includes every extra (hybrid search, clipping, the desktop app).")
+        return 0
+
     target = private_env_dir()
     packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean"]
     if args.gui:
-        packages.append("PySide6-Essentials")
+        # 6.12.0 loses a reference to None per call on Python < 3.12 (immortal None hides it later), and the app aborts.
+        packages.append("PySide6-Essentials" + ("!=6.12.0" if sys.version_info < (3, 12) else ""))
     print(f"Setting up {target} with: {' '.join(packages)}")
     if not (target / ("Scripts" if sys.platform == "win32" else "bin")).exists():
         venv.EnvBuilder(with_pip=True).create(target)

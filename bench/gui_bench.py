@@ -114,9 +114,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/pms-gui-bench"))
     parser.add_argument("--runs", type=int, default=5, help="app launches to time")
+    parser.add_argument("--db", type=Path, help="measure this index as it is (no sync) instead of the tldr one")
     args = parser.parse_args()
-    pages = english_tldr(args.work)
-    kb = common.open_index(args.work, pages, "tldr-en", pms.DEFAULT_CHUNK_CHARS, embed=True)
+    if args.db:
+        kb = pms.KnowledgeBase(args.db)
+    else:
+        kb = common.open_index(args.work, english_tldr(args.work), "tldr-en", pms.DEFAULT_CHUNK_CHARS, embed=True)
     info = kb.status(pending=False)
     print(f"index: {info['documents']:,} notes, {info['chunks']:,} passages, {info['embedded']:,} embedded ({kb.db_path})")
 

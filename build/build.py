@@ -86,14 +86,15 @@ def copy_model_folder(source: Path, target: Path, name: str) -> None:
     (target / "pms-model.txt").write_text(name + "\n")
 
 
-def fastembed_model_folder(name: str) -> Path:
+def fastembed_model_folder(pms, name: str) -> Path:
     """The folder of `name` in fastembed's cache; fastembed downloads it when missing."""
     try:
         from fastembed import TextEmbedding
     except ImportError:
         sys.exit("build: fastembed is not installed (pip install -r requirements-dev.txt), or set PMS_MODEL_DIR")
     try:
-        model = TextEmbedding(name, lazy_load=True, local_files_only=True)
+        with pms._quiet_logs():  # a cache miss is expected: no need for fastembed's ERROR lines
+            model = TextEmbedding(name, lazy_load=True, local_files_only=True)
     except Exception:
         print(f"build: {name} is not in fastembed's cache; downloading it")
         try:
@@ -115,7 +116,7 @@ def prepare_model(pms, target: Path = ASSETS / "model") -> str:
         name = os.environ.get("PMS_MODEL") or (marker.read_text().strip() if marker.exists() else pms.DEFAULT_MODEL)
     else:
         name = os.environ.get("PMS_MODEL") or pms.DEFAULT_MODEL
-        source = fastembed_model_folder(name)
+        source = fastembed_model_folder(pms, name)
     copy_model_folder(source, target, name)
     size = folder_bytes(target)
     print(f"build: model {name} from {source} ({size / 1e6:.0f} MB)")
@@ -166,11 +167,10 @@ def app_folder() -> Path:
 def archive(folder: Path, version: str) -> Path:
     system = {"win32": "windows", "darwin": "macos"}.get(sys.platform, "linux")
     base = OUT / f"pms-{version}-{system}-{platform.machine().lower()}"
-    for old in OUT.glob("pms-*.tar.gz"):
+    for old in [*OUT.glob("pms-*.tar.gz"), *OUT.glob("pms-*.zip")]:  # earlier builds' archives
         old.unlink()
     if sys.platform == "darwin":  # ditto keeps the bundle's symlinks and signatures
-        target = base.with_suffix(".zip")
-        target.unlink(missing_ok=True)
+        target = Path(f"{base}.zip")
         subprocess.run(["ditto", "-c", "-k", "--keepParent", str(folder), str(target)], check=True)
         return target
     if sys.platform == "win32":

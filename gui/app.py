@@ -8,6 +8,7 @@ embedding model loads afterwards in a background thread.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -45,6 +46,33 @@ def application(argv: list[str] | None = None):
     return app
 
 
+def guard_none_refcount(app) -> bool:
+    """PySide6 6.12.0 on Python < 3.12 drops a reference to None on every call
+    of a method that returns nothing; after some ten thousand calls None's count
+    hits zero and Python aborts. Pinning another version is the fix (see
+    requirements-dev.txt); this keeps a window on such an install alive by
+    topping the count up once a second (8 bytes per lost reference). True when
+    active: the process must then end with os._exit, as freeing the top-up at
+    interpreter exit would take None below zero."""
+    import PySide6
+    from PySide6.QtCore import QTimer
+
+    if sys.version_info >= (3, 12) or PySide6.__version__ != "6.12.0":
+        return False
+    print("pms: PySide6 6.12.0 leaks references to None on this Python; "
+          "install another version (pip install 'PySide6-Essentials!=6.12.0')", file=sys.stderr)
+    floor = sys.getrefcount(None)
+    ballast: list = []
+
+    def top_up():
+        ballast.extend([None] * max(0, floor - sys.getrefcount(None)))
+
+    timer = QTimer(app, interval=1000)
+    timer.timeout.connect(top_up)
+    timer.start()
+    return True
+
+
 def run(kb: "pms.KnowledgeBase", *, quit_after_show: bool = False, qt_args: list[str] | None = None) -> int:
     """Show the window over an open KnowledgeBase and run until it closes."""
     from PySide6.QtCore import QTimer
@@ -52,6 +80,7 @@ def run(kb: "pms.KnowledgeBase", *, quit_after_show: bool = False, qt_args: list
     from gui.window import MainWindow
 
     app = application(qt_args)
+    guarded = guard_none_refcount(app)
     window = MainWindow(kb)
     window.show()
     if quit_after_show:  # for bench/gui_bench.py: time from process start to a painted window
@@ -59,9 +88,15 @@ def run(kb: "pms.KnowledgeBase", *, quit_after_show: bool = False, qt_args: list
             print(f"window-shown {time.time():.6f} started {STARTED:.6f}", flush=True)
             window.close()
         QTimer.singleShot(0, report)
-        return app.exec()
-    QTimer.singleShot(0, window.start_background_work)
-    return app.exec()
+    else:
+        QTimer.singleShot(0, window.start_background_work)
+    code = app.exec()
+    if guarded:
+        kb.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

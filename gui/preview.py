@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from PySide6.QtCore import QRegularExpression, QUrl, Signal
+from PySide6.QtCore import QByteArray, QRegularExpression, QUrl, Signal
 from PySide6.QtGui import QColor, QDesktopServices, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QTextBrowser, QTextEdit
 
@@ -206,7 +206,9 @@ class NotePreview(QTextBrowser):
     # -- links and resources -------------------------------------------------------
     def loadResource(self, kind, url: QUrl):
         if url.scheme().lower() in REMOTE_SCHEMES:
-            return None  # never fetch from the network: a note must not phone home
+            # Never fetch from the network: a note must not phone home. (An empty
+            # answer, not None: PySide6 loses a reference to None per None returned.)
+            return QByteArray()
         return super().loadResource(kind, url)
 
     def _follow_link(self, url: QUrl) -> None:

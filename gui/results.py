@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QRect, QSize, Qt
-from PySide6.QtGui import QAbstractTextDocumentLayout, QPalette, QTextDocument
+from PySide6.QtCore import QModelIndex, QRect, QSize, Qt
+from PySide6.QtGui import QAbstractTextDocumentLayout, QPalette, QStandardItem, QStandardItemModel, QTextDocument
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 HitRole = Qt.UserRole + 1
@@ -15,31 +15,28 @@ SCORE_WIDTH = 56
 MARK_STYLE = "background-color:#ffe066; color:#000000"
 
 
-class ResultsModel(QAbstractListModel):
+class ResultsModel(QStandardItemModel):
+    """The hits of the last search, one item each (the Hit itself under HitRole).
+
+    A QStandardItemModel rather than a Python ``data()`` override: PySide6 6.12
+    on Python 3.11 drops a reference to None each time such an override answers
+    None (which Qt asks for a dozen roles per paint), until the interpreter aborts.
+    """
+
     def __init__(self, parent=None):
         super().__init__(parent)
         self.hits: list = []
         self.query = ""
 
     def set_hits(self, hits: list, query: str) -> None:
-        self.beginResetModel()
         self.hits, self.query = list(hits), query
-        self.endResetModel()
-
-    def rowCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.hits)
-
-    def data(self, index: QModelIndex, role=Qt.DisplayRole):
-        if not index.isValid() or index.row() >= len(self.hits):
-            return None
-        hit = self.hits[index.row()]
-        if role == Qt.DisplayRole:
-            return hit.title
-        if role == Qt.ToolTipRole:
-            return hit.abspath
-        if role == HitRole:
-            return hit
-        return None
+        self.clear()
+        for hit in self.hits:
+            item = QStandardItem(hit.title)
+            item.setData(hit, HitRole)
+            item.setToolTip(hit.abspath)
+            item.setEditable(False)
+            self.appendRow(item)
 
 
 def breadcrumb(heading_path: str, title: str) -> str:
@@ -83,11 +80,10 @@ class HitDelegate(QStyledItemDelegate):
         doc.setTextWidth(max(80, self._row_width(option) - 2 * PADDING - SCORE_WIDTH))
         return doc
 
+    # No initStyleOption(): the option already holds what we use (state, rect, palette).
     def paint(self, painter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
-        self.initStyleOption(option, index)
         hit = index.data(HitRole)
         style = option.widget.style() if option.widget else QApplication.style()
-        option.text = ""
         style.drawControl(QStyle.CE_ItemViewItem, option, painter, option.widget)
         doc = self._document(option, index)
         painter.save()
@@ -108,6 +104,5 @@ class HitDelegate(QStyledItemDelegate):
         painter.restore()
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
-        self.initStyleOption(option, index)
         doc = self._document(option, index)
         return QSize(self._row_width(option), int(doc.size().height()) + 2 * PADDING)

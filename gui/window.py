@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSettings, QSize, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
                                QListView, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
                                QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget, QAbstractItemView)
@@ -304,7 +304,7 @@ class MainWindow(QMainWindow):
             wanted = [i for i, hit in enumerate(hits) if hit.abspath == self.focus_path]
             if not wanted:
                 self.focus_path = None
-            self.results_view.setCurrentIndex(self.results_model.index(wanted[0] if wanted else 0))
+            self.results_view.setCurrentIndex(self.results_model.index(wanted[0] if wanted else 0, 0))
         else:
             self.preview.clear_note()
             self._show_message(f"No notes match “{query.strip()}”.")
@@ -365,7 +365,7 @@ class MainWindow(QMainWindow):
             return
         step = {Qt.Key_Down: 1, Qt.Key_Up: -1, Qt.Key_PageDown: 5, Qt.Key_PageUp: -5}[key]
         row = min(rows - 1, max(0, self.results_view.currentIndex().row() + step))
-        self.results_view.setCurrentIndex(self.results_model.index(row))
+        self.results_view.setCurrentIndex(self.results_model.index(row, 0))
 
     # -- results actions -----------------------------------------------------------------
     def open_hit(self, hit) -> None:
@@ -528,7 +528,9 @@ class MainWindow(QMainWindow):
             return
         unit, verb = ("passages", "Embedding") if p.phase == "embed" else ("files", "Indexing" if p.phase == "index" else "Scanning")
         eta = f" · {pms._fmt_eta(p.eta)} left" if p.eta is not None and p.done < p.total else ""
-        if p.phase != self.sync_phase:  # the files are in: the note counts just changed
+        if p.phase != self.sync_phase:
+            if self.sync_phase == "index" and self.search_box.text().strip():
+                self.search_now()  # the new notes are searchable by keyword before they are embedded
             self.sync_phase = p.phase
             self.update_stats()
         self.progress_label.setText(f"{verb} {p.done:,}/{p.total:,} {unit}{eta}")

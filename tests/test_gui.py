@@ -7,7 +7,6 @@ import http.server
 import os
 import sqlite3
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -136,8 +135,8 @@ def test_preview_links_wikilinks_images_and_no_network(kb, tmp_path, open_window
     preview = window.preview
     preview.show_note(folder / "a.md")
     assert "[[not a link in code]]" in preview.toPlainText()
-    assert preview.loadResource(QTextDocument.ImageResource, QUrl("https://example.org/tracker.png")) is None
-    assert preview.loadResource(QTextDocument.ImageResource, QUrl.fromLocalFile(str(folder / "pic.png"))) is not None
+    assert not preview.loadResource(QTextDocument.ImageResource, QUrl("https://example.org/tracker.png"))
+    assert preview.loadResource(QTextDocument.ImageResource, QUrl.fromLocalFile(str(folder / "pic.png")))
     preview.anchorClicked.emit(QUrl("pms-wiki:b"))  # [[b]] is found by name anywhere in the vault
     assert preview.abspath == folder / "sub" / "b.md"
     preview.show_note(folder / "a.md")
@@ -240,7 +239,7 @@ def clipping_available() -> str | None:
 
 def drop(window: MainWindow, mime: QMimeData) -> bool:
     pos = QPointF(window.width() / 2, window.height() / 2)
-    enter = QDragEnterEvent(pos, Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    enter = QDragEnterEvent(pos.toPoint(), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
     QApplication.sendEvent(window, enter)
     if not enter.isAccepted():
         return False
