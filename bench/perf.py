@@ -475,17 +475,18 @@ def rebuild_fts(options: str) -> list[str]:
             "INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')"]
 
 
-def rebuild_vectors(options: str) -> list[str]:
-    return ["CREATE VIRTUAL TABLE v2 USING vec0(chunk_id INTEGER PRIMARY KEY, embedding float[384] distance_metric=cosine, "
-            f"collection_id INTEGER{options})",
-            "INSERT INTO v2(chunk_id, embedding, collection_id) SELECT chunk_id, embedding, collection_id FROM chunk_vectors",
+def rebuild_vectors(options: str = "", kind: str = "float", convert: str = "embedding") -> list[str]:
+    return ["CREATE VIRTUAL TABLE v2 USING vec0(chunk_id INTEGER PRIMARY KEY, "
+            f"embedding {kind}[384] distance_metric=cosine, collection_id INTEGER{options})",
+            f"INSERT INTO v2(chunk_id, embedding, collection_id) SELECT chunk_id, {convert}, collection_id FROM chunk_vectors",
             "DROP TABLE chunk_vectors", "ALTER TABLE v2 RENAME TO chunk_vectors"]
 
 
 def bench_size(args) -> dict:
     out = {}
     tldr = args.work / "tldr-keyword.sqlite"
-    indexes = {"rust-book keyword": keyword_rust_book(args), "rust-book + vectors": ensure_embedded(args)}
+    embedded = ensure_embedded(args)
+    indexes = {"rust-book keyword": keyword_rust_book(args), f"{embedded.stem} (with vectors)": embedded}
     if tldr.exists():
         indexes["tldr keyword"] = tldr
     scratch = args.work / "size-variant.sqlite"
@@ -495,11 +496,14 @@ def bench_size(args) -> dict:
             "VACUUM": [],
             "FTS5 columnsize=0": rebuild_fts(", columnsize=0"),
             "FTS5 detail=column": rebuild_fts(", detail=column"),
-            "page_size=1024": ["PRAGMA journal_mode=DELETE", "PRAGMA page_size=1024"],
+            **{f"page_size={size}": ["PRAGMA journal_mode=DELETE", f"PRAGMA page_size={size}"] for size in (1024, 8192, 16384)},
         }
         if "vectors" in label:
-            experiments["vec0 chunk_size=256"] = rebuild_vectors(" chunk_size=256")
-            experiments["vec0 chunk_size=128"] = rebuild_vectors(" chunk_size=128")
+            experiments["without vectors"] = ["DROP TABLE chunk_vectors"]
+            experiments["vec0 chunk_size=256"] = rebuild_vectors(", chunk_size=256")
+            experiments["vec0 chunk_size=128"] = rebuild_vectors(", chunk_size=128")
+            experiments["vec0 int8[384] (quantized)"] = rebuild_vectors(kind="int8", convert="vec_quantize_int8(embedding, 'unit')")
+            experiments["chunk_size=256 + FTS5 columnsize=0"] = rebuild_vectors(", chunk_size=256") + rebuild_fts(", columnsize=0")
         for name, sql in experiments.items():
             res[name] = variant(db, scratch, sql)
         out[label] = res

@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/pms-scifact"), help="notes and cached indexes (outside the repo)")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
-    ap.add_argument("--modes", nargs="+", default=["keyword", "vector", "hybrid"], choices=["keyword", "vector", "hybrid"])
+    ap.add_argument("--modes", nargs="+", default=list(pms.BENCH_MODES), choices=pms.BENCH_MODES)
     ap.add_argument("--queries", type=int, default=0, help="only a random subset of N queries (with their docs + 1,000 others)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)

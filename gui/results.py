@@ -30,13 +30,15 @@ class ResultsModel(QStandardItemModel):
 
     def set_hits(self, hits: list, query: str) -> None:
         self.hits, self.query = list(hits), query
-        self.clear()
+        items = []
         for hit in self.hits:
             item = QStandardItem(hit.title)
             item.setData(hit, HitRole)
             item.setToolTip(hit.abspath)
             item.setEditable(False)
-            self.appendRow(item)
+            items.append(item)
+        self.clear()
+        self.invisibleRootItem().appendRows(items)
 
 
 def breadcrumb(heading_path: str, title: str) -> str:

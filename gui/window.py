@@ -20,6 +20,7 @@ from gui.workers import Bridge, FolderWatcher, SearchThread, SyncJob, clip_in_ba
 
 DEBOUNCE_MS = 120          # while typing fast, search at most this often
 RESULTS = 30
+PREFIX_MIN_LETTERS = 3
 MESSAGE_MS = 6000          # how long a status-bar message stays
 URL_RE = re.compile(r"^https?://\S+$", re.I)
 CLIPPABLE_FILES = (".html", ".htm", ".xhtml")
@@ -81,6 +82,7 @@ class MainWindow(QMainWindow):
         self.sync_phase = ""
         self.last_search_seconds = 0.0
         self.focus_path: str | None = None      # a note to select when the next results come (a fresh clip)
+        self.refilling = False
         self.setWindowTitle("PMS — private search for your notes")
         self.setAcceptDrops(True)
         self._build()
@@ -288,7 +290,11 @@ class MainWindow(QMainWindow):
             return
         self.search_seq += 1
         self.last_submit = time.monotonic()
-        self.searcher.submit(self.search_seq, query, self.search_mode(), self.selected_collections(), RESULTS)
+        # The last word matches as a prefix while typing, once it has a few letters:
+        # "c*" or "co*" would expand to thousands of words and cost 50-150 ms.
+        last = query.split()[-1] if query.split() else ""
+        prefix = len(last.strip('"*-')) >= PREFIX_MIN_LETTERS and not query.endswith(" ")
+        self.searcher.submit(self.search_seq, query, self.search_mode(), self.selected_collections(), RESULTS, prefix)
 
     def _collection_chosen(self, _index: int) -> None:
         self.settings.setValue("search/collection", self.collection_combo.currentData() or "")
@@ -298,7 +304,11 @@ class MainWindow(QMainWindow):
         if seq != self.search_seq:
             return  # an older query's answer; a newer one is on its way
         self.last_search_seconds = seconds
-        self.results_model.set_hits(hits, query)
+        self.refilling = True  # while the old rows go, the current row walks through them: no previews for that
+        try:
+            self.results_model.set_hits(hits, query)
+        finally:
+            self.refilling = False
         if hits:
             self.results_stack.setCurrentWidget(self.results_view)
             wanted = [i for i, hit in enumerate(hits) if hit.abspath == self.focus_path]
@@ -328,6 +338,8 @@ class MainWindow(QMainWindow):
         return index.data(HitRole) if index.isValid() else None
 
     def _current_changed(self, current, _previous) -> None:
+        if self.refilling:
+            return
         hit = current.data(HitRole) if current.isValid() else None
         if hit is not None:
             self.show_hit(hit)

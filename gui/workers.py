@@ -55,9 +55,9 @@ class SearchThread(threading.Thread):
         self._stop = False
         self._cond = threading.Condition()
 
-    def submit(self, seq: int, query: str, mode: str, collections, k: int = 30) -> None:
+    def submit(self, seq: int, query: str, mode: str, collections, k: int = 30, prefix_last: bool = True) -> None:
         with self._cond:
-            self._wanted = (seq, query, mode, collections, k)
+            self._wanted = (seq, query, mode, collections, k, prefix_last)
             self._cond.notify()
 
     def stop(self) -> None:
@@ -72,11 +72,11 @@ class SearchThread(threading.Thread):
                     self._cond.wait()
                 if self._stop:
                     return
-                seq, query, mode, collections, k = self._wanted
+                seq, query, mode, collections, k, prefix_last = self._wanted
                 self._wanted = None
             started = time.perf_counter()
             try:
-                hits = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=True)
+                hits = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=prefix_last)
             except pms.PMSError as exc:
                 emit(self.bridge.search_failed, seq, str(exc))
                 continue

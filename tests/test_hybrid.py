@@ -35,7 +35,8 @@ def test_rrf_and_candidates_api(hybrid_vault):
     hits = hybrid_vault.retrieval.rrf("restic backups offsite", k=3)
     top = hits[0]
     assert top.path == "backup.md" and top.bm25_rank == 1 and top.vector_rank == 1
-    assert top.score == pytest.approx(2 / (hybrid_vault.retrieval.fusion.k + 1) + 2 * hybrid_vault.retrieval.fusion.top_bonus)
+    f = hybrid_vault.retrieval.fusion
+    assert top.score == pytest.approx((f.keyword_weight + f.vector_weight) / (f.k + 1) + 2 * f.top_bonus)
     lists = hybrid_vault.retrieval.candidates("restic backups offsite", k=5)
     assert set(lists) == {"keyword", "vector"} and lists["keyword"] and len(lists["vector"]) == 3
     assert all(isinstance(cid, int) for cid in lists["keyword"] + lists["vector"])
