@@ -2,10 +2,14 @@
 """Speed, size and memory benchmarks for PMS (the README's "Speed" figures).
 
     .venv/bin/python bench/perf.py keyword     # tldr, 38k files: indexing, re-sync, query latency, CLI wall time
-    .venv/bin/python bench/perf.py embed       # rust-book: embedding chunks/s and peak RSS per batch size
-    .venv/bin/python bench/perf.py hybrid      # rust-book, embedded: warm hybrid latency, CLI one-shot with model load
+    .venv/bin/python bench/perf.py embed       # part of the rust-book: embedding chunks/s and peak RSS per batch size
+    .venv/bin/python bench/perf.py embed --embed-experiments   # the same without ONNX's memory arena, at 512 and 256 tokens
+    .venv/bin/python bench/perf.py hybrid      # warm hybrid latency, CLI one-shot with model load
     .venv/bin/python bench/perf.py size        # index bytes per chunk beyond the text, and what changes it
     .venv/bin/python bench/perf.py all
+
+``hybrid`` and ``size`` use ``--hybrid-db INDEX`` (e.g. bench/scifact.py's
+MiniLM index of SciFact, copied first) or else embed the whole rust-book here.
 
 Corpora come from ../shared/data/corpora (or --data) and are extracted under
 --work (default /tmp/pms-perf), never into the repository. Each measurement
@@ -38,6 +42,7 @@ import pms  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "corpora"
 DEFAULT_MODEL_DIR = REPO / ".cache" / "minilm"
+SWEEP_GLOB = "src/ch0*.md"  # the part of the rust-book the batch-size sweep embeds: 426 chunks of prose and code
 
 # Questions a person might type into either corpus; the rest of each query
 # set is drawn from the corpus itself (see tldr_queries / rust_book_queries).
@@ -373,9 +378,6 @@ def bench_embed(args) -> dict:
               f"peak RSS {res['peak_rss_mb']:.0f} MB (model load {res['model_load_s']:.2f}s; "
               f"{res.get('chunks_per_cpu_s', 0):.1f} chunks per CPU-second)", flush=True)
     return out
-
-
-SWEEP_GLOB = "src/ch0*.md"
 
 
 def ensure_embedded(args) -> Path:

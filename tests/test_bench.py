@@ -50,6 +50,9 @@ def test_repository_query_sets_are_valid():
     judgments = pms.load_fixture(REPO / "bench" / "rustbook_queries.json")
     assert len(judgments) >= 25
     assert all(any(g == 1.0 for g in j.relevant.values()) for j in judgments)
+    sample = pms.load_fixture(REPO / "bench" / "sample_notes_queries.json")
+    notes = [("sample-notes", p.relative_to(REPO / "sample-notes").as_posix()) for p in (REPO / "sample-notes").rglob("*.md")]
+    assert pms.resolve_targets({t for j in sample for t in j.relevant}, notes)[1] == []  # every expected note exists
 
 
 # -- metrics ------------------------------------------------------------------------------

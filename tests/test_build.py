@@ -67,7 +67,9 @@ def test_runtime_hook_switches_the_hub_off(monkeypatch):
     assert os.environ["HF_HUB_OFFLINE"] == "1"
 
 
-def test_icons_render_from_the_gui_svg(tmp_path):
+def test_icons_render_from_the_gui_svg(tmp_path, qapp):
+    # qapp: the session's QApplication, so render_icons finds one and does not
+    # create a bare QGuiApplication that would break every later widget test.
     pytest.importorskip("PySide6")
     from PIL import Image
 
