@@ -362,6 +362,19 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if n == 0 or not markdown.strip():
         return []
     fenced, open_after = _fence_states(lines)
+    # A paragraph longer than the target (one long line: clipped articles,
+    # abstracts) is cut into sentences, so that a passage fits the model's
+    # window; the pieces keep their physical line number.
+    phys = list(range(n))
+    if any(len(line) > target_chars for line in lines):
+        pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
+        for i, line in enumerate(lines):
+            parts = [line] if fenced[i] or len(line) <= target_chars or _HEADING.match(line) else _sentences(line, target_chars)
+            pieces += parts
+            piece_phys += [i] * len(parts)
+            piece_fenced += [fenced[i]] * len(parts)
+            piece_open += [False] * (len(parts) - 1) + [open_after[i]]
+        lines, phys, fenced, open_after, n = pieces, piece_phys, piece_fenced, piece_open, len(pieces)
     levels = [0] * n
     stacks: list[tuple[str, ...]] = []
     stack: list[tuple[int, str]] = []
@@ -390,6 +403,8 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
             return 30  # the edge of a code block
         if not prev.strip():
             return 20
+        if phys[b] == phys[b - 1]:
+            return 15  # a sentence end inside a long paragraph
         if re.match(r"^\s*([-*+]|\d+[.)])\s", cur):
             return 10
         return 1
@@ -427,12 +442,12 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
         while last > first and not lines[last - 1].strip():
             last -= 1
         if first < last:
-            text = "\n".join(lines[first:last])
+            text = "".join(lines[i] + (" " if phys[i] == phys[i + 1] else "\n") for i in range(first, last - 1)) + lines[last - 1]
             path = list(stacks[first])  # the headings in force at the chunk's first line
             if path and title and path[0] == title:
                 path = path[1:]
             heading_path = " > ".join([p for p in [title] + path if p])
-            chunks.append(Chunk(seq=len(chunks), start_line=first_line + first, end_line=first_line + last - 1,
+            chunks.append(Chunk(seq=len(chunks), start_line=first_line + phys[first], end_line=first_line + phys[last - 1],
                                 heading_path=heading_path, text=text, title=title))
         if end >= n:
             break
@@ -448,6 +463,24 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
             nxt = back
         start = max(nxt, start + 1)
     return chunks
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=\S)")
+
+
+def _sentences(line: str, target_chars: int) -> list[str]:
+    """A long line as its sentences; a sentence longer than the target is
+    wrapped at spaces (or, with none, cut) so no piece exceeds it."""
+    out = []
+    for sentence in _SENTENCE_END.split(line.strip()):
+        while len(sentence) > target_chars:
+            cut = sentence.rfind(" ", 0, target_chars)
+            cut = cut if cut > target_chars // 2 else target_chars
+            out.append(sentence[:cut].rstrip())
+            sentence = sentence[cut:].lstrip()
+        if sentence:
+            out.append(sentence)
+    return out or [line]
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ from pms import chunk_markdown
 def test_chunk_knows_lines_headings_and_embed_text():
     para = "Some words about this part of the guide. " * 4
     md = f"# Guide\n\nIntro line. {para}\n\n## Install\n\nRun the installer. {para}\n\n### Linux\n\nUse apt. {para}\n"
-    chunks = chunk_markdown(md, title="Guide", target_chars=150, overlap_lines=0)
+    chunks = chunk_markdown(md, title="Guide", target_chars=200, overlap_lines=0)
     assert [c.seq for c in chunks] == list(range(len(chunks)))
     linux = next(c for c in chunks if c.text.startswith("### Linux"))
     assert linux.heading_path == "Guide > Install > Linux"
@@ -23,6 +23,19 @@ def test_prefers_heading_cuts_over_paragraphs():
     md = f"# T\n\n{section}\n\n{section}\n\n## Second\n\n{section}\n\n{section}\n"
     chunks = chunk_markdown(md, title="T", target_chars=800, overlap_lines=0)
     assert any(c.text.startswith("## Second") for c in chunks)
+
+
+def test_a_paragraph_longer_than_the_target_is_cut_between_sentences():
+    abstract = " ".join(f"Sentence {i} reports a finding of the trial." for i in range(60))
+    md = f"# Paper\n\n{abstract}\n\nNext paragraph.\n"
+    chunks = chunk_markdown(md, title="Paper", target_chars=600, overlap_lines=0)
+    assert len(chunks) >= 4 and max(len(c.text) for c in chunks) <= 600 * 1.15
+    assert all(c.start_line <= 3 <= c.end_line for c in chunks[1:-1])  # every piece points at line 3
+    body = [c.text for c in chunks]
+    assert all(t.rstrip().endswith(".") for t in body[:-1])  # cuts fall at sentence ends
+    assert " ".join(body).replace("\n", " ").count("Sentence 59 reports") == 1
+    long_word = "x" * 5000
+    assert max(len(c.text) for c in chunk_markdown(long_word, target_chars=600)) <= 600
 
 
 def test_never_splits_inside_a_code_fence():
