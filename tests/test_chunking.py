@@ -12,7 +12,8 @@ def test_chunk_knows_lines_headings_and_embed_text():
     assert [c.seq for c in chunks] == list(range(len(chunks)))
     linux = next(c for c in chunks if c.text.startswith("### Linux"))
     assert linux.heading_path == "Guide > Install > Linux"
-    assert linux.embed_text.startswith("Guide > Install > Linux\n\n")
+    assert linux.embed_text.startswith("Guide > Install > Linux\n\n### Linux")
+    assert chunks[0].embed_text.startswith("Guide\n\nIntro line.")  # the H1 repeating the title is not embedded twice
     lines = md.split("\n")
     for c in chunks:  # start/end lines point at the text they hold
         assert "\n".join(lines[c.start_line - 1 : c.end_line]) == c.text
@@ -26,7 +27,7 @@ def test_prefers_heading_cuts_over_paragraphs():
 
 
 def test_a_paragraph_longer_than_the_target_is_cut_between_sentences():
-    abstract = " ".join(f"Sentence {i} reports a finding of the trial." for i in range(60))
+    abstract = " ".join(f"Sentence {i} reports a finding of the trial." for i in range(60))  # > 2 x 600
     md = f"# Paper\n\n{abstract}\n\nNext paragraph.\n"
     chunks = chunk_markdown(md, title="Paper", target_chars=600, overlap_lines=0)
     assert len(chunks) >= 4 and max(len(c.text) for c in chunks) <= 600 * 1.15
