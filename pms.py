@@ -722,7 +722,9 @@ class Store:
         self._local = threading.local()
         self._connections: list = []
         self._lock = threading.Lock()
+        self.vec_loaded = False
         self.vec_error: str | None = None  # why vectors are unavailable, if they are
+        self._vectors_checked = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.migrate()
 
@@ -748,23 +750,30 @@ class Store:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
-        self.vec_loaded = False
-        if not self.want_vectors:
-            self.vec_error = "vectors disabled"
-        elif not want:
-            self.vec_error = "sqlite-vec is not installed"
-        elif not hasattr(conn, "enable_load_extension"):
-            self.vec_error = "this Python's sqlite3 cannot load extensions and sqlean-py is not installed"
-        else:
-            try:
-                conn.enable_load_extension(True)
-                conn.load_extension(sqlite_vec_path())
-                conn.enable_load_extension(False)
-                self.vec_loaded = True
-                self.vec_error = None
-            except Exception as exc:  # a broken wheel must not break keyword search
-                self.vec_error = f"sqlite-vec failed to load: {exc}"
+        loaded, error = self._load_vectors(conn, want)
+        with self._lock:
+            # The first connection decides for every thread: a connection that a
+            # worker thread opens later must never flip the flag while the main
+            # thread is reading it.
+            if not self._vectors_checked:
+                self.vec_loaded, self.vec_error, self._vectors_checked = loaded, error, True
         return conn
+
+    def _load_vectors(self, conn, want: bool) -> tuple[bool, str | None]:
+        """Load sqlite-vec into ``conn``: (loaded, why not)."""
+        if not self.want_vectors:
+            return False, "vectors disabled"
+        if not want:
+            return False, "sqlite-vec is not installed"
+        if not hasattr(conn, "enable_load_extension"):
+            return False, "this Python's sqlite3 cannot load extensions and sqlean-py is not installed"
+        try:
+            conn.enable_load_extension(True)
+            conn.load_extension(sqlite_vec_path())
+            conn.enable_load_extension(False)
+            return True, None
+        except Exception as exc:  # a broken wheel must not break keyword search
+            return False, f"sqlite-vec failed to load: {exc}"
 
     def close(self) -> None:
         with self._lock:
