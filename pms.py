@@ -44,6 +44,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import html
 import json
@@ -139,6 +140,7 @@ def bundled_model_dir() -> Path | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)  # asked on every search; an install needs a new process anyway
 def module_available(name: str) -> bool:
     """True when ``import name`` would find the module, without importing it."""
     import importlib.util
@@ -821,6 +823,14 @@ class Store:
     def collection_rows(self) -> list[tuple]:
         return self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections ORDER BY name").fetchall()
 
+    def require_collection(self, name: str) -> tuple:
+        """The collection's row, or a PMSError that lists the ones there are."""
+        row = self.collection_row(name)
+        if not row:
+            known = ", ".join(r[1] for r in self.collection_rows()) or "none yet"
+            raise PMSError(f"no collection named {name!r} (collections: {known})")
+        return row
+
     def collection_row(self, name: str):
         return self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections WHERE name = ?", (name,)).fetchone()
 
@@ -1460,14 +1470,7 @@ class Retrieval:
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
         if not names:
             return None
-        ids = []
-        for name in names:
-            row = self.store.collection_row(name)
-            if not row:
-                known = ", ".join(r[1] for r in self.store.collection_rows()) or "none yet"
-                raise PMSError(f"no collection named {name!r} (collections: {known})")
-            ids.append(row[0])
-        return ids
+        return [self.store.require_collection(name)[0] for name in names]
 
     def vector_status(self) -> tuple[bool, str]:
         """(can vector search run now, why not) without loading the model."""
@@ -1825,30 +1828,45 @@ class Syncer:
                     found[rel] = (full, st.st_size, st.st_mtime_ns)
         return found
 
+    def changes(self, col: tuple, paths: Sequence[str] | None, errors: list):
+        """(files to read, how many are unchanged by size and mtime, paths gone), or
+        None when the folder is missing. Each file to read is
+        (rel path, abs path, size, mtime_ns, indexed state or None)."""
+        found = self.scan(col, paths, errors)
+        if found is None:
+            return None
+        known = self.store.document_states(col[0])
+        todo, unchanged = [], 0
+        for rel, (full, size, mtime) in found.items():
+            state = known.get(rel)
+            if state is not None and (state[1], state[2]) == (size, mtime):
+                unchanged += 1
+            else:
+                todo.append((rel, full, size, mtime, state))
+        gone = [rel for rel in known if rel not in found and (paths is None or rel in paths)]
+        return todo, unchanged, gone
+
     def plan(self, collections: Sequence[tuple]) -> SyncPlan:
         plan = SyncPlan()
         for col in collections:
-            found = self.scan(col, None, plan.errors)
-            if found is None:
+            changes = self.changes(col, None, plan.errors)
+            if changes is None:
                 continue
-            known = self.store.document_states(col[0])
-            for rel, (full, size, mtime) in found.items():
-                state = known.get(rel)
+            todo, plan.unchanged, gone = changes[0], plan.unchanged + changes[1], changes[2]
+            for rel, full, _size, _mtime, state in todo:
                 if state is None:
                     plan.added.append((col[1], rel))
-                elif (state[1], state[2]) == (size, mtime):
-                    plan.unchanged += 1
+                    continue
+                try:
+                    sha = hashlib.sha256(read_note_file(full)).hexdigest()
+                except (OSError, OverflowError) as exc:
+                    plan.errors.append((str(full), str(exc)))
+                    continue
+                if sha == state[3]:
+                    plan.unchanged += 1  # touched, same content
                 else:
-                    try:
-                        sha = hashlib.sha256(read_note_file(full)).hexdigest()
-                    except (OSError, OverflowError) as exc:
-                        plan.errors.append((str(full), str(exc)))
-                        continue
-                    if sha == state[3]:
-                        plan.unchanged += 1
-                    else:
-                        plan.updated.append((col[1], rel))
-            plan.deleted.extend((col[1], rel) for rel in known if rel not in found)
+                    plan.updated.append((col[1], rel))
+            plan.deleted.extend((col[1], rel) for rel in gone)
         return plan
 
     def run(self, collections: Sequence[tuple], *, paths: dict[str, list[str]] | None = None, embed: bool = True,
@@ -1872,19 +1890,12 @@ class Syncer:
         return report
 
     def _sync_collection(self, col, paths, report: SyncReport, progress, cancel) -> None:
-        col_id, name, root = col[0], col[1], Path(col[2])
-        found = self.scan(col, paths, report.errors)
-        if found is None:
+        col_id, name = col[0], col[1]
+        changes = self.changes(col, paths, report.errors)
+        if changes is None:
             return
-        known = self.store.document_states(col_id)
-        todo = []
-        for rel, (full, size, mtime) in found.items():
-            state = known.get(rel)
-            if state is not None and (state[1], state[2]) == (size, mtime):
-                report.unchanged += 1
-            else:
-                todo.append((rel, full, size, mtime, state))
-        gone = [rel for rel in known if rel not in found and (paths is None or rel in paths)]
+        todo, unchanged, gone = changes
+        report.unchanged += unchanged
         total = len(todo)
         t0 = time.monotonic()
         for start in range(0, total, self.BATCH_FILES):
@@ -2687,11 +2698,7 @@ class Collections:
         return [Collection(self.kb, row) for row in self.kb.store.collection_rows()]
 
     def get(self, name: str) -> Collection:
-        row = self.kb.store.collection_row(name)
-        if not row:
-            known = ", ".join(r[1] for r in self.kb.store.collection_rows()) or "none yet"
-            raise PMSError(f"no collection named {name!r} (collections: {known})")
-        return Collection(self.kb, row)
+        return Collection(self.kb, self.kb.store.require_collection(name))
 
     def rename(self, old: str, new: str) -> Collection:
         self.get(old)

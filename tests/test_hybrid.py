@@ -153,3 +153,15 @@ def test_index_size_per_passage(hybrid_kb, tmp_path):
     # vec0 allocates 1,024 int8 vectors at a time, so a small index pays for the whole first block.
     assert overhead < 2.5 * 1024 + 1024 * 384 / totals["chunks"]
     assert hybrid_kb.store.get_meta("embed_format") == "int8"
+
+
+def test_a_worker_threads_connection_never_changes_whether_vectors_are_available(hybrid_vault, monkeypatch):
+    """The first connection decides: a later one (a search worker, the GUI's threads) must not flip it."""
+    store = hybrid_vault.store
+    assert store.vec_loaded
+    monkeypatch.setattr(pms, "sqlite_vec_path", lambda: "/nonexistent/vec0")  # this thread's load will fail
+    worker = threading.Thread(target=lambda: store.db.execute("SELECT 1"))
+    worker.start()
+    worker.join()
+    assert store.vec_loaded and store.vec_error is None
+    assert hybrid_vault.search_mode() == ("hybrid", "")
