@@ -15,6 +15,18 @@ import pms  # noqa: E402
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def bench_parser(description: str, workdir: str):
+    """The options every quality benchmark takes."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--workdir", type=Path, default=Path(workdir), help="corpus notes and cached indexes (outside the repo)")
+    ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
+    ap.add_argument("--modes", nargs="+", default=list(pms.BENCH_MODES), choices=pms.BENCH_MODES)
+    ap.add_argument("--json", action="store_true")
+    return ap
+
+
 def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, embed: bool) -> pms.KnowledgeBase:
     """The cached index of ``folder`` for this chunk size and model, synced (and embedded) as needed.
 

@@ -14,7 +14,6 @@ and partial), scored by the same code as ``pms.py bench``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tarfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import SHARED_DATA, open_index, pms, print_result  # noqa: E402
+from common import SHARED_DATA, bench_parser, open_index, pms, print_result  # noqa: E402
 
 ARCHIVE = SHARED_DATA / "corpora" / "rust-book.tar.gz"
 FIXTURE = Path(__file__).resolve().parent / "rustbook_queries.json"
@@ -41,12 +40,8 @@ def extract_book(workdir: Path, archive: Path = ARCHIVE) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workdir", type=Path, default=Path("/tmp/pms-rustbook"), help="the extracted book and cached indexes")
+    ap = bench_parser(__doc__.split("\n\n")[0], "/tmp/pms-rustbook")
     ap.add_argument("--fixture", type=Path, default=FIXTURE)
-    ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
-    ap.add_argument("--modes", nargs="+", default=list(pms.BENCH_MODES), choices=pms.BENCH_MODES)
-    ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
     root = extract_book(args.workdir)

@@ -17,7 +17,6 @@ same code as ``pms.py bench``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import SHARED_DATA, open_index, pms, print_result  # noqa: E402
+from common import SHARED_DATA, bench_parser, open_index, pms, print_result  # noqa: E402
 
 DATA = SHARED_DATA / "scifact"
 PUBLISHED = {  # nDCG@10 on the same split, for the table
@@ -80,13 +79,9 @@ def judgments(queries, qrels) -> list[pms.Judgment]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workdir", type=Path, default=Path("/tmp/pms-scifact"), help="notes and cached indexes (outside the repo)")
+    ap = bench_parser(__doc__.split("\n\n")[0], "/tmp/pms-scifact")
     ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
-    ap.add_argument("--modes", nargs="+", default=list(pms.BENCH_MODES), choices=pms.BENCH_MODES)
     ap.add_argument("--queries", type=int, default=0, help="only a random subset of N queries (with their docs + 1,000 others)")
-    ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
     corpus, queries, qrels = load_scifact(args.data)

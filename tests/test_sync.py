@@ -116,10 +116,15 @@ def test_missing_collection_folder_keeps_the_index(vault, notes, tmp_path):
     assert vault.sync().deleted == 0 and notes_back
 
 
-def test_file_deleted_during_sync(kb, tmp_path, monkeypatch):
-    root = tmp_path / "many"
-    for i in range(6):
+def numbered_notes(root, n):
+    """n tiny notes n0.md, n1.md, ... in root."""
+    for i in range(n):
         write(root / f"n{i}.md", f"# Note {i}\n\nbody {i}\n")
+    return root
+
+
+def test_file_deleted_during_sync(kb, tmp_path, monkeypatch):
+    root = numbered_notes(tmp_path / "many", 6)
     kb.collections.create(root, name="many")
     monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 1)
 
@@ -135,9 +140,7 @@ def test_file_deleted_during_sync(kb, tmp_path, monkeypatch):
 def test_cancel_leaves_a_consistent_index(kb, tmp_path, monkeypatch):
     import threading
 
-    root = tmp_path / "c"
-    for i in range(30):
-        write(root / f"n{i:02}.md", f"# Note {i}\n\nbody {i}\n")
+    root = numbered_notes(tmp_path / "c", 30)
     kb.collections.create(root, name="c")
     monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 5)
     cancel = threading.Event()
