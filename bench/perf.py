@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Speed, size and memory benchmarks for PMS (the README's "Speed" figures).
+"""Speed, size and memory benchmarks for PMS (docs/benchmarks.md, "Speed, size and memory").
 
     .venv/bin/python bench/perf.py keyword     # tldr, 38k files: indexing, re-sync, query latency, CLI wall time
     .venv/bin/python bench/perf.py embed       # part of the rust-book: embedding chunks/s and peak RSS per batch size

@@ -148,7 +148,7 @@ def test_bench_command_real_run(hybrid_kb, tmp_path, cli, embedding_model_dir):
 
 
 # -- SciFact, keyword only, on a slice (the full run is bench/scifact.py) ---------------------------
-SCIFACT_SUBSET_FLOOR = 0.78  # measured 0.811 (60 queries, 1,066 notes); README, "Search quality"
+SCIFACT_SUBSET_FLOOR = 0.78  # measured 0.811 (60 queries, 1,066 notes); docs/benchmarks.md, "Search quality"
 
 
 def test_scifact_keyword_subset_stays_above_floor(shared_data, tmp_path):

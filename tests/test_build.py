@@ -1,7 +1,7 @@
 """Packaging (build/): the pieces a PyInstaller build relies on, checked without building.
 
 A full build takes minutes, so it is not part of the test suite; build it and
-smoke-test it with `python3 build/build.py --smoke` (see README, Packaged apps).
+smoke-test it with `python3 build/build.py --smoke` (see docs/packaging.md).
 The last test runs that smoke test on an existing build when PMS_TEST_BUILD=1.
 """
 import importlib.util
