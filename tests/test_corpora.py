@@ -5,6 +5,8 @@ import pytest
 
 import pms
 
+pytestmark = pytest.mark.slow  # extracts and indexes two real corpora
+
 
 @pytest.fixture(scope="module")
 def rust_book(corpora, tmp_path_factory):

@@ -140,6 +140,7 @@ def test_cli_explain_and_modes(hybrid_vault, db_path, cli, embedding_model_dir):
     assert r.returncode == 1 and r.stderr.startswith("pms: error: vector search is unavailable") and r.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_index_size_per_passage(hybrid_kb, tmp_path):
     root = tmp_path / "n"
     for i in range(120):

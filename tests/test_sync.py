@@ -171,6 +171,7 @@ def test_two_processes_syncing_at_once(tmp_path):
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+@pytest.mark.slow
 def test_killed_sync_is_finished_by_the_next_one(tmp_path):
     root = tmp_path / "big"
     make_many(root, 3000)
