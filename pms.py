@@ -55,7 +55,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 __version__ = "0.1.0"
 
@@ -574,6 +574,11 @@ def _glob_translate(pattern: str) -> str:
     return "".join(out)
 
 
+def is_skipped_folder(name: str) -> bool:
+    """Folders never indexed (nor watched): hidden ones and SKIP_DIRS."""
+    return name.startswith(".") or name in SKIP_DIRS
+
+
 def walk_markdown(root: Path, pattern: str, errors: list | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
     """Yield (relative posix path, absolute path, stat) of matching files.
 
@@ -600,7 +605,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None) -> Itera
             dirnames[:] = []
             continue
         seen.add(key)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS)
+        dirnames[:] = sorted(d for d in dirnames if not is_skipped_folder(d))
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
         for name in sorted(filenames):
@@ -1127,12 +1132,14 @@ class Embedder:
     """
 
     def __init__(self, model: str | None = None, model_dir: str | os.PathLike | None = None,
-                 batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True):
+                 batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
+                 notice: Callable[[str], None] | None = None):
         env_model, env_dir = model_settings()
         self.model_name = model or env_model
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
         self.batch_size = batch_size
         self.allow_download = allow_download
+        self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
         self.dim: int | None = None
         self._model = None
         self._error: str | None = None
@@ -1192,7 +1199,7 @@ class Embedder:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
 
     def _construct(self, TextEmbedding, kwargs):
-        with _quiet_logs():
+        with quiet_logs():
             if self.model_dir:
                 model = TextEmbedding(self.model_name, **kwargs)
             else:
@@ -1206,8 +1213,7 @@ class Embedder:
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
                                                    f"(connect once, or set PMS_MODEL_DIR to a local copy)") from None
-                    print(f"pms: downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}",
-                          file=sys.stderr)
+                    self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
         probe = next(iter(model.embed(["probe"], batch_size=1)))
@@ -1246,7 +1252,7 @@ def _int8_bytes(vector) -> bytes:
 
 
 @contextlib.contextmanager
-def _quiet_logs():
+def quiet_logs():
     """fastembed logs through loguru and warns through warnings: keep stderr to our one line."""
     import warnings
 
@@ -1430,6 +1436,26 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
     return render_snippet(window)
 
 
+class VectorStatus(NamedTuple):
+    """Whether vector search can run; when not, why (a sentence) and a stable
+    code, one of VECTOR_UNAVAILABLE (for a badge or a program to act on)."""
+
+    ok: bool
+    reason: str = ""
+    code: str = ""
+
+
+# Why vector (and so hybrid) search cannot run: code -> a short label.
+VECTOR_UNAVAILABLE = {
+    "not-installed": "embeddings not installed",
+    "no-sqlite-vec": "sqlite-vec unavailable",
+    "disabled": "embeddings off",
+    "model-unavailable": "model unavailable",
+    "not-embedded": "no embeddings in the index yet",
+    "reembed-needed": "the index needs sync --reembed",
+}
+
+
 @dataclasses.dataclass
 class FusionSettings:
     """Reciprocal rank fusion: score = sum(weight / (k + rank)) + bonus for a #1.
@@ -1472,28 +1498,30 @@ class Retrieval:
             return None
         return [self.store.require_collection(name)[0] for name in names]
 
-    def vector_status(self) -> tuple[bool, str]:
-        """(can vector search run now, why not) without loading the model."""
+    def vector_status(self) -> VectorStatus:
+        """Whether vector search can run now, and why not, without loading the model."""
         store = self.store
         store.db  # opens the connection, which tries to load sqlite-vec
         missing = Embedder.missing_packages()
         if missing:
-            return False, f"embeddings not installed ({', '.join(missing)}); run: python3 pms.py setup"
-        if not store.vec_loaded:
-            return False, store.vec_error or "sqlite-vec unavailable"
+            return VectorStatus(False, f"embeddings not installed ({', '.join(missing)}); run: python3 pms.py setup", "not-installed")
         if self.embedder is None:
-            return False, "embeddings disabled"
+            return VectorStatus(False, "embeddings disabled", "disabled")
+        if not store.vec_loaded:
+            return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
         if self.embedder.error:
-            return False, self.embedder.error
+            return VectorStatus(False, self.embedder.error, "model-unavailable")
         indexed_model = store.get_meta("embed_model")
         if not indexed_model or not store.has_vector_table():
-            return False, store.get_meta("embed_error") or "no embeddings in the index yet; run: python3 pms.py sync"
+            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet; run: python3 pms.py sync",
+                                "not-embedded")
         if store.get_meta("embed_format") != VECTOR_FORMAT:
-            return False, "the index's vectors were stored by an older PMS; run: python3 pms.py sync --reembed"
+            return VectorStatus(False, "the index's vectors were stored by an older PMS; run: python3 pms.py sync --reembed",
+                                "reembed-needed")
         if indexed_model != self.embedder.model_name:
-            return False, (f"the index was embedded with {indexed_model}, not {self.embedder.model_name}; "
-                           f"run: python3 pms.py sync --reembed")
-        return True, ""
+            return VectorStatus(False, (f"the index was embedded with {indexed_model}, not {self.embedder.model_name}; "
+                                        f"run: python3 pms.py sync --reembed"), "reembed-needed")
+        return VectorStatus(True)
 
     # -- keyword -------------------------------------------------------------------
     def keyword_ranking(self, query: str | ParsedQuery, limit: int, collections: Sequence[str] | None = None) -> list[tuple[int, float]]:
@@ -1548,9 +1576,9 @@ class Retrieval:
     # -- vector --------------------------------------------------------------------
     def vector_ranking(self, query: str, limit: int, collections: Sequence[str] | None = None) -> list[tuple[int, float]]:
         """Chunk ids with cosine distances, nearest first (collection filter inside the KNN)."""
-        ok, why = self.vector_status()
-        if not ok:
-            raise EmbeddingUnavailable(why)
+        status = self.vector_status()
+        if not status.ok:
+            raise EmbeddingUnavailable(status.reason)
         if not query.strip():
             return []
         blob = self.embedder.embed_query(query)
@@ -1702,6 +1730,14 @@ class SyncProgress:
     eta: float | None = None
     current: str = ""
 
+    @property
+    def eta_text(self) -> str:
+        """The time left, "42s" or "3m05s"; "?" while it is unknown."""
+        if self.eta is None:
+            return "?"
+        seconds = int(self.eta)
+        return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
 
 @dataclasses.dataclass
 class SyncReport:
@@ -1804,10 +1840,12 @@ class Syncer:
 
     BATCH_FILES = 200
 
-    def __init__(self, store: Store, embedder: Embedder | None, chunk_chars: int = DEFAULT_CHUNK_CHARS):
+    def __init__(self, store: Store, embedder: Embedder | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
+                 notice: Callable[[str], None] | None = None):
         self.store = store
         self.embedder = embedder
         self.chunk_chars = chunk_chars
+        self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
 
     def scan(self, collection: tuple, paths: Sequence[str] | None, errors: list) -> dict[str, tuple[Path, int, int]] | None:
         """rel path -> (abs path, size, mtime_ns); None when the folder is missing."""
@@ -1875,7 +1913,7 @@ class Syncer:
         started = time.monotonic()
         lock = FileLock(Path(str(self.store.path) + ".sync.lock"))
         if not lock.acquire(blocking=False):
-            print("pms: another sync of this index is running; waiting for it to finish", file=sys.stderr)
+            self.notice("another sync of this index is running; waiting for it to finish")
             lock.acquire(blocking=True)
         try:
             for col in collections:
@@ -2055,7 +2093,7 @@ class ExtractedPage:
 
 @dataclasses.dataclass
 class ClippedNote:
-    """What ``Collection.add_from_url`` made: the new file and its page."""
+    """What ``Collection.clip`` made: the new file and its page."""
 
     path: Path  # absolute
     relpath: str  # inside the collection, posix
@@ -2483,12 +2521,12 @@ def _same_page_key(url: str) -> str:
 _SOURCE_LINE = re.compile(r"^source:[ \t]*(.+?)[ \t]*$", re.M)
 
 
-def find_clipped(collection: "Collection", urls: Iterable[str]) -> Path | None:
-    """The note in the collection whose frontmatter ``source:`` is one of ``urls``."""
+def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
+    """The note under ``root`` (matching ``glob``) whose frontmatter ``source:`` is one of ``urls``."""
     wanted = {_same_page_key(u) for u in urls if u}
     if not wanted:
         return None
-    for _rel, full, _st in walk_markdown(collection.path, collection.glob):
+    for _rel, full, _st in walk_markdown(root, glob):
         try:
             with open(full, "rb") as fh:
                 head = fh.read(8192).decode("utf-8", errors="replace")
@@ -2502,16 +2540,15 @@ def find_clipped(collection: "Collection", urls: Iterable[str]) -> Path | None:
     return None
 
 
-def _clip_folder(collection: "Collection", subfolder: str | None) -> Path:
-    """The folder a clip goes to, checked: inside the collection, existing (the
-    collection folder) or creatable (the sub-folder), and writable."""
-    root = collection.path
+def _clip_folder(root: Path, collection_name: str, subfolder: str | None) -> Path:
+    """The folder a clip goes to, checked: inside the collection folder ``root``,
+    existing (the collection folder) or creatable (the sub-folder), and writable."""
     if not root.is_dir():
-        raise PMSError(f"the folder of collection {collection.name!r} is missing ({root}): restore it, or remove the collection")
+        raise PMSError(f"the folder of collection {collection_name!r} is missing ({root}): restore it, or remove the collection")
     folder = root
     if subfolder:
         parts = Path(subfolder.replace("\\", "/")).parts
-        if Path(subfolder).is_absolute() or any(p in ("..", ".") or p.startswith(".") or p in SKIP_DIRS for p in parts):
+        if Path(subfolder).is_absolute() or any(p in ("..", ".") or is_skipped_folder(p) for p in parts):
             raise PMSError(f"--subfolder {subfolder!r} must be a relative folder inside the collection (no '..', no hidden folders)")
         folder = root.joinpath(*parts)
         if not folder.resolve().is_relative_to(root.resolve()):
@@ -2566,58 +2603,6 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
             os.unlink(tmp)
 
 
-def clip_into_collection(kb: "KnowledgeBase", collection: "Collection", source: str | None, *,
-                         html: bytes | str | None = None, subfolder: str | None = None, force: bool = False,
-                         timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES, embed: bool = True) -> ClippedNote:
-    """Clip a page into ``collection`` as ``YYYY-MM-DD-<slug>.md`` and index it.
-
-    ``source`` is the page's URL: fetched, unless ``html`` (a saved page) is
-    given, in which case it is only recorded (None: the page's canonical URL,
-    if it names one). A URL already clipped into the collection raises
-    ``AlreadyClipped`` unless ``force``. Never overwrites a file.
-    """
-    _import_trafilatura()
-    if source:
-        source = check_clip_url(source)
-    elif html is None:
-        raise PMSError("nothing to clip: give a URL, or the HTML of a saved page")
-    folder = _clip_folder(collection, subfolder)
-
-    def refuse_duplicate(*urls: str | None) -> None:
-        existing = None if force else find_clipped(collection, [u for u in urls if u])
-        if existing:
-            rel = existing.relative_to(collection.path).as_posix()
-            raise AlreadyClipped(f"{urls[0]} is already clipped into {collection.name!r} as {rel} "
-                                 "(nothing written; use --force to clip it again)", existing)
-
-    if html is None:
-        refuse_duplicate(source)
-        fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
-        page = extract_from_html(fetched, url=final_url)
-        refuse_duplicate(source, final_url)
-        source = final_url
-    else:
-        refuse_duplicate(source)
-        page = extract_from_html(html, url=source)
-        if not source and page.url:  # a saved page that names its canonical URL
-            source = page.url
-            refuse_duplicate(source)
-    name = clip_filename(page.title, source)
-    rel_folder = folder.relative_to(collection.path).as_posix()
-    rel = name if rel_folder == "." else f"{rel_folder}/{name}"
-    if not glob_to_regex(collection.glob).match(rel):
-        raise PMSError(f"collection {collection.name!r} only indexes {collection.glob}, so {rel} would not be searchable "
-                       "(choose another --subfolder)")
-    target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
-    rel = target.relative_to(collection.path).as_posix()
-    report = kb.sync(collections=[collection.name], paths=[target], embed=embed)
-    problems = [why for _path, why in report.errors + report.skipped]
-    rows = kb.store.find_documents(collection=collection.name, path=rel)
-    return ClippedNote(path=target, relpath=rel, collection=collection.name, title=page.title, source=source,
-                       docid=rows[0][4] if rows else None, page=page,
-                       index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
-
-
 ###############################################################################
 # API: KnowledgeBase ##############################################################
 ###############################################################################
@@ -2637,6 +2622,15 @@ class Document:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+class SearchMode(NamedTuple):
+    """The mode a search will use; when hybrid is not available, why (a
+    sentence) and a stable code from VECTOR_UNAVAILABLE."""
+
+    mode: str
+    reason: str = ""
+    code: str = ""
 
 
 class Collection:
@@ -2667,9 +2661,60 @@ class Collection:
         return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
                 "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync}
 
-    def add_from_url(self, url: str, **kwargs):
-        """Clip a web page into this collection (see ``clip_into_collection``)."""
-        return clip_into_collection(self.kb, self, url, **kwargs)
+    def clip(self, source: str | None, *, html: bytes | str | None = None, subfolder: str | None = None,
+             force: bool = False, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES,
+             embed: bool = True) -> ClippedNote:
+        """Clip a web page into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
+
+        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) is
+        given, in which case it is only recorded (None: the page's canonical URL,
+        if it names one). A URL already clipped into the collection raises
+        ``AlreadyClipped`` unless ``force``. Never overwrites a file.
+        """
+        _import_trafilatura()
+        if source:
+            source = check_clip_url(source)
+        elif html is None:
+            raise PMSError("nothing to clip: give a URL, or the HTML of a saved page")
+        folder = _clip_folder(self.path, self.name, subfolder)
+
+        def refuse_duplicate(*urls: str | None) -> None:
+            existing = None if force else find_clipped(self.path, self.glob, [u for u in urls if u])
+            if existing:
+                rel = existing.relative_to(self.path).as_posix()
+                raise AlreadyClipped(f"{urls[0]} is already clipped into {self.name!r} as {rel} "
+                                     "(nothing written; use --force to clip it again)", existing)
+
+        if html is None:
+            refuse_duplicate(source)
+            fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
+            page = extract_from_html(fetched, url=final_url)
+            refuse_duplicate(source, final_url)
+            source = final_url
+        else:
+            refuse_duplicate(source)
+            page = extract_from_html(html, url=source)
+            if not source and page.url:  # a saved page that names its canonical URL
+                source = page.url
+                refuse_duplicate(source)
+        name = clip_filename(page.title, source)
+        rel_folder = folder.relative_to(self.path).as_posix()
+        rel = name if rel_folder == "." else f"{rel_folder}/{name}"
+        if not glob_to_regex(self.glob).match(rel):
+            raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
+                           "(choose another --subfolder)")
+        target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
+        rel = target.relative_to(self.path).as_posix()
+        report = self.kb.sync(collections=[self.name], paths=[target], embed=embed)
+        problems = [why for _path, why in report.errors + report.skipped]
+        rows = self.kb.store.find_documents(collection=self.name, path=rel)
+        return ClippedNote(path=target, relpath=rel, collection=self.name, title=page.title, source=source,
+                           docid=rows[0][4] if rows else None, page=page,
+                           index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
+
+    def add_from_url(self, url: str, **kwargs) -> ClippedNote:
+        """``clip(url, ...)``: a web page into this collection."""
+        return self.clip(url, **kwargs)
 
 
 class Collections:
@@ -2740,13 +2785,32 @@ class KnowledgeBase:
 
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
-                 chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True):
+                 chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
+                 notice: Callable[[str], None] | None = None, embedder: Embedder | None = None):
+        """``notice`` receives one-line news while work goes on (a model
+        download starting, waiting for another sync); the CLI prints it.
+        ``embedder``: an Embedder of your own (batch size, model) instead of
+        the one ``model``/``model_dir`` describe."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
+        self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
-        self.embedder = Embedder(model, model_dir, allow_download=allow_download) if embeddings else None
+        if embeddings and embedder is None:
+            embedder = Embedder(model, model_dir, allow_download=allow_download, notice=notice)
+        self.embedder = embedder if embeddings else None
         self.retrieval = Retrieval(self.store, self.embedder)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
+
+    @property
+    def index_path(self) -> Path:
+        """The index file."""
+        return self.db_path
+
+    @property
+    def embeddings_enabled(self) -> bool:
+        """Whether this KnowledgeBase was opened to embed (``embeddings=True``);
+        ``search_mode()`` says whether vector search can run now."""
+        return self.embedder is not None
 
     def close(self) -> None:
         self.retrieval.close()
@@ -2786,7 +2850,7 @@ class KnowledgeBase:
                     rel = _relative_to(Path(p), Path(row[2]))
                     if rel is not None:
                         by_collection.setdefault(row[1], []).append(rel)
-        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars)
+        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self.notice)
         if reembed and self.embedder is not None:
             report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
             if not report.cancelled:
@@ -2798,24 +2862,24 @@ class KnowledgeBase:
         return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
 
     # -- search ------------------------------------------------------------------------
-    def search_mode(self, mode: str = "auto") -> tuple[str, str]:
-        """(the mode a search will use, why hybrid is not available or '')."""
+    def search_mode(self, mode: str = "auto") -> SearchMode:
+        """The mode a search asked for ``mode`` will use, and why hybrid is not available."""
         if mode not in SEARCH_MODES:
             raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
         if mode == "keyword":
-            return "keyword", ""
-        ok, why = self.retrieval.vector_status()
-        if ok:
-            return ("hybrid" if mode == "auto" else mode), ""
+            return SearchMode("keyword")
+        status = self.retrieval.vector_status()
+        if status.ok:
+            return SearchMode("hybrid" if mode == "auto" else mode)
         if mode == "auto":
-            return "keyword", why
-        raise EmbeddingUnavailable(f"{mode} search is unavailable: {why}")
+            return SearchMode("keyword", status.reason, status.code)
+        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}")
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
                chunks: bool = False, prefix_last: bool = False) -> list[Hit]:
         """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector."""
         k = max(1, min(int(k), 1000))
-        used, _ = self.search_mode(mode)
+        used = self.search_mode(mode).mode
         try:
             if used == "keyword":
                 return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last)
@@ -2889,7 +2953,7 @@ class KnowledgeBase:
 
     # -- status -----------------------------------------------------------------------------
     def status(self, pending: bool = True) -> dict:
-        mode, why = self.search_mode()
+        mode, why, _code = self.search_mode()
         totals = self.store.totals()
         info = {
             "index": str(self.db_path),
@@ -3119,13 +3183,6 @@ def _human_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
-def _fmt_eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    seconds = int(seconds)
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
 class ProgressPrinter:
     """A one-line progress bar on a terminal's stderr; silent when not a TTY."""
 
@@ -3143,7 +3200,7 @@ class ProgressPrinter:
         unit = "passages" if p.phase == "embed" else "files"
         label = "Embedding" if p.phase == "embed" else f"Indexing {p.current}".rstrip()
         self.stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total} {unit} "
-                          f"{p.rate:.1f}/s ETA {_fmt_eta(p.eta)}   ")
+                          f"{p.rate:.1f}/s ETA {p.eta_text}   ")
         if p.done >= p.total:
             self.stream.write("\n")
         self.stream.flush()
@@ -3266,7 +3323,7 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_search(kb: KnowledgeBase, args) -> int:
-    mode, why = kb.search_mode(args.mode)
+    mode, why, _code = kb.search_mode(args.mode)
     if why and args.mode == "auto" and not args.json:
         _notice(f"keyword-only search: {why}")
     if not kb.collections.list():
@@ -3327,8 +3384,8 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
         source = args.source
     else:
         raise PMSError(f"{args.source!r} is neither a URL nor a saved page (no such file); URLs start with https://")
-    note = clip_into_collection(kb, collection, source, html=html, subfolder=args.subfolder, force=args.force,
-                                timeout=args.timeout, embed=not args.no_embed)
+    note = collection.clip(source, html=html, subfolder=args.subfolder, force=args.force,
+                           timeout=args.timeout, embed=not args.no_embed)
     if note.index_error:
         _notice(f"the note was saved but not indexed: {note.index_error} (run: python3 pms.py sync)")
     if not note.source and not args.json:
@@ -3353,7 +3410,7 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
         kb.collections.create(folder, name="sample-notes", description="Sample notes shipped with PMS")
     print(f"Index: {kb.db_path}")
     code = _run_sync(kb, ["sample-notes"], args)
-    mode, why = kb.search_mode()
+    mode, why, _code = kb.search_mode()
     print(f"Search mode: {mode}" + (f" ({why})" if why else ""))
     for q in args.queries or DEMO_QUERIES:
         print(f"\n$ pms search {json.dumps(q)}")
@@ -3536,7 +3593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         db = args.db
         if args.command == "demo" and not db and not os.environ.get("PMS_DB"):
             db = data_dir() / "demo.sqlite"
-        with KnowledgeBase(db) as kb:
+        with KnowledgeBase(db, notice=_notice) as kb:
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {exc}", file=sys.stderr)

@@ -41,7 +41,7 @@ def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, e
         kb.collections.create(folder, name=collection)
     t0 = time.monotonic()
     report = kb.sync(embed=embed, progress=pms.ProgressPrinter())
-    if embed and "--reembed" in kb.retrieval.vector_status()[1]:  # a cache from an older PMS or model
+    if embed and kb.search_mode().code == "reembed-needed":  # a cache from an older PMS or model
         report = kb.sync(reembed=True, progress=pms.ProgressPrinter())
     if report.added or report.embedded:
         print(f"{collection}: indexed in {time.monotonic() - t0:.0f}s: {report.summary()}", file=sys.stderr)

@@ -121,9 +121,9 @@ def main() -> int:
     else:
         kb = common.open_index(args.work, english_tldr(args.work), "tldr-en", pms.DEFAULT_CHUNK_CHARS, embed=True)
     info = kb.status(pending=False)
-    print(f"index: {info['documents']:,} notes, {info['chunks']:,} passages, {info['embedded']:,} embedded ({kb.db_path})")
+    print(f"index: {info['documents']:,} notes, {info['chunks']:,} passages, {info['embedded']:,} embedded ({kb.index_path})")
 
-    launches = time_to_window(kb.db_path, args.runs)
+    launches = time_to_window(kb.index_path, args.runs)
     print(f"time to window: median {statistics.median(launches):.2f} s, max {max(launches):.2f} s over {len(launches)} launches")
 
     from PySide6.QtCore import QSettings

@@ -242,7 +242,8 @@ def child_index(db: str, folder: str, name: str, glob: str = pms.DEFAULT_GLOB, e
     report, seconds = timed(kb.sync, embed=False)
     result = {"files": report.added, "skipped": len(report.skipped), "errors": len(report.errors),
               "seconds": seconds, "files_per_s": report.added / seconds, "peak_rss_mb": peak_rss_mb()}
-    result.update(kb.store.totals())
+    info = kb.status(pending=False)
+    result.update({key: info[key] for key in ("collections", "documents", "chunks", "embedded")})
     resyncs = [timed(kb.sync, embed=False) for _ in range(3)]
     assert all(r.unchanged == report.added for r, _ in resyncs), "re-sync found changes in an untouched corpus"
     result["resync_unchanged_s"] = statistics.median(s for _, s in resyncs)
@@ -279,13 +280,16 @@ def child_embed(db: str, batch_size: int, arena: bool = True, max_tokens: int | 
     the 512 tokens fastembed allows MiniLM (sentence-transformers uses 256).
     """
     if not arena:
-        construct = pms.Embedder._construct
-        pms.Embedder._construct = lambda self, cls, kwargs: construct(self, cls, {**kwargs, "enable_cpu_mem_arena": False})
-    kb = pms.KnowledgeBase(db)
-    kb.embedder.batch_size = batch_size
-    _, load_s = timed(kb.embedder.load)
+        import functools
+
+        import fastembed  # PMS imports TextEmbedding from it when the model loads
+
+        fastembed.TextEmbedding = functools.partial(fastembed.TextEmbedding, enable_cpu_mem_arena=False)
+    embedder = pms.Embedder(batch_size=batch_size)
+    kb = pms.KnowledgeBase(db, embedder=embedder)
+    _, load_s = timed(embedder.load)
     if max_tokens:
-        kb.embedder.load().model.tokenizer.enable_truncation(max_length=max_tokens)
+        embedder.load().model.tokenizer.enable_truncation(max_length=max_tokens)
     cpu = cpu_seconds()
     report, seconds = timed(kb.sync)
     cpu = cpu_seconds() - cpu
@@ -299,16 +303,15 @@ def child_embed(db: str, batch_size: int, arena: bool = True, max_tokens: int | 
 
 
 def child_hybrid_latency(db: str, queries: list[str]) -> dict:
-    kb = pms.KnowledgeBase(db)
-    _, load_s = timed(kb.embedder.load)
-    r = kb.retrieval
+    embedder = pms.Embedder()
+    kb = pms.KnowledgeBase(db, embedder=embedder)
+    _, load_s = timed(embedder.load)
     result = {
         "model_load_s": load_s,
         "hybrid": latency(lambda q: kb.search(q, k=10, mode="hybrid"), queries),
-        "embed_query": latency(kb.embedder.embed_query, queries),
+        "embed_query": latency(embedder.embed_query, queries),
         "vector": latency(lambda q: kb.search(q, k=10, mode="vector"), queries),
         "keyword": latency(lambda q: kb.search(q, k=10, mode="keyword"), queries),
-        "rrf_candidates_only": latency(lambda q: (r.keyword_ranking(q, 100), r.vector_ranking(q, 100)), queries),
         "peak_rss_mb": peak_rss_mb(),
     }
     kb.close()
@@ -419,7 +422,7 @@ def bench_hybrid(args) -> dict:
     out = {"latency": run_child("hybrid_latency", db=str(db), queries=queries)}
     lat = out["latency"]
     print(f"  model load {lat['model_load_s']:.2f}s; peak RSS {lat['peak_rss_mb']:.0f} MB")
-    for key in ("hybrid", "embed_query", "vector", "keyword", "rrf_candidates_only"):
+    for key in ("hybrid", "embed_query", "vector", "keyword"):
         print(f"  in-process {key}: median {lat[key]['median_ms']:.2f} ms, p95 {lat[key]['p95_ms']:.2f} ms "
               f"(median CPU {lat[key]['cpu_median_ms']:.2f} ms)")
     out["cli"] = {}

@@ -93,7 +93,7 @@ def fastembed_model_folder(pms, name: str) -> Path:
     except ImportError:
         sys.exit("build: fastembed is not installed (pip install -r requirements-dev.txt), or set PMS_MODEL_DIR")
     try:
-        with pms._quiet_logs():  # a cache miss is expected: no need for fastembed's ERROR lines
+        with pms.quiet_logs():  # a cache miss is expected: no need for fastembed's ERROR lines
             model = TextEmbedding(name, lazy_load=True, local_files_only=True)
     except Exception:
         print(f"build: {name} is not in fastembed's cache; downloading it")

@@ -76,7 +76,7 @@ class MainWindow(QMainWindow):
         self.searcher.start()
         self.search_seq = 0
         self.last_submit = 0.0
-        self.model_state = "loading" if kb.embedder is not None else "off"
+        self.model_state = "loading" if kb.embeddings_enabled else "off"
         self.sync_job: SyncJob | None = None
         self.sync_queue: set[str] | None = None    # None: nothing waiting; empty set: every collection
         self.sync_phase = ""
@@ -223,7 +223,7 @@ class MainWindow(QMainWindow):
 
     def start_background_work(self, sync: bool = True) -> None:
         """After the window is on screen: load the model, catch up with the folders, watch them."""
-        if self.kb.embedder is not None:
+        if self.kb.embeddings_enabled:
             load_model_in_background(self.kb, self.bridge)
         if sync and self.kb.collections.list():
             self.request_sync(None)
@@ -404,11 +404,11 @@ class MainWindow(QMainWindow):
         self.search_now()  # the same words, now with meaning
 
     def update_badge(self) -> None:
-        mode, why = self.kb.search_mode()
+        mode, why, code = self.kb.search_mode()
+        short = pms.VECTOR_UNAVAILABLE.get(code, "")
         if mode == "hybrid" and self.model_state == "loading":
-            mode, why = "keyword", "loading the embedding model…"
+            mode, why, short = "keyword", "loading the embedding model…", "loading the embedding model…"
         hybrid = mode == "hybrid"
-        short = re.split(r";|\s\(", why)[0].strip()
         self.badge.setText("Hybrid" if hybrid else f"Keyword only · {first_line(short, 36)}" if short else "Keyword only")
         self.badge.setToolTip("Keyword and meaning, fused" if hybrid else f"Keyword search only: {why}")
         self.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
@@ -436,7 +436,7 @@ class MainWindow(QMainWindow):
     def show_about(self) -> None:
         QMessageBox.about(self, "About PMS",
                           f"<h3>PMS {pms.__version__}</h3><p>Private search for folders of Markdown notes: "
-                          f"keyword and meaning, offline.</p><p>Index: {self.kb.db_path}</p>")
+                          f"keyword and meaning, offline.</p><p>Index: {self.kb.index_path}</p>")
 
     # -- collections -----------------------------------------------------------------------
     def refresh_collections(self) -> None:
@@ -539,7 +539,7 @@ class MainWindow(QMainWindow):
         if self.sync_job is None or self.sync_job.cancel.is_set():
             return
         unit, verb = ("passages", "Embedding") if p.phase == "embed" else ("files", "Indexing" if p.phase == "index" else "Scanning")
-        eta = f" · {pms._fmt_eta(p.eta)} left" if p.eta is not None and p.done < p.total else ""
+        eta = f" · {p.eta_text} left" if p.eta is not None and p.done < p.total else ""
         if p.phase != self.sync_phase:
             if self.sync_phase == "index" and self.search_box.text().strip():
                 self.search_now()  # the new notes are searchable by keyword before they are embedded

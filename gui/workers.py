@@ -127,7 +127,7 @@ def clip_in_background(kb, bridge: Bridge, collection_name: str, source: str) ->
         try:
             collection = kb.collections.get(collection_name)
             if Path(source).is_file():  # a saved page: its own canonical URL, if it names one, is the source
-                note = pms.clip_into_collection(kb, collection, None, html=Path(source).read_bytes())
+                note = collection.clip(None, html=Path(source).read_bytes())
             else:
                 note = collection.add_from_url(source)
         except pms.PMSError as exc:
@@ -182,7 +182,7 @@ class FolderWatcher(QObject):
     def _folders(root: Path) -> list[str]:
         found = []
         for folder, subdirs, _files in os.walk(root):
-            subdirs[:] = [d for d in subdirs if d not in pms.SKIP_DIRS and not d.startswith(".")]
+            subdirs[:] = [d for d in subdirs if not pms.is_skipped_folder(d)]
             found.append(folder)
             if len(found) >= MAX_WATCHED_PATHS:
                 break

@@ -337,7 +337,7 @@ def test_name_clash_gets_a_suffix_and_the_old_file_is_untouched(kb, clips):
     name = pms.clip_filename("Clash")
     (clips.path / name).write_text("# mine\n\nhand-written, keep me\n")
     (clips.path / name.replace(".md", "-2.md")).write_text("# mine too\n")
-    note = clips.add_from_url("https://example.org/clash", html=article("Clash"))
+    note = clips.clip("https://example.org/clash", html=article("Clash"))
     assert note.path.name == name.replace(".md", "-3.md")
     assert (clips.path / name).read_text() == "# mine\n\nhand-written, keep me\n"
     assert not [p for p in clips.path.iterdir() if p.name.startswith(".pms-clip-")]  # no temp file left

@@ -148,6 +148,7 @@ def test_keyword_only_badge_when_embeddings_are_unavailable(vault, open_window):
     window = open_window(vault)  # the kb fixture has embeddings=False
     assert window.badge.text().startswith("Keyword only")
     assert "disabled" in window.badge.toolTip()
+    assert window.badge.text() == f"Keyword only · {pms.VECTOR_UNAVAILABLE['disabled']}"
     assert window.search_mode() == "keyword"
 
 
@@ -226,13 +227,6 @@ def clipping_available() -> str | None:
     """Why clipping cannot run here, or None."""
     if not pms.module_available("trafilatura"):
         return "trafilatura is not installed (pip install trafilatura)"
-    try:
-        pms.clip_into_collection(None, None, "javascript:void(0)")
-    except pms.PMSError as exc:
-        if "not available in this build" in str(exc):
-            return "clipping is still a stub in pms.py"
-    except Exception:
-        pass
     return None
 
 

@@ -21,7 +21,7 @@ def vector_rows(kb):
 
 
 def test_hybrid_is_the_default_and_finds_by_meaning(hybrid_vault):
-    assert hybrid_vault.search_mode() == ("hybrid", "")
+    assert hybrid_vault.search_mode() == ("hybrid", "", "")
     # No word of this query is in the note, so only the vectors can find it.
     query = "replicate documents onto my cellphone"
     assert hybrid_vault.search(query, mode="keyword") == []
@@ -90,8 +90,8 @@ def test_collection_filter_applies_before_the_nearest_neighbour_cut(hybrid_kb, t
 
 def test_a_different_model_is_detected_and_reembed_fixes_it(hybrid_vault, db_path, embedding_model_dir):
     hybrid_vault.store.set_meta("embed_model", "someone/else")
-    mode, why = hybrid_vault.search_mode()
-    assert mode == "keyword" and "someone/else" in why and "--reembed" in why
+    mode, why, code = hybrid_vault.search_mode()
+    assert mode == "keyword" and "someone/else" in why and "--reembed" in why and code == "reembed-needed"
     with pytest.raises(pms.EmbeddingUnavailable, match="--reembed"):
         hybrid_vault.search("x", mode="vector")
     report = hybrid_vault.sync()
@@ -121,7 +121,8 @@ def test_missing_model_folder_falls_back_to_keyword(db_path, notes, tmp_path):
         report = kb.sync()
         assert "does not exist" in report.embed_error
         assert kb.search("restic")[0].path == "backup.md"
-        assert kb.search_mode()[0] == "keyword"
+        used = kb.search_mode()
+        assert (used.mode, used.code) == ("keyword", "model-unavailable")
 
 
 def test_query_instructions():
@@ -165,4 +166,4 @@ def test_a_worker_threads_connection_never_changes_whether_vectors_are_available
     worker.start()
     worker.join()
     assert store.vec_loaded and store.vec_error is None
-    assert hybrid_vault.search_mode() == ("hybrid", "")
+    assert hybrid_vault.search_mode() == ("hybrid", "", "")

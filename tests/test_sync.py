@@ -150,6 +150,27 @@ def test_cancel_leaves_a_consistent_index(kb, tmp_path, monkeypatch):
     assert kb.sync().added == 30 - 10 and len(kb.collections.get("c").files) == 30
 
 
+def test_progress_says_the_time_left():
+    assert pms.SyncProgress("embed", 1, 9, eta=185.4).eta_text == "3m05s"
+    assert pms.SyncProgress("embed", 1, 9, eta=42.0).eta_text == "42s"
+    assert pms.SyncProgress("scan", 0, 0).eta_text == "?"
+
+
+def test_waiting_for_another_sync_is_a_notice_not_a_print(tmp_path, capsys):
+    import threading
+
+    heard = []
+    with pms.KnowledgeBase(tmp_path / "i.sqlite", embeddings=False, notice=heard.append) as kb:
+        kb.collections.create(numbered_notes(tmp_path / "w", 3), name="w")
+        other_sync = pms.FileLock(tmp_path / "i.sqlite.sync.lock")
+        assert other_sync.acquire(blocking=False)
+        threading.Timer(0.3, other_sync.release).start()
+        report = kb.sync()
+    assert report.added == 3
+    assert heard == ["another sync of this index is running; waiting for it to finish"]
+    assert capsys.readouterr().err == ""
+
+
 def make_many(root, n):
     root.mkdir(parents=True)
     body = "\n\n".join(f"## Section {j}\n\n" + "lorem ipsum dolor sit amet " * 30 for j in range(4))
