@@ -58,6 +58,29 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 __version__ = "0.1.0"
+VERSION = __version__  # the public spelling (clients never touch pms._ or pms.__ names)
+
+# The public API: what gui/, build/, bench/, scripts/ and your own code may use
+# (tests/test_layers.py checks those folders). Everything else may change.
+__all__ = [
+    "VERSION",
+    # the engine behind one object, and what it returns
+    "KnowledgeBase", "Collection", "Collections", "Document", "SearchMode", "Hit",
+    "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage",
+    "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
+    # errors: everything a user can cause is a PMSError
+    "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError",
+    # Markdown without an index (chunking, the desktop app's preview)
+    "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
+    "first_heading", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS",
+    # web pages without an index
+    "extract_from_url", "extract_from_html", "clip_filename",
+    # settings, the embedding model, evaluation: bench/ and build/
+    "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
+    "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "format_benchmark", "BENCH_MODES",
+    # running PMS: the CLI entry point, its progress bar, the optional extras
+    "main", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
+]
 
 ###############################################################################
 # Config #######################################################################

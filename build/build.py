@@ -198,9 +198,9 @@ def build() -> dict:
     run_pyinstaller()
     folder = app_folder()
     built = time.monotonic()
-    packed = archive(folder, pms.__version__)
+    packed = archive(folder, pms.VERSION)
     report = {
-        "version": pms.__version__,
+        "version": pms.VERSION,
         "platform": f"{sys.platform}-{platform.machine().lower()}",
         "model": model,
         "gui": (ROOT / "gui" / "app.py").exists(),

@@ -152,7 +152,7 @@ def smoke(app: Path) -> dict:
         run = Runner(prefix, clean_env(home), cwd=home)
 
         out = run.run("pms --version", [pms_exe, "--version"])
-        check(out.strip() == f"pms {pms.__version__}", f"pms --version printed {out.strip()!r}, expected pms {pms.__version__}")
+        check(out.strip() == f"pms {pms.VERSION}", f"pms --version printed {out.strip()!r}, expected pms {pms.VERSION}")
 
         run.run("collection add + sync (embed)", [pms_exe, "collection", "add", notes, "--name", "notes"])
         status = json.loads(run.run("pms status", [pms_exe, "status", "--json"]))

@@ -36,7 +36,7 @@ def application(argv: list[str] | None = None):
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "pms", *(argv or [])])
     app.setOrganizationName("PMS")
     app.setApplicationName("PMS")
-    app.setApplicationVersion(pms.__version__)
+    app.setApplicationVersion(pms.VERSION)
     app.setDesktopFileName("pms")
     icon = QIcon()
     for suffix in ("svg", "png"):

@@ -435,7 +435,7 @@ class MainWindow(QMainWindow):
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About PMS",
-                          f"<h3>PMS {pms.__version__}</h3><p>Private search for folders of Markdown notes: "
+                          f"<h3>PMS {pms.VERSION}</h3><p>Private search for folders of Markdown notes: "
                           f"keyword and meaning, offline.</p><p>Index: {self.kb.index_path}</p>")
 
     # -- collections -----------------------------------------------------------------------

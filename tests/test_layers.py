@@ -1,0 +1,140 @@
+"""The layering, checked on the source: gui/, build/, bench/ and scripts/ use only
+the names pms.__all__ exports (and no KnowledgeBase internals), and pms.py's
+sections never use a name defined in a later section."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import pms
+from conftest import REPO
+
+CLIENT_FOLDERS = ("gui", "build", "bench", "scripts")
+# KnowledgeBase attributes that are internals: clients use the public methods
+# and properties (index_path, embeddings_enabled, search_mode(), status()).
+KB_INTERNALS = {"store", "retrieval", "embedder", "db_path"}
+# A section header in pms.py: "# Name ####...." under a line of "#".
+SECTION = re.compile(r"^# (?P<name>[^#].*?) #{3,}$")
+# Names a section may use from a later one, each with the reason it cannot be
+# avoided. None today: the clipping section takes folders and globs, and
+# Collection.clip (API) drives it.
+ALLOWED_FORWARD: dict[str, str] = {}
+
+
+def client_files() -> list[Path]:
+    files = []
+    for folder in CLIENT_FOLDERS:
+        files += [p for p in sorted((REPO / folder).rglob("*")) if p.suffix in (".py", ".spec") and "__pycache__" not in p.parts]
+    return files
+
+
+def pms_uses(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) for every pms.<name> and `from pms import <name>` in a module.
+    A module named pms reached any other way (`from common import pms`) counts."""
+    aliases = {"pms"}
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases |= {a.asname for a in node.names if a.name == "pms" and a.asname}
+        elif isinstance(node, ast.ImportFrom) and node.module == "pms":
+            uses += [(node.lineno, a.name) for a in node.names]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            uses.append((node.lineno, node.attr))
+    return uses
+
+
+def test_pms_declares_its_public_names():
+    assert len(pms.__all__) == len(set(pms.__all__))
+    missing = [name for name in pms.__all__ if not hasattr(pms, name)]
+    assert missing == []
+    for name in ("KnowledgeBase", "PMSError", "chunk_markdown", "Hit", "SyncReport", "SearchMode"):
+        assert name in pms.__all__
+
+
+@pytest.mark.parametrize("path", client_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_clients_use_only_exported_names(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    private = [f"line {line}: pms.{name}" for line, name in pms_uses(tree) if name not in pms.__all__]
+    assert private == [], f"{path.name} uses names that are not in pms.__all__"
+
+
+@pytest.mark.parametrize("path", client_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_clients_do_not_reach_into_knowledgebase_internals(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    reads = [f"line {node.lineno}: .{node.attr}" for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and node.attr in KB_INTERNALS]
+    assert reads == [], f"{path.name} reads KnowledgeBase internals"
+
+
+def test_the_checks_see_private_names():
+    """The scanner itself: a private name, an alias and a `from` import are all seen."""
+    tree = ast.parse("import pms as p\nfrom pms import _hidden\np._fmt_eta(1)\nfrom common import pms\npms.Store\n")
+    assert sorted(name for _, name in pms_uses(tree)) == ["Store", "_fmt_eta", "_hidden"]
+
+
+def pms_source() -> str:
+    return (REPO / "pms.py").read_text(encoding="utf-8")
+
+
+def sections(source: str) -> list[tuple[int, str]]:
+    """(first line, name) of each section, in order."""
+    lines = source.split("\n")
+    return [(i + 1, m["name"]) for i, line in enumerate(lines) if (m := SECTION.match(line)) and lines[i - 1].startswith("####")]
+
+
+def forward_references(source: str) -> list[str]:
+    tree = ast.parse(source)
+    starts = sections(source)
+
+    def section_of(line: int) -> int:
+        return max(i for i, (start, _) in enumerate(starts) if start <= line) if line >= starts[0][0] else -1
+
+    defined: dict[str, int] = {}
+    for node in tree.body:
+        targets = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            targets = [node.name]
+        elif isinstance(node, ast.Assign):
+            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            targets = [node.target.id]
+        for name in targets:
+            defined.setdefault(name, section_of(node.lineno))
+
+    found = []
+    for node in tree.body:
+        here = section_of(node.lineno)
+        if here < 0:
+            continue  # the preamble: imports and __all__, which names the public API by design
+        for inner in ast.walk(node):
+            names = []
+            if isinstance(inner, ast.Name):
+                names = [inner.id]
+            elif isinstance(inner, ast.Constant) and isinstance(inner.value, str) and re.fullmatch(r"[A-Z]\w+", inner.value):
+                names = [inner.value]  # a quoted annotation such as "KnowledgeBase"
+            for name in names:
+                there = defined.get(name, -1)
+                if there > here and name not in ALLOWED_FORWARD:
+                    found.append(f"line {getattr(inner, 'lineno', node.lineno)}: {starts[here][1]!r} uses {name} "
+                                 f"from the later section {starts[there][1]!r}")
+    return found
+
+
+def test_pms_sections_read_top_to_bottom():
+    names = [name.split(":")[0] for _, name in sections(pms_source())]
+    assert names[:3] == ["Config", "Markdown", "Store"] and names[-1] == "CLI"
+    assert forward_references(pms_source()) == []
+
+
+def test_a_forward_reference_is_found():
+    """The checker itself, on a two-section module: a call and a quoted annotation."""
+    banner = "#" * 20
+    source = (f"{banner}\n# Low ####\n{banner}\ndef low(kb: 'High'):\n    return high()\n"
+              f"{banner}\n# High ####\n{banner}\nclass High: pass\ndef high():\n    return low(None)\n")
+    found = forward_references(source)
+    assert len(found) == 2 and all("'Low' uses" in f for f in found)
+    assert {f.split(" uses ")[1].split(" ")[0] for f in found} == {"High", "high"}
