@@ -69,7 +69,7 @@ __all__ = [
     "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage",
     "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
     # errors: everything a user can cause is a PMSError
-    "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError",
+    "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError",
     # Markdown without an index (chunking, the desktop app's preview)
     "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
     "first_heading", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS",
@@ -79,7 +79,7 @@ __all__ = [
     "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "format_benchmark", "BENCH_MODES",
     # running PMS: the CLI entry point, its progress bar, the optional extras
-    "main", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
+    "main", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
 ]
 
 ###############################################################################
@@ -174,6 +174,15 @@ def module_available(name: str) -> bool:
         return False
 
 
+ADD_COLLECTION_ARGS = "collection add ~/notes --name notes"  # the first step, named in several messages
+
+
+def pms_command(args: str) -> str:
+    """A PMS command as the user types it, for messages: ``pms sync`` in the
+    packaged app, ``python3 pms.py sync`` when running the script."""
+    return f"{'pms' if getattr(sys, 'frozen', False) else 'python3 pms.py'} {args}"
+
+
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
@@ -182,8 +191,14 @@ def now_iso() -> str:
 # Markdown: decoding, frontmatter, titles, chunking ############################
 ###############################################################################
 
-class BinaryFileError(ValueError):
-    pass
+# Both stay subclasses of the built-in errors they used to be, so older
+# `except ValueError` / `except OverflowError` code still catches them.
+class BinaryFileError(PMSError, ValueError):
+    """A file named like a note holds binary data."""
+
+
+class FileTooLargeError(PMSError, OverflowError):
+    """A note is over the size limit (PMS_MAX_FILE_MB)."""
 
 
 def decode_text(data: bytes) -> str:
@@ -743,6 +758,76 @@ def sqlite_vec_path() -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
 
+# SQLite's limit on "?" parameters in one statement is 999 in builds before
+# 3.32 (32,766 after): lists of ids are sent in parts of this many.
+SQLITE_MAX_VARS = 500
+
+
+def placeholders(values: Sequence) -> str:
+    """"?,?,?" for an SQL ``IN (...)`` list of ``values``."""
+    return ",".join("?" * len(values))
+
+
+def in_parts(values: Iterable, size: int = SQLITE_MAX_VARS) -> Iterator[list]:
+    """``values`` as lists of at most ``size``, one per statement."""
+    values = list(values)
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+# Rows at the Store's boundary, named instead of unpacked by position.
+class CollectionRow(NamedTuple):
+    id: int
+    name: str
+    path: str
+    glob: str
+    description: str
+    created_at: str
+    last_sync: str | None
+
+
+class DocumentState(NamedTuple):
+    """What sync compares to decide whether a file changed."""
+    id: int
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+class DocumentRow(NamedTuple):
+    id: int
+    collection: str
+    collection_path: str
+    path: str            # relative to the collection folder, "/" separators
+    docid: str
+    title: str
+    tags: str            # comma-separated
+    aliases: str         # comma-separated
+
+
+class PendingChunk(NamedTuple):
+    """A passage without a vector yet."""
+    id: int
+    collection_id: int
+    title: str
+    headings: str
+    body: str
+
+
+class ChunkInfo(NamedTuple):
+    """What a search hit needs to know about a passage."""
+    document_id: int
+    collection: str
+    collection_path: str
+    path: str
+    docid: str
+    title: str
+    headings: str
+    start_line: int
+    end_line: int
+    body: str
+
+
 class Store:
     """The index file: one connection per thread, WAL so readers never wait."""
 
@@ -848,19 +933,21 @@ class Store:
                         (key, None if value is None else str(value)))
 
     # -- collections -------------------------------------------------------------
-    def collection_rows(self) -> list[tuple]:
-        return self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections ORDER BY name").fetchall()
+    def collection_rows(self) -> list[CollectionRow]:
+        rows = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections ORDER BY name")
+        return [CollectionRow(*r) for r in rows]
 
-    def require_collection(self, name: str) -> tuple:
+    def require_collection(self, name: str) -> CollectionRow:
         """The collection's row, or a PMSError that lists the ones there are."""
         row = self.collection_row(name)
         if not row:
-            known = ", ".join(r[1] for r in self.collection_rows()) or "none yet"
+            known = ", ".join(r.name for r in self.collection_rows()) or "none yet"
             raise PMSError(f"no collection named {name!r} (collections: {known})")
         return row
 
-    def collection_row(self, name: str):
-        return self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections WHERE name = ?", (name,)).fetchone()
+    def collection_row(self, name: str) -> CollectionRow | None:
+        row = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections WHERE name = ?", (name,)).fetchone()
+        return CollectionRow(*row) if row else None
 
     def add_collection(self, name: str, path: str, glob: str, description: str) -> None:
         with self.transaction() as db:
@@ -891,10 +978,10 @@ class Store:
         return docs, chunks
 
     # -- documents -----------------------------------------------------------------
-    def document_states(self, collection_id: int) -> dict[str, tuple[int, int, int, str]]:
-        """path -> (document id, size, mtime_ns, sha256) for one collection."""
+    def document_states(self, collection_id: int) -> dict[str, DocumentState]:
+        """path -> its state, for one collection."""
         rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256 FROM documents WHERE collection_id = ?", (collection_id,))
-        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+        return {r[0]: DocumentState(*r[1:]) for r in rows}
 
     def document_paths(self, collection_id: int) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT path FROM documents WHERE collection_id = ? ORDER BY path", (collection_id,))]
@@ -938,11 +1025,10 @@ class Store:
                 db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text))
         stale = [i for ids in old.values() for i in ids]
-        for i in range(0, len(stale), 500):
-            part = stale[i : i + 500]
-            db.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+        for part in in_parts(stale):
+            db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
 
-    def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None) -> list[tuple]:
+    def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None) -> list[DocumentRow]:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
                "JOIN collections c ON c.id = d.collection_id WHERE 1=1")
         args: list = []
@@ -955,7 +1041,7 @@ class Store:
         if path:
             sql += " AND d.path = ?"
             args.append(path)
-        return self.db.execute(sql + " ORDER BY c.name, d.path", args).fetchall()
+        return [DocumentRow(*r) for r in self.db.execute(sql + " ORDER BY c.name, d.path", args)]
 
     def totals(self) -> dict:
         db = self.db
@@ -994,13 +1080,13 @@ class Store:
             cur = db.execute("DELETE FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)")
             return cur.rowcount
 
-    def pending_embeddings(self, limit: int | None = None) -> list[tuple[int, int, str, str, str]]:
-        """(chunk id, collection id, title, headings, body) of chunks without a vector."""
+    def pending_embeddings(self, limit: int | None = None) -> list[PendingChunk]:
+        """The chunks without a vector."""
         sql = ("SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
                "WHERE c.embedded = 0")
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return self.db.execute(sql).fetchall()
+        return [PendingChunk(*r) for r in self.db.execute(sql)]
 
     def count_pending_embeddings(self) -> int:
         return self.db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
@@ -1023,7 +1109,7 @@ class Store:
         if collection_ids:
             sql = (f"SELECT f.rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
                    f"JOIN documents d ON d.id = c.document_id WHERE chunks_fts MATCH ? AND d.collection_id IN "
-                   f"({','.join('?' * len(collection_ids))}) ORDER BY r LIMIT ?")
+                   f"({placeholders(collection_ids)}) ORDER BY r LIMIT ?")
             args = (match, *collection_ids, limit)
         else:
             sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
@@ -1041,7 +1127,7 @@ class Store:
         args: list = [x for n in needles for x in (n, n)]
         sql = f"SELECT c.id, (instr(c.title, ?) > 0) AS t, length(c.body) FROM chunks c"
         if collection_ids:
-            sql += f" JOIN documents d ON d.id = c.document_id WHERE d.collection_id IN ({','.join('?' * len(collection_ids))}) AND {where}"
+            sql += f" JOIN documents d ON d.id = c.document_id WHERE d.collection_id IN ({placeholders(collection_ids)}) AND {where}"
             args = [*collection_ids, *args]
         else:
             sql += f" WHERE {where}"
@@ -1057,30 +1143,27 @@ class Store:
         sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
         args: list = [query_blob, min(int(limit), 4096)]
         if collection_ids:
-            sql += f" AND collection_id IN ({','.join('?' * len(collection_ids))})"
+            sql += f" AND collection_id IN ({placeholders(collection_ids)})"
             args.extend(collection_ids)
         return self.db.execute(sql + " ORDER BY distance", args).fetchall()
 
     def chunk_documents(self, chunk_ids: Iterable[int]) -> dict[int, int]:
         """chunk id -> document id (a missing chunk is left out)."""
-        ids, out = list(chunk_ids), {}
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            out.update(self.db.execute(f"SELECT id, document_id FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
+        out: dict[int, int] = {}
+        for part in in_parts(chunk_ids):
+            out.update(self.db.execute(f"SELECT id, document_id FROM chunks WHERE id IN ({placeholders(part)})", part))
         return out
 
-    def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, tuple]:
-        """chunk id -> (document id, collection name, collection path, rel path, docid, title, headings, start, end, body)."""
-        out: dict[int, tuple] = {}
-        ids = list(chunk_ids)
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
+    def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
+        """chunk id -> what a hit shows of it (a missing chunk is left out)."""
+        out: dict[int, ChunkInfo] = {}
+        for part in in_parts(chunk_ids):
             rows = self.db.execute(
                 "SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body "
                 "FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
-                f"WHERE c.id IN ({','.join('?' * len(part))})", part)
+                f"WHERE c.id IN ({placeholders(part)})", part)
             for r in rows:
-                out[r[0]] = r[1:]
+                out[r[0]] = ChunkInfo(*r[1:])
         return out
 
     def size_bytes(self) -> int:
@@ -1202,7 +1285,7 @@ class Embedder:
     def _load(self):
         missing = self.missing_packages()
         if "fastembed" in missing:
-            raise EmbeddingUnavailable("embeddings are not installed (pip install fastembed sqlite-vec sqlean-py, or run: python3 pms.py setup)")
+            raise EmbeddingUnavailable(f"embeddings are not installed (pip install fastembed sqlite-vec sqlean-py, or run: {pms_command('setup')})")
         try:
             from fastembed import TextEmbedding
         except Exception as exc:
@@ -1230,7 +1313,7 @@ class Embedder:
                     model = TextEmbedding(self.model_name, local_files_only=True, **kwargs)
                 except Exception:
                     if not self.allow_download:
-                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (run: python3 pms.py sync, "
+                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (run: {pms_command('sync')}, "
                                                    f"or set PMS_MODEL_DIR to a local copy)") from None
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
@@ -1519,7 +1602,7 @@ class Retrieval:
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
         if not names:
             return None
-        return [self.store.require_collection(name)[0] for name in names]
+        return [self.store.require_collection(name).id for name in names]
 
     def vector_status(self) -> VectorStatus:
         """Whether vector search can run now, and why not, without loading the model."""
@@ -1527,7 +1610,7 @@ class Retrieval:
         store.db  # opens the connection, which tries to load sqlite-vec
         missing = Embedder.missing_packages()
         if missing:
-            return VectorStatus(False, f"embeddings not installed ({', '.join(missing)}); run: python3 pms.py setup", "not-installed")
+            return VectorStatus(False, f"embeddings not installed ({', '.join(missing)}); run: {pms_command('setup')}", "not-installed")
         if self.embedder is None:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
@@ -1536,14 +1619,14 @@ class Retrieval:
             return VectorStatus(False, self.embedder.error, "model-unavailable")
         indexed_model = store.get_meta("embed_model")
         if not indexed_model or not store.has_vector_table():
-            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet; run: python3 pms.py sync",
+            return VectorStatus(False, store.get_meta("embed_error") or f"no embeddings in the index yet; run: {pms_command('sync')}",
                                 "not-embedded")
         if store.get_meta("embed_format") != VECTOR_FORMAT:
-            return VectorStatus(False, "the index's vectors were stored by an older PMS; run: python3 pms.py sync --reembed",
+            return VectorStatus(False, f"the index's vectors were stored by an older PMS; run: {pms_command('sync --reembed')}",
                                 "reembed-needed")
         if indexed_model != self.embedder.model_name:
             return VectorStatus(False, (f"the index was embedded with {indexed_model}, not {self.embedder.model_name}; "
-                                        f"run: python3 pms.py sync --reembed"), "reembed-needed")
+                                        f"run: {pms_command('sync --reembed')}"), "reembed-needed")
         return VectorStatus(True)
 
     # -- keyword -------------------------------------------------------------------
@@ -1688,12 +1771,11 @@ class Retrieval:
 
     # -- hits ----------------------------------------------------------------------------
     @staticmethod
-    def _hit(cid: int, row: tuple, score: float, **ranks) -> Hit:
-        doc_id, col_name, col_path, rel, docid, title, headings, start, end, body = row
-        heading_path = f"{title} > {headings}" if headings else title
-        return Hit(path=rel, collection=col_name, abspath=str(Path(col_path) / rel), docid=docid, title=title,
-                   heading_path=heading_path, start_line=start, end_line=end, score=score, snippet="",
-                   chunk_id=cid, text=body, **ranks)
+    def _hit(cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
+        heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
+        return Hit(path=row.path, collection=row.collection, abspath=str(Path(row.collection_path) / row.path),
+                   docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
+                   end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body, **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
         # A note whose title is exactly what was typed comes first: typing a
@@ -1849,7 +1931,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
     with open(path, "rb") as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
-        raise OverflowError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
+        raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
 
@@ -1870,9 +1952,9 @@ class Syncer:
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
 
-    def scan(self, collection: tuple, paths: Sequence[str] | None, errors: list) -> dict[str, tuple[Path, int, int]] | None:
+    def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list) -> dict[str, tuple[Path, int, int]] | None:
         """rel path -> (abs path, size, mtime_ns); None when the folder is missing."""
-        col_id, name, root, pattern = collection[0], collection[1], Path(collection[2]), collection[3]
+        name, root, pattern = collection.name, Path(collection.path), collection.glob
         if not root.is_dir():
             errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
@@ -1889,25 +1971,25 @@ class Syncer:
                     found[rel] = (full, st.st_size, st.st_mtime_ns)
         return found
 
-    def changes(self, col: tuple, paths: Sequence[str] | None, errors: list):
+    def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list):
         """(files to read, how many are unchanged by size and mtime, paths gone), or
         None when the folder is missing. Each file to read is
         (rel path, abs path, size, mtime_ns, indexed state or None)."""
         found = self.scan(col, paths, errors)
         if found is None:
             return None
-        known = self.store.document_states(col[0])
+        known = self.store.document_states(col.id)
         todo, unchanged = [], 0
         for rel, (full, size, mtime) in found.items():
             state = known.get(rel)
-            if state is not None and (state[1], state[2]) == (size, mtime):
+            if state is not None and (state.size, state.mtime_ns) == (size, mtime):
                 unchanged += 1
             else:
                 todo.append((rel, full, size, mtime, state))
         gone = [rel for rel in known if rel not in found and (paths is None or rel in paths)]
         return todo, unchanged, gone
 
-    def plan(self, collections: Sequence[tuple]) -> SyncPlan:
+    def plan(self, collections: Sequence[CollectionRow]) -> SyncPlan:
         plan = SyncPlan()
         for col in collections:
             changes = self.changes(col, None, plan.errors)
@@ -1916,21 +1998,21 @@ class Syncer:
             todo, plan.unchanged, gone = changes[0], plan.unchanged + changes[1], changes[2]
             for rel, full, _size, _mtime, state in todo:
                 if state is None:
-                    plan.added.append((col[1], rel))
+                    plan.added.append((col.name, rel))
                     continue
                 try:
                     sha = hashlib.sha256(read_note_file(full)).hexdigest()
-                except (OSError, OverflowError) as exc:
+                except (OSError, FileTooLargeError) as exc:
                     plan.errors.append((str(full), str(exc)))
                     continue
-                if sha == state[3]:
+                if sha == state.sha256:
                     plan.unchanged += 1  # touched, same content
                 else:
-                    plan.updated.append((col[1], rel))
-            plan.deleted.extend((col[1], rel) for rel in gone)
+                    plan.updated.append((col.name, rel))
+            plan.deleted.extend((col.name, rel) for rel in gone)
         return plan
 
-    def run(self, collections: Sequence[tuple], *, paths: dict[str, list[str]] | None = None, embed: bool = True,
+    def run(self, collections: Sequence[CollectionRow], *, paths: dict[str, list[str]] | None = None, embed: bool = True,
             progress: Callable[[SyncProgress], None] | None = None, cancel: threading.Event | None = None) -> SyncReport:
         report = SyncReport()
         started = time.monotonic()
@@ -1940,7 +2022,7 @@ class Syncer:
             lock.acquire(blocking=True)
         try:
             for col in collections:
-                self._sync_collection(col, None if paths is None else paths.get(col[1], []), report, progress, cancel)
+                self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             if embed and self.embedder is not None and not report.cancelled:
                 self.embed_pending(report, progress, cancel)
         except SyncCancelled:
@@ -1950,8 +2032,8 @@ class Syncer:
             report.seconds = time.monotonic() - started
         return report
 
-    def _sync_collection(self, col, paths, report: SyncReport, progress, cancel) -> None:
-        col_id, name = col[0], col[1]
+    def _sync_collection(self, col: CollectionRow, paths, report: SyncReport, progress, cancel) -> None:
+        col_id, name = col.id, col.name
         changes = self.changes(col, paths, report.errors)
         if changes is None:
             return
@@ -1997,15 +2079,15 @@ class Syncer:
             data = read_note_file(full)
         except FileNotFoundError:
             return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
-        except OverflowError as exc:
+        except FileTooLargeError as exc:
             report.skipped.append((str(full), str(exc)))
             return rel, ("remove",) if state else ("none",)
         except OSError as exc:
             report.errors.append((str(full), f"cannot read: {exc.strerror or exc}"))
             return rel, ("none",)
         sha = hashlib.sha256(data).hexdigest()
-        if state is not None and state[3] == sha:
-            return rel, ("touch", state[0], size, mtime)
+        if state is not None and state.sha256 == sha:
+            return rel, ("touch", state.id, size, mtime)
         try:
             text = decode_text(data)
         except BinaryFileError as exc:
@@ -2029,7 +2111,7 @@ class Syncer:
         store.db
         if not store.vec_loaded:
             missing = Embedder.missing_packages()
-            report.embed_error = (f"embeddings not installed ({', '.join(missing)}); run: python3 pms.py setup"
+            report.embed_error = (f"embeddings not installed ({', '.join(missing)}); run: {pms_command('setup')}"
                                   if missing else store.vec_error)
             return
         if store.has_vector_table():
@@ -2045,16 +2127,16 @@ class Syncer:
         stale_format = store.has_vector_table() and store.get_meta("embed_format") != VECTOR_FORMAT
         if indexed and (indexed != embedder.model_name or stale_format) and not reembed and store.has_vector_table():
             report.embed_error = (f"the index was embedded with {indexed}, not {embedder.model_name}; "
-                                  f"run: python3 pms.py sync --reembed" if not stale_format else
-                                  "the index's vectors were stored by an older PMS; run: python3 pms.py sync --reembed")
+                                  f"run: {pms_command('sync --reembed')}" if not stale_format else
+                                  f"the index's vectors were stored by an older PMS; run: {pms_command('sync --reembed')}")
             return
         store.ensure_vector_table(embedder.model_name, embedder.dim,
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)))
         pending = store.pending_embeddings()
         # Sorting by length means each batch pads to a similar length: ~2x throughput.
-        texts = {cid: passage_embed_text(f"{title} > {headings}" if headings else title, body, title)
-                 for cid, _, title, headings, body in pending}
-        pending.sort(key=lambda r: len(texts[r[0]]))
+        texts = {p.id: passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
+                 for p in pending}
+        pending.sort(key=lambda p: len(texts[p.id]))
         total = len(pending)
         t0 = time.monotonic()
         group = embedder.batch_size * 4
@@ -2062,8 +2144,8 @@ class Syncer:
             if cancel is not None and cancel.is_set():
                 raise SyncCancelled()
             part = pending[start : start + group]
-            vectors = embedder.embed_documents([texts[r[0]] for r in part])
-            store.write_vectors([(r[0], r[1], v) for r, v in zip(part, vectors)])
+            vectors = embedder.embed_documents([texts[p.id] for p in part])
+            store.write_vectors([(p.id, p.collection_id, v) for p, v in zip(part, vectors)])
             report.embedded += len(part)
             if progress:
                 done = start + len(part)
@@ -2085,7 +2167,7 @@ HTML_CONTENT_TYPES = {"text/html", "application/xhtml+xml"}
 # Device names Windows refuses as file names, whatever the extension.
 WINDOWS_RESERVED_NAMES = {"con", "prn", "aux", "nul", "conin$", "conout$",
                           *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
-_INSTALL_CLIPPER = "pip install trafilatura lxml_html_clean (or run: python3 pms.py setup)"
+_INSTALL_CLIPPER = f"pip install trafilatura lxml_html_clean (or run: {pms_command('setup')})"
 
 
 class AlreadyClipped(PMSError):
@@ -2158,7 +2240,7 @@ def check_clip_url(url: str) -> str:
     if parts.scheme.lower() not in ("http", "https"):
         what = f"a {parts.scheme.lower()}: address, not a web page" if parts.scheme else "not a URL"
         raise PMSError(f"{url!r} is {what}: only http and https URLs can be clipped "
-                       "(for a saved page, pass its file path: pms clip page.html --url URL)")
+                       f"(for a saved page, pass its file path: {pms_command('clip page.html --url URL')})")
     if not parts.hostname or re.search(r"[\s\x00-\x1f\x7f]", url):
         raise PMSError(f"{url!r} is not a valid URL (it needs a host name and no spaces)")
     return url
@@ -2659,10 +2741,11 @@ class SearchMode(NamedTuple):
 class Collection:
     """A named folder of notes."""
 
-    def __init__(self, kb: "KnowledgeBase", row: tuple):
+    def __init__(self, kb: "KnowledgeBase", row: CollectionRow):
         self.kb = kb
-        self.id, self.name, path, self.glob, self.description, self.created_at, self.last_sync = row
-        self.path = Path(path)
+        self.id, self.name, self.glob, self.description = row.id, row.name, row.glob, row.description
+        self.created_at, self.last_sync = row.created_at, row.last_sync
+        self.path = Path(row.path)
 
     def __repr__(self) -> str:
         return f"<Collection {self.name!r} {str(self.path)!r} {self.glob!r}>"
@@ -2732,7 +2815,7 @@ class Collection:
         problems = [why for _path, why in report.errors + report.skipped]
         rows = self.kb.store.find_documents(collection=self.name, path=rel)
         return ClippedNote(path=target, relpath=rel, collection=self.name, title=page.title, source=source,
-                           docid=rows[0][4] if rows else None, page=page,
+                           docid=rows[0].docid if rows else None, page=page,
                            index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
 
     def add_from_url(self, url: str, **kwargs) -> ClippedNote:
@@ -2846,10 +2929,10 @@ class KnowledgeBase:
         self.close()
 
     # -- sync ------------------------------------------------------------------------
-    def _collection_rows(self, names: Sequence[str] | None) -> list[tuple]:
+    def _collection_rows(self, names: Sequence[str] | None) -> list[CollectionRow]:
         if not names:
             return self.store.collection_rows()
-        return [(c.id, c.name, str(c.path), c.glob) for c in (self.collections.get(n) for n in names)]
+        return [self.store.require_collection(n) for n in names]
 
     def check_sync_status(self, collections: Sequence[str] | None = None) -> SyncPlan:
         """What ``sync`` would add, update and delete, without changing anything."""
@@ -2870,9 +2953,9 @@ class KnowledgeBase:
             by_collection = {}
             for row in rows:
                 for p in paths:
-                    rel = _relative_to(Path(p), Path(row[2]))
+                    rel = _relative_to(Path(p), Path(row.path))
                     if rel is not None:
-                        by_collection.setdefault(row[1], []).append(rel)
+                        by_collection.setdefault(row.name, []).append(rel)
         syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self.notice)
         if reembed and self.embedder is not None:
             report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
@@ -2933,13 +3016,12 @@ class KnowledgeBase:
         from_line = from_line if from_line is not None else (int(start) if start else None)
         count = count if count is not None else (int(n) if n else None)
         row = self._resolve(target)
-        _, col_name, col_path, rel, docid, title, tags, _aliases = row
-        abspath = Path(col_path) / rel
+        abspath = Path(row.collection_path) / row.path
         try:
             text = decode_text(read_note_file(abspath))
         except FileNotFoundError:
-            raise PMSError(f"{abspath} no longer exists (run: python3 pms.py sync)") from None
-        except (OSError, OverflowError, BinaryFileError) as exc:
+            raise PMSError(f"{abspath} no longer exists (run: {pms_command('sync')})") from None
+        except (OSError, FileTooLargeError, BinaryFileError) as exc:
             raise PMSError(f"cannot read {abspath}: {exc}") from None
         first = 1
         if from_line or count:
@@ -2947,10 +3029,10 @@ class KnowledgeBase:
             first = max(1, from_line or 1)
             end = len(lines) if count is None else first - 1 + max(0, count)
             text = "\n".join(lines[first - 1 : end])
-        return Document(collection=col_name, path=rel, abspath=str(abspath), docid=docid, title=title,
-                        tags=[t for t in tags.split(",") if t], text=text, from_line=first)
+        return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
+                        tags=[t for t in row.tags.split(",") if t], text=text, from_line=first)
 
-    def _resolve(self, target: str) -> tuple:
+    def _resolve(self, target: str) -> DocumentRow:
         store = self.store
         candidate = target.lstrip("#")
         if re.fullmatch(r"[0-9a-f]{6}", candidate):
@@ -3124,15 +3206,15 @@ def run_benchmark(kb: "KnowledgeBase", judgments: Sequence[Judgment], modes: Seq
     """
     names = list(collections or [c.name for c in kb.collections.list()])
     if not names:
-        raise PMSError("no collections to measure (add one: python3 pms.py collection add ~/notes --name notes)")
+        raise PMSError(f"no collections to measure (add one: {pms_command(ADD_COLLECTION_ARGS)})")
     notes = [(c.name, p) for c in (kb.collections.get(n) for n in names) for p in c.files]
     if not notes:
-        raise PMSError(f"collection {', '.join(names)} has no indexed notes, so every score would be 0 (run: python3 pms.py sync)")
+        raise PMSError(f"collection {', '.join(names)} has no indexed notes, so every score would be 0 (run: {pms_command('sync')})")
     found, missing = resolve_targets({t for j in judgments for t in j.relevant}, notes)
     if missing:
         shown = ", ".join(sorted(missing)[:8]) + (", ..." if len(missing) > 8 else "")
         raise PMSError(f"{len(missing)} expected file(s) are not indexed in {', '.join(names)}: {shown} "
-                       f"(fix the fixture paths, pass -c with the right collection, or run: python3 pms.py sync)")
+                       f"(fix the fixture paths, pass -c with the right collection, or run: {pms_command('sync')})")
     wanted = []
     for j in judgments:
         gains: dict[tuple[str, str], float] = {}
@@ -3270,7 +3352,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
         if args.json:
             print(json.dumps([c.to_dict() for c in cols], indent=2))
         elif not cols:
-            print("No collections yet. Add one: python3 pms.py collection add ~/notes --name notes")
+            print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
             notes, chunks = c.counts()
             print(f"{c.name:<20} {notes:>6} notes {chunks:>7} passages  {c.path}  {c.glob}")
@@ -3293,7 +3375,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
         kb.collections.delete(args.name)
         print(f"Removed collection {c.name!r} from the index (the files in {c.path} are untouched)")
         return 0
-    raise PMSError("usage: pms collection {add,list,show,rename,remove}")
+    raise PMSError(f"usage: {pms_command('collection {add,list,show,rename,remove}')}")
 
 
 def _run_sync(kb: KnowledgeBase, names, args) -> int:
@@ -3312,7 +3394,7 @@ def _run_sync(kb: KnowledgeBase, names, args) -> int:
 def cmd_sync(kb: KnowledgeBase, args) -> int:
     names = args.collection or None
     if not kb.collections.list():
-        raise PMSError("no collections yet (add one: python3 pms.py collection add ~/notes --name notes)")
+        raise PMSError(f"no collections yet (add one: {pms_command(ADD_COLLECTION_ARGS)})")
     if args.dry_run:
         plan = kb.check_sync_status(names)
         print(plan.summary())
@@ -3338,8 +3420,8 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
           + (f", model {info['model']}" if mode != "keyword" else ""))
     p = info["pending"]
     print(f"Pending:     +{p['added']} new, ~{p['updated']} modified, -{p['deleted']} deleted"
-          + ("  (run: python3 pms.py sync)" if sum(p.values()) else ""))
-    print("Collections:" + ("" if info["collections_detail"] else " none (add one: python3 pms.py collection add PATH)"))
+          + (f"  (run: {pms_command('sync')})" if sum(p.values()) else ""))
+    print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
         print(f"  {c['name']:<18} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
     return 0
@@ -3350,7 +3432,7 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     if why and args.mode == "auto" and not args.json:
         _notice(f"keyword-only search: {why}")
     if not kb.collections.list():
-        _notice("no collections yet (add one: python3 pms.py collection add ~/notes --name notes)")
+        _notice(f"no collections yet (add one: {pms_command(ADD_COLLECTION_ARGS)})")
     hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks)
     _print_hits(hits, args, kb)
     return 0
@@ -3376,7 +3458,7 @@ def _clip_target(kb: KnowledgeBase, name: str | None) -> Collection:
     if len(cols) == 1:
         return cols[0]
     if not cols:
-        raise PMSError("no collections yet (add one: python3 pms.py collection add ~/notes --name notes)")
+        raise PMSError(f"no collections yet (add one: {pms_command(ADD_COLLECTION_ARGS)})")
     raise PMSError(f"which collection? add -c NAME (collections: {', '.join(c.name for c in cols)})")
 
 
@@ -3410,7 +3492,7 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
     note = collection.clip(source, html=html, subfolder=args.subfolder, force=args.force,
                            timeout=args.timeout, embed=not args.no_embed)
     if note.index_error:
-        _notice(f"the note was saved but not indexed: {note.index_error} (run: python3 pms.py sync)")
+        _notice(f"the note was saved but not indexed: {note.index_error} (run: {pms_command('sync')})")
     if not note.source and not args.json:
         _notice("the page names no URL of its own, so the note has no source (pass --url to record it)")
     print(json.dumps(note.to_dict(), indent=2, ensure_ascii=False) if args.json else note.path)
@@ -3436,7 +3518,7 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
     mode, why, _code = kb.search_mode()
     print(f"Search mode: {mode}" + (f" ({why})" if why else ""))
     for q in args.queries or DEMO_QUERIES:
-        print(f"\n$ pms search {json.dumps(q)}")
+        print(f"\n$ {pms_command('search')} {json.dumps(q)}")
         args.query = q
         _print_hits(kb.search(q, k=3, mode=args.mode), args, kb)
     return code
@@ -3464,14 +3546,14 @@ def cmd_setup(args) -> int:
     if result.returncode != 0:
         raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
-    print("Done: pms.py now uses these packages (hybrid search, clipping). Remove the folder to undo.")
+    print("Done: PMS now uses these packages (hybrid search, clipping). Remove the folder to undo.")
     return 0
 
 
 def cmd_gui(kb: KnowledgeBase, args) -> int:
     """The desktop app (gui/app.py), over this same KnowledgeBase."""
     if not module_available("PySide6"):
-        raise PMSError("the desktop app needs PySide6 (pip install PySide6-Essentials, or run: python3 pms.py setup --gui)")
+        raise PMSError(f"the desktop app needs PySide6 (pip install PySide6-Essentials, or run: {pms_command('setup --gui')})")
     sys.modules.setdefault("pms", sys.modules[__name__])  # run as a script, this file is __main__: the GUI's "import pms" must find it
     root = str(Path(__file__).resolve().parent)
     if root not in sys.path:
@@ -3483,9 +3565,9 @@ def cmd_gui(kb: KnowledgeBase, args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="pms", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=pms_command("").strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
         description="PMS: private, local search for folders of Markdown notes (keyword + meaning, offline).",
-        epilog="Start: pms collection add ~/notes --name notes; pms search \"what I remember\". "
+        epilog=f"Start: {pms_command(ADD_COLLECTION_ARGS)}; {pms_command('search')} \"what I remember\". "
                "Each command has --help. The index lives in the data folder unless --db or PMS_DB says otherwise.")
     p.add_argument("--db", help="index file (default: $PMS_DB or the platform data folder)")
     p.add_argument("--version", action="version", version=f"pms {__version__}")
@@ -3499,7 +3581,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--name", help="collection name (default: the folder's name)")
     add.add_argument("--glob", default=DEFAULT_GLOB, help=f"which files to index (default: {DEFAULT_GLOB})")
     add.add_argument("--description", default="", help="a note on what the collection holds")
-    add.add_argument("--no-sync", action="store_true", help="only register it; index later with pms sync")
+    add.add_argument("--no-sync", action="store_true", help=f"only register it; index later with {pms_command('sync')}")
     add.add_argument("--no-embed", action="store_true", help="index for keyword search only, for now")
     ls = csub.add_parser("list", help="list collections")
     ls.add_argument("--json", action="store_true")
@@ -3572,7 +3654,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gui", action="store_true", help="also install PySide6 for the desktop app")
 
     sub.add_parser("gui", help="open the desktop app: search as you type, read, clip by drag and drop",
-                   description="Needs PySide6 (pip install PySide6-Essentials, or: python3 pms.py setup --gui).")
+                   description=f"Needs PySide6 (pip install PySide6-Essentials, or: {pms_command('setup --gui')}).")
     return p
 
 
@@ -3581,15 +3663,29 @@ COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status
             "gui": cmd_gui}
 
 
+def _command_position(argv: Sequence[str]) -> int | None:
+    """Where the command word is: the first argument that is neither an option
+    before it (--db PATH, --version) nor that option's value."""
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--db":
+            i += 2
+        elif argv[i].startswith("-"):
+            i += 1
+        else:
+            return i
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     use_private_env()
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     excluded = []
-    if "search" in argv:
+    at = _command_position(argv)
+    if at is not None and argv[at] == "search":
         # "-word" in a query excludes a word; argparse would read -conflict as "-c onflict".
         known = {"-n", "-c", "-h"}
-        at = argv.index("search")
         keep = argv[: at + 1]
         for i, token in enumerate(argv[at + 1 :]):
             previous = argv[at + i] if i or at else ""

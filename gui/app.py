@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:  # run directly (python gui/app.py): find pms.py a
 
 import pms  # noqa: E402  (after the path fix above)
 
-INSTALL_HINT = "the desktop app needs PySide6 (pip install PySide6-Essentials, or run: python3 pms.py setup --gui)"
+INSTALL_HINT = f"the desktop app needs PySide6 (pip install PySide6-Essentials, or run: {pms.pms_command('setup --gui')})"
 
 
 def icon_path(suffix: str) -> Path:

@@ -102,7 +102,7 @@ class NotePreview(QTextBrowser):
         if text is None:
             try:
                 text = pms.decode_text(pms.read_note_file(abspath))
-            except (OSError, ValueError) as exc:
+            except (OSError, pms.PMSError) as exc:  # unreadable, binary, too large
                 self.clear_note()
                 self.status_message.emit(f"Cannot read {abspath.name}: {exc}")
                 return False

@@ -1,6 +1,7 @@
 """Shared fixtures: real SQLite files in tmp folders, real notes, the real model."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -141,3 +142,26 @@ def run_cli(*args, db: Path | None = None, python_flags=(), env=None, input=None
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@dataclasses.dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def pms_main(capsys):
+    """Run the command line in this process, ``pms.main(argv)``, with its output
+    captured: as a user runs it, minus the interpreter start."""
+    def run(*args, db: Path | None = None) -> CliResult:
+        argv = (["--db", str(db)] if db is not None else []) + [str(a) for a in args]
+        capsys.readouterr()
+        try:
+            code = pms.main(argv)
+        except SystemExit as exc:  # argparse: --help, usage errors
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        out = capsys.readouterr()
+        return CliResult(code, out.out, out.err)
+    return run

@@ -62,12 +62,20 @@ def test_giant_code_block_is_cut_eventually():
 
 
 def test_overlap_repeats_lines_but_not_across_headings():
-    md = "\n".join(f"Sentence number {i} of the body." for i in range(80))
+    md = ("# Title\n\n" + "\n".join(f"Sentence number {i} of the body." for i in range(40))
+          + "\n\n## Next\n\n" + "\n".join(f"Line {i} of the second part." for i in range(40)))
     chunks = chunk_markdown(md, target_chars=400, overlap_lines=2)
-    assert len(chunks) > 2
-    for a, b in zip(chunks, chunks[1:]):
-        assert b.start_line <= a.end_line + 1
-        assert b.start_line > a.start_line
+    pairs = list(zip(chunks, chunks[1:]))
+    within = [(a, b) for a, b in pairs if a.heading_path == b.heading_path]
+    across = [(a, b) for a, b in pairs if a.heading_path != b.heading_path]
+    assert len(within) >= 4 and len(across) == 1
+    for a, b in within:  # the last two lines of a passage open the next one
+        assert b.start_line == a.end_line - 1
+        assert b.text.split("\n")[:2] == a.text.split("\n")[-2:]
+    a, b = across[0]  # a new section starts clean, with its heading
+    assert b.start_line > a.end_line and b.text.startswith("## Next")
+    unlapped = chunk_markdown(md, target_chars=400, overlap_lines=0)
+    assert all(b.start_line > a.end_line for a, b in zip(unlapped, unlapped[1:]))
 
 
 def test_chunk_sizes_stay_near_the_target():

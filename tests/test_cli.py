@@ -1,9 +1,17 @@
-"""The command line, as a user runs it: exit codes, output formats, the stdlib-only promise."""
+"""The command line: exit codes, output formats, messages, the stdlib-only promise.
+
+Most tests call pms.main(argv) in this process (the pms_main fixture); the ones
+about the interpreter itself (python3 -S, the private environment) run a
+subprocess. Killing a sync and two syncs at once are in test_sync.py."""
+import argparse
+import ast
 import json
 import sqlite3
+import sys
 
 import pytest
 
+import pms
 from conftest import REPO, write
 
 
@@ -23,108 +31,162 @@ def test_runs_on_the_standard_library_alone(cli, notes, tmp_path):
     assert "keyword-only search" in r.stderr and "setup" in r.stderr and r.stderr.count("\n") == 1
 
 
-def test_collection_commands_and_status(cli, notes, tmp_path):
+def test_collection_commands_and_status(pms_main, notes, tmp_path):
     db = tmp_path / "i.sqlite"
-    assert cli("collection", "add", notes, "--name", "notes", "--no-embed", db=db).returncode == 0
-    r = cli("collection", "list", db=db)
+    assert pms_main("collection", "add", notes, "--name", "notes", "--no-embed", db=db).returncode == 0
+    r = pms_main("collection", "list", db=db)
     assert "notes" in r.stdout and "3 notes" in r.stdout
-    r = cli("collection", "show", "notes", "--json", db=db)
+    r = pms_main("collection", "show", "notes", "--json", db=db)
     assert json.loads(r.stdout)["notes"] == 3
-    r = cli("status", "--json", db=db)
+    r = pms_main("status", "--json", db=db)
     info = json.loads(r.stdout)
     assert info["documents"] == 3 and info["pending"] == {"added": 0, "updated": 0, "deleted": 0}
     assert info["index"] == str(db) and info["index_bytes"] > 0
-    r = cli("status", db=db)
+    r = pms_main("status", db=db)
     assert "Search mode:" in r.stdout and str(db) in r.stdout
-    assert cli("collection", "rename", "notes", "vault", db=db).returncode == 0
-    r = cli("collection", "remove", "vault", db=db)
+    assert pms_main("collection", "rename", "notes", "vault", db=db).returncode == 0
+    r = pms_main("collection", "remove", "vault", db=db)
     assert r.returncode == 0 and "untouched" in r.stdout
     assert (notes / "sync.md").exists()
 
 
-def test_sync_dry_run_prints_the_plan(cli, notes, tmp_path):
+def test_sync_dry_run_prints_the_plan(pms_main, notes, tmp_path):
     db = tmp_path / "i.sqlite"
-    cli("collection", "add", notes, "--name", "notes", "--no-sync", db=db)
-    r = cli("sync", "--dry-run", db=db)
+    pms_main("collection", "add", notes, "--name", "notes", "--no-sync", db=db)
+    r = pms_main("sync", "--dry-run", db=db)
     assert r.stdout.strip() == "Sync status: +3 new, ~0 modified, -0 deleted"
-    cli("sync", "--no-embed", db=db)
+    pms_main("sync", "--no-embed", db=db)
     write(notes / "sync.md", "# changed\n")
     (notes / "backup.md").unlink()
-    r = cli("sync", "--dry-run", "-v", db=db)
+    r = pms_main("sync", "--dry-run", "-v", db=db)
     assert r.stdout.splitlines()[0] == "Sync status: +0 new, ~1 modified, -1 deleted"
     assert "  ~ notes/sync.md" in r.stdout and "  - notes/backup.md" in r.stdout
 
 
-def test_search_output_formats(cli, notes, tmp_path):
+def test_a_collection_named_search_does_not_turn_options_into_query_words(pms_main, notes, tmp_path):
+    """Regression: "-word" arguments were rewritten whenever the token `search`
+    appeared anywhere, so `sync -c search -v --dry-run` failed on "-v"."""
     db = tmp_path / "i.sqlite"
-    cli("collection", "add", notes, "--name", "notes", "--no-embed", db=db)
-    r = cli("search", "restic", "--mode", "keyword", db=db)
+    pms_main("collection", "add", notes, "--name", "search", "--no-sync", db=db)
+    r = pms_main("sync", "-c", "search", "-v", "--dry-run", db=db)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "Sync status: +3 new, ~0 modified, -0 deleted"
+    assert "  + search/backup.md" in r.stdout
+    r = pms_main("--db", db, "search", "-n", "1", "syncthing", "-conflict", "--mode", "keyword")
+    assert r.returncode == 0 and "No results." in r.stdout  # after --db, search still takes "-word"
+
+
+def test_search_output_formats(pms_main, notes, tmp_path):
+    db = tmp_path / "i.sqlite"
+    pms_main("collection", "add", notes, "--name", "notes", "--no-embed", db=db)
+    r = pms_main("search", "restic", "--mode", "keyword", db=db)
     assert r.returncode == 0 and "Laptop backups" in r.stdout and "notes/backup.md:1-3" in r.stdout
     assert "\x1b[" not in r.stdout  # no colour codes when not a terminal
-    r = cli("search", "restic", "--files", "--mode", "keyword", db=db)
+    r = pms_main("search", "restic", "--files", "--mode", "keyword", db=db)
     assert r.stdout.strip() == str(notes.resolve() / "backup.md")
-    r = cli("search", "-n", "1", "syncthing", "-conflict", "--mode", "keyword", db=db)
+    r = pms_main("search", "-n", "1", "syncthing", "--mode", "keyword", db=db)
+    assert "Syncing notes" in r.stdout
+    r = pms_main("search", "-n", "1", "syncthing", "-conflict", "--mode", "keyword", db=db)
     assert r.returncode == 0 and "No results." in r.stdout
-    r = cli("search", '"unbalanced', "--mode", "keyword", db=db)
-    assert r.returncode == 0 and "Traceback" not in r.stderr
+    r = pms_main("search", '"unbalanced', "--mode", "keyword", db=db)
+    assert r.returncode == 0 and r.stderr == ""
 
 
-def test_get(cli, notes, tmp_path):
+def test_get(pms_main, notes, tmp_path):
     db = tmp_path / "i.sqlite"
-    cli("collection", "add", notes, "--name", "notes", "--no-embed", db=db)
-    docid = json.loads(cli("search", "restic", "--json", "--mode", "keyword", db=db).stdout)[0]["docid"]
-    r = cli("get", f"#{docid}", db=db)
+    pms_main("collection", "add", notes, "--name", "notes", "--no-embed", db=db)
+    docid = json.loads(pms_main("search", "restic", "--json", "--mode", "keyword", db=db).stdout)[0]["docid"]
+    r = pms_main("get", f"#{docid}", db=db)
     assert r.stdout.startswith("# Laptop backups")
-    r = cli("get", "notes/backup.md:3:1", db=db)
+    r = pms_main("get", "notes/backup.md:3:1", db=db)
     assert r.stdout.strip() == "Use restic with the 3-2-1 rule: three copies, two media, one offsite."
-    r = cli("get", "notes/nope.md", db=db)
+    r = pms_main("get", "notes/nope.md", db=db)
     assert r.returncode == 1 and r.stderr.startswith("pms: error: no indexed note")
 
 
-def test_errors_are_one_line_with_non_zero_exit(cli, tmp_path, notes):
+def test_errors_are_one_line_with_non_zero_exit(pms_main, tmp_path, notes):
     db = tmp_path / "i.sqlite"
-    r = cli("collection", "add", tmp_path / "missing", db=db)
+    r = pms_main("collection", "add", tmp_path / "missing", db=db)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "is not a folder" in r.stderr
-    r = cli("sync", db=db)
+    r = pms_main("sync", db=db)
     assert r.returncode == 1 and "no collections yet" in r.stderr
-    cli("collection", "add", notes, "--name", "notes", "--no-embed", db=db)
-    r = cli("search", "x", "-c", "nope", db=db)
+    pms_main("collection", "add", notes, "--name", "notes", "--no-embed", db=db)
+    r = pms_main("search", "x", "-c", "nope", db=db)
     assert r.returncode == 1 and "no collection named 'nope'" in r.stderr
     notes.rename(tmp_path / "gone")
-    r = cli("sync", "--no-embed", db=db)
+    r = pms_main("sync", "--no-embed", db=db)
     assert r.returncode == 1 and "collection folder is missing" in r.stderr
     bad = tmp_path / "not-a-db.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
-    r = cli("status", db=bad)
-    assert r.returncode == 1 and "cannot open the index" in r.stderr and "Traceback" not in r.stderr
+    r = pms_main("status", db=bad)
+    assert r.returncode == 1 and "cannot open the index" in r.stderr and r.stderr.count("\n") == 1
 
 
-def test_pms_db_environment_variable(cli, notes, tmp_path):
+def test_pms_db_environment_variable(pms_main, notes, tmp_path, monkeypatch):
     db = tmp_path / "env.sqlite"
-    r = cli("collection", "add", notes, "--name", "notes", "--no-embed", env={"PMS_DB": str(db)})
+    monkeypatch.setenv("PMS_DB", str(db))
+    r = pms_main("collection", "add", notes, "--name", "notes", "--no-embed")
     assert r.returncode == 0 and db.exists()
     assert sqlite3.connect(db).execute("SELECT count(*) FROM documents").fetchone()[0] == 3
 
 
-def test_every_command_has_help(cli):
-    for command in ["collection", "sync", "status", "search", "get", "demo", "setup"]:
-        r = cli(command, "--help")
-        assert r.returncode == 0 and "usage: pms" in r.stdout
+def all_commands(parser: argparse.ArgumentParser, prefix=()) -> list[tuple[str, ...]]:
+    """Every command and sub-command the parser knows, e.g. ("collection", "add")."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.append((*prefix, name))
+                found += all_commands(sub, (*prefix, name))
+    return found
+
+
+def test_every_command_has_help(pms_main):
+    commands = all_commands(pms.build_parser())
+    assert {"collection", "sync", "status", "search", "get", "clip", "gui", "bench", "demo", "setup"} <= {c[0] for c in commands}
+    assert ("collection", "add") in commands
+    for command in commands:
+        r = pms_main(*command, "--help")
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: {pms.pms_command(' '.join(command))}"), command
+        assert len(r.stdout.splitlines()) > 3, command  # a description or options, not a bare usage line
+
+
+def test_messages_name_the_command_the_user_runs(pms_main, tmp_path, monkeypatch):
+    db = tmp_path / "i.sqlite"
+    r = pms_main("sync", db=db)
+    assert "(add one: python3 pms.py collection add ~/notes --name notes)" in r.stderr
+    monkeypatch.setattr(sys, "frozen", True, raising=False)  # the packaged app
+    r = pms_main("sync", db=db)
+    assert "(add one: pms collection add ~/notes --name notes)" in r.stderr
+    assert pms_main("--help").stdout.startswith("usage: pms [-h]")
+
+
+def test_no_message_spells_the_command_by_hand():
+    """Every message that names a command builds it with pms_command."""
+    tree = ast.parse((REPO / "pms.py").read_text(encoding="utf-8"))
+    helper = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "pms_command")
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(n) is not None}
+    spelled = [node.lineno for node in ast.walk(tree)
+               if isinstance(node, ast.Constant) and isinstance(node.value, str) and "python3 pms.py" in node.value
+               and id(node) not in docstrings and not helper.lineno <= node.lineno <= helper.end_lineno]
+    assert spelled == []
 
 
 @pytest.mark.slow
-def test_demo_runs_on_the_shipped_sample_notes(cli, tmp_path):
+def test_demo_runs_on_the_shipped_sample_notes(pms_main, tmp_path, monkeypatch, embedding_model_dir):
     assert len(list((REPO / "sample-notes").rglob("*.md"))) >= 15
-    r = cli("demo", "--mode", "keyword", env={"PMS_HOME": str(tmp_path)})
+    monkeypatch.setenv("PMS_HOME", str(tmp_path))
+    monkeypatch.setenv("PMS_MODEL_DIR", str(embedding_model_dir))
+    r = pms_main("demo", "--mode", "keyword")
     assert r.returncode == 0, r.stderr
-    assert "Synced:" in r.stdout and "$ pms search" in r.stdout
+    assert "Synced:" in r.stdout and "$ python3 pms.py search" in r.stdout
     assert (tmp_path / "demo.sqlite").exists()
 
 
 def test_setup_environment_is_used_by_later_runs(tmp_path):
     """`pms.py setup` fills <data>/venv; pms.py then imports from it, if it was built by the same Python."""
     import subprocess
-    import sys
 
     tag = f"python{sys.version_info.major}.{sys.version_info.minor}"
     site = tmp_path / "venv" / "lib" / tag / "site-packages"

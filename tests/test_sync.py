@@ -112,8 +112,9 @@ def test_missing_collection_folder_keeps_the_index(vault, notes, tmp_path):
     report = vault.sync()
     assert report.errors and "collection folder is missing" in report.errors[0][1]
     assert len(vault.collections.get("notes").files) == 3  # nothing deleted
-    notes_back = moved.rename(notes)
-    assert vault.sync().deleted == 0 and notes_back
+    moved.rename(notes)
+    report = vault.sync()  # the folder is back: its notes were never dropped, so nothing to redo
+    assert (report.added, report.updated, report.deleted, report.unchanged) == (0, 0, 0, 3)
 
 
 def numbered_notes(root, n):
@@ -169,6 +170,34 @@ def test_waiting_for_another_sync_is_a_notice_not_a_print(tmp_path, capsys):
     assert report.added == 3
     assert heard == ["another sync of this index is running; waiting for it to finish"]
     assert capsys.readouterr().err == ""
+
+
+def test_errors_a_note_can_cause_are_pms_errors(tmp_path):
+    big = write(tmp_path / "big.md", "# Big\n\n" + "words " * 100)
+    with pytest.raises(pms.FileTooLargeError, match="larger than") as too_large:
+        pms.read_note_file(big, limit=64)
+    with pytest.raises(pms.BinaryFileError) as binary:
+        pms.decode_text(b"PK\x03\x04\x00\x00binary")
+    assert isinstance(too_large.value, pms.PMSError) and isinstance(binary.value, pms.PMSError)
+
+
+def test_a_note_with_more_passages_than_one_sql_statement_may_name(tmp_path):
+    """Edits delete and searches look up passages in parts of SQLITE_MAX_VARS ids."""
+    sections = 3 * pms.SQLITE_MAX_VARS
+    note = tmp_path / "many" / "long.md"
+    write(note, "".join(f"## Part {i}\n\nalpha{i} beta{i} gamma{i} delta{i} epsilon{i} zeta{i} eta{i} theta{i}\n\n"
+                        for i in range(sections)))
+    with pms.KnowledgeBase(tmp_path / "i.sqlite", embeddings=False, chunk_chars=60) as kb:
+        kb.collections.create(note.parent, name="many")
+        kb.sync()
+        before = kb.status(pending=False)["chunks"]
+        assert before > 2 * pms.SQLITE_MAX_VARS
+        write(note, note.read_text().replace("alpha", "omega"))  # every passage changes
+        assert kb.sync().updated == 1
+        assert kb.status(pending=False)["chunks"] == before  # every old passage deleted
+        hits = kb.search("part", k=2 * pms.SQLITE_MAX_VARS, mode="keyword", chunks=True)  # looked up in two parts
+        assert len(hits) == 2 * pms.SQLITE_MAX_VARS and all("omega" in h.text for h in hits)
+        assert not kb.search("alpha7", mode="keyword")
 
 
 def make_many(root, n):
