@@ -85,7 +85,7 @@ def test_path_matching_rules():
 
 
 # -- refusing to report zeros ---------------------------------------------------------------------
-def test_refuses_empty_collection_and_unindexed_files(kb, notes, tmp_path, cli):
+def test_refuses_empty_collection_and_unindexed_files(kb, notes, tmp_path, pms_main):
     judgments = [pms.Judgment("rust", {"dev/rust.md": 1.0})]
     with pytest.raises(pms.PMSError, match="no collections"):
         pms.run_benchmark(kb, judgments)
@@ -99,7 +99,7 @@ def test_refuses_empty_collection_and_unindexed_files(kb, notes, tmp_path, cli):
     with pytest.raises(pms.PMSError, match=r"1 expected file\(s\) are not indexed in notes: ghost.md"):
         pms.run_benchmark(kb, [pms.Judgment("rust", {"dev/rust.md": 1.0, "ghost.md": 1.0})], collections=["notes"])
     fixture = write(tmp_path / "f.json", json.dumps({"queries": [{"query": "rust", "expected_files": ["ghost.md"]}]}))
-    result = cli("bench", fixture, "-c", "notes", db=kb.db_path)
+    result = pms_main("bench", fixture, "-c", "notes", db=kb.db_path)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith("pms: error: 1 expected file(s) are not indexed") and "ghost.md" in result.stderr
 
@@ -124,7 +124,7 @@ BENCH_NOTES = {
 
 
 @pytest.mark.slow
-def test_bench_command_real_run(hybrid_kb, tmp_path, cli, embedding_model_dir):
+def test_bench_command_real_run(hybrid_kb, tmp_path, pms_main):
     root = tmp_path / "vault"
     for rel, text in BENCH_NOTES.items():
         write(root / rel, text)
@@ -135,7 +135,7 @@ def test_bench_command_real_run(hybrid_kb, tmp_path, cli, embedding_model_dir):
         {"query": "how do I make bread", "relevant_paths": ["cooking/bread.md"], "partial_paths": ["garden"]},
         {"query": "what happens to a value when it is borrowed", "expected_files": ["rust.md"], "expected_in_top_k": 3},
     ]}))
-    result = cli("bench", fixture, "--json", db=hybrid_kb.db_path, env={"PMS_MODEL_DIR": str(embedding_model_dir)})
+    result = pms_main("bench", fixture, "--json", db=hybrid_kb.db_path)  # hybrid_kb set PMS_MODEL_DIR
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert set(report["modes"]) == {"keyword", "vector", "hybrid"}
@@ -144,7 +144,7 @@ def test_bench_command_real_run(hybrid_kb, tmp_path, cli, embedding_model_dir):
         assert m["hit@3"] == 1.0 and m["expected_in_top_k_passed"] >= 2, (mode, m["per_query"])
         assert 0 < m["latency_ms_median"] <= m["latency_ms_p95"]
     assert report["modes"]["hybrid"]["ndcg@10"] > 0.9
-    table = cli("bench", fixture, "--mode", "keyword", db=hybrid_kb.db_path, env={"PMS_MODEL_DIR": str(embedding_model_dir)})
+    table = pms_main("bench", fixture, "--mode", "keyword", db=hybrid_kb.db_path)
     assert table.returncode == 0 and "nDCG@10" in table.stdout and "keyword" in table.stdout and "hybrid" not in table.stdout
 
 

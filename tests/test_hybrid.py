@@ -130,9 +130,8 @@ def test_query_instructions():
     assert pms.Embedder("sentence-transformers/all-MiniLM-L6-v2").query_prefix == ""
 
 
-def test_cli_explain_and_modes(hybrid_vault, db_path, cli, embedding_model_dir):
-    env = {"PMS_MODEL_DIR": str(embedding_model_dir)}
-    r = cli("search", "restic offsite", "--json", "--explain", db=db_path, env=env)
+def test_cli_explain_and_modes(hybrid_vault, db_path, cli, pms_main):
+    r = pms_main("search", "restic offsite", "--json", "--explain", db=db_path)  # hybrid_kb set PMS_MODEL_DIR
     assert r.returncode == 0, r.stderr
     hit = json.loads(r.stdout)[0]
     assert hit["path"] == "backup.md" and hit["bm25_rank"] == 1 and hit["vector_rank"] == 1
