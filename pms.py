@@ -2894,14 +2894,15 @@ class KnowledgeBase:
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: Embedder | None = None):
         """``notice`` receives one-line news while work goes on (a model
-        download starting, waiting for another sync); the CLI prints it.
+        download starting, waiting for another sync), possibly from a worker
+        thread; the CLI prints it. It may be set later too (``kb.notice = f``).
         ``embedder``: an Embedder of your own (batch size, model) instead of
         the one ``model``/``model_dir`` describe."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
         if embeddings and embedder is None:
-            embedder = Embedder(model, model_dir, allow_download=allow_download, notice=notice)
+            embedder = Embedder(model, model_dir, allow_download=allow_download, notice=self._notify)
         self.embedder = embedder if embeddings else None
         self.retrieval = Retrieval(self.store, self.embedder)
         self.collections = Collections(self)
@@ -2917,6 +2918,10 @@ class KnowledgeBase:
         """Whether this KnowledgeBase was opened to embed (``embeddings=True``);
         ``search_mode()`` says whether vector search can run now."""
         return self.embedder is not None
+
+    def _notify(self, text: str) -> None:
+        if self.notice is not None:
+            self.notice(text)
 
     def close(self) -> None:
         self.retrieval.close()
@@ -2956,7 +2961,7 @@ class KnowledgeBase:
                     rel = _relative_to(Path(p), Path(row.path))
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
-        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self.notice)
+        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify)
         if reembed and self.embedder is not None:
             report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
             if not report.cancelled:

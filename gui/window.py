@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QHBoxLayout, QInp
 import pms
 from gui.preview import NotePreview
 from gui.results import HitDelegate, HitRole, ResultsModel
-from gui.workers import Bridge, FolderWatcher, SearchThread, SyncJob, clip_in_background, load_model_in_background
+from gui.workers import Bridge, FolderWatcher, SearchThread, SyncJob, clip_in_background, emit, load_model_in_background
 
 DEBOUNCE_MS = 120          # while typing fast, search at most this often
 RESULTS = 30
@@ -219,6 +219,8 @@ class MainWindow(QMainWindow):
         self.bridge.sync_progress.connect(self._sync_progress)
         self.bridge.sync_finished.connect(self._sync_finished)
         self.bridge.clip_finished.connect(self._clip_finished)
+        self.bridge.notice.connect(self.flash)
+        self.kb.notice = lambda text: emit(self.bridge.notice, text)  # called from worker threads
         self.watcher.collections_changed.connect(self.request_sync)
 
     def start_background_work(self, sync: bool = True) -> None:

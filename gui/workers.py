@@ -29,6 +29,7 @@ class Bridge(QObject):
     sync_progress = Signal(object)                # pms.SyncProgress
     sync_finished = Signal(object, str)           # SyncReport or None, error message
     clip_finished = Signal(object, str, str)      # the clipped note or None, source, error message
+    notice = Signal(str)                          # one-line news from the engine (KnowledgeBase.notice)
 
 
 def emit(signal, *args) -> None:

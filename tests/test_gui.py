@@ -205,6 +205,19 @@ def test_a_sync_can_be_cancelled_and_leaves_a_consistent_index(kb, tmp_path, ope
     assert not window.cancel_button.isVisible()
 
 
+def test_engine_notices_reach_the_status_bar(kb, notes, open_window, qtbot):
+    """A sync that waits for another one (another window, the CLI) says so in the window."""
+    kb.collections.create(notes, name="notes")
+    window = open_window(kb)
+    other_sync = pms.FileLock(kb.index_path.with_name(kb.index_path.name + ".sync.lock"))
+    assert other_sync.acquire(blocking=False)
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        window.request_sync(None)
+        qtbot.waitUntil(lambda: "another sync" in window.statusBar().currentMessage(), timeout=WAIT_MS)
+        other_sync.release()
+    assert kb.collections.get("notes").counts()[0] == 3
+
+
 @pytest.fixture
 def html_server(shared_data):
     pages = shared_data / "html"

@@ -138,3 +138,29 @@ def test_a_forward_reference_is_found():
     found = forward_references(source)
     assert len(found) == 2 and all("'Low' uses" in f for f in found)
     assert {f.split(" uses ")[1].split(" ")[0] for f in found} == {"High", "high"}
+
+
+def prints_outside_the_cli(source: str) -> list[str]:
+    """print() and sys.stdout/sys.stderr calls outside the CLI section and the
+    cmd_* functions (commands defined with their feature, like cmd_bench)."""
+    tree = ast.parse(source)
+    starts = sections(source)
+    cli = next(start for start, name in starts if name == "CLI")
+    found = []
+    for node in tree.body:
+        if node.lineno >= cli or getattr(node, "name", "").startswith("cmd_"):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Call):
+                called = ast.unparse(inner.func)
+                if called == "print" or called.startswith(("sys.stderr", "sys.stdout")):
+                    found.append(f"line {inner.lineno}: {called}(...) in {getattr(node, 'name', '?')}")
+    return found
+
+
+def test_library_code_reports_through_callbacks_never_print():
+    """The desktop app and API users see news only through callbacks (notice, progress)."""
+    assert prints_outside_the_cli(pms_source()) == []
+    banner = "#" * 20
+    probe = f"{banner}\n# Sync ####\n{banner}\ndef run():\n    print('waiting')\n{banner}\n# CLI ####\n{banner}\ndef cmd_x():\n    print('ok')\n"
+    assert prints_outside_the_cli(probe) == ["line 5: print(...) in run"]
