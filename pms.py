@@ -840,8 +840,33 @@ class Store:
         self.vec_loaded = False
         self.vec_error: str | None = None  # why vectors are unavailable, if they are
         self._vectors_checked = False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PMSError(f"cannot create the folder {self.path.parent} for the index: {exc.strerror or exc} "
+                           f"(pass --db with a path in a folder you can write)") from None
+        # Why this index cannot be written (None when it can): search, get and
+        # status still work on a read-only index; writes say this reason.
+        self.read_only: str | None = self._why_read_only()
         self.migrate()
+
+    def _why_read_only(self) -> str | None:
+        folder = self.path.parent
+        if not self.path.exists():
+            if not os.access(folder, os.W_OK):
+                raise PMSError(f"cannot create the index {self.path}: the folder {folder} is read-only "
+                               f"(pass --db with a path in a folder you can write)")
+            return None
+        if not os.access(self.path, os.W_OK):
+            return f"the index file {self.path} is read-only"
+        if not os.access(folder, os.W_OK):
+            return f"the folder {folder} is read-only (SQLite needs to create files next to the index)"
+        return None
+
+    def require_writable(self) -> None:
+        if self.read_only:
+            raise PMSError(f"cannot write to the index: {self.read_only}; search, get and status still work "
+                           f"(to change it, make it writable or pass --db with a copy elsewhere)")
 
     # -- connections -----------------------------------------------------------
     @property
@@ -858,9 +883,10 @@ class Store:
         want = self.want_vectors and module_available("sqlite_vec")
         mod = sqlite_module(want)
         try:
-            conn = mod.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn = self._open(mod)
         except mod.DatabaseError as exc:
+            if self.read_only or "unable to open" in str(exc) or "readonly" in str(exc):
+                raise PMSError(f"cannot open the index {self.path}: {exc}") from None  # a permission problem: keep the index
             raise PMSError(f"cannot open the index {self.path}: {exc} (delete it to rebuild, or pass another --db)") from None
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -873,6 +899,27 @@ class Store:
             if not self._vectors_checked:
                 self.vec_loaded, self.vec_error, self._vectors_checked = loaded, error, True
         return conn
+
+    def _open(self, mod):
+        """A connection: read-write (WAL), or read-only when the index cannot be written."""
+        options = dict(timeout=30, isolation_level=None, check_same_thread=False)
+        if not self.read_only:
+            conn = mod.connect(str(self.path), **options)
+            conn.execute("PRAGMA journal_mode=WAL")
+            return conn
+        from urllib.parse import quote
+
+        uri = "file:" + quote(self.path.resolve().as_posix())
+        try:
+            conn = mod.connect(uri + "?mode=ro", uri=True, **options)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except mod.OperationalError:
+            # A WAL index needs its -shm file; in a read-only folder it cannot be
+            # created, so read the file as it is (nothing can write it meanwhile).
+            conn = mod.connect(uri + "?mode=ro&immutable=1", uri=True, **options)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
 
     def _load_vectors(self, conn, want: bool) -> tuple[bool, str | None]:
         """Load sqlite-vec into ``conn``: (loaded, why not)."""
@@ -901,6 +948,7 @@ class Store:
     @contextlib.contextmanager
     def transaction(self):
         """BEGIN IMMEDIATE ... COMMIT: one writer at a time, readers unaffected."""
+        self.require_writable()
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -915,6 +963,9 @@ class Store:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > len(MIGRATIONS):
             raise PMSError(f"the index {self.path} was written by a newer PMS (schema {version}); upgrade PMS or use another --db")
+        if version < len(MIGRATIONS) and self.read_only:
+            raise PMSError(f"the index {self.path} needs an upgrade (schema {version} to {len(MIGRATIONS)}) but cannot be "
+                           f"written: {self.read_only}")
         for number in range(version, len(MIGRATIONS)):
             with self.transaction():
                 if db.execute("PRAGMA user_version").fetchone()[0] > number:
@@ -927,6 +978,26 @@ class Store:
     def get_meta(self, key: str, default=None):
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else default
+
+    def set_meta_if_free(self, key: str, value) -> bool:
+        """set_meta in its own transaction, unless that means waiting for another
+        writer (a running sync): then nothing is written and False returned."""
+        if self.read_only:
+            return False
+        db = self.db
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            with self.transaction():
+                self.set_meta(key, value)
+            return True
+        except self.db_module_errors():
+            return False
+        finally:
+            db.execute("PRAGMA busy_timeout=30000")
+
+    def db_module_errors(self):
+        """The OperationalError class of the sqlite module in use (sqlite3 or sqlean)."""
+        return sys.modules[type(self.db).__module__.split(".")[0]].OperationalError
 
     def set_meta(self, key: str, value) -> None:
         self.db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -1056,8 +1127,12 @@ class Store:
     def has_vector_table(self) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
-    def ensure_vector_table(self, model: str, dim: int, reset: bool = False) -> None:
+    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
+                            query_spec: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
+
+        The model's name and local folder are remembered, so a later process
+        with no PMS_MODEL* settings embeds queries with the same model.
 
         One vec0 table, cosine distance, the collection as a plain metadata
         column (a PARTITION KEY blew small indexes up to hundreds of MB).
@@ -1071,8 +1146,22 @@ class Store:
                            f"embedding int8[{int(dim)}] distance_metric=cosine, collection_id INTEGER)")
                 db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             self.set_meta("embed_model", model)
+            self.set_meta("embed_model_dir", model_dir)
+            self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
+
+    def query_spec(self, model: str) -> dict | None:
+        """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
+        raw = self.get_meta("embed_query_spec")
+        spec = json.loads(raw) if raw else None
+        return spec if spec and spec.get("model") == model and self.get_meta("embed_model") == model else None
+
+    def remembered_model(self) -> tuple[str | None, str | None]:
+        """(model name, local model folder) the index's vectors were made with."""
+        if self.get_meta("embed_model") is None:
+            return None, None
+        return self.get_meta("embed_model"), self.get_meta("embed_model_dir")
 
     def remove_orphan_vectors(self) -> int:
         """Vectors whose chunk is gone (deleted by a sync without sqlite-vec)."""
@@ -1212,6 +1301,11 @@ def _prefix_for(model: str, table: dict) -> str:
     return ""
 
 
+def model_configured() -> bool:
+    """True when the environment (or a packaged app) chooses the embedding model."""
+    return bool(os.environ.get("PMS_MODEL") or os.environ.get("PMS_MODEL_DIR") or bundled_model_dir())
+
+
 def model_settings() -> tuple[str, Path | None]:
     """(model name, local model folder or None) from PMS_MODEL / PMS_MODEL_DIR / a bundled model.
 
@@ -1243,6 +1337,11 @@ class Embedder:
         env_model, env_dir = model_settings()
         self.model_name = model or env_model
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
+        self.remembered = False  # True when the model was chosen by what the index remembers
+        # The files and pooling fastembed used for this model (remembered by the index at sync), so
+        # one query can be embedded without importing fastembed; see QueryEncoder.
+        self.query_spec: dict | None = None
+        self._query_encoder = None
         self.batch_size = batch_size
         self.allow_download = allow_download
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
@@ -1293,6 +1392,10 @@ class Embedder:
         kwargs = {"threads": os.cpu_count() or 1}
         if self.model_dir:
             if not self.model_dir.is_dir():
+                if self.remembered:
+                    raise EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {self.model_dir}, which no "
+                                               f"longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model "
+                                               f"and run: {pms_command('sync --reembed')})")
                 raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist (check PMS_MODEL_DIR)")
             kwargs.update(specific_model_path=str(self.model_dir), local_files_only=True)
         else:
@@ -1324,6 +1427,7 @@ class Embedder:
                     model = TextEmbedding(self.model_name, **kwargs)
         probe = next(iter(model.embed(["probe"], batch_size=1)))
         self.dim = int(len(probe))
+        self.query_spec = QueryEncoder.spec_of(self.model_name, model)
         return model
 
     def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
@@ -1332,8 +1436,90 @@ class Embedder:
         return [_int8_bytes(v) for v in model.embed(list(texts), batch_size=self.batch_size)]
 
     def embed_query(self, text: str) -> bytes:
+        if self._model is None and self.query_spec:
+            try:
+                with self._lock:
+                    if self._query_encoder is None:
+                        self._query_encoder = QueryEncoder(self.query_spec)
+                return _int8_bytes(self._query_encoder.embed(self.query_prefix + text))
+            except Exception:  # files moved or changed: fastembed below says what is wrong
+                self.query_spec = None
         model = self.load()
         return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+
+
+class QueryEncoder:
+    """One query -> one vector with ONNX Runtime and tokenizers directly (fastembed's own parts).
+
+    A CLI search needs a single vector, and fastembed's import alone took about
+    1 s (it imports the Hugging Face Hub client and its image models). For one
+    short input, ONNX Runtime's graph optimisations cost more than they save
+    (measured in docs/benchmarks.md), so they are off, on one thread. The model
+    file, tokenizer and pooling are those fastembed used when the index was
+    embedded, so the vectors are the same (tests/test_model_memory.py).
+    """
+
+    def __init__(self, spec: dict):
+        import numpy as np
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        folder = Path(spec["dir"])
+        self.np, self.pooling = np, spec["pooling"]
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=int(spec.get("max_tokens") or 512))
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(folder / spec["file"]), sess_options=options, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+
+    @staticmethod
+    def spec_of(model_name: str, model) -> dict | None:
+        """What a QueryEncoder needs to match a loaded fastembed model, or None when
+        its pooling is not plain mean or first-token (then fastembed embeds queries)."""
+        try:
+            from fastembed.text.onnx_embedding import OnnxTextEmbedding
+            from fastembed.text.pooled_embedding import PooledEmbedding
+
+            inner = model.model
+            if isinstance(inner, PooledEmbedding):
+                pooling = "mean"
+            elif type(inner) is OnnxTextEmbedding:
+                pooling = "cls"
+            else:
+                return None
+            folder = Path(inner._model_dir).resolve()
+            config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+            limits = [v for v in (config.get("model_max_length"), config.get("max_length"))
+                      if isinstance(v, int) and 0 < v < 1_000_000]
+            return {"model": model_name, "dir": str(folder), "file": inner.model_description.model_file,
+                    "pooling": pooling, "max_tokens": min(limits) if limits else 512}
+        except Exception:  # another fastembed layout: queries go through fastembed
+            return None
+
+    def embed(self, text: str):
+        np = self.np
+        encoding = self.tokenizer.encode(text)
+        ids = np.array([encoding.ids], dtype=np.int64)
+        mask = np.array([encoding.attention_mask], dtype=np.int64)
+        feed = {"input_ids": ids}
+        if "attention_mask" in self.inputs:
+            feed["attention_mask"] = mask
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.session.run(None, feed)[0][0]
+        if self.pooling == "cls":
+            return hidden[0]
+        weights = mask[0][:, None].astype(hidden.dtype)
+        return (hidden * weights).sum(axis=0) / max(float(weights.sum()), 1e-9)
+
+
+def model_mismatch(indexed: str, wanted: str) -> str:
+    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
+    return (f"the index was embedded with {indexed}, not {wanted} (the model PMS_MODEL or PMS_MODEL_DIR chooses); "
+            f"to use {indexed}, unset them; to switch, run: {pms_command('sync --reembed')}")
 
 
 def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
@@ -1619,14 +1805,13 @@ class Retrieval:
             return VectorStatus(False, self.embedder.error, "model-unavailable")
         indexed_model = store.get_meta("embed_model")
         if not indexed_model or not store.has_vector_table():
-            return VectorStatus(False, store.get_meta("embed_error") or f"no embeddings in the index yet; run: {pms_command('sync')}",
-                                "not-embedded")
+            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet"
+                                + ("" if store.read_only else f"; run: {pms_command('sync')}"), "not-embedded")
         if store.get_meta("embed_format") != VECTOR_FORMAT:
             return VectorStatus(False, f"the index's vectors were stored by an older PMS; run: {pms_command('sync --reembed')}",
                                 "reembed-needed")
         if indexed_model != self.embedder.model_name:
-            return VectorStatus(False, (f"the index was embedded with {indexed_model}, not {self.embedder.model_name}; "
-                                        f"run: {pms_command('sync --reembed')}"), "reembed-needed")
+            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed")
         return VectorStatus(True)
 
     # -- keyword -------------------------------------------------------------------
@@ -1795,12 +1980,19 @@ class Retrieval:
 
 
 def _best_per_note(hits: list[Hit]) -> list[Hit]:
+    """Each note's best passage, in the list's order; its rank becomes the note's
+    place among notes (as in hybrid search), not its passage's place among passages."""
     seen, out = set(), []
     for hit in hits:
         key = (hit.collection, hit.path)
         if key not in seen:
             seen.add(key)
             out.append(hit)
+    for place, hit in enumerate(out, 1):
+        if hit.bm25_rank is not None:
+            hit.bm25_rank = place
+        if hit.vector_rank is not None:
+            hit.vector_rank = place
     return out
 
 
@@ -1909,6 +2101,15 @@ class FileLock:
             self._fh = None
             return False
 
+    def held_elsewhere(self) -> bool:
+        """True while another process holds the lock (e.g. a sync is running now)."""
+        if not self.path.exists() or not os.access(self.path, os.W_OK):
+            return False
+        if not self.acquire(blocking=False):
+            return True
+        self.release()
+        return False
+
     def release(self) -> None:
         if self._fh:
             with contextlib.suppress(Exception):
@@ -1951,6 +2152,11 @@ class Syncer:
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
+
+    @staticmethod
+    def lock(store: Store) -> FileLock:
+        """The lock two syncs of one index take turns on."""
+        return FileLock(Path(str(store.path) + ".sync.lock"))
 
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list) -> dict[str, tuple[Path, int, int]] | None:
         """rel path -> (abs path, size, mtime_ns); None when the folder is missing."""
@@ -2016,7 +2222,7 @@ class Syncer:
             progress: Callable[[SyncProgress], None] | None = None, cancel: threading.Event | None = None) -> SyncReport:
         report = SyncReport()
         started = time.monotonic()
-        lock = FileLock(Path(str(self.store.path) + ".sync.lock"))
+        lock = self.lock(self.store)
         if not lock.acquire(blocking=False):
             self.notice("another sync of this index is running; waiting for it to finish")
             lock.acquire(blocking=True)
@@ -2117,6 +2323,10 @@ class Syncer:
         if store.has_vector_table():
             store.remove_orphan_vectors()
             if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
+                folder = str(embedder.model_dir.resolve()) if embedder.model_dir else None
+                if store.get_meta("embed_model_dir") != folder:  # an index from before PMS remembered folders
+                    with store.transaction():
+                        store.set_meta("embed_model_dir", folder)
                 return
         try:
             embedder.load()
@@ -2126,12 +2336,13 @@ class Syncer:
         indexed = store.get_meta("embed_model")
         stale_format = store.has_vector_table() and store.get_meta("embed_format") != VECTOR_FORMAT
         if indexed and (indexed != embedder.model_name or stale_format) and not reembed and store.has_vector_table():
-            report.embed_error = (f"the index was embedded with {indexed}, not {embedder.model_name}; "
-                                  f"run: {pms_command('sync --reembed')}" if not stale_format else
+            report.embed_error = (model_mismatch(indexed, embedder.model_name) if not stale_format else
                                   f"the index's vectors were stored by an older PMS; run: {pms_command('sync --reembed')}")
             return
         store.ensure_vector_table(embedder.model_name, embedder.dim,
-                                  reset=reembed or stale_format or (indexed not in (None, embedder.model_name)))
+                                  reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
+                                  model_dir=str(embedder.model_dir.resolve()) if embedder.model_dir else None,
+                                  query_spec=embedder.query_spec)
         pending = store.pending_embeddings()
         # Sorting by length means each batch pads to a similar length: ~2x throughput.
         texts = {p.id: passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
@@ -2778,6 +2989,7 @@ class Collection:
         ``AlreadyClipped`` unless ``force``. Never overwrites a file.
         """
         _import_trafilatura()
+        self.kb.store.require_writable()  # before a note is written that could not be indexed
         if source:
             source = check_clip_url(source)
         elif html is None:
@@ -2831,7 +3043,10 @@ class Collections:
     def __init__(self, kb: "KnowledgeBase"):
         self.kb = kb
 
-    def create(self, path: str | os.PathLike, name: str | None = None, glob: str = DEFAULT_GLOB, description: str = "") -> Collection:
+    def create(self, path: str | os.PathLike, name: str | None = None, glob: str = DEFAULT_GLOB, description: str = "",
+               force: bool = False) -> Collection:
+        """Add a folder as a collection. A folder that is (or is inside, or holds) another
+        collection's folder is refused unless ``force``: every note would be found twice."""
         folder = Path(path).expanduser()
         if not folder.is_dir():
             raise PMSError(f"{folder} is not a folder (give the folder that holds your notes)")
@@ -2842,8 +3057,24 @@ class Collections:
         if self.kb.store.collection_row(name):
             raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
         glob_to_regex(glob or DEFAULT_GLOB)
+        if not force:
+            self._refuse_overlap(folder)
         self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "")
         return self.get(name)
+
+    def _refuse_overlap(self, folder: Path) -> None:
+        for other in sorted(self.list(), key=lambda c: c.path != folder):  # the very same folder is named first
+            there = other.path
+            if folder == there:
+                why = "is already the collection"
+            elif there in folder.parents:
+                why = "is inside the folder of the collection"
+            elif folder in there.parents:
+                why = "holds the folder of the collection"
+            else:
+                continue
+            raise PMSError(f"{folder} {why} {other.name!r} ({there}), so its notes would be found twice "
+                           f"(use that collection, or add --force to index them twice)")
 
     def list(self) -> list[Collection]:
         return [Collection(self.kb, row) for row in self.kb.store.collection_rows()]
@@ -2902,7 +3133,16 @@ class KnowledgeBase:
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
         if embeddings and embedder is None:
-            embedder = Embedder(model, model_dir, allow_download=allow_download, notice=self._notify)
+            remembered = folder = None
+            if model is None and model_dir is None and not model_configured():
+                remembered, folder = self.store.remembered_model()
+            # Nothing chosen now: embed queries with the model (and folder) the index was embedded with.
+            embedder = Embedder(remembered or model, folder if remembered else model_dir, allow_download=allow_download,
+                                notice=self._notify)
+            embedder.remembered = bool(remembered)
+            spec = self.store.query_spec(embedder.model_name)
+            if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
+                embedder.query_spec = spec  # a search can embed its query without loading fastembed
         self.embedder = embedder if embeddings else None
         self.retrieval = Retrieval(self.store, self.embedder)
         self.collections = Collections(self)
@@ -2952,6 +3192,7 @@ class KnowledgeBase:
         files, e.g. the ones a file watcher reported. ``cancel`` (a
         threading.Event) stops between batches, leaving a consistent index.
         """
+        self.store.require_writable()
         rows = self._collection_rows(collections)
         by_collection = None
         if paths is not None:
@@ -3032,6 +3273,8 @@ class KnowledgeBase:
         if from_line or count:
             lines = text.split("\n")
             first = max(1, from_line or 1)
+            if first > len(lines):
+                raise PMSError(f"{col_name}/{rel} has {len(lines)} lines; line {first} is past its end")
             end = len(lines) if count is None else first - 1 + max(0, count)
             text = "\n".join(lines[first - 1 : end])
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
@@ -3062,6 +3305,19 @@ class KnowledgeBase:
         raise PMSError(f"no indexed note matches {target!r} (use collection/path.md or the #docid shown in results)")
 
     # -- status -----------------------------------------------------------------------------
+    def tell_once(self, topic: str, text: str) -> bool:
+        """True the first time ``text`` is told about ``topic`` for this index
+        (remembered in the index), so a notice is said once, not on every query."""
+        key = f"told_{topic}"
+        if not text or self.store.get_meta(key) == text:
+            return False
+        self.store.set_meta_if_free(key, text)  # never waits for a sync: if busy, it is said again next time
+        return True
+
+    def sync_running(self) -> bool:
+        """True while a sync of this index runs in another process."""
+        return Syncer.lock(self.store).held_elsewhere()
+
     def status(self, pending: bool = True) -> dict:
         mode, why, _code = self.search_mode()
         totals = self.store.totals()
@@ -3074,6 +3330,9 @@ class KnowledgeBase:
             "search_mode": mode,
             "search_mode_reason": why,
             "model": self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None),
+            "to_embed": totals["chunks"] - totals["embedded"] if mode != "keyword" else 0,
+            "read_only": self.store.read_only,
+            "sync_running": self.sync_running(),
             "collections_detail": [c.to_dict() for c in self.collections.list()],
         }
         if pending:
@@ -3293,13 +3552,33 @@ def _human_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
+def _pad(text: str, width: int) -> str:
+    """Left-align ``text`` in ``width`` terminal columns: Chinese, Japanese and
+    Korean characters (East Asian wide) take two columns each."""
+    import unicodedata
+
+    used = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    return text + " " * max(0, width - used)
+
+
 class ProgressPrinter:
     """A one-line progress bar on a terminal's stderr; silent when not a TTY."""
+
+    line_open = None  # the stream whose bar is drawn and not yet ended by a newline
 
     def __init__(self, stream=sys.stderr):
         self.stream = stream
         self.enabled = stream.isatty()
         self.last = 0.0
+
+    @classmethod
+    def end_line(cls) -> None:
+        """Finish a bar cut short (Ctrl-C), so the next message starts on a fresh line."""
+        if cls.line_open is not None:
+            with contextlib.suppress(Exception):
+                cls.line_open.write("\n")
+                cls.line_open.flush()
+            cls.line_open = None
 
     def __call__(self, p: SyncProgress) -> None:
         if not self.enabled or (time.monotonic() - self.last < 0.1 and p.done < p.total):
@@ -3309,10 +3588,12 @@ class ProgressPrinter:
         filled = int(width * p.done / p.total) if p.total else width
         unit = "passages" if p.phase == "embed" else "files"
         label = "Embedding" if p.phase == "embed" else f"Indexing {p.current}".rstrip()
+        ProgressPrinter.line_open = self.stream  # before the write: Ctrl-C may land right after it
         self.stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total} {unit} "
                           f"{p.rate:.1f}/s ETA {p.eta_text}   ")
         if p.done >= p.total:
             self.stream.write("\n")
+            ProgressPrinter.line_open = None
         self.stream.flush()
 
 
@@ -3330,24 +3611,54 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
     style = "ansi" if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else "plain"
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
+    lists = _LISTS_OF_MODE[getattr(args, "used_mode", None) or "hybrid"]
     for i, h in enumerate(hits, 1):
-        print(f"{i:>2}. {bold(h.title)}  {dim(f'{h.collection}/{h.path}:{h.start_line}-{h.end_line}  #{h.docid}  {h.score:.4g}')}")
+        print(f"{i:>2}. {bold(h.title)}  {dim(f'{h.collection}/{h.path}:{h.start_line}-{h.end_line}  #{h.docid}  {_ranks(h, lists)}')}")
         if h.heading_path and h.heading_path != h.title:
             print(f"    {dim(h.heading_path)}")
         if h.snippet:
             print(f"    {html_to_style(h.snippet, style)}")
         if args.explain:
-            print(f"    {dim(f'bm25 rank {h.bm25_rank} score {h.bm25_score}  vector rank {h.vector_rank} distance {h.vector_distance}')}")
+            print(f"    {dim(_explain(h, lists))}")
+
+
+# Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
+_LISTS_OF_MODE = {"keyword": ("keyword",), "vector": ("meaning",), "hybrid": ("keyword", "meaning")}
+
+
+def _ranks(hit: Hit, lists: Sequence[str]) -> str:
+    """'keyword #2, meaning #5': the hit's place in each list ('—' when that list did not find it)."""
+    places = {"keyword": hit.bm25_rank, "meaning": hit.vector_rank}
+    return ", ".join(f"{name} #{places[name]}" if places[name] else f"{name} \u2014" for name in lists)
+
+
+def _explain(hit: Hit, lists: Sequence[str]) -> str:
+    """The numbers behind a hit, rounded, each named (docs/search-results.md says what they mean)."""
+    parts = []
+    if "keyword" in lists:
+        parts.append(f"keyword #{hit.bm25_rank} (BM25 {hit.bm25_score:.2f})" if hit.bm25_rank else "keyword \u2014 (not found by words)")
+    if "meaning" in lists:
+        parts.append(f"meaning #{hit.vector_rank} (cosine distance {hit.vector_distance:.3f})" if hit.vector_rank
+                     else "meaning \u2014 (not among the nearest passages)")
+    if len(lists) > 1:
+        parts.append(f"fused score {hit.score:.4f} (higher is better)")
+    return "; ".join(parts)
 
 
 def _notice(text: str) -> None:
     print(f"pms: {text}", file=sys.stderr)
 
 
+def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
+    """Why search is keyword-only: said once per index and reason (status always says it)."""
+    if why and kb.tell_once("keyword_only", why):
+        _notice(f"keyword-only search: {why} (said once; {pms_command('status')} repeats it)")
+
+
 def cmd_collection(kb: KnowledgeBase, args) -> int:
     action = args.collection_command
     if action == "add":
-        col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description)
+        col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force)
         print(f"Added collection {col.name!r}: {col.path} ({col.glob})")
         if not args.no_sync:
             return _run_sync(kb, [col.name], args)
@@ -3360,7 +3671,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
             notes, chunks = c.counts()
-            print(f"{c.name:<20} {notes:>6} notes {chunks:>7} passages  {c.path}  {c.glob}")
+            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {c.glob}")
         return 0
     if action == "show":
         c = kb.collections.get(args.name)
@@ -3383,15 +3694,18 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     raise PMSError(f"usage: {pms_command('collection {add,list,show,rename,remove}')}")
 
 
-def _run_sync(kb: KnowledgeBase, names, args) -> int:
+def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
     for path, why in report.skipped:
         _notice(f"{path}: {why}")
     for path, why in report.errors:
         _notice(f"error: {path}: {why}")
-    if report.embed_error and not getattr(args, "no_embed", False):
-        _notice(f"keyword-only: {report.embed_error}")
+    if report.embed_error and getattr(args, "reembed", False):
+        print(report.summary())
+        raise PMSError(f"cannot re-embed: {report.embed_error}")
+    if report.embed_error and not getattr(args, "no_embed", False) and notify:
+        _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
     return 1 if report.errors else (130 if report.cancelled else 0)
 
@@ -3420,25 +3734,37 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         return 0
     print(f"Index:       {info['index']} ({_human_bytes(info['index_bytes'])}, schema {info['schema_version']})")
     print(f"Notes:       {info['documents']} notes, {info['chunks']} passages, {info['embedded']} embedded")
-    mode = info["search_mode"]
-    print(f"Search mode: {mode}" + (f" ({info['search_mode_reason']})" if info["search_mode_reason"] else "")
+    mode, to_embed = info["search_mode"], info["to_embed"]
+    if info["read_only"]:
+        print(f"Read-only:   {info['read_only']} (search, get and status work; sync cannot write)")
+    partial = f" (partial: {info['embedded']} of {info['chunks']} passages embedded)" if mode != "keyword" and to_embed else ""
+    print(f"Search mode: {mode}{partial}" + (f" - {info['search_mode_reason']}" if info["search_mode_reason"] else "")
           + (f", model {info['model']}" if mode != "keyword" else ""))
     p = info["pending"]
-    print(f"Pending:     +{p['added']} new, ~{p['updated']} modified, -{p['deleted']} deleted"
-          + (f"  (run: {pms_command('sync')})" if sum(p.values()) else ""))
+    todo = f"+{p['added']} new, ~{p['updated']} modified, -{p['deleted']} deleted" + (f", {to_embed} passages to embed" if to_embed else "")
+    if info["sync_running"]:
+        advice = "  (a sync is running now)"
+    elif info["read_only"]:
+        advice = ""
+    else:
+        advice = f"  (run: {pms_command('sync')})" if sum(p.values()) or to_embed else ""
+    print(f"Pending:     {todo}{advice}")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
-        print(f"  {c['name']:<18} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
+        print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
     return 0
 
 
 def cmd_search(kb: KnowledgeBase, args) -> int:
-    mode, why, _code = kb.search_mode(args.mode)
-    if why and args.mode == "auto" and not args.json:
-        _notice(f"keyword-only search: {why}")
     if not kb.collections.list():
-        _notice(f"no collections yet (add one: {pms_command(ADD_COLLECTION_ARGS)})")
+        raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
+    mode, why, _code = kb.search_mode(args.mode)
     hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks)
+    if args.mode == "auto" and not why and kb.embedder is not None and kb.embedder.error:
+        mode, why = "keyword", kb.embedder.error  # the model failed to load just now: the search fell back to keywords
+    args.used_mode = mode
+    if args.mode == "auto" and not args.json:
+        _keyword_only_notice(kb, why)
     _print_hits(hits, args, kb)
     return 0
 
@@ -3519,14 +3845,23 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
     if not any(c.name == "sample-notes" for c in kb.collections.list()):
         kb.collections.create(folder, name="sample-notes", description="Sample notes shipped with PMS")
     print(f"Index: {kb.db_path}")
-    code = _run_sync(kb, ["sample-notes"], args)
+    code = _run_sync(kb, ["sample-notes"], args, notify=False)
     mode, why, _code = kb.search_mode()
-    print(f"Search mode: {mode}" + (f" ({why})" if why else ""))
+    print(f"Search mode: {mode}" + (f" - {why}" if why else ""))
+    kb.tell_once("keyword_only", why)  # said here; later searches need not repeat it
+    args.used_mode = kb.search_mode(args.mode).mode
     for q in args.queries or DEMO_QUERIES:
         print(f"\n$ {pms_command('search')} {json.dumps(q)}")
         args.query = q
         _print_hits(kb.search(q, k=3, mode=args.mode), args, kb)
+    print("\nThe sample notes are now a collection named 'sample-notes' in your index. Next:\n"
+          f"  add your own notes:     {pms_command(ADD_COLLECTION_ARGS)}\n"
+          f"  search everything:      {pms_command('search')} \"what you remember\"\n"
+          f"  remove the samples:     {pms_command('collection remove sample-notes')}   (the files stay)")
     return code
+
+
+SETUP_PIP = "pip>=24.2"
 
 
 def cmd_setup(args) -> int:
@@ -3547,7 +3882,11 @@ def cmd_setup(args) -> int:
     if not (target / ("Scripts" if sys.platform == "win32" else "bin")).exists():
         venv.EnvBuilder(with_pip=True).create(target)
     python = target / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-    result = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *packages])
+    # The pip that venv bundles (23.x on Python 3.11) does not match extra names as PEP 685
+    # says and warns that lxml lacks 'html_clean' (justext asks for it): a newer pip first.
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, SETUP_PIP], stdout=subprocess.DEVNULL)
+    result = subprocess.run([*pip, *packages])
     if result.returncode != 0:
         raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
@@ -3566,6 +3905,17 @@ def cmd_gui(kb: KnowledgeBase, args) -> int:
     from gui.app import run
 
     return run(kb)
+
+
+def _count_arg(text: str) -> int:
+    """-n: a whole number of results, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -3588,6 +3938,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--description", default="", help="a note on what the collection holds")
     add.add_argument("--no-sync", action="store_true", help=f"only register it; index later with {pms_command('sync')}")
     add.add_argument("--no-embed", action="store_true", help="index for keyword search only, for now")
+    add.add_argument("--force", action="store_true", help="add it even if another collection has this folder (or one around or inside it)")
     ls = csub.add_parser("list", help="list collections")
     ls.add_argument("--json", action="store_true")
     show = csub.add_parser("show", help="details of one collection")
@@ -3614,7 +3965,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Type words, not syntax: \"exact phrase\", -excluded, prefix*. Notes with every word rank first. "
         "Hybrid (keyword + meaning) when embeddings are available, keyword otherwise."))
     se.add_argument("query", nargs="*", help="what to look for (words starting with - exclude)")
-    se.add_argument("-n", type=int, default=10, help="number of results (default 10)")
+    se.add_argument("-n", type=_count_arg, default=10, help="number of results (default 10)")
     se.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
     se.add_argument("--mode", choices=SEARCH_MODES, default="auto", help="auto (default): hybrid when available")
     out = se.add_mutually_exclusive_group()
@@ -3638,7 +3989,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-l", "--line-numbers", action="store_true")
 
     d = sub.add_parser("demo", help="index the sample notes shipped with PMS and run a few searches",
-                       description="Uses its own index (demo.sqlite in the data folder) unless --db is given.")
+                       description="Adds the sample notes to your index as the collection 'sample-notes' "
+                                   "(remove it with: pms collection remove sample-notes).")
     d.add_argument("queries", nargs="*", help="queries to run instead of the built-in ones")
     d.add_argument("--mode", choices=SEARCH_MODES, default="auto")
     d.set_defaults(json=False, files=False, explain=False)
@@ -3714,16 +4066,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        db = args.db
-        if args.command == "demo" and not db and not os.environ.get("PMS_DB"):
-            db = data_dir() / "demo.sqlite"
-        with KnowledgeBase(db, notice=_notice) as kb:
+        with KnowledgeBase(args.db, notice=_notice) as kb:
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("pms: interrupted", file=sys.stderr)
+        ProgressPrinter.end_line()
+        indexing = args.command in ("sync", "collection", "demo")
+        print("pms: interrupted" + (f" (what was done is kept; run: {pms_command('sync')} to finish)" if indexing else ""),
+              file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0

@@ -6,6 +6,7 @@
     .venv/bin/python bench/perf.py embed --embed-experiments   # the same without ONNX's memory arena, at 512 and 256 tokens
     .venv/bin/python bench/perf.py hybrid      # warm hybrid latency, CLI one-shot with model load
     .venv/bin/python bench/perf.py size        # index bytes per chunk beyond the text, and what changes it
+    .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes, keyword on tldr, and where the time goes
     .venv/bin/python bench/perf.py all
 
 ``hybrid`` and ``size`` use ``--hybrid-db INDEX`` (e.g. bench/scifact.py's
@@ -318,8 +319,32 @@ def child_hybrid_latency(db: str, queries: list[str]) -> dict:
     return result
 
 
+def child_query_load(db: str, query: str) -> dict:
+    """A one-shot process's first query vector: through QueryEncoder (what a CLI search
+    uses: the first vector search) and, for comparison, through fastembed."""
+    out = {}
+    t = time.perf_counter()
+    import numpy  # noqa: F401  (both paths need them; timed apart)
+    import onnxruntime  # noqa: F401
+    import tokenizers  # noqa: F401
+    out["import_onnxruntime_tokenizers_numpy_s"] = time.perf_counter() - t
+    kb = pms.KnowledgeBase(db)
+    t = time.perf_counter()
+    kb.search(query, k=1, mode="vector")
+    out["first_vector_search_s"] = time.perf_counter() - t  # ONNX session + first inference + KNN
+    out["fastembed_imported_by_it"] = "fastembed" in sys.modules
+    t = time.perf_counter()
+    import fastembed  # noqa: F401
+    out["import_fastembed_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    kb.load_embedder()
+    out["fastembed_model_load_s"] = time.perf_counter() - t
+    kb.close()
+    return out
+
+
 CHILD_STEPS = {"index": child_index, "keyword_latency": child_keyword_latency, "embed": child_embed,
-               "hybrid_latency": child_hybrid_latency}
+               "hybrid_latency": child_hybrid_latency, "query_load": child_query_load}
 
 
 ###############################################################################
@@ -521,7 +546,77 @@ def bench_size(args) -> dict:
     return out
 
 
-BENCHMARKS = {"keyword": bench_keyword, "embed": bench_embed, "hybrid": bench_hybrid, "size": bench_size}
+###############################################################################
+# start: a cold CLI process, and where its time goes
+###############################################################################
+
+def compile_ms(runs: int = 9) -> float:
+    """Compiling pms.py, which Python does on every `python3 pms.py` (a script's bytecode is never cached)."""
+    source = (REPO / "pms.py").read_text(encoding="utf-8")
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        compile(source, str(REPO / "pms.py"), "exec")
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+def bench_start(args) -> dict:
+    out = {"compile_pms_py_ms": compile_ms()}
+    print(f"  compiling pms.py ({(REPO / 'pms.py').stat().st_size // 1024} KB): median {out['compile_pms_py_ms']:.0f} ms")
+    # Hybrid, cold, on the sample notes (22 notes), with the model the index remembers.
+    db = args.work / "sample-notes-hybrid.sqlite"
+    if not db.exists():
+        with pms.KnowledgeBase(db) as kb:
+            kb.collections.create(REPO / "sample-notes", name="sample-notes")
+            kb.sync()
+    queries = ["sync notes across devices", "rust ownership borrow", "what should I pack for a trip", "how do I rotate ssh keys"]
+    runs = max(5, args.runs // 2)
+    env_free = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")}  # a new shell: the index names its model
+    os.environ.clear()
+    os.environ.update(env_free)
+    try:
+        wall = cli_wall([sys.executable, str(REPO / "pms.py"), "--db", str(db), "search"], queries, runs)
+        parts = [run_child("query_load", db=str(db), query=q) for q in queries[:3]]
+    finally:
+        os.environ.setdefault("PMS_MODEL_DIR", str(DEFAULT_MODEL_DIR))
+    part = {k: statistics.median(p[k] for p in parts) for k in parts[0] if k.endswith("_s")}
+    part_fastembed = any(p["fastembed_imported_by_it"] for p in parts)
+    out["hybrid"] = {"cli": wall, "parts": part}
+    print(f"  CLI cold hybrid `pms.py search` on the sample notes: median {wall['median_ms']:.0f} ms, p95 {wall['p95_ms']:.0f} ms, "
+          f"CPU {wall['cpu_median_ms']:.0f} ms ({runs} runs)")
+    print("    " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in part.items())
+          + f"; the vector search imported fastembed: {part_fastembed}")
+    # Keyword on tldr (38k notes), with the real interpreter.
+    root = extract(args.data / "tldr.tar.gz", args.work)
+    kdb = args.work / "tldr-keyword.sqlite"
+    if not kdb.exists():
+        run_child("index", db=str(kdb), folder=str(root), name="tldr")
+    tq = tldr_queries(root, n=50)
+    out["keyword"] = {}
+    real = subprocess.run([args.python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True).stdout.strip()
+    subprocess.run([real, "-c", "import pms"], cwd=REPO, check=True)  # writes __pycache__ for the -c runs
+    variants = {
+        "interpreter start": ([real, "-c", "pass"], [""]),
+        "interpreter -S start": ([real, "-S", "-c", "pass"], [""]),
+        "import pms (cached bytecode)": ([real, "-S", "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); import pms"], [""]),
+        "python3 pms.py search": ([real, str(REPO / "pms.py"), "--db", str(kdb), "search", "--mode", "keyword"], tq),
+        "python3 -S pms.py search": ([real, "-S", str(REPO / "pms.py"), "--db", str(kdb), "search", "--mode", "keyword"], tq),
+        "python3 -S -m pms search (cached bytecode)": ([real, "-S", "-m", "pms", "--db", str(kdb), "search", "--mode", "keyword"], tq),
+    }
+    cwd = os.getcwd()
+    os.chdir(REPO)  # -m pms finds pms.py in the current folder
+    try:
+        for label, (argv, qs) in variants.items():
+            wall = cli_wall(argv, qs, args.runs)
+            out["keyword"][label] = wall
+            print(f"  {label}: median {wall['median_ms']:.0f} ms, p95 {wall['p95_ms']:.0f} ms, CPU {wall['cpu_median_ms']:.0f} ms")
+    finally:
+        os.chdir(cwd)
+    return out
+
+
+BENCHMARKS = {"keyword": bench_keyword, "embed": bench_embed, "hybrid": bench_hybrid, "size": bench_size, "start": bench_start}
 
 
 def main(argv=None) -> int:

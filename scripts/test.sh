@@ -19,6 +19,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+# venv's own pip (23.x on Python 3.11) warns that lxml lacks the 'html_clean' extra (it does not
+# match extra names as PEP 685 says); the same minimum as `pms.py setup` (SETUP_PIP) keeps it quiet.
+.venv/bin/python -m pip install -q --disable-pip-version-check "pip>=24.2"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 .venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
 

@@ -1,0 +1,78 @@
+"""The index remembers the embedding model it was made with (issue 13, item 1)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import pms
+from conftest import REPO, run_cli
+
+np = pytest.importorskip("numpy")
+
+
+@pytest.fixture
+def embedded_index(embedding_model_dir, notes, tmp_path):
+    """An index synced with PMS_MODEL_DIR set, as a user offline would do."""
+    db = tmp_path / "i.sqlite"
+    r = run_cli("collection", "add", notes, "--name", "notes", db=db, env={"PMS_MODEL_DIR": str(embedding_model_dir)})
+    assert r.returncode == 0 and "keyword-only" not in r.stderr, r.stderr
+    return db
+
+
+def test_a_new_shell_searches_with_the_model_the_index_was_embedded_with(embedded_index, embedding_model_dir):
+    r = run_cli("status", "--json", db=embedded_index)  # no PMS_MODEL* now
+    info = json.loads(r.stdout)
+    assert info["search_mode"] == "hybrid", info["search_mode_reason"]
+    r = run_cli("search", "replicate documents onto my cellphone", "--json", db=embedded_index)
+    assert r.returncode == 0 and r.stderr == ""
+    hits = json.loads(r.stdout)
+    assert hits[0]["path"] == "sync.md" and hits[0]["vector_rank"] == 1
+    with pms.KnowledgeBase(embedded_index) as kb:
+        assert kb.store.remembered_model() == ((embedding_model_dir / "pms-model.txt").read_text().strip(),
+                                               str(embedding_model_dir.resolve()))
+        assert kb.embedder.remembered
+
+
+def test_a_remembered_folder_that_is_gone_is_named(embedded_index, tmp_path, embedding_model_dir):
+    with pms.KnowledgeBase(embedded_index) as kb, kb.store.transaction():
+        kb.store.set_meta("embed_model_dir", str(tmp_path / "moved-away"))
+    r = run_cli("search", "cellphone", db=embedded_index)
+    assert r.returncode == 0
+    assert "moved-away" in r.stderr and "no longer exists" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_an_explicit_other_model_gives_advice_that_does_not_loop(embedded_index, tmp_path):
+    other = {"PMS_MODEL": "BAAI/bge-small-en-v1.5"}  # not downloaded, and there is no network here
+    r = run_cli("status", db=embedded_index, env=other)
+    assert "unset them" in r.stdout and "--reembed" in r.stdout
+    # Following the advice to switch, without the model at hand, fails and says why ...
+    r = run_cli("sync", "--reembed", db=embedded_index, env={"PMS_MODEL_DIR": str(tmp_path / "no-such-model")})
+    assert r.returncode == 1 and "cannot re-embed" in r.stderr and "no-such-model" in r.stderr
+    # ... and leaves the index as it was: still hybrid with the remembered model.
+    assert json.loads(run_cli("status", "--json", db=embedded_index).stdout)["search_mode"] == "hybrid"
+
+
+def test_reembed_without_embedding_packages_fails(notes, tmp_path):
+    db = tmp_path / "plain.sqlite"
+    assert run_cli("collection", "add", notes, "--name", "notes", db=db, python_flags=["-S"]).returncode == 0
+    r = run_cli("sync", "--reembed", db=db, python_flags=["-S"])
+    assert r.returncode == 1 and "cannot re-embed" in r.stderr and "setup" in r.stderr
+
+
+def test_a_search_embeds_its_query_without_fastembed_and_gets_the_same_vector(embedded_index):
+    """The one-shot path (QueryEncoder: ONNX Runtime and tokenizers directly) matches fastembed."""
+    code = ("import sys, json, pms\n"
+            f"kb = pms.KnowledgeBase({str(embedded_index)!r})\n"
+            "hits = kb.search('replicate documents onto my cellphone', k=1)\n"
+            "print(json.dumps([hits[0].path, hits[0].vector_rank, 'fastembed' in sys.modules]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert json.loads(r.stdout) == ["sync.md", 1, False], r.stderr
+    with pms.KnowledgeBase(embedded_index) as kb:
+        queries = ["replicate documents onto my cellphone", "rust", "Wie sichere ich meinen Laptop? 3-2-1 " * 40]
+        light = [np.frombuffer(kb.embedder.embed_query(q), dtype=np.int8).astype(float) for q in queries]
+        assert not kb.embedder.loaded
+        kb.embedder.load()
+        full = [np.frombuffer(kb.embedder.embed_query(q), dtype=np.int8).astype(float) for q in queries]
+    for a, b in zip(light, full):
+        assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.9995
