@@ -3274,7 +3274,7 @@ class KnowledgeBase:
             lines = text.split("\n")
             first = max(1, from_line or 1)
             if first > len(lines):
-                raise PMSError(f"{col_name}/{rel} has {len(lines)} lines; line {first} is past its end")
+                raise PMSError(f"{row.collection}/{row.path} has {len(lines)} lines; line {first} is past its end")
             end = len(lines) if count is None else first - 1 + max(0, count)
             text = "\n".join(lines[first - 1 : end])
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
