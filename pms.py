@@ -764,7 +764,7 @@ SQLITE_MAX_VARS = 500
 
 
 def placeholders(values: Sequence) -> str:
-    """"?,?,?" for an SQL ``IN (...)`` list of ``values``."""
+    """The ``?,?,?`` of an SQL ``IN (...)`` list, one per value."""
     return ",".join("?" * len(values))
 
 
