@@ -452,12 +452,12 @@ FAILURES = [  # (source, extra args, what the one-line message must say)
 
 
 @pytest.mark.parametrize("source, extra, message", FAILURES, ids=[f[2][:30] for f in FAILURES])
-def test_cli_failures_are_one_line_and_write_nothing(cli_env, server, source, extra, message):
+def test_cli_failures_are_one_line_and_write_nothing(cli_env, server, pms_main, source, extra, message):
     if "html/" in source and not SHARED_HTML.is_dir():
         pytest.skip(f"saved web pages not found at {SHARED_HTML}")
     folder, env = cli_env
     started = time.monotonic()
-    r = run_cli("clip", source.format(server=server, closed=closed_port()), *extra, env=env, timeout=60)
+    r = pms_main("clip", source.format(server=server, closed=closed_port()), *extra, db=Path(env["PMS_DB"]))
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert r.stdout == ""
     lines = r.stderr.strip().split("\n")
