@@ -63,7 +63,7 @@ def test_cli_sync_with_a_bad_file_name_says_one_line_and_succeeds(tmp_path, env)
     root = tmp_path / "names"
     write(root / "good.md", "# Good\n\nfine\n")
     bytes_name(root, b"caf\xe9.md", b"# Latin-1 name\n\ntext\n")
-    r = run_cli("collection", "add", root, "--name", "n", env=env)
+    r = run_cli("collection", "add", root, "--name", "n", "--no-embed", env=env)
     assert r.returncode == 0, r.stderr
     assert r.stderr.strip() == f"pms: {root}/caf\\xe9.md: {pms.BAD_NAME}"
     assert "+1 new" in r.stdout and "1 skipped" in r.stdout
