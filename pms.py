@@ -69,7 +69,7 @@ __all__ = [
     "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage",
     "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
     # errors: everything a user can cause is a PMSError
-    "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError",
+    "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
     # Markdown without an index (chunking, the desktop app's preview)
     "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
     "first_heading", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS",
@@ -183,6 +183,41 @@ def pms_command(args: str) -> str:
     return f"{'pms' if getattr(sys, 'frozen', False) else 'python3 pms.py'} {args}"
 
 
+def display_path(path: str | os.PathLike) -> str:
+    """A path that prints and stores anywhere: bytes of a file name that are
+    not valid UTF-8 (surrogate escapes on POSIX) are shown as \\xNN."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def is_valid_utf8(text: str) -> bool:
+    """False for text with lone surrogates: a file name or argument whose bytes are not UTF-8."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+MAX_QUERY_CHARS = 1000  # longer input is cut: no query may cause unbounded work
+
+
+def clean_query(query, limit: int | None = MAX_QUERY_CHARS) -> str:
+    """Any input -> a clean query string: lone surrogates (undecodable bytes from a
+    command line, or a Python caller) become the UTF-8 they stand for or U+FFFD,
+    NUL becomes a space, and the length is capped at ``limit``."""
+    if query is None:
+        return ""
+    if isinstance(query, (bytes, bytearray)):
+        query = bytes(query).decode("utf-8", "replace")
+    query = str(query)
+    if not is_valid_utf8(query):
+        try:  # bytes smuggled in by surrogateescape (sys.argv on POSIX)
+            query = query.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # other lone surrogates
+            query = re.sub("[\ud800-\udfff]", "\ufffd", query)
+    return query.replace("\x00", " ")[:limit]
+
+
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
@@ -204,12 +239,15 @@ class FileTooLargeError(PMSError, OverflowError):
 def decode_text(data: bytes) -> str:
     """Bytes of a note -> text with '\\n' line ends.
 
-    UTF-8 first (with or without BOM), UTF-16 when it carries a BOM, then
-    Windows-1252 and finally Latin-1 (which cannot fail). Valid UTF-8 is never
-    decoded any other way, so it is never turned into mojibake. NUL bytes in a
-    file without a UTF-16 BOM mean it is binary.
+    UTF-8 first (with or without BOM), UTF-32 or UTF-16 when it carries a BOM
+    (UTF-32's little-endian BOM starts like UTF-16's, so it is checked first),
+    then Windows-1252 and finally Latin-1 (which cannot fail). Valid UTF-8 is
+    never decoded any other way, so it is never turned into mojibake. NUL bytes
+    in a file without a UTF-16/32 BOM mean it is binary.
     """
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        text = data.decode("utf-32", errors="replace")
+    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
         text = data.decode("utf-16", errors="replace")
     else:
         if b"\x00" in data[:8192]:
@@ -265,12 +303,13 @@ def parse_simple_yaml(block: str) -> dict:
     """A small YAML subset (``key: value``, inline ``[a, b]`` and ``- item`` lists).
 
     Hand-written so frontmatter works with the standard library alone; PyYAML
-    is used instead whenever it is installed.
+    is used instead whenever it is installed. Lines longer than
+    FRONTMATTER_MAX_LINE are ignored (the key pattern backtracks on them).
     """
     result: dict = {}
     key = None
     for line in block.split("\n"):
-        if not line.strip() or line.lstrip().startswith("#"):
+        if not line.strip() or line.lstrip().startswith("#") or len(line) > FRONTMATTER_MAX_LINE:
             continue
         item = re.match(r"^\s*-\s+(.*)$", line)
         if item and key is not None:
@@ -285,19 +324,73 @@ def parse_simple_yaml(block: str) -> dict:
     return result
 
 
+# Bounds on frontmatter, so that no note can stall a sync: PyYAML's safe
+# loader still expands aliases, and a 300-byte "billion laughs" block expands
+# to gigabytes once its values are turned into text.
+FRONTMATTER_MAX_CHARS = 64 * 1024   # a bigger block is read by the subset parser only
+FRONTMATTER_MAX_LINE = 1024
+FRONTMATTER_MAX_NODES = 10_000      # YAML values after alias expansion
+
+
+class FrontmatterError(PMSError):
+    """The note's frontmatter cannot be read safely (the note is skipped)."""
+
+
+def _yaml_expanded_size(node, memo: dict) -> int:
+    """How many YAML nodes ``node`` stands for once every alias is expanded.
+
+    Aliases share node objects, so memoising by identity counts a bomb in
+    time linear in its text (a cycle counts as too big)."""
+    key = id(node)
+    if key in memo:
+        if memo[key] is None:
+            return FRONTMATTER_MAX_NODES + 1  # a recursive alias
+        return memo[key]
+    memo[key] = None
+    total = 1
+    if isinstance(node.value, list):
+        for item in node.value:
+            for part in item if isinstance(item, tuple) else (item,):
+                total += _yaml_expanded_size(part, memo)
+                if total > FRONTMATTER_MAX_NODES:
+                    break
+    memo[key] = total
+    return total
+
+
+def _load_yaml_bounded(yaml, block: str):
+    """PyYAML's safe loader, refusing alias expansion past FRONTMATTER_MAX_NODES."""
+    loader = yaml.SafeLoader(block)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _yaml_expanded_size(node, {}) > FRONTMATTER_MAX_NODES:
+            raise FrontmatterError(f"its frontmatter expands to more than {FRONTMATTER_MAX_NODES:,} YAML values "
+                                   "(repeated or recursive aliases, a 'YAML bomb'): shorten the frontmatter to index it")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def parse_frontmatter(block: str | None) -> dict:
+    """Frontmatter -> dict; a FrontmatterError when it would expand without bound."""
     if not block or not block.strip():
         return {}
-    try:
-        import yaml  # optional: a full YAML parser when present
-
-        data = yaml.safe_load(block)
-        if isinstance(data, dict):
-            return {str(k): v for k, v in data.items()}
-    except ImportError:
-        pass
-    except Exception:
-        pass  # broken YAML: fall back to the tolerant subset parser
+    if len(block) <= FRONTMATTER_MAX_CHARS:
+        try:
+            import yaml  # optional: a full YAML parser when present
+        except ImportError:
+            yaml = None
+        if yaml is not None:
+            try:
+                data = _load_yaml_bounded(yaml, block)
+            except FrontmatterError:
+                raise
+            except Exception:
+                data = None  # broken YAML (or nesting too deep): the tolerant subset parser reads it
+            if isinstance(data, dict):
+                return {str(k): v for k, v in data.items()}
     return parse_simple_yaml(block)
 
 
@@ -617,12 +710,20 @@ def is_skipped_folder(name: str) -> bool:
     return name.startswith(".") or name in SKIP_DIRS
 
 
-def walk_markdown(root: Path, pattern: str, errors: list | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
+BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
+BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
+
+
+def walk_markdown(root: Path, pattern: str, errors: list | None = None,
+                  skipped: list | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
     """Yield (relative posix path, absolute path, stat) of matching files.
 
     Skips hidden folders and SKIP_DIRS, follows symlinks but never loops
-    (each real folder is visited once).
+    (each real folder is visited once). Unreadable folders go to ``errors``;
+    symlink loops and names that are not UTF-8 (which the index cannot
+    store) go to ``skipped``, as (path, why).
     """
+    skipped = errors if skipped is None else skipped
     regex = glob_to_regex(pattern)
     seen: set = set()
 
@@ -638,12 +739,17 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None) -> Itera
             dirnames[:] = []
             continue
         if key in seen:
-            if errors is not None:
-                errors.append((dirpath, "symlink loop: folder already indexed, skipped"))
+            if skipped is not None:
+                skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
             dirnames[:] = []
             continue
         seen.add(key)
         dirnames[:] = sorted(d for d in dirnames if not is_skipped_folder(d))
+        if not all(map(is_valid_utf8, dirnames)):
+            for d in dirnames:
+                if not is_valid_utf8(d) and skipped is not None:
+                    skipped.append((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME))
+            dirnames[:] = [d for d in dirnames if is_valid_utf8(d)]
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
         for name in sorted(filenames):
@@ -651,6 +757,10 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None) -> Itera
                 continue
             rel = rel_dir + name
             if not regex.match(rel):
+                continue
+            if not is_valid_utf8(name):
+                if skipped is not None:
+                    skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
                 continue
             # One stat per file and plain strings until a match: a re-sync of 38k
             # unchanged files is mostly this loop.
@@ -669,6 +779,23 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None) -> Itera
 ###############################################################################
 # Store: the SQLite index (schema, migrations, writes) #########################
 ###############################################################################
+
+# Chinese and Japanese are written without spaces, so FTS5's unicode61
+# tokenizer takes a whole run of characters for one token and a word inside it
+# cannot be found. The cjk_fts table holds the passages that contain such
+# characters with each of them made a token of its own; a query word becomes a
+# phrase of its characters: an indexed substring search (a scan before). Done
+# by hand because FTS5's trigram tokenizer cannot match the one- and
+# two-character words these languages mostly use.
+UNSPACED_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Hiragana, Katakana, Han
+_UNSPACED_CHAR = re.compile(f"[{UNSPACED_CHARS}]")
+_HAS_UNSPACED_SQL = f"GLOB '*[{UNSPACED_CHARS}]*'"  # the same test in SQL (GLOB compares code points)
+
+
+def spaced_cjk(text: str | None) -> str:
+    """Text with a space around each Chinese/Japanese character (SQL: pms_spaced_cjk)."""
+    return _UNSPACED_CHAR.sub(r" \g<0> ", text or "")
+
 
 # Numbered migrations: PRAGMA user_version counts how many have run. Append,
 # never edit a released one.
@@ -729,6 +856,38 @@ MIGRATIONS = [
         INSERT INTO chunks_fts(rowid, title, headings, body) VALUES (new.id, new.title, new.headings, new.body);
     END;
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+    """,
+    # Files a sync skipped (binary, too large, unreadable, unsafe frontmatter), so
+    # that status and dry runs do not count them as new, and an unchanged one is
+    # not read again; ctime too, so a chmod makes an unreadable file retried.
+    """
+    CREATE TABLE IF NOT EXISTS skipped_files (
+        collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        size INTEGER,
+        mtime_ns INTEGER,
+        ctime_ns INTEGER,
+        failed INTEGER NOT NULL DEFAULT 0,
+        reason TEXT NOT NULL,
+        PRIMARY KEY (collection_id, path)
+    );
+    """,
+    # Chinese/Japanese passages, one token per character (see spaced_cjk); filled from chunks by triggers.
+    f"""
+    CREATE VIRTUAL TABLE IF NOT EXISTS cjk_fts USING fts5(title, body, tokenize='unicode61 remove_diacritics 2');
+    CREATE TRIGGER IF NOT EXISTS chunks_cjk_ai AFTER INSERT ON chunks WHEN (new.title || ' ' || new.body) {_HAS_UNSPACED_SQL} BEGIN
+        INSERT INTO cjk_fts(rowid, title, body) VALUES (new.id, pms_spaced_cjk(new.title), pms_spaced_cjk(new.body));
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_cjk_ad AFTER DELETE ON chunks BEGIN
+        DELETE FROM cjk_fts WHERE rowid = old.id;
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_cjk_au AFTER UPDATE OF title, body ON chunks BEGIN
+        DELETE FROM cjk_fts WHERE rowid = old.id;
+        INSERT INTO cjk_fts(rowid, title, body) SELECT new.id, pms_spaced_cjk(new.title), pms_spaced_cjk(new.body)
+            WHERE (new.title || ' ' || new.body) {_HAS_UNSPACED_SQL};
+    END;
+    INSERT INTO cjk_fts(rowid, title, body) SELECT id, pms_spaced_cjk(title), pms_spaced_cjk(body) FROM chunks
+        WHERE (title || ' ' || body) {_HAS_UNSPACED_SQL};
     """,
 ]
 
@@ -890,6 +1049,7 @@ class Store:
             raise PMSError(f"cannot open the index {self.path}: {exc} (delete it to rebuild, or pass another --db)") from None
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
+        conn.create_function("pms_spaced_cjk", 1, spaced_cjk, deterministic=True)  # used by the cjk_fts triggers
         conn.execute("PRAGMA busy_timeout=30000")
         loaded, error = self._load_vectors(conn, want)
         with self._lock:
@@ -1057,6 +1217,19 @@ class Store:
     def document_paths(self, collection_id: int) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT path FROM documents WHERE collection_id = ? ORDER BY path", (collection_id,))]
 
+    def skipped_states(self, collection_id: int) -> dict[str, tuple[int, int, int, bool, str]]:
+        """path -> (size, mtime_ns, ctime_ns, failed, reason) of files a sync skipped."""
+        rows = self.db.execute("SELECT path, size, mtime_ns, ctime_ns, failed, reason FROM skipped_files WHERE collection_id = ?",
+                               (collection_id,))
+        return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
+
+    def remember_skipped(self, db, collection_id: int, path: str, stat_key: tuple[int, int, int], failed: bool, reason: str) -> None:
+        db.execute("INSERT OR REPLACE INTO skipped_files(collection_id, path, size, mtime_ns, ctime_ns, failed, reason) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)", (collection_id, path, *stat_key, int(failed), reason))
+
+    def forget_skipped(self, db, collection_id: int, paths: Iterable[str]) -> None:
+        db.executemany("DELETE FROM skipped_files WHERE collection_id = ? AND path = ?", ((collection_id, p) for p in paths))
+
     def touch_document(self, db, doc_id: int, size: int, mtime_ns: int) -> None:
         db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id))
 
@@ -1205,23 +1378,17 @@ class Store:
             args = (match, limit)
         return self.db.execute(sql, args).fetchall()
 
-    def substring_search(self, needles: Sequence[str], limit: int, collection_ids: Sequence[int] | None) -> list[tuple[int, float]]:
-        """Passages containing every needle as a substring, titles first, shorter first.
-
-        For Chinese and Japanese, where words are not separated by spaces and
-        FTS5's unicode61 tokenizer sees a whole run of characters as one token.
-        A scan, so it only runs for queries in those scripts.
-        """
-        where = " AND ".join("(instr(c.body, ?) > 0 OR instr(c.title, ?) > 0)" for _ in needles)
-        args: list = [x for n in needles for x in (n, n)]
-        sql = f"SELECT c.id, (instr(c.title, ?) > 0) AS t, length(c.body) FROM chunks c"
+    def cjk_search(self, match: str, limit: int, collection_ids: Sequence[int] | None) -> list[tuple[int, float]]:
+        """(chunk id, bm25) of Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text), best first."""
+        sql = "SELECT f.rowid, bm25(cjk_fts, 3.0, 1.0) AS r FROM cjk_fts f"
+        args: list = [match]
         if collection_ids:
-            sql += f" JOIN documents d ON d.id = c.document_id WHERE d.collection_id IN ({placeholders(collection_ids)}) AND {where}"
-            args = [*collection_ids, *args]
+            sql += (" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE cjk_fts MATCH ? "
+                    f"AND d.collection_id IN ({placeholders(collection_ids)})")
+            args.extend(collection_ids)
         else:
-            sql += f" WHERE {where}"
-        rows = self.db.execute(sql + " ORDER BY t DESC, length(c.body) LIMIT ?", (needles[0], *args, limit)).fetchall()
-        return [(cid, 1.0 + t + 1.0 / (1 + size)) for cid, t, size in rows]
+            sql += " WHERE cjk_fts MATCH ?"
+        return self.db.execute(sql + " ORDER BY r LIMIT ?", (*args, limit)).fetchall()
 
     def fts_snippet(self, match: str, chunk_id: int, tokens: int = 24) -> str | None:
         row = self.db.execute("SELECT snippet(chunks_fts, 2, '\x02', '\x03', '\u2026', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
@@ -1385,6 +1552,7 @@ class Embedder:
         missing = self.missing_packages()
         if "fastembed" in missing:
             raise EmbeddingUnavailable(f"embeddings are not installed (pip install fastembed sqlite-vec sqlean-py, or run: {pms_command('setup')})")
+        onnxruntime_telemetry_off()
         try:
             from fastembed import TextEmbedding
         except Exception as exc:
@@ -1408,7 +1576,7 @@ class Embedder:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
 
     def _construct(self, TextEmbedding, kwargs):
-        with quiet_logs():
+        with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
                 model = TextEmbedding(self.model_name, **kwargs)
             else:
@@ -1431,9 +1599,14 @@ class Embedder:
         return model
 
     def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
+        return list(self.embed_stream(texts))
+
+    def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
+        """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
+        one iterator (no per-call set-up) and no float array outlives its batch."""
         model = self.load()
-        texts = [self.doc_prefix + t for t in texts]
-        return [_int8_bytes(v) for v in model.embed(list(texts), batch_size=self.batch_size)]
+        for vector in model.embed((self.doc_prefix + t for t in texts), batch_size=self.batch_size):
+            yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
         if self._model is None and self.query_spec:
@@ -1445,7 +1618,17 @@ class Embedder:
             except Exception:  # files moved or changed: fastembed below says what is wrong
                 self.query_spec = None
         model = self.load()
-        return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+        # The tokenizer raises TypeError on lone surrogates: only clean text reaches it.
+        return _int8_bytes(next(iter(model.embed([self.query_prefix + clean_query(text)], batch_size=1))))
+
+
+def onnxruntime_telemetry_off() -> None:
+    """Keep ONNX Runtime from phoning home. Its official builds (1.32 here) send
+    usage events to Microsoft's 1DS collector, looking up
+    mobile.events.data.microsoft.com about 10 s after the first session, unless
+    ORT_DISABLE_TELEMETRY is set before the runtime initialises (its Privacy.md).
+    Called before fastembed is imported; tests/test_privacy.py checks it under strace."""
+    os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 
 class QueryEncoder:
@@ -1544,6 +1727,32 @@ def _int8_bytes(vector) -> bytes:
 
 
 @contextlib.contextmanager
+def _no_memory_pattern():
+    """Build ONNX sessions without the "memory pattern" optimisation (fastembed
+    exposes no option for it). ONNX Runtime keeps one allocation plan per input
+    shape, and passages of every length are many shapes: embedding 600 Rust-book
+    passages peaked at 448 MB without it, 582 MB with it, for the same CPU time
+    (docs/robustness.md)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        yield
+        return
+    original = onnxruntime.SessionOptions
+
+    def options():
+        made = original()
+        made.enable_mem_pattern = False
+        return made
+
+    onnxruntime.SessionOptions = options
+    try:
+        yield
+    finally:
+        onnxruntime.SessionOptions = original
+
+
+@contextlib.contextmanager
 def quiet_logs():
     """fastembed logs through loguru and warns through warnings: keep stderr to our one line."""
     import warnings
@@ -1571,7 +1780,7 @@ who whom why will with would you your""".split())
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 # Scripts written without spaces between words: Han, Hiragana, Katakana.
-_UNSPACED_SCRIPT = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+MAX_CJK_WORDS = 8  # Chinese/Japanese words of one query searched in cjk_fts; more add nothing but work
 
 
 @dataclasses.dataclass
@@ -1621,7 +1830,7 @@ def parse_query(query: str, prefix_last: bool = False) -> ParsedQuery:
     """
     terms: list[Term] = []
     excluded: list[Term] = []
-    query = (query or "").replace("\x00", " ")
+    query = clean_query(query)
     for m in re.finditer(r'(-?)"([^"]*)"|(\S+)', query):
         if m.group(3) is not None:
             raw = m.group(3)
@@ -1823,16 +2032,17 @@ class Retrieval:
         list fills the rest, so recall is never lost when no passage has them
         all. Longer queries (questions, pasted sentences) rank by BM25 alone.
         """
-        parsed = parse_query(query) if isinstance(query, str) else query
+        parsed = query if isinstance(query, ParsedQuery) else parse_query(query)
         match_any = parsed.match_any()
         if not match_any:
             return []
         ids = self.collection_ids(collections)
-        needles = [" ".join(t.tokens) for t in parsed.terms if _UNSPACED_SCRIPT.search(" ".join(t.tokens))]
-        if needles:  # Chinese/Japanese: token matches first, then substring matches
+        cjk = [" ".join(t.tokens) for t in parsed.terms if _UNSPACED_CHAR.search(" ".join(t.tokens))][:MAX_CJK_WORDS]
+        if cjk:  # Chinese/Japanese: whole-token matches first, then passages holding every word
             ranked = [(cid, -r) for cid, r in self._fts(match_any, limit, ids)]
             seen = {cid for cid, _ in ranked}
-            ranked += [r for r in self.store.substring_search(needles, limit, ids) if r[0] not in seen]
+            phrases = " AND ".join('"' + spaced_cjk(word).replace('"', '""') + '"' for word in cjk)
+            ranked += [(cid, -r) for cid, r in self.store.cjk_search(phrases, limit, ids) if cid not in seen]
             return ranked[:limit]
         any_rows = self._fts(match_any, limit, ids)
         match_all = parsed.match_all() if len(parsed.terms) <= self.AND_FIRST_MAX_TERMS else None
@@ -1854,6 +2064,7 @@ class Retrieval:
 
     def keyword(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
                 prefix_last: bool = False) -> list[Hit]:
+        query = clean_query(query)
         parsed = parse_query(query, prefix_last=prefix_last)
         ranking = self.keyword_ranking(parsed, max(k * 8, 50), collections)
         info = self.store.chunk_info([cid for cid, _ in ranking])
@@ -1870,12 +2081,14 @@ class Retrieval:
         status = self.vector_status()
         if not status.ok:
             raise EmbeddingUnavailable(status.reason)
+        query = clean_query(query)
         if not query.strip():
             return []
         blob = self.embedder.embed_query(query)
         return self.store.vector_search(blob, limit, self.collection_ids(collections))
 
     def vector(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False) -> list[Hit]:
+        query = clean_query(query)
         ranking = self.vector_ranking(query, max(k * 8, 50), collections)
         info = self.store.chunk_info([cid for cid, _ in ranking])
         hits = []
@@ -1901,6 +2114,7 @@ class Retrieval:
         different passages still gets both votes.
         """
         f = fusion or self.fusion
+        query = clean_query(query)
         parsed = parse_query(query, prefix_last=prefix_last)
         depth = max(f.depth, k * 4)
         self.collection_ids(collections)  # an unknown name fails here, before any work
@@ -2009,6 +2223,7 @@ class SyncPlan:
     deleted: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     unchanged: int = 0
     errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)    # (path, cause)
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)   # (path, why): not indexed, by design
 
     @property
     def pending(self) -> int:
@@ -2016,6 +2231,16 @@ class SyncPlan:
 
     def summary(self) -> str:
         return f"Sync status: +{len(self.added)} new, ~{len(self.updated)} modified, -{len(self.deleted)} deleted"
+
+
+@dataclasses.dataclass
+class SyncChanges:
+    """How a collection's folder differs from the index (one classification for dry runs and syncs)."""
+
+    todo: list = dataclasses.field(default_factory=list)       # (rel path, abs path, (size, mtime_ns, ctime_ns), indexed state or None)
+    unchanged: int = 0                                          # same size and mtime
+    gone: list[str] = dataclasses.field(default_factory=list)       # indexed, no longer there
+    forgotten: list[str] = dataclasses.field(default_factory=list)  # skipped before, no longer there
 
 
 @dataclasses.dataclass
@@ -2158,51 +2383,61 @@ class Syncer:
         """The lock two syncs of one index take turns on."""
         return FileLock(Path(str(store.path) + ".sync.lock"))
 
-    def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list) -> dict[str, tuple[Path, int, int]] | None:
-        """rel path -> (abs path, size, mtime_ns); None when the folder is missing."""
+    def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
+             skipped: list | None = None) -> dict[str, tuple[Path, int, int, int]] | None:
+        """rel path -> (abs path, size, mtime_ns, ctime_ns); None when the folder is missing."""
         name, root, pattern = collection.name, Path(collection.path), collection.glob
         if not root.is_dir():
             errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found = {}
         if paths is None:
-            for rel, full, st in walk_markdown(root, pattern, errors):
-                found[rel] = (full, st.st_size, st.st_mtime_ns)
+            for rel, full, st in walk_markdown(root, pattern, errors, skipped):
+                found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         else:
             regex = glob_to_regex(pattern)
             for rel in paths:
                 full = root / rel
-                if regex.match(rel) and full.is_file():
+                if not is_valid_utf8(rel):
+                    if skipped is not None and full.is_file():
+                        skipped.append((display_path(full), BAD_NAME))
+                elif regex.match(rel) and full.is_file():
                     st = full.stat()
-                    found[rel] = (full, st.st_size, st.st_mtime_ns)
+                    found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         return found
 
-    def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list):
-        """(files to read, how many are unchanged by size and mtime, paths gone), or
-        None when the folder is missing. Each file to read is
-        (rel path, abs path, size, mtime_ns, indexed state or None)."""
-        found = self.scan(col, paths, errors)
+    def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
+        """What differs between a collection's folder and the index, or None when
+        the folder is missing. Files skipped before and unchanged since are
+        reported again (to ``errors`` or ``skipped``) without being read."""
+        found = self.scan(col, paths, errors, skipped)
         if found is None:
             return None
         known = self.store.document_states(col.id)
-        todo, unchanged = [], 0
-        for rel, (full, size, mtime) in found.items():
+        known_skipped = self.store.skipped_states(col.id)
+        changes = SyncChanges()
+        for rel, (full, size, mtime, ctime) in found.items():
             state = known.get(rel)
-            if state is not None and (state.size, state.mtime_ns) == (size, mtime):
-                unchanged += 1
+            was_skipped = known_skipped.get(rel)
+            if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime):
+                (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
+            elif state is not None and (state.size, state.mtime_ns) == (size, mtime):
+                changes.unchanged += 1
             else:
-                todo.append((rel, full, size, mtime, state))
-        gone = [rel for rel in known if rel not in found and (paths is None or rel in paths)]
-        return todo, unchanged, gone
+                changes.todo.append((rel, full, (size, mtime, ctime), state))
+        in_scope = (lambda rel: True) if paths is None else set(paths).__contains__
+        changes.gone = [rel for rel in known if rel not in found and in_scope(rel)]
+        changes.forgotten = [rel for rel in known_skipped if rel not in found and in_scope(rel)]
+        return changes
 
     def plan(self, collections: Sequence[CollectionRow]) -> SyncPlan:
         plan = SyncPlan()
         for col in collections:
-            changes = self.changes(col, None, plan.errors)
+            changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
                 continue
-            todo, plan.unchanged, gone = changes[0], plan.unchanged + changes[1], changes[2]
-            for rel, full, _size, _mtime, state in todo:
+            plan.unchanged += changes.unchanged
+            for rel, full, _stat_key, state in changes.todo:
                 if state is None:
                     plan.added.append((col.name, rel))
                     continue
@@ -2215,7 +2450,7 @@ class Syncer:
                     plan.unchanged += 1  # touched, same content
                 else:
                     plan.updated.append((col.name, rel))
-            plan.deleted.extend((col.name, rel) for rel in gone)
+            plan.deleted.extend((col.name, rel) for rel in changes.gone)
         return plan
 
     def run(self, collections: Sequence[CollectionRow], *, paths: dict[str, list[str]] | None = None, embed: bool = True,
@@ -2240,11 +2475,11 @@ class Syncer:
 
     def _sync_collection(self, col: CollectionRow, paths, report: SyncReport, progress, cancel) -> None:
         col_id, name = col.id, col.name
-        changes = self.changes(col, paths, report.errors)
+        changes = self.changes(col, paths, report.errors, report.skipped)
         if changes is None:
             return
-        todo, unchanged, gone = changes
-        report.unchanged += unchanged
+        todo = changes.todo
+        report.unchanged += changes.unchanged
         total = len(todo)
         t0 = time.monotonic()
         for start in range(0, total, self.BATCH_FILES):
@@ -2257,6 +2492,7 @@ class Syncer:
                     if kind == "write":
                         _, note, size, mtime, sha, existed = outcome
                         self.store.write_document(db, col_id, rel, note, size, mtime, sha)
+                        self.store.forget_skipped(db, col_id, [rel])
                         if existed:
                             report.updated += 1
                         else:
@@ -2264,6 +2500,12 @@ class Syncer:
                     elif kind == "touch":
                         self.store.touch_document(db, outcome[1], outcome[2], outcome[3])
                         report.unchanged += 1
+                    elif kind == "skip":
+                        _, stat_key, failed, reason, existed = outcome
+                        self.store.remember_skipped(db, col_id, rel, stat_key, failed, reason)
+                        if existed:
+                            self.store.delete_document(db, col_id, rel)
+                            report.deleted += 1
                     elif kind == "remove":
                         self.store.delete_document(db, col_id, rel)
                         report.deleted += 1
@@ -2271,35 +2513,39 @@ class Syncer:
                 done = min(start + self.BATCH_FILES, total)
                 rate = done / max(time.monotonic() - t0, 1e-6)
                 progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
-        if gone:
+        if changes.gone or changes.forgotten:
             with self.store.transaction() as db:
-                for rel in gone:
+                for rel in changes.gone:
                     self.store.delete_document(db, col_id, rel)
-            report.deleted += len(gone)
+                self.store.forget_skipped(db, col_id, changes.forgotten)
+            report.deleted += len(changes.gone)
         self.store.update_collection(name, last_sync=now_iso())
 
     def _prepare(self, item, report: SyncReport):
         """Read and parse one changed file outside the write transaction."""
-        rel, full, size, mtime, state = item
+        rel, full, stat_key, state = item
+        size, mtime = stat_key[0], stat_key[1]
+
+        def skip(reason: str, failed: bool = False):
+            (report.errors if failed else report.skipped).append((display_path(full), reason))
+            return rel, ("skip", stat_key, failed, reason, state is not None)
+
         try:
             data = read_note_file(full)
         except FileNotFoundError:
             return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
         except FileTooLargeError as exc:
-            report.skipped.append((str(full), str(exc)))
-            return rel, ("remove",) if state else ("none",)
+            return skip(str(exc))
         except OSError as exc:
-            report.errors.append((str(full), f"cannot read: {exc.strerror or exc}"))
-            return rel, ("none",)
+            return skip(f"cannot read: {exc.strerror or exc}", failed=True)
         sha = hashlib.sha256(data).hexdigest()
         if state is not None and state.sha256 == sha:
             return rel, ("touch", state.id, size, mtime)
         try:
             text = decode_text(data)
-        except BinaryFileError as exc:
-            report.skipped.append((str(full), f"skipped: {exc}"))
-            return rel, ("remove",) if state else ("none",)
-        note = parse_note(text, Path(rel).stem, self.chunk_chars)
+            note = parse_note(text, Path(rel).stem, self.chunk_chars)
+        except (BinaryFileError, FrontmatterError) as exc:
+            return skip(f"skipped: {exc}")
         return rel, ("write", note, size, mtime, sha, state is not None)
 
     def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
@@ -2350,18 +2596,25 @@ class Syncer:
         pending.sort(key=lambda p: len(texts[p.id]))
         total = len(pending)
         t0 = time.monotonic()
-        group = embedder.batch_size * 4
-        for start in range(0, total, group):
-            if cancel is not None and cancel.is_set():
-                raise SyncCancelled()
-            part = pending[start : start + group]
-            vectors = embedder.embed_documents([texts[p.id] for p in part])
-            store.write_vectors([(p.id, p.collection_id, v) for p, v in zip(part, vectors)])
-            report.embedded += len(part)
+        group = embedder.batch_size * 4  # vectors written per transaction
+        done, rows = 0, []
+        if cancel is not None and cancel.is_set():
+            raise SyncCancelled()
+        # One stream through the model; each text is dropped once it is embedded.
+        vectors = embedder.embed_stream(texts.pop(p.id) for p in pending)
+        for p, vector in zip(pending, vectors):
+            rows.append((p.id, p.collection_id, vector))
+            if len(rows) < group and done + len(rows) < total:
+                continue
+            store.write_vectors(rows)
+            done += len(rows)
+            report.embedded += len(rows)
+            rows = []
             if progress:
-                done = start + len(part)
                 rate = done / max(time.monotonic() - t0, 1e-6)
                 progress(SyncProgress("embed", done, total, rate, (total - done) / rate if rate else None))
+            if cancel is not None and cancel.is_set() and done < total:
+                raise SyncCancelled()
 
 
 ###############################################################################
@@ -2510,28 +2763,68 @@ def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MA
 
     Standard library only (trafilatura's fetcher refuses local addresses).
     Redirects are followed up to CLIP_MAX_REDIRECTS; the download stops past
-    ``max_bytes``; ``timeout`` bounds each network wait and the whole read.
+    ``max_bytes``; ``timeout`` bounds each network wait and the whole download
+    (DNS, connection, headers and body): the work runs in a daemon thread the
+    caller stops waiting for, since a server that trickles bytes, or a stuck
+    name lookup, is never interrupted by a socket timeout.
     """
+    url = check_clip_url(url)
+    timeout = max(float(timeout), 0.001)
+    deadline = time.monotonic() + timeout
+    outcome: dict = {}
+
+    def download():
+        try:
+            outcome["page"] = _download(url, timeout, max_bytes, deadline)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=download, name="pms-clip-download", daemon=True)
+    worker.start()
+    worker.join(timeout + 0.5)  # a little grace, so the worker's own, more precise error wins
+    if worker.is_alive():
+        raise _too_slow(url, timeout)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["page"]
+
+
+def _too_slow(url: str, timeout: float) -> PMSError:
+    return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
+                    "try again later, or allow longer with --timeout)")
+
+
+def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tuple[bytes | str, str]:
     import http.client
     import urllib.error
+    import urllib.parse
     import urllib.request
 
-    url = check_clip_url(url)
+    def refuse_scheme(req, newurl: str) -> None:
+        if newurl.split(":", 1)[0].lower() not in ("http", "https"):
+            raise PMSError(f"{req.full_url} redirects to {newurl!r}, which is not a web page (only http and https are followed)")
 
     class LimitedRedirects(urllib.request.HTTPRedirectHandler):
         max_redirections = CLIP_MAX_REDIRECTS
         max_repeats = 1  # the same URL twice is a loop
 
+        def http_error_302(self, req, fp, code, msg, headers):
+            # urllib refuses file:// and others itself, with an HTTPError that reads like a redirect loop
+            target = headers.get("location") or headers.get("uri")
+            if target:
+                refuse_scheme(req, urllib.parse.urljoin(req.full_url, target))
+            return super().http_error_302(req, fp, code, msg, headers)
+
+        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
         def redirect_request(self, req, fp, code, msg, headers, newurl):
-            if newurl.split(":", 1)[0].lower() not in ("http", "https"):
-                raise PMSError(f"{req.full_url} redirects to {newurl!r}, which is not a web page (only http and https are followed)")
+            refuse_scheme(req, newurl)
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
     opener = urllib.request.build_opener(LimitedRedirects)
     request = urllib.request.Request(url, headers={
         "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
         "Accept-Encoding": "identity"})
-    deadline = time.monotonic() + max(timeout, 0.001) * 3  # per-wait timeout, and a bound on a trickling server
     try:
         with opener.open(request, timeout=timeout) as response:
             final_url = response.geturl()
@@ -2544,14 +2837,14 @@ def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MA
                 raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
             chunks, size = [], 0
             while True:
-                block = response.read(64 * 1024)
+                block = response.read1(64 * 1024)  # what one wait brought: a trickle cannot hold the loop
                 if not block:
                     break
                 size += len(block)
                 if size > max_bytes:
                     raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
                 if time.monotonic() > deadline:
-                    raise TimeoutError("download too slow")
+                    raise _too_slow(url, timeout)
                 chunks.append(block)
             charset = response.headers.get_content_charset()
     except PMSError:
@@ -3229,8 +3522,12 @@ class KnowledgeBase:
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
                chunks: bool = False, prefix_last: bool = False) -> list[Hit]:
-        """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector."""
+        """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
+
+        Any query is accepted: undecodable bytes, control characters and
+        overlong input are cleaned first (``clean_query``)."""
         k = max(1, min(int(k), 1000))
+        query = clean_query(query)
         used = self.search_mode(mode).mode
         try:
             if used == "keyword":
@@ -3256,8 +3553,10 @@ class KnowledgeBase:
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None) -> Document:
         """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines."""
-        ref = ref.strip()
-        m = re.match(r"^(.*?)(?::(\d+))?(?::(\d+))?$", ref)
+        ref = clean_query(ref, limit=None).strip()
+        if not ref:
+            raise PMSError("which note? give collection/path.md, a path or the #docid shown in search results")
+        m = re.match(r"^(.*?)(?::(\d+))?(?::(\d+))?\Z", ref, re.DOTALL)  # a file name may hold a newline
         target, start, n = m.group(1), m.group(2), m.group(3)
         from_line = from_line if from_line is not None else (int(start) if start else None)
         count = count if count is not None else (int(n) if n else None)
@@ -3338,6 +3637,7 @@ class KnowledgeBase:
         if pending:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
+            info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
         return info
 
 
@@ -3597,13 +3897,18 @@ class ProgressPrinter:
         self.stream.flush()
 
 
+def one_line(text: str) -> str:
+    """Control characters (a newline in a file name) shown as \\xNN, so one result stays one line."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
     if args.json:
         print(json.dumps([h.to_dict(explain=args.explain) for h in hits], indent=2, ensure_ascii=False))
         return
     if args.files:
         for h in hits:
-            print(h.abspath)
+            print(one_line(h.abspath))
         return
     if not hits:
         print("No results.")
@@ -3613,7 +3918,7 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
     dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     lists = _LISTS_OF_MODE[getattr(args, "used_mode", None) or "hybrid"]
     for i, h in enumerate(hits, 1):
-        print(f"{i:>2}. {bold(h.title)}  {dim(f'{h.collection}/{h.path}:{h.start_line}-{h.end_line}  #{h.docid}  {_ranks(h, lists)}')}")
+        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}:{h.start_line}-{h.end_line}  #{h.docid}  {_ranks(h, lists)}')}")
         if h.heading_path and h.heading_path != h.title:
             print(f"    {dim(h.heading_path)}")
         if h.snippet:
@@ -3721,6 +4026,8 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             for sign, items in (("+", plan.added), ("~", plan.updated), ("-", plan.deleted)):
                 for col, rel in items:
                     print(f"  {sign} {col}/{rel}")
+        for path, why in plan.skipped:
+            _notice(f"{path}: {why}")
         for path, why in plan.errors:
             _notice(f"error: {path}: {why}")
         return 1 if plan.errors else 0
@@ -3749,6 +4056,8 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     else:
         advice = f"  (run: {pms_command('sync')})" if sum(p.values()) or to_embed else ""
     print(f"Pending:     {todo}{advice}")
+    if info.get("skipped"):
+        print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
         print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")

@@ -6,3 +6,6 @@ import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+# ONNX Runtime reports usage to Microsoft unless this is set before it starts
+# (pms.Embedder sets it too; the hook covers anything that loads it earlier).
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"

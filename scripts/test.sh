@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  # Qt (offscreen and under Xvfb) needs these shared libraries.
-  pkgs="libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 xvfb libxcb-icccm4 libxcb-keysyms1 libxcb-xinerama0 libxcb-cursor0 libxkbcommon-x11-0 libxcb-shape0 libxcb-render-util0 libxcb-image0 libxcb-randr0"
+  # Qt (offscreen and under Xvfb) needs these shared libraries; strace watches for network calls (tests/test_privacy.py).
+  pkgs="libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 xvfb libxcb-icccm4 libxcb-keysyms1 libxcb-xinerama0 libxcb-cursor0 libxkbcommon-x11-0 libxcb-shape0 libxcb-render-util0 libxcb-image0 libxcb-randr0 strace"
   missing=$(for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
   if [ -n "$missing" ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing) >/dev/null 2>&1 \

@@ -1,0 +1,191 @@
+"""Property tests (Hypothesis): any query, note, frontmatter or file name in, no
+exception out, and results that are well formed. Under 60 s in all.
+
+The strategies mix generic Unicode (lone surrogates and control characters
+included) with the pieces that broke PMS before: FTS5 syntax, CJK, combining
+marks, undecodable bytes, YAML anchors and aliases.
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="the fuzz suite needs hypothesis (pip install -r requirements-dev.txt)")
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+import pms  # noqa: E402
+
+SETTINGS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+TRICKY = ['"', "*", "-", "-\"", "(", ")", ":", "^", "NEAR", "AND", "OR", "NOT", "title:", "C++", "中文", "検索", "한국어",
+          "e\u0301", "\u0301", "\x00", "\x07", "\x1b[31m", "\udcff", "\ud800", "\ufeff", "\u200b", "🚀", "\\", "%", "_",
+          "'", "';DROP TABLE chunks;--", "NEAR(a b, 2)", "{a b}", "a*b", "\n", "\t", "x" * 300]
+pieces = st.one_of(st.sampled_from(TRICKY), st.text(st.characters(exclude_categories=()), max_size=12),
+                   st.sampled_from(["backup", "rust", "sync", "notes", "restic", "borrow"]))
+queries = st.lists(pieces, max_size=8).map(" ".join)
+
+
+def fresh_kb(embeddings: bool = False, **kwargs) -> tuple[pms.KnowledgeBase, Path]:
+    folder = Path(tempfile.mkdtemp(prefix="pms-fuzz-"))
+    return pms.KnowledgeBase(folder / "index.sqlite", embeddings=embeddings, **kwargs), folder
+
+
+def check_hits(hits, k: int) -> None:
+    assert isinstance(hits, list) and len(hits) <= k
+    seen = set()
+    for hit in hits:
+        assert isinstance(hit, pms.Hit)
+        assert math.isfinite(hit.score) and hit.start_line <= hit.end_line
+        assert isinstance(hit.snippet, str) and isinstance(hit.title, str)
+        assert (hit.collection, hit.path) not in seen
+        seen.add((hit.collection, hit.path))
+
+
+@pytest.fixture(scope="module")
+def keyword_kb():
+    kb, folder = fresh_kb()
+    notes = folder / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# Backups\n\nrestic backup of notes\n\n## Sync\n\nsync with syncthing\n")
+    (notes / "b.md").write_text("# Rust\n\nborrow checker, C++ and NEAR(a b) \"quotes\"\n")
+    (notes / "c.md").write_text("# 中文笔记\n\n检索中文内容。日本語の検索も。e\u0301 combining\n")
+    kb.collections.create(notes, name="notes")
+    kb.sync()
+    yield kb
+    kb.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@settings(max_examples=600, **SETTINGS)
+@given(query=queries, k=st.integers(1, 20), chunks=st.booleans(), prefix_last=st.booleans())
+def test_any_keyword_query(keyword_kb, query, k, chunks, prefix_last):
+    check_hits(keyword_kb.search(query, k=k, mode="keyword", chunks=chunks, prefix_last=prefix_last), k)
+
+
+@settings(max_examples=600, **SETTINGS)
+@given(query=queries)
+def test_any_query_parses_into_safe_fts(keyword_kb, query):
+    parsed = pms.parse_query(query)
+    assert len(parsed.terms) <= 32 and len(parsed.excluded) <= 16
+    for match in (parsed.match_any(), parsed.match_all()):
+        if match:  # FTS5 accepts it: a syntax error would raise here
+            keyword_kb.store.fts_search(match, 5, None, pms.Retrieval.FIELD_WEIGHTS)
+
+
+@pytest.fixture(scope="module")
+def hybrid(embedding_model_dir):
+    old = os.environ.get("PMS_MODEL_DIR")
+    os.environ["PMS_MODEL_DIR"] = str(embedding_model_dir)
+    kb, folder = fresh_kb(embeddings=True)
+    notes = folder / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# Backups\n\nrestic backup of notes every night\n")
+    (notes / "b.md").write_text("# 中文\n\n检索中文内容\n")
+    kb.collections.create(notes, name="notes")
+    assert kb.sync().embedded
+    yield kb
+    kb.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    if old is None:
+        os.environ.pop("PMS_MODEL_DIR", None)
+    else:
+        os.environ["PMS_MODEL_DIR"] = old
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(query=queries, mode=st.sampled_from(["hybrid", "vector", "auto"]))
+def test_any_query_in_the_modes_that_embed_it(hybrid, query, mode):
+    check_hits(hybrid.search(query, k=5, mode=mode), 5)
+
+
+# -- notes and frontmatter -------------------------------------------------------------------------
+yaml_scalars = st.one_of(st.text(max_size=20), st.integers(), st.booleans(), st.sampled_from(["~", "null", "[a, b]", "&x 1", "*x",
+                                                                                               "!!python/object:os.system", "{a: 1}"]))
+frontmatter_lines = st.lists(st.tuples(st.sampled_from(["title", "tags", "aliases", "tag", "alias", "date", "x", "- item", "&a", "*a"]),
+                                       yaml_scalars).map(lambda kv: f"{kv[0]}: {kv[1]}"), max_size=8).map("\n".join)
+markdown_lines = st.one_of(st.sampled_from(["# H1", "## H2", "###### H6", "```", "```python", "~~~", "---", "...", "- item", "> quote",
+                                            "| a | b |", "", "    indented", "<!-- x -->", "[[link]]", "#tag"]),
+                           st.text(st.characters(exclude_categories=()), max_size=60))
+note_texts = st.tuples(st.booleans(), frontmatter_lines, st.lists(markdown_lines, max_size=30).map("\n".join)).map(
+    lambda t: (f"---\n{t[1]}\n---\n" if t[0] else "") + t[2])
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(text=note_texts)
+def test_any_note_text_parses(text):
+    try:
+        note = pms.parse_note(text, "fallback", target_chars=200)
+    except pms.FrontmatterError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert isinstance(note.title, str) and note.title.strip()
+    assert note.chunks and all(c.start_line <= c.end_line for c in note.chunks)
+    assert all(isinstance(t, str) for t in note.tags + note.aliases)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(block=st.one_of(frontmatter_lines, st.text(st.characters(exclude_categories=()), max_size=200)))
+def test_any_frontmatter_is_a_dict_or_a_one_line_refusal(block):
+    try:
+        meta = pms.parse_frontmatter(block)
+    except pms.FrontmatterError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert isinstance(meta, dict)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(data=st.one_of(st.binary(max_size=400), note_texts.map(lambda t: t.encode("utf-8", "surrogatepass")),
+                      st.tuples(st.sampled_from(["utf-8-sig", "utf-16", "utf-32", "cp1252", "latin-1"]), st.text(max_size=80))
+                      .map(lambda t: t[1].encode(t[0], "replace"))))
+def test_any_file_bytes_decode_or_are_refused_as_binary(data):
+    try:
+        text = pms.decode_text(data)
+    except pms.BinaryFileError:
+        return
+    assert isinstance(text, str) and "\r" not in text
+
+
+# -- file names and whole syncs -----------------------------------------------------------------------
+name_chars = st.one_of(st.characters(exclude_categories=("Cs",), exclude_characters="/\x00"),
+                       st.sampled_from(["\n", "\t", " ", ".", "-", "#", ":", "*", "?", "\\", "中", "\u0301", "\udcff", "\udce9"]))
+file_names = st.text(name_chars, min_size=1, max_size=40).filter(lambda n: n not in (".", "..")).map(lambda n: n + ".md")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file names")
+@settings(max_examples=40, **SETTINGS)
+@given(names=st.lists(file_names, min_size=1, max_size=6, unique_by=lambda n: os.fsencode(n)[:200]), texts=st.lists(note_texts, min_size=6, max_size=6))
+def test_any_files_sync_without_exception(names, texts):
+    kb, folder = fresh_kb()
+    try:
+        root = folder / "notes"
+        root.mkdir()
+        written = []
+        for name, text in zip(names, texts):
+            try:
+                (root / name).write_bytes(text.encode("utf-8", "surrogatepass"))
+                written.append(name)
+            except OSError:  # too long for this file system, or similar: not our input
+                continue
+        kb.collections.create(root, name="fuzz")
+        report = kb.sync()
+        for _, why in report.skipped + report.errors:
+            assert "\n" not in why
+        indexed = set(kb.collections.get("fuzz").files)
+        shown = {os.path.basename(p) for p, _ in report.skipped}
+        for name in written:
+            if name.startswith("."):
+                continue
+            assert name in indexed or pms.display_path(name) in shown
+        for rel in indexed:
+            assert kb.get(f"fuzz/{rel}").path == rel
+        assert kb.check_sync_status().pending == 0
+    finally:
+        kb.close()
+        shutil.rmtree(folder, ignore_errors=True)
