@@ -640,20 +640,211 @@ class ParsedNote:
     metadata: dict
     body: str
     chunks: list[Chunk]
+    date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
+    links: list["NoteLink"] = dataclasses.field(default_factory=list)
 
 
-def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> ParsedNote:
-    """Frontmatter, title (frontmatter > first H1 > file name) and chunks of a note."""
+def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
+    """Frontmatter, title (frontmatter > first H1 > file name), tags (frontmatter
+    and inline), date, links and chunks of a note. ``path`` (relative to the
+    collection) resolves relative Markdown links."""
     block, body, consumed = split_frontmatter(text)
     meta = parse_frontmatter(block)
     title = meta.get("title")
     title = str(title).strip() if title not in (None, "") else (first_heading(body) or fallback_title)
-    tags = _as_list(meta.get("tags") or meta.get("tag"))
+    tags = _unique(_as_list(meta.get("tags") or meta.get("tag")) + inline_tags(body))
     aliases = _as_list(meta.get("aliases") or meta.get("alias")) if not isinstance(meta.get("aliases"), str) else [meta["aliases"]]
     chunks = chunk_markdown(body, title=title, target_chars=target_chars, first_line=consumed + 1)
     if not chunks:  # an empty note is still findable by its title
         chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
-    return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks)
+    return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
+                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1))
+
+
+# Notes-native metadata: inline tags, dates, frontmatter fields, links ---------
+
+def _unique(items: Iterable[str]) -> list[str]:
+    """Items in first-seen order, without case-insensitive repeats."""
+    seen, out = set(), []
+    for item in items:
+        if item and item.lower() not in seen:
+            seen.add(item.lower())
+            out.append(item)
+    return out
+
+
+# Obsidian's tag rule: '#' after a space or a line start, then letters, digits,
+# '_', '-' or '/' (nesting), with at least one character that is not a digit.
+_INLINE_TAG = re.compile(r"(?:^|(?<=\s))#([\w/-]*[^\W\d][\w/-]*)", re.UNICODE)
+_INLINE_CODE = re.compile(r"(`+).+?\1")
+
+
+def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
+    """(0-based line number, line without inline code) of lines outside code fences."""
+    lines = body.split("\n")
+    fenced, _ = _fence_states(lines)
+    for i, (line, in_fence) in enumerate(zip(lines, fenced)):
+        if not in_fence and not line.startswith(("    ", "\t")):
+            yield i, _INLINE_CODE.sub(" ", line) if "`" in line else line
+
+
+def inline_tags(body: str) -> list[str]:
+    """``#tags`` in the text (not in code, not headings, not URL anchors)."""
+    found = []
+    for _, line in _prose_lines(body):
+        if "#" in line:
+            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line))
+    return _unique(t for t in found if t)
+
+
+def normalize_tag(tag: str) -> str:
+    """How tags are compared: no '#', no edge slashes, lower case (Obsidian ignores case)."""
+    return str(tag).strip().lstrip("#").strip("/").lower()
+
+
+NOTE_DATE_FIELDS = ("date", "created", "updated")
+
+
+def _iso_date(value) -> str | None:
+    """A frontmatter value as an ISO date or date-time string, or None."""
+    if isinstance(value, _dt.datetime):
+        return value.replace(tzinfo=None).isoformat(timespec="seconds")
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    m = re.match(r"^\s*(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?", str(value or ""))
+    if not m:
+        return None
+    try:
+        _dt.date.fromisoformat(m.group(1))
+    except ValueError:
+        return None
+    return m.group(1) + (f"T{m.group(2)}" if m.group(2) else "")
+
+
+def frontmatter_date(meta: dict) -> str | None:
+    """The note's own date: the first of ``date``, ``created``, ``updated`` that parses."""
+    lowered = {str(k).lower(): v for k, v in meta.items()}
+    for key in NOTE_DATE_FIELDS:
+        found = _iso_date(lowered.get(key))
+        if found:
+            return found
+    return None
+
+
+def frontmatter_fields(meta: dict) -> list[tuple[str, str]]:
+    """(key, value) pairs to filter on; a list gives one pair per item, a
+    nested mapping its JSON text; a key with no value gives (key, '')."""
+    pairs = []
+    for key, value in meta.items():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items[:200]:
+            if item is None:
+                text = ""
+            elif isinstance(item, bool):
+                text = "true" if item else "false"
+            elif isinstance(item, (_dt.date, _dt.datetime)):
+                text = _iso_date(item) or str(item)
+            elif isinstance(item, (dict, list)):
+                text = json.dumps(item, ensure_ascii=False, default=str)
+            else:
+                text = str(item).strip()
+            pairs.append((str(key)[:200], text[:500]))
+        if not items:
+            pairs.append((str(key)[:200], ""))
+    return pairs
+
+
+@dataclasses.dataclass
+class NoteLink:
+    """A link from a note: ``target`` is a wikilink's name, or a Markdown link's
+    path made relative to the collection; ``fragment`` is '#heading' or '#^block'."""
+
+    target: str
+    fragment: str
+    kind: str  # "wiki" or "markdown"
+    line: int
+
+    @property
+    def key(self) -> str:
+        """What resolution compares: lower case, no '.md'."""
+        return _note_key(self.target)
+
+
+def _note_key(path: str) -> str:
+    path = path.strip().strip("/").lower()
+    return path[:-3] if path.endswith(".md") else path
+
+
+_WIKILINK = re.compile(r"!?\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|[^\[\]]*)?\]\]")
+_MD_LINK = re.compile(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
+_ATTACHMENT = re.compile(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
+
+
+def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]:
+    """``[[wikilinks]]`` (with ``|alias``, ``#heading``, ``^block``) and Markdown
+    links to other notes; web links, images and other files are left out."""
+    import posixpath
+    from urllib.parse import unquote
+
+    folder = posixpath.dirname(path)
+    links = []
+    for i, line in _prose_lines(body):
+        if "[[" in line:
+            for m in _WIKILINK.finditer(line):
+                target = m.group(1).strip()
+                if target and not _ATTACHMENT.search(target):
+                    fragment = (m.group(2) or "").strip()
+                    links.append(NoteLink(target, "#" + fragment.lstrip("#") if fragment else "", "wiki", first_line + i))
+        if "](" in line:
+            for m in _MD_LINK.finditer(line):
+                raw = m.group(1).strip("<>")
+                if re.match(r"^[A-Za-z][\w+.-]*:", raw) or raw.startswith("#"):
+                    continue  # a URL (http:, mailto:, obsidian:) or an anchor in the same note
+                target, _, fragment = unquote(raw).partition("#")
+                if not target.lower().endswith((".md", ".markdown")):
+                    continue
+                resolved = posixpath.normpath(posixpath.join(folder, target)) if not target.startswith("/") else target.lstrip("/")
+                links.append(NoteLink(resolved, "#" + fragment if fragment else "", "markdown", first_line + i))
+    return links
+
+
+class LinkResolver:
+    """Resolves link targets to notes of one collection, as Obsidian does:
+    the exact path first, then a unique path suffix or file name (the shortest
+    path wins a tie), then an alias. Markdown links need the exact path."""
+
+    def __init__(self, notes: Iterable[tuple[int, str, str]]):
+        """``notes``: (document id, collection-relative path, comma-separated aliases)."""
+        self.by_path: dict[str, int] = {}
+        self.by_suffix: dict[str, list[tuple[int, str]]] = {}
+        self.by_alias: dict[str, int] = {}
+        for doc_id, path, aliases in notes:
+            key = _note_key(path)
+            self.by_path[key] = doc_id
+            parts = key.split("/")
+            for n in range(1, len(parts)):
+                self.by_suffix.setdefault("/".join(parts[n:]), []).append((doc_id, key))
+            for alias in (aliases or "").split(","):
+                if alias.strip():
+                    self.by_alias.setdefault(alias.strip().lower(), doc_id)
+        for candidates in self.by_suffix.values():
+            candidates.sort(key=lambda c: (len(c[1]), c[1]))
+
+    def resolve(self, kind: str, key: str) -> int | None:
+        if key in self.by_path:
+            return self.by_path[key]
+        if kind != "wiki":
+            return None
+        if key in self.by_suffix:
+            return self.by_suffix[key][0][0]
+        return self.by_alias.get(key)
+
+    @staticmethod
+    def keys_for(path: str, aliases: str) -> list[str]:
+        """Every link key that may point to the note at ``path``."""
+        parts = _note_key(path).split("/")
+        keys = ["/".join(parts[n:]) for n in range(len(parts))]
+        return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
 
 def glob_to_regex(pattern: str) -> re.Pattern:
@@ -776,6 +967,65 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             yield rel, Path(full), st
 
 
+@dataclasses.dataclass(frozen=True)
+class NoteFilter:
+    """What a search is narrowed to, besides its words: every condition must hold.
+
+    ``tags``: the note has each tag (``area`` also matches ``area/sub``);
+    ``exclude_tags``: it has none of them; ``path``: a glob or folder inside the
+    collection; ``after``/``before``: the note's date, inclusive, YYYY-MM-DD;
+    ``where``: frontmatter conditions (key, '=' or '!=' or None for "exists", value).
+    """
+
+    tags: tuple[str, ...] = ()
+    exclude_tags: tuple[str, ...] = ()
+    path: str | None = None
+    after: str | None = None
+    before: str | None = None
+    where: tuple[tuple[str, str | None, str | None], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.tags or self.exclude_tags or self.path or self.after or self.before or self.where)
+
+    @classmethod
+    def build(cls, tags=None, exclude_tags=None, path=None, after=None, before=None, where=None) -> "NoteFilter":
+        """Check and normalize what a user gave (strings or lists); bad input is a PMSError.
+        A tag written ``-tag`` is excluded; ``where`` takes "key=value", "key!=value",
+        "key", a list of those, or a dict (a None value means "has the key")."""
+        include, exclude = [], [normalize_tag(t) for t in _as_items(exclude_tags)]
+        for tag in _as_items(tags):
+            (exclude if tag.strip().startswith("-") else include).append(normalize_tag(tag.strip().lstrip("-")))
+        if any(not t for t in include + exclude):
+            raise PMSError("an empty tag cannot be a filter (write --tag NAME, without '#')")
+        conditions = []
+        items = [f"{k}={v}" if v is not None else str(k) for k, v in where.items()] if isinstance(where, dict) else _as_items(where)
+        for item in items:
+            m = re.match(r"^\s*([^=!]+?)\s*(?:(!=|=)\s*(.*?))?\s*$", item, re.S)
+            if not m:
+                raise PMSError(f"--where {item!r} is not KEY=VALUE, KEY!=VALUE or KEY")
+            conditions.append((m.group(1), m.group(2), m.group(3) if m.group(2) else None))
+        path = str(path).strip() if path not in (None, "") else None
+        return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
+                   _filter_date(after, "--after"), _filter_date(before, "--before"), tuple(conditions))
+
+
+def _as_items(value) -> list[str]:
+    if value is None:
+        return []
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _filter_date(value, flag: str) -> str | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return value.strftime("%Y-%m-%d")
+    try:
+        return _dt.date.fromisoformat(str(value).strip()).isoformat()
+    except ValueError:
+        raise PMSError(f"{flag} wants a date as YYYY-MM-DD, not {value!r}") from None
+
+
 ###############################################################################
 # Store: the SQLite index (schema, migrations, writes) #########################
 ###############################################################################
@@ -889,7 +1139,46 @@ MIGRATIONS = [
     INSERT INTO cjk_fts(rowid, title, body) SELECT id, pms_spaced_cjk(title), pms_spaced_cjk(body) FROM chunks
         WHERE (title || ' ' || body) {_HAS_UNSPACED_SQL};
     """,
+    # Notes-native metadata: tags, frontmatter fields, the note's date, links
+    # and folder descriptions. Existing notes are filled in by the next sync,
+    # which re-reads notes whose parsed_version is behind (vectors are kept).
+    """
+    ALTER TABLE documents ADD COLUMN note_date TEXT;
+    ALTER TABLE documents ADD COLUMN parsed_version INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX documents_note_date ON documents(note_date);
+    CREATE TABLE note_tags (
+        document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY (tag, document_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX note_tags_document ON note_tags(document_id);
+    CREATE TABLE note_fields (
+        document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        key TEXT NOT NULL COLLATE NOCASE,
+        value TEXT NOT NULL COLLATE NOCASE
+    );
+    CREATE INDEX note_fields_document ON note_fields(document_id, key);
+    CREATE TABLE note_links (
+        document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        target TEXT NOT NULL,
+        target_key TEXT NOT NULL,
+        fragment TEXT NOT NULL DEFAULT '',
+        kind TEXT NOT NULL,
+        line INTEGER NOT NULL
+    );
+    CREATE INDEX note_links_document ON note_links(document_id);
+    CREATE INDEX note_links_target ON note_links(target_key);
+    CREATE TABLE folder_descriptions (
+        collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+        folder TEXT NOT NULL,
+        description TEXT NOT NULL,
+        PRIMARY KEY (collection_id, folder)
+    );
+    """,
 ]
+# Bump when parse_note extracts something new: sync then re-reads every note
+# indexed by an older parser (unchanged passages keep their vectors).
+NOTE_PARSER_VERSION = 1
 
 
 def sqlite_module(want_extensions: bool):
@@ -951,6 +1240,7 @@ class DocumentState(NamedTuple):
     size: int
     mtime_ns: int
     sha256: str
+    parsed_version: int  # below NOTE_PARSER_VERSION: tags, dates and links are missing until it is read again
 
 
 class DocumentRow(NamedTuple):
@@ -985,6 +1275,27 @@ class ChunkInfo(NamedTuple):
     start_line: int
     end_line: int
     body: str
+    tags: str                    # comma-separated
+    date: str | None             # the note's date: frontmatter date/created/updated, else the file's mtime
+    collection_description: str
+
+
+# The note's date: its frontmatter date when it has one, else the file's mtime (local time).
+_NOTE_DATE_SQL = "coalesce(d.note_date, strftime('%Y-%m-%dT%H:%M:%S', d.mtime_ns / 1000000000, 'unixepoch', 'localtime'))"
+
+
+@functools.lru_cache(maxsize=64)
+def _path_regex(pattern: str) -> re.Pattern:
+    """A --path filter: a glob, or a folder or file name meaning everything in or under it."""
+    pattern = pattern.strip().replace("\\", "/").lstrip("/")
+    if not re.search(r"[*?\[{]", pattern):
+        plain = re.escape(pattern.rstrip("/"))
+        return re.compile(f"(?:{plain}|{plain}/.*)\\Z" if plain else ".*", re.I | re.S)
+    return glob_to_regex(pattern)
+
+
+def _path_matches(pattern: str, path: str) -> int:
+    return 1 if _path_regex(pattern).match(path or "") else 0
 
 
 class Store:
@@ -1051,6 +1362,7 @@ class Store:
         conn.execute("PRAGMA foreign_keys=ON")
         conn.create_function("pms_spaced_cjk", 1, spaced_cjk, deterministic=True)  # used by the cjk_fts triggers
         conn.execute("PRAGMA busy_timeout=30000")
+        conn.create_function("pms_path_match", 2, _path_matches, deterministic=True)
         loaded, error = self._load_vectors(conn, want)
         with self._lock:
             # The first connection decides for every thread: a connection that a
@@ -1198,8 +1510,10 @@ class Store:
         with self.transaction() as db:
             if self.vec_loaded and self.has_vector_table():
                 db.execute("DELETE FROM chunk_vectors WHERE collection_id = ?", (collection_id,))
-            db.execute("DELETE FROM chunks WHERE document_id IN (SELECT id FROM documents WHERE collection_id = ?)", (collection_id,))
+            for table in ("chunks", "note_tags", "note_fields", "note_links"):
+                db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE collection_id = ?)", (collection_id,))
             db.execute("DELETE FROM documents WHERE collection_id = ?", (collection_id,))
+            db.execute("DELETE FROM folder_descriptions WHERE collection_id = ?", (collection_id,))
             db.execute("DELETE FROM collections WHERE id = ?", (collection_id,))
 
     def collection_counts(self, collection_id: int) -> tuple[int, int]:
@@ -1211,7 +1525,7 @@ class Store:
     # -- documents -----------------------------------------------------------------
     def document_states(self, collection_id: int) -> dict[str, DocumentState]:
         """path -> its state, for one collection."""
-        rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256 FROM documents WHERE collection_id = ?", (collection_id,))
+        rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256, parsed_version FROM documents WHERE collection_id = ?", (collection_id,))
         return {r[0]: DocumentState(*r[1:]) for r in rows}
 
     def document_paths(self, collection_id: int) -> list[str]:
@@ -1234,7 +1548,9 @@ class Store:
         db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id))
 
     def delete_document(self, db, collection_id: int, path: str) -> None:
-        db.execute("DELETE FROM chunks WHERE document_id = (SELECT id FROM documents WHERE collection_id = ? AND path = ?)", (collection_id, path))
+        for table in ("chunks", "note_tags", "note_fields", "note_links"):
+            db.execute(f"DELETE FROM {table} WHERE document_id = (SELECT id FROM documents WHERE collection_id = ? AND path = ?)",
+                       (collection_id, path))
         db.execute("DELETE FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path))
 
     def write_document(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
@@ -1245,19 +1561,27 @@ class Store:
         """
         docid = hashlib.sha1(f"{collection_id}:{path}".encode()).hexdigest()[:6]
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso())
+        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date, NOTE_PARSER_VERSION)
         if row:
             doc_id = row[0]
-            db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ? WHERE id = ?",
-                       (*fields, doc_id))
+            db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ?, "
+                       "note_date = ?, parsed_version = ? WHERE id = ?", (*fields, doc_id))
             old: dict[str, list[int]] = {}
             for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
                 old.setdefault(h, []).append(chunk_id)
+            for table in ("note_tags", "note_fields", "note_links"):
+                db.execute(f"DELETE FROM {table} WHERE document_id = ?", (doc_id,))
         else:
-            cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
+            cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
+                             "note_date, parsed_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
             old = {}
+        db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
+                       [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
+        db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
+                       [(doc_id, k, v) for k, v in frontmatter_fields(note.metadata)])
+        db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)",
+                       [(doc_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
         for chunk in note.chunks:
             headings = chunk.headings
             h = hashlib.sha1(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode()).hexdigest()
@@ -1365,27 +1689,30 @@ class Store:
                 db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
 
     # -- search ------------------------------------------------------------------------
-    def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float]) -> list[tuple[int, float]]:
-        """(chunk id, bm25) best first; bm25 is FTS5's (negative: lower is better)."""
+    def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
+                   note_filter: "NoteFilter | None" = None) -> list[tuple[int, float]]:
+        """(chunk id, bm25) best first; bm25 is FTS5's (negative: lower is better).
+        Collections and the note filter narrow the FTS query itself."""
         w = ", ".join(str(float(x)) for x in weights)
-        if collection_ids:
+        if collection_ids or note_filter:
+            where, where_args = self._note_conditions(collection_ids, note_filter)
             sql = (f"SELECT f.rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                   f"JOIN documents d ON d.id = c.document_id WHERE chunks_fts MATCH ? AND d.collection_id IN "
-                   f"({placeholders(collection_ids)}) ORDER BY r LIMIT ?")
-            args = (match, *collection_ids, limit)
+                   f"JOIN documents d ON d.id = c.document_id WHERE chunks_fts MATCH ? AND {where} ORDER BY r LIMIT ?")
+            args = (match, *where_args, limit)
         else:
             sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
             args = (match, limit)
         return self.db.execute(sql, args).fetchall()
 
-    def cjk_search(self, match: str, limit: int, collection_ids: Sequence[int] | None) -> list[tuple[int, float]]:
+    def cjk_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
+                   note_filter: "NoteFilter | None" = None) -> list[tuple[int, float]]:
         """(chunk id, bm25) of Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text), best first."""
         sql = "SELECT f.rowid, bm25(cjk_fts, 3.0, 1.0) AS r FROM cjk_fts f"
         args: list = [match]
-        if collection_ids:
-            sql += (" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE cjk_fts MATCH ? "
-                    f"AND d.collection_id IN ({placeholders(collection_ids)})")
-            args.extend(collection_ids)
+        if collection_ids or note_filter:
+            conditions, where_args = self._note_conditions(collection_ids, note_filter)
+            sql += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE cjk_fts MATCH ? AND {conditions}"
+            args.extend(where_args)
         else:
             sql += " WHERE cjk_fts MATCH ?"
         return self.db.execute(sql + " ORDER BY r LIMIT ?", (*args, limit)).fetchall()
@@ -1395,13 +1722,139 @@ class Store:
                               (tokens, match, chunk_id)).fetchone()
         return row[0] if row else None
 
-    def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None) -> list[tuple[int, float]]:
+    def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
+                      note_filter: "NoteFilter | None" = None) -> list[tuple[int, float]]:
+        """(chunk id, cosine distance) nearest first. The note filter becomes a
+        ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
+        so ``limit`` passages come back whenever that many match."""
         sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
         args: list = [query_blob, min(int(limit), 4096)]
         if collection_ids:
             sql += f" AND collection_id IN ({placeholders(collection_ids)})"
             args.extend(collection_ids)
+        if note_filter:
+            where, where_args = self._note_conditions(None, note_filter)
+            sql += f" AND chunk_id IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {where})"
+            args.extend(where_args)
         return self.db.execute(sql + " ORDER BY distance", args).fetchall()
+
+    # -- notes: filters, tags, links, folders --------------------------------------------
+    def _note_conditions(self, collection_ids: Sequence[int] | None, f: "NoteFilter | None") -> tuple[str, list]:
+        """SQL conditions on ``documents d`` (and their arguments) for a collection list and a note filter."""
+        conds, args = ["1"], []
+        if collection_ids:
+            conds.append(f"d.collection_id IN ({','.join('?' * len(collection_ids))})")
+            args.extend(collection_ids)
+        if not f:
+            return " AND ".join(conds), args
+        # A tag matches itself and its nested tags (area matches area/sub): a range on the primary key.
+        has_tag = "EXISTS (SELECT 1 FROM note_tags t WHERE t.document_id = d.id AND (t.tag = ? OR (t.tag > ? AND t.tag < ?)))"
+        for tag in f.tags:
+            conds.append(has_tag)
+            args.extend((tag, tag + "/", tag + "0"))  # '0' sorts right after '/'
+        for tag in f.exclude_tags:
+            conds.append("NOT " + has_tag)
+            args.extend((tag, tag + "/", tag + "0"))
+        if f.path:
+            conds.append("pms_path_match(?, d.path)")
+            args.append(f.path)
+        if f.after:
+            conds.append(f"{_NOTE_DATE_SQL} >= ?")
+            args.append(f.after)
+        if f.before:
+            conds.append(f"substr({_NOTE_DATE_SQL}, 1, 10) <= ?")
+            args.append(f.before)
+        for key, op, value in f.where:
+            field = "SELECT 1 FROM note_fields m WHERE m.document_id = d.id AND m.key = ?"
+            if op is None:
+                conds.append(f"EXISTS ({field})")
+                args.append(key)
+            else:
+                conds.append(f"{'NOT ' if op == '!=' else ''}EXISTS ({field} AND m.value = ?)")
+                args.extend((key, value))
+        return " AND ".join(conds), args
+
+    def filtered_notes(self, limit: int, collection_ids: Sequence[int] | None, note_filter: "NoteFilter | None") -> list[int]:
+        """The first passage of each matching note, newest note first."""
+        where, args = self._note_conditions(collection_ids, note_filter)
+        sql = (f"SELECT c.id FROM documents d JOIN chunks c ON c.document_id = d.id AND c.seq = 0 WHERE {where} "
+               f"ORDER BY {_NOTE_DATE_SQL} DESC, d.path LIMIT ?")
+        return [r[0] for r in self.db.execute(sql, (*args, limit))]
+
+    def tag_counts(self, collection_ids: Sequence[int] | None = None) -> list[tuple[str, int]]:
+        """(tag, notes) most used first."""
+        where, args = self._note_conditions(collection_ids, None)
+        return self.db.execute(f"SELECT t.tag, count(*) AS n FROM note_tags t JOIN documents d ON d.id = t.document_id WHERE {where} "
+                               "GROUP BY t.tag ORDER BY n DESC, t.tag", args).fetchall()
+
+    def count_stale_notes(self) -> int:
+        """Notes indexed by an older parser (their tags, dates and links are missing until sync)."""
+        return self.db.execute("SELECT count(*) FROM documents WHERE parsed_version < ?", (NOTE_PARSER_VERSION,)).fetchone()[0]
+
+    def link_targets(self, collection_id: int) -> list[tuple[int, str]]:
+        """(document id, path, aliases) of every note in a collection: what links resolve against."""
+        return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
+
+    def links_from(self, document_id: int) -> list[tuple[str, str, str, str, int]]:
+        """(target, target key, fragment, kind, line) of a note's links, in order."""
+        return self.db.execute("SELECT target, target_key, fragment, kind, line FROM note_links WHERE document_id = ? ORDER BY line",
+                               (document_id,)).fetchall()
+
+    def links_to(self, collection_id: int, keys: Sequence[str]) -> list[tuple[int, str, str, str, int]]:
+        """(source document id, target, target key, kind, line) of links in a collection whose key is one of ``keys``."""
+        if not keys:
+            return []
+        return self.db.execute(
+            "SELECT l.document_id, l.target, l.target_key, l.kind, l.line FROM note_links l JOIN documents d ON d.id = l.document_id "
+            f"WHERE d.collection_id = ? AND l.target_key IN ({','.join('?' * len(keys))}) ORDER BY d.path, l.line",
+            (collection_id, *keys)).fetchall()
+
+    def collection_links(self, collection_id: int) -> list[tuple[int, str, str, str, int]]:
+        """(source document id, target, target key, kind, line) of every link in a collection."""
+        return self.db.execute(
+            "SELECT l.document_id, l.target, l.target_key, l.kind, l.line FROM note_links l JOIN documents d ON d.id = l.document_id "
+            "WHERE d.collection_id = ? ORDER BY d.path, l.line", (collection_id,)).fetchall()
+
+    def document_rows(self, document_ids: Sequence[int]) -> dict[int, tuple]:
+        """document id -> (collection name, rel path, docid, title)."""
+        out = {}
+        for part in in_parts(document_ids):
+            for r in self.db.execute("SELECT d.id, c.name, d.path, d.docid, d.title FROM documents d JOIN collections c ON c.id = d.collection_id "
+                                     f"WHERE d.id IN ({placeholders(part)})", part):
+                out[r[0]] = r[1:]
+        return out
+
+    def set_folder_description(self, collection_id: int, folder: str, description: str) -> None:
+        with self.transaction() as db:
+            if description:
+                db.execute("INSERT INTO folder_descriptions(collection_id, folder, description) VALUES (?, ?, ?) "
+                           "ON CONFLICT(collection_id, folder) DO UPDATE SET description = excluded.description",
+                           (collection_id, folder, description))
+            else:
+                db.execute("DELETE FROM folder_descriptions WHERE collection_id = ? AND folder = ?", (collection_id, folder))
+
+    def folder_descriptions(self) -> dict[str, dict[str, str]]:
+        """collection name -> {folder: description}."""
+        out: dict[str, dict[str, str]] = {}
+        for name, folder, text in self.db.execute("SELECT c.name, f.folder, f.description FROM folder_descriptions f "
+                                                  "JOIN collections c ON c.id = f.collection_id"):
+            out.setdefault(name, {})[folder] = text
+        return out
+
+    # -- related notes ----------------------------------------------------------------------
+    def document_vectors(self, document_id: int) -> list[tuple[int, bytes]]:
+        """(chunk id, int8 vector) of a note's embedded passages, in reading order."""
+        return self.db.execute("SELECT v.chunk_id, v.embedding FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
+                               "WHERE c.document_id = ? ORDER BY c.seq", (document_id,)).fetchall()
+
+    def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
+        """(chunk id, headings, body) of a note, in reading order."""
+        return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (document_id,)).fetchall()
+
+    def passage_counts(self, words: Sequence[str]) -> dict[str, int]:
+        """word -> number of passages that contain it, as the keyword index sees it (stemmed)."""
+        count = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+        return {w: self.db.execute(count, ('"' + w.replace('"', '""') + '"',)).fetchone()[0] for w in words}
 
     def chunk_documents(self, chunk_ids: Iterable[int]) -> dict[int, int]:
         """chunk id -> document id (a missing chunk is left out)."""
@@ -1415,8 +1868,8 @@ class Store:
         out: dict[int, ChunkInfo] = {}
         for part in in_parts(chunk_ids):
             rows = self.db.execute(
-                "SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body "
-                "FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
+                "SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
+                f"d.tags, {_NOTE_DATE_SQL}, col.description FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
                 f"WHERE c.id IN ({placeholders(part)})", part)
             for r in rows:
                 out[r[0]] = ChunkInfo(*r[1:])
@@ -1884,6 +2337,10 @@ class Hit:
     vector_distance: float | None = None
     chunk_id: int | None = None
     text: str = ""
+    tags: list[str] = dataclasses.field(default_factory=list)
+    date: str | None = None  # the note's date: frontmatter date/created/updated, else the file's mtime
+    collection_description: str = ""  # what the collection holds (collection add --description)
+    folder_description: str = ""  # the nearest described folder above the note (collection describe)
 
     def to_dict(self, explain: bool = False) -> dict:
         d = dataclasses.asdict(self)
@@ -2024,7 +2481,8 @@ class Retrieval:
         return VectorStatus(True)
 
     # -- keyword -------------------------------------------------------------------
-    def keyword_ranking(self, query: str | ParsedQuery, limit: int, collections: Sequence[str] | None = None) -> list[tuple[int, float]]:
+    def keyword_ranking(self, query: str | ParsedQuery, limit: int, collections: Sequence[str] | None = None,
+                        note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         """Chunk ids with BM25 scores (higher is better), best first.
 
         For short queries (up to AND_FIRST_MAX_TERMS terms), passages that
@@ -2039,34 +2497,34 @@ class Retrieval:
         ids = self.collection_ids(collections)
         cjk = [" ".join(t.tokens) for t in parsed.terms if _UNSPACED_CHAR.search(" ".join(t.tokens))][:MAX_CJK_WORDS]
         if cjk:  # Chinese/Japanese: whole-token matches first, then passages holding every word
-            ranked = [(cid, -r) for cid, r in self._fts(match_any, limit, ids)]
+            ranked = [(cid, -r) for cid, r in self._fts(match_any, limit, ids, note_filter)]
             seen = {cid for cid, _ in ranked}
             phrases = " AND ".join('"' + spaced_cjk(word).replace('"', '""') + '"' for word in cjk)
-            ranked += [(cid, -r) for cid, r in self.store.cjk_search(phrases, limit, ids) if cid not in seen]
+            ranked += [(cid, -r) for cid, r in self.store.cjk_search(phrases, limit, ids, note_filter) if cid not in seen]
             return ranked[:limit]
-        any_rows = self._fts(match_any, limit, ids)
+        any_rows = self._fts(match_any, limit, ids, note_filter)
         match_all = parsed.match_all() if len(parsed.terms) <= self.AND_FIRST_MAX_TERMS else None
         if not match_all or not any_rows:
             return [(cid, -r) for cid, r in any_rows]
-        all_rows = self._fts(match_all, limit, ids)
+        all_rows = self._fts(match_all, limit, ids, note_filter)
         first = {cid for cid, _ in all_rows}
         ranked = [(cid, -r) for cid, r in all_rows]
         ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
         return ranked[:limit]
 
-    def _fts(self, match: str, limit: int, ids) -> list[tuple[int, float]]:
+    def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         try:
-            return self.store.fts_search(match, limit, ids, self.FIELD_WEIGHTS)
+            return self.store.fts_search(match, limit, ids, self.FIELD_WEIGHTS, note_filter)
         except Exception as exc:  # defensive: a parser gap must never surface as an SQL error
             if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                 return []
             raise
 
     def keyword(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
-                prefix_last: bool = False) -> list[Hit]:
+                prefix_last: bool = False, note_filter: NoteFilter | None = None) -> list[Hit]:
         query = clean_query(query)
         parsed = parse_query(query, prefix_last=prefix_last)
-        ranking = self.keyword_ranking(parsed, max(k * 8, 50), collections)
+        ranking = self.keyword_ranking(parsed, max(k * 8, 50), collections, note_filter)
         info = self.store.chunk_info([cid for cid, _ in ranking])
         hits = []
         for rank, (cid, score) in enumerate(ranking, 1):
@@ -2076,7 +2534,8 @@ class Retrieval:
         return self._finish(hits, parsed, query, k)
 
     # -- vector --------------------------------------------------------------------
-    def vector_ranking(self, query: str, limit: int, collections: Sequence[str] | None = None) -> list[tuple[int, float]]:
+    def vector_ranking(self, query: str, limit: int, collections: Sequence[str] | None = None,
+                       note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         """Chunk ids with cosine distances, nearest first (collection filter inside the KNN)."""
         status = self.vector_status()
         if not status.ok:
@@ -2085,11 +2544,12 @@ class Retrieval:
         if not query.strip():
             return []
         blob = self.embedder.embed_query(query)
-        return self.store.vector_search(blob, limit, self.collection_ids(collections))
+        return self.store.vector_search(blob, limit, self.collection_ids(collections), note_filter)
 
-    def vector(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False) -> list[Hit]:
+    def vector(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
+               note_filter: NoteFilter | None = None) -> list[Hit]:
         query = clean_query(query)
-        ranking = self.vector_ranking(query, max(k * 8, 50), collections)
+        ranking = self.vector_ranking(query, max(k * 8, 50), collections, note_filter)
         info = self.store.chunk_info([cid for cid, _ in ranking])
         hits = []
         for rank, (cid, dist) in enumerate((r for r in ranking if r[0] in info), 1):
@@ -2098,15 +2558,16 @@ class Retrieval:
         return self._finish(hits, parse_query(query), query, k)
 
     # -- fusion ----------------------------------------------------------------------
-    def candidates(self, query: str, k: int = 10, collections: Sequence[str] | None = None) -> dict[str, list[int]]:
+    def candidates(self, query: str, k: int = 10, collections: Sequence[str] | None = None,
+                   note_filter: NoteFilter | None = None) -> dict[str, list[int]]:
         """The raw chunk ids of each list, before fusion."""
-        out = {"keyword": [cid for cid, _ in self.keyword_ranking(query, k, collections)], "vector": []}
+        out = {"keyword": [cid for cid, _ in self.keyword_ranking(query, k, collections, note_filter)], "vector": []}
         if self.vector_status()[0]:
-            out["vector"] = [cid for cid, _ in self.vector_ranking(query, k, collections)]
+            out["vector"] = [cid for cid, _ in self.vector_ranking(query, k, collections, note_filter)]
         return out
 
     def rrf(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
-            fusion: FusionSettings | None = None, prefix_last: bool = False) -> list[Hit]:
+            fusion: FusionSettings | None = None, prefix_last: bool = False, note_filter: NoteFilter | None = None) -> list[Hit]:
         """Hybrid search: reciprocal rank fusion of the keyword and vector lists.
 
         Per note by default: each list is first collapsed to notes (a note's
@@ -2120,9 +2581,9 @@ class Retrieval:
         self.collection_ids(collections)  # an unknown name fails here, before any work
         # The BM25 ranking (SQLite) runs while the query is embedded (ONNX):
         # both release the GIL, so a hybrid query costs about the longer of the two.
-        keyword_job = self._background().submit(self.keyword_ranking, parsed, depth, collections)
+        keyword_job = self._background().submit(self.keyword_ranking, parsed, depth, collections, note_filter)
         try:
-            vec = self.vector_ranking(query, depth, collections)
+            vec = self.vector_ranking(query, depth, collections, note_filter)
         finally:
             kw = keyword_job.result()
         owner = self.store.chunk_documents({cid for cid, _ in kw} | {cid for cid, _ in vec})
@@ -2155,6 +2616,87 @@ class Retrieval:
                 for cid, (score, kw_part, vec_part) in shown.items() if cid in info]
         return self._finish(hits, parsed, query, k)
 
+    # -- related notes ----------------------------------------------------------------------
+    RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
+
+    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+        """The notes closest in meaning to a note, each with its passage that is
+        closest to one of the note's passages. By vectors when the note has
+        them; otherwise by the rare terms the notes share (keyword only)."""
+        ids = self.collection_ids(collections)
+        vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
+        if vectors:
+            return self._related_by_vectors(document_id, vectors, k, ids)
+        return self._related_by_terms(document_id, k, collections)
+
+    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
+        step = max(1, len(vectors) / self.RELATED_PASSAGES)
+        sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
+        depth = k * 6 + len(vectors)  # own passages come back too and are dropped
+        per_passage = [self.store.vector_search(blob, depth, ids) for _, blob in sample]
+        owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        # A note's score: its best similarity to any passage, plus its mean best
+        # similarity over all sampled passages (a note missing from a passage's
+        # list gets that list's last similarity), so a note related throughout
+        # beats one that shares a single paragraph.
+        best: dict[int, tuple[float, int]] = {}  # document -> (best similarity, its chunk)
+        sums: dict[int, list[float]] = {}
+        for ranking in per_passage:
+            floor = 1.0 - ranking[-1][1] if ranking else 0.0
+            seen: dict[int, float] = {}
+            for cid, dist in ranking:
+                doc = owner.get(cid)
+                if doc is None or doc == document_id or doc in seen:
+                    continue
+                seen[doc] = 1.0 - dist
+                if doc not in best or 1.0 - dist > best[doc][0]:
+                    best[doc] = (1.0 - dist, cid)
+            for doc in set(best) | set(seen):
+                sums.setdefault(doc, []).append(seen.get(doc, floor))
+        n = len(per_passage)
+        scored = sorted(((0.5 * best[doc][0] + 0.5 * sum(sums[doc]) / n, best[doc][1], best[doc][0]) for doc in best), reverse=True)[:k]
+        info = self.store.chunk_info([cid for _, cid, _ in scored])
+        # The rank and distance shown are those of the closest passage pair.
+        hits = [self._hit(cid, info[cid], score, vector_rank=rank, vector_distance=1.0 - similarity)
+                for rank, (score, cid, similarity) in enumerate(scored, 1) if cid in info]
+        return self._finish(hits, parse_query(""), "", k)
+
+    RELATED_TERMS = 16
+
+    def _related_by_terms(self, document_id: int, k: int, collections) -> list[Hit]:
+        import math
+
+        counts: dict[str, int] = {}
+        for _, headings, body in self.store.document_chunks(document_id):
+            for word in _TOKEN.findall(f"{headings}\n{body}".lower()):
+                if len(word) > 2 and not word.isdigit() and word not in STOPWORDS:
+                    counts[word] = counts.get(word, 0) + 1
+        # The note's most frequent words are the candidates; their rarity comes from the index.
+        candidates = sorted(counts, key=lambda w: -counts[w])[: self.RELATED_TERMS * 8]
+        df = self.store.passage_counts(candidates)
+        total = max(self.store.totals()["chunks"], 1)
+        # Rare in the index, frequent in the note; a term no other passage has is no link.
+        weighted = sorted(((counts[w] * math.log(total / df[w]), w) for w in candidates if df[w] >= 2), reverse=True)
+        words = [w for _, w in weighted[: self.RELATED_TERMS]]
+        if not words:
+            return []
+        parsed = ParsedQuery([Term((w,)) for w in words], [])
+        ranking = self.keyword_ranking(parsed, k * 8 + 50, collections)
+        owner = self.store.chunk_documents([cid for cid, _ in ranking])
+        ranking = [(cid, score) for cid, score in ranking if owner.get(cid) not in (None, document_id)]
+        info = self.store.chunk_info([cid for cid, _ in ranking])
+        hits = _best_per_note([self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score)
+                               for rank, (cid, score) in enumerate(ranking, 1) if cid in info])
+        return self._finish(hits, parsed, "", k)
+
+    # -- filters without words ------------------------------------------------------------
+    def listing(self, k: int = 10, collections: Sequence[str] | None = None, note_filter: NoteFilter | None = None) -> list[Hit]:
+        """The notes a filter matches, newest first (a search with a filter and no words)."""
+        ids = self.store.filtered_notes(k, self.collection_ids(collections), note_filter)
+        info = self.store.chunk_info(ids)
+        hits = [self._hit(cid, info[cid], 0.0) for cid in ids if cid in info]
+        return self._finish(hits, parse_query(""), "", k)
+
     def _background(self):
         """One worker thread (with its own SQLite connection) for work done side by side."""
         if self._pool is None:
@@ -2174,7 +2716,9 @@ class Retrieval:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
         return Hit(path=row.path, collection=row.collection, abspath=str(Path(row.collection_path) / row.path),
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
-                   end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body, **ranks)
+                   end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
+                   tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
+                   collection_description=row.collection_description or "", **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
         # A note whose title is exactly what was typed comes first: typing a
@@ -2184,13 +2728,25 @@ class Retrieval:
             hits.sort(key=lambda h: " ".join(_TOKEN.findall(h.title.lower())) != wanted)
         hits = hits[:k]
         match = parsed.match_any()
+        folders = self.store.folder_descriptions() if hits else {}
         for hit in hits:
+            hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             raw = self.store.fts_snippet(match, hit.chunk_id) if match else None
             if raw and _MARK_OPEN in raw:
                 hit.snippet = render_snippet(raw)
             else:
                 hit.snippet = mark_terms(hit.text, parsed.words)
         return hits
+
+
+def folder_description(described: dict[str, str], path: str) -> str:
+    """The description of the deepest described folder that holds ``path``."""
+    folder = path
+    while "/" in folder:
+        folder = folder.rsplit("/", 1)[0]
+        if folder in described:
+            return described[folder]
+    return ""
 
 
 def _best_per_note(hits: list[Hit]) -> list[Hit]:
@@ -2224,13 +2780,15 @@ class SyncPlan:
     unchanged: int = 0
     errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)    # (path, cause)
     skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)   # (path, why): not indexed, by design
+    reread: list[tuple[str, str]] = dataclasses.field(default_factory=list)    # unchanged notes indexed by an older PMS
 
     @property
     def pending(self) -> int:
-        return len(self.added) + len(self.updated) + len(self.deleted)
+        return len(self.added) + len(self.updated) + len(self.deleted) + len(self.reread)
 
     def summary(self) -> str:
-        return f"Sync status: +{len(self.added)} new, ~{len(self.updated)} modified, -{len(self.deleted)} deleted"
+        text = f"Sync status: +{len(self.added)} new, ~{len(self.updated)} modified, -{len(self.deleted)} deleted"
+        return text + (f", {len(self.reread)} to re-read for tags, dates and links (index upgrade)" if self.reread else "")
 
 
 @dataclasses.dataclass
@@ -2273,9 +2831,12 @@ class SyncReport:
     embed_error: str | None = None
     cancelled: bool = False
     seconds: float = 0.0
+    reread: int = 0  # unchanged notes read again because an older PMS indexed them (tags, dates, links)
 
     def summary(self) -> str:
         parts = [f"+{self.added} new, ~{self.updated} modified, -{self.deleted} deleted, {self.unchanged} unchanged"]
+        if self.reread:
+            parts.append(f"{self.reread} re-read for tags, dates and links (index upgrade; vectors kept)")
         if self.embedded:
             parts.append(f"{self.embedded} passages embedded")
         if self.skipped:
@@ -2421,7 +2982,7 @@ class Syncer:
             was_skipped = known_skipped.get(rel)
             if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime):
                 (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
-            elif state is not None and (state.size, state.mtime_ns) == (size, mtime):
+            elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
                 changes.unchanged += 1
             else:
                 changes.todo.append((rel, full, (size, mtime, ctime), state))
@@ -2446,7 +3007,9 @@ class Syncer:
                 except (OSError, FileTooLargeError) as exc:
                     plan.errors.append((str(full), str(exc)))
                     continue
-                if sha == state.sha256:
+                if sha == state.sha256 and state.parsed_version < NOTE_PARSER_VERSION:
+                    plan.reread.append((col.name, rel))
+                elif sha == state.sha256:
                     plan.unchanged += 1  # touched, same content
                 else:
                     plan.updated.append((col.name, rel))
@@ -2493,7 +3056,9 @@ class Syncer:
                         _, note, size, mtime, sha, existed = outcome
                         self.store.write_document(db, col_id, rel, note, size, mtime, sha)
                         self.store.forget_skipped(db, col_id, [rel])
-                        if existed:
+                        if existed == "reread":
+                            report.reread += 1
+                        elif existed:
                             report.updated += 1
                         else:
                             report.added += 1
@@ -2539,14 +3104,15 @@ class Syncer:
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
         sha = hashlib.sha256(data).hexdigest()
-        if state is not None and state.sha256 == sha:
+        if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
             return rel, ("touch", state.id, size, mtime)
         try:
             text = decode_text(data)
-            note = parse_note(text, Path(rel).stem, self.chunk_chars)
+            note = parse_note(text, Path(rel).stem, self.chunk_chars, path=rel)
         except (BinaryFileError, FrontmatterError) as exc:
             return skip(f"skipped: {exc}")
-        return rel, ("write", note, size, mtime, sha, state is not None)
+        existed = "reread" if state is not None and state.sha256 == sha else state is not None
+        return rel, ("write", note, size, mtime, sha, existed)
 
     def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
         """Embed every passage that has no vector yet, shortest first, in small batches.
@@ -3242,6 +3808,22 @@ class SearchMode(NamedTuple):
     code: str = ""
 
 
+@dataclasses.dataclass
+class NoteRef:
+    """A note at one end of a link; an unresolved link has no path, title or docid."""
+
+    collection: str
+    path: str | None
+    title: str | None
+    docid: str | None
+    target: str = ""  # the link as written (for backlinks: how the other note wrote it)
+    line: int = 0  # where the link is, in the linking note
+    resolved: bool = True
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
 class Collection:
     """A named folder of notes."""
 
@@ -3269,6 +3851,7 @@ class Collection:
     def to_dict(self) -> dict:
         notes, chunks = self.counts()
         return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
+                "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
                 "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync}
 
     def clip(self, source: str | None, *, html: bytes | str | None = None, subfolder: str | None = None,
@@ -3521,24 +4104,103 @@ class KnowledgeBase:
         raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}")
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
-               chunks: bool = False, prefix_last: bool = False) -> list[Hit]:
+               chunks: bool = False, prefix_last: bool = False, *, tags: str | Sequence[str] | None = None,
+               exclude_tags: str | Sequence[str] | None = None, path: str | None = None,
+               after: str | _dt.date | None = None, before: str | _dt.date | None = None,
+               where: str | Sequence[str] | dict | None = None) -> list[Hit]:
         """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
 
+        Filters narrow every mode inside the query, so ``k`` results come back
+        whenever that many notes match: ``tags`` (all of them; ``area`` matches
+        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or
+        folder in the collection), ``after``/``before`` (the note's date,
+        inclusive, YYYY-MM-DD), ``where`` ("key=value", "key!=value", "key").
+        With a filter and no words, the matching notes are listed newest first.
         Any query is accepted: undecodable bytes, control characters and
-        overlong input are cleaned first (``clean_query``)."""
+        overlong input are cleaned first (``clean_query``).
+        """
         k = max(1, min(int(k), 1000))
         query = clean_query(query)
+        note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
+        if note_filter and not parse_query(query).terms:
+            return self.retrieval.listing(k, collections, note_filter)
         used = self.search_mode(mode).mode
         try:
             if used == "keyword":
-                return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last)
+                return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
             if used == "vector":
-                return self.retrieval.vector(query, k, collections, chunks)
-            return self.retrieval.rrf(query, k, collections, chunks, prefix_last=prefix_last)
+                return self.retrieval.vector(query, k, collections, chunks, note_filter=note_filter)
+            return self.retrieval.rrf(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
         except EmbeddingUnavailable:
             if mode != "auto":
                 raise
-            return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last)
+            return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
+
+    def tags(self, collections: Sequence[str] | None = None) -> list[tuple[str, int]]:
+        """(tag, number of notes) for every tag (frontmatter and inline), most used first."""
+        return self.store.tag_counts(self.retrieval.collection_ids(collections))
+
+    # -- notes: links and related notes ---------------------------------------------------------
+    def links(self, note: str) -> list[NoteRef]:
+        """The notes a note links to, in order; an unresolved link has ``path`` None."""
+        row = self._resolve(note)
+        resolver = self._resolver(row.collection)
+        refs = []
+        for target, key, fragment, kind, line in self.store.links_from(row.id):
+            refs.append(self._note_ref(row.collection, resolver.resolve(kind, key), target + fragment, line))
+        return refs
+
+    def backlinks(self, note: str) -> list[NoteRef]:
+        """The notes that link to a note (one entry per linking note)."""
+        row = self._resolve(note)
+        doc_id, collection, rel, aliases = row.id, row.collection, row.path, row.aliases
+        col_id = self.store.require_collection(collection)[0]
+        resolver = self._resolver(collection)
+        sources = []
+        for source, target, key, kind, line in self.store.links_to(col_id, LinkResolver.keys_for(rel, aliases)):
+            if source != doc_id and resolver.resolve(kind, key) == doc_id and source not in {s for s, _, _ in sources}:
+                sources.append((source, target, line))
+        rows = self.store.document_rows([s for s, _, _ in sources])
+        return [NoteRef(collection=rows[s][0], path=rows[s][1], title=rows[s][3], docid=rows[s][2], target=target, line=line)
+                for s, target, line in sources if s in rows]
+
+    def unresolved_links(self, collections: Sequence[str] | None = None) -> list[NoteRef]:
+        """Links that point to no note (a renamed or deleted note, a typo): the linking note and the target as written."""
+        out = []
+        for col in self._collection_rows(collections):
+            resolver = self._resolver(col.name)
+            broken = [(s, t, line) for s, t, key, kind, line in self.store.collection_links(col.id) if resolver.resolve(kind, key) is None]
+            rows = self.store.document_rows([s for s, _, _ in broken])
+            out += [NoteRef(collection=col.name, path=rows[s][1], title=rows[s][3], docid=rows[s][2], target=t, line=line, resolved=False)
+                    for s, t, line in broken if s in rows]
+        return out
+
+    def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+        """The notes closest in meaning to ``note`` (``collection/path.md`` or ``#docid``),
+        each as a Hit on its passage that makes it related. Uses the note's passage
+        vectors; without embeddings, the rare terms the notes share."""
+        row = self._resolve(note)
+        return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections)
+
+    def describe_folder(self, collection: str, folder: str, description: str) -> None:
+        """Say what a folder of a collection holds (returned with every hit under it); '' removes it."""
+        col = self.collections.get(collection)
+        folder = folder.replace("\\", "/").strip().strip("/")
+        if not folder:
+            self.store.update_collection(col.name, description=description or "")
+            return
+        if not (col.path / folder).is_dir():
+            raise PMSError(f"{col.path / folder} is not a folder of collection {col.name!r}")
+        self.store.set_folder_description(col.id, folder, description or "")
+
+    def _resolver(self, collection: str) -> LinkResolver:
+        return LinkResolver(self.store.link_targets(self.store.require_collection(collection)[0]))
+
+    def _note_ref(self, collection: str, doc_id: int | None, target: str, line: int) -> NoteRef:
+        row = self.store.document_rows([doc_id]).get(doc_id) if doc_id is not None else None
+        if row is None:
+            return NoteRef(collection=collection, path=None, title=None, docid=None, target=target, line=line, resolved=False)
+        return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
 
     def load_embedder(self) -> bool:
         """Load the embedding model now (e.g. in a background thread); False if unavailable."""
@@ -3617,7 +4279,9 @@ class KnowledgeBase:
         """True while a sync of this index runs in another process."""
         return Syncer.lock(self.store).held_elsewhere()
 
-    def status(self, pending: bool = True) -> dict:
+    def status(self, pending: bool = True, links: bool | None = None) -> dict:
+        """Counts, search mode, collections; with ``pending`` what a sync would change,
+        with ``links`` (default: as ``pending``) the links that point to no note."""
         mode, why, _code = self.search_mode()
         totals = self.store.totals()
         info = {
@@ -3633,7 +4297,10 @@ class KnowledgeBase:
             "read_only": self.store.read_only,
             "sync_running": self.sync_running(),
             "collections_detail": [c.to_dict() for c in self.collections.list()],
+            "notes_to_reread": self.store.count_stale_notes(),
         }
+        if pending if links is None else links:
+            info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
         if pending:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
@@ -3918,7 +4585,10 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
     dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     lists = _LISTS_OF_MODE[getattr(args, "used_mode", None) or "hybrid"]
     for i, h in enumerate(hits, 1):
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}:{h.start_line}-{h.end_line}  #{h.docid}  {_ranks(h, lists)}')}")
+        # A filter with no words lists notes by date: the date says more than a rank.
+        listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
+        rank = h.date[:10] if listed else _ranks(h, lists)
+        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}:{h.start_line}-{h.end_line}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
             print(f"    {dim(h.heading_path)}")
         if h.snippet:
@@ -3987,6 +4657,11 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
             for key, value in d.items():
                 print(f"{key:<12} {value}")
         return 0
+    if action == "describe":
+        kb.describe_folder(args.name, args.folder or "", args.description)
+        where = f"folder {args.folder!r} of {args.name!r}" if (args.folder or "").strip("/") else f"collection {args.name!r}"
+        print(f"Described {where}" if args.description else f"Removed the description of {where}")
+        return 0
     if action == "rename":
         kb.collections.rename(args.old, args.new)
         print(f"Renamed collection {args.old!r} to {args.new!r}")
@@ -3996,7 +4671,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
         kb.collections.delete(args.name)
         print(f"Removed collection {c.name!r} from the index (the files in {c.path} are untouched)")
         return 0
-    raise PMSError(f"usage: {pms_command('collection {add,list,show,rename,remove}')}")
+    raise PMSError(f"usage: {pms_command('collection {add,list,show,describe,rename,remove}')}")
 
 
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
@@ -4061,6 +4736,15 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
         print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
+    broken = info.get("unresolved_links", [])
+    if broken:
+        print(f"Unresolved links: {len(broken)} (a renamed or deleted note, or a typo)")
+        for r in broken[:10]:
+            print(f"  {r['collection']}/{r['path']}:{r['line']} -> {r['target']}")
+        if len(broken) > 10:
+            print(f"  ... and {len(broken) - 10} more (status --json lists them all)")
+    if info["notes_to_reread"]:
+        print(f"Upgrade:     {info['notes_to_reread']} notes lack tags, dates and links until the next sync (run: {pms_command('sync')})")
     return 0
 
 
@@ -4068,12 +4752,55 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     if not kb.collections.list():
         raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
     mode, why, _code = kb.search_mode(args.mode)
-    hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks)
+    hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
+                     tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before, where=args.where)
     if args.mode == "auto" and not why and kb.embedder is not None and kb.embedder.error:
         mode, why = "keyword", kb.embedder.error  # the model failed to load just now: the search fell back to keywords
     args.used_mode = mode
     if args.mode == "auto" and not args.json:
         _keyword_only_notice(kb, why)
+    _print_hits(hits, args, kb)
+    return 0
+
+
+def cmd_tags(kb: KnowledgeBase, args) -> int:
+    counts = kb.tags(args.collection or None)
+    if args.json:
+        print(json.dumps([{"tag": t, "notes": n} for t, n in counts], indent=2, ensure_ascii=False))
+    elif not counts:
+        print("No tags yet (frontmatter tags: and inline #tags are indexed by sync).")
+    for tag, n in counts if not args.json else []:
+        print(f"{n:>6}  #{tag}")
+    return 0
+
+
+def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
+    if args.json:
+        print(json.dumps([r.to_dict() for r in refs], indent=2, ensure_ascii=False))
+        return
+    if not refs:
+        print(empty)
+    for r in refs:
+        if r.resolved:
+            print(f"{r.title}  {r.collection}/{r.path}  #{r.docid}")
+        else:
+            print(f"{r.target}  (unresolved: no such note; line {r.line})")
+
+
+def cmd_links(kb: KnowledgeBase, args) -> int:
+    _print_refs(kb.links(args.note), args, "No links in this note.")
+    return 0
+
+
+def cmd_backlinks(kb: KnowledgeBase, args) -> int:
+    _print_refs(kb.backlinks(args.note), args, "No note links here.")
+    return 0
+
+
+def cmd_related(kb: KnowledgeBase, args) -> int:
+    hits = kb.related(args.note, k=args.n, collections=args.collection or None)
+    args.files = False
+    args.used_mode = "vector" if any(h.vector_rank for h in hits) else "keyword"
     _print_hits(hits, args, kb)
     return 0
 
@@ -4253,6 +4980,12 @@ def build_parser() -> argparse.ArgumentParser:
     show = csub.add_parser("show", help="details of one collection")
     show.add_argument("name")
     show.add_argument("--json", action="store_true")
+    desc = csub.add_parser("describe", help="say what a collection (or one of its folders) holds; returned with every hit",
+                           description="The description travels with every search hit (--json, MCP), so an agent knows "
+                                       "that work/ is the team wiki and clips/ are saved web pages. An empty text removes it.")
+    desc.add_argument("name", help="the collection")
+    desc.add_argument("description", help="what it holds, in a few words")
+    desc.add_argument("--folder", help="a folder inside the collection (default: the whole collection)")
     ren = csub.add_parser("rename", help="rename a collection")
     ren.add_argument("old")
     ren.add_argument("new")
@@ -4270,9 +5003,16 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="collections, counts, pending changes, search mode, index path and size")
     st.add_argument("--json", action="store_true")
 
-    se = sub.add_parser("search", help="search your notes", description=(
-        "Type words, not syntax: \"exact phrase\", -excluded, prefix*. Notes with every word rank first. "
-        "Hybrid (keyword + meaning) when embeddings are available, keyword otherwise."))
+    se = sub.add_parser("search", help="search your notes", formatter_class=argparse.RawDescriptionHelpFormatter, description=(
+        "Type words, not syntax: \"exact phrase\", -excluded, prefix*. Notes with every word rank first.\n"
+        "Hybrid (keyword + meaning) when embeddings are available, keyword otherwise.\n\n"
+        "Filters narrow any mode and still return -n results when that many notes match;\n"
+        "with no words, the matching notes are listed newest first:\n"
+        "  pms search rotate keys --tag work --tag security      both tags (#work/infra counts as #work)\n"
+        "  pms search meeting --no-tag archive --path 'projects/**'\n"
+        "  pms search --after 2024-01-01 --before 2024-03-31      notes dated in Q1 (frontmatter date, else mtime)\n"
+        "  pms search budget --where status=draft --where 'owner!=me' --where due\n"
+        "  pms search --tag todo                                   every #todo note, newest first"))
     se.add_argument("query", nargs="*", help="what to look for (words starting with - exclude)")
     se.add_argument("-n", type=_count_arg, default=10, help="number of results (default 10)")
     se.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
@@ -4282,6 +5022,32 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--files", action="store_true", help="only the matching files' paths")
     se.add_argument("--chunks", action="store_true", help="return passages, not one result per note")
     se.add_argument("--explain", action="store_true", help="show bm25 and vector ranks and scores per hit")
+    flt = se.add_argument_group("filters (all must hold)")
+    flt.add_argument("--tag", action="append", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
+    flt.add_argument("--no-tag", action="append", metavar="TAG", help="leave out notes with this tag (repeatable)")
+    flt.add_argument("--path", metavar="GLOB", help="a folder or glob inside the collection: projects, 'projects/**/*.md'")
+    flt.add_argument("--after", metavar="YYYY-MM-DD", help="notes dated on or after this day")
+    flt.add_argument("--before", metavar="YYYY-MM-DD", help="notes dated on or before this day")
+    flt.add_argument("--where", action="append", metavar="KEY=VALUE",
+                     help="frontmatter: KEY=VALUE, KEY!=VALUE, or KEY (has the field); repeatable")
+
+    tg = sub.add_parser("tags", help="list tags (frontmatter and inline #tags) with their note counts")
+    tg.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
+    tg.add_argument("--json", action="store_true")
+
+    for name, what in (("links", "the notes NOTE links to ([[wikilinks]] and Markdown links), unresolved ones marked"),
+                       ("backlinks", "the notes that link to NOTE")):
+        lk = sub.add_parser(name, help=what)
+        lk.add_argument("note", help="collection/path.md or #docid")
+        lk.add_argument("--json", action="store_true", help="a list of {path, collection, title, ...}")
+
+    rel = sub.add_parser("related", help="the notes closest in meaning to NOTE, with the passage that relates them",
+                         description="From the note's passage vectors; without embeddings, from the rare terms notes share.")
+    rel.add_argument("note", help="collection/path.md or #docid")
+    rel.add_argument("-n", type=int, default=10, help="number of notes (default 10)")
+    rel.add_argument("-c", "--collection", action="append", help="only in this collection (repeatable)")
+    rel.add_argument("--json", action="store_true", help="machine-readable results (the search hit format)")
+    rel.add_argument("--explain", action="store_true", help="show the scores")
 
     b = sub.add_parser("bench", help="measure search quality on judged queries: Hit@k, MRR, nDCG, recall, latency", description=(
         'FIXTURE is JSON: {"queries": [{"query": "...", "expected_files": ["a.md"], "expected_in_top_k": 3}]} '
@@ -4326,7 +5092,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
             "get": cmd_get, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
-            "gui": cmd_gui}
+            "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_backlinks, "related": cmd_related}
+
+
+# Options of ``search`` that take a value: the value is never a "-word" exclusion.
+SEARCH_VALUE_OPTIONS = {"-n", "-c", "--collection", "--mode", "--tag", "--no-tag", "--path", "--after", "--before", "--where"}
 
 
 def _command_position(argv: Sequence[str]) -> int | None:
@@ -4355,7 +5125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         keep = argv[: at + 1]
         for i, token in enumerate(argv[at + 1 :]):
             previous = argv[at + i] if i or at else ""
-            if re.match(r"^-[^-\d]", token) and token not in known and previous not in {"-n", "-c", "--collection", "--mode"}:
+            if re.match(r"^-[^-\d]", token) and token not in known and previous not in SEARCH_VALUE_OPTIONS:
                 excluded.append(token)
             else:
                 keep.append(token)

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QHBoxLayout, QInp
                                QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget, QAbstractItemView)
 
 import pms
+from gui.notes import FilterBar, RelatedPanel
 from gui.preview import NotePreview
 from gui.results import HitDelegate, HitRole, ResultsModel
 from gui.workers import Bridge, FolderWatcher, SearchThread, SyncJob, clip_in_background, emit, load_model_in_background
@@ -133,9 +134,14 @@ class MainWindow(QMainWindow):
         self.splitter = QSplitter(Qt.Horizontal)
         self.splitter.addWidget(self.results_stack)
         self.splitter.addWidget(self.preview)
+        self.related = RelatedPanel(self.kb)
+        self.splitter.addWidget(self.related)
+        self.filter_bar = FilterBar(self.kb)
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 3)
         self.splitter.setSizes([420, 620])
+        self.splitter.setStretchFactor(2, 1)
+        self.splitter.setSizes([380, 520, 200])  # results, preview, related
         self.splitter.setChildrenCollapsible(False)
 
         self.welcome = WelcomePanel(self.add_folder_dialog)
@@ -147,6 +153,7 @@ class MainWindow(QMainWindow):
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
         column.addWidget(top)
+        column.addWidget(self.filter_bar)
         column.addWidget(self.pages, 1)
         self.setCentralWidget(central)
 
@@ -213,6 +220,8 @@ class MainWindow(QMainWindow):
         self.results_view.activated.connect(lambda index: self.open_hit(index.data(HitRole)))
         self.results_view.customContextMenuRequested.connect(self._results_menu)
         self.preview.status_message.connect(self.flash)
+        self.filter_bar.changed.connect(self._filters_changed)
+        self.related.open_requested.connect(self.show_hit)
         self.bridge.results.connect(self._show_results)
         self.bridge.search_failed.connect(self._search_failed)
         self.bridge.model_loaded.connect(self._model_loaded)
@@ -271,12 +280,19 @@ class MainWindow(QMainWindow):
         name = self.collection_combo.currentData()
         return [name] if name else None
 
+    def _filters_changed(self) -> None:
+        if self.search_box.text().strip() or self.filter_bar.active():
+            self.search_now()
+        else:
+            self._typed("")
+
     def _typed(self, text: str) -> None:
-        if not text.strip():
+        if not text.strip() and not self.filter_bar.active():
             self.debounce.stop()
             self.search_seq += 1  # results still on their way are now stale
             self.results_model.set_hits([], "")
             self.preview.clear_note()
+            self.related.clear()
             self._show_message(self._idle_message())
             return
         # Leading edge: a lone keystroke searches at once; fast typing searches every DEBOUNCE_MS.
@@ -288,7 +304,8 @@ class MainWindow(QMainWindow):
     def search_now(self) -> None:
         self.debounce.stop()
         query = self.search_box.text()
-        if not query.strip():
+        filters = self.filter_bar.search_kwargs()
+        if not query.strip() and not filters:
             return
         self.search_seq += 1
         self.last_submit = time.monotonic()
@@ -296,7 +313,7 @@ class MainWindow(QMainWindow):
         # "c*" or "co*" would expand to thousands of words and cost 50-150 ms.
         last = query.split()[-1] if query.split() else ""
         prefix = len(last.strip('"*-')) >= PREFIX_MIN_LETTERS and not query.endswith(" ")
-        self.searcher.submit(self.search_seq, query, self.search_mode(), self.selected_collections(), RESULTS, prefix)
+        self.searcher.submit(self.search_seq, query, self.search_mode(), self.selected_collections(), RESULTS, prefix, filters)
 
     def _collection_chosen(self, _index: int) -> None:
         self.settings.setValue("search/collection", self.collection_combo.currentData() or "")
@@ -319,7 +336,7 @@ class MainWindow(QMainWindow):
             self.results_view.setCurrentIndex(self.results_model.index(wanted[0] if wanted else 0, 0))
         else:
             self.preview.clear_note()
-            self._show_message(f"No notes match “{query.strip()}”.")
+            self._show_message(f"No notes match “{query.strip()}”." if query.strip() else "No notes match the filter.")
         self.results_shown.emit(query)
 
     def _search_failed(self, seq: int, message: str) -> None:
@@ -358,6 +375,7 @@ class MainWindow(QMainWindow):
         self.focus_path = None
         self.preview.show_note(doc.abspath, text=doc.text, start_line=0 if from_top else hit.start_line,
                                end_line=hit.end_line, heading="" if from_top else hit.heading_path, words=words)
+        self.related.show_for(hit)
 
     def eventFilter(self, watched, event) -> bool:
         if event.type() == QEvent.KeyPress:
@@ -455,6 +473,8 @@ class MainWindow(QMainWindow):
         self.search_box.setEnabled(bool(collections))
         self.collection_combo.setVisible(bool(collections))
         self.badge.setVisible(bool(collections))
+        self.filter_bar.setVisible(bool(collections))
+        self.filter_bar.refresh_tags()
         if collections and not self.search_box.text().strip():
             self._show_message(self._idle_message())
 

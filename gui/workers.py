@@ -56,9 +56,11 @@ class SearchThread(threading.Thread):
         self._stop = False
         self._cond = threading.Condition()
 
-    def submit(self, seq: int, query: str, mode: str, collections, k: int = 30, prefix_last: bool = True) -> None:
+    def submit(self, seq: int, query: str, mode: str, collections, k: int = 30, prefix_last: bool = True,
+               filters: dict | None = None) -> None:
+        """``filters``: keyword arguments of kb.search (tags, path, after, ...)."""
         with self._cond:
-            self._wanted = (seq, query, mode, collections, k, prefix_last)
+            self._wanted = (seq, query, mode, collections, k, prefix_last, filters or {})
             self._cond.notify()
 
     def stop(self) -> None:
@@ -73,11 +75,11 @@ class SearchThread(threading.Thread):
                     self._cond.wait()
                 if self._stop:
                     return
-                seq, query, mode, collections, k, prefix_last = self._wanted
+                seq, query, mode, collections, k, prefix_last, filters = self._wanted
                 self._wanted = None
             started = time.perf_counter()
             try:
-                hits = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=prefix_last)
+                hits = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=prefix_last, **filters)
             except pms.PMSError as exc:
                 emit(self.bridge.search_failed, seq, str(exc))
                 continue

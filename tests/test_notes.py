@@ -1,0 +1,301 @@
+"""Notes-native search: tags, frontmatter fields, dates, paths, links, related notes, descriptions."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+from conftest import write
+
+import pms
+
+MODES = ("keyword", "vector", "hybrid")
+DAY = 86400
+
+
+def stamp(path, day: str) -> None:
+    t = time.mktime(time.strptime(day + " 12:00", "%Y-%m-%d %H:%M"))
+    os.utime(path, (t, t))
+
+
+def make_vault(root):
+    """A vault with tags in every form, dates, fields, links and aliases, plus
+    many untagged notes that match "deployment" better than the tagged ones do."""
+    write(root / "projects" / "alpha.md", "---\ntags: [work, project/alpha]\ndate: 2024-03-05\nstatus: active\nowner: ana\n---\n"
+          "# Alpha\n\nThe deployment pipeline of alpha. See [[beta]], [[Gamma Notes|the spec]] and "
+          "[the API](../ref/spec.md#api).\n\n```\n#notatag [[not a link]]\n```\n")
+    write(root / "projects" / "beta.md", "---\ntags: work, draft\ncreated: 2024-01-20\nstatus: draft\n---\n"
+          "# Beta\n\nA deployment checklist for beta #infra/ci. Back to [[alpha#Alpha]] and [[alpha^block1]].\n")
+    stamp(write(root / "journal" / "2024-02-10.md", "# Retro\n\nA deployment retro. #journal #work/meetings\n"
+                "Not tags: `#code`, https://example.com/#anchor, [top](#retro), ## heading-ish\n"), "2024-02-10")
+    write(root / "ref" / "spec.md", "---\naliases: [Gamma Notes]\ntag: reference\nupdated: 2023-12-01\n---\n"
+          "# API spec\n\nThe deployment API. It used to live in [[old-name]]. ![[diagram.png]] [web](https://example.com/x.md)\n")
+    write(root / "archive" / "old.md", "---\ntags: [archive, work]\ndate: 2022-05-01\n---\n# Old\n\nDeployment notes from the old days.\n")
+    for i in range(1, 13):
+        tags = "[bulk, even]" if i % 2 == 0 else "[bulk]"
+        write(root / "bulk" / f"log{i:02d}.md", f"---\ntags: {tags}\ndate: 2024-04-{i:02d}\nlevel: {i % 3}\n---\n"
+              f"# Log {i}\n\nShip log {i}: the rollout of service number {i} went fine, a quiet deployment.\n")
+    for i in range(60):  # strong matches without tags: a post-filter on the top results would find no tagged note
+        write(root / "noise" / f"n{i:02d}.md", f"# Deployment {i}\n\nDeployment deployment: how deployment {i} of the "
+              f"deployment system rolls out deployments.\n")
+    return root
+
+
+@pytest.fixture
+def tagged(tmp_path):
+    return make_vault(tmp_path / "vault")
+
+
+@pytest.fixture
+def tagged_kb(kb, tagged):
+    kb.collections.create(tagged, name="vault", description="Team wiki")
+    assert not kb.sync().errors
+    return kb
+
+
+def open_with_model(path, model_dir) -> pms.KnowledgeBase:
+    return pms.KnowledgeBase(path, model=(model_dir / "pms-model.txt").read_text().strip(), model_dir=model_dir)
+
+
+@pytest.fixture(scope="module")
+def tagged_hybrid(tmp_path_factory, embedding_model_dir):
+    """The same vault, embedded once for the vector and hybrid tests."""
+    base = tmp_path_factory.mktemp("tagged")
+    root = make_vault(base / "vault")
+    kb = open_with_model(base / "index.sqlite", embedding_model_dir)
+    kb.collections.create(root, name="vault", description="Team wiki")
+    report = kb.sync()
+    assert not report.errors and report.embed_error is None
+    yield kb
+    kb.close()
+
+
+def paths(hits):
+    return [h.path for h in hits]
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+def test_tags_come_from_frontmatter_lists_strings_and_inline_text_but_not_code_urls_or_anchors():
+    note = pms.parse_note("---\ntags: work, draft\n---\n# T\n\nText #infra/ci and #idea.\n`#code` http://x.org/#frag "
+                          "[a](#anchor) #2024\n\n```\n#incode\n```\n", "t")
+    assert note.tags == ["work", "draft", "infra/ci", "idea"]
+    assert pms.parse_note("---\ntags: [a, '#b']\n---\nx #c\n", "t").tags == ["a", "b", "c"]
+
+
+def test_links_cover_wikilink_forms_and_relative_markdown_links_but_not_web_links_or_images():
+    note = pms.parse_note("[[a]] [[b|label]] [[c#Head]] [[d^blk]] [[e#^blk|x]] ![[img.png]] [w](https://x.org/a.md) "
+                          "[m](../other/m.md#sec) [n](<n n.md>)\n", "t", path="dir/note.md")
+    assert [(l.target, l.fragment, l.kind) for l in note.links] == [
+        ("a", "", "wiki"), ("b", "", "wiki"), ("c", "#Head", "wiki"), ("d", "#^blk", "wiki"), ("e", "#^blk", "wiki"),
+        ("other/m.md", "#sec", "markdown"), ("dir/n n.md", "", "markdown")]
+
+
+def test_note_date_prefers_frontmatter_date_then_created_then_updated():
+    assert pms.parse_note("---\nupdated: 2021-01-01\ncreated: 2020-05-06\n---\nx", "t").date == "2020-05-06"
+    assert pms.parse_note("---\ndate: 2019-02-03T10:11\n---\nx", "t").date == "2019-02-03T10:11"
+    assert pms.parse_note("---\ndate: someday\n---\nx", "t").date is None
+
+
+def test_bad_filters_are_one_line_errors(tagged_kb):
+    for kwargs in ({"after": "March"}, {"before": "2024-13-01"}, {"tags": ["#"]}, {"where": "=x"}):
+        with pytest.raises(pms.PMSError):
+            tagged_kb.search("deployment", **kwargs)
+
+
+# -- filters, keyword mode (no model needed) -------------------------------------------------------
+
+def test_tags_are_listed_with_counts_including_inline_and_nested(tagged_kb):
+    counts = dict(tagged_kb.tags())
+    assert counts["work"] == 3 and counts["bulk"] == 12 and counts["even"] == 6
+    assert counts["work/meetings"] == 1 and counts["infra/ci"] == 1 and counts["reference"] == 1
+    assert "notatag" not in counts and "code" not in counts and "anchor" not in counts and "retro" not in counts
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({"tags": ["work"]}, {"projects/alpha.md", "projects/beta.md", "journal/2024-02-10.md", "archive/old.md"}),  # work/meetings counts
+    ({"tags": ["infra"]}, {"projects/beta.md"}),
+    ({"tags": ["work", "draft"]}, {"projects/beta.md"}),
+    ({"tags": ["work"], "exclude_tags": ["archive", "draft"]}, {"projects/alpha.md", "journal/2024-02-10.md"}),
+    ({"tags": ["work", "-archive"]}, {"projects/alpha.md", "projects/beta.md", "journal/2024-02-10.md"}),
+    ({"path": "projects"}, {"projects/alpha.md", "projects/beta.md"}),
+    ({"path": "*/b*.md"}, {"projects/beta.md"}),
+    ({"after": "2024-01-20", "before": "2024-03-05", "exclude_tags": ["bulk"]},
+     {"projects/alpha.md", "projects/beta.md", "journal/2024-02-10.md"}),  # inclusive; the journal's date is its mtime
+    ({"before": "2023-12-31"}, {"archive/old.md", "ref/spec.md"}),
+    ({"where": "status=draft"}, {"projects/beta.md"}),
+    ({"where": ["status!=draft", "status"]}, {"projects/alpha.md"}),
+    ({"where": {"owner": None}, "tags": "project"}, {"projects/alpha.md"}),
+    ({"tags": ["work"], "path": "projects/**", "after": "2024-02-01", "where": "owner=ANA"}, {"projects/alpha.md"}),
+])
+def test_each_filter_alone_and_combined_in_keyword_mode(tagged_kb, kwargs, expected):
+    hits = tagged_kb.search("deployment", k=50, mode="keyword", **kwargs)
+    assert set(paths(hits)) == expected
+
+
+def test_a_filter_inside_the_keyword_query_still_returns_k_results(tagged_kb):
+    unfiltered = tagged_kb.search("deployment", k=50, mode="keyword")
+    assert not any("bulk" in h.tags for h in unfiltered)  # the untagged notes fill the top 50 without the filter
+    hits = tagged_kb.search("deployment", k=5, mode="keyword", tags=["bulk"])
+    assert len(hits) == 5 and all(h.path.startswith("bulk/") for h in hits)
+
+
+def test_a_filter_without_words_lists_matching_notes_newest_first(tagged_kb):
+    hits = tagged_kb.search("", k=4, tags=["bulk"])
+    assert paths(hits) == ["bulk/log12.md", "bulk/log11.md", "bulk/log10.md", "bulk/log09.md"]
+    assert hits[0].date == "2024-04-12" and hits[0].tags == ["bulk", "even"]
+    assert paths(tagged_kb.search("  ", k=10, where="status")) == ["projects/alpha.md", "projects/beta.md"]
+
+
+def test_hits_carry_the_collection_and_folder_descriptions(tagged_kb, cli, db_path):
+    out = cli("collection", "describe", "vault", "Active client projects", "--folder", "projects/", db=db_path)
+    assert out.returncode == 0 and "Described folder 'projects/'" in out.stdout, out.stderr
+    shown = json.loads(cli("collection", "show", "vault", "--json", db=db_path).stdout)
+    assert shown["folder_descriptions"] == {"projects": "Active client projects"} and shown["description"] == "Team wiki"
+    hit = tagged_kb.search("alpha pipeline", k=1, mode="keyword")[0]
+    assert (hit.collection_description, hit.folder_description) == ("Team wiki", "Active client projects")
+    assert tagged_kb.search("old days", k=1, mode="keyword")[0].folder_description == ""
+    with pytest.raises(pms.PMSError):
+        tagged_kb.describe_folder("vault", "nowhere", "x")
+    out = cli("search", "alpha pipeline", "--json", "-n", "1", "--mode", "keyword", db=db_path)
+    assert json.loads(out.stdout)[0]["folder_description"] == "Active client projects"
+
+
+# -- filters in vector and hybrid mode --------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_filters_alone_and_combined_in_every_mode(tagged_hybrid, mode):
+    kb = tagged_hybrid
+    assert set(paths(kb.search("deployment", k=20, mode=mode, tags=["work"], exclude_tags=["archive"]))) == {
+        "projects/alpha.md", "projects/beta.md", "journal/2024-02-10.md"}
+    assert set(paths(kb.search("deployment", k=20, mode=mode, path="projects", where="status=draft"))) == {"projects/beta.md"}
+    assert set(paths(kb.search("deployment", k=20, mode=mode, before="2023-12-31"))) == {"archive/old.md", "ref/spec.md"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_k_results_come_back_when_enough_notes_match_in_every_mode(tagged_hybrid, mode):
+    kb = tagged_hybrid
+    assert not any(h.path.startswith("bulk/") for h in kb.search("deployment", k=8, mode=mode))
+    for k in (3, 8):
+        hits = kb.search("deployment", k=k, mode=mode, tags=["bulk"])
+        assert len(hits) == k and all(h.path.startswith("bulk/") for h in hits)
+    assert len(kb.search("deployment", k=10, mode=mode, tags=["even"])) == 6  # only six match
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_excluded_tags_never_appear(tagged_hybrid, mode):
+    hits = tagged_hybrid.search("deployment rollout log", k=100, mode=mode, exclude_tags=["work", "bulk"], chunks=True)
+    assert hits and not any(t == "work" or t.startswith(("work/", "bulk")) for h in hits for t in h.tags)
+    assert not any(h.path.startswith(("bulk/", "projects/", "archive/", "journal/")) for h in hits)
+
+
+# -- links -------------------------------------------------------------------------------------
+
+def test_links_and_backlinks_resolve_names_aliases_headings_and_relative_paths(tagged_kb):
+    links = tagged_kb.links("vault/projects/alpha.md")
+    assert [(l.path, l.resolved) for l in links] == [("projects/beta.md", True), ("ref/spec.md", True), ("ref/spec.md", True)]
+    back = tagged_kb.backlinks("vault/projects/alpha.md")
+    assert [(b.path, b.title) for b in back] == [("projects/beta.md", "Beta")]  # two links, one note
+    assert {b.path for b in tagged_kb.backlinks("vault/ref/spec.md")} == {"projects/alpha.md"}
+
+
+def test_a_link_to_a_renamed_note_shows_as_unresolved(tagged_kb, tagged, cli, db_path):
+    assert [r.target for r in tagged_kb.unresolved_links()] == ["old-name"]
+    shutil.move(tagged / "projects" / "beta.md", tagged / "projects" / "beta-renamed.md")
+    tagged_kb.sync()
+    links = tagged_kb.links("vault/projects/alpha.md")
+    assert (links[0].path, links[0].target, links[0].resolved) == (None, "beta", False)
+    assert {(r.path, r.target) for r in tagged_kb.unresolved_links()} == {("ref/spec.md", "old-name"), ("projects/alpha.md", "beta")}
+    status = cli("status", db=db_path)
+    assert "Unresolved links: 2" in status.stdout and "vault/projects/alpha.md:9 -> beta" in status.stdout
+    out = json.loads(cli("links", "vault/projects/alpha.md", "--json", db=db_path).stdout)
+    assert out[0]["path"] is None and {"path", "collection", "title"} <= set(out[1]) and out[1]["path"] == "ref/spec.md"
+    docid = tagged_kb.get("vault/ref/spec.md").docid
+    assert json.loads(cli("backlinks", f"#{docid}", "--json", db=db_path).stdout)[0]["path"] == "projects/alpha.md"
+
+
+# -- CLI -----------------------------------------------------------------------------------------
+
+def test_cli_filter_flags_and_tags_command(tagged_kb, cli, db_path):
+    out = cli("search", "deployment", "--tag", "work", "--no-tag", "archive", "--path", "projects", "--after", "2024-01-01",
+              "--before", "2024-12-31", "--where", "status!=draft", "--json", "--mode", "keyword", db=db_path)
+    assert out.returncode == 0, out.stderr
+    assert [h["path"] for h in json.loads(out.stdout)] == ["projects/alpha.md"]
+    listed = cli("search", "--tag", "bulk", "-n", "2", "--files", db=db_path)
+    assert [os.path.basename(p) for p in listed.stdout.split()] == ["log12.md", "log11.md"]
+    listed = cli("search", "--tag", "bulk", "-n", "1", db=db_path).stdout
+    assert listed.startswith(" 1. Log 12  vault/bulk/log12.md:6-8  #") and listed.split("\n")[0].endswith("  2024-04-12")
+    bad = cli("search", "x", "--after", "yesterday", db=db_path)
+    assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1] == "pms: error: --after wants a date as YYYY-MM-DD, not 'yesterday'"
+    tags = json.loads(cli("tags", "--json", db=db_path).stdout)
+    assert tags[0] == {"tag": "bulk", "notes": 12} and {"tag": "infra/ci", "notes": 1} in tags
+    assert "    12  #bulk" in cli("tags", db=db_path).stdout
+
+
+# -- upgrade of an index written before these tables existed -----------------------------------------
+
+def downgrade_to_before_notes_migration(kb) -> None:
+    """Make the index what a PMS without the notes migration wrote: its objects gone, user_version before it."""
+    number = next(i for i, m in enumerate(pms.MIGRATIONS) if "CREATE TABLE note_tags" in m)
+    assert number == len(pms.MIGRATIONS) - 1, "a later migration would run twice here: drop its objects too"
+    db = kb.store.db
+    for statement in ("DROP TABLE note_tags", "DROP TABLE note_fields", "DROP TABLE note_links", "DROP TABLE folder_descriptions",
+                      "DROP INDEX documents_note_date", "ALTER TABLE documents DROP COLUMN note_date",
+                      "ALTER TABLE documents DROP COLUMN parsed_version", f"PRAGMA user_version = {number}"):
+        db.execute(statement)
+
+
+def test_an_old_index_upgrades_in_place_and_sync_rereads_notes_without_reembedding(tagged_hybrid, tmp_path, embedding_model_dir):
+    copy = tmp_path / "old.sqlite"
+    tagged_hybrid.store.db.execute(f"VACUUM INTO '{copy}'")
+    with open_with_model(copy, embedding_model_dir) as kb:
+        downgrade_to_before_notes_migration(kb)
+    with open_with_model(copy, embedding_model_dir) as kb:
+        assert kb.status(pending=False)["notes_to_reread"] == 77
+        assert kb.search("", tags=["bulk"]) == []  # nothing known yet, and no error
+        assert "77 to re-read" in kb.check_sync_status().summary()
+        report = kb.sync()
+        assert (report.reread, report.updated, report.embedded) == (77, 0, 0)  # vectors kept
+        assert "77 re-read" in report.summary()
+        assert len(kb.search("deployment", k=3, mode="hybrid", tags=["bulk"])) == 3
+        assert kb.status(pending=False)["notes_to_reread"] == 0
+
+
+# -- related notes ------------------------------------------------------------------------------------
+
+def rust_chapters(corpora, dest):
+    """Chapters 3, 4 and 8 of the Rust book: ownership, its neighbours and look-alikes (strings, vectors)."""
+    src = corpora / "rust-book" / "src"
+    dest.mkdir()
+    for p in src.glob("ch*.md"):
+        if p.name[:4] in ("ch03", "ch04", "ch08"):
+            shutil.copy(p, dest / p.name)
+    return dest
+
+
+@pytest.mark.slow
+def test_related_on_the_rust_book_puts_borrowing_and_slices_near_the_top(corpora, hybrid_kb, tmp_path):
+    hybrid_kb.collections.create(rust_chapters(corpora, tmp_path / "book"), name="book")
+    assert hybrid_kb.sync().embed_error is None
+    hits = hybrid_kb.related("book/ch04-01-what-is-ownership.md", k=5)
+    top = paths(hits)
+    assert "ch04-01-what-is-ownership.md" not in top
+    assert {"ch04-02-references-and-borrowing.md", "ch04-03-slices.md"} <= set(top[:3]), top
+    assert all(h.heading_path and h.snippet and 0 < h.score <= 1 for h in hits)  # the passage that relates it
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.slow
+def test_related_without_embeddings_uses_shared_rare_terms(corpora, kb, tmp_path, cli, db_path):
+    kb.collections.create(rust_chapters(corpora, tmp_path / "book"), name="book")
+    kb.sync()
+    top = paths(kb.related("book/ch04-01-what-is-ownership.md", k=5))
+    assert "ch04-01-what-is-ownership.md" not in top
+    assert {"ch04-02-references-and-borrowing.md", "ch04-03-slices.md"} <= set(top[:3]), top
+    out = cli("related", "book/ch04-01-what-is-ownership.md", "-n", "2", "--json", db=db_path)
+    hits = json.loads(out.stdout)
+    assert len(hits) == 2 and {"path", "collection", "heading_path", "snippet", "score", "collection_description"} <= set(hits[0])
