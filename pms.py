@@ -65,7 +65,7 @@ VERSION = __version__  # the public spelling (clients never touch pms._ or pms._
 __all__ = [
     "VERSION",
     # the engine behind one object, and what it returns
-    "KnowledgeBase", "Collection", "Collections", "Document", "SearchMode", "Hit",
+    "KnowledgeBase", "Collection", "Collections", "Document", "SearchMode", "Hit", "NoteFilter", "NoteRef",
     "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage",
     "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
     # errors: everything a user can cause is a PMSError
@@ -3966,6 +3966,17 @@ class Collections:
             raise PMSError(f"a collection named {new!r} already exists")
         self.kb.store.rename_collection(old, new)
         return self.get(new)
+
+    def move(self, name: str, path: str | os.PathLike) -> Collection:
+        """The collection's folder moved (another disk, a renamed folder): point it at
+        ``path``. The next sync compares the notes there with the index, so
+        unchanged passages keep their vectors."""
+        self.get(name)
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise PMSError(f"{folder} is not a folder (give the folder that now holds the notes of {name!r})")
+        self.kb.store.update_collection(name, path=str(folder.resolve()))
+        return self.get(name)
 
     def delete(self, name: str) -> None:
         """Forget a collection: its notes leave the index; the files stay untouched."""

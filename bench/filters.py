@@ -60,7 +60,7 @@ def tagged_index(workdir: Path, corpus: list[dict]) -> pms.KnowledgeBase:
         source.close()
     kb = pms.KnowledgeBase(target)
     # The copy still points at the untagged notes: point it at the tagged ones (same passages).
-    kb.store.update_collection("scifact", path=str(folder.resolve()))
+    kb.collections.move("scifact", folder)
     t0 = time.monotonic()
     report = kb.sync(collections=["scifact"])
     print(f"tagged copy: {report.summary()} ({time.monotonic() - t0:.0f}s)", file=sys.stderr)
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     if related_ms:
         result["related"] = {"notes": len(related_ms), "median_ms": round(statistics.median(related_ms), 1),
                              "p95_ms": round(percentile(related_ms, 0.95), 1)}
-    result["corpus"] = {"notes": len(corpus), "passages": kb.store.totals()["chunks"], "queries": len(queries), "mode": mode, "k": 10}
+    result["corpus"] = {"notes": len(corpus), "passages": kb.status(pending=False)["chunks"], "queries": len(queries), "mode": mode, "k": 10}
     kb.close()
     if args.json:
         print(json.dumps(result, indent=2))

@@ -299,3 +299,15 @@ def test_related_without_embeddings_uses_shared_rare_terms(corpora, kb, tmp_path
     out = cli("related", "book/ch04-01-what-is-ownership.md", "-n", "2", "--json", db=db_path)
     hits = json.loads(out.stdout)
     assert len(hits) == 2 and {"path", "collection", "heading_path", "snippet", "score", "collection_description"} <= set(hits[0])
+
+
+def test_a_moved_collection_folder_keeps_its_index(tagged_kb, tagged, tmp_path):
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(tagged, moved)
+    shutil.rmtree(tagged)
+    with pytest.raises(pms.PMSError):
+        tagged_kb.collections.move("vault", tmp_path / "missing")
+    assert tagged_kb.collections.move("vault", moved).path == moved.resolve()
+    report = tagged_kb.sync()
+    assert (report.added, report.updated, report.deleted, report.unchanged) == (0, 0, 0, 77)
+    assert tagged_kb.search("", tags=["draft"])[0].abspath == str(moved.resolve() / "projects" / "beta.md")
