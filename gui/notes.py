@@ -141,6 +141,40 @@ class _RelatedBridge(QObject):
     done = Signal(int, object, str)  # request number, hits, error
 
 
+class RelatedWorker(threading.Thread):
+    """One thread (so one SQLite connection) for every related-notes lookup; only
+    the newest request runs, older ones waiting are dropped."""
+
+    def __init__(self, kb: pms.KnowledgeBase, bridge: _RelatedBridge):
+        super().__init__(name="pms-related", daemon=True)
+        self.kb, self.bridge = kb, bridge
+        self._wanted: tuple[int, str] | None = None
+        self._cond = threading.Condition()
+
+    def submit(self, number: int, note: str) -> None:
+        with self._cond:
+            self._wanted = (number, note)
+            self._cond.notify()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while self._wanted is None:
+                    self._cond.wait()
+                number, note = self._wanted
+                self._wanted = None
+            try:
+                hits, error = self.kb.related(note, k=RELATED), ""
+            except pms.PMSError as exc:
+                hits, error = [], str(exc)
+            except Exception as exc:  # a bug must show up as a message, not end the thread
+                hits, error = [], f"related notes failed: {exc!r}"
+            try:
+                self.bridge.done.emit(number, hits, error)
+            except RuntimeError:  # the window closed meanwhile
+                return
+
+
 class RelatedPanel(QWidget):
     """The notes related to the one in the preview, each with the passage that relates them."""
 
@@ -161,12 +195,14 @@ class RelatedPanel(QWidget):
         column.addWidget(self.list, 1)
         self.bridge = _RelatedBridge()
         self.bridge.done.connect(self._show)
+        self.worker = RelatedWorker(kb, self.bridge)
+        self.worker.start()
         self.request = 0
         self.note = ""
         self.setMinimumWidth(180)
 
     def show_for(self, hit) -> None:
-        """Find the notes related to ``hit``'s note, in a thread (vectors: some tens of ms)."""
+        """Find the notes related to ``hit``'s note, in the worker thread (some tens of ms)."""
         note = f"#{hit.docid}" if hit.docid else f"{hit.collection}/{hit.path}"
         if note == self.note:
             return
@@ -175,18 +211,7 @@ class RelatedPanel(QWidget):
         number = self.request
         self.title.setText(f"<b>Related</b> to {hit.title}")
         self.list.clear()
-
-        def work():
-            try:
-                hits, error = self.kb.related(note, k=RELATED), ""
-            except pms.PMSError as exc:
-                hits, error = [], str(exc)
-            try:
-                self.bridge.done.emit(number, hits, error)
-            except RuntimeError:  # the window closed meanwhile
-                pass
-
-        threading.Thread(target=work, name="pms-related", daemon=True).start()
+        self.worker.submit(number, note)
 
     def clear(self) -> None:
         self.note = ""
