@@ -311,3 +311,14 @@ def test_a_moved_collection_folder_keeps_its_index(tagged_kb, tagged, tmp_path):
     report = tagged_kb.sync()
     assert (report.added, report.updated, report.deleted, report.unchanged) == (0, 0, 0, 77)
     assert tagged_kb.search("", tags=["draft"])[0].abspath == str(moved.resolve() / "projects" / "beta.md")
+
+
+def test_filters_narrow_chinese_and_japanese_searches_too(kb, tmp_path):
+    root = tmp_path / "cjk"
+    write(root / "a.md", "---\ntags: [cn]\n---\n# 笔记\n\n我用同步工具备份笔记。\n")
+    write(root / "b.md", "# 其他\n\n另一个同步工具的笔记。\n")
+    kb.collections.create(root, name="cjk")
+    kb.sync()
+    assert {h.path for h in kb.search("同步", mode="keyword")} == {"a.md", "b.md"}
+    assert [h.path for h in kb.search("同步", mode="keyword", tags="cn")] == ["a.md"]
+    assert [h.path for h in kb.search("同步", mode="keyword", exclude_tags="cn")] == ["b.md"]
