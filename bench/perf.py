@@ -399,10 +399,13 @@ def bench_embed(args) -> dict:
     for setting in settings:
         db = fresh(args.work / "rust-book-part-embedded.sqlite")
         shutil.copyfile(base, db)
+        chars = text_bytes(db)[1]  # bytes of passage text: characters for the mostly-ASCII book
         res = run_child("embed", db=str(db), **setting)
+        res.update(chars=chars, chars_per_s=chars / res["seconds"], chars_per_cpu_s=chars / res["cpu_s"])
         out.append(res)
         print(f"  batch {res['batch_size']:>3}, arena {'on' if res['arena'] else 'off'}, max {res['max_tokens']} tokens: "
-              f"{res['chunks']} chunks in {res['seconds']:.1f}s = {res['chunks_per_s']:.1f} chunks/s, "
+              f"{res['chunks']} chunks in {res['seconds']:.1f}s = {res['chunks_per_s']:.1f} passages/s, "
+              f"{res['chars_per_s']:,.0f} characters/s ({res['chars_per_cpu_s']:,.0f} per CPU-second), "
               f"peak RSS {res['peak_rss_mb']:.0f} MB (model load {res['model_load_s']:.2f}s; "
               f"{res.get('chunks_per_cpu_s', 0):.1f} chunks per CPU-second)", flush=True)
     return out
