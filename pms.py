@@ -4925,6 +4925,7 @@ def cmd_setup(args) -> int:
     if args.gui:
         # 6.12.0 loses a reference to None per call on Python < 3.12 (immortal None hides it later), and the app aborts.
         packages.append("PySide6-Essentials" + ("!=6.12.0" if sys.version_info < (3, 12) else ""))
+        packages += ["markdown-it-py", "mdit-py-plugins"]  # the app's note preview
     print(f"Setting up {target} with: {' '.join(packages)}")
     if not (target / ("Scripts" if sys.platform == "win32" else "bin")).exists():
         venv.EnvBuilder(with_pip=True).create(target)
@@ -4943,8 +4944,9 @@ def cmd_setup(args) -> int:
 
 def cmd_gui(kb: KnowledgeBase, args) -> int:
     """The desktop app (gui/app.py), over this same KnowledgeBase."""
-    if not module_available("PySide6"):
-        raise PMSError(f"the desktop app needs PySide6 (pip install PySide6-Essentials, or run: {pms_command('setup --gui')})")
+    if not (module_available("PySide6") and module_available("markdown_it") and module_available("mdit_py_plugins")):
+        raise PMSError("the desktop app needs PySide6 and markdown-it-py (pip install PySide6-Essentials "
+                       f"markdown-it-py mdit-py-plugins, or run: {pms_command('setup --gui')})")
     sys.modules.setdefault("pms", sys.modules[__name__])  # run as a script, this file is __main__: the GUI's "import pms" must find it
     root = str(Path(__file__).resolve().parent)
     if root not in sys.path:
@@ -5094,7 +5096,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--json", action="store_true", help="print the new note's path and metadata as JSON")
 
     s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment")
-    s.add_argument("--gui", action="store_true", help="also install PySide6 for the desktop app")
+    s.add_argument("--gui", action="store_true", help="also install PySide6 and markdown-it-py for the desktop app")
 
     sub.add_parser("gui", help="open the desktop app: search as you type, read, clip by drag and drop",
                    description=f"Needs PySide6 (pip install PySide6-Essentials, or: {pms_command('setup --gui')}).")

@@ -20,7 +20,9 @@ if str(ROOT) not in sys.path:  # run directly (python gui/app.py): find pms.py a
 
 import pms  # noqa: E402  (after the path fix above)
 
-INSTALL_HINT = f"the desktop app needs PySide6 (pip install PySide6-Essentials, or run: {pms.pms_command('setup --gui')})"
+INSTALL_HINT = ("the desktop app needs PySide6 and markdown-it-py (pip install PySide6-Essentials markdown-it-py "
+                f"mdit-py-plugins, or run: {pms.pms_command('setup --gui')})")
+GUI_MODULES = ("PySide6", "markdown_it", "mdit_py_plugins")
 
 
 def icon_path(suffix: str) -> Path:
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quit-after-show", action="store_true", help=argparse.SUPPRESS)
     args, qt_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     pms.use_private_env()
-    if not pms.module_available("PySide6"):
+    if not all(pms.module_available(name) for name in GUI_MODULES):
         print(f"pms: error: {INSTALL_HINT}", file=sys.stderr)
         return 1
     try:

@@ -11,11 +11,12 @@ import re
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from PySide6.QtCore import QByteArray, QRegularExpression, QUrl, Signal
-from PySide6.QtGui import QColor, QDesktopServices, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
+from PySide6.QtCore import QByteArray, QEvent, QRegularExpression, Qt, QUrl, Signal
+from PySide6.QtGui import QColor, QDesktopServices, QImage, QPalette, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QTextBrowser, QTextEdit
 
 import pms
+from gui.note_html import Colours, markdown_to_html, style_sheet
 
 WIKI_SCHEME = "pms-wiki"
 REMOTE_SCHEMES = {"http", "https", "ftp", "ws", "wss"}
@@ -72,6 +73,18 @@ def term_pattern(words) -> str | None:
     return "|".join(parts) or None
 
 
+def palette_colours(palette: QPalette) -> Colours:
+    """The preview's colours from the widget palette, so they follow a light/dark switch."""
+    base, text = palette.color(QPalette.Base), palette.color(QPalette.Text)
+    dark = base.lightness() < 128
+
+    def mix(amount: float) -> str:  # ``amount`` of the text colour over the background
+        return QColor.fromRgbF(*(b + (t - b) * amount for b, t in zip(base.getRgbF()[:3], text.getRgbF()[:3]))).name()
+
+    return Colours(text=text.name(), muted=mix(0.62), link=palette.color(QPalette.Link).name(),
+                   code_background=mix(0.12 if dark else 0.06), quote_bar=mix(0.35), rule=mix(0.25))
+
+
 class NotePreview(QTextBrowser):
     """A read-only view of one note. ``show_note`` renders and scrolls."""
 
@@ -86,11 +99,13 @@ class NotePreview(QTextBrowser):
         self.document().setDocumentMargin(16)
         self.abspath: Path | None = None
         self.passage_block = -1          # block number the view was scrolled to (tests read it)
+        self.rendered: tuple | None = None  # show_note's arguments, to render again when the palette changes
         self.setPlaceholderText("Select a result to read the note here.")
 
     # -- rendering ---------------------------------------------------------------------
     def clear_note(self) -> None:
         self.abspath = None
+        self.rendered = None
         self.passage_block = -1
         self.clear()
 
@@ -106,20 +121,16 @@ class NotePreview(QTextBrowser):
                 self.clear_note()
                 self.status_message.emit(f"Cannot read {abspath.name}: {exc}")
                 return False
-        block, body, fm_lines = pms.split_frontmatter(text)
+        block, body, _ = pms.split_frontmatter(text)
         meta = pms.parse_frontmatter(block)
         doc = self.document()
         doc.setBaseUrl(QUrl.fromLocalFile(str(abspath.parent) + "/"))
         self.setSearchPaths([str(abspath.parent)])
         self.abspath = abspath
-        doc.setMarkdown(wikilinks_to_markdown(body), QTextDocument.MarkdownDialectGitHub)
+        self.rendered = (abspath, text, start_line, end_line, heading, tuple(words))
+        doc.setDefaultStyleSheet(style_sheet(palette_colours(self.palette())))
         header = self._header_html(meta, pms.first_heading(body) or "")
-        if header:
-            cursor = QTextCursor(doc)
-            cursor.movePosition(QTextCursor.Start)
-            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
-            cursor.movePosition(QTextCursor.Start)
-            cursor.insertHtml(header)
+        doc.setHtml(header + markdown_to_html(wikilinks_to_markdown(body), abspath.parent))
         self._highlight(words)
         self.passage_block = -1
         lines = text.split("\n")
@@ -133,13 +144,17 @@ class NotePreview(QTextBrowser):
 
     @staticmethod
     def _header_html(meta: dict, heading: str) -> str:
+        """The frontmatter as one small line: title (when the note has no matching
+        heading), tags, source link, author and dates."""
         parts = []
         if meta.get("title") and str(meta["title"]).strip() != heading.strip():
             parts.append(f"<b>{html.escape(str(meta['title']))}</b>")
         tags = meta.get("tags")
-        tags = tags if isinstance(tags, (list, tuple)) else ([tags] if tags else [])
-        if tags:
-            parts.append(" ".join(f"#{html.escape(str(t).lstrip('#'))}" for t in tags if t))
+        tags = tags if isinstance(tags, (list, tuple)) else [tags] if tags else []
+        # "tags: a, b" and "tags: [a, b]" both mean two tags.
+        names = [t.lstrip("#") for tag in tags for t in re.split(r"[,\s]+", str(tag)) if t.lstrip("#")]
+        if names:
+            parts.append(" ".join(f"#{html.escape(name)}" for name in names))
         source = str(meta.get("source") or meta.get("url") or "")
         if source.startswith(("http://", "https://")):
             label = re.sub(r"^https?://(www\.)?", "", source)
@@ -150,7 +165,7 @@ class NotePreview(QTextBrowser):
                 parts.append(html.escape(str(meta[key])))
         if not parts:
             return ""
-        return '<p style="font-size:small; color:palette(placeholder-text)">' + " · ".join(parts) + "</p>"
+        return '<p class="header"><small>' + " · ".join(parts) + "</small></p>\n"
 
     def _find_passage(self, lines: list[str], start_line: int, end_line: int, heading: str, words=()) -> QTextCursor | None:
         """Where the passage (lines ``start_line``..``end_line`` of the file) ended up
@@ -203,12 +218,27 @@ class NotePreview(QTextBrowser):
                 cursor = doc.find(regex, cursor)
         self.setExtraSelections(selections)
 
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange and self.rendered:
+            # The colours are baked into the HTML: a light/dark switch renders the note again.
+            abspath, text, start_line, end_line, heading, words = self.rendered
+            position = self.verticalScrollBar().value()
+            self.show_note(abspath, text=text, start_line=start_line, end_line=end_line, heading=heading, words=words)
+            self.verticalScrollBar().setValue(position)
+
     # -- links and resources -------------------------------------------------------
     def loadResource(self, kind, url: QUrl):
         if url.scheme().lower() in REMOTE_SCHEMES:
             # Never fetch from the network: a note must not phone home. (An empty
             # answer, not None: PySide6 loses a reference to None per None returned.)
             return QByteArray()
+        if kind == QTextDocument.ImageResource and url.isLocalFile():
+            image = QImage(url.toLocalFile())
+            room = max(64, self.viewport().width() - 2 * int(self.document().documentMargin()) - 8)
+            if not image.isNull():
+                # Wider than the pane: scaled down to fit (the file is untouched).
+                return image.scaledToWidth(room, Qt.SmoothTransformation) if image.width() > room else image
         return super().loadResource(kind, url)
 
     def _follow_link(self, url: QUrl) -> None:

@@ -1,0 +1,176 @@
+"""A note's Markdown as HTML that Qt's rich-text engine shows without losing text.
+
+Qt's own ``setMarkdown`` hands raw HTML to its HTML parser, so ``Vec<T>``,
+``Box<T>`` or mdBook's ``<Listing …>`` swallow the text after them. Here
+markdown-it-py parses the note (CommonMark + GitHub tables, strikethrough and
+task lists) and raw HTML is escaped, except for a few harmless inline tags
+(``<br>``, ``<kbd>``, ``<sup>``…), which are re-emitted without attributes.
+HTML comments disappear, remote images become their alt text (nothing is
+fetched), and the markup sticks to what QTextDocument renders (no ``<input>``,
+no CSS borders), with colours taken from the palette so a light/dark switch
+only needs a re-render.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from markdown_it import MarkdownIt
+from mdit_py_plugins.tasklists import tasklists_plugin
+
+# Inline tags a note may use that cannot hide text; emitted bare (no attributes).
+ALLOWED_TAGS = {"br", "kbd", "sub", "sup", "b", "i", "em", "strong", "u", "s", "small", "big", "code", "tt", "var", "samp"}
+REMOTE_SCHEMES = {"http", "https", "ftp", "ws", "wss"}
+_TAG = re.compile(r"<!--.*?-->|<(/?)([A-Za-z][\w:-]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*?)(/?)>", re.S)
+_ATTRIBUTE = re.compile(r"([\w:-]+)\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s>]+)")
+
+
+@dataclass(frozen=True)
+class Colours:
+    """What the HTML needs from the palette (as #rrggbb)."""
+    text: str = "#1f2328"
+    muted: str = "#6b7280"
+    link: str = "#0b57d0"
+    code_background: str = "#f3f4f6"
+    quote_bar: str = "#c7ccd4"
+    rule: str = "#d0d7de"
+
+
+def is_remote(url: str) -> bool:
+    return urlsplit(url).scheme.lower() in REMOTE_SCHEMES
+
+
+def _image_html(src: str, alt: str, title: str = "", folder: Path | None = None) -> str:
+    missing = folder is not None and not is_remote(src) and not (folder / unquote(src.split("#")[0])).is_file()
+    if not src or is_remote(src) or missing:
+        # A remote image is never fetched (a note must not phone home); a missing
+        # file shows nothing. Either way the alt text says what is not shown.
+        label = alt or src.rsplit("/", 1)[-1] or "image"
+        return f'<span class="refused" title="{html.escape(src)}">[image: {html.escape(label)}]</span>'
+    return f'<img src="{html.escape(src)}" alt="{html.escape(alt)}" title="{html.escape(title or alt)}" />'
+
+
+def sanitize_html(raw: str, *, block: bool, folder: Path | None = None) -> str:
+    """Raw HTML from a note: comments dropped, allowed tags kept bare, <img> kept
+    for local files, every other tag shown as text."""
+    out, last = [], 0
+    for m in _TAG.finditer(raw):
+        out.append(html.escape(raw[last : m.start()], quote=False) if block else raw[last : m.start()])
+        last = m.end()
+        whole = m.group(0)
+        if whole.startswith("<!--"):
+            continue
+        closing, name, attributes = m.group(1), m.group(2).lower(), m.group(3)
+        if name in ALLOWED_TAGS:
+            out.append(f"<{closing}{name}>" if name != "br" else "<br />")
+        elif name == "img" and not closing:
+            found = {k.lower(): v.strip("\"'") for k, v in _ATTRIBUTE.findall(attributes)}
+            out.append(_image_html(html.unescape(found.get("src", "")), html.unescape(found.get("alt", "")), folder=folder))
+        else:
+            out.append(html.escape(whole, quote=False))
+    out.append(html.escape(raw[last:], quote=False) if block else raw[last:])
+    return "".join(out)
+
+
+def _html_inline(self, tokens, idx, options, env) -> str:
+    content = tokens[idx].content
+    if content.startswith("<input") and "task-list-item-checkbox" in content:
+        return "☑ " if "checked" in content else "☐ "
+    return sanitize_html(content, block=False, folder=env.get("folder"))
+
+
+def _html_block(self, tokens, idx, options, env) -> str:
+    content = tokens[idx].content
+    inner = sanitize_html(content, block=True, folder=env.get("folder")).strip()
+    if not inner:
+        return ""  # only comments
+    return f'<p class="raw">{inner.replace(chr(10), "<br />")}</p>\n'
+
+
+def _image(self, tokens, idx, options, env) -> str:
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    return _image_html(str(token.attrGet("src") or ""), alt, str(token.attrGet("title") or ""), env.get("folder"))
+
+
+def _fence(self, tokens, idx, options, env) -> str:
+    # A one-cell table: the only way QTextDocument gives a block padding and a background.
+    code = html.escape(tokens[idx].content.rstrip("\n"), quote=False)
+    return f'<table class="code" width="100%" cellpadding="8" cellspacing="0"><tr><td><pre>{code}</pre></td></tr></table>\n'
+
+
+def _blockquote_open(self, tokens, idx, options, env) -> str:
+    # QTextDocument has no border-left: a narrow coloured cell draws the bar.
+    return '<table class="quote" cellspacing="0" cellpadding="0"><tr><td class="bar" width="3"></td><td class="quoted">\n'
+
+
+def _blockquote_close(self, tokens, idx, options, env) -> str:
+    return "</td></tr></table>\n"
+
+
+def _heading_open(self, tokens, idx, options, env) -> str:
+    # Code in a heading keeps the heading's size: <code> would reset it to the body size.
+    for child in tokens[idx + 1].children or []:
+        if child.type == "code_inline":
+            child.meta["in_heading"] = True
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _code_inline(self, tokens, idx, options, env) -> str:
+    token = tokens[idx]
+    text = html.escape(token.content, quote=False)
+    if token.meta.get("in_heading"):
+        return f'<span class="code">{text}</span>'
+    return f"<code>{text}</code>"
+
+
+def _table_open(self, tokens, idx, options, env) -> str:
+    return '<table class="grid" cellspacing="0" cellpadding="5" border="1">\n'
+
+
+def _hr(self, tokens, idx, options, env) -> str:
+    return '<table width="100%" cellspacing="0" cellpadding="0"><tr><td class="rule"></td></tr></table>\n'
+
+
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).use(tasklists_plugin)
+    for name, rule in (("html_inline", _html_inline), ("html_block", _html_block), ("image", _image),
+                       ("fence", _fence), ("code_block", _fence), ("blockquote_open", _blockquote_open),
+                       ("blockquote_close", _blockquote_close), ("heading_open", _heading_open),
+                       ("code_inline", _code_inline), ("table_open", _table_open), ("hr", _hr)):
+        md.add_render_rule(name, rule)
+    return md
+
+
+_MD = _parser()
+
+
+def style_sheet(colours: Colours) -> str:
+    """The document's default style sheet (the CSS subset QTextDocument knows)."""
+    c = colours
+    return (f"body {{ color: {c.text}; }}"
+            f"a {{ color: {c.link}; }}"
+            f"code, .code, pre {{ font-family: monospace; }}"
+            f"code {{ background-color: {c.code_background}; }}"
+            f"table.code {{ background-color: {c.code_background}; margin-top: 6px; margin-bottom: 10px; }}"
+            f"pre {{ margin: 0; }}"
+            f"td.bar {{ background-color: {c.quote_bar}; }}"
+            f"td.quoted {{ padding-left: 10px; color: {c.muted}; }}"
+            f"table.quote {{ margin-top: 6px; margin-bottom: 6px; }}"
+            f"table.grid {{ border-color: {c.rule}; border-style: solid; margin-top: 6px; margin-bottom: 10px; }}"
+            f"th {{ background-color: {c.code_background}; }}"
+            f"td.rule {{ background-color: {c.rule}; }}"
+            f"p.raw {{ font-family: monospace; color: {c.muted}; }}"
+            f".refused {{ color: {c.muted}; font-style: italic; }}"
+            f".header {{ color: {c.muted}; }}")
+
+
+def markdown_to_html(markdown: str, folder: Path | None = None) -> str:
+    """The body of a note (frontmatter already removed) as HTML for QTextDocument;
+    ``folder`` (the note's) is where relative image paths are looked up."""
+    return _MD.render(markdown, {"folder": folder})
+
