@@ -100,6 +100,9 @@ class NotePreview(QTextBrowser):
         self.abspath: Path | None = None
         self.passage_block = -1          # block number the view was scrolled to (tests read it)
         self.rendered: tuple | None = None  # show_note's arguments, to render again when the palette changes
+        self.keep_passage = False  # scroll back to the passage while the layout settles
+        self.verticalScrollBar().rangeChanged.connect(self._keep_passage_in_view)
+        self.verticalScrollBar().actionTriggered.connect(self._user_scrolled)  # arrows, page, drag
         self.setPlaceholderText("Select a result to read the note here.")
 
     # -- rendering ---------------------------------------------------------------------
@@ -107,6 +110,7 @@ class NotePreview(QTextBrowser):
         self.abspath = None
         self.rendered = None
         self.passage_block = -1
+        self.keep_passage = False
         self.clear()
 
     def show_note(self, abspath: str | Path, *, text: str | None = None, start_line: int = 0,
@@ -128,11 +132,11 @@ class NotePreview(QTextBrowser):
         self.setSearchPaths([str(abspath.parent)])
         self.abspath = abspath
         self.rendered = (abspath, text, start_line, end_line, heading, tuple(words))
+        self.passage_block, self.keep_passage = -1, False
         doc.setDefaultStyleSheet(style_sheet(palette_colours(self.palette())))
         header = self._header_html(meta, pms.first_heading(body) or "")
         doc.setHtml(header + markdown_to_html(wikilinks_to_markdown(body), abspath.parent))
         self._highlight(words)
-        self.passage_block = -1
         lines = text.split("\n")
         if start_line > 1 or heading:
             target = self._find_passage(lines, start_line, end_line or start_line + 20, heading, words)
@@ -191,8 +195,11 @@ class NotePreview(QTextBrowser):
     def _scroll_to(self, cursor: QTextCursor) -> None:
         block = cursor.block()
         self.passage_block = block.blockNumber()
-        top = self.document().documentLayout().blockBoundingRect(block).top()
-        self.verticalScrollBar().setValue(max(0, int(top) - 12))
+        # Qt lays a long document out in steps after setHtml: the scroll range and the
+        # passage's position keep changing for a while. Until the user scrolls, every
+        # change of the range scrolls the passage back to the top of the view.
+        self.keep_passage = True
+        self._keep_passage_in_view()
         # A quiet background on the passage's first paragraph, under the term marks.
         # (FullWidthSelection would look nicer but crashes Qt 6.12 once the view is scrolled.)
         passage = QTextEdit.ExtraSelection()
@@ -201,6 +208,29 @@ class NotePreview(QTextBrowser):
         passage.cursor = cursor
         passage.format.setBackground(PASSAGE_BACKGROUND)
         self.setExtraSelections([passage, *self.extraSelections()])
+
+    def passage_top(self) -> int | None:
+        """Where the passage starts, in document pixels (None: not scrolled to one)."""
+        if self.passage_block < 0:
+            return None
+        cursor = QTextCursor(self.document().findBlockByNumber(self.passage_block))
+        return self.cursorRect(cursor).top() + self.verticalScrollBar().value()
+
+    def _keep_passage_in_view(self, *_range) -> None:
+        if not self.keep_passage or self.passage_block < 0:
+            return
+        self.verticalScrollBar().setValue(max(0, self.passage_top() - 12))
+
+    def _user_scrolled(self, *_args) -> None:
+        self.keep_passage = False
+
+    def wheelEvent(self, event) -> None:
+        self.keep_passage = False
+        super().wheelEvent(event)
+
+    def keyPressEvent(self, event) -> None:
+        self.keep_passage = False
+        super().keyPressEvent(event)
 
     def _highlight(self, words) -> None:
         pattern = term_pattern(words)

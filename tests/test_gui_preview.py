@@ -14,7 +14,7 @@ pytest.importorskip("pytestqt", reason="GUI tests need pytest-qt (pip install py
 pytest.importorskip("markdown_it", reason="the preview needs markdown-it-py (pip install -r requirements-dev.txt)")
 
 from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtGui import QColor, QImage, QPalette  # noqa: E402
+from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import pms  # noqa: E402
@@ -86,3 +86,44 @@ def test_angle_brackets_and_raw_html_show_as_text_and_allowed_tags_render(previe
     grid = [t for t in tables if t.rows() == 3 and t.columns() == 2]
     assert grid, "the Markdown table is a table"
     assert grid[0].cellAt(1, 0).firstCursorPosition().block().text() == "Vec<T>"
+
+
+def passage_on_screen(preview: NotePreview) -> bool:
+    """Is the block the preview scrolled to inside the visible part of the view?"""
+    if preview.passage_block <= 0:
+        return False
+    cursor = QTextCursor(preview.document().findBlockByNumber(preview.passage_block))
+    return 0 <= preview.cursorRect(cursor).top() < preview.viewport().height() - 20
+
+
+def test_a_passage_near_the_end_of_a_long_note_is_scrolled_into_view(kb, tmp_path, open_window, qtbot):
+    lines = ["# A long note", ""]
+    for i in range(1, 74):
+        lines += [f"Line {i}: filler words about nothing in particular, wrapped across the pane " * 2, ""]
+    lines += ["The walrus passage is the one the search found.", "", "Last line."]
+    write(tmp_path / "long" / "long.md", "\n".join(lines) + "\n")
+    assert len(lines) >= 150
+    kb.collections.create(tmp_path / "long", name="long")
+    kb.sync()
+    window = open_window(kb)
+    window.resize(1000, 600)
+    type_query(qtbot, window, "walrus")
+    qtbot.wait(50)  # whatever the layout does after the first paint
+    assert passage_on_screen(window.preview)
+    assert "walrus" in window.preview.document().findBlockByNumber(window.preview.passage_block).text()
+
+
+def test_every_hit_of_a_deep_rust_book_chapter_scrolls_to_its_passage(kb, corpora, open_window, qtbot):
+    kb.collections.create(corpora / "rust-book" / "src", name="book")
+    kb.sync()
+    window = open_window(kb)
+    window.resize(1000, 600)
+    doc = kb.get("book/ch15-05-interior-mutability.md")
+    hits = kb.search("RefCell borrow_mut MockMessenger LimitTracker", k=50, mode="keyword", chunks=True)
+    deep = [h for h in hits if h.path == "ch15-05-interior-mutability.md" and h.start_line > 40]
+    assert len(deep) >= 3
+    for hit in deep:
+        window.preview.show_note(doc.abspath, text=doc.text, start_line=hit.start_line, end_line=hit.end_line,
+                                 heading=hit.heading_path, words=["RefCell", "borrow_mut", "MockMessenger", "LimitTracker"])
+        qtbot.wait(20)
+        assert passage_on_screen(window.preview), f"lines {hit.start_line}-{hit.end_line} are not on screen"
