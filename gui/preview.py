@@ -99,6 +99,7 @@ class NotePreview(QTextBrowser):
         self.document().setDocumentMargin(16)
         self.abspath: Path | None = None
         self.passage_block = -1          # block number the view was scrolled to (tests read it)
+        self.renders = 0                 # notes rendered so far (tests and benchmarks read it)
         self.rendered: tuple | None = None  # show_note's arguments, to render again when the palette changes
         self.keep_passage = False  # scroll back to the passage while the layout settles
         self.verticalScrollBar().rangeChanged.connect(self._keep_passage_in_view)
@@ -132,6 +133,7 @@ class NotePreview(QTextBrowser):
         self.setSearchPaths([str(abspath.parent)])
         self.abspath = abspath
         self.rendered = (abspath, text, start_line, end_line, heading, tuple(words))
+        self.renders += 1
         self.passage_block, self.keep_passage = -1, False
         doc.setDefaultStyleSheet(style_sheet(palette_colours(self.palette())))
         header = self._header_html(meta, pms.first_heading(body) or "")

@@ -1,44 +1,141 @@
-"""The results list: a plain list model of ``pms.Hit`` and a delegate that draws
-title, place, heading breadcrumb, snippet (query terms marked) and score."""
+"""The results list: a list model over ``pms.Hit`` and a delegate that draws
+title, place, heading breadcrumb and a plain-text snippet (query terms marked).
+
+Rows are notes, plus (in hybrid mode) one divider between the notes that
+contain the query's words and those only related in meaning. Near-duplicate
+notes (the same title and file name or snippet in several places, such as
+four editions of a book) share one row that says how many copies it stands for.
+"""
 
 from __future__ import annotations
 
 import html
+import re
 
-from PySide6.QtCore import QModelIndex, QRect, QSize, Qt
+from PySide6.QtCore import QModelIndex, QSize, Qt
 from PySide6.QtGui import QAbstractTextDocumentLayout, QPalette, QStandardItem, QStandardItemModel, QTextDocument
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-HitRole = Qt.UserRole + 1
+RowRole = Qt.UserRole + 1      # the row's position in ResultsModel.rows (an int: no Python object in Qt's hands)
 PADDING = 8
-SCORE_WIDTH = 56
 MARK_STYLE = "background-color:#ffe066; color:#000000"
+ONLY_MEANING = "Related in meaning"
+NO_WORDS = "No note contains these words; these are related in meaning"
+
+# Markup a snippet may carry from the note's source (the snippet is HTML-escaped text).
+_SNIPPET_MARKUP = [
+    (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),                              # [text](url), ![alt](src)
+    (re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]"), r"\1"),                        # [[target|label]]
+    (re.compile(r"&lt;!--.*?--&gt;"), " "),                                         # <!-- comment -->
+    (re.compile(r"&lt;/?(?:[a-z][\w-]*\s[^&]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
+                r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?&gt;", re.I), " "),  # tags, not Vec<T>
+    (re.compile(r"(\*\*|__|~~|`+)"), ""),                                            # bold, strike, code ticks
+    (re.compile(r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])"), ""),                   # *em* and _em_ (not snake_case)
+    (re.compile(r"(^|\s)(?:#{1,6}|&gt;|[-+*]|\d+[.)])\s+(?:\[[ xX]\]\s+)?"), r"\1"),  # heading, quote, list markers
+    (re.compile(r"\|"), " "),                                                        # table pipes
+    (re.compile(r"\{\{#\w+[^}]*\}\}"), " "),                                         # mdBook {{#include …}}
+    (re.compile(r"\s{2,}"), " "),
+]
+
+
+def plain_snippet(snippet: str) -> str:
+    """A Hit's snippet (escaped HTML with <mark>) without the note's Markdown or HTML markup."""
+    text = snippet or ""
+    for pattern, replacement in _SNIPPET_MARKUP:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
+def near_duplicate_key(hit) -> tuple:
+    title = " ".join(re.findall(r"\w+", (hit.title or "").lower()))
+    name = hit.path.rsplit("/", 1)[-1].lower()
+    return title, name
+
+
+def why_text(hit, copies: list) -> str:
+    """The tooltip: why this note is here (ranks of ``pms search --explain``), and where it is."""
+    reasons = []
+    if hit.bm25_rank is not None:
+        reasons.append(f"contains the words (keyword rank {hit.bm25_rank})")
+    if hit.vector_rank is not None:
+        reasons.append(f"close in meaning (meaning rank {hit.vector_rank})")
+    lines = [("Found because it " + " and is ".join(reasons)) if reasons else "Found by keyword",
+             f"{hit.collection}/{hit.path}, lines {hit.start_line}–{hit.end_line}"]
+    if copies:
+        lines.append(f"{len(copies)} near-identical cop{'y' if len(copies) == 1 else 'ies'} hidden:")
+        lines += [f"  {c.collection}/{c.path}" for c in copies[:8]]
+    return "\n".join(lines)
 
 
 class ResultsModel(QStandardItemModel):
-    """The hits of the last search, one item each (the Hit itself under HitRole).
-
-    A QStandardItemModel rather than a Python ``data()`` override: PySide6 6.12
-    on Python 3.11 drops a reference to None each time such an override answers
-    None (which Qt asks for a dozen roles per paint), until the interpreter aborts.
-    """
+    """The rows of the last search. Hits stay in Python lists (``hits``,
+    ``rows``); Qt items only hold the row number, so a refresh drops the old
+    hits at once. (A QStandardItemModel rather than a ``data()`` override:
+    PySide6 6.12 on Python 3.11 loses a reference to None each time such an
+    override answers None.)"""
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.hits: list = []
+        self.hits: list = []                 # the notes shown, best first
+        self.rows: list = []                 # per row: a Hit, or a str (a divider's label)
+        self.copies: dict[int, list] = {}    # row -> near-duplicate hits it stands for
         self.query = ""
 
-    def set_hits(self, hits: list, query: str) -> None:
-        self.hits, self.query = list(hits), query
-        items = []
-        for hit in self.hits:
-            item = QStandardItem(hit.title)
-            item.setData(hit, HitRole)
-            item.setToolTip(hit.abspath)
-            item.setEditable(False)
-            items.append(item)
-        self.clear()
-        self.invisibleRootItem().appendRows(items)
+    def set_hits(self, hits: list, query: str, *, divide: bool = False) -> None:
+        """Replace every row in one model reset. ``divide``: hybrid results, split
+        into notes with the words and notes only related in meaning."""
+        shown, copies, seen = [], {}, {}
+        for hit in hits:
+            key = near_duplicate_key(hit)
+            if key in seen:
+                copies.setdefault(id(seen[key]), []).append(hit)
+                continue
+            seen[key] = hit
+            shown.append(hit)
+        rows: list = list(shown)
+        if divide and shown:
+            with_words = [h for h in shown if h.bm25_rank is not None]
+            meaning = [h for h in shown if h.bm25_rank is None]
+            rows = with_words + ([ONLY_MEANING if with_words else NO_WORDS] if meaning else []) + meaning
+        self.beginResetModel()
+        self.blockSignals(True)  # one reset for the whole swap, not a signal per row
+        try:
+            self.hits, self.query = [r for r in rows if not isinstance(r, str)], query
+            self.rows = rows
+            self.copies = {i: copies.get(id(r), []) for i, r in enumerate(rows) if not isinstance(r, str)}
+            self.removeRows(0, self.rowCount())
+            items = []
+            for i, row in enumerate(rows):
+                divider = isinstance(row, str)
+                item = QStandardItem(row if divider else (row.title or row.path))
+                item.setData(i, RowRole)
+                item.setEditable(False)
+                if divider:
+                    item.setFlags(Qt.NoItemFlags)
+                else:
+                    item.setToolTip(why_text(row, self.copies[i]))
+                items.append(item)
+            self.invisibleRootItem().appendRows(items)
+        finally:
+            self.blockSignals(False)
+        self.endResetModel()
+
+    def hit_at(self, index: QModelIndex):
+        """The Hit of a row, or None (a divider, no row)."""
+        if not index.isValid() or index.row() >= len(self.rows):
+            return None
+        row = self.rows[index.row()]
+        return None if isinstance(row, str) else row
+
+    def hit_row(self, position: int) -> int:
+        """The row of the ``position``-th hit (dividers skipped)."""
+        count = -1
+        for row, entry in enumerate(self.rows):
+            if not isinstance(entry, str):
+                count += 1
+                if count == position:
+                    return row
+        return -1
 
 
 def breadcrumb(heading_path: str, title: str) -> str:
@@ -49,23 +146,24 @@ def breadcrumb(heading_path: str, title: str) -> str:
     return " › ".join(parts)
 
 
-def hit_html(hit, palette: QPalette, selected: bool) -> str:
+def hit_html(hit, palette: QPalette, selected: bool, copies: int = 0) -> str:
     text_role = QPalette.HighlightedText if selected else QPalette.Text
     dim_role = QPalette.HighlightedText if selected else QPalette.PlaceholderText
     color, dim = palette.color(text_role).name(), palette.color(dim_role).name()
     place = html.escape(f"{hit.collection}/{hit.path}")
     crumbs = breadcrumb(hit.heading_path, hit.title)
-    snippet = (hit.snippet or "").replace("<mark>", f'<span style="{MARK_STYLE}">').replace("</mark>", "</span>")
+    snippet = plain_snippet(hit.snippet).replace("<mark>", f'<span style="{MARK_STYLE}">').replace("</mark>", "</span>")
+    more = f" &nbsp;·&nbsp; +{copies} similar cop{'y' if copies == 1 else 'ies'}" if copies else ""
     parts = [f'<div style="color:{color}; font-weight:600">{html.escape(hit.title or hit.path)}</div>',
              f'<div style="color:{dim}; font-size:small">{place}'
-             + (f" &nbsp;›&nbsp; {html.escape(crumbs)}" if crumbs else "") + "</div>"]
+             + (f" &nbsp;›&nbsp; {html.escape(crumbs)}" if crumbs else "") + more + "</div>"]
     if snippet:
         parts.append(f'<div style="color:{color}">{snippet}</div>')
     return "".join(parts)
 
 
 class HitDelegate(QStyledItemDelegate):
-    """Rich-text rows; the height follows the wrapped snippet."""
+    """Rich-text rows; the height follows the wrapped snippet. Dividers are a small label."""
 
     @staticmethod
     def _row_width(option: QStyleOptionViewItem) -> int:
@@ -73,36 +171,36 @@ class HitDelegate(QStyledItemDelegate):
         return option.widget.viewport().width() if option.widget else option.rect.width()
 
     def _document(self, option: QStyleOptionViewItem, index: QModelIndex) -> QTextDocument:
-        hit = index.data(HitRole)
+        model = index.model()
+        row = model.rows[index.row()]
         doc = QTextDocument()
         doc.setDefaultFont(option.font)
         doc.setDocumentMargin(0)
-        selected = bool(option.state & QStyle.State_Selected)
-        doc.setHtml(hit_html(hit, option.palette, selected))
-        doc.setTextWidth(max(80, self._row_width(option) - 2 * PADDING - SCORE_WIDTH))
+        if isinstance(row, str):
+            dim = option.palette.color(QPalette.PlaceholderText).name()
+            doc.setHtml(f'<div style="color:{dim}; font-size:small; font-weight:600">{html.escape(row.upper())}</div>')
+        else:
+            selected = bool(option.state & QStyle.State_Selected)
+            doc.setHtml(hit_html(row, option.palette, selected, len(model.copies.get(index.row(), []))))
+        doc.setTextWidth(max(80, self._row_width(option) - 2 * PADDING))
         return doc
 
     # No initStyleOption(): the option already holds what we use (state, rect, palette).
     def paint(self, painter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
-        hit = index.data(HitRole)
+        divider = isinstance(index.model().rows[index.row()], str)
         style = option.widget.style() if option.widget else QApplication.style()
-        style.drawControl(QStyle.CE_ItemViewItem, option, painter, option.widget)
+        if divider:
+            painter.save()
+            painter.setPen(option.palette.color(QPalette.Mid))
+            y = option.rect.top() + PADDING // 2
+            painter.drawLine(option.rect.left() + PADDING, y, option.rect.right() - PADDING, y)
+            painter.restore()
+        else:
+            style.drawControl(QStyle.CE_ItemViewItem, option, painter, option.widget)
         doc = self._document(option, index)
         painter.save()
         painter.translate(option.rect.left() + PADDING, option.rect.top() + PADDING)
-        context = QAbstractTextDocumentLayout.PaintContext()
-        doc.documentLayout().draw(painter, context)
-        painter.restore()
-        selected = bool(option.state & QStyle.State_Selected)
-        painter.save()
-        painter.setPen(option.palette.color(QPalette.HighlightedText if selected else QPalette.PlaceholderText))
-        font = option.font
-        font.setPointSizeF(max(6.0, font.pointSizeF() * 0.85))
-        painter.setFont(font)
-        right = option.rect.left() + self._row_width(option)
-        score_rect = QRect(right - SCORE_WIDTH - PADDING, option.rect.top() + PADDING,
-                           SCORE_WIDTH, option.fontMetrics.height())
-        painter.drawText(score_rect, Qt.AlignRight | Qt.AlignVCenter, f"{hit.score:.3g}")
+        doc.documentLayout().draw(painter, QAbstractTextDocumentLayout.PaintContext())
         painter.restore()
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:

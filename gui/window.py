@@ -16,10 +16,11 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QHBoxLayout, QInp
 import pms
 from gui.notes import FilterBar, RelatedPanel
 from gui.preview import NotePreview
-from gui.results import HitDelegate, HitRole, ResultsModel
+from gui.results import HitDelegate, ResultsModel
 from gui.workers import Bridge, FolderWatcher, SearchThread, SyncJob, clip_in_background, emit, load_model_in_background
 
 DEBOUNCE_MS = 120          # while typing fast, search at most this often
+PREVIEW_DEBOUNCE_MS = 90   # while an arrow key repeats, render the preview at most this often
 RESULTS = 30
 PREFIX_MIN_LETTERS = 3
 MESSAGE_MS = 6000          # how long a status-bar message stays
@@ -83,7 +84,7 @@ class MainWindow(QMainWindow):
         self.sync_phase = ""
         self.last_search_seconds = 0.0
         self.focus_path: str | None = None      # a note to select when the next results come (a fresh clip)
-        self.refilling = False
+        self.last_preview = 0.0                 # when the preview last rendered a result (monotonic seconds)
         self.setWindowTitle("PMS — private search for your notes")
         self.setAcceptDrops(True)
         self._build()
@@ -169,6 +170,8 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self.debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self.debounce.timeout.connect(self.search_now)
+        self.preview_timer = QTimer(self, singleShot=True, interval=PREVIEW_DEBOUNCE_MS)
+        self.preview_timer.timeout.connect(self.show_current)
         self.watcher = FolderWatcher(self)
         self.resize(1100, 720)
 
@@ -217,7 +220,7 @@ class MainWindow(QMainWindow):
         self.results_view.installEventFilter(self)
         self.collection_combo.currentIndexChanged.connect(self._collection_chosen)
         self.results_view.selectionModel().currentChanged.connect(self._current_changed)
-        self.results_view.activated.connect(lambda index: self.open_hit(index.data(HitRole)))
+        self.results_view.activated.connect(lambda index: self.open_hit(self.results_model.hit_at(index)))
         self.results_view.customContextMenuRequested.connect(self._results_menu)
         self.preview.status_message.connect(self.flash)
         self.filter_bar.changed.connect(self._filters_changed)
@@ -290,7 +293,8 @@ class MainWindow(QMainWindow):
         if not text.strip() and not self.filter_bar.active():
             self.debounce.stop()
             self.search_seq += 1  # results still on their way are now stale
-            self.results_model.set_hits([], "")
+            self.preview_timer.stop()
+            self.results_model.set_hits([], "")  # one model reset: no row-by-row walk, no preview
             self.preview.clear_note()
             self.related.clear()
             self._show_message(self._idle_message())
@@ -323,17 +327,15 @@ class MainWindow(QMainWindow):
         if seq != self.search_seq:
             return  # an older query's answer; a newer one is on its way
         self.last_search_seconds = seconds
-        self.refilling = True  # while the old rows go, the current row walks through them: no previews for that
-        try:
-            self.results_model.set_hits(hits, query)
-        finally:
-            self.refilling = False
+        self.results_model.set_hits(hits, query, divide=self.search_mode() != "keyword")
+        hits = self.results_model.hits
         if hits:
             self.results_stack.setCurrentWidget(self.results_view)
             wanted = [i for i, hit in enumerate(hits) if hit.abspath == self.focus_path]
             if not wanted:
                 self.focus_path = None
-            self.results_view.setCurrentIndex(self.results_model.index(wanted[0] if wanted else 0, 0))
+            self.last_preview = 0.0  # new results: their first note is shown at once
+            self.results_view.setCurrentIndex(self.results_model.index(self.results_model.hit_row(wanted[0] if wanted else 0), 0))
         else:
             self.preview.clear_note()
             self._show_message(f"No notes match “{query.strip()}”." if query.strip() else "No notes match the filter.")
@@ -354,12 +356,22 @@ class MainWindow(QMainWindow):
 
     def current_hit(self):
         index = self.results_view.currentIndex()
-        return index.data(HitRole) if index.isValid() else None
+        return self.results_model.hit_at(index)
 
     def _current_changed(self, current, _previous) -> None:
-        if self.refilling:
+        if self.results_model.hit_at(current) is None:
             return
-        hit = current.data(HitRole) if current.isValid() else None
+        # Leading edge: a lone move shows its note at once; rows passed through
+        # while an arrow key repeats wait until the keys rest.
+        if self.preview_timer.isActive() or time.monotonic() - self.last_preview < PREVIEW_DEBOUNCE_MS / 1000:
+            self.preview_timer.start()
+        else:
+            self.show_current()
+
+    def show_current(self) -> None:
+        self.preview_timer.stop()
+        self.last_preview = time.monotonic()
+        hit = self.current_hit()
         if hit is not None:
             self.show_hit(hit)
 
@@ -392,12 +404,14 @@ class MainWindow(QMainWindow):
         return super().eventFilter(watched, event)
 
     def _move_current(self, key) -> None:
-        rows = self.results_model.rowCount()
-        if not rows:
+        model = self.results_model
+        if not model.hits:
             return
         step = {Qt.Key_Down: 1, Qt.Key_Up: -1, Qt.Key_PageDown: 5, Qt.Key_PageUp: -5}[key]
-        row = min(rows - 1, max(0, self.results_view.currentIndex().row() + step))
-        self.results_view.setCurrentIndex(self.results_model.index(row, 0))
+        current = self.current_hit()
+        position = next((i for i, hit in enumerate(model.hits) if hit is current), 0)  # dividers are no stop
+        position = min(len(model.hits) - 1, max(0, position + step))
+        self.results_view.setCurrentIndex(model.index(model.hit_row(position), 0))
 
     # -- results actions -----------------------------------------------------------------
     def open_hit(self, hit) -> None:
@@ -405,7 +419,7 @@ class MainWindow(QMainWindow):
             QDesktopServices.openUrl(QUrl.fromLocalFile(hit.abspath))
 
     def _results_menu(self, pos) -> None:
-        hit = self.results_view.indexAt(pos).data(HitRole)
+        hit = self.results_model.hit_at(self.results_view.indexAt(pos))
         if hit is None:
             return
         menu = QMenu(self)

@@ -3,6 +3,7 @@ files, a real local web server for clipping. No mocks."""
 from __future__ import annotations
 
 import functools
+import gc
 import http.server
 import os
 import sqlite3
@@ -86,11 +87,11 @@ def test_arrow_keys_move_through_results_and_update_preview(vault, open_window, 
     first = window.preview.abspath
     qtbot.keyClick(window.search_box, Qt.Key_Down)  # from the search bar...
     assert window.results_view.currentIndex().row() == 1
-    assert window.preview.abspath != first
+    qtbot.waitUntil(lambda: window.preview.abspath != first, timeout=WAIT_MS)
     assert window.preview.abspath.name == result_paths(window)[1].split("/")[-1]
     window.results_view.setFocus()
     qtbot.keyClick(window.results_view, Qt.Key_Up)  # ...and in the list itself
-    assert window.preview.abspath == first
+    qtbot.waitUntil(lambda: window.preview.abspath == first, timeout=WAIT_MS)
 
 
 def test_preview_renders_markdown_and_scrolls_to_the_passage(kb, tmp_path, open_window, qtbot):
@@ -333,3 +334,71 @@ def test_searching_does_not_leak_references_to_none(vault, open_window, qtbot):
         type_query(qtbot, window, query)
     # PySide6 6.12.0 loses one per void call (hundreds per search) until Python aborts: pin another version.
     assert sys.getrefcount(None) > before - 200, "this PySide6 drops references to None (pip install 'PySide6-Essentials!=6.12.0')"
+
+
+@pytest.fixture
+def many(kb, tmp_path):
+    """40 notes that all match "note": more results than the list holds."""
+    for i in range(40):
+        write(tmp_path / "many" / f"n{i:02d}.md", f"# Note {i}\n\nThis note number {i} is about topic {i % 7}.\n")
+    kb.collections.create(tmp_path / "many", name="many")
+    kb.sync()
+    return kb
+
+
+def test_clearing_the_query_is_one_model_reset_and_renders_no_preview(many, open_window, qtbot):
+    window = open_window(many)
+    type_query(qtbot, window, "note")
+    assert window.results_model.rowCount() >= 25
+    resets, removed, renders = [], [], window.preview.renders
+    window.results_model.modelReset.connect(lambda: resets.append(1))
+    window.results_model.rowsRemoved.connect(lambda *args: removed.append(1))
+    qtbot.keyClick(window.search_box, Qt.Key_A, Qt.ControlModifier)
+    qtbot.keyClick(window.search_box, Qt.Key_Backspace)  # select all, delete: what users do
+    assert window.search_box.text() == ""
+    assert resets == [1] and not removed
+    assert window.preview.renders == renders and window.preview.abspath is None
+    assert window.results_stack.currentWidget() is window.results_message
+
+
+def test_rows_passed_through_with_the_arrow_keys_are_not_rendered(many, open_window, qtbot):
+    window = open_window(many)
+    type_query(qtbot, window, "note")
+    renders = window.preview.renders
+    for _ in range(12):  # a held-down arrow key
+        qtbot.keyClick(window.search_box, Qt.Key_Down)
+    assert window.preview.renders - renders <= 2
+    qtbot.waitUntil(lambda: window.preview.abspath is not None
+                    and window.preview.abspath.name == window.current_hit().path, timeout=WAIT_MS)
+    assert window.results_model.hits.index(window.current_hit()) == 12
+
+
+def live_hits() -> int:
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if isinstance(obj, pms.Hit))
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_memory_stays_flat_over_a_thousand_searches(many, open_window, qtbot):
+    window = open_window(many)
+    queries = [f"topic {i % 7} note" for i in range(1000)]
+
+    def search(query: str) -> None:
+        # The search thread's path: kb.search, then the results signal into the window.
+        window.search_seq += 1
+        window.bridge.results.emit(window.search_seq, query, many.search(query, k=30, mode="keyword"), 0.0)
+        qtbot.wait(0)
+
+    for query in queries[:100]:
+        search(query)
+    hits, rss = live_hits(), rss_mb() if os.path.exists("/proc/self/statm") else 0.0
+    assert hits <= 2 * 30
+    for query in queries[100:]:
+        search(query)
+    assert live_hits() <= hits, "hits of old searches are still alive"
+    if rss:
+        assert rss_mb() - rss < 20, f"RSS grew from {rss:.0f} MB to {rss_mb():.0f} MB over 900 searches"
