@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -17,7 +21,8 @@ import pms
 from gui.notes import FilterBar, RelatedPanel
 from gui.preview import NotePreview
 from gui.results import HitDelegate, ResultsModel
-from gui.workers import Bridge, FolderWatcher, SearchThread, SyncJob, clip_in_background, emit, load_model_in_background
+from gui.workers import (Bridge, FolderWatcher, RateMeter, SearchThread, SyncJob, clip_in_background, emit,
+                         load_model_in_background)
 
 DEBOUNCE_MS = 120          # while typing fast, search at most this often
 PREVIEW_DEBOUNCE_MS = 90   # while an arrow key repeats, render the preview at most this often
@@ -27,6 +32,24 @@ MESSAGE_MS = 6000          # how long a status-bar message stays
 URL_RE = re.compile(r"^https?://\S+$", re.I)
 CLIPPABLE_FILES = (".html", ".htm", ".xhtml")
 BADGE_STYLE = "QLabel {{ background:{bg}; color:white; border-radius:9px; padding:2px 10px; font-weight:600; }}"
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    return text[: limit].rsplit(" ", 1)[0].rstrip(",;:·-") + "…"
+
+
+def gui_reason(why: str) -> str:
+    """The engine's reason for keyword-only search, without the command-line advice."""
+    return re.sub(r"[;,]?\s*\(?(?:run|or run): python3 pms\.py [^)]*\)?", "", why or "").strip()
+
+
+def model_label(info: dict) -> str:
+    """The embedding model as the badge and the status bar both name it (the index's)."""
+    return (info.get("model") or "none").split("/")[-1]
 
 
 def first_line(text: str, limit: int = 160) -> str:
@@ -82,6 +105,7 @@ class MainWindow(QMainWindow):
         self.sync_job: SyncJob | None = None
         self.sync_queue: set[str] | None = None    # None: nothing waiting; empty set: every collection
         self.sync_phase = ""
+        self.rate = RateMeter()                 # the sync's recent pace, for an ETA that follows it
         self.last_search_seconds = 0.0
         self.focus_path: str | None = None      # a note to select when the next results come (a fresh clip)
         self.last_preview = 0.0                 # when the preview last rendered a result (monotonic seconds)
@@ -163,10 +187,17 @@ class MainWindow(QMainWindow):
         self.progress_bar = QProgressBar(maximumWidth=180, textVisible=False)
         self.cancel_button = QToolButton(text="Cancel", toolTip="Stop the sync; the index stays consistent")
         self.cancel_button.clicked.connect(self.cancel_sync)
+        self.message_button = QToolButton()  # the one thing to do about the message shown ("Copy path")
+        self.message_button.hide()
+        self.message_button.clicked.connect(self._message_action)
+        self.message_callback = None
+        self.statusBar().addPermanentWidget(self.message_button)
         for widget in (self.progress_label, self.progress_bar, self.cancel_button):
             widget.hide()
             self.statusBar().addPermanentWidget(widget)
-        self.statusBar().addPermanentWidget(self.stats_label)
+        # A normal (not permanent) widget: a message takes its place instead of being cut behind it.
+        self.statusBar().addWidget(self.stats_label, 1)
+        self.statusBar().messageChanged.connect(self._message_changed)
         self._build_menus()
         self.debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self.debounce.timeout.connect(self.search_now)
@@ -206,7 +237,7 @@ class MainWindow(QMainWindow):
             sub = menu.addMenu(f"{col.name}  ({notes:,} notes)")
             sub.setToolTip(str(col.path))
             sub.addAction("Sync now", lambda name=col.name: self.request_sync([name]))
-            sub.addAction("Open folder", lambda path=col.path: QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))))
+            sub.addAction("Open folder", lambda path=col.path: self.open_path(path))
             for label, handler in (("Rename…", self.rename_collection_dialog), ("Remove…", self.remove_collection_dialog)):
                 action = sub.addAction(label, lambda name=col.name, handler=handler: handler(name))
                 action.setEnabled(not busy)
@@ -352,7 +383,9 @@ class MainWindow(QMainWindow):
 
     def _idle_message(self) -> str:
         info = self.kb.status(pending=False)
-        return f"Type to search {info['documents']:,} notes." if info["documents"] else "No notes indexed yet."
+        if info["documents"]:
+            return f"Type to search {info['documents']:,} notes." + (" More are being indexed…" if self.sync_running() else "")
+        return "Indexing your notes…" if self.sync_running() else "No notes indexed yet."
 
     def current_hit(self):
         index = self.results_view.currentIndex()
@@ -416,7 +449,32 @@ class MainWindow(QMainWindow):
     # -- results actions -----------------------------------------------------------------
     def open_hit(self, hit) -> None:
         if hit is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(hit.abspath))
+            self.open_path(Path(hit.abspath))
+
+    def open_path(self, path: Path) -> bool:
+        """Open a note or folder with the system's default app; say so when there is none."""
+        if QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))):
+            return True
+        kind = "folder" if path.is_dir() else f"{path.suffix or 'such'} files"
+        self.flash(f"No app is set to open {kind} on this system: {path.name} was not opened",
+                   "Copy path", lambda: self.copy_text(str(path), "Path copied"))
+        return False
+
+    def reveal(self, hit) -> None:
+        """Show the note in the file manager: selected where the system can, else its folder."""
+        if hit is None:
+            return
+        path = Path(hit.abspath)
+        command = (["open", "-R", str(path)] if sys.platform == "darwin" else
+                   ["explorer", f"/select,{path}"] if sys.platform == "win32" else None)
+        if command and shutil.which(command[0]):
+            subprocess.Popen(command)
+            return
+        self.open_path(path.parent)
+
+    def copy_text(self, text: str, done: str = "Copied") -> None:
+        QGuiApplication.clipboard().setText(text)
+        self.flash(f"{done}: {text}")
 
     def _results_menu(self, pos) -> None:
         hit = self.results_model.hit_at(self.results_view.indexAt(pos))
@@ -424,10 +482,9 @@ class MainWindow(QMainWindow):
             return
         menu = QMenu(self)
         menu.addAction("Open", lambda: self.open_hit(hit))
-        menu.addAction("Copy path", lambda: QGuiApplication.clipboard().setText(hit.abspath))
-        menu.addAction("Copy reference", lambda: QGuiApplication.clipboard().setText(f"{hit.collection}/{hit.path}"))
-        menu.addAction("Open containing folder",
-                       lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(hit.abspath).parent))))
+        menu.addAction("Copy path", lambda: self.copy_text(hit.abspath, "Path copied"))
+        menu.addAction("Copy reference", lambda: self.copy_text(f"{hit.collection}/{hit.path}", "Reference copied"))
+        menu.addAction("Open containing folder", lambda: self.reveal(hit))
         menu.exec(self.results_view.viewport().mapToGlobal(pos))
 
     # -- badge and status bar ------------------------------------------------------------
@@ -438,23 +495,34 @@ class MainWindow(QMainWindow):
         self.search_now()  # the same words, now with meaning
 
     def update_badge(self) -> None:
+        info = self.kb.status(pending=False)
         mode, why, code = self.kb.search_mode()
-        short = pms.VECTOR_UNAVAILABLE.get(code, "")
+        short = pms.VECTOR_UNAVAILABLE.get(code, "") or shorten(gui_reason(why), 40)
         if mode == "hybrid" and self.model_state == "loading":
-            mode, why, short = "keyword", "loading the embedding model…", "loading the embedding model…"
+            mode, why, short = "keyword", "loading the embedding model…", "loading the model…"
         hybrid = mode == "hybrid"
-        self.badge.setText("Hybrid" if hybrid else f"Keyword only · {first_line(short, 36)}" if short else "Keyword only")
-        self.badge.setToolTip("Keyword and meaning, fused" if hybrid else f"Keyword search only: {why}")
+        model = model_label(info)
+        if hybrid and info["embedded"] < info["chunks"]:
+            share = info["embedded"] / max(1, info["chunks"])
+            self.badge.setText(f"Hybrid · {int(share * 100)} % embedded")
+            self.badge.setToolTip(f"Keyword and meaning ({model}), fused.\n{info['embedded']:,} of {info['chunks']:,} "
+                                  f"passages are embedded: the other {info['chunks'] - info['embedded']:,} are found "
+                                  "by their words only until the sync has embedded them.")
+        elif hybrid:
+            self.badge.setText("Hybrid")
+            self.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded.")
+        else:
+            self.badge.setText(f"Keyword only · {short}" if short else "Keyword only")
+            self.badge.setToolTip(f"Keyword search only: {gui_reason(why)}" if why else "Keyword search only")
         self.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
         self.badge_mode = mode
 
     def update_stats(self) -> None:
         info = self.kb.status(pending=False)
         synced = [c["last_sync"] for c in info["collections_detail"] if c["last_sync"]]
-        model = info.get("model") or "none"
         state = {"loading": " (loading)", "unavailable": " (unavailable)", "off": " (off)"}.get(self.model_state, "")
         self.stats_label.setText(f"{info['documents']:,} notes · {info['chunks']:,} passages · "
-                                 f"last sync {self._when(max(synced)) if synced else 'never'} · model {model.split('/')[-1]}{state}")
+                                 f"last sync {self._when(max(synced)) if synced else 'never'} · model {model_label(info)}{state}")
 
     @staticmethod
     def _when(iso: str) -> str:
@@ -464,8 +532,22 @@ class MainWindow(QMainWindow):
             return iso
         return moment.strftime("%H:%M" if moment.date() == dt.date.today() else "%Y-%m-%d %H:%M")
 
-    def flash(self, text: str) -> None:
-        self.statusBar().showMessage(first_line(text), MESSAGE_MS)
+    def flash(self, text: str, action: str = "", callback=None) -> None:
+        """A status-bar message; with ``action``, a button next to it that runs ``callback``."""
+        self.statusBar().showMessage(first_line(text, 300), MESSAGE_MS * (2 if action else 1))
+        self.message_callback = callback
+        self.message_button.setText(action)
+        self.message_button.setVisible(bool(action))
+
+    def _message_changed(self, text: str) -> None:
+        if not text:
+            self.message_button.hide()
+
+    def _message_action(self) -> None:
+        callback, self.message_callback = self.message_callback, None
+        self.statusBar().clearMessage()
+        if callback:
+            callback()
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About PMS",
@@ -575,12 +657,18 @@ class MainWindow(QMainWindow):
         if self.sync_job is None or self.sync_job.cancel.is_set():
             return
         unit, verb = ("passages", "Embedding") if p.phase == "embed" else ("files", "Indexing" if p.phase == "index" else "Scanning")
-        eta = f" · {p.eta_text} left" if p.eta is not None and p.done < p.total else ""
         if p.phase != self.sync_phase:
             if self.sync_phase == "index" and self.search_box.text().strip():
                 self.search_now()  # the new notes are searchable by keyword before they are embedded
             self.sync_phase = p.phase
+            self.rate.restart()
             self.update_stats()
+            self.update_badge()
+        self.rate.add(p.done)
+        left = self.rate.eta(p.total)
+        eta = f" · {dataclasses.replace(p, eta=left).eta_text} left" if left is not None and p.done < p.total else ""
+        if p.phase == "index" and not self.search_box.text().strip() and self.rate.due("idle", 0.5):
+            self._show_message(self._idle_message())  # the notes indexed so far are searchable already
         self.progress_label.setText(f"{verb} {p.done:,}/{p.total:,} {unit}{eta}")
         self.progress_bar.setRange(0, max(1, p.total))
         self.progress_bar.setValue(p.done)
@@ -588,7 +676,7 @@ class MainWindow(QMainWindow):
     def _sync_finished(self, report, error: str) -> None:
         for widget in (self.progress_label, self.progress_bar, self.cancel_button):
             widget.hide()
-        if error or report.cancelled or report.added or report.updated or report.deleted or report.errors:
+        if error or report.cancelled or report.added or report.updated or report.deleted or report.errors or report.embedded:
             self.flash(error or report.summary())  # a watcher's sync that found nothing new stays quiet
         self.refresh_collections()
         self.update_badge()
@@ -639,9 +727,11 @@ class MainWindow(QMainWindow):
 
     def _clip_finished(self, note, source: str, error: str) -> None:
         if error:
-            self.flash(f"Could not clip {first_line(source, 60)}: {error}")
-            if note is not None:  # already clipped: show the note it is
+            if note is not None:  # already clipped: nothing new was written; show the note it is
+                self.flash(f"Already clipped: this page is the note “{Path(note).name}”, shown here")
                 self.preview.show_note(note)
+            else:
+                self.flash(f"Could not clip {first_line(source, 60)}: {error}")
             self.clip_done.emit(None, error)
             return
         name, path = note.collection, Path(note.path)

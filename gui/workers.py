@@ -6,6 +6,7 @@ own SQLite connection, so a sync never blocks a search.
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -17,6 +18,43 @@ import pms
 
 PROGRESS_INTERVAL = 0.05   # seconds between progress signals: enough for a smooth bar
 MAX_WATCHED_PATHS = 8000   # stay well below the usual inotify limit
+
+
+class RateMeter:
+    """Work per second over the last ``window`` seconds, so the ETA follows the
+    current pace (a rate since the start keeps the early, faster part and the
+    ETA rises while work progresses)."""
+
+    def __init__(self, window: float = 10.0, clock=time.monotonic):
+        self.window, self.clock = window, clock
+        self.samples: collections.deque = collections.deque()
+        self.last: dict[str, float] = {}
+
+    def restart(self) -> None:
+        self.samples.clear()
+
+    def add(self, done: int) -> None:
+        now = self.clock()
+        self.samples.append((now, done))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= self.window:
+            self.samples.popleft()
+
+    def eta(self, total: int) -> float | None:
+        """Seconds left at the recent pace; None until there is a second of history."""
+        if len(self.samples) < 2:
+            return None
+        (t0, d0), (t1, d1) = self.samples[0], self.samples[-1]
+        if t1 - t0 < 1.0 or d1 <= d0:
+            return None
+        return (total - d1) * (t1 - t0) / (d1 - d0)
+
+    def due(self, what: str, every: float) -> bool:
+        """True at most once per ``every`` seconds for ``what`` (to throttle UI refreshes)."""
+        now = self.clock()
+        if now - self.last.get(what, -every) >= every:
+            self.last[what] = now
+            return True
+        return False
 
 
 class Bridge(QObject):

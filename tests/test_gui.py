@@ -402,3 +402,118 @@ def test_memory_stays_flat_over_a_thousand_searches(many, open_window, qtbot):
     assert live_hits() <= hits, "hits of old searches are still alive"
     if rss:
         assert rss_mb() - rss < 20, f"RSS grew from {rss:.0f} MB to {rss_mb():.0f} MB over 900 searches"
+
+
+def test_opening_a_note_with_no_default_app_says_so_and_offers_to_copy_its_path(vault, open_window, qtbot):
+    window = open_window(vault)  # the offscreen platform has no app to open anything with
+    type_query(qtbot, window, "restic")
+    window.results_view.setFocus()
+    qtbot.keyClick(window.results_view, Qt.Key_Return)
+    assert "No app is set to open .md files" in window.statusBar().currentMessage()
+    assert window.message_button.isVisible() and window.message_button.text() == "Copy path"
+    QApplication.clipboard().clear()
+    qtbot.mouseClick(window.message_button, Qt.LeftButton)
+    assert QApplication.clipboard().text() == window.current_hit().abspath
+    assert not window.message_button.isVisible()
+
+
+def test_a_status_message_takes_the_place_of_the_stats_instead_of_being_cut(vault, open_window, qtbot):
+    window = open_window(vault)
+    window.resize(900, 500)
+    assert window.stats_label.isVisible()
+    reason = "the reason at the very end of a long message is what the user needs to read"
+    window.flash(f"Could not clip https://example.org/a/rather/long/address/of/a/page: {reason}")
+    qtbot.waitUntil(lambda: not window.stats_label.isVisible(), timeout=WAIT_MS)
+    bar = window.statusBar()
+    room = bar.width() - sum(w.width() for w in (window.message_button, window.progress_label, window.progress_bar,
+                                                  window.cancel_button) if w.isVisible())
+    assert bar.fontMetrics().horizontalAdvance(bar.currentMessage()) < room
+    bar.clearMessage()
+    assert window.stats_label.isVisible()
+
+
+def test_eta_follows_the_recent_pace_not_the_average_since_the_start():
+    from gui.workers import RateMeter
+
+    now = [0.0]
+    meter = RateMeter(window=10.0, clock=lambda: now[0])
+    done, etas = 0, []
+    for second in range(60):  # 1,000 passages in the first 5 s (short ones), then 20/s
+        now[0] = float(second)
+        done += 200 if second < 5 else 20
+        meter.add(done)
+        if second >= 20:
+            etas.append(meter.eta(3000))
+    assert all(later <= earlier for earlier, later in zip(etas, etas[1:])), etas
+    assert abs(etas[-1] - (3000 - done) / 20) < 1
+
+
+def test_the_idle_message_counts_notes_while_the_first_sync_runs(kb, tmp_path, open_window, qtbot):
+    folder = tmp_path / "many"
+    for i in range(600):
+        write(folder / f"n{i:04d}.md", f"# Note {i}\n\nword{i} alpha beta\n")
+    kb.collections.create(folder, name="many")
+    window = open_window(kb)
+    seen = []
+    window.bridge.sync_progress.connect(lambda p: seen.append((p.phase, p.done, window.results_message.text())))
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        window.request_sync(None)
+    during = [text for phase, done, text in seen if phase == "index" and 0 < done < 600]
+    assert during and during[0].startswith("Type to search") and "being indexed" in during[0]
+    assert window.results_message.text() == "Type to search 600 notes."
+
+
+def test_an_embed_only_sync_reports_what_it_did(hybrid_kb, notes, open_window, qtbot):
+    hybrid_kb.collections.create(notes, name="notes")
+    hybrid_kb.sync(embed=False)
+    window = open_window(hybrid_kb)
+    with qtbot.waitSignal(window.sync_done, timeout=60000) as done:
+        window.request_sync(None)
+    assert done.args[0].embedded and not done.args[0].added
+    assert "passages embedded" in window.statusBar().currentMessage()
+
+
+def test_the_badge_says_how_much_is_embedded_and_names_the_status_bar_model(hybrid_kb, notes, tmp_path, open_window, qtbot):
+    hybrid_kb.collections.create(notes, name="notes")
+    hybrid_kb.sync()
+    for i in range(6):
+        write(tmp_path / "more" / f"m{i}.md", f"# More {i}\n\n" + "Some passage text. " * 40 + "\n")
+    hybrid_kb.collections.create(tmp_path / "more", name="more")
+    hybrid_kb.sync(["more"], embed=False)
+    info = hybrid_kb.status(pending=False)
+    assert 0 < info["embedded"] < info["chunks"]
+    window = open_window(hybrid_kb)
+    window._model_loaded(hybrid_kb.load_embedder())
+    share = int(100 * info["embedded"] / info["chunks"])
+    assert window.badge.text() == f"Hybrid · {share} % embedded"
+    assert f"{info['embedded']:,} of {info['chunks']:,} passages" in window.badge.toolTip()
+    model = window.stats_label.text().rsplit("model ", 1)[1].split()[0]
+    assert f"({model})" in window.badge.toolTip()
+
+
+def test_the_badge_shortens_its_reason_at_a_word_and_drops_command_line_advice():
+    from gui.window import gui_reason, shorten
+
+    why = "the index was embedded with BAAI/bge-small-en-v1.5, not sentence-transformers/all-MiniLM-L6-v2; run: python3 pms.py sync --reembed"
+    short = shorten(gui_reason(why), 40)
+    assert short.endswith("…") and short[:-1] in why and why[len(short) - 1] in " ,"
+    assert "pms.py" not in gui_reason(why)
+
+
+def test_clipping_a_page_twice_shows_the_note_without_command_line_advice(vault, html_server, open_window, qtbot):
+    why = clipping_available()
+    if why:
+        pytest.skip(why)
+    window = open_window(vault)
+    url = f"{html_server}/dropbox-blog/source.html"
+    with qtbot.waitSignal(window.clip_done, timeout=60000) as first:
+        window.clip(url)
+    assert not first.args[1]
+    window.preview.clear_note()
+    with qtbot.waitSignal(window.clip_done, timeout=60000) as second:
+        window.clip(url)
+    assert second.args[1]  # nothing new written
+    message = window.statusBar().currentMessage()
+    assert message.startswith("Already clipped") and first.args[0].name in message
+    assert "--" not in message and "pms.py" not in message
+    assert window.preview.abspath == first.args[0]
