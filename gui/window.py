@@ -674,6 +674,7 @@ class MainWindow(QMainWindow):
         self.progress_bar.setValue(p.done)
 
     def _sync_finished(self, report, error: str) -> None:
+        self.sync_job = None  # its thread is about to end: the sync is over for the window
         for widget in (self.progress_label, self.progress_bar, self.cancel_button):
             widget.hide()
         if error or report.cancelled or report.added or report.updated or report.deleted or report.errors or report.embedded:

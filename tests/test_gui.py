@@ -383,6 +383,7 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+@pytest.mark.slow
 def test_memory_stays_flat_over_a_thousand_searches(many, open_window, qtbot):
     window = open_window(many)
     queries = [f"topic {i % 7} note" for i in range(1000)]

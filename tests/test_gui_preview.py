@@ -57,6 +57,7 @@ def preview(qtbot, kb):
     return view
 
 
+@pytest.mark.slow
 def test_the_preview_keeps_the_words_of_every_rust_book_and_sample_note(preview, corpora):
     files = sorted((corpora / "rust-book").rglob("*.md")) + sorted((REPO / "sample-notes").rglob("*.md"))
     assert len(files) > 450
@@ -113,6 +114,7 @@ def test_a_passage_near_the_end_of_a_long_note_is_scrolled_into_view(kb, tmp_pat
     assert "walrus" in window.preview.document().findBlockByNumber(window.preview.passage_block).text()
 
 
+@pytest.mark.slow
 def test_every_hit_of_a_deep_rust_book_chapter_scrolls_to_its_passage(kb, corpora, open_window, qtbot):
     kb.collections.create(corpora / "rust-book" / "src", name="book")
     kb.sync()
