@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSettings, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
+from PySide6.QtWidgets import (QComboBox, QSystemTrayIcon, QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
                                QListView, QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton,
                                QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget, QAbstractItemView)
 
@@ -199,6 +199,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addWidget(self.stats_label, 1)
         self.statusBar().messageChanged.connect(self._message_changed)
         self._build_menus()
+        self._build_tray()
         self.debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self.debounce.timeout.connect(self.search_now)
         self.preview_timer = QTimer(self, singleShot=True, interval=PREVIEW_DEBOUNCE_MS)
@@ -219,6 +220,7 @@ class MainWindow(QMainWindow):
         help_menu.addAction("&About PMS", self.show_about)
         QShortcut(QKeySequence.Paste, self, self.paste_url)  # the search bar keeps its own Ctrl+V
         QShortcut(QKeySequence("Ctrl+L"), self, self.focus_search)
+        QShortcut(QKeySequence("Ctrl+K"), self, self.focus_search)  # Cmd+K on macOS
         QShortcut(QKeySequence.Find, self, self.focus_search)
         QShortcut(QKeySequence("F5"), self, lambda: self.request_sync(None))
 
@@ -246,7 +248,6 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         self.search_box.textChanged.connect(self._typed)
-        self.search_box.returnPressed.connect(self.search_now)
         self.search_box.installEventFilter(self)
         self.results_view.installEventFilter(self)
         self.collection_combo.currentIndexChanged.connect(self._collection_chosen)
@@ -295,6 +296,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:
         self._save_settings()
+        if self.tray is not None:
+            self.tray.hide()
         self.searcher.stop()
         if self.sync_job and self.sync_job.running():
             self.sync_job.cancel.set()
@@ -305,6 +308,33 @@ class MainWindow(QMainWindow):
     def focus_search(self) -> None:
         self.search_box.setFocus()
         self.search_box.selectAll()
+
+    def dismiss(self) -> None:
+        """Hide to the tray icon when there is one, else minimise."""
+        if self.tray is not None and self.tray.isVisible():
+            self.hide()
+        else:
+            self.showMinimized()
+
+    def summon(self) -> None:
+        """Bring the window back (tray icon, a second launch, a desktop shortcut) with the search bar ready."""
+        self.showNormal()
+        self.raise_()
+        self.activateWindow()
+        self.focus_search()
+
+    def _build_tray(self) -> None:
+        self.tray = None
+        if not QSystemTrayIcon.isSystemTrayAvailable():
+            return
+        self.tray = QSystemTrayIcon(QGuiApplication.windowIcon(), self)
+        self.tray.setToolTip("PMS — search your notes")
+        menu = QMenu(self)
+        menu.addAction("Search notes", self.summon)
+        menu.addAction("Quit", self.close)
+        self.tray.setContextMenu(menu)
+        self.tray.activated.connect(lambda reason: self.summon() if reason == QSystemTrayIcon.Trigger else None)
+        self.tray.show()
 
     def search_mode(self) -> str:
         # Until the model is loaded, "auto" would load it inside the first search.
@@ -429,10 +459,21 @@ class MainWindow(QMainWindow):
                 self._move_current(key)
                 return True
             if watched is self.search_box and key == Qt.Key_Escape:
-                self.search_box.clear()
+                if self.search_box.text():
+                    self.search_box.clear()
+                else:
+                    self.dismiss()  # Esc on an empty query: out of the way, as launchers do
                 return True
             if watched is self.results_view and key == Qt.Key_Escape:
                 self.focus_search()
+                return True
+            if watched in (self.search_box, self.results_view) and key in (Qt.Key_Return, Qt.Key_Enter):
+                if event.modifiers() & Qt.ControlModifier:  # Cmd on macOS
+                    self.reveal(self.current_hit())
+                elif watched is self.search_box and (self.debounce.isActive() or self.results_model.query != self.search_box.text()):
+                    self.search_now()  # results for what was typed are not in yet
+                else:
+                    self.open_hit(self.current_hit())
                 return True
         return super().eventFilter(watched, event)
 

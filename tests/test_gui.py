@@ -518,3 +518,30 @@ def test_clipping_a_page_twice_shows_the_note_without_command_line_advice(vault,
     assert message.startswith("Already clipped") and first.args[0].name in message
     assert "--" not in message and "pms.py" not in message
     assert window.preview.abspath == first.args[0]
+
+
+def test_launcher_keys_enter_opens_ctrl_enter_reveals_ctrl_k_focuses_esc_hides(vault, open_window, qtbot):
+    window = open_window(vault)  # offscreen: no app opens anything, so each attempt says so
+    type_query(qtbot, window, "restic")
+    qtbot.keyClick(window.search_box, Qt.Key_Return)
+    assert "backup.md was not opened" in window.statusBar().currentMessage()
+    window.statusBar().clearMessage()
+    qtbot.keyClick(window.search_box, Qt.Key_Return, Qt.ControlModifier)
+    assert "folder" in window.statusBar().currentMessage() and "notes was not opened" in window.statusBar().currentMessage()
+    window.results_view.setFocus()
+    qtbot.keyClick(window.results_view, Qt.Key_K, Qt.ControlModifier)
+    assert window.search_box.hasFocus() and window.search_box.selectedText() == "restic"
+    qtbot.keyClick(window.search_box, Qt.Key_Escape)  # first Esc clears...
+    assert window.search_box.text() == "" and window.isVisible() and not window.isMinimized()
+    qtbot.keyClick(window.search_box, Qt.Key_Escape)  # ...the second gets the window out of the way
+    qtbot.waitUntil(lambda: window.isMinimized() or not window.isVisible(), timeout=WAIT_MS)
+    window.summon()
+    assert window.isVisible() and not window.isMinimized()
+
+
+def test_enter_right_after_typing_searches_first(vault, open_window, qtbot):
+    window = open_window(vault)
+    window.search_box.setText("restic")  # no search has answered yet
+    with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS):
+        qtbot.keyClick(window.search_box, Qt.Key_Return)
+    assert "was not opened" not in window.statusBar().currentMessage()
