@@ -29,6 +29,7 @@ _SNIPPET_MARKUP = [
     (re.compile(r"&lt;!--.*?--&gt;"), " "),                                         # <!-- comment -->
     (re.compile(r"&lt;/?(?:[a-z][\w-]*\s[^&]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
                 r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?&gt;", re.I), " "),  # tags, not Vec<T>
+    (re.compile(r"&lt;[a-z][\w-]*\s[^&]*?(?=…|$)", re.I), " "),                        # a tag the snippet cut off
     (re.compile(r"(\*\*|__|~~|`+)"), ""),                                            # bold, strike, code ticks
     (re.compile(r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])"), ""),                   # *em* and _em_ (not snake_case)
     (re.compile(r"(^|\s)(?:#{1,6}|&gt;|[-+*]|\d+[.)])\s+(?:\[[ xX]\]\s+)?"), r"\1"),  # heading, quote, list markers

@@ -545,3 +545,48 @@ def test_enter_right_after_typing_searches_first(vault, open_window, qtbot):
     with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS):
         qtbot.keyClick(window.search_box, Qt.Key_Return)
     assert "was not opened" not in window.statusBar().currentMessage()
+
+
+def test_results_show_why_not_scores_plain_snippets_and_one_row_per_duplicate(kb, tmp_path, open_window, qtbot):
+    from gui.results import hit_html
+
+    page = ("# Smart Pointers\n\nA **smart pointer** like `Box<T>` acts as a pointer; see [the docs](https://doc.rust-lang.org)"
+            " and <span class=\"note\">this</span> _remark_.\n")
+    for edition in ("first-edition", "second-edition", "2018-edition"):
+        write(tmp_path / "book" / edition / "smart-pointers.md", page)
+    write(tmp_path / "book" / "other.md", "# Other\n\nNothing about smart pointers here, just a pointer.\n")
+    kb.collections.create(tmp_path / "book", name="book")
+    kb.sync()
+    window = open_window(kb)
+    type_query(qtbot, window, "smart pointer")
+    model = window.results_model
+    titles = [hit.title for hit in model.hits]
+    assert titles.count("Smart Pointers") == 1 and "Other" in titles  # three editions, one row
+    row = model.hit_row(titles.index("Smart Pointers"))
+    assert len(model.copies[row]) == 2
+    hit = model.hits[titles.index("Smart Pointers")]
+    shown = hit_html(hit, window.palette(), False, len(model.copies[row]))
+    assert "+2 similar copies" in shown
+    assert f"{hit.score:.3g}" not in shown  # no raw score...
+    assert "keyword rank" in model.item(row).toolTip()  # ...the reason instead
+    for markup in ("**", "](", "&lt;span", "`", "_remark"):
+        assert markup not in shown, markup
+    assert "Box&lt;T&gt;" in shown and "the docs" in shown
+
+
+def test_hybrid_results_divide_notes_with_the_words_from_related_ones(hybrid_kb, notes, open_window, qtbot):
+    from gui.results import NO_WORDS, ONLY_MEANING
+
+    hybrid_kb.collections.create(notes, name="notes")
+    hybrid_kb.sync()
+    window = open_window(hybrid_kb)
+    window._model_loaded(hybrid_kb.load_embedder())
+    type_query(qtbot, window, "laptop")
+    rows = window.results_model.rows
+    assert ONLY_MEANING in rows
+    split = rows.index(ONLY_MEANING)
+    assert split > 0 and all(h.bm25_rank is not None for h in rows[:split])
+    assert all(h.bm25_rank is None for h in rows[split + 1:])
+    type_query(qtbot, window, "automobile")  # in no note
+    assert window.results_model.rows[0] == NO_WORDS
+    assert window.current_hit() is window.results_model.hits[0]  # the label is not selectable
