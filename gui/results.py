@@ -98,6 +98,13 @@ class ResultsModel(QStandardItemModel):
             with_words = [h for h in shown if h.bm25_rank is not None]
             meaning = [h for h in shown if h.bm25_rank is None]
             rows = with_words + ([ONLY_MEANING if with_words else NO_WORDS] if meaning else []) + meaning
+        self._fill(rows, query, copies)
+
+    def set_sections(self, sections: list[tuple[str, list]]) -> None:
+        """The idle state: labelled groups of notes (pinned, recent), in one reset."""
+        self._fill([entry for label, hits in sections if hits for entry in (label, *hits)], "", {})
+
+    def _fill(self, rows: list, query: str, copies: dict) -> None:
         self.beginResetModel()
         self.blockSignals(True)  # one reset for the whole swap, not a signal per row
         try:
@@ -114,7 +121,7 @@ class ResultsModel(QStandardItemModel):
                 if divider:
                     item.setFlags(Qt.NoItemFlags)
                 else:
-                    item.setToolTip(why_text(row, self.copies[i]))
+                    item.setToolTip(why_text(row, self.copies[i]) if query else f"{row.collection}/{row.path}")
                 items.append(item)
             self.invisibleRootItem().appendRows(items)
         finally:

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QSystemTrayIcon, QFileDialog, QFrame, 
                                QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget, QAbstractItemView)
 
 import pms
+from gui.idle import NoteShelf, hints_html
 from gui.notes import FilterBar, RelatedPanel
 from gui.preview import NotePreview
 from gui.results import HitDelegate, ResultsModel
@@ -96,6 +97,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.kb = kb
         self.settings = settings or QSettings("PMS", "PMS")
+        self.shelf = NoteShelf(self.settings)
         self.bridge = Bridge()
         self.searcher = SearchThread(kb, self.bridge)
         self.searcher.start()
@@ -221,6 +223,7 @@ class MainWindow(QMainWindow):
         QShortcut(QKeySequence.Paste, self, self.paste_url)  # the search bar keeps its own Ctrl+V
         QShortcut(QKeySequence("Ctrl+L"), self, self.focus_search)
         QShortcut(QKeySequence("Ctrl+K"), self, self.focus_search)  # Cmd+K on macOS
+        QShortcut(QKeySequence("Ctrl+D"), self, self.toggle_pin)
         QShortcut(QKeySequence.Find, self, self.focus_search)
         QShortcut(QKeySequence("F5"), self, lambda: self.request_sync(None))
 
@@ -355,10 +358,10 @@ class MainWindow(QMainWindow):
             self.debounce.stop()
             self.search_seq += 1  # results still on their way are now stale
             self.preview_timer.stop()
-            self.results_model.set_hits([], "")  # one model reset: no row-by-row walk, no preview
-            self.preview.clear_note()
+            if self.results_model.query and self.current_hit() is not None:
+                self.remember(self.current_hit())  # the note read last is the one worth finding again
             self.related.clear()
-            self._show_message(self._idle_message())
+            self.show_start_page()  # one model reset: no row-by-row walk, no preview render
             return
         # Leading edge: a lone keystroke searches at once; fast typing searches every DEBOUNCE_MS.
         if not self.debounce.isActive() and time.monotonic() - self.last_submit >= DEBOUNCE_MS / 1000:
@@ -438,6 +441,31 @@ class MainWindow(QMainWindow):
         if hit is not None:
             self.show_hit(hit)
 
+    def show_start_page(self) -> None:
+        """Empty search bar: pinned and recent notes, and the keys worth knowing."""
+        self.results_model.set_sections(self.shelf.sections(self.kb))
+        self.preview.clear_note()
+        if self.results_model.hits:
+            self.results_stack.setCurrentWidget(self.results_view)
+        self.show_idle_text()
+
+    def show_idle_text(self) -> None:
+        message = self._idle_message()
+        self.results_message.setText(message)
+        if not self.results_model.hits:
+            self.results_stack.setCurrentWidget(self.results_message)
+        if self.preview.abspath is None:
+            self.preview.setHtml(hints_html(message))
+
+    def toggle_pin(self, hit=None) -> None:
+        hit = hit or self.current_hit()
+        if hit is not None:
+            pinned = self.shelf.toggle_pin(f"{hit.collection}/{hit.path}")
+            self.flash(f"{'Pinned' if pinned else 'Unpinned'} “{hit.title or hit.path}”" +
+                       (": it stays on the start page" if pinned else ""))
+            if not self.search_box.text().strip():
+                self.show_start_page()
+
     def show_hit(self, hit) -> None:
         try:
             doc = self.kb.get(f"#{hit.docid}") if hit.docid else self.kb.get(f"{hit.collection}/{hit.path}")
@@ -490,7 +518,11 @@ class MainWindow(QMainWindow):
     # -- results actions -----------------------------------------------------------------
     def open_hit(self, hit) -> None:
         if hit is not None:
+            self.remember(hit)
             self.open_path(Path(hit.abspath))
+
+    def remember(self, hit) -> None:
+        self.shelf.remember(f"{hit.collection}/{hit.path}")
 
     def open_path(self, path: Path) -> bool:
         """Open a note or folder with the system's default app; say so when there is none."""
@@ -526,6 +558,8 @@ class MainWindow(QMainWindow):
         menu.addAction("Copy path", lambda: self.copy_text(hit.abspath, "Path copied"))
         menu.addAction("Copy reference", lambda: self.copy_text(f"{hit.collection}/{hit.path}", "Reference copied"))
         menu.addAction("Open containing folder", lambda: self.reveal(hit))
+        pinned = f"{hit.collection}/{hit.path}" in self.shelf.pinned
+        menu.addAction("Unpin from the start page" if pinned else "Pin to the start page", lambda: self.toggle_pin(hit))
         menu.exec(self.results_view.viewport().mapToGlobal(pos))
 
     # -- badge and status bar ------------------------------------------------------------
@@ -613,7 +647,7 @@ class MainWindow(QMainWindow):
         self.filter_bar.setVisible(bool(collections))
         self.filter_bar.refresh_tags()
         if collections and not self.search_box.text().strip():
-            self._show_message(self._idle_message())
+            self.show_start_page()
 
     def add_folder_dialog(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a folder of notes", str(Path.home()))
@@ -709,7 +743,7 @@ class MainWindow(QMainWindow):
         left = self.rate.eta(p.total)
         eta = f" · {dataclasses.replace(p, eta=left).eta_text} left" if left is not None and p.done < p.total else ""
         if p.phase == "index" and not self.search_box.text().strip() and self.rate.due("idle", 0.5):
-            self._show_message(self._idle_message())  # the notes indexed so far are searchable already
+            self.show_idle_text()  # the notes indexed so far are searchable already
         self.progress_label.setText(f"{verb} {p.done:,}/{p.total:,} {unit}{eta}")
         self.progress_bar.setRange(0, max(1, p.total))
         self.progress_bar.setValue(p.done)

@@ -77,7 +77,7 @@ def test_typing_shows_results_as_you_type(vault, open_window, qtbot):
     assert window.preview.abspath.name == "sync.md"
     assert "Syncthing" in window.preview.toPlainText()
     qtbot.keyClick(window.search_box, Qt.Key_Escape)
-    assert window.search_box.text() == "" and not window.results_model.hits
+    assert window.search_box.text() == "" and window.results_model.query == ""
 
 
 def test_arrow_keys_move_through_results_and_update_preview(vault, open_window, qtbot):
@@ -358,7 +358,7 @@ def test_clearing_the_query_is_one_model_reset_and_renders_no_preview(many, open
     assert window.search_box.text() == ""
     assert resets == [1] and not removed
     assert window.preview.renders == renders and window.preview.abspath is None
-    assert window.results_stack.currentWidget() is window.results_message
+    assert len(window.results_model.hits) == 1  # the start page: the note just read
 
 
 def test_rows_passed_through_with_the_arrow_keys_are_not_rendered(many, open_window, qtbot):
@@ -590,3 +590,24 @@ def test_hybrid_results_divide_notes_with_the_words_from_related_ones(hybrid_kb,
     type_query(qtbot, window, "automobile")  # in no note
     assert window.results_model.rows[0] == NO_WORDS
     assert window.current_hit() is window.results_model.hits[0]  # the label is not selectable
+
+
+def test_the_start_page_lists_pinned_and_recent_notes_and_the_keys(vault, open_window, qtbot):
+    from gui.idle import PINNED_LABEL, RECENT_LABEL
+
+    window = open_window(vault)
+    assert "Type to search 3 notes" in window.preview.toPlainText() and "Ctrl+K" in window.preview.toPlainText()
+    type_query(qtbot, window, "restic")  # read backup.md
+    type_query(qtbot, window, "syncthing")
+    window.results_view.setFocus()
+    qtbot.keyClick(window.results_view, Qt.Key_D, Qt.ControlModifier)  # pin sync.md
+    window.focus_search()
+    qtbot.keyClick(window.search_box, Qt.Key_Escape)
+    rows = [r if isinstance(r, str) else r.path for r in window.results_model.rows]
+    assert rows == [PINNED_LABEL, "sync.md", RECENT_LABEL, "backup.md"]
+    assert window.preview.abspath is None and "Ctrl+Return" in window.preview.toPlainText()
+    window.close()
+    again = open_window(vault)  # remembered across launches
+    assert [r if isinstance(r, str) else r.path for r in again.results_model.rows] == rows
+    again.results_view.setCurrentIndex(again.results_model.index(1, 0))
+    qtbot.waitUntil(lambda: again.preview.abspath is not None and again.preview.abspath.name == "sync.md", timeout=WAIT_MS)
