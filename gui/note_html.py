@@ -32,7 +32,6 @@ _ATTRIBUTE = re.compile(r"([\w:-]+)\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s>]+)")
 @dataclass(frozen=True)
 class Colours:
     """What the HTML needs from the palette (as #rrggbb)."""
-    text: str = "#1f2328"
     muted: str = "#6b7280"
     link: str = "#0b57d0"
     code_background: str = "#f3f4f6"
@@ -124,7 +123,7 @@ def _code_inline(self, tokens, idx, options, env) -> str:
     token = tokens[idx]
     text = html.escape(token.content, quote=False)
     if token.meta.get("in_heading"):
-        return f'<span class="code">{text}</span>'
+        return f'<span style="font-family: monospace">{text}</span>'
     return f"<code>{text}</code>"
 
 
@@ -132,16 +131,12 @@ def _table_open(self, tokens, idx, options, env) -> str:
     return '<table class="grid" cellspacing="0" cellpadding="5" border="1">\n'
 
 
-def _hr(self, tokens, idx, options, env) -> str:
-    return '<table width="100%" cellspacing="0" cellpadding="0"><tr><td class="rule"></td></tr></table>\n'
-
-
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).use(tasklists_plugin)
     for name, rule in (("html_inline", _html_inline), ("html_block", _html_block), ("image", _image),
                        ("fence", _fence), ("code_block", _fence), ("blockquote_open", _blockquote_open),
                        ("blockquote_close", _blockquote_close), ("heading_open", _heading_open),
-                       ("code_inline", _code_inline), ("table_open", _table_open), ("hr", _hr)):
+                       ("code_inline", _code_inline), ("table_open", _table_open)):
         md.add_render_rule(name, rule)
     return md
 
@@ -151,10 +146,9 @@ _MD = _parser()
 
 def style_sheet(colours: Colours) -> str:
     """The document's default style sheet (the CSS subset QTextDocument knows)."""
-    c = colours
-    return (f"body {{ color: {c.text}; }}"
-            f"a {{ color: {c.link}; }}"
-            f"code, .code, pre {{ font-family: monospace; }}"
+    c = colours  # body text has no colour here: Qt paints it in the palette's, live
+    return (f"a {{ color: {c.link}; }}"
+            f"code, pre {{ font-family: monospace; }}"
             f"code {{ background-color: {c.code_background}; }}"
             f"table.code {{ background-color: {c.code_background}; margin-top: 6px; margin-bottom: 10px; }}"
             f"pre {{ margin: 0; }}"
@@ -163,7 +157,6 @@ def style_sheet(colours: Colours) -> str:
             f"table.quote {{ margin-top: 6px; margin-bottom: 6px; }}"
             f"table.grid {{ border-color: {c.rule}; border-style: solid; margin-top: 6px; margin-bottom: 10px; }}"
             f"th {{ background-color: {c.code_background}; }}"
-            f"td.rule {{ background-color: {c.rule}; }}"
             f"p.raw {{ font-family: monospace; color: {c.muted}; }}"
             f".refused {{ color: {c.muted}; font-style: italic; }}"
             f".header {{ color: {c.muted}; }}")

@@ -13,13 +13,13 @@ pytest.importorskip("PySide6", reason="the desktop app needs PySide6 (pip instal
 pytest.importorskip("pytestqt", reason="GUI tests need pytest-qt (pip install pytest-qt)")
 pytest.importorskip("markdown_it", reason="the preview needs markdown-it-py (pip install -r requirements-dev.txt)")
 
-from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor  # noqa: E402
+from PySide6.QtCore import Qt, QUrl  # noqa: E402
+from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor, QTextDocument  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import pms  # noqa: E402
 from conftest import REPO, write  # noqa: E402
-from gui.preview import NotePreview  # noqa: E402
+from gui.preview import NotePreview, palette_colours  # noqa: E402
 from test_gui import WAIT_MS, open_window, type_query  # noqa: E402,F401  (open_window is a fixture)
 
 
@@ -129,3 +129,99 @@ def test_every_hit_of_a_deep_rust_book_chapter_scrolls_to_its_passage(kb, corpor
                                  heading=hit.heading_path, words=["RefCell", "borrow_mut", "MockMessenger", "LimitTracker"])
         qtbot.wait(20)
         assert passage_on_screen(window.preview), f"lines {hit.start_line}-{hit.end_line} are not on screen"
+
+
+POLISH_NOTE = """---
+title: Polish
+tags: rust, pointers, smart
+---
+# Smart `Box<T>` pointers
+
+Some _emphasis_ and **strong** text.
+
+> A quoted paragraph.
+
+```rust
+let b = Box::new(5);
+```
+
+![remote chart](https://example.org/chart.png)
+
+![wide picture](wide.png)
+
+<!-- a comment nobody should see -->
+
+End.
+"""
+
+
+def tables(preview: NotePreview) -> list:
+    found, frames = [], list(preview.document().rootFrame().childFrames())
+    while frames:
+        frame = frames.pop()
+        frames += frame.childFrames()
+        if frame.__class__.__name__ == "QTextTable":
+            found.append(frame)
+    return found
+
+
+def table_holding(preview: NotePreview, text: str):
+    for table in tables(preview):
+        for row in range(table.rows()):
+            for column in range(table.columns()):
+                cell = table.cellAt(row, column)
+                cursor = cell.firstCursorPosition()
+                cursor.setPosition(cell.lastCursorPosition().position(), QTextCursor.KeepAnchor)
+                if text in cursor.selectedText():
+                    return table, row, column
+    return None
+
+
+def fragments(block):
+    it = block.begin()
+    while not it.atEnd():
+        yield it.fragment()
+        it += 1
+
+
+def test_preview_polish(preview, tmp_path):
+    image = QImage(3000, 200, QImage.Format_RGB32)
+    image.fill(Qt.darkCyan)
+    image.save(str(tmp_path / "wide.png"))
+    note = write(tmp_path / "polish.md", POLISH_NOTE)
+    preview.show_note(note)
+    text = preview.toPlainText()
+    assert "#rust #pointers #smart" in text  # comma-separated tags, split
+    assert "[image: remote chart]" in text  # refused remote image: its alt text
+    assert "comment nobody" not in text
+    code = table_holding(preview, "Box::new(5)")
+    assert code and code[0].format().background().style() != Qt.NoBrush  # code on a background
+    quote = table_holding(preview, "A quoted paragraph.")
+    assert quote and quote[2] == 1  # the quote sits right of its bar...
+    assert quote[0].cellAt(0, 0).format().background().style() != Qt.NoBrush  # ...a coloured cell
+    doc = preview.document()
+    emphasis = next(f for b in iter_blocks(doc) for f in fragments(b) if f.text() == "emphasis")
+    assert emphasis.charFormat().fontItalic() and not emphasis.charFormat().fontUnderline()
+    heading = doc.findBlock(text.index("Smart"))
+    sizes = {round(f.charFormat().font().pointSizeF()) for f in fragments(heading)}
+    assert len(sizes) == 1 and sizes.pop() > preview.font().pointSizeF()  # code keeps the heading's size
+    wide = doc.resource(QTextDocument.ImageResource, QUrl.fromLocalFile(str(tmp_path / "wide.png")))
+    assert 0 < wide.width() <= preview.viewport().width()  # scaled to the pane
+    light = preview.document().defaultStyleSheet()
+    dark = QPalette(preview.palette())
+    dark.setColor(QPalette.Base, QColor("#17181a"))
+    dark.setColor(QPalette.Text, QColor("#e8eaed"))
+    preview.setPalette(dark)  # what a live switch to a dark theme does
+    assert preview.document().defaultStyleSheet() != light
+    doc = preview.document()
+    body = next(f for b in iter_blocks(doc) for f in fragments(b) if f.text().startswith("Some"))
+    assert body.charFormat().foreground().style() == Qt.NoBrush  # body text: the palette's own colour
+    quoted = next(f for b in iter_blocks(doc) for f in fragments(b) if f.text().startswith("A quoted"))
+    assert quoted.charFormat().foreground().color().name() == palette_colours(dark).muted  # muted text follows too
+
+
+def iter_blocks(doc):
+    block = doc.begin()
+    while block.isValid():
+        yield block
+        block = block.next()
