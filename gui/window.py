@@ -22,7 +22,7 @@ from gui.idle import NoteShelf, hints_html
 from gui.notes import FilterBar, RelatedPanel
 from gui.preview import NotePreview
 from gui.results import HitDelegate, ResultsModel
-from gui.workers import (Bridge, FolderWatcher, RateMeter, SearchThread, SyncJob, clip_in_background, emit,
+from gui.workers import (Bridge, FolderWatcher, RateMeter, SearchThread, SetupJob, SyncJob, clip_in_background, emit,
                          load_model_in_background)
 
 DEBOUNCE_MS = 120          # while typing fast, search at most this often
@@ -92,6 +92,7 @@ class MainWindow(QMainWindow):
     results_shown = Signal(str)
     sync_done = Signal(object)            # SyncReport, or None when it failed
     clip_done = Signal(object, str)       # the new note's path or None, error message
+    setup_done = Signal(bool)             # pms.py setup finished (True: installed)
 
     def __init__(self, kb: pms.KnowledgeBase, settings: QSettings | None = None):
         super().__init__()
@@ -107,6 +108,8 @@ class MainWindow(QMainWindow):
         self.sync_job: SyncJob | None = None
         self.sync_queue: set[str] | None = None    # None: nothing waiting; empty set: every collection
         self.sync_phase = ""
+        self.setup_job: SetupJob | None = None
+        self.setup_command = [sys.executable, str(Path(pms.__file__).resolve()), "setup"]
         self.rate = RateMeter()                 # the sync's recent pace, for an ETA that follows it
         self.last_search_seconds = 0.0
         self.focus_path: str | None = None      # a note to select when the next results come (a fresh clip)
@@ -141,6 +144,10 @@ class MainWindow(QMainWindow):
         row.addWidget(self.search_box, 1)
         row.addWidget(self.collection_combo)
         row.addWidget(self.badge)
+        self.setup_button = QToolButton(text="Enable meaning search…", visible=False,
+                                        toolTip="Install the optional packages for search by meaning (as pms.py setup does)")
+        self.setup_button.clicked.connect(self.run_setup)
+        row.addWidget(self.setup_button)
 
         self.results_model = ResultsModel(self)
         self.results_view = QListView()
@@ -591,6 +598,40 @@ class MainWindow(QMainWindow):
             self.badge.setToolTip(f"Keyword search only: {gui_reason(why)}" if why else "Keyword search only")
         self.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
         self.badge_mode = mode
+        self.setup_button.setVisible(code == "not-installed" and (self.setup_job is None or not self.setup_job.running()))
+
+    # -- installing the extras (pms.py setup) ----------------------------------------------
+    def run_setup(self) -> None:
+        """Install the packages for search by meaning, as ``pms.py setup`` does."""
+        if getattr(sys, "frozen", False):
+            # A packaged app carries its packages inside; pip cannot add to it.
+            self.flash("This packaged app cannot install packages; it includes search by meaning, so "
+                       f"what is missing is: {gui_reason(self.kb.search_mode().reason)}")
+            return
+        if self.sync_running() or (self.setup_job is not None and self.setup_job.running()):
+            self.flash("Wait for the running sync or setup to finish")
+            return
+        self.setup_job = SetupJob(self.setup_command, self)
+        self.setup_job.output.connect(lambda line: self.progress_label.setText(f"Setup: {first_line(line, 70)}"))
+        self.setup_job.finished.connect(self._setup_finished)
+        self.setup_button.hide()
+        self.progress_label.setText("Setup: installing the packages for search by meaning…")
+        self.progress_bar.setRange(0, 0)
+        self.cancel_button.setEnabled(True)
+        for widget in (self.progress_label, self.progress_bar, self.cancel_button):
+            widget.show()
+
+    def _setup_finished(self, ok: bool, last_line: str) -> None:
+        for widget in (self.progress_label, self.progress_bar, self.cancel_button):
+            widget.hide()
+        if ok:
+            self.flash("Installed: restart PMS to search by meaning (the packages load at start)")
+        elif last_line == "cancelled":
+            self.flash("Setup cancelled; nothing else changed (run it again any time)")
+        else:
+            self.flash(f"Setup failed: {last_line}")
+        self.update_badge()
+        self.setup_done.emit(ok)
 
     def update_stats(self) -> None:
         info = self.kb.status(pending=False)
@@ -715,6 +756,8 @@ class MainWindow(QMainWindow):
             return
         self.sync_job = SyncJob(self.kb, self.bridge, names)
         self.sync_phase = ""
+        self.setup_job: SetupJob | None = None
+        self.setup_command = [sys.executable, str(Path(pms.__file__).resolve()), "setup"]
         self.progress_label.setText("Scanning folders…")
         self.progress_bar.setRange(0, 0)
         self.cancel_button.setEnabled(True)
@@ -722,6 +765,9 @@ class MainWindow(QMainWindow):
             widget.show()
 
     def cancel_sync(self) -> None:
+        if self.setup_job is not None and self.setup_job.running():
+            self.setup_job.cancel()
+            return
         if self.sync_running():
             self.sync_job.cancel.set()
             self.sync_queue = None

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
+from PySide6.QtCore import QFileSystemWatcher, QObject, QProcess, QTimer, Signal
 
 import pms
 
@@ -184,6 +184,47 @@ def clip_in_background(kb, bridge: Bridge, collection_name: str, source: str) ->
         emit(bridge.clip_finished, note, source, "")
 
     return start_thread(run, "pms-clip")
+
+
+class SetupJob(QObject):
+    """``pms.py setup`` (the optional extras, pip into PMS's private folder) in a
+    child process: its output lines as progress, cancellable."""
+
+    output = Signal(str)
+    finished = Signal(bool, str)     # succeeded, last line of output
+
+    def __init__(self, command: list[str], parent=None):
+        super().__init__(parent)
+        self.last_line = ""
+        self.cancelled = False
+        self.process = QProcess(self)
+        self.process.setProcessChannelMode(QProcess.MergedChannels)
+        self.process.readyReadStandardOutput.connect(self._read)
+        self.process.finished.connect(self._finished)
+        self.process.errorOccurred.connect(self._failed_to_start)
+        self.process.start(command[0], command[1:])
+
+    def running(self) -> bool:
+        return self.process.state() != QProcess.NotRunning
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.process.kill()
+
+    def _read(self) -> None:
+        lines = [ln.strip() for ln in bytes(self.process.readAllStandardOutput()).decode(errors="replace").splitlines()]
+        lines = [ln for ln in lines if ln]
+        if lines:
+            self.last_line = lines[-1]
+            self.output.emit(self.last_line)
+
+    def _finished(self, code: int, _status) -> None:
+        self._read()
+        self.finished.emit(code == 0 and not self.cancelled, "cancelled" if self.cancelled else self.last_line)
+
+    def _failed_to_start(self, error) -> None:
+        if error == QProcess.FailedToStart:
+            self.finished.emit(False, f"could not start {self.process.program()}")
 
 
 class FolderWatcher(QObject):

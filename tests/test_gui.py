@@ -611,3 +611,26 @@ def test_the_start_page_lists_pinned_and_recent_notes_and_the_keys(vault, open_w
     assert [r if isinstance(r, str) else r.path for r in again.results_model.rows] == rows
     again.results_view.setCurrentIndex(again.results_model.index(1, 0))
     qtbot.waitUntil(lambda: again.preview.abspath is not None and again.preview.abspath.name == "sync.md", timeout=WAIT_MS)
+
+
+def test_the_setup_button_runs_setup_with_progress_and_can_be_cancelled(vault, open_window, qtbot):
+    import sys
+
+    window = open_window(vault)
+    from pathlib import Path
+
+    assert window.setup_command == [sys.executable, str(Path(pms.__file__).resolve()), "setup"]  # what the button runs
+    # The real command downloads hundreds of MB: a stand-in child process that talks like pip and takes long.
+    window.setup_command = [sys.executable, "-c", "import time; print('Collecting fastembed', flush=True); time.sleep(60)"]
+    window.run_setup()
+    qtbot.waitUntil(lambda: "Collecting fastembed" in window.progress_label.text(), timeout=WAIT_MS)
+    assert window.cancel_button.isVisible() and window.progress_bar.isVisible()
+    with qtbot.waitSignal(window.setup_done, timeout=WAIT_MS) as done:
+        qtbot.mouseClick(window.cancel_button, Qt.LeftButton)
+    assert done.args == [False]
+    assert window.statusBar().currentMessage().startswith("Setup cancelled")
+    assert not window.cancel_button.isVisible()
+    window.setup_command = [sys.executable, "-c", "print('Done: pms.py now uses these packages')"]
+    with qtbot.waitSignal(window.setup_done, timeout=WAIT_MS) as done:
+        window.run_setup()
+    assert done.args == [True] and "restart PMS" in window.statusBar().currentMessage()
