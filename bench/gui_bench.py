@@ -1,24 +1,29 @@
-"""Desktop app speed: time to window, and keystroke to results shown.
+"""Desktop app speed and memory, measured the way a user meets them.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/gui_bench.py [--work /tmp/pms-gui-bench] [--runs 5]
+    QT_QPA_PLATFORM=offscreen PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/gui_bench.py [--work /tmp/pms-gui-bench]
 
 Builds (once, cached in --work, never in the repository) an index of the
-English tldr pages from ../shared/data/corpora/tldr.tar.gz: about 7,400 notes,
-embedded when the model is available (set PMS_MODEL_DIR for the offline one).
+Rust book from ../shared/data/corpora/rust-book.tar.gz (478 notes), embedded
+when the model is available, then reports:
 
-* time to window: a fresh ``python -m gui --db INDEX`` process, from just
-  before it starts to its first turn of the event loop after ``show()``.
-* keystroke to results: in one process, type queries a character at a time,
-  pausing past the debounce so every keystroke is searched; the clock runs
-  from the key event to the results list and the preview painted again.
-  Keyword figures are taken before the model loads, hybrid ones after.
+* time to window: a fresh ``python -m gui`` process, from just before it
+  starts to its first turn of the event loop after ``show()``;
+* keystroke -> results painted: queries typed a character at a time, pausing
+  past the debounce so every keystroke is searched; the clock runs from the
+  key event to the results list and the preview repainted. Keyword and
+  hybrid; idle and while a sync embeds 1,500 tldr pages in the background;
+* the longest event-loop stall (a 5 ms timer that notes how late it fires)
+  while typing, while clearing the search bar, and while syncing;
+* RSS after 10 and after 1,000 searches in one window.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,18 +37,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (puts the repository on sys.path)
 import pms  # noqa: E402
 
-QUERIES_PER_MODE = 25
+QUERIES_PER_RUN = 20
+BACKGROUND_PAGES = 1500
 
 
-def english_tldr(work: Path) -> Path:
-    pages = work / "tldr" / "tldr" / "pages"
-    if not pages.is_dir():
-        archive = common.SHARED_DATA / "corpora" / "tldr.tar.gz"
+def rust_book(work: Path) -> Path:
+    book = work / "rust-book"
+    if not book.is_dir():
+        archive = common.SHARED_DATA / "corpora" / "rust-book.tar.gz"
         if not archive.exists():
             sys.exit(f"gui_bench: {archive} not found (the evaluation data lives in ../shared/data)")
         with tarfile.open(archive) as tar:
-            tar.extractall(work / "tldr", filter="data")
-    return pages
+            tar.extractall(work, filter="data")
+    return book
+
+
+def background_pages(work: Path) -> Path:
+    """1,500 tldr pages in a folder of their own: a sync with minutes of embedding to type against."""
+    target = work / "tldr-common"
+    if not target.is_dir():
+        with tarfile.open(common.SHARED_DATA / "corpora" / "tldr.tar.gz") as tar:
+            members = [m for m in tar.getmembers() if m.isfile() and "/pages/common/" in m.name][:BACKGROUND_PAGES]
+            tar.extractall(work / "tldr-extract", members=members, filter="data")
+        shutil.move(str(next((work / "tldr-extract").rglob("common"))), target)
+        shutil.rmtree(work / "tldr-extract", ignore_errors=True)
+    return target
 
 
 def time_to_window(db: Path, runs: int) -> list[float]:
@@ -70,32 +88,72 @@ def queries_from_titles(kb: pms.KnowledgeBase, n: int, seed: int = 7) -> list[st
     return [" ".join(rng.sample(words, 2)) for _ in range(n)]
 
 
+class StallMeter:
+    """The longest wait between turns of the event loop, per labelled stretch of
+    time: a 5 ms timer notes how much later than due each tick arrives."""
+
+    INTERVAL = 0.005
+
+    def __init__(self):
+        from PySide6.QtCore import QTimer
+
+        self.worst: dict[str, float] = {}
+        self.label: str | None = None
+        self.last = time.perf_counter()
+        self.timer = QTimer(interval=int(self.INTERVAL * 1000))
+        self.timer.timeout.connect(self._tick)
+        self.timer.start()
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if self.label:
+            self.worst[self.label] = max(self.worst.get(self.label, 0.0), now - self.last - self.INTERVAL)
+        self.last = now
+
+    @contextlib.contextmanager
+    def during(self, label: str):
+        self.label, self.last = label, time.perf_counter()
+        try:
+            yield
+        finally:
+            self._tick()
+            self.label = None
+
+
+def wait_for_results(window, query: str, timeout_ms: int = 10000) -> bool:
+    """Run the event loop until the window shows the results of ``query``."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop, shown = QEventLoop(), []
+
+    def done(text):
+        if text == query:
+            shown.append(True)
+            loop.quit()
+
+    window.results_shown.connect(done)
+    QTimer.singleShot(timeout_ms, loop.quit)
+    if not shown:
+        loop.exec()
+    window.results_shown.disconnect(done)
+    return bool(shown)
+
+
 def keystroke_latency(window, queries: list[str]) -> list[float]:
-    from PySide6.QtCore import QEventLoop, Qt, QTimer
+    """Seconds from each key event to the results of the text so far painted."""
+    from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
 
     from gui.window import DEBOUNCE_MS
 
-    app_loop = QEventLoop()
     seconds = []
     for query in queries:
         window.search_box.clear()
         for char in query:
             QTest.qWait(DEBOUNCE_MS + 20)  # a lone keystroke: searched at once, not debounced
-            shown = []
-
-            def done(_query, shown=shown):
-                shown.append(True)
-                app_loop.quit()
-
-            window.results_shown.connect(done)
             started = time.perf_counter()
             QTest.keyClick(window.search_box, char if char != " " else Qt.Key_Space)
-            if window.search_box.text().strip() and not shown:
-                QTimer.singleShot(5000, app_loop.quit)
-                app_loop.exec()
-            window.results_shown.disconnect(done)
-            if not shown:
+            if char == " " or not wait_for_results(window, window.search_box.text()):
                 continue  # a space: nothing new to search
             window.results_view.viewport().repaint()
             window.preview.viewport().repaint()
@@ -103,25 +161,86 @@ def keystroke_latency(window, queries: list[str]) -> list[float]:
     return seconds
 
 
+def clear_latency(window, queries: list[str]) -> list[float]:
+    """Seconds to clear a search bar full of results (select all, delete), repainted."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    seconds = []
+    for query in queries:
+        window.search_box.setText(query)
+        window.search_now()
+        wait_for_results(window, query)
+        QTest.qWait(50)
+        started = time.perf_counter()
+        QTest.keyClick(window.search_box, Qt.Key_A, Qt.ControlModifier)
+        QTest.keyClick(window.search_box, Qt.Key_Backspace)
+        window.results_view.viewport().repaint()
+        window.preview.viewport().repaint()
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def rss_mb() -> float | None:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return None  # not Linux: no cheap current-RSS reading without psutil
+
+
+def searches(window, queries: list[str]) -> None:
+    for query in queries:
+        window.search_box.setText(query)
+        window.search_now()
+        wait_for_results(window, query)
+
+
+def queries_from_titles(kb: pms.KnowledgeBase, n: int, seed: int = 7) -> list[str]:
+    """Two-word queries made of words from real note titles."""
+    rng = random.Random(seed)
+    words = []
+    for hit in kb.search("file", k=200, mode="keyword") + kb.search("list", k=200, mode="keyword"):
+        words += [w for w in hit.title.lower().replace("-", " ").split() if w.isalpha() and len(w) >= 4]
+    words = sorted(set(words))
+    return [" ".join(rng.sample(words, 2)) for _ in range(n)]
+
+
 def summary(seconds: list[float], unit: float = 1000.0) -> str:
+    if not seconds:
+        return "no samples"
     ordered = sorted(seconds)
     p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
     return (f"median {statistics.median(ordered) * unit:.0f} ms, p95 {p95 * unit:.0f} ms, "
             f"max {ordered[-1] * unit:.0f} ms over {len(ordered)}")
 
 
+@contextlib.contextmanager
+def mode(window, wanted: str):
+    """Keyword or hybrid typing in the same window (the window searches hybrid once the model is ready)."""
+    saved = window.model_state
+    window.model_state = "ready" if wanted == "hybrid" else "loading"
+    try:
+        yield
+    finally:
+        window.model_state = saved
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/pms-gui-bench"))
     parser.add_argument("--runs", type=int, default=5, help="app launches to time")
-    parser.add_argument("--db", type=Path, help="measure this index as it is (no sync) instead of the tldr one")
+    parser.add_argument("--queries", type=int, default=QUERIES_PER_RUN, help="queries typed per measure")
+    parser.add_argument("--searches", type=int, default=1000, help="searches for the memory measure")
+    parser.add_argument("--db", type=Path, help="measure this index as it is (no sync) instead of the Rust-book one")
     args = parser.parse_args()
     if args.db:
         kb = pms.KnowledgeBase(args.db)
     else:
-        kb = common.open_index(args.work, english_tldr(args.work), "tldr-en", pms.DEFAULT_CHUNK_CHARS, embed=True)
+        kb = common.open_index(args.work, rust_book(args.work), "rust-book", pms.DEFAULT_CHUNK_CHARS, embed=True)
     info = kb.status(pending=False)
     print(f"index: {info['documents']:,} notes, {info['chunks']:,} passages, {info['embedded']:,} embedded ({kb.index_path})")
+    print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 
     launches = time_to_window(kb.index_path, args.runs)
     print(f"time to window: median {statistics.median(launches):.2f} s, max {max(launches):.2f} s over {len(launches)} launches")
@@ -132,18 +251,75 @@ def main() -> int:
     from gui.window import MainWindow
 
     app = application()
-    window = MainWindow(kb, QSettings(str(args.work / "bench-settings.ini"), QSettings.IniFormat))
+    settings = args.work / "bench-settings.ini"
+    settings.unlink(missing_ok=True)
+    window = MainWindow(kb, QSettings(str(settings), QSettings.IniFormat))
     window.resize(1100, 720)
     window.show()
     app.processEvents()
-    queries = queries_from_titles(kb, QUERIES_PER_MODE * 2)
-    print(f"keystroke to results, keyword: {summary(keystroke_latency(window, queries[:QUERIES_PER_MODE]))}")
-    if kb.load_embedder():
+    stalls = StallMeter()
+    queries = queries_from_titles(kb, args.queries * 4)
+    typed = iter([queries[i:i + args.queries] for i in range(0, len(queries), args.queries)])
+    hybrid = kb.load_embedder()
+    if hybrid:
         window._model_loaded(True)
-        keystroke_latency(window, queries[:2])  # warm-up: the first ONNX runs are slow
-        print(f"keystroke to results, hybrid:  {summary(keystroke_latency(window, queries[QUERIES_PER_MODE:]))}")
+    with stalls.during("typing"), mode(window, "keyword"):
+        print(f"keystroke -> results painted, keyword, idle:  {summary(keystroke_latency(window, next(typed)))}")
+    if hybrid:
+        with mode(window, "hybrid"):
+            keystroke_latency(window, queries[:2])  # warm-up: the first ONNX runs are slow
+            with stalls.during("typing"):
+                print(f"keystroke -> results painted, hybrid, idle:   {summary(keystroke_latency(window, next(typed)))}")
     else:
-        print(f"hybrid: unavailable ({kb.search_mode()[1]})")
+        print(f"hybrid: unavailable ({kb.search_mode().reason})")
+    with stalls.during("clearing"):
+        print(f"clearing the search bar:                      {summary(clear_latency(window, queries[:args.queries]))}")
+
+    # A sync that embeds in the background while the user types.
+    pages = background_pages(args.work)
+    with contextlib.suppress(pms.PMSError):
+        kb.collections.delete("background")  # left over from an interrupted run
+    kb.collections.create(pages, name="background")
+    window.refresh_collections()
+    with stalls.during("syncing"):
+        window.request_sync(["background"])
+        while not (window.sync_phase == "embed" or not window.sync_running()):
+            app.processEvents()
+            time.sleep(0.01)
+        end = time.monotonic() + 5
+        while time.monotonic() < end:  # embedding, nobody typing
+            app.processEvents()
+            time.sleep(0.005)
+    embedding = window.sync_running() and window.sync_phase == "embed"
+    if embedding:
+        with stalls.during("typing"), mode(window, "keyword"):
+            print(f"keystroke -> results painted, keyword, while embedding: {summary(keystroke_latency(window, next(typed)))}")
+        if hybrid:
+            with stalls.during("typing"), mode(window, "hybrid"):
+                print(f"keystroke -> results painted, hybrid, while embedding:  {summary(keystroke_latency(window, next(typed)))}")
+    else:
+        print("while embedding: the background sync ended before typing began (no model?)")
+    window.cancel_sync()
+    while window.sync_running():
+        app.processEvents()
+        time.sleep(0.01)
+    kb.collections.delete("background")  # the index is left as it was
+    window.refresh_collections()
+
+    for label in ("typing", "clearing", "syncing"):
+        print(f"longest event-loop stall while {label}: {stalls.worst.get(label, 0.0) * 1000:.0f} ms")
+
+    memory_queries = queries_from_titles(kb, args.searches, seed=11)
+    searches(window, memory_queries[:10])
+    after_10 = rss_mb()
+    searches(window, memory_queries[10:])
+    after_all = rss_mb()
+    if after_10 is None:
+        print("RSS: not measured (needs /proc)")
+    else:
+        print(f"RSS after 10 searches {after_10:.0f} MB, after {args.searches:,}: {after_all:.0f} MB "
+              f"({after_all - after_10:+.0f} MB)")
+    print(f"load average at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     window.close()
     return 0
 

@@ -5,7 +5,8 @@
 Starts an Xvfb display (installing xvfb and Qt's xcb libraries with apt-get
 when run as root and they are missing), opens the real window on it over a
 copy of sample-notes/ and captures: the welcome panel, results with the
-preview (light and dark), a sync in progress and a freshly clipped page
+preview (light and dark), the start page, two Rust-book notes (Vec<T>,
+tables), a sync in progress and a freshly clipped page
 (served from ../shared/data/html by a local http.server; skipped without it).
 Everything is written to a temporary folder except the PNGs.
 """
@@ -151,6 +152,28 @@ def bulk_notes(work: Path) -> Path | None:
     return target
 
 
+def rust_book(work: Path) -> Path | None:
+    import tarfile
+
+    archive = SHARED_DATA / "corpora" / "rust-book.tar.gz"
+    if not archive.exists():
+        return None
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith("rust-book/src/")]
+        tar.extractall(work / "book", members=members, filter="data")
+    return work / "book" / "rust-book" / "src"
+
+
+def select(window, file_name: str) -> None:
+    """Select the result for ``file_name`` (its note shows in the preview)."""
+    for position, hit in enumerate(window.results_model.hits):
+        if hit.path.endswith(file_name):
+            window.results_view.setCurrentIndex(window.results_model.index(window.results_model.hit_row(position), 0))
+            window.show_current()
+            return
+    print(f"screenshots: {file_name} not among the results", file=sys.stderr)
+
+
 def render_icon(svg: Path, png: Path, size: int = 256) -> None:
     """gui/icon.png from gui/icon.svg, for platforms and packagers that want a bitmap."""
     from PySide6.QtCore import Qt
@@ -192,6 +215,11 @@ def render(out: Path) -> None:
     settle(app, 0.5)
     type_query(window, app, "back up my laptop")
     capture(window, app, out / "results.png")
+    window.toggle_pin(window.current_hit())  # pinned: it stays on the start page
+    type_query(window, app, "ssh keys rotation")
+    type_query(window, app, "docker volumes")
+    window.search_box.clear()  # the start page: pinned and recent notes, the keys worth knowing
+    capture(window, app, out / "idle.png")
 
     light = (app.style().name(), app.palette())
     app.setStyle("Fusion")  # Xvfb has no desktop theme to turn dark: stand in for one
@@ -201,6 +229,25 @@ def render(out: Path) -> None:
     capture(window, app, out / "results-dark.png")
     app.setStyle(light[0])
     app.setPalette(light[1])
+
+    book = rust_book(work)
+    if book is not None:
+        # Indexed by keyword only: the badge shows how little of it is embedded.
+        kb.collections.create(book, name="rust-book")
+        kb.sync(["rust-book"], embed=False)
+        window.refresh_collections()
+        window.update_badge()
+        type_query(window, app, "reference cycles Weak")
+        select(window, "ch15-06-reference-cycles.md")
+        capture(window, app, out / "rust-book-note.png")
+        type_query(window, app, "operators overloadable")
+        select(window, "appendix-02-operators.md")
+        capture(window, app, out / "rust-book-table.png")
+        kb.collections.delete("rust-book")
+        window.refresh_collections()
+        window.update_badge()
+    else:
+        print("screenshots: rust-book.tar.gz not found; no Rust-book screenshots", file=sys.stderr)
 
     pages = SHARED_DATA / "html"
     if pages.is_dir():
