@@ -5,7 +5,8 @@ Qt's own ``setMarkdown`` hands raw HTML to its HTML parser, so ``Vec<T>``,
 markdown-it-py parses the note (CommonMark + GitHub tables, strikethrough and
 task lists) and raw HTML is escaped, except for a few harmless inline tags
 (``<br>``, ``<kbd>``, ``<sup>``…), which are re-emitted without attributes.
-HTML comments disappear, remote images become their alt text (nothing is
+Wrappers such as ``<span>`` or ``<a id>`` give way to their text, HTML
+comments disappear, remote images become their alt text (nothing is
 fetched), and the markup sticks to what QTextDocument renders (no ``<input>``,
 no CSS borders), with colours taken from the palette so a light/dark switch
 only needs a re-render.
@@ -24,6 +25,9 @@ from mdit_py_plugins.tasklists import tasklists_plugin
 
 # Inline tags a note may use that cannot hide text; emitted bare (no attributes).
 ALLOWED_TAGS = {"br", "kbd", "sub", "sup", "b", "i", "em", "strong", "u", "s", "small", "big", "code", "tt", "var", "samp"}
+# Wrappers whose text is what matters (mdBook captions, anchors, centred divs): the tag goes, the text stays.
+STRIPPED_TAGS = {"span", "a", "div", "p", "center", "figure", "figcaption", "section", "article", "header", "footer",
+                 "details", "summary", "font", "abbr", "cite", "mark", "ins", "del", "q", "dfn", "time", "picture"}
 REMOTE_SCHEMES = {"http", "https", "ftp", "ws", "wss"}
 _TAG = re.compile(r"<!--.*?-->|<(/?)([A-Za-z][\w:-]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*?)(/?)>", re.S)
 _ATTRIBUTE = re.compile(r"([\w:-]+)\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s>]+)")
@@ -66,6 +70,8 @@ def sanitize_html(raw: str, *, block: bool, folder: Path | None = None) -> str:
         closing, name, attributes = m.group(1), m.group(2).lower(), m.group(3)
         if name in ALLOWED_TAGS:
             out.append(f"<{closing}{name}>" if name != "br" else "<br />")
+        elif name in STRIPPED_TAGS:
+            continue
         elif name == "img" and not closing:
             found = {k.lower(): v.strip("\"'") for k, v in _ATTRIBUTE.findall(attributes)}
             out.append(_image_html(html.unescape(found.get("src", "")), html.unescape(found.get("alt", "")), folder=folder))
@@ -151,7 +157,7 @@ def style_sheet(colours: Colours) -> str:
             f"code, pre {{ font-family: monospace; }}"
             f"code {{ background-color: {c.code_background}; }}"
             f"table.code {{ background-color: {c.code_background}; margin-top: 6px; margin-bottom: 10px; }}"
-            f"pre {{ margin: 0; }}"
+            f"pre {{ margin: 0; white-space: pre-wrap; }}"  # long lines wrap: no sideways scrolling
             f"td.bar {{ background-color: {c.quote_bar}; }}"
             f"td.quoted {{ padding-left: 10px; color: {c.muted}; }}"
             f"table.quote {{ margin-top: 6px; margin-bottom: 6px; }}"

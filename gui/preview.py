@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from PySide6.QtCore import QByteArray, QEvent, QRegularExpression, Qt, QUrl, Signal
+from PySide6.QtCore import QByteArray, QEvent, Qt, QUrl, Signal
 from PySide6.QtGui import QColor, QDesktopServices, QImage, QPalette, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QTextBrowser, QTextEdit
 
@@ -21,6 +21,7 @@ from gui.note_html import Colours, markdown_to_html, style_sheet
 WIKI_SCHEME = "pms-wiki"
 REMOTE_SCHEMES = {"http", "https", "ftp", "ws", "wss"}
 MAX_HIGHLIGHTS = 400
+HTML_CACHE_NOTES = 24
 # A marked query term: readable on light and dark palettes alike.
 MARK_BACKGROUND = QColor("#ffe066")
 MARK_FOREGROUND = QColor("#000000")
@@ -100,6 +101,9 @@ class NotePreview(QTextBrowser):
         self.abspath: Path | None = None
         self.passage_block = -1          # block number the view was scrolled to (tests read it)
         self.renders = 0                 # notes rendered so far (tests and benchmarks read it)
+        self.shown: tuple | None = None  # (path, text, style sheet) of the document on screen
+        self.plain: str | None = None    # its plain text, lower-cased, once needed
+        self.html_cache: dict[tuple, str] = {}  # (path, text) -> HTML: arrowing back and forth parses once
         self.rendered: tuple | None = None  # show_note's arguments, to render again when the palette changes
         self.keep_passage = False  # scroll back to the passage while the layout settles
         self.verticalScrollBar().rangeChanged.connect(self._keep_passage_in_view)
@@ -108,6 +112,7 @@ class NotePreview(QTextBrowser):
 
     # -- rendering ---------------------------------------------------------------------
     def clear_note(self) -> None:
+        self.shown, self.plain = None, None
         self.abspath = None
         self.rendered = None
         self.passage_block = -1
@@ -135,9 +140,14 @@ class NotePreview(QTextBrowser):
         self.rendered = (abspath, text, start_line, end_line, heading, tuple(words))
         self.renders += 1
         self.passage_block, self.keep_passage = -1, False
-        doc.setDefaultStyleSheet(style_sheet(palette_colours(self.palette())))
-        header = self._header_html(meta, pms.first_heading(body) or "")
-        doc.setHtml(header + markdown_to_html(wikilinks_to_markdown(body), abspath.parent))
+        sheet = style_sheet(palette_colours(self.palette()))
+        if self.shown != (abspath, text, sheet):
+            # The same note again (the top result while typing on): only the marks and the scroll change.
+            self.shown = (abspath, text, sheet)
+            self.plain = None
+            doc.setDefaultStyleSheet(sheet)
+            header = self._header_html(meta, pms.first_heading(body) or "")
+            doc.setHtml(header + self._html(body, abspath))
         self._highlight(words)
         lines = text.split("\n")
         if start_line > 1 or heading:
@@ -147,6 +157,14 @@ class NotePreview(QTextBrowser):
                 return True
         self.verticalScrollBar().setValue(0)
         return True
+
+    def _html(self, body: str, abspath: Path) -> str:
+        key = (abspath, body)
+        if key not in self.html_cache:
+            if len(self.html_cache) >= HTML_CACHE_NOTES:
+                self.html_cache.pop(next(iter(self.html_cache)))  # the oldest
+            self.html_cache[key] = markdown_to_html(wikilinks_to_markdown(body), abspath.parent)
+        return self.html_cache[key]
 
     @staticmethod
     def _header_html(meta: dict, heading: str) -> str:
@@ -173,10 +191,23 @@ class NotePreview(QTextBrowser):
             return ""
         return '<p class="header"><small>' + " · ".join(parts) + "</small></p>\n"
 
+    def _plain_text(self) -> str:
+        """The document's text, lower-cased, one character per document position
+        (Python searches it far faster than QTextDocument.find)."""
+        if self.plain is None:
+            self.plain = self.document().toPlainText().lower()
+        return self.plain
+
+    def _cursor(self, start: int, end: int) -> QTextCursor:
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start)
+        cursor.setPosition(end, QTextCursor.KeepAnchor)
+        return cursor
+
     def _find_passage(self, lines: list[str], start_line: int, end_line: int, heading: str, words=()) -> QTextCursor | None:
         """Where the passage (lines ``start_line``..``end_line`` of the file) ended up
         in the rendered document: its first line with a query word, else its first line."""
-        doc = self.document()
+        plain = self._plain_text()
         candidates = [plain_line(line) for line in lines[max(0, start_line - 1) : end_line]]
         pattern = term_pattern(words)
         if pattern:
@@ -188,10 +219,10 @@ class NotePreview(QTextBrowser):
             words = text.split()
             if len(re.sub(r"\W", "", text)) < 3:
                 continue
-            for needle in (" ".join(words[:8]), " ".join(words[:3])):
-                found = doc.find(needle)
-                if not found.isNull():
-                    return found
+            for needle in (" ".join(words[:8]).lower(), " ".join(words[:3]).lower()):
+                found = plain.find(needle)
+                if found >= 0:
+                    return self._cursor(found, found + len(needle))
         return None
 
     def _scroll_to(self, cursor: QTextCursor) -> None:
@@ -238,16 +269,14 @@ class NotePreview(QTextBrowser):
         pattern = term_pattern(words)
         selections = []
         if pattern:
-            doc = self.document()
-            regex = QRegularExpression(pattern, QRegularExpression.CaseInsensitiveOption | QRegularExpression.UseUnicodePropertiesOption)
-            cursor = doc.find(regex)
-            while not cursor.isNull() and len(selections) < MAX_HIGHLIGHTS:
+            for match in re.finditer(pattern, self._plain_text(), re.I):
                 mark = QTextEdit.ExtraSelection()
-                mark.cursor = cursor
+                mark.cursor = self._cursor(match.start(), match.end())
                 mark.format.setBackground(MARK_BACKGROUND)
                 mark.format.setForeground(MARK_FOREGROUND)
                 selections.append(mark)
-                cursor = doc.find(regex, cursor)
+                if len(selections) >= MAX_HIGHLIGHTS:
+                    break
         self.setExtraSelections(selections)
 
     def changeEvent(self, event) -> None:

@@ -26,6 +26,7 @@ NO_WORDS = "No note contains these words; these are related in meaning"
 _SNIPPET_MARKUP = [
     (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),                              # [text](url), ![alt](src)
     (re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]"), r"\1"),                        # [[target|label]]
+    (re.compile(r"\[\[|\]\]"), ""),                                                   # one the snippet cut in two
     (re.compile(r"&lt;!--.*?--&gt;"), " "),                                         # <!-- comment -->
     (re.compile(r"&lt;/?(?:[a-z][\w-]*\s[^&]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
                 r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?&gt;", re.I), " "),  # tags, not Vec<T>

@@ -237,6 +237,7 @@ def render(out: Path) -> None:
         kb.sync(["rust-book"], embed=False)
         window.refresh_collections()
         window.update_badge()
+        window.update_stats()
         type_query(window, app, "reference cycles Weak")
         select(window, "ch15-06-reference-cycles.md")
         capture(window, app, out / "rust-book-note.png")

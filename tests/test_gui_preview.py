@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import pms  # noqa: E402
 from conftest import REPO, write  # noqa: E402
+from gui.note_html import ALLOWED_TAGS, STRIPPED_TAGS  # noqa: E402
 from gui.preview import NotePreview, palette_colours  # noqa: E402
 from test_gui import WAIT_MS, open_window, type_query  # noqa: E402,F401  (open_window is a fixture)
 
@@ -30,7 +31,8 @@ def note_words(text: str) -> Counter:
     _, body, _ = pms.split_frontmatter(text)
     body = re.sub(r"<!--.*?-->", " ", body, flags=re.S)
     body = re.sub(r"(?m)^(\s*(?:`{3,}|~{3,})).*$", r"\1", body)  # a fence's language is not shown
-    body = re.sub(r"</?(?:br|kbd|sub|sup|b|i|em|strong|u|s|small|big|code|tt|var|samp)\s*/?>", " ", body)
+    tags = sorted(ALLOWED_TAGS | STRIPPED_TAGS, key=len, reverse=True)
+    body = re.sub(r"</?(?:" + "|".join(tags) + r")(?:\s[^<>]*)?/?>", " ", body, flags=re.I)  # markup, not text
     body = re.sub(r"\]\[[^\]]*\]", "] ", body)  # [text][ref]
     body = re.sub(r"\]\([^)\s]*(?:\s+\"[^\"]*\")?\)", "] ", body)
     body = re.sub(r"(?m)^\s{0,3}\[[^\]]+\]:\s*\S+.*$", " ", body)
