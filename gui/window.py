@@ -25,6 +25,7 @@ from gui.results import HitDelegate, ResultsModel
 from gui.workers import (Bridge, FolderWatcher, RateMeter, SearchThread, SetupJob, SyncJob, clip_in_background, emit,
                          load_model_in_background)
 
+PMS_SCRIPT = Path(__file__).resolve().parent.parent / "pms.py"  # the gui package sits next to it
 DEBOUNCE_MS = 120          # while typing fast, search at most this often
 PREVIEW_DEBOUNCE_MS = 90   # while an arrow key repeats, render the preview at most this often
 RESULTS = 30
@@ -45,7 +46,7 @@ def shorten(text: str, limit: int) -> str:
 
 def gui_reason(why: str) -> str:
     """The engine's reason for keyword-only search, without the command-line advice."""
-    return re.sub(r"[;,]?\s*\(?(?:run|or run): python3 pms\.py [^)]*\)?", "", why or "").strip()
+    return re.sub(r"[;,]?\s*\(?(?:run|or run): (?:python3 pms\.py|pms) [^)]*\)?", "", why or "").strip()
 
 
 def model_label(info: dict) -> str:
@@ -109,7 +110,7 @@ class MainWindow(QMainWindow):
         self.sync_queue: set[str] | None = None    # None: nothing waiting; empty set: every collection
         self.sync_phase = ""
         self.setup_job: SetupJob | None = None
-        self.setup_command = [sys.executable, str(Path(pms.__file__).resolve()), "setup"]
+        self.setup_command = [sys.executable, str(PMS_SCRIPT), "setup"]
         self.rate = RateMeter()                 # the sync's recent pace, for an ETA that follows it
         self.last_search_seconds = 0.0
         self.focus_path: str | None = None      # a note to select when the next results come (a fresh clip)
@@ -757,7 +758,7 @@ class MainWindow(QMainWindow):
         self.sync_job = SyncJob(self.kb, self.bridge, names)
         self.sync_phase = ""
         self.setup_job: SetupJob | None = None
-        self.setup_command = [sys.executable, str(Path(pms.__file__).resolve()), "setup"]
+        self.setup_command = [sys.executable, str(PMS_SCRIPT), "setup"]
         self.progress_label.setText("Scanning folders…")
         self.progress_bar.setRange(0, 0)
         self.cancel_button.setEnabled(True)
