@@ -25,8 +25,11 @@ NO_WORDS = "No note contains these words; these are related in meaning"
 # Markup a snippet may carry from the note's source (the snippet is HTML-escaped text).
 _SNIPPET_MARKUP = [
     (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),                              # [text](url), ![alt](src)
+    (re.compile(r"\[([^\]]*)\]\[[^\]]*\]"), r"\1"),                                   # [text][ref]
     (re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]"), r"\1"),                        # [[target|label]]
     (re.compile(r"\[\[|\]\]"), ""),                                                   # one the snippet cut in two
+    (re.compile(r"\]\([^)]*$"), "]…"),                                                 # a link target cut by the snippet's end
+    (re.compile(r"!?\[([^\]]*)\]"), r"\1"),                                            # ...and its text
     (re.compile(r"&lt;!--.*?--&gt;"), " "),                                         # <!-- comment -->
     (re.compile(r"&lt;/?(?:[a-z][\w-]*\s[^&]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
                 r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?&gt;", re.I), " "),  # tags, not Vec<T>
