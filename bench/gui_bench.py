@@ -139,8 +139,9 @@ def wait_for_results(window, query: str, timeout_ms: int = 10000) -> bool:
     return bool(shown)
 
 
-def keystroke_latency(window, queries: list[str]) -> list[float]:
-    """Seconds from each key event to the results of the text so far painted."""
+def keystroke_latency(window, queries: list[str], engine: list[float] | None = None) -> list[float]:
+    """Seconds from each key event to the results of the text so far painted;
+    ``engine`` collects the part spent in ``kb.search`` (the search thread's clock)."""
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
 
@@ -158,7 +159,16 @@ def keystroke_latency(window, queries: list[str]) -> list[float]:
             window.results_view.viewport().repaint()
             window.preview.viewport().repaint()
             seconds.append(time.perf_counter() - started)
+            if engine is not None:
+                engine.append(window.last_search_seconds)
     return seconds
+
+
+def typing_report(label: str, window, queries: list[str]) -> None:
+    engine: list[float] = []
+    total = keystroke_latency(window, queries, engine)
+    print(f"keystroke -> results painted, {label}: {summary(total)}")
+    print(f"    of which the engine's search (kb.search):   {summary(engine)}")
 
 
 def clear_latency(window, queries: list[str], stalls: StallMeter) -> list[float]:
@@ -267,12 +277,12 @@ def main() -> int:
     if hybrid:
         window._model_loaded(True)
     with stalls.during("typing"), mode(window, "keyword"):
-        print(f"keystroke -> results painted, keyword, idle:  {summary(keystroke_latency(window, next(typed)))}")
+        typing_report("keyword, idle", window, next(typed))
     if hybrid:
         with mode(window, "hybrid"):
             keystroke_latency(window, queries[:2])  # warm-up: the first ONNX runs are slow
             with stalls.during("typing"):
-                print(f"keystroke -> results painted, hybrid, idle:   {summary(keystroke_latency(window, next(typed)))}")
+                typing_report("hybrid, idle", window, next(typed))
     else:
         print(f"hybrid: unavailable ({kb.search_mode().reason})")
     print(f"clearing the search bar:                      {summary(clear_latency(window, queries[:args.queries], stalls))}")
@@ -295,10 +305,10 @@ def main() -> int:
     embedding = window.sync_running() and window.sync_phase == "embed"
     if embedding:
         with stalls.during("typing"), mode(window, "keyword"):
-            print(f"keystroke -> results painted, keyword, while embedding: {summary(keystroke_latency(window, next(typed)))}")
+            typing_report("keyword, while embedding", window, next(typed))
         if hybrid:
             with stalls.during("typing"), mode(window, "hybrid"):
-                print(f"keystroke -> results painted, hybrid, while embedding:  {summary(keystroke_latency(window, next(typed)))}")
+                typing_report("hybrid, while embedding", window, next(typed))
     else:
         print("while embedding: the background sync ended before typing began (no model?)")
     window.cancel_sync()
