@@ -55,9 +55,11 @@ def tagged_index(workdir: Path, corpus: list[dict]) -> pms.KnowledgeBase:
         import sqlite3
 
         source = sqlite3.connect(f"file:{cached}?mode=ro", uri=True)
-        with sqlite3.connect(target) as dest:
-            source.backup(dest)
+        dest = sqlite3.connect(target)
+        source.backup(dest)
         source.close()
+        reset_to_first_schema(dest)
+        dest.close()
     kb = pms.KnowledgeBase(target)
     # The copy still points at the untagged notes: point it at the tagged ones (same passages).
     kb.collections.move("scifact", folder)
@@ -65,6 +67,27 @@ def tagged_index(workdir: Path, corpus: list[dict]) -> pms.KnowledgeBase:
     report = kb.sync(collections=["scifact"])
     print(f"tagged copy: {report.summary()} ({time.monotonic() - t0:.0f}s)", file=sys.stderr)
     return kb
+
+
+# What the first migration creates: the copy keeps only these (and their shadow tables).
+FIRST_SCHEMA = ("collections", "documents", "sqlite_sequence", "chunks", "chunks_fts", "meta", "chunk_vectors")
+FIRST_TRIGGERS = ("chunks_ai", "chunks_ad", "chunks_au")
+
+
+def reset_to_first_schema(db) -> None:
+    """The cache may have been migrated by another branch's PMS, whose migrations
+    are numbered differently: cut the copy back to the first schema, which every
+    PMS migrates the same way (its passages and vectors are kept)."""
+    for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        if name not in FIRST_TRIGGERS:
+            db.execute(f'DROP TRIGGER "{name}"')
+    rows = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+    extra = [(name, sql or "") for name, sql in rows if not name.startswith(FIRST_SCHEMA)]
+    for name, sql in sorted(extra, key=lambda r: not r[1].upper().startswith("CREATE VIRTUAL")):  # virtual first: they drop their shadows
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone():
+            db.execute(f'DROP TABLE "{name}"')
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
 
 
 def percentile(values: list[float], q: float) -> float:
