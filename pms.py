@@ -17,7 +17,7 @@ The contract
   library alone: collections, incremental sync and keyword search (SQLite FTS5,
   BM25). When ``fastembed`` and ``sqlite-vec`` (plus ``sqlean-py`` where the
   standard ``sqlite3`` cannot load extensions) are importable, search becomes
-  hybrid: BM25 and embeddings fused by reciprocal rank fusion. A missing
+  hybrid: BM25, embeddings and note names fused (``fuse``). A missing
   optional package is a one-line notice, never a traceback.
 * The user's notes are read, never written. The index is one SQLite file that
   can always be deleted and rebuilt. Clipping only creates new files.
@@ -78,6 +78,9 @@ __all__ = [
     # settings, the embedding model, evaluation: bench/ and build/
     "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "format_benchmark", "BENCH_MODES",
+    "query_metrics", "resolve_targets",
+    # ranking: fusion as a pure function, and note-name similarity
+    "FusionSettings", "Fused", "fuse", "name_similarity",
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
 ]
@@ -1047,6 +1050,18 @@ def spaced_cjk(text: str | None) -> str:
     return _UNSPACED_CHAR.sub(r" \g<0> ", text or "")
 
 
+def _names_sql(row: str) -> str:
+    """SQL for a note's names, one per line: title, aliases, and the file name
+    without folder and extension, with - and _ read as spaces (SQLite has no
+    basename(): rtrim(x, <x without '/'>) is x's folder part)."""
+    path = f"{row}path"
+    base = f"substr({path}, length(rtrim({path}, replace({path}, '/', ''))) + 1)"
+    folder_dot = f"rtrim({base}, replace({base}, '.', ''))"
+    stem = f"(CASE WHEN instr({base}, '.') > 1 THEN substr({folder_dot}, 1, length({folder_dot}) - 1) ELSE {base} END)"
+    return (f"{row}title || char(10) || replace({row}aliases, ',', char(10)) || char(10) || "
+            f"replace(replace({stem}, '-', ' '), '_', ' ')")
+
+
 # Numbered migrations: PRAGMA user_version counts how many have run. Append,
 # never edit a released one.
 MIGRATIONS = [
@@ -1174,6 +1189,24 @@ MIGRATIONS = [
         description TEXT NOT NULL,
         PRIMARY KEY (collection_id, folder)
     );
+    """,
+    # note_names: each note's names (title, aliases, file name) for near-miss name
+    # search with FTS5's trigram tokenizer (SQLite >= 3.34). Filled by triggers
+    # on documents, and here from the notes already indexed.
+    f"""
+    CREATE VIRTUAL TABLE IF NOT EXISTS note_names USING fts5(names, tokenize='trigram');
+    CREATE TRIGGER IF NOT EXISTS note_names_ai AFTER INSERT ON documents BEGIN
+        INSERT INTO note_names(rowid, names) VALUES (new.id, {_names_sql("new.")});
+    END;
+    CREATE TRIGGER IF NOT EXISTS note_names_ad AFTER DELETE ON documents BEGIN
+        DELETE FROM note_names WHERE rowid = old.id;
+    END;
+    CREATE TRIGGER IF NOT EXISTS note_names_au AFTER UPDATE OF title, aliases, path ON documents BEGIN
+        DELETE FROM note_names WHERE rowid = old.id;
+        INSERT INTO note_names(rowid, names) VALUES (new.id, {_names_sql("new.")});
+    END;
+    INSERT INTO note_names(rowid, names) SELECT id, {_names_sql("")} FROM documents
+        WHERE id NOT IN (SELECT rowid FROM note_names);
     """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
@@ -1716,6 +1749,28 @@ class Store:
         else:
             sql += " WHERE cjk_fts MATCH ?"
         return self.db.execute(sql + " ORDER BY r LIMIT ?", (*args, limit)).fetchall()
+
+    def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
+                    note_filter: "NoteFilter | None" = None) -> list[tuple[int, str]]:
+        """(document id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
+        sql = "SELECT n.rowid, n.names FROM note_names n"
+        args: list = []
+        if collection_ids or note_filter:
+            conditions, args = self._note_conditions(collection_ids, note_filter)
+            sql += f" JOIN documents d ON d.id = n.rowid WHERE {conditions} AND note_names MATCH ?"
+        else:
+            sql += " WHERE note_names MATCH ?"
+        return self.db.execute(sql + " ORDER BY n.rank LIMIT ?", (*args, match, limit)).fetchall()
+
+    def first_chunks(self, doc_ids: Iterable[int]) -> dict[int, int]:
+        """document id -> its first chunk's id (the passage shown for a note found by name)."""
+        ids, out = list(doc_ids), {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.db.execute(f"SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({','.join('?' * len(part))}) "
+                                   "GROUP BY document_id", part)  # SQLite: id comes from the min(seq) row
+            out.update((doc, cid) for doc, cid, _ in rows)
+        return out
 
     def fts_snippet(self, match: str, chunk_id: int, tokens: int = 24) -> str | None:
         row = self.db.execute("SELECT snippet(chunks_fts, 2, '\x02', '\x03', '\u2026', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
@@ -2341,12 +2396,15 @@ class Hit:
     date: str | None = None  # the note's date: frontmatter date/created/updated, else the file's mtime
     collection_description: str = ""  # what the collection holds (collection add --description)
     folder_description: str = ""  # the nearest described folder above the note (collection describe)
+    name_rank: int | None = None  # rank among notes whose title, alias or file name the query names
+    fusion: str = ""  # how this query's lists were fused (for --explain)
 
     def to_dict(self, explain: bool = False) -> dict:
         d = dataclasses.asdict(self)
         d.pop("text")
         if not explain:
             d.pop("chunk_id")
+            d.pop("fusion")
         return d
 
 
@@ -2414,23 +2472,132 @@ VECTOR_UNAVAILABLE = {
 }
 
 
+def name_trigrams(text: str) -> set[str]:
+    """The trigrams of each word, padded as PostgreSQL's pg_trgm does ("  w", " wo", ..., "rd ")."""
+    out: set[str] = set()
+    for word in _TOKEN.findall(text.lower()):
+        padded = f"  {word} "
+        out.update(padded[i : i + 3] for i in range(len(padded) - 2))
+    return out
+
+
+# A query names a note when at least this share of its trigrams is in the
+# note's name (pg_trgm's default word_similarity_threshold) ...
+NAME_COVERAGE_MIN = 0.6
+# ... and their name_similarity reaches this. Chosen on the dev suite, in keyword
+# mode: with 0.6 the name list cost SciFact 0.027 and NFCorpus 0.011 nDCG@10
+# (short topics like "statin" named dozens of titles); from 0.7 it changes
+# nothing there, while a typo, a plural or a missing word still match.
+NAME_MATCH_MIN = 0.7
+# A note named this closely (one wrong letter, a plural) comes first, like an
+# exact title. No suite query reaches it; the tests show what it is for.
+NAME_FIRST_MIN = 0.85
+
+
+def name_similarity(query: str | set[str], name: str) -> float:
+    """How well a query names a note, 0..1: the mean of the share of the query's
+    trigrams found in the name (pg_trgm's word similarity, simplified) and of
+    their Jaccard similarity (so "rust" prefers the note called "Rust" to "Rust
+    ownership"). 0 when under NAME_COVERAGE_MIN."""
+    q = name_trigrams(query) if isinstance(query, str) else query
+    n = name_trigrams(name)
+    if not q or not n:
+        return 0.0
+    shared = len(q & n)
+    coverage = shared / len(q)
+    return (coverage + shared / len(q | n)) / 2 if coverage >= NAME_COVERAGE_MIN else 0.0
+
+
 @dataclasses.dataclass
 class FusionSettings:
-    """Reciprocal rank fusion: score = sum(weight / (k + rank)) + bonus for a #1.
+    """How the ranked lists of a search are fused (see ``fuse``).
 
-    Defaults chosen by measurement on SciFact and the rust-book queries (README,
-    "Search quality"): BM25 was the stronger list on both (SciFact 0.689 vs
-    0.653 nDCG@10), so it votes twice as much; the #1 of each list gets a small
-    bonus (0.3 of a top vote at k=60). Plain RRF (k=60, 1/1, no bonus, with
-    the former keyword settings): SciFact 0.720, rust book 0.877; these
-    defaults: 0.734 and 0.907.
+    Chosen on the whole dev suite (bench/suite.py, bench/fusion_lab.py;
+    docs/benchmarks.md, "Dev suite"): weighted RRF, keyword x2, a small bonus
+    for each list's #1. The convex combination (``method="convex"``, equal
+    weights) has the same suite mean (0.731 against 0.730) and is better on
+    SciFact (+0.011), NFCorpus (+0.009) and the tldr vault (+0.008), but on the
+    Rust book it falls 0.021 below keyword alone, where RRF stays level with
+    it; no other weighting, normalisation (min-max, z-score), depth, or
+    per-query weights from the query's form (question, length, all terms
+    matched) or from how peaked each list is, did better on both the mean and
+    the worst set.
     """
 
-    k: int = 60
+    method: str = "rrf"  # or "convex"
     keyword_weight: float = 2.0
     vector_weight: float = 1.0
-    top_bonus: float = 0.005
+    # Notes the query names (title, alias, file name; near misses too); 0 turns
+    # name search off. The suite has no name queries: this list changes SciFact,
+    # NFCorpus and the sample notes by nothing, tldr by -0.001 and the Rust book
+    # by -0.005 (two questions name old-edition redirect stubs exactly).
+    name_weight: float = 1.0
+    k: int = 60  # rrf only: the rank offset
+    top_bonus: float = 0.005  # rrf only: added for each list's #1
     depth: int = 100  # how deep each list is read before fusing
+
+    def weights(self) -> dict[str, float]:
+        return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
+
+    def describe(self, weights: dict[str, float]) -> str:
+        """What fusion did, for --explain: method, k and each list's weight."""
+        parts = " + ".join(f"{name} x{w:g}" for name, w in weights.items())
+        if self.method == "convex":
+            return f"convex (scores / each list's best): {parts}"
+        return f"{self.method} k={self.k}: {parts}" + (f", +{self.top_bonus:g} for a list's #1" if self.top_bonus else "")
+
+
+@dataclasses.dataclass
+class Fused:
+    """One unit (a note, or a passage) after fusion: its score, and per list its
+    rank, its value there and what that list added to the score."""
+
+    unit: object
+    score: float
+    ranks: dict[str, int]
+    values: dict[str, float]
+    parts: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def fuse(rankings: dict[str, Sequence[tuple[object, float]]], settings: FusionSettings,
+         weights: dict[str, float] | None = None) -> list[Fused]:
+    """Fuse ranked lists into one, best first. A pure function: no SQLite, no model.
+
+    ``rankings`` maps a list's name to ``(unit, value)`` pairs, best first,
+    higher value better (a unit listed twice counts at its first place only).
+    ``weights`` (default: the settings' weights; a list without one weighs 1)
+    scales each list's vote. ``settings.method``:
+
+    * ``rrf``: weight / (k + rank), plus ``top_bonus`` for a list's #1;
+    * ``convex``: weight * value / (the list's best value): a convex combination
+      of scores normalised by their theoretical minimum (0 for BM25 and cosine
+      similarity) and the list's best ("TM2C2", Bruch et al., ACM TOIS 2023).
+      A unit missing from a list gets 0 from it. A value above the one before
+      it counts as that one, so a list's order always holds.
+
+    Ties go to the unit ranked best by any list, then to the earlier list.
+    """
+    weights = settings.weights() if weights is None else weights
+    fused: dict[object, Fused] = {}
+    for name, ranking in rankings.items():
+        weight = weights.get(name, 1.0)
+        top = ranking[0][1] if ranking else 0.0
+        rank, floor = 0, top
+        for unit, value in ranking:
+            floor = min(value, floor)  # a list's order wins over its values (all-terms-first)
+            entry = fused.get(unit)
+            if entry is None:
+                entry = fused[unit] = Fused(unit, 0.0, {}, {})
+            elif name in entry.ranks:
+                continue
+            rank += 1
+            if settings.method == "convex":
+                part = weight * floor / top if top > 0 else 0.0
+            else:
+                part = weight / (settings.k + rank) + (settings.top_bonus if rank == 1 else 0.0)
+            entry.ranks[name], entry.values[name], entry.parts[name] = rank, value, part
+            entry.score += part
+    return sorted(fused.values(), key=lambda e: (-e.score, min(e.ranks.values())))
 
 
 class Retrieval:
@@ -2443,6 +2610,11 @@ class Retrieval:
     # Up to 3 it changes nothing on either benchmark; for 4+ (questions,
     # pasted claims) it cost nDCG, so BM25 alone ranks longer queries.
     AND_FIRST_MAX_TERMS = 3
+    # Name search: a query of more words names no note (and scanning the
+    # trigrams of a pasted sentence cost SciFact 20 ms a query); how many
+    # trigram candidates are scored exactly.
+    NAME_QUERY_MAX_WORDS = 6
+    NAME_CANDIDATES = 40
 
     def __init__(self, store: Store, embedder: Embedder | None = None, fusion: FusionSettings | None = None):
         self.store = store
@@ -2522,9 +2694,13 @@ class Retrieval:
 
     def keyword(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
                 prefix_last: bool = False, note_filter: NoteFilter | None = None) -> list[Hit]:
+        """BM25 search, fused with the notes the query names (title, alias, file name) when there are any."""
         query = clean_query(query)
         parsed = parse_query(query, prefix_last=prefix_last)
         ranking = self.keyword_ranking(parsed, max(k * 8, 50), collections, note_filter)
+        names = self.name_ranking(query, self.fusion.depth, collections, note_filter) if self.fusion.name_weight else []
+        if names:
+            return self._fused(query, parsed, {"keyword": ranking, "name": names}, k, chunks, self.fusion)
         info = self.store.chunk_info([cid for cid, _ in ranking])
         hits = []
         for rank, (cid, score) in enumerate(ranking, 1):
@@ -2532,6 +2708,28 @@ class Retrieval:
                 hits.append(self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score))
         hits = hits if chunks else _best_per_note(hits)
         return self._finish(hits, parsed, query, k)
+
+    def name_ranking(self, query: str, limit: int, collections: Sequence[str] | None = None,
+                     note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
+        """Document ids whose title, an alias or the file name the query names, even
+        with a typo or a word missing (trigrams), with name_similarity, best first."""
+        words = _TOKEN.findall(query.lower())
+        if len(words) > self.NAME_QUERY_MAX_WORDS:
+            return []
+        wanted = name_trigrams(query)
+        grams = list(dict.fromkeys(w[i : i + 3] for w in words if len(w) >= 3 for i in range(len(w) - 2)))
+        if not grams:
+            return []
+        match = " OR ".join('"' + g.replace('"', '""') + '"' for g in grams)
+        ranked = []
+        # The candidates sharing most trigrams (FTS5's bm25 over trigrams) are scored exactly.
+        for doc_id, names in self.store.name_search(match, min(limit, self.NAME_CANDIDATES), self.collection_ids(collections),
+                                                     note_filter):
+            best = max((name_similarity(wanted, name) for name in names.split("\n") if name.strip()), default=0.0)
+            if best >= NAME_MATCH_MIN:
+                ranked.append((doc_id, best))
+        ranked.sort(key=lambda r: -r[1])
+        return ranked[:limit]
 
     # -- vector --------------------------------------------------------------------
     def vector_ranking(self, query: str, limit: int, collections: Sequence[str] | None = None,
@@ -2566,9 +2764,9 @@ class Retrieval:
             out["vector"] = [cid for cid, _ in self.vector_ranking(query, k, collections, note_filter)]
         return out
 
-    def rrf(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
-            fusion: FusionSettings | None = None, prefix_last: bool = False, note_filter: NoteFilter | None = None) -> list[Hit]:
-        """Hybrid search: reciprocal rank fusion of the keyword and vector lists.
+    def hybrid(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
+               fusion: FusionSettings | None = None, prefix_last: bool = False, note_filter: NoteFilter | None = None) -> list[Hit]:
+        """Hybrid search: the keyword, vector and name lists fused (``fuse``, FusionSettings).
 
         Per note by default: each list is first collapsed to notes (a note's
         rank is that of its best passage), so a note found by both lists through
@@ -2581,39 +2779,64 @@ class Retrieval:
         self.collection_ids(collections)  # an unknown name fails here, before any work
         # The BM25 ranking (SQLite) runs while the query is embedded (ONNX):
         # both release the GIL, so a hybrid query costs about the longer of the two.
-        keyword_job = self._background().submit(self.keyword_ranking, parsed, depth, collections, note_filter)
+        def keyword_lists():
+            names = self.name_ranking(query, depth, collections, note_filter) if f.name_weight else []
+            return self.keyword_ranking(parsed, depth, collections, note_filter), names
+
+        keyword_job = self._background().submit(keyword_lists)
         try:
             vec = self.vector_ranking(query, depth, collections, note_filter)
         finally:
-            kw = keyword_job.result()
-        owner = self.store.chunk_documents({cid for cid, _ in kw} | {cid for cid, _ in vec})
-        unit_of = (lambda cid: cid) if chunks else owner.__getitem__
-        fused: dict = {}  # unit -> [score, keyword (rank, value, chunk), vector (rank, value, chunk)]
-        for slot, ranking, weight in ((1, kw, f.keyword_weight), (2, vec, f.vector_weight)):
-            rank = 0
+            kw, names = keyword_job.result()
+        return self._fused(query, parsed, {"keyword": kw, "vector": [(cid, 1.0 - d) for cid, d in vec], "name": names},
+                           k, chunks, f)
+
+    rrf = hybrid  # the former name
+
+    def _fused(self, query: str, parsed: ParsedQuery, rankings: dict[str, list[tuple[int, float]]], k: int, chunks: bool,
+               f: FusionSettings) -> list[Hit]:
+        """Hits from fusing chunk rankings (``keyword``, ``vector``: higher value is better) and
+        the document ranking ``name``, per note (or per passage with ``chunks``)."""
+        names = rankings.pop("name", [])
+        owner = self.store.chunk_documents({cid for r in rankings.values() for cid, _ in r})
+        first_chunk = self.store.first_chunks(doc for doc, _ in names) if names else {}
+        # Each list collapsed to units (a note votes with its best passage); a
+        # vector whose passage is gone is skipped. passage[name][unit] = chunk shown.
+        lists: dict[str, list[tuple[int, float]]] = {}
+        passage: dict[str, dict[int, int]] = {}
+        for name, ranking in rankings.items():
+            lists[name], passage[name] = [], {}
             for cid, value in ranking:
-                if cid not in owner:
-                    continue  # a vector whose passage is gone
-                entry = fused.setdefault(unit_of(cid), [0.0, None, None])
-                if entry[slot] is not None:
-                    continue  # only a unit's best passage votes
-                rank += 1
-                entry[slot] = (rank, value, cid)
-                entry[0] += weight / (f.k + rank) + (f.top_bonus if rank == 1 else 0.0)
+                if cid in owner:
+                    unit = cid if chunks else owner[cid]
+                    if unit not in passage[name]:
+                        passage[name][unit] = cid
+                        lists[name].append((unit, value))
+        if names:
+            lists["name"], passage["name"] = [], {}
+            for doc, value in names:
+                if doc in first_chunk:
+                    unit = first_chunk[doc] if chunks else doc
+                    passage["name"][unit] = first_chunk[doc]
+                    lists["name"].append((unit, value))
+        weights = {n: w for n, w in f.weights().items() if n in lists}
+        explained = f.describe(weights)
         # Hits are built for the best few only (the exact-title rule may still reorder them).
-        best = sorted(fused.values(), key=lambda e: (-e[0], e[1][0] if e[1] else 10**9))[: k * 2]
+        best = fuse(lists, f, weights)
+        # A note whose name is typed almost exactly comes first, as an exact title does in _finish.
+        best = sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0) if e.values.get("name", 0.0) >= NAME_FIRST_MIN else 0.0)
         shown = {}
-        for score, kw_part, vec_part in best:
-            # The passage shown: the one with the better weighted rank.
-            cid = kw_part[2] if kw_part else vec_part[2]
-            if kw_part and vec_part and f.vector_weight / (f.k + vec_part[0]) > f.keyword_weight / (f.k + kw_part[0]):
-                cid = vec_part[2]
-            shown[cid] = (score, kw_part, vec_part)
+        for entry in best:
+            # The passage shown: the one from the list whose vote counted most.
+            name = max(entry.parts, key=entry.parts.get)
+            shown[passage[name][entry.unit]] = entry
         info = self.store.chunk_info(list(shown))
-        hits = [self._hit(cid, info[cid], score,
-                          bm25_rank=kw_part[0] if kw_part else None, bm25_score=kw_part[1] if kw_part else None,
-                          vector_rank=vec_part[0] if vec_part else None, vector_distance=vec_part[1] if vec_part else None)
-                for cid, (score, kw_part, vec_part) in shown.items() if cid in info]
+        hits = [self._hit(cid, info[cid], e.score, bm25_rank=e.ranks.get("keyword"), bm25_score=e.values.get("keyword"),
+                          vector_rank=e.ranks.get("vector"),
+                          vector_distance=1.0 - e.values["vector"] if "vector" in e.values else None,
+                          name_rank=e.ranks.get("name"),
+                          fusion=explained + ("; named almost exactly, so first" if e.values.get("name", 0.0) >= NAME_FIRST_MIN else ""))
+                for cid, e in shown.items() if cid in info]
         return self._finish(hits, parsed, query, k)
 
     # -- related notes ----------------------------------------------------------------------
@@ -4141,7 +4364,7 @@ class KnowledgeBase:
                 return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
             if used == "vector":
                 return self.retrieval.vector(query, k, collections, chunks, note_filter=note_filter)
-            return self.retrieval.rrf(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
+            return self.retrieval.hybrid(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
         except EmbeddingUnavailable:
             if mode != "auto":
                 raise
@@ -4212,6 +4435,28 @@ class KnowledgeBase:
         if row is None:
             return NoteRef(collection=collection, path=None, title=None, docid=None, target=target, line=line, resolved=False)
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
+
+    def ranked_lists(self, query: str, depth: int = 100, collections: Sequence[str] | None = None) -> dict[str, list[tuple[str, str, float]]]:
+        """Each list a search fuses, per note, before fusion: ``keyword`` (BM25, higher
+        is better), ``vector`` (cosine similarity; empty without embeddings) and
+        ``name`` (name similarity), as (collection, path, value) best first. For
+        studying fusion offline (bench/fusion_lab.py feeds them to ``fuse``)."""
+        r = self.retrieval
+        chunk_lists = {"keyword": r.keyword_ranking(parse_query(clean_query(query)), depth, collections), "vector": []}
+        if r.vector_status().ok:
+            chunk_lists["vector"] = [(cid, 1.0 - d) for cid, d in r.vector_ranking(query, depth, collections)]
+        owner = self.store.chunk_documents({cid for ranking in chunk_lists.values() for cid, _ in ranking})
+        place = {row[0]: (row[1], row[3]) for row in self.store.find_documents()}
+        out: dict[str, list[tuple[str, str, float]]] = {}
+        for name, ranking in chunk_lists.items():
+            seen, out[name] = set(), []
+            for cid, value in ranking:
+                doc = owner.get(cid)
+                if doc is not None and doc not in seen:
+                    seen.add(doc)
+                    out[name].append((*place[doc], value))
+        out["name"] = [(*place[doc], value) for doc, value in r.name_ranking(query, depth, collections) if doc in place]
+        return out
 
     def load_embedder(self) -> bool:
         """Load the embedding model now (e.g. in a background thread); False if unavailable."""
@@ -4606,6 +4851,8 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
             print(f"    {html_to_style(h.snippet, style)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
+            if h.fusion:
+                print(f"    {dim('fused: ' + h.fusion)}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -4626,7 +4873,9 @@ def _explain(hit: Hit, lists: Sequence[str]) -> str:
     if "meaning" in lists:
         parts.append(f"meaning #{hit.vector_rank} (cosine distance {hit.vector_distance:.3f})" if hit.vector_rank
                      else "meaning \u2014 (not among the nearest passages)")
-    if len(lists) > 1:
+    if hit.name_rank:
+        parts.append(f"name #{hit.name_rank} (the query names this note: title, alias or file name)")
+    if len(lists) > 1 or hit.name_rank:
         parts.append(f"fused score {hit.score:.4f} (higher is better)")
     return "; ".join(parts)
 
@@ -5034,7 +5283,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="machine-readable results")
     out.add_argument("--files", action="store_true", help="only the matching files' paths")
     se.add_argument("--chunks", action="store_true", help="return passages, not one result per note")
-    se.add_argument("--explain", action="store_true", help="show bm25 and vector ranks and scores per hit")
+    se.add_argument("--explain", action="store_true", help="show each hit's rank in the keyword, vector and name lists, and how they were fused")
     flt = se.add_argument_group("filters (all must hold)")
     flt.add_argument("--tag", action="append", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
     flt.add_argument("--no-tag", action="append", metavar="TAG", help="leave out notes with this tag (repeatable)")

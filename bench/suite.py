@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""The dev suite: every judged set at once, keyword / vector / hybrid, one table.
+
+    PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/suite.py               # all sets, all modes
+    .venv/bin/python bench/suite.py --modes keyword                            # no embeddings needed
+    .venv/bin/python bench/suite.py --sets scifact nfcorpus --json
+
+Sets (the data lives in ../shared/data, never in the repository):
+
+* ``scifact``  BEIR SciFact test: 300 claims, 5,183 abstracts, binary judgments.
+* ``nfcorpus`` BEIR NFCorpus test: 323 topics/questions, 3,633 documents, graded
+  (2 = relevant, full credit; 1 = partially relevant, half credit).
+* ``rustbook`` The Rust book: 50 questions of bench/rustbook_queries.json (graded).
+* ``sample``   The shipped sample notes: bench/sample_notes_queries.json.
+* ``tldr``     An Obsidian-like vault of 1,500 English tldr pages (pages/common), each a
+  short note named after its command. Known-item queries that nobody here wrote:
+  for 300 pages picked at random, the page's own one-line description (``Archiving
+  utility``: a concept query) and one of its example captions (``Create a gzipped
+  archive``: a how-to query), each judged by the page it comes from. The notes
+  leave out their description lines and the caption they are queried by (else
+  every query would be a verbatim line of its answer), keeping title and examples.
+
+Every default in ranking is chosen on the whole suite: the mean over sets and
+the worst set, never one set. Indexes are cached in ``--workdir`` (default
+.cache/bench, git-ignored), one file per (set, chunk size, model), so only the
+first run embeds; a rerun after a ranking change takes seconds plus the queries.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO, SHARED_DATA, open_index, pms  # noqa: E402
+
+SETS = ("scifact", "nfcorpus", "rustbook", "sample", "tldr")
+TABLE_METRICS = ("ndcg@10", "mrr", "hit@1", "recall@10")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def beir(name: str, workdir: Path) -> tuple[Path, list[pms.Judgment]]:
+    """A BEIR set as one note per document (``<_id>.md``: ``# title``, text); graded gains scaled to 1."""
+    data = SHARED_DATA / name
+    if not (data / "corpus.jsonl").exists():
+        raise FileNotFoundError(f"{data} not found (the evaluation data lives in ../shared/data; see its README)")
+    folder = workdir / "notes"
+    folder.mkdir(parents=True, exist_ok=True)
+    for doc in read_jsonl(data / "corpus.jsonl"):
+        path = folder / f"{doc['_id']}.md"
+        if not path.exists():  # rewritten only when missing, so the cached index stays valid
+            path.write_text(f"# {doc['title'].strip()}\n\n{doc['text'].strip()}\n", encoding="utf-8")
+    grades: dict[str, dict[str, int]] = {}
+    for line in (data / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, did, score = line.split("\t")
+        if int(score) > 0:
+            grades.setdefault(qid, {})[did] = int(score)
+    judgments = []
+    for q in read_jsonl(data / "queries_test.jsonl"):
+        if q["_id"] in grades:
+            top = max(grades[q["_id"]].values())
+            judgments.append(pms.Judgment(q["text"], {f"{d}.md": g / top for d, g in sorted(grades[q["_id"]].items())}))
+    return folder, judgments
+
+
+def rustbook(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
+    from rustbook import extract_book
+
+    return extract_book(workdir), pms.load_fixture(REPO / "bench" / "rustbook_queries.json")
+
+
+def sample(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
+    return REPO / "sample-notes", pms.load_fixture(REPO / "bench" / "sample_notes_queries.json")
+
+
+TLDR_NOTES, TLDR_QUERIED = 1500, 300
+
+
+def _caption(line: str) -> str:
+    """``- [c]reate a g[z]ipped archive:`` -> ``Create a gzipped archive`` (tldr's mnemonic brackets dropped)."""
+    text = re.sub(r"[\[\]]", "", line.lstrip("- ").rstrip(":").strip())
+    return text[:1].upper() + text[1:]
+
+
+def tldr(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
+    archive = SHARED_DATA / "corpora" / "tldr.tar.gz"
+    if not archive.exists():
+        raise FileNotFoundError(f"{archive} not found (the evaluation data lives in ../shared/data; see its README)")
+    folder = workdir / "notes"
+    pages: dict[str, str] = {}
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            if member.isfile() and re.fullmatch(r"[^/]+/pages/common/[^/]+\.md", member.name):
+                pages[member.name.rsplit("/", 1)[1]] = tar.extractfile(member).read().decode("utf-8")
+    rng = random.Random(9)
+    names = sorted(rng.sample(sorted(pages), TLDR_NOTES))
+    judgments, hidden = [], {}
+    for name in rng.sample(names, TLDR_QUERIED):
+        lines = pages[name].splitlines()
+        description = next((ln[1:].strip() for ln in lines if ln.startswith(">")), "")
+        captions = [ln for ln in lines if ln.startswith("- ")]
+        if description and not description.lower().startswith("this command is an alias"):
+            judgments.append(pms.Judgment(description.rstrip("."), {name: 1.0}))
+        if captions:
+            hidden[name] = rng.choice(captions)
+            judgments.append(pms.Judgment(_caption(hidden[name]), {name: 1.0}))
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:  # the note without its description lines, nor the caption it is queried by
+        if not (folder / name).exists():
+            kept = [ln for ln in pages[name].splitlines() if not ln.startswith(">") and ln != hidden.get(name)]
+            (folder / name).write_text("\n".join(kept) + "\n", encoding="utf-8")
+    return folder, judgments
+
+
+PREPARE = {"scifact": lambda w: beir("scifact", w), "nfcorpus": lambda w: beir("nfcorpus", w),
+           "rustbook": rustbook, "sample": sample, "tldr": tldr}
+
+
+def load_set(name: str, workdir: Path, chunk_chars: int, embed: bool) -> tuple[pms.KnowledgeBase, list[pms.Judgment]]:
+    folder, judgments = PREPARE[name](workdir / name)
+    kb = open_index(workdir / name, folder, name, chunk_chars, embed)
+    return kb, judgments
+
+
+def summarize(results: dict[str, dict], modes) -> dict:
+    """Mean over sets per mode and metric, the worst set, and hybrid's margin over its better half."""
+    out: dict = {"mean": {}, "worst": {}}
+    ok = {s: r for s, r in results.items() if all(r["modes"].get(m, {}).get("available") for m in modes)}
+    for mode in modes:
+        rows = [r["modes"][mode] for r in ok.values()]
+        if rows:
+            out["mean"][mode] = {m: sum(x[m] for x in rows) / len(rows) for m in TABLE_METRICS}
+            worst = min(ok, key=lambda s: ok[s]["modes"][mode]["ndcg@10"])
+            out["worst"][mode] = {"set": worst, "ndcg@10": ok[worst]["modes"][mode]["ndcg@10"]}
+    if {"keyword", "vector", "hybrid"} <= set(modes) and ok:
+        margins = {s: r["modes"]["hybrid"]["ndcg@10"] - max(r["modes"]["keyword"]["ndcg@10"], r["modes"]["vector"]["ndcg@10"])
+                   for s, r in ok.items()}
+        out["hybrid_margin"] = margins
+        out["worst_margin"] = {"set": min(margins, key=margins.get), "margin": min(margins.values())}
+    return out
+
+
+def format_suite(results: dict[str, dict], summary: dict) -> str:
+    head = f"{'set':<9} {'mode':<8} {'queries':>7} " + " ".join(f"{m:>9}" for m in TABLE_METRICS) + f" {'p50 ms':>7} {'p95 ms':>7}"
+    lines = [head]
+    for name, r in results.items():
+        for mode, m in r["modes"].items():
+            if not m.get("available"):
+                lines.append(f"{name:<9} {mode:<8} unavailable: {m['reason']}")
+                continue
+            lines.append(f"{name:<9} {mode:<8} {r['queries']:>7} " + " ".join(f"{m[x]:9.3f}" for x in TABLE_METRICS)
+                         + f" {m['latency_ms_median']:7.1f} {m['latency_ms_p95']:7.1f}")
+    for mode, m in summary["mean"].items():
+        worst = summary["worst"][mode]
+        lines.append(f"{'MEAN':<9} {mode:<8} {'':>7} " + " ".join(f"{m[x]:9.3f}" for x in TABLE_METRICS)
+                     + f"   worst set: {worst['set']} {worst['ndcg@10']:.3f}")
+    if "hybrid_margin" in summary:
+        lines.append("hybrid nDCG@10 minus the better of keyword and vector: "
+                     + ", ".join(f"{s} {v:+.3f}" for s, v in summary["hybrid_margin"].items()))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    ap.add_argument("--modes", nargs="+", default=list(pms.BENCH_MODES), choices=pms.BENCH_MODES)
+    ap.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench", help="corpus notes and cached indexes (git-ignored)")
+    ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
+    ap.add_argument("--json", action="store_true", help="full results, per query")
+    args = ap.parse_args(argv)
+
+    embed = args.modes != ["keyword"]
+    results: dict[str, dict] = {}
+    for name in args.sets:
+        try:
+            kb, judgments = load_set(name, args.workdir, args.chunk_chars, embed)
+        except FileNotFoundError as exc:
+            print(f"{name}: skipped: {exc}", file=sys.stderr)
+            continue
+        t0 = time.monotonic()
+        with kb:
+            results[name] = pms.run_benchmark(kb, judgments, modes=args.modes, collections=[name])
+        results[name]["seconds"] = round(time.monotonic() - t0, 1)
+    summary = summarize(results, args.modes)
+    if args.json:
+        print(json.dumps({"sets": results, "summary": summary, "model": pms.model_settings()[0] if embed else None,
+                          "chunk_chars": args.chunk_chars}, indent=2, ensure_ascii=False))
+    else:
+        print(f"model {pms.model_settings()[0] if embed else '(keyword only)'}, chunks of {args.chunk_chars} chars")
+        print(format_suite(results, summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

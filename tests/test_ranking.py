@@ -1,0 +1,146 @@
+"""Ranking signals: fuse() as a pure function, notes found by name (alias, typo'd title,
+file name) through the trigram name table, and meaning-only answers in hybrid search."""
+from __future__ import annotations
+
+import pytest
+
+import pms
+from conftest import write
+
+
+# -- fuse(): no SQLite, no model ------------------------------------------------------------
+def test_fuse_reciprocal_rank_fusion_by_hand():
+    settings = pms.FusionSettings(method="rrf", k=10, top_bonus=0.0)
+    rankings = {"keyword": [("a", 9.0), ("b", 5.0), ("a", 1.0)], "vector": [("b", 0.9), ("c", 0.8)]}
+    fused = pms.fuse(rankings, settings, {"keyword": 2.0, "vector": 1.0})
+    assert [f.unit for f in fused] == ["b", "a", "c"]
+    b, a, c = fused
+    assert b.score == pytest.approx(2 / 12 + 1 / 11) and b.ranks == {"keyword": 2, "vector": 1}
+    assert a.score == pytest.approx(2 / 11) and a.ranks == {"keyword": 1} and a.values == {"keyword": 9.0}  # listed twice: first place only
+    assert c.score == pytest.approx(1 / 12) and c.values == {"vector": 0.8}
+
+
+def test_fuse_bonus_weights_and_ties():
+    settings = pms.FusionSettings(method="rrf", k=60, top_bonus=0.01)
+    fused = pms.fuse({"keyword": [("x", 1.0), ("y", 0.5)], "vector": [("y", 0.9), ("x", 0.1)]}, settings,
+                     {"keyword": 1.0, "vector": 1.0})
+    assert fused[0].score == pytest.approx(fused[1].score)  # symmetric: a tie
+    assert [f.unit for f in fused] == ["x", "y"]  # ties go to the earlier list's order
+    only_vector = pms.fuse({"keyword": [("x", 1.0)], "vector": [("y", 0.9)]}, settings, {"keyword": 0.0, "vector": 1.0})
+    assert [f.unit for f in only_vector] == ["y", "x"]  # a list weighted 0 still lists its units, last
+    assert pms.fuse({}, settings) == []
+
+
+# -- names: title, aliases, file name -------------------------------------------------------
+@pytest.fixture
+def named_vault(kb, tmp_path):
+    root = tmp_path / "vault"
+    write(root / "k8s.md", "---\naliases: [kubectl cheatsheet]\ntags: [dev]\n---\n# Kubernetes troubleshooting\n\n"
+          "When a pod restarts in a loop, read its logs and describe it.\n")
+    write(root / "obsidian" / "appearance.md", "# CSS snippets in Obsidian\n\nPut a .css file in the snippets folder and enable it.\n")
+    write(root / "money" / "taxes-2024.md", "# Paperwork for the accountant\n\nReceipts, forms and deadlines.\n")
+    write(root / "pasta.md", "# Pasta\n\nBoil water, add salt.\n")
+    kb.collections.create(root, name="vault")
+    kb.sync()
+    return kb, root
+
+
+def test_a_note_is_found_by_its_alias(named_vault):
+    kb, _ = named_vault
+    hit = kb.search("kubectl cheatsheet", mode="keyword")[0]
+    assert hit.path == "k8s.md" and hit.name_rank == 1 and hit.bm25_rank is None  # neither word is in its text
+
+
+@pytest.mark.parametrize("query, path", [
+    ("Kubernets trubleshooting", "k8s.md"),  # two typos: BM25 finds nothing
+    ("kubernetes troubleshoot", "k8s.md"),
+    ("CSS snippet in Obsidian", "obsidian/appearance.md"),  # singular
+    ("snippets in obsidian", "obsidian/appearance.md"),  # a word missing
+])
+def test_a_near_miss_of_a_title_finds_the_note(named_vault, query, path):
+    kb, _ = named_vault
+    hit = kb.search(query, mode="keyword")[0]
+    assert hit.path == path and hit.name_rank == 1
+
+
+def test_a_note_is_found_by_its_file_name(named_vault):
+    kb, _ = named_vault
+    hit = kb.search("taxes 2024", mode="keyword")[0]
+    assert hit.path == "money/taxes-2024.md" and hit.name_rank == 1
+    assert kb.retrieval.name_ranking("how long to boil water for pasta with salt", 10) == []  # a sentence is not a name
+
+
+def test_names_follow_edits_renames_and_deletions(named_vault):
+    kb, root = named_vault
+    write(root / "k8s.md", "---\naliases: [cluster notes]\n---\n# Kubernetes troubleshooting\n\nPods.\n")
+    (root / "money" / "taxes-2024.md").rename(root / "money" / "receipts.md")
+    kb.sync()
+    assert kb.search("cluster notes", mode="keyword")[0].path == "k8s.md"
+    assert all(h.path != "k8s.md" for h in kb.search("kubectl cheatsheet", mode="keyword"))
+    assert kb.retrieval.name_ranking("taxes 2024", 5) == []
+    kb.collections.delete("vault")
+    assert kb.store.db.execute("SELECT count(*) FROM note_names").fetchone()[0] == 0
+
+
+def test_name_similarity():
+    assert pms.name_similarity("rust", "Rust") == 1.0
+    assert pms.name_similarity("rust", "Rust") > pms.name_similarity("rust", "Rust ownership") > 0
+    assert pms.name_similarity("how do I install rust on linux", "Installation") == 0.0
+
+
+def test_explain_names_the_lists_fused(named_vault):
+    kb, _ = named_vault
+    hit = kb.search("kubectl cheatsheet", mode="keyword")[0]
+    assert "name" in hit.fusion and hit.to_dict(explain=True)["fusion"] == hit.fusion
+    assert "fusion" not in hit.to_dict()
+
+
+def test_fuse_convex_combination_by_hand():
+    settings = pms.FusionSettings(method="convex")
+    rankings = {"keyword": [("a", 8.0), ("b", 2.0)], "vector": [("b", 0.8), ("c", 0.4)]}
+    fused = pms.fuse(rankings, settings, {"keyword": 0.5, "vector": 0.5})
+    assert [(f.unit, round(f.score, 6)) for f in fused] == [("b", 0.625), ("a", 0.5), ("c", 0.25)]
+    assert pms.fuse({"keyword": [("a", 0.0)]}, settings)[0].score == 0.0  # no division by a zero best
+
+
+def test_fuse_convex_keeps_each_lists_order():
+    # All-terms-first can put a lower BM25 value above a higher one: the order holds.
+    fused = pms.fuse({"keyword": [("all", 2.0), ("some", 4.0)]}, pms.FusionSettings(method="convex"), {"keyword": 1.0})
+    assert [(f.unit, f.score) for f in fused] == [("all", 1.0), ("some", 1.0)]
+    assert fused[1].values == {"keyword": 4.0}  # the list's own value is reported as it was
+
+
+# -- hybrid: names and meaning with the real model ------------------------------------------------
+@pytest.fixture
+def named_hybrid_vault(hybrid_kb, tmp_path):
+    root = tmp_path / "vault"
+    write(root / "k8s.md", "---\naliases: [kubectl cheatsheet]\n---\n# Kubernetes troubleshooting\n\n"
+          "When a pod restarts in a loop, read its logs and describe it.\n")
+    write(root / "pasta.md", "# Pasta\n\nBoil water, add salt; spaghetti needs nine minutes.\n")
+    write(root / "money.md", "# Paperwork for the accountant\n\nReceipts, invoices and forms to send before April.\n")
+    write(root / "kubectl.md", "# Shell aliases\n\nalias k=kubectl. A cheatsheet of git commands is in git.md.\n")
+    hybrid_kb.collections.create(root, name="vault")
+    assert hybrid_kb.sync().embed_error is None
+    return hybrid_kb
+
+
+def test_hybrid_question_answered_by_a_note_that_shares_no_word(named_hybrid_vault):
+    query = "how long should noodles cook"
+    assert named_hybrid_vault.search(query, mode="keyword") == []
+    hit = named_hybrid_vault.search(query)[0]
+    assert hit.path == "pasta.md" and hit.bm25_rank is None and hit.vector_rank == 1
+
+
+def test_hybrid_finds_a_note_by_its_alias_before_one_that_mentions_its_words(named_hybrid_vault):
+    hit = named_hybrid_vault.search("kubectl cheetsheet")[0]  # typo'd alias; shell aliases mention both words
+    assert hit.path == "k8s.md" and hit.name_rank == 1
+    assert hit.fusion.startswith("rrf k=60") and "name x1" in hit.fusion and "named almost exactly, so first" in hit.fusion
+    other = named_hybrid_vault.search("kubectl cheetsheet")[1]
+    assert other.path == "kubectl.md" and "first" not in other.fusion
+
+
+def test_cli_explain_says_how_the_lists_were_fused(cli, named_vault, db_path):
+    named_vault[0].close()
+    r = cli("search", "kubectl cheatsheet", "--mode", "keyword", "--explain", db=db_path)
+    assert r.returncode == 0, r.stderr
+    assert "name #1 (the query names this note" in r.stdout and "fused: rrf k=60: keyword x2 + name x1" in r.stdout
