@@ -7,6 +7,7 @@
 #     "sqlean-py>=3.45",
 #     "trafilatura>=2.0",
 #     "lxml_html_clean",
+#     "mcp>=2.3",
 # ]
 # ///
 """PMS: a local-first, private search engine for folders of Markdown notes.
@@ -4831,13 +4832,33 @@ def mcp_server(service: MCPService):
 def serve_mcp_stdio(service: MCPService) -> None:
     """Serve one client over standard input/output (what assistants launch)."""
     import anyio
+    import mcp_types as types
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 
     server = mcp_server(service)
 
+    async def answer_malformed(read_stream, write_stream, forward):
+        # JSON-RPC wants an error (id null) for a line that is not a message; the SDK only logs it.
+        async with forward:
+            async for item in read_stream:
+                if not isinstance(item, Exception):
+                    await forward.send(item)
+                    continue
+                errors = getattr(item, "errors", lambda: [])()
+                code, what = ((types.PARSE_ERROR, "Parse error: not valid JSON")
+                              if errors and errors[0].get("type") == "json_invalid"
+                              else (types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"))
+                await write_stream.send(SessionMessage(types.JSONRPCError(
+                    jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=what))))
+
     async def run():
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            forward, messages = anyio.create_memory_object_stream(16)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(answer_malformed, read_stream, write_stream, forward)
+                await server.run(messages, write_stream, server.create_initialization_options())
+                tasks.cancel_scope.cancel()
 
     service.warm_up()
     anyio.run(run)
@@ -4863,6 +4884,38 @@ def _bearer_guard(app, token: str):
     return guarded
 
 
+def _one_line_errors(app):
+    """ASGI wrapper: the SDK answers a malformed HTTP message with a multi-line pydantic
+    report; clients get the first line (or a plain 'Invalid Request')."""
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        held = None
+
+        async def send_one_line(message):
+            nonlocal held
+            if message["type"] == "http.response.start" and message["status"] == 400:
+                held = message  # sent with the (small, single) body below
+                return
+            if held is not None and message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                    data = json.loads(body)
+                    text = data["error"]["message"]
+                    data["error"]["message"] = ("Invalid Request: not a JSON-RPC 2.0 message"
+                                                if text.startswith("Validation error") else text.splitlines()[0])
+                    body = json.dumps(data).encode()
+                headers = [(k, v) for k, v in held["headers"] if k.lower() != b"content-length"]
+                await send({**held, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+                held = None
+                return await send({**message, "body": body})
+            await send(message)
+
+        await app(scope, receive, send_one_line)
+
+    return wrapped
+
+
 def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None = None):
     """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -4875,6 +4928,7 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
         allowed_hosts=[h for name in hosts for h in (name, f"{name}:*")],
         allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
     app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host)
+    app = _one_line_errors(app)
     return _bearer_guard(app, token) if token else app
 
 
@@ -4895,7 +4949,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     config = uvicorn.Config(mcp_http_app(service, host, token), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     service.warm_up()
-    print(f"pms: MCP server at {url}" + (" (bearer token required)" if token else "") + "; Ctrl+C stops it",
+    print(f"pms: MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)",
           file=sys.stderr, flush=True)
     if ready:
         ready(url)
