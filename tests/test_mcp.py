@@ -367,3 +367,16 @@ def test_two_clients_search_while_a_sync_runs(tmp_path):
     with http_server(home, db, "--allow-sync") as url:
         run(main, url)
     assert min(calls.values()) >= 2, calls  # the readers really ran during the sync
+
+
+def test_multi_get_from_the_command_line(index):
+    """The API behind the multi_get tool, from the CLI: a glob plus a comma list, big notes skipped."""
+    home, db = index
+    done = run_cli("multi-get", "samples/home/*.md, #nope00", "--max-bytes", "1500", "--json", db=db,
+                   env={"PMS_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    home_notes = sorted(p.relative_to(SAMPLES).as_posix() for p in (SAMPLES / "home").glob("*.md"))
+    small = [p for p in home_notes if (SAMPLES / p).stat().st_size <= 1500]
+    assert small and [d["path"] for d in answer["documents"]] == small
+    assert {s["ref"] for s in answer["skipped"]} == {"#nope00"} | {f"samples/{p}" for p in home_notes if p not in small}
