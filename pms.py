@@ -4741,8 +4741,8 @@ class MCPService:
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
                     chunks: bool = False) -> dict:
-        used, why = self.kb.search_mode(mode)
         hits = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks)
+        used, why = self.kb.search_mode(mode)  # after the search: a model that failed to load means keyword
         descriptions = {c.name: c.description for c in self.kb.collections.list()}
         rows = []
         for h in hits:
@@ -4927,7 +4927,8 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
         enable_dns_rebinding_protection=True,
         allowed_hosts=[h for name in hosts for h in (name, f"{name}:*")],
         allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
-    app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host)
+    app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
+                                                 json_response=True)
     app = _one_line_errors(app)
     return _bearer_guard(app, token) if token else app
 
@@ -4944,11 +4945,16 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     except OSError as exc:
         raise PMSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)") from None
+    # Measured: without it, each answer waited ~40 ms for a delayed ACK (Nagle); accepted sockets inherit it.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
     config = uvicorn.Config(mcp_http_app(service, host, token), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     service.warm_up()
+    if not token and host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"pms: warning: serving on {host} without --token: anyone who reaches this address can read your notes",
+              file=sys.stderr)
     print(f"pms: MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)",
           file=sys.stderr, flush=True)
     if ready:

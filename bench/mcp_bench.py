@@ -6,10 +6,11 @@
 
 Measures, each in a fresh ``pms.py mcp`` process:
 
-* ``search`` over Streamable HTTP with the official SDK client, after three
-  warm-up calls: round-trip latency per SciFact test query (median, p95), and
-  the same queries in-process (``KnowledgeBase.search``) in this run, for the
-  ratio that says what the protocol costs;
+* ``search`` over Streamable HTTP, after three warm-up calls: round-trip
+  latency per SciFact test query (median, p95) with the official SDK client
+  and with plain JSON-RPC POSTs (httpx2, one session: the server's own cost),
+  and the same queries in-process (``KnowledgeBase.search``) in this run, for
+  the ratio that says what the protocol costs;
 * stdio: process start to the answer of the first ``tools/list`` (raw pipes:
   initialize, initialized, tools/list written at once), against ``python -c
   pass`` and ``pms.py --help`` in the same run;
@@ -96,11 +97,34 @@ def http_search_latency(db: Path, queries: list[str], k: int) -> tuple[dict, dic
                     modes.add(result.structured_content["mode"])
 
         anyio.run(main)
+        raw = raw_http_latency(url, queries, k)
         memory = rss_kb(proc.pid)
     finally:
         proc.terminate()
         proc.wait(30)
-    return summary(times), memory, ",".join(sorted(modes))
+    return summary(times), raw, memory, ",".join(sorted(modes))
+
+
+def raw_http_latency(url: str, queries: list[str], k: int) -> dict:
+    """Plain JSON-RPC over HTTP/1.1 keep-alive: what the server costs, without the SDK client's own work."""
+    import httpx2 as httpx  # comes with the mcp SDK
+
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    times = []
+    with httpx.Client(timeout=60) as http:
+        hello = http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+        headers |= {"mcp-session-id": hello.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for i, q in enumerate(queries):
+            call = {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                    "params": {"name": "search", "arguments": {"query": q, "k": k}}}
+            t0 = time.perf_counter()
+            answer = http.post(url, headers=headers, json=call)
+            times.append(time.perf_counter() - t0)
+            if answer.status_code != 200 or answer.json()["result"].get("isError"):
+                raise SystemExit(f"search failed: {answer.text[:300]}")
+    return summary(times)
 
 
 def in_process_latency(db: Path, queries: list[str], k: int) -> dict:
@@ -118,8 +142,14 @@ def in_process_latency(db: Path, queries: list[str], k: int) -> dict:
     return summary(times)
 
 
-def stdio_first_tools_list(db: Path) -> float:
-    """Seconds from spawning ``pms.py mcp`` to reading its tools/list answer."""
+def stdio_first_tools_list(db: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds from spawning ``pms.py mcp`` to reading its tools/list answer.
+
+    CPU time (user + system of the process, which exits right after) is what
+    the start-up costs on an idle machine; on a busy one the wall time waits for
+    a core too. ``db`` should be a keyword-only index, so no model starts
+    loading after the answer and the CPU figure is the start-up's alone.
+    """
     hello = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}},
@@ -138,8 +168,18 @@ def stdio_first_tools_list(db: Path) -> float:
     else:
         raise SystemExit("the stdio server gave no tools/list answer")
     proc.stdin.close()
-    proc.wait(30)
-    return elapsed
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, usage.ru_utime + usage.ru_stime
+
+
+def keyword_index(folder: Path) -> Path:
+    """A small keyword-only index of the sample notes (the start-up does not depend on the index's size)."""
+    db = folder / "startup.sqlite"
+    if not db.exists():
+        subprocess.run([sys.executable, PMS, "--db", str(db), "collection", "add", str(REPO / "sample-notes"),
+                        "--name", "samples", "--no-embed"], check=True, stdout=subprocess.DEVNULL)
+    return db
 
 
 def wall(cmd: list[str]) -> float:
@@ -171,9 +211,15 @@ def main(argv=None) -> int:
     notes.close()
 
     result = {"index": str(db), "notes": documents, "queries": len(queries), "cores": os.cpu_count()}
-    result["http_search"], result["http_server_memory"], result["mode"] = http_search_latency(db, queries, args.k)
+    (result["http_search_sdk_client"], result["http_search_raw"], result["http_server_memory"],
+     result["mode"]) = http_search_latency(db, queries, args.k)
     result["in_process_search"] = in_process_latency(db, queries, args.k)
-    result["stdio_first_tools_list"] = summary([stdio_first_tools_list(db) for _ in range(args.repeat)])
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        starts = [stdio_first_tools_list(keyword_index(Path(tmp))) for _ in range(args.repeat)]
+    result["stdio_first_tools_list"] = summary([wall_s for wall_s, _ in starts])
+    result["stdio_first_tools_list_cpu"] = summary([cpu for _, cpu in starts])
     result["python_bare_start"] = summary([wall([sys.executable, "-c", "pass"]) for _ in range(args.repeat)])
     result["pms_help_start"] = summary([wall([sys.executable, PMS, "--help"]) for _ in range(args.repeat)])
     result["cli_one_shot_hybrid_search"] = summary([wall([sys.executable, PMS, "--db", str(db), "search", q, "--json"])
@@ -182,7 +228,8 @@ def main(argv=None) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{documents} notes, {len(queries)} queries, mode {result['mode']}, {result['cores']} cores")
-    for key in ("http_search", "in_process_search", "stdio_first_tools_list", "python_bare_start", "pms_help_start",
+    for key in ("http_search_sdk_client", "http_search_raw", "in_process_search", "stdio_first_tools_list",
+                "stdio_first_tools_list_cpu", "python_bare_start", "pms_help_start",
                 "cli_one_shot_hybrid_search"):
         s = result[key]
         print(f"{key:<28} median {s['median_ms']:>8.1f} ms   p95 {s['p95_ms']:>8.1f} ms   (n={s['n']})")
