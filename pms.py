@@ -4706,7 +4706,7 @@ class MCPService:
         def load():
             self._asked.wait(wait)
             with contextlib.suppress(PMSError):
-                if self.kb.search_mode()[0] != "keyword":
+                if self.kb.search_mode().mode != "keyword":
                     self.kb.load_embedder()
 
         thread = threading.Thread(target=load, name="pms-mcp-warm-up", daemon=True)
@@ -4742,7 +4742,7 @@ class MCPService:
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
                     chunks: bool = False) -> dict:
         hits = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks)
-        used, why = self.kb.search_mode(mode)  # after the search: a model that failed to load means keyword
+        used = self.kb.search_mode(mode)  # after the search: a model that failed to load means keyword
         descriptions = {c.name: c.description for c in self.kb.collections.list()}
         rows = []
         for h in hits:
@@ -4750,9 +4750,9 @@ class MCPService:
             row["snippet"] = html_to_style(h.snippet, "plain")
             row.setdefault("collection_description", descriptions.get(h.collection, ""))
             rows.append(row)
-        result = {"query": query, "mode": used, "hits": rows}
-        if why:
-            result["notice"] = f"keyword-only search: {why}"
+        result = {"query": query, "mode": used.mode, "hits": rows}
+        if used.reason:
+            result["notice"] = f"keyword-only search: {used.reason}"
         return result
 
     def tool_get(self, path: str, from_line: int | None = None, count: int | None = None,

@@ -33,15 +33,8 @@ TOOLS = {"search", "get", "multi_get", "status", "sync"}
 
 
 def server_env(home: Path) -> dict[str, str]:
-    """The server's whole PMS environment: its own data folder and, when present, the offline model."""
-    env = {"PMS_HOME": str(home)}
-    if (model_dir() / "model.onnx").exists():
-        env["PMS_MODEL_DIR"] = str(model_dir())
-    return env
-
-
-def hybrid_available() -> bool:
-    return (model_dir() / "model.onnx").exists() and not __import__("pms").Embedder.missing_packages()
+    """The server's whole PMS environment: its own data folder and the offline model."""
+    return {"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())}
 
 
 def build_index(tmp: Path, folder: Path) -> tuple[Path, Path]:
@@ -54,8 +47,8 @@ def build_index(tmp: Path, folder: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory) -> tuple[Path, Path]:
-    """(PMS_HOME, index file) of the sample notes, embedded when the offline model is there."""
+def index(tmp_path_factory, embedding_model_dir) -> tuple[Path, Path]:
+    """(PMS_HOME, index file) of the sample notes, embedded with the offline model (hybrid search)."""
     return build_index(tmp_path_factory.mktemp("mcp"), SAMPLES)
 
 
@@ -124,7 +117,7 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     found = await client.call_tool("search", {"query": "rotate my ssh keys", "k": 3})
     assert not found.is_error, found.content
     hits = found.structured_content["hits"]
-    assert found.structured_content["mode"] == ("hybrid" if hybrid_available() else "keyword")
+    assert found.structured_content["mode"] == "hybrid"
     assert 1 <= len(hits) <= 3
     top = hits[0]
     assert (top["collection"], top["path"]) == ("samples", "dev/ssh-key-rotation.md")
@@ -322,7 +315,7 @@ def test_mcp_without_the_sdk_says_how_to_get_it(tmp_path):
 # -- concurrency -----------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_two_clients_search_while_a_sync_runs(tmp_path):
+def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
     """One client re-indexes 150 new notes while two others keep searching and reading: no call fails."""
     folder = tmp_path / "notes"
     shutil.copytree(SAMPLES, folder)
