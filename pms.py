@@ -4624,7 +4624,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                          "with path, line range, heading, snippet and score. Write the query in plain words; "
                          "\"exact phrase\", -excluded and prefix* work too."),
          "input": {"type": "object", "additionalProperties": False, "required": ["query"], "properties": {
-             "query": {"type": "string", "minLength": 1, "description": "what to look for, in plain words"},
+             "query": {"type": "string", "description": "what to look for, in plain words; may be empty when a "
+                                                         "filter is given (then the matching notes, newest first)"},
              "k": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10,
                    "description": "number of results (1-100, default 10)"},
              "mode": {"type": "string", "enum": list(SEARCH_MODES), "default": "auto",
@@ -4633,7 +4634,18 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "collections": {"type": "array", "items": {"type": "string"},
                              "description": "only these collections (names from status); default all"},
              "chunks": {"type": "boolean", "default": False,
-                        "description": "return passages (several per note) instead of one result per note"}}},
+                        "description": "return passages (several per note) instead of one result per note"},
+             "tags": {"type": "array", "items": {"type": "string"},
+                      "description": "only notes with all these tags ('area' also matches 'area/sub')"},
+             "exclude_tags": {"type": "array", "items": {"type": "string"},
+                              "description": "leave out notes with any of these tags"},
+             "path": {"type": "string", "description": "only notes under this folder or matching this glob "
+                                                       "inside the collection, e.g. 'journal/' or 'projects/*.md'"},
+             "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the "
+                                                        "frontmatter date, else the file's time)"},
+             "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
+             "where": {"type": "array", "items": {"type": "string"},
+                       "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"}}},
          "output": {"type": "object", "required": ["hits"], "properties": {
              "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
              "notice": {"type": "string"}, "hits": {"type": "array", "items": hit}}}},
@@ -4675,6 +4687,10 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "summary": {"type": "string"}, "added": {"type": "integer"}, "updated": {"type": "integer"},
              "deleted": {"type": "integer"}, "errors": {"type": "array"}}}},
     ]
+
+
+# KnowledgeBase.search's filters, offered by the search tool and by POST /search.
+SEARCH_FILTERS = ("tags", "exclude_tags", "path", "after", "before", "where")
 
 
 class UnknownTool(PMSError):
@@ -4740,15 +4756,13 @@ class MCPService:
 
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
-                    chunks: bool = False) -> dict:
-        hits = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks)
+                    chunks: bool = False, **filters) -> dict:
+        hits = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, **filters)
         used = self.kb.search_mode(mode)  # after the search: a model that failed to load means keyword
-        descriptions = {c.name: c.description for c in self.kb.collections.list()}
         rows = []
         for h in hits:
             row = h.to_dict()
             row["snippet"] = html_to_style(h.snippet, "plain")
-            row.setdefault("collection_description", descriptions.get(h.collection, ""))
             rows.append(row)
         result = {"query": query, "mode": used.mode, "hits": rows}
         if used.reason:
@@ -4864,6 +4878,75 @@ def serve_mcp_stdio(service: MCPService) -> None:
     anyio.run(run)
 
 
+def mcp_server_file() -> Path:
+    """Where a running ``pms.py mcp --http`` says where it listens, so ``pms.py search`` can use it."""
+    return data_dir() / "mcp-http.json"
+
+
+def _search_route(service: MCPService, security):
+    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format)."""
+    import anyio
+    from mcp.server.transport_security import TransportSecurityMiddleware
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    guard = TransportSecurityMiddleware(security)
+
+    async def search(request):
+        refused = await guard.validate_request(request, is_post=True)
+        if refused is not None:
+            return refused
+        try:
+            ask = await request.json()
+            kb = service.kb
+            if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
+                return JSONResponse({"error": "this server serves another index"}, status_code=409)
+
+            def run():
+                filters = {key: ask.get("filters", {}).get(key) for key in SEARCH_FILTERS}
+                hits = kb.search(str(ask["query"]), k=int(ask.get("k", 10)), mode=str(ask.get("mode", "auto")),
+                                 collections=ask.get("collections") or None, chunks=bool(ask.get("chunks")), **filters)
+                used = kb.search_mode(str(ask.get("mode", "auto")))
+                return {"mode": used.mode, "reason": used.reason, "hits": [h.to_dict(explain=True) for h in hits]}
+
+            return JSONResponse(await anyio.to_thread.run_sync(run))
+        except PMSError as exc:
+            return JSONResponse({"error": _one_line(exc)}, status_code=400)
+        except (ValueError, KeyError, TypeError) as exc:
+            return JSONResponse({"error": _one_line(f"bad search request: {exc}")}, status_code=400)
+
+    return Route("/search", search, methods=["POST"])
+
+
+def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
+                      chunks: bool, filters: dict | None = None, timeout: float = 10.0) -> tuple[list[Hit], SearchMode] | None:
+    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm.
+
+    None when there is none (or it cannot answer): the caller searches in-process.
+    Standard library only, like the rest of the CLI.
+    """
+    import urllib.error
+    import urllib.request
+
+    try:
+        info = json.loads(mcp_server_file().read_text(encoding="utf-8"))
+        if Path(info["db"]) != kb.index_path.resolve() or info.get("version") != __version__:
+            return None
+        headers = {"Content-Type": "application/json"}
+        if os.environ.get("PMS_MCP_TOKEN"):
+            headers["Authorization"] = f"Bearer {os.environ['PMS_MCP_TOKEN']}"
+        body = json.dumps({"query": query, "k": k, "mode": mode, "collections": list(collections or []),
+                           "chunks": chunks, "filters": filters or {}, "db": info["db"]}).encode()
+        request = urllib.request.Request(info["search_url"], data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            result = json.loads(answer.read())
+        fields = {f.name for f in dataclasses.fields(Hit)}
+        hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
+        return hits, SearchMode(result["mode"], result.get("reason", ""))
+    except (OSError, ValueError, KeyError, TypeError):  # no server, a stale file, an error: search here instead
+        return None
+
+
 def _bearer_guard(app, token: str):
     """ASGI wrapper: every HTTP request needs ``Authorization: Bearer <token>``."""
     import hmac
@@ -4928,7 +5011,8 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
         allowed_hosts=[h for name in hosts for h in (name, f"{name}:*")],
         allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
     app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
-                                                 json_response=True)
+                                                 json_response=True,
+                                                 custom_starlette_routes=[_search_route(service, security)])
     app = _one_line_errors(app)
     return _bearer_guard(app, token) if token else app
 
@@ -4959,10 +5043,23 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
           file=sys.stderr, flush=True)
     if ready:
         ready(url)
+    announce = mcp_server_file()
+    with contextlib.suppress(OSError):
+        announce.parent.mkdir(parents=True, exist_ok=True)
+        announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
+                                        "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
+    if threading.current_thread() is threading.main_thread():
+        import signal
+
+        # uvicorn stops gracefully on SIGTERM, then re-raises it: exit through Python so the cleanup below runs.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         anyio.run(server.serve, [sock])
     finally:
         sock.close()
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(announce.read_text(encoding="utf-8")).get("pid") == os.getpid():
+                announce.unlink()
 
 
 ###############################################################################
@@ -5209,11 +5306,19 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
 def cmd_search(kb: KnowledgeBase, args) -> int:
     if not kb.collections.list():
         raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
-    mode, why, _code = kb.search_mode(args.mode)
-    hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
-                     tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before, where=args.where)
-    if args.mode == "auto" and not why and kb.embedder is not None and kb.embedder.error:
-        mode, why = "keyword", kb.embedder.error  # the model failed to load just now: the search fell back to keywords
+    filters = dict(tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before,
+                   where=args.where)
+    # A running `pms.py mcp --http` on this index has the model loaded: seconds saved per hybrid search.
+    served = None if args.mode == "keyword" else search_via_server(
+        kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters)
+    if served:
+        hits, (mode, why, _code) = served
+    else:
+        mode, why, _code = kb.search_mode(args.mode)
+        hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
+                         **filters)
+        if args.mode == "auto" and not why and kb.embedder is not None and kb.embedder.error:
+            mode, why = "keyword", kb.embedder.error  # the model failed to load just now: the search fell back to keywords
     args.used_mode = mode
     if args.mode == "auto" and not args.json:
         _keyword_only_notice(kb, why)

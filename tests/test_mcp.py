@@ -373,3 +373,26 @@ def test_multi_get_from_the_command_line(index):
     small = [p for p in home_notes if (SAMPLES / p).stat().st_size <= 1500]
     assert small and [d["path"] for d in answer["documents"]] == small
     assert {s["ref"] for s in answer["skipped"]} == {"#nope00"} | {f"samples/{p}" for p in home_notes if p not in small}
+
+
+def test_cli_search_uses_a_running_http_server(index, tmp_path):
+    """`pms.py search` asks a running `pms.py mcp --http` on the same index (warm model), else searches itself."""
+    home, db = index
+    no_model = {"PMS_HOME": str(home), "PMS_MODEL_DIR": str(tmp_path / "no-model-here")}
+    query = ["search", "rotate my ssh keys", "-n", "3", "--json"]
+    with http_server(home, db) as url:
+        announced = json.loads((home / "mcp-http.json").read_text(encoding="utf-8"))
+        assert announced["url"] == url
+        served = run_cli(*query, db=db, env=no_model)
+        other_index = run_cli(*query, db=tmp_path / "other.sqlite", env=no_model)
+    assert served.returncode == 0, served.stderr
+    hits = json.loads(served.stdout)
+    # Hybrid ranks, although this process could not have loaded a model: the server searched.
+    assert hits[0]["path"] == "dev/ssh-key-rotation.md" and hits[0]["vector_rank"] == 1
+    assert json.loads(other_index.stdout) == []  # another index is never answered by this server
+    assert not (home / "mcp-http.json").exists()  # the server withdrew its announcement when it stopped
+
+    in_process = run_cli(*query, db=db, env={"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())})
+    assert json.loads(in_process.stdout) == hits  # the same answer, searched here
+    alone = run_cli(*query, db=db, env=no_model)
+    assert all(h["vector_rank"] is None for h in json.loads(alone.stdout))  # no server, no model: keyword
