@@ -15,7 +15,8 @@ Measures, each in a fresh ``pms.py mcp`` process:
   initialize, initialized, tools/list written at once), against ``python -c
   pass`` and ``pms.py --help`` in the same run;
 * the serving process's RSS (current and peak) after the searches;
-* one-shot ``pms.py search`` (loads the model per call), for comparison.
+* one-shot ``pms.py search`` (loads the model per call), for comparison, and
+  the same command while the HTTP server runs (it then asks the server).
 
 The SciFact index is bench/scifact.py's cached MiniLM index (``--workdir``,
 default .cache/bench/scifact), built once if missing (embedding 5k notes takes
@@ -65,8 +66,8 @@ def rss_kb(pid: int) -> dict:
     return {"rss_mb": fields.get("VmRSS"), "peak_rss_mb": fields.get("VmHWM")}
 
 
-def start_http(db: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, PMS, "--db", str(db), "mcp", "--http", "--port", "0"],
+def start_http(db: Path, env: dict) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, PMS, "--db", str(db), "mcp", "--http", "--port", "0"], env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
         m = re.search(r"MCP server at (\S+)", line)
@@ -76,11 +77,12 @@ def start_http(db: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit(f"the MCP server did not start (exit code {proc.wait()})")
 
 
-def http_search_latency(db: Path, queries: list[str], k: int) -> tuple[dict, dict, str]:
+def http_search_latency(db: Path, queries: list[str], k: int, home: Path) -> tuple[dict, dict, dict, dict, str]:
     import anyio
     from mcp import Client
 
-    proc, url = start_http(db)
+    env = {**os.environ, "PMS_HOME": str(home)}  # the server's announcement goes there, not into the user's data folder
+    proc, url = start_http(db, env)
     times: list[float] = []
     modes: set[str] = set()
     try:
@@ -98,11 +100,12 @@ def http_search_latency(db: Path, queries: list[str], k: int) -> tuple[dict, dic
 
         anyio.run(main)
         raw = raw_http_latency(url, queries, k)
+        cli = summary([wall([sys.executable, PMS, "--db", str(db), "search", q, "--json"], env) for q in queries[:5]])
         memory = rss_kb(proc.pid)
     finally:
         proc.terminate()
         proc.wait(30)
-    return summary(times), raw, memory, ",".join(sorted(modes))
+    return summary(times), raw, cli, memory, ",".join(sorted(modes))
 
 
 def raw_http_latency(url: str, queries: list[str], k: int) -> dict:
@@ -182,9 +185,9 @@ def keyword_index(folder: Path) -> Path:
     return db
 
 
-def wall(cmd: list[str]) -> float:
+def wall(cmd: list[str], env: dict | None = None) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
     return time.perf_counter() - t0
 
 
@@ -211,11 +214,12 @@ def main(argv=None) -> int:
     notes.close()
 
     result = {"index": str(db), "notes": documents, "queries": len(queries), "cores": os.cpu_count()}
-    (result["http_search_sdk_client"], result["http_search_raw"], result["http_server_memory"],
-     result["mode"]) = http_search_latency(db, queries, args.k)
-    result["in_process_search"] = in_process_latency(db, queries, args.k)
     import tempfile
 
+    with tempfile.TemporaryDirectory() as home:
+        (result["http_search_sdk_client"], result["http_search_raw"], result["cli_search_via_server"],
+         result["http_server_memory"], result["mode"]) = http_search_latency(db, queries, args.k, Path(home))
+    result["in_process_search"] = in_process_latency(db, queries, args.k)
     with tempfile.TemporaryDirectory() as tmp:
         starts = [stdio_first_tools_list(keyword_index(Path(tmp))) for _ in range(args.repeat)]
     result["stdio_first_tools_list"] = summary([wall_s for wall_s, _ in starts])
@@ -230,7 +234,7 @@ def main(argv=None) -> int:
     print(f"{documents} notes, {len(queries)} queries, mode {result['mode']}, {result['cores']} cores")
     for key in ("http_search_sdk_client", "http_search_raw", "in_process_search", "stdio_first_tools_list",
                 "stdio_first_tools_list_cpu", "python_bare_start", "pms_help_start",
-                "cli_one_shot_hybrid_search"):
+                "cli_one_shot_hybrid_search", "cli_search_via_server"):
         s = result[key]
         print(f"{key:<28} median {s['median_ms']:>8.1f} ms   p95 {s['p95_ms']:>8.1f} ms   (n={s['n']})")
     m = result["http_server_memory"]
