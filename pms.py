@@ -29,7 +29,8 @@ The contract
 
 The sections below read top to bottom, each usable without the later ones:
 config -> markdown & chunking -> store -> embedding -> retrieval -> sync ->
-clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> CLI.
+clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> MCP server
+(``pms mcp``, for AI assistants) -> CLI.
 
     from pms import KnowledgeBase
     kb = KnowledgeBase()                       # default index in the data folder
@@ -4738,8 +4739,11 @@ class MCPService:
         tool = self.tools.get(name)
         if tool is None:
             raise UnknownTool(f"unknown tool {name!r} (tools: {', '.join(self.tools)})")
-        arguments = arguments or {}
+        arguments = dict(arguments or {})
         self._check_arguments(tool, arguments)
+        for key, spec in tool["input"]["properties"].items():
+            if spec.get("type") == "integer" and key in arguments:
+                arguments[key] = int(arguments[key])  # JSON Schema counts 3.0 as an integer
         return getattr(self, f"tool_{name}")(**arguments)
 
     def _check_arguments(self, tool: dict, arguments: dict) -> None:
@@ -5018,7 +5022,7 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
 
 
 def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP_DEFAULT_PORT,
-                   token: str | None = None, ready: Callable[[str], None] | None = None) -> None:
+                   token: str | None = None) -> None:
     """Serve any number of clients over Streamable HTTP at http://HOST:PORT/mcp until interrupted."""
     import socket
 
@@ -5036,23 +5040,21 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     config = uvicorn.Config(mcp_http_app(service, host, token), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     service.warm_up()
-    if not token and host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"pms: warning: serving on {host} without --token: anyone who reaches this address can read your notes",
-              file=sys.stderr)
-    print(f"pms: MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)",
-          file=sys.stderr, flush=True)
-    if ready:
-        ready(url)
-    announce = mcp_server_file()
-    with contextlib.suppress(OSError):
-        announce.parent.mkdir(parents=True, exist_ok=True)
-        announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
-                                        "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
     if threading.current_thread() is threading.main_thread():
         import signal
 
         # uvicorn stops gracefully on SIGTERM, then re-raises it: exit through Python so the cleanup below runs.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    announce = mcp_server_file()
+    with contextlib.suppress(OSError):
+        announce.parent.mkdir(parents=True, exist_ok=True)
+        announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
+                                        "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
+    if not token and host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"pms: warning: serving on {host} without --token: anyone who reaches this address can read your notes",
+              file=sys.stderr)
+    print(f"pms: MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)",
+          file=sys.stderr, flush=True)
     try:
         anyio.run(server.serve, [sock])
     finally:

@@ -132,7 +132,7 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     doc = passage.structured_content
     assert (doc["from_line"], doc["to_line"]) == (top["start_line"], top["end_line"])
     assert doc["text"] == "\n".join(file_lines[top["start_line"] - 1 : top["end_line"]])
-    numbered = await client.call_tool("get", {"path": f"#{top['docid']}", "from_line": 2, "count": 2, "line_numbers": True})
+    numbered = await client.call_tool("get", {"path": f"#{top['docid']}", "from_line": 2.0, "count": 2, "line_numbers": True})
     assert numbered.structured_content["text"] == f"    2  {file_lines[1]}\n    3  {file_lines[2]}"
 
     chunks = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
