@@ -4595,7 +4595,6 @@ def cmd_bench(kb: "KnowledgeBase", args) -> int:
 # search after the first is warm.
 
 MCP_DEFAULT_PORT = 8765
-MCP_INSTALL_HINT = "the MCP server needs the mcp package (pip install mcp, or run: python3 pms.py setup)"
 MCP_INSTRUCTIONS = (
     "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
     "each hit names the note (collection/path), its line range and the collection's description. "
@@ -4730,6 +4729,11 @@ class MCPService:
         thread.start()
         return thread
 
+    def say(self, text: str) -> None:
+        """One line for the person running the server (the CLI prints it on stderr)."""
+        if self.kb.notice is not None:
+            self.kb.notice(text)
+
     def listed(self) -> None:
         """A client has listed the tools: the handshake is over, the model may load."""
         self._asked.set()
@@ -4788,7 +4792,7 @@ class MCPService:
 
     def tool_sync(self, collections: list[str] | None = None) -> dict:
         if not self.allow_sync:
-            raise PMSError("sync is off on this server (start it with --allow-sync, or run: python3 pms.py sync)")
+            raise PMSError(f"sync is off on this server (start it with --allow-sync, or run: {pms_command('sync')})")
         if not self._sync_lock.acquire(blocking=False):
             raise PMSError("a sync is already running on this server; try again when it has finished")
         try:
@@ -4837,7 +4841,7 @@ def mcp_server(service: MCPService):
         except PMSError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=_one_line(exc))], is_error=True)
         except Exception as exc:  # a bug must not end the session nor show a traceback to the client
-            print(f"pms: tool {params.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            service.say(f"tool {params.name} failed: {type(exc).__name__}: {exc}")
             return types.CallToolResult(content=[types.TextContent(
                 type="text", text=_one_line(f"internal error in {params.name}: {type(exc).__name__}: {exc}"))], is_error=True)
         text = json.dumps(result, ensure_ascii=False, default=str)
@@ -5051,10 +5055,8 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
                                         "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
     if not token and host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"pms: warning: serving on {host} without --token: anyone who reaches this address can read your notes",
-              file=sys.stderr)
-    print(f"pms: MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)",
-          file=sys.stderr, flush=True)
+        service.say(f"warning: serving on {host} without --token: anyone who reaches this address can read your notes")
+    service.say(f"MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)")
     try:
         anyio.run(server.serve, [sock])
     finally:
@@ -5399,7 +5401,7 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
 def cmd_mcp(kb: KnowledgeBase, args) -> int:
     """Serve the notes to AI assistants over MCP (stdio, or Streamable HTTP with --http)."""
     if not module_available("mcp"):
-        raise PMSError(MCP_INSTALL_HINT)
+        raise PMSError(f"the MCP server needs the mcp package (pip install mcp, or run: {pms_command('setup')})")
     service = MCPService(kb, allow_sync=args.allow_sync)
     if args.http:
         serve_mcp_http(service, host=args.host, port=args.port, token=args.token or os.environ.get("PMS_MCP_TOKEN"))
@@ -5684,7 +5686,7 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("mcp", help="serve your notes to AI assistants (Claude, Cursor, VS Code) over MCP",
                        description="Stdio by default (what assistants launch); --http serves several clients at "
                                    "http://127.0.0.1:PORT/mcp. The model stays loaded, so searches are warm. "
-                                   "Needs the mcp package (pip install mcp, or: python3 pms.py setup).")
+                                   f"Needs the mcp package (pip install mcp, or: {pms_command('setup')}).")
     m.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
     m.add_argument("--port", type=int, default=MCP_DEFAULT_PORT, help=f"HTTP port (default {MCP_DEFAULT_PORT})")
     m.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1: this machine only)")

@@ -207,7 +207,7 @@ def main(argv=None) -> int:
         db = args.index
     else:
         kb = open_index(args.workdir, write_notes(corpus, args.workdir / "notes"), "scifact", pms.DEFAULT_CHUNK_CHARS, True)
-        db = kb.db_path
+        db = kb.index_path
         kb.close()
     notes = pms.KnowledgeBase(db, embeddings=False)
     documents = notes.status(pending=False)["documents"]
