@@ -380,16 +380,21 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
     home, db = index
     no_model = {"PMS_HOME": str(home), "PMS_MODEL_DIR": str(tmp_path / "no-model-here")}
     query = ["search", "rotate my ssh keys", "-n", "3", "--json"]
+    other_db = tmp_path / "other.sqlite"
+    (tmp_path / "other" / "keys.md").parent.mkdir()
+    (tmp_path / "other" / "keys.md").write_text("# Other keys\n\nI rotate my ssh keys by hand.\n", encoding="utf-8")
+    assert run_cli("collection", "add", tmp_path / "other", "--no-embed", db=other_db, env=no_model).returncode == 0
     with http_server(home, db) as url:
         announced = json.loads((home / "mcp-http.json").read_text(encoding="utf-8"))
         assert announced["url"] == url
         served = run_cli(*query, db=db, env=no_model)
-        other_index = run_cli(*query, db=tmp_path / "other.sqlite", env=no_model)
+        other_index = run_cli(*query, db=other_db, env=no_model)
     assert served.returncode == 0, served.stderr
     hits = json.loads(served.stdout)
     # Hybrid ranks, although this process could not have loaded a model: the server searched.
     assert hits[0]["path"] == "dev/ssh-key-rotation.md" and hits[0]["vector_rank"] == 1
-    assert json.loads(other_index.stdout) == []  # another index is never answered by this server
+    # Another index is never answered by this server.
+    assert [h["path"] for h in json.loads(other_index.stdout)] == ["keys.md"]
     assert not (home / "mcp-http.json").exists()  # the server withdrew its announcement when it stopped
 
     in_process = run_cli(*query, db=db, env={"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())})
