@@ -5402,7 +5402,7 @@ def cmd_mcp(kb: KnowledgeBase, args) -> int:
     """Serve the notes to AI assistants over MCP (stdio, or Streamable HTTP with --http)."""
     if not module_available("mcp"):
         if getattr(sys, "frozen", False):
-            raise PMSError("this packaged app has no MCP server; run python3 pms.py mcp from a Python install")
+            raise PMSError("this packaged app has no MCP server (run the pms.py script, with the mcp package, instead)")
         raise PMSError(f"the MCP server needs the mcp package (pip install mcp, or run: {pms_command('setup')})")
     service = MCPService(kb, allow_sync=args.allow_sync)
     if args.http:
