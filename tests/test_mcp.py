@@ -135,6 +135,13 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     numbered = await client.call_tool("get", {"path": f"#{top['docid']}", "from_line": 2.0, "count": 2, "line_numbers": True})
     assert numbered.structured_content["text"] == f"    2  {file_lines[1]}\n    3  {file_lines[2]}"
 
+    tagged = (await client.call_tool("search", {"query": "keys", "k": 10, "tags": ["security"]})).structured_content
+    assert tagged["hits"] and all("security" in h["tags"] for h in tagged["hits"])
+    in_home = (await client.call_tool("search", {"query": "list", "k": 10, "path": "home/"})).structured_content
+    assert in_home["hits"] and all(h["path"].startswith("home/") for h in in_home["hits"])
+    listed_by_tag = (await client.call_tool("search", {"query": "", "tags": ["security"]})).structured_content
+    assert {h["path"] for h in listed_by_tag["hits"]} >= {"dev/ssh-key-rotation.md"}
+
     chunks = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
                                                "collections": ["samples"]})
     assert chunks.structured_content["mode"] == "keyword"
@@ -202,6 +209,8 @@ async def check_bad_calls(client: Client) -> None:
         ({"k": 3}, "bad argument for search: 'query' is a required property"),
         ({"query": "x", "limit": 3}, "bad argument for search: Additional properties are not allowed"),
         ({"query": "x", "collections": ["nope"]}, "no collection named 'nope'"),
+        ({"query": "x", "after": "last tuesday"}, "last tuesday"),
+        ({"query": "x", "tags": "security"}, "bad argument 'tags' for search: 'security' is not of type 'array'"),
     ]:
         text = error_text(await client.call_tool("search", arguments))
         assert text.startswith(message) or message in text, text
@@ -389,6 +398,11 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
         assert announced["url"] == url
         served = run_cli(*query, db=db, env=no_model)
         other_index = run_cli(*query, db=other_db, env=no_model)
+        filtered = run_cli("search", "what to pack", "--path", "home/", "--json", db=db, env=no_model)
+    assert filtered.returncode == 0, filtered.stderr
+    filtered_hits = json.loads(filtered.stdout)
+    assert filtered_hits and all(h["path"].startswith("home/") for h in filtered_hits)
+    assert any(h["vector_rank"] for h in filtered_hits)  # the filter travelled to the server's hybrid search
     assert served.returncode == 0, served.stderr
     hits = json.loads(served.stdout)
     # Hybrid ranks, although this process could not have loaded a model: the server searched.
