@@ -7,6 +7,7 @@
 #     "sqlean-py>=3.45",
 #     "trafilatura>=2.0",
 #     "lxml_html_clean",
+#     "mcp>=2.3",
 # ]
 # ///
 """PMS: a local-first, private search engine for folders of Markdown notes.
@@ -28,7 +29,8 @@ The contract
 
 The sections below read top to bottom, each usable without the later ones:
 config -> markdown & chunking -> store -> embedding -> retrieval -> sync ->
-clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> CLI.
+clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> MCP server
+(``pms mcp``, for AI assistants) -> CLI.
 
     from pms import KnowledgeBase
     kb = KnowledgeBase()                       # default index in the data folder
@@ -4005,6 +4007,24 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
 # API: KnowledgeBase ##############################################################
 ###############################################################################
 
+# multi_get's defaults: enough for a handful of whole notes in one answer.
+MULTI_GET_MAX_BYTES = 20_000
+MULTI_GET_MAX_FILES = 50
+
+
+def _split_outside_braces(text: str) -> list[str]:
+    """Split on commas, except inside a glob's ``{a,b}``."""
+    parts, depth, current = [], 0, []
+    for ch in text:
+        depth += (ch == "{") - (ch == "}")
+        if ch == "," and depth <= 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    return [*parts, "".join(current)]
+
+
 @dataclasses.dataclass
 class Document:
     """A note read back from disk (``pms get``)."""
@@ -4478,13 +4498,20 @@ class KnowledgeBase:
         target, start, n = m.group(1), m.group(2), m.group(3)
         from_line = from_line if from_line is not None else (int(start) if start else None)
         count = count if count is not None else (int(n) if n else None)
-        row = self._resolve(target)
+        return self._read_document(self._resolve(target), from_line, count)
+
+    def _read_document(self, row: DocumentRow, from_line: int | None = None, count: int | None = None,
+                       max_bytes: int | None = None) -> Document:
         abspath = Path(row.collection_path) / row.path
         try:
-            text = decode_text(read_note_file(abspath))
+            text = decode_text(read_note_file(abspath, max_bytes))
         except FileNotFoundError:
             raise PMSError(f"{abspath} no longer exists (run: {pms_command('sync')})") from None
-        except (OSError, FileTooLargeError, BinaryFileError) as exc:
+        except FileTooLargeError as exc:
+            if max_bytes is None:
+                raise PMSError(f"cannot read {abspath}: {exc}") from None
+            raise PMSError(f"larger than {max_bytes} bytes (read it alone with get and a line range)") from None
+        except (OSError, BinaryFileError) as exc:
             raise PMSError(f"cannot read {abspath}: {exc}") from None
         first = 1
         if from_line or count:
@@ -4496,6 +4523,47 @@ class KnowledgeBase:
             text = "\n".join(lines[first - 1 : end])
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, from_line=first)
+
+    def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
+                  max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
+        """Several indexed notes at once: (documents, skipped as (ref, why)).
+
+        ``pattern`` is a glob over ``collection/path.md`` (``journal/2024-*.md``,
+        ``**/meeting*``) or a comma-separated list of refs as ``get`` takes them.
+        Notes over ``max_bytes`` are skipped (read them with ``get`` and a line
+        range); at most ``max_files`` are returned.
+        """
+        items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
+        if not items:
+            raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
+        rows: dict[tuple[str, str], DocumentRow] = {}
+        skipped: list[tuple[str, str]] = []
+        every = None
+        for item in items:
+            if not re.search(r"[*?\[{]", item):
+                try:
+                    row = self._resolve(re.sub(r"(?::\d+){1,2}$", "", item))
+                except PMSError as exc:
+                    skipped.append((item, str(exc)))
+                    continue
+                rows.setdefault((row.collection, row.path), row)
+                continue
+            every = every if every is not None else self.store.find_documents()
+            regex = glob_to_regex(item)
+            for row in every:
+                if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
+                    rows.setdefault((row.collection, row.path), row)
+        documents = []
+        for (col, rel), row in rows.items():
+            ref = f"{col}/{rel}"
+            if len(documents) >= max_files:
+                skipped.append((ref, f"more than {max_files} notes matched (narrow the pattern)"))
+                continue
+            try:
+                documents.append(self._read_document(row, max_bytes=max(1, int(max_bytes))))
+            except PMSError as exc:
+                skipped.append((ref, str(exc)))
+        return documents, skipped
 
     def _resolve(self, target: str) -> DocumentRow:
         store = self.store
@@ -4764,6 +4832,486 @@ def cmd_bench(kb: "KnowledgeBase", args) -> int:
 
 
 ###############################################################################
+# MCP server: the API for AI assistants (pms mcp) ##############################
+###############################################################################
+# The tools are plain functions over one KnowledgeBase (JSON in, JSON out); the
+# official ``mcp`` SDK, imported lazily, speaks the protocol over stdio or
+# Streamable HTTP. The process keeps the embedding model loaded, so every
+# search after the first is warm.
+
+MCP_DEFAULT_PORT = 8765
+MCP_INSTRUCTIONS = (
+    "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
+    "each hit names the note (collection/path), its line range and the collection's description. "
+    "Then call get with that path and a line range to read the passage, or the whole note.")
+
+
+def _mcp_tools(allow_sync: bool) -> list[dict]:
+    """Name, description and JSON schemas of each tool: the text an assistant reads to choose."""
+    ref = ("A note: 'collection/path.md' as search returns it, optionally ':FROM' or ':FROM:COUNT' "
+           "to select lines (e.g. 'notes/dev/rust.md:12:20'), or '#docid' (e.g. '#3afed6'). "
+           "Only notes in the index can be read.")
+    hit = {"type": "object", "properties": {
+        "path": {"type": "string", "description": "path inside the collection"},
+        "collection": {"type": "string"},
+        "collection_description": {"type": "string", "description": "what the collection holds"},
+        "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
+        "title": {"type": "string"}, "heading_path": {"type": "string"},
+        "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
+        "score": {"type": "number"}, "snippet": {"type": "string"}}}
+    document = {"type": "object", "properties": {
+        "collection": {"type": "string"}, "path": {"type": "string"}, "docid": {"type": "string"},
+        "title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
+        "from_line": {"type": "integer"}, "to_line": {"type": "integer"}, "text": {"type": "string"}}}
+    return [
+        {"name": "search", "title": "Search notes",
+         "description": ("Search the user's notes by keywords and meaning. Returns the best notes (or passages) "
+                         "with path, line range, heading, snippet and score. Write the query in plain words; "
+                         "\"exact phrase\", -excluded and prefix* work too."),
+         "input": {"type": "object", "additionalProperties": False, "required": ["query"], "properties": {
+             "query": {"type": "string", "description": "what to look for, in plain words; may be empty when a "
+                                                         "filter is given (then the matching notes, newest first)"},
+             "k": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10,
+                   "description": "number of results (1-100, default 10)"},
+             "mode": {"type": "string", "enum": list(SEARCH_MODES), "default": "auto",
+                      "description": "auto (default: hybrid when embeddings are ready, else keyword), hybrid, "
+                                     "keyword (exact words, fastest) or vector (meaning only)"},
+             "collections": {"type": "array", "items": {"type": "string"},
+                             "description": "only these collections (names from status); default all"},
+             "chunks": {"type": "boolean", "default": False,
+                        "description": "return passages (several per note) instead of one result per note"},
+             "tags": {"type": "array", "items": {"type": "string"},
+                      "description": "only notes with all these tags ('area' also matches 'area/sub')"},
+             "exclude_tags": {"type": "array", "items": {"type": "string"},
+                              "description": "leave out notes with any of these tags"},
+             "path": {"type": "string", "description": "only notes under this folder or matching this glob "
+                                                       "inside the collection, e.g. 'journal/' or 'projects/*.md'"},
+             "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the "
+                                                        "frontmatter date, else the file's time)"},
+             "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
+             "where": {"type": "array", "items": {"type": "string"},
+                       "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"}}},
+         "output": {"type": "object", "required": ["hits"], "properties": {
+             "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
+             "notice": {"type": "string"}, "hits": {"type": "array", "items": hit}}}},
+        {"name": "get", "title": "Read a note",
+         "description": "Read an indexed note, whole or a line range (use the path and lines of a search hit).",
+         "input": {"type": "object", "additionalProperties": False, "required": ["path"], "properties": {
+             "path": {"type": "string", "minLength": 1, "description": ref},
+             "from_line": {"type": "integer", "minimum": 1, "description": "first line to return (1-based)"},
+             "count": {"type": "integer", "minimum": 0, "description": "number of lines to return"},
+             "line_numbers": {"type": "boolean", "default": False,
+                              "description": "prefix each line with its number"}}},
+         "output": document},
+        {"name": "multi_get", "title": "Read several notes",
+         "description": ("Read several indexed notes at once, by glob over 'collection/path.md' "
+                         "(e.g. 'notes/journal/2024-*.md', '**/meeting*') or a comma-separated list of notes. "
+                         "Notes larger than max_bytes are listed as skipped: read them with get and a line range."),
+         "input": {"type": "object", "additionalProperties": False, "required": ["pattern"], "properties": {
+             "pattern": {"type": "string", "minLength": 1, "description": "a glob or a comma-separated list of notes"},
+             "max_bytes": {"type": "integer", "minimum": 1, "default": MULTI_GET_MAX_BYTES,
+                           "description": f"skip notes larger than this (default {MULTI_GET_MAX_BYTES})"}}},
+         "output": {"type": "object", "required": ["documents", "skipped"], "properties": {
+             "documents": {"type": "array", "items": document},
+             "skipped": {"type": "array", "items": {"type": "object", "properties": {
+                 "ref": {"type": "string"}, "reason": {"type": "string"}}}}}}},
+        {"name": "status", "title": "Index status",
+         "description": ("The collections (name, folder, description, counts), the search mode (hybrid or "
+                         "keyword, and why), and changes on disk not yet indexed."),
+         "input": {"type": "object", "additionalProperties": False, "properties": {}},
+         "output": {"type": "object", "properties": {
+             "search_mode": {"type": "string"}, "documents": {"type": "integer"},
+             "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"}}}},
+        {"name": "sync", "title": "Re-index notes",
+         "description": ("Index new and changed notes and drop deleted ones (notes are only read, never changed). "
+                         + ("" if allow_sync else "Disabled on this server: it was started without --allow-sync.")),
+         "input": {"type": "object", "additionalProperties": False, "properties": {
+             "collections": {"type": "array", "items": {"type": "string"},
+                             "description": "only these collections; default all"}}},
+         "output": {"type": "object", "properties": {
+             "summary": {"type": "string"}, "added": {"type": "integer"}, "updated": {"type": "integer"},
+             "deleted": {"type": "integer"}, "errors": {"type": "array"}}}},
+    ]
+
+
+# KnowledgeBase.search's filters, offered by the search tool and by POST /search.
+SEARCH_FILTERS = ("tags", "exclude_tags", "path", "after", "before", "where")
+
+
+class UnknownTool(PMSError):
+    """A tool name the server does not have (a protocol error, not a tool failure)."""
+
+
+class MCPService:
+    """The MCP tools over one KnowledgeBase, independent of the transport.
+
+    ``call`` takes a tool name and JSON arguments and returns a JSON object or
+    raises PMSError with a one-line message. Calls may come from several
+    threads at once (one per concurrent request); syncs take turns.
+    """
+
+    def __init__(self, kb: KnowledgeBase, allow_sync: bool = False):
+        self.kb = kb
+        self.allow_sync = allow_sync
+        self.tools = {t["name"]: t for t in _mcp_tools(allow_sync)}
+        self._sync_lock = threading.Lock()
+        self._validators: dict = {}
+        self._asked = threading.Event()
+
+    def warm_up(self, wait: float = 2.0) -> threading.Thread:
+        """Load the model in a background thread, so the first search is fast.
+
+        It starts once a client has listed the tools (or after ``wait`` seconds):
+        importing ONNX Runtime holds the GIL for a while and must not delay the handshake.
+        """
+        def load():
+            self._asked.wait(wait)
+            with contextlib.suppress(PMSError):
+                if self.kb.search_mode().mode != "keyword":
+                    self.kb.load_embedder()
+
+        thread = threading.Thread(target=load, name="pms-mcp-warm-up", daemon=True)
+        thread.start()
+        return thread
+
+    def say(self, text: str) -> None:
+        """One line for the person running the server (the CLI prints it on stderr)."""
+        if self.kb.notice is not None:
+            self.kb.notice(text)
+
+    def listed(self) -> None:
+        """A client has listed the tools: the handshake is over, the model may load."""
+        self._asked.set()
+
+    def call(self, name: str, arguments: dict | None) -> dict:
+        self._asked.set()
+        tool = self.tools.get(name)
+        if tool is None:
+            raise UnknownTool(f"unknown tool {name!r} (tools: {', '.join(self.tools)})")
+        arguments = dict(arguments or {})
+        self._check_arguments(tool, arguments)
+        for key, spec in tool["input"]["properties"].items():
+            if spec.get("type") == "integer" and key in arguments:
+                arguments[key] = int(arguments[key])  # JSON Schema counts 3.0 as an integer
+        return getattr(self, f"tool_{name}")(**arguments)
+
+    def _check_arguments(self, tool: dict, arguments: dict) -> None:
+        import jsonschema  # comes with the mcp SDK
+
+        validator = self._validators.get(tool["name"])
+        if validator is None:
+            validator = self._validators[tool["name"]] = jsonschema.Draft202012Validator(tool["input"])
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path)
+            message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+            raise PMSError(f"bad argument{' ' + repr(where) if where else ''} for {tool['name']}: {message}")
+
+    # -- the tools ------------------------------------------------------------------
+    def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
+                    chunks: bool = False, **filters) -> dict:
+        hits = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, **filters)
+        used = self.kb.search_mode(mode)  # after the search: a model that failed to load means keyword
+        rows = []
+        for h in hits:
+            row = h.to_dict()
+            row["snippet"] = html_to_style(h.snippet, "plain")
+            rows.append(row)
+        result = {"query": query, "mode": used.mode, "hits": rows}
+        if used.reason:
+            result["notice"] = f"keyword-only search: {used.reason}"
+        return result
+
+    def tool_get(self, path: str, from_line: int | None = None, count: int | None = None,
+                 line_numbers: bool = False) -> dict:
+        doc = self.kb.get(path, from_line=from_line, count=count)
+        return self._document(doc, line_numbers)
+
+    def tool_multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES) -> dict:
+        documents, skipped = self.kb.multi_get(pattern, max_bytes=max_bytes)
+        return {"documents": [self._document(d) for d in documents],
+                "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}
+
+    def tool_status(self) -> dict:
+        return self.kb.status()
+
+    def tool_sync(self, collections: list[str] | None = None) -> dict:
+        if not self.allow_sync:
+            raise PMSError(f"sync is off on this server (start it with --allow-sync, or run: {pms_command('sync')})")
+        if not self._sync_lock.acquire(blocking=False):
+            raise PMSError("a sync is already running on this server; try again when it has finished")
+        try:
+            report = self.kb.sync(collections=collections or None)
+        finally:
+            self._sync_lock.release()
+        return {"summary": report.summary(), **dataclasses.asdict(report)}
+
+    @staticmethod
+    def _document(doc: Document, line_numbers: bool = False) -> dict:
+        lines = doc.text.split("\n")
+        text = doc.text
+        if line_numbers:
+            text = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(lines, doc.from_line))
+        return {"collection": doc.collection, "path": doc.path, "docid": doc.docid, "title": doc.title,
+                "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text}
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def mcp_server(service: MCPService):
+    """The SDK's low-level Server, answering tools/list and tools/call from ``service``."""
+    import anyio
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+
+    tools = [types.Tool(name=t["name"], title=t["title"], description=t["description"], input_schema=t["input"],
+                        output_schema=t["output"],
+                        annotations=types.ToolAnnotations(read_only_hint=t["name"] != "sync", open_world_hint=False))
+             for t in service.tools.values()]
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        service.listed()
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx, params) -> types.CallToolResult:
+        try:
+            # In a worker thread: SQLite and ONNX block, and other clients keep being served meanwhile.
+            result = await anyio.to_thread.run_sync(service.call, params.name, params.arguments)
+        except UnknownTool as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        except PMSError as exc:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=_one_line(exc))], is_error=True)
+        except Exception as exc:  # a bug must not end the session nor show a traceback to the client
+            service.say(f"tool {params.name} failed: {type(exc).__name__}: {exc}")
+            return types.CallToolResult(content=[types.TextContent(
+                type="text", text=_one_line(f"internal error in {params.name}: {type(exc).__name__}: {exc}"))], is_error=True)
+        text = json.dumps(result, ensure_ascii=False, default=str)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=result)
+
+    return Server("pms", version=__version__, title="PMS notes", instructions=MCP_INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def serve_mcp_stdio(service: MCPService) -> None:
+    """Serve one client over standard input/output (what assistants launch)."""
+    import anyio
+    import mcp_types as types
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    server = mcp_server(service)
+
+    async def answer_malformed(read_stream, write_stream, forward):
+        # JSON-RPC wants an error (id null) for a line that is not a message; the SDK only logs it.
+        async with forward:
+            async for item in read_stream:
+                if not isinstance(item, Exception):
+                    await forward.send(item)
+                    continue
+                errors = getattr(item, "errors", lambda: [])()
+                code, what = ((types.PARSE_ERROR, "Parse error: not valid JSON")
+                              if errors and errors[0].get("type") == "json_invalid"
+                              else (types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"))
+                await write_stream.send(SessionMessage(types.JSONRPCError(
+                    jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=what))))
+
+    async def run():
+        async with stdio_server() as (read_stream, write_stream):
+            forward, messages = anyio.create_memory_object_stream(16)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(answer_malformed, read_stream, write_stream, forward)
+                await server.run(messages, write_stream, server.create_initialization_options())
+                tasks.cancel_scope.cancel()
+
+    service.warm_up()
+    anyio.run(run)
+
+
+def mcp_server_file() -> Path:
+    """Where a running ``pms.py mcp --http`` says where it listens, so ``pms.py search`` can use it."""
+    return data_dir() / "mcp-http.json"
+
+
+def _search_route(service: MCPService, security):
+    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format)."""
+    import anyio
+    from mcp.server.transport_security import TransportSecurityMiddleware
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    guard = TransportSecurityMiddleware(security)
+
+    async def search(request):
+        refused = await guard.validate_request(request, is_post=True)
+        if refused is not None:
+            return refused
+        try:
+            ask = await request.json()
+            kb = service.kb
+            if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
+                return JSONResponse({"error": "this server serves another index"}, status_code=409)
+
+            def run():
+                filters = {key: ask.get("filters", {}).get(key) for key in SEARCH_FILTERS}
+                hits = kb.search(str(ask["query"]), k=int(ask.get("k", 10)), mode=str(ask.get("mode", "auto")),
+                                 collections=ask.get("collections") or None, chunks=bool(ask.get("chunks")), **filters)
+                used = kb.search_mode(str(ask.get("mode", "auto")))
+                return {"mode": used.mode, "reason": used.reason, "hits": [h.to_dict(explain=True) for h in hits]}
+
+            return JSONResponse(await anyio.to_thread.run_sync(run))
+        except PMSError as exc:
+            return JSONResponse({"error": _one_line(exc)}, status_code=400)
+        except (ValueError, KeyError, TypeError) as exc:
+            return JSONResponse({"error": _one_line(f"bad search request: {exc}")}, status_code=400)
+
+    return Route("/search", search, methods=["POST"])
+
+
+def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
+                      chunks: bool, filters: dict | None = None, timeout: float = 10.0) -> tuple[list[Hit], SearchMode] | None:
+    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm.
+
+    None when there is none (or it cannot answer): the caller searches in-process.
+    Standard library only, like the rest of the CLI.
+    """
+    import urllib.error
+    import urllib.request
+
+    try:
+        info = json.loads(mcp_server_file().read_text(encoding="utf-8"))
+        if Path(info["db"]) != kb.index_path.resolve() or info.get("version") != __version__:
+            return None
+        headers = {"Content-Type": "application/json"}
+        if os.environ.get("PMS_MCP_TOKEN"):
+            headers["Authorization"] = f"Bearer {os.environ['PMS_MCP_TOKEN']}"
+        body = json.dumps({"query": query, "k": k, "mode": mode, "collections": list(collections or []),
+                           "chunks": chunks, "filters": filters or {}, "db": info["db"]}).encode()
+        request = urllib.request.Request(info["search_url"], data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            result = json.loads(answer.read())
+        fields = {f.name for f in dataclasses.fields(Hit)}
+        hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
+        return hits, SearchMode(result["mode"], result.get("reason", ""))
+    except (OSError, ValueError, KeyError, TypeError):  # no server, a stale file, an error: search here instead
+        return None
+
+
+def _bearer_guard(app, token: str):
+    """ASGI wrapper: every HTTP request needs ``Authorization: Bearer <token>``."""
+    import hmac
+
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                body = b'{"error": "missing or wrong bearer token (Authorization: Bearer <token>)"}'
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _one_line_errors(app):
+    """ASGI wrapper: the SDK answers a malformed HTTP message with a multi-line pydantic
+    report; clients get the first line (or a plain 'Invalid Request')."""
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        held = None
+
+        async def send_one_line(message):
+            nonlocal held
+            if message["type"] == "http.response.start" and message["status"] == 400:
+                held = message  # sent with the (small, single) body below
+                return
+            if held is not None and message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                    data = json.loads(body)
+                    text = data["error"]["message"]
+                    data["error"]["message"] = ("Invalid Request: not a JSON-RPC 2.0 message"
+                                                if text.startswith("Validation error") else text.splitlines()[0])
+                    body = json.dumps(data).encode()
+                headers = [(k, v) for k, v in held["headers"] if k.lower() != b"content-length"]
+                await send({**held, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+                held = None
+                return await send({**message, "body": body})
+            await send(message)
+
+        await app(scope, receive, send_one_line)
+
+    return wrapped
+
+
+def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None = None):
+    """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = ["127.0.0.1", "localhost", "[::1]"]
+    if host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::"):
+        hosts.append(f"[{host}]" if ":" in host else host)  # the address the user chose to serve on
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[h for name in hosts for h in (name, f"{name}:*")],
+        allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
+    app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
+                                                 json_response=True,
+                                                 custom_starlette_routes=[_search_route(service, security)])
+    app = _one_line_errors(app)
+    return _bearer_guard(app, token) if token else app
+
+
+def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP_DEFAULT_PORT,
+                   token: str | None = None) -> None:
+    """Serve any number of clients over Streamable HTTP at http://HOST:PORT/mcp until interrupted."""
+    import socket
+
+    import anyio
+    import uvicorn
+
+    try:
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        raise PMSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)") from None
+    # Measured: without it, each answer waited ~40 ms for a delayed ACK (Nagle); accepted sockets inherit it.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    port = sock.getsockname()[1]
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
+    config = uvicorn.Config(mcp_http_app(service, host, token), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    service.warm_up()
+    if threading.current_thread() is threading.main_thread():
+        import signal
+
+        # uvicorn stops gracefully on SIGTERM, then re-raises it: exit through Python so the cleanup below runs.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    announce = mcp_server_file()
+    with contextlib.suppress(OSError):
+        announce.parent.mkdir(parents=True, exist_ok=True)
+        announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
+                                        "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
+    if not token and host not in ("127.0.0.1", "localhost", "::1"):
+        service.say(f"warning: serving on {host} without --token: anyone who reaches this address can read your notes")
+    service.say(f"MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)")
+    try:
+        anyio.run(server.serve, [sock])
+    finally:
+        sock.close()
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(announce.read_text(encoding="utf-8")).get("pid") == os.getpid():
+                announce.unlink()
+
+
+###############################################################################
 # CLI ###########################################################################
 ###############################################################################
 
@@ -5011,11 +5559,19 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
 def cmd_search(kb: KnowledgeBase, args) -> int:
     if not kb.collections.list():
         raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
-    mode, why, _code = kb.search_mode(args.mode)
-    hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
-                     tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before, where=args.where)
-    if args.mode == "auto" and not why and kb.embedder is not None and kb.embedder.error:
-        mode, why = "keyword", kb.embedder.error  # the model failed to load just now: the search fell back to keywords
+    filters = dict(tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before,
+                   where=args.where)
+    # A running `pms.py mcp --http` on this index has the model loaded: seconds saved per hybrid search.
+    served = None if args.mode == "keyword" else search_via_server(
+        kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters)
+    if served:
+        hits, (mode, why, _code) = served
+    else:
+        mode, why, _code = kb.search_mode(args.mode)
+        hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
+                         **filters)
+        if args.mode == "auto" and not why and kb.embedder is not None and kb.embedder.error:
+            mode, why = "keyword", kb.embedder.error  # the model failed to load just now: the search fell back to keywords
     args.used_mode = mode
     if args.mode == "auto" and not args.json:
         _keyword_only_notice(kb, why)
@@ -5075,6 +5631,33 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
                 print(f"{i:>5}  {line}")
         else:
             print(doc.text)
+    return 0
+
+
+def cmd_multi_get(kb: KnowledgeBase, args) -> int:
+    documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
+    if args.json:
+        print(json.dumps({"documents": [d.to_dict() for d in documents],
+                          "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}, indent=2, ensure_ascii=False))
+        return 0
+    for d in documents:
+        print(f"==> {d.collection}/{d.path} <==\n{d.text.rstrip()}\n")
+    for ref, why in skipped:
+        _notice(f"skipped {ref}: {why}")
+    return 0 if documents or not skipped else 1
+
+
+def cmd_mcp(kb: KnowledgeBase, args) -> int:
+    """Serve the notes to AI assistants over MCP (stdio, or Streamable HTTP with --http)."""
+    if not module_available("mcp"):
+        if getattr(sys, "frozen", False):
+            raise PMSError("this packaged app has no MCP server (run the pms.py script, with the mcp package, instead)")
+        raise PMSError(f"the MCP server needs the mcp package (pip install mcp, or run: {pms_command('setup')})")
+    service = MCPService(kb, allow_sync=args.allow_sync)
+    if args.http:
+        serve_mcp_http(service, host=args.host, port=args.port, token=args.token or os.environ.get("PMS_MCP_TOKEN"))
+    else:
+        serve_mcp_stdio(service)
     return 0
 
 
@@ -5170,7 +5753,7 @@ def cmd_setup(args) -> int:
         return 0
 
     target = private_env_dir()
-    packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean"]
+    packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean", "mcp"]
     if args.gui:
         # 6.12.0 loses a reference to None per call on Python < 3.12 (immortal None hides it later), and the app aborts.
         packages.append("PySide6-Essentials" + ("!=6.12.0" if sys.version_info < (3, 12) else ""))
@@ -5325,6 +5908,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true")
     g.add_argument("-l", "--line-numbers", action="store_true")
 
+    mg = sub.add_parser("multi-get", help="print several notes: a glob over collection/path.md or a comma list")
+    mg.add_argument("pattern", help="e.g. 'notes/journal/2024-*.md' or 'notes/a.md,#3afed6'")
+    mg.add_argument("--max-bytes", type=int, default=MULTI_GET_MAX_BYTES,
+                    help=f"skip notes larger than this (default {MULTI_GET_MAX_BYTES})")
+    mg.add_argument("--json", action="store_true")
+
     d = sub.add_parser("demo", help="index the sample notes shipped with PMS and run a few searches",
                        description="Adds the sample notes to your index as the collection 'sample-notes' "
                                    "(remove it with: pms collection remove sample-notes).")
@@ -5347,6 +5936,16 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment")
     s.add_argument("--gui", action="store_true", help="also install PySide6 and markdown-it-py for the desktop app")
 
+    m = sub.add_parser("mcp", help="serve your notes to AI assistants (Claude, Cursor, VS Code) over MCP",
+                       description="Stdio by default (what assistants launch); --http serves several clients at "
+                                   "http://127.0.0.1:PORT/mcp. The model stays loaded, so searches are warm. "
+                                   f"Needs the mcp package (pip install mcp, or: {pms_command('setup')}).")
+    m.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
+    m.add_argument("--port", type=int, default=MCP_DEFAULT_PORT, help=f"HTTP port (default {MCP_DEFAULT_PORT})")
+    m.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1: this machine only)")
+    m.add_argument("--token", help="HTTP: require 'Authorization: Bearer TOKEN' (or set PMS_MCP_TOKEN)")
+    m.add_argument("--allow-sync", action="store_true", help="let clients re-index with the sync tool")
+
     sub.add_parser("gui", help="open the desktop app: search as you type, read, clip by drag and drop",
                    description=f"Needs PySide6 (pip install PySide6-Essentials, or: {pms_command('setup --gui')}).")
     return p
@@ -5354,7 +5953,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
             "get": cmd_get, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
-            "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_backlinks, "related": cmd_related}
+            "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_backlinks, "related": cmd_related,
+            "multi-get": cmd_multi_get, "mcp": cmd_mcp}
 
 
 # Options of ``search`` that take a value: the value is never a "-word" exclusion.

@@ -1,0 +1,417 @@
+"""The MCP server (pms.py mcp) driven by the official SDK's own clients.
+
+Each server runs as a real subprocess on a real index of the sample notes,
+reached through the SDK's stdio client or its Streamable HTTP client; raw
+HTTP and raw stdin lines cover what a well-behaved client never sends.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, model_dir, run_cli
+
+mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -r requirements-dev.txt)")
+anyio = pytest.importorskip("anyio")
+httpx2 = pytest.importorskip("httpx2")
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+
+SAMPLES = REPO / "sample-notes"
+DESCRIPTION = "sample notes shipped with PMS"
+TOOLS = {"search", "get", "multi_get", "status", "sync"}
+
+
+def server_env(home: Path) -> dict[str, str]:
+    """The server's whole PMS environment: its own data folder and the offline model."""
+    return {"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())}
+
+
+def build_index(tmp: Path, folder: Path) -> tuple[Path, Path]:
+    home, db = tmp / "home", tmp / "index.sqlite"
+    home.mkdir()
+    done = run_cli("collection", "add", folder, "--name", "samples", "--description", DESCRIPTION, db=db,
+                   env={k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | server_env(home), timeout=600)
+    assert done.returncode == 0, done.stderr
+    return home, db
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory, embedding_model_dir) -> tuple[Path, Path]:
+    """(PMS_HOME, index file) of the sample notes, embedded with the offline model (hybrid search)."""
+    return build_index(tmp_path_factory.mktemp("mcp"), SAMPLES)
+
+
+def stdio(home: Path, db: Path, *flags: str) -> Client:
+    return Client(StdioServerParameters(command=sys.executable, args=[str(REPO / "pms.py"), "--db", str(db), "mcp", *flags],
+                                        env=server_env(home)))
+
+
+@contextlib.contextmanager
+def http_server(home: Path, db: Path, *flags: str):
+    """A `pms.py mcp --http` process on a free port; yields its URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | server_env(home)
+    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    found = threading.Event()
+    url: list[str] = []
+    log: list[str] = []
+
+    def read_stderr():
+        for line in proc.stderr:
+            log.append(line)
+            m = re.search(r"MCP server at (\S+)", line)
+            if m and not url:
+                url.append(m.group(1))
+                found.set()
+
+    threading.Thread(target=read_stderr, daemon=True).start()
+    try:
+        assert found.wait(60), f"the HTTP server did not start: {''.join(log)}"
+        yield url[0]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert not any("Traceback" in line for line in log), "".join(log)
+
+
+def http_client(url: str, headers: dict | None = None) -> Client:
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}, timeout=120)))
+
+
+def run(coro_fn, *args):
+    return anyio.run(coro_fn, *args)
+
+
+def error_text(result) -> str:
+    assert result.is_error, result
+    return result.content[0].text
+
+
+# -- every tool through both transports -------------------------------------------------
+
+async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
+    listed = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(listed) == TOOLS
+    for tool in listed.values():
+        assert len(tool.description) > 40, tool.name
+        for name, schema in tool.input_schema.get("properties", {}).items():
+            assert schema.get("description"), f"{tool.name}.{name} has no description"
+    assert listed["search"].input_schema["required"] == ["query"]
+    assert listed["search"].input_schema["properties"]["mode"]["enum"] == ["auto", "hybrid", "keyword", "vector"]
+
+    found = await client.call_tool("search", {"query": "rotate my ssh keys", "k": 3})
+    assert not found.is_error, found.content
+    hits = found.structured_content["hits"]
+    assert found.structured_content["mode"] == "hybrid"
+    assert 1 <= len(hits) <= 3
+    top = hits[0]
+    assert (top["collection"], top["path"]) == ("samples", "dev/ssh-key-rotation.md")
+    assert top["collection_description"] == DESCRIPTION
+    assert 1 <= top["start_line"] <= top["end_line"]
+    assert json.loads(found.content[0].text) == found.structured_content  # the same answer for text-only clients
+
+    # The hit's line range, read back with get, is those very lines of the file.
+    file_lines = (SAMPLES / top["path"]).read_text(encoding="utf-8").split("\n")
+    count = top["end_line"] - top["start_line"] + 1
+    passage = await client.call_tool("get", {"path": f"samples/{top['path']}:{top['start_line']}:{count}"})
+    doc = passage.structured_content
+    assert (doc["from_line"], doc["to_line"]) == (top["start_line"], top["end_line"])
+    assert doc["text"] == "\n".join(file_lines[top["start_line"] - 1 : top["end_line"]])
+    numbered = await client.call_tool("get", {"path": f"#{top['docid']}", "from_line": 2.0, "count": 2, "line_numbers": True})
+    assert numbered.structured_content["text"] == f"    2  {file_lines[1]}\n    3  {file_lines[2]}"
+
+    tagged = (await client.call_tool("search", {"query": "keys", "k": 10, "tags": ["security"]})).structured_content
+    assert tagged["hits"] and all("security" in h["tags"] for h in tagged["hits"])
+    in_home = (await client.call_tool("search", {"query": "list", "k": 10, "path": "home/"})).structured_content
+    assert in_home["hits"] and all(h["path"].startswith("home/") for h in in_home["hits"])
+    listed_by_tag = (await client.call_tool("search", {"query": "", "tags": ["security"]})).structured_content
+    assert {h["path"] for h in listed_by_tag["hits"]} >= {"dev/ssh-key-rotation.md"}
+
+    chunks = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
+                                               "collections": ["samples"]})
+    assert chunks.structured_content["mode"] == "keyword"
+    assert len({(h["path"], h["start_line"]) for h in chunks.structured_content["hits"]}) == len(chunks.structured_content["hits"])
+
+    several = await client.call_tool("multi_get", {"pattern": "samples/dev/s*.md, samples/quick-capture.md", "max_bytes": 2500})
+    got = {d["path"] for d in several.structured_content["documents"]}
+    skipped = {s["ref"] for s in several.structured_content["skipped"]}
+    small = {p for p in ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md", "dev/ssh-key-rotation.md",
+                         "quick-capture.md"] if (SAMPLES / p).stat().st_size <= 2500}
+    assert got == small
+    assert skipped == {f"samples/{p}" for p in ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md",
+                                                "dev/ssh-key-rotation.md", "quick-capture.md"]} - {f"samples/{p}" for p in small}
+    for d in several.structured_content["documents"]:
+        assert d["text"] == (SAMPLES / d["path"]).read_text(encoding="utf-8")
+
+    status = (await client.call_tool("status", {})).structured_content
+    assert [(c["name"], c["description"], c["notes"]) for c in status["collections_detail"]] == \
+        [("samples", DESCRIPTION, len(list(SAMPLES.rglob("*.md"))))]
+    assert status["pending"] == {"added": 0, "updated": 0, "deleted": 0}
+
+    synced = await client.call_tool("sync", {})
+    if sync_allowed:
+        assert not synced.is_error and synced.structured_content["unchanged"] == status["documents"]
+    else:
+        assert "--allow-sync" in error_text(synced)
+
+
+def test_stdio_client_lists_and_calls_every_tool(index):
+    home, db = index
+
+    async def main():
+        async with stdio(home, db) as client:
+            await exercise_every_tool(client, sync_allowed=False)
+
+    run(main)
+
+
+def test_http_client_lists_and_calls_every_tool(index):
+    home, db = index
+
+    async def main(url):
+        async with http_client(url) as client:
+            await exercise_every_tool(client, sync_allowed=True)
+
+    with http_server(home, db, "--allow-sync") as url:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url)
+        run(main, url)
+
+
+# -- bad requests: a clean one-line error, and the next call still works --------------
+
+async def still_works(client: Client) -> None:
+    again = await client.call_tool("search", {"query": "shakshuka", "k": 1})
+    assert not again.is_error and again.structured_content["hits"][0]["path"] == "home/shakshuka-recipe.md"
+
+
+async def check_bad_calls(client: Client) -> None:
+    with pytest.raises(MCPError, match="unknown tool 'delete_everything'"):
+        await client.call_tool("delete_everything", {})
+    await still_works(client)
+    for arguments, message in [
+        ({"query": "x", "k": 0}, "bad argument 'k' for search: 0 is less than the minimum of 1"),
+        ({"query": "x", "mode": "fuzzy"}, "bad argument 'mode' for search: 'fuzzy' is not one of"),
+        ({"k": 3}, "bad argument for search: 'query' is a required property"),
+        ({"query": "x", "limit": 3}, "bad argument for search: Additional properties are not allowed"),
+        ({"query": "x", "collections": ["nope"]}, "no collection named 'nope'"),
+        ({"query": "x", "after": "last tuesday"}, "last tuesday"),
+        ({"query": "x", "tags": "security"}, "bad argument 'tags' for search: 'security' is not of type 'array'"),
+    ]:
+        text = error_text(await client.call_tool("search", arguments))
+        assert text.startswith(message) or message in text, text
+        assert "\n" not in text and "Traceback" not in text
+        await still_works(client)
+    secret = "/etc/passwd"
+    for path in [secret, "../../../../etc/passwd", "samples/../../../etc/passwd", str(SAMPLES.parent / "README.md")]:
+        text = error_text(await client.call_tool("get", {"path": path}))
+        assert text.startswith("no indexed note matches"), text
+        assert "root:" not in text
+        await still_works(client)
+    multi = await client.call_tool("multi_get", {"pattern": "/etc/*, ../*"})
+    assert multi.structured_content["documents"] == []
+    await still_works(client)
+
+
+def test_stdio_bad_calls_get_clean_errors(index):
+    home, db = index
+
+    async def main():
+        async with stdio(home, db) as client:
+            await check_bad_calls(client)
+
+    run(main)
+
+
+def test_http_bad_calls_get_clean_errors(index):
+    home, db = index
+
+    async def main(url):
+        async with http_client(url) as client:
+            await check_bad_calls(client)
+
+    with http_server(home, db) as url:
+        run(main, url)
+
+
+def test_stdio_malformed_lines_get_json_rpc_errors(index):
+    """Raw lines on stdin: not JSON, then JSON that is no JSON-RPC message; the session goes on."""
+    home, db = index
+    lines = [
+        "{not json",
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"hello": "world"}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "get", "arguments": {"path": "samples/quick-capture.md:1:1"}}}),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | server_env(home)
+    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        proc.stdin.write("\n".join(lines) + "\n")
+        proc.stdin.flush()
+        answers = [json.loads(proc.stdout.readline()) for _ in range(4)]  # the notification gets none
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+    assert answers[0] == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not valid JSON"}}
+    assert answers[1]["id"] == 1 and answers[1]["result"]["serverInfo"]["name"] == "pms"
+    assert answers[2]["id"] is None and answers[2]["error"]["code"] == -32600
+    assert answers[3]["id"] == 2
+    first_line = (SAMPLES / "quick-capture.md").read_text(encoding="utf-8").split("\n")[0]
+    assert answers[3]["result"]["structuredContent"]["text"] == first_line
+    assert "Traceback" not in proc.stderr.read()
+
+
+def test_http_rejects_foreign_hosts_bad_json_and_missing_token(index):
+    home, db = index
+    token = "correct-horse-battery"
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    good = {**accept, "Authorization": f"Bearer {token}"}
+
+    async def session_works(url):
+        async with http_client(url, {"Authorization": f"Bearer {token}"}) as client:
+            await still_works(client)
+
+    with http_server(home, db, "--token", token) as url:
+        with httpx2.Client(timeout=30) as http:
+            assert http.post(url, json=ping, headers=accept).status_code == 401
+            assert http.post(url, json=ping, headers={**accept, "Authorization": "Bearer wrong"}).status_code == 401
+            run(session_works, url)
+            # DNS rebinding: a page on evil.example that resolves to 127.0.0.1 sends its own Host and Origin.
+            assert http.post(url, json=ping, headers={**good, "Host": "evil.example"}).status_code == 421
+            assert http.post(url, json=ping, headers={**good, "Origin": "http://evil.example"}).status_code == 403
+            run(session_works, url)
+            for body, code in [("{not json", -32700), ('{"hello": "world"}', None), ("[]", None)]:
+                answer = http.post(url, content=body, headers=good)
+                assert answer.status_code == 400, body
+                error = answer.json()["error"]
+                assert "\n" not in error["message"], error
+                if code:
+                    assert error["code"] == code
+                run(session_works, url)
+            ok = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}},
+                headers={**good, "Origin": "http://localhost:3000"})
+            assert ok.status_code == 200 and '"serverInfo"' in ok.text
+
+
+def test_mcp_without_the_sdk_says_how_to_get_it(tmp_path):
+    """The stdlib-only interpreter (-S: no site-packages) gets one line, not a traceback."""
+    done = run_cli("mcp", db=tmp_path / "index.sqlite", python_flags=("-S",), env={"PMS_HOME": str(tmp_path)})
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("pms: error: the MCP server needs the mcp package "
+                                   "(pip install mcp, or run: python3 pms.py setup)")
+
+
+# -- concurrency -----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
+    """One client re-indexes 150 new notes while two others keep searching and reading: no call fails."""
+    folder = tmp_path / "notes"
+    shutil.copytree(SAMPLES, folder)
+    home, db = build_index(tmp_path, folder)
+    for i in range(150):
+        (folder / "bulk" / f"note-{i:03}.md").parent.mkdir(exist_ok=True)
+        (folder / "bulk" / f"note-{i:03}.md").write_text(
+            f"# Bulk note {i}\n\nAbout topic {i % 7}: lighthouses, tide tables and harbour {i}.\n\n"
+            + "Another paragraph on rope knots and sail repair.\n" * 5, encoding="utf-8")
+    calls: dict[str, int] = {"reader-1": 0, "reader-2": 0}
+
+    async def reader(url, name, sync_done):
+        async with http_client(url) as client:
+            while not sync_done.is_set() or calls[name] == 0:
+                found = await client.call_tool("search", {"query": "ssh key rotation", "k": 3})
+                assert not found.is_error, found.content
+                assert found.structured_content["hits"][0]["path"] == "dev/ssh-key-rotation.md"
+                read = await client.call_tool("get", {"path": "samples/dev/ssh-key-rotation.md:1:3"})
+                assert not read.is_error, read.content
+                calls[name] += 1
+
+    async def main(url):
+        sync_done = anyio.Event()
+        report = {}
+
+        async def syncer():
+            async with http_client(url) as client:
+                result = await client.call_tool("sync", {})
+                assert not result.is_error, result.content
+                report.update(result.structured_content)
+                sync_done.set()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(syncer)
+            tasks.start_soon(reader, url, "reader-1", sync_done)
+            tasks.start_soon(reader, url, "reader-2", sync_done)
+        assert report["added"] == 150 and not report["errors"]
+        async with http_client(url) as client:
+            found = await client.call_tool("search", {"query": "lighthouses tide tables", "k": 3, "mode": "keyword"})
+            assert found.structured_content["hits"][0]["path"].startswith("bulk/")
+
+    with http_server(home, db, "--allow-sync") as url:
+        run(main, url)
+    assert min(calls.values()) >= 2, calls  # the readers really ran during the sync
+
+
+def test_multi_get_from_the_command_line(index):
+    """The API behind the multi_get tool, from the CLI: a glob plus a comma list, big notes skipped."""
+    home, db = index
+    done = run_cli("multi-get", "samples/home/*.md, #nope00", "--max-bytes", "1500", "--json", db=db,
+                   env={"PMS_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    home_notes = sorted(p.relative_to(SAMPLES).as_posix() for p in (SAMPLES / "home").glob("*.md"))
+    small = [p for p in home_notes if (SAMPLES / p).stat().st_size <= 1500]
+    assert small and [d["path"] for d in answer["documents"]] == small
+    assert {s["ref"] for s in answer["skipped"]} == {"#nope00"} | {f"samples/{p}" for p in home_notes if p not in small}
+
+
+def test_cli_search_uses_a_running_http_server(index, tmp_path):
+    """`pms.py search` asks a running `pms.py mcp --http` on the same index (warm model), else searches itself."""
+    home, db = index
+    no_model = {"PMS_HOME": str(home), "PMS_MODEL_DIR": str(tmp_path / "no-model-here")}
+    query = ["search", "rotate my ssh keys", "-n", "3", "--json"]
+    other_db = tmp_path / "other.sqlite"
+    (tmp_path / "other" / "keys.md").parent.mkdir()
+    (tmp_path / "other" / "keys.md").write_text("# Other keys\n\nI rotate my ssh keys by hand.\n", encoding="utf-8")
+    assert run_cli("collection", "add", tmp_path / "other", "--no-embed", db=other_db, env=no_model).returncode == 0
+    with http_server(home, db) as url:
+        announced = json.loads((home / "mcp-http.json").read_text(encoding="utf-8"))
+        assert announced["url"] == url
+        served = run_cli(*query, db=db, env=no_model)
+        other_index = run_cli(*query, db=other_db, env=no_model)
+        filtered = run_cli("search", "what to pack", "--path", "home/", "--json", db=db, env=no_model)
+    assert filtered.returncode == 0, filtered.stderr
+    filtered_hits = json.loads(filtered.stdout)
+    assert filtered_hits and all(h["path"].startswith("home/") for h in filtered_hits)
+    assert any(h["vector_rank"] for h in filtered_hits)  # the filter travelled to the server's hybrid search
+    assert served.returncode == 0, served.stderr
+    hits = json.loads(served.stdout)
+    # Hybrid ranks, although this process could not have loaded a model: the server searched.
+    assert hits[0]["path"] == "dev/ssh-key-rotation.md" and hits[0]["vector_rank"] == 1
+    # Another index is never answered by this server.
+    assert [h["path"] for h in json.loads(other_index.stdout)] == ["keys.md"]
+    assert not (home / "mcp-http.json").exists()  # the server withdrew its announcement when it stopped
+
+    in_process = run_cli(*query, db=db, env={"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())})
+    assert json.loads(in_process.stdout) == hits  # the same answer, searched here
+    alone = run_cli(*query, db=db, env=no_model)
+    assert all(h["vector_rank"] is None for h in json.loads(alone.stdout))  # no server, no model: keyword
