@@ -5056,7 +5056,7 @@ class MCPService:
                 "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text}
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def _error_line(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -5084,11 +5084,11 @@ def mcp_server(service: MCPService):
         except UnknownTool as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except PMSError as exc:
-            return types.CallToolResult(content=[types.TextContent(type="text", text=_one_line(exc))], is_error=True)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=_error_line(exc))], is_error=True)
         except Exception as exc:  # a bug must not end the session nor show a traceback to the client
             service.say(f"tool {params.name} failed: {type(exc).__name__}: {exc}")
             return types.CallToolResult(content=[types.TextContent(
-                type="text", text=_one_line(f"internal error in {params.name}: {type(exc).__name__}: {exc}"))], is_error=True)
+                type="text", text=_error_line(f"internal error in {params.name}: {type(exc).__name__}: {exc}"))], is_error=True)
         text = json.dumps(result, ensure_ascii=False, default=str)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=result)
 
@@ -5164,9 +5164,9 @@ def _search_route(service: MCPService, security):
 
             return JSONResponse(await anyio.to_thread.run_sync(run))
         except PMSError as exc:
-            return JSONResponse({"error": _one_line(exc)}, status_code=400)
+            return JSONResponse({"error": _error_line(exc)}, status_code=400)
         except (ValueError, KeyError, TypeError) as exc:
-            return JSONResponse({"error": _one_line(f"bad search request: {exc}")}, status_code=400)
+            return JSONResponse({"error": _error_line(f"bad search request: {exc}")}, status_code=400)
 
     return Route("/search", search, methods=["POST"])
 

@@ -133,7 +133,7 @@ def test_results_show_ranks_and_explain_rounds_and_names_missing_lists(embedding
     r = run_cli("search", "replicate documents onto my cellphone", "-n", "1", "--explain", db=db)
     first, *rest = r.stdout.splitlines()
     assert first.endswith("keyword \u2014, meaning #1"), r.stdout
-    explain = rest[-1]
+    explain = [line for line in rest if not line.strip().startswith("fused:")][-1]  # then how the lists were fused
     assert "keyword \u2014" in explain and "meaning #1 (cosine distance 0." in explain and "None" not in explain
     distance = explain.split("cosine distance ")[1].split(")")[0]
     assert len(distance.split(".")[1]) == 3

@@ -164,3 +164,24 @@ def test_library_code_reports_through_callbacks_never_print():
     banner = "#" * 20
     probe = f"{banner}\n# Sync ####\n{banner}\ndef run():\n    print('waiting')\n{banner}\n# CLI ####\n{banner}\ndef cmd_x():\n    print('ok')\n"
     assert prints_outside_the_cli(probe) == ["line 5: print(...) in run"]
+
+
+def redefined_names(source: str) -> list[str]:
+    """Module-level functions and classes defined twice: the later one silently
+    replaces the earlier for every caller (two sections each wrote a _one_line)."""
+    seen: dict[str, int] = {}
+    twice = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name in seen:
+                twice.append(f"{node.name}: lines {seen[node.name]} and {node.lineno}")
+            seen[node.name] = node.lineno
+    return twice
+
+
+def test_pms_defines_each_function_and_class_once():
+    assert redefined_names(pms_source()) == []
+
+
+def test_a_redefinition_is_found():
+    assert redefined_names("def f():\n    pass\n\n\ndef f():\n    pass\n") == ["f: lines 1 and 5"]
