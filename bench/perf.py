@@ -598,7 +598,11 @@ def bench_start(args) -> dict:
     tq = tldr_queries(root, n=50)
     out["keyword"] = {}
     real = subprocess.run([args.python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True).stdout.strip()
-    subprocess.run([real, "-c", "import pms"], cwd=REPO, check=True)  # writes __pycache__ for the -c runs
+    # The cached-bytecode rows need __pycache__/pms.*.pyc to be current: write it explicitly
+    # (a shell with PYTHONDONTWRITEBYTECODE set, like this machine's, never would).
+    subprocess.run([real, "-c", "import importlib.util, py_compile, sys; "
+                    "py_compile.compile(sys.argv[1], cfile=importlib.util.cache_from_source(sys.argv[1]))",
+                    str(REPO / "pms.py")], check=True)
     variants = {
         "interpreter start": ([real, "-c", "pass"], [""]),
         "interpreter -S start": ([real, "-S", "-c", "pass"], [""]),
