@@ -5399,8 +5399,6 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
             print(f"    {html_to_style(h.snippet, style)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
-            if h.fusion:
-                print(f"    {dim('fused: ' + h.fusion)}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -5425,6 +5423,8 @@ def _explain(hit: Hit, lists: Sequence[str]) -> str:
         parts.append(f"name #{hit.name_rank} (the query names this note: title, alias or file name)")
     if len(lists) > 1 or hit.name_rank:
         parts.append(f"fused score {hit.score:.4f} (higher is better)")
+    if hit.fusion:
+        parts.append(f"fused by {hit.fusion}")
     return "; ".join(parts)
 
 
