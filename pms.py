@@ -2520,10 +2520,9 @@ class FusionSettings:
     weights) has the same suite mean (0.731 against 0.730) and is better on
     SciFact (+0.011), NFCorpus (+0.009) and the tldr vault (+0.008), but on the
     Rust book it falls 0.021 below keyword alone, where RRF stays level with
-    it; no other weighting, normalisation (min-max, z-score), depth, or
-    per-query weights from the query's form (question, length, all terms
-    matched) or from how peaked each list is, did better on both the mean and
-    the worst set.
+    it; no other weighting, normalisation (min-max, z-score), mix of the two,
+    or per-query weights from the query's form (a question, 5+ terms) or from
+    how peaked each list is, did better on both the mean and the worst set.
     """
 
     method: str = "rrf"  # or "convex"
