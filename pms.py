@@ -2520,10 +2520,9 @@ class FusionSettings:
     weights) has the same suite mean (0.731 against 0.730) and is better on
     SciFact (+0.011), NFCorpus (+0.009) and the tldr vault (+0.008), but on the
     Rust book it falls 0.021 below keyword alone, where RRF stays level with
-    it; no other weighting, normalisation (min-max, z-score), depth, or
-    per-query weights from the query's form (question, length, all terms
-    matched) or from how peaked each list is, did better on both the mean and
-    the worst set.
+    it; no other weighting, normalisation (min-max, z-score), mix of the two,
+    or per-query weights from the query's form (a question, 5+ terms) or from
+    how peaked each list is, did better on both the mean and the worst set.
     """
 
     method: str = "rrf"  # or "convex"
@@ -5399,8 +5398,6 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
             print(f"    {html_to_style(h.snippet, style)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
-            if h.fusion:
-                print(f"    {dim('fused: ' + h.fusion)}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -5425,6 +5422,8 @@ def _explain(hit: Hit, lists: Sequence[str]) -> str:
         parts.append(f"name #{hit.name_rank} (the query names this note: title, alias or file name)")
     if len(lists) > 1 or hit.name_rank:
         parts.append(f"fused score {hit.score:.4f} (higher is better)")
+    if hit.fusion:
+        parts.append(f"fused by {hit.fusion}")
     return "; ".join(parts)
 
 

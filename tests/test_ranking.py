@@ -143,4 +143,4 @@ def test_cli_explain_says_how_the_lists_were_fused(cli, named_vault, db_path):
     named_vault[0].close()
     r = cli("search", "kubectl cheatsheet", "--mode", "keyword", "--explain", db=db_path)
     assert r.returncode == 0, r.stderr
-    assert "name #1 (the query names this note" in r.stdout and "fused: rrf k=60: keyword x2 + name x1" in r.stdout
+    assert "name #1 (the query names this note" in r.stdout and "fused by rrf k=60: keyword x2 + name x1" in r.stdout
