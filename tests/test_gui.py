@@ -8,6 +8,7 @@ import http.server
 import os
 import sqlite3
 import threading
+import weakref
 
 import pytest
 
@@ -373,11 +374,6 @@ def test_rows_passed_through_with_the_arrow_keys_are_not_rendered(many, open_win
     assert window.results_model.hits.index(window.current_hit()) == 12
 
 
-def live_hits() -> int:
-    gc.collect()
-    return sum(1 for obj in gc.get_objects() if isinstance(obj, pms.Hit))
-
-
 def rss_mb() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -387,20 +383,24 @@ def rss_mb() -> float:
 def test_memory_stays_flat_over_a_thousand_searches(many, open_window, qtbot):
     window = open_window(many)
     queries = [f"topic {i % 7} note" for i in range(1000)]
+    shown: list = []  # weak references to every Hit handed to the window
 
     def search(query: str) -> None:
         # The search thread's path: kb.search, then the results signal into the window.
+        hits = many.search(query, k=30, mode="keyword")
+        shown.extend(weakref.ref(hit) for hit in hits)
         window.search_seq += 1
-        window.bridge.results.emit(window.search_seq, query, many.search(query, k=30, mode="keyword"), 0.0)
+        window.bridge.results.emit(window.search_seq, query, hits, 0.0)
         qtbot.wait(0)
 
     for query in queries[:100]:
         search(query)
-    hits, rss = live_hits(), rss_mb() if os.path.exists("/proc/self/statm") else 0.0
-    assert hits <= 2 * 30
+    rss = rss_mb() if os.path.exists("/proc/self/statm") else 0.0
     for query in queries[100:]:
         search(query)
-    assert live_hits() <= hits, "hits of old searches are still alive"
+    gc.collect()
+    alive = sum(1 for ref in shown if ref() is not None)
+    assert alive <= 30, f"{alive} hits of old searches are still alive"  # the last search's only
     if rss:
         assert rss_mb() - rss < 20, f"RSS grew from {rss:.0f} MB to {rss_mb():.0f} MB over 900 searches"
 
