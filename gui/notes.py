@@ -138,7 +138,11 @@ class FilterBar(QWidget):
 
 
 class _RelatedBridge(QObject):
-    done = Signal(int, object, str)  # request number, hits, error
+    # Only the request number crosses threads; the answer waits in
+    # RelatedWorker.answer. With the hits in the signal, about 8 Hits per
+    # lookup stayed alive in the window (test_memory_stays_flat_over_a_thousand_searches;
+    # a bare QObject receiver does not show it, so the cause is in PySide).
+    done = Signal(int)
 
 
 class RelatedWorker(threading.Thread):
@@ -150,6 +154,13 @@ class RelatedWorker(threading.Thread):
         self.kb, self.bridge = kb, bridge
         self._wanted: tuple[int, str] | None = None
         self._cond = threading.Condition()
+        self._answer: tuple[int, list, str] = (0, [], "")
+
+    def answer(self, number: int) -> tuple[list, str] | None:
+        """(hits, error) of request ``number``, or None when a newer one replaced it."""
+        with self._cond:
+            got, hits, error = self._answer
+        return (hits, error) if got == number else None
 
     def submit(self, number: int, note: str) -> None:
         with self._cond:
@@ -169,8 +180,10 @@ class RelatedWorker(threading.Thread):
                 hits, error = [], str(exc)
             except Exception as exc:  # a bug must show up as a message, not end the thread
                 hits, error = [], f"related notes failed: {exc!r}"
+            with self._cond:
+                self._answer = (number, hits, error)
             try:
-                self.bridge.done.emit(number, hits, error)
+                self.bridge.done.emit(number)
             except RuntimeError:  # the window closed meanwhile
                 return
 
@@ -199,6 +212,9 @@ class RelatedPanel(QWidget):
         self.worker.start()
         self.request = 0
         self.note = ""
+        # The Hits stay in Python; a Qt item holds only its row number (a Hit
+        # stored in an item's data outlived the item: ~8 per search).
+        self.hits: list = []
         self.setMinimumWidth(180)
 
     def show_for(self, hit) -> None:
@@ -211,6 +227,7 @@ class RelatedPanel(QWidget):
         number = self.request
         self.title.setText(f"<b>Related</b> to {hit.title}")
         self.list.clear()
+        self.hits = []
         self.worker.submit(number, note)
 
     def clear(self) -> None:
@@ -218,21 +235,25 @@ class RelatedPanel(QWidget):
         self.request += 1
         self.title.setText("<b>Related</b>")
         self.list.clear()
+        self.hits = []
 
-    def _show(self, number: int, hits: list, error: str) -> None:
-        if number != self.request:
+    def _show(self, number: int) -> None:
+        answer = self.worker.answer(number)
+        if number != self.request or answer is None:
             return  # an older note's answer
+        hits, error = answer
         self.list.clear()
+        self.hits = list(hits)
         if error or not hits:
             self.list.addItem(QListWidgetItem(error or "No related notes."))
             return
-        for hit in hits:
+        for row, hit in enumerate(self.hits):
             item = QListWidgetItem(f"{hit.title}\n{plain(hit.snippet)[:140]}")
             item.setToolTip(f"{hit.collection}/{hit.path} — {hit.heading_path}")
-            item.setData(Qt.UserRole, hit)
+            item.setData(Qt.UserRole, row)
             self.list.addItem(item)
 
     def _activated(self, item: QListWidgetItem) -> None:
-        hit = item.data(Qt.UserRole)
-        if hit is not None:
-            self.open_requested.emit(hit)
+        row = item.data(Qt.UserRole)
+        if isinstance(row, int) and 0 <= row < len(self.hits):
+            self.open_requested.emit(self.hits[row])

@@ -393,14 +393,22 @@ def test_memory_stays_flat_over_a_thousand_searches(many, open_window, qtbot):
         window.bridge.results.emit(window.search_seq, query, hits, 0.0)
         qtbot.wait(0)
 
+    def live_hits() -> int:
+        gc.collect()
+        return sum(1 for obj in gc.get_objects() if isinstance(obj, pms.Hit))
+
     for query in queries[:100]:
         search(query)
     rss = rss_mb() if os.path.exists("/proc/self/statm") else 0.0
+    before = live_hits()
     for query in queries[100:]:
         search(query)
     gc.collect()
     alive = sum(1 for ref in shown if ref() is not None)
     assert alive <= 30, f"{alive} hits of old searches are still alive"  # the last search's only
+    # Nothing else in the window (the Related pane, the start page) keeps old Hits either.
+    grown = live_hits() - before
+    assert grown <= 30, f"{grown} more Hits alive after 900 more searches"
     if rss:
         assert rss_mb() - rss < 20, f"RSS grew from {rss:.0f} MB to {rss_mb():.0f} MB over 900 searches"
 

@@ -66,7 +66,8 @@ def test_the_related_panel_follows_the_open_note_and_opens_a_related_one(window,
     qtbot.waitUntil(lambda: window.related.list.count() > 0 and window.related.list.item(0).data(Qt.UserRole) is not None,
                     timeout=WAIT_MS)
     assert "Alpha" in window.related.title.text()
-    related = [window.related.list.item(i).data(Qt.UserRole) for i in range(window.related.list.count())]
+    related = list(window.related.hits)
+    assert len(related) == window.related.list.count()
     assert "projects/alpha.md" not in [h.path for h in related]
     window.related.list.itemClicked.emit(window.related.list.item(0))
     assert window.preview.abspath.name == os.path.basename(related[0].path)
