@@ -209,16 +209,6 @@ def searches(window, queries: list[str]) -> None:
         wait_for_results(window, query)
 
 
-def queries_from_titles(kb: pms.KnowledgeBase, n: int, seed: int = 7) -> list[str]:
-    """Two-word queries made of words from real note titles."""
-    rng = random.Random(seed)
-    words = []
-    for hit in kb.search("file", k=200, mode="keyword") + kb.search("list", k=200, mode="keyword"):
-        words += [w for w in hit.title.lower().replace("-", " ").split() if w.isalpha() and len(w) >= 4]
-    words = sorted(set(words))
-    return [" ".join(rng.sample(words, 2)) for _ in range(n)]
-
-
 def summary(seconds: list[float], unit: float = 1000.0) -> str:
     if not seconds:
         return "no samples"
