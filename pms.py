@@ -4914,6 +4914,26 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "documents": {"type": "array", "items": document},
              "skipped": {"type": "array", "items": {"type": "object", "properties": {
                  "ref": {"type": "string"}, "reason": {"type": "string"}}}}}}},
+        {"name": "related", "title": "Related notes",
+         "description": ("The notes closest in meaning to a note (from its passages; by shared rare words without "
+                         "embeddings), each with its passage that relates them. Use it to explore around a search hit."),
+         "input": {"type": "object", "additionalProperties": False, "required": ["path"], "properties": {
+             "path": {"type": "string", "minLength": 1, "description": "a note: 'collection/path.md' or '#docid'"},
+             "k": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10,
+                   "description": "number of notes (1-100, default 10)"}}},
+         "output": {"type": "object", "required": ["hits"], "properties": {
+             "note": {"type": "string"}, "hits": {"type": "array", "items": hit}}}},
+        {"name": "links", "title": "Links of a note",
+         "description": ("The notes a note links to ([[wikilinks]] and Markdown links, in order; an unresolved link has "
+                         "no path), or with direction 'backlinks' the notes that link to it."),
+         "input": {"type": "object", "additionalProperties": False, "required": ["path"], "properties": {
+             "path": {"type": "string", "minLength": 1, "description": "a note: 'collection/path.md' or '#docid'"},
+             "direction": {"type": "string", "enum": ["links", "backlinks"], "default": "links",
+                           "description": "links (default): what the note points to; backlinks: what points to it"}}},
+         "output": {"type": "object", "required": ["links"], "properties": {
+             "note": {"type": "string"}, "links": {"type": "array", "items": {"type": "object", "properties": {
+                 "collection": {"type": "string"}, "path": {"type": ["string", "null"]},
+                 "title": {"type": ["string", "null"]}, "target": {"type": "string"}, "resolved": {"type": "boolean"}}}}}}},
         {"name": "status", "title": "Index status",
          "description": ("The collections (name, folder, description, counts), the search mode (hybrid or "
                          "keyword, and why), and changes on disk not yet indexed."),
@@ -5011,15 +5031,22 @@ class MCPService:
                     chunks: bool = False, **filters) -> dict:
         hits = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, **filters)
         used = self.kb.search_mode(mode)  # after the search: a model that failed to load means keyword
-        rows = []
-        for h in hits:
-            row = h.to_dict()
-            row["snippet"] = html_to_style(h.snippet, "plain")
-            rows.append(row)
-        result = {"query": query, "mode": used.mode, "hits": rows}
+        result = {"query": query, "mode": used.mode, "hits": self._hit_rows(hits)}
         if used.reason:
             result["notice"] = f"keyword-only search: {used.reason}"
         return result
+
+    @staticmethod
+    def _hit_rows(hits: list[Hit]) -> list[dict]:
+        """Hits as JSON, snippets as plain text (an assistant reads them, not a browser)."""
+        return [{**h.to_dict(), "snippet": html_to_style(h.snippet, "plain")} for h in hits]
+
+    def tool_related(self, path: str, k: int = 10) -> dict:
+        return {"note": path, "hits": self._hit_rows(self.kb.related(path, k=k))}
+
+    def tool_links(self, path: str, direction: str = "links") -> dict:
+        refs = self.kb.backlinks(path) if direction == "backlinks" else self.kb.links(path)
+        return {"note": path, "links": [r.to_dict() for r in refs]}
 
     def tool_get(self, path: str, from_line: int | None = None, count: int | None = None,
                  line_numbers: bool = False) -> dict:

@@ -72,6 +72,9 @@ def tagged_index(workdir: Path, corpus: list[dict]) -> pms.KnowledgeBase:
 # What the first migration creates: the copy keeps only these (and their shadow tables).
 FIRST_SCHEMA = ("collections", "documents", "sqlite_sequence", "chunks", "chunks_fts", "meta", "chunk_vectors")
 FIRST_TRIGGERS = ("chunks_ai", "chunks_ad", "chunks_au")
+FIRST_INDEXES = ("documents_docid", "chunks_document", "chunks_unembedded")
+FIRST_COLUMNS = {"documents": ("id", "collection_id", "path", "docid", "title", "tags", "aliases", "size", "mtime_ns",
+                               "sha256", "indexed_at")}
 
 
 def reset_to_first_schema(db) -> None:
@@ -81,6 +84,13 @@ def reset_to_first_schema(db) -> None:
     for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         if name not in FIRST_TRIGGERS:
             db.execute(f'DROP TRIGGER "{name}"')
+    for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall():
+        if name not in FIRST_INDEXES:
+            db.execute(f'DROP INDEX "{name}"')
+    for table, keep in FIRST_COLUMNS.items():
+        for column in [r[1] for r in db.execute(f"PRAGMA table_info({table})")]:
+            if column not in keep:
+                db.execute(f'ALTER TABLE {table} DROP COLUMN "{column}"')  # SQLite >= 3.35
     rows = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
     extra = [(name, sql or "") for name, sql in rows if not name.startswith(FIRST_SCHEMA)]
     for name, sql in sorted(extra, key=lambda r: not r[1].upper().startswith("CREATE VIRTUAL")):  # virtual first: they drop their shadows

@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 
 SAMPLES = REPO / "sample-notes"
 DESCRIPTION = "sample notes shipped with PMS"
-TOOLS = {"search", "get", "multi_get", "status", "sync"}
+TOOLS = {"search", "get", "multi_get", "status", "sync", "related", "links"}
 
 
 def server_env(home: Path) -> dict[str, str]:
@@ -141,6 +141,15 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     assert in_home["hits"] and all(h["path"].startswith("home/") for h in in_home["hits"])
     listed_by_tag = (await client.call_tool("search", {"query": "", "tags": ["security"]})).structured_content
     assert {h["path"] for h in listed_by_tag["hits"]} >= {"dev/ssh-key-rotation.md"}
+
+    related = (await client.call_tool("related", {"path": "samples/dev/rust-ownership-and-borrowing.md", "k": 3})).structured_content
+    assert 1 <= len(related["hits"]) <= 3 and "dev/rust-ownership-and-borrowing.md" not in [h["path"] for h in related["hits"]]
+    assert all(h["heading_path"] and h["snippet"] and "<mark>" not in h["snippet"] for h in related["hits"])
+    links = (await client.call_tool("links", {"path": "samples/reading/reading-list.md"})).structured_content["links"]
+    assert {"reading/how-to-take-smart-notes.md", "dev/rust-ownership-and-borrowing.md"} <= {l["path"] for l in links}
+    back = await client.call_tool("links", {"path": "samples/reading/reading-list.md", "direction": "backlinks"})
+    back_paths = [l["path"] for l in back.structured_content["links"]]
+    assert "reading/how-to-take-smart-notes.md" in back_paths and "reading/reading-list.md" not in back_paths
 
     chunks = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
                                                "collections": ["samples"]})
