@@ -155,6 +155,16 @@ class RelatedWorker(threading.Thread):
         self._wanted: tuple[int, str] | None = None
         self._cond = threading.Condition()
         self._answer: tuple[int, list, str] = (0, [], "")
+        self._stopping = False
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the thread before the index closes: closing a connection while this
+        thread still reads through it crashed the process."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout)
 
     def answer(self, number: int) -> tuple[list, str] | None:
         """(hits, error) of request ``number``, or None when a newer one replaced it."""
@@ -170,8 +180,10 @@ class RelatedWorker(threading.Thread):
     def run(self) -> None:
         while True:
             with self._cond:
-                while self._wanted is None:
+                while self._wanted is None and not self._stopping:
                     self._cond.wait()
+                if self._stopping:
+                    return
                 number, note = self._wanted
                 self._wanted = None
             try:

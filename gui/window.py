@@ -310,6 +310,7 @@ class MainWindow(QMainWindow):
         if self.tray is not None:
             self.tray.hide()
         self.searcher.stop()
+        self.related.worker.stop()
         if self.sync_job and self.sync_job.running():
             self.sync_job.cancel.set()
             self.sync_job.thread.join(5)  # cancel stops between batches; wait so the index closes cleanly

@@ -91,7 +91,7 @@ class SearchThread(threading.Thread):
         super().__init__(name="pms-search", daemon=True)
         self.kb, self.bridge = kb, bridge
         self._wanted = None
-        self._stop = False
+        self._stopping = False
         self._cond = threading.Condition()
 
     def submit(self, seq: int, query: str, mode: str, collections, k: int = 30, prefix_last: bool = True,
@@ -101,17 +101,20 @@ class SearchThread(threading.Thread):
             self._wanted = (seq, query, mode, collections, k, prefix_last, filters or {})
             self._cond.notify()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the thread (after the search it is running) before the index closes."""
         with self._cond:
-            self._stop = True
+            self._stopping = True
             self._cond.notify()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout)
 
     def run(self) -> None:
         while True:
             with self._cond:
-                while self._wanted is None and not self._stop:
+                while self._wanted is None and not self._stopping:
                     self._cond.wait()
-                if self._stop:
+                if self._stopping:
                     return
                 seq, query, mode, collections, k, prefix_last, filters = self._wanted
                 self._wanted = None
