@@ -2523,6 +2523,10 @@ class FusionSettings:
     it; no other weighting, normalisation (min-max, z-score), mix of the two,
     or per-query weights from the query's form (a question, 5+ terms) or from
     how peaked each list is, did better on both the mean and the worst set.
+    What did: RRF plus a small share of the convex score (``score_share``),
+    which mostly orders notes RRF places close together by how strong their
+    scores are (suite mean 0.729 -> 0.731, worst set NFCorpus 0.349 -> 0.353,
+    no set down by more than 0.002; docs/benchmarks.md).
     """
 
     method: str = "rrf"  # or "convex"
@@ -2535,6 +2539,10 @@ class FusionSettings:
     name_weight: float = 1.0
     k: int = 60  # rrf only: the rank offset
     top_bonus: float = 0.005  # rrf only: added for each list's #1
+    # rrf only: plus score_share x (value / the list's best) from the keyword
+    # (share score_keyword_share) and vector (the rest) lists; 0 turns it off.
+    score_share: float = 0.01
+    score_keyword_share: float = 0.6
     depth: int = 100  # how deep each list is read before fusing
 
     def weights(self) -> dict[str, float]:
@@ -2545,7 +2553,14 @@ class FusionSettings:
         parts = " + ".join(f"{name} x{w:g}" for name, w in weights.items())
         if self.method == "convex":
             return f"convex (scores / each list's best): {parts}"
-        return f"{self.method} k={self.k}: {parts}" + (f", +{self.top_bonus:g} for a list's #1" if self.top_bonus else "")
+        shares = self.score_shares()
+        scored = " + ".join(f"{name} x{shares[name]:g}" for name in weights if shares.get(name))
+        return (f"{self.method} k={self.k}: {parts}" + (f", +{self.top_bonus:g} for a list's #1" if self.top_bonus else "")
+                + (f", +{self.score_share:g} x (score / list's best): {scored}" if self.score_share and scored else ""))
+
+    def score_shares(self) -> dict[str, float]:
+        """rrf only: each list's share of the ``score_share`` added to a unit."""
+        return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
 
 
 @dataclasses.dataclass
@@ -2569,7 +2584,10 @@ def fuse(rankings: dict[str, Sequence[tuple[object, float]]], settings: FusionSe
     ``weights`` (default: the settings' weights; a list without one weighs 1)
     scales each list's vote. ``settings.method``:
 
-    * ``rrf``: weight / (k + rank), plus ``top_bonus`` for a list's #1;
+    * ``rrf``: weight / (k + rank), plus ``top_bonus`` for a list's #1, plus
+      ``score_share`` x the list's share (``score_shares``) x value / (the
+      list's best): a little of the convex score below, which mostly breaks
+      near-ties of RRF by how strong each unit's scores are;
     * ``convex``: weight * value / (the list's best value): a convex combination
       of scores normalised by their theoretical minimum (0 for BM25 and cosine
       similarity) and the list's best ("TM2C2", Bruch et al., ACM TOIS 2023).
@@ -2579,6 +2597,7 @@ def fuse(rankings: dict[str, Sequence[tuple[object, float]]], settings: FusionSe
     Ties go to the unit ranked best by any list, then to the earlier list.
     """
     weights = settings.weights() if weights is None else weights
+    shares = settings.score_shares() if settings.method == "rrf" and settings.score_share else {}
     fused: dict[object, Fused] = {}
     for name, ranking in rankings.items():
         weight = weights.get(name, 1.0)
@@ -2596,6 +2615,8 @@ def fuse(rankings: dict[str, Sequence[tuple[object, float]]], settings: FusionSe
                 part = weight * floor / top if top > 0 else 0.0
             else:
                 part = weight / (settings.k + rank) + (settings.top_bonus if rank == 1 else 0.0)
+                if shares.get(name) and top > 0:
+                    part += settings.score_share * shares[name] * floor / top
             entry.ranks[name], entry.values[name], entry.parts[name] = rank, value, part
             entry.score += part
     return sorted(fused.values(), key=lambda e: (-e.score, min(e.ranks.values())))

@@ -36,7 +36,7 @@ def test_hybrid_and_candidates_api(hybrid_vault):
     top = hits[0]
     assert top.path == "backup.md" and top.bm25_rank == 1 and top.vector_rank == 1
     f = hybrid_vault.retrieval.fusion
-    assert top.score == pytest.approx((f.keyword_weight + f.vector_weight) / (f.k + 1) + 2 * f.top_bonus)
+    assert top.score == pytest.approx((f.keyword_weight + f.vector_weight) / (f.k + 1) + 2 * f.top_bonus + f.score_share)  # #1 in both: each list's best
     lists = hybrid_vault.retrieval.candidates("restic backups offsite", k=5)
     assert set(lists) == {"keyword", "vector"} and lists["keyword"] and len(lists["vector"]) == 3
     assert all(isinstance(cid, int) for cid in lists["keyword"] + lists["vector"])

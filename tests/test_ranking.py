@@ -10,7 +10,7 @@ from conftest import write
 
 # -- fuse(): no SQLite, no model ------------------------------------------------------------
 def test_fuse_reciprocal_rank_fusion_by_hand():
-    settings = pms.FusionSettings(method="rrf", k=10, top_bonus=0.0)
+    settings = pms.FusionSettings(method="rrf", k=10, top_bonus=0.0, score_share=0.0)
     rankings = {"keyword": [("a", 9.0), ("b", 5.0), ("a", 1.0)], "vector": [("b", 0.9), ("c", 0.8)]}
     fused = pms.fuse(rankings, settings, {"keyword": 2.0, "vector": 1.0})
     assert [f.unit for f in fused] == ["b", "a", "c"]
@@ -21,7 +21,7 @@ def test_fuse_reciprocal_rank_fusion_by_hand():
 
 
 def test_fuse_bonus_weights_and_ties():
-    settings = pms.FusionSettings(method="rrf", k=60, top_bonus=0.01)
+    settings = pms.FusionSettings(method="rrf", k=60, top_bonus=0.01, score_share=0.0)
     fused = pms.fuse({"keyword": [("x", 1.0), ("y", 0.5)], "vector": [("y", 0.9), ("x", 0.1)]}, settings,
                      {"keyword": 1.0, "vector": 1.0})
     assert fused[0].score == pytest.approx(fused[1].score)  # symmetric: a tie
@@ -29,6 +29,27 @@ def test_fuse_bonus_weights_and_ties():
     only_vector = pms.fuse({"keyword": [("x", 1.0)], "vector": [("y", 0.9)]}, settings, {"keyword": 0.0, "vector": 1.0})
     assert [f.unit for f in only_vector] == ["y", "x"]  # a list weighted 0 still lists its units, last
     assert pms.fuse({}, settings) == []
+
+
+def test_fuse_rrf_near_ties_go_to_the_stronger_scores():
+    # Plain RRF ties a and b (each is #1 in one list, #2 in the other) and keeps
+    # the keyword list's order, a first. The score share adds
+    # 0.01 x (0.6 x value / keyword best + 0.4 x value / vector best):
+    # a 0.01 x (0.6 x 10/10 + 0.4 x 0.1/0.5) = 0.0068, b 0.01 x (0.6 x 9/10 + 0.4 x 0.5/0.5) = 0.0094.
+    settings = pms.FusionSettings(method="rrf", k=60, top_bonus=0.0)
+    assert (settings.score_share, settings.score_keyword_share) == (0.01, 0.6)  # the defaults
+    rankings = {"keyword": [("a", 10.0), ("b", 9.0)], "vector": [("b", 0.5), ("a", 0.1)]}
+    fused = pms.fuse(rankings, settings, {"keyword": 1.0, "vector": 1.0})
+    assert [f.unit for f in fused] == ["b", "a"]
+    b, a = fused
+    assert b.score == pytest.approx(1 / 61 + 1 / 62 + 0.0094) and a.score == pytest.approx(1 / 61 + 1 / 62 + 0.0068)
+    assert b.parts == pytest.approx({"keyword": 1 / 62 + 0.0054, "vector": 1 / 61 + 0.004})
+    assert "+0.01 x (score / list's best): keyword x0.6 + vector x0.4" in settings.describe({"keyword": 1.0, "vector": 1.0})
+    plain = pms.fuse(rankings, pms.FusionSettings(method="rrf", k=60, top_bonus=0.0, score_share=0.0), {"keyword": 1.0, "vector": 1.0})
+    assert [f.unit for f in plain] == ["a", "b"]  # without it: the tie, keyword order
+    # A list without a share (names) adds its RRF vote only.
+    named = pms.fuse({"name": [("n", 0.9)]}, settings, {"name": 1.0})
+    assert named[0].score == pytest.approx(1 / 61)
 
 
 # -- names: title, aliases, file name -------------------------------------------------------
