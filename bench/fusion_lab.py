@@ -11,6 +11,7 @@ The suite (bench/suite.py) remains the reference: it runs the real search path.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import json
@@ -128,11 +129,12 @@ def main() -> int:
     workdir = REPO / ".cache" / "bench"
     sets = sys.argv[1:] or list(SETS)
     data = {name: collect(name, workdir) for name in sets}
-    F = pms.FusionSettings
+    # The variants measured before the score share existed keep it off; score_share rows add it.
+    F = functools.partial(pms.FusionSettings, score_share=0.0)
     variants = {
         "keyword": lambda q: [p for p, _ in q["lists"]["keyword"]],
         "vector": lambda q: [p for p, _ in q["lists"]["vector"]],
-        "shipped: rrf 2:1 bonus .005": fused(F(method="rrf", keyword_weight=2.0, vector_weight=1.0, top_bonus=0.005, name_weight=0)),
+        "before: rrf 2:1 bonus .005": fused(F(method="rrf", keyword_weight=2.0, vector_weight=1.0, top_bonus=0.005, name_weight=0)),
         "rrf 1:1": fused(F(method="rrf", keyword_weight=1.0, vector_weight=1.0, top_bonus=0, name_weight=0)),
         "rrf 1.5:1 bonus .005": fused(F(method="rrf", keyword_weight=1.5, vector_weight=1, top_bonus=0.005, name_weight=0)),
         "rrf 3:1 bonus .005": fused(F(method="rrf", keyword_weight=3, vector_weight=1, top_bonus=0.005, name_weight=0)),
@@ -159,6 +161,10 @@ def main() -> int:
         variants[f"adaptive rrf 2:1 p{pg}"] = fused(F(method="rrf", keyword_weight=2, vector_weight=1, top_bonus=0.005, name_weight=0),
                                                    weights_of=adaptive(0, 0, pg))
     variants["rrf 2:1 b.005 + names 1"] = fused(F(method="rrf", keyword_weight=2.0, vector_weight=1.0, top_bonus=0.005, name_weight=1))
+    for share, kw_share in ((0.005, 0.6), (0.01, 0.5), (0.01, 0.6), (0.01, 0.7), (0.02, 0.6)):
+        variants[f"rrf 2:1 b.005 + score share {share} ({kw_share}:{1 - kw_share:g})"] = fused(
+            F(method="rrf", keyword_weight=2.0, vector_weight=1.0, top_bonus=0.005, name_weight=0, score_share=share, score_keyword_share=kw_share))
+    variants["as shipped: + score share .01 (0.6:0.4) + names 1"] = fused(pms.FusionSettings())
     print(f"{'variant':<40}" + "".join(f"{s:>10}" for s in sets) + f"{'mean':>8}{'worst':>8}")
     for label, ranker in variants.items():
         row = [score(data[s], ranker) for s in sets]
