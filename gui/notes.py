@@ -5,13 +5,13 @@ from __future__ import annotations
 import html
 import re
 import shlex
-import threading
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QToolButton, QVBoxLayout,
                                QWidget)
 
 import pms
+from gui.workers import NewestOnlyThread
 
 CHIPS = 8  # the most used tags, one click each
 RELATED = 8
@@ -145,26 +145,13 @@ class _RelatedBridge(QObject):
     done = Signal(int)
 
 
-class RelatedWorker(threading.Thread):
-    """One thread (so one SQLite connection) for every related-notes lookup; only
-    the newest request runs, older ones waiting are dropped."""
+class RelatedWorker(NewestOnlyThread):
+    """Related-notes lookups in one thread; only the newest request runs."""
 
     def __init__(self, kb: pms.KnowledgeBase, bridge: _RelatedBridge):
-        super().__init__(name="pms-related", daemon=True)
+        super().__init__("pms-related")
         self.kb, self.bridge = kb, bridge
-        self._wanted: tuple[int, str] | None = None
-        self._cond = threading.Condition()
         self._answer: tuple[int, list, str] = (0, [], "")
-        self._stopping = False
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """End the thread before the index closes: closing a connection while this
-        thread still reads through it crashed the process."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        if self.is_alive() and threading.current_thread() is not self:
-            self.join(timeout)
 
     def answer(self, number: int) -> tuple[list, str] | None:
         """(hits, error) of request ``number``, or None when a newer one replaced it."""
@@ -173,31 +160,23 @@ class RelatedWorker(threading.Thread):
         return (hits, error) if got == number else None
 
     def submit(self, number: int, note: str) -> None:
-        with self._cond:
-            self._wanted = (number, note)
-            self._cond.notify()
+        self._submit((number, note))
 
-    def run(self) -> None:
-        while True:
-            with self._cond:
-                while self._wanted is None and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
-                    return
-                number, note = self._wanted
-                self._wanted = None
-            try:
-                hits, error = self.kb.related(note, k=RELATED), ""
-            except pms.PMSError as exc:
-                hits, error = [], str(exc)
-            except Exception as exc:  # a bug must show up as a message, not end the thread
-                hits, error = [], f"related notes failed: {exc!r}"
-            with self._cond:
-                self._answer = (number, hits, error)
-            try:
-                self.bridge.done.emit(number)
-            except RuntimeError:  # the window closed meanwhile
-                return
+    def handle(self, request) -> bool | None:
+        number, note = request
+        try:
+            hits, error = self.kb.related(note, k=RELATED), ""
+        except pms.PMSError as exc:
+            hits, error = [], str(exc)
+        except Exception as exc:  # a bug must show up as a message, not end the thread
+            hits, error = [], f"related notes failed: {exc!r}"
+        with self._cond:
+            self._answer = (number, hits, error)
+        try:
+            self.bridge.done.emit(number)
+        except RuntimeError:  # the window closed meanwhile
+            return False
+        return None
 
 
 class RelatedPanel(QWidget):

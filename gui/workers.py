@@ -83,26 +83,25 @@ def start_thread(target, name: str) -> threading.Thread:
     return thread
 
 
-class SearchThread(threading.Thread):
-    """Runs the newest query only: keystrokes that arrive while a search runs
-    replace each other, so typing never queues up stale work."""
+class NewestOnlyThread(threading.Thread):
+    """A worker thread (so one SQLite connection) for requests where only the
+    newest matters: one that arrives while another runs replaces any still
+    waiting, so typing or clicking never queues up stale work."""
 
-    def __init__(self, kb, bridge: Bridge):
-        super().__init__(name="pms-search", daemon=True)
-        self.kb, self.bridge = kb, bridge
+    def __init__(self, name: str):
+        super().__init__(name=name, daemon=True)
         self._wanted = None
         self._stopping = False
         self._cond = threading.Condition()
 
-    def submit(self, seq: int, query: str, mode: str, collections, k: int = 30, prefix_last: bool = True,
-               filters: dict | None = None) -> None:
-        """``filters``: keyword arguments of kb.search (tags, path, after, ...)."""
+    def _submit(self, request) -> None:
         with self._cond:
-            self._wanted = (seq, query, mode, collections, k, prefix_last, filters or {})
+            self._wanted = request
             self._cond.notify()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """End the thread (after the search it is running) before the index closes."""
+        """End the thread (after the request it is running) before the index
+        closes: closing a connection under a running lookup crashed the process."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
@@ -116,18 +115,39 @@ class SearchThread(threading.Thread):
                     self._cond.wait()
                 if self._stopping:
                     return
-                seq, query, mode, collections, k, prefix_last, filters = self._wanted
-                self._wanted = None
-            started = time.perf_counter()
-            try:
-                hits = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=prefix_last, **filters)
-            except pms.PMSError as exc:
-                emit(self.bridge.search_failed, seq, str(exc))
-                continue
-            except Exception as exc:  # a bug must show up as a message, not kill searching
-                emit(self.bridge.search_failed, seq, f"search failed: {exc!r}")
-                continue
-            emit(self.bridge.results, seq, query, hits, time.perf_counter() - started)
+                request, self._wanted = self._wanted, None
+            if self.handle(request) is False:
+                return
+
+    def handle(self, request) -> bool | None:
+        """Do one request; False ends the thread."""
+        raise NotImplementedError
+
+
+class SearchThread(NewestOnlyThread):
+    """Runs the newest query only."""
+
+    def __init__(self, kb, bridge: Bridge):
+        super().__init__("pms-search")
+        self.kb, self.bridge = kb, bridge
+
+    def submit(self, seq: int, query: str, mode: str, collections, k: int = 30, prefix_last: bool = True,
+               filters: dict | None = None) -> None:
+        """``filters``: keyword arguments of kb.search (tags, path, after, ...)."""
+        self._submit((seq, query, mode, collections, k, prefix_last, filters or {}))
+
+    def handle(self, request) -> None:
+        seq, query, mode, collections, k, prefix_last, filters = request
+        started = time.perf_counter()
+        try:
+            hits = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=prefix_last, **filters)
+        except pms.PMSError as exc:
+            emit(self.bridge.search_failed, seq, str(exc))
+            return
+        except Exception as exc:  # a bug must show up as a message, not kill searching
+            emit(self.bridge.search_failed, seq, f"search failed: {exc!r}")
+            return
+        emit(self.bridge.results, seq, query, hits, time.perf_counter() - started)
 
 
 def load_model_in_background(kb, bridge: Bridge) -> threading.Thread:
