@@ -317,8 +317,9 @@ def test_a_moved_collection_folder_keeps_its_index(tagged_kb, tagged, tmp_path):
 
 def test_filters_narrow_chinese_and_japanese_searches_too(kb, tmp_path):
     root = tmp_path / "cjk"
-    write(root / "a.md", "---\ntags: [cn]\n---\n# 笔记\n\n我用同步工具备份笔记。\n")
-    write(root / "b.md", "# 其他\n\n另一个同步工具的笔记。\n")
+    notes = {"a.md": "---\ntags: [cn]\n---\n# 笔记\n\n我用同步工具备份笔记。\n", "b.md": "# 其他\n\n另一个同步工具的笔记。\n"}
+    for name, text in notes.items():
+        write(root / name, text)
     kb.collections.create(root, name="cjk")
     kb.sync()
     assert {h.path for h in kb.search("同步", mode="keyword")} == {"a.md", "b.md"}
