@@ -4430,9 +4430,10 @@ class KnowledgeBase:
         doc_id, collection, rel, aliases = row.id, row.collection, row.path, row.aliases
         col_id = self.store.require_collection(collection)[0]
         resolver = self._resolver(collection)
-        sources = []
+        sources, seen = [], {doc_id}  # a note's links to itself are not backlinks
         for source, target, key, kind, line in self.store.links_to(col_id, LinkResolver.keys_for(rel, aliases)):
-            if source != doc_id and resolver.resolve(kind, key) == doc_id and source not in {s for s, _, _ in sources}:
+            if source not in seen and resolver.resolve(kind, key) == doc_id:
+                seen.add(source)
                 sources.append((source, target, line))
         rows = self.store.document_rows([s for s, _, _ in sources])
         return [NoteRef(collection=rows[s][0], path=rows[s][1], title=rows[s][3], docid=rows[s][2], target=target, line=line)
@@ -5103,8 +5104,9 @@ class MCPService:
                 "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text}
 
 
-def _error_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
+def _error_line(text, limit: int = 300) -> str:
+    """An error as one printable line (the clipper's _one_line), cut at ``limit``."""
+    text = _one_line(text) or ""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
