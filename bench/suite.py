@@ -11,7 +11,9 @@ Sets (the data lives in ../shared/data, never in the repository):
 * ``nfcorpus`` BEIR NFCorpus test: 323 topics/questions, 3,633 documents, graded
   (2 = relevant, full credit; 1 = partially relevant, half credit).
 * ``rustbook`` The Rust book: 50 questions of bench/rustbook_queries.json (graded).
-* ``sample``   The shipped sample notes: bench/sample_notes_queries.json.
+* ``sample``   The shipped sample notes (37): 60 graded queries of bench/sample_notes_queries.json,
+  each tagged with its kind (name, howto, concept, syntax, non-english; see
+  bench/by_kind.py for nDCG@10 per kind).
 * ``tldr``     An Obsidian-like vault of 1,500 English tldr pages (pages/common), each a
   short note named after its command. Known-item queries that nobody here wrote:
   for 300 pages picked at random, the page's own one-line description (``Archiving

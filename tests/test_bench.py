@@ -55,6 +55,18 @@ def test_repository_query_sets_are_valid():
     assert pms.resolve_targets({t for j in sample for t in j.relevant}, notes)[1] == []  # every expected note exists
 
 
+def test_sample_queries_cover_every_kind_of_vault_query():
+    """The sample set tests the query kinds of a real vault, each with several queries, none twice."""
+    queries = json.loads((REPO / "bench" / "sample_notes_queries.json").read_text(encoding="utf-8"))["queries"]
+    kinds = [q["kind"] for q in queries]
+    assert set(kinds) == {"name", "howto", "concept", "syntax", "non-english"}
+    assert len(kinds) >= 50 and min(kinds.count(k) for k in set(kinds)) >= 3
+    texts = [q["query"].casefold() for q in queries]
+    assert len(set(texts)) == len(texts)
+    judgments = pms.load_fixture(REPO / "bench" / "sample_notes_queries.json")
+    assert len(judgments) == len(queries) and all(1.0 in j.relevant.values() for j in judgments)
+
+
 # -- metrics ------------------------------------------------------------------------------
 def test_metrics_on_a_hand_computed_example():
     # Ranked hits: miss, full, partial, miss. Judged: two full notes (one never found) and one partial.
