@@ -37,8 +37,13 @@ def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, e
     slug = re.sub(r"[^A-Za-z0-9]+", "-", model).strip("-").lower()
     workdir.mkdir(parents=True, exist_ok=True)
     kb = pms.KnowledgeBase(workdir / f"{collection}-{chunk_chars}-{slug}.sqlite", embeddings=embed, chunk_chars=chunk_chars)
-    if not any(c.name == collection for c in kb.collections.list()):
+    cached = {c.name: c.path for c in kb.collections.list()}
+    if collection not in cached:
         kb.collections.create(folder, name=collection)
+    elif cached[collection] != folder.resolve():
+        # The cache is shared by several checkouts (.cache may be a symlink): measure this
+        # checkout's notes, not those of whichever one built it; unchanged passages keep their vectors.
+        kb.collections.move(collection, folder)
     t0 = time.monotonic()
     report = kb.sync(embed=embed, progress=pms.ProgressPrinter())
     if embed and kb.search_mode().code == "reembed-needed":  # a cache from an older PMS or model

@@ -177,3 +177,20 @@ def test_scifact_keyword_subset_stays_above_floor(shared_data, tmp_path):
         result = pms.run_benchmark(kb, scifact.judgments(queries, qrels), modes=["keyword"])
     assert result["notes"] == len(corpus) and result["queries"] == 60
     assert result["modes"]["keyword"]["ndcg@10"] >= SCIFACT_SUBSET_FLOOR
+
+
+# -- the benchmarks' cached indexes ----------------------------------------------------------------
+def test_a_cached_index_built_on_another_checkout_measures_this_ones_notes(tmp_path):
+    """bench/.cache is shared by several checkouts: the cached index follows the folder it is asked for."""
+    from common import open_index
+
+    other, mine = tmp_path / "other-checkout" / "sample-notes", tmp_path / "this-checkout" / "sample-notes"
+    write(other / "a.md", "# Alpha\n\nthe old sample note\n")
+    write(mine / "a.md", "# Alpha\n\nthe old sample note\n")
+    write(mine / "b.md", "# Beta\n\na sample note added in this checkout\n")
+    with open_index(tmp_path / "cache", other, "sample", pms.DEFAULT_CHUNK_CHARS, embed=False) as kb:
+        assert kb.collections.get("sample").files == ["a.md"]
+    with open_index(tmp_path / "cache", mine, "sample", pms.DEFAULT_CHUNK_CHARS, embed=False) as kb:
+        sample = kb.collections.get("sample")
+        assert sample.path == mine.resolve() and sorted(sample.files) == ["a.md", "b.md"]
+        assert [h.path for h in kb.search("added in this checkout", mode="keyword")] == ["b.md"]
