@@ -1913,6 +1913,14 @@ class Store:
         count = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
         return {w: self.db.execute(count, ('"' + w.replace('"', '""') + '"',)).fetchone()[0] for w in words}
 
+    def passages_per_document(self, document_ids: Iterable[int]) -> dict[int, int]:
+        """document id -> how many passages the note has."""
+        out: dict[int, int] = {}
+        for part in in_parts(document_ids):
+            out.update(self.db.execute(f"SELECT document_id, count(*) FROM chunks WHERE document_id IN ({placeholders(part)}) "
+                                       "GROUP BY document_id", part))
+        return out
+
     def chunk_documents(self, chunk_ids: Iterable[int]) -> dict[int, int]:
         """chunk id -> document id (a missing chunk is left out)."""
         out: dict[int, int] = {}
@@ -2632,6 +2640,17 @@ class Retrieval:
     # Up to 3 it changes nothing on either benchmark; for 4+ (questions,
     # pasted claims) it cost nDCG, so BM25 alone ranks longer queries.
     AND_FIRST_MAX_TERMS = 3
+    # A note's focus on the query (``_focused``), chosen on the whole dev suite
+    # (docs/benchmarks.md, "Keyword ranking"): the Rust book's sections now
+    # beat its print-edition chapters that hold the same passage (keyword
+    # 0.893 -> 0.949, hybrid 0.894 -> 0.948); no other set moves by more than 0.001.
+    FOCUS_WEIGHT = 0.5
+    FOCUS_POWER = 0.75
+    # Keyword mode: the names list's weight against BM25's (x2). With only
+    # these two lists, a note the query names (almost) should beat BM25's #1
+    # when they disagree ("regex cheatsheet" -> "Regular expressions cheat
+    # sheet"): sample set 0.807 -> 0.813, no other set moves (1.5 or 2 flip nothing).
+    KEYWORD_NAME_WEIGHT = 3.0
     # Name search: a query of more words names no note (and scanning the
     # trigrams of a pasted sentence cost SciFact 20 ms a query); how many
     # trigram candidates are scored exactly.
@@ -2683,6 +2702,7 @@ class Retrieval:
         contain every term come before those that contain some; the any-term
         list fills the rest, so recall is never lost when no passage has them
         all. Longer queries (questions, pasted sentences) rank by BM25 alone.
+        Within each group a passage's score adds its note's focus (``_focused``).
         """
         parsed = query if isinstance(query, ParsedQuery) else parse_query(query)
         match_any = parsed.match_any()
@@ -2699,12 +2719,31 @@ class Retrieval:
         any_rows = self._fts(match_any, limit, ids, note_filter)
         match_all = parsed.match_all() if len(parsed.terms) <= self.AND_FIRST_MAX_TERMS else None
         if not match_all or not any_rows:
-            return [(cid, -r) for cid, r in any_rows]
+            return self._focused([(cid, -r) for cid, r in any_rows], set())
         all_rows = self._fts(match_all, limit, ids, note_filter)
         first = {cid for cid, _ in all_rows}
         ranked = [(cid, -r) for cid, r in all_rows]
         ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
-        return ranked[:limit]
+        return self._focused(ranked[:limit], first)
+
+    def _focused(self, ranked: list[tuple[int, float]], first: set[int]) -> list[tuple[int, float]]:
+        """``ranked`` (chunk id, score) reordered by each passage's score plus its
+        note's focus on the query: FOCUS_WEIGHT x (the scores of the note's
+        passages in the list, summed) / (the note's passage count ** FOCUS_POWER).
+        A note about the query (most of its passages match) thus beats a long
+        note that has one passage like it; a one-passage note just scales.
+        Passages with every term (``first``) stay ahead of the others."""
+        if not ranked or not self.FOCUS_WEIGHT:
+            return ranked
+        owner = self.store.chunk_documents(cid for cid, _ in ranked)
+        sizes = self.store.passages_per_document(set(owner.values()))
+        sums: dict[int, float] = {}
+        for cid, value in ranked:
+            if cid in owner:
+                sums[owner[cid]] = sums.get(owner[cid], 0.0) + value
+        focus = {doc: self.FOCUS_WEIGHT * total / sizes.get(doc, 1) ** self.FOCUS_POWER for doc, total in sums.items()}
+        scored = [(cid, value + focus.get(owner.get(cid), 0.0)) for cid, value in ranked]
+        return sorted(scored, key=lambda r: (r[0] not in first, -r[1]))
 
     def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         try:
@@ -2722,7 +2761,8 @@ class Retrieval:
         ranking = self.keyword_ranking(parsed, max(k * 8, 50), collections, note_filter)
         names = self.name_ranking(query, self.fusion.depth, collections, note_filter) if self.fusion.name_weight else []
         if names:
-            return self._fused(query, parsed, {"keyword": ranking, "name": names}, k, chunks, self.fusion)
+            fusion = dataclasses.replace(self.fusion, name_weight=self.KEYWORD_NAME_WEIGHT)
+            return self._fused(query, parsed, {"keyword": ranking, "name": names}, k, chunks, fusion)
         info = self.store.chunk_info([cid for cid, _ in ranking])
         hits = []
         for rank, (cid, score) in enumerate(ranking, 1):
@@ -5464,7 +5504,7 @@ def _explain(hit: Hit, lists: Sequence[str]) -> str:
     """The numbers behind a hit, rounded, each named (docs/search-results.md says what they mean)."""
     parts = []
     if "keyword" in lists:
-        parts.append(f"keyword #{hit.bm25_rank} (BM25 {hit.bm25_score:.2f})" if hit.bm25_rank else "keyword \u2014 (not found by words)")
+        parts.append(f"keyword #{hit.bm25_rank} (BM25 + note focus {hit.bm25_score:.2f})" if hit.bm25_rank else "keyword \u2014 (not found by words)")
     if "meaning" in lists:
         parts.append(f"meaning #{hit.vector_rank} (cosine distance {hit.vector_distance:.3f})" if hit.vector_rank
                      else "meaning \u2014 (not among the nearest passages)")

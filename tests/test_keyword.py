@@ -126,3 +126,26 @@ def test_get_by_path_docid_and_lines(vault):
     assert len(part.text.split("\n")) == 2
     with pytest.raises(pms.PMSError, match="no indexed note"):
         vault.get("notes/missing.md")
+
+
+def test_a_short_note_about_the_query_beats_a_long_note_with_one_such_passage(kb, tmp_path, monkeypatch):
+    """The note's focus: the handbook's one passage on channels is denser than the
+    short note's, so passage BM25 alone (no focus) puts the handbook first."""
+    root = tmp_path / "n"
+    chores = ("water the tomatoes in the morning and mulch the beds before summer comes",
+              "a stock simmers for hours; skim it, strain it and freeze it in portions",
+              "book the night train early, pack light and carry a paper copy of the tickets",
+              "practise scales slowly with a metronome, then raise the tempo a little each week")
+    sections = "".join(f"## Part {i}\n\n" + (chore.capitalize() + ". ") * 6 + "\n\n" for i, chore in enumerate(chores * 2))
+    about = "Threads send data to each other through channels: a channel has a sender and a receiver."
+    write(root / "handbook.md", f"# Handbook\n\n{sections}## Channels\n\n{about} Threads own the ends of channels; "
+          "channels are how threads talk.\n")
+    write(root / "channels.md", f"# Message passing\n\n{about}\n\nA sender can be cloned, so several producers may feed "
+          "one receiver; a receiver iterates until every sender is dropped, and a bounded buffer makes a fast producer wait "
+          "for a slow consumer. Messages arrive in the order they were sent, and a value sent is moved: the sending side "
+          "can no longer use it, which rules out a whole class of data races at compile time.\n")
+    kb.collections.create(root, name="n")
+    kb.sync()
+    assert [h.path for h in kb.search("threads channels")] == ["channels.md", "handbook.md"]
+    monkeypatch.setattr(pms.Retrieval, "FOCUS_WEIGHT", 0.0)
+    assert [h.path for h in kb.search("threads channels")] == ["handbook.md", "channels.md"]

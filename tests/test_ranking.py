@@ -91,6 +91,18 @@ def test_a_note_is_found_by_its_file_name(named_vault):
     assert kb.retrieval.name_ranking("how long to boil water for pasta with salt", 10) == []  # a sentence is not a name
 
 
+def test_in_keyword_mode_a_named_note_beats_the_body_match_bm25_ranks_first(kb, tmp_path, monkeypatch):
+    root = tmp_path / "vault"
+    write(root / "dev" / "regex-cheat-sheet.md", "# Regular expressions cheat sheet\n\nAnchors, classes, groups, lookarounds.\n")
+    write(root / "dev" / "shell.md", "# Shell one-liners\n\nKeep a regex cheatsheet open: grep -E 'a|b' file.\n")
+    kb.collections.create(root, name="vault")
+    kb.sync()
+    first = kb.search("regex cheatsheet", mode="keyword")[0]
+    assert first.path == "dev/regex-cheat-sheet.md" and first.name_rank == 1 and first.bm25_rank is None
+    monkeypatch.setattr(pms.Retrieval, "KEYWORD_NAME_WEIGHT", 1.0)  # the names list as hybrid weighs it: BM25 wins
+    assert kb.search("regex cheatsheet", mode="keyword")[0].path == "dev/shell.md"
+
+
 def test_names_follow_edits_renames_and_deletions(named_vault):
     kb, root = named_vault
     write(root / "k8s.md", "---\naliases: [cluster notes]\n---\n# Kubernetes troubleshooting\n\nPods.\n")
@@ -164,4 +176,4 @@ def test_cli_explain_says_how_the_lists_were_fused(cli, named_vault, db_path):
     named_vault[0].close()
     r = cli("search", "kubectl cheatsheet", "--mode", "keyword", "--explain", db=db_path)
     assert r.returncode == 0, r.stderr
-    assert "name #1 (the query names this note" in r.stdout and "fused by rrf k=60: keyword x2 + name x1" in r.stdout
+    assert "name #1 (the query names this note" in r.stdout and "fused by rrf k=60: keyword x2 + name x3" in r.stdout
