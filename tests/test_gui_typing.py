@@ -16,7 +16,7 @@ from PySide6.QtCore import QEvent, QObject, QTimer  # noqa: E402
 
 import gui.window  # noqa: E402
 from conftest import write  # noqa: E402
-from test_gui import WAIT_MS, open_window, wait_for_preview  # noqa: E402,F401  (open_window is a fixture)
+from test_gui import WAIT_MS, open_window, type_query, wait_for_preview  # noqa: E402,F401  (open_window is a fixture)
 
 KEY_INTERVAL_MS = 150  # faster than the settle delay the first test sets, slower than the search debounce
 
@@ -97,3 +97,17 @@ def test_a_long_note_renders_in_steps_that_let_input_in_and_ends_at_its_passage(
     assert bar.value() > bar.maximum() // 2  # scrolled down to the passage near the end
     marks = [s for s in preview.extraSelections() if s.cursor.selectedText().lower() == "heron"]
     assert len(marks) == preview.toPlainText().lower().count("heron") == 3  # near the top too: the whole note is marked
+
+
+def test_result_rows_are_laid_out_once_per_result_set(long_notes, open_window, qtbot):
+    window = open_window(long_notes)
+    type_query(qtbot, window, "heron")
+    view, delegate = window.results_view, window.results_view.itemDelegate()
+    view.viewport().repaint()
+    built = dict(delegate.documents)
+    assert len(built) >= len(window.results_model.hits)
+    view.viewport().repaint()  # painting again (a hover, a scroll) reuses every row's document
+    assert all(delegate.documents.get(key) is doc for key, doc in built.items())
+    type_query(qtbot, window, "filler")  # new rows: new documents
+    view.viewport().repaint()
+    assert delegate.documents and not any(doc is built.get(key) for key, doc in delegate.documents.items())
