@@ -239,7 +239,12 @@ class NotePreview(QTextBrowser):
             if job.staged:
                 self.viewport().setUpdatesEnabled(False)  # the old note stays on screen until the passage is ready
             self.setSearchPaths([str(job.abspath.parent)])
+            previous = self.document()
+            # QTextEdit deletes only its own first document: each note's would stay alive.
+            previous = previous if previous.parent() is self else None
             self.setDocument(job.document)
+            if previous is not None:
+                previous.deleteLater()
             self.shown, self.plain, self.laid_out = (job.abspath, job.text, job.sheet), None, 0
             job.document, job.stage = None, "find"
         elif job.stage == "find":

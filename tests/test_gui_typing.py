@@ -13,6 +13,7 @@ pytest.importorskip("PySide6", reason="the desktop app needs PySide6 (pip instal
 pytest.importorskip("pytestqt", reason="GUI tests need pytest-qt (pip install pytest-qt)")
 
 from PySide6.QtCore import QEvent, QObject, QTimer  # noqa: E402
+from PySide6.QtGui import QTextDocument  # noqa: E402
 
 import gui.window  # noqa: E402
 from conftest import write  # noqa: E402
@@ -111,3 +112,15 @@ def test_result_rows_are_laid_out_once_per_result_set(long_notes, open_window, q
     type_query(qtbot, window, "filler")  # new rows: new documents
     view.viewport().repaint()
     assert delegate.documents and not any(doc is built.get(key) for key, doc in delegate.documents.items())
+
+
+def test_the_preview_keeps_one_document_however_many_notes_it_shows(long_notes, open_window, qtbot):
+    window = open_window(long_notes)
+    preview = window.preview
+    for n in range(3):
+        for note in ("long0.md", "long1.md", "long2.md"):
+            doc = long_notes.get(f"long/{note}")
+            preview.show_note(doc.abspath, text=doc.text, words=[f"part{n}"], staged=n % 2 == 1)
+            qtbot.waitUntil(lambda: preview.job is None, timeout=WAIT_MS)
+    qtbot.wait(10)  # deleteLater runs in the event loop
+    assert preview.renders >= 9 and len(preview.findChildren(QTextDocument)) <= 1
