@@ -28,6 +28,7 @@ MAX_HIGHLIGHTS = 400
 HTML_CACHE_NOTES = 24
 STEP_SECONDS = 0.012        # a staged render's layout slices stop after this long, to let input in
 LAYOUT_SLICE_CHARS = 1500   # characters laid out between two looks at the clock
+SCREEN_CHARS = 3000         # about a screenful of text: laid out and marked before the note is shown
 # A marked query term: readable on light and dark palettes alike.
 MARK_BACKGROUND = QColor("#ffe066")
 MARK_FOREGROUND = QColor("#000000")
@@ -227,7 +228,7 @@ class NotePreview(QTextBrowser):
                 job.stage = "build"
         elif job.stage == "build":
             block, body, _ = pms.split_frontmatter(job.text)
-            doc = QTextDocument(self)  # off screen: no layout yet. The view deletes the previous one.
+            doc = QTextDocument(self)  # off screen: nothing is laid out while it is filled
             doc.setDocumentMargin(16)
             doc.setDefaultStyleSheet(job.sheet)
             doc.setBaseUrl(QUrl.fromLocalFile(str(job.abspath.parent) + "/"))
@@ -257,7 +258,7 @@ class NotePreview(QTextBrowser):
             job.marks = [m.span() for m in re.finditer(pattern, self._plain_text(), re.I)][:MAX_HIGHLIGHTS] if pattern else []
             job.stage = "layout"
         elif job.stage == "layout":
-            if self._lay_out_to(max(0, job.target), deadline):
+            if self._lay_out_to(max(0, job.target) + SCREEN_CHARS, deadline):  # the passage and a screenful below
                 job.stage = "reveal"
         elif job.stage == "reveal":
             self.verticalScrollBar().setValue(0)
