@@ -9,11 +9,15 @@ when the model is available, then reports:
 * time to window: a fresh ``python -m gui`` process, from just before it
   starts to its first turn of the event loop after ``show()``;
 * keystroke -> results painted: queries typed a character at a time, pausing
-  past the debounce so every keystroke is searched; the clock runs from the
-  key event to the results list and the preview repainted. Keyword and
-  hybrid; idle and while a sync embeds 1,500 tldr pages in the background;
+  past the search debounce so every keystroke is searched; the clock runs
+  from the key event to the results list repainted. Keyword and hybrid; idle
+  and while a sync embeds 1,500 tldr pages in the background;
+* pause -> preview shown: after each query's last key, from its results to
+  the selected note on screen, scrolled to its passage (the preview waits
+  until typing pauses, then renders in steps);
 * the longest event-loop stall (a 5 ms timer that notes how late it fires)
-  while typing, while clearing the search bar, and while syncing;
+  while typing (keys, results and the preview after each pause), while
+  clearing the search bar, and while syncing;
 * RSS after 10 and after 1,000 searches in one window.
 """
 
@@ -90,34 +94,50 @@ def queries_from_titles(kb: pms.KnowledgeBase, n: int, seed: int = 7) -> list[st
 
 class StallMeter:
     """The longest wait between turns of the event loop, per labelled stretch of
-    time: a 5 ms timer notes how much later than due each tick arrives."""
+    time: a 5 ms timer notes how much later than due each tick arrives.
+
+    With each stall goes the window thread's own CPU time in it: the rest of
+    the stall it spent waiting, for a core (a loaded machine) or for Python's
+    GIL (held by a worker thread). ``own`` keeps the stall with the most own
+    work, which is what the window's code can fix."""
 
     INTERVAL = 0.005
 
     def __init__(self):
         from PySide6.QtCore import QTimer
 
-        self.worst: dict[str, float] = {}
+        self.worst: dict[str, tuple[float, float]] = {}   # label -> (stall, own CPU in it), the longest stall
+        self.own: dict[str, tuple[float, float]] = {}     # label -> (stall, own CPU in it), the most own CPU
         self.label: str | None = None
-        self.last = time.perf_counter()
+        self.last, self.last_cpu = time.perf_counter(), time.thread_time()
         self.timer = QTimer(interval=int(self.INTERVAL * 1000))
         self.timer.timeout.connect(self._tick)
         self.timer.start()
 
     def _tick(self) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.thread_time()
         if self.label:
-            self.worst[self.label] = max(self.worst.get(self.label, 0.0), now - self.last - self.INTERVAL)
-        self.last = now
+            stall = (now - self.last - self.INTERVAL, cpu - self.last_cpu)
+            self.worst[self.label] = max(self.worst.get(self.label, (0.0, 0.0)), stall)
+            self.own[self.label] = max(self.own.get(self.label, (0.0, 0.0)), stall, key=lambda pair: pair[1])
+        self.last, self.last_cpu = now, cpu
+
+    def report(self, label: str) -> str:
+        (stall, cpu), (own_stall, own_cpu) = self.worst.get(label, (0.0, 0.0)), self.own.get(label, (0.0, 0.0))
+        return (f"{stall * 1000:.0f} ms ({cpu * 1000:.0f} ms of it the window's own work); "
+                f"most own work in one stall: {own_cpu * 1000:.0f} ms (of {own_stall * 1000:.0f} ms)")
 
     @contextlib.contextmanager
     def during(self, label: str):
-        self.label, self.last = label, time.perf_counter()
+        """Blame the waits in this stretch on ``label`` (nested: the outer label resumes after)."""
+        outer = self.label
+        self._tick()
+        self.label = label
         try:
             yield
         finally:
             self._tick()
-            self.label = None
+            self.label = outer
 
 
 def wait_for_results(window, query: str, timeout_ms: int = 10000) -> bool:
@@ -139,9 +159,27 @@ def wait_for_results(window, query: str, timeout_ms: int = 10000) -> bool:
     return bool(shown)
 
 
-def keystroke_latency(window, queries: list[str], engine: list[float] | None = None) -> list[float]:
+def wait_for_preview(window, timeout: float = 10.0) -> bool:
+    """Run the event loop until the preview shows the selected result, scrolled and marked."""
+    from PySide6.QtWidgets import QApplication
+
+    end = time.perf_counter() + timeout
+    while time.perf_counter() < end:
+        hit, preview = window.current_hit(), window.preview
+        ready = getattr(preview, "ready", lambda: True)()  # an older app rendered the preview at once
+        if hit is not None and ready and str(preview.abspath) == hit.abspath:
+            return True
+        QApplication.processEvents()
+        time.sleep(0.001)
+    return False
+
+
+def keystroke_latency(window, queries: list[str], engine: list[float] | None = None, previews: list[float] | None = None,
+                      stalls: StallMeter | None = None, key_interval_ms: int | None = None) -> list[float]:
     """Seconds from each key event to the results of the text so far painted;
-    ``engine`` collects the part spent in ``kb.search`` (the search thread's clock)."""
+    ``engine`` collects the part spent in ``kb.search`` (the search thread's clock);
+    ``previews`` the seconds from each query's last results to its preview on screen
+    (``stalls`` watches that pause as "previewing")."""
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
 
@@ -151,24 +189,34 @@ def keystroke_latency(window, queries: list[str], engine: list[float] | None = N
     for query in queries:
         window.search_box.clear()
         for char in query:
-            QTest.qWait(DEBOUNCE_MS + 20)  # a lone keystroke: searched at once, not debounced
+            QTest.qWait(key_interval_ms or DEBOUNCE_MS + 20)  # a lone keystroke: searched at once, not debounced
             started = time.perf_counter()
             QTest.keyClick(window.search_box, char if char != " " else Qt.Key_Space)
             if char == " " or not wait_for_results(window, window.search_box.text()):
                 continue  # a space: nothing new to search
             window.results_view.viewport().repaint()
-            window.preview.viewport().repaint()
             seconds.append(time.perf_counter() - started)
             if engine is not None:
                 engine.append(window.last_search_seconds)
+        if previews is not None and window.current_hit() is not None:
+            started = time.perf_counter()
+            with stalls.during("previewing") if stalls else contextlib.nullcontext():
+                if wait_for_preview(window):
+                    window.preview.viewport().repaint()
+                    previews.append(time.perf_counter() - started)
+                while getattr(window.preview, "job", None) is not None:  # the rest of the note laid out and marked
+                    QTest.qWait(5)
     return seconds
 
 
-def typing_report(label: str, window, queries: list[str]) -> None:
+def typing_report(label: str, window, queries: list[str], stalls: StallMeter | None = None,
+                  key_interval_ms: int | None = None) -> None:
     engine: list[float] = []
-    total = keystroke_latency(window, queries, engine)
+    previews: list[float] = []
+    total = keystroke_latency(window, queries, engine, previews, stalls, key_interval_ms)
     print(f"keystroke -> results painted, {label}: {summary(total)}")
     print(f"    of which the engine's search (kb.search):   {summary(engine)}")
+    print(f"    last results -> preview shown (the pause):  {summary(previews)}")
 
 
 def clear_latency(window, queries: list[str], stalls: StallMeter) -> list[float]:
@@ -261,18 +309,21 @@ def main() -> int:
     window.show()
     app.processEvents()
     stalls = StallMeter()
-    queries = queries_from_titles(kb, args.queries * 4)
+    queries = queries_from_titles(kb, args.queries * 5)
     typed = iter([queries[i:i + args.queries] for i in range(0, len(queries), args.queries)])
     hybrid = kb.load_embedder()
     if hybrid:
         window._model_loaded(True)
     with stalls.during("typing"), mode(window, "keyword"):
-        typing_report("keyword, idle", window, next(typed))
+        typing_report("keyword, idle", window, next(typed), stalls)
     if hybrid:
         with mode(window, "hybrid"):
             keystroke_latency(window, queries[:2])  # warm-up: the first ONNX runs are slow
             with stalls.during("typing"):
-                typing_report("hybrid, idle", window, next(typed))
+                typing_report("hybrid, idle", window, next(typed), stalls)
+            # A slower typist (300 ms a key, about 40 words a minute): the preview renders between keys.
+            with stalls.during("typing slowly"):
+                typing_report("hybrid, idle, 300 ms a key", window, next(typed), stalls, key_interval_ms=300)
     else:
         print(f"hybrid: unavailable ({kb.search_mode().reason})")
     print(f"clearing the search bar:                      {summary(clear_latency(window, queries[:args.queries], stalls))}")
@@ -295,10 +346,10 @@ def main() -> int:
     embedding = window.sync_running() and window.sync_phase == "embed"
     if embedding:
         with stalls.during("typing"), mode(window, "keyword"):
-            typing_report("keyword, while embedding", window, next(typed))
+            typing_report("keyword, while embedding", window, next(typed), stalls)
         if hybrid:
             with stalls.during("typing"), mode(window, "hybrid"):
-                typing_report("hybrid, while embedding", window, next(typed))
+                typing_report("hybrid, while embedding", window, next(typed), stalls)
     else:
         print("while embedding: the background sync ended before typing began (no model?)")
     window.cancel_sync()
@@ -308,8 +359,8 @@ def main() -> int:
     kb.collections.delete("background")  # the index is left as it was
     window.refresh_collections()
 
-    for label in ("typing", "clearing", "syncing"):
-        print(f"longest event-loop stall while {label}: {stalls.worst.get(label, 0.0) * 1000:.0f} ms")
+    for label in ("typing", "previewing", "typing slowly", "clearing", "syncing"):
+        print(f"longest event-loop stall while {label}: {stalls.report(label)}")
 
     memory_queries = queries_from_titles(kb, args.searches, seed=11)
     searches(window, memory_queries[:10])

@@ -6,12 +6,12 @@ import html
 import re
 import shlex
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QToolButton, QVBoxLayout,
                                QWidget)
 
 import pms
-from gui.workers import NewestOnlyThread
+from gui.workers import AnswerThread
 
 CHIPS = 8  # the most used tags, one click each
 RELATED = 8
@@ -137,46 +137,14 @@ class FilterBar(QWidget):
             self.changed.emit()
 
 
-class _RelatedBridge(QObject):
-    # Only the request number crosses threads; the answer waits in
-    # RelatedWorker.answer. With the hits in the signal, about 8 Hits per
-    # lookup stayed alive in the window (test_memory_stays_flat_over_a_thousand_searches;
-    # a bare QObject receiver does not show it, so the cause is in PySide).
-    done = Signal(int)
-
-
-class RelatedWorker(NewestOnlyThread):
-    """Related-notes lookups in one thread; only the newest request runs."""
-
-    def __init__(self, kb: pms.KnowledgeBase, bridge: _RelatedBridge):
-        super().__init__("pms-related")
-        self.kb, self.bridge = kb, bridge
-        self._answer: tuple[int, list, str] = (0, [], "")
-
-    def answer(self, number: int) -> tuple[list, str] | None:
-        """(hits, error) of request ``number``, or None when a newer one replaced it."""
-        with self._cond:
-            got, hits, error = self._answer
-        return (hits, error) if got == number else None
-
-    def submit(self, number: int, note: str) -> None:
-        self._submit((number, note))
-
-    def handle(self, request) -> bool | None:
-        number, note = request
-        try:
-            hits, error = self.kb.related(note, k=RELATED), ""
-        except pms.PMSError as exc:
-            hits, error = [], str(exc)
-        except Exception as exc:  # a bug must show up as a message, not end the thread
-            hits, error = [], f"related notes failed: {exc!r}"
-        with self._cond:
-            self._answer = (number, hits, error)
-        try:
-            self.bridge.done.emit(number)
-        except RuntimeError:  # the window closed meanwhile
-            return False
-        return None
+def related_notes(kb: pms.KnowledgeBase, note: str) -> tuple[list, str]:
+    """(hits, error) for the Related panel; run in its worker thread."""
+    try:
+        return kb.related(note, k=RELATED), ""
+    except pms.PMSError as exc:
+        return [], str(exc)
+    except Exception as exc:  # a bug must show up as a message, not end the thread
+        return [], f"related notes failed: {exc!r}"
 
 
 class RelatedPanel(QWidget):
@@ -197,9 +165,9 @@ class RelatedPanel(QWidget):
         column.setContentsMargins(6, 6, 6, 6)
         column.addWidget(self.title)
         column.addWidget(self.list, 1)
-        self.bridge = _RelatedBridge()
-        self.bridge.done.connect(self._show)
-        self.worker = RelatedWorker(kb, self.bridge)
+        # The Hits wait in the thread until collected (see AnswerThread).
+        self.worker = AnswerThread("pms-related", lambda note: related_notes(kb, note))
+        self.worker.done.connect(self._show)
         self.worker.start()
         self.request = 0
         self.note = ""

@@ -6,22 +6,29 @@ links go to the system browser, links to other notes open in the preview.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import html
 import re
+import time
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from PySide6.QtCore import QByteArray, QEvent, Qt, QUrl, Signal
+from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QColor, QDesktopServices, QImage, QPalette, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QTextBrowser, QTextEdit
 
 import pms
 from gui.note_html import Colours, markdown_to_html, style_sheet
+from gui.workers import AnswerThread
 
 WIKI_SCHEME = "pms-wiki"
 REMOTE_SCHEMES = {"http", "https", "ftp", "ws", "wss"}
 MAX_HIGHLIGHTS = 400
 HTML_CACHE_NOTES = 24
+STEP_SECONDS = 0.012        # a staged render's layout slices stop after this long, to let input in
+LAYOUT_SLICE_CHARS = 1500   # characters laid out between two looks at the clock
+SCREEN_CHARS = 3000         # about a screenful of text: laid out and marked before the note is shown
 # A marked query term: readable on light and dark palettes alike.
 MARK_BACKGROUND = QColor("#ffe066")
 MARK_FOREGROUND = QColor("#000000")
@@ -86,10 +93,34 @@ def palette_colours(palette: QPalette) -> Colours:
                    code_background=mix(0.12 if dark else 0.06), quote_bar=mix(0.35), rule=mix(0.25))
 
 
+def _note_html(abspath: Path, body: str) -> tuple[Path, str, str]:
+    """(abspath, body, its HTML): the preview's worker thread runs this."""
+    return abspath, body, markdown_to_html(wikilinks_to_markdown(body), abspath.parent)
+
+
+@dataclasses.dataclass
+class _Render:
+    """A note on its way to the screen, and the step it has reached."""
+    abspath: Path
+    text: str
+    start_line: int
+    end_line: int
+    heading: str
+    words: tuple
+    sheet: str
+    staged: bool
+    stage: str = "html"   # html -> (html-wait) -> build -> attach -> find -> layout -> reveal -> rest
+    document: QTextDocument | None = None
+    target: int = -1      # the passage's position in the document (-1: the top)
+    marks: list = dataclasses.field(default_factory=list)  # (start, end) of each query word
+    marked: int = 0       # how many of them are marked so far
+
+
 class NotePreview(QTextBrowser):
     """A read-only view of one note. ``show_note`` renders and scrolls."""
 
     status_message = Signal(str)
+    note_shown = Signal()  # a staged render is on screen: scrolled to its passage, marked
 
     def __init__(self, kb, parent=None):
         super().__init__(parent)
@@ -106,23 +137,41 @@ class NotePreview(QTextBrowser):
         self.html_cache: dict[tuple, str] = {}  # (path, text) -> HTML: arrowing back and forth parses once
         self.rendered: tuple | None = None  # show_note's arguments, to render again when the palette changes
         self.keep_passage = False  # scroll back to the passage while the layout settles
+        self.job: _Render | None = None  # the note on its way to the screen
+        self.laid_out = 0                # the document is laid out down to this position
+        self.step_timer = QTimer(self, singleShot=True, interval=0)
+        self.step_timer.timeout.connect(self._next_step)
+        self.html_request = 0
+        self.html_worker = AnswerThread("pms-preview-html", _note_html)
+        self.html_worker.done.connect(self._html_ready)
+        self.html_worker.start()
         self.verticalScrollBar().rangeChanged.connect(self._keep_passage_in_view)
         self.verticalScrollBar().actionTriggered.connect(self._user_scrolled)  # arrows, page, drag
         self.setPlaceholderText("Select a result to read the note here.")
 
     # -- rendering ---------------------------------------------------------------------
+    # A long chapter costs 100-200 ms to parse, lay out and mark in one go, and Qt
+    # cannot take a key press meanwhile. So a note is shown in steps, each a short
+    # turn of the event loop: Markdown -> HTML in a worker thread; the document
+    # built off screen; laid out slice by slice down to the passage, with the view's
+    # painting held (the old note stays on screen); then scrolled, marked and shown;
+    # then the rest laid out and marked in further slices.
     def clear_note(self) -> None:
+        self._drop_render()
         self.shown, self.plain = None, None
         self.abspath = None
         self.rendered = None
         self.passage_block = -1
         self.keep_passage = False
+        self.setExtraSelections([])
         self.clear()
 
     def show_note(self, abspath: str | Path, *, text: str | None = None, start_line: int = 0,
-                  end_line: int = 0, heading: str = "", words=()) -> bool:
+                  end_line: int = 0, heading: str = "", words=(), staged: bool = False) -> bool:
         """Render the note at ``abspath`` (``text`` if already read), scroll to
-        ``start_line`` (1-based, in the file) and mark ``words``."""
+        ``start_line`` (1-based, in the file) and mark ``words``. ``staged``: in
+        short steps between events (``note_shown`` says when it is on screen);
+        otherwise at once."""
         abspath = Path(abspath)
         if text is None:
             try:
@@ -131,40 +180,129 @@ class NotePreview(QTextBrowser):
                 self.clear_note()
                 self.status_message.emit(f"Cannot read {abspath.name}: {exc}")
                 return False
-        block, body, _ = pms.split_frontmatter(text)
-        meta = pms.parse_frontmatter(block)
-        doc = self.document()
-        doc.setBaseUrl(QUrl.fromLocalFile(str(abspath.parent) + "/"))
-        self.setSearchPaths([str(abspath.parent)])
-        self.abspath = abspath
+        self._drop_render()
         self.rendered = (abspath, text, start_line, end_line, heading, tuple(words))
         self.renders += 1
-        self.passage_block, self.keep_passage = -1, False
-        sheet = style_sheet(palette_colours(self.palette()))
-        if self.shown != (abspath, text, sheet):
-            # The same note again (the top result while typing on): only the marks and the scroll change.
-            self.shown = (abspath, text, sheet)
-            self.plain = None
-            doc.setDefaultStyleSheet(sheet)
-            header = self._header_html(meta, pms.first_heading(body) or "")
-            doc.setHtml(header + self._html(body, abspath))
-        self._highlight(words)
-        lines = text.split("\n")
-        if start_line > 1 or heading:
-            target = self._find_passage(lines, start_line, end_line or start_line + 20, heading, words)
-            if target is not None:
-                self._scroll_to(target)
-                return True
-        self.verticalScrollBar().setValue(0)
+        self.job = _Render(abspath, text, start_line, end_line, heading, tuple(words),
+                           style_sheet(palette_colours(self.palette())), staged)
+        if staged:
+            self.step_timer.start()
+        else:
+            while self.job is not None:
+                self._step(None)
         return True
 
-    def _html(self, body: str, abspath: Path) -> str:
-        key = (abspath, body)
-        if key not in self.html_cache:
-            if len(self.html_cache) >= HTML_CACHE_NOTES:
-                self.html_cache.pop(next(iter(self.html_cache)))  # the oldest
-            self.html_cache[key] = markdown_to_html(wikilinks_to_markdown(body), abspath.parent)
-        return self.html_cache[key]
+    def ready(self) -> bool:
+        """True unless a staged render has not reached the screen yet."""
+        return self.job is None or self.job.stage == "rest"
+
+    def _drop_render(self) -> None:
+        """Forget a render still on its way (a newer note replaces it)."""
+        self.step_timer.stop()
+        self.job = None
+        self.html_request += 1
+        if not self.viewport().updatesEnabled():
+            self.viewport().setUpdatesEnabled(True)
+
+    def _next_step(self) -> None:
+        if self.job is not None:
+            self._step(time.perf_counter() + STEP_SECONDS)
+            if self.job is not None and self.job.stage != "html-wait":
+                self.step_timer.start()
+
+    def _step(self, deadline: float | None) -> None:
+        """One step of ``self.job``; ``deadline`` (perf_counter seconds) bounds the layout slices."""
+        job = self.job
+        if job.stage == "html":
+            _, body, _ = pms.split_frontmatter(job.text)
+            if self.shown == (job.abspath, job.text, job.sheet):
+                job.stage = "find"  # the same note (the top result while typing on): only marks and scroll change
+            elif (job.abspath, body) in self.html_cache:
+                job.stage = "build"
+            elif job.staged:
+                job.stage = "html-wait"
+                self.html_request += 1
+                self.html_worker.submit(self.html_request, job.abspath, body)
+            else:
+                self._cache_html(job.abspath, body, markdown_to_html(wikilinks_to_markdown(body), job.abspath.parent))
+                job.stage = "build"
+        elif job.stage == "build":
+            block, body, _ = pms.split_frontmatter(job.text)
+            doc = QTextDocument(self)  # off screen: nothing is laid out while it is filled
+            doc.setDocumentMargin(16)
+            doc.setDefaultStyleSheet(job.sheet)
+            doc.setBaseUrl(QUrl.fromLocalFile(str(job.abspath.parent) + "/"))
+            header = self._header_html(pms.parse_frontmatter(block), pms.first_heading(body) or "")
+            doc.setHtml(header + self.html_cache[(job.abspath, body)])
+            job.document, job.stage = doc, "attach"
+        elif job.stage == "attach":
+            self.setExtraSelections([])  # their cursors point into the old document
+            if job.staged:
+                self.viewport().setUpdatesEnabled(False)  # the old note stays on screen until the passage is ready
+            self.setSearchPaths([str(job.abspath.parent)])
+            previous = self.document()
+            # QTextEdit deletes only its own first document: each note's would stay alive.
+            previous = previous if previous.parent() is self else None
+            self.setDocument(job.document)
+            if previous is not None:
+                previous.deleteLater()
+            self.shown, self.plain, self.laid_out = (job.abspath, job.text, job.sheet), None, 0
+            job.document, job.stage = None, "find"
+        elif job.stage == "find":
+            self.abspath = job.abspath
+            self.passage_block, self.keep_passage = -1, False
+            if job.start_line > 1 or job.heading:
+                job.target = self._find_passage(job.text.split("\n"), job.start_line, job.end_line or job.start_line + 20,
+                                                job.heading, job.words)
+            pattern = term_pattern(job.words)
+            job.marks = [m.span() for m in re.finditer(pattern, self._plain_text(), re.I)][:MAX_HIGHLIGHTS] if pattern else []
+            job.stage = "layout"
+        elif job.stage == "layout":
+            if self._lay_out_to(max(0, job.target) + SCREEN_CHARS, deadline):  # the passage and a screenful below
+                job.stage = "reveal"
+        elif job.stage == "reveal":
+            self.verticalScrollBar().setValue(0)
+            if job.target >= 0:
+                self._scroll_to(job.target)
+            self._mark(job, self.laid_out)
+            self.viewport().setUpdatesEnabled(True)
+            job.stage = "rest"
+            self.note_shown.emit()
+        elif job.stage == "rest":
+            end = self.document().characterCount()
+            if self._lay_out_to(end, deadline):
+                if job.marked < len(job.marks):
+                    self._mark(job, end)
+                self.job = None
+
+    def _cache_html(self, abspath: Path, body: str, text: str) -> None:
+        if len(self.html_cache) >= HTML_CACHE_NOTES:
+            self.html_cache.pop(next(iter(self.html_cache)))  # the oldest
+        self.html_cache[(abspath, body)] = text
+
+    def _html_ready(self, number: int) -> None:
+        answer = self.html_worker.answer(number)
+        if answer is None:
+            return  # replaced by a newer request
+        self._cache_html(*answer)  # wanted now, or maybe again soon (arrowing back)
+        job = self.job
+        if number != self.html_request or job is None or job.stage != "html-wait":
+            return  # a note the user has moved past
+        job.stage = "build"
+        self.step_timer.start()
+
+    def _lay_out_to(self, position: int, deadline: float | None) -> bool:
+        """Lay the document out down to ``position``, a slice at a time until
+        ``deadline``; True once it is there."""
+        doc = self.document()
+        layout = doc.documentLayout()
+        position = min(position, doc.characterCount() - 1)
+        while self.laid_out < position:
+            self.laid_out = min(position, self.laid_out + LAYOUT_SLICE_CHARS)
+            layout.blockBoundingRect(doc.findBlock(self.laid_out))  # lays out every block up to this one
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+        return self.laid_out >= position
 
     @staticmethod
     def _header_html(meta: dict, heading: str) -> str:
@@ -204,9 +342,10 @@ class NotePreview(QTextBrowser):
         cursor.setPosition(end, QTextCursor.KeepAnchor)
         return cursor
 
-    def _find_passage(self, lines: list[str], start_line: int, end_line: int, heading: str, words=()) -> QTextCursor | None:
+    def _find_passage(self, lines: list[str], start_line: int, end_line: int, heading: str, words=()) -> int:
         """Where the passage (lines ``start_line``..``end_line`` of the file) ended up
-        in the rendered document: its first line with a query word, else its first line."""
+        in the rendered document (a position; -1: not found): its first line with a
+        query word, else its first line."""
         plain = self._plain_text()
         candidates = [plain_line(line) for line in lines[max(0, start_line - 1) : end_line]]
         pattern = term_pattern(words)
@@ -222,25 +361,16 @@ class NotePreview(QTextBrowser):
             for needle in (" ".join(words[:8]).lower(), " ".join(words[:3]).lower()):
                 found = plain.find(needle)
                 if found >= 0:
-                    return self._cursor(found, found + len(needle))
-        return None
+                    return found
+        return -1
 
-    def _scroll_to(self, cursor: QTextCursor) -> None:
-        block = cursor.block()
-        self.passage_block = block.blockNumber()
+    def _scroll_to(self, position: int) -> None:
+        self.passage_block = self.document().findBlock(position).blockNumber()
         # Qt lays a long document out in steps after setHtml: the scroll range and the
         # passage's position keep changing for a while. Until the user scrolls, every
         # change of the range scrolls the passage back to the top of the view.
         self.keep_passage = True
         self._keep_passage_in_view()
-        # A quiet background on the passage's first paragraph, under the term marks.
-        # (FullWidthSelection would look nicer but crashes Qt 6.12 once the view is scrolled.)
-        passage = QTextEdit.ExtraSelection()
-        cursor = QTextCursor(block)
-        cursor.movePosition(QTextCursor.EndOfBlock, QTextCursor.KeepAnchor)
-        passage.cursor = cursor
-        passage.format.setBackground(PASSAGE_BACKGROUND)
-        self.setExtraSelections([passage, *self.extraSelections()])
 
     def passage_top(self) -> int | None:
         """Where the passage starts, in document pixels (None: not scrolled to one)."""
@@ -265,18 +395,25 @@ class NotePreview(QTextBrowser):
         self.keep_passage = False
         super().keyPressEvent(event)
 
-    def _highlight(self, words) -> None:
-        pattern = term_pattern(words)
+    def _mark(self, job: "_Render", upto: int) -> None:
+        """A quiet background on the passage's first paragraph and the query words
+        marked, those before ``upto`` (a mark makes Qt lay out all the text above it)."""
         selections = []
-        if pattern:
-            for match in re.finditer(pattern, self._plain_text(), re.I):
-                mark = QTextEdit.ExtraSelection()
-                mark.cursor = self._cursor(match.start(), match.end())
-                mark.format.setBackground(MARK_BACKGROUND)
-                mark.format.setForeground(MARK_FOREGROUND)
-                selections.append(mark)
-                if len(selections) >= MAX_HIGHLIGHTS:
-                    break
+        if self.passage_block >= 0:
+            # (FullWidthSelection would look nicer but crashes Qt 6.12 once the view is scrolled.)
+            passage = QTextEdit.ExtraSelection()
+            cursor = QTextCursor(self.document().findBlockByNumber(self.passage_block))
+            cursor.movePosition(QTextCursor.EndOfBlock, QTextCursor.KeepAnchor)
+            passage.cursor = cursor
+            passage.format.setBackground(PASSAGE_BACKGROUND)
+            selections.append(passage)
+        job.marked = bisect.bisect_right([end for _, end in job.marks], upto)
+        for start, end in job.marks[: job.marked]:
+            mark = QTextEdit.ExtraSelection()
+            mark.cursor = self._cursor(start, end)
+            mark.format.setBackground(MARK_BACKGROUND)
+            mark.format.setForeground(MARK_FOREGROUND)
+            selections.append(mark)
         self.setExtraSelections(selections)
 
     def changeEvent(self, event) -> None:

@@ -85,6 +85,7 @@ class ResultsModel(QStandardItemModel):
         self.rows: list = []                 # per row: a Hit, or a str (a divider's label)
         self.copies: dict[int, list] = {}    # row -> near-duplicate hits it stands for
         self.query = ""
+        self.generation = 0                  # bumped by every refill (the delegate's cache follows it)
 
     def set_hits(self, hits: list, query: str, *, divide: bool = False) -> None:
         """Replace every row in one model reset. ``divide``: hybrid results, split
@@ -109,6 +110,7 @@ class ResultsModel(QStandardItemModel):
         self._fill([entry for label, hits in sections if hits for entry in (label, *hits)], "", {})
 
     def _fill(self, rows: list, query: str, copies: dict) -> None:
+        self.generation += 1
         self.beginResetModel()
         self.blockSignals(True)  # one reset for the whole swap, not a signal per row
         try:
@@ -175,7 +177,16 @@ def hit_html(hit, palette: QPalette, selected: bool, copies: int = 0) -> str:
 
 
 class HitDelegate(QStyledItemDelegate):
-    """Rich-text rows; the height follows the wrapped snippet. Dividers are a small label."""
+    """Rich-text rows; the height follows the wrapped snippet. Dividers are a small label.
+
+    Each row's laid-out document is kept until the rows change: the view asks
+    every row's size and paints the visible ones, and building the document
+    (HTML parse and layout) twice per row cost 30-40 ms a keystroke."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.documents: dict[tuple, QTextDocument] = {}  # (row, selected, palette) -> its document
+        self.drawn_for: tuple = ()  # the rows, width and font the documents are for
 
     @staticmethod
     def _row_width(option: QStyleOptionViewItem) -> int:
@@ -183,6 +194,19 @@ class HitDelegate(QStyledItemDelegate):
         return option.widget.viewport().width() if option.widget else option.rect.width()
 
     def _document(self, option: QStyleOptionViewItem, index: QModelIndex) -> QTextDocument:
+        model = index.model()
+        drawn_for = (model.generation, self._row_width(option), option.font.key())
+        if drawn_for != self.drawn_for:
+            self.documents.clear()
+            self.drawn_for = drawn_for
+        selected = bool(option.state & QStyle.State_Selected)
+        key = (index.row(), selected, option.palette.cacheKey())
+        doc = self.documents.get(key)
+        if doc is None:
+            doc = self.documents[key] = self._new_document(option, index, selected)
+        return doc
+
+    def _new_document(self, option: QStyleOptionViewItem, index: QModelIndex, selected: bool) -> QTextDocument:
         model = index.model()
         row = model.rows[index.row()]
         doc = QTextDocument()
@@ -192,7 +216,6 @@ class HitDelegate(QStyledItemDelegate):
             dim = option.palette.color(QPalette.PlaceholderText).name()
             doc.setHtml(f'<div style="color:{dim}; font-size:small; font-weight:600">{html.escape(row.upper())}</div>')
         else:
-            selected = bool(option.state & QStyle.State_Selected)
             doc.setHtml(hit_html(row, option.palette, selected, len(model.copies.get(index.row(), []))))
         doc.setTextWidth(max(80, self._row_width(option) - 2 * PADDING))
         return doc

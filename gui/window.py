@@ -28,6 +28,7 @@ from gui.workers import (Bridge, FolderWatcher, RateMeter, SearchThread, SetupJo
 PMS_SCRIPT = Path(__file__).resolve().parent.parent / "pms.py"  # the gui package sits next to it
 DEBOUNCE_MS = 120          # while typing fast, search at most this often
 PREVIEW_DEBOUNCE_MS = 90   # while an arrow key repeats, render the preview at most this often
+PREVIEW_SETTLE_MS = 200    # new results: their first note is rendered once typing has paused this long
 RESULTS = 30
 PREFIX_MIN_LETTERS = 3
 MESSAGE_MS = 6000          # how long a status-bar message stays
@@ -155,6 +156,8 @@ class MainWindow(QMainWindow):
         self.results_view.setModel(self.results_model)
         self.results_view.setItemDelegate(HitDelegate(self.results_view))
         self.results_view.setResizeMode(QListView.Adjust)
+        self.results_view.setLayoutMode(QListView.Batched)  # the visible rows first, the rest between events
+        self.results_view.setBatchSize(10)
         self.results_view.setVerticalScrollMode(QAbstractItemView.ScrollPerPixel)
         self.results_view.setSelectionMode(QAbstractItemView.SingleSelection)
         self.results_view.setContextMenuPolicy(Qt.CustomContextMenu)
@@ -311,6 +314,7 @@ class MainWindow(QMainWindow):
             self.tray.hide()
         self.searcher.stop()
         self.related.worker.stop()
+        self.preview.html_worker.stop()
         if self.sync_job and self.sync_job.running():
             self.sync_job.cancel.set()
             self.sync_job.thread.join(5)  # cancel stops between batches; wait so the index closes cleanly
@@ -372,6 +376,8 @@ class MainWindow(QMainWindow):
             self.related.clear()
             self.show_start_page()  # one model reset: no row-by-row walk, no preview render
             return
+        if self.preview_timer.isActive():
+            self.preview_timer.start(PREVIEW_SETTLE_MS)  # typing on: the preview waits for the pause
         # Leading edge: a lone keystroke searches at once; fast typing searches every DEBOUNCE_MS.
         if not self.debounce.isActive() and time.monotonic() - self.last_submit >= DEBOUNCE_MS / 1000:
             self.search_now()
@@ -407,7 +413,9 @@ class MainWindow(QMainWindow):
             wanted = [i for i, hit in enumerate(hits) if hit.abspath == self.focus_path]
             if not wanted:
                 self.focus_path = None
-            self.last_preview = 0.0  # new results: their first note is shown at once
+            # The list is painted first; the preview (tens of ms for a long chapter) waits until
+            # typing pauses, so it never stands between a keystroke and its results.
+            self.preview_timer.start(PREVIEW_SETTLE_MS)
             self.results_view.setCurrentIndex(self.results_model.index(self.results_model.hit_row(wanted[0] if wanted else 0), 0))
         else:
             self.preview.clear_note()
@@ -424,9 +432,11 @@ class MainWindow(QMainWindow):
         self.results_stack.setCurrentWidget(self.results_message)
 
     def _idle_message(self) -> str:
-        info = self.kb.status(pending=False)
-        if info["documents"]:
-            return f"Type to search {info['documents']:,} notes." + (" More are being indexed…" if self.sync_running() else "")
+        # The collections' own counts: kb.status() counts everything (20+ ms), and this
+        # runs on every clear of the search bar and twice a second during a sync.
+        notes = sum(col.counts()[0] for col in self.kb.collections.list())
+        if notes:
+            return f"Type to search {notes:,} notes." + (" More are being indexed…" if self.sync_running() else "")
         return "Indexing your notes…" if self.sync_running() else "No notes indexed yet."
 
     def current_hit(self):
@@ -445,6 +455,7 @@ class MainWindow(QMainWindow):
 
     def show_current(self) -> None:
         self.preview_timer.stop()
+        self.preview_timer.setInterval(PREVIEW_DEBOUNCE_MS)
         self.last_preview = time.monotonic()
         hit = self.current_hit()
         if hit is not None:
@@ -486,7 +497,8 @@ class MainWindow(QMainWindow):
         from_top = hit.abspath == self.focus_path  # a fresh clip: read it from its start
         self.focus_path = None
         self.preview.show_note(doc.abspath, text=doc.text, start_line=0 if from_top else hit.start_line,
-                               end_line=hit.end_line, heading="" if from_top else hit.heading_path, words=words)
+                               end_line=hit.end_line, heading="" if from_top else hit.heading_path, words=words,
+                               staged=True)
         self.related.show_for(hit)
 
     def eventFilter(self, watched, event) -> bool:

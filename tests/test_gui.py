@@ -53,6 +53,14 @@ def type_query(qtbot, window: MainWindow, text: str) -> None:
         qtbot.keyClicks(window.search_box, text)
 
 
+def wait_for_preview(qtbot, window: MainWindow) -> None:
+    """Wait until the preview shows the selected result (it renders once typing pauses)."""
+    def shown() -> bool:
+        hit, preview = window.current_hit(), window.preview
+        return hit is not None and preview.ready() and str(preview.abspath) == hit.abspath
+    qtbot.waitUntil(shown, timeout=WAIT_MS)
+
+
 def result_paths(window: MainWindow) -> list[str]:
     return [hit.path for hit in window.results_model.hits]
 
@@ -75,6 +83,7 @@ def test_typing_shows_results_as_you_type(vault, open_window, qtbot):
     qtbot.keyClicks(window.search_box, "syncth")  # a partial word: prefix match while typing
     qtbot.waitUntil(lambda: bool(result_paths(window)) and window.results_model.query == "syncth", timeout=WAIT_MS)
     assert result_paths(window)[0] == "sync.md"
+    wait_for_preview(qtbot, window)
     assert window.preview.abspath.name == "sync.md"
     assert "Syncthing" in window.preview.toPlainText()
     qtbot.keyClick(window.search_box, Qt.Key_Escape)
@@ -85,6 +94,7 @@ def test_arrow_keys_move_through_results_and_update_preview(vault, open_window, 
     window = open_window(vault)
     type_query(qtbot, window, "cop")  # "copy" in sync.md, "copies" in backup.md
     assert len(result_paths(window)) >= 2
+    wait_for_preview(qtbot, window)
     first = window.preview.abspath
     qtbot.keyClick(window.search_box, Qt.Key_Down)  # from the search bar...
     assert window.results_view.currentIndex().row() == 1
@@ -105,6 +115,7 @@ def test_preview_renders_markdown_and_scrolls_to_the_passage(kb, tmp_path, open_
     window = open_window(kb)
     window.resize(900, 500)
     type_query(qtbot, window, "zebra")
+    wait_for_preview(qtbot, window)
     preview = window.preview
     assert preview.abspath.name == "long.md"
     assert preview.passage_block > 0
@@ -351,6 +362,7 @@ def test_clearing_the_query_is_one_model_reset_and_renders_no_preview(many, open
     window = open_window(many)
     type_query(qtbot, window, "note")
     assert window.results_model.rowCount() >= 25
+    wait_for_preview(qtbot, window)
     resets, removed, renders = [], [], window.preview.renders
     window.results_model.modelReset.connect(lambda: resets.append(1))
     window.results_model.rowsRemoved.connect(lambda *args: removed.append(1))

@@ -21,7 +21,7 @@ import pms  # noqa: E402
 from conftest import REPO, write  # noqa: E402
 from gui.note_html import ALLOWED_TAGS, STRIPPED_TAGS  # noqa: E402
 from gui.preview import NotePreview, palette_colours  # noqa: E402
-from test_gui import WAIT_MS, open_window, type_query  # noqa: E402,F401  (open_window is a fixture)
+from test_gui import WAIT_MS, open_window, type_query, wait_for_preview  # noqa: E402,F401  (open_window is a fixture)
 
 
 def note_words(text: str) -> Counter:
@@ -111,6 +111,7 @@ def test_a_passage_near_the_end_of_a_long_note_is_scrolled_into_view(kb, tmp_pat
     window = open_window(kb)
     window.resize(1000, 600)
     type_query(qtbot, window, "walrus")
+    wait_for_preview(qtbot, window)
     qtbot.wait(50)  # whatever the layout does after the first paint
     assert passage_on_screen(window.preview)
     assert "walrus" in window.preview.document().findBlockByNumber(window.preview.passage_block).text()

@@ -70,5 +70,6 @@ def test_the_related_panel_follows_the_open_note_and_opens_a_related_one(window,
     assert len(related) == window.related.list.count()
     assert "projects/alpha.md" not in [h.path for h in related]
     window.related.list.itemClicked.emit(window.related.list.item(0))
-    assert window.preview.abspath.name == os.path.basename(related[0].path)
+    qtbot.waitUntil(lambda: window.preview.ready() and window.preview.abspath.name == os.path.basename(related[0].path),
+                    timeout=WAIT_MS)
     assert window.related.title.text().endswith(related[0].title)  # the panel follows the note now open
