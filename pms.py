@@ -1333,6 +1333,99 @@ def _path_matches(pattern: str, path: str) -> int:
     return 1 if _path_regex(pattern).match(path or "") else 0
 
 
+# A process keeps the index's int8 vectors in memory for KNN by one matrix
+# product (VectorMatrix): 384 bytes per 384-dimension passage, 4 MB per 10k
+# passages. Over this many MB, searches stay with sqlite-vec, which reads the
+# vectors from the file each time.
+VECTOR_MATRIX_MAX_MB = 1024
+# sqlite-vec's own limit on k; the matrix keeps it, so both answer alike.
+VECTOR_KNN_MAX = 4096
+
+
+class VectorMatrix:
+    """The index's vectors in memory: exact KNN and any passage's distance by numpy.
+
+    sqlite-vec's KNN scores every int8 vector with a scalar C loop and picks
+    the k best by k scans of each block of 1,024 (about 8 ms for SciFact's 5k
+    passages and k=100); numpy's einsum does the dot products in int32 (exact,
+    single-threaded: a multi-threaded BLAS stalled on a busy machine, and
+    float32 would take four times the memory) and argpartition the rest. The distances are computed as sqlite-vec's ``distance_cosine_int8``
+    computes them (integer dot product and norms, exact in float32 below 2^24;
+    square roots and division in double; rounded to float32), and equal
+    distances come in the order sqlite-vec gives them (``tie_order``: its
+    blocks in order, each block's vectors last stored first), so a search
+    returns what sqlite-vec returns. ``version`` is the index's
+    ``vectors_version`` when the vectors were read.
+    """
+
+    def __init__(self, version, ids, collection_ids, vectors, tie_order=None):
+        import numpy as np
+
+        self.np, self.version = np, version
+        self.ids = np.ascontiguousarray(ids, dtype=np.int64)
+        self.tie_order = np.arange(len(self.ids)) if tie_order is None else np.ascontiguousarray(tie_order, dtype=np.int64)
+        self.collection_ids = np.ascontiguousarray(collection_ids, dtype=np.int64)
+        self.matrix = np.ascontiguousarray(vectors, dtype=np.int8)
+        self.norms = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.int64).astype(np.float64))
+        self._by_id = np.argsort(self.ids, kind="stable")                  # for lookups by chunk id
+        self._sorted_ids = self.ids[self._by_id]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.ids, self.tie_order, self.collection_ids, self.matrix, self.norms, self._by_id,
+                                      self._sorted_ids))
+
+    def _distances(self, query_blob: bytes, rows=None):
+        """float32 cosine distances of every vector (or of ``rows``) to the query, as sqlite-vec computes them."""
+        np = self.np
+        query = np.frombuffer(query_blob, dtype=np.int8)
+        if rows is not None and len(rows) * 4 > len(self.ids):
+            return self._distances(query_blob)[rows]  # cheaper than copying most of the matrix
+        matrix, norms = (self.matrix, self.norms) if rows is None else (self.matrix[rows], self.norms[rows])
+        dots = np.einsum("ij,j->i", matrix, query, dtype=np.int32)
+        query_norm = np.sqrt(float(np.dot(query.astype(np.int32), query.astype(np.int32))))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (1.0 - dots / (norms * query_norm)).astype(np.float32)
+
+    def search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None = None,
+               chunk_ids: Iterable[int] | None = None) -> list[tuple[int, float]]:
+        """(chunk id, cosine distance) nearest first, among the passages of
+        ``collection_ids`` and, when given, ``chunk_ids``."""
+        np = self.np
+        rows = None
+        if collection_ids or chunk_ids is not None:
+            keep = np.ones(len(self.ids), dtype=bool)
+            if collection_ids:
+                keep &= np.isin(self.collection_ids, np.asarray(list(collection_ids), dtype=np.int64))
+            if chunk_ids is not None:
+                keep &= np.isin(self.ids, np.fromiter(chunk_ids, dtype=np.int64))
+            rows = np.flatnonzero(keep)
+        distances = self._distances(query_blob, rows)
+        limit = min(int(limit), VECTOR_KNN_MAX, len(distances))
+        if limit <= 0:
+            return []
+        best = np.argpartition(distances, limit - 1)[:limit] if limit < len(distances) else np.arange(len(distances))
+        # Every passage tied with the last one kept competes for its place, in sqlite-vec's order.
+        cut = distances[best].max()
+        best = np.union1d(best[distances[best] < cut], np.flatnonzero(distances == cut))
+        found = best if rows is None else rows[best]
+        order = np.lexsort((self.tie_order[found], distances[best]))[:limit]
+        return list(zip(self.ids[found[order]].tolist(), distances[best[order]].astype(np.float64).tolist()))
+
+    def distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
+        """chunk id -> cosine distance to the query (a passage without a vector is left out)."""
+        np = self.np
+        wanted = np.unique(np.fromiter(chunk_ids, dtype=np.int64))
+        at = np.searchsorted(self._sorted_ids, wanted)
+        at[at >= len(self._sorted_ids)] = 0
+        found = self._sorted_ids[at] == wanted if len(self._sorted_ids) else np.zeros(len(wanted), dtype=bool)
+        rows = self._by_id[at[found]]
+        return dict(zip(wanted[found].tolist(), self._distances(query_blob, rows).astype(np.float64).tolist()))
+
+
 class Store:
     """The index file: one connection per thread, WAL so readers never wait."""
 
@@ -1345,6 +1438,16 @@ class Store:
         self.vec_loaded = False
         self.vec_error: str | None = None  # why vectors are unavailable, if they are
         self._vectors_checked = False
+        # The vectors in memory (vector_matrix), shared by every thread; 0 MB keeps KNN in sqlite-vec.
+        self.vector_matrix_max_mb = VECTOR_MATRIX_MAX_MB
+        # Vector searches sqlite-vec answers before the vectors are read into memory
+        # (counted while the vectors stay unchanged): a one-shot CLI search never
+        # pays for reading them, and while a sync keeps changing them, searches do
+        # not re-read them all each time.
+        self.vector_matrix_after = 1
+        self._matrix: VectorMatrix | None = None
+        self._matrix_lock = threading.Lock()
+        self._searches_without_matrix: tuple[str | None, int] = (None, 0)  # (vectors_version, searches)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -1545,6 +1648,7 @@ class Store:
         with self.transaction() as db:
             if self.vec_loaded and self.has_vector_table():
                 db.execute("DELETE FROM chunk_vectors WHERE collection_id = ?", (collection_id,))
+                self._vectors_changed()
             for table in ("chunks", "note_tags", "note_fields", "note_links"):
                 db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE collection_id = ?)", (collection_id,))
             db.execute("DELETE FROM documents WHERE collection_id = ?", (collection_id,))
@@ -1677,6 +1781,7 @@ class Store:
                 db.execute(f"CREATE VIRTUAL TABLE chunk_vectors USING vec0(chunk_id INTEGER PRIMARY KEY, "
                            f"embedding int8[{int(dim)}] distance_metric=cosine, collection_id INTEGER)")
                 db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
+            self._vectors_changed()
             self.set_meta("embed_model", model)
             self.set_meta("embed_model_dir", model_dir)
             self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
@@ -1699,6 +1804,8 @@ class Store:
         """Vectors whose chunk is gone (deleted by a sync without sqlite-vec)."""
         with self.transaction() as db:
             cur = db.execute("DELETE FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)")
+            if cur.rowcount:
+                self._vectors_changed()
             return cur.rowcount
 
     def pending_embeddings(self, limit: int | None = None) -> list[PendingChunk]:
@@ -1722,6 +1829,88 @@ class Store:
                 db.execute("INSERT INTO chunk_vectors(chunk_id, embedding, collection_id) VALUES (?, vec_int8(?), ?)",
                            (chunk_id, blob, collection_id))
                 db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+            self._vectors_changed()
+
+    def _vectors_changed(self) -> None:
+        """Count a change of the vectors, inside the writing transaction: every
+        process's VectorMatrix sees the count move and reads the vectors again."""
+        self.db.execute("INSERT INTO meta(key, value) VALUES ('vectors_version', 1) "
+                        "ON CONFLICT(key) DO UPDATE SET value = value + 1")
+
+    def vectors_version(self) -> str | None:
+        return self.get_meta("vectors_version")
+
+    def read_vectors(self) -> tuple:
+        """(chunk ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix).
+
+        Read from vec0's own tables (blocks of 1,024 vectors: a validity bitmap,
+        the ids, the vectors, the collection column), which takes a few ms where
+        a scan of the virtual table takes about 60 ms for 5k vectors; an index
+        whose layout is not the one expected is scanned instead.
+        """
+        import numpy as np
+
+        dim = int(self.get_meta("embed_dim") or 0)
+        try:
+            return self._read_vector_blocks(np, dim)
+        except (ValueError, LookupError, self.db_module_errors()):
+            rows = self.db.execute("SELECT chunk_id, collection_id, embedding FROM chunk_vectors").fetchall()
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(len(rows), dim)
+            return [r[0] for r in rows], [r[1] for r in rows], matrix, None
+
+    def _read_vector_blocks(self, np, dim: int):
+        db = self.db
+        created = dict(db.execute("SELECT key, value FROM chunk_vectors_info").fetchall()).get("CREATE_VERSION", "")
+        if not str(created).startswith("v0.1.") or dim <= 0:
+            raise ValueError(f"unknown vec0 layout {created!r}")
+        ids, collections, blocks, ties = [], [], [], []
+        blocks_sql = db.execute(
+                "SELECT c.size, c.validity, c.rowids, v.vectors, m.data FROM chunk_vectors_chunks c "
+                "JOIN chunk_vectors_vector_chunks00 v ON v.rowid = c.chunk_id "
+                "JOIN chunk_vectors_metadatachunks00 m ON m.rowid = c.chunk_id ORDER BY c.chunk_id")
+        for number, (size, validity, rowids, vectors, metadata) in enumerate(blocks_sql):
+            if len(validity) * 8 != size or len(rowids) != size * 8 or len(vectors) != size * dim or len(metadata) != size * 8:
+                raise ValueError("unexpected vec0 block sizes")
+            valid = np.flatnonzero(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little"))
+            ids.append(np.frombuffer(rowids, dtype="<i8")[valid])
+            collections.append(np.frombuffer(metadata, dtype="<i8")[valid])
+            blocks.append(np.frombuffer(vectors, dtype=np.int8).reshape(size, dim)[valid])
+            ties.append(number * (1 << 32) + size - valid)  # sqlite-vec's min_idx takes the last of equals first
+        count = sum(len(part) for part in ids)
+        if count != db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0]:
+            raise ValueError("vec0 blocks and rowids disagree")
+        if not blocks:
+            return [], [], np.zeros((0, dim), dtype=np.int8), None
+        return np.concatenate(ids), np.concatenate(collections), np.concatenate(blocks), np.concatenate(ties)
+
+    def vector_matrix(self) -> VectorMatrix | None:
+        """The vectors in memory, read again whenever a writer (any thread or
+        process) changed them; None before ``vector_matrix_after`` searches with
+        the same vectors, or when they would take more than ``vector_matrix_max_mb``
+        (or numpy is missing): then sqlite-vec searches."""
+        if not self.vector_matrix_max_mb:
+            return None
+        version = self.vectors_version()
+        matrix = self._matrix
+        if matrix is not None and matrix.version == version:
+            return matrix
+        with self._matrix_lock:
+            matrix = self._matrix
+            if matrix is not None and matrix.version == version:
+                return matrix
+            self._matrix = None
+            seen, searches = self._searches_without_matrix
+            searches = searches + 1 if seen == version else 1
+            self._searches_without_matrix = (version, searches)
+            if searches <= self.vector_matrix_after:
+                return None
+            dim = int(self.get_meta("embed_dim") or 0)
+            count = self.db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0] if dim else 0
+            if not dim or count * dim > self.vector_matrix_max_mb * 1e6 or not module_available("numpy"):
+                self._searches_without_matrix = (version, -(1 << 62))  # not again for these vectors
+                return None
+            self._matrix = VectorMatrix(version, *self.read_vectors())
+            return self._matrix
 
     # -- search ------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
@@ -1779,13 +1968,55 @@ class Store:
                               (tokens, match, chunk_id)).fetchone()
         return row[0] if row else None
 
+    def fts_snippets(self, match: str, chunk_ids: Sequence[int], tokens: int = 24) -> dict[int, str]:
+        """chunk id -> FTS5's snippet of its body for ``match`` (a passage that does not match is left out).
+
+        To test one row FTS5 still reads every query term's whole posting list:
+        ten snippets of a long query cost as much as the search. snippet() looks
+        at the passage and the query alone, so the passages are copied into a
+        small temporary FTS5 table with chunks_fts's columns and tokenizer and
+        matched there (one row at a time in chunks_fts when that cannot be done,
+        e.g. on a read-only index).
+        """
+        if not chunk_ids:
+            return {}
+        db = self.db
+        try:
+            if not getattr(self._local, "snippet_table", False):
+                sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
+                tokenize = re.search(r"tokenize\s*=\s*('(?:[^']|'')*')", sql)
+                db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_snippets USING fts5(title, headings, body"
+                           + (f", tokenize={tokenize.group(1)})" if tokenize else ")"))
+                self._local.snippet_table = True
+            # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
+            db.execute("SAVEPOINT pms_snippets")
+            try:
+                db.execute(f"INSERT INTO temp.pms_snippets(rowid, title, headings, body) SELECT id, title, headings, body FROM chunks "
+                           f"WHERE id IN ({placeholders(chunk_ids)})", list(chunk_ids))
+                return dict(db.execute("SELECT rowid, snippet(pms_snippets, 2, '\x02', '\x03', '\u2026', ?) FROM temp.pms_snippets "
+                                       "WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
+            finally:
+                db.execute("ROLLBACK TO pms_snippets")
+                db.execute("RELEASE pms_snippets")
+        except self.db_module_errors():
+            out = {}
+            for cid in chunk_ids:
+                raw = self.fts_snippet(match, cid, tokens)
+                if raw is not None:
+                    out[cid] = raw
+            return out
+
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
                       note_filter: "NoteFilter | None" = None) -> list[tuple[int, float]]:
         """(chunk id, cosine distance) nearest first. The note filter becomes a
         ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
         so ``limit`` passages come back whenever that many match."""
+        matrix = self.vector_matrix()
+        if matrix is not None:
+            allowed = self.filtered_chunks(note_filter) if note_filter else None
+            return matrix.search(query_blob, limit, collection_ids, allowed)
         sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
-        args: list = [query_blob, min(int(limit), 4096)]
+        args: list = [query_blob, min(int(limit), VECTOR_KNN_MAX)]
         if collection_ids:
             sql += f" AND collection_id IN ({placeholders(collection_ids)})"
             args.extend(collection_ids)
@@ -1794,6 +2025,23 @@ class Store:
             sql += f" AND chunk_id IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {where})"
             args.extend(where_args)
         return self.db.execute(sql + " ORDER BY distance", args).fetchall()
+
+    def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
+        """chunk id -> cosine distance between its vector and the query's (a passage
+        without a vector is left out): from memory, or sqlite-vec's own function."""
+        matrix = self.vector_matrix()
+        if matrix is not None:
+            return matrix.distances(query_blob, chunk_ids)
+        out: dict[int, float] = {}
+        for part in in_parts(chunk_ids):
+            out.update(self.db.execute("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
+                                       f"WHERE chunk_id IN ({placeholders(part)})", (query_blob, *part)))
+        return out
+
+    def filtered_chunks(self, note_filter: "NoteFilter") -> list[int]:
+        """The ids of every passage of the notes a filter matches."""
+        where, args = self._note_conditions(None, note_filter)
+        return [r[0] for r in self.db.execute(f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {where}", args)]
 
     # -- notes: filters, tags, links, folders --------------------------------------------
     def _note_conditions(self, collection_ids: Sequence[int] | None, f: "NoteFilter | None") -> tuple[str, list]:
@@ -2662,6 +2910,8 @@ class Retrieval:
         self.embedder = embedder
         self.fusion = fusion or FusionSettings()
         self._pool = None
+        self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
+        self._query_vectors_lock = threading.Lock()
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -2803,8 +3053,38 @@ class Retrieval:
         query = clean_query(query)
         if not query.strip():
             return []
-        blob = self.embedder.embed_query(query)
-        return self.store.vector_search(blob, limit, self.collection_ids(collections), note_filter)
+        return self.store.vector_search(self.query_vector(query), limit, self.collection_ids(collections), note_filter)
+
+    QUERY_VECTORS_KEPT = 8
+
+    def query_vector(self, query: str) -> bytes:
+        """The query's int8 vector, as the index stores passages'. The last few
+        queries' vectors are kept, so every list and signal of one search (and a
+        search typed again) embeds the query once."""
+        key = (self.embedder.model_name, clean_query(query))
+        with self._query_vectors_lock:
+            blob = self._query_vectors.pop(key, None)
+        if blob is None:
+            blob = self.embedder.embed_query(key[1])
+        with self._query_vectors_lock:
+            self._query_vectors[key] = blob  # (re)inserted: dicts keep insertion order, so the oldest is first
+            while len(self._query_vectors) > self.QUERY_VECTORS_KEPT:
+                del self._query_vectors[next(iter(self._query_vectors))]
+        return blob
+
+    def vector_similarities(self, query: str, chunk_ids: Iterable[int]) -> dict[int, float]:
+        """chunk id -> cosine similarity of the passage to the query, for any
+        passages (not only the vector list's top k): the value the vector list
+        ranks by (1 - its distance), e.g. for keyword-only candidates. A passage
+        without a vector is left out. Raises EmbeddingUnavailable as vector search does."""
+        status = self.vector_status()
+        if not status.ok:
+            raise EmbeddingUnavailable(status.reason)
+        query = clean_query(query)
+        if not query.strip():
+            return {}
+        distances = self.store.vector_distances(self.query_vector(query), chunk_ids)
+        return {cid: 1.0 - distance for cid, distance in distances.items()}
 
     def vector(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
                note_filter: NoteFilter | None = None) -> list[Hit]:
@@ -3014,9 +3294,10 @@ class Retrieval:
         hits = hits[:k]
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
+        snippets = self.store.fts_snippets(match, [hit.chunk_id for hit in hits]) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
-            raw = self.store.fts_snippet(match, hit.chunk_id) if match else None
+            raw = snippets.get(hit.chunk_id)
             if raw and _MARK_OPEN in raw:
                 hit.snippet = render_snippet(raw)
             else:

@@ -1,0 +1,177 @@
+"""The in-memory vector index (VectorMatrix): the same answers as sqlite-vec, never stale;
+the query's similarity to any passage; one snippet query per search."""
+import random
+
+import pytest
+
+import pms
+from conftest import run_cli, write
+
+QUERIES = ["replicate documents onto my cellphone", "memory safety rules", "copies kept offsite", "what to cook tonight",
+           "engine oil", "syncthing conflict"]
+
+
+def sqlite_vec_only(store):
+    """The store as a cold process sees it: every KNN in sqlite-vec."""
+    store.vector_matrix_max_mb = 0
+
+
+@pytest.fixture
+def two_collections(hybrid_kb, notes, tmp_path):
+    """The shared vault plus a second collection with tags and folders, embedded by the real model."""
+    other = tmp_path / "other"
+    for i in range(12):
+        tag = "food" if i % 2 else "car"
+        write(other / ("kitchen" if i % 3 else "garage") / f"n{i}.md",
+              f"---\ntags: [{tag}]\n---\n# Note {i}\n\nA tomato soup recipe with basil, variant {i}.\n\n"
+              f"## Service\n\nChange the engine oil every {i + 5},000 km.\n")
+    hybrid_kb.collections.create(notes, name="notes")
+    hybrid_kb.collections.create(other, name="other")
+    report = hybrid_kb.sync()
+    assert report.embed_error is None and report.embedded == hybrid_kb.store.totals()["chunks"]
+    return hybrid_kb
+
+
+def both_ways(store, fn):
+    """fn() answered from memory, then by sqlite-vec alone."""
+    store.vector_matrix_max_mb, store.vector_matrix_after = pms.VECTOR_MATRIX_MAX_MB, 0
+    in_memory = fn()
+    assert store._matrix is not None  # the matrix really answered
+    sqlite_vec_only(store)
+    return in_memory, fn()
+
+
+def test_knn_in_memory_equals_sqlite_vec_with_every_filter(two_collections):
+    kb, store = two_collections, two_collections.store
+    other = [store.require_collection("other").id]
+    filters = [(None, None), (other, None), (None, pms.NoteFilter.build(tags=["food"])),
+               (other, pms.NoteFilter.build(path="garage")), (None, pms.NoteFilter.build(tags=["nothing-has-this"]))]
+    for query in QUERIES:
+        blob = kb.retrieval.query_vector(query)
+        for ids, note_filter in filters:
+            for limit in (1, 5, 500):
+                memory, sqlite_vec = both_ways(store, lambda: store.vector_search(blob, limit, ids, note_filter))
+                assert memory == sqlite_vec  # same ids, same order, the same float distances
+        for mode in ("vector", "hybrid"):
+            memory, sqlite_vec = both_ways(store, lambda: kb.search(query, k=8, mode=mode, tags=["food"]))
+            assert [(h.path, h.chunk_id, h.score) for h in memory] == [(h.path, h.chunk_id, h.score) for h in sqlite_vec]
+
+
+@pytest.fixture
+def synthetic_vectors(db_path, tmp_path):
+    """1,300 passages (two of sqlite-vec's blocks of 1,024) with random vectors written
+    through the Store into a real vec0 table, some of them equal (ties), some deleted."""
+    with pms.KnowledgeBase(db_path) as kb:  # the model is never loaded
+        if not kb.store.vec_loaded:
+            pytest.skip(f"sqlite-vec unavailable: {kb.store.vec_error}")
+        yield from _synthetic(kb, tmp_path)
+
+
+def _synthetic(kb, tmp_path):
+    root = tmp_path / "many"
+    for i in range(1300):
+        write(root / f"p{i:04}.md", f"# Passage {i}\n\nText {i}.\n")
+    kb.collections.create(root, name="many")
+    kb.sync(embed=False)
+    store = kb.store
+    store.ensure_vector_table("synthetic", 16)
+    rng = random.Random(7)
+    chunks = [cid for (cid,) in store.db.execute("SELECT id FROM chunks ORDER BY id")]
+    vectors = {cid: bytes(rng.randrange(256) for _ in range(16)) for cid in chunks}
+    for cid in chunks[::37]:  # equal vectors, stored in both blocks: equal distances
+        vectors[cid] = vectors[chunks[5]]
+    collection = store.require_collection("many").id
+    store.write_vectors([(cid, collection, blob) for cid, blob in vectors.items()])
+    for cid in chunks[10:20] + chunks[1100:1105]:  # holes in the blocks' validity bitmaps
+        store.db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (cid,))
+    store._vectors_changed()
+    store.write_vectors([(chunks[12], collection, vectors[chunks[5]])])  # re-stored: lands in a new slot
+    yield store, vectors
+
+
+def test_ties_blocks_and_deleted_vectors_come_back_as_sqlite_vec_gives_them(synthetic_vectors):
+    store, vectors = synthetic_vectors
+    some = list(vectors)[:400]
+    for query in [vectors[list(vectors)[5]], bytes(range(16)), bytes([200] * 16)]:
+        for limit in (3, 40, 100, 5000):  # 5000: more than there are, and over sqlite-vec's cap of 4096
+            memory, sqlite_vec = both_ways(store, lambda: store.vector_search(query, limit, None))
+            assert memory == sqlite_vec
+        memory, sqlite_vec = both_ways(store, lambda: store.vector_distances(query, some + [10**9]))
+        assert memory == sqlite_vec and 10**9 not in memory and len(memory) == len(some) - 9  # 9 of them were deleted
+    assert len(store._matrix) == 1300 - 15 + 1 and store._matrix.tie_order[0] != 0  # read from vec0's blocks
+
+
+def test_the_matrix_is_read_once_and_again_only_when_vectors_change(synthetic_vectors):
+    store, vectors = synthetic_vectors
+    query = bytes(range(16))
+    store.vector_search(query, 5, None)
+    assert store._matrix is None  # a one-shot process's single search stays in sqlite-vec
+    store.vector_search(query, 5, None)
+    first = store._matrix
+    assert first is not None
+    store.vector_search(query, 5, None)
+    assert store._matrix is first  # warm: not read again
+    collection = store.require_collection("many").id
+    cid = next(iter(vectors))
+    store.write_vectors([(cid, collection, query)])  # any write counts (here: this process, this thread)
+    assert store.vector_search(query, 1, None)[0][0] == cid
+    assert store._matrix is None  # the changed vectors were answered by sqlite-vec
+
+
+def test_a_sync_by_another_process_is_seen_by_a_warm_index(two_collections, db_path, notes):
+    kb = two_collections
+    query = "pickled herring with onions"
+    for _ in range(3):
+        kb.search(query, mode="vector")
+    assert kb.store._matrix is not None
+    write(notes / "herring.md", "# Pickled herring\n\nHerring with onions in vinegar.\n")
+    (notes / "backup.md").unlink()
+    sync = run_cli("sync", db=db_path)  # another process; the index names its model folder
+    assert sync.returncode == 0 and "1 passages embedded" in sync.stdout, sync.stderr
+    hits = kb.search(query, mode="vector")
+    assert hits[0].path == "herring.md" and all(h.path != "backup.md" for h in hits)
+    hits = kb.search(query, mode="vector")  # read into memory again
+    assert kb.store._matrix is not None and hits[0].path == "herring.md"
+
+
+def test_a_huge_index_stays_in_sqlite_vec(synthetic_vectors):
+    store, _ = synthetic_vectors
+    store.vector_matrix_max_mb, store.vector_matrix_after = 0.01, 0  # 10 kB: less than 1,286 x 16 bytes
+    assert store.vector_search(bytes(range(16)), 3, None) and store._matrix is None
+
+
+def test_query_similarity_to_any_passage(two_collections):
+    kb = two_collections
+    retrieval = kb.retrieval
+    embedded = []
+    real_embed = kb.embedder.embed_query
+    kb.embedder.embed_query = lambda text: embedded.append(text) or real_embed(text)
+    query = "tomato soup with basil"
+    ranking = retrieval.vector_ranking(query, 3)
+    everything = [cid for (cid,) in kb.store.db.execute("SELECT id FROM chunks")]
+    similarities = retrieval.vector_similarities(query, everything)
+    assert embedded == [query]  # the ranking's vector was reused
+    assert set(similarities) == set(everything)  # far beyond the top 3
+    for cid, distance in ranking:
+        assert similarities[cid] == 1.0 - distance
+    assert max(similarities.values()) == 1.0 - ranking[0][1]
+    sqlite_vec_only(kb.store)
+    assert retrieval.vector_similarities(query, everything) == similarities
+    assert retrieval.vector_similarities(query, [10**9]) == {}
+
+
+def test_similarities_need_vectors(vault):
+    with pytest.raises(pms.EmbeddingUnavailable):
+        vault.retrieval.vector_similarities("sync", [1])
+
+
+def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
+    store = vault.store
+    ids = [cid for (cid,) in store.db.execute("SELECT id FROM chunks")]
+    for query in ["sync", "syncthing conflict copy", '"three copies"', "own*", "rust -python", "restic OR phone"]:
+        match = pms.parse_query(query).match_any()
+        expected = {cid: raw for cid in ids if (raw := store.fts_snippet(match, cid)) is not None}
+        assert expected and store.fts_snippets(match, ids) == expected
+    hit = vault.search("syncthing conflict", mode="keyword")[0]
+    assert hit.snippet == pms.render_snippet(store.fts_snippet(pms.parse_query("syncthing conflict").match_any(), hit.chunk_id))
+    assert "<mark>Syncthing</mark>" in hit.snippet
