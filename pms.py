@@ -1837,6 +1837,11 @@ class Store:
         self.db.execute("INSERT INTO meta(key, value) VALUES ('vectors_version', 1) "
                         "ON CONFLICT(key) DO UPDATE SET value = value + 1")
 
+    def vector_memory_bytes(self) -> int:
+        """What the vectors read into memory take (0 before a second vector search)."""
+        matrix = self._matrix
+        return matrix.nbytes if matrix is not None else 0
+
     def vectors_version(self) -> str | None:
         return self.get_meta("vectors_version")
 
@@ -4594,15 +4599,20 @@ class KnowledgeBase:
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
-                 notice: Callable[[str], None] | None = None, embedder: Embedder | None = None):
+                 notice: Callable[[str], None] | None = None, embedder: Embedder | None = None,
+                 vector_memory_mb: float = VECTOR_MATRIX_MAX_MB):
         """``notice`` receives one-line news while work goes on (a model
         download starting, waiting for another sync), possibly from a worker
         thread; the CLI prints it. It may be set later too (``kb.notice = f``).
         ``embedder``: an Embedder of your own (batch size, model) instead of
-        the one ``model``/``model_dir`` describe."""
+        the one ``model``/``model_dir`` describe. ``vector_memory_mb``: how
+        much memory the index's vectors may take to make vector search fast in
+        a process that searches more than once (4 MB per 10k passages of
+        MiniLM); over it, or at 0, each search reads them with sqlite-vec."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
+        self.store.vector_matrix_max_mb = vector_memory_mb
         if embeddings and embedder is None:
             remembered = folder = None
             if model is None and model_dir is None and not model_configured():
@@ -4964,6 +4974,7 @@ class KnowledgeBase:
             "sync_running": self.sync_running(),
             "collections_detail": [c.to_dict() for c in self.collections.list()],
             "notes_to_reread": self.store.count_stale_notes(),
+            "vectors_in_memory_bytes": self.store.vector_memory_bytes(),
         }
         if pending if links is None else links:
             info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]

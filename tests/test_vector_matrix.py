@@ -175,3 +175,16 @@ def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
     hit = vault.search("syncthing conflict", mode="keyword")[0]
     assert hit.snippet == pms.render_snippet(store.fts_snippet(pms.parse_query("syncthing conflict").match_any(), hit.chunk_id))
     assert "<mark>Syncthing</mark>" in hit.snippet
+
+
+def test_memory_use_is_reported_and_can_be_refused(two_collections, db_path):
+    kb = two_collections
+    passages = kb.status(pending=False)["embedded"]
+    for _ in range(2):
+        warm = kb.search("tomato soup", mode="vector")
+    assert kb.status(pending=False)["vectors_in_memory_bytes"] >= passages * 384  # int8, 384 dimensions
+    with pms.KnowledgeBase(db_path, embedder=kb.embedder, vector_memory_mb=0) as cold:
+        for _ in range(3):
+            hits = cold.search("tomato soup", mode="vector")
+        assert cold.status(pending=False)["vectors_in_memory_bytes"] == 0
+        assert [(h.chunk_id, h.score) for h in hits] == [(h.chunk_id, h.score) for h in warm]
