@@ -1548,6 +1548,7 @@ class Store:
             return False, f"sqlite-vec failed to load: {exc}"
 
     def close(self) -> None:
+        self._matrix = None
         with self._lock:
             for conn in self._connections:
                 with contextlib.suppress(Exception):
