@@ -1442,12 +1442,15 @@ class Store:
         self.vector_matrix_max_mb = VECTOR_MATRIX_MAX_MB
         # Vector searches sqlite-vec answers before the vectors are read into memory
         # (counted while the vectors stay unchanged): a one-shot CLI search never
-        # pays for reading them, and while a sync keeps changing them, searches do
-        # not re-read them all each time.
+        # pays for reading them. Once they changed under a running process, they
+        # are read again only when unchanged for VECTORS_SETTLE_S: while a sync
+        # keeps adding vectors, searches go to sqlite-vec instead of re-reading
+        # them all every few keystrokes.
         self.vector_matrix_after = 1
         self._matrix: VectorMatrix | None = None
         self._matrix_lock = threading.Lock()
-        self._searches_without_matrix: tuple[str | None, int] = (None, 0)  # (vectors_version, searches)
+        # (vectors_version, searches with it, when it was first seen, whether it replaced another)
+        self._unread_vectors: tuple[str | None, int, float, bool] | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -1889,11 +1892,14 @@ class Store:
             return [], [], np.zeros((0, dim), dtype=np.int8), None
         return np.concatenate(ids), np.concatenate(collections), np.concatenate(blocks), np.concatenate(ties)
 
+    VECTORS_SETTLE_S = 2.0
+
     def vector_matrix(self) -> VectorMatrix | None:
-        """The vectors in memory, read again whenever a writer (any thread or
-        process) changed them; None before ``vector_matrix_after`` searches with
-        the same vectors, or when they would take more than ``vector_matrix_max_mb``
-        (or numpy is missing): then sqlite-vec searches."""
+        """The vectors in memory, never stale: a writer (any thread or process)
+        moves ``vectors_version``, and they are read again. None (sqlite-vec
+        searches) before ``vector_matrix_after`` searches with the same vectors,
+        within VECTORS_SETTLE_S of a change, or when they would take more than
+        ``vector_matrix_max_mb`` (or numpy is missing)."""
         if not self.vector_matrix_max_mb:
             return None
         version = self.vectors_version()
@@ -1904,16 +1910,19 @@ class Store:
             matrix = self._matrix
             if matrix is not None and matrix.version == version:
                 return matrix
+            replaced = matrix is not None or self._unread_vectors is not None
             self._matrix = None
-            seen, searches = self._searches_without_matrix
-            searches = searches + 1 if seen == version else 1
-            self._searches_without_matrix = (version, searches)
-            if searches <= self.vector_matrix_after:
+            seen, searches, since, changed = self._unread_vectors or (None, 0, 0.0, False)
+            if seen != version:
+                seen, searches, since, changed = version, 0, time.monotonic(), replaced
+            searches += 1
+            self._unread_vectors = (seen, searches, since, changed)
+            if searches <= self.vector_matrix_after or (changed and time.monotonic() - since < self.VECTORS_SETTLE_S):
                 return None
             dim = int(self.get_meta("embed_dim") or 0)
             count = self.db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0] if dim else 0
             if not dim or count * dim > self.vector_matrix_max_mb * 1e6 or not module_available("numpy"):
-                self._searches_without_matrix = (version, -(1 << 62))  # not again for these vectors
+                self._unread_vectors = (version, -(1 << 62), since, changed)  # not again for these vectors
                 return None
             self._matrix = VectorMatrix(version, *self.read_vectors())
             return self._matrix
