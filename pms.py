@@ -1410,7 +1410,8 @@ class VectorMatrix:
         best = np.argpartition(distances, limit - 1)[:limit] if limit < len(distances) else np.arange(len(distances))
         # Every passage tied with the last one kept competes for its place, in sqlite-vec's order.
         cut = distances[best].max()
-        best = np.union1d(best[distances[best] < cut], np.flatnonzero(distances == cut))
+        if not np.isnan(cut):  # (NaN: a zero vector, which has no distance; it sorts last)
+            best = np.union1d(best[distances[best] < cut], np.flatnonzero(distances == cut))
         found = best if rows is None else rows[best]
         order = np.lexsort((self.tie_order[found], distances[best]))[:limit]
         return list(zip(self.ids[found[order]].tolist(), distances[best[order]].astype(np.float64).tolist()))
