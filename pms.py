@@ -1984,6 +1984,19 @@ class Store:
                               (tokens, match, chunk_id)).fetchone()
         return row[0] if row else None
 
+    def _snippet_table(self, db) -> list[str]:
+        """This connection's temporary copy of chunks_fts's definition (its columns and
+        options, without its content table), made once; its column names."""
+        columns = getattr(self._local, "snippet_columns", None)
+        if columns is None:
+            sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
+            args = [a.strip() for a in re.findall(r"(?:[^,']|'(?:[^']|'')*')+", sql[sql.index("(") + 1 : sql.rindex(")")])]
+            definitions = [a for a in args if a and "=" not in a]
+            options = [a for a in args if "=" in a and not re.match(r"content(_rowid)?\s*=", a)]
+            db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_snippets USING fts5({', '.join(definitions + options)})")
+            columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
+        return columns
+
     def fts_snippets(self, match: str, chunk_ids: Sequence[int], tokens: int = 24) -> dict[int, str]:
         """chunk id -> FTS5's snippet of its body for ``match`` (a passage that does not match is left out).
 
@@ -1991,30 +2004,26 @@ class Store:
         ten snippets of a long query cost as much as the search. snippet() looks
         at the passage and the query alone, so the passages are copied into a
         small temporary FTS5 table with chunks_fts's columns and tokenizer and
-        matched there (one row at a time in chunks_fts when that cannot be done,
-        e.g. on a read-only index).
+        matched there (a read-only index allows that too; one row at a time in
+        chunks_fts when the copy cannot be made).
         """
         if not chunk_ids:
             return {}
         db = self.db
         try:
-            if not getattr(self._local, "snippet_table", False):
-                sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
-                tokenize = re.search(r"tokenize\s*=\s*('(?:[^']|'')*')", sql)
-                db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_snippets USING fts5(title, headings, body"
-                           + (f", tokenize={tokenize.group(1)})" if tokenize else ")"))
-                self._local.snippet_table = True
+            columns = self._snippet_table(db)
+            names = ", ".join(columns)
             # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
             db.execute("SAVEPOINT pms_snippets")
             try:
-                db.execute(f"INSERT INTO temp.pms_snippets(rowid, title, headings, body) SELECT id, title, headings, body FROM chunks "
+                db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT id, {names} FROM chunks "
                            f"WHERE id IN ({placeholders(chunk_ids)})", list(chunk_ids))
-                return dict(db.execute("SELECT rowid, snippet(pms_snippets, 2, '\x02', '\x03', '\u2026', ?) FROM temp.pms_snippets "
-                                       "WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
+                return dict(db.execute(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
+                                       "FROM temp.pms_snippets WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
             finally:
                 db.execute("ROLLBACK TO pms_snippets")
                 db.execute("RELEASE pms_snippets")
-        except self.db_module_errors():
+        except (ValueError, self.db_module_errors()):
             out = {}
             for cid in chunk_ids:
                 raw = self.fts_snippet(match, cid, tokens)
