@@ -175,6 +175,10 @@ def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
         match = pms.parse_query(query).match_any()
         expected = {cid: raw for cid in ids if (raw := store.fts_snippet(match, cid)) is not None}
         assert expected and store.fts_snippets(match, ids) == expected
+    store._snippet_table(store.db)
+    store._local.snippet_columns = ["title", "headings"]  # a copy without the body: the slow way answers alike
+    assert store.fts_snippets(match, ids) == expected
+    store._local.snippet_columns = None
     hit = vault.search("syncthing conflict", mode="keyword")[0]
     assert hit.snippet == pms.render_snippet(store.fts_snippet(pms.parse_query("syncthing conflict").match_any(), hit.chunk_id))
     assert "<mark>Syncthing</mark>" in hit.snippet
