@@ -2580,8 +2580,8 @@ class FusionSettings:
     # ``q + feedback_weight x their mean``), ranked by ``complete_keyword_share
     # x BM25 / best + the rest x cosine / best`` (+ ``complete_name_weight`` x
     # name similarity). Suite mean 0.731 -> 0.734, worst set NFCorpus 0.353 ->
-    # 0.364 (docs/benchmarks.md, "Complete scores and feedback"). 0: the
-    # fusion above is the ranking.
+    # 0.365, no set down by more than 0.002 (docs/benchmarks.md, "Complete
+    # scores and feedback"). 0: the fusion above is the ranking.
     complete_depth: int = 20
     complete_keyword_share: float = 0.5
     complete_name_weight: float = 0.0
