@@ -2694,7 +2694,7 @@ class Retrieval:
         self.embedder = embedder
         self.fusion = fusion or FusionSettings()
         self._pool = None
-        self._last_query: tuple[str, bytes] | None = None
+        self._last_query: tuple[tuple[str, str], bytes] | None = None  # ((model, query), vector)
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -2820,11 +2820,12 @@ class Retrieval:
 
     def query_vector(self, query: str) -> bytes:
         """The query's int8 vector; the last one is kept, as a hybrid search needs it twice."""
+        key = (self.embedder.model_name, query)
         last = self._last_query
-        if last is not None and last[0] == query:
+        if last is not None and last[0] == key:
             return last[1]
         blob = self.embedder.embed_query(query)
-        self._last_query = (query, blob)
+        self._last_query = (key, blob)
         return blob
 
     def vector(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
