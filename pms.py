@@ -1780,12 +1780,16 @@ class Store:
         return row[0] if row else None
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
-                      note_filter: "NoteFilter | None" = None, chunk_ids: Sequence[int] | None = None) -> list[tuple[int, float]]:
+                      note_filter: "NoteFilter | None" = None, chunk_ids: Sequence[int] | None = None,
+                      with_vectors: bool = False) -> list[tuple]:
         """(chunk id, cosine distance) nearest first. The note filter becomes a
         ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
         so ``limit`` passages come back whenever that many match; ``chunk_ids``
-        limits the search to those passages the same way."""
-        sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
+        limits the search to those passages the same way. ``with_vectors`` adds
+        each int8 vector (this reads them several times faster than looking
+        them up by id: sqlite-vec walks its storage for each lookup)."""
+        sql = ("SELECT chunk_id, distance" + (", embedding" if with_vectors else "")
+               + " FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?")
         args: list = [query_blob, min(int(limit), 4096)]
         if chunk_ids is not None:
             # Listed twice when alone: sqlite-vec 0.1.9 finds nothing for "IN (one id)" with a k below the table's size.
@@ -1909,11 +1913,6 @@ class Store:
         """(chunk id, int8 vector) of a note's embedded passages, in reading order."""
         return self.db.execute("SELECT v.chunk_id, v.embedding FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
                                "WHERE c.document_id = ? ORDER BY c.seq", (document_id,)).fetchall()
-
-    def chunk_vectors(self, chunk_ids: Sequence[int]) -> list[tuple[int, bytes]]:
-        """(chunk id, int8 vector) of these passages (a few: each is a lookup in sqlite-vec's storage)."""
-        return self.db.execute(f"SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({placeholders(chunk_ids)})",
-                               list(chunk_ids)).fetchall()
 
     def document_chunks_of(self, document_ids: Iterable[int]) -> dict[int, int]:
         """chunk id -> document id, for every passage of these notes."""
@@ -2909,7 +2908,7 @@ class Retrieval:
         best = fuse(lists, f, weights)
         if f.complete_depth and not chunks and lists.get("vector") and self.embedder is not None:
             head = max(f.complete_depth, k * 2)  # every hit built below is re-scored
-            best = self._complete(query, parsed, best[:head], lists, passage["vector"], f)
+            best = self._complete(query, parsed, best[:head], lists, f)
             explained += "; " + f.describe_complete(head)
         # A note whose name is typed almost exactly comes first, as an exact title does in _finish.
         best = sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0) if e.values.get("name", 0.0) >= NAME_FIRST_MIN else 0.0)
@@ -2928,29 +2927,35 @@ class Retrieval:
         return self._finish(hits, parsed, query, k)
 
     def _complete(self, query: str, parsed: ParsedQuery, first: list[Fused], lists: dict[str, list[tuple[int, float]]],
-                  nearest: dict[int, int], f: FusionSettings) -> list[Fused]:
+                  f: FusionSettings) -> list[Fused]:
         """The notes of ``first`` (the head of a fusion) re-scored on both signals
         (FusionSettings.complete_depth): the BM25 of each note's best passage
         (from the keyword list, else from FTS5 for the notes it missed) and the
-        cosine of its best passage to the query moved towards ``nearest`` (note
-        -> its passage nearest the query) of the top notes. The ranks and values
-        each entry shows stay those of the lists it came from."""
+        cosine of its best passage to the query moved towards the passages
+        nearest it of the top notes. The ranks and values each entry shows stay
+        those of the lists it came from."""
         import numpy as np
 
-        def unit(blob: bytes):
-            v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
-            return v / max(float(np.linalg.norm(v)), 1e-9)
-
         docs = [e.unit for e in first]
-        query_blob = self.query_vector(query)
-        feedback = [nearest[doc] for doc in docs[: f.feedback_notes] if doc in nearest] if f.feedback_weight else []
-        if feedback:  # Rocchio: q + weight x the mean of the top notes' passages, all unit vectors
-            passages = [unit(blob) for _, blob in self.store.chunk_vectors(feedback)]
-            query_blob = _int8_bytes(unit(query_blob) + f.feedback_weight * np.mean(passages, axis=0))
         owner = self.store.document_chunks_of(docs)
+        query_blob = self.query_vector(query)
+        rows = self.store.vector_search(query_blob, len(owner), None, chunk_ids=list(owner), with_vectors=True) if owner else []
         cosine: dict[int, float] = {}
-        for cid, distance in self.store.vector_search(query_blob, len(owner), None, chunk_ids=list(owner)):
-            cosine[owner[cid]] = max(1.0 - distance, cosine.get(owner[cid], -1.0))
+        if rows:
+            vectors = np.frombuffer(b"".join(row[2] for row in rows), dtype=np.int8).reshape(len(rows), -1).astype(np.float32)
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+            similarity = 1.0 - np.array([row[1] for row in rows], dtype=np.float32)
+            nearest: dict[int, int] = {}  # note -> its row nearest the query (rows come nearest first)
+            for i, row in enumerate(rows):
+                nearest.setdefault(owner[row[0]], i)
+            feedback = [nearest[doc] for doc in docs[: f.feedback_notes] if doc in nearest] if f.feedback_weight else []
+            if feedback:  # Rocchio: q + weight x the mean of those passages, all unit vectors
+                q = np.frombuffer(query_blob, dtype=np.int8).astype(np.float32)
+                moved = q / max(float(np.linalg.norm(q)), 1e-9) + f.feedback_weight * vectors[feedback].mean(axis=0)
+                similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
+            for row, value in zip(rows, similarity.tolist()):
+                doc = owner[row[0]]
+                cosine[doc] = max(value, cosine.get(doc, -1.0))
         wanted = set(docs)
         bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
         missed = [doc for doc in docs if doc not in bm25]
