@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""Ranking signals the two ranked lists do not carry, measured on the whole dev suite.
+
+    PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py [SET ...]
+
+``bench/fusion_lab.py`` re-fuses the same two lists; this lab adds information:
+the query's cosine to EVERY passage of every candidate note (not only the
+vector top 100), every candidate's BM25 (not only the keyword top 100), a
+second vector query moved towards the first results (pseudo-relevance
+feedback), and note scores from more than their best passage. Per set, the
+embedded index's passage vectors, each query's vector, its keyword list, its
+names list and the BM25 of every passage matching any of its terms are read
+once and cached (``.cache/bench/<set>/signals-<key>.pkl``); every variant is
+then numpy over that cache, seconds a variant for the suite. ``before`` is RRF
+with the score share (``pms.fuse``, FusionSettings()) from the same lists;
+``complete top 20 ... (shipped)`` is what ``Retrieval._complete`` adds to it.
+The lab reads the index file itself (read only, sqlite-vec loaded), as pms
+exports no passage-level API; only the keyword list's column weights are
+copied from pms (FIELD_WEIGHTS below).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO  # noqa: E402
+from suite import SETS, load_set, pms  # noqa: E402
+
+DEPTH = 100
+BM25_LIMIT = 5000  # every passage matching any term, in practice
+# The bm25 column weights of pms's keyword search (Retrieval.FIELD_WEIGHTS; not exported):
+# used only for the BM25 of passages the keyword list did not reach.
+FIELD_WEIGHTS = (3.0, 3.0, 1.0)
+
+
+def open_index(path: Path):
+    """The index file, read only, with sqlite-vec loaded (the lab reads passages and vectors itself)."""
+    import sqlite_vec
+
+    db = pms.sqlite_module(True).connect(f"file:{path}?mode=ro", uri=True)
+    db.enable_load_extension(True)
+    sqlite_vec.load(db)
+    return db
+
+
+def collect(name: str, workdir: Path) -> dict:
+    """Per set: every passage's int8 vector and note path; per query: its vector, the
+    lists pms fuses (``KnowledgeBase.ranked_lists``), the BM25 of every matching passage."""
+    kb, judgments = load_set(name, workdir, pms.DEFAULT_CHUNK_CHARS, embed=True)
+    key = hashlib.sha1(json.dumps([pms.model_settings()[0], DEPTH, BM25_LIMIT, FIELD_WEIGHTS,
+                                   [j.query for j in judgments]]).encode()).hexdigest()[:10]
+    cache = workdir / name / f"signals-{key}.pkl"
+    if cache.exists():
+        kb.close()
+        return pickle.loads(cache.read_bytes())
+    with kb:
+        db = open_index(kb.index_path)
+        rows = db.execute("SELECT v.chunk_id, d.path, v.embedding FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
+                          "JOIN documents d ON d.id = c.document_id ORDER BY v.chunk_id").fetchall()
+        row_of = {cid: i for i, (cid, _, _) in enumerate(rows)}
+        notes = [(c.name, p) for c in kb.collections.list() for p in c.files]
+        found, _ = pms.resolve_targets({t for j in judgments for t in j.relevant}, notes)
+        embedder = pms.Embedder()
+        weights = ", ".join(str(w) for w in FIELD_WEIGHTS)
+        queries = []
+        for j in judgments:
+            match = pms.parse_query(j.query).match_any()
+            bm25 = db.execute(f"SELECT rowid, -bm25(chunks_fts, {weights}) AS r FROM chunks_fts WHERE chunks_fts MATCH ? "
+                              "ORDER BY r DESC LIMIT ?", (match, BM25_LIMIT)).fetchall() if match else []
+            gains: dict[str, float] = {}
+            for target, g in j.relevant.items():
+                p = found[target][1]
+                gains[p] = max(g, gains.get(p, 0.0))
+            lists = {n: [(path, v) for _, path, v in ranking] for n, ranking in kb.ranked_lists(j.query, DEPTH, [name]).items()}
+            queries.append({"query": j.query, "gains": gains, "qvec": np.frombuffer(embedder.embed_query(j.query), dtype=np.int8),
+                            "lists": lists, "bm25": [(row_of[cid], v) for cid, v in bm25 if cid in row_of]})
+        db.close()
+    data = {"chunk_paths": [path for _, path, _ in rows],
+            "vectors": np.frombuffer(b"".join(blob for _, _, blob in rows), dtype=np.int8).reshape(len(rows), -1),
+            "queries": queries}
+    cache.write_bytes(pickle.dumps(data))
+    return data
+
+
+class Set:
+    """One set's cached data as arrays, and per query the pieces every variant needs."""
+
+    def __init__(self, name: str, data: dict):
+        self.name = name
+        v = data["vectors"].astype(np.float32)
+        self.vectors = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)  # sqlite-vec's cosine of int8 vectors
+        self.doc_ids, self.doc_index = np.unique(np.array(data["chunk_paths"], dtype=object), return_inverse=True)
+        self.chunk_doc = self.doc_ids[self.doc_index]  # note path per passage
+        self.queries = [Query(self, q) for q in data["queries"]]
+
+
+class Query:
+    def __init__(self, s: Set, q: dict):
+        self.s, self.text, self.gains = s, q["query"], q["gains"]
+        qv = q["qvec"].astype(np.float32)
+        self.qvec = qv / max(float(np.linalg.norm(qv)), 1e-9)
+        self.sims = s.vectors @ self.qvec
+        self.bm25_rows = q["bm25"]
+        self.keyword, self.vector, self.names = q["lists"]["keyword"], q["lists"]["vector"], q["lists"]["name"]
+        self._note_bm25 = None
+        self._note_sims = None
+        self._baseline = None
+
+    def vector_list(self, sims: np.ndarray, depth: int = DEPTH) -> list[tuple[str, float]]:
+        """The notes of the ``depth`` passages nearest (by ``sims``), each at its best passage's place."""
+        top = np.argpartition(-sims, min(depth, len(sims) - 1))[:depth]
+        top = top[np.argsort(-sims[top], kind="stable")]
+        seen, out = set(), []
+        for i in top:
+            doc = self.s.chunk_doc[i]
+            if doc not in seen:
+                seen.add(doc)
+                out.append((doc, float(sims[i])))
+        return out
+
+    def note_sims(self, sims: np.ndarray | None = None, second: float = 0.0, third: float = 0.0) -> dict[str, float]:
+        """note -> its best passage's cosine (+ shares of its 2nd and 3rd best), every note."""
+        plain = sims is None and not second and not third
+        if plain and self._note_sims is not None:
+            return self._note_sims
+        sims = self.sims if sims is None else sims
+        order = np.lexsort((-sims, self.s.doc_index))
+        d = self.s.doc_index[order]
+        starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
+        best = sims[order[starts]].copy()
+        ends = np.r_[starts[1:], len(d)]
+        for share, off in ((second, 1), (third, 2)):
+            if share:
+                pos = starts + off
+                ok = pos < ends
+                best[ok] += share * sims[order[pos[ok]]]
+        out = dict(zip(self.s.doc_ids[d[starts]].tolist(), best.tolist()))
+        if plain:
+            self._note_sims = out
+        return out
+
+    def note_bm25(self, second: float = 0.0) -> dict[str, float]:
+        """note -> its best passage's BM25 over every passage matching any term (absent: 0)."""
+        if self._note_bm25 is None or second:
+            per: dict[str, list[float]] = {}
+            for row, v in self.bm25_rows:
+                per.setdefault(self.s.chunk_doc[row], []).append(v)
+            out = {}
+            for doc, vals in per.items():
+                vals.sort(reverse=True)
+                out[doc] = vals[0] + (second * vals[1] if second and len(vals) > 1 else 0.0)
+            if second:
+                return out
+            self._note_bm25 = out
+        return self._note_bm25
+
+
+def ndcg10(q: Query, docs: list[str]) -> float:
+    return pms.query_metrics([q.gains.get(p, 0.0) for p in docs[:10]], list(q.gains.values()))["ndcg@10"]
+
+
+SHIPPED = pms.FusionSettings()
+
+
+def fused(q: Query, lists: dict, settings: pms.FusionSettings = SHIPPED) -> list[str]:
+    lists = {n: l for n, l in lists.items() if l}
+    return [e.unit for e in pms.fuse(lists, settings, {n: w for n, w in settings.weights().items() if n in lists})]
+
+
+def baseline(q: Query) -> list[str]:
+    if q._baseline is None:
+        q._baseline = fused(q, {"keyword": q.keyword, "vector": q.vector, "name": q.names})
+    return q._baseline
+
+
+# -- 1. full information: every candidate's cosine and BM25 ---------------------------------
+def candidates(q: Query) -> set[str]:
+    return {d for lst in (q.keyword, q.vector, q.names) for d, _ in lst}
+
+
+def completed(q: Query, extra: int = DEPTH, vec_sims: dict | None = None, bm25: dict | None = None) -> dict:
+    """The keyword and vector lists, each followed by the other candidates it missed,
+    ordered by their exact value there (BM25 0: not appended)."""
+    cands = candidates(q)
+    vec_sims = vec_sims or q.note_sims()
+    bm25 = bm25 or q.note_bm25()
+    kw_in, vec_in = {d for d, _ in q.keyword}, {d for d, _ in q.vector}
+    kw_more = sorted(((d, bm25[d]) for d in cands - kw_in if bm25.get(d, 0) > 0), key=lambda x: -x[1])[:extra]
+    vec_more = sorted(((d, vec_sims[d]) for d in cands - vec_in), key=lambda x: -x[1])[:extra]
+    return {"keyword": q.keyword + kw_more, "vector": q.vector + vec_more, "name": q.names}
+
+
+def full_rrf(extra=DEPTH, settings=SHIPPED):
+    return lambda q: fused(q, completed(q, extra), settings)
+
+
+def full_convex(alpha: float, norm: str = "tm", name_w: float = 0.0):
+    """alpha * BM25 + (1 - alpha) * cosine over every candidate, each normalised over the candidates."""
+    def ranker(q: Query) -> list[str]:
+        cands = sorted(candidates(q))
+        sims, bm25 = q.note_sims(), q.note_bm25()
+        v = np.array([sims[d] for d in cands])
+        b = np.array([bm25.get(d, 0.0) for d in cands])
+        def normed(x):
+            if norm == "tm":
+                return x / x.max() if x.max() > 0 else x
+            lo, hi = x.min(), x.max()
+            return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
+        score = alpha * normed(b) + (1 - alpha) * normed(v)
+        names = dict(q.names)
+        score = score + name_w * np.array([names.get(d, 0.0) for d in cands])
+        order = np.argsort(-score, kind="stable")
+        c = list(cands)
+        return [c[i] for i in order]
+    return ranker
+
+
+def rrf_plus_full_share(share: float, kw_share: float = 0.6, extra=DEPTH):
+    """Shipped RRF (no score share) over completed lists, plus share x the complete convex score."""
+    settings = pms.FusionSettings(score_share=share, score_keyword_share=kw_share)
+    return lambda q: fused(q, completed(q, extra), settings)
+
+
+# -- 2. vector pseudo-relevance feedback -----------------------------------------------------
+def moved_sims(q: Query, m: int, beta: float, source: str = "hybrid", passages: str = "best") -> np.ndarray:
+    """Every passage's cosine to q' = q + beta x the mean of the top m notes' passage
+    vectors (each note's passage nearest q, or the mean of all its passages)."""
+    if not beta:
+        return q.sims
+    first = baseline(q) if source == "hybrid" else [d for d, _ in q.vector]
+    s, feedback = q.s, []
+    for doc in first[:m]:
+        rows = np.flatnonzero(s.chunk_doc == doc)
+        if len(rows):
+            feedback.append(s.vectors[rows[np.argmax(q.sims[rows])]] if passages == "best" else s.vectors[rows].mean(axis=0))
+    if not feedback:
+        return q.sims
+    q2 = q.qvec + beta * np.mean(feedback, axis=0)
+    return s.vectors @ (q2 / np.linalg.norm(q2))
+
+
+def prf(m: int = 3, beta: float = 0.5, source: str = "hybrid", passages: str = "best", second_list: str = "replace",
+        gamma: float = 0.0):
+    """q' = q + beta * mean of the top m notes' passage vectors (best passage for q, or
+    all of a note's passages), normalised; the vector list is recomputed with q' and
+    fused again (``replace``: instead of the first one; ``add``: as a third list)."""
+    def ranker(q: Query) -> list[str]:
+        s = q.s
+        sims2 = moved_sims(q, m, beta, source, passages)
+        vec2 = q.vector_list(sims2)
+        if second_list == "replace":
+            return fused(q, {"keyword": q.keyword, "vector": vec2, "name": q.names})
+        if second_list == "full":
+            return fused(q, completed_with(q, vec2, sims2))
+        lists = {"keyword": q.keyword, "vector": q.vector, "name": q.names, "prf": vec2}
+        st = pms.FusionSettings()
+        w = {**st.weights(), "prf": gamma or 1.0}
+        return [e.unit for e in pms.fuse(lists, st, w)]
+    return ranker
+
+
+def completed_with(q: Query, vec: list, sims: np.ndarray) -> dict:
+    saved = q.vector
+    q.vector = vec
+    try:
+        return completed(q, vec_sims=q.note_sims(sims))
+    finally:
+        q.vector = saved
+
+
+# -- 3. a note's score from more than its best passage --------------------------------------
+def multi_passage(second: float, third: float = 0.0, keyword_second: float = 0.0):
+    """The vector list re-ranked by best + second x 2nd best + third x 3rd best passage cosine
+    (over the same candidate notes, extended with keyword candidates)."""
+    def ranker(q: Query) -> list[str]:
+        sims = q.note_sims(second=second, third=third)
+        cands = {d for d, _ in q.vector}
+        vec = sorted(((d, sims[d]) for d in cands), key=lambda x: -x[1])
+        kw = q.keyword
+        if keyword_second:
+            b = q.note_bm25(second=keyword_second)
+            kw = sorted(((d, b.get(d, v)) for d, v in q.keyword), key=lambda x: -x[1])
+        return fused(q, {"keyword": kw, "vector": vec, "name": q.names})
+    return ranker
+
+
+# -- 1 + 2: what pms ships (Retrieval._complete) --------------------------------------------
+def complete(alpha: float = 0.5, beta: float = 0.5, m: int = 3, depth: int | None = 20, name_w: float = 0.0,
+             source: str = "hybrid"):
+    """The first fusion's top ``depth`` notes (None: every candidate) re-scored by
+    alpha x BM25 / best + (1 - alpha) x cosine to q' / best (+ name_w x name similarity),
+    every value from all of a note's passages; the rest follow in the first order."""
+    def ranker(q: Query) -> list[str]:
+        first = baseline(q)
+        head = first[:depth] if depth else sorted(candidates(q))
+        sims, bm25, names = q.note_sims(moved_sims(q, m, beta, source)), q.note_bm25(), dict(q.names)
+        v = np.array([sims[d] for d in head])
+        b = np.array([bm25.get(d, 0.0) for d in head])
+        score = alpha * (b / b.max() if b.max() > 0 else b) + (1 - alpha) * (v / v.max() if v.max() > 0 else v)
+        score = score + name_w * np.array([names.get(d, 0.0) for d in head])
+        rescored = [head[i] for i in np.argsort(-score, kind="stable")]
+        return rescored + [d for d in first if d not in set(head)]
+    return ranker
+
+
+VARIANTS = {
+    "before: rrf + score share (fuse as shipped)": baseline,
+    "vector only": lambda q: [d for d, _ in q.vector],
+    "keyword only": lambda q: [d for d, _ in q.keyword],
+    # 1. complete information, no feedback
+    "full rrf (lists completed, shipped fusion)": full_rrf(),
+    "full rrf, share .02": rrf_plus_full_share(0.02),
+    "full rrf, share .05": rrf_plus_full_share(0.05),
+    "full convex tm .5": full_convex(0.5),
+    "full convex tm .4": full_convex(0.4),
+    "full convex tm .6": full_convex(0.6),
+    "full convex minmax .5": full_convex(0.5, "minmax"),
+    # 2. feedback alone: a second vector list from q'
+    "prf m3 b.5, replaces the vector list": prf(3, 0.5),
+    "prf m3 b1": prf(3, 1.0),
+    "prf m5 b.5": prf(5, 0.5),
+    "prf m3 b.25": prf(3, 0.25),
+    "prf m3 b.5, passages' mean": prf(3, 0.5, passages="all"),
+    "prf m3 b.5, from the vector list": prf(3, 0.5, source="vector"),
+    "prf m3 b.5, as a 3rd list": prf(3, 0.5, second_list="add"),
+    # 3. a note from more than its best passage
+    "multi-passage vec +.1 2nd": multi_passage(0.1),
+    "multi-passage vec +.2 2nd +.1 3rd": multi_passage(0.2, 0.1),
+    "multi-passage vec +.1, kw +.1": multi_passage(0.1, 0, 0.1),
+    # 1 + 2: complete scores with q'
+    "complete all candidates a.5 b.5 m3": complete(depth=None),
+    "complete all, a.45": complete(0.45, depth=None),
+    "complete all, a.55": complete(0.55, depth=None),
+    "complete all, b.3": complete(beta=0.3, depth=None),
+    "complete all, b.7": complete(beta=0.7, depth=None),
+    "complete all, m2": complete(m=2, depth=None),
+    "complete all, m5": complete(m=5, depth=None),
+    "complete all, names .1": complete(name_w=0.1, depth=None),
+    "complete top 20, no feedback": complete(beta=0.0),
+    "complete top 20 a.5 b.5 m3 (shipped)": complete(),
+    "complete top 30": complete(depth=30),
+    "complete top 50": complete(depth=50),
+    "complete top 20, b.7": complete(beta=0.7),
+    "complete top 20, a.55": complete(0.55),
+}
+
+
+def report(sets: dict[str, Set], variants: dict, out=sys.stdout) -> None:
+    names = list(sets)
+    base = {s: np.mean([ndcg10(q, baseline(q)) for q in S.queries]) for s, S in sets.items()}
+    halves = {s: max(np.mean([ndcg10(q, [d for d, _ in q.keyword]) for q in S.queries]),
+                     np.mean([ndcg10(q, [d for d, _ in q.vector]) for q in S.queries])) for s, S in sets.items()}
+    print(f"{'variant':<44}" + "".join(f"{s:>9}" for s in names) + f"{'mean':>8}{'worst':>8}  rule", file=out)
+    bmean, bworst = np.mean(list(base.values())), min(base.values())  # the rule: against "before"
+    for label, ranker in variants.items():
+        row = {s: float(np.mean([ndcg10(q, ranker(q)) for q in S.queries])) for s, S in sets.items()}
+        mean, worst = np.mean(list(row.values())), min(row.values())
+        ok = mean > bmean and worst >= bworst and all(row[s] >= base[s] - 0.003 for s in names)
+        print(f"{label:<44}" + "".join(f"{row[s]:9.3f}" for s in names) + f"{mean:8.4f}{worst:8.3f}  {'PASS' if ok else ''}", file=out)
+        out.flush()
+    print("better half per set: " + ", ".join(f"{s} {halves[s]:.3f}" for s in names), file=out)
+
+
+def main() -> int:
+    workdir = REPO / ".cache" / "bench"
+    wanted = [a for a in sys.argv[1:] if a in SETS] or list(SETS)
+    sets = {s: Set(s, collect(s, workdir)) for s in wanted}
+    report(sets, VARIANTS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
