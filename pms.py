@@ -42,13 +42,14 @@ clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> MCP server
 
 from __future__ import annotations
 
-import argparse
+# Only what most commands use is imported here: a CLI command starts in tens of
+# milliseconds (docs/benchmarks.md, "Start of one CLI command"), so modules that
+# one feature needs (argparse for the CLI, hashlib for sync, html for snippets,
+# urllib for clipping) are imported inside the functions that use them.
 import contextlib
 import dataclasses
 import datetime as _dt
 import functools
-import hashlib
-import html
 import json
 import os
 import re
@@ -184,14 +185,23 @@ ADD_COLLECTION_ARGS = "collection add ~/notes --name notes"  # the first step, n
 
 def pms_command(args: str) -> str:
     """A PMS command as the user types it, for messages: ``pms sync`` in the
-    packaged app, ``python3 pms.py sync`` when running the script."""
-    return f"{'pms' if getattr(sys, 'frozen', False) else 'python3 pms.py'} {args}"
+    packaged app and from the ``pms`` command (``pms.py setup``), ``python3
+    pms.py sync`` when running the script."""
+    short = getattr(sys, "frozen", False) or sys.argv[:1] == ["pms"]
+    return f"{'pms' if short else 'python3 pms.py'} {args}"
 
 
 def display_path(path: str | os.PathLike) -> str:
     """A path that prints and stores anywhere: bytes of a file name that are
     not valid UTF-8 (surrogate escapes on POSIX) are shown as \\xNN."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def hex_digest(data: bytes, algorithm: str = "sha256") -> str:
+    """The hex digest of ``data`` (sync's file hashes, docids, clipped bodies)."""
+    import hashlib  # here, not at the top: a search never hashes, and it loads OpenSSL
+
+    return hashlib.new(algorithm, data).hexdigest()
 
 
 def is_valid_utf8(text: str) -> bool:
@@ -1712,7 +1722,7 @@ class Store:
         Chunks whose text did not change keep their row (and so their vector):
         only new or edited passages need embedding again.
         """
-        docid = hashlib.sha1(f"{collection_id}:{path}".encode()).hexdigest()[:6]
+        docid = hex_digest(f"{collection_id}:{path}".encode(), "sha1")[:6]
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
         fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date, NOTE_PARSER_VERSION)
         if row:
@@ -1737,7 +1747,7 @@ class Store:
                        [(doc_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
         for chunk in note.chunks:
             headings = chunk.headings
-            h = hashlib.sha1(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode()).hexdigest()
+            h = hex_digest(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode(), "sha1")
             kept = old.get(h)
             if kept:
                 db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ? WHERE id = ?",
@@ -2741,6 +2751,8 @@ def render_snippet(raw: str, style: str = "html") -> str:
     raw = re.sub(r"(^|\s)#{1,6}(?=\s)", r"\1", raw)
     raw = re.sub(r"\s+", " ", raw).strip()
     if style == "html":
+        import html
+
         return html.escape(raw, quote=False).replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
     if style == "ansi":
         return raw.replace(_MARK_OPEN, "\x1b[1;33m").replace(_MARK_CLOSE, "\x1b[0m")
@@ -2751,6 +2763,8 @@ def html_to_style(snippet: str, style: str) -> str:
     """A Hit's HTML snippet -> terminal text (ANSI bold or plain)."""
     if style == "html":
         return snippet
+    import html
+
     marked = snippet.replace("<mark>", _MARK_OPEN).replace("</mark>", _MARK_CLOSE)
     return render_snippet(html.unescape(marked), style)
 
@@ -3708,7 +3722,7 @@ class Syncer:
                     plan.added.append((col.name, rel))
                     continue
                 try:
-                    sha = hashlib.sha256(read_note_file(full)).hexdigest()
+                    sha = hex_digest(read_note_file(full))
                 except (OSError, FileTooLargeError) as exc:
                     plan.errors.append((str(full), str(exc)))
                     continue
@@ -3808,7 +3822,7 @@ class Syncer:
             return skip(str(exc))
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
-        sha = hashlib.sha256(data).hexdigest()
+        sha = hex_digest(data)
         if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
             return rel, ("touch", state.id, size, mtime)
         try:
@@ -4379,7 +4393,7 @@ def render_clip_note(page: ExtractedPage, source: str | None, clipped: str | Non
     body = page.content if page.content.endswith("\n") else page.content + "\n"
     fields = {"title": page.title, "source": source, "clipped": clipped or now_iso(), "author": page.author,
               "published": page.published, "site": page.site, "description": page.description, "lang": page.lang,
-              "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()}
+              "sha256": hex_digest(body.encode("utf-8"))}
     lines = [f"{key}: {_yaml_quote(clean)}" for key, value in fields.items() if (clean := _one_line(value))]
     return "---\n" + "\n".join(lines) + "\n---\n" + body
 
@@ -5693,13 +5707,12 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
     None when there is none (or it cannot answer): the caller searches in-process.
     Standard library only, like the rest of the CLI.
     """
-    import urllib.error
-    import urllib.request
-
     try:
         info = json.loads(mcp_server_file().read_text(encoding="utf-8"))
         if Path(info["db"]) != kb.index_path.resolve() or info.get("version") != __version__:
             return None
+        import urllib.request  # only now: importing it takes longer than a keyword search
+
         headers = {"Content-Type": "application/json"}
         if os.environ.get("PMS_MCP_TOKEN"):
             headers["Authorization"] = f"Bearer {os.environ['PMS_MCP_TOKEN']}"
@@ -6258,13 +6271,66 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
 SETUP_PIP = "pip>=24.2"
 
 
+def default_bin_dir() -> Path:
+    """Where ``setup`` puts the ``pms`` command: ~/.local/bin (on the PATH of most
+    Linux and macOS shells); on Windows the data folder, which the user adds to PATH."""
+    if sys.platform == "win32":
+        return data_dir() / "bin"
+    return Path.home() / ".local" / "bin"
+
+
+def install_command(bin_dir: Path) -> Path:
+    """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode.
+
+    ``python3 pms.py`` compiles the whole file on every run (Python never caches
+    a script's bytecode: 80 ms of a keyword search's 170); ``pms`` imports it as
+    a module, from the cached bytecode in __pycache__ next to pms.py. The
+    command runs this file where it is now, with this Python.
+    """
+    import importlib.util
+    import py_compile
+
+    source = Path(__file__).resolve()
+    try:
+        py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)), doraise=True)
+    except (OSError, py_compile.PyCompileError) as exc:
+        print(f"pms: cannot cache the bytecode of {source} ({exc}); the pms command works, compiling it on every run",
+              file=sys.stderr)
+    # sys.argv[0] = "pms": messages then name `pms ...` (see pms_command).
+    run = ["import sys", f"sys.path.insert(0, {str(source.parent)!r})", "sys.argv[0] = 'pms'", "from pms import main",
+           "sys.exit(main())"]
+    try:
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        if sys.platform == "win32":
+            command = bin_dir / "pms.cmd"
+            command.write_text(f'@"{sys.executable}" -c "{"; ".join(run)}" %*\r\n', encoding="utf-8")
+        else:
+            command = bin_dir / "pms"
+            command.write_text(f"#!{sys.executable}\n# The pms command, written by `pms.py setup`: "
+                               f"`python3 {source}` from its cached bytecode.\n" + "\n".join(run) + "\n", encoding="utf-8")
+            command.chmod(0o755)
+    except OSError as exc:
+        raise PMSError(f"cannot write the pms command into {bin_dir}: {exc.strerror or exc} (pass --bin-dir with a folder you can write)") from None
+    return command
+
+
+def _setup_command(bin_dir: Path | None) -> None:
+    command = install_command(bin_dir or default_bin_dir())
+    on_path = any(Path(folder).expanduser() == command.parent for folder in os.environ.get("PATH", "").split(os.pathsep) if folder)
+    print(f"Installed the pms command: {command} (`pms search ...` runs {Path(__file__).resolve()}, starting faster)"
+          + ("" if on_path else f"; add {command.parent} to your PATH to type just `pms`"))
+
+
 def cmd_setup(args) -> int:
-    """Create the private virtual environment with the optional extras."""
+    """Create the private virtual environment with the optional extras, and the ``pms`` command."""
     import subprocess
     import venv
 
     if getattr(sys, "frozen", False):
         print("This packaged app already includes every extra (hybrid search, clipping, the desktop app).")
+        return 0
+    if args.command_only:
+        _setup_command(args.bin_dir)
         return 0
 
     target = private_env_dir()
@@ -6286,6 +6352,7 @@ def cmd_setup(args) -> int:
         raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
     print("Done: PMS now uses these packages (hybrid search, clipping). Remove the folder to undo.")
+    _setup_command(args.bin_dir)
     return 0
 
 
@@ -6305,6 +6372,8 @@ def cmd_gui(kb: KnowledgeBase, args) -> int:
 
 def _count_arg(text: str) -> int:
     """-n: a whole number of results, at least 1."""
+    import argparse
+
     try:
         value = int(text)
     except ValueError:
@@ -6314,7 +6383,30 @@ def _count_arg(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _UnusedCommand:
+    """Stands in for the parser of a command that is not running: it accepts
+    every add_argument() and builds nothing (see build_parser)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self
+
+
+class _OnlyCommand:
+    """The subparsers of build_parser(only=NAME): add_parser() builds NAME's parser alone."""
+
+    def __init__(self, subparsers, only: str):
+        self.subparsers, self.only = subparsers, only
+
+    def add_parser(self, name: str, **kwargs):
+        return self.subparsers.add_parser(name, **kwargs) if name == self.only else _UnusedCommand()
+
+
+def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
+    """The CLI's parser. ``only``: a command name whose parser alone is built, as
+    when it runs (building every command's parser took 5 ms of a 50 ms start);
+    the full tree is built for ``--help``, a mistyped command, or no command."""
+    import argparse
+
     p = argparse.ArgumentParser(
         prog=pms_command("").strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
         description="PMS: private, local search for folders of Markdown notes (keyword + meaning, offline).",
@@ -6323,6 +6415,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", help="index file (default: $PMS_DB or the platform data folder)")
     p.add_argument("--version", action="version", version=f"pms {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    if only in COMMANDS or only == "setup":
+        sub = _OnlyCommand(sub, only)
 
     col = sub.add_parser("collection", help="add, list, show, rename or remove collections (named folders of notes)",
                          description="Collections map a name to a folder and a glob. Removing one never touches its files.")
@@ -6448,8 +6542,14 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--no-embed", action="store_true", help="index it for keyword search only, for now")
     cl.add_argument("--json", action="store_true", help="print the new note's path and metadata as JSON")
 
-    s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment")
+    s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment, "
+                                     "and the pms command", description=(
+        "Installs fastembed, sqlite-vec, sqlean-py, trafilatura and mcp into a venv in the data folder, which later "
+        "runs use by themselves, and writes the pms command (this file started from cached bytecode: a keyword "
+        "search starts in half the time the script takes)."))
     s.add_argument("--gui", action="store_true", help="also install PySide6 and markdown-it-py for the desktop app")
+    s.add_argument("--command-only", action="store_true", help="only write the pms command (no download)")
+    s.add_argument("--bin-dir", type=Path, help="where to write the pms command (default: ~/.local/bin; Windows: the data folder's bin)")
 
     m = sub.add_parser("mcp", help="serve your notes to AI assistants (Claude, Cursor, VS Code) over MCP",
                        description="Stdio by default (what assistants launch); --http serves several clients at "
@@ -6492,10 +6592,11 @@ def _command_position(argv: Sequence[str]) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     use_private_env()
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     excluded = []
     at = _command_position(argv)
+    asks_help = at is not None and ({"-h", "--help"} & set(argv[:at]))  # `pms --help search`: the whole list
+    parser = build_parser(only=argv[at] if at is not None and not asks_help else None)
     if at is not None and argv[at] == "search":
         # "-word" in a query excludes a word; argparse would read -conflict as "-c onflict".
         known = {"-n", "-c", "-h"}
