@@ -58,7 +58,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, NoReturn, Sequence
 
 __version__ = "0.1.0"
 VERSION = __version__  # the public spelling (clients never touch pms._ or pms.__ names)
@@ -85,7 +85,7 @@ __all__ = [
     # ranking: fusion as a pure function, and note-name similarity
     "FusionSettings", "Fused", "fuse", "name_similarity",
     # running PMS: the CLI entry point, its progress bar, the optional extras
-    "main", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
+    "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
 ]
 
 ###############################################################################
@@ -6306,8 +6306,8 @@ def install_command(bin_dir: Path) -> Path:
         print(f"pms: cannot cache the bytecode of {source} ({exc}); the pms command works, compiling it on every run",
               file=sys.stderr)
     # sys.argv[0] = "pms": messages then name `pms ...` (see pms_command).
-    run = ["import sys", f"sys.path.insert(0, {str(source.parent)!r})", "sys.argv[0] = 'pms'", "from pms import main",
-           "sys.exit(main())"]
+    run = ["import sys", f"sys.path.insert(0, {str(source.parent)!r})", "sys.argv[0] = 'pms'",
+           "from pms import main_and_exit", "main_and_exit()"]
     try:
         bin_dir.mkdir(parents=True, exist_ok=True)
         if sys.platform == "win32":
@@ -6662,5 +6662,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+# Commands that run until stopped, and whose libraries (Qt, the MCP server) clean up at exit.
+LONG_RUNNING_COMMANDS = {"gui", "mcp"}
+
+
+def main_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
+    """``main()``, then end the process at once: Python's own teardown (freeing
+    every module and object one at a time) took 10 ms of a 60 ms keyword search
+    (docs/benchmarks.md). The output is flushed first and the index is closed by
+    then; a long-running command, or one that left a thread running, exits the usual way."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    at = _command_position(argv)
+    code = main(argv)  # argparse's SystemExit (--help, a usage error) exits the usual way
+    if (at is not None and argv[at] in LONG_RUNNING_COMMANDS) or threading.active_count() > 1:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe (| head) has nothing more to receive
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    main_and_exit()

@@ -87,3 +87,16 @@ def test_setup_writes_a_pms_command_that_runs_pms_py_from_cached_bytecode(vault,
     empty = subprocess.run([str(command), "--db", str(tmp_path / "empty.sqlite"), "search", "x"], capture_output=True,
                            text=True, timeout=120)
     assert empty.returncode == 1 and "(add your notes: pms collection add" in empty.stderr  # messages name `pms`
+
+
+def test_the_quick_exit_keeps_every_line_of_output_and_the_exit_code(vault, tmp_path):
+    """main_and_exit skips Python's teardown (os._exit): what was printed must still arrive whole."""
+    db = vault.index_path
+    found = run_cli("search", "syncthing", "--json", "-n", "50", db=db)
+    assert found.returncode == 0 and json.loads(found.stdout)[0]["title"] == "Syncing notes across devices"
+    listed = run_cli("multi-get", "notes/*.md", db=db)
+    assert listed.returncode == 0 and listed.stdout.count("Syncthing") >= 2
+    missing = run_cli("get", "notes/nothing-here.md", db=db)
+    assert missing.returncode == 1 and missing.stderr.startswith("pms: error: ")
+    usage = run_cli("no-such-command", db=db)
+    assert usage.returncode == 2 and "invalid choice" in usage.stderr
