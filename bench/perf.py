@@ -6,7 +6,7 @@
     .venv/bin/python bench/perf.py embed --embed-experiments   # the same without ONNX's memory arena, at 512 and 256 tokens
     .venv/bin/python bench/perf.py hybrid      # warm hybrid latency, CLI one-shot with model load
     .venv/bin/python bench/perf.py size        # index bytes per chunk beyond the text, and what changes it
-    .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes, keyword on tldr, and where the time goes
+    .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes; keyword on tldr, python3 pms.py vs the pms command, by part
     .venv/bin/python bench/perf.py all
 
 ``hybrid`` and ``size`` use ``--hybrid-db INDEX`` (e.g. bench/scifact.py's
