@@ -1056,7 +1056,7 @@ UNSPACED_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Hirag
 _HAS_UNSPACED_SQL = f"GLOB '*[{UNSPACED_CHARS}]*'"  # the same test in SQL (GLOB compares code points)
 
 
-@functools.lru_cache(maxsize=None)  # compiled at first use: its 28,000-character class takes 2 ms, a CLI start's 4%
+@functools.lru_cache(maxsize=None)  # compiled at first use: its 28,000-character class takes 2 ms of a CLI start
 def _unspaced_char() -> re.Pattern:
     return re.compile(f"[{UNSPACED_CHARS}]")
 
@@ -6288,11 +6288,28 @@ def default_bin_dir() -> Path:
     return Path.home() / ".local" / "bin"
 
 
+# The pms command: a few lines that import pms.py as a module, so Python loads its cached bytecode.
+PMS_COMMAND_SCRIPT = """\
+# The pms command, written by `pms.py setup`: {source}, started from its cached bytecode.
+import sys
+
+sys.path.insert(0, {folder!r})
+sys.argv[0] = "pms"  # messages then name `pms ...` (pms_command)
+try:
+    from pms import main_and_exit
+except ModuleNotFoundError as exc:
+    if exc.name != "pms":
+        raise
+    sys.exit("pms: " + {source!r} + " is gone (moved or deleted?); where it is now, run its setup --command-only")
+main_and_exit()
+"""
+
+
 def install_command(bin_dir: Path) -> Path:
     """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode.
 
     ``python3 pms.py`` compiles the whole file on every run (Python never caches
-    a script's bytecode: 80 ms of a keyword search's 170); ``pms`` imports it as
+    a script's bytecode: 60-120 ms for pms.py); ``pms`` imports it as
     a module, from the cached bytecode in __pycache__ next to pms.py. The
     command runs this file where it is now, with this Python.
     """
@@ -6305,18 +6322,16 @@ def install_command(bin_dir: Path) -> Path:
     except (OSError, py_compile.PyCompileError) as exc:
         print(f"pms: cannot cache the bytecode of {source} ({exc}); the pms command works, compiling it on every run",
               file=sys.stderr)
-    # sys.argv[0] = "pms": messages then name `pms ...` (see pms_command).
-    run = ["import sys", f"sys.path.insert(0, {str(source.parent)!r})", "sys.argv[0] = 'pms'",
-           "from pms import main_and_exit", "main_and_exit()"]
+    launcher = PMS_COMMAND_SCRIPT.format(source=str(source), folder=str(source.parent))
     try:
         bin_dir.mkdir(parents=True, exist_ok=True)
-        if sys.platform == "win32":
+        if sys.platform == "win32":  # a batch file runs the script (its short compile is the price on Windows)
+            (bin_dir / "pms-command.py").write_text(launcher, encoding="utf-8")
             command = bin_dir / "pms.cmd"
-            command.write_text(f'@"{sys.executable}" -c "{"; ".join(run)}" %*\r\n', encoding="utf-8")
+            command.write_text(f'@"{sys.executable}" "%~dp0pms-command.py" %*\r\n', encoding="utf-8")
         else:
             command = bin_dir / "pms"
-            command.write_text(f"#!{sys.executable}\n# The pms command, written by `pms.py setup`: "
-                               f"`python3 {source}` from its cached bytecode.\n" + "\n".join(run) + "\n", encoding="utf-8")
+            command.write_text(f"#!{sys.executable}\n{launcher}", encoding="utf-8")
             command.chmod(0o755)
     except OSError as exc:
         raise PMSError(f"cannot write the pms command into {bin_dir}: {exc.strerror or exc} (pass --bin-dir with a folder you can write)") from None
@@ -6422,12 +6437,12 @@ class _OnlyCommand:
 
 def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     """The CLI's parser. ``only``: a command name whose parser alone is built, as
-    when it runs (building every command's parser took 5 ms of a 50 ms start);
+    when it runs (building every command's parser took 5 ms of a 75 ms start);
     the full tree is built for ``--help``, a mistyped command, or no command."""
     import argparse
 
     # Told the width, argparse's help formatter does not import shutil (with bz2 and lzma) to
-    # ask for it, which it does on every add_argument: 2 ms of a 50 ms start.
+    # ask for it, which it does on every add_argument: 2 ms of a 75 ms start.
     width = {"width": _terminal_columns() - 2}
     raw_description = functools.partial(argparse.RawDescriptionHelpFormatter, **width)
     p = argparse.ArgumentParser(
@@ -6668,7 +6683,7 @@ LONG_RUNNING_COMMANDS = {"gui", "mcp"}
 
 def main_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
     """``main()``, then end the process at once: Python's own teardown (freeing
-    every module and object one at a time) took 10 ms of a 60 ms keyword search
+    every module and object one at a time) took 8-10 ms of a 75 ms keyword search
     (docs/benchmarks.md). The output is flushed first and the index is closed by
     then; a long-running command, or one that left a thread running, exits the usual way."""
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -100,3 +100,16 @@ def test_the_quick_exit_keeps_every_line_of_output_and_the_exit_code(vault, tmp_
     assert missing.returncode == 1 and missing.stderr.startswith("pms: error: ")
     usage = run_cli("no-such-command", db=db)
     assert usage.returncode == 2 and "invalid choice" in usage.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the Windows command is a pms.cmd batch file")
+def test_the_pms_command_says_in_one_line_when_pms_py_is_gone(tmp_path):
+    copy = tmp_path / "moved" / "pms.py"
+    copy.parent.mkdir()
+    copy.write_bytes((REPO / "pms.py").read_bytes())
+    r = subprocess.run([sys.executable, str(copy), "setup", "--command-only", "--bin-dir", str(tmp_path / "bin")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    copy.unlink()
+    gone = subprocess.run([str(tmp_path / "bin" / "pms"), "status"], capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 1 and gone.stderr == f"pms: {copy} is gone (moved or deleted?); where it is now, run its setup --command-only\n"
