@@ -42,13 +42,14 @@ clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> MCP server
 
 from __future__ import annotations
 
-import argparse
+# Only what most commands use is imported here: a CLI command starts in tens of
+# milliseconds (docs/benchmarks.md, "Start of one CLI command"), so modules that
+# one feature needs (argparse for the CLI, hashlib for sync, html for snippets,
+# urllib for clipping) are imported inside the functions that use them.
 import contextlib
 import dataclasses
 import datetime as _dt
 import functools
-import hashlib
-import html
 import json
 import os
 import re
@@ -57,7 +58,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, NoReturn, Sequence
 
 __version__ = "0.1.0"
 VERSION = __version__  # the public spelling (clients never touch pms._ or pms.__ names)
@@ -84,7 +85,7 @@ __all__ = [
     # ranking: fusion as a pure function, and note-name similarity
     "FusionSettings", "Fused", "fuse", "name_similarity",
     # running PMS: the CLI entry point, its progress bar, the optional extras
-    "main", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
+    "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
 ]
 
 ###############################################################################
@@ -184,14 +185,23 @@ ADD_COLLECTION_ARGS = "collection add ~/notes --name notes"  # the first step, n
 
 def pms_command(args: str) -> str:
     """A PMS command as the user types it, for messages: ``pms sync`` in the
-    packaged app, ``python3 pms.py sync`` when running the script."""
-    return f"{'pms' if getattr(sys, 'frozen', False) else 'python3 pms.py'} {args}"
+    packaged app and from the ``pms`` command (``pms.py setup``), ``python3
+    pms.py sync`` when running the script."""
+    short = getattr(sys, "frozen", False) or sys.argv[:1] == ["pms"]
+    return f"{'pms' if short else 'python3 pms.py'} {args}"
 
 
 def display_path(path: str | os.PathLike) -> str:
     """A path that prints and stores anywhere: bytes of a file name that are
     not valid UTF-8 (surrogate escapes on POSIX) are shown as \\xNN."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def hex_digest(data: bytes, algorithm: str = "sha256") -> str:
+    """The hex digest of ``data`` (sync's file hashes, docids, clipped bodies)."""
+    import hashlib  # here, not at the top: a search never hashes, and it loads OpenSSL
+
+    return hashlib.new(algorithm, data).hexdigest()
 
 
 def is_valid_utf8(text: str) -> bool:
@@ -1043,13 +1053,22 @@ def _filter_date(value, flag: str) -> str | None:
 # by hand because FTS5's trigram tokenizer cannot match the one- and
 # two-character words these languages mostly use.
 UNSPACED_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Hiragana, Katakana, Han
-_UNSPACED_CHAR = re.compile(f"[{UNSPACED_CHARS}]")
 _HAS_UNSPACED_SQL = f"GLOB '*[{UNSPACED_CHARS}]*'"  # the same test in SQL (GLOB compares code points)
+
+
+@functools.lru_cache(maxsize=None)  # compiled at first use: its 28,000-character class takes 2 ms of a CLI start
+def _unspaced_char() -> re.Pattern:
+    return re.compile(f"[{UNSPACED_CHARS}]")
+
+
+def has_unspaced_chars(text: str) -> bool:
+    return not text.isascii() and _unspaced_char().search(text) is not None
 
 
 def spaced_cjk(text: str | None) -> str:
     """Text with a space around each Chinese/Japanese character (SQL: pms_spaced_cjk)."""
-    return _UNSPACED_CHAR.sub(r" \g<0> ", text or "")
+    text = text or ""
+    return _unspaced_char().sub(r" \g<0> ", text) if has_unspaced_chars(text) else text
 
 
 def _names_sql(row: str) -> str:
@@ -1712,7 +1731,7 @@ class Store:
         Chunks whose text did not change keep their row (and so their vector):
         only new or edited passages need embedding again.
         """
-        docid = hashlib.sha1(f"{collection_id}:{path}".encode()).hexdigest()[:6]
+        docid = hex_digest(f"{collection_id}:{path}".encode(), "sha1")[:6]
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
         fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date, NOTE_PARSER_VERSION)
         if row:
@@ -1737,7 +1756,7 @@ class Store:
                        [(doc_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
         for chunk in note.chunks:
             headings = chunk.headings
-            h = hashlib.sha1(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode()).hexdigest()
+            h = hex_digest(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode(), "sha1")
             kept = old.get(h)
             if kept:
                 db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ? WHERE id = ?",
@@ -2741,6 +2760,8 @@ def render_snippet(raw: str, style: str = "html") -> str:
     raw = re.sub(r"(^|\s)#{1,6}(?=\s)", r"\1", raw)
     raw = re.sub(r"\s+", " ", raw).strip()
     if style == "html":
+        import html
+
         return html.escape(raw, quote=False).replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
     if style == "ansi":
         return raw.replace(_MARK_OPEN, "\x1b[1;33m").replace(_MARK_CLOSE, "\x1b[0m")
@@ -2751,6 +2772,8 @@ def html_to_style(snippet: str, style: str) -> str:
     """A Hit's HTML snippet -> terminal text (ANSI bold or plain)."""
     if style == "html":
         return snippet
+    import html
+
     marked = snippet.replace("<mark>", _MARK_OPEN).replace("</mark>", _MARK_CLOSE)
     return render_snippet(html.unescape(marked), style)
 
@@ -3049,7 +3072,7 @@ class Retrieval:
         if not match_any:
             return []
         ids = self.collection_ids(collections)
-        cjk = [" ".join(t.tokens) for t in parsed.terms if _UNSPACED_CHAR.search(" ".join(t.tokens))][:MAX_CJK_WORDS]
+        cjk = [" ".join(t.tokens) for t in parsed.terms if has_unspaced_chars(" ".join(t.tokens))][:MAX_CJK_WORDS]
         if cjk:  # Chinese/Japanese: whole-token matches first, then passages holding every word
             ranked = [(cid, -r) for cid, r in self._fts(match_any, limit, ids, note_filter)]
             seen = {cid for cid, _ in ranked}
@@ -3708,7 +3731,7 @@ class Syncer:
                     plan.added.append((col.name, rel))
                     continue
                 try:
-                    sha = hashlib.sha256(read_note_file(full)).hexdigest()
+                    sha = hex_digest(read_note_file(full))
                 except (OSError, FileTooLargeError) as exc:
                     plan.errors.append((str(full), str(exc)))
                     continue
@@ -3808,7 +3831,7 @@ class Syncer:
             return skip(str(exc))
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
-        sha = hashlib.sha256(data).hexdigest()
+        sha = hex_digest(data)
         if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
             return rel, ("touch", state.id, size, mtime)
         try:
@@ -4379,7 +4402,7 @@ def render_clip_note(page: ExtractedPage, source: str | None, clipped: str | Non
     body = page.content if page.content.endswith("\n") else page.content + "\n"
     fields = {"title": page.title, "source": source, "clipped": clipped or now_iso(), "author": page.author,
               "published": page.published, "site": page.site, "description": page.description, "lang": page.lang,
-              "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()}
+              "sha256": hex_digest(body.encode("utf-8"))}
     lines = [f"{key}: {_yaml_quote(clean)}" for key, value in fields.items() if (clean := _one_line(value))]
     return "---\n" + "\n".join(lines) + "\n---\n" + body
 
@@ -5693,13 +5716,12 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
     None when there is none (or it cannot answer): the caller searches in-process.
     Standard library only, like the rest of the CLI.
     """
-    import urllib.error
-    import urllib.request
-
     try:
         info = json.loads(mcp_server_file().read_text(encoding="utf-8"))
         if Path(info["db"]) != kb.index_path.resolve() or info.get("version") != __version__:
             return None
+        import urllib.request  # only now: importing it takes longer than a keyword search
+
         headers = {"Content-Type": "application/json"}
         if os.environ.get("PMS_MCP_TOKEN"):
             headers["Authorization"] = f"Bearer {os.environ['PMS_MCP_TOKEN']}"
@@ -6258,13 +6280,81 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
 SETUP_PIP = "pip>=24.2"
 
 
+def default_bin_dir() -> Path:
+    """Where ``setup`` puts the ``pms`` command: ~/.local/bin (on the PATH of most
+    Linux and macOS shells); on Windows the data folder, which the user adds to PATH."""
+    if sys.platform == "win32":
+        return data_dir() / "bin"
+    return Path.home() / ".local" / "bin"
+
+
+# The pms command: a few lines that import pms.py as a module, so Python loads its cached bytecode.
+PMS_COMMAND_SCRIPT = """\
+# The pms command, written by `pms.py setup`: {source}, started from its cached bytecode.
+import sys
+
+sys.path.insert(0, {folder!r})
+sys.argv[0] = "pms"  # messages then name `pms ...` (pms_command)
+try:
+    from pms import main_and_exit
+except ModuleNotFoundError as exc:
+    if exc.name != "pms":
+        raise
+    sys.exit("pms: " + {source!r} + " is gone (moved or deleted?); where it is now, run its setup --command-only")
+main_and_exit()
+"""
+
+
+def install_command(bin_dir: Path) -> Path:
+    """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode.
+
+    ``python3 pms.py`` compiles the whole file on every run (Python never caches
+    a script's bytecode: 60-120 ms for pms.py); ``pms`` imports it as
+    a module, from the cached bytecode in __pycache__ next to pms.py. The
+    command runs this file where it is now, with this Python.
+    """
+    import importlib.util
+    import py_compile
+
+    source = Path(__file__).resolve()
+    try:
+        py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)), doraise=True)
+    except (OSError, py_compile.PyCompileError) as exc:
+        print(f"pms: cannot cache the bytecode of {source} ({exc}); the pms command works, compiling it on every run",
+              file=sys.stderr)
+    launcher = PMS_COMMAND_SCRIPT.format(source=str(source), folder=str(source.parent))
+    try:
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        if sys.platform == "win32":  # a batch file runs the script (its short compile is the price on Windows)
+            (bin_dir / "pms-command.py").write_text(launcher, encoding="utf-8")
+            command = bin_dir / "pms.cmd"
+            command.write_text(f'@"{sys.executable}" "%~dp0pms-command.py" %*\r\n', encoding="utf-8")
+        else:
+            command = bin_dir / "pms"
+            command.write_text(f"#!{sys.executable}\n{launcher}", encoding="utf-8")
+            command.chmod(0o755)
+    except OSError as exc:
+        raise PMSError(f"cannot write the pms command into {bin_dir}: {exc.strerror or exc} (pass --bin-dir with a folder you can write)") from None
+    return command
+
+
+def _setup_command(bin_dir: Path | None) -> None:
+    command = install_command(bin_dir or default_bin_dir())
+    on_path = any(Path(folder).expanduser() == command.parent for folder in os.environ.get("PATH", "").split(os.pathsep) if folder)
+    print(f"Installed the pms command: {command} (`pms search ...` runs {Path(__file__).resolve()}, starting faster)"
+          + ("" if on_path else f"; add {command.parent} to your PATH to type just `pms`"))
+
+
 def cmd_setup(args) -> int:
-    """Create the private virtual environment with the optional extras."""
+    """Create the private virtual environment with the optional extras, and the ``pms`` command."""
     import subprocess
     import venv
 
     if getattr(sys, "frozen", False):
         print("This packaged app already includes every extra (hybrid search, clipping, the desktop app).")
+        return 0
+    if args.command_only:
+        _setup_command(args.bin_dir)
         return 0
 
     target = private_env_dir()
@@ -6286,6 +6376,7 @@ def cmd_setup(args) -> int:
         raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
     print("Done: PMS now uses these packages (hybrid search, clipping). Remove the folder to undo.")
+    _setup_command(args.bin_dir)
     return 0
 
 
@@ -6305,6 +6396,8 @@ def cmd_gui(kb: KnowledgeBase, args) -> int:
 
 def _count_arg(text: str) -> int:
     """-n: a whole number of results, at least 1."""
+    import argparse
+
     try:
         value = int(text)
     except ValueError:
@@ -6314,15 +6407,55 @@ def _count_arg(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns, without importing shutil (see build_parser)."""
+    with contextlib.suppress(KeyError, ValueError):
+        return int(os.environ["COLUMNS"])
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _UnusedCommand:
+    """Stands in for the parser of a command that is not running: it accepts
+    every add_argument() and builds nothing (see build_parser)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self
+
+
+class _OnlyCommand:
+    """The subparsers of build_parser(only=NAME): add_parser() builds NAME's parser alone."""
+
+    def __init__(self, subparsers, only: str):
+        self.subparsers, self.only = subparsers, only
+
+    def add_parser(self, name: str, **kwargs):
+        return self.subparsers.add_parser(name, **kwargs) if name == self.only else _UnusedCommand()
+
+
+def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
+    """The CLI's parser. ``only``: a command name whose parser alone is built, as
+    when it runs (building every command's parser took 5 ms of a 75 ms start);
+    the full tree is built for ``--help``, a mistyped command, or no command."""
+    import argparse
+
+    # Told the width, argparse's help formatter does not import shutil (with bz2 and lzma) to
+    # ask for it, which it does on every add_argument: 2 ms of a 75 ms start.
+    width = {"width": _terminal_columns() - 2}
+    raw_description = functools.partial(argparse.RawDescriptionHelpFormatter, **width)
     p = argparse.ArgumentParser(
-        prog=pms_command("").strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=pms_command("").strip(), formatter_class=raw_description,
         description="PMS: private, local search for folders of Markdown notes (keyword + meaning, offline).",
         epilog=f"Start: {pms_command(ADD_COLLECTION_ARGS)}; {pms_command('search')} \"what I remember\". "
                "Each command has --help. The index lives in the data folder unless --db or PMS_DB says otherwise.")
     p.add_argument("--db", help="index file (default: $PMS_DB or the platform data folder)")
     p.add_argument("--version", action="version", version=f"pms {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=functools.partial(
+        argparse.ArgumentParser, formatter_class=functools.partial(argparse.HelpFormatter, **width)))
+    if only in COMMANDS or only == "setup":
+        sub = _OnlyCommand(sub, only)
 
     col = sub.add_parser("collection", help="add, list, show, rename or remove collections (named folders of notes)",
                          description="Collections map a name to a folder and a glob. Removing one never touches its files.")
@@ -6363,7 +6496,7 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="collections, counts, pending changes, search mode, index path and size")
     st.add_argument("--json", action="store_true")
 
-    se = sub.add_parser("search", help="search your notes", formatter_class=argparse.RawDescriptionHelpFormatter, description=(
+    se = sub.add_parser("search", help="search your notes", formatter_class=raw_description, description=(
         "Type words, not syntax: \"exact phrase\", -excluded, prefix*. Notes with every word rank first.\n"
         "Hybrid (keyword + meaning) when embeddings are available, keyword otherwise.\n\n"
         "Filters narrow any mode and still return -n results when that many notes match;\n"
@@ -6448,8 +6581,14 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--no-embed", action="store_true", help="index it for keyword search only, for now")
     cl.add_argument("--json", action="store_true", help="print the new note's path and metadata as JSON")
 
-    s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment")
+    s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment, "
+                                     "and the pms command", description=(
+        "Installs fastembed, sqlite-vec, sqlean-py, trafilatura and mcp into a venv in the data folder, which later "
+        "runs use by themselves, and writes the pms command (this file started from cached bytecode: a keyword "
+        "search starts in half the time the script takes)."))
     s.add_argument("--gui", action="store_true", help="also install PySide6 and markdown-it-py for the desktop app")
+    s.add_argument("--command-only", action="store_true", help="only write the pms command (no download)")
+    s.add_argument("--bin-dir", type=Path, help="where to write the pms command (default: ~/.local/bin; Windows: the data folder's bin)")
 
     m = sub.add_parser("mcp", help="serve your notes to AI assistants (Claude, Cursor, VS Code) over MCP",
                        description="Stdio by default (what assistants launch); --http serves several clients at "
@@ -6492,10 +6631,11 @@ def _command_position(argv: Sequence[str]) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     use_private_env()
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     excluded = []
     at = _command_position(argv)
+    asks_help = at is not None and ({"-h", "--help"} & set(argv[:at]))  # `pms --help search`: the whole list
+    parser = build_parser(only=argv[at] if at is not None and not asks_help else None)
     if at is not None and argv[at] == "search":
         # "-word" in a query excludes a word; argparse would read -conflict as "-c onflict".
         known = {"-n", "-c", "-h"}
@@ -6537,5 +6677,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+# Commands that run until stopped, and whose libraries (Qt, the MCP server) clean up at exit.
+LONG_RUNNING_COMMANDS = {"gui", "mcp"}
+
+
+def main_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
+    """``main()``, then end the process at once: Python's own teardown (freeing
+    every module and object one at a time) took 8-10 ms of a 75 ms keyword search
+    (docs/benchmarks.md). The output is flushed first and the index is closed by
+    then; a long-running command, or one that left a thread running, exits the usual way."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    at = _command_position(argv)
+    code = main(argv)  # argparse's SystemExit (--help, a usage error) exits the usual way
+    if (at is not None and argv[at] in LONG_RUNNING_COMMANDS) or threading.active_count() > 1:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe (| head) has nothing more to receive
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    main_and_exit()

@@ -6,7 +6,7 @@
     .venv/bin/python bench/perf.py embed --embed-experiments   # the same without ONNX's memory arena, at 512 and 256 tokens
     .venv/bin/python bench/perf.py hybrid      # warm hybrid latency, CLI one-shot with model load
     .venv/bin/python bench/perf.py size        # index bytes per chunk beyond the text, and what changes it
-    .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes, keyword on tldr, and where the time goes
+    .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes; keyword on tldr, python3 pms.py vs the pms command, by part
     .venv/bin/python bench/perf.py all
 
 ``hybrid`` and ``size`` use ``--hybrid-db INDEX`` (e.g. bench/scifact.py's
@@ -622,37 +622,92 @@ def bench_start(args) -> dict:
           f"CPU {wall['cpu_median_ms']:.0f} ms ({runs} runs)")
     print("    " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in part.items())
           + f"; the vector search imported fastembed: {part_fastembed}")
-    # Keyword on tldr (38k notes), with the real interpreter.
+    # Keyword on tldr (38k notes), with the real interpreter: the script, and the pms command that
+    # `pms.py setup` writes (pms.py imported from its cached bytecode).
     root = extract(args.data / "tldr.tar.gz", args.work)
     kdb = args.work / "tldr-keyword.sqlite"
     if not kdb.exists():
         run_child("index", db=str(kdb), folder=str(root), name="tldr")
     tq = tldr_queries(root, n=50)
-    out["keyword"] = {}
     real = subprocess.run([args.python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True).stdout.strip()
-    # The cached-bytecode rows need __pycache__/pms.*.pyc to be current: write it explicitly
-    # (a shell with PYTHONDONTWRITEBYTECODE set, like this machine's, never would).
-    subprocess.run([real, "-c", "import importlib.util, py_compile, sys; "
-                    "py_compile.compile(sys.argv[1], cfile=importlib.util.cache_from_source(sys.argv[1]))",
-                    str(REPO / "pms.py")], check=True)
+    bin_dir = args.work / "bin"
+    subprocess.run([real, str(REPO / "pms.py"), "setup", "--command-only", "--bin-dir", str(bin_dir)], check=True,
+                   stdout=subprocess.DEVNULL)
+    script, command = [real, str(REPO / "pms.py"), "--db", str(kdb)], [str(bin_dir / "pms"), "--db", str(kdb)]
     variants = {
-        "interpreter start": ([real, "-c", "pass"], [""]),
-        "interpreter -S start": ([real, "-S", "-c", "pass"], [""]),
-        "import pms (cached bytecode)": ([real, "-S", "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); import pms"], [""]),
-        "python3 pms.py search": ([real, str(REPO / "pms.py"), "--db", str(kdb), "search", "--mode", "keyword"], tq),
-        "python3 -S pms.py search": ([real, "-S", str(REPO / "pms.py"), "--db", str(kdb), "search", "--mode", "keyword"], tq),
-        "python3 -S -m pms search (cached bytecode)": ([real, "-S", "-m", "pms", "--db", str(kdb), "search", "--mode", "keyword"], tq),
+        "interpreter start": ([real, "-c", "pass"], None),
+        "interpreter -S start": ([real, "-S", "-c", "pass"], None),
+        "import pms (cached bytecode)": ([real, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); import pms"], None),
+        "python3 pms.py --help": ([*script, "--help"], None),
+        "pms --help": ([*command, "--help"], None),
+        "python3 pms.py status": ([*script, "status"], None),
+        "pms status": ([*command, "status"], None),
+        "python3 pms.py search": ([*script, "search", "--mode", "keyword"], tq),
+        "pms search": ([*command, "search", "--mode", "keyword"], tq),
+        "pms search (auto mode)": ([*command, "search"], tq),
     }
-    cwd = os.getcwd()
-    os.chdir(REPO)  # -m pms finds pms.py in the current folder
-    try:
-        for label, (argv, qs) in variants.items():
-            wall = cli_wall(argv, qs, args.runs)
-            out["keyword"][label] = wall
-            print(f"  {label}: median {wall['median_ms']:.0f} ms, p95 {wall['p95_ms']:.0f} ms, CPU {wall['cpu_median_ms']:.0f} ms")
-    finally:
-        os.chdir(cwd)
+    out["keyword"] = cli_wall_interleaved(variants, args.runs)
+    out["keyword"]["python"] = real
+    for label in variants:
+        wall = out["keyword"][label]
+        print(f"  {label}: median {wall['median_ms']:.0f} ms, p95 {wall['p95_ms']:.0f} ms, CPU {wall['cpu_median_ms']:.0f} ms")
+    parts = [start_parts(real, kdb, q) for q in tq[: max(5, args.runs // 2)]]
+    out["keyword_parts_cpu_ms"] = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+    print("  CPU of a cold `pms search`, by part (medians): "
+          + ", ".join(f"{k} {v:.1f} ms" for k, v in out["keyword_parts_cpu_ms"].items()))
     return out
+
+
+def cli_wall_interleaved(variants: dict[str, tuple[list[str], list[str] | None]], runs: int) -> dict:
+    """cli_wall for several commands in turn, one run of each per round, so a change in the
+    machine's load reaches all alike; a command with queries gets the next one as its last argument."""
+    times = {label: ([], []) for label in variants}
+    for i in range(runs + 1):
+        for label, (argv, queries) in variants.items():
+            t = time.perf_counter()
+            proc = subprocess.Popen([*argv, *([queries[i % len(queries)]] if queries else [])],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _, status, usage = os.wait4(proc.pid, 0)
+            if status != 0:
+                raise SystemExit(f"{label} failed with status {status}")
+            if i:  # the first round warms the file cache
+                times[label][0].append(time.perf_counter() - t)
+                times[label][1].append(usage.ru_utime + usage.ru_stime)
+    return {label: {**percentiles(wall), "cpu_median_ms": statistics.median(cpu) * 1000} for label, (wall, cpu) in times.items()}
+
+
+# A cold `pms search`, part by part, in CPU milliseconds (time.process_time: the
+# machine's other work does not stretch it). Each part is measured in a fresh
+# process, since a second run of anything is warmer: the standard modules that
+# pms.py imports at its top, then pms itself from cached bytecode, then either
+# the whole main() or, through the API, opening the index and the search alone.
+START_PARTS = """
+import sys, time
+repo, db, query, what = sys.argv[1:5]
+cpu, parts = time.process_time, {}
+for name in ("re", "contextlib", "pathlib", "typing", "dataclasses", "json", "datetime", "threading"):
+    t = cpu(); __import__(name); parts[f"import {name}"] = (cpu() - t) * 1000
+import contextlib, io, json
+sys.path.insert(0, repo)
+t = cpu(); import pms; parts["import pms (the rest: its bytecode, body and small imports)"] = (cpu() - t) * 1000
+if what == "main":
+    t = cpu()
+    with contextlib.redirect_stdout(io.StringIO()):
+        pms.main(["--db", db, "search", "--mode", "keyword", query])
+    parts["main(): argparse, open the index, search, print"] = (cpu() - t) * 1000
+else:
+    t = cpu(); kb = pms.KnowledgeBase(db); parts["of which: open the index"] = (cpu() - t) * 1000
+    t = cpu(); kb.search(query, mode="keyword"); parts["of which: the search"] = (cpu() - t) * 1000
+print(json.dumps(parts))
+"""
+
+
+def start_parts(python: str, db: Path, query: str) -> dict:
+    parts = {}
+    for what in ("main", "api"):
+        out = subprocess.run([python, "-c", START_PARTS, str(REPO), str(db), query, what], capture_output=True, text=True, check=True)
+        parts.update({k: v for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items() if k not in parts})
+    return parts
 
 
 BENCHMARKS = {"keyword": bench_keyword, "embed": bench_embed, "hybrid": bench_hybrid, "size": bench_size, "start": bench_start}

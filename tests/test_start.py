@@ -1,0 +1,115 @@
+"""Start of a CLI command (issue 13, item 10), checked by what a run loads, not by a clock:
+importing pms loads no module that only one feature needs, a keyword search builds
+only its own command's parser and never reaches for the MCP client, and ``setup``
+writes a ``pms`` command that runs pms.py from its cached bytecode. The timings are
+benchmarks (bench/perf.py start, docs/benchmarks.md), not tests."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import REPO, run_cli
+
+# Modules that one feature needs: sync hashes (hashlib), the CLI parses (argparse),
+# snippets unescape (html), clipping and the MCP client fetch (urllib.request, http.client).
+FEATURE_MODULES = {"argparse", "hashlib", "html", "urllib.request", "http.client", "shutil", "subprocess", "tempfile"}
+
+
+def loaded_by(code: str, *args: str) -> dict:
+    """Run ``code`` in a fresh interpreter without site-packages (so nothing is
+    preloaded by .pth files); it prints a JSON object last."""
+    r = subprocess.run([sys.executable, "-S", "-c", textwrap.dedent(code), str(REPO), *args],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_importing_pms_loads_no_module_of_a_single_feature():
+    found = loaded_by("""
+        import json, sys
+        before = set(sys.modules)
+        sys.path.insert(0, sys.argv[1])
+        import pms
+        print(json.dumps({"new": sorted(set(sys.modules) - before)}))
+        """)
+    assert "pms" in found["new"]
+    assert sorted(FEATURE_MODULES & set(found["new"])) == []
+
+
+def test_a_keyword_search_builds_one_parser_and_loads_neither_sync_nor_network_modules(vault):
+    found = loaded_by("""
+        import io, json, sys, contextlib
+        sys.path.insert(0, sys.argv[1])
+        import argparse, pms
+        built = []
+        init = argparse.ArgumentParser.__init__
+        def counted(self, *args, **kwargs):
+            built.append(kwargs.get("prog"))
+            init(self, *args, **kwargs)
+        argparse.ArgumentParser.__init__ = counted
+        before = set(sys.modules)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = pms.main(["--db", sys.argv[2], "search", "syncthing"])  # auto mode, as a user types it
+        print(json.dumps({"code": code, "out": out.getvalue(), "built": len(built), "new": sorted(set(sys.modules) - before)}))
+        """, str(vault.index_path))
+    assert found["code"] == 0 and "Syncing notes" in found["out"]
+    assert found["built"] == 2  # the top-level parser and search's, not all sixteen commands'
+    assert sorted({"hashlib", "urllib.request", "http.client", "subprocess"} & set(found["new"])) == []
+
+
+def test_help_still_lists_every_command(pms_main, tmp_path):
+    for argv in (["--help"], ["--help", "search"], ["--db", str(tmp_path / "i.sqlite"), "--help", "sync"]):
+        out = pms_main(*argv).stdout
+        assert all(command in out for command in ("collection", "search", "status", "multi-get", "mcp", "gui")), argv
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the Windows command is a pms.cmd batch file")
+def test_setup_writes_a_pms_command_that_runs_pms_py_from_cached_bytecode(vault, tmp_path):
+    r = run_cli("setup", "--command-only", "--bin-dir", tmp_path / "bin")
+    assert r.returncode == 0, r.stderr
+    command = tmp_path / "bin" / "pms"
+    assert f"Installed the pms command: {command}" in r.stdout and "add " in r.stdout  # not on this test's PATH
+    assert os.access(command, os.X_OK)
+    source = REPO / "pms.py"
+    cached = importlib.util.cache_from_source(str(source))
+    # PYTHONVERBOSE makes the import system say where each module's code came from.
+    run = subprocess.run([str(command), "--db", str(vault.index_path), "search", "syncthing"], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONVERBOSE": "1"}, timeout=120)
+    assert run.returncode == 0 and "Syncing notes" in run.stdout, run.stderr[-2000:]
+    assert f"code object from '{cached}'" in run.stderr  # imported from the cache, not compiled from source
+    empty = subprocess.run([str(command), "--db", str(tmp_path / "empty.sqlite"), "search", "x"], capture_output=True,
+                           text=True, timeout=120)
+    assert empty.returncode == 1 and "(add your notes: pms collection add" in empty.stderr  # messages name `pms`
+
+
+def test_the_quick_exit_keeps_every_line_of_output_and_the_exit_code(vault, tmp_path):
+    """main_and_exit skips Python's teardown (os._exit): what was printed must still arrive whole."""
+    db = vault.index_path
+    found = run_cli("search", "syncthing", "--json", "-n", "50", db=db)
+    assert found.returncode == 0 and json.loads(found.stdout)[0]["title"] == "Syncing notes across devices"
+    listed = run_cli("multi-get", "notes/*.md", db=db)
+    assert listed.returncode == 0 and listed.stdout.count("Syncthing") >= 2
+    missing = run_cli("get", "notes/nothing-here.md", db=db)
+    assert missing.returncode == 1 and missing.stderr.startswith("pms: error: ")
+    usage = run_cli("no-such-command", db=db)
+    assert usage.returncode == 2 and "invalid choice" in usage.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the Windows command is a pms.cmd batch file")
+def test_the_pms_command_says_in_one_line_when_pms_py_is_gone(tmp_path):
+    copy = tmp_path / "moved" / "pms.py"
+    copy.parent.mkdir()
+    copy.write_bytes((REPO / "pms.py").read_bytes())
+    r = subprocess.run([sys.executable, str(copy), "setup", "--command-only", "--bin-dir", str(tmp_path / "bin")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    copy.unlink()
+    gone = subprocess.run([str(tmp_path / "bin" / "pms"), "status"], capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 1 and gone.stderr == f"pms: {copy} is gone (moved or deleted?); where it is now, run its setup --command-only\n"
