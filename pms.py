@@ -2897,13 +2897,16 @@ class FusionSettings:
     # fusion's top ``feedback_notes`` notes (Rocchio pseudo-relevance feedback:
     # ``q + feedback_weight x their mean``), ranked by ``complete_keyword_share
     # x BM25 / best + the rest x cosine / best`` (+ ``complete_name_weight`` x
-    # name similarity). Suite mean 0.731 -> 0.734, worst set NFCorpus 0.353 ->
-    # 0.365, no set down by more than 0.002 (docs/benchmarks.md, "Complete
-    # scores and feedback"). 0: the fusion above is the ranking.
+    # name similarity). 0: the fusion above is the ranking. Re-chosen after the
+    # keyword list gained a note's focus: feedback from the top note only
+    # (was 3). Against complete_depth=0, suite mean 0.715 -> 0.721, worst set
+    # NFCorpus 0.353 -> 0.364, the Rust book +0.013, no set down by more than
+    # 0.001; feedback from the top 3 cost the Rust book and tldr 0.004 each
+    # (docs/benchmarks.md, "Complete scores and feedback").
     complete_depth: int = 20
     complete_keyword_share: float = 0.5
     complete_name_weight: float = 0.0
-    feedback_notes: int = 3
+    feedback_notes: int = 1
     feedback_weight: float = 0.5
 
     def weights(self) -> dict[str, float]:
@@ -2921,7 +2924,8 @@ class FusionSettings:
 
     def describe_complete(self, depth: int) -> str:
         """What complete scoring did to the first ``depth`` notes, for --explain."""
-        moved = (f" moved towards the passages nearest it of the top {self.feedback_notes} notes (x{self.feedback_weight:g})"
+        top = "the top note" if self.feedback_notes == 1 else f"the top {self.feedback_notes} notes"
+        moved = (f" moved towards the passages nearest it of {top} (x{self.feedback_weight:g})"
                  if self.feedback_notes and self.feedback_weight else "")
         names = f" + {self.complete_name_weight:g} x name similarity" if self.complete_name_weight else ""
         return (f"then the top {depth} notes re-scored from all their passages: {self.complete_keyword_share:g} x BM25 / best + "

@@ -52,10 +52,10 @@ def test_feedback_moves_the_query_towards_the_first_fusions_top_notes(plant_vaul
     retrieval = plant_vault.retrieval
     without = retrieval.hybrid(QUERY, k=8, fusion=dataclasses.replace(retrieval.fusion, feedback_weight=0.0))
     assert without[0].path == "plants.md" and "moved towards" not in without[0].fusion
-    # RRF's top 3 are water bills (keyword x2): the query moves towards them, and so do the cosines.
+    # RRF's top note is a water bill (keyword x2): the query moves towards it, and so do the cosines.
     moved = retrieval.hybrid(QUERY, k=8)
     assert moved[0].path.startswith("bill") and [h.path for h in moved].index("plants.md") > 0
-    assert "moved towards the passages nearest it of the top 3 notes (x0.5)" in moved[0].fusion
+    assert "moved towards the passages nearest it of the top note (x0.5)" in moved[0].fusion
 
 
 def test_passages_and_keyword_search_keep_plain_fusion(plant_vault):
