@@ -3167,10 +3167,14 @@ class Retrieval:
         status = self.vector_status()
         if not status.ok:
             raise EmbeddingUnavailable(status.reason)
+        return self._nearest(query, limit, self.collection_ids(collections), note_filter)
+
+    def _nearest(self, query: str, limit: int, collection_ids: list[int] | None, note_filter: NoteFilter | None) -> list[tuple[int, float]]:
+        """vector_ranking once vector_status said yes."""
         query = clean_query(query)
         if not query.strip():
             return []
-        return self.store.vector_search(self.query_vector(query), limit, self.collection_ids(collections), note_filter)
+        return self.store.vector_search(self.query_vector(query), limit, collection_ids, note_filter)
 
     QUERY_VECTORS_KEPT = 8
 
@@ -3235,16 +3239,21 @@ class Retrieval:
         query = clean_query(query)
         parsed = parse_query(query, prefix_last=prefix_last)
         depth = max(f.depth, k * 4)
-        self.collection_ids(collections)  # an unknown name fails here, before any work
+        ids = self.collection_ids(collections)  # an unknown name fails here, before any work
+        status = self.vector_status()
+        if not status.ok:
+            raise EmbeddingUnavailable(status.reason)
         # The BM25 ranking (SQLite) runs while the query is embedded (ONNX):
         # both release the GIL, so a hybrid query costs about the longer of the two.
+        # The checks above run first: each SQL statement made in this thread
+        # meanwhile waits for the GIL while the keyword thread runs Python.
         def keyword_lists():
             names = self.name_ranking(query, depth, collections, note_filter) if f.name_weight else []
             return self.keyword_ranking(parsed, depth, collections, note_filter), names
 
         keyword_job = self._background().submit(keyword_lists)
         try:
-            vec = self.vector_ranking(query, depth, collections, note_filter)
+            vec = self._nearest(query, depth, ids, note_filter)
         finally:
             kw, names = keyword_job.result()
         return self._fused(query, parsed, {"keyword": kw, "vector": [(cid, 1.0 - d) for cid, d in vec], "name": names},
