@@ -2488,26 +2488,38 @@ class QueryEncoder:
     A CLI search needs a single vector, and fastembed's import alone took about
     1 s (it imports the Hugging Face Hub client and its image models). For one
     short input, ONNX Runtime's graph optimisations cost more than they save
-    (measured in docs/benchmarks.md), so they are off, on one thread. The model
-    file, tokenizer and pooling are those fastembed used when the index was
-    embedded, so the vectors are the same (tests/test_model_memory.py).
+    (measured in docs/benchmarks.md), so the first query runs without them, on
+    one thread. A second query means a warm process (the Python API, a bench):
+    then the session is built again with them (about 140 ms once, MiniLM int8
+    on 2 cores): a short query takes about 3 ms with them, 12-18 ms without. The
+    model file, tokenizer and pooling are those fastembed used when the index
+    was embedded, so the vectors are the same (tests/test_model_memory.py).
     """
 
     def __init__(self, spec: dict):
         import numpy as np
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        folder = Path(spec["dir"])
+        self.model_file = Path(spec["dir"]) / spec["file"]
         self.np, self.pooling = np, spec["pooling"]
-        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer = Tokenizer.from_file(str(Path(spec["dir"]) / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=int(spec.get("max_tokens") or 512))
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        options.intra_op_num_threads = options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(folder / spec["file"]), sess_options=options, providers=["CPUExecutionProvider"])
+        # One input needs no padding: a tokenizer.json may pad to a fixed length (the offline
+        # MiniLM's pads every query to 128 word pieces, 10x the work of a short query).
+        self.tokenizer.no_padding()
+        self.session = self._session(optimised=False)
         self.inputs = {i.name for i in self.session.get_inputs()}
+        self.queries = 0
+
+    def _session(self, optimised: bool):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        if not optimised:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        return ort.InferenceSession(str(self.model_file), sess_options=options, providers=["CPUExecutionProvider"])
 
     @staticmethod
     def spec_of(model_name: str, model) -> dict | None:
@@ -2535,6 +2547,9 @@ class QueryEncoder:
 
     def embed(self, text: str):
         np = self.np
+        self.queries += 1
+        if self.queries == 2:
+            self.session = self._session(optimised=True)
         encoding = self.tokenizer.encode(text)
         ids = np.array([encoding.ids], dtype=np.int64)
         mask = np.array([encoding.attention_mask], dtype=np.int64)

@@ -76,3 +76,19 @@ def test_a_search_embeds_its_query_without_fastembed_and_gets_the_same_vector(em
         full = [np.frombuffer(kb.embedder.embed_query(q), dtype=np.int8).astype(float) for q in queries]
     for a, b in zip(light, full):
         assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.9995
+
+
+def test_the_query_encoder_reads_only_the_query_and_is_optimised_once_warm(embedded_index):
+    """The offline MiniLM's tokenizer.json pads to 128 word pieces: a query must not be
+    padded (10x the work); from the second query on the session has ONNX's optimisations."""
+    ort = pytest.importorskip("onnxruntime")
+    with pms.KnowledgeBase(embedded_index) as kb:
+        kb.embedder.embed_query("rust")
+        encoder = kb.embedder._query_encoder
+        assert encoder is not None and not kb.embedder.loaded
+        assert len(encoder.tokenizer.encode("rust").ids) == 3  # [CLS] rust [SEP]
+        first = encoder.session
+        assert first.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        kb.embedder.embed_query("cargo")
+        assert encoder.session is not first
+        assert encoder.session.get_session_options().graph_optimization_level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL
