@@ -61,6 +61,19 @@ def wait_for_preview(qtbot, window: MainWindow) -> None:
     qtbot.waitUntil(shown, timeout=WAIT_MS)
 
 
+def preview_of_a_note(qtbot, kb, open_window, folder: Path, text: str, query: str, size: tuple[int, int]) -> MainWindow:
+    """A window over ``kb`` with one note (``folder``/long.md, indexed as collection "long")
+    found by ``query`` and shown in the preview."""
+    write(folder / "long.md", text)
+    kb.collections.create(folder, name="long")
+    kb.sync()
+    window = open_window(kb)
+    window.resize(*size)
+    type_query(qtbot, window, query)
+    wait_for_preview(qtbot, window)
+    return window
+
+
 def result_paths(window: MainWindow) -> list[str]:
     return [hit.path for hit in window.results_model.hits]
 
@@ -107,15 +120,10 @@ def test_arrow_keys_move_through_results_and_update_preview(vault, open_window, 
 
 def test_preview_renders_markdown_and_scrolls_to_the_passage(kb, tmp_path, open_window, qtbot):
     sections = "\n\n".join(f"## Section {i}\n\n" + "Plain filler text about nothing in particular. " * 12 for i in range(40))
-    write(tmp_path / "long" / "long.md", "---\ntitle: A long note\ntags: [demo, long]\nsource: https://example.org/long\n---\n"
-          f"# A long note\n\n{sections}\n\n## Zebra crossings\n\nThe zebra passage sits at the very end.\n\n"
-          "| a | b |\n|---|---|\n| 1 | 2 |\n")
-    kb.collections.create(tmp_path / "long", name="long")
-    kb.sync()
-    window = open_window(kb)
-    window.resize(900, 500)
-    type_query(qtbot, window, "zebra")
-    wait_for_preview(qtbot, window)
+    window = preview_of_a_note(qtbot, kb, open_window, tmp_path / "long",
+                               "---\ntitle: A long note\ntags: [demo, long]\nsource: https://example.org/long\n---\n"
+                               f"# A long note\n\n{sections}\n\n## Zebra crossings\n\nThe zebra passage sits at the very end.\n\n"
+                               "| a | b |\n|---|---|\n| 1 | 2 |\n", "zebra", (900, 500))
     preview = window.preview
     assert preview.abspath.name == "long.md"
     assert preview.passage_block > 0

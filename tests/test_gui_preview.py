@@ -21,7 +21,7 @@ import pms  # noqa: E402
 from conftest import REPO, write  # noqa: E402
 from gui.note_html import ALLOWED_TAGS, STRIPPED_TAGS  # noqa: E402
 from gui.preview import NotePreview, palette_colours  # noqa: E402
-from test_gui import WAIT_MS, open_window, type_query, wait_for_preview  # noqa: E402,F401  (open_window is a fixture)
+from test_gui import WAIT_MS, open_window, preview_of_a_note, type_query, wait_for_preview  # noqa: E402,F401  (open_window is a fixture)
 
 
 def note_words(text: str) -> Counter:
@@ -104,14 +104,8 @@ def test_a_passage_near_the_end_of_a_long_note_is_scrolled_into_view(kb, tmp_pat
     for i in range(1, 74):
         lines += [f"Line {i}: filler words about nothing in particular, wrapped across the pane " * 2, ""]
     lines += ["The walrus passage is the one the search found.", "", "Last line."]
-    write(tmp_path / "long" / "long.md", "\n".join(lines) + "\n")
     assert len(lines) >= 150
-    kb.collections.create(tmp_path / "long", name="long")
-    kb.sync()
-    window = open_window(kb)
-    window.resize(1000, 600)
-    type_query(qtbot, window, "walrus")
-    wait_for_preview(qtbot, window)
+    window = preview_of_a_note(qtbot, kb, open_window, tmp_path / "long", "\n".join(lines) + "\n", "walrus", (1000, 600))
     qtbot.wait(50)  # whatever the layout does after the first paint
     assert passage_on_screen(window.preview)
     assert "walrus" in window.preview.document().findBlockByNumber(window.preview.passage_block).text()
