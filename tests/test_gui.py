@@ -9,6 +9,7 @@ import os
 import sqlite3
 import threading
 import weakref
+from pathlib import Path
 
 import pytest
 
