@@ -2491,7 +2491,7 @@ class QueryEncoder:
     (measured in docs/benchmarks.md), so the first query runs without them, on
     one thread. A second query means a warm process (the Python API, a bench):
     then the session is built again with them (about 140 ms once, MiniLM int8
-    on 2 cores): a short query takes about 3 ms with them, 12-18 ms without. The
+    on 2 cores): a short query takes about 5 ms with them, 12-18 ms without. The
     model file, tokenizer and pooling are those fastembed used when the index
     was embedded, so the vectors are the same (tests/test_model_memory.py).
     """
@@ -2517,7 +2517,9 @@ class QueryEncoder:
         options = ort.SessionOptions()
         if not optimised:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            options.intra_op_num_threads = options.inter_op_num_threads = 1
+        # One thread: a thread pool's spinning workers would compete with the keyword
+        # list's thread and with fastembed's own pool when a sync loads it.
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
         options.log_severity_level = 3
         return ort.InferenceSession(str(self.model_file), sess_options=options, providers=["CPUExecutionProvider"])
 
