@@ -3100,12 +3100,16 @@ class Retrieval:
             phrases = " AND ".join('"' + spaced_cjk(word).replace('"', '""') + '"' for word in cjk)
             ranked += [(cid, -r) for cid, r in self.store.cjk_search(phrases, limit, ids, note_filter) if cid not in seen]
             return ranked[:limit]
-        any_rows = self._fts(match_any, limit, ids, note_filter)
         match_all = parsed.match_all() if len(parsed.terms) <= self.AND_FIRST_MAX_TERMS else None
+        all_rows = self._fts(match_all, limit, ids, note_filter) if match_all else []
+        first = {cid for cid, _ in all_rows}
+        if len(all_rows) >= limit:
+            # Passages with every term fill the list: the any-term query (the
+            # costly one, its common words match most notes) could add nothing.
+            return self._focused([(cid, -r) for cid, r in all_rows], first)
+        any_rows = self._fts(match_any, limit, ids, note_filter)
         if not match_all or not any_rows:
             return self._focused([(cid, -r) for cid, r in any_rows], set())
-        all_rows = self._fts(match_all, limit, ids, note_filter)
-        first = {cid for cid, _ in all_rows}
         ranked = [(cid, -r) for cid, r in all_rows]
         ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
         return self._focused(ranked[:limit], first)
