@@ -46,11 +46,10 @@ from __future__ import annotations
 # milliseconds (docs/benchmarks.md, "Start of one CLI command"), so modules that
 # one feature needs (argparse for the CLI, hashlib for sync, html for snippets,
 # urllib for clipping) are imported inside the functions that use them.
+# json and datetime too; typing and dataclasses are not imported at all (see Record).
+import collections
 import contextlib
-import dataclasses
-import datetime as _dt
 import functools
-import json
 import os
 import re
 import stat as _stat
@@ -58,7 +57,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple, NoReturn, Sequence
 
 __version__ = "0.1.0"
 VERSION = __version__  # the public spelling (clients never touch pms._ or pms.__ names)
@@ -108,6 +106,123 @@ SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 
 class PMSError(Exception):
     """An error a user can act on: its message is one line naming cause and fix."""
+
+
+# Record and named_tuple are written by hand, not taken from dataclasses and
+# typing, for the start of every CLI command: importing dataclasses (which
+# imports inspect, ast and dis) and typing, and generating 18 dataclasses'
+# methods, cost a cold `pms search` about 20 ms of its 60 (docs/benchmarks.md,
+# "A keyword search from the `pms` command").
+class Factory:
+    """A Record field's default made fresh for each instance: ``tags: list[str] = Factory(list)``."""
+
+    def __init__(self, make: Callable[[], object]):
+        self.make = make
+
+
+class Record:
+    """A class of named fields, as ``@dataclasses.dataclass`` makes one.
+
+    The fields are the class's annotated names, in order; a class attribute of
+    the same name is the field's default (``Factory`` for a fresh list or dict).
+    Instances are built by position or keyword, compare equal when their class
+    and fields are, print as ``Name(field=value, ...)``, and give ``replace(**changes)``
+    (a changed copy) and ``as_dict()`` (fields as a dict, nested records,
+    lists and dicts converted, like ``dataclasses.asdict``). ``class X(Record,
+    frozen=True)`` makes instances read-only and hashable; others are not
+    hashable, as a dataclass is not. ``__init__`` is compiled for each class
+    at its first instance, so defining a class costs next to nothing.
+    """
+
+    _fields: tuple[str, ...] = ()
+    _defaults: dict[str, object] = {}
+    _frozen = False
+
+    def __init_subclass__(cls, frozen: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        own = list(cls.__dict__.get("__annotations__", {}))
+        cls._fields = (*(f for f in cls._fields if f not in own), *own)
+        cls._defaults = {**cls._defaults, **{name: cls.__dict__[name] for name in own if name in cls.__dict__}}
+        for name, default in cls._defaults.items():
+            if isinstance(default, Factory) and name in cls.__dict__:
+                delattr(cls, name)  # as dataclasses do: the instance always has its own
+        cls._frozen = frozen or cls._frozen
+        cls.__hash__ = Record._hash if cls._frozen else None
+        if cls._frozen:
+            cls.__setattr__, cls.__delattr__ = Record._refuse_change, Record._refuse_change
+
+    def __init__(self, *args, **kwargs):
+        cls = type(self)
+        cls.__init__ = cls._compiled_init()
+        cls.__init__(self, *args, **kwargs)
+
+    @classmethod
+    def _compiled_init(cls):
+        params, body, scope = [], [], {"Factory": Factory, "setattr": object.__setattr__}
+        for name in cls._fields:
+            default = cls._defaults.get(name, Record)
+            if default is Record:
+                if params and "=" in params[-1]:
+                    raise TypeError(f"{cls.__name__}: field {name!r} without a default follows one with a default")
+                params.append(name)
+            else:
+                scope[f"_d_{name}"] = default
+                params.append(f"{name}=_d_{name}")
+            value = f"_d_{name}.make() if {name} is _d_{name} else {name}" if isinstance(default, Factory) else name
+            body.append(f"setattr(self, {name!r}, {value})" if cls._frozen else f"self.{name} = {value}")
+        source = f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(body or ["pass"])
+        exec(source, scope)
+        init = scope["__init__"]
+        init.__qualname__ = f"{cls.__qualname__}.__init__"
+        return init
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__qualname__}({', '.join(f'{name}={getattr(self, name)!r}' for name in self._fields)})"
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    def _hash(self) -> int:
+        return hash(self._values())
+
+    def _refuse_change(self, name, *value):
+        raise AttributeError(f"cannot change field {name!r}: a {type(self).__name__} is frozen")
+
+    def replace(self, **changes):
+        """A copy with ``changes`` (field=value); an unknown field is a TypeError."""
+        return type(self)(**{**{name: getattr(self, name) for name in self._fields}, **changes})
+
+    def as_dict(self) -> dict:
+        """The fields as a dict; records, lists, tuples and dicts inside are converted (copied) too."""
+        return {name: _plain(getattr(self, name)) for name in self._fields}
+
+
+def _plain(value):
+    if isinstance(value, Record):
+        return value.as_dict()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def named_tuple(cls) -> type:
+    """``@named_tuple class Row: a: int; b: str = ""`` is ``class Row(typing.NamedTuple)``,
+    made with collections.namedtuple (the docstring and methods are kept)."""
+    names = list(cls.__dict__.get("__annotations__", {}))
+    defaults = [cls.__dict__[name] for name in names if name in cls.__dict__]
+    made = collections.namedtuple(cls.__name__, names, defaults=defaults, module=cls.__module__)
+    for key, value in cls.__dict__.items():
+        if key not in names and key not in ("__dict__", "__weakref__", "__module__"):
+            setattr(made, key, value)
+    made.__qualname__ = cls.__qualname__
+    return made
 
 
 def data_dir() -> Path:
@@ -172,12 +287,26 @@ def bundled_model_dir() -> Path | None:
 @functools.lru_cache(maxsize=None)  # asked on every search; an install needs a new process anyway
 def module_available(name: str) -> bool:
     """True when ``import name`` would find the module, without importing it."""
-    import importlib.util
+    return find_module_spec(name) is not None
 
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+
+def find_module_spec(name: str):
+    """importlib.util.find_spec(name) for a top-level module, asking the import
+    system's finders directly: importing importlib.util takes 2 ms of a cold search."""
+    if "." in name:
+        import importlib.util
+
+        return importlib.util.find_spec(name)
+    if name in sys.modules:
+        return getattr(sys.modules[name], "__spec__", None)
+    for finder in sys.meta_path:
+        try:
+            spec = finder.find_spec(name, None) if hasattr(finder, "find_spec") else None
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            return spec
+    return None
 
 
 ADD_COLLECTION_ARGS = "collection add ~/notes --name notes"  # the first step, named in several messages
@@ -234,6 +363,7 @@ def clean_query(query, limit: int | None = MAX_QUERY_CHARS) -> str:
 
 
 def now_iso() -> str:
+    import datetime as _dt
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
@@ -459,8 +589,7 @@ def clean_heading(text: str) -> str:
     return text.replace("`", "").replace("**", "").strip()
 
 
-@dataclasses.dataclass
-class Chunk:
+class Chunk(Record):
     """A passage of a note: what is indexed, embedded and returned by search."""
 
     seq: int
@@ -647,8 +776,7 @@ def _sentences(line: str, target_chars: int) -> list[str]:
     return out or [line]
 
 
-@dataclasses.dataclass
-class ParsedNote:
+class ParsedNote(Record):
     title: str
     tags: list[str]
     aliases: list[str]
@@ -656,7 +784,7 @@ class ParsedNote:
     body: str
     chunks: list[Chunk]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
-    links: list["NoteLink"] = dataclasses.field(default_factory=list)
+    links: list["NoteLink"] = Factory(list)
 
 
 def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
@@ -722,6 +850,7 @@ NOTE_DATE_FIELDS = ("date", "created", "updated")
 
 def _iso_date(value) -> str | None:
     """A frontmatter value as an ISO date or date-time string, or None."""
+    import datetime as _dt
     if isinstance(value, _dt.datetime):
         return value.replace(tzinfo=None).isoformat(timespec="seconds")
     if isinstance(value, _dt.date):
@@ -749,6 +878,8 @@ def frontmatter_date(meta: dict) -> str | None:
 def frontmatter_fields(meta: dict) -> list[tuple[str, str]]:
     """(key, value) pairs to filter on; a list gives one pair per item, a
     nested mapping its JSON text; a key with no value gives (key, '')."""
+    import datetime as _dt
+    import json
     pairs = []
     for key, value in meta.items():
         items = value if isinstance(value, (list, tuple)) else [value]
@@ -769,8 +900,7 @@ def frontmatter_fields(meta: dict) -> list[tuple[str, str]]:
     return pairs
 
 
-@dataclasses.dataclass
-class NoteLink:
+class NoteLink(Record):
     """A link from a note: ``target`` is a wikilink's name, or a Markdown link's
     path made relative to the collection; ``fragment`` is '#heading' or '#^block'."""
 
@@ -982,8 +1112,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             yield rel, Path(full), st
 
 
-@dataclasses.dataclass(frozen=True)
-class NoteFilter:
+class NoteFilter(Record, frozen=True):
     """What a search is narrowed to, besides its words: every condition must hold.
 
     ``tags``: the note has each tag (``area`` also matches ``area/sub``);
@@ -1031,6 +1160,7 @@ def _as_items(value) -> list[str]:
 
 
 def _filter_date(value, flag: str) -> str | None:
+    import datetime as _dt
     if value in (None, ""):
         return None
     if isinstance(value, (_dt.date, _dt.datetime)):
@@ -1254,9 +1384,7 @@ def sqlite_module(want_extensions: bool):
 def sqlite_vec_path() -> str:
     """The sqlite-vec extension file, found without ``import sqlite_vec``
     (which imports numpy: 0.1-0.3 s on every start of a keyword search)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("sqlite_vec")
+    spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
 
@@ -1278,7 +1406,8 @@ def in_parts(values: Iterable, size: int = SQLITE_MAX_VARS) -> Iterator[list]:
 
 
 # Rows at the Store's boundary, named instead of unpacked by position.
-class CollectionRow(NamedTuple):
+@named_tuple
+class CollectionRow:
     id: int
     name: str
     path: str
@@ -1288,7 +1417,8 @@ class CollectionRow(NamedTuple):
     last_sync: str | None
 
 
-class DocumentState(NamedTuple):
+@named_tuple
+class DocumentState:
     """What sync compares to decide whether a file changed."""
     id: int
     size: int
@@ -1297,7 +1427,8 @@ class DocumentState(NamedTuple):
     parsed_version: int  # below NOTE_PARSER_VERSION: tags, dates and links are missing until it is read again
 
 
-class DocumentRow(NamedTuple):
+@named_tuple
+class DocumentRow:
     id: int
     collection: str
     collection_path: str
@@ -1308,7 +1439,8 @@ class DocumentRow(NamedTuple):
     aliases: str         # comma-separated
 
 
-class PendingChunk(NamedTuple):
+@named_tuple
+class PendingChunk:
     """A passage without a vector yet."""
     id: int
     collection_id: int
@@ -1317,7 +1449,8 @@ class PendingChunk(NamedTuple):
     body: str
 
 
-class ChunkInfo(NamedTuple):
+@named_tuple
+class ChunkInfo:
     """What a search hit needs to know about a passage."""
     document_id: int
     collection: str
@@ -1806,6 +1939,7 @@ class Store:
         One vec0 table, cosine distance, the collection as a plain metadata
         column (a PARTITION KEY blew small indexes up to hundreds of MB).
         """
+        import json
         with self.transaction() as db:
             if reset and self.has_vector_table():
                 db.execute("DROP TABLE chunk_vectors")
@@ -1824,7 +1958,11 @@ class Store:
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
         raw = self.get_meta("embed_query_spec")
-        spec = json.loads(raw) if raw else None
+        if not raw:
+            return None
+        import json
+
+        spec = json.loads(raw)
         return spec if spec and spec.get("model") == model and self.get_meta("embed_model") == model else None
 
     def remembered_model(self) -> tuple[str | None, str | None]:
@@ -2527,6 +2665,7 @@ class QueryEncoder:
     def spec_of(model_name: str, model) -> dict | None:
         """What a QueryEncoder needs to match a loaded fastembed model, or None when
         its pooling is not plain mean or first-token (then fastembed embeds queries)."""
+        import json
         try:
             from fastembed.text.onnx_embedding import OnnxTextEmbedding
             from fastembed.text.pooled_embedding import PooledEmbedding
@@ -2651,8 +2790,7 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 MAX_CJK_WORDS = 8  # Chinese/Japanese words of one query searched in cjk_fts; more add nothing but work
 
 
-@dataclasses.dataclass
-class Term:
+class Term(Record):
     tokens: tuple[str, ...]
     phrase: bool = False
     prefix: bool = False
@@ -2662,8 +2800,7 @@ class Term:
         return quoted + ("*" if self.prefix else "")
 
 
-@dataclasses.dataclass
-class ParsedQuery:
+class ParsedQuery(Record):
     """A user's words turned into safe FTS5 pieces (never raw FTS5 syntax)."""
 
     terms: list[Term]
@@ -2732,8 +2869,7 @@ def parse_query(query: str, prefix_last: bool = False) -> ParsedQuery:
     return ParsedQuery(unique[:32], excluded[:16])
 
 
-@dataclasses.dataclass
-class Hit:
+class Hit(Record):
     """One search result: a note (its best passage) or, with chunks=True, a passage."""
 
     path: str
@@ -2752,7 +2888,7 @@ class Hit:
     vector_distance: float | None = None
     chunk_id: int | None = None
     text: str = ""
-    tags: list[str] = dataclasses.field(default_factory=list)
+    tags: list[str] = Factory(list)
     date: str | None = None  # the note's date: frontmatter date/created/updated, else the file's mtime
     collection_description: str = ""  # what the collection holds (collection add --description)
     folder_description: str = ""  # the nearest described folder above the note (collection describe)
@@ -2760,7 +2896,7 @@ class Hit:
     fusion: str = ""  # how this query's lists were fused (for --explain)
 
     def to_dict(self, explain: bool = False) -> dict:
-        d = dataclasses.asdict(self)
+        d = self.as_dict()
         d.pop("text")
         if not explain:
             d.pop("chunk_id")
@@ -2769,6 +2905,11 @@ class Hit:
 
 
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
+# A snippet's HTML escapes only &, < and > (html.escape with quote=False), so
+# both ways are written out: importing html and its entity table took 2 ms of
+# a cold search.
+_HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_HTML_UNESCAPES = {v: k for k, v in _HTML_ESCAPES.items()}
 
 
 def render_snippet(raw: str, style: str = "html") -> str:
@@ -2777,9 +2918,8 @@ def render_snippet(raw: str, style: str = "html") -> str:
     raw = re.sub(r"(^|\s)#{1,6}(?=\s)", r"\1", raw)
     raw = re.sub(r"\s+", " ", raw).strip()
     if style == "html":
-        import html
-
-        return html.escape(raw, quote=False).replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
+        escaped = re.sub(r"[&<>]", lambda m: _HTML_ESCAPES[m.group()], raw)
+        return escaped.replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
     if style == "ansi":
         return raw.replace(_MARK_OPEN, "\x1b[1;33m").replace(_MARK_CLOSE, "\x1b[0m")
     return raw.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "")
@@ -2789,10 +2929,8 @@ def html_to_style(snippet: str, style: str) -> str:
     """A Hit's HTML snippet -> terminal text (ANSI bold or plain)."""
     if style == "html":
         return snippet
-    import html
-
     marked = snippet.replace("<mark>", _MARK_OPEN).replace("</mark>", _MARK_CLOSE)
-    return render_snippet(html.unescape(marked), style)
+    return render_snippet(re.sub(r"&(?:amp|lt|gt);", lambda m: _HTML_UNESCAPES[m.group()], marked), style)
 
 
 def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
@@ -2816,7 +2954,8 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
     return render_snippet(window)
 
 
-class VectorStatus(NamedTuple):
+@named_tuple
+class VectorStatus:
     """Whether vector search can run; when not, why (a sentence) and a stable
     code, one of VECTOR_UNAVAILABLE (for a badge or a program to act on)."""
 
@@ -2872,8 +3011,7 @@ def name_similarity(query: str | set[str], name: str) -> float:
     return (coverage + shared / len(q | n)) / 2 if coverage >= NAME_COVERAGE_MIN else 0.0
 
 
-@dataclasses.dataclass
-class FusionSettings:
+class FusionSettings(Record):
     """How the ranked lists of a search are fused (see ``fuse``).
 
     Chosen on the whole dev suite (bench/suite.py, bench/fusion_lab.py;
@@ -2953,8 +3091,7 @@ class FusionSettings:
         return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
 
 
-@dataclasses.dataclass
-class Fused:
+class Fused(Record):
     """One unit (a note, or a passage) after fusion: its score, and per list its
     rank, its value there and what that list added to the score."""
 
@@ -2962,7 +3099,7 @@ class Fused:
     score: float
     ranks: dict[str, int]
     values: dict[str, float]
-    parts: dict[str, float] = dataclasses.field(default_factory=dict)
+    parts: dict[str, float] = Factory(dict)
 
 
 def fuse(rankings: dict[str, Sequence[tuple[object, float]]], settings: FusionSettings,
@@ -3149,7 +3286,7 @@ class Retrieval:
         ranking = self.keyword_ranking(parsed, max(k * 8, 50), collections, note_filter)
         names = self.name_ranking(query, self.fusion.depth, collections, note_filter) if self.fusion.name_weight else []
         if names:
-            fusion = dataclasses.replace(self.fusion, name_weight=self.KEYWORD_NAME_WEIGHT)
+            fusion = self.fusion.replace(name_weight=self.KEYWORD_NAME_WEIGHT)
             return self._fused(query, parsed, {"keyword": ranking, "name": names}, k, chunks, fusion)
         info = self.store.chunk_info([cid for cid, _ in ranking])
         hits = []
@@ -3532,17 +3669,16 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
 # Sync: folders -> index ########################################################
 ###############################################################################
 
-@dataclasses.dataclass
-class SyncPlan:
+class SyncPlan(Record):
     """What a sync would do (``pms sync --dry-run``)."""
 
-    added: list[tuple[str, str]] = dataclasses.field(default_factory=list)      # (collection, path)
-    updated: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    deleted: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    added: list[tuple[str, str]] = Factory(list)      # (collection, path)
+    updated: list[tuple[str, str]] = Factory(list)
+    deleted: list[tuple[str, str]] = Factory(list)
     unchanged: int = 0
-    errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)    # (path, cause)
-    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)   # (path, why): not indexed, by design
-    reread: list[tuple[str, str]] = dataclasses.field(default_factory=list)    # unchanged notes indexed by an older PMS
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
+    reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
 
     @property
     def pending(self) -> int:
@@ -3553,18 +3689,16 @@ class SyncPlan:
         return text + (f", {len(self.reread)} to re-read for tags, dates and links (index upgrade)" if self.reread else "")
 
 
-@dataclasses.dataclass
-class SyncChanges:
+class SyncChanges(Record):
     """How a collection's folder differs from the index (one classification for dry runs and syncs)."""
 
-    todo: list = dataclasses.field(default_factory=list)       # (rel path, abs path, (size, mtime_ns, ctime_ns), indexed state or None)
+    todo: list = Factory(list)       # (rel path, abs path, (size, mtime_ns, ctime_ns), indexed state or None)
     unchanged: int = 0                                          # same size and mtime
-    gone: list[str] = dataclasses.field(default_factory=list)       # indexed, no longer there
-    forgotten: list[str] = dataclasses.field(default_factory=list)  # skipped before, no longer there
+    gone: list[str] = Factory(list)       # indexed, no longer there
+    forgotten: list[str] = Factory(list)  # skipped before, no longer there
 
 
-@dataclasses.dataclass
-class SyncProgress:
+class SyncProgress(Record):
     phase: str            # "scan", "index" or "embed"
     done: int
     total: int
@@ -3581,14 +3715,13 @@ class SyncProgress:
         return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-@dataclasses.dataclass
-class SyncReport:
+class SyncReport(Record):
     added: int = 0
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
-    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)   # (path, why): binary, too large
-    errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)    # (path, cause)
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): binary, too large
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
     embedded: int = 0
     embed_error: str | None = None
     cancelled: bool = False
@@ -3970,8 +4103,7 @@ class AlreadyClipped(PMSError):
         self.path = path
 
 
-@dataclasses.dataclass
-class ExtractedPage:
+class ExtractedPage(Record):
     """A web page reduced to its main text, as Markdown, and its metadata."""
 
     content: str
@@ -3985,11 +4117,10 @@ class ExtractedPage:
 
     @property
     def metadata(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "content" and v}
+        return {k: v for k, v in self.as_dict().items() if k != "content" and v}
 
 
-@dataclasses.dataclass
-class ClippedNote:
+class ClippedNote(Record):
     """What ``Collection.clip`` made: the new file and its page."""
 
     path: Path  # absolute
@@ -4415,6 +4546,7 @@ def clip_slug(title: str, max_chars: int = CLIP_SLUG_CHARS) -> str:
 
 def clip_filename(title: str, url: str | None = None, day: _dt.date | None = None) -> str:
     """``YYYY-MM-DD-<slug>.md``; the slug falls back on the URL's path, then its host."""
+    import datetime as _dt
     from urllib.parse import unquote, urlsplit
 
     slug = clip_slug(title)
@@ -4562,8 +4694,7 @@ def _split_outside_braces(text: str) -> list[str]:
     return [*parts, "".join(current)]
 
 
-@dataclasses.dataclass
-class Document:
+class Document(Record):
     """A note read back from disk (``pms get``)."""
 
     collection: str
@@ -4576,10 +4707,11 @@ class Document:
     from_line: int = 1
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return self.as_dict()
 
 
-class SearchMode(NamedTuple):
+@named_tuple
+class SearchMode:
     """The mode a search will use; when hybrid is not available, why (a
     sentence) and a stable code from VECTOR_UNAVAILABLE."""
 
@@ -4588,8 +4720,7 @@ class SearchMode(NamedTuple):
     code: str = ""
 
 
-@dataclasses.dataclass
-class NoteRef:
+class NoteRef(Record):
     """A note at one end of a link; an unresolved link has no path, title or docid."""
 
     collection: str
@@ -4601,7 +4732,7 @@ class NoteRef:
     resolved: bool = True
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return self.as_dict()
 
 
 class Collection:
@@ -5180,8 +5311,7 @@ class KnowledgeBase:
 # Evaluation: search quality on judged queries (pms bench) ####################
 ###############################################################################
 
-@dataclasses.dataclass
-class Judgment:
+class Judgment(Record):
     """One judged query: the notes that answer it, with their credit (1.0 full, 0.5 partial)."""
 
     query: str
@@ -5195,6 +5325,7 @@ def load_fixture(path: str | os.PathLike) -> list[Judgment]:
     ``{"queries": [{"query": "...", "expected_files": [...], "expected_in_top_k": 3}]}``;
     graded: ``relevant_paths`` (full credit) and ``partial_paths`` (half credit).
     """
+    import json
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -5365,6 +5496,7 @@ def format_benchmark(result: dict) -> str:
 
 
 def cmd_bench(kb: "KnowledgeBase", args) -> int:
+    import json
     judgments = load_fixture(args.fixture)
     result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
     if args.json:
@@ -5615,7 +5747,7 @@ class MCPService:
             report = self.kb.sync(collections=collections or None)
         finally:
             self._sync_lock.release()
-        return {"summary": report.summary(), **dataclasses.asdict(report)}
+        return {"summary": report.summary(), **report.as_dict()}
 
     @staticmethod
     def _document(doc: Document, line_numbers: bool = False) -> dict:
@@ -5650,6 +5782,7 @@ def mcp_server(service: MCPService):
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx, params) -> types.CallToolResult:
+        import json
         try:
             # In a worker thread: SQLite and ONNX block, and other clients keep being served meanwhile.
             result = await anyio.to_thread.run_sync(service.call, params.name, params.arguments)
@@ -5751,7 +5884,10 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
     Standard library only, like the rest of the CLI.
     """
     try:
-        info = json.loads(mcp_server_file().read_text(encoding="utf-8"))
+        text = mcp_server_file().read_text(encoding="utf-8")  # no file, no server: the usual case, without json
+        import json
+
+        info = json.loads(text)
         if Path(info["db"]) != kb.index_path.resolve() or info.get("version") != __version__:
             return None
         import urllib.request  # only now: importing it takes longer than a keyword search
@@ -5764,7 +5900,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
         request = urllib.request.Request(info["search_url"], data=body, headers=headers, method="POST")
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             result = json.loads(answer.read())
-        fields = {f.name for f in dataclasses.fields(Hit)}
+        fields = set(Hit._fields)
         hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
         return hits, SearchMode(result["mode"], result.get("reason", ""))
     except (OSError, ValueError, KeyError, TypeError):  # no server, a stale file, an error: search here instead
@@ -5800,6 +5936,7 @@ def _one_line_errors(app):
         held = None
 
         async def send_one_line(message):
+            import json
             nonlocal held
             if message["type"] == "http.response.start" and message["status"] == 400:
                 held = message  # sent with the (small, single) body below
@@ -5844,6 +5981,7 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
 def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP_DEFAULT_PORT,
                    token: str | None = None) -> None:
     """Serve any number of clients over Streamable HTTP at http://HOST:PORT/mcp until interrupted."""
+    import json
     import socket
 
     import anyio
@@ -5946,6 +6084,8 @@ def one_line(text: str) -> str:
 
 def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
     if args.json:
+        import json
+
         print(json.dumps([h.to_dict(explain=args.explain) for h in hits], indent=2, ensure_ascii=False))
         return
     if args.files:
@@ -6010,6 +6150,7 @@ def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
 
 
 def cmd_collection(kb: KnowledgeBase, args) -> int:
+    import json
     action = args.collection_command
     if action == "add":
         col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force)
@@ -6089,6 +6230,7 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_status(kb: KnowledgeBase, args) -> int:
+    import json
     info = kb.status()
     if args.json:
         print(json.dumps(info, indent=2))
@@ -6151,6 +6293,7 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_tags(kb: KnowledgeBase, args) -> int:
+    import json
     counts = kb.tags(args.collection or None)
     if args.json:
         print(json.dumps([{"tag": t, "notes": n} for t, n in counts], indent=2, ensure_ascii=False))
@@ -6162,6 +6305,7 @@ def cmd_tags(kb: KnowledgeBase, args) -> int:
 
 
 def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
+    import json
     if args.json:
         print(json.dumps([r.to_dict() for r in refs], indent=2, ensure_ascii=False))
         return
@@ -6193,6 +6337,7 @@ def cmd_related(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_get(kb: KnowledgeBase, args) -> int:
+    import json
     doc = kb.get(args.ref)
     if args.json:
         print(json.dumps(doc.to_dict(), indent=2, ensure_ascii=False))
@@ -6206,6 +6351,7 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
+    import json
     documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
         print(json.dumps({"documents": [d.to_dict() for d in documents],
@@ -6252,6 +6398,7 @@ def _read_saved_page(stream, what: str) -> bytes:
 
 def cmd_clip(kb: KnowledgeBase, args) -> int:
     """Clip a URL, a saved page or standard input into a collection; print the new note's path."""
+    import json
     if args.timeout <= 0:
         raise PMSError("--timeout must be a positive number of seconds")
     collection = _clip_target(kb, args.collection)
@@ -6289,6 +6436,7 @@ DEMO_QUERIES = ["sync notes across devices", "rust ownership borrow", '"3-2-1" b
 
 
 def cmd_demo(kb: KnowledgeBase, args) -> int:
+    import json
     folder = sample_notes_dir()
     if not folder.is_dir():
         raise PMSError(f"the sample notes folder {folder} is missing (run the demo from a PMS checkout)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import re
 import shutil
@@ -801,7 +800,7 @@ class MainWindow(QMainWindow):
             self.update_badge()
         self.rate.add(p.done)
         left = self.rate.eta(p.total)
-        eta = f" · {dataclasses.replace(p, eta=left).eta_text} left" if left is not None and p.done < p.total else ""
+        eta = f" · {p.replace(eta=left).eta_text} left" if left is not None and p.done < p.total else ""
         if p.phase == "index" and not self.search_box.text().strip() and self.rate.due("idle", 0.5):
             self.show_idle_text()  # the notes indexed so far are searchable already
         self.progress_label.setText(f"{verb} {p.done:,}/{p.total:,} {unit}{eta}")

@@ -1,5 +1,4 @@
 """Embeddings, vectors and fusion with the real ONNX model (all-MiniLM-L6-v2 from PyPI)."""
-import dataclasses
 import json
 import threading
 
@@ -37,7 +36,7 @@ def test_hybrid_and_candidates_api(hybrid_vault):
     top = hits[0]
     assert top.path == "backup.md" and top.bm25_rank == 1 and top.vector_rank == 1
     assert top.score == pytest.approx(1.0)  # re-scored: the best BM25 and the best cosine, 0.5 x 1 + 0.5 x 1
-    f = dataclasses.replace(hybrid_vault.retrieval.fusion, complete_depth=0)
+    f = hybrid_vault.retrieval.fusion.replace(complete_depth=0)
     top = hybrid_vault.retrieval.hybrid("restic backups offsite", k=3, fusion=f)[0]
     assert top.score == pytest.approx((f.keyword_weight + f.vector_weight) / (f.k + 1) + 2 * f.top_bonus + f.score_share)  # #1 in both: each list's best
     lists = hybrid_vault.retrieval.candidates("restic backups offsite", k=5)

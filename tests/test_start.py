@@ -5,6 +5,7 @@ writes a ``pms`` command that runs pms.py from its cached bytecode. The timings 
 benchmarks (bench/perf.py start, docs/benchmarks.md), not tests."""
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -17,34 +18,41 @@ import pytest
 from conftest import REPO, run_cli
 
 # Modules that one feature needs: sync hashes (hashlib), the CLI parses (argparse),
-# snippets unescape (html), clipping and the MCP client fetch (urllib.request, http.client).
-FEATURE_MODULES = {"argparse", "hashlib", "html", "urllib.request", "http.client", "shutil", "subprocess", "tempfile"}
+# clipping and the MCP client fetch (urllib.request, http.client), --json and the
+# index's settings read JSON (json).
+FEATURE_MODULES = {"argparse", "hashlib", "urllib.request", "http.client", "shutil", "subprocess", "tempfile", "json"}
+# Modules no command needs, whose import alone cost a cold search milliseconds: pms
+# writes its records by hand (dataclasses imports inspect, ast and dis), reads no
+# type hints at run time (typing), escapes snippets itself (html, its entity table)
+# and finds optional packages without importlib.util.
+NEVER_AT_START = {"dataclasses", "inspect", "ast", "dis", "typing", "html", "importlib.util"}
 
 
 def loaded_by(code: str, *args: str) -> dict:
     """Run ``code`` in a fresh interpreter without site-packages (so nothing is
-    preloaded by .pth files); it prints a JSON object last."""
+    preloaded by .pth files); it prints a dict's repr last (not JSON: importing
+    json there would hide whether pms imports it)."""
     r = subprocess.run([sys.executable, "-S", "-c", textwrap.dedent(code), str(REPO), *args],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return ast.literal_eval(r.stdout.strip().splitlines()[-1])
 
 
 def test_importing_pms_loads_no_module_of_a_single_feature():
     found = loaded_by("""
-        import json, sys
+        import sys
         before = set(sys.modules)
         sys.path.insert(0, sys.argv[1])
         import pms
-        print(json.dumps({"new": sorted(set(sys.modules) - before)}))
+        print(repr({"new": sorted(set(sys.modules) - before)}))
         """)
     assert "pms" in found["new"]
-    assert sorted(FEATURE_MODULES & set(found["new"])) == []
+    assert sorted((FEATURE_MODULES | NEVER_AT_START | {"datetime"}) & set(found["new"])) == []
 
 
 def test_a_keyword_search_builds_one_parser_and_loads_neither_sync_nor_network_modules(vault):
     found = loaded_by("""
-        import io, json, sys, contextlib
+        import io, sys, contextlib
         sys.path.insert(0, sys.argv[1])
         import argparse, pms
         built = []
@@ -57,11 +65,11 @@ def test_a_keyword_search_builds_one_parser_and_loads_neither_sync_nor_network_m
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
             code = pms.main(["--db", sys.argv[2], "search", "syncthing"])  # auto mode, as a user types it
-        print(json.dumps({"code": code, "out": out.getvalue(), "built": len(built), "new": sorted(set(sys.modules) - before)}))
+        print(repr({"code": code, "out": out.getvalue(), "built": len(built), "new": sorted(set(sys.modules) - before)}))
         """, str(vault.index_path))
     assert found["code"] == 0 and "Syncing notes" in found["out"]
     assert found["built"] == 2  # the top-level parser and search's, not all sixteen commands'
-    assert sorted({"hashlib", "urllib.request", "http.client", "subprocess"} & set(found["new"])) == []
+    assert sorted(({"hashlib", "urllib.request", "http.client", "subprocess", "json"} | NEVER_AT_START) & set(found["new"])) == []
 
 
 def test_help_still_lists_every_command(pms_main, tmp_path):
@@ -113,3 +121,41 @@ def test_the_pms_command_says_in_one_line_when_pms_py_is_gone(tmp_path):
     copy.unlink()
     gone = subprocess.run([str(tmp_path / "bin" / "pms"), "status"], capture_output=True, text=True, timeout=120)
     assert gone.returncode == 1 and gone.stderr == f"pms: {copy} is gone (moved or deleted?); where it is now, run its setup --command-only\n"
+
+
+def test_the_api_records_behave_as_the_dataclasses_they_replaced():
+    """pms writes its records by hand (pms.Record, for the start): construction by
+    position and keyword, defaults made fresh, equality, repr, replace, as_dict,
+    and NoteFilter frozen and hashable, as with @dataclasses.dataclass."""
+    import pms
+
+    by_position = pms.SyncProgress("index", 3, 10)
+    by_keyword = pms.SyncProgress(phase="index", done=3, total=10, rate=0.0, eta=None, current="")
+    assert by_position == by_keyword and by_position != pms.SyncProgress("index", 4, 10)
+    assert repr(by_position) == "SyncProgress(phase='index', done=3, total=10, rate=0.0, eta=None, current='')"
+    later = by_position.replace(eta=65.0)
+    assert (later.eta, later.eta_text, by_position.eta) == (65.0, "1m05s", None)  # a copy: the original is unchanged
+    with pytest.raises(TypeError):
+        by_position.replace(no_such_field=1)
+    with pytest.raises(TypeError):
+        pms.SyncProgress("index", 3)  # total is required
+    with pytest.raises(TypeError):
+        hash(by_position)  # mutable records are not hashable, as dataclasses are not
+
+    first, second = pms.SyncReport(), pms.SyncReport()
+    first.errors.append(("a.md", "binary"))
+    assert second.errors == [] and first.as_dict()["errors"] == [("a.md", "binary")]
+    assert pms.SyncReport._fields[:4] == ("added", "updated", "deleted", "unchanged")
+
+    note_filter = pms.NoteFilter.build(tags=["a", "-b"], after="2024-01-02")
+    assert note_filter == pms.NoteFilter(("a",), ("b",), None, "2024-01-02", None, ())
+    assert {note_filter: 1}[pms.NoteFilter.build(tags="a,-b".split(","), after="2024-01-02")] == 1
+    with pytest.raises(AttributeError):
+        note_filter.path = "x"
+
+    fusion = pms.FusionSettings()
+    assert fusion.replace(name_weight=3.0).name_weight == 3.0 and fusion.name_weight == 1.0
+    ref = pms.NoteRef("notes", "a.md", "A", "#abc123")
+    assert ref.to_dict() == {"collection": "notes", "path": "a.md", "title": "A", "docid": "#abc123",
+                             "target": "", "line": 0, "resolved": True}
+    assert json.dumps(ref.to_dict())  # what --json and MCP print
