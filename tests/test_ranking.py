@@ -91,6 +91,22 @@ def test_a_note_is_found_by_its_file_name(named_vault):
     assert kb.retrieval.name_ranking("how long to boil water for pasta with salt", 10) == []  # a sentence is not a name
 
 
+def test_a_query_that_can_name_no_note_skips_the_ranked_name_search_with_the_same_result(named_vault, monkeypatch):
+    """Ranking every note that shares a trigram with the query (bm25) costs milliseconds
+    on a large vault; a cheap count of the shared trigrams first proves when no name can
+    reach NAME_MATCH_MIN. A near miss of a title still runs the ranked search."""
+    kb, _ = named_vault
+    statements = []
+    kb.store.db.set_trace_callback(statements.append)
+    queries = ["paperwork deadlines receipts", "Kubernets trubleshooting", "snippets in obsidian", "taxes 2024", "pasta"]
+    checked = {q: kb.retrieval.name_ranking(q, 10) for q in queries}
+    ranked_searches = sum("ORDER BY n.rank" in s for s in statements)
+    assert checked["paperwork deadlines receipts"] == [] and checked["Kubernets trubleshooting"]
+    assert ranked_searches == len(queries) - 1  # all but the one that shares trigrams with a title and names nothing
+    monkeypatch.setattr(pms.Retrieval, "_may_name_a_note", lambda *args: True)
+    assert {q: kb.retrieval.name_ranking(q, 10) for q in queries} == checked
+
+
 def test_in_keyword_mode_a_named_note_beats_the_body_match_bm25_ranks_first(kb, tmp_path, monkeypatch):
     root = tmp_path / "vault"
     write(root / "dev" / "regex-cheat-sheet.md", "# Regular expressions cheat sheet\n\nAnchors, classes, groups, lookarounds.\n")
