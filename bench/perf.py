@@ -690,7 +690,7 @@ START_PARTS = """
 import sys, time
 repo, db, query, what = sys.argv[1:5]
 cpu, parts = time.process_time, {}
-for name in ("re", "contextlib", "pathlib", "typing", "dataclasses", "json", "datetime", "threading"):
+for name in ("re", "contextlib", "pathlib", "collections", "threading"):
     t = cpu(); __import__(name); parts[f"import {name}"] = (cpu() - t) * 1000
 import contextlib, io, json
 sys.path.insert(0, repo)
