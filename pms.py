@@ -212,6 +212,22 @@ def _plain(value):
     return value
 
 
+class LazyPattern:
+    """``re.compile(pattern, flags)``, compiled at its first use: a command uses few of
+    this module's patterns, and compiling them all took 2-6 ms of every start.
+    Only for patterns used through their methods (``_HEADING.match(line)``)."""
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self._args = (pattern, flags)
+
+    def __getattr__(self, name: str):
+        # Reached until the first use only: then the pattern's methods are this object's own.
+        compiled = re.compile(*self._args)
+        for attr in ("match", "fullmatch", "search", "finditer", "findall", "sub", "subn", "split", "pattern", "flags"):
+            setattr(self, attr, getattr(compiled, attr))
+        return getattr(compiled, name)
+
+
 def named_tuple(cls) -> type:
     """``@named_tuple class Row: a: int; b: str = ""`` is ``class Row(typing.NamedTuple)``,
     made with collections.namedtuple (the docstring and methods are kept)."""
@@ -412,7 +428,7 @@ def decode_text(data: bytes) -> str:
     return text
 
 
-_FRONTMATTER_END = re.compile(r"^(---|\.\.\.)[ \t]*$", re.M)
+_FRONTMATTER_END = LazyPattern(r"^(---|\.\.\.)[ \t]*$", re.M)
 
 
 def split_frontmatter(text: str) -> tuple[str | None, str, int]:
@@ -547,8 +563,8 @@ def _as_list(value) -> list[str]:
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
-_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_HEADING = LazyPattern(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_FENCE = LazyPattern(r"^[ \t]{0,3}(`{3,}|~{3,})")
 
 
 def _fence_states(lines: Sequence[str]) -> tuple[list[bool], list[bool]]:
@@ -758,7 +774,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     return chunks
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=\S)")
+_SENTENCE_END = LazyPattern(r"(?<=[.!?:;])\s+(?=\S)")
 
 
 def _sentences(line: str, target_chars: int) -> list[str]:
@@ -818,8 +834,8 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 # Obsidian's tag rule: '#' after a space or a line start, then letters, digits,
 # '_', '-' or '/' (nesting), with at least one character that is not a digit.
-_INLINE_TAG = re.compile(r"(?:^|(?<=\s))#([\w/-]*[^\W\d][\w/-]*)", re.UNICODE)
-_INLINE_CODE = re.compile(r"(`+).+?\1")
+_INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]*[^\W\d][\w/-]*)", re.UNICODE)
+_INLINE_CODE = LazyPattern(r"(`+).+?\1")
 
 
 def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
@@ -920,9 +936,9 @@ def _note_key(path: str) -> str:
     return path[:-3] if path.endswith(".md") else path
 
 
-_WIKILINK = re.compile(r"!?\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|[^\[\]]*)?\]\]")
-_MD_LINK = re.compile(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
-_ATTACHMENT = re.compile(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
+_WIKILINK = LazyPattern(r"!?\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|[^\[\]]*)?\]\]")
+_MD_LINK = LazyPattern(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
+_ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
 def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]:
@@ -2918,8 +2934,6 @@ _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
 # A snippet's HTML escapes only &, < and > (html.escape with quote=False), so
 # both ways are written out: importing html and its entity table took 2 ms of
 # a cold search.
-_HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_HTML_UNESCAPES = {v: k for k, v in _HTML_ESCAPES.items()}
 
 
 def render_snippet(raw: str, style: str = "html") -> str:
@@ -2928,7 +2942,7 @@ def render_snippet(raw: str, style: str = "html") -> str:
     raw = re.sub(r"(^|\s)#{1,6}(?=\s)", r"\1", raw)
     raw = re.sub(r"\s+", " ", raw).strip()
     if style == "html":
-        escaped = re.sub(r"[&<>]", lambda m: _HTML_ESCAPES[m.group()], raw)
+        escaped = raw.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # as html.escape does
         return escaped.replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
     if style == "ansi":
         return raw.replace(_MARK_OPEN, "\x1b[1;33m").replace(_MARK_CLOSE, "\x1b[0m")
@@ -2940,7 +2954,8 @@ def html_to_style(snippet: str, style: str) -> str:
     if style == "html":
         return snippet
     marked = snippet.replace("<mark>", _MARK_OPEN).replace("</mark>", _MARK_CLOSE)
-    return render_snippet(re.sub(r"&(?:amp|lt|gt);", lambda m: _HTML_UNESCAPES[m.group()], marked), style)
+    # The inverse, &amp; last: every "&" of an escaped snippet starts one of the three.
+    return render_snippet(marked.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"), style)
 
 
 def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
@@ -4366,7 +4381,7 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
 
 
 # -- HTML -> Markdown ---------------------------------------------------------------------
-_CODE_LANGUAGE = re.compile(r"(?:^|[\s;])(?:language|lang|highlight-source|highlight|brush)[-:]\s*([A-Za-z0-9_+#.-]+)")
+_CODE_LANGUAGE = LazyPattern(r"(?:^|[\s;])(?:language|lang|highlight-source|highlight|brush)[-:]\s*([A-Za-z0-9_+#.-]+)")
 _NOT_A_LANGUAGE = {"default", "none", "plain", "nohighlight"}
 
 
@@ -4459,8 +4474,8 @@ def _restore_code_blocks(markdown: str, nonce: str, blocks: dict[int, tuple[str,
     return re.sub(rf"{nonce}[SF]\d+E", "", markdown)  # a marker the extractor split or cut
 
 
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
-_PERMALINK = re.compile(r"\s*\[(?:#|¶|§|🔗|link|permalink)\]\([^)]*\)\s*$", re.I)
+_LIST_ITEM = LazyPattern(r"^\s*(?:[-*+]|\d+[.)])\s")
+_PERMALINK = LazyPattern(r"\s*\[(?:#|¶|§|🔗|link|permalink)\]\([^)]*\)\s*$", re.I)
 
 
 def _tidy_markdown(markdown: str) -> str:
@@ -4487,7 +4502,7 @@ def _tidy_markdown(markdown: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_RULE = LazyPattern(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 
 def _with_table_headers(lines: list[str]) -> list[str]:
@@ -4630,7 +4645,7 @@ def _same_page_key(url: str) -> str:
     return urlunsplit((p.scheme.lower(), netloc, p.path.rstrip("/") or "/", p.query, ""))
 
 
-_SOURCE_LINE = re.compile(r"^source:[ \t]*(.+?)[ \t]*$", re.M)
+_SOURCE_LINE = LazyPattern(r"^source:[ \t]*(.+?)[ \t]*$", re.M)
 
 
 def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
