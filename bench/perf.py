@@ -651,11 +651,22 @@ def bench_start(args) -> dict:
         "pms search": ([*command, "search", "--mode", "keyword"], tq),
         "pms search (auto mode)": ([*command, "search"], tq),
     }
+    if args.compare_with:  # the same commands of another copy of pms.py (e.g. a checkout of main), in the same rounds
+        other_bin = args.work / "bin-compare"
+        subprocess.run([real, str(args.compare_with / "pms.py"), "setup", "--command-only", "--bin-dir", str(other_bin)],
+                       check=True, stdout=subprocess.DEVNULL)
+        other = [str(other_bin / "pms"), "--db", str(kdb)]
+        variants["compared: pms search"] = ([*other, "search", "--mode", "keyword"], tq)
+        variants["compared: pms search (auto mode)"] = ([*other, "search"], tq)
     out["keyword"] = cli_wall_interleaved(variants, args.runs)
     out["keyword"]["python"] = real
+    out["keyword"]["load_average"] = os.getloadavg()
+    start = out["keyword"]["interpreter start"]["median_ms"]
+    print(f"  (load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; x = wall median / interpreter start's)")
     for label in variants:
         wall = out["keyword"][label]
-        print(f"  {label}: median {wall['median_ms']:.0f} ms, p95 {wall['p95_ms']:.0f} ms, CPU {wall['cpu_median_ms']:.0f} ms")
+        print(f"  {label}: median {wall['median_ms']:.0f} ms, p95 {wall['p95_ms']:.0f} ms, CPU {wall['cpu_median_ms']:.0f} ms, "
+              f"x{wall['median_ms'] / start:.1f}")
     parts = [start_parts(real, kdb, q) for q in tq[: max(5, args.runs // 2)]]
     out["keyword_parts_cpu_ms"] = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
     print("  CPU of a cold `pms search`, by part (medians): "
@@ -734,6 +745,8 @@ def main(argv=None) -> int:
                         help="embed: with ONNX Runtime's memory arena off, at 512 and at 256 tokens")
     parser.add_argument("--hybrid-db", type=Path, help="an embedded index for the hybrid and size benchmarks "
                         "(e.g. bench/scifact.py's; it is copied first); default: the rust-book, embedded here")
+    parser.add_argument("--compare-with", type=Path, help="start: also time the pms command of the pms.py in this folder "
+                        "(a checkout of another commit), interleaved with this one's")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if not (args.data / "tldr.tar.gz").exists():

@@ -159,3 +159,17 @@ def test_the_api_records_behave_as_the_dataclasses_they_replaced():
     assert ref.to_dict() == {"collection": "notes", "path": "a.md", "title": "A", "docid": "#abc123",
                              "target": "", "line": 0, "resolved": True}
     assert json.dumps(ref.to_dict())  # what --json and MCP print
+
+
+def test_importing_pms_leaves_garbage_collection_as_it_found_it():
+    """pms pauses the collector while it loads (a cold start's time), and only that long."""
+    for before in ("on", "off"):
+        found = loaded_by("""
+            import gc, sys
+            sys.path.insert(0, sys.argv[1])
+            if sys.argv[2] == "off":
+                gc.disable()
+            import pms
+            print(repr({"enabled": gc.isenabled()}))
+            """, before)
+        assert found["enabled"] is (before == "on")
