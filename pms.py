@@ -3680,7 +3680,10 @@ class Retrieval:
     @staticmethod
     def _hit(cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
-        return Hit(path=row.path, collection=row.collection, abspath=str(Path(row.collection_path) / row.path),
+        # str(Path(folder) / path) for a resolved folder and a clean relative path, at a quarter of
+        # the cost (a search makes 80 of them: 1 ms of a cold one).
+        abspath = os.path.join(row.collection_path, *row.path.split("/"))
+        return Hit(path=row.path, collection=row.collection, abspath=abspath,
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
