@@ -215,6 +215,8 @@ class Record:
 def _plain(value):
     if isinstance(value, Record):
         return value.as_dict()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple takes its fields one by one
+        return type(value)(*(_plain(v) for v in value))
     if isinstance(value, (list, tuple)):
         return type(value)(_plain(v) for v in value)
     if isinstance(value, dict):

@@ -160,6 +160,13 @@ def test_the_api_records_behave_as_the_dataclasses_they_replaced():
                              "target": "", "line": 0, "resolved": True}
     assert json.dumps(ref.to_dict())  # what --json and MCP print
 
+    class Nested(pms.Record):  # as_dict converts what dataclasses.asdict converts
+        mode: pms.SearchMode
+        refs: dict
+    nested = Nested(pms.SearchMode("keyword", "why"), {"a": [ref]}).as_dict()
+    assert nested == {"mode": ("keyword", "why", ""), "refs": {"a": [ref.to_dict()]}}
+    assert type(nested["mode"]) is pms.SearchMode
+
 
 def test_importing_pms_leaves_garbage_collection_as_it_found_it():
     """pms pauses the collector while it loads (a cold start's time), and only that long."""
