@@ -56,6 +56,25 @@ def test_notes_with_all_terms_rank_above_notes_with_some(kb, tmp_path):
     assert len(kb.search("kafka zeppelin")) == 6
 
 
+def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_run(kb, tmp_path):
+    """The any-term list only fills places after the all-terms one: when that is full,
+    running it (BM25 over every passage with a common word) cannot change the result."""
+    root = tmp_path / "n"
+    for i in range(60):
+        write(root / f"both{i}.md", f"# Note {i}\n\nkafka and postgres, part {i}.\n")
+    write(root / "one.md", "# Only kafka\n\nkafka kafka kafka.\n")
+    kb.collections.create(root, name="n")
+    kb.sync()
+    statements = []
+    kb.store.db.set_trace_callback(statements.append)
+    full = kb.search("kafka postgres", k=5, mode="keyword")  # asks for 50 passages: 60 have both words
+    assert sum("bm25(chunks_fts" in s for s in statements) == 1
+    statements.clear()
+    some = kb.search("kafka postgres", k=20, mode="keyword")  # 160: the any-term list fills the rest
+    assert sum("bm25(chunks_fts" in s for s in statements) == 2
+    assert [h.path for h in some[:5]] == [h.path for h in full] and "one.md" not in [h.path for h in some]
+
+
 def test_title_and_headings_weigh_more_than_body(kb, tmp_path):
     root = tmp_path / "n"
     write(root / "a.md", "# Walrus\n\nAn animal.\n")
