@@ -157,6 +157,7 @@ class Record:
             if isinstance(default, Factory) and name in cls.__dict__:
                 delattr(cls, name)  # as dataclasses do: the instance always has its own
         cls._frozen = frozen or cls._frozen
+        cls.__init__ = Record.__init__  # compiled at the first instance, for this class's own fields
         cls.__hash__ = Record._hash if cls._frozen else None
         if cls._frozen:
             cls.__setattr__, cls.__delattr__ = Record._refuse_change, Record._refuse_change
