@@ -2452,6 +2452,14 @@ class Embedder:
     def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
         return list(self.embed_stream(texts))
 
+    def query_encoder(self) -> "QueryEncoder":
+        """The QueryEncoder for query_spec, made at first use: in a process that
+        loaded fastembed (a long-running one) with ONNX's optimisations from the start."""
+        with self._lock:
+            if self._query_encoder is None:
+                self._query_encoder = QueryEncoder(self.query_spec, optimised=self._model is not None)
+            return self._query_encoder
+
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
         """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
         one iterator (no per-call set-up) and no float array outlives its batch."""
@@ -2460,12 +2468,15 @@ class Embedder:
             yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
-        if self._model is None and self.query_spec:
+        """The query's int8 vector. QueryEncoder embeds it whenever the model's
+        query_spec is known, also once fastembed is loaded (a sync, the desktop
+        app, the MCP server): the same int8 vector as fastembed's for every
+        query of the dev suite, at half the time in a warm hybrid search, where
+        fastembed's pool of two spinning threads competed with the keyword
+        list's thread (docs/benchmarks.md, "Speed, size and memory")."""
+        if self.query_spec:
             try:
-                with self._lock:
-                    if self._query_encoder is None:
-                        self._query_encoder = QueryEncoder(self.query_spec)
-                return _int8_bytes(self._query_encoder.embed(self.query_prefix + text))
+                return _int8_bytes(self.query_encoder().embed(self.query_prefix + text))
             except Exception:  # files moved or changed: fastembed below says what is wrong
                 self.query_spec = None
         model = self.load()
@@ -2491,12 +2502,13 @@ class QueryEncoder:
     (measured in docs/benchmarks.md), so the first query runs without them, on
     one thread. A second query means a warm process (the Python API, a bench):
     then the session is built again with them (about 140 ms once, MiniLM int8
-    on 2 cores): a short query takes about 5 ms with them, 12-18 ms without. The
-    model file, tokenizer and pooling are those fastembed used when the index
-    was embedded, so the vectors are the same (tests/test_model_memory.py).
+    on 2 cores): a short query takes about 5 ms with them, 12-18 ms without
+    (``optimised``: with them from the start). The model file, tokenizer and
+    pooling are those fastembed used when the index was embedded, so the
+    vectors are the same (tests/test_model_memory.py).
     """
 
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict, optimised: bool = False):
         import numpy as np
         from tokenizers import Tokenizer
 
@@ -2507,11 +2519,13 @@ class QueryEncoder:
         # One input needs no padding: a tokenizer.json may pad to a fixed length (the offline
         # MiniLM's pads every query to 128 word pieces, 10x the work of a short query).
         self.tokenizer.no_padding()
-        self.session = self._session(optimised=False)
+        self.optimised = optimised
+        self.session = self._session(optimised=optimised)
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.queries = 0
 
     def _session(self, optimised: bool):
+        onnxruntime_telemetry_off()  # a process that never loads fastembed starts ONNX Runtime here
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -2550,8 +2564,8 @@ class QueryEncoder:
     def embed(self, text: str):
         np = self.np
         self.queries += 1
-        if self.queries == 2:
-            self.session = self._session(optimised=True)
+        if self.queries == 2 and not self.optimised:
+            self.session, self.optimised = self._session(optimised=True), True
         encoding = self.tokenizer.encode(text)
         ids = np.array([encoding.ids], dtype=np.int64)
         mask = np.array([encoding.attention_mask], dtype=np.int64)
@@ -5023,9 +5037,12 @@ class KnowledgeBase:
             return False
         try:
             self.embedder.load()
-            return True
         except EmbeddingUnavailable:
             return False
+        if self.embedder.query_spec:  # searches embed their queries with it: made here, not in the first search
+            with contextlib.suppress(Exception):
+                self.embedder.query_encoder()
+        return True
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None) -> Document:
