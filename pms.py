@@ -3093,7 +3093,7 @@ class Retrieval:
 
     # -- keyword -------------------------------------------------------------------
     def keyword_ranking(self, query: str | ParsedQuery, limit: int, collections: Sequence[str] | None = None,
-                        note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
+                        note_filter: NoteFilter | None = None, *, owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
         """Chunk ids with BM25 scores (higher is better), best first.
 
         For short queries (up to AND_FIRST_MAX_TERMS terms), passages that
@@ -3101,6 +3101,8 @@ class Retrieval:
         list fills the rest, so recall is never lost when no passage has them
         all. Longer queries (questions, pasted sentences) rank by BM25 alone.
         Within each group a passage's score adds its note's focus (``_focused``).
+        ``owners`` receives chunk id -> document id of the passages it looked up
+        (hybrid search fuses per note and need not look them up again).
         """
         parsed = query if isinstance(query, ParsedQuery) else parse_query(query)
         match_any = parsed.match_any()
@@ -3117,14 +3119,14 @@ class Retrieval:
         any_rows = self._fts(match_any, limit, ids, note_filter)
         match_all = parsed.match_all() if len(parsed.terms) <= self.AND_FIRST_MAX_TERMS else None
         if not match_all or not any_rows:
-            return self._focused([(cid, -r) for cid, r in any_rows], set())
+            return self._focused([(cid, -r) for cid, r in any_rows], set(), owners)
         all_rows = self._fts(match_all, limit, ids, note_filter)
         first = {cid for cid, _ in all_rows}
         ranked = [(cid, -r) for cid, r in all_rows]
         ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
-        return self._focused(ranked[:limit], first)
+        return self._focused(ranked[:limit], first, owners)
 
-    def _focused(self, ranked: list[tuple[int, float]], first: set[int]) -> list[tuple[int, float]]:
+    def _focused(self, ranked: list[tuple[int, float]], first: set[int], owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
         """``ranked`` (chunk id, score) reordered by each passage's score plus its
         note's focus on the query: FOCUS_WEIGHT x (the scores of the note's
         passages in the list, summed) / (the note's passage count ** FOCUS_POWER).
@@ -3134,6 +3136,8 @@ class Retrieval:
         if not ranked or not self.FOCUS_WEIGHT:
             return ranked
         owner = self.store.chunk_documents(cid for cid, _ in ranked)
+        if owners is not None:
+            owners.update(owner)
         sizes = self.store.passages_per_document(set(owner.values()))
         sums: dict[int, float] = {}
         for cid, value in ranked:
@@ -3259,45 +3263,56 @@ class Retrieval:
         return out
 
     def hybrid(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
-               fusion: FusionSettings | None = None, prefix_last: bool = False, note_filter: NoteFilter | None = None) -> list[Hit]:
+               fusion: FusionSettings | None = None, prefix_last: bool = False, note_filter: NoteFilter | None = None,
+               *, vector_ready: bool = False) -> list[Hit]:
         """Hybrid search: the keyword, vector and name lists fused (``fuse``, FusionSettings).
 
         Per note by default: each list is first collapsed to notes (a note's
         rank is that of its best passage), so a note found by both lists through
-        different passages still gets both votes.
+        different passages still gets both votes. ``vector_ready``: the caller
+        has just found ``vector_status()`` ok (KnowledgeBase.search has).
         """
         f = fusion or self.fusion
         query = clean_query(query)
         parsed = parse_query(query, prefix_last=prefix_last)
         depth = max(f.depth, k * 4)
         ids = self.collection_ids(collections)  # an unknown name fails here, before any work
-        status = self.vector_status()
+        status = VectorStatus(True) if vector_ready else self.vector_status()
         if not status.ok:
             raise EmbeddingUnavailable(status.reason)
         # The BM25 ranking (SQLite) runs while the query is embedded (ONNX):
         # both release the GIL, so a hybrid query costs about the longer of the two.
         # The checks above run first: each SQL statement made in this thread
         # meanwhile waits for the GIL while the keyword thread runs Python.
+        # Each thread maps its own list's passages to notes (the keyword list
+        # does for a note's focus), so fusion starts with every passage mapped.
         def keyword_lists():
+            owners: dict[int, int] = {}
             names = self.name_ranking(query, depth, collections, note_filter) if f.name_weight else []
-            return self.keyword_ranking(parsed, depth, collections, note_filter), names
+            return self.keyword_ranking(parsed, depth, collections, note_filter, owners=owners), names, owners
 
         keyword_job = self._background().submit(keyword_lists)
         try:
             vec = self._nearest(query, depth, ids, note_filter)
+            vector_owners = self.store.chunk_documents(cid for cid, _ in vec)
         finally:
-            kw, names = keyword_job.result()
+            kw, names, owners = keyword_job.result()
+        owners.update(vector_owners)
         return self._fused(query, parsed, {"keyword": kw, "vector": [(cid, 1.0 - d) for cid, d in vec], "name": names},
-                           k, chunks, f)
+                           k, chunks, f, owners=owners)
 
     rrf = hybrid  # the former name
 
     def _fused(self, query: str, parsed: ParsedQuery, rankings: dict[str, list[tuple[int, float]]], k: int, chunks: bool,
-               f: FusionSettings) -> list[Hit]:
+               f: FusionSettings, *, owners: dict[int, int] | None = None) -> list[Hit]:
         """Hits from fusing chunk rankings (``keyword``, ``vector``: higher value is better) and
-        the document ranking ``name``, per note (or per passage with ``chunks``)."""
+        the document ranking ``name``, per note (or per passage with ``chunks``). ``owners``:
+        chunk id -> document id already looked up; only the other passages are."""
         names = rankings.pop("name", [])
-        owner = self.store.chunk_documents({cid for r in rankings.values() for cid, _ in r})
+        owner = dict(owners or {})
+        unmapped = {cid for r in rankings.values() for cid, _ in r} - owner.keys()
+        if unmapped:
+            owner.update(self.store.chunk_documents(unmapped))
         first_chunk = self.store.first_chunks(doc for doc, _ in names) if names else {}
         # Each list collapsed to units (a note votes with its best passage); a
         # vector whose passage is gone is skipped. passage[name][unit] = chunk shown.
@@ -4936,7 +4951,8 @@ class KnowledgeBase:
                 return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
             if used == "vector":
                 return self.retrieval.vector(query, k, collections, chunks, note_filter=note_filter)
-            return self.retrieval.hybrid(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
+            return self.retrieval.hybrid(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter,
+                                         vector_ready=True)
         except EmbeddingUnavailable:
             if mode != "auto":
                 raise
