@@ -2474,14 +2474,14 @@ class Embedder:
         query of the dev suite, at half the time in a warm hybrid search, where
         fastembed's pool of two spinning threads competed with the keyword
         list's thread (docs/benchmarks.md, "Speed, size and memory")."""
+        text = clean_query(text)  # the tokenizer raises TypeError on lone surrogates: only clean text reaches it
         if self.query_spec:
             try:
                 return _int8_bytes(self.query_encoder().embed(self.query_prefix + text))
             except Exception:  # files moved or changed: fastembed below says what is wrong
                 self.query_spec = None
         model = self.load()
-        # The tokenizer raises TypeError on lone surrogates: only clean text reaches it.
-        return _int8_bytes(next(iter(model.embed([self.query_prefix + clean_query(text)], batch_size=1))))
+        return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
 
 
 def onnxruntime_telemetry_off() -> None:

@@ -94,6 +94,8 @@ def test_once_fastembed_is_loaded_queries_still_go_through_the_query_encoder(emb
             by_fastembed = pms._int8_bytes(next(iter(kb.embedder._model.embed([kb.embedder.query_prefix + query], batch_size=1))))
             assert kb.embedder.embed_query(query) == by_fastembed
         assert encoder.queries == 2 and encoder.session is session  # both went through it, and it was never rebuilt
+        kb.embedder.embed_query("caf\udce9 \ud800")  # undecodable input is cleaned first, not a reason to give the encoder up
+        assert kb.embedder.query_spec and encoder.queries == 3
 
 
 def test_the_query_encoder_reads_only_the_query_and_is_optimised_once_warm(embedded_index):
