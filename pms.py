@@ -2629,6 +2629,14 @@ class Embedder:
     def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
         return list(self.embed_stream(texts))
 
+    def query_encoder(self) -> "QueryEncoder":
+        """The QueryEncoder for query_spec, made at first use: in a process that
+        loaded fastembed (a long-running one) with ONNX's optimisations from the start."""
+        with self._lock:
+            if self._query_encoder is None:
+                self._query_encoder = QueryEncoder(self.query_spec, optimised=self._model is not None)
+            return self._query_encoder
+
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
         """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
         one iterator (no per-call set-up) and no float array outlives its batch."""
@@ -2637,17 +2645,20 @@ class Embedder:
             yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
-        if self._model is None and self.query_spec:
+        """The query's int8 vector. QueryEncoder embeds it whenever the model's
+        query_spec is known, also once fastembed is loaded (a sync, the desktop
+        app, the MCP server): the same int8 vector as fastembed's for every
+        query of the dev suite, at half the time in a warm hybrid search, where
+        fastembed's pool of two spinning threads competed with the keyword
+        list's thread (docs/benchmarks.md, "Speed, size and memory")."""
+        text = clean_query(text)  # the tokenizer raises TypeError on lone surrogates: only clean text reaches it
+        if self.query_spec:
             try:
-                with self._lock:
-                    if self._query_encoder is None:
-                        self._query_encoder = QueryEncoder(self.query_spec)
-                return _int8_bytes(self._query_encoder.embed(self.query_prefix + text))
+                return _int8_bytes(self.query_encoder().embed(self.query_prefix + text))
             except Exception:  # files moved or changed: fastembed below says what is wrong
                 self.query_spec = None
         model = self.load()
-        # The tokenizer raises TypeError on lone surrogates: only clean text reaches it.
-        return _int8_bytes(next(iter(model.embed([self.query_prefix + clean_query(text)], batch_size=1))))
+        return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
 
 
 def onnxruntime_telemetry_off() -> None:
@@ -2668,12 +2679,13 @@ class QueryEncoder:
     (measured in docs/benchmarks.md), so the first query runs without them, on
     one thread. A second query means a warm process (the Python API, a bench):
     then the session is built again with them (about 140 ms once, MiniLM int8
-    on 2 cores): a short query takes about 5 ms with them, 12-18 ms without. The
-    model file, tokenizer and pooling are those fastembed used when the index
-    was embedded, so the vectors are the same (tests/test_model_memory.py).
+    on 2 cores): a short query takes about 5 ms with them, 12-18 ms without
+    (``optimised``: with them from the start). The model file, tokenizer and
+    pooling are those fastembed used when the index was embedded, so the
+    vectors are the same (tests/test_model_memory.py).
     """
 
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict, optimised: bool = False):
         import numpy as np
         from tokenizers import Tokenizer
 
@@ -2684,11 +2696,13 @@ class QueryEncoder:
         # One input needs no padding: a tokenizer.json may pad to a fixed length (the offline
         # MiniLM's pads every query to 128 word pieces, 10x the work of a short query).
         self.tokenizer.no_padding()
-        self.session = self._session(optimised=False)
+        self.optimised = optimised
+        self.session = self._session(optimised=optimised)
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.queries = 0
 
     def _session(self, optimised: bool):
+        onnxruntime_telemetry_off()  # a process that never loads fastembed starts ONNX Runtime here
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -2728,8 +2742,8 @@ class QueryEncoder:
     def embed(self, text: str):
         np = self.np
         self.queries += 1
-        if self.queries == 2:
-            self.session = self._session(optimised=True)
+        if self.queries == 2 and not self.optimised:
+            self.session, self.optimised = self._session(optimised=True), True
         encoding = self.tokenizer.encode(text)
         ids = np.array([encoding.ids], dtype=np.int64)
         mask = np.array([encoding.attention_mask], dtype=np.int64)
@@ -3260,7 +3274,7 @@ class Retrieval:
 
     # -- keyword -------------------------------------------------------------------
     def keyword_ranking(self, query: str | ParsedQuery, limit: int, collections: Sequence[str] | None = None,
-                        note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
+                        note_filter: NoteFilter | None = None, *, owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
         """Chunk ids with BM25 scores (higher is better), best first.
 
         For short queries (up to AND_FIRST_MAX_TERMS terms), passages that
@@ -3268,6 +3282,8 @@ class Retrieval:
         list fills the rest, so recall is never lost when no passage has them
         all. Longer queries (questions, pasted sentences) rank by BM25 alone.
         Within each group a passage's score adds its note's focus (``_focused``).
+        ``owners`` receives chunk id -> document id of the passages it looked up
+        (hybrid search fuses per note and need not look them up again).
         """
         parsed = query if isinstance(query, ParsedQuery) else parse_query(query)
         match_any = parsed.match_any()
@@ -3287,15 +3303,15 @@ class Retrieval:
         if len(all_rows) >= limit:
             # Passages with every term fill the list: the any-term query (the
             # costly one, its common words match most notes) could add nothing.
-            return self._focused([(cid, -r) for cid, r in all_rows], first)
+            return self._focused([(cid, -r) for cid, r in all_rows], first, owners)
         any_rows = self._fts(match_any, limit, ids, note_filter)
         if not match_all or not any_rows:
-            return self._focused([(cid, -r) for cid, r in any_rows], set())
+            return self._focused([(cid, -r) for cid, r in any_rows], set(), owners)
         ranked = [(cid, -r) for cid, r in all_rows]
         ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
-        return self._focused(ranked[:limit], first)
+        return self._focused(ranked[:limit], first, owners)
 
-    def _focused(self, ranked: list[tuple[int, float]], first: set[int]) -> list[tuple[int, float]]:
+    def _focused(self, ranked: list[tuple[int, float]], first: set[int], owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
         """``ranked`` (chunk id, score) reordered by each passage's score plus its
         note's focus on the query: FOCUS_WEIGHT x (the scores of the note's
         passages in the list, summed) / (the note's passage count ** FOCUS_POWER).
@@ -3305,6 +3321,8 @@ class Retrieval:
         if not ranked or not self.FOCUS_WEIGHT:
             return ranked
         owner = self.store.chunk_documents(cid for cid, _ in ranked)
+        if owners is not None:
+            owners.update(owner)
         sizes = self.store.passages_per_document(set(owner.values()))
         sums: dict[int, float] = {}
         for cid, value in ranked:
@@ -3457,45 +3475,61 @@ class Retrieval:
         return out
 
     def hybrid(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
-               fusion: FusionSettings | None = None, prefix_last: bool = False, note_filter: NoteFilter | None = None) -> list[Hit]:
+               fusion: FusionSettings | None = None, prefix_last: bool = False, note_filter: NoteFilter | None = None,
+               *, vector_ready: bool = False) -> list[Hit]:
         """Hybrid search: the keyword, vector and name lists fused (``fuse``, FusionSettings).
 
         Per note by default: each list is first collapsed to notes (a note's
         rank is that of its best passage), so a note found by both lists through
-        different passages still gets both votes.
+        different passages still gets both votes. ``vector_ready``: the caller
+        has just found ``vector_status()`` ok (KnowledgeBase.search has).
         """
         f = fusion or self.fusion
         query = clean_query(query)
         parsed = parse_query(query, prefix_last=prefix_last)
         depth = max(f.depth, k * 4)
         ids = self.collection_ids(collections)  # an unknown name fails here, before any work
-        status = self.vector_status()
+        status = VectorStatus(True) if vector_ready else self.vector_status()
         if not status.ok:
             raise EmbeddingUnavailable(status.reason)
-        # The BM25 ranking (SQLite) runs while the query is embedded (ONNX):
-        # both release the GIL, so a hybrid query costs about the longer of the two.
+        # The BM25 ranking and the name list (SQLite, each in a worker thread)
+        # run while the query is embedded (ONNX): all release the GIL, so a
+        # hybrid query costs about the longest of the three. The name list has a
+        # thread of its own: for a query of a few words its trigram search can
+        # take longer than the other two (SciFact's p95).
         # The checks above run first: each SQL statement made in this thread
-        # meanwhile waits for the GIL while the keyword thread runs Python.
-        def keyword_lists():
-            names = self.name_ranking(query, depth, collections, note_filter) if f.name_weight else []
-            return self.keyword_ranking(parsed, depth, collections, note_filter), names
+        # meanwhile waits for the GIL while a worker runs Python.
+        # Each thread maps its own list's passages to notes (the keyword list
+        # does for a note's focus), so fusion starts with every passage mapped.
+        def keyword_list():
+            owners: dict[int, int] = {}
+            return self.keyword_ranking(parsed, depth, collections, note_filter, owners=owners), owners
 
-        keyword_job = self._background().submit(keyword_lists)
+        workers = self._background()
+        keyword_job = workers.submit(keyword_list)
+        name_job = workers.submit(self.name_ranking, query, depth, collections, note_filter) if f.name_weight else None
         try:
             vec = self._nearest(query, depth, ids, note_filter)
+            vector_owners = self.store.chunk_documents(cid for cid, _ in vec)
         finally:
-            kw, names = keyword_job.result()
+            names = name_job.result() if name_job else []
+            kw, owners = keyword_job.result()
+        owners.update(vector_owners)
         return self._fused(query, parsed, {"keyword": kw, "vector": [(cid, 1.0 - d) for cid, d in vec], "name": names},
-                           k, chunks, f)
+                           k, chunks, f, owners=owners)
 
     rrf = hybrid  # the former name
 
     def _fused(self, query: str, parsed: ParsedQuery, rankings: dict[str, list[tuple[int, float]]], k: int, chunks: bool,
-               f: FusionSettings) -> list[Hit]:
+               f: FusionSettings, *, owners: dict[int, int] | None = None) -> list[Hit]:
         """Hits from fusing chunk rankings (``keyword``, ``vector``: higher value is better) and
-        the document ranking ``name``, per note (or per passage with ``chunks``)."""
+        the document ranking ``name``, per note (or per passage with ``chunks``). ``owners``:
+        chunk id -> document id already looked up; only the other passages are."""
         names = rankings.pop("name", [])
-        owner = self.store.chunk_documents({cid for r in rankings.values() for cid, _ in r})
+        owner = dict(owners or {})
+        unmapped = {cid for r in rankings.values() for cid, _ in r} - owner.keys()
+        if unmapped:
+            owner.update(self.store.chunk_documents(unmapped))
         first_chunk = self.store.first_chunks(doc for doc, _ in names) if names else {}
         # Each list collapsed to units (a note votes with its best passage); a
         # vector whose passage is gone is skipped. passage[name][unit] = chunk shown.
@@ -3667,11 +3701,11 @@ class Retrieval:
         return self._finish(hits, parse_query(""), "", k)
 
     def _background(self):
-        """One worker thread (with its own SQLite connection) for work done side by side."""
+        """Two worker threads (each with its own SQLite connection) for work done side by side."""
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pms-retrieval")
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pms-retrieval")
         return self._pool
 
     def close(self) -> None:
@@ -5131,7 +5165,8 @@ class KnowledgeBase:
                 return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
             if used == "vector":
                 return self.retrieval.vector(query, k, collections, chunks, note_filter=note_filter)
-            return self.retrieval.hybrid(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
+            return self.retrieval.hybrid(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter,
+                                         vector_ready=True)
         except EmbeddingUnavailable:
             if mode != "auto":
                 raise
@@ -5232,9 +5267,12 @@ class KnowledgeBase:
             return False
         try:
             self.embedder.load()
-            return True
         except EmbeddingUnavailable:
             return False
+        if self.embedder.query_spec:  # searches embed their queries with it: made here, not in the first search
+            with contextlib.suppress(Exception):
+                self.embedder.query_encoder()
+        return True
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None) -> Document:

@@ -320,7 +320,9 @@ def interleaved(fns: dict, queries: list[str], passes: int = 2, warmup: list[str
 def child_hybrid_latency(db: str, queries: list[str]) -> dict:
     """Warm searches. Each mode has its own KnowledgeBase (each embeds its query itself: a
     KnowledgeBase keeps its last queries' vectors), all on one loaded model; the
-    ``*_sqlite_vec`` ones keep no vectors in memory, as a one-shot process."""
+    ``*_sqlite_vec`` ones keep no vectors in memory, as a one-shot process. The model is
+    loaded first, as the desktop app and the MCP server do (``load_embedder``); queries
+    are still embedded by the one-thread query encoder, as in every process."""
     embedder = pms.Embedder()
     _, load_s = timed(embedder.load)
     kbs = {"hybrid": pms.KnowledgeBase(db, embedder=embedder), "keyword": pms.KnowledgeBase(db, embedder=embedder),
@@ -451,6 +453,7 @@ def ensure_embedded(args) -> Path:
         db = args.work / f"copy-of-{args.hybrid_db.name}"
         if not db.exists():
             copy_index(args.hybrid_db, db)
+        remember_query_encoder(db)
         return db
     db = args.work / "rust-book-embedded.sqlite"
     figures = db.with_suffix(".json")
@@ -469,6 +472,23 @@ def copy_index(source: Path, target: Path) -> None:
     src.backup(dst)
     dst.close()
     src.close()
+
+
+def remember_query_encoder(db: Path) -> None:
+    """An index embedded before indexes remembered how to embed a query without
+    fastembed (meta ``embed_query_spec``, recorded by every sync since) gets it
+    here, as a sync would record it, so a search in the copy embeds its query as
+    a user's index makes it (QueryEncoder), not through fastembed."""
+    con = sqlite3.connect(db)
+    meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_query_spec')"))
+    if meta.get("embed_model") and not meta.get("embed_query_spec"):
+        embedder = pms.Embedder(meta["embed_model"])
+        embedder.load()
+        if embedder.query_spec:
+            with con:
+                con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embed_query_spec', ?)", (json.dumps(embedder.query_spec),))
+            print(f"  (recorded how {meta['embed_model']} embeds a query in the copy, as a sync does now)")
+    con.close()
 
 
 def scifact_queries(args) -> list[str]:

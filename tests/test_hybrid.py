@@ -169,3 +169,47 @@ def test_a_worker_threads_connection_never_changes_whether_vectors_are_available
     worker.join()
     assert store.vec_loaded and store.vec_error is None
     assert hybrid_vault.search_mode() == ("hybrid", "", "")
+
+
+def test_a_hybrid_search_looks_up_each_lists_notes_once_and_checks_vectors_once(hybrid_kb, tmp_path, monkeypatch):
+    """Fusion per note starts with every passage already mapped to its note: the
+    keyword list's by its own thread (for a note's focus), the vector list's by
+    the search's thread while the keyword list runs; nothing is looked up again.
+    And KnowledgeBase.search asks vector_status once, not again inside hybrid."""
+    notes = {"orchard.md": "# Apple orchard\n\nPicking apples at harvest time in the orchard.\n",
+             "pears.md": "# Pear trees\n\nPruning pear trees and cherry trees in the garden in spring.\n",
+             "berries.md": "# Berries\n\nGrowing strawberries and raspberries in raised garden beds.\n",
+             "plums.md": "# Plum jam\n\nCooking plum jam from the fruit of the garden trees.\n",
+             "vines.md": "# Grapevines\n\nTending grapevines and picking grapes for wine.\n",
+             "cider.md": "# Cider\n\nPressing cider from orchard fruit in autumn.\n",
+             "picking.md": "# Fruit picking\n\nPicking ripe fruit from the orchard trees in autumn.\n",
+             "database.md": "# Database migrations\n\nThe schema migration tool runs before every deploy, checks foreign keys, rebuilds "
+                            "indexes and logs each table it touched. Releases are named after moons: this one the harvest moon.\n"}
+    for name, text in notes.items():
+        write(tmp_path / "n" / name, text)
+    hybrid_kb.collections.create(tmp_path / "n", name="n")
+    assert hybrid_kb.sync().embed_error is None
+    retrieval = hybrid_kb.retrieval
+    fusion = dataclasses.replace(retrieval.fusion, depth=3)  # shallow lists (4 passages for k=1), so each has passages the other lacks
+    monkeypatch.setattr(retrieval, "fusion", fusion)
+    query = "apple harvest"
+    keyword = {cid for cid, _ in retrieval.keyword_ranking(pms.parse_query(query), 4)}
+    vector = {cid for cid, _ in retrieval.vector_ranking(query, 4)}
+    assert keyword - vector and vector - keyword, "the lists must differ for this test to mean anything"
+    lookups: list[tuple[str, set[int]]] = []
+    original = hybrid_kb.store.chunk_documents
+
+    def recording(chunk_ids):
+        chunk_ids = list(chunk_ids)
+        lookups.append((threading.current_thread().name, set(chunk_ids)))
+        return original(chunk_ids)
+
+    monkeypatch.setattr(hybrid_kb.store, "chunk_documents", recording)
+    statuses = []
+    status = retrieval.vector_status
+    monkeypatch.setattr(retrieval, "vector_status", lambda: statuses.append(1) or status())
+    assert hybrid_kb.search(query, k=1)[0].path == "orchard.md"
+    assert len(statuses) == 1
+    this_thread = threading.current_thread().name
+    assert [ids for name, ids in lookups if name != this_thread] == [keyword]
+    assert [ids for name, ids in lookups if name == this_thread] == [vector]  # never the keyword list's passages again
