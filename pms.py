@@ -2629,12 +2629,13 @@ class Embedder:
     def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
         return list(self.embed_stream(texts))
 
-    def query_encoder(self) -> "QueryEncoder":
-        """The QueryEncoder for query_spec, made at first use: in a process that
-        loaded fastembed (a long-running one) with ONNX's optimisations from the start."""
+    def query_encoder(self, optimised: bool | None = None) -> "QueryEncoder":
+        """The QueryEncoder for query_spec, made at first use: with ONNX's optimisations
+        from the start when ``optimised`` or in a process that loaded fastembed (a
+        long-running one; a CLI search's single query is faster without them)."""
         with self._lock:
             if self._query_encoder is None:
-                self._query_encoder = QueryEncoder(self.query_spec, optimised=self._model is not None)
+                self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
             return self._query_encoder
 
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
@@ -5263,16 +5264,23 @@ class KnowledgeBase:
         return out
 
     def load_embedder(self) -> bool:
-        """Load the embedding model now (e.g. in a background thread); False if unavailable."""
+        """Make ready what a search embeds its query with, now (e.g. in a background
+        thread, so the first search is fast); False if unavailable. When the index
+        remembers its model's files that is the query encoder alone: fastembed
+        (about 260 MB resident) loads only when a sync has passages to embed."""
         if self.embedder is None:
             return False
+        if self.embedder.query_spec:
+            with contextlib.suppress(Exception):
+                self.embedder.query_encoder(optimised=True).embed("warm up")  # a session's first run is its slowest
+                return True
         try:
             self.embedder.load()
         except EmbeddingUnavailable:
             return False
         if self.embedder.query_spec:  # searches embed their queries with it: made here, not in the first search
             with contextlib.suppress(Exception):
-                self.embedder.query_encoder()
+                self.embedder.query_encoder(optimised=True)
         return True
 
     # -- reading ----------------------------------------------------------------------------

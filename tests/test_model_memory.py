@@ -79,23 +79,27 @@ def test_a_search_embeds_its_query_without_fastembed_and_gets_the_same_vector(em
         assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.9995
 
 
-def test_once_fastembed_is_loaded_queries_still_go_through_the_query_encoder(embedded_index):
-    """A process that loaded fastembed (a sync, the desktop app, the MCP server) embeds
-    queries with the one-thread QueryEncoder too, optimised from the start, and gets
+def test_load_embedder_readies_only_the_query_encoder_and_fastembed_later_does_not_take_queries_over(embedded_index):
+    """Warming up (the desktop app, the MCP server) makes the query encoder alone,
+    optimised and run once, when the index remembers its model's files: fastembed
+    (about 260 MB) waits for a sync with passages to embed. A process that then
+    loads fastembed still embeds queries with the one-thread QueryEncoder and gets
     the int8 vector fastembed would give."""
     ort = pytest.importorskip("onnxruntime")
     with pms.KnowledgeBase(embedded_index) as kb:
-        assert kb.load_embedder() and kb.embedder.loaded
+        assert kb.load_embedder() and not kb.embedder.loaded
         encoder = kb.embedder._query_encoder
         assert encoder is not None, "load_embedder makes the query encoder, so the first search does not"
         assert encoder.session.get_session_options().graph_optimization_level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        assert encoder.queries == 1  # its warm-up run
         session = encoder.session
+        model = kb.embedder.load()  # as a sync does
         for query in ("replicate documents onto my cellphone", "rust"):
-            by_fastembed = pms._int8_bytes(next(iter(kb.embedder._model.embed([kb.embedder.query_prefix + query], batch_size=1))))
+            by_fastembed = pms._int8_bytes(next(iter(model.embed([kb.embedder.query_prefix + query], batch_size=1))))
             assert kb.embedder.embed_query(query) == by_fastembed
-        assert encoder.queries == 2 and encoder.session is session  # both went through it, and it was never rebuilt
+        assert encoder.queries == 3 and encoder.session is session  # both went through it, and it was never rebuilt
         kb.embedder.embed_query("caf\udce9 \ud800")  # undecodable input is cleaned first, not a reason to give the encoder up
-        assert kb.embedder.query_spec and encoder.queries == 3
+        assert kb.embedder.query_spec and encoder.queries == 4
 
 
 def test_the_query_encoder_reads_only_the_query_and_is_optimised_once_warm(embedded_index):
