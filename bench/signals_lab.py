@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Ranking signals the two ranked lists do not carry, measured on the whole dev suite.
 
-    PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py [SET ...]
+    PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py [SET ...]            # the complete step varied
+    PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py --earlier [SET ...]  # the first study
 
 ``bench/fusion_lab.py`` re-fuses the same two lists; this lab adds information:
 the query's cosine to EVERY passage of every candidate note (not only the
@@ -14,6 +15,10 @@ once and cached (``.cache/bench/<set>/signals-<key>.pkl``); every variant is
 then numpy over that cache, seconds a variant for the suite. ``before`` is RRF
 with the score share (``pms.fuse``, FusionSettings()) from the same lists;
 ``complete top 20 ... (shipped)`` is what ``Retrieval._complete`` adds to it.
+By default the lab runs ``study()``: ``real_complete`` mirrors ``_complete`` as
+shipped (within 0.002 of bench/suite.py on every set) and varies its
+normalisation, keyword share, depth, feedback and note scores; each row is
+judged against the shipped row by the rule in docs/benchmarks.md.
 The lab reads the index file itself (read only, sqlite-vec loaded), as pms
 exports no passage-level API; only the keyword list's column weights are
 copied from pms (FIELD_WEIGHTS below).
@@ -339,7 +344,7 @@ def normalise(x: np.ndarray, how: str) -> np.ndarray:
     return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
 
 
-def note_mean_sims(q: Query, qvec: np.ndarray) -> dict[str, float]:
+def note_mean_sims(q: Query, qvec: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
     """note -> cosine of ``qvec`` to the mean of its passages' unit vectors (a note-level vector)."""
     s = q.s
     if not hasattr(s, "note_means"):
@@ -350,11 +355,10 @@ def note_mean_sims(q: Query, qvec: np.ndarray) -> dict[str, float]:
     return s.note_means @ qvec, s.note_row
 
 
-def moved_query(q: Query, m: int, beta: float) -> np.ndarray:
-    """q' of ``moved_sims`` as a unit vector (q itself without feedback)."""
-    first = baseline(q)
+def toward(q: Query, docs: list[str], beta: float) -> np.ndarray:
+    """q + beta x the mean of these notes' passages nearest q, as a unit vector (Rocchio)."""
     s, feedback = q.s, []
-    for doc in first[:m] if beta else ():
+    for doc in docs if beta else ():
         rows = np.flatnonzero(s.chunk_doc == doc)
         if len(rows):
             feedback.append(s.vectors[rows[np.argmax(q.sims[rows])]])
@@ -364,21 +368,39 @@ def moved_query(q: Query, m: int, beta: float) -> np.ndarray:
     return q2 / np.linalg.norm(q2)
 
 
+def vector_focus(q: Query, top: int = DEPTH, power: float = 0.75) -> dict[str, float]:
+    """note -> (its passages' cosines among the vector list's ``top`` passages, summed) /
+    its passage count ** power: the keyword list's note focus (pms ``_focused``) for cosines."""
+    s = q.s
+    if not hasattr(s, "passage_counts"):
+        s.passage_counts = np.bincount(s.doc_index).astype(float)
+    t = min(top, len(q.sims))
+    idx = np.argpartition(-q.sims, t - 1)[:t]
+    sums = np.bincount(s.doc_index[idx], weights=q.sims[idx], minlength=len(s.doc_ids)) / s.passage_counts ** power
+    return dict(zip(s.doc_ids.tolist(), sums.tolist()))
+
+
 def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int = 20, norm: str = "max",
                   vnorm: str | None = None, vec_second: float = 0.0, kw_second: float = 0.0, mean_w: float = 0.0,
-                  mean_norm: str | None = None):
+                  feedback_from: str = "first", own_cosine_plain: bool = False, prior: float = 0.0,
+                  length_penalty: float = 0.0, focus_w: float = 0.0, top_bonus: float = 0.0,
+                  feedback_alpha: float | None = None):
     """``Retrieval._complete`` as shipped (defaults) and varied: the first fusion's top
     ``depth`` notes, each note's BM25 its value in the keyword list (BM25 + the note's
     focus) or, for notes the list missed, its best passage's raw BM25; its cosine its
     best passage's to q' (feedback from the top ``m`` notes x ``beta``). Ranked by
-    alpha x norm(BM25) + (1 - alpha) x vnorm(cosine) (+ mean_w x the cosine to the note's
-    mean vector); ``vec_second`` / ``kw_second`` add that share of the 2nd best passage."""
+    alpha x norm(BM25) + (1 - alpha) x vnorm(cosine). Variations:
+    ``vec_second`` / ``kw_second`` add that share of a note's 2nd best passage; ``mean_w``
+    adds the cosine to the note's mean vector; ``feedback_from`` ``complete``: the top
+    notes of this step without feedback (two passes), ``both``: those and the first
+    fusion's; ``own_cosine_plain``: the feedback note keeps its cosine to q; ``prior``
+    adds prior / (first fusion rank), ``top_bonus`` that to the first fusion's #1 only;
+    ``length_penalty`` subtracts that x ln(passages) from a note's cosine; ``focus_w`` adds
+    that x ``vector_focus``; ``feedback_alpha``: the keyword share of the pass without
+    feedback that picks the feedback notes (``complete``, ``both``)."""
     vnorm = vnorm or norm
 
-    def ranker(q: Query) -> list[str]:
-        first = baseline(q)
-        head = first[:depth]
-        qv = moved_query(q, m, beta)
+    def scored(q: Query, head: list[str], qv: np.ndarray, alpha: float = alpha) -> np.ndarray:
         sims = q.note_sims(q.s.vectors @ qv, second=vec_second)
         listed = dict(reversed(q.keyword))  # a note's first place in the list
         raw = q.note_bm25()
@@ -388,13 +410,36 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
             b = b + kw_second * np.array([extra.get(d, 0.0) - raw.get(d, 0.0) for d in head])
         b = np.maximum(b, 0.0)  # the real path leaves BM25 <= 0 out (0 from that list)
         v = np.array([sims[d] for d in head])
+        if own_cosine_plain and qv is not q.qvec:
+            v[0] = q.note_sims()[head[0]]
+        if length_penalty:
+            if not hasattr(q.s, "passage_counts"):
+                q.s.passage_counts = np.bincount(q.s.doc_index).astype(float)
+            row = {d: i for i, d in enumerate(q.s.doc_ids.tolist())}
+            v = v - length_penalty * np.log([q.s.passage_counts[row[d]] for d in head])
+        if focus_w:
+            focus = vector_focus(q)
+            v = v + focus_w * np.array([focus[d] for d in head])
         score = alpha * normalise(b, norm) + (1 - alpha) * normalise(v, vnorm)
         if mean_w:
             means, row = note_mean_sims(q, qv)
-            score = score + mean_w * normalise(np.array([means[row[d]] for d in head]), mean_norm or vnorm)
+            score = score + mean_w * normalise(np.array([means[row[d]] for d in head]), vnorm)
+        score = score + prior / np.arange(1, len(head) + 1)
+        score[:1] += top_bonus
+        return score
+
+    def ordered(head: list[str], score: np.ndarray) -> list[str]:
         # ties: the first fusion's order (fuse breaks them by the best rank in any list)
-        order = sorted(range(len(head)), key=lambda i: (-score[i], i))
-        return [head[i] for i in order] + first[depth:]
+        return [head[i] for i in sorted(range(len(head)), key=lambda i: (-score[i], i))]
+
+    def ranker(q: Query) -> list[str]:
+        first = baseline(q)
+        head = first[:depth]
+        feedback = first[:m]
+        if feedback_from != "first":
+            plain = ordered(head, scored(q, head, q.qvec, feedback_alpha or alpha))[:m]
+            feedback = plain + [d for d in feedback if d not in plain] if feedback_from == "both" else plain
+        return ordered(head, scored(q, head, toward(q, feedback, beta))) + first[depth:]
     return ranker
 
 
@@ -417,6 +462,31 @@ def study() -> dict:
             v[f"{norm} a0.5 bm25 +{lam} x 2nd"] = real_complete(norm=norm, kw_second=lam)
         for w in (0.1, 0.2, 0.3):
             v[f"{norm} a0.5 + {w} x note mean vector"] = real_complete(norm=norm, mean_w=w)
+    # Where the Rust book's gain from feedback comes from, and what else could give it
+    v["feedback note keeps its cosine to q"] = real_complete(own_cosine_plain=True)
+    for p in (0.1, 0.2, 0.3, 0.5):
+        v[f"no feedback, + {p} / first fusion rank"] = real_complete(beta=0.0, prior=p)
+    for beta in (0.0, 0.3, 0.5):
+        for g in (0.005, 0.01, 0.02, 0.03):
+            v[f"feedback x{beta}, cosine - {g} ln(passages)"] = real_complete(beta=beta, length_penalty=g)
+        for w in (0.25, 0.5, 1.0):
+            v[f"feedback x{beta}, cosine + {w} x vector focus"] = real_complete(beta=beta, focus_w=w)
+    for beta in (0.3, 0.5, 0.7):
+        v[f"two passes: feedback from this step's top x{beta}"] = real_complete(beta=beta, feedback_from="complete")
+    for alpha in (0.45, 0.55):
+        v[f"two passes x0.5, a{alpha}"] = real_complete(alpha, feedback_from="complete")
+    v["two passes x0.5, top 2"] = real_complete(m=2, feedback_from="complete")
+    v["two passes x0.5, depth 30"] = real_complete(depth=30, feedback_from="complete")
+    for p in (0.05, 0.1, 0.2):
+        v[f"two passes x0.5, + {p} / first fusion rank"] = real_complete(prior=p, feedback_from="complete")
+    for beta in (0.5, 0.7, 1.0):
+        v[f"feedback from both tops x{beta}"] = real_complete(beta=beta, feedback_from="both")
+    v["both tops x0.7, + 0.05 / first fusion rank"] = real_complete(beta=0.7, prior=0.05, feedback_from="both")
+    for b in (0.02, 0.05, 0.1, 0.15):
+        v[f"two passes x0.5, + {b} for the first fusion's #1"] = real_complete(top_bonus=b, feedback_from="complete")
+        v[f"no feedback, + {b} for the first fusion's #1"] = real_complete(beta=0.0, top_bonus=b)
+    for a in (0.6, 0.7, 0.8):
+        v[f"two passes x0.5, feedback note picked at a{a}"] = real_complete(feedback_alpha=a, feedback_from="complete")
     return v
 
 
