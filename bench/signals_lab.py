@@ -20,8 +20,8 @@ shipped (within 0.002 of bench/suite.py on every set) and varies its
 normalisation, keyword share, depth, feedback and note scores; each row is
 judged against the shipped row by the rule in docs/benchmarks.md.
 The lab reads the index file itself (read only, sqlite-vec loaded), as pms
-exports no passage-level API; only the keyword list's column weights are
-copied from pms (FIELD_WEIGHTS below).
+exports no passage-level API; only the keyword list's column weights and the
+exact-name threshold are copied from pms (FIELD_WEIGHTS, NAME_FIRST_MIN below).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ BM25_LIMIT = 5000  # every passage matching any term, in practice
 # The bm25 column weights of pms's keyword search (Retrieval.FIELD_WEIGHTS; not exported):
 # used only for the BM25 of passages the keyword list did not reach.
 FIELD_WEIGHTS = (3.0, 3.0, 1.0)
+# pms's NAME_FIRST_MIN (not exported): a note named at least this closely comes first.
+NAME_FIRST_MIN = 0.85
 
 
 def open_index(path: Path):
@@ -385,7 +387,8 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
                   feedback_from: str = "first", own_cosine_plain: bool = False, prior: float = 0.0,
                   length_penalty: float = 0.0, focus_w: float = 0.0, top_bonus: float = 0.0,
                   feedback_alpha: float | None = None):
-    """``Retrieval._complete`` as shipped (defaults) and varied: the first fusion's top
+    """``Retrieval._complete`` as shipped (defaults) and varied, then ``_fused``'s
+    exact-name rule: the first fusion's top
     ``depth`` notes, each note's BM25 its value in the keyword list (BM25 + the note's
     focus) or, for notes the list missed, its best passage's raw BM25; its cosine its
     best passage's to q' (feedback from the top ``m`` notes x ``beta``). Ranked by
@@ -439,7 +442,10 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
         if feedback_from != "first":
             plain = ordered(head, scored(q, head, q.qvec, feedback_alpha or alpha))[:m]
             feedback = plain + [d for d in feedback if d not in plain] if feedback_from == "both" else plain
-        return ordered(head, scored(q, head, toward(q, feedback, beta))) + first[depth:]
+        ranked = ordered(head, scored(q, head, toward(q, feedback, beta))) + first[depth:]
+        # as Retrieval._fused then does: of the first 2 x k (k = 10), a note named almost exactly comes first
+        names = dict(q.names)
+        return sorted(ranked[:20], key=lambda d: -names[d] if names.get(d, 0.0) >= NAME_FIRST_MIN else 0.0) + ranked[20:]
     return ranker
 
 
