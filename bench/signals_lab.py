@@ -16,7 +16,7 @@ then numpy over that cache, seconds a variant for the suite. ``before`` is RRF
 with the score share (``pms.fuse``, FusionSettings()) from the same lists;
 ``complete top 20 ... (shipped)`` is what ``Retrieval._complete`` adds to it.
 By default the lab runs ``study()``: ``real_complete`` mirrors ``_complete`` as
-shipped (within 0.002 of bench/suite.py on every set) and varies its
+shipped (bench/suite.py's hybrid figures to the third decimal) and varies its
 normalisation, keyword share, depth, feedback and note scores; each row is
 judged against the shipped row by the rule in docs/benchmarks.md.
 The lab reads the index file itself (read only, sqlite-vec loaded), as pms
@@ -387,9 +387,8 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
                   feedback_from: str = "first", own_cosine_plain: bool = False, prior: float = 0.0,
                   length_penalty: float = 0.0, focus_w: float = 0.0, top_bonus: float = 0.0,
                   feedback_alpha: float | None = None):
-    """``Retrieval._complete`` as shipped (defaults) and varied, then ``_fused``'s
-    exact-name rule: the first fusion's top
-    ``depth`` notes, each note's BM25 its value in the keyword list (BM25 + the note's
+    """``Retrieval._complete`` as shipped (defaults) and varied, then ``_fused``'s exact-name
+    rule: the first fusion's top ``depth`` notes, each note's BM25 its value in the keyword list (BM25 + the note's
     focus) or, for notes the list missed, its best passage's raw BM25; its cosine its
     best passage's to q' (feedback from the top ``m`` notes x ``beta``). Ranked by
     alpha x norm(BM25) + (1 - alpha) x vnorm(cosine). Variations:
