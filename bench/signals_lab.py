@@ -3,6 +3,7 @@
 
     PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py [SET ...]            # the complete step varied
     PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py --earlier [SET ...]  # the first study
+    PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py --titles [SET ...]   # a note's title by meaning
 
 ``bench/fusion_lab.py`` re-fuses the same two lists; this lab adds information:
 the query's cosine to EVERY passage of every candidate note (not only the
@@ -100,16 +101,40 @@ def collect(name: str, workdir: Path) -> dict:
     return data
 
 
+def title_vectors(name: str, workdir: Path) -> dict[str, np.ndarray]:
+    """note path -> its title's int8 vector: the title alone (as the index stores it: frontmatter >
+    first H1 > file name), embedded once by pms's Embedder like a passage, cached in
+    ``.cache/bench/<set>/title-vectors-<key>.npy`` (key: the model and every path and title)."""
+    kb, _ = load_set(name, workdir, pms.DEFAULT_CHUNK_CHARS, embed=True)
+    with kb:
+        db = open_index(kb.index_path)
+        rows = db.execute("SELECT path, title FROM documents ORDER BY path").fetchall()
+        db.close()
+    key = hashlib.sha1(json.dumps([pms.model_settings()[0], rows]).encode()).hexdigest()[:10]
+    cache = workdir / name / f"title-vectors-{key}.npy"
+    if cache.exists():
+        vectors = np.load(cache)
+    else:
+        blobs = pms.Embedder().embed_documents([title for _, title in rows])
+        vectors = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(rows), -1)
+        np.save(cache, vectors)
+    return {path: vectors[i] for i, (path, _) in enumerate(rows)}
+
+
 class Set:
     """One set's cached data as arrays, and per query the pieces every variant needs."""
 
-    def __init__(self, name: str, data: dict):
+    def __init__(self, name: str, data: dict, titles: dict[str, np.ndarray] | None = None):
         self.name = name
         v = data["vectors"].astype(np.float32)
         self.vectors = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)  # sqlite-vec's cosine of int8 vectors
         self.doc_ids, self.doc_index = np.unique(np.array(data["chunk_paths"], dtype=object), return_inverse=True)
         self.chunk_doc = self.doc_ids[self.doc_index]  # note path per passage
         self.queries = [Query(self, q) for q in data["queries"]]
+        if titles is not None:  # per note (doc_ids' order): its title's unit vector
+            t = np.stack([titles[d] for d in self.doc_ids.tolist()]).astype(np.float32)
+            self.title_vectors = t / np.maximum(np.linalg.norm(t, axis=1, keepdims=True), 1e-9)
+            self.doc_row = {d: i for i, d in enumerate(self.doc_ids.tolist())}
 
 
 class Query:
@@ -386,7 +411,8 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
                   vnorm: str | None = None, vec_second: float = 0.0, kw_second: float = 0.0, mean_w: float = 0.0,
                   feedback_from: str = "first", own_cosine_plain: bool = False, prior: float = 0.0,
                   length_penalty: float = 0.0, focus_w: float = 0.0, top_bonus: float = 0.0,
-                  feedback_alpha: float | None = None):
+                  feedback_alpha: float | None = None, title_w: float = 0.0, title_form: str = "term",
+                  title_norm: str | None = None, title_query: str = "q"):
     """``Retrieval._complete`` as shipped (defaults) and varied, then ``_fused``'s exact-name
     rule: the first fusion's top ``depth`` notes, each note's BM25 its value in the keyword list (BM25 + the note's
     focus) or, for notes the list missed, its best passage's raw BM25; its cosine its
@@ -399,8 +425,13 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
     adds prior / (first fusion rank), ``top_bonus`` that to the first fusion's #1 only;
     ``length_penalty`` subtracts that x ln(passages) from a note's cosine; ``focus_w`` adds
     that x ``vector_focus``; ``feedback_alpha``: the keyword share of the pass without
-    feedback that picks the feedback notes (``complete``, ``both``)."""
+    feedback that picks the feedback notes (``complete``, ``both``).
+    The note's TITLE embedded alone (``title_query`` ``q``: its cosine to the query;
+    ``q2``: to q' with feedback), by ``title_form``: ``term`` (1 - title_w) x the score
+    + title_w x title_norm(title cosine); ``max`` the cosine term uses max(best passage,
+    title); ``bonus`` + title_w x (title cosine - best passage cosine) where positive."""
     vnorm = vnorm or norm
+    tnorm = title_norm or vnorm
 
     def scored(q: Query, head: list[str], qv: np.ndarray, alpha: float = alpha) -> np.ndarray:
         sims = q.note_sims(q.s.vectors @ qv, second=vec_second)
@@ -422,7 +453,18 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
         if focus_w:
             focus = vector_focus(q)
             v = v + focus_w * np.array([focus[d] for d in head])
+        if title_w or title_form == "max":
+            rows = [q.s.doc_row[d] for d in head]
+            t = q.s.title_vectors[rows] @ (q.qvec if title_query == "q" else qv)
+            if title_form == "max":
+                v = np.maximum(v, t)
+            elif title_form == "bonus":
+                bonus = title_w * np.maximum(t - v, 0.0)
         score = alpha * normalise(b, norm) + (1 - alpha) * normalise(v, vnorm)
+        if title_w and title_form == "term":
+            score = (1 - title_w) * score + title_w * normalise(t, tnorm)
+        elif title_w and title_form == "bonus":
+            score = score + bonus
         if mean_w:
             means, row = note_mean_sims(q, qv)
             score = score + mean_w * normalise(np.array([means[row[d]] for d in head]), vnorm)
@@ -492,6 +534,27 @@ def study() -> dict:
         v[f"no feedback, + {b} for the first fusion's #1"] = real_complete(beta=0.0, top_bonus=b)
     for a in (0.6, 0.7, 0.8):
         v[f"two passes x0.5, feedback note picked at a{a}"] = real_complete(feedback_alpha=a, feedback_from="complete")
+    return v
+
+
+def title_study() -> dict:
+    """A note's title, embedded alone, as a signal of the complete step (docs/benchmarks.md,
+    "A note's title by meaning"): a third term, the cosine's max, or a bonus."""
+    v: dict = {"shipped: complete top 20, max-normalised, a.5, feedback top 1 x.5": real_complete()}
+    for query in ("q", "q2"):
+        for tnorm in ("max", "tm2"):
+            for c in (0.1, 0.2, 0.3):
+                v[f"title term c{c}, {tnorm}, cosine to {query}"] = real_complete(title_w=c, title_norm=tnorm, title_query=query)
+        v[f"cosine = max(passage, title), title to {query}"] = real_complete(title_form="max", title_query=query)
+        for w in (0.25, 0.5, 1.0, 2.0):
+            v[f"bonus {w} x (title - passage) > 0, title to {query}"] = real_complete(title_w=w, title_form="bonus",
+                                                                                     title_query=query)
+    for alpha in (0.4, 0.6):
+        for c in (0.1, 0.2):
+            v[f"title term c{c}, max, to q, a{alpha}"] = real_complete(alpha, title_w=c)
+    for beta in (0.0, 0.3):
+        for c in (0.1, 0.2):
+            v[f"title term c{c}, max, to q, feedback x{beta}"] = real_complete(beta=beta, title_w=c)
     return v
 
 
@@ -567,8 +630,11 @@ def report(sets: dict[str, Set], variants: dict, out=sys.stdout, reference=basel
 def main() -> int:
     workdir = REPO / ".cache" / "bench"
     wanted = [a for a in sys.argv[1:] if a in SETS] or list(SETS)
-    sets = {s: Set(s, collect(s, workdir)) for s in wanted}
-    if "--earlier" in sys.argv:  # the first study's variants, against plain fusion
+    titles = "--titles" in sys.argv
+    sets = {s: Set(s, collect(s, workdir), title_vectors(s, workdir) if titles else None) for s in wanted}
+    if titles:  # a note's title, embedded alone, in the complete step
+        report(sets, title_study(), reference=real_complete(), margin_rule=True)
+    elif "--earlier" in sys.argv:  # the first study's variants, against plain fusion
         report(sets, VARIANTS)
     else:  # the complete step's normalisation and note scores, against what is shipped
         report(sets, study(), reference=real_complete(), margin_rule=True)
