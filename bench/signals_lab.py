@@ -121,10 +121,25 @@ def title_vectors(name: str, workdir: Path) -> dict[str, np.ndarray]:
     return {path: vectors[i] for i, (path, _) in enumerate(rows)}
 
 
+def authored_titles(name: str, workdir: Path) -> set[str]:
+    """The notes whose title their author wrote (frontmatter ``title`` or a first H1), not the
+    file name pms falls back on (the Rust book's ``ch09-01-unrecoverable-errors-with-panic``)."""
+    kb, _ = load_set(name, workdir, pms.DEFAULT_CHUNK_CHARS, embed=True)
+    with kb:
+        notes = [(c.path, p) for c in kb.collections.list() for p in c.files]
+    out = set()
+    for folder, path in notes:
+        block, body, _ = pms.split_frontmatter(pms.decode_text(pms.read_note_file(folder / path)))
+        if pms.parse_frontmatter(block).get("title") or pms.first_heading(body):
+            out.add(path)
+    return out
+
+
 class Set:
     """One set's cached data as arrays, and per query the pieces every variant needs."""
 
-    def __init__(self, name: str, data: dict, titles: dict[str, np.ndarray] | None = None):
+    def __init__(self, name: str, data: dict, titles: dict[str, np.ndarray] | None = None,
+                 authored: set[str] | None = None):
         self.name = name
         v = data["vectors"].astype(np.float32)
         self.vectors = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)  # sqlite-vec's cosine of int8 vectors
@@ -135,6 +150,7 @@ class Set:
             t = np.stack([titles[d] for d in self.doc_ids.tolist()]).astype(np.float32)
             self.title_vectors = t / np.maximum(np.linalg.norm(t, axis=1, keepdims=True), 1e-9)
             self.doc_row = {d: i for i, d in enumerate(self.doc_ids.tolist())}
+            self.title_authored = np.array([d in (authored or ()) for d in self.doc_ids.tolist()])
 
 
 class Query:
@@ -412,7 +428,7 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
                   feedback_from: str = "first", own_cosine_plain: bool = False, prior: float = 0.0,
                   length_penalty: float = 0.0, focus_w: float = 0.0, top_bonus: float = 0.0,
                   feedback_alpha: float | None = None, title_w: float = 0.0, title_form: str = "term",
-                  title_norm: str | None = None, title_query: str = "q"):
+                  title_norm: str | None = None, title_query: str = "q", title_scope: str = "all"):
     """``Retrieval._complete`` as shipped (defaults) and varied, then ``_fused``'s exact-name
     rule: the first fusion's top ``depth`` notes, each note's BM25 its value in the keyword list (BM25 + the note's
     focus) or, for notes the list missed, its best passage's raw BM25; its cosine its
@@ -429,7 +445,9 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
     The note's TITLE embedded alone (``title_query`` ``q``: its cosine to the query;
     ``q2``: to q' with feedback), by ``title_form``: ``term`` (1 - title_w) x the score
     + title_w x title_norm(title cosine); ``max`` the cosine term uses max(best passage,
-    title); ``bonus`` + title_w x (title cosine - best passage cosine) where positive."""
+    title); ``bonus`` + title_w x (title cosine - best passage cosine) where positive;
+    ``title_scope`` ``authored``: a note whose title is its file name counts its best
+    passage's cosine as its title's."""
     vnorm = vnorm or norm
     tnorm = title_norm or vnorm
 
@@ -456,6 +474,8 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
         if title_w or title_form == "max":
             rows = [q.s.doc_row[d] for d in head]
             t = q.s.title_vectors[rows] @ (q.qvec if title_query == "q" else qv)
+            if title_scope == "authored":
+                t = np.where(q.s.title_authored[rows], t, v)
             if title_form == "max":
                 v = np.maximum(v, t)
             elif title_form == "bonus":
@@ -549,6 +569,17 @@ def title_study() -> dict:
         for w in (0.25, 0.5, 1.0, 2.0):
             v[f"bonus {w} x (title - passage) > 0, title to {query}"] = real_complete(title_w=w, title_form="bonus",
                                                                                      title_query=query)
+    v["(diagnostic) the top 20 by title cosine alone"] = real_complete(title_w=1.0)
+    v["(diagnostic) the top 20 by passage cosine alone"] = real_complete(0.0)
+    for query in ("q", "q2"):
+        for c in (0.05, 0.1, 0.2, 0.3):
+            v[f"authored titles only: term c{c}, max, to {query}"] = real_complete(title_w=c, title_query=query,
+                                                                                 title_scope="authored")
+        v[f"authored titles only: cosine = max(passage, title), to {query}"] = real_complete(
+            title_form="max", title_query=query, title_scope="authored")
+        for w in (0.5, 1.0):
+            v[f"authored titles only: bonus {w}, to {query}"] = real_complete(title_w=w, title_form="bonus",
+                                                                            title_query=query, title_scope="authored")
     for alpha in (0.4, 0.6):
         for c in (0.1, 0.2):
             v[f"title term c{c}, max, to q, a{alpha}"] = real_complete(alpha, title_w=c)
@@ -631,9 +662,12 @@ def main() -> int:
     workdir = REPO / ".cache" / "bench"
     wanted = [a for a in sys.argv[1:] if a in SETS] or list(SETS)
     titles = "--titles" in sys.argv
-    sets = {s: Set(s, collect(s, workdir), title_vectors(s, workdir) if titles else None) for s in wanted}
+    sets = {s: Set(s, collect(s, workdir), *((title_vectors(s, workdir), authored_titles(s, workdir)) if titles else ()))
+            for s in wanted}
     if titles:  # a note's title, embedded alone, in the complete step
-        report(sets, title_study(), reference=real_complete(), margin_rule=True)
+        only = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")]  # rows whose label holds this
+        variants = {k: f for i, (k, f) in enumerate(title_study().items()) if not i or not only or only[0] in k}
+        report(sets, variants, reference=real_complete(), margin_rule=True)
     elif "--earlier" in sys.argv:  # the first study's variants, against plain fusion
         report(sets, VARIANTS)
     else:  # the complete step's normalisation and note scores, against what is shipped
