@@ -580,6 +580,20 @@ def title_study() -> dict:
         for w in (0.5, 1.0):
             v[f"authored titles only: bonus {w}, to {query}"] = real_complete(title_w=w, title_form="bonus",
                                                                             title_query=query, title_scope="authored")
+    # the smallest share that passed, at a plateau's edges and with the complete-step
+    # variants that passed in the earlier study
+    authored = dict(title_query="q", title_scope="authored")
+    v["combined: authored term c0.03, to q"] = real_complete(title_w=0.03, **authored)
+    v["combined: authored term c0.05, all titles"] = real_complete(title_w=0.05)
+    v["combined: authored term c0.05 + cosine (x - 0.3) / (best - 0.3)"] = real_complete(title_w=0.05, vnorm="tm3", **authored)
+    v["combined: authored term c0.05 + cosine +0.2 x 2nd"] = real_complete(title_w=0.05, vec_second=0.2, **authored)
+    v["combined: authored term c0.05 + depth 30"] = real_complete(title_w=0.05, depth=30, **authored)
+    v["combined: authored term c0.05 + feedback x0.3"] = real_complete(title_w=0.05, beta=0.3, **authored)
+    v["combined: authored term c0.05 + no feedback"] = real_complete(title_w=0.05, beta=0.0, **authored)
+    v["combined: authored bonus 0.75, to q2"] = real_complete(title_w=0.75, title_form="bonus", title_query="q2",
+                                                             title_scope="authored")
+    v["combined: authored bonus 1.0, to q2"] = real_complete(title_w=1.0, title_form="bonus", title_query="q2",
+                                                            title_scope="authored")
     for alpha in (0.4, 0.6):
         for c in (0.1, 0.2):
             v[f"title term c{c}, max, to q, a{alpha}"] = real_complete(alpha, title_w=c)
