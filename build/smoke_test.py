@@ -16,8 +16,10 @@ Checks, in order (the first failure exits 1):
  4. pms search --mode hybrid: the expected note comes first
  5. pms demo: the sample notes bundled in the app
  6. pms clip page.html --url ...: trafilatura and its data files, then the note is found
- 7. pms-gui --quit-after-show (offscreen): the window shows and the app exits 0
- 8. nothing was written inside the app folder
+ 7. pms mcp: a real MCP client (the official SDK, over stdio) lists the tools and
+    searches the index (skipped, with a line saying so, where the SDK is not installed)
+ 8. pms-gui --quit-after-show (offscreen): the window shows and the app exits 0
+ 9. nothing was written inside the app folder
 Then prints the cold-start timings and writes them to build/out/smoke-report.json.
 """
 from __future__ import annotations
@@ -136,6 +138,40 @@ def first_hit(output: str) -> dict:
     return hits[0]
 
 
+def mcp_search(run: Runner, pms_exe: Path) -> None:
+    """`pms mcp` as an assistant starts it: the MCP SDK's stdio client launches the
+    packaged program (offline, like the others), lists its tools and searches."""
+    try:
+        import anyio
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+    except ImportError:
+        print("--  no MCP SDK in this Python (pip install mcp): pms mcp not checked")
+        return
+    command = [*run.prefix, str(pms_exe), "mcp"]
+    server = StdioServerParameters(command=command[0], args=command[1:], env=run.env, cwd=str(run.cwd))
+
+    async def session() -> tuple[set[str], dict]:
+        with anyio.fail_after(180):
+            async with stdio_client(server) as (read, write), ClientSession(read, write) as client:
+                await client.initialize()
+                tools = {tool.name for tool in (await client.list_tools()).tools}
+                result = await client.call_tool("search", {"query": QUERY, "mode": "hybrid"})
+                return tools, {"error": result.is_error, "text": "".join(getattr(c, "text", "") for c in result.content)}
+
+    started = time.perf_counter()
+    try:
+        tools, result = anyio.run(session)
+    except Exception as exc:  # the SDK raises several kinds: any is a failed check
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:  # anyio wraps it in task groups
+            exc = exc.exceptions[0]
+        raise SmokeFailure(f"pms mcp: {type(exc).__name__}: {exc}") from None
+    run.timings["pms mcp: connect, list tools, search"] = round(time.perf_counter() - started, 2)
+    check({"search", "get", "status"} <= tools, f"pms mcp offers {sorted(tools)}")
+    check(not result["error"] and EXPECTED in result["text"], f"pms mcp search {QUERY!r}: {result['text'][:500]}")
+    print(f"ok  pms mcp: connect, list tools, search ({run.timings['pms mcp: connect, list tools, search']:.2f} s)")
+
+
 def smoke(app: Path) -> dict:
     pms_exe, gui_exe = programs(app)
     check(pms_exe.exists(), f"{pms_exe} does not exist (build first: python3 build/build.py)")
@@ -178,6 +214,8 @@ def smoke(app: Path) -> dict:
         hit = first_hit(run.run("pms search the clipped note", [pms_exe, "search", "--json", "basil windowsill"]))
         check("basil" in hit["path"], f"the clipped note is not the first hit: {hit['path']}")
 
+        mcp_search(run, pms_exe)
+
         if gui_exe.exists():
             out = run.run("pms-gui --quit-after-show (window)", [gui_exe, "--quit-after-show"], timeout=120)
             if "window-shown" in out:  # the GUI prints when its window is up (not on Windows' windowed programs)
@@ -202,6 +240,7 @@ def main(argv=None) -> int:
         print(f"FAIL {exc}", file=sys.stderr)
         return 1
     report = BUILD / "out" / "smoke-report.json"
+    report.parent.mkdir(parents=True, exist_ok=True)  # a build smoke-tested from elsewhere
     report.write_text(json.dumps(timings, indent=2) + "\n")
     print(f"smoke test passed; timings in {report}")
     return 0
