@@ -4,6 +4,7 @@
     PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py [SET ...]            # the complete step varied
     PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py --earlier [SET ...]  # the first study
     PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py --titles [SET ...]   # a note's title by meaning
+    PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/signals_lab.py --windows [SET ...]  # a long passage read whole
 
 ``bench/fusion_lab.py`` re-fuses the same two lists; this lab adds information:
 the query's cosine to EVERY passage of every candidate note (not only the
@@ -29,7 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
+import re
 import sys
 from pathlib import Path
 
@@ -135,14 +138,118 @@ def authored_titles(name: str, workdir: Path) -> set[str]:
     return out
 
 
+# -- a long passage read whole: the tail past the model's window as extra windows ----------
+WINDOW_TOKENS = 256  # the offline MiniLM's window (its tokenizer_config max_length), [CLS] and [SEP] included
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def embed_text(title: str, headings: str, body: str) -> tuple[str, str]:
+    """What sync embeds for a stored passage (pms.Chunk.embed_text: the breadcrumb, then the
+    body without a first H1 repeating the title), and the breadcrumb."""
+    crumb = f"{title} > {headings}" if headings else title
+    return pms.Chunk(0, 0, 0, crumb, body, title).embed_text, crumb
+
+
+def model_tokenizer():
+    """The model's own word-piece tokenizer, without truncation or padding (to count)."""
+    from tokenizers import Tokenizer
+
+    folder = Path(os.environ.get("PMS_MODEL_DIR") or REPO / ".cache" / "minilm")
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def tail_windows(tok, text: str, crumb: str) -> list[str]:
+    """The part of ``text`` past the first WINDOW_TOKENS word pieces as windows of whole
+    sentences (from the sentence the window cut), each headed by the breadcrumb and
+    fitting the window; [] when the passage fits. A sentence longer than a window is one
+    window (the model reads its start)."""
+    room = WINDOW_TOKENS - 2
+    enc = tok.encode(text, add_special_tokens=False)
+    if len(enc.ids) <= room:
+        return []
+    cut = enc.offsets[room][0]  # the first character the model never reads
+    start = crumb and len(crumb) + 2
+    body = text[start:]
+    sentences, pos = [], 0
+    for part in SENTENCE_END.split(body):
+        at = body.index(part, pos)
+        sentences.append((start + at, part))
+        pos = at + len(part)
+    tail = [part for at, part in sentences if at + len(part) > cut]  # from the sentence cut on
+    head = f"{crumb}\n\n" if crumb else ""
+    head_len = len(tok.encode(head, add_special_tokens=False).ids)
+    counts = [len(e.ids) for e in tok.encode_batch(tail, add_special_tokens=False)] if tail else []
+    out, group, used = [], [], head_len
+    for part, n in zip(tail, counts):
+        if group and used + n > room:
+            out.append(head + " ".join(group))
+            group, used = [], head_len
+        group.append(part)
+        used += n
+    if group:
+        out.append(head + " ".join(group))
+    return out
+
+
+def passage_windows(name: str, workdir: Path) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Per set: the tail windows' int8 vectors and, per window, its passage's row (collect()'s
+    order, by chunk id); embedded once by pms's Embedder and cached in
+    ``.cache/bench/<set>/windows-<key>.npy`` (+ ``-rows.npy``); and the counts for the report."""
+    import time
+
+    kb, _ = load_set(name, workdir, pms.DEFAULT_CHUNK_CHARS, embed=True)
+    with kb:
+        db = open_index(kb.index_path)
+        rows = db.execute("SELECT c.id, c.title, c.headings, c.body FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
+                          "ORDER BY v.chunk_id").fetchall()
+        db.close()
+    tok = model_tokenizer()
+    texts, owners, long_passages, tokens = [], [], 0, []
+    for row, (_, title, headings, body) in enumerate(rows):
+        text, crumb = embed_text(title, headings, body)
+        tokens.append(len(tok.encode(text, add_special_tokens=False).ids) + 2)
+        windows = tail_windows(tok, text, crumb)
+        long_passages += bool(windows)
+        texts += windows
+        owners += [row] * len(windows)
+    stats = {"passages": len(rows), "long": long_passages, "windows": len(texts),
+             "median tokens": float(np.median(tokens)), "p90 tokens": float(np.percentile(tokens, 90)), "seconds": None}
+    key = hashlib.sha1(json.dumps([pms.model_settings()[0], WINDOW_TOKENS, texts, owners]).encode()).hexdigest()[:10]
+    cache = workdir / name / f"windows-{key}.npy"
+    owner_cache = workdir / name / f"windows-{key}-rows.npy"
+    if cache.exists() and owner_cache.exists():
+        return np.load(cache), np.load(owner_cache), stats
+    t0 = time.monotonic()
+    blobs = pms.Embedder().embed_documents(sorted(texts, key=len)) if texts else []  # by length: less padding
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    vectors = np.zeros((len(texts), 384 if not blobs else len(blobs[0])), dtype=np.int8)
+    for i, blob in zip(order, blobs):
+        vectors[i] = np.frombuffer(blob, dtype=np.int8)
+    stats["seconds"] = time.monotonic() - t0
+    np.save(cache, vectors)
+    np.save(owner_cache, np.array(owners, dtype=np.int64))
+    (workdir / name / f"windows-{key}.json").write_text(json.dumps(stats))
+    return vectors, np.array(owners, dtype=np.int64), stats
+
+
 class Set:
     """One set's cached data as arrays, and per query the pieces every variant needs."""
 
     def __init__(self, name: str, data: dict, titles: dict[str, np.ndarray] | None = None,
-                 authored: set[str] | None = None):
+                 authored: set[str] | None = None, windows: tuple[np.ndarray, np.ndarray] | None = None):
         self.name = name
         v = data["vectors"].astype(np.float32)
         self.vectors = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)  # sqlite-vec's cosine of int8 vectors
+        # a long passage's tail windows (passage_windows) and how a passage's cosine uses them
+        # (None: its first vector only, as shipped; see sims_of)
+        self.window_mode: tuple[str, float] | None = None
+        if windows is not None:
+            w = windows[0].astype(np.float32)
+            self.window_vectors = w / np.maximum(np.linalg.norm(w, axis=1, keepdims=True), 1e-9)
+            self.window_owner = windows[1]
         self.doc_ids, self.doc_index = np.unique(np.array(data["chunk_paths"], dtype=object), return_inverse=True)
         self.chunk_doc = self.doc_ids[self.doc_index]  # note path per passage
         self.queries = [Query(self, q) for q in data["queries"]]
@@ -151,6 +258,31 @@ class Set:
             self.title_vectors = t / np.maximum(np.linalg.norm(t, axis=1, keepdims=True), 1e-9)
             self.doc_row = {d: i for i, d in enumerate(self.doc_ids.tolist())}
             self.title_authored = np.array([d in (authored or ()) for d in self.doc_ids.tolist()])
+
+    def sims_of(self, qv: np.ndarray) -> np.ndarray:
+        """Every passage's cosine to ``qv``: its first vector's, or with ``window_mode``
+        (how, scale) also its tail windows' (x scale): ``max`` the best of them, ``top2``
+        the mean of its best two (one vector: that one)."""
+        first = self.vectors @ qv
+        if self.window_mode is None or not len(self.window_owner):
+            return first
+        how, scale = self.window_mode
+        win = scale * (self.window_vectors @ qv)
+        if how == "max":
+            out = first.copy()
+            np.maximum.at(out, self.window_owner, win)
+            return out
+        values = np.concatenate([first, win])
+        owner = np.concatenate([np.arange(len(first)), self.window_owner])
+        order = np.lexsort((-values, owner))
+        o = owner[order]
+        starts = np.flatnonzero(np.r_[True, o[1:] != o[:-1]])
+        best = values[order[starts]]
+        two = np.r_[starts[1:], len(o)] - starts > 1
+        best[two] = (best[two] + values[order[starts[two] + 1]]) / 2
+        out = np.empty_like(first)
+        out[o[starts]] = best
+        return out
 
 
 class Query:
@@ -452,7 +584,7 @@ def real_complete(alpha: float = 0.5, beta: float = 0.5, m: int = 1, depth: int 
     tnorm = title_norm or vnorm
 
     def scored(q: Query, head: list[str], qv: np.ndarray, alpha: float = alpha) -> np.ndarray:
-        sims = q.note_sims(q.s.vectors @ qv, second=vec_second)
+        sims = q.note_sims(q.s.sims_of(qv), second=vec_second)
         listed = dict(reversed(q.keyword))  # a note's first place in the list
         raw = q.note_bm25()
         b = np.array([listed[d] if d in listed else raw.get(d, 0.0) for d in head])
@@ -603,6 +735,58 @@ def title_study() -> dict:
     return v
 
 
+def with_windows(how: str | None, scale: float, ranker):
+    """``ranker`` with every passage's cosine from ``Set.sims_of`` in this window mode: the
+    vector list recomputed from it (the notes of the top DEPTH passages), then the first
+    fusion and the complete step (its cosine to q' too; the feedback passage is the note's
+    passage nearest q by it, its FIRST vector moves q)."""
+    def wrapped(q: Query) -> list[str]:
+        s = q.s
+        saved = (s.window_mode, q.sims, q.vector, q._baseline, q._note_sims)
+        s.window_mode = (how, scale) if how else None
+        q.sims = s.sims_of(q.qvec)
+        q.vector = q.vector_list(q.sims)
+        q._baseline = q._note_sims = None
+        try:
+            return ranker(q)
+        finally:
+            s.window_mode, q.sims, q.vector, q._baseline, q._note_sims = saved
+    return wrapped
+
+
+def windows_study() -> dict:
+    """label -> (window mode, scale) of docs/benchmarks.md, "Reading a long passage whole (windows)"."""
+    v: dict = {"first vector only, vector list recomputed (= shipped)": (None, 1.0)}
+    for how in ("max", "top2"):
+        for scale in (1.0, 0.95, 0.9, 0.85):
+            v[f"{how} over first + windows, windows x{scale}"] = (how, scale)
+    return v
+
+
+def windows_report(sets: dict[str, Set], out=sys.stdout) -> None:
+    """Per window mode: vector mode (the recomputed vector list) and hybrid (shipped fusion and
+    complete step over it) nDCG@10 per set; PASS by issue 9's rule against shipped hybrid,
+    the better half being the larger of bench/suite.py's and this mode's vector list."""
+    names = list(sets)
+    shipped = real_complete()
+    base = {s: float(np.mean([ndcg10(q, shipped(q)) for q in S.queries])) for s, S in sets.items()}
+    print(f"{'window mode':<52}{'list':>7}" + "".join(f"{s:>9}" for s in names) + f"{'mean':>8}{'margin':>8}  rule", file=out)
+    print(f"{'shipped (cached lists)':<52}{'hybrid':>7}" + "".join(f"{base[s]:9.4f}" for s in names)
+          + f"{np.mean(list(base.values())):8.4f}", file=out)
+    for label, (how, scale) in windows_study().items():
+        vec = {s: float(np.mean([ndcg10(q, with_windows(how, scale, lambda q: [d for d, _ in q.vector])(q))
+                                 for q in S.queries])) for s, S in sets.items()}
+        hyb = {s: float(np.mean([ndcg10(q, with_windows(how, scale, shipped)(q)) for q in S.queries])) for s, S in sets.items()}
+        margin = min(hyb[s] - max(BETTER_HALF.get(s, 0.0), vec[s]) for s in names)
+        ok = (np.mean(list(hyb.values())) > np.mean(list(base.values())) and all(hyb[s] >= base[s] - 0.003 for s in names)
+              and margin >= 0.01)
+        print(f"{label:<52}{'vector':>7}" + "".join(f"{vec[s]:9.4f}" for s in names) + f"{np.mean(list(vec.values())):8.4f}",
+              file=out)
+        print(f"{'':<52}{'hybrid':>7}" + "".join(f"{hyb[s]:9.4f}" for s in names) + f"{np.mean(list(hyb.values())):8.4f}"
+              f"{margin:+8.3f}  {'PASS' if ok else ''}", file=out)
+        out.flush()
+
+
 VARIANTS = {
     "before: rrf + score share (fuse as shipped)": baseline,
     "vector only": lambda q: [d for d, _ in q.vector],
@@ -676,6 +860,14 @@ def main() -> int:
     workdir = REPO / ".cache" / "bench"
     wanted = [a for a in sys.argv[1:] if a in SETS] or list(SETS)
     titles = "--titles" in sys.argv
+    if "--windows" in sys.argv:  # a long passage's tail embedded as extra windows
+        sets = {}
+        for s in wanted:
+            vectors, owners, stats = passage_windows(s, workdir)
+            print(f"{s}: " + ", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()), flush=True)
+            sets[s] = Set(s, collect(s, workdir), windows=(vectors, owners))
+        windows_report(sets)
+        return 0
     sets = {s: Set(s, collect(s, workdir), *((title_vectors(s, workdir), authored_titles(s, workdir)) if titles else ()))
             for s in wanted}
     if titles:  # a note's title, embedded alone, in the complete step
