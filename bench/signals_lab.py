@@ -262,7 +262,7 @@ class Set:
     def sims_of(self, qv: np.ndarray) -> np.ndarray:
         """Every passage's cosine to ``qv``: its first vector's, or with ``window_mode``
         (how, scale) also its tail windows' (x scale): ``max`` the best of them, ``top2``
-        the mean of its best two (one vector: that one)."""
+        the mean of its best two (one vector: that one), ``mean`` the mean of all."""
         first = self.vectors @ qv
         if self.window_mode is None or not len(self.window_owner):
             return first
@@ -272,6 +272,11 @@ class Set:
             out = first.copy()
             np.maximum.at(out, self.window_owner, win)
             return out
+        if how == "mean":
+            sums, counts = first.copy(), np.ones_like(first)
+            np.add.at(sums, self.window_owner, win)
+            np.add.at(counts, self.window_owner, 1.0)
+            return sums / counts
         values = np.concatenate([first, win])
         owner = np.concatenate([np.arange(len(first)), self.window_owner])
         order = np.lexsort((-values, owner))
@@ -735,17 +740,21 @@ def title_study() -> dict:
     return v
 
 
-def with_windows(how: str | None, scale: float, ranker):
+def with_windows(how: str | None, scale: float, ranker, scope: str = "both"):
     """``ranker`` with every passage's cosine from ``Set.sims_of`` in this window mode: the
     vector list recomputed from it (the notes of the top DEPTH passages), then the first
     fusion and the complete step (its cosine to q' too; the feedback passage is the note's
-    passage nearest q by it, its FIRST vector moves q)."""
+    passage nearest q by it, its FIRST vector moves q). ``scope`` ``list``: the vector list
+    only (the complete step reads first vectors); ``complete``: the complete step only."""
     def wrapped(q: Query) -> list[str]:
         s = q.s
         saved = (s.window_mode, q.sims, q.vector, q._baseline, q._note_sims)
         s.window_mode = (how, scale) if how else None
+        if scope != "complete":
+            q.vector = q.vector_list(s.sims_of(q.qvec))
+        if scope == "list":
+            s.window_mode = None
         q.sims = s.sims_of(q.qvec)
-        q.vector = q.vector_list(q.sims)
         q._baseline = q._note_sims = None
         try:
             return ranker(q)
@@ -755,11 +764,19 @@ def with_windows(how: str | None, scale: float, ranker):
 
 
 def windows_study() -> dict:
-    """label -> (window mode, scale) of docs/benchmarks.md, "Reading a long passage whole (windows)"."""
-    v: dict = {"first vector only, vector list recomputed (= shipped)": (None, 1.0)}
-    for how in ("max", "top2"):
+    """label -> (window mode, scale, scope, ranker) of docs/benchmarks.md, "Reading a long
+    passage whole (windows)"; ranker None: the complete step as shipped."""
+    v: dict = {"first vector only, vector list recomputed (= shipped)": (None, 1.0, "both", None)}
+    for how in ("max", "top2", "mean"):
         for scale in (1.0, 0.95, 0.9, 0.85):
-            v[f"{how} over first + windows, windows x{scale}"] = (how, scale)
+            if how != "mean" or scale == 1.0:
+                v[f"{how} over first + windows, windows x{scale}"] = (how, scale, "both", None)
+    for scale in (1.0, 0.9):
+        v[f"max x{scale}, the vector list only"] = ("max", scale, "list", None)
+        v[f"max x{scale}, the complete step only"] = ("max", scale, "complete", None)
+    v["(diagnostic) first fusion only, first vector"] = (None, 1.0, "both", baseline)
+    for scale in (1.0, 0.9):
+        v[f"(diagnostic) first fusion only, max x{scale}"] = ("max", scale, "both", baseline)
     return v
 
 
@@ -773,10 +790,11 @@ def windows_report(sets: dict[str, Set], out=sys.stdout) -> None:
     print(f"{'window mode':<52}{'list':>7}" + "".join(f"{s:>9}" for s in names) + f"{'mean':>8}{'margin':>8}  rule", file=out)
     print(f"{'shipped (cached lists)':<52}{'hybrid':>7}" + "".join(f"{base[s]:9.4f}" for s in names)
           + f"{np.mean(list(base.values())):8.4f}", file=out)
-    for label, (how, scale) in windows_study().items():
-        vec = {s: float(np.mean([ndcg10(q, with_windows(how, scale, lambda q: [d for d, _ in q.vector])(q))
+    for label, (how, scale, scope, ranker) in windows_study().items():
+        vec = {s: float(np.mean([ndcg10(q, with_windows(how, scale, lambda q: [d for d, _ in q.vector], scope)(q))
                                  for q in S.queries])) for s, S in sets.items()}
-        hyb = {s: float(np.mean([ndcg10(q, with_windows(how, scale, shipped)(q)) for q in S.queries])) for s, S in sets.items()}
+        hyb = {s: float(np.mean([ndcg10(q, with_windows(how, scale, ranker or shipped, scope)(q)) for q in S.queries]))
+               for s, S in sets.items()}
         margin = min(hyb[s] - max(BETTER_HALF.get(s, 0.0), vec[s]) for s in names)
         ok = (np.mean(list(hyb.values())) > np.mean(list(base.values())) and all(hyb[s] >= base[s] - 0.003 for s in names)
               and margin >= 0.01)
