@@ -5266,21 +5266,25 @@ class KnowledgeBase:
     def load_embedder(self) -> bool:
         """Make ready what a search embeds its query with, now (e.g. in a background
         thread, so the first search is fast); False if unavailable. When the index
-        remembers its model's files that is the query encoder alone: fastembed
-        (about 260 MB resident) loads only when a sync has passages to embed."""
-        if self.embedder is None:
+        remembers its model's files that is the query encoder alone, optimised and
+        run once: fastembed (about 260 MB resident) loads only when a sync has
+        passages to embed, or here when the encoder cannot be made."""
+        embedder = self.embedder
+        if embedder is None:
             return False
-        if self.embedder.query_spec:
-            with contextlib.suppress(Exception):
-                self.embedder.query_encoder(optimised=True).embed("warm up")  # a session's first run is its slowest
+        if embedder.query_spec:
+            try:
+                embedder.query_encoder(optimised=True).embed("warm up")  # a session's first run is its slowest
                 return True
+            except Exception:  # files moved or changed: fastembed below says what is wrong
+                pass
         try:
-            self.embedder.load()
+            embedder.load()
         except EmbeddingUnavailable:
             return False
-        if self.embedder.query_spec:  # searches embed their queries with it: made here, not in the first search
+        if embedder.query_spec:  # learnt from the loaded model: searches embed their queries with it
             with contextlib.suppress(Exception):
-                self.embedder.query_encoder(optimised=True)
+                embedder.query_encoder(optimised=True).embed("warm up")
         return True
 
     # -- reading ----------------------------------------------------------------------------

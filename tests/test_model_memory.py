@@ -116,3 +116,15 @@ def test_the_query_encoder_reads_only_the_query_and_is_optimised_once_warm(embed
         kb.embedder.embed_query("cargo")
         assert encoder.session is not first
         assert encoder.session.get_session_options().graph_optimization_level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+
+
+def test_load_embedder_falls_back_to_fastembed_when_the_remembered_files_are_gone(embedded_index, tmp_path):
+    """A query encoder that cannot be made (the model folder the index remembers has
+    moved) is no reason to report the model unavailable: fastembed loads, and the
+    encoder is then made from the files fastembed found."""
+    with pms.KnowledgeBase(embedded_index) as kb:
+        assert kb.embedder.query_spec, "the index remembers its model's files"
+        kb.embedder.query_spec = {**kb.embedder.query_spec, "dir": str(tmp_path / "moved-away")}
+        assert kb.load_embedder() and kb.embedder.loaded
+        assert kb.embedder._query_encoder is not None and kb.embedder.query_spec["dir"] != str(tmp_path / "moved-away")
+        assert kb.search("replicate documents onto my cellphone", k=1, mode="vector")[0].path == "sync.md"
