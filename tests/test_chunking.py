@@ -126,19 +126,16 @@ Body.
 """
 
 
-def test_frontmatter_with_and_without_pyyaml(monkeypatch):
+def test_frontmatter_gives_title_tags_aliases_and_file_line_numbers():
     note = pms.parse_note(FRONTMATTER, "file")
     assert note.title == "Quoted: title"
     assert note.tags == ["alpha", "beta"]
     assert note.aliases == ["First alias", "Second"]
     assert "title:" not in "".join(c.text for c in note.chunks)
     assert note.chunks[0].start_line == 9  # the line numbers of the file, frontmatter included
-    simple = pms.parse_simple_yaml(FRONTMATTER.split("---")[1])
-    assert simple["title"] == "Quoted: title" and simple["tags"] == ["alpha", "beta"]
-    assert simple["aliases"] == ["First alias", "Second"]
 
 
-def test_broken_yaml_falls_back_to_the_simple_parser():
+def test_broken_yaml_is_read_as_far_as_it_goes():
     note = pms.parse_note("---\ntitle: ok\nbad: [unclosed\n---\nbody\n", "f")
     assert note.title == "ok"
 
