@@ -83,7 +83,7 @@ __all__ = [
     "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
     # Markdown without an index (chunking, the desktop app's preview)
     "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS",
+    "first_heading", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
@@ -1198,7 +1198,7 @@ def _note_key(path: str) -> str:
     return path[:-3] if path.endswith(".md") else path
 
 
-_WIKILINK = LazyPattern(r"!?\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|[^\[\]]*)?\]\]")
+_WIKILINK = LazyPattern(r"(!?)\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|([^\[\]]*))?\]\]")
 _MD_LINK = LazyPattern(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
@@ -1214,10 +1214,9 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
     for i, line in _prose_lines(body):
         if "[[" in line:
             for m in _WIKILINK.finditer(line):
-                target = m.group(1).strip()
+                target, fragment, _label, _embed = _wikilink_parts(m)
                 if target and not _ATTACHMENT.search(target):
-                    fragment = (m.group(2) or "").strip()
-                    links.append(NoteLink(target, "#" + fragment.lstrip("#") if fragment else "", "wiki", first_line + i))
+                    links.append(NoteLink(target, fragment, "wiki", first_line + i))
         if "](" in line:
             for m in _MD_LINK.finditer(line):
                 raw = m.group(1).strip("<>")
@@ -1229,6 +1228,33 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
                 resolved = posixpath.normpath(posixpath.join(folder, target)) if not target.startswith("/") else target.lstrip("/")
                 links.append(NoteLink(resolved, "#" + fragment if fragment else "", "markdown", first_line + i))
     return links
+
+
+def _wikilink_parts(m: re.Match) -> tuple[str, str, str, bool]:
+    """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match."""
+    fragment = (m.group(3) or "").strip()
+    return m.group(2).strip(), "#" + fragment.lstrip("#") if fragment else "", (m.group(4) or "").strip(), bool(m.group(1))
+
+
+def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str]) -> str:
+    """``body`` with each ``[[wikilink]]`` outside code (fences, indented blocks, inline
+    code) replaced by ``replace(target, fragment, label, embedded)``: the rule
+    ``note_links`` reads links by, for front ends that render them (the app's preview)."""
+    lines = body.split("\n")
+    fenced, _ = _fence_states(lines)
+
+    def sub(m: re.Match) -> str:
+        return replace(*_wikilink_parts(m))
+
+    for i, (line, in_fence) in enumerate(zip(lines, fenced)):
+        if in_fence or "[[" not in line or line.startswith(("    ", "\t")):
+            continue
+        pieces, pos = [], 0
+        for code in _INLINE_CODE.finditer(line):
+            pieces += [_WIKILINK.sub(sub, line[pos : code.start()]), code.group()]
+            pos = code.end()
+        lines[i] = "".join(pieces) + _WIKILINK.sub(sub, line[pos:])
+    return "\n".join(lines)
 
 
 class LinkResolver:
@@ -1429,6 +1455,43 @@ class NoteFilter(Record, frozen=True):
         path = str(path).strip() if path not in (None, "") else None
         return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
                    _filter_date(after, "--after"), _filter_date(before, "--before"), tuple(conditions))
+
+
+    # The filter language of the app's filter field (and of anyone's own front end).
+    FILTER_SYNTAX = "#tag, -#tag, path:, after:, before:, key=value, key!=value, has:key"
+
+    @classmethod
+    def parse(cls, text: str) -> "NoteFilter":
+        """``#tag -#tag path:GLOB after:DATE before:DATE key=value key!=value has:key``
+        -> a NoteFilter; quotes group a value with spaces. A PMSError names a bad piece."""
+        import shlex
+        try:
+            pieces = shlex.split(text or "")
+        except ValueError:
+            raise PMSError("unbalanced quotes in the filter") from None
+        tags, exclude, where, fields = [], [], [], {}
+        for piece in pieces:
+            key, colon, value = piece.partition(":")
+            if piece.startswith("#"):
+                tags.append(piece[1:])
+            elif piece.startswith("-#"):
+                exclude.append(piece[2:])
+            elif colon and key.lower() in ("path", "after", "before"):
+                fields[key.lower()] = value
+            elif colon and key.lower() == "has":
+                where.append(value)
+            elif "=" in piece:
+                where.append(piece)
+            else:
+                raise PMSError(f"{piece!r} is not a filter ({cls.FILTER_SYNTAX})")
+        return cls.build(tags, exclude, where=where, **fields)
+
+    def search_args(self) -> dict:
+        """This filter as keyword arguments of ``KnowledgeBase.search`` (only the conditions set)."""
+        where = [key if op is None else f"{key}{op}{value}" for key, op, value in self.where]
+        args = {"tags": list(self.tags), "exclude_tags": list(self.exclude_tags), "path": self.path,
+                "after": self.after, "before": self.before, "where": where}
+        return {key: value for key, value in args.items() if value}
 
 
 def _as_items(value) -> list[str]:
@@ -5191,22 +5254,33 @@ class Collections:
 
     def create(self, path: str | os.PathLike, name: str | None = None, glob: str = DEFAULT_GLOB, description: str = "",
                force: bool = False) -> Collection:
-        """Add a folder as a collection. A folder that is (or is inside, or holds) another
-        collection's folder is refused unless ``force``: every note would be found twice."""
+        """Add a folder as a collection (named after the folder unless ``name``: see
+        ``free_name``). A folder that is (or is inside, or holds) another collection's
+        folder is refused unless ``force``: every note would be found twice."""
         folder = Path(path).expanduser()
         if not folder.is_dir():
             raise PMSError(f"{folder} is not a folder (give the folder that holds your notes)")
         folder = folder.resolve()
-        name = name or folder.name or "notes"
+        if not force:
+            self._refuse_overlap(folder)
+        name = name or self.free_name(folder.name)
         if not self._NAME.match(name) or "/" in name:
             raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
         if self.kb.store.collection_row(name):
             raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
         glob_to_regex(glob or DEFAULT_GLOB)
-        if not force:
-            self._refuse_overlap(folder)
         self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "")
         return self.get(name)
+
+    def free_name(self, wanted: str) -> str:
+        """A valid collection name like ``wanted`` (a folder's name) that no collection has yet:
+        other characters become '-', a taken name gets '-2', '-3'..."""
+        base = re.sub(r"[^\w .-]", "-", wanted)[:60].strip(" .-") or "notes"
+        taken = {c.name for c in self.list()}
+        name, n = base, 2
+        while name in taken:
+            name, n = f"{base}-{n}", n + 1
+        return name
 
     def _refuse_overlap(self, folder: Path) -> None:
         for other in sorted(self.list(), key=lambda c: c.path != folder):  # the very same folder is named first
@@ -5436,6 +5510,17 @@ class KnowledgeBase:
         for target, key, fragment, kind, line in self.store.links_from(row.id):
             refs.append(self._note_ref(row.collection, resolver.resolve(kind, key), target + fragment, line))
         return refs
+
+    def resolve_link(self, note: str, target: str, kind: str = "wiki") -> NoteRef:
+        """The note that a link written in ``note`` points to, by the rule ``links`` uses:
+        ``target`` as written in ``[[target]]`` (kind "wiki") or ``[text](target)``
+        ("markdown", relative to the note's folder); ``path`` None when it points nowhere."""
+        row = self._resolve(note)
+        written = note_links(f"[[{target}]]" if kind == "wiki" else f"[link](<{target}>)", row.path)
+        if not written:  # [[#heading]] in the note itself, or no note link at all
+            doc_id = row.id if kind == "wiki" and target.startswith(("#", "^")) else None
+            return self._note_ref(row.collection, doc_id, target, 0)
+        return self._note_ref(row.collection, self._resolver(row.collection).resolve(kind, written[0].key), target, 0)
 
     def backlinks(self, note: str) -> list[NoteRef]:
         """The notes that link to a note (one entry per linking note)."""

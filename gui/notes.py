@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import re
-import shlex
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QToolButton, QVBoxLayout,
@@ -24,36 +23,6 @@ FILTER_HELP = ("Filter: #tag (all of them; #area matches #area/sub), -#tag, path
 def plain(snippet: str) -> str:
     """A hit's HTML snippet (<mark> around matches) as plain text."""
     return html.unescape(re.sub(r"<[^>]+>", "", snippet))
-
-
-def parse_filter_text(text: str) -> dict:
-    """The filter field -> keyword arguments of ``KnowledgeBase.search``.
-
-    ``#tag``, ``-#tag``, ``path:GLOB``, ``after:DATE``, ``before:DATE``,
-    ``key=value``, ``key!=value``, ``has:key``; quotes group a value with
-    spaces. Anything else is a PMSError naming the piece.
-    """
-    try:
-        pieces = shlex.split(text)
-    except ValueError:
-        raise pms.PMSError("unbalanced quotes in the filter") from None
-    out: dict = {"tags": [], "exclude_tags": [], "where": []}
-    for piece in pieces:
-        if piece.startswith("#"):
-            out["tags"].append(piece[1:])
-        elif piece.startswith("-#"):
-            out["exclude_tags"].append(piece[2:])
-        elif re.match(r"^(path|after|before):", piece, re.I):
-            key, _, value = piece.partition(":")
-            out[key.lower()] = value
-        elif piece.lower().startswith("has:"):
-            out["where"].append(piece[4:])
-        elif "=" in piece:
-            out["where"].append(piece)
-        else:
-            raise pms.PMSError(f"{piece!r} is not a filter (#tag, -#tag, path:, after:, before:, key=value, has:key)")
-    pms.NoteFilter.build(**out)  # the same checks as the command line: bad dates, empty tags
-    return {k: v for k, v in out.items() if v}
 
 
 class FilterBar(QWidget):
@@ -100,7 +69,7 @@ class FilterBar(QWidget):
     def search_kwargs(self) -> dict:
         """Keyword arguments for kb.search; {} while the field holds an error (shown in red)."""
         try:
-            kwargs = parse_filter_text(self.field.text())
+            kwargs = pms.NoteFilter.parse(self.field.text()).search_args()
             self.error = ""
         except pms.PMSError as exc:
             kwargs, self.error = {}, str(exc)

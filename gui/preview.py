@@ -34,38 +34,27 @@ MARK_BACKGROUND = QColor("#ffe066")
 MARK_FOREGROUND = QColor("#000000")
 PASSAGE_BACKGROUND = QColor(255, 224, 102, 70)  # the mark colour, faint: works on light and dark
 
-_WIKILINK = re.compile(r"(!?)\[\[([^\[\]|#\n]*)(#[^\[\]|\n]*)?(?:\|([^\[\]\n]+))?\]\]")
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+IMAGE = re.compile(r"\.(png|jpe?g|gif|svg|webp|bmp)$", re.I)
 
 
 def wikilinks_to_markdown(body: str) -> str:
     """Obsidian ``[[Note]]``, ``[[Note#Heading|label]]`` and ``![[image.png]]``
-    become ordinary Markdown links, outside code fences only."""
+    become ordinary Markdown links, where the engine reads links (not in code)."""
 
-    def replace(m: re.Match) -> str:
-        embed, target, heading, label = m.group(1), m.group(2).strip(), m.group(3) or "", m.group(4)
-        if embed and re.search(r"\.(png|jpe?g|gif|svg|webp|bmp)$", target, re.I):
+    def replace(target: str, fragment: str, label: str, embed: bool) -> str:
+        if embed and IMAGE.search(target):
             return f"![{target}]({quote(target)})"
-        text = label or (target + heading.replace("#", " › ") if target else heading.lstrip("#"))
-        href = f"{WIKI_SCHEME}:{quote(target)}" + (f"#{quote(heading[1:])}" if heading else "")
+        text = label or (target + fragment.replace("#", " › ") if target else fragment.lstrip("#"))
+        href = f"{WIKI_SCHEME}:{quote(target)}" + (f"#{quote(fragment[1:])}" if fragment else "")
         return f"[{text}]({href})"
 
-    out, fence = [], None
-    for line in body.split("\n"):
-        m = _FENCE.match(line)
-        if m:
-            marker = m.group(1)[0]
-            fence = None if fence == marker else (fence or marker)
-            out.append(line)
-            continue
-        out.append(line if fence else _WIKILINK.sub(replace, line))
-    return "\n".join(out)
+    return pms.replace_wikilinks(body, replace)
 
 
 def plain_line(line: str) -> str:
     """A Markdown source line as it reads once rendered (good enough to find it)."""
     line = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", line)      # links and images -> their text
-    line = _WIKILINK.sub(lambda m: m.group(4) or m.group(2), line)
+    line = pms.replace_wikilinks(line, lambda target, _fragment, label, _embed: label or target)
     line = re.sub(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(\[[ xX]\]\s+)?|\d+[.)]\s+)", "", line)
     line = re.sub(r"[*_`~|]+", " ", line)
     line = html.unescape(re.sub(r"<[^>]+>", "", line))
@@ -462,8 +451,7 @@ class NotePreview(QTextBrowser):
             self.status_message.emit(f"Link target not found: {path.name}")
 
     def open_wikilink(self, target: str, heading: str = "") -> bool:
-        """Obsidian resolves [[Name]] by file name anywhere in the vault: so do we,
-        nearest to the current note first."""
+        """Open the note ``[[target]]`` points to (resolved as Obsidian does: see ``resolve_wikilink``)."""
         path = self.resolve_wikilink(target)
         if path is None:
             self.status_message.emit(f"No note named “{target}”")
@@ -471,17 +459,14 @@ class NotePreview(QTextBrowser):
         return self.show_note(path, heading=heading)
 
     def resolve_wikilink(self, target: str) -> Path | None:
+        """The note ``[[target]]`` in the shown note points to: the engine's resolver
+        decides (the note ``pms links`` reports), not a rule of the app's own."""
         if not target:
             return self.abspath
-        here = self.abspath.parent if self.abspath else None
-        name = target if target.lower().endswith(".md") else target + ".md"
-        if here and (here / name).is_file():
-            return here / name
-        wanted = Path(name).name.lower()
-        collections = self.kb.collections.list()
-        collections.sort(key=lambda c: 0 if here and here.is_relative_to(c.path) else 1)
-        for col in collections:
-            for rel in col.files:
-                if Path(rel).name.lower() == wanted or rel.lower() == name.lower():
-                    return col.path / rel
-        return None
+        if self.abspath is None:
+            return None
+        try:
+            ref = self.kb.resolve_link(str(self.abspath), target)
+            return self.kb.collections.get(ref.collection).path / ref.path if ref.path else None
+        except pms.PMSError:  # the shown note is not in the index (any more)
+            return None

@@ -710,17 +710,8 @@ class MainWindow(QMainWindow):
 
     def add_folder(self, folder: str | Path) -> str | None:
         folder = Path(folder).resolve()
-        for col in self.kb.collections.list():
-            if col.path == folder:
-                self.flash(f"{folder} is already the collection “{col.name}”")
-                return None
-        names = {c.name for c in self.kb.collections.list()}
-        base = re.sub(r"[^\w .-]", "-", folder.name or "notes")[:60].strip(" .-") or "notes"
-        name, n = base, 2
-        while name in names:
-            name, n = f"{base}-{n}", n + 1
         try:
-            self.kb.collections.create(folder, name=name)
+            name = self.kb.collections.create(folder).name  # the engine names it and refuses a folder indexed twice
         except pms.PMSError as exc:
             self.flash(str(exc))
             return None

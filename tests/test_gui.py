@@ -166,6 +166,28 @@ def test_preview_links_wikilinks_images_and_no_network(kb, tmp_path, open_window
     assert wikilinks_to_markdown("[[Note#Part|label]]") == "[label](pms-wiki:Note#Part)"
 
 
+def test_a_clicked_wikilink_opens_the_note_pms_links_reports(kb, tmp_path, open_window, qtbot):
+    """The app used to look in the note's own folder first (sub/Topic.md); the engine
+    takes the exact path from the vault's root (Topic.md), and knows aliases."""
+    import re
+    folder = tmp_path / "vault"
+    write(folder / "Topic.md", "# Root topic\n")
+    write(folder / "sub" / "Topic.md", "# Sub topic\n")
+    write(folder / "other.md", "---\naliases: [Nickname]\n---\n# Other\n")
+    write(folder / "sub" / "current.md", "# Current\n\nSee [[Topic]] and [[Nickname|him]].\n\n`[[Topic]] in code`\n")
+    kb.collections.create(folder, name="vault")
+    kb.sync()
+    reported = [ref.path for ref in kb.links("vault/sub/current.md")]
+    assert reported == ["Topic.md", "other.md"]
+    preview = open_window(kb).preview
+    for expected in reported:
+        preview.show_note(folder / "sub" / "current.md")
+        hrefs = re.findall(r'href="(pms-wiki:[^"]+)"', preview.document().toHtml())
+        assert len(hrefs) == 2  # not the one in inline code
+        preview.anchorClicked.emit(QUrl(hrefs[reported.index(expected)]))
+        assert preview.abspath == folder / expected
+
+
 def test_keyword_only_badge_when_embeddings_are_unavailable(vault, open_window):
     window = open_window(vault)  # the kb fixture has embeddings=False
     assert window.badge.text().startswith("Keyword only")

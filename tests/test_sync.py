@@ -251,6 +251,17 @@ def test_killed_sync_is_finished_by_the_next_one(tmp_path):
         conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
 
+def test_a_collection_without_a_name_is_named_after_its_folder_validly_and_uniquely(kb, tmp_path):
+    """The rule the app used to keep for itself: every front end gets the same names."""
+    first, second = tmp_path / "a" / "My notes!", tmp_path / "b" / "My notes!"
+    first.mkdir(parents=True)
+    second.mkdir(parents=True)
+    assert kb.collections.create(first).name == "My notes"
+    assert kb.collections.create(second).name == "My notes-2"
+    with pytest.raises(pms.PMSError, match="already the collection 'My notes'"):
+        kb.collections.create(first)
+
+
 def test_collections_crud(kb, notes, tmp_path):
     col = kb.collections.create(notes, name="notes", description="mine")
     assert col.path == notes.resolve() and col.glob == "**/*.md"
