@@ -5261,14 +5261,14 @@ class Collections:
         if not folder.is_dir():
             raise PMSError(f"{folder} is not a folder (give the folder that holds your notes)")
         folder = folder.resolve()
-        if not force:
-            self._refuse_overlap(folder)
         name = name or self.free_name(folder.name)
         if not self._NAME.match(name) or "/" in name:
             raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
         if self.kb.store.collection_row(name):
             raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
         glob_to_regex(glob or DEFAULT_GLOB)
+        if not force:
+            self._refuse_overlap(folder)
         self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "")
         return self.get(name)
 
