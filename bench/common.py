@@ -1,9 +1,13 @@
-"""Shared by the benchmark scripts: a cached PMS index per (corpus, chunk size, model)."""
+"""Shared by the benchmark scripts: the evaluation sets, a cached PMS index per (corpus, chunk size,
+model), and one way to summarise timings (median and p95)."""
 
 from __future__ import annotations
 
+import json
 import re
+import statistics
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -13,18 +17,65 @@ sys.path.insert(0, str(REPO))
 import pms  # noqa: E402
 
 SHARED_DATA = REPO.parent / "shared" / "data"
+RUST_BOOK = SHARED_DATA / "corpora" / "rust-book.tar.gz"
 
 
-def bench_parser(description: str, workdir: str):
-    """The options every quality benchmark takes."""
-    import argparse
+def percentile(values, q: float) -> float:
+    """Nearest-rank percentile (q in 0..1), the definition ``pms bench`` reports."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered), max(int(-(-len(ordered) * q // 1)), 1)) - 1]
 
-    ap = argparse.ArgumentParser(description=description)
-    ap.add_argument("--workdir", type=Path, default=Path(workdir), help="corpus notes and cached indexes (outside the repo)")
-    ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
-    ap.add_argument("--modes", nargs="+", default=list(pms.BENCH_MODES), choices=pms.BENCH_MODES)
-    ap.add_argument("--json", action="store_true")
-    return ap
+
+def timing_summary(seconds) -> dict:
+    """Median, p95, min and max of timings in seconds, as milliseconds."""
+    ms = [s * 1000 for s in seconds]
+    if not ms:
+        return {"n": 0}
+    return {"n": len(ms), "median_ms": round(statistics.median(ms), 2), "p95_ms": round(percentile(ms, 0.95), 2),
+            "min_ms": round(min(ms), 2), "max_ms": round(max(ms), 2)}
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def beir(name: str, workdir: Path) -> tuple[Path, list[pms.Judgment]]:
+    """A BEIR set as one note per document (``<_id>.md``: ``# title``, text); graded gains scaled to 1."""
+    data = SHARED_DATA / name
+    if not (data / "corpus.jsonl").exists():
+        raise FileNotFoundError(f"{data} not found (the evaluation data lives in ../shared/data; see its README)")
+    folder = workdir / "notes"
+    folder.mkdir(parents=True, exist_ok=True)
+    for doc in read_jsonl(data / "corpus.jsonl"):
+        path = folder / f"{doc['_id']}.md"
+        if not path.exists():  # rewritten only when missing, so the cached index stays valid
+            path.write_text(f"# {doc['title'].strip()}\n\n{doc['text'].strip()}\n", encoding="utf-8")
+    grades: dict[str, dict[str, int]] = {}
+    for line in (data / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, did, score = line.split("\t")
+        if int(score) > 0:
+            grades.setdefault(qid, {})[did] = int(score)
+    judgments = []
+    for q in read_jsonl(data / "queries_test.jsonl"):
+        if q["_id"] in grades:
+            top = max(grades[q["_id"]].values())
+            judgments.append(pms.Judgment(q["text"], {f"{d}.md": g / top for d, g in sorted(grades[q["_id"]].items())}))
+    return folder, judgments
+
+
+def extract_book(workdir: Path, archive: Path = RUST_BOOK) -> Path:
+    """The Rust book, extracted once under ``workdir``: its root folder (holding src/)."""
+    root = workdir / "rust-book"
+    if not (root / "src" / "SUMMARY.md").exists():
+        if not archive.exists():
+            raise FileNotFoundError(f"{archive} not found (the evaluation data lives in ../shared/data; see its README)")
+        workdir.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(workdir, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(workdir)
+    return root
 
 
 def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, embed: bool) -> pms.KnowledgeBase:
@@ -53,13 +104,3 @@ def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, e
     if embed and report.embed_error:
         print(f"{collection}: embeddings unavailable: {report.embed_error}", file=sys.stderr)
     return kb
-
-
-def print_result(title: str, result: dict, as_json: bool) -> None:
-    import json
-
-    if as_json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-    else:
-        print(title)
-        print(pms.format_benchmark(result))

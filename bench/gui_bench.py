@@ -40,32 +40,62 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402  (puts the repository on sys.path)
 import pms  # noqa: E402
+from common import timing_summary  # noqa: E402
 
 QUERIES_PER_RUN = 20
 BACKGROUND_PAGES = 1500
 
 
 def rust_book(work: Path) -> Path:
-    book = work / "rust-book"
-    if not book.is_dir():
-        archive = common.SHARED_DATA / "corpora" / "rust-book.tar.gz"
-        if not archive.exists():
-            sys.exit(f"gui_bench: {archive} not found (the evaluation data lives in ../shared/data)")
-        with tarfile.open(archive) as tar:
-            tar.extractall(work, filter="data")
-    return book
+    try:
+        return common.extract_book(work)
+    except FileNotFoundError as exc:
+        sys.exit(f"gui_bench: {exc}")
 
 
-def background_pages(work: Path) -> Path:
+def background_pages(work: Path, count: int = BACKGROUND_PAGES) -> Path:
     """1,500 tldr pages in a folder of their own: a sync with minutes of embedding to type against."""
     target = work / "tldr-common"
     if not target.is_dir():
         with tarfile.open(common.SHARED_DATA / "corpora" / "tldr.tar.gz") as tar:
-            members = [m for m in tar.getmembers() if m.isfile() and "/pages/common/" in m.name][:BACKGROUND_PAGES]
+            members = [m for m in tar.getmembers() if m.isfile() and "/pages/common/" in m.name][:count]
             tar.extractall(work / "tldr-extract", members=members, filter="data")
         shutil.move(str(next((work / "tldr-extract").rglob("common"))), target)
         shutil.rmtree(work / "tldr-extract", ignore_errors=True)
     return target
+
+
+def typing_while_syncing(window, kb, app, stalls, typed, hybrid, args) -> None:
+    """Typing while a sync embeds in the background."""
+    pages = background_pages(args.work, args.background_pages)
+    with contextlib.suppress(pms.PMSError):
+        kb.collections.delete("background")  # left over from an interrupted run
+    kb.collections.create(pages, name="background")
+    window.refresh_collections()
+    with stalls.during("syncing"):
+        window.request_sync(["background"])
+        while not (window.sync_phase == "embed" or not window.sync_running()):
+            app.processEvents()
+            time.sleep(0.01)
+        end = time.monotonic() + 5
+        while time.monotonic() < end:  # embedding, nobody typing
+            app.processEvents()
+            time.sleep(0.005)
+    embedding = window.sync_running() and window.sync_phase == "embed"
+    if embedding:
+        with stalls.during("typing"), mode(window, "keyword"):
+            typing_report("keyword, while embedding", window, next(typed), stalls)
+        if hybrid:
+            with stalls.during("typing"), mode(window, "hybrid"):
+                typing_report("hybrid, while embedding", window, next(typed), stalls)
+    else:
+        print("while embedding: the background sync ended before typing began (no model?)")
+    window.cancel_sync()
+    while window.sync_running():
+        app.processEvents()
+        time.sleep(0.01)
+    kb.collections.delete("background")  # the index is left as it was
+    window.refresh_collections()
 
 
 def time_to_window(db: Path, runs: int) -> list[float]:
@@ -257,13 +287,11 @@ def searches(window, queries: list[str]) -> None:
         wait_for_results(window, query)
 
 
-def summary(seconds: list[float], unit: float = 1000.0) -> str:
+def summary(seconds: list[float]) -> str:
     if not seconds:
         return "no samples"
-    ordered = sorted(seconds)
-    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
-    return (f"median {statistics.median(ordered) * unit:.0f} ms, p95 {p95 * unit:.0f} ms, "
-            f"max {ordered[-1] * unit:.0f} ms over {len(ordered)}")
+    s = timing_summary(seconds)
+    return f"median {s['median_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms, max {s['max_ms']:.0f} ms over {s['n']}"
 
 
 @contextlib.contextmanager
@@ -284,6 +312,8 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=QUERIES_PER_RUN, help="queries typed per measure")
     parser.add_argument("--searches", type=int, default=1000, help="searches for the memory measure")
     parser.add_argument("--db", type=Path, help="measure this index as it is (no sync) instead of the Rust-book one")
+    parser.add_argument("--background-pages", type=int, default=BACKGROUND_PAGES,
+                        help="tldr pages synced in the background while typing (0: skip that measure)")
     args = parser.parse_args()
     if args.db:
         kb = pms.KnowledgeBase(args.db)
@@ -328,36 +358,8 @@ def main() -> int:
         print(f"hybrid: unavailable ({kb.search_mode().reason})")
     print(f"clearing the search bar:                      {summary(clear_latency(window, queries[:args.queries], stalls))}")
 
-    # A sync that embeds in the background while the user types.
-    pages = background_pages(args.work)
-    with contextlib.suppress(pms.PMSError):
-        kb.collections.delete("background")  # left over from an interrupted run
-    kb.collections.create(pages, name="background")
-    window.refresh_collections()
-    with stalls.during("syncing"):
-        window.request_sync(["background"])
-        while not (window.sync_phase == "embed" or not window.sync_running()):
-            app.processEvents()
-            time.sleep(0.01)
-        end = time.monotonic() + 5
-        while time.monotonic() < end:  # embedding, nobody typing
-            app.processEvents()
-            time.sleep(0.005)
-    embedding = window.sync_running() and window.sync_phase == "embed"
-    if embedding:
-        with stalls.during("typing"), mode(window, "keyword"):
-            typing_report("keyword, while embedding", window, next(typed), stalls)
-        if hybrid:
-            with stalls.during("typing"), mode(window, "hybrid"):
-                typing_report("hybrid, while embedding", window, next(typed), stalls)
-    else:
-        print("while embedding: the background sync ended before typing began (no model?)")
-    window.cancel_sync()
-    while window.sync_running():
-        app.processEvents()
-        time.sleep(0.01)
-    kb.collections.delete("background")  # the index is left as it was
-    window.refresh_collections()
+    if args.background_pages:
+        typing_while_syncing(window, kb, app, stalls, typed, hybrid, args)
 
     for label in ("typing", "previewing", "typing slowly", "clearing", "syncing"):
         print(f"longest event-loop stall while {label}: {stalls.report(label)}")

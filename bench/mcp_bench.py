@@ -18,7 +18,7 @@ Measures, each in a fresh ``pms.py mcp`` process:
 * one-shot ``pms.py search`` (loads the model per call), for comparison, and
   the same command while the HTTP server runs (it then asks the server).
 
-The SciFact index is bench/scifact.py's cached MiniLM index (``--workdir``,
+The SciFact index is the dev suite's cached MiniLM index (``--workdir``,
 default .cache/bench/scifact), built once if missing (embedding 5k notes takes
 several minutes on 2 cores).
 """
@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import threading
@@ -38,21 +37,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, open_index, pms  # noqa: E402
-from scifact import load_scifact, write_notes  # noqa: E402
+from common import REPO, pms, timing_summary  # noqa: E402
+from suite import load_set  # noqa: E402
 
 PMS = str(REPO / "pms.py")
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
 def summary(seconds: list[float]) -> dict:
-    ms = [s * 1000 for s in seconds]
-    return {"n": len(ms), "median_ms": round(statistics.median(ms), 1), "p95_ms": round(percentile(ms, 0.95), 1),
-            "min_ms": round(min(ms), 1), "max_ms": round(max(ms), 1)}
+    return {key: round(value, 1) if isinstance(value, float) else value for key, value in timing_summary(seconds).items()}
 
 
 def rss_kb(pid: int) -> dict:
@@ -196,18 +188,17 @@ def main(argv=None) -> int:
     ap.add_argument("--index", type=Path, help="an index to serve (default: SciFact's, built once)")
     ap.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench" / "scifact")
     ap.add_argument("--queries", type=int, default=300, help="SciFact test queries to time (default all 300)")
+    ap.add_argument("--query", action="append", help="time this query instead (with --index; repeatable)")
     ap.add_argument("--repeat", type=int, default=7, help="stdio start-ups to time (default 7)")
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    corpus, judged, _ = load_scifact()
-    queries = [q["text"] for q in judged][: args.queries]
-    if args.index:
-        db = args.index
+    if args.index and args.query:
+        db, queries = args.index, args.query
     else:
-        kb = open_index(args.workdir, write_notes(corpus, args.workdir / "notes"), "scifact", pms.DEFAULT_CHUNK_CHARS, True)
-        db = kb.index_path
+        kb, judged = load_set("scifact", args.workdir.parent, pms.DEFAULT_CHUNK_CHARS, embed=not args.index)
+        db, queries = args.index or kb.index_path, [j.query for j in judged][: args.queries]
         kb.close()
     notes = pms.KnowledgeBase(db, embeddings=False)
     documents = notes.status(pending=False)["documents"]

@@ -9,7 +9,7 @@
     .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes; keyword on tldr, python3 pms.py vs the pms command, by part
     .venv/bin/python bench/perf.py all
 
-``hybrid`` and ``size`` use ``--hybrid-db INDEX`` (e.g. bench/scifact.py's
+``hybrid`` and ``size`` use ``--hybrid-db INDEX`` (e.g. the dev suite's SciFact index in .cache/bench/scifact
 MiniLM index of SciFact, copied first) or else embed the whole rust-book here.
 
 Corpora come from ../shared/data/corpora (or --data) and are extracted under
@@ -36,10 +36,9 @@ import tarfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pms  # noqa: E402
+from common import REPO, pms, timing_summary  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "corpora"
 DEFAULT_MODEL_DIR = REPO / ".cache" / "minilm"
@@ -103,9 +102,7 @@ def cpu_seconds() -> float:
 
 
 def percentiles(times_s: list[float]) -> dict:
-    ms = sorted(t * 1000 for t in times_s)
-    return {"n": len(ms), "median_ms": statistics.median(ms), "p95_ms": ms[min(len(ms) - 1, int(len(ms) * 0.95))],
-            "min_ms": ms[0], "max_ms": ms[-1]}
+    return timing_summary(times_s)
 
 
 def timed(fn, *args, **kwargs):
@@ -498,7 +495,7 @@ def scifact_queries(args) -> list[str]:
 
 def bench_hybrid(args) -> dict:
     db = ensure_embedded(args)
-    # A SciFact index (bench/scifact.py) gets SciFact's 300 test queries; the rust-book its own set.
+    # A SciFact index (the dev suite's) gets SciFact's 300 test queries; the rust-book its own set.
     queries = scifact_queries(args) if "scifact" in db.name.lower() else rust_book_queries(db)
     print(f"  index {db} ({text_bytes(db)[0]} chunks), {len(queries)} queries")
     out = {"latency": run_child("hybrid_latency", db=str(db), queries=queries)}
@@ -764,7 +761,7 @@ def main(argv=None) -> int:
     parser.add_argument("--embed-experiments", action="store_true",
                         help="embed: with ONNX Runtime's memory arena off, at 512 and at 256 tokens")
     parser.add_argument("--hybrid-db", type=Path, help="an embedded index for the hybrid and size benchmarks "
-                        "(e.g. bench/scifact.py's; it is copied first); default: the rust-book, embedded here")
+                        "(e.g. the dev suite's SciFact index in .cache/bench/scifact; it is copied first); default: the rust-book, embedded here")
     parser.add_argument("--compare-with", type=Path, help="start: also time the pms command of the pms.py in this folder "
                         "(a checkout of another commit), interleaved with this one's")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")

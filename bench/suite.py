@@ -13,7 +13,7 @@ Sets (the data lives in ../shared/data, never in the repository):
 * ``rustbook`` The Rust book: 50 questions of bench/rustbook_queries.json (graded).
 * ``sample``   The shipped sample notes (37): 60 graded queries of bench/sample_notes_queries.json,
   each tagged with its kind (name, howto, concept, syntax, non-english; see
-  bench/by_kind.py for nDCG@10 per kind).
+  ``--by-kind`` for nDCG@10 per kind).
 * ``tldr``     An Obsidian-like vault of 1,500 English tldr pages (pages/common), each a
   short note named after its command. Known-item queries that nobody here wrote:
   for 300 pages picked at random, the page's own one-line description (``Archiving
@@ -40,44 +40,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, SHARED_DATA, open_index, pms  # noqa: E402
+from common import REPO, SHARED_DATA, beir, extract_book, open_index, pms  # noqa: E402
 
 SETS = ("scifact", "nfcorpus", "rustbook", "sample", "tldr")
 TABLE_METRICS = ("ndcg@10", "mrr", "hit@1", "recall@10")
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def beir(name: str, workdir: Path) -> tuple[Path, list[pms.Judgment]]:
-    """A BEIR set as one note per document (``<_id>.md``: ``# title``, text); graded gains scaled to 1."""
-    data = SHARED_DATA / name
-    if not (data / "corpus.jsonl").exists():
-        raise FileNotFoundError(f"{data} not found (the evaluation data lives in ../shared/data; see its README)")
-    folder = workdir / "notes"
-    folder.mkdir(parents=True, exist_ok=True)
-    for doc in read_jsonl(data / "corpus.jsonl"):
-        path = folder / f"{doc['_id']}.md"
-        if not path.exists():  # rewritten only when missing, so the cached index stays valid
-            path.write_text(f"# {doc['title'].strip()}\n\n{doc['text'].strip()}\n", encoding="utf-8")
-    grades: dict[str, dict[str, int]] = {}
-    for line in (data / "qrels" / "test.tsv").read_text().splitlines()[1:]:
-        qid, did, score = line.split("\t")
-        if int(score) > 0:
-            grades.setdefault(qid, {})[did] = int(score)
-    judgments = []
-    for q in read_jsonl(data / "queries_test.jsonl"):
-        if q["_id"] in grades:
-            top = max(grades[q["_id"]].values())
-            judgments.append(pms.Judgment(q["text"], {f"{d}.md": g / top for d, g in sorted(grades[q["_id"]].items())}))
-    return folder, judgments
-
-
 def rustbook(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
-    from rustbook import extract_book
-
     return extract_book(workdir), pms.load_fixture(REPO / "bench" / "rustbook_queries.json")
 
 
@@ -172,6 +141,26 @@ def format_suite(results: dict[str, dict], summary: dict) -> str:
     return "\n".join(lines)
 
 
+def format_by_kind(result: dict, fixture: Path) -> str:
+    """nDCG@10 per kind of query (the ``kind`` field of the fixture's queries, e.g. the
+    sample set's name, howto, concept, syntax, non-english), one row per mode."""
+    queries = json.loads(fixture.read_text(encoding="utf-8"))["queries"]
+    kind_of = {q["query"]: q.get("kind", "other") for q in queries}
+    kinds = list(dict.fromkeys(kind_of.values()))
+    lines = [f"{'nDCG@10':<9}" + "".join(f"{k:>12}" for k in kinds)]
+    for mode, m in result["modes"].items():
+        if m.get("available"):
+            scores: dict[str, list[float]] = {k: [] for k in kinds}
+            for q in m["per_query"]:
+                scores[kind_of[q["query"]]].append(q["ndcg@10"])
+            lines.append(f"{mode:<9}" + "".join(f"{sum(v) / len(v) if v else float('nan'):12.3f}" for v in scores.values()))
+    lines.append(f"{'queries':<9}" + "".join(f"{list(kind_of.values()).count(k):12d}" for k in kinds))
+    return "\n".join(lines)
+
+
+KIND_FIXTURES = {"sample": REPO / "bench" / "sample_notes_queries.json"}
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -181,6 +170,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench", help="corpus notes and cached indexes (git-ignored)")
     ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
     ap.add_argument("--json", action="store_true", help="full results, per query")
+    ap.add_argument("--by-kind", action="store_true", help="also nDCG@10 per kind of query (the sample set's kinds)")
     args = ap.parse_args(argv)
 
     embed = args.modes != ["keyword"]
@@ -202,6 +192,8 @@ def main(argv=None) -> int:
     else:
         print(f"model {pms.model_settings()[0] if embed else '(keyword only)'}, chunks of {args.chunk_chars} chars")
         print(format_suite(results, summary))
+        for name in (n for n in results if args.by_kind and n in KIND_FIXTURES):
+            print(f"\n{name}, by kind of query:\n" + format_by_kind(results[name], KIND_FIXTURES[name]))
     return 0
 
 

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -160,22 +163,36 @@ def test_bench_command_real_run(hybrid_kb, tmp_path, pms_main):
     assert table.returncode == 0 and "nDCG@10" in table.stdout and "keyword" in table.stdout and "hybrid" not in table.stdout
 
 
-# -- SciFact, keyword only, on a slice (the full run is bench/scifact.py) ---------------------------
+# -- SciFact, keyword only, on a slice (the full run is bench/suite.py --sets scifact) ---------------
 SCIFACT_SUBSET_FLOOR = 0.78  # measured 0.811 (60 queries, 1,066 notes); docs/benchmarks.md, "Search quality"
 
 
 @pytest.mark.slow
 def test_scifact_keyword_subset_stays_above_floor(shared_data, tmp_path):
-    import scifact
+    import random
 
-    corpus, queries, qrels = scifact.load_scifact(shared_data / "scifact")
-    corpus, queries = scifact.subset(corpus, queries, qrels, 60, 1000)
-    notes = scifact.write_notes(corpus, tmp_path / "scifact")
+    from common import read_jsonl
+
+    data = shared_data / "scifact"
+    qrels: dict[str, set[str]] = {}
+    for line in (data / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, did, score = line.split("\t")
+        if int(score) > 0:
+            qrels.setdefault(qid, set()).add(did)
+    corpus = read_jsonl(data / "corpus.jsonl")
+    rng = random.Random(13)  # the slice the floor was measured on: 60 queries, their documents and 1,000 others
+    picked = rng.sample([q for q in read_jsonl(data / "queries_test.jsonl") if q["_id"] in qrels], 60)
+    wanted = set().union(*(qrels[q["_id"]] for q in picked))
+    keep = wanted | {d["_id"] for d in rng.sample([d for d in corpus if d["_id"] not in wanted], 1000)}
+    notes = tmp_path / "scifact"
+    for doc in (d for d in corpus if d["_id"] in keep):
+        write(notes / f"{doc['_id']}.md", f"# {doc['title'].strip()}\n\n{doc['text'].strip()}\n")
     with pms.KnowledgeBase(tmp_path / "scifact.sqlite", embeddings=False) as kb:
         kb.collections.create(notes, name="scifact")
         kb.sync()
-        result = pms.run_benchmark(kb, scifact.judgments(queries, qrels), modes=["keyword"])
-    assert result["notes"] == len(corpus) and result["queries"] == 60
+        judgments = [pms.Judgment(q["text"], {f"{d}.md": 1.0 for d in sorted(qrels[q["_id"]])}) for q in picked]
+        result = pms.run_benchmark(kb, judgments, modes=["keyword"])
+    assert result["notes"] == len(keep) and result["queries"] == 60
     assert result["modes"]["keyword"]["ndcg@10"] >= SCIFACT_SUBSET_FLOOR
 
 
@@ -194,3 +211,87 @@ def test_a_cached_index_built_on_another_checkout_measures_this_ones_notes(tmp_p
         sample = kb.collections.get("sample")
         assert sample.path == mine.resolve() and sorted(sample.files) == ["a.md", "b.md"]
         assert [h.path for h in kb.search("added in this checkout", mode="keyword")] == ["b.md"]
+
+
+# -- every maintained bench script: --help, then a tiny run ----------------------------------------
+BENCH_SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("*.py") if p.name != "common.py")
+
+
+def bench(script: str, *args, tmp_path: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")}
+    env.update(PMS_HOME=str(tmp_path / "home"), QT_QPA_PLATFORM="offscreen")
+    return subprocess.run([sys.executable, str(REPO / "bench" / script), *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=tmp_path)
+
+
+def test_the_maintained_bench_scripts_are_these():
+    """Studies that shipped nothing are not kept in bench/ (git history keeps them; docs/decisions.md says what they found)."""
+    assert BENCH_SCRIPTS == ["faults.py", "gui_bench.py", "mcp_bench.py", "perf.py", "suite.py"]
+
+
+@pytest.mark.parametrize("script", BENCH_SCRIPTS)
+def test_every_bench_script_answers_help(script, tmp_path):
+    result = bench(script, "--help", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage:") and "Traceback" not in result.stderr
+
+
+def test_suite_tiny_run_by_kind(tmp_path):
+    result = bench("suite.py", "--sets", "sample", "--modes", "keyword", "--by-kind", "--workdir", tmp_path / "w", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "MEAN      keyword" in result.stdout and "by kind of query" in result.stdout and "non-english" in result.stdout
+
+
+def tiny_tldr(data: Path) -> Path:
+    """A tldr.tar.gz of a few pages (perf.py keyword edits pages/common/tar.md)."""
+    import tarfile
+
+    pages = tmp = data / "src" / "tldr" / "pages" / "common"
+    for name, line in (("tar", "Archiving utility"), ("git", "Distributed version control"), ("ls", "List directory contents")):
+        write(pages / f"{name}.md", f"# {name}\n\n> {line}.\n\n- Use {name} for something:\n\n`{name} --flag`\n")
+    with tarfile.open(data / "tldr.tar.gz", "w:gz") as tar:
+        tar.add(tmp.parent.parent, arcname="tldr")
+    return data
+
+
+@pytest.mark.slow
+def test_perf_tiny_keyword_run(tmp_path):
+    data = tiny_tldr(tmp_path / "data")
+    result = bench("perf.py", "keyword", "--data", data, "--work", tmp_path / "work", "--runs", 2,
+                   "--json", tmp_path / "out.json", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "out.json").read_text())["keyword"]
+    assert figures["index"]["files"] == 3 and figures["latency"]["keyword"]["n"] > 0
+
+
+@pytest.mark.slow
+def test_faults_tiny_run(tmp_path):
+    result = bench("faults.py", "--only", "kill", "--kills", 1, "--notes", 5, "--no-embed", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def small_index(tmp_path: Path) -> Path:
+    db = tmp_path / "small.sqlite"
+    with pms.KnowledgeBase(db, embeddings=False) as kb:
+        kb.collections.create(REPO / "sample-notes", name="sample")
+        kb.sync()
+    return db
+
+
+@pytest.mark.slow
+def test_mcp_bench_tiny_run(tmp_path):
+    pytest.importorskip("mcp", reason="the MCP server needs the mcp package")
+    result = bench("mcp_bench.py", "--index", small_index(tmp_path), "--query", "backups", "--query", "git rebase",
+                   "--repeat", 1, "--json", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "stdio_first_tools_list" in json.loads(result.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.gui
+def test_gui_bench_tiny_run(tmp_path):
+    pytest.importorskip("PySide6", reason="the desktop app needs PySide6")
+    result = bench("gui_bench.py", "--db", small_index(tmp_path), "--work", tmp_path / "work", "--runs", 1, "--queries", 2,
+                   "--searches", 12, "--background-pages", 0, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "time to window" in result.stdout and "keystroke -> results painted" in result.stdout
