@@ -9,8 +9,8 @@
     .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes; keyword on tldr, python3 pms.py vs the pms command, by part
     .venv/bin/python bench/perf.py all
 
-``hybrid`` and ``size`` use ``--hybrid-db INDEX`` (e.g. the dev suite's SciFact index in .cache/bench/scifact
-MiniLM index of SciFact, copied first) or else embed the whole rust-book here.
+``hybrid`` and ``size`` use ``--hybrid-db INDEX`` (e.g. the dev suite's MiniLM index of
+SciFact in .cache/bench/scifact, copied first) or else embed the whole rust-book here.
 
 Corpora come from ../shared/data/corpora (or --data) and are extracted under
 --work (default /tmp/pms-perf), never into the repository. Each measurement
