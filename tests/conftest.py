@@ -5,6 +5,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import time
 import tarfile
 from pathlib import Path
 
@@ -165,3 +166,86 @@ def pms_main(capsys):
         out = capsys.readouterr()
         return CliResult(code, out.out, out.err)
     return run
+
+
+# -- shared by several test modules --------------------------------------------------------------
+def stamp(path, day: str) -> None:
+    t = time.mktime(time.strptime(day + " 12:00", "%Y-%m-%d %H:%M"))
+    os.utime(path, (t, t))
+
+
+def make_vault(root):
+    """A vault with tags in every form, dates, fields, links and aliases, plus
+    many untagged notes that match "deployment" better than the tagged ones do."""
+    write(root / "projects" / "alpha.md", "---\ntags: [work, project/alpha]\ndate: 2024-03-05\nstatus: active\nowner: ana\n---\n"
+          "# Alpha\n\nThe deployment pipeline of alpha. See [[beta]], [[Gamma Notes|the spec]] and "
+          "[the API](../ref/spec.md#api).\n\n```\n#notatag [[not a link]]\n```\n")
+    write(root / "projects" / "beta.md", "---\ntags: work, draft\ncreated: 2024-01-20\nstatus: draft\n---\n"
+          "# Beta\n\nA deployment checklist for beta #infra/ci. Back to [[alpha#Alpha]] and [[alpha^block1]].\n")
+    stamp(write(root / "journal" / "2024-02-10.md", "# Retro\n\nA deployment retro. #journal #work/meetings\n"
+                "Not tags: `#code`, https://example.com/#anchor, [top](#retro), ## heading-ish\n"), "2024-02-10")
+    write(root / "ref" / "spec.md", "---\naliases: [Gamma Notes]\ntag: reference\nupdated: 2023-12-01\n---\n"
+          "# API spec\n\nThe deployment API. It used to live in [[old-name]]. ![[diagram.png]] [web](https://example.com/x.md)\n")
+    write(root / "archive" / "old.md", "---\ntags: [archive, work]\ndate: 2022-05-01\n---\n# Old\n\nDeployment notes from the old days.\n")
+    for i in range(1, 13):
+        tags = "[bulk, even]" if i % 2 == 0 else "[bulk]"
+        write(root / "bulk" / f"log{i:02d}.md", f"---\ntags: {tags}\ndate: 2024-04-{i:02d}\nlevel: {i % 3}\n---\n"
+              f"# Log {i}\n\nShip log {i}: the rollout of service number {i} went fine, a quiet deployment.\n")
+    for i in range(60):  # strong matches without tags: a post-filter on the top results would find no tagged note
+        write(root / "noise" / f"n{i:02d}.md", f"# Deployment {i}\n\nDeployment deployment: how deployment {i} of the "
+              f"deployment system rolls out deployments.\n")
+    return root
+
+
+# The desktop app's tests (Qt is imported by the fixture, so this file stays importable without it).
+WAIT_MS = 15000
+
+
+@pytest.fixture
+def open_window(qtbot, tmp_path):
+    """A shown MainWindow over ``kb``, with settings in a temporary file."""
+    settings_file = tmp_path / "settings.ini"
+
+    from PySide6.QtCore import QSettings
+
+    from gui.window import MainWindow
+
+    def open_(kb, background: bool = False):
+        window = MainWindow(kb, QSettings(str(settings_file), QSettings.IniFormat))
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        if background:
+            with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+                window.start_background_work()
+        return window
+
+    return open_
+
+
+def type_query(qtbot, window, text: str) -> None:
+    """Type ``text`` key by key and wait for its own results (not a prefix's)."""
+    window.search_box.clear()
+    with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS, check_params_cb=lambda query: query == text):
+        qtbot.keyClicks(window.search_box, text)
+
+
+def wait_for_preview(qtbot, window) -> None:
+    """Wait until the preview shows the selected result (it renders once typing pauses)."""
+    def shown() -> bool:
+        hit, preview = window.current_hit(), window.preview
+        return hit is not None and preview.ready() and str(preview.abspath) == hit.abspath
+    qtbot.waitUntil(shown, timeout=WAIT_MS)
+
+
+def preview_of_a_note(qtbot, kb, open_window, folder: Path, text: str, query: str, size: tuple[int, int]):
+    """A window over ``kb`` with one note (``folder``/long.md, indexed as collection "long")
+    found by ``query`` and shown in the preview."""
+    write(folder / "long.md", text)
+    kb.collections.create(folder, name="long")
+    kb.sync()
+    window = open_window(kb)
+    window.resize(*size)
+    type_query(qtbot, window, query)
+    wait_for_preview(qtbot, window)
+    return window

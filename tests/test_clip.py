@@ -13,7 +13,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -142,7 +141,7 @@ def frontmatter(note: Path) -> tuple[dict, dict, str]:
     """(PyYAML's reading, the engine's own reading, body) of a note."""
     yaml = pytest.importorskip("yaml")
     block, body, _ = pms.split_frontmatter(note.read_text(encoding="utf-8"))
-    return yaml.safe_load(block), pms.parse_simple_yaml(block), body
+    return yaml.safe_load(block), pms.parse_frontmatter(block), body
 
 
 # -- file names ---------------------------------------------------------------------------
@@ -456,14 +455,12 @@ def test_cli_failures_are_one_line_and_write_nothing(cli_env, server, pms_main, 
     if "html/" in source and not SHARED_HTML.is_dir():
         pytest.skip(f"saved web pages not found at {SHARED_HTML}")
     folder, env = cli_env
-    started = time.monotonic()
     r = pms_main("clip", source.format(server=server, closed=closed_port()), *extra, db=Path(env["PMS_DB"]))
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert r.stdout == ""
     lines = r.stderr.strip().split("\n")
     assert len(lines) == 1 and lines[0].startswith("pms: error: ") and message in lines[0], r.stderr
     assert md_files(folder) == []
-    assert time.monotonic() - started < 30
 
 
 def test_cli_without_trafilatura_says_how_to_install(cli_env, tmp_path):

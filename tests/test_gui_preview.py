@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -15,13 +14,12 @@ pytest.importorskip("markdown_it", reason="the preview needs markdown-it-py (pip
 
 from PySide6.QtCore import Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor, QTextDocument  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import pms  # noqa: E402
 from conftest import REPO, write  # noqa: E402
 from gui.note_html import ALLOWED_TAGS, STRIPPED_TAGS  # noqa: E402
 from gui.preview import NotePreview, palette_colours  # noqa: E402
-from test_gui import WAIT_MS, open_window, preview_of_a_note, type_query, wait_for_preview  # noqa: E402,F401  (open_window is a fixture)
+from conftest import preview_of_a_note  # noqa: E402
 
 
 def note_words(text: str) -> Counter:

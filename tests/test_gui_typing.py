@@ -17,7 +17,7 @@ from PySide6.QtGui import QTextDocument  # noqa: E402
 
 import gui.window  # noqa: E402
 from conftest import write  # noqa: E402
-from test_gui import WAIT_MS, open_window, type_query, wait_for_preview  # noqa: E402,F401  (open_window is a fixture)
+from conftest import WAIT_MS, type_query, wait_for_preview  # noqa: E402
 
 KEY_INTERVAL_MS = 150  # faster than the settle delay the first test sets, slower than the search debounce
 

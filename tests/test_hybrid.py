@@ -5,7 +5,7 @@ import threading
 import pytest
 
 import pms
-from conftest import REPO, write
+from conftest import write
 
 
 @pytest.fixture

@@ -4,44 +4,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 
 import pytest
 
-from conftest import write
+from conftest import make_vault, stamp, write  # noqa: F401
 
 import pms
 
 MODES = ("keyword", "vector", "hybrid")
 DAY = 86400
-
-
-def stamp(path, day: str) -> None:
-    t = time.mktime(time.strptime(day + " 12:00", "%Y-%m-%d %H:%M"))
-    os.utime(path, (t, t))
-
-
-def make_vault(root):
-    """A vault with tags in every form, dates, fields, links and aliases, plus
-    many untagged notes that match "deployment" better than the tagged ones do."""
-    write(root / "projects" / "alpha.md", "---\ntags: [work, project/alpha]\ndate: 2024-03-05\nstatus: active\nowner: ana\n---\n"
-          "# Alpha\n\nThe deployment pipeline of alpha. See [[beta]], [[Gamma Notes|the spec]] and "
-          "[the API](../ref/spec.md#api).\n\n```\n#notatag [[not a link]]\n```\n")
-    write(root / "projects" / "beta.md", "---\ntags: work, draft\ncreated: 2024-01-20\nstatus: draft\n---\n"
-          "# Beta\n\nA deployment checklist for beta #infra/ci. Back to [[alpha#Alpha]] and [[alpha^block1]].\n")
-    stamp(write(root / "journal" / "2024-02-10.md", "# Retro\n\nA deployment retro. #journal #work/meetings\n"
-                "Not tags: `#code`, https://example.com/#anchor, [top](#retro), ## heading-ish\n"), "2024-02-10")
-    write(root / "ref" / "spec.md", "---\naliases: [Gamma Notes]\ntag: reference\nupdated: 2023-12-01\n---\n"
-          "# API spec\n\nThe deployment API. It used to live in [[old-name]]. ![[diagram.png]] [web](https://example.com/x.md)\n")
-    write(root / "archive" / "old.md", "---\ntags: [archive, work]\ndate: 2022-05-01\n---\n# Old\n\nDeployment notes from the old days.\n")
-    for i in range(1, 13):
-        tags = "[bulk, even]" if i % 2 == 0 else "[bulk]"
-        write(root / "bulk" / f"log{i:02d}.md", f"---\ntags: {tags}\ndate: 2024-04-{i:02d}\nlevel: {i % 3}\n---\n"
-              f"# Log {i}\n\nShip log {i}: the rollout of service number {i} went fine, a quiet deployment.\n")
-    for i in range(60):  # strong matches without tags: a post-filter on the top results would find no tagged note
-        write(root / "noise" / f"n{i:02d}.md", f"# Deployment {i}\n\nDeployment deployment: how deployment {i} of the "
-              f"deployment system rolls out deployments.\n")
-    return root
 
 
 @pytest.fixture

@@ -13,9 +13,8 @@ from PySide6.QtCore import QSettings, Qt  # noqa: E402
 
 import pms  # noqa: E402
 from gui.window import MainWindow  # noqa: E402
-from test_notes import make_vault  # noqa: E402
+from conftest import WAIT_MS, make_vault  # noqa: E402
 
-WAIT_MS = 15000
 
 
 def test_the_filter_field_speaks_the_same_filters_as_the_command_line():

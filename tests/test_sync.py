@@ -208,12 +208,24 @@ def make_many(root, n):
 
 
 def test_two_processes_syncing_at_once(tmp_path):
+    """Both syncs are started while a third holds the index's sync lock, and both say they
+    wait for it: so they provably overlap; then each takes its turn and the index is whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
     root = tmp_path / "shared"
     make_many(root, 400)
     db = tmp_path / "idx.sqlite"
     assert run_cli("collection", "add", root, "--name", "s", "--no-sync", db=db).returncode == 0
     cmd = [sys.executable, str(REPO / "pms.py"), "--db", str(db), "sync", "--no-embed"]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    holder = pms.FileLock(tmp_path / "idx.sqlite.sync.lock")
+    assert holder.acquire(blocking=False)
+    try:
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        with ThreadPoolExecutor(2) as pool:  # each process's first line on stderr: it is waiting (a timeout fails the test)
+            first_lines = [f.result(timeout=120) for f in [pool.submit(p.stderr.readline) for p in procs]]
+        assert all("another sync of this index is running" in line for line in first_lines), first_lines
+    finally:
+        holder.release()
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     conn = sqlite3.connect(db)
