@@ -88,8 +88,7 @@ __all__ = [
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
     "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
-    "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "format_benchmark", "BENCH_MODES",
-    "query_metrics", "resolve_targets",
+    "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "BENCH_MODES",
     # ranking: fusion as a pure function, and note-name similarity
     "FusionSettings", "Fused", "fuse", "name_similarity",
     # running PMS: the CLI entry point, its progress bar, the optional extras

@@ -32,8 +32,10 @@ def client_files() -> list[Path]:
 
 
 def pms_uses(tree: ast.AST) -> list[tuple[int, str]]:
-    """(line, name) for every pms.<name> and `from pms import <name>` in a module.
-    A module named pms reached any other way (`from common import pms`) counts."""
+    """(line, name) for every pms.<name> and `from pms import <name>` in a module, at
+    any depth (imports inside functions too), in quoted annotations ("pms.Store"), and
+    every getattr(pms, "name"). A module named pms reached any other way
+    (`from common import pms`) counts."""
     aliases = {"pms"}
     uses = []
     for node in ast.walk(tree):
@@ -44,7 +46,62 @@ def pms_uses(tree: ast.AST) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
             uses.append((node.lineno, node.attr))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+              and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and node.args[0].id in aliases):
+            name = node.args[1]
+            uses.append((node.lineno, name.value if isinstance(name, ast.Constant) else "<computed name>"))
+        for annotation in annotations_of(node):
+            if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+                try:
+                    quoted = ast.parse(annotation.value, mode="eval")
+                except SyntaxError:
+                    continue
+                uses += [(node.lineno, attr.attr) for attr in ast.walk(quoted) if isinstance(attr, ast.Attribute)
+                         and isinstance(attr.value, ast.Name) and attr.value.id in aliases]
     return uses
+
+
+def annotations_of(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = node.args
+        every = args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]
+        return [a.annotation for a in every if a.annotation] + ([node.returns] if node.returns else [])
+    if isinstance(node, ast.AnnAssign):
+        return [node.annotation]
+    return []
+
+
+# Client files that may speak SQL to an index file themselves, each with its reason; every
+# other client goes through the API (a query, a status, a count are all there).
+RAW_SQL_ALLOWED = {
+    "bench/faults.py": "checks the index file as any SQLite tool sees it (integrity, FTS5, foreign keys, a clean build "
+                       "compared row by row): the engine under test must not be the judge of its own file",
+    "bench/perf.py": "weighs the file by table (dbstat) after folding the WAL, and builds what-if copies for the size study",
+    "build/pms.spec": "asks the build's Python whether its sqlite3 loads extensions (no index involved)",
+}
+
+
+def raw_sql(tree: ast.AST) -> list[str]:
+    """Imports of sqlite3 / sqlean and SQL statements passed to .execute()."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("sqlite3", "sqlean") for a in node.names):
+            found.append(f"line {node.lineno}: import {', '.join(a.name for a in node.names)}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("sqlite3", "sqlean"):
+            found.append(f"line {node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("execute", "executemany", "executescript"):
+            found.append(f"line {node.lineno}: .{node.func.attr}(...)")
+    return found
+
+
+@pytest.mark.parametrize("path", client_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_clients_speak_no_sql_to_the_index(path):
+    rel = path.relative_to(REPO).as_posix()
+    found = raw_sql(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    if rel in RAW_SQL_ALLOWED:
+        assert found, f"{rel} no longer needs its RAW_SQL_ALLOWED entry"
+    else:
+        assert found == [], f"{rel} reads the index with its own SQL; use the API (pms.__all__)"
 
 
 def test_pms_declares_its_public_names():
@@ -71,9 +128,13 @@ def test_clients_do_not_reach_into_knowledgebase_internals(path):
 
 
 def test_the_checks_see_private_names():
-    """The scanner itself: a private name, an alias and a `from` import are all seen."""
-    tree = ast.parse("import pms as p\nfrom pms import _hidden\np._fmt_eta(1)\nfrom common import pms\npms.Store\n")
-    assert sorted(name for _, name in pms_uses(tree)) == ["Store", "_fmt_eta", "_hidden"]
+    """The scanner itself: a private name, an alias, a `from` import, an import inside a
+    function, a quoted annotation and getattr are all seen; so is SQL."""
+    tree = ast.parse("import pms as p\nfrom pms import _hidden\np._fmt_eta(1)\nfrom common import pms\npms.Store\n"
+                     "def f(kb: 'pms.Retrieval') -> 'p._Row':\n    from pms import _inner\n    return getattr(pms, '_SECRET')\n")
+    assert sorted(name for _, name in pms_uses(tree)) == ["Retrieval", "Store", "_Row", "_SECRET", "_fmt_eta", "_hidden", "_inner"]
+    sql = ast.parse("import sqlite3\ndef g(db):\n    return sqlite3.connect(db).execute('SELECT 1')\n")
+    assert len(raw_sql(sql)) == 2
 
 
 def pms_source() -> str:
