@@ -66,7 +66,40 @@ import stat as _stat
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence  # for annotations; already loaded by collections
 from pathlib import Path
+
+# Type checkers only (typing itself is not imported at run time, see Record): at run time
+# annotations that name argparse, datetime or typing resolve through _LazyModule, so
+# typing.get_type_hints works on the API.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    import datetime as _dt
+    import typing as _typing
+    from typing import Any, TypeVar
+
+    from typing_extensions import dataclass_transform
+
+    _T = TypeVar("_T")
+else:
+    def dataclass_transform(**_kwargs):
+        return lambda decorated: decorated
+
+
+class _LazyModule:
+    """A module imported at its first attribute access (for annotations only)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        import importlib
+        return getattr(importlib.import_module(self._name), attr)
+
+
+if not TYPE_CHECKING:
+    argparse, _dt, _typing = _LazyModule("argparse"), _LazyModule("datetime"), _LazyModule("typing")
 
 __version__ = "0.1.0"
 VERSION = __version__  # the public spelling (clients never touch pms._ or pms.__ names)
@@ -122,13 +155,21 @@ class PMSError(Exception):
 # imports inspect, ast and dis) and typing, and generating 18 dataclasses'
 # methods, cost a cold `pms search` about 20 ms of its 60 (docs/benchmarks.md,
 # "A keyword search from the `pms` command").
-class Factory:
+class _Factory:
     """A Record field's default made fresh for each instance: ``tags: list[str] = Factory(list)``."""
 
     def __init__(self, make: Callable[[], object]):
         self.make = make
 
 
+if TYPE_CHECKING:
+    def Factory(make: Callable[[], _T]) -> _T:  # to a type checker, the value it makes
+        ...
+else:
+    Factory = _Factory
+
+
+@dataclass_transform()
 class Record:
     """A class of named fields, as ``@dataclasses.dataclass`` makes one.
 
@@ -153,7 +194,7 @@ class Record:
         cls._fields = (*(f for f in cls._fields if f not in own), *own)
         cls._defaults = {**cls._defaults, **{name: cls.__dict__[name] for name in own if name in cls.__dict__}}
         for name, default in cls._defaults.items():
-            if isinstance(default, Factory) and name in cls.__dict__:
+            if isinstance(default, _Factory) and name in cls.__dict__:
                 delattr(cls, name)  # as dataclasses do: the instance always has its own
         cls._frozen = frozen or cls._frozen
         cls.__init__ = Record.__init__  # compiled at the first instance, for this class's own fields
@@ -168,7 +209,7 @@ class Record:
 
     @classmethod
     def _compiled_init(cls):
-        params, body, scope = [], [], {"Factory": Factory, "setattr": object.__setattr__}
+        params, body, scope = [], [], {"setattr": object.__setattr__}
         for name in cls._fields:
             default = cls._defaults.get(name, Record)
             if default is Record:
@@ -178,7 +219,7 @@ class Record:
             else:
                 scope[f"_d_{name}"] = default
                 params.append(f"{name}=_d_{name}")
-            value = f"_d_{name}.make() if {name} is _d_{name} else {name}" if isinstance(default, Factory) else name
+            value = f"_d_{name}.make() if {name} is _d_{name} else {name}" if isinstance(default, _Factory) else name
             body.append(f"setattr(self, {name!r}, {value})" if cls._frozen else f"self.{name} = {value}")
         source = f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(body or ["pass"])
         exec(source, scope)
@@ -240,8 +281,24 @@ class LazyPattern:
         return getattr(compiled, name)
 
 
-def named_tuple(cls) -> type:
-    """``@named_tuple class Row: a: int; b: str = ""`` is ``class Row(typing.NamedTuple)``,
+if TYPE_CHECKING:
+    class TupleFields:
+        """What a named_tuple class is besides its fields, to a type checker."""
+
+        _fields: tuple[str, ...]
+
+        def __iter__(self) -> Iterator[Any]: ...
+        def __getitem__(self, index: int) -> Any: ...
+        def __len__(self) -> int: ...
+        def _replace(self, **changes: Any) -> Any: ...
+        def _asdict(self) -> dict[str, Any]: ...
+else:
+    TupleFields = object
+
+
+@dataclass_transform()
+def named_tuple(cls):
+    """``@named_tuple class Row(TupleFields): a: int; b: str = ""`` is ``class Row(typing.NamedTuple)``,
     made with collections.namedtuple (the docstring and methods are kept)."""
     names = list(cls.__dict__.get("__annotations__", {}))
     defaults = [cls.__dict__[name] for name in names if name in cls.__dict__]
@@ -1747,7 +1804,7 @@ def in_parts(values: Iterable, size: int = SQLITE_MAX_VARS) -> Iterator[list]:
 
 # Rows at the Store's boundary, named instead of unpacked by position.
 @named_tuple
-class CollectionRow:
+class CollectionRow(TupleFields):
     id: int
     name: str
     path: str
@@ -1758,7 +1815,7 @@ class CollectionRow:
 
 
 @named_tuple
-class DocumentState:
+class DocumentState(TupleFields):
     """What sync compares to decide whether a file changed."""
     id: int
     size: int
@@ -1768,7 +1825,7 @@ class DocumentState:
 
 
 @named_tuple
-class DocumentRow:
+class DocumentRow(TupleFields):
     id: int
     collection: str
     collection_path: str
@@ -1780,7 +1837,7 @@ class DocumentRow:
 
 
 @named_tuple
-class PendingChunk:
+class PendingChunk(TupleFields):
     """A passage without a vector yet."""
     id: int
     collection_id: int
@@ -1790,7 +1847,7 @@ class PendingChunk:
 
 
 @named_tuple
-class ChunkInfo:
+class ChunkInfo(TupleFields):
     """What a search hit needs to know about a passage."""
     document_id: int
     collection: str
@@ -3319,7 +3376,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
 
 
 @named_tuple
-class VectorStatus:
+class VectorStatus(TupleFields):
     """Whether vector search can run; when not, why (a sentence) and a stable
     code, one of VECTOR_UNAVAILABLE (for a badge or a program to act on)."""
 
@@ -5132,7 +5189,7 @@ class Document(Record):
 
 
 @named_tuple
-class SearchMode:
+class SearchMode(TupleFields):
     """The mode a search will use; when hybrid is not available, why (a
     sentence) and a stable code from VECTOR_UNAVAILABLE."""
 
@@ -7324,7 +7381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 LONG_RUNNING_COMMANDS = {"gui", "mcp"}
 
 
-def main_and_exit(argv: Sequence[str] | None = None) -> NoReturn:
+def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
     """``main()``, then end the process at once: Python's own teardown (freeing
     every module and object one at a time) took 8-10 ms of a 75 ms keyword search
     (docs/benchmarks.md). The output is flushed first and the index is closed by
