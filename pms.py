@@ -200,7 +200,8 @@ class Record:
         cls.__init__ = Record.__init__  # compiled at the first instance, for this class's own fields
         cls.__hash__ = Record._hash if cls._frozen else None
         if cls._frozen:
-            cls.__setattr__, cls.__delattr__ = Record._refuse_change, Record._refuse_change
+            cls.__setattr__ = Record._refuse_change
+            cls.__delattr__ = Record._refuse_change
 
     def __init__(self, *args, **kwargs):
         cls = type(self)
@@ -369,7 +370,7 @@ def bundled_model_dir() -> Path | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)  # asked on every search; an install needs a new process anyway
+@functools.cache  # asked on every search; an install needs a new process anyway
 def module_available(name: str) -> bool:
     """True when ``import name`` would find the module, without importing it."""
     return find_module_spec(name) is not None
@@ -1118,7 +1119,7 @@ class ParsedNote(Record):
     body: str
     chunks: list[Chunk]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
-    links: list["NoteLink"] = Factory(list)
+    links: list[NoteLink] = Factory(list)
 
 
 def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
@@ -1167,7 +1168,7 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
 
 def inline_tags(body: str) -> list[str]:
     """``#tags`` in the text (not in code, not headings, not URL anchors)."""
-    found = []
+    found: list[str] = []
     for _, line in _prose_lines(body):
         if "#" in line:
             found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line))
@@ -1492,11 +1493,12 @@ class NoteFilter(Record, frozen=True):
         return bool(self.tags or self.exclude_tags or self.path or self.after or self.before or self.where)
 
     @classmethod
-    def build(cls, tags=None, exclude_tags=None, path=None, after=None, before=None, where=None) -> "NoteFilter":
+    def build(cls, tags=None, exclude_tags=None, path=None, after=None, before=None, where=None) -> NoteFilter:
         """Check and normalize what a user gave (strings or lists); bad input is a PMSError.
         A tag written ``-tag`` is excluded; ``where`` takes "key=value", "key!=value",
         "key", a list of those, or a dict (a None value means "has the key")."""
-        include, exclude = [], [normalize_tag(t) for t in _as_items(exclude_tags)]
+        include: list[str] = []
+        exclude = [normalize_tag(t) for t in _as_items(exclude_tags)]
         for tag in _as_items(tags):
             (exclude if tag.strip().startswith("-") else include).append(normalize_tag(tag.strip().lstrip("-")))
         if any(not t for t in include + exclude):
@@ -1517,7 +1519,7 @@ class NoteFilter(Record, frozen=True):
     FILTER_SYNTAX = "#tag, -#tag, path:, after:, before:, key=value, key!=value, has:key"
 
     @classmethod
-    def parse(cls, text: str) -> "NoteFilter":
+    def parse(cls, text: str) -> NoteFilter:
         """``#tag -#tag path:GLOB after:DATE before:DATE key=value key!=value has:key``
         -> a NoteFilter; quotes group a value with spaces. A PMSError names a bad piece."""
         import shlex
@@ -1583,7 +1585,7 @@ UNSPACED_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Hirag
 _HAS_UNSPACED_SQL = f"GLOB '*[{UNSPACED_CHARS}]*'"  # the same test in SQL (GLOB compares code points)
 
 
-@functools.lru_cache(maxsize=None)  # compiled at first use: its 28,000-character class takes 2 ms of a CLI start
+@functools.cache  # compiled at first use: its 28,000-character class takes 2 ms of a CLI start
 def _unspaced_char() -> re.Pattern:
     return re.compile(f"[{UNSPACED_CHARS}]")
 
@@ -1998,7 +2000,7 @@ class Store:
         self.vec_error: str | None = None  # why vectors are unavailable, if they are
         self._vectors_checked = False
         # The vectors in memory (vector_matrix), shared by every thread; 0 MB keeps KNN in sqlite-vec.
-        self.vector_matrix_max_mb = VECTOR_MATRIX_MAX_MB
+        self.vector_matrix_max_mb: float = VECTOR_MATRIX_MAX_MB
         # Vector searches sqlite-vec answers before the vectors are read into memory
         # (counted while the vectors stay unchanged): a one-shot CLI search never
         # pays for reading them. Once they changed under a running process, they
@@ -2493,7 +2495,7 @@ class Store:
 
     # -- search ------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
-                   note_filter: "NoteFilter | None" = None) -> list[tuple[int, float]]:
+                   note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         """(chunk id, bm25) best first; bm25 is FTS5's (negative: lower is better).
         Collections and the note filter narrow the FTS query itself."""
         w = ", ".join(str(float(x)) for x in weights)
@@ -2508,7 +2510,7 @@ class Store:
         return self.db.execute(sql, args).fetchall()
 
     def cjk_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
-                   note_filter: "NoteFilter | None" = None) -> list[tuple[int, float]]:
+                   note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         """(chunk id, bm25) of Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text), best first."""
         sql = "SELECT f.rowid, bm25(cjk_fts, 3.0, 1.0) AS r FROM cjk_fts f"
         args: list = [match]
@@ -2521,7 +2523,7 @@ class Store:
         return self.db.execute(sql + " ORDER BY r LIMIT ?", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
-                    note_filter: "NoteFilter | None" = None) -> list[tuple[int, str]]:
+                    note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
         """(document id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
         sql = "SELECT n.rowid, n.names FROM note_names n"
         args: list = []
@@ -2544,7 +2546,7 @@ class Store:
 
     def first_chunks(self, doc_ids: Iterable[int]) -> dict[int, int]:
         """document id -> its first chunk's id (the passage shown for a note found by name)."""
-        ids, out = list(doc_ids), {}
+        ids, out = list(doc_ids), dict[int, int]()
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             rows = self.db.execute(f"SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({','.join('?' * len(part))}) "
@@ -2605,7 +2607,7 @@ class Store:
             return out
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
-                      note_filter: "NoteFilter | None" = None, chunk_ids: Sequence[int] | None = None,
+                      note_filter: NoteFilter | None = None, chunk_ids: Sequence[int] | None = None,
                       with_vectors: bool = False) -> list[tuple]:
         """(chunk id, cosine distance) nearest first. The note filter becomes a
         ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
@@ -2652,15 +2654,15 @@ class Store:
                                        f"WHERE chunk_id IN ({placeholders(part)})", (query_blob, *part)))
         return out
 
-    def filtered_chunks(self, note_filter: "NoteFilter") -> list[int]:
+    def filtered_chunks(self, note_filter: NoteFilter) -> list[int]:
         """The ids of every passage of the notes a filter matches."""
         where, args = self._note_conditions(None, note_filter)
         return [r[0] for r in self.db.execute(f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {where}", args)]
 
     # -- notes: filters, tags, links, folders --------------------------------------------
-    def _note_conditions(self, collection_ids: Sequence[int] | None, f: "NoteFilter | None") -> tuple[str, list]:
+    def _note_conditions(self, collection_ids: Sequence[int] | None, f: NoteFilter | None) -> tuple[str, list]:
         """SQL conditions on ``documents d`` (and their arguments) for a collection list and a note filter."""
-        conds, args = ["1"], []
+        conds, args = ["1"], list[object]()
         if collection_ids:
             conds.append(f"d.collection_id IN ({','.join('?' * len(collection_ids))})")
             args.extend(collection_ids)
@@ -2693,7 +2695,7 @@ class Store:
                 args.extend((key, value))
         return " AND ".join(conds), args
 
-    def filtered_notes(self, limit: int, collection_ids: Sequence[int] | None, note_filter: "NoteFilter | None") -> list[int]:
+    def filtered_notes(self, limit: int, collection_ids: Sequence[int] | None, note_filter: NoteFilter | None) -> list[int]:
         """The first passage of each matching note, newest note first."""
         where, args = self._note_conditions(collection_ids, note_filter)
         sql = (f"SELECT c.id FROM documents d JOIN chunks c ON c.document_id = d.id AND c.seq = 0 WHERE {where} "
@@ -2710,7 +2712,7 @@ class Store:
         """Notes indexed by an older parser (their tags, dates and links are missing until sync)."""
         return self.db.execute("SELECT count(*) FROM documents WHERE parsed_version < ?", (NOTE_PARSER_VERSION,)).fetchone()[0]
 
-    def link_targets(self, collection_id: int) -> list[tuple[int, str]]:
+    def link_targets(self, collection_id: int) -> list[tuple[int, str, str]]:
         """(document id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
@@ -2904,7 +2906,7 @@ class Embedder:
         # The files and pooling fastembed used for this model (remembered by the index at sync), so
         # one query can be embedded without importing fastembed; see QueryEncoder.
         self.query_spec: dict | None = None
-        self._query_encoder = None
+        self._query_encoder: QueryEncoder | None = None
         self.batch_size = batch_size
         self.allow_download = allow_download
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
@@ -2997,12 +2999,13 @@ class Embedder:
     def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
         return list(self.embed_stream(texts))
 
-    def query_encoder(self, optimised: bool | None = None) -> "QueryEncoder":
+    def query_encoder(self, optimised: bool | None = None) -> QueryEncoder:
         """The QueryEncoder for query_spec, made at first use: with ONNX's optimisations
         from the start when ``optimised`` or in a process that loaded fastembed (a
         long-running one; a CLI search's single query is faster without them)."""
         with self._lock:
             if self._query_encoder is None:
+                assert self.query_spec is not None, "query_encoder() before the model's query_spec is known"
                 self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
             return self._query_encoder
 
@@ -4234,10 +4237,10 @@ class FileLock:
 
     def __init__(self, path: Path):
         self.path = path
-        self._fh = None
+        self._fh: _typing.TextIO | None = None
 
     def acquire(self, blocking: bool = True) -> bool:
-        self._fh = open(self.path, "a+")
+        fh = self._fh = open(self.path, "a+")
         try:
             if sys.platform == "win32":
                 import msvcrt
@@ -4245,7 +4248,7 @@ class FileLock:
                 mode = msvcrt.LK_LOCK if blocking else msvcrt.LK_NBLCK
                 while True:
                     try:
-                        msvcrt.locking(self._fh.fileno(), mode, 1)
+                        msvcrt.locking(fh.fileno(), mode, 1)
                         return True
                     except OSError:
                         if not blocking:
@@ -4253,10 +4256,10 @@ class FileLock:
             else:
                 import fcntl
 
-                fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
                 return True
         except OSError:
-            self._fh.close()
+            fh.close()
             self._fh = None
             return False
 
@@ -4524,6 +4527,7 @@ class Syncer:
             report.embed_error = (model_mismatch(indexed, embedder.model_name) if not stale_format else
                                   f"the index's vectors were stored by an older PMS; run: {pms_command('sync --reembed')}")
             return
+        assert embedder.dim is not None  # set by load() above
         store.ensure_vector_table(embedder.model_name, embedder.dim,
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
                                   model_dir=str(embedder.model_dir.resolve()) if embedder.model_dir else None,
@@ -5161,7 +5165,7 @@ MULTI_GET_MAX_FILES = 50
 
 def _split_outside_braces(text: str) -> list[str]:
     """Split on commas, except inside a glob's ``{a,b}``."""
-    parts, depth, current = [], 0, []
+    parts, depth, current = [], 0, list[str]()
     for ch in text:
         depth += (ch == "{") - (ch == "}")
         if ch == "," and depth <= 0:
@@ -5216,7 +5220,7 @@ class NoteRef(Record):
 class Collection:
     """A named folder of notes."""
 
-    def __init__(self, kb: "KnowledgeBase", row: CollectionRow):
+    def __init__(self, kb: KnowledgeBase, row: CollectionRow):
         self.kb = kb
         self.id, self.name, self.glob, self.description = row.id, row.name, row.glob, row.description
         self.created_at, self.last_sync = row.created_at, row.last_sync
@@ -5269,6 +5273,7 @@ class Collection:
                                      "(nothing written; use --force to clip it again)", existing)
 
         if html is None:
+            assert source is not None  # checked above: a URL or a page
             refuse_duplicate(source)
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
             page = extract_from_html(fetched, url=final_url)
@@ -5305,7 +5310,7 @@ class Collections:
 
     _NAME = re.compile(r"^[\w][\w .-]{0,63}$", re.UNICODE)
 
-    def __init__(self, kb: "KnowledgeBase"):
+    def __init__(self, kb: KnowledgeBase):
         self.kb = kb
 
     def create(self, path: str | os.PathLike, name: str | None = None, glob: str = DEFAULT_GLOB, description: str = "",
@@ -5486,7 +5491,7 @@ class KnowledgeBase:
         """
         self.store.require_writable()
         rows = self._collection_rows(collections)
-        by_collection = None
+        by_collection: dict | None = None
         if paths is not None:
             by_collection = {}
             for row in rows:
@@ -5742,7 +5747,7 @@ class KnowledgeBase:
             for row in every:
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
                     rows.setdefault((row.collection, row.path), row)
-        documents = []
+        documents: list[Document] = []
         for (col, rel), row in rows.items():
             ref = f"{col}/{rel}"
             if len(documents) >= max_files:
@@ -5772,8 +5777,8 @@ class KnowledgeBase:
         p = Path(target).expanduser()
         if p.is_absolute():
             for c in self.collections.list():
-                rel = _relative_to(p, c.path)
-                rows = store.find_documents(collection=c.name, path=rel) if rel else []
+                inside = _relative_to(p, c.path)
+                rows = store.find_documents(collection=c.name, path=inside) if inside else []
                 if rows:
                     return rows[0]
         raise PMSError(f"no indexed note matches {target!r} (use collection/path.md or the #docid shown in results)")
@@ -5941,7 +5946,7 @@ BENCH_MODES = ("keyword", "vector", "hybrid")
 BENCH_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "ndcg@5", "ndcg@10", "recall@10")
 
 
-def run_benchmark(kb: "KnowledgeBase", judgments: Sequence[Judgment], modes: Sequence[str] = BENCH_MODES,
+def run_benchmark(kb: KnowledgeBase, judgments: Sequence[Judgment], modes: Sequence[str] = BENCH_MODES,
                   collections: Sequence[str] | None = None, k: int = 10) -> dict:
     """Search every judged query in each mode and average the metrics.
 
@@ -5975,7 +5980,8 @@ def run_benchmark(kb: "KnowledgeBase", judgments: Sequence[Judgment], modes: Seq
         except EmbeddingUnavailable as exc:
             result["modes"][mode] = {"available": False, "reason": str(exc)}
             continue
-        per_query, latencies, passed = [], [], 0
+        per_query: list[dict] = []
+        latencies, passed = [], 0
         for j, gains in zip(judgments, wanted):
             t0 = time.perf_counter()
             hits = kb.search(j.query, k=max(k, j.expected_in_top_k or 0), mode=mode, collections=names)
@@ -6010,7 +6016,7 @@ def format_benchmark(result: dict) -> str:
     return "\n".join(lines)
 
 
-def cmd_bench(kb: "KnowledgeBase", args) -> int:
+def cmd_bench(kb: KnowledgeBase, args) -> int:
     import json
     judgments = load_fixture(args.fixture)
     result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
@@ -6617,7 +6623,7 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
     for i, h in enumerate(hits, 1):
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
-        rank = h.date[:10] if listed else _ranks(h, lists)
+        rank = h.date[:10] if listed and h.date else _ranks(h, lists)
         print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}:{h.start_line}-{h.end_line}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
             print(f"    {dim(h.heading_path)}")
@@ -7135,7 +7141,7 @@ class _OnlyCommand:
         return self.subparsers.add_parser(name, **kwargs) if name == self.only else _UnusedCommand()
 
 
-def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The CLI's parser. ``only``: a command name whose parser alone is built, as
     when it runs (building every command's parser took 5 ms of a 75 ms start);
     the full tree is built for ``--help``, a mistyped command, or no command."""
@@ -7143,7 +7149,7 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
 
     # Told the width, argparse's help formatter does not import shutil (with bz2 and lzma) to
     # ask for it, which it does on every add_argument: 2 ms of a 75 ms start.
-    width = {"width": _terminal_columns() - 2}
+    width: dict[str, _typing.Any] = {"width": _terminal_columns() - 2}
     raw_description = functools.partial(argparse.RawDescriptionHelpFormatter, **width)
     p = argparse.ArgumentParser(
         prog=pms_command("").strip(), formatter_class=raw_description,
@@ -7152,7 +7158,7 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
                "Each command has --help. The index lives in the data folder unless --db or PMS_DB says otherwise.")
     p.add_argument("--db", help="index file (default: $PMS_DB or the platform data folder)")
     p.add_argument("--version", action="version", version=f"pms {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=functools.partial(
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=functools.partial(  # type: ignore[call-overload]
         argparse.ArgumentParser, formatter_class=functools.partial(argparse.HelpFormatter, **width)))
     if only in COMMANDS or only == "setup":
         sub = _OnlyCommand(sub, only)

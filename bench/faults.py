@@ -238,7 +238,7 @@ def network_test(vault: Path, work: Path, env: dict, embed: bool) -> None:
     clips = work / "clips"
     clips.mkdir()
     no_embed = [] if embed else ["--no-embed"]
-    commands = [
+    commands: list[list] = [
         ["collection", "add", vault, "--name", "vault", *no_embed], ["collection", "add", clips, "--name", "clips", "--no-sync"],
         ["collection", "list"], ["collection", "show", "vault"], ["sync", *no_embed], ["sync", "--dry-run"], ["status"],
         ["search", "backup restic"], ["search", "--mode", "keyword", "rust borrow"], ["search", "--json", "sync phone"],

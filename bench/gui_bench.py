@@ -369,7 +369,7 @@ def main() -> int:
     after_10 = rss_mb()
     searches(window, memory_queries[10:])
     after_all = rss_mb()
-    if after_10 is None:
+    if after_10 is None or after_all is None:
         print("RSS: not measured (needs /proc)")
     else:
         print(f"RSS after 10 searches {after_10:.0f} MB, after {args.searches:,}: {after_all:.0f} MB "

@@ -282,7 +282,7 @@ def child_embed(db: str, batch_size: int, arena: bool = True, max_tokens: int | 
 
         import fastembed  # PMS imports TextEmbedding from it when the model loads
 
-        fastembed.TextEmbedding = functools.partial(fastembed.TextEmbedding, enable_cpu_mem_arena=False)
+        fastembed.TextEmbedding = functools.partial(fastembed.TextEmbedding, enable_cpu_mem_arena=False)  # type: ignore[misc,assignment]
     embedder = pms.Embedder(batch_size=batch_size)
     kb = pms.KnowledgeBase(db, embedder=embedder)
     _, load_s = timed(embedder.load)
@@ -326,7 +326,7 @@ def child_hybrid_latency(db: str, queries: list[str]) -> dict:
            "vector": pms.KnowledgeBase(db, embedder=embedder),
            "hybrid_sqlite_vec": pms.KnowledgeBase(db, embedder=embedder, vector_memory_mb=0),
            "vector_sqlite_vec": pms.KnowledgeBase(db, embedder=embedder, vector_memory_mb=0)}
-    fns = {name: (lambda q, kb=kb, mode=name.split("_")[0]: kb.search(q, k=10, mode=mode)) for name, kb in kbs.items()}
+    fns: dict = {name: (lambda q, kb=kb, mode=name.split("_")[0]: kb.search(q, k=10, mode=mode)) for name, kb in kbs.items()}
     fns["embed_query"] = embedder.embed_query
     # A KnowledgeBase that never loads fastembed embeds its queries with QueryEncoder when the
     # index remembers how its model embeds them (indexes synced by this PMS do); else with fastembed.
@@ -376,7 +376,7 @@ def child_query_load(db: str, query: str) -> dict:
     return out
 
 
-CHILD_STEPS = {"index": child_index, "keyword_latency": child_keyword_latency, "embed": child_embed,
+CHILD_STEPS: dict = {"index": child_index, "keyword_latency": child_keyword_latency, "embed": child_embed,
                "hybrid_latency": child_hybrid_latency, "query_load": child_query_load}
 
 
@@ -422,7 +422,7 @@ def keyword_rust_book(args, glob: str = pms.DEFAULT_GLOB) -> Path:
     return db
 
 
-def bench_embed(args) -> dict:
+def bench_embed(args) -> list:
     """Embed part of the book (SWEEP_GLOB: 426 chunks of ordinary prose and code) at each batch size."""
     base = keyword_rust_book(args, SWEEP_GLOB)
     out = []
@@ -619,7 +619,7 @@ def compile_ms(runs: int = 9) -> float:
 
 
 def bench_start(args) -> dict:
-    out = {"compile_pms_py_ms": compile_ms()}
+    out: dict = {"compile_pms_py_ms": compile_ms()}
     print(f"  compiling pms.py ({(REPO / 'pms.py').stat().st_size // 1024} KB): median {out['compile_pms_py_ms']:.0f} ms")
     # Hybrid, cold, on the sample notes (22 notes), with the model the index remembers.
     db = args.work / "sample-notes-hybrid.sqlite"
@@ -694,7 +694,7 @@ def bench_start(args) -> dict:
 def cli_wall_interleaved(variants: dict[str, tuple[list[str], list[str] | None]], runs: int) -> dict:
     """cli_wall for several commands in turn, one run of each per round, so a change in the
     machine's load reaches all alike; a command with queries gets the next one as its last argument."""
-    times = {label: ([], []) for label in variants}
+    times: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label in variants}
     for i in range(runs + 1):
         for label, (argv, queries) in variants.items():
             t = time.perf_counter()
@@ -743,7 +743,7 @@ def start_parts(python: str, db: Path, query: str) -> dict:
     return parts
 
 
-BENCHMARKS = {"keyword": bench_keyword, "embed": bench_embed, "hybrid": bench_hybrid, "size": bench_size, "start": bench_start}
+BENCHMARKS: dict = {"keyword": bench_keyword, "embed": bench_embed, "hybrid": bench_hybrid, "size": bench_size, "start": bench_start}
 
 
 def main(argv=None) -> int:
@@ -770,7 +770,7 @@ def main(argv=None) -> int:
         parser.error(f"no corpora in {args.data} (pass --data)")
     if DEFAULT_MODEL_DIR.is_dir():
         os.environ.setdefault("PMS_MODEL_DIR", str(DEFAULT_MODEL_DIR))
-    results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version}}
+    results: dict = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version}}
     for name in (BENCHMARKS if args.benchmark == "all" else [args.benchmark]):
         # The load average shows how much other work shared the CPUs during a run.
         print(f"== {name} (load average {os.getloadavg()[0]:.1f})", flush=True)

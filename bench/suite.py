@@ -117,7 +117,7 @@ def summarize(results: dict[str, dict], modes) -> dict:
         margins = {s: r["modes"]["hybrid"]["ndcg@10"] - max(r["modes"]["keyword"]["ndcg@10"], r["modes"]["vector"]["ndcg@10"])
                    for s, r in ok.items()}
         out["hybrid_margin"] = margins
-        out["worst_margin"] = {"set": min(margins, key=margins.get), "margin": min(margins.values())}
+        out["worst_margin"] = {"set": min(margins, key=lambda s: margins[s]), "margin": min(margins.values())}
     return out
 
 

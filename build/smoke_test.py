@@ -24,6 +24,7 @@ Then prints the cold-start timings and writes them to build/out/smoke-report.jso
 """
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import shutil
@@ -163,7 +164,7 @@ def mcp_search(run: Runner, pms_exe: Path) -> None:
     try:
         tools, result = anyio.run(session)
     except Exception as exc:  # the SDK raises several kinds: any is a failed check
-        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:  # anyio wraps it in task groups
+        while isinstance(exc, getattr(builtins, "BaseExceptionGroup", ())) and len(exc.exceptions) == 1:  # anyio wraps it in task groups
             exc = exc.exceptions[0]
         raise SmokeFailure(f"pms mcp: {type(exc).__name__}: {exc}") from None
     run.timings["pms mcp: connect, list tools, search"] = round(time.perf_counter() - started, 2)

@@ -75,7 +75,7 @@ def guard_none_refcount(app) -> bool:
     return True
 
 
-def run(kb: "pms.KnowledgeBase", *, quit_after_show: bool = False, qt_args: list[str] | None = None) -> int:
+def run(kb: pms.KnowledgeBase, *, quit_after_show: bool = False, qt_args: list[str] | None = None) -> int:
     """Show the window over an open KnowledgeBase and run until it closes."""
     from PySide6.QtCore import QTimer
 

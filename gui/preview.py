@@ -384,7 +384,7 @@ class NotePreview(QTextBrowser):
         self.keep_passage = False
         super().keyPressEvent(event)
 
-    def _mark(self, job: "_Render", upto: int) -> None:
+    def _mark(self, job: _Render, upto: int) -> None:
         """A quiet background on the passage's first paragraph and the query words
         marked, those before ``upto`` (a mark makes Qt lay out all the text above it)."""
         selections = []

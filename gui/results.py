@@ -90,7 +90,9 @@ class ResultsModel(QStandardItemModel):
     def set_hits(self, hits: list, query: str, *, divide: bool = False) -> None:
         """Replace every row in one model reset. ``divide``: hybrid results, split
         into notes with the words and notes only related in meaning."""
-        shown, copies, seen = [], {}, {}
+        shown: list = []
+        copies: dict = {}
+        seen: dict = {}
         for hit in hits:
             key = near_duplicate_key(hit)
             if key in seen:

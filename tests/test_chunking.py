@@ -92,7 +92,7 @@ def test_empty_and_whitespace_give_no_chunks():
 
 
 @pytest.mark.parametrize("data,expected", [
-    ("plain é".encode("utf-8"), "plain é"),
+    ("plain é".encode(), "plain é"),
     (b"\xef\xbb\xbfbom text", "bom text"),
     ("caf\u00e9 \u20ac".encode("cp1252"), "caf\u00e9 \u20ac"),
     (b"line1\r\nline2\rline3", "line1\nline2\nline3"),

@@ -50,7 +50,7 @@ def pyyaml_core_reading(block: str):
     """PyYAML with the same rules (YAML 1.2's true/false/null, everything else text): the oracle."""
     yaml = pytest.importorskip("yaml", reason="PyYAML (requirements-dev.txt) is the reference reader")
 
-    class Core(yaml.SafeLoader):
+    class Core(yaml.SafeLoader):  # type: ignore[name-defined,misc]  # imported by importorskip
         pass
 
     Core.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in pairs if tag.endswith(":merge")]

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 
 import pms  # noqa: E402
 
-SETTINGS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS: dict = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 TRICKY = ['"', "*", "-", "-\"", "(", ")", ":", "^", "NEAR", "AND", "OR", "NOT", "title:", "C++", "中文", "検索", "한국어",
           "e\u0301", "\u0301", "\x00", "\x07", "\x1b[31m", "\udcff", "\ud800", "\ufeff", "\u200b", "🚀", "\\", "%", "_",
@@ -153,7 +153,7 @@ def test_any_file_bytes_decode_or_are_refused_as_binary(data):
 
 
 # -- file names and whole syncs -----------------------------------------------------------------------
-name_chars = st.one_of(st.characters(exclude_categories=("Cs",), exclude_characters="/\x00"),
+name_chars = st.one_of(st.characters(exclude_categories=["Cs"], exclude_characters="/\x00"),
                        st.sampled_from(["\n", "\t", " ", ".", "-", "#", ":", "*", "?", "\\", "中", "\u0301", "\udcff", "\udce9"]))
 file_names = st.text(name_chars, min_size=1, max_size=40).filter(lambda n: n not in (".", "..")).map(lambda n: n + ".md")
 

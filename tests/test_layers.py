@@ -49,19 +49,19 @@ def pms_uses(tree: ast.AST) -> list[tuple[int, str]]:
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
               and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and node.args[0].id in aliases):
             name = node.args[1]
-            uses.append((node.lineno, name.value if isinstance(name, ast.Constant) else "<computed name>"))
+            uses.append((node.lineno, str(name.value) if isinstance(name, ast.Constant) else "<computed name>"))
         for annotation in annotations_of(node):
             if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
                 try:
                     quoted = ast.parse(annotation.value, mode="eval")
                 except SyntaxError:
                     continue
-                uses += [(node.lineno, attr.attr) for attr in ast.walk(quoted) if isinstance(attr, ast.Attribute)
+                uses += [(getattr(node, "lineno", 0), attr.attr) for attr in ast.walk(quoted) if isinstance(attr, ast.Attribute)
                          and isinstance(attr.value, ast.Name) and attr.value.id in aliases]
     return uses
 
 
-def annotations_of(node: ast.AST) -> list[ast.AST]:
+def annotations_of(node: ast.AST) -> list[ast.expr]:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         args = node.args
         every = args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]

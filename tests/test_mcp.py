@@ -108,7 +108,7 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     listed = {t.name: t for t in (await client.list_tools()).tools}
     assert set(listed) == TOOLS
     for tool in listed.values():
-        assert len(tool.description) > 40, tool.name
+        assert len(tool.description or "") > 40, tool.name
         for name, schema in tool.input_schema.get("properties", {}).items():
             assert schema.get("description"), f"{tool.name}.{name} has no description"
     assert listed["search"].input_schema["required"] == ["query"]
@@ -146,9 +146,9 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     assert 1 <= len(related["hits"]) <= 3 and "dev/rust-ownership-and-borrowing.md" not in [h["path"] for h in related["hits"]]
     assert all(h["heading_path"] and h["snippet"] and "<mark>" not in h["snippet"] for h in related["hits"])
     links = (await client.call_tool("links", {"path": "samples/reading/reading-list.md"})).structured_content["links"]
-    assert {"reading/how-to-take-smart-notes.md", "dev/rust-ownership-and-borrowing.md"} <= {l["path"] for l in links}
+    assert {"reading/how-to-take-smart-notes.md", "dev/rust-ownership-and-borrowing.md"} <= {link["path"] for link in links}
     back = await client.call_tool("links", {"path": "samples/reading/reading-list.md", "direction": "backlinks"})
-    back_paths = [l["path"] for l in back.structured_content["links"]]
+    back_paths = [link["path"] for link in back.structured_content["links"]]
     assert "reading/how-to-take-smart-notes.md" in back_paths and "reading/reading-list.md" not in back_paths
 
     chunks = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
@@ -212,7 +212,7 @@ async def check_bad_calls(client: Client) -> None:
     with pytest.raises(MCPError, match="unknown tool 'delete_everything'"):
         await client.call_tool("delete_everything", {})
     await still_works(client)
-    for arguments, message in [
+    cases: list[tuple[dict, str]] = [
         ({"query": "x", "k": 0}, "bad argument 'k' for search: 0 is less than the minimum of 1"),
         ({"query": "x", "mode": "fuzzy"}, "bad argument 'mode' for search: 'fuzzy' is not one of"),
         ({"k": 3}, "bad argument for search: 'query' is a required property"),
@@ -220,7 +220,8 @@ async def check_bad_calls(client: Client) -> None:
         ({"query": "x", "collections": ["nope"]}, "no collection named 'nope'"),
         ({"query": "x", "after": "last tuesday"}, "last tuesday"),
         ({"query": "x", "tags": "security"}, "bad argument 'tags' for search: 'security' is not of type 'array'"),
-    ]:
+    ]
+    for arguments, message in cases:
         text = error_text(await client.call_tool("search", arguments))
         assert text.startswith(message) or message in text, text
         assert "\n" not in text and "Traceback" not in text

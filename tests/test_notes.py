@@ -60,7 +60,7 @@ def test_tags_come_from_frontmatter_lists_strings_and_inline_text_but_not_code_u
 def test_links_cover_wikilink_forms_and_relative_markdown_links_but_not_web_links_or_images():
     note = pms.parse_note("[[a]] [[b|label]] [[c#Head]] [[d^blk]] [[e#^blk|x]] ![[img.png]] [w](https://x.org/a.md) "
                           "[m](../other/m.md#sec) [n](<n n.md>)\n", "t", path="dir/note.md")
-    assert [(l.target, l.fragment, l.kind) for l in note.links] == [
+    assert [(link.target, link.fragment, link.kind) for link in note.links] == [
         ("a", "", "wiki"), ("b", "", "wiki"), ("c", "#Head", "wiki"), ("d", "#^blk", "wiki"), ("e", "#^blk", "wiki"),
         ("other/m.md", "#sec", "markdown"), ("dir/n n.md", "", "markdown")]
 
@@ -167,7 +167,7 @@ def test_excluded_tags_never_appear(tagged_hybrid, mode):
 
 def test_links_and_backlinks_resolve_names_aliases_headings_and_relative_paths(tagged_kb):
     links = tagged_kb.links("vault/projects/alpha.md")
-    assert [(l.path, l.resolved) for l in links] == [("projects/beta.md", True), ("ref/spec.md", True), ("ref/spec.md", True)]
+    assert [(link.path, link.resolved) for link in links] == [("projects/beta.md", True), ("ref/spec.md", True), ("ref/spec.md", True)]
     back = tagged_kb.backlinks("vault/projects/alpha.md")
     assert [(b.path, b.title) for b in back] == [("projects/beta.md", "Beta")]  # two links, one note
     assert {b.path for b in tagged_kb.backlinks("vault/ref/spec.md")} == {"projects/alpha.md"}

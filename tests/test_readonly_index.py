@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, run_cli
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def can_mount_read_only() -> bool:
     try:
         return subprocess.run(["unshare", "-rm", "true"], capture_output=True, timeout=30).returncode == 0
