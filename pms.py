@@ -101,7 +101,7 @@ class _LazyModule:
 if not TYPE_CHECKING:
     argparse, _dt, _typing = _LazyModule("argparse"), _LazyModule("datetime"), _LazyModule("typing")
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 VERSION = __version__  # the public spelling (clients never touch pms._ or pms.__ names)
 
 # The public API: what gui/, build/, bench/, scripts/ and your own code may use
@@ -197,11 +197,11 @@ class Record:
             if isinstance(default, _Factory) and name in cls.__dict__:
                 delattr(cls, name)  # as dataclasses do: the instance always has its own
         cls._frozen = frozen or cls._frozen
-        cls.__init__ = Record.__init__  # compiled at the first instance, for this class's own fields
-        cls.__hash__ = Record._hash if cls._frozen else None
+        # Methods set per class: type checkers see these classes through dataclass_transform instead.
+        cls.__init__ = Record.__init__  # type: ignore[method-assign]  # compiled at the first instance
+        cls.__hash__ = Record._hash if cls._frozen else None  # type: ignore[method-assign,assignment]
         if cls._frozen:
-            cls.__setattr__ = Record._refuse_change
-            cls.__delattr__ = Record._refuse_change
+            cls.__setattr__ = cls.__delattr__ = Record._refuse_change  # type: ignore[method-assign,assignment]
 
     def __init__(self, *args, **kwargs):
         cls = type(self)

