@@ -1761,7 +1761,8 @@ MIGRATIONS = [
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
-NOTE_PARSER_VERSION = 1
+# 2: one frontmatter reader (folded and literal blocks, nested maps; `aliases: yes` is a name).
+NOTE_PARSER_VERSION = 2
 
 
 def sqlite_module(want_extensions: bool):
