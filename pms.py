@@ -3000,6 +3000,11 @@ class Embedder:
     def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
         return list(self.embed_stream(texts))
 
+    @property
+    def query_encoder_made(self) -> bool:
+        """Whether the QueryEncoder exists yet (``query_encoder()`` makes it)."""
+        return self._query_encoder is not None
+
     def query_encoder(self, optimised: bool | None = None) -> QueryEncoder:
         """The QueryEncoder for query_spec, made at first use: with ONNX's optimisations
         from the start when ``optimised`` or in a process that loaded fastembed (a

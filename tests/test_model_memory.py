@@ -88,8 +88,8 @@ def test_load_embedder_readies_only_the_query_encoder_and_fastembed_later_does_n
     ort = pytest.importorskip("onnxruntime")
     with pms.KnowledgeBase(embedded_index) as kb:
         assert kb.load_embedder() and not kb.embedder.loaded
-        encoder = kb.embedder._query_encoder
-        assert encoder is not None, "load_embedder makes the query encoder, so the first search does not"
+        assert kb.embedder.query_encoder_made, "load_embedder makes the query encoder, so the first search does not"
+        encoder = kb.embedder.query_encoder()
         assert encoder.session.get_session_options().graph_optimization_level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         assert encoder.queries == 1  # its warm-up run
         session = encoder.session
@@ -108,8 +108,8 @@ def test_the_query_encoder_reads_only_the_query_and_is_optimised_once_warm(embed
     ort = pytest.importorskip("onnxruntime")
     with pms.KnowledgeBase(embedded_index) as kb:
         kb.embedder.embed_query("rust")
-        encoder = kb.embedder._query_encoder
-        assert encoder is not None and not kb.embedder.loaded
+        assert kb.embedder.query_encoder_made and not kb.embedder.loaded
+        encoder = kb.embedder.query_encoder()
         assert len(encoder.tokenizer.encode("rust").ids) == 3  # [CLS] rust [SEP]
         first = encoder.session
         assert first.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -126,5 +126,5 @@ def test_load_embedder_falls_back_to_fastembed_when_the_remembered_files_are_gon
         assert kb.embedder.query_spec, "the index remembers its model's files"
         kb.embedder.query_spec = {**kb.embedder.query_spec, "dir": str(tmp_path / "moved-away")}
         assert kb.load_embedder() and kb.embedder.loaded
-        assert kb.embedder._query_encoder is not None and kb.embedder.query_spec["dir"] != str(tmp_path / "moved-away")
+        assert kb.embedder.query_encoder_made and kb.embedder.query_spec["dir"] != str(tmp_path / "moved-away")
         assert kb.search("replicate documents onto my cellphone", k=1, mode="vector")[0].path == "sync.md"
