@@ -43,7 +43,7 @@ clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> MCP server
 from __future__ import annotations
 
 # Only what most commands use is imported here: a CLI command starts in tens of
-# milliseconds (docs/benchmarks.md, "Start of one CLI command"), so modules that
+# milliseconds (docs/benchmarks.md, "A cold CLI command"), so modules that
 # one feature needs (argparse for the CLI, hashlib for sync, html for snippets,
 # urllib for clipping) are imported inside the functions that use them.
 # json and datetime too; typing and dataclasses are not imported at all (see Record).
@@ -139,7 +139,7 @@ DEFAULT_GLOB = "**/*.md"
 SKIP_DIRS = {".obsidian", ".git", ".hg", ".svn", ".trash", "node_modules", "__pycache__"}
 MAX_FILE_MB_DEFAULT = 20
 VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format needs --reembed
-# Passages per ONNX call. Measured (docs/benchmarks.md, "Speed"): batch 8 embeds 20.5
+# Passages per ONNX call. Measured (docs/decisions.md, "Embedding batch 8"): batch 8 embeds 20.5
 # passages/s at 574 MB peak, 16 18.1/s at 861 MB, 32 17.0/s at 1.5 GB;
 # fastembed's default of 256 peaked at 10 GB.
 EMBED_BATCH_SIZE = 8
@@ -153,8 +153,8 @@ class PMSError(Exception):
 # Record and named_tuple are written by hand, not taken from dataclasses and
 # typing, for the start of every CLI command: importing dataclasses (which
 # imports inspect, ast and dis) and typing, and generating 18 dataclasses'
-# methods, cost a cold `pms search` about 20 ms of its 60 (docs/benchmarks.md,
-# "A keyword search from the `pms` command").
+# methods, cost a cold `pms search` about 20 ms of its 60 (docs/decisions.md,
+# "Hand-written Record").
 class _Factory:
     """A Record field's default made fresh for each instance: ``tags: list[str] = Factory(list)``."""
 
@@ -956,7 +956,7 @@ def passage_embed_text(heading_path: str, text: str, title: str = "") -> str:
     return f"{heading_path}\n\n{text}" if heading_path else text
 
 
-# Default passage size, in characters. Measured (docs/benchmarks.md, "Chunk size"): 1,200
+# Default passage size, in characters. Measured (docs/decisions.md, "Passages of about 1,200 characters"): 1,200
 # characters is about 300 word pieces, inside MiniLM's 256-512 token window for
 # most passages, and scored best among 600/900/1200/1800 on SciFact and the
 # rust-book queries.
@@ -991,7 +991,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     # clipped pages) is cut into sentences, so that no passage is far beyond
     # the model's window; the pieces keep their physical line number. Shorter
     # ones stay whole: on SciFact, splitting abstracts of ~1,500 characters
-    # cost 0.006 nDCG@10 in keyword and 0.011 in hybrid search (docs/benchmarks.md).
+    # cost 0.006 nDCG@10 in keyword and 0.011 in hybrid search (docs/decisions.md).
     phys = list(range(n))
     if any(len(line) > LONG_PARAGRAPH * target_chars for line in lines):
         pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
@@ -3155,7 +3155,7 @@ def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
 
 def _int8_bytes(vector) -> bytes:
     """A unit vector scaled to int8: a quarter of float32's size, for 0.0004
-    less nDCG@10 on SciFact (0.6525 vs 0.6529; docs/benchmarks.md, "Index size")."""
+    less nDCG@10 on SciFact (0.6525 vs 0.6529; docs/decisions.md, "Vectors stored as int8")."""
     import numpy as np
 
     v = np.asarray(vector, dtype=np.float32)
