@@ -166,5 +166,5 @@ def test_a_short_note_about_the_query_beats_a_long_note_with_one_such_passage(kb
     kb.collections.create(root, name="n")
     kb.sync()
     assert [h.path for h in kb.search("threads channels")] == ["channels.md", "handbook.md"]
-    monkeypatch.setattr(pms.Retrieval, "FOCUS_WEIGHT", 0.0)
+    monkeypatch.setattr(kb.retrieval, "settings", kb.retrieval.settings.replace(focus_weight=0.0))
     assert [h.path for h in kb.search("threads channels")] == ["handbook.md", "channels.md"]

@@ -153,7 +153,7 @@ def test_the_api_records_behave_as_the_dataclasses_they_replaced():
     with pytest.raises(AttributeError):
         note_filter.path = "x"
 
-    fusion = pms.FusionSettings()
+    fusion = pms.RankingSettings()
     assert fusion.replace(name_weight=3.0).name_weight == 3.0 and fusion.name_weight == 1.0
     ref = pms.NoteRef("notes", "a.md", "A", "#abc123")
     assert ref.to_dict() == {"collection": "notes", "path": "a.md", "title": "A", "docid": "#abc123",

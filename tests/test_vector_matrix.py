@@ -150,14 +150,14 @@ def test_query_similarity_to_any_passage(two_collections):
     real_embed = kb.embedder.embed_query
     kb.embedder.embed_query = lambda text: embedded.append(text) or real_embed(text)
     query = "tomato soup with basil"
-    ranking = retrieval.vector_ranking(query, 3)
+    ranking = retrieval.vector_stage(retrieval.request(query), 3)
     everything = [cid for (cid,) in kb.store.db.execute("SELECT id FROM chunks")]
     similarities = retrieval.vector_similarities(query, everything)
     assert embedded == [query]  # the ranking's vector was reused
     assert set(similarities) == set(everything)  # far beyond the top 3
-    for cid, distance in ranking:
-        assert similarities[cid] == 1.0 - distance
-    assert max(similarities.values()) == 1.0 - ranking[0][1]
+    for cid, similarity in ranking:
+        assert similarities[cid] == similarity
+    assert max(similarities.values()) == ranking[0][1]
     sqlite_vec_only(kb.store)
     assert retrieval.vector_similarities(query, everything) == similarities
     assert retrieval.vector_similarities(query, [10**9]) == {}
