@@ -91,7 +91,7 @@ __all__ = [
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "format_benchmark", "BENCH_MODES",
     "query_metrics", "resolve_targets",
     # ranking: fusion as a pure function, and note-name similarity
-    "RankingSettings", "Fused", "fuse", "rank", "name_similarity", "SearchRequest", "SearchResult",
+    "RankingSettings", "Fused", "fuse", "rank", "name_similarity", "SearchRequest", "SearchResult", "render_snippet",
     "Hint", "hint_text", "reason_text",
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
@@ -2638,7 +2638,7 @@ class Embedder:
     def _load(self):
         missing = self.missing_packages()
         if "fastembed" in missing:
-            raise EmbeddingUnavailable(f"embeddings are not installed (pip install fastembed sqlite-vec sqlean-py, or run: {pms_command('setup')})")
+            raise EmbeddingUnavailable("embeddings are not installed: pip install fastembed sqlite-vec sqlean-py", Hint(command="setup"))
         onnxruntime_telemetry_off()
         try:
             from fastembed import TextEmbedding
@@ -2649,9 +2649,9 @@ class Embedder:
             if not self.model_dir.is_dir():
                 if self.remembered:
                     raise EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {self.model_dir}, which no "
-                                               f"longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model "
-                                               f"and run: {pms_command('sync --reembed')})")
-                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist (check PMS_MODEL_DIR)")
+                                               "longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model and re-embed)",
+                                               Hint(setting="PMS_MODEL_DIR"))
+                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist", Hint(setting="PMS_MODEL_DIR"))
             kwargs.update(specific_model_path=str(self.model_dir), local_files_only=True)
         else:
             kwargs.update(cache_dir=str(self.cache_dir()))
@@ -2671,8 +2671,8 @@ class Embedder:
                     model = TextEmbedding(self.model_name, local_files_only=True, **kwargs)
                 except Exception:
                     if not self.allow_download:
-                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (run: {pms_command('sync')}, "
-                                                   f"or set PMS_MODEL_DIR to a local copy)") from None
+                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (a sync downloads it once; "
+                                                   "PMS_MODEL_DIR may name a local copy instead)", Hint(command="sync")) from None
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
@@ -3004,7 +3004,8 @@ class Hit(Record):
     start_line: int
     end_line: int
     score: float
-    snippet: str
+    snippet: str  # readable text: the passage's words around the match, without Markdown
+    marks: list[tuple[int, int]] = Factory(list)  # (start, end) of each matched word in snippet (render_snippet)
     bm25_rank: int | None = None
     vector_rank: int | None = None
     bm25_score: float | None = None
@@ -3028,34 +3029,79 @@ class Hit(Record):
 
 
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
-# A snippet's HTML escapes only &, < and > (html.escape with quote=False), so
-# both ways are written out: importing html and its entity table took 2 ms of
-# a cold search.
+# Markup a snippet may carry from the note's source, removed so that every front
+# end shows readable text (applied with the \x02..\x03 marks still in place).
+_SNIPPET_MARKUP = [
+    (r"`{3,}[\w+-]*|~{3,}", " "),                                                  # fence markers
+    (r"!?\[([^\]]*)\]\([^)]*\)", r"\1"),                                          # [text](url), ![alt](src)
+    (r"\[([^\]]*)\]\[[^\]]*\]", r"\1"),                                           # [text][ref]
+    (r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]", r"\1"),                                    # [[target|label]]
+    (r"\[\[|\]\]", ""),                                                           # one the snippet cut in two
+    (r"\]\([^)]*$", "]…"),                                                        # a link target cut by the snippet's end
+    (r"!?\[([^\]]*)\]", r"\1"),                                                   # ...and its text
+    (r"<!--.*?-->", " "),                                                         # <!-- comment -->
+    (r"(?i)</?(?:[a-z][\w-]*\s[^<>]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
+     r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?>", " "),  # tags, not Vec<T>
+    (r"(?i)<[a-z][\w-]*\s[^<>]*?(?=…|$)", " "),                                   # a tag the snippet cut off
+    (r"(\*\*|__|~~|`+)", ""),                                                     # bold, strike, code ticks
+    (r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])", ""),                           # *em* and _em_ (not snake_case)
+    (r"(^|\s)(?:#{1,6}|>|[-+*]|\d+[.)])\s+(?:\[[ xX]\]\s+)?", r"\1"),              # heading, quote, list markers
+    (r"\|", " "),                                                                 # table pipes
+    (r"\{\{#\w+[^}]*\}\}", " "),                                                  # mdBook {{#include …}}
+]
 
 
-def render_snippet(raw: str, style: str = "html") -> str:
-    """Snippet with \\x02..\\x03 marks -> HTML (<mark>, escaped), ANSI, or plain."""
-    raw = re.sub(r"`{3,}[\w+-]*|~{3,}", " ", raw)  # fence markers and heading hashes are noise here
-    raw = re.sub(r"(^|\s)#{1,6}(?=\s)", r"\1", raw)
-    raw = re.sub(r"\s+", " ", raw).strip()
-    if style == "html":
-        escaped = raw.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # as html.escape does
-        return escaped.replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
-    if style == "ansi":
-        return raw.replace(_MARK_OPEN, "\x1b[1;33m").replace(_MARK_CLOSE, "\x1b[0m")
-    return raw.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "")
+def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
+    """A snippet with \x02..\x03 around matched words -> (readable text without the
+    note's Markdown or HTML markup, the (start, end) of each marked span in it)."""
+    for pattern, replacement in _SNIPPET_MARKUP:
+        marked = re.sub(pattern, replacement, marked)
+    marked = " ".join(marked.split())
+    text, marks, start = [], [], None
+    length = 0
+    for piece in re.split("([\x02\x03])", marked):
+        if piece == _MARK_OPEN:
+            start = length
+        elif piece == _MARK_CLOSE:
+            if start is not None and length > start:
+                marks.append((start, length))
+            start = None
+        else:
+            text.append(piece)
+            length += len(piece)
+    return "".join(text), marks
 
 
-def html_to_style(snippet: str, style: str) -> str:
-    """A Hit's HTML snippet -> terminal text (ANSI bold or plain)."""
-    if style == "html":
-        return snippet
-    marked = snippet.replace("<mark>", _MARK_OPEN).replace("</mark>", _MARK_CLOSE)
-    # The inverse, &amp; last: every "&" of an escaped snippet starts one of the three.
-    return render_snippet(marked.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"), style)
+# HTML escapes only &, < and > (html.escape with quote=False), written out:
+# importing html and its entity table took 2 ms of a cold search.
+def _escape_html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
+def _escape_terminal(text: str) -> str:
+    """Control characters (an escape sequence in a note) shown as \\xNN, never run by the terminal."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = "plain",
+                   mark: tuple[str, str] = ("<mark>", "</mark>")) -> str:
+    """A Hit's snippet and marks for a front end: ``plain`` (MCP, JSON: the text),
+    ``ansi`` (a terminal: marks bold yellow, control characters escaped) or
+    ``html`` (Qt, a browser: escaped, marks wrapped in ``mark``)."""
+    if style == "plain":
+        return text
+    escape, (open_, close) = (_escape_html, mark) if style == "html" else (_escape_terminal, ("\x1b[1;33m", "\x1b[0m"))
+    out, at = [], 0
+    for start, end in sorted(marks):
+        if start < at:
+            continue
+        out += [escape(text[at:start]), open_, escape(text[start:end]), close]
+        at = end
+    out.append(escape(text[at:]))
+    return "".join(out)
+
+
+def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
     query word (by prefix, so 'sync' marks 'syncing'), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
@@ -3073,7 +3119,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
         window = "\u2026" + window
     if pattern:
         window = pattern.sub(lambda m: _MARK_OPEN + m.group(0) + _MARK_CLOSE, window)
-    return render_snippet(window)
+    return snippet_spans(window)
 
 
 @named_tuple
@@ -3306,7 +3352,9 @@ def complete_scores(first: list[Fused], lists: dict[str, list[tuple[object, floa
 
     docs = [e.unit for e in first]
     cosine: dict[object, float] = {}
-    ids = [cid for cid in evidence.vectors if cid in evidence.owner]
+    place = {doc: i for i, doc in enumerate(docs)}
+    # Passages in the head's order, so that notes tied on cosine (copies) keep the fusion's order.
+    ids = sorted((cid for cid in evidence.vectors if cid in evidence.owner), key=lambda c: (place.get(evidence.owner[c], len(docs)), c))
     if ids:
         vectors = np.frombuffer(b"".join(evidence.vectors[c] for c in ids), dtype=np.int8).reshape(len(ids), -1).astype(np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
@@ -3320,9 +3368,9 @@ def complete_scores(first: list[Fused], lists: dict[str, list[tuple[object, floa
         if feedback:  # Rocchio: q + weight x the mean of those passages, all unit vectors
             moved = q + settings.feedback_weight * vectors[feedback].mean(axis=0)
             similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
-        for cid, value in zip(ids, similarity.tolist()):
-            doc = evidence.owner[cid]
-            cosine[doc] = max(value, cosine.get(doc, -1.0))
+        for i in np.argsort(-similarity, kind="stable").tolist():  # nearest first: ties keep the head's order
+            doc = evidence.owner[ids[i]]
+            cosine.setdefault(doc, similarity[i].item())
     wanted = set(docs)
     bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
     for doc, value in evidence.bm25.items():
@@ -3858,10 +3906,7 @@ class Retrieval:
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             raw = snippets.get(hit.chunk_id)
-            if raw and _MARK_OPEN in raw:
-                hit.snippet = render_snippet(raw)
-            else:
-                hit.snippet = mark_terms(hit.text, parsed.words)
+            hit.snippet, hit.marks = snippet_spans(raw) if raw and _MARK_OPEN in raw else mark_terms(hit.text, parsed.words)
         return hits
 
 
@@ -5397,7 +5442,7 @@ class KnowledgeBase:
         try:
             text = decode_text(read_note_file(abspath, max_bytes))
         except FileNotFoundError:
-            raise PMSError(f"{abspath} no longer exists (run: {pms_command('sync')})") from None
+            raise PMSError(f"{abspath} no longer exists", Hint(command="sync")) from None
         except FileTooLargeError as exc:
             if max_bytes is None:
                 raise PMSError(f"cannot read {abspath}: {exc}") from None
@@ -5658,7 +5703,7 @@ def run_benchmark(kb: "KnowledgeBase", judgments: Sequence[Judgment], modes: Seq
         raise PMSError(f"no collections to measure (add one: {pms_command(ADD_COLLECTION_ARGS)})")
     notes = [(c.name, p) for c in (kb.collections.get(n) for n in names) for p in c.files]
     if not notes:
-        raise PMSError(f"collection {', '.join(names)} has no indexed notes, so every score would be 0 (run: {pms_command('sync')})")
+        raise PMSError(f"collection {', '.join(names)} has no indexed notes, so every score would be 0", Hint(command="sync"))
     found, missing = resolve_targets({t for j in judgments for t in j.relevant}, notes)
     if missing:
         shown = ", ".join(sorted(missing)[:8]) + (", ..." if len(missing) > 8 else "")
@@ -5753,7 +5798,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "title": {"type": "string"}, "heading_path": {"type": "string"},
         "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
-        "score": {"type": "number"}, "snippet": {"type": "string"}}}
+        "score": {"type": "number"}, "snippet": {"type": "string"},
+        "marks": {"type": "array", "description": "[start, end) of each matched word in snippet",
+                  "items": {"type": "array", "items": {"type": "integer"}}}}}
     document = {"type": "object", "properties": {
         "collection": {"type": "string"}, "path": {"type": "string"}, "docid": {"type": "string"},
         "title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
@@ -5934,7 +5981,7 @@ class MCPService:
     @staticmethod
     def _hit_rows(hits: list[Hit]) -> list[dict]:
         """Hits as JSON, snippets as plain text (an assistant reads them, not a browser)."""
-        return [{**h.to_dict(), "snippet": html_to_style(h.snippet, "plain")} for h in hits]
+        return [h.to_dict() for h in hits]
 
     def tool_related(self, path: str, k: int = 10) -> dict:
         return {"note": path, "hits": self._hit_rows(self.kb.related(path, k=k))}
@@ -5958,7 +6005,7 @@ class MCPService:
 
     def tool_sync(self, collections: list[str] | None = None) -> dict:
         if not self.allow_sync:
-            raise PMSError(f"sync is off on this server (start it with --allow-sync, or run: {pms_command('sync')})")
+            raise PMSError("sync is off on this server: start it with --allow-sync, or sync from the command line")
         if not self._sync_lock.acquire(blocking=False):
             raise PMSError("a sync is already running on this server; try again when it has finished")
         try:
@@ -6327,7 +6374,7 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
         if h.heading_path and h.heading_path != h.title:
             print(f"    {dim(h.heading_path)}")
         if h.snippet:
-            print(f"    {html_to_style(h.snippet, style)}")
+            print(f"    {render_snippet(h.snippet, h.marks, style)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
 
@@ -6584,7 +6631,7 @@ def cmd_mcp(kb: KnowledgeBase, args) -> int:
     if not module_available("mcp"):
         if getattr(sys, "frozen", False):
             raise PMSError("this packaged app has no MCP server (run the pms.py script, with the mcp package, instead)")
-        raise PMSError(f"the MCP server needs the mcp package (pip install mcp, or run: {pms_command('setup')})")
+        raise PMSError("the MCP server needs the mcp package: pip install mcp", Hint(command="setup"))
     service = MCPService(kb, allow_sync=args.allow_sync)
     if args.http:
         serve_mcp_http(service, host=args.host, port=args.port, token=args.token or os.environ.get("PMS_MCP_TOKEN"))

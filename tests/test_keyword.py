@@ -90,8 +90,9 @@ def test_snippet_highlights_terms_and_escapes_html(kb, tmp_path):
     kb.collections.create(root, name="n")
     kb.sync()
     hit = kb.search("quokka")[0]
-    assert "<mark>quokka</mark>" in hit.snippet
-    assert "<script>" not in hit.snippet and "&lt;script&gt;" in hit.snippet
+    assert "<script>alert(1)</script>" in hit.snippet and [hit.snippet[s:e] for s, e in hit.marks] == ["quokka"]
+    html = pms.render_snippet(hit.snippet, hit.marks, "html")
+    assert "<mark>quokka</mark>" in html and "<script>" not in html and "&lt;script&gt;" in html
 
 
 def test_results_are_one_per_note_unless_chunks(kb, tmp_path):
