@@ -2276,32 +2276,15 @@ class Store:
             return out
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
-                      note_filter: "NoteFilter | None" = None, chunk_ids: Sequence[int] | None = None,
-                      with_vectors: bool = False) -> list[tuple]:
+                      note_filter: "NoteFilter | None" = None) -> list[tuple]:
         """(chunk id, cosine distance) nearest first. The note filter becomes a
         ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
-        so ``limit`` passages come back whenever that many match; ``chunk_ids``
-        limits the search to those passages the same way. ``with_vectors`` adds
-        each int8 vector (from memory, or with the KNN: sqlite-vec walks its
-        storage for each lookup by id)."""
+        so ``limit`` passages come back whenever that many match."""
         matrix = self.vector_matrix()
         if matrix is not None:
-            allowed = set(self.filtered_chunks(note_filter)) if note_filter else None
-            if chunk_ids is not None:
-                allowed = set(chunk_ids) if allowed is None else allowed & set(chunk_ids)
-            found = matrix.search(query_blob, limit, collection_ids, allowed)
-            if not with_vectors:
-                return found
-            vectors = matrix.vectors([cid for cid, _ in found])
-            return [(cid, distance, vectors[cid]) for cid, distance in found]
-        sql = ("SELECT chunk_id, distance" + (", embedding" if with_vectors else "")
-               + " FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?")
+            return matrix.search(query_blob, limit, collection_ids, set(self.filtered_chunks(note_filter)) if note_filter else None)
+        sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
         args: list = [query_blob, min(int(limit), VECTOR_KNN_MAX)]
-        if chunk_ids is not None:
-            # Listed twice when alone: sqlite-vec 0.1.9 finds nothing for "IN (one id)" with a k below the table's size.
-            ids = list(chunk_ids) * (2 if len(chunk_ids) == 1 else 1)
-            sql += f" AND chunk_id IN ({placeholders(ids)})"
-            args.extend(ids)
         if collection_ids:
             sql += f" AND collection_id IN ({placeholders(collection_ids)})"
             args.extend(collection_ids)
@@ -2684,9 +2667,6 @@ class Embedder:
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
         return model
-
-    def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
-        return list(self.embed_stream(texts))
 
     def query_encoder(self, optimised: bool | None = None) -> "QueryEncoder":
         """The QueryEncoder for query_spec, made at first use: with ONNX's optimisations
@@ -3288,24 +3268,13 @@ class Fused(Record):
 
 def fuse(rankings: dict[str, Sequence[tuple[object, float]]], settings: RankingSettings,
          weights: dict[str, float] | None = None) -> list[Fused]:
-    """Fuse ranked lists into one, best first. A pure function: no SQLite, no model.
-
-    ``rankings`` maps a list's name to ``(unit, value)`` pairs, best first,
-    higher value better (a unit listed twice counts at its first place only).
-    ``weights`` (default: the settings' weights; a list without one weighs 1)
-    scales each list's vote. ``settings.method``:
-
-    * ``rrf``: weight / (k + rank), plus ``top_bonus`` for a list's #1, plus
-      ``score_share`` x the list's share (``score_shares``) x value / (the
-      list's best);
-    * ``convex``: weight * value / (the list's best value): a convex combination
-      of scores normalised by their theoretical minimum (0 for BM25 and cosine
-      similarity) and the list's best ("TM2C2", Bruch et al., ACM TOIS 2023).
-      A unit missing from a list gets 0 from it. A value above the one before
-      it counts as that one, so a list's order always holds.
-
-    Ties go to the unit ranked best by any list, then to the earlier list.
-    """
+    """Fuse ranked lists (name -> (unit, value) best first, higher better; a unit listed
+    twice counts at its first place) into one, best first. Pure: no SQLite, no model.
+    ``weights`` (default the settings'; a list without one weighs 1) scale each vote.
+    ``rrf``: weight / (k + rank) + top_bonus for a #1 + score_share x the list's share x
+    value / its best. ``convex``: weight x value / the list's best ("TM2C2", Bruch et
+    al. 2023; a value above the one before it counts as that one, so order holds).
+    Ties go to the unit ranked best by any list, then to the earlier list."""
     weights = settings.weights() if weights is None else weights
     shares = settings.score_shares() if settings.method == "rrf" and settings.score_share else {}
     fused: dict[object, Fused] = {}
@@ -3648,19 +3617,6 @@ class Retrieval:
             while len(self._query_vectors) > self.QUERY_VECTORS_KEPT:
                 del self._query_vectors[next(iter(self._query_vectors))]
         return blob
-
-    def vector_similarities(self, query: str, chunk_ids: Iterable[int]) -> dict[int, float]:
-        """chunk id -> cosine similarity of the passage to the query, for any
-        passages (not only the vector list's top k). A passage without a vector
-        is left out. Raises EmbeddingUnavailable as vector search does."""
-        status = self.vector_status()
-        if not status.ok:
-            raise EmbeddingUnavailable(status.reason, status.hint)
-        query = clean_query(query)
-        if not query.strip():
-            return {}
-        distances = self.store.vector_distances(self.query_vector(query), chunk_ids)
-        return {cid: 1.0 - distance for cid, distance in distances.items()}
 
     # -- the pipeline ------------------------------------------------------------------
     def search(self, req: SearchRequest, settings: RankingSettings | None = None) -> SearchResult:

@@ -143,31 +143,6 @@ def test_a_huge_index_stays_in_sqlite_vec(synthetic_vectors):
     assert store.vector_search(bytes(range(16)), 3, None) and store._matrix is None
 
 
-def test_query_similarity_to_any_passage(two_collections):
-    kb = two_collections
-    retrieval = kb.retrieval
-    embedded = []
-    real_embed = kb.embedder.embed_query
-    kb.embedder.embed_query = lambda text: embedded.append(text) or real_embed(text)
-    query = "tomato soup with basil"
-    ranking = retrieval.vector_stage(retrieval.request(query), 3)
-    everything = [cid for (cid,) in kb.store.db.execute("SELECT id FROM chunks")]
-    similarities = retrieval.vector_similarities(query, everything)
-    assert embedded == [query]  # the ranking's vector was reused
-    assert set(similarities) == set(everything)  # far beyond the top 3
-    for cid, similarity in ranking:
-        assert similarities[cid] == similarity
-    assert max(similarities.values()) == ranking[0][1]
-    sqlite_vec_only(kb.store)
-    assert retrieval.vector_similarities(query, everything) == similarities
-    assert retrieval.vector_similarities(query, [10**9]) == {}
-
-
-def test_similarities_need_vectors(vault):
-    with pytest.raises(pms.EmbeddingUnavailable):
-        vault.retrieval.vector_similarities("sync", [1])
-
-
 def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
     store = vault.store
     ids = [cid for (cid,) in store.db.execute("SELECT id FROM chunks")]
