@@ -2215,13 +2215,8 @@ class Store:
 
     def first_chunks(self, doc_ids: Iterable[int]) -> dict[int, int]:
         """document id -> its first chunk's id (the passage shown for a note found by name)."""
-        ids, out = list(doc_ids), {}
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            rows = self.db.execute(f"SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({','.join('?' * len(part))}) "
-                                   "GROUP BY document_id", part)  # SQLite: id comes from the min(seq) row
-            out.update((doc, cid) for doc, cid, _ in rows)
-        return out
+        rows = self.rows_in("SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", doc_ids)
+        return {doc: cid for doc, cid, _ in rows}  # SQLite: id comes from the min(seq) row
 
     def fts_snippet(self, match: str, chunk_id: int, tokens: int = 24) -> str | None:
         row = self.db.execute("SELECT snippet(chunks_fts, 2, '\x02', '\x03', '\u2026', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
@@ -2300,11 +2295,8 @@ class Store:
         matrix = self.vector_matrix()
         if matrix is not None:
             return matrix.distances(query_blob, chunk_ids)
-        out: dict[int, float] = {}
-        for part in in_parts(chunk_ids):
-            out.update(self.db.execute("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
-                                       f"WHERE chunk_id IN ({placeholders(part)})", (query_blob, *part)))
-        return out
+        return dict(self.rows_in("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
+                                 "WHERE chunk_id IN ({ids})", chunk_ids, query_blob))
 
     def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
         """chunk id -> its int8 vector, looked up by id (a passage without one is left out):
@@ -2313,17 +2305,17 @@ class Store:
         matrix = self._matrix
         if matrix is not None and matrix.version == self.vectors_version():
             return matrix.vectors(chunk_ids)
-        out: dict[int, bytes] = {}
-        for part in in_parts(chunk_ids):
-            out.update(self.db.execute(f"SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({placeholders(part)})", part))
-        return out
+        return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", chunk_ids))
 
     def chunks_matching(self, match: str, chunk_ids: Sequence[int]) -> set[int]:
         """Which of these passages match an FTS5 expression (a search's exclusions)."""
-        out: set[int] = set()
-        for part in in_parts(chunk_ids):
-            out.update(r[0] for r in self.db.execute(f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({placeholders(part)})",
-                                                     (match, *part)))
+        return {r[0] for r in self.rows_in("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({ids})", chunk_ids, match)}
+
+    def rows_in(self, sql: str, ids: Iterable, *args) -> list[tuple]:
+        """The rows of ``sql`` (after ``args``) for every id in ``IN ({ids})``, a statement per SQLITE_MAX_VARS ids."""
+        out: list[tuple] = []
+        for part in in_parts(ids):
+            out += self.db.execute(sql.format(ids=placeholders(part)), (*args, *part)).fetchall()
         return out
 
     def filtered_chunks(self, note_filter: "NoteFilter") -> list[int]:
@@ -2442,19 +2434,13 @@ class Store:
 
     def document_chunks_of(self, document_ids: Iterable[int]) -> dict[int, int]:
         """chunk id -> document id, for every passage of these notes."""
-        out: dict[int, int] = {}
-        for part in in_parts(document_ids):
-            out.update(self.db.execute(f"SELECT id, document_id FROM chunks WHERE document_id IN ({placeholders(part)})", part))
-        return out
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE document_id IN ({ids})", document_ids))
 
     def documents_bm25(self, match: str, document_ids: Iterable[int], weights: tuple[float, float, float]) -> list[tuple[int, float]]:
         """(document id, bm25) of every passage of these notes that matches ``match`` (FTS5's bm25: lower is better)."""
         w = ", ".join(str(float(x)) for x in weights)
-        out: list[tuple[int, float]] = []
-        for part in in_parts(document_ids):
-            out += self.db.execute(f"SELECT c.document_id, bm25(chunks_fts, {w}) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                                   f"WHERE chunks_fts MATCH ? AND c.document_id IN ({placeholders(part)})", (match, *part)).fetchall()
-        return out
+        return self.rows_in(f"SELECT c.document_id, bm25(chunks_fts, {w}) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+                            "WHERE chunks_fts MATCH ? AND c.document_id IN ({ids})", document_ids, match)
 
     def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
         """(chunk id, headings, body) of a note, in reading order."""
@@ -2467,18 +2453,11 @@ class Store:
 
     def passages_per_document(self, document_ids: Iterable[int]) -> dict[int, int]:
         """document id -> how many passages the note has."""
-        out: dict[int, int] = {}
-        for part in in_parts(document_ids):
-            out.update(self.db.execute(f"SELECT document_id, count(*) FROM chunks WHERE document_id IN ({placeholders(part)}) "
-                                       "GROUP BY document_id", part))
-        return out
+        return dict(self.rows_in("SELECT document_id, count(*) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", document_ids))
 
     def chunk_documents(self, chunk_ids: Iterable[int]) -> dict[int, int]:
         """chunk id -> document id (a missing chunk is left out)."""
-        out: dict[int, int] = {}
-        for part in in_parts(chunk_ids):
-            out.update(self.db.execute(f"SELECT id, document_id FROM chunks WHERE id IN ({placeholders(part)})", part))
-        return out
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE id IN ({ids})", chunk_ids))
 
     def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
         """chunk id -> what a hit shows of it (a missing chunk is left out)."""
