@@ -2402,12 +2402,8 @@ class Store:
 
     def document_rows(self, document_ids: Sequence[int]) -> dict[int, tuple]:
         """document id -> (collection name, rel path, docid, title)."""
-        out = {}
-        for part in in_parts(document_ids):
-            for r in self.db.execute("SELECT d.id, c.name, d.path, d.docid, d.title FROM documents d JOIN collections c ON c.id = d.collection_id "
-                                     f"WHERE d.id IN ({placeholders(part)})", part):
-                out[r[0]] = r[1:]
-        return out
+        return {r[0]: r[1:] for r in self.rows_in("SELECT d.id, c.name, d.path, d.docid, d.title FROM documents d JOIN collections c "
+                                                  "ON c.id = d.collection_id WHERE d.id IN ({ids})", document_ids)}
 
     def set_folder_description(self, collection_id: int, folder: str, description: str) -> None:
         with self.transaction() as db:
@@ -2461,15 +2457,10 @@ class Store:
 
     def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
         """chunk id -> what a hit shows of it (a missing chunk is left out)."""
-        out: dict[int, ChunkInfo] = {}
-        for part in in_parts(chunk_ids):
-            rows = self.db.execute(
-                "SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
-                f"d.tags, {_NOTE_DATE_SQL}, col.description FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
-                f"WHERE c.id IN ({placeholders(part)})", part)
-            for r in rows:
-                out[r[0]] = ChunkInfo(*r[1:])
-        return out
+        rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
+                            f"d.tags, {_NOTE_DATE_SQL}, col.description FROM chunks c JOIN documents d ON d.id = c.document_id "
+                            "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
+        return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
     def size_bytes(self) -> int:
         total = 0
