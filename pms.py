@@ -120,7 +120,7 @@ class PMSError(Exception):
     there is one, a ``hint`` (what to run or set) that each front end words its
     own way (``hint_text``); ``str()`` is the command line's wording."""
 
-    def __init__(self, message: str = "", hint: "Hint | None" = None):
+    def __init__(self, message: str = "", hint: Hint | None = None):
         super().__init__(message)
         self.message, self.hint = message, hint
 
@@ -2990,8 +2990,8 @@ _SNIPPET_MARKUP = [
     (r"\]\([^)]*$", "]…"),                                                        # a link target cut by the snippet's end
     (r"!?\[([^\]]*)\]", r"\1"),                                                   # ...and its text
     (r"<!--.*?-->", " "),                                                         # <!-- comment -->
-    (r"(?i)</?(?:[a-z][\w-]*\s[^<>]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
-     r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?>", " "),  # tags, not Vec<T>
+    ((r"(?i)</?(?:[a-z][\w-]*\s[^<>]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
+      r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?>"), " "),  # tags, not Vec<T>
     (r"(?i)<[a-z][\w-]*\s[^<>]*?(?=…|$)", " "),                                   # a tag the snippet cut off
     (r"(\*\*|__|~~|`+)", ""),                                                     # bold, strike, code ticks
     (r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])", ""),                           # *em* and _em_ (not snake_case)

@@ -168,7 +168,7 @@ def test_the_api_records_behave_as_the_dataclasses_they_replaced():
     class MoreNested(Nested):  # a subclass adds fields after its parent's, even once the parent was built
         extra: int = 0
     assert MoreNested(pms.SearchMode("keyword"), {}, 3).extra == 3 and MoreNested._fields == ("mode", "refs", "extra")
-    assert nested == {"mode": ("keyword", "why", ""), "refs": {"a": [ref.to_dict()]}}
+    assert nested == {"mode": ("keyword", "why", "", None), "refs": {"a": [ref.to_dict()]}}
     assert type(nested["mode"]) is pms.SearchMode
 
 
