@@ -2907,7 +2907,8 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
     for m in re.finditer(r'(-?)"([^"]*)"|(\S+)', query):
         if m.group(3) is not None:
             raw = m.group(3)
-            negative = raw.startswith("-") and len(raw) > 1
+            # "-word" excludes; "--flag" is a word to find (command-line options fill technical notes).
+            negative = raw.startswith("-") and len(raw) > 1 and not raw.startswith("--")
             if negative:
                 raw = raw[1:]
             tokens = tuple(t.lower() for t in _TOKEN.findall(raw))

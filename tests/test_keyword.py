@@ -36,6 +36,16 @@ def test_excluded_word(vault):
     assert [h.path for h in vault.search("laptop -restic")] == ["sync.md"]
 
 
+def test_a_command_line_option_is_a_word_not_an_exclusion(kb, tmp_path):
+    write(tmp_path / "n" / "git.md", "# Git\n\nPush safely with git push --force-with-lease after a rebase.\n")
+    write(tmp_path / "n" / "other.md", "# Other\n\nforce is a word here too, with lease.\n")
+    kb.collections.create(path=tmp_path / "n", name="n")
+    kb.sync()
+    parsed = pms.parse_query("git push --force-with-lease")
+    assert parsed.excluded == []
+    assert [h.path for h in kb.search("git push --force-with-lease", mode="keyword")][0] == "git.md"
+
+
 def test_prefix(vault):
     assert vault.search("sync")[0].path == "sync.md"
     assert vault.search("restic") and not vault.search("resti")
