@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-import re
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QToolButton, QVBoxLayout,
@@ -20,9 +18,6 @@ FILTER_HELP = ("Filter: #tag (all of them; #area matches #area/sub), -#tag, path
                "With no search words, the matching notes are listed newest first.")
 
 
-def plain(snippet: str) -> str:
-    """A hit's HTML snippet (<mark> around matches) as plain text."""
-    return html.unescape(re.sub(r"<[^>]+>", "", snippet))
 
 
 class FilterBar(QWidget):
@@ -176,7 +171,7 @@ class RelatedPanel(QWidget):
             self.list.addItem(QListWidgetItem(error or "No related notes."))
             return
         for row, hit in enumerate(self.hits):
-            item = QListWidgetItem(f"{hit.title}\n{plain(hit.snippet)[:140]}")
+            item = QListWidgetItem(f"{hit.title}\n{hit.snippet[:140]}")
             item.setToolTip(f"{hit.collection}/{hit.path} — {hit.heading_path}")
             item.setData(Qt.UserRole, row)
             self.list.addItem(item)
