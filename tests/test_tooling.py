@@ -11,7 +11,7 @@ from conftest import REPO
 
 def test_every_public_annotation_resolves_at_run_time():
     """typing.get_type_hints works on the API (annotations name nothing undefined)."""
-    assert typing.get_type_hints(pms.KnowledgeBase.search)["return"] == list[pms.Hit]
+    assert typing.get_type_hints(pms.KnowledgeBase.search)["return"] is pms.SearchResult
     for name in pms.__all__:
         obj = getattr(pms, name)
         members = [obj] if callable(obj) else []
