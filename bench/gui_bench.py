@@ -116,7 +116,7 @@ def queries_from_titles(kb: pms.KnowledgeBase, n: int, seed: int = 7) -> list[st
     """Two-word queries made of words from real note titles and passages."""
     rng = random.Random(seed)
     words = []
-    for hit in kb.search("file", k=200, mode="keyword") + kb.search("list", k=200, mode="keyword"):
+    for hit in [*kb.search("file", k=200, mode="keyword"), *kb.search("list", k=200, mode="keyword")]:
         words += [w for w in hit.title.lower().replace("-", " ").split() if w.isalpha() and len(w) >= 4]
     words = sorted(set(words))
     return [" ".join(rng.sample(words, 2)) for _ in range(n)]
