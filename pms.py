@@ -111,6 +111,14 @@ VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format n
 # passages/s at 574 MB peak, 16 18.1/s at 861 MB, 32 17.0/s at 1.5 GB;
 # fastembed's default of 256 peaked at 10 GB.
 EMBED_BATCH_SIZE = 8
+# PDFs (optional: pypdfium2, 3x pypdf's pages/s at the same text; docs/benchmarks.md, "PDFs").
+# Each is read in a worker process that is killed past its deadline, so no PDF can hang a sync.
+PDF_PACKAGE = "pypdfium2"
+PDF_SUFFIX = ".pdf"
+PDF_TIMEOUT_DEFAULT = 60.0      # seconds per file (PMS_PDF_TIMEOUT)
+PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
+PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
+PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 
 
@@ -276,6 +284,19 @@ def max_file_bytes() -> int:
         return int(float(os.environ.get("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)) * 1024 * 1024)
     except ValueError:
         return MAX_FILE_MB_DEFAULT * 1024 * 1024
+
+
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment, else ``default`` (a typo must not disable a limit)."""
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def is_pdf(path: str | os.PathLike) -> bool:
+    return str(path).lower().endswith(PDF_SUFFIX)
 
 
 def private_env_dir() -> Path:
@@ -627,6 +648,7 @@ class Chunk(Record):
     heading_path: str
     text: str
     title: str = ""
+    page: int | None = None  # a PDF's page (1-based): its lines count within that page
 
     @property
     def headings(self) -> str:
@@ -806,6 +828,8 @@ def _sentences(line: str, target_chars: int) -> list[str]:
 
 
 class ParsedNote(Record):
+    """A note (or a PDF) as the index stores it."""
+
     title: str
     tags: list[str]
     aliases: list[str]
@@ -831,6 +855,85 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
         chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
                       date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1))
+
+
+# PDFs: pages of text -> passages (the text comes from read_pdf, in the sync section) ---
+
+class PdfText(Record):
+    """What a PDF holds for the index: its metadata title and each page's text."""
+
+    title: str
+    pages: list[str]
+    page_count: int = 0
+
+
+# Characters that carry no text: zero-width ones, soft hyphens, controls (PDFs with
+# broken fonts or hidden layers are full of them).
+_PDF_NOISE = re.compile("[\u00ad\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A page's text is unreadable when most of its letters are these (a font without a
+# usable character map yields replacement or private-use characters).
+_PDF_UNREADABLE = re.compile("[\ufffd\ue000-\uf8ff]")
+
+
+def clean_pdf_page(text: str) -> str:
+    """A page's extracted text, tidy: one line per line, no noise characters, no
+    trailing spaces, no runs of blank lines; "" when unreadable (broken fonts)."""
+    text = _PDF_NOISE.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))[:PDF_PAGE_MAX_CHARS]
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    visible = sum(1 for ch in text if not ch.isspace())
+    if visible and len(_PDF_UNREADABLE.findall(text)) * 2 > visible:
+        return ""
+    return text
+
+
+def pdf_title(meta_title: str, pages: Sequence[str], fallback: str) -> str:
+    """The PDF's metadata title, else its first heading-like line (short, not a
+    sentence, with letters), else ``fallback`` (the file name)."""
+    title = " ".join((meta_title or "").split())
+    if title and not re.fullmatch(r"(?i)(untitled|microsoft word - .*|.*\.(docx?|pdf|tex|dvi))", title):
+        return title[:200]
+    for page in pages[:1]:
+        for line in page.split("\n")[:8]:
+            line = " ".join(line.split())
+            if 3 <= len(line) <= 120 and re.search(r"[^\W\d_]{2}", line) and not line.endswith((".", ",", ";")):
+                return line
+    return fallback
+
+
+def chunk_pdf_pages(pages: Sequence[str], title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> list[Chunk]:
+    """Passages of a PDF, never across pages: each page's lines packed up to
+    ``target_chars``, a longer line cut between sentences. Lines count within the page."""
+    chunks: list[Chunk] = []
+    for number, text in enumerate(pages, 1):
+        if not text:
+            continue
+        pieces: list[tuple[int, str]] = []
+        for line_no, line in enumerate(text.split("\n"), 1):
+            if len(line) > target_chars:
+                pieces.extend((line_no, part) for part in _sentences(line, target_chars))
+            else:
+                pieces.append((line_no, line))
+        start, prev, current, size = pieces[0][0], pieces[0][0], [], 0
+        for line_no, piece in pieces:
+            if current and size + len(piece) > target_chars:
+                chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev,
+                                    heading_path=title, text="\n".join(current).strip(), title=title, page=number))
+                current, size, start = [], 0, line_no
+            current.append(piece)
+            size += len(piece) + 1
+            prev = line_no
+        if current and "".join(current).strip():
+            chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev, heading_path=title,
+                                text="\n".join(current).strip(), title=title, page=number))
+    return chunks
+
+
+def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> ParsedNote:
+    """A PDF's pages as a note: its title (metadata > first heading-like line > file
+    name) and passages that each stay on one page."""
+    title = pdf_title(pdf.title, pdf.pages, fallback_title)
+    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", chunks=chunk_pdf_pages(pdf.pages, title, target_chars))
 
 
 # Notes-native metadata: inline tags, dates, frontmatter fields, links ---------
@@ -1079,9 +1182,16 @@ BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
+def pdf_glob(pattern: str) -> str:
+    """Which PDFs a collection holds: its glob with the file extension made .pdf
+    (``**/*.md`` -> ``**/*.pdf``); a glob without one (``**/*``) already names them."""
+    return re.sub(r"\.(\{[^{}/]*\}|[^./*?{}\[\]]+)\Z", PDF_SUFFIX, pattern)
+
+
 def walk_markdown(root: Path, pattern: str, errors: list | None = None,
-                  skipped: list | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
-    """Yield (relative posix path, absolute path, stat) of matching files.
+                  skipped: list | None = None, also: str | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
+    """Yield (relative posix path, absolute path, stat) of files matching ``pattern``
+    (or the glob ``also``: a collection's PDFs).
 
     Skips hidden folders and SKIP_DIRS, follows symlinks but never loops
     (each real folder is visited once). Unreadable folders go to ``errors``;
@@ -1090,6 +1200,8 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     """
     skipped = errors if skipped is None else skipped
     regex = glob_to_regex(pattern)
+    if also and also != pattern:
+        regex = re.compile(f"(?:{regex.pattern})|(?:{glob_to_regex(also).pattern})", regex.flags)
     seen: set = set()
 
     def onerror(exc: OSError):
@@ -1387,6 +1499,9 @@ MIGRATIONS = [
     END;
     INSERT INTO note_names(rowid, names) SELECT id, {_names_sql("")} FROM documents
         WHERE id NOT IN (SELECT rowid FROM note_names);
+    """,    # A PDF passage's page (1-based; NULL for a note's passages): hits show it, get reads it.
+    """
+    ALTER TABLE chunks ADD COLUMN page INTEGER;
     """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
@@ -1494,6 +1609,7 @@ class ChunkInfo:
     tags: str                    # comma-separated
     date: str | None             # the note's date: frontmatter date/created/updated, else the file's mtime
     collection_description: str
+    page: int | None             # a PDF passage's page; None for a note's
 
 
 # The note's date: its frontmatter date when it has one, else the file's mtime (local time).
@@ -1921,11 +2037,12 @@ class Store:
             h = hex_digest(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode(), "sha1")
             kept = old.get(h)
             if kept:
-                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ? WHERE id = ?",
-                           (chunk.seq, chunk.start_line, chunk.end_line, kept.pop(0)))
+                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
+                           (chunk.seq, chunk.start_line, chunk.end_line, chunk.page, kept.pop(0)))
             else:
-                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text))
+                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text, chunk.page))
         stale = [i for ids in old.values() for i in ids]
         for part in in_parts(stale):
             db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
@@ -2444,7 +2561,7 @@ class Store:
         for part in in_parts(chunk_ids):
             rows = self.db.execute(
                 "SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
-                f"d.tags, {_NOTE_DATE_SQL}, col.description FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
+                f"d.tags, {_NOTE_DATE_SQL}, col.description, c.page FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
                 f"WHERE c.id IN ({placeholders(part)})", part)
             for r in rows:
                 out[r[0]] = ChunkInfo(*r[1:])
@@ -2948,6 +3065,7 @@ class Hit(Record):
     folder_description: str = ""  # the nearest described folder above the note (collection describe)
     name_rank: int | None = None  # rank among notes whose title, alias or file name the query names
     fusion: str = ""  # how this query's lists were fused (for --explain)
+    page: int | None = None  # a PDF's page the passage is on (1-based); lines count within it. None: a note
 
     def to_dict(self, explain: bool = False) -> dict:
         d = self.as_dict()
@@ -3726,7 +3844,7 @@ class Retrieval:
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
-                   collection_description=row.collection_description or "", **ranks)
+                   collection_description=row.collection_description or "", page=row.page, **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
         # A note whose title is exactly what was typed comes first: typing a
@@ -3837,6 +3955,7 @@ class SyncReport(Record):
     cancelled: bool = False
     seconds: float = 0.0
     reread: int = 0  # unchanged notes read again because an older PMS indexed them (tags, dates, links)
+    pdfs_unread: int = 0  # PDFs left out: the PDF library is not installed
 
     def summary(self) -> str:
         parts = [f"+{self.added} new, ~{self.updated} modified, -{self.deleted} deleted, {self.unchanged} unchanged"]
@@ -3927,6 +4046,177 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
     return data
 
 
+# PDFs: read in a worker process with a deadline ------------------------------------
+
+PDF_NO_TEXT = "skipped: this PDF has no text layer (a scan? run OCR on it to make it searchable)"
+_INSTALL_PDF = f"pip install {PDF_PACKAGE} (or run: {pms_command('setup')})"
+
+
+class PdfError(PMSError):
+    """A PDF that cannot be indexed as it is; ``failed`` when it is damaged (not a choice of its author)."""
+
+    def __init__(self, message: str, failed: bool = False):
+        super().__init__(message)
+        self.failed = failed
+
+
+def pdf_available() -> bool:
+    return module_available(PDF_PACKAGE)
+
+
+def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
+    """Each page's text and the metadata title, read in this process (PdfReader runs
+    it in a worker: a damaged or hostile file must not hang or crash a sync)."""
+    try:
+        import pypdfium2 as pdfium
+    except ImportError:
+        raise PdfError(f"reading PDFs needs {PDF_PACKAGE}: {_INSTALL_PDF}") from None
+    try:
+        doc = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise PdfError("skipped: this PDF is encrypted (save a copy without a password to index it)") from None
+        raise PdfError(f"cannot read this PDF: {str(exc).rstrip('.')} (is it damaged?)", failed=True) from None
+    try:
+        count = len(doc)
+        if count > max_pages:
+            raise PdfError(f"skipped: {count} pages, over the limit of {max_pages} (raise PMS_PDF_MAX_PAGES to index it)")
+        title = ""
+        with contextlib.suppress(Exception):
+            title = str(doc.get_metadata_dict(skip_empty=True).get("Title", ""))
+        pages = []
+        for i in range(count):
+            page = doc[i]
+            try:
+                textpage = page.get_textpage()
+                pages.append(clean_pdf_page(textpage.get_text_bounded()))
+                textpage.close()
+            except pdfium.PdfiumError:
+                pages.append("")  # one bad page loses that page only
+            finally:
+                page.close()
+        return PdfText(title=title, pages=pages, page_count=count)
+    finally:
+        doc.close()
+
+
+# Address space of the PDF worker (Linux): a file that balloons in memory fails
+# alone instead of pushing the machine into swap.
+PDF_WORKER_MEMORY = 4 << 30
+
+
+def _pdf_worker(conn) -> None:
+    """The PDF worker process: (path, max pages) in, ("ok", PdfText fields) or ("error", message, failed) out."""
+    if sys.platform.startswith("linux"):
+        import resource
+
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (PDF_WORKER_MEMORY, PDF_WORKER_MEMORY))
+    conn.send(("ready",))
+    while True:
+        try:
+            path, max_pages = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        try:
+            pdf = read_pdf(path, max_pages)
+            answer = ("ok", pdf.title, pdf.pages, pdf.page_count)
+        except PdfError as exc:
+            answer = ("error", str(exc), exc.failed)
+        except MemoryError:
+            answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
+        except Exception as exc:  # a library bug on one odd file must not end the sync
+            answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
+        conn.send(answer)
+
+
+class PdfReader:
+    """Reads PDFs in one worker process (started on first use, reused for the next
+    file), each within a deadline: past it the worker is killed and the file
+    reported, so a hostile PDF cannot hang a sync. Use as a context manager."""
+
+    STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
+
+    def __init__(self, timeout: float | None = None, max_pages: int | None = None):
+        self.timeout = timeout or env_number("PMS_PDF_TIMEOUT", PDF_TIMEOUT_DEFAULT)
+        self.max_pages = int(max_pages or env_number("PMS_PDF_MAX_PAGES", PDF_MAX_PAGES_DEFAULT))
+        self._process = None
+        self._conn = None
+
+    def __enter__(self) -> "PdfReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
+        self._process.start()
+        child.close()
+        if not self._conn.poll(self.STARTUP_SECONDS):
+            self.close()
+            raise PdfError("the PDF reader did not start", failed=True)
+        self._conn.recv()
+
+    def read(self, path: str | os.PathLike) -> PdfText:
+        if self._process is None or not self._process.is_alive():
+            self.close()
+            self._start()
+        try:
+            self._conn.send((str(path), self.max_pages))
+            ready = self._conn.poll(self.timeout)
+            answer = self._conn.recv() if ready else None
+        except (EOFError, OSError):
+            self.close()
+            raise PdfError("skipped: the PDF reader crashed on this file (is it damaged?)", failed=True) from None
+        if answer is None:
+            self.close()
+            raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
+                           "raise PMS_PDF_TIMEOUT to give it longer)", failed=True)
+        if answer[0] == "error":
+            raise PdfError(answer[1], failed=answer[2])
+        return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+
+
+def file_digest(path: Path, limit: int) -> str:
+    """SHA-256 of a file read in blocks (a PDF may be hundreds of MB), refusing one over ``limit``."""
+    import hashlib
+
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            size += len(block)
+            if size > limit:
+                raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_PDF_MAX_MB to index it)")
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def max_pdf_bytes() -> int:
+    return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
+
+
+def file_sha(path: Path) -> str:
+    """The hash sync compares: a note's bytes, or a PDF's read in blocks."""
+    return file_digest(path, max_pdf_bytes()) if is_pdf(path) else hex_digest(read_note_file(path))
+
+
 class Syncer:
     """Brings the index in line with the collection folders, incrementally.
 
@@ -3943,6 +4233,9 @@ class Syncer:
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
+        self.read_pdfs = pdf_available()  # without the PDF library, PDFs are left as they are (one notice)
+        self.pdfs_unread = 0
+        self._pdf_reader: PdfReader | None = None
 
     @staticmethod
     def lock(store: Store) -> FileLock:
@@ -3957,19 +4250,25 @@ class Syncer:
             errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found = {}
+        pdfs = pdf_glob(pattern)
         if paths is None:
-            for rel, full, st in walk_markdown(root, pattern, errors, skipped):
+            for rel, full, st in walk_markdown(root, pattern, errors, skipped, also=pdfs):
                 found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         else:
-            regex = glob_to_regex(pattern)
+            regex, pdf_regex = glob_to_regex(pattern), glob_to_regex(pdfs)
             for rel in paths:
                 full = root / rel
                 if not is_valid_utf8(rel):
                     if skipped is not None and full.is_file():
                         skipped.append((display_path(full), BAD_NAME))
-                elif regex.match(rel) and full.is_file():
+                elif (regex.match(rel) or pdf_regex.match(rel)) and full.is_file():
                     st = full.stat()
                     found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if not self.read_pdfs:
+            unread = [rel for rel in found if is_pdf(rel)]
+            self.pdfs_unread += len(unread)
+            for rel in unread:
+                del found[rel]
         return found
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
@@ -3992,6 +4291,8 @@ class Syncer:
             else:
                 changes.todo.append((rel, full, (size, mtime, ctime), state))
         in_scope = (lambda rel: True) if paths is None else set(paths).__contains__
+        if not self.read_pdfs:  # PDFs indexed when the library was there stay as they are
+            in_scope = (lambda scope: lambda rel: scope(rel) and not is_pdf(rel))(in_scope)
         changes.gone = [rel for rel in known if rel not in found and in_scope(rel)]
         changes.forgotten = [rel for rel in known_skipped if rel not in found and in_scope(rel)]
         return changes
@@ -4008,7 +4309,7 @@ class Syncer:
                     plan.added.append((col.name, rel))
                     continue
                 try:
-                    sha = hex_digest(read_note_file(full))
+                    sha = file_sha(full)
                 except (OSError, FileTooLargeError) as exc:
                     plan.errors.append((str(full), str(exc)))
                     continue
@@ -4029,14 +4330,20 @@ class Syncer:
         if not lock.acquire(blocking=False):
             self.notice("another sync of this index is running; waiting for it to finish")
             lock.acquire(blocking=True)
+        self.pdfs_unread = 0
         try:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
+            self._close_pdf_reader()
             if embed and self.embedder is not None and not report.cancelled:
                 self.embed_pending(report, progress, cancel)
         except SyncCancelled:
             report.cancelled = True
         finally:
+            self._close_pdf_reader()
+            report.pdfs_unread = self.pdfs_unread
+            if self.pdfs_unread:
+                self.notice(f"{self.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
             lock.release()
             report.seconds = time.monotonic() - started
         return report
@@ -4100,24 +4407,46 @@ class Syncer:
             (report.errors if failed else report.skipped).append((display_path(full), reason))
             return rel, ("skip", stat_key, failed, reason, state is not None)
 
+        pdf = is_pdf(rel)
         try:
-            data = read_note_file(full)
+            if pdf:
+                sha = file_digest(full, max_pdf_bytes())
+            else:
+                data = read_note_file(full)
+                sha = hex_digest(data)
         except FileNotFoundError:
             return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
         except FileTooLargeError as exc:
             return skip(str(exc))
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
-        sha = hex_digest(data)
         if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
             return rel, ("touch", state.id, size, mtime)
         try:
-            text = decode_text(data)
-            note = parse_note(text, Path(rel).stem, self.chunk_chars, path=rel)
+            if pdf:
+                note = self._parse_pdf(full, Path(rel).stem)
+            else:
+                text = decode_text(data)
+                note = parse_note(text, Path(rel).stem, self.chunk_chars, path=rel)
+        except PdfError as exc:
+            return skip(str(exc), failed=exc.failed)
         except (BinaryFileError, FrontmatterError) as exc:
             return skip(f"skipped: {exc}")
         existed = "reread" if state is not None and state.sha256 == sha else state is not None
         return rel, ("write", note, size, mtime, sha, existed)
+
+    def _parse_pdf(self, full: Path, fallback_title: str) -> ParsedNote:
+        if self._pdf_reader is None:
+            self._pdf_reader = PdfReader()
+        note = parse_pdf(self._pdf_reader.read(full), fallback_title, self.chunk_chars)
+        if not note.chunks:
+            raise PdfError(PDF_NO_TEXT)
+        return note
+
+    def _close_pdf_reader(self) -> None:
+        if self._pdf_reader is not None:
+            self._pdf_reader.close()
+            self._pdf_reader = None
 
     def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
         """Embed every passage that has no vector yet, shortest first, in small batches.
@@ -6228,7 +6557,8 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed else _ranks(h, lists)
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}:{h.start_line}-{h.end_line}  #{h.docid}  {rank}')}")
+        where = f" p. {h.page}" if h.page else f":{h.start_line}-{h.end_line}"  # a PDF's page; get file.pdf:N reads it
+        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
             print(f"    {dim(h.heading_path)}")
         if h.snippet:
