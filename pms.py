@@ -8,6 +8,7 @@
 #     "trafilatura>=2.0",
 #     "lxml_html_clean",
 #     "mcp>=2.3",
+#     "pypdfium2>=4.30",
 # ]
 # ///
 """PMS: a local-first, private search engine for folders of Markdown notes.
@@ -3907,6 +3908,7 @@ class SyncPlan(Record):
     errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
     skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
     reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
+    pdfs_unread: int = 0                              # PDFs left out: the PDF library is not installed
 
     @property
     def pending(self) -> int:
@@ -4299,6 +4301,7 @@ class Syncer:
 
     def plan(self, collections: Sequence[CollectionRow]) -> SyncPlan:
         plan = SyncPlan()
+        self.pdfs_unread = 0
         for col in collections:
             changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
@@ -4320,6 +4323,7 @@ class Syncer:
                 else:
                     plan.updated.append((col.name, rel))
             plan.deleted.extend((col.name, rel) for rel in changes.gone)
+        plan.pdfs_unread = self.pdfs_unread
         return plan
 
     def run(self, collections: Sequence[CollectionRow], *, paths: dict[str, list[str]] | None = None, embed: bool = True,
@@ -5144,6 +5148,7 @@ class Document(Record):
     tags: list[str]
     text: str
     from_line: int = 1
+    page: int | None = None  # a PDF read from this page on (get file.pdf:12); lines then count within it
 
     def to_dict(self) -> dict:
         return self.as_dict()
@@ -5618,7 +5623,8 @@ class KnowledgeBase:
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None) -> Document:
-        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines."""
+        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines
+        (of a PDF, pages: ``file.pdf:12`` is page 12's text)."""
         ref = clean_query(ref, limit=None).strip()
         if not ref:
             raise PMSError("which note? give collection/path.md, a path or the #docid shown in search results")
@@ -5631,6 +5637,8 @@ class KnowledgeBase:
     def _read_document(self, row: DocumentRow, from_line: int | None = None, count: int | None = None,
                        max_bytes: int | None = None) -> Document:
         abspath = Path(row.collection_path) / row.path
+        if is_pdf(row.path):
+            return self._read_pdf(row, abspath, from_line, count, max_bytes)
         try:
             text = decode_text(read_note_file(abspath, max_bytes))
         except FileNotFoundError:
@@ -5651,6 +5659,29 @@ class KnowledgeBase:
             text = "\n".join(lines[first - 1 : end])
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, from_line=first)
+
+    def _read_pdf(self, row: DocumentRow, abspath: Path, first_page: int | None, count: int | None,
+                  max_bytes: int | None) -> Document:
+        """A PDF's text, read again from the file (in the worker, within its deadline):
+        the pages asked for, each after a ``--- p. N ---`` line when there are several."""
+        if not abspath.exists():
+            raise PMSError(f"{abspath} no longer exists (run: {pms_command('sync')})")
+        try:
+            with PdfReader() as reader:
+                pages = reader.read(abspath).pages
+        except PdfError as exc:
+            raise PMSError(f"cannot read {abspath}: {str(exc).removeprefix('skipped: ')}") from None
+        first = max(1, first_page or 1)
+        count = 1 if first_page and count is None else count  # file.pdf:12 is one page
+        if first > len(pages):
+            raise PMSError(f"{row.collection}/{row.path} has {len(pages)} pages; page {first} is past its end")
+        chosen = list(enumerate(pages, 1))[first - 1 : None if count is None else first - 1 + max(0, count)]
+        text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
+        if max_bytes is not None and len(text.encode("utf-8")) > max_bytes:
+            raise PMSError(f"larger than {max_bytes} bytes (read it alone with get and a page: {row.path}:1)")
+        return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
+                        tags=[t for t in row.tags.split(",") if t], text=text,
+                        page=first)
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
@@ -5758,6 +5789,8 @@ class KnowledgeBase:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
             info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
+            info["pdfs_without_text"] = sum(why == PDF_NO_TEXT for _path, why in plan.skipped)  # scans: OCR them
+            info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
 
@@ -6709,6 +6742,10 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     print(f"Pending:     {todo}{advice}")
     if info.get("skipped"):
         print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
+    if info.get("pdfs_without_text"):
+        print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
+    if info.get("pdfs_unread"):
+        print(f"PDFs:        {info['pdfs_unread']} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
         print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
@@ -6998,7 +7035,7 @@ def cmd_setup(args) -> int:
         return 0
 
     target = private_env_dir()
-    packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean", "mcp"]
+    packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean", "mcp", PDF_PACKAGE]
     if args.gui:
         # 6.12.0 loses a reference to None per call on Python < 3.12 (immortal None hides it later), and the app aborts.
         packages.append("PySide6-Essentials" + ("!=6.12.0" if sys.version_info < (3, 12) else ""))
