@@ -4527,6 +4527,8 @@ class Syncer:
 
 CLIP_TIMEOUT = 20.0  # seconds without an answer before a fetch gives up
 CLIP_MAX_BYTES = 10 * 1024 * 1024  # a web page bigger than this is not an article
+CLIP_MAX_PDF_BYTES = 100 * 1024 * 1024  # a PDF may carry images: it may be bigger
+PDF_CONTENT_TYPES = {"application/pdf", "application/x-pdf"}
 CLIP_MAX_REDIRECTS = 5
 CLIP_MIN_TEXT_CHARS = 80  # letters and digits; "It works!" and app shells are not notes
 CLIP_SLUG_CHARS = 80
@@ -4574,10 +4576,12 @@ class ClippedNote(Record):
     docid: str | None
     page: ExtractedPage
     index_error: str | None = None
+    original: Path | None = None  # a clipped PDF kept beside its note (keep_original=True)
 
     def to_dict(self) -> dict:
         return {"path": str(self.path), "relpath": self.relpath, "collection": self.collection, "title": self.title,
                 "source": self.source, "docid": self.docid, "index_error": self.index_error,
+                **({"original": str(self.original)} if self.original else {}),
                 **{k: v for k, v in self.page.metadata.items() if k not in ("title", "url")}}
 
 
@@ -4725,15 +4729,17 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
 
     opener = urllib.request.build_opener(LimitedRedirects)
     request = urllib.request.Request(url, headers={
-        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
+        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5",
         "Accept-Encoding": "identity"})
     try:
         with opener.open(request, timeout=timeout) as response:
             final_url = response.geturl()
             ctype = (response.headers.get_content_type() or "").lower()
             declared = response.headers.get("Content-Type")
-            if declared and ctype not in HTML_CONTENT_TYPES:
-                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages can be clipped")
+            if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
+                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
+            if ctype in PDF_CONTENT_TYPES or urllib.parse.urlsplit(final_url).path.lower().endswith(PDF_SUFFIX):
+                max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
             length = response.headers.get("Content-Length")
             if length and length.isdigit() and int(length) > max_bytes:
                 raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
@@ -4754,6 +4760,10 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         raise _fetch_error(url, exc, timeout) from None
     data = b"".join(chunks)
+    if data.startswith(b"%PDF-"):
+        return data, final_url  # bytes: Collection.clip reads it as a PDF
+    if declared and ctype in PDF_CONTENT_TYPES:
+        raise PMSError(f"{url} says it is a PDF but is not one (the server sent something else)")
     if not declared and not re.search(rb"<(!doctype\s+html|html|head|body|p|div|article)\b", data[:4096], re.I):
         raise PMSError(f"{url} does not look like a web page (no content type and no HTML): only HTML pages can be clipped")
     if charset:  # the HTTP header outranks the page's own <meta charset>
@@ -4971,6 +4981,35 @@ def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = C
 
 
 # -- the note on disk ---------------------------------------------------------------------
+def extract_from_pdf(data: bytes, url: str | None = None, fallback_title: str = "") -> ExtractedPage:
+    """A PDF's text as Markdown, one ``## Page N`` section per page with text (the
+    reading runs in the PDF worker, within its deadline). Needs pypdfium2."""
+    import tempfile
+
+    if not pdf_available():
+        raise PMSError(f"clipping a PDF needs {PDF_PACKAGE}: {_INSTALL_PDF}")
+    fd, tmp = tempfile.mkstemp(prefix="pms-clip-", suffix=PDF_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        with PdfReader() as reader:
+            pdf = reader.read(tmp)
+    except PdfError as exc:
+        raise PMSError(str(exc).removeprefix("skipped: ")) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    if not any(pdf.pages):
+        raise PMSError(PDF_NO_TEXT.removeprefix("skipped: ") + "; nothing clipped")
+    if not fallback_title and url:
+        from urllib.parse import unquote, urlsplit
+
+        fallback_title = unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]).rsplit(".", 1)[0]
+    title = pdf_title(pdf.title, pdf.pages, fallback_title or "Clipped PDF")
+    content = "\n\n".join(f"## Page {n}\n\n{text}" for n, text in enumerate(pdf.pages, 1) if text)
+    return ExtractedPage(content=f"# {title}\n\n{content}\n", title=title, url=url)
+
+
 def clip_slug(title: str, max_chars: int = CLIP_SLUG_CHARS) -> str:
     """A file-name-safe slug on Windows, macOS and Linux: ASCII letters, digits
     and single hyphens, no dots, no separators, never a reserved device name.
@@ -5080,7 +5119,8 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
     fails instead of overwriting. A failure leaves no partial file."""
     import tempfile
 
-    stem = filename[:-3] if filename.endswith(".md") else filename
+    stem, dot, suffix = filename.rpartition(".")
+    stem, suffix = (stem, "." + suffix) if dot else (filename, ".md")
     root = folder.resolve()
     try:
         fd, tmp = tempfile.mkstemp(prefix=".pms-clip-", suffix=".tmp", dir=folder)
@@ -5092,7 +5132,7 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         for n in range(1, 1000):
-            target = folder / (f"{stem}-{n}.md" if n > 1 else f"{stem}.md")
+            target = folder / (f"{stem}-{n}{suffix}" if n > 1 else f"{stem}{suffix}")
             if target.resolve().parent != root:  # belt and braces: the slug cannot contain separators
                 raise PMSError(f"refusing to write {target}: outside {folder}")
             try:
@@ -5107,7 +5147,7 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
                     continue
                 os.replace(tmp, target)
                 return target
-        raise PMSError(f"too many notes named {stem}*.md in {folder}")
+        raise PMSError(f"too many files named {stem}*{suffix} in {folder}")
     except OSError as exc:
         raise PMSError(f"cannot write the note in {folder}: {exc.strerror or exc} (check permissions and free space)") from None
     finally:
@@ -5211,20 +5251,24 @@ class Collection:
 
     def clip(self, source: str | None, *, html: bytes | str | None = None, subfolder: str | None = None,
              force: bool = False, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES,
-             embed: bool = True) -> ClippedNote:
-        """Clip a web page into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
+             embed: bool = True, pdf: bytes | None = None, keep_original: bool = False) -> ClippedNote:
+        """Clip a web page or a PDF into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
 
-        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) is
-        given, in which case it is only recorded (None: the page's canonical URL,
-        if it names one). A URL already clipped into the collection raises
-        ``AlreadyClipped`` unless ``force``. Never overwrites a file.
+        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) or
+        ``pdf`` (a PDF's bytes) is given, in which case it is only recorded (None:
+        the page's canonical URL, if it names one; with ``pdf`` it may be the PDF's
+        file path). A PDF becomes a note of its text, ``## Page N`` per page; with
+        ``keep_original`` the PDF itself is saved beside it. A URL already clipped
+        into the collection raises ``AlreadyClipped`` unless ``force``. Never
+        overwrites a file.
         """
-        _import_trafilatura()
+        if pdf is None:
+            _import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
-        if source:
+        if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
-        elif html is None:
-            raise PMSError("nothing to clip: give a URL, or the HTML of a saved page")
+        elif html is None and pdf is None:
+            raise PMSError("nothing to clip: give a URL, the HTML of a saved page, or a PDF")
         folder = _clip_folder(self.path, self.name, subfolder)
 
         def refuse_duplicate(*urls: str | None) -> None:
@@ -5234,10 +5278,17 @@ class Collection:
                 raise AlreadyClipped(f"{urls[0]} is already clipped into {self.name!r} as {rel} "
                                      "(nothing written; use --force to clip it again)", existing)
 
-        if html is None:
+        if pdf is not None:
+            refuse_duplicate(source)
+            page = extract_from_pdf(pdf, url=source)
+        elif html is None:
             refuse_duplicate(source)
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
-            page = extract_from_html(fetched, url=final_url)
+            if isinstance(fetched, bytes) and fetched.startswith(b"%PDF-"):
+                pdf = fetched
+                page = extract_from_pdf(fetched, url=final_url)
+            else:
+                page = extract_from_html(fetched, url=final_url)
             refuse_duplicate(source, final_url)
             source = final_url
         else:
@@ -5254,11 +5305,13 @@ class Collection:
                            "(choose another --subfolder)")
         target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
+        # The PDF beside its note, named after it; not indexed now (its text is the note's).
+        original = _write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
         report = self.kb.sync(collections=[self.name], paths=[target], embed=embed)
         problems = [why for _path, why in report.errors + report.skipped]
         rows = self.kb.store.find_documents(collection=self.name, path=rel)
         return ClippedNote(path=target, relpath=rel, collection=self.name, title=page.title, source=source,
-                           docid=rows[0].docid if rows else None, page=page,
+                           docid=rows[0].docid if rows else None, page=page, original=original,
                            index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
 
     def add_from_url(self, url: str, **kwargs) -> ClippedNote:
@@ -6881,10 +6934,10 @@ def _clip_target(kb: KnowledgeBase, name: str | None) -> Collection:
     raise PMSError(f"which collection? add -c NAME (collections: {', '.join(c.name for c in cols)})")
 
 
-def _read_saved_page(stream, what: str) -> bytes:
-    data = stream.read(CLIP_MAX_BYTES + 1)
-    if len(data) > CLIP_MAX_BYTES:
-        raise PMSError(f"{what} is too large to clip (more than {CLIP_MAX_BYTES // 1048576} MB)")
+def _read_saved_page(stream, what: str, limit: int = CLIP_MAX_BYTES) -> bytes:
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise PMSError(f"{what} is too large to clip (more than {limit // 1048576} MB)")
     return data
 
 
@@ -6894,25 +6947,33 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
     if args.timeout <= 0:
         raise PMSError("--timeout must be a positive number of seconds")
     collection = _clip_target(kb, args.collection)
-    html, source = None, args.url
+    html, pdf, source = None, None, args.url
     if args.source == "-":
-        html = _read_saved_page(sys.stdin.buffer, "standard input")
+        html = _read_saved_page(sys.stdin.buffer, "standard input", CLIP_MAX_PDF_BYTES)
     elif Path(args.source).expanduser().is_file():
         try:
             with open(Path(args.source).expanduser(), "rb") as fh:
-                html = _read_saved_page(fh, args.source)
+                html = _read_saved_page(fh, args.source, CLIP_MAX_PDF_BYTES)
         except OSError as exc:
             raise PMSError(f"cannot read {args.source}: {exc.strerror or exc}") from None
+        if html.startswith(b"%PDF-"):  # a PDF file: its path is its source unless --url says otherwise
+            source = source or str(Path(args.source).expanduser().resolve())
+    if isinstance(html, bytes) and html.startswith(b"%PDF-"):
+        html, pdf = None, html
+    elif html is not None and len(html) > CLIP_MAX_BYTES:
+        raise PMSError(f"{args.source} is too large to clip (more than {CLIP_MAX_BYTES // 1048576} MB)")
     elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", args.source):  # a URL (check_clip_url explains bad schemes)
         if args.url:
             raise PMSError("--url is for a saved page or standard input; to clip a URL, give only the URL")
         source = args.source
     else:
         raise PMSError(f"{args.source!r} is neither a URL nor a saved page (no such file); URLs start with https://")
-    note = collection.clip(source, html=html, subfolder=args.subfolder, force=args.force,
-                           timeout=args.timeout, embed=not args.no_embed)
+    note = collection.clip(source, html=html, pdf=pdf, subfolder=args.subfolder, force=args.force,
+                           timeout=args.timeout, embed=not args.no_embed, keep_original=args.keep_pdf)
     if note.index_error:
         _notice(f"the note was saved but not indexed: {note.index_error} (run: {pms_command('sync')})")
+    if args.keep_pdf and not note.original and not args.json:
+        _notice("--keep-pdf: the page was not a PDF, so there is no original to keep")
     if not note.source and not args.json:
         _notice("the page names no URL of its own, so the note has no source (pass --url to record it)")
     print(json.dumps(note.to_dict(), indent=2, ensure_ascii=False) if args.json else note.path)
@@ -7246,16 +7307,18 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     d.add_argument("--mode", choices=SEARCH_MODES, default="auto")
     d.set_defaults(json=False, files=False, explain=False)
 
-    cl = sub.add_parser("clip", help="save a web page as a Markdown note in a collection (URL, saved page or -)",
+    cl = sub.add_parser("clip", help="save a web page or a PDF as a Markdown note in a collection (URL, saved page, PDF or -)",
                         description="Fetches the page (or reads a saved one), keeps the article as Markdown with "
-                                    "YAML frontmatter, writes YYYY-MM-DD-<slug>.md and indexes it. Never overwrites.")
-    cl.add_argument("source", help="an http(s) URL, a saved .html file, or - for standard input")
+                                    "YAML frontmatter, writes YYYY-MM-DD-<slug>.md and indexes it. A PDF (URL or file) "
+                                    "becomes a note of its text, a section per page. Never overwrites.")
+    cl.add_argument("source", help="an http(s) URL, a saved .html file, a .pdf file, or - for standard input")
     cl.add_argument("-c", "--collection", help="the collection to clip into (needed when there are several)")
     cl.add_argument("--url", help="the page's address, for a saved page or standard input")
     cl.add_argument("--subfolder", help="a folder inside the collection for the note (created if needed)")
     cl.add_argument("--force", action="store_true", help="clip even if the URL is already in the collection")
     cl.add_argument("--timeout", type=float, default=CLIP_TIMEOUT, help=f"seconds to wait for the site (default {CLIP_TIMEOUT:g})")
     cl.add_argument("--no-embed", action="store_true", help="index it for keyword search only, for now")
+    cl.add_argument("--keep-pdf", action="store_true", help="a PDF: save the original beside its note as well")
     cl.add_argument("--json", action="store_true", help="print the new note's path and metadata as JSON")
 
     s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment, "
