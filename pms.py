@@ -839,6 +839,7 @@ class ParsedNote(Record):
     chunks: list[Chunk]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list["NoteLink"] = Factory(list)
+    pages: int | None = None  # a PDF's page count; None for a note
 
 
 def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
@@ -934,7 +935,8 @@ def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_CHU
     """A PDF's pages as a note: its title (metadata > first heading-like line > file
     name) and passages that each stay on one page."""
     title = pdf_title(pdf.title, pdf.pages, fallback_title)
-    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", chunks=chunk_pdf_pages(pdf.pages, title, target_chars))
+    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", chunks=chunk_pdf_pages(pdf.pages, title, target_chars),
+                      pages=pdf.page_count or len(pdf.pages))
 
 
 # Notes-native metadata: inline tags, dates, frontmatter fields, links ---------
@@ -1500,9 +1502,11 @@ MIGRATIONS = [
     END;
     INSERT INTO note_names(rowid, names) SELECT id, {_names_sql("")} FROM documents
         WHERE id NOT IN (SELECT rowid FROM note_names);
-    """,    # A PDF passage's page (1-based; NULL for a note's passages): hits show it, get reads it.
+    """,    # PDFs: a passage's page (1-based; NULL for a note's passages), which hits show, and a
+    # document's page count (NULL for a note). get file.pdf:N reads the page's passages.
     """
     ALTER TABLE chunks ADD COLUMN page INTEGER;
+    ALTER TABLE documents ADD COLUMN pages INTEGER;
     """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
@@ -2027,6 +2031,7 @@ class Store:
                              "note_date, parsed_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
             old = {}
+        db.execute("UPDATE documents SET pages = ? WHERE id = ?", (note.pages, doc_id))
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
                        [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
@@ -2047,6 +2052,15 @@ class Store:
         stale = [i for ids in old.values() for i in ids]
         for part in in_parts(stale):
             db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
+
+    def pdf_pages(self, document_id: int) -> tuple[int, dict[int, str]]:
+        """A PDF's page count and each page's text as indexed (its passages, in order)."""
+        row = self.db.execute("SELECT pages FROM documents WHERE id = ?", (document_id,)).fetchone()
+        texts: dict[int, list[str]] = {}
+        for page, body in self.db.execute("SELECT page, body FROM chunks WHERE document_id = ? AND page IS NOT NULL ORDER BY seq",
+                                          (document_id,)):
+            texts.setdefault(page, []).append(body)
+        return (row[0] or 0) if row else 0, {page: "\n".join(parts) for page, parts in texts.items()}
 
     def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None) -> list[DocumentRow]:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
@@ -5715,26 +5729,21 @@ class KnowledgeBase:
 
     def _read_pdf(self, row: DocumentRow, abspath: Path, first_page: int | None, count: int | None,
                   max_bytes: int | None) -> Document:
-        """A PDF's text, read again from the file (in the worker, within its deadline):
-        the pages asked for, each after a ``--- p. N ---`` line when there are several."""
-        if not abspath.exists():
-            raise PMSError(f"{abspath} no longer exists (run: {pms_command('sync')})")
-        try:
-            with PdfReader() as reader:
-                pages = reader.read(abspath).pages
-        except PdfError as exc:
-            raise PMSError(f"cannot read {abspath}: {str(exc).removeprefix('skipped: ')}") from None
+        """A PDF's text as indexed (fast, and without the PDF library): the pages asked
+        for (``file.pdf:12`` is page 12 alone), each after a ``--- p. N ---`` line when
+        there are several. A page without text is empty."""
+        pages, texts = self.store.pdf_pages(row.id)
         first = max(1, first_page or 1)
-        count = 1 if first_page and count is None else count  # file.pdf:12 is one page
-        if first > len(pages):
-            raise PMSError(f"{row.collection}/{row.path} has {len(pages)} pages; page {first} is past its end")
-        chosen = list(enumerate(pages, 1))[first - 1 : None if count is None else first - 1 + max(0, count)]
+        count = 1 if first_page and count is None else count
+        if first > max(pages, 1):
+            raise PMSError(f"{row.collection}/{row.path} has {pages} pages; page {first} is past its end")
+        last = pages if count is None else min(pages, first - 1 + max(0, count))
+        chosen = [(n, texts.get(n, "")) for n in range(first, max(last, first) + 1)]
         text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
         if max_bytes is not None and len(text.encode("utf-8")) > max_bytes:
             raise PMSError(f"larger than {max_bytes} bytes (read it alone with get and a page: {row.path}:1)")
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
-                        tags=[t for t in row.tags.split(",") if t], text=text,
-                        page=first)
+                        tags=[t for t in row.tags.split(",") if t], text=text, page=first)
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
