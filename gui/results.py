@@ -65,7 +65,7 @@ def why_text(hit, copies: list) -> str:
     if hit.vector_rank is not None:
         reasons.append(f"close in meaning (meaning rank {hit.vector_rank})")
     lines = [("Found because it " + " and is ".join(reasons)) if reasons else "Found by keyword",
-             f"{hit.collection}/{hit.path}, " + (f"p. {hit.page}" if getattr(hit, "page", None) else
+             f"{hit.collection}/{hit.path}, " + (f"p. {hit.page}" if hit.page else
                                                  f"lines {hit.start_line}–{hit.end_line}")]
     if copies:
         lines.append(f"{len(copies)} near-identical cop{'y' if len(copies) == 1 else 'ies'} hidden:")
@@ -165,7 +165,7 @@ def hit_html(hit, palette: QPalette, selected: bool, copies: int = 0) -> str:
     text_role = QPalette.HighlightedText if selected else QPalette.Text
     dim_role = QPalette.HighlightedText if selected else QPalette.PlaceholderText
     color, dim = palette.color(text_role).name(), palette.color(dim_role).name()
-    page = getattr(hit, "page", None)  # a PDF's passage: where to turn to
+    page = hit.page  # a PDF's passage: where to turn to
     place = html.escape(f"{hit.collection}/{hit.path}" + (f" · p. {page}" if page else ""))
     crumbs = breadcrumb(hit.heading_path, hit.title)
     snippet = plain_snippet(hit.snippet).replace("<mark>", f'<span style="{MARK_STYLE}">').replace("</mark>", "</span>")

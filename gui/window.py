@@ -523,7 +523,7 @@ class MainWindow(QMainWindow):
                 self.show_start_page()
 
     def show_hit(self, hit) -> None:
-        page = getattr(hit, "page", None)  # a PDF's passage: its page is shown, the passage tinted
+        page = hit.page  # a PDF's passage: its page is shown, the passage tinted
         ref = f"#{hit.docid}" if hit.docid else f"{hit.collection}/{hit.path}"
         try:
             doc = self.kb.get(f"{ref}:{page}" if page else ref)
@@ -582,7 +582,7 @@ class MainWindow(QMainWindow):
     def open_hit(self, hit) -> None:
         if hit is not None:
             self.remember(hit)
-            if getattr(hit, "page", None):
+            if hit.page:
                 self.open_pdf_page(Path(hit.abspath), hit.page)
             else:
                 self.open_path(Path(hit.abspath))
@@ -635,7 +635,7 @@ class MainWindow(QMainWindow):
         if hit is None:
             return
         menu = QMenu(self)
-        if getattr(hit, "page", None):
+        if hit.page:
             menu.addAction(f"Open at page {hit.page}", lambda: self.open_pdf_page(Path(hit.abspath), hit.page))
             menu.addAction("Open", lambda: self.open_path(Path(hit.abspath)))
         else:
