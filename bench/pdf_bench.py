@@ -73,6 +73,31 @@ json.dump({"seconds": seconds, "rss_mb": rss_mb, "pages": pages}, sys.stdout)
 """
 
 
+SYNC_CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[3])
+import pms
+folder, db = sys.argv[1], sys.argv[2]
+kb = pms.KnowledgeBase(db, embeddings=False)
+kb.collections.create(folder, name="bench")
+start = time.perf_counter()
+report = kb.sync()
+seconds = time.perf_counter() - start
+assert not report.errors, report.errors
+json.dump({"seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+           "passages": kb.status(pending=False)["chunks"]}, sys.stdout)
+"""
+
+
+def run_sync(folder: Path, db: Path) -> dict:
+    """A keyword-only ``pms sync`` of the folder: worker start, reading, passages, FTS."""
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", SYNC_CHILD, str(folder), str(db), str(repo)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
 def run(lib: str, path: Path) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, lib, str(path)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
@@ -111,6 +136,13 @@ def main() -> int:
             recall, precision = quality(results[0]["pages"])
             print(f"{lib:10} pages/s median {statistics.median(rates):7.0f} (runs {', '.join(f'{x:.0f}' for x in rates)}); "
                   f"peak RSS {rss:.0f} MB; word recall {recall:.4f}, precision {precision:.4f}")
+        syncs = []
+        for i in range(args.runs):
+            syncs.append(run_sync(path.parent, Path(tmp) / f"index-{i}.sqlite"))
+        rates = sorted(args.pages / r["seconds"] for r in syncs)
+        print(f"pms sync   pages/s median {statistics.median(rates):7.0f} (runs {', '.join(f'{x:.0f}' for x in rates)}); "
+              f"peak RSS {max(r['rss_mb'] for r in syncs):.0f} MB (worker {max(r['worker_rss_mb'] for r in syncs):.0f} MB); "
+              f"{syncs[0]['passages']} passages")
     return 0
 
 
