@@ -6967,16 +6967,16 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
             raise PMSError(f"cannot read {args.source}: {exc.strerror or exc}") from None
         if html.startswith(b"%PDF-"):  # a PDF file: its path is its source unless --url says otherwise
             source = source or str(Path(args.source).expanduser().resolve())
-    if isinstance(html, bytes) and html.startswith(b"%PDF-"):
-        html, pdf = None, html
-    elif html is not None and len(html) > CLIP_MAX_BYTES:
-        raise PMSError(f"{args.source} is too large to clip (more than {CLIP_MAX_BYTES // 1048576} MB)")
     elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", args.source):  # a URL (check_clip_url explains bad schemes)
         if args.url:
             raise PMSError("--url is for a saved page or standard input; to clip a URL, give only the URL")
         source = args.source
     else:
         raise PMSError(f"{args.source!r} is neither a URL nor a saved page (no such file); URLs start with https://")
+    if html is not None and html.startswith(b"%PDF-"):
+        html, pdf = None, html
+    elif html is not None and len(html) > CLIP_MAX_BYTES:
+        raise PMSError(f"{args.source} is too large to clip (more than {CLIP_MAX_BYTES // 1048576} MB)")
     note = collection.clip(source, html=html, pdf=pdf, subfolder=args.subfolder, force=args.force,
                            timeout=args.timeout, embed=not args.no_embed, keep_original=args.keep_pdf)
     if note.index_error:
