@@ -6075,6 +6075,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
     """Name, description and JSON schemas of each tool: the text an assistant reads to choose."""
     ref = ("A note: 'collection/path.md' as search returns it, optionally ':FROM' or ':FROM:COUNT' "
            "to select lines (e.g. 'notes/dev/rust.md:12:20'), or '#docid' (e.g. '#3afed6'). "
+           "A PDF's ':N' is its page N (e.g. 'papers/report.pdf:12', the page a hit names). "
            "Only notes in the index can be read.")
     hit = {"type": "object", "properties": {
         "path": {"type": "string", "description": "path inside the collection"},
@@ -6083,15 +6084,18 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "title": {"type": "string"}, "heading_path": {"type": "string"},
         "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
+        "page": {"type": ["integer", "null"], "description": "a PDF's page the passage is on (get 'path:page' reads it); "
+                                                             "null for a note"},
         "score": {"type": "number"}, "snippet": {"type": "string"}}}
     document = {"type": "object", "properties": {
         "collection": {"type": "string"}, "path": {"type": "string"}, "docid": {"type": "string"},
         "title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
-        "from_line": {"type": "integer"}, "to_line": {"type": "integer"}, "text": {"type": "string"}}}
+        "from_line": {"type": "integer"}, "to_line": {"type": "integer"}, "text": {"type": "string"},
+        "page": {"type": "integer", "description": "a PDF: the first page returned"}}}
     return [
         {"name": "search", "title": "Search notes",
          "description": ("Search the user's notes by keywords and meaning. Returns the best notes (or passages) "
-                         "with path, line range, heading, snippet and score. Write the query in plain words; "
+                         "with path, line range (a PDF's: its page), heading, snippet and score. Write the query in plain words; "
                          "\"exact phrase\", -excluded and prefix* work too."),
          "input": {"type": "object", "additionalProperties": False, "required": ["query"], "properties": {
              "query": {"type": "string", "description": "what to look for, in plain words; may be empty when a "
@@ -6305,7 +6309,8 @@ class MCPService:
         if line_numbers:
             text = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(lines, doc.from_line))
         return {"collection": doc.collection, "path": doc.path, "docid": doc.docid, "title": doc.title,
-                "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text}
+                "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text,
+                **({"page": doc.page} if doc.page else {})}
 
 
 def _error_line(text, limit: int = 300) -> str:

@@ -282,7 +282,7 @@ def test_mcp_search_returns_pdf_pages_in_keyword_and_hybrid_modes(pdf_vault, tmp
     for mode, top in found.items():
         assert (top["path"], top["page"]) == ("manuals/reactor.pdf", 4), mode
     assert found["hybrid"]["vector_rank"] is not None
-    assert page["text"].startswith("Shutdown. Insert the control rods")
+    assert page["text"].startswith("Shutdown. Insert the control rods") and page["page"] == 4
 
 
 def test_hybrid_search_finds_a_pdf_page_by_meaning(hybrid_kb, pdf_vault):
