@@ -32,7 +32,7 @@ RESULTS = 30
 PREFIX_MIN_LETTERS = 3
 MESSAGE_MS = 6000          # how long a status-bar message stays
 URL_RE = re.compile(r"^https?://\S+$", re.I)
-CLIPPABLE_FILES = (".html", ".htm", ".xhtml")
+CLIPPABLE_FILES = (".html", ".htm", ".xhtml", ".pdf")
 BADGE_STYLE = "QLabel {{ background:{bg}; color:white; border-radius:9px; padding:2px 10px; font-weight:600; }}"
 
 
@@ -261,6 +261,11 @@ class MainWindow(QMainWindow):
         file_menu = bar.addMenu("&File")
         self.add_action = file_menu.addAction("&Add folder…", self.add_folder_dialog, QKeySequence("Ctrl+O"))
         self.clip_action = file_menu.addAction("&Clip URL…", self.clip_url_dialog, QKeySequence("Ctrl+Shift+V"))
+        # A clipped PDF becomes a note of its text; this keeps the PDF itself beside it too.
+        self.keep_pdf_action = file_menu.addAction("&Keep clipped PDFs beside their notes")
+        self.keep_pdf_action.setCheckable(True)
+        self.keep_pdf_action.setChecked(self.settings.value("clip/keep_pdf", False, type=bool))
+        self.keep_pdf_action.toggled.connect(lambda on: self.settings.setValue("clip/keep_pdf", on))
         file_menu.addSeparator()
         file_menu.addAction("&Quit", self.close, QKeySequence.Quit)
         self.collections_menu = bar.addMenu("&Collections")
@@ -922,7 +927,7 @@ class MainWindow(QMainWindow):
             return False
         self.settings.setValue("clip/collection", name)
         self.flash(f"Clipping {first_line(source, 80)} into “{name}”…")
-        clip_in_background(self.kb, self.bridge, name, source)
+        clip_in_background(self.kb, self.bridge, name, source, keep_original=self.keep_pdf_action.isChecked())
         return True
 
     def _clip_finished(self, note, source: str, error: str) -> None:
@@ -972,7 +977,7 @@ class MainWindow(QMainWindow):
                 elif path.suffix.lower() in CLIPPABLE_FILES:
                     handled = self.clip(str(path)) or handled
                 else:
-                    self.flash(f"Drop a folder to add it, or a web page to clip it ({path.name} is neither)")
+                    self.flash(f"Drop a folder to add it, or a web page or PDF to clip it ({path.name} is neither)")
             elif url.scheme().lower() in ("http", "https"):
                 handled = self.clip(url.toString()) or handled
         return handled

@@ -324,3 +324,30 @@ def test_the_app_previews_the_page_with_the_passage_tinted(kb, pdf_vault, qtbot,
     assert "p. 4" in shown and "Shutdown. Insert the control rods" in shown and "coolant pump" not in shown
     tinted = preview.document().findBlockByNumber(preview.passage_block).text()
     assert "control rods" in tinted and "p. 4" not in tinted
+
+
+def test_a_pdf_dropped_on_the_app_becomes_a_note_and_is_kept_when_asked(kb, pdf_vault, qtbot, tmp_path):
+    from PySide6.QtCore import QMimeData, QSettings, QUrl
+    from test_gui import drop
+
+    from gui.window import MainWindow
+
+    kb.collections.create(pdf_vault, name="vault")
+    kb.sync()
+    window = MainWindow(kb, QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    window.keep_pdf_action.setChecked(True)
+    dropped = make_pdf(tmp_path / "downloads" / "swallows.pdf", ["On Swallows\nSwallows fly south in autumn."])
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(dropped))])
+    with qtbot.waitSignal(window.clip_done, timeout=60000) as done:
+        assert drop(window, mime)
+    path, error = done.args
+    assert not error, error
+    assert path.parent == pdf_vault and path.suffix == ".md"
+    text = path.read_text(encoding="utf-8")
+    assert f"source: '{dropped.resolve()}'" in text and "## Page 1" in text and "fly south in autumn" in text
+    assert path.with_suffix(".pdf").read_bytes() == dropped.read_bytes()
+    assert QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat).value("clip/keep_pdf", type=bool)
