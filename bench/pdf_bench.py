@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-WORDS = ("office efficient affluent flight waffle fjord reflection artificial difficult official "
-         "search engine passage notes vault index keyword hybrid vector retrieval fusion "
-         "ownership borrow reference lifetime compiler thread channel socket buffer stream").split()
+WORDS = [
+    "office", "efficient", "affluent", "flight", "waffle", "fjord", "reflection", "artificial", "difficult",
+    "official", "search", "engine", "passage", "notes", "vault", "index", "keyword", "hybrid", "vector",
+    "retrieval", "fusion", "ownership", "borrow", "reference", "lifetime", "compiler", "thread", "channel",
+    "socket", "buffer", "stream",
+]
 
 
 def page_words(page: int) -> list[str]:
@@ -125,7 +127,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.pdf"
         make_pdf(path, args.pages)
-        print(f"{args.pages} pages, {path.stat().st_size / 1e6:.1f} MB; load {open('/proc/loadavg').read().split()[:3]}")
+        print(f"{args.pages} pages, {path.stat().st_size / 1e6:.1f} MB; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         baseline = subprocess.run([sys.executable, "-c", "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
                                   capture_output=True, text=True, check=True)
         print(f"bare python peak RSS {int(baseline.stdout) / 1024:.0f} MB")

@@ -4,6 +4,6 @@ import sys
 
 multiprocessing.freeze_support()  # PDFs are read in a worker process: this program again (see entry_cli.py)
 
-from gui.app import main  # noqa: E402
+from gui.app import main
 
 sys.exit(main())

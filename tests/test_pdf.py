@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli, write
+from test_clip import Handler, server  # noqa: F401  (server: a fixture, see test_pdf_urls_and_files_are_clipped_as_notes)
 
 import pms
 
@@ -229,25 +229,23 @@ def clip_folder(kb, tmp_path):
     return folder, kb.collections.create(folder, name="clips")
 
 
-from test_clip import Handler, server  # noqa: E402,F401  (server is a fixture)
-
-
-def test_pdf_urls_and_files_are_clipped_as_notes(kb, clip_folder, server, tmp_path):
+def test_pdf_urls_and_files_are_clipped_as_notes(kb, clip_folder, tmp_path, request):
     folder, clips = clip_folder
+    base = request.getfixturevalue("server")  # test_clip's local web server
     Handler.pdfs["manual"] = make_pdf(tmp_path / "src.pdf", list(MANUAL.values()), title="Reactor Operations Manual").read_bytes()
     Handler.pdfs["locked"] = make_pdf(tmp_path / "locked.pdf", ["x"], password="pw").read_bytes()
-    note = clips.clip(f"{server}/pdf/manual", keep_original=True)
+    note = clips.clip(f"{base}/pdf/manual", keep_original=True)
     text = note.path.read_text(encoding="utf-8")
     meta = pms.parse_frontmatter(pms.split_frontmatter(text)[0])
-    assert (meta["title"], meta["source"]) == ("Reactor Operations Manual", f"{server}/pdf/manual")
+    assert (meta["title"], meta["source"]) == ("Reactor Operations Manual", f"{base}/pdf/manual")
     assert text.index("## Page 2") < text.index("coolant pump must be primed") < text.index("## Page 3")
     assert note.original.read_bytes() == Handler.pdfs["manual"] and note.original.stem == note.path.stem
     assert kb.search("coolant pump primed", mode="keyword")[0].path == note.relpath
     with pytest.raises(pms.AlreadyClipped):
-        clips.clip(f"{server}/pdf/manual")
+        clips.clip(f"{base}/pdf/manual")
     files = sorted(p.name for p in folder.iterdir())
     with pytest.raises(pms.PMSError, match="encrypted"):
-        clips.clip(f"{server}/pdf/locked")
+        clips.clip(f"{base}/pdf/locked")
     assert sorted(p.name for p in folder.iterdir()) == files  # nothing written
     dropped = tmp_path / "paper.pdf"
     make_pdf(dropped, ["On Swallows\nSwallows fly south in autumn."])
@@ -303,9 +301,8 @@ def test_pdf_viewers_are_told_the_page():
 
 
 def test_the_app_previews_the_page_with_the_passage_tinted(kb, pdf_vault, qtbot, tmp_path):
-    from test_gui import open_window, type_query, wait_for_preview  # noqa: F401
-
     from PySide6.QtCore import QSettings
+    from test_gui import type_query, wait_for_preview
 
     from gui.window import MainWindow
 
