@@ -15,6 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_cli, write
 from test_clip import Handler, server  # noqa: F401  (server: a fixture, see test_pdf_urls_and_files_are_clipped_as_notes)
+try:
+    from test_gui import open_window  # noqa: F401  (a fixture, see app_window)
+except pytest.skip.Exception:  # no Qt: only the app's tests skip, by their own fixtures
+    pass
 
 import pms
 
@@ -300,18 +304,15 @@ def test_pdf_viewers_are_told_the_page():
     assert pdf_viewer_command("firefox.desktop", path, 3) is None
 
 
-def test_the_app_previews_the_page_with_the_passage_tinted(kb, pdf_vault, qtbot, tmp_path):
-    from PySide6.QtCore import QSettings
+def app_window(request, kb):
+    """A shown window over ``kb`` (test_gui's open_window fixture: settings in a temporary file)."""
+    return request.getfixturevalue("open_window")(kb)
+
+
+def test_the_app_previews_the_page_with_the_passage_tinted(pdf_kb, qtbot, request):
     from test_gui import type_query, wait_for_preview
 
-    from gui.window import MainWindow
-
-    kb.collections.create(pdf_vault, name="vault")
-    kb.sync()
-    window = MainWindow(kb, QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat))
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
+    window = app_window(request, pdf_kb)
     type_query(qtbot, window, "control rods")
     wait_for_preview(qtbot, window)
     hit = window.current_hit()
@@ -323,28 +324,20 @@ def test_the_app_previews_the_page_with_the_passage_tinted(kb, pdf_vault, qtbot,
     assert "control rods" in tinted and "p. 4" not in tinted
 
 
-def test_a_pdf_dropped_on_the_app_becomes_a_note_and_is_kept_when_asked(kb, pdf_vault, qtbot, tmp_path):
-    from PySide6.QtCore import QMimeData, QSettings, QUrl
+def test_a_pdf_dropped_on_the_app_becomes_a_note_and_is_kept_when_asked(pdf_kb, pdf_vault, qtbot, tmp_path, request):
+    from PySide6.QtCore import QMimeData, QUrl
     from test_gui import drop
 
-    from gui.window import MainWindow
-
-    kb.collections.create(pdf_vault, name="vault")
-    kb.sync()
-    window = MainWindow(kb, QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat))
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
+    window = app_window(request, pdf_kb)
     window.keep_pdf_action.setChecked(True)
     dropped = make_pdf(tmp_path / "downloads" / "swallows.pdf", ["On Swallows\nSwallows fly south in autumn."])
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(dropped))])
-    with qtbot.waitSignal(window.clip_done, timeout=60000) as done:
-        assert drop(window, mime)
-    path, error = done.args
-    assert not error, error
-    assert path.parent == pdf_vault and path.suffix == ".md"
-    text = path.read_text(encoding="utf-8")
+    files = QMimeData()
+    files.setUrls([QUrl.fromLocalFile(str(dropped))])
+    with qtbot.waitSignal(window.clip_done, timeout=60000) as clipped:
+        assert drop(window, files)
+    note, error = clipped.args
+    assert (error, note.parent, note.suffix) == ("", pdf_vault, ".md")
+    text = note.read_text(encoding="utf-8")
     assert f"source: '{dropped.resolve()}'" in text and "## Page 1" in text and "fly south in autumn" in text
-    assert path.with_suffix(".pdf").read_bytes() == dropped.read_bytes()
-    assert QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat).value("clip/keep_pdf", type=bool)
+    assert note.with_suffix(".pdf").read_bytes() == dropped.read_bytes()
+    assert window.settings.value("clip/keep_pdf", type=bool)  # remembered for the next drop
