@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_cli, write
 from test_clip import Handler, server  # noqa: F401  (server: a fixture, see test_pdf_urls_and_files_are_clipped_as_notes)
+
 try:
     from test_gui import open_window  # noqa: F401  (a fixture, see app_window)
 except pytest.skip.Exception:  # no Qt: only the app's tests skip, by their own fixtures
