@@ -4096,7 +4096,7 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
     try:
         count = len(doc)
         if count > max_pages:
-            raise PdfError(f"skipped: {count} pages, over the limit of {max_pages} (raise PMS_PDF_MAX_PAGES to index it)")
+            raise PdfError(f"skipped: {count} pages, over the limit (PMS_PDF_MAX_PAGES={max_pages}; raise it to index this PDF)")
         title = ""
         with contextlib.suppress(Exception):
             title = str(doc.get_metadata_dict(skip_empty=True).get("Title", ""))
@@ -4193,7 +4193,7 @@ class PdfReader:
         if answer is None:
             self.close()
             raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
-                           "raise PMS_PDF_TIMEOUT to give it longer)", failed=True)
+                           f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)", failed=True)
         if answer[0] == "error":
             raise PdfError(answer[1], failed=answer[2])
         return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
@@ -4219,9 +4219,21 @@ def file_digest(path: Path, limit: int) -> str:
         while block := fh.read(1 << 20):
             size += len(block)
             if size > limit:
-                raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_PDF_MAX_MB to index it)")
+                raise FileTooLargeError(f"skipped: larger than {limit / (1024 * 1024):g} MB "
+                                        f"(PMS_PDF_MAX_MB={limit / (1024 * 1024):g}; raise it to index this PDF)")
             digest.update(block)
     return digest.hexdigest()
+
+
+PDF_LIMITS = {"PMS_PDF_TIMEOUT": PDF_TIMEOUT_DEFAULT, "PMS_PDF_MAX_PAGES": PDF_MAX_PAGES_DEFAULT,
+              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT}
+
+
+def limit_raised(reason: str) -> bool:
+    """Whether a PDF skipped for a limit (its reason names it: ``PMS_PDF_TIMEOUT=60``)
+    is under another limit now, so the next sync reads it again."""
+    return any(float(value) != env_number(name, PDF_LIMITS[name])
+               for name, value in re.findall(r"\b(PMS_PDF_[A-Z_]+)=(\d+(?:\.\d+)?)", reason) if name in PDF_LIMITS)
 
 
 def max_pdf_bytes() -> int:
@@ -4300,7 +4312,7 @@ class Syncer:
         for rel, (full, size, mtime, ctime) in found.items():
             state = known.get(rel)
             was_skipped = known_skipped.get(rel)
-            if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime):
+            if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime) and not limit_raised(was_skipped[4]):
                 (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
             elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
                 changes.unchanged += 1

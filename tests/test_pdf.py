@@ -164,13 +164,17 @@ def test_every_bad_pdf_is_one_line_and_the_sync_goes_on(kb, tmp_path, monkeypatc
     assert "encrypted" in told["secret.pdf"]
     assert told["scanned.pdf"] == told["broken-font.pdf"] == told["zero-width.pdf"] == pms_no_text()
     assert "damaged" in told["malformed.pdf"] and "damaged" in told["truncated.pdf"]
-    assert "6 pages, over the limit of 5" in told["long.pdf"]
-    assert "larger than 1 MB" in told["big.pdf"]
+    assert "6 pages, over the limit (PMS_PDF_MAX_PAGES=5;" in told["long.pdf"]
+    assert "larger than 1 MB (PMS_PDF_MAX_MB=1;" in told["big.pdf"]
     assert (report.added, {h.path for h in kb.search("lighthouses harbours", mode="keyword")}) == (2, {"note.md", "good.pdf"})
     assert {p.name: p.read_bytes() for p in root.iterdir()} == before  # nothing lost, nothing changed
     status = kb.status()
     assert status["pdfs_without_text"] == 3 and status["skipped"] == len(told)
     assert multiprocessing.active_children() == []  # the PDF worker ended with the sync
+    assert kb.sync().added == 0  # remembered: not read again while unchanged
+    monkeypatch.setenv("PMS_PDF_MAX_PAGES", "6")  # a raised limit: read again at once
+    assert kb.search("page", mode="keyword") == [] and kb.sync().added == 1
+    assert kb.search("page", mode="keyword")[0].path == "long.pdf"
 
 
 def pms_no_text() -> str:
@@ -185,6 +189,7 @@ def test_a_pdf_that_reads_too_long_is_stopped_and_the_sync_goes_on(kb, tmp_path,
     kb.collections.create(root, name="slow")
     report = kb.sync()
     assert [(Path(p).name, "still reading it after 0.01 s" in why) for p, why in report.errors] == [("a-slow.pdf", True)]
+    assert "PMS_PDF_TIMEOUT=0.01; raise it" in report.errors[0][1]
     assert kb.search("otters", mode="keyword")[0].path == "note.md"
     assert multiprocessing.active_children() == []  # the worker was killed, not left running
 
