@@ -4211,17 +4211,21 @@ class PdfReader:
 
 
 def file_digest(path: Path, limit: int) -> str:
-    """SHA-256 of a file read in blocks (a PDF may be hundreds of MB), refusing one over ``limit``."""
+    """SHA-256 of a file read in blocks (a PDF may be hundreds of MB), refusing one over ``limit``
+    (by its size before any read, and by what was read: it may grow meanwhile)."""
     import hashlib
 
     digest, size = hashlib.sha256(), 0
     with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            size += len(block)
-            if size > limit:
-                raise FileTooLargeError(f"skipped: larger than {limit / (1024 * 1024):g} MB "
-                                        f"(PMS_PDF_MAX_MB={limit / (1024 * 1024):g}; raise it to index this PDF)")
-            digest.update(block)
+        size = os.fstat(fh.fileno()).st_size
+        if size <= limit:
+            size = 0
+            while size <= limit and (block := fh.read(1 << 20)):
+                size += len(block)
+                digest.update(block)
+    if size > limit:
+        raise FileTooLargeError(f"skipped: larger than {limit / (1024 * 1024):g} MB "
+                                f"(PMS_PDF_MAX_MB={limit / (1024 * 1024):g}; raise it to index this PDF)")
     return digest.hexdigest()
 
 
