@@ -1502,7 +1502,8 @@ MIGRATIONS = [
     END;
     INSERT INTO note_names(rowid, names) SELECT id, {_names_sql("")} FROM documents
         WHERE id NOT IN (SELECT rowid FROM note_names);
-    """,    # PDFs: a passage's page (1-based; NULL for a note's passages), which hits show, and a
+    """,
+    # PDFs: a passage's page (1-based; NULL for a note's passages), which hits show, and a
     # document's page count (NULL for a note). get file.pdf:N reads the page's passages.
     """
     ALTER TABLE chunks ADD COLUMN page INTEGER;
