@@ -4175,10 +4175,13 @@ class PdfReader:
         self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
         self._process.start()
         child.close()
-        if not self._conn.poll(self.STARTUP_SECONDS):
+        try:
+            started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
+        except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
+            started = False
+        if not started:
             self.close()
-            raise PdfError("the PDF reader did not start", failed=True)
-        self._conn.recv()
+            raise PdfError("the PDF reader (a worker process) did not start", failed=True)
 
     def read(self, path: str | os.PathLike) -> PdfText:
         if self._process is None or not self._process.is_alive():
