@@ -6800,6 +6800,8 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             _notice(f"{path}: {why}")
         for path, why in plan.errors:
             _notice(f"error: {path}: {why}")
+        if plan.pdfs_unread:
+            _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
         return 1 if plan.errors else 0
     return _run_sync(kb, names, args)
 

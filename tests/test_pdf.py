@@ -217,6 +217,9 @@ def test_without_the_pdf_library_pdfs_are_left_with_one_notice(pdf_vault, tmp_pa
     notices = [line for line in added.stderr.split("\n") if "PDF" in line]
     assert len(notices) == 1 and "3 PDFs not indexed" in notices[0] and "pypdfium2" in notices[0]
     assert "Traceback" not in added.stderr
+    dry = run_cli("sync", "--dry-run", db=db, python_flags=["-S"])
+    assert dry.returncode == 0 and "3 PDFs not indexed" in dry.stderr
+    assert "3 PDFs not indexed" in run_cli("status", db=db, python_flags=["-S"]).stdout
     # Once the library is there, the same index reads them.
     synced = run_cli("sync", db=db)
     assert synced.returncode == 0 and "+3 new" in synced.stdout, synced.stderr
