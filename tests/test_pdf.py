@@ -350,3 +350,18 @@ def test_a_pdf_dropped_on_the_app_becomes_a_note_and_is_kept_when_asked(pdf_kb, 
     assert f"source: '{dropped.resolve()}'" in text and "## Page 1" in text and "fly south in autumn" in text
     assert note.with_suffix(".pdf").read_bytes() == dropped.read_bytes()
     assert window.settings.value("clip/keep_pdf", type=bool)  # remembered for the next drop
+
+
+def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
+    with pms.KnowledgeBase(db_path, embeddings=False) as kb:
+        kb.collections.create(pdf_vault, name="vault")
+        kb.sync()
+        kb.store.db.execute("DELETE FROM documents WHERE path LIKE '%.pdf'")
+        for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",
+                          f"PRAGMA user_version = {len(pms.MIGRATIONS) - 1}"):  # what the PMS before PDFs wrote
+            kb.store.db.execute(statement)
+    with pms.KnowledgeBase(db_path, embeddings=False) as kb:
+        assert kb.store.db.execute("PRAGMA user_version").fetchone()[0] == len(pms.MIGRATIONS)
+        assert kb.search("coolant", mode="keyword")[0].page is None  # the note, as indexed before
+        assert kb.sync().added == 3
+        assert kb.search("coolant pump primed", mode="keyword")[0].page == 2
