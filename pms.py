@@ -120,6 +120,7 @@ PDF_TIMEOUT_DEFAULT = 60.0      # seconds per file (PMS_PDF_TIMEOUT)
 PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
 PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
 PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
+PDF_MAX_TEXT_CHARS = 30_000_000  # text per file (3,000 dense pages hold about 10 million): bounds memory
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 
 
@@ -4101,13 +4102,17 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
         title = ""
         with contextlib.suppress(Exception):
             title = str(doc.get_metadata_dict(skip_empty=True).get("Title", ""))
-        pages = []
+        pages, chars = [], 0
         for i in range(count):
             page = doc[i]
             try:
                 textpage = page.get_textpage()
                 pages.append(clean_pdf_page(textpage.get_text_bounded()))
                 textpage.close()
+                chars += len(pages[-1])
+                if chars > PDF_MAX_TEXT_CHARS:
+                    raise PdfError(f"skipped: more than {PDF_MAX_TEXT_CHARS:,} characters of text "
+                                   f"by page {i + 1} (not a document PMS can index whole)")
             except pdfium.PdfiumError:
                 pages.append("")  # one bad page loses that page only
             finally:

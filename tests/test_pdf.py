@@ -365,3 +365,12 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
         assert kb.search("coolant", mode="keyword")[0].page is None  # the note, as indexed before
         assert kb.sync().added == 3
         assert kb.search("coolant pump primed", mode="keyword")[0].page == 2
+
+
+def test_a_pdf_with_too_much_text_is_refused_while_read(tmp_path, monkeypatch):
+    """The cap on a file's text bounds the worker's memory (read_pdf is what the worker runs)."""
+    manual = make_pdf(tmp_path / "manual.pdf", list(MANUAL.values()))
+    assert len(pms.read_pdf(manual, max_pages=10).pages) == 4
+    monkeypatch.setattr(pms, "PDF_MAX_TEXT_CHARS", 1000)
+    with pytest.raises(pms.PMSError, match="more than 1,000 characters of text by page 3"):
+        pms.read_pdf(manual, max_pages=10)
