@@ -1994,6 +1994,10 @@ class Store:
                                (collection_id,))
         return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
 
+    def count_skipped(self, reason: str) -> int:
+        """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
+        return self.db.execute("SELECT count(*) FROM skipped_files WHERE reason = ?", (reason,)).fetchone()[0]
+
     def remember_skipped(self, db, collection_id: int, path: str, stat_key: tuple[int, int, int], failed: bool, reason: str) -> None:
         db.execute("INSERT OR REPLACE INTO skipped_files(collection_id, path, size, mtime_ns, ctime_ns, failed, reason) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?)", (collection_id, path, *stat_key, int(failed), reason))
@@ -5869,6 +5873,7 @@ class KnowledgeBase:
             "collections_detail": [c.to_dict() for c in self.collections.list()],
             "notes_to_reread": self.store.count_stale_notes(),
             "vectors_in_memory_bytes": self.store.vector_memory_bytes(),
+            "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
         if pending if links is None else links:
             info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
@@ -5876,7 +5881,6 @@ class KnowledgeBase:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
             info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
-            info["pdfs_without_text"] = sum(why == PDF_NO_TEXT for _path, why in plan.skipped)  # scans: OCR them
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 

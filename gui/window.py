@@ -721,7 +721,8 @@ class MainWindow(QMainWindow):
         synced = [c["last_sync"] for c in info["collections_detail"] if c["last_sync"]]
         state = {"loading": " (loading)", "unavailable": " (unavailable)", "off": " (off)"}.get(self.model_state, "")
         self.stats_label.setText(f"{info['documents']:,} notes · {info['chunks']:,} passages · "
-                                 f"last sync {self._when(max(synced)) if synced else 'never'} · model {model_label(info)}{state}")
+                                 f"last sync {self._when(max(synced)) if synced else 'never'} · model {model_label(info)}{state}"
+                                 + (f" · {info['pdfs_without_text']} PDFs have no text" if info["pdfs_without_text"] else ""))
 
     @staticmethod
     def _when(iso: str) -> str:

@@ -170,6 +170,7 @@ def test_every_bad_pdf_is_one_line_and_the_sync_goes_on(kb, tmp_path, monkeypatc
     assert {p.name: p.read_bytes() for p in root.iterdir()} == before  # nothing lost, nothing changed
     status = kb.status()
     assert status["pdfs_without_text"] == 3 and status["skipped"] == len(told)
+    assert kb.status(pending=False)["pdfs_without_text"] == 3  # the app's status bar asks this way
     assert multiprocessing.active_children() == []  # the PDF worker ended with the sync
     assert kb.sync().added == 0  # remembered: not read again while unchanged
     monkeypatch.setenv("PMS_PDF_MAX_PAGES", "6")  # a raised limit: read again at once
