@@ -297,12 +297,33 @@ def test_mcp_search_returns_pdf_pages_in_keyword_and_hybrid_modes(pdf_vault, tmp
     assert page["text"].startswith("Shutdown. Insert the control rods") and page["page"] == 4
 
 
-def test_hybrid_search_finds_a_pdf_page_by_meaning(hybrid_kb, pdf_vault):
+MEANING_QUERY = "prepare the cooling before turning the reactor on"  # page 2, in other words
+
+
+def test_hybrid_search_finds_a_pdf_page_by_meaning_in_the_api_and_the_app(hybrid_kb, pdf_vault, qtbot, request):
+    from test_gui import type_query, wait_for_preview
+
     hybrid_kb.collections.create(pdf_vault, name="vault")
     hybrid_kb.sync()
     assert hybrid_kb.search_mode().mode == "hybrid"
-    top = hybrid_kb.search("prepare the cooling before turning the reactor on", mode="hybrid")[0]
+    top = hybrid_kb.search(MEANING_QUERY, mode="hybrid")[0]
     assert (top.path, top.page) == ("manuals/reactor.pdf", 2) and top.vector_rank is not None
+    window = app_window(request, hybrid_kb)
+    window._model_loaded(hybrid_kb.load_embedder())
+    type_query(qtbot, window, MEANING_QUERY)
+    wait_for_preview(qtbot, window)
+    hit = window.current_hit()
+    assert (hit.path, hit.page) == ("manuals/reactor.pdf", 2) and hit.vector_rank is not None
+    assert "coolant pump must be primed" in window.preview.document().findBlockByNumber(window.preview.passage_block).text()
+
+
+def test_hybrid_search_from_the_cli_shows_the_page(pdf_vault, tmp_path, embedding_model_dir):
+    db, env = tmp_path / "hybrid.sqlite", {"PMS_MODEL_DIR": str(embedding_model_dir)}
+    assert run_cli("collection", "add", pdf_vault, "--name", "vault", db=db, env=env, timeout=600).returncode == 0
+    shown = run_cli("search", MEANING_QUERY, "--mode", "hybrid", "--json", db=db, env=env, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    top = json.loads(shown.stdout)[0]
+    assert (top["path"], top["page"]) == ("manuals/reactor.pdf", 2) and top["vector_rank"] is not None
 
 
 def test_pdf_viewers_are_told_the_page():
