@@ -4240,7 +4240,7 @@ def _pdf_worker(conn) -> None:
             answer = ("error", str(exc), exc.failed)
         except MemoryError:
             answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
-        except Exception as exc:  # a library bug on one odd file must not end the sync
+        except Exception as exc:  # noqa: BLE001 - a library bug on one odd file must not end the sync
             answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
         conn.send(answer)
 
@@ -4258,7 +4258,7 @@ class PdfReader:
         self._process = None
         self._conn = None
 
-    def __enter__(self) -> "PdfReader":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
@@ -4424,9 +4424,12 @@ class Syncer:
                 changes.unchanged += 1
             else:
                 changes.todo.append((rel, full, (size, mtime, ctime), state))
-        in_scope = (lambda rel: True) if paths is None else set(paths).__contains__
-        if not self.read_pdfs:  # PDFs indexed when the library was there stay as they are
-            in_scope = (lambda scope: lambda rel: scope(rel) and not is_pdf(rel))(in_scope)
+        listed = None if paths is None else set(paths)
+        kept_pdfs = not self.read_pdfs  # PDFs indexed when the library was there stay as they are
+
+        def in_scope(rel: str) -> bool:
+            return (listed is None or rel in listed) and not (kept_pdfs and is_pdf(rel))
+
         changes.gone = [rel for rel in known if rel not in found and in_scope(rel)]
         changes.forgotten = [rel for rel in known_skipped if rel not in found and in_scope(rel)]
         return changes
