@@ -5,8 +5,10 @@ import dataclasses
 import os
 import subprocess
 import sys
+import threading
 import time
 import tarfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -249,3 +251,94 @@ def preview_of_a_note(qtbot, kb, open_window, folder: Path, text: str, query: st
     type_query(qtbot, window, query)
     wait_for_preview(qtbot, window)
     return window
+
+
+# -- a local web server for clipping (test_clip.py, test_pdf.py) ------------------------------------
+SHARED_HTML = SHARED_DATA / "html"
+
+
+def article(title: str, body: str = "", head: str = "") -> str:
+    """A small real-looking page: enough text for the extractor to keep."""
+    filler = "".join(f"<p>Paragraph {i} explains the clipper in plain words, with enough text to be an article "
+                     f"that a reader would keep as a note for later searching.</p>" for i in range(6))
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>{head}</head><body>"
+            f"<nav><a href='/'>Home</a> <a href='/about'>About</a></nav><article><h1>{title}</h1>{filler}{body}"
+            f"</article><footer>Copyright footer boilerplate</footer></body></html>")
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Routes: /html/<page>/source.html (shared data), /page/<key> (pages made by tests),
+    and /sleep, /loop, /hops/N, /status/N, /kind/<type>, /huge, /huge-declared, /to-ftp."""
+
+    pages: dict[str, str] = {}
+    pdfs: dict[str, bytes] = {}  # /pdf/<key>: PDFs made by tests (test_pdf.py)
+
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+    def send_body(self, data: bytes, ctype: str = "text/html", status: int = 200, length: int | None = None):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data) if length is None else length))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def redirect(self, location: str, status: int = 302):
+        self.send_response(status)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self):  # noqa: C901 - one small route table
+        path = self.path.split("?")[0]
+        parts = path.strip("/").split("/")
+        try:
+            if parts[0] == "html" and SHARED_HTML.is_dir():
+                file = (SHARED_HTML / "/".join(parts[1:])).resolve()
+                if file.is_relative_to(SHARED_HTML.resolve()) and file.is_file():
+                    return self.send_body(file.read_bytes())
+            elif parts[0] == "page" and len(parts) > 1 and parts[1] in self.pages:
+                return self.send_body(self.pages[parts[1]].encode("utf-8"), "text/html; charset=utf-8")
+            elif parts[0] == "pdf" and len(parts) > 1 and parts[1] in self.pdfs:
+                return self.send_body(self.pdfs[parts[1]], "application/pdf")
+            elif parts[0] == "sleep":
+                time.sleep(3)
+                return self.send_body(article("Too late").encode())
+            elif parts[0] == "loop":
+                return self.redirect("/loop2")
+            elif parts[0] == "loop2":
+                return self.redirect("/loop")
+            elif parts[0] == "hops":
+                n = int(parts[1])
+                return self.redirect(f"/hops/{n - 1}", 301) if n > 0 else self.send_body(article("Arrived after hops").encode())
+            elif parts[0] == "status":
+                return self.send_body(b"<html><body>error</body></html>", status=int(parts[1]))
+            elif parts[0] == "kind":
+                ctype = {"pdf": "application/pdf", "png": "image/png", "json": "application/json"}[parts[1]]
+                return self.send_body(b"%PDF-1.4 not really" if parts[1] == "pdf" else b"{}", ctype)
+            elif parts[0] == "huge":  # no Content-Length: the cap must stop the read
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                block = b"<p>" + b"a" * (1024 * 1024) + b"</p>"
+                for _ in range(12):
+                    self.wfile.write(block)
+                return
+            elif parts[0] == "huge-declared":
+                return self.send_body(b"<html>", length=50 * 1024 * 1024)
+            elif parts[0] == "to-ftp":
+                return self.redirect("ftp://127.0.0.1/file.html")
+        except (BrokenPipeError, ConnectionResetError):
+            return
+        self.send_body(b"<html><body>not found</body></html>", status=404)
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()

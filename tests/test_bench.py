@@ -226,7 +226,7 @@ def bench(script: str, *args, tmp_path: Path, timeout: int = 600) -> subprocess.
 
 def test_the_maintained_bench_scripts_are_these():
     """Studies that shipped nothing are not kept in bench/ (git history keeps them; docs/decisions.md says what they found)."""
-    assert BENCH_SCRIPTS == ["faults.py", "gui_bench.py", "mcp_bench.py", "perf.py", "suite.py"]
+    assert BENCH_SCRIPTS == ["faults.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "suite.py"]
 
 
 @pytest.mark.parametrize("script", BENCH_SCRIPTS)
@@ -262,6 +262,15 @@ def test_perf_tiny_keyword_run(tmp_path):
     assert result.returncode == 0, result.stderr
     figures = json.loads((tmp_path / "out.json").read_text())["keyword"]
     assert figures["index"]["files"] == 3 and figures["latency"]["keyword"]["n"] > 0
+
+
+@pytest.mark.slow
+def test_pdf_bench_tiny_run(tmp_path):
+    for module in ("fpdf", "pypdfium2", "pypdf"):
+        pytest.importorskip(module, reason=f"bench/pdf_bench.py compares PDF libraries and needs {module}")
+    result = bench("pdf_bench.py", "--pages", 3, "--runs", 1, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "pypdfium2" in result.stdout
 
 
 @pytest.mark.slow
