@@ -2586,6 +2586,8 @@ class Embedder:
         except Exception as exc:
             raise EmbeddingUnavailable(f"fastembed failed to import: {exc}") from None
         kwargs = {"threads": os.cpu_count() or 1}
+        if self.model_dir and static_model_file(self.model_dir):  # a Model2Vec folder: numpy reads it, no fastembed
+            return self._static(self.model_dir)
         if self.model_dir:
             if not self.model_dir.is_dir():
                 if self.remembered:
@@ -2603,7 +2605,17 @@ class Embedder:
         except Exception as exc:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
 
+    def _static(self, folder: Path) -> "StaticModel":
+        model = StaticModel(folder, self.model_name)
+        self.dim = model.dim
+        self.batch_size = max(self.batch_size, STATIC_BATCH_SIZE)
+        self.query_spec = model.query_spec()
+        return model
+
     def _construct(self, TextEmbedding, kwargs):
+        # lazy_load: files only (downloaded once); the probe below loads an ONNX model, and a
+        # static one (Model2Vec, e.g. minishlab/potion-base-8M) is read by StaticModel instead.
+        kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
                 model = TextEmbedding(self.model_name, **kwargs)
@@ -2621,6 +2633,9 @@ class Embedder:
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
+        folder = getattr(model.model, "_model_dir", None)
+        if folder and static_model_file(Path(folder)):
+            return self._static(Path(folder))
         probe = next(iter(model.embed(["probe"], batch_size=1)))
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
@@ -2635,14 +2650,21 @@ class Embedder:
         long-running one; a CLI search's single query is faster without them)."""
         with self._lock:
             if self._query_encoder is None:
-                self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
+                if self.query_spec.get("pooling") == "static":  # the same StaticModel a sync embeds passages with
+                    self._query_encoder = (self._model if isinstance(self._model, StaticModel) else
+                                           StaticModel(Path(self.query_spec["dir"]), self.model_name))
+                else:
+                    self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
             return self._query_encoder
 
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
         """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
         one iterator (no per-call set-up) and no float array outlives its batch."""
         model = self.load()
-        for vector in model.embed((self.doc_prefix + t for t in texts), batch_size=self.batch_size):
+        texts = (self.doc_prefix + t for t in texts)
+        vectors = (model.embed_passages(texts, self.batch_size) if isinstance(model, StaticModel)
+                   else model.embed(texts, batch_size=self.batch_size))
+        for vector in vectors:
             yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
@@ -2655,7 +2677,7 @@ class Embedder:
         text = clean_query(text)  # the tokenizer raises TypeError on lone surrogates: only clean text reaches it
         if self.query_spec:
             try:
-                return _int8_bytes(self.query_encoder().embed(self.query_prefix + text))
+                return _int8_bytes(self.query_encoder().embed_query(self.query_prefix + text))
             except Exception:  # files moved or changed: fastembed below says what is wrong
                 self.query_spec = None
         model = self.load()
@@ -2740,7 +2762,7 @@ class QueryEncoder:
         except Exception:  # another fastembed layout: queries go through fastembed
             return None
 
-    def embed(self, text: str):
+    def embed_query(self, text: str):
         np = self.np
         self.queries += 1
         if self.queries == 2 and not self.optimised:
@@ -2758,6 +2780,122 @@ class QueryEncoder:
             return hidden[0]
         weights = mask[0][:, None].astype(hidden.dtype)
         return (hidden * weights).sum(axis=0) / max(float(weights.sum()), 1e-9)
+
+
+STATIC_MODEL_FILE = "model.safetensors"
+STATIC_MAX_TOKENS = 512  # as model2vec and fastembed cut a text (a static model has no position limit)
+STATIC_BATCH_SIZE = 256  # passages tokenized per call: no padding, so no reason to keep batches small
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "U8": "u1", "I32": "<i4", "I64": "<i8"}
+
+
+def read_safetensors(path: Path, header_only: bool = False) -> dict:
+    """The tensors of a safetensors file, memory-mapped (a JSON header, then raw
+    little-endian arrays). Read by hand because the readers (safetensors,
+    fastembed's) cost a package or fastembed's 1 s import, for about ten lines;
+    memory-mapped, a static query touches only its tokens' rows."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        if size > 100_000_000:
+            raise ValueError(f"{path.name} is not a safetensors file")
+        header = json.loads(f.read(size))
+    if header_only:
+        return header
+    import numpy as np
+
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__" or not info.get("shape"):
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"tensor {name} of {path.name} is {info['dtype']}, which PMS cannot read")
+        tensors[name] = np.memmap(path, dtype=dtype, mode="r", offset=8 + size + info["data_offsets"][0],
+                                  shape=tuple(info["shape"]))
+    return tensors
+
+
+def static_model_file(folder: Path) -> Path | None:
+    """The weights of a static (Model2Vec) model in ``folder``, or None: a
+    model.safetensors whose tensors include a 2-D ``embeddings`` table (a
+    transformer's own model.safetensors has no such tensor)."""
+    path = folder / STATIC_MODEL_FILE
+    try:
+        info = read_safetensors(path, header_only=True).get("embeddings") or {}
+    except (OSError, ValueError):
+        return None
+    return path if len(info.get("shape") or ()) == 2 else None
+
+
+class StaticModel:
+    """A static embedding model (Model2Vec's format, which fastembed and model2vec load):
+    a text's vector is the mean of its word pieces' rows, with no neural network.
+
+    Passages embed thousands a second on one core and a query in well under a
+    millisecond, with no ONNX session (docs/benchmarks.md, "Static models"). The
+    pooling is model2vec's and fastembed's: no special tokens, unknown word
+    pieces left out, at most 512 pieces; vocabulary-quantised models map each
+    piece to a shared row (``mapping``) and weigh it (``weights``).
+    """
+
+    def __init__(self, folder: Path, model_id: str):
+        from tokenizers import Tokenizer
+
+        path = static_model_file(folder)
+        if path is None:
+            raise EmbeddingUnavailable(f"{folder} holds no static model ({STATIC_MODEL_FILE} with an embeddings table)")
+        self.folder, self.model_id = folder.resolve(), model_id
+        tensors = read_safetensors(path)
+        self.embeddings = tensors["embeddings"]
+        self.weights, self.mapping = tensors.get("weights"), tensors.get("mapping")
+        self.dim = int(self.embeddings.shape[1])
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=STATIC_MAX_TOKENS)
+        self.tokenizer.no_padding()
+        self.unknown_id = self._unknown_id(folder / "tokenizer.json")
+
+    @staticmethod
+    def _unknown_id(tokenizer_file: Path) -> int | None:
+        import json
+
+        model = json.loads(tokenizer_file.read_text(encoding="utf-8"))["model"]
+        if model.get("type") == "Unigram":
+            return model.get("unk_id")
+        vocab = model.get("vocab")
+        return vocab.get(model.get("unk_token")) if isinstance(vocab, dict) else None
+
+    def query_spec(self) -> dict:
+        """What the index remembers so a search finds this model again (Embedder.query_spec)."""
+        return {"model": self.model_id, "dir": str(self.folder), "file": STATIC_MODEL_FILE, "pooling": "static"}
+
+    def _pool(self, ids: list[int]):
+        import numpy as np
+
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.unknown_id is not None:
+            ids = ids[ids != self.unknown_id]
+        rows = self.embeddings[ids if self.mapping is None else self.mapping[ids]].astype(np.float32)
+        if self.weights is not None:
+            rows *= self.weights[ids, None]
+        return rows.mean(axis=0) if len(rows) else np.zeros(self.dim, dtype=np.float32)
+
+    def embed_query(self, text: str):
+        return self._pool(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def embed_passages(self, texts: Iterable[str], batch_size: int = STATIC_BATCH_SIZE) -> Iterator:
+        batch: list[str] = []
+        for text in texts:
+            batch.append(text)
+            if len(batch) == batch_size:
+                yield from self._embed_batch(batch)
+                batch = []
+        yield from self._embed_batch(batch)
+
+    def _embed_batch(self, texts: list[str]) -> Iterator:
+        for encoding in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False):
+            yield self._pool(encoding.ids)
 
 
 def model_mismatch(indexed: str, wanted: str) -> str:
@@ -5274,7 +5412,7 @@ class KnowledgeBase:
             return False
         if embedder.query_spec:
             try:
-                embedder.query_encoder(optimised=True).embed("warm up")  # a session's first run is its slowest
+                embedder.query_encoder(optimised=True).embed_query("warm up")  # a session's first run is its slowest
                 return True
             except Exception:  # files moved or changed: fastembed below says what is wrong
                 pass
@@ -5284,7 +5422,7 @@ class KnowledgeBase:
             return False
         if embedder.query_spec:  # learnt from the loaded model: searches embed their queries with it
             with contextlib.suppress(Exception):
-                embedder.query_encoder(optimised=True).embed("warm up")
+                embedder.query_encoder(optimised=True).embed_query("warm up")
         return True
 
     # -- reading ----------------------------------------------------------------------------
