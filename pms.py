@@ -2509,10 +2509,16 @@ def model_settings() -> tuple[str, Path | None]:
     """
     folder = os.environ.get("PMS_MODEL_DIR")
     model_dir = Path(folder).expanduser() if folder else bundled_model_dir()
-    name = os.environ.get("PMS_MODEL")
-    if not name and model_dir and (model_dir / "pms-model.txt").exists():
-        name = (model_dir / "pms-model.txt").read_text().strip()
+    name = os.environ.get("PMS_MODEL") or (model_dir and model_name_in(model_dir))
     return name or DEFAULT_MODEL, model_dir
+
+
+def model_name_in(folder: Path) -> str | None:
+    """The name a model folder gives its model: ``pms-model.txt``, else, for a static
+    (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
+    if (folder / "pms-model.txt").exists():
+        return (folder / "pms-model.txt").read_text().strip() or None
+    return folder.name if static_model_file(folder) else None
 
 
 class EmbeddingUnavailable(PMSError):
@@ -2530,7 +2536,8 @@ class Embedder:
                  batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None):
         env_model, env_dir = model_settings()
-        self.model_name = model or env_model
+        # A folder given with no name names its own model (pms-model.txt), as PMS_MODEL_DIR does.
+        self.model_name = model or (model_dir and model_name_in(Path(model_dir))) or env_model
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
         self.remembered = False  # True when the model was chosen by what the index remembers
         # The files and pooling fastembed used for this model (remembered by the index at sync), so
@@ -2605,7 +2612,7 @@ class Embedder:
         except Exception as exc:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
 
-    def _static(self, folder: Path) -> "StaticModel":
+    def _static(self, folder: Path) -> StaticModel:
         model = StaticModel(folder, self.model_name)
         self.dim = model.dim
         self.batch_size = max(self.batch_size, STATIC_BATCH_SIZE)

@@ -6,10 +6,13 @@ No Model2Vec weights can be downloaded on CI or these machines, and the
 this script follows Model2Vec's method with numpy and ONNX Runtime alone:
 
 1. every token of MiniLM's vocabulary goes through the model on its own
-   (``[CLS] token [SEP]``) and is mean-pooled, as sentence-transformers pools;
+   (``[CLS] token [SEP]``), and the model's output at the token is its row (on
+   the dev suite, vector mode: 0.460 nDCG@10 mean, against 0.449 with the mean
+   over the three positions, as sentence-transformers pools);
 2. PCA reduces the 384 dimensions to 256 (centred, not whitened);
 3. each row is weighted by its token's frequency, estimated from its rank in
-   the vocabulary (Zipf), with SIF's a / (a + p): frequent tokens count less.
+   the vocabulary (Zipf), with SIF's a / (a + p): frequent tokens count less
+   (frequencies from wordfreq's English lists instead: 0.432 at a = 1e-3).
 
 The folder is what model2vec and fastembed load: ``model.safetensors`` (one
 ``embeddings`` tensor), ``tokenizer.json``, ``config.json``, plus
@@ -30,7 +33,7 @@ BATCH = 512
 
 
 def token_vectors(source: Path):
-    """(vocabulary size, 384) float32: each token's mean-pooled output, alone between [CLS] and [SEP]."""
+    """(vocabulary size, 384) float32: each token's output, alone between [CLS] and [SEP]."""
     import numpy as np
     import onnxruntime as ort
     from tokenizers import Tokenizer
@@ -47,7 +50,7 @@ def token_vectors(source: Path):
         batch = np.stack([np.full_like(ids, cls_id), ids, np.full_like(ids, sep_id)], axis=1)
         hidden = session.run(None, {"input_ids": batch, "attention_mask": np.ones_like(batch),
                                     "token_type_ids": np.zeros_like(batch)})[0]
-        out[start:start + len(ids)] = hidden.mean(axis=1)
+        out[start:start + len(ids)] = hidden[:, 1]
     return out
 
 
@@ -74,16 +77,17 @@ def write_safetensors(path: Path, name: str, array) -> None:
 
 
 def make(source: Path, target: Path) -> Path:
-    if (target / "pms-model.txt").exists():
-        return target
+    config = {"model_type": "model2vec", "architectures": ["StaticModel"], "tokenizer_name": "sentence-transformers/all-MiniLM-L6-v2",
+              "apply_pca": DIMS, "apply_zipf": True, "pooling": "token", "sif_coefficient": SIF_COEFFICIENT, "hidden_dim": DIMS,
+              "seq_length": 1000000, "normalize": True}
+    if (target / "pms-model.txt").exists() and json.loads((target / "config.json").read_text()) == config:
+        return target  # made already, by this recipe
     target.mkdir(parents=True, exist_ok=True)
+    (target / "pms-model.txt").unlink(missing_ok=True)
     write_safetensors(target / "model.safetensors", "embeddings", reduce_and_weight(token_vectors(source)))
     tokenizer = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
     tokenizer["padding"] = tokenizer["truncation"] = None  # a static model pools any length, unpadded
     (target / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
-    config = {"model_type": "model2vec", "architectures": ["StaticModel"], "tokenizer_name": "sentence-transformers/all-MiniLM-L6-v2",
-              "apply_pca": DIMS, "apply_zipf": True, "sif_coefficient": SIF_COEFFICIENT, "hidden_dim": DIMS,
-              "seq_length": 1000000, "normalize": True}
     (target / "config.json").write_text(json.dumps(config, indent=2))
     (target / "pms-model.txt").write_text(MODEL_NAME + "\n")  # written last: its presence means the folder is complete
     return target
