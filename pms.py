@@ -2559,6 +2559,11 @@ class Embedder:
         return [pkg for mod, pkg in (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec")) if not module_available(mod)]
 
     @property
+    def static(self) -> bool:
+        """True when the model is a static one (StaticModel), as loaded or as the index remembers it."""
+        return bool(self.query_spec and self.query_spec.get("pooling") == "static")
+
+    @property
     def loaded(self) -> bool:
         return self._model is not None
 
@@ -3261,6 +3266,19 @@ class FusionSettings(Record):
     complete_name_weight: float = 0.0
     feedback_notes: int = 1
     feedback_weight: float = 0.5
+    # A static model's vector list (Model2Vec; StaticModel) is weaker than a
+    # transformer's (the test model distilled from MiniLM: vector mode 0.460
+    # nDCG@10 on the suite mean, MiniLM 0.647), so its vote and its share of
+    # the complete scores are these instead of vector_weight and 1 -
+    # complete_keyword_share (chosen on the whole suite; docs/benchmarks.md,
+    # "Static models"): see ``for_vectors``.
+    static_vector_weight: float = 0.5
+    static_complete_keyword_share: float = 0.85
+
+    def for_vectors(self, static: bool) -> "FusionSettings":
+        """These settings for a vector list from a static model (``static``) or a transformer."""
+        return self.replace(vector_weight=self.static_vector_weight,
+                            complete_keyword_share=self.static_complete_keyword_share) if static else self
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
@@ -3630,7 +3648,7 @@ class Retrieval:
         different passages still gets both votes. ``vector_ready``: the caller
         has just found ``vector_status()`` ok (KnowledgeBase.search has).
         """
-        f = fusion or self.fusion
+        f = (fusion or self.fusion).for_vectors(self.embedder is not None and self.embedder.static)
         query = clean_query(query)
         parsed = parse_query(query, prefix_last=prefix_last)
         depth = max(f.depth, k * 4)

@@ -142,3 +142,24 @@ def test_mcp_searches_by_meaning_with_a_static_model(static_index, tmp_path):
     assert not found.is_error, found.content
     assert found.structured_content["hits"][0]["path"] == "sync.md"
     assert status.structured_content["model"] == "pms-test/minilm-static-256"
+
+
+def test_hybrid_fuses_a_static_vector_list_with_its_own_weights(static_index, embedded_minilm_index):
+    """A static model's weaker list gets FusionSettings' static_* knobs; a transformer's the usual ones."""
+    settings = pms.FusionSettings()
+    for db, static in ((static_index, True), (embedded_minilm_index, False)):
+        with pms.KnowledgeBase(db) as kb:
+            assert kb.embedder.static is static
+            hit = kb.search("syncthing conflict copy", mode="hybrid", k=1)[0]
+            share = settings.static_complete_keyword_share if static else settings.complete_keyword_share
+            vote = settings.static_vector_weight if static else settings.vector_weight
+            assert f"{share:g} x BM25" in hit.fusion and f"{1 - share:g} x cosine" in hit.fusion, hit.fusion
+            assert f"vector x{vote:g}," in hit.fusion, hit.fusion
+
+
+@pytest.fixture
+def embedded_minilm_index(embedding_model_dir, notes, tmp_path) -> Path:
+    db = tmp_path / "minilm.sqlite"
+    r = run_cli("collection", "add", notes, "--name", "notes", db=db, env={"PMS_MODEL_DIR": str(embedding_model_dir)})
+    assert r.returncode == 0, r.stderr
+    return db
