@@ -2693,6 +2693,8 @@ class Embedder:
             except Exception:  # files moved or changed: fastembed below says what is wrong
                 self.query_spec = None
         model = self.load()
+        if isinstance(model, StaticModel):  # chosen now, not yet remembered (e.g. a folder at another path)
+            return _int8_bytes(model.embed_query(self.query_prefix + text))
         return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
 
 
@@ -3273,7 +3275,7 @@ class FusionSettings(Record):
     # complete_keyword_share (chosen on the whole suite; docs/benchmarks.md,
     # "Static models"): see ``for_vectors``.
     static_vector_weight: float = 0.5
-    static_complete_keyword_share: float = 0.85
+    static_complete_keyword_share: float = 0.7
 
     def for_vectors(self, static: bool) -> "FusionSettings":
         """These settings for a vector list from a static model (``static``) or a transformer."""

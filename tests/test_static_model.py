@@ -163,3 +163,9 @@ def embedded_minilm_index(embedding_model_dir, notes, tmp_path) -> Path:
     r = run_cli("collection", "add", notes, "--name", "notes", db=db, env={"PMS_MODEL_DIR": str(embedding_model_dir)})
     assert r.returncode == 0, r.stderr
     return db
+
+
+def test_a_static_folder_chosen_at_another_path_than_the_index_remembers_still_answers(static_index, static_model_dir, tmp_path):
+    copy = shutil.copytree(static_model_dir, tmp_path / "moved-static")
+    with pms.KnowledgeBase(static_index, model_dir=copy) as kb:
+        assert kb.search(MEANING_QUERY, mode="vector", k=1)[0].path == "sync.md"
