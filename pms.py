@@ -2544,6 +2544,7 @@ class Embedder:
         # one query can be embedded without importing fastembed; see QueryEncoder.
         self.query_spec: dict | None = None
         self._query_encoder = None
+        self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
         self.batch_size = batch_size
         self.allow_download = allow_download
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
@@ -2560,8 +2561,13 @@ class Embedder:
 
     @property
     def static(self) -> bool:
-        """True when the model is a static one (StaticModel), as loaded or as the index remembers it."""
-        return bool(self.query_spec and self.query_spec.get("pooling") == "static")
+        """True when the model is a static one (StaticModel): as loaded, as the index remembers it,
+        or as its folder shows (a search may rank before the model loads)."""
+        if self.query_spec and self.query_spec.get("pooling") == "static":
+            return True
+        if self._static_folder is None:
+            self._static_folder = bool(self.model_dir and static_model_file(self.model_dir))
+        return self._static_folder
 
     @property
     def loaded(self) -> bool:

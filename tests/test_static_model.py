@@ -168,4 +168,5 @@ def embedded_minilm_index(embedding_model_dir, notes, tmp_path) -> Path:
 def test_a_static_folder_chosen_at_another_path_than_the_index_remembers_still_answers(static_index, static_model_dir, tmp_path):
     copy = shutil.copytree(static_model_dir, tmp_path / "moved-static")
     with pms.KnowledgeBase(static_index, model_dir=copy) as kb:
+        assert kb.embedder.static  # known from the folder, before anything loads: hybrid weighs its list as static
         assert kb.search(MEANING_QUERY, mode="vector", k=1)[0].path == "sync.md"
