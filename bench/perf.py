@@ -388,14 +388,14 @@ def child_collection_add(home: str, model_dir: str, vault: str) -> dict:
     env = {**os.environ, "PMS_HOME": home, "PMS_MODEL_DIR": model_dir}
     cli = [sys.executable, str(REPO / "pms.py")]
     t = time.perf_counter()
-    add = subprocess.run([*cli, "collection", "add", vault, "--name", "vault"], env=env, capture_output=True, text=True)
+    add = subprocess.run([*cli, "collection", "add", vault, "--name", "vault"], env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - t
     if add.returncode != 0:
         raise SystemExit(add.stderr[-2000:])
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     search = subprocess.run([*cli, "search", "vitamin D and bone health", "--mode", "vector", "-n", "1"],
-                            env=env, capture_output=True, text=True)
-    status = subprocess.run([*cli, "status"], env=env, capture_output=True, text=True).stdout
+                            env=env, capture_output=True, text=True, check=False)
+    status = subprocess.run([*cli, "status"], env=env, capture_output=True, text=True, check=False).stdout
     embedded = re.search(r"(\d+) passages embedded in ([\d.]+)s", add.stdout + add.stderr)
     return {"seconds_to_meaning_search": seconds, "peak_rss_mb": rss, "vector_search_ok": search.returncode == 0 and "#1" in search.stdout,
             "status": [line for line in status.splitlines() if line.startswith(("Notes:", "Search mode:"))],
