@@ -2624,7 +2624,7 @@ class Embedder:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
 
     def _static(self, folder: Path) -> StaticModel:
-        model = StaticModel(folder, self.model_name)
+        self._model = model = StaticModel(folder, self.model_name)
         self.dim = model.dim
         self.batch_size = max(self.batch_size, STATIC_BATCH_SIZE)
         self.query_spec = model.query_spec()
@@ -2679,10 +2679,7 @@ class Embedder:
         """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
         one iterator (no per-call set-up) and no float array outlives its batch."""
         model = self.load()
-        texts = (self.doc_prefix + t for t in texts)
-        vectors = (model.embed_passages(texts, self.batch_size) if isinstance(model, StaticModel)
-                   else model.embed(texts, batch_size=self.batch_size))
-        for vector in vectors:
+        for vector in model.embed((self.doc_prefix + t for t in texts), batch_size=self.batch_size):
             yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
@@ -2695,12 +2692,10 @@ class Embedder:
         text = clean_query(text)  # the tokenizer raises TypeError on lone surrogates: only clean text reaches it
         if self.query_spec:
             try:
-                return _int8_bytes(self.query_encoder().embed_query(self.query_prefix + text))
+                return _int8_bytes(self.query_encoder().embed(self.query_prefix + text))
             except Exception:  # files moved or changed: fastembed below says what is wrong
                 self.query_spec = None
         model = self.load()
-        if isinstance(model, StaticModel):  # chosen now, not yet remembered (e.g. a folder at another path)
-            return _int8_bytes(model.embed_query(self.query_prefix + text))
         return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
 
 
@@ -2782,7 +2777,7 @@ class QueryEncoder:
         except Exception:  # another fastembed layout: queries go through fastembed
             return None
 
-    def embed_query(self, text: str):
+    def embed(self, text: str):
         np = self.np
         self.queries += 1
         if self.queries == 2 and not self.optimised:
@@ -2903,6 +2898,11 @@ class StaticModel:
 
     def embed_query(self, text: str):
         return self._pool(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def embed(self, texts, batch_size: int = STATIC_BATCH_SIZE):
+        """Both interfaces it stands in for: one query (a str) -> its vector, as
+        QueryEncoder.embed; passages (an iterable) -> their vectors, as fastembed's embed."""
+        return self.embed_query(texts) if isinstance(texts, str) else self.embed_passages(texts, batch_size)
 
     def embed_passages(self, texts: Iterable[str], batch_size: int = STATIC_BATCH_SIZE) -> Iterator:
         batch: list[str] = []
@@ -5445,7 +5445,7 @@ class KnowledgeBase:
             return False
         if embedder.query_spec:
             try:
-                embedder.query_encoder(optimised=True).embed_query("warm up")  # a session's first run is its slowest
+                embedder.query_encoder(optimised=True).embed("warm up")  # a session's first run is its slowest
                 return True
             except Exception:  # files moved or changed: fastembed below says what is wrong
                 pass
@@ -5455,7 +5455,7 @@ class KnowledgeBase:
             return False
         if embedder.query_spec:  # learnt from the loaded model: searches embed their queries with it
             with contextlib.suppress(Exception):
-                embedder.query_encoder(optimised=True).embed_query("warm up")
+                embedder.query_encoder(optimised=True).embed("warm up")
         return True
 
     # -- reading ----------------------------------------------------------------------------
