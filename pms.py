@@ -2560,16 +2560,6 @@ class Embedder:
         return [pkg for mod, pkg in (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec")) if not module_available(mod)]
 
     @property
-    def static(self) -> bool:
-        """True when the model is a static one (StaticModel): as loaded, as the index remembers it,
-        or as its folder shows (a search may rank before the model loads)."""
-        if self.query_spec and self.query_spec.get("pooling") == "static":
-            return True
-        if self._static_folder is None:
-            self._static_folder = bool(self.model_dir and static_model_file(self.model_dir))
-        return self._static_folder
-
-    @property
     def loaded(self) -> bool:
         return self._model is not None
 
@@ -2697,6 +2687,16 @@ class Embedder:
                 self.query_spec = None
         model = self.load()
         return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+
+    @property
+    def static(self) -> bool:
+        """True when the model is a static one (StaticModel): as loaded, as the index remembers it,
+        or as its folder shows (a search may rank before the model loads)."""
+        if self.query_spec and self.query_spec.get("pooling") == "static":
+            return True
+        if self._static_folder is None:
+            self._static_folder = bool(self.model_dir and static_model_file(self.model_dir))
+        return self._static_folder
 
 
 def onnxruntime_telemetry_off() -> None:
@@ -3656,7 +3656,7 @@ class Retrieval:
         different passages still gets both votes. ``vector_ready``: the caller
         has just found ``vector_status()`` ok (KnowledgeBase.search has).
         """
-        f = (fusion or self.fusion).for_vectors(self.embedder is not None and self.embedder.static)
+        f = (fusion or self.fusion).for_vectors(getattr(self.embedder, "static", False))  # only a local model can be static
         query = clean_query(query)
         parsed = parse_query(query, prefix_last=prefix_last)
         depth = max(f.depth, k * 4)
