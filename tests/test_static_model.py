@@ -42,9 +42,9 @@ def test_the_test_model_is_in_the_format_fastembed_loads_and_pools_alike(static_
     ours = pms.Embedder(model_dir=static_model_dir)
     assert ours.model_name == "pms-test/minilm-static-256" and ours.load() is not None and ours.dim == 256
     # The index keeps unit vectors as int8 (x 127, rounded): fastembed's, stored the same way, are PMS's.
-    assert [vector_of(v).tolist() for v in ours.embed_documents(texts)] == \
+    assert [vector_of(v).tolist() for v in ours.embed_stream(texts)] == \
         [np.clip(np.round(v / (np.linalg.norm(v) or 1) * 127), -127, 127).tolist() for v in theirs.embed(texts)]
-    assert not vector_of(ours.embed_documents([""])[0]).any()  # nothing to pool: a zero vector, not NaN
+    assert not vector_of(next(ours.embed_stream([""]))).any()  # nothing to pool: a zero vector, not NaN
 
 
 def test_the_cli_embeds_with_a_static_folder_and_a_new_shell_searches_by_meaning(static_index, static_model_dir):
@@ -146,8 +146,8 @@ def test_mcp_searches_by_meaning_with_a_static_model(static_index, tmp_path):
 
 
 def test_hybrid_fuses_a_static_vector_list_with_its_own_weights(static_index, embedded_minilm_index):
-    """A static model's weaker list gets FusionSettings' static_* knobs; a transformer's the usual ones."""
-    settings = pms.FusionSettings()
+    """A static model's weaker list gets RankingSettings' static_* knobs; a transformer's the usual ones."""
+    settings = pms.RankingSettings()
     for db, static in ((static_index, True), (embedded_minilm_index, False)):
         with pms.KnowledgeBase(db) as kb:
             assert kb.embedder.static is static
