@@ -2600,14 +2600,14 @@ class Embedder:
         missing = self.missing_packages()
         if "fastembed" in missing:
             raise EmbeddingUnavailable("embeddings are not installed: pip install fastembed sqlite-vec sqlean-py", Hint(command="setup"))
+        if self.model_dir and static_model_file(self.model_dir):  # a Model2Vec folder: numpy reads it, no fastembed
+            return self._static(self.model_dir)
         onnxruntime_telemetry_off()
         try:
             from fastembed import TextEmbedding
         except Exception as exc:
             raise EmbeddingUnavailable(f"fastembed failed to import: {exc}") from None
         kwargs = {"threads": os.cpu_count() or 1}
-        if self.model_dir and static_model_file(self.model_dir):  # a Model2Vec folder: numpy reads it, no fastembed
-            return self._static(self.model_dir)
         if self.model_dir:
             if not self.model_dir.is_dir():
                 if self.remembered:
@@ -2626,7 +2626,14 @@ class Embedder:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
 
     def _static(self, folder: Path) -> StaticModel:
-        self._model = model = StaticModel(folder, self.model_name)
+        try:
+            model = StaticModel(folder, self.model_name)
+        except EmbeddingUnavailable:
+            raise
+        except Exception as exc:  # a missing or broken tokenizer.json, tensors of another shape
+            raise EmbeddingUnavailable(f"cannot load static model {self.model_name} from {display_path(folder)}: "
+                                       f"{str(exc).splitlines()[0][:200]}") from None
+        self._model = model
         self.dim = model.dim
         self.batch_size = max(self.batch_size, STATIC_BATCH_SIZE)
         self.query_spec = model.query_spec()
@@ -2847,10 +2854,9 @@ def static_model_file(folder: Path) -> Path | None:
     transformer's own model.safetensors has no such tensor)."""
     path = folder / STATIC_MODEL_FILE
     try:
-        info = read_safetensors(path, header_only=True).get("embeddings") or {}
-    except (OSError, ValueError):
+        return path if len(read_safetensors(path, header_only=True)["embeddings"]["shape"]) == 2 else None
+    except Exception:  # absent, unreadable, not safetensors, no such table: not a static model
         return None
-    return path if len(info.get("shape") or ()) == 2 else None
 
 
 class StaticModel:

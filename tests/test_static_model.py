@@ -171,3 +171,13 @@ def test_a_static_folder_chosen_at_another_path_than_the_index_remembers_still_a
     with pms.KnowledgeBase(static_index, model_dir=copy) as kb:
         assert kb.embedder.static  # known from the folder, before anything loads: hybrid weighs its list as static
         assert kb.search(MEANING_QUERY, mode="vector", k=1)[0].path == "sync.md"
+
+
+def test_a_broken_static_folder_is_a_one_line_error_that_loses_nothing(static_index, static_model_dir, tmp_path):
+    broken = shutil.copytree(static_model_dir, tmp_path / "broken-static")
+    (broken / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    r = run_cli("search", MEANING_QUERY, "--mode", "vector", db=static_index, env={"PMS_MODEL_DIR": str(broken)})
+    assert r.returncode != 0 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert "cannot load static model" in r.stderr and "broken-static" in r.stderr
+    r = run_cli("search", MEANING_QUERY, "--mode", "vector", "--json", db=static_index)  # the index is untouched
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["path"] == "sync.md"
