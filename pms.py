@@ -491,11 +491,14 @@ def parse_simple_yaml(block: str) -> dict:
                 result[key] = []
             result[key].append(_yaml_scalar(item.group(1)))
             continue
-        pair = re.match(r"^([A-Za-z0-9_][\w .-]*?)\s*:(?:\s+(.*))?$", line)
-        if pair:
-            key = pair.group(1).strip()
-            result[key] = _yaml_scalar(pair.group(2) or "")
+        head, colon, rest = line.partition(":")  # string code: a lazy key pattern backtracked on spaces
+        if colon and _YAML_KEY.fullmatch(head.rstrip()) and (not rest or rest[0].isspace()):
+            key = head.strip()
+            result[key] = _yaml_scalar(rest.strip())
     return result
+
+
+_YAML_KEY = LazyPattern(r"[A-Za-z0-9_][\w .-]*")
 
 
 # Bounds on frontmatter, so that no note can stall a sync: PyYAML's safe
@@ -576,7 +579,20 @@ def _as_list(value) -> list[str]:
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
 
-_HEADING = LazyPattern(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+def parse_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an ATX heading line (``## Text ##``), else None.
+
+    String code, not a pattern: ``^(#{1,6})[ \\t]+(.+?)[ \\t]*#*[ \\t]*$`` took
+    cubic time on a heading with a long run of spaces (11 s for 2,000)."""
+    hashes = len(line) - len(line.lstrip("#"))
+    if not 1 <= hashes <= 6 or line[hashes : hashes + 1] not in (" ", "\t"):
+        return None
+    text = line[hashes:].lstrip(" \t")
+    if not text:
+        return (hashes, "") if len(line) - hashes >= 2 else None
+    return hashes, text.rstrip(" \t").rstrip("#").rstrip(" \t") or text[0]
+
+
 _FENCE = LazyPattern(r"^[ \t]{0,3}(`{3,}|~{3,})")
 
 
@@ -606,16 +622,70 @@ def first_heading(body: str, level: int = 1) -> str | None:
     in_fence, _ = _fence_states(lines)
     for line, fenced in zip(lines, in_fence):
         if not fenced:
-            m = _HEADING.match(line)
-            if m and len(m.group(1)) == level:
-                return clean_heading(m.group(2))
+            heading = parse_heading(line)
+            if heading and heading[0] == level:
+                return clean_heading(heading[1])
     return None
 
 
 def clean_heading(text: str) -> str:
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # [label](url) -> label
-    text = re.sub(r"\[\[([^\]|]*\|)?([^\]]*)\]\]", r"\2", text)  # [[target|label]]
+    """A heading's words: links become their labels, no code ticks or bold marks."""
+    text = _links_to_labels(text, wiki=False)  # [label](url) -> label
+    text = _links_to_labels(text, wiki=True)   # [[target|label]] -> label
     return text.replace("`", "").replace("**", "").strip()
+
+
+class _Finder:
+    """``text.find(what, start)`` (``what`` a string or a compiled pattern) for
+    starts that mostly grow: each answer is remembered and reused while it is
+    still ahead, so scanning a whole text costs about one pass per thing sought."""
+
+    def __init__(self, text: str):
+        self.text, self.found = text, {}
+
+    def find(self, what, start: int) -> int:
+        since, at = self.found.get(what, (None, None))
+        if since is None or start < since or (0 <= at < start):
+            if isinstance(what, str):
+                at = self.text.find(what, start)
+            else:
+                m = what.search(self.text, start)
+                at = m.start() if m else -1
+            self.found[what] = (start, at)
+        return at
+
+
+def _links_to_labels(text: str, wiki: bool) -> str:
+    """``[label](url)`` (or ``[[target|label]]``) replaced by its label, left to right.
+
+    One pass over the text: the patterns this replaces (``\\[([^\\]]*)\\]\\([^)]*\\)``)
+    rescanned the rest of the text from every '[' of a long run (quadratic)."""
+    if "[" not in text:
+        return text
+    opener = "[[" if wiki else "["
+    find = _Finder(text)
+    out, done, i = [], 0, text.find(opener)
+    while i >= 0:
+        inner = i + len(opener)
+        close = find.find("]", inner)
+        if close < 0:
+            break
+        end = -1
+        if wiki and text.startswith("]]", close):
+            label = text[inner:close]
+            label, end = label.partition("|")[2] if "|" in label else label, close + 2
+        elif not wiki and text.startswith("](", close):
+            paren = find.find(")", close + 2)
+            if paren < 0:
+                break
+            label, end = text[inner:close], paren + 1
+        if end < 0:  # every '[' before ``close`` meets the same ']': none of them opens a link
+            i = text.find(opener, close + 1)
+            continue
+        out += [text[done:i], label]
+        done = end
+        i = text.find(opener, end)
+    return "".join(out) + text[done:] if out else text
 
 
 class Chunk(Record):
@@ -690,7 +760,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if any(len(line) > LONG_PARAGRAPH * target_chars for line in lines):
         pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
         for i, line in enumerate(lines):
-            whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or _HEADING.match(line)
+            whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or parse_heading(line)
             parts = [line] if whole else _sentences(line, target_chars)
             pieces += parts
             piece_phys += [i] * len(parts)
@@ -702,13 +772,13 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     stack: list[tuple[int, str]] = []
     for i, line in enumerate(lines):
         if not fenced[i]:
-            m = _HEADING.match(line)
-            if m:
-                level = len(m.group(1))
+            heading = parse_heading(line)
+            if heading:
+                level = heading[0]
                 levels[i] = level
                 while stack and stack[-1][0] >= level:
                     stack.pop()
-                stack.append((level, clean_heading(m.group(2))))
+                stack.append((level, clean_heading(heading[1])))
         stacks.append(tuple(h for _, h in stack))
     offsets = [0]
     for line in lines:
@@ -846,9 +916,34 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 # Obsidian's tag rule: '#' after a space or a line start, then letters, digits,
-# '_', '-' or '/' (nesting), with at least one character that is not a digit.
-_INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]*[^\W\d][\w/-]*)", re.UNICODE)
-_INLINE_CODE = LazyPattern(r"(`+).+?\1")
+# '_', '-' or '/' (nesting), with at least one character that is not a digit
+# (checked apart: one pattern for both had two overlapping runs).
+_INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
+_TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
+_BACKTICKS = LazyPattern(r"`+")
+
+
+def _without_code_spans(line: str) -> str:
+    """The line with each inline code span (a run of n backticks up to the next
+    run of exactly n) made one space. By hand: ``(`+).+?\\1`` was cubic on a
+    run of backticks."""
+    import bisect
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(line)]
+    by_length: dict[int, list[int]] = {}
+    for n, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(n)
+    out, done, n = [], 0, 0
+    while n < len(runs):
+        start, end = runs[n]
+        same = by_length[end - start]
+        later = same[bisect.bisect_right(same, n)] if bisect.bisect_right(same, n) < len(same) else None
+        if later is None or runs[later][0] == end:  # unclosed, or nothing inside: literal backticks
+            n += 1
+            continue
+        out += [line[done:start], " "]
+        done = runs[later][1]
+        n = later + 1
+    return "".join(out) + line[done:] if out else line
 
 
 def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
@@ -857,7 +952,7 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
     fenced, _ = _fence_states(lines)
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
         if not in_fence and not line.startswith(("    ", "\t")):
-            yield i, _INLINE_CODE.sub(" ", line) if "`" in line else line
+            yield i, _without_code_spans(line) if "`" in line else line
 
 
 def inline_tags(body: str) -> list[str]:
@@ -865,7 +960,7 @@ def inline_tags(body: str) -> list[str]:
     found = []
     for _, line in _prose_lines(body):
         if "#" in line:
-            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line))
+            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
     return _unique(t for t in found if t)
 
 
@@ -950,7 +1045,53 @@ def _note_key(path: str) -> str:
 
 
 _WIKILINK = LazyPattern(r"!?\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|[^\[\]]*)?\]\]")
-_MD_LINK = LazyPattern(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
+_SPACE_OR_PAREN = LazyPattern(r"[)\s]")
+_NOT_SPACE = LazyPattern(r"\S")
+
+
+def _markdown_link_targets(line: str) -> Iterator[str]:
+    """The target of each ``[label](target "title")`` in the line, left to right.
+
+    By hand, in one pass (see _Finder): the pattern
+    ``\\[[^\\]]*\\]\\(\\s*(<[^>]+>|[^)\\s]+)(?:\\s+["'][^)]*)?\\)`` rescanned the
+    rest of the line from every '[' of a long run (quadratic: 500k '[' ran for minutes)."""
+    find = _Finder(line)
+    i = line.find("[")
+    while i >= 0:
+        close = find.find("]", i + 1)
+        if close < 0:
+            return
+        end, target = _markdown_link_end(line, close + 2, find) if line.startswith("](", close) else (-1, "")
+        if end < 0:  # every '[' before ``close`` meets the same ']' and fails alike
+            i = line.find("[", close + 1)
+            continue
+        yield target
+        i = line.find("[", end)
+
+
+def _markdown_link_end(line: str, start: int, find: _Finder) -> tuple[int, str]:
+    """After ``[label](``: (the index after the closing ')', the target), or (-1, '')."""
+    q = find.find(_NOT_SPACE, start)
+    if q < 0:
+        return -1, ""
+    ends = []
+    if line[q] == "<":
+        gt = find.find(">", q + 1)
+        if gt > q + 1:
+            ends.append(gt + 1)
+    stop = find.find(_SPACE_OR_PAREN, q)
+    stop = len(line) if stop < 0 else stop
+    if stop > q:
+        ends.append(stop)
+    for r in ends:
+        if line.startswith(")", r):
+            return r + 1, line[q:r]
+        title = find.find(_NOT_SPACE, r) if r < len(line) and line[r].isspace() else -1
+        if title > r and line[title] in "\"'":
+            paren = find.find(")", title + 1)
+            if paren >= 0:
+                return paren + 1, line[q:r]
+    return -1, ""
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
@@ -970,8 +1111,8 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
                     fragment = (m.group(2) or "").strip()
                     links.append(NoteLink(target, "#" + fragment.lstrip("#") if fragment else "", "wiki", first_line + i))
         if "](" in line:
-            for m in _MD_LINK.finditer(line):
-                raw = m.group(1).strip("<>")
+            for raw in _markdown_link_targets(line):
+                raw = raw.strip("<>")
                 if re.match(r"^[A-Za-z][\w+.-]*:", raw) or raw.startswith("#"):
                     continue  # a URL (http:, mailto:, obsidian:) or an anchor in the same note
                 target, _, fragment = unquote(raw).partition("#")
@@ -1021,53 +1162,197 @@ class LinkResolver:
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
 
-def glob_to_regex(pattern: str) -> re.Pattern:
-    """Compile a gitignore-style glob (``**/``, ``*``, ``?``, ``[..]``, ``{a,b}``).
+# Globs are matched by hand, not as one regular expression: a translated
+# pattern backtracks on its stars (``***********#`` took 110 s over 513 paths,
+# ``*a*a*a…b`` is exponential). Here a path is matched folder by folder, a run
+# of '*' is one star, and the fixed pieces between a folder's stars are found
+# at their leftmost places, which is always right: the work is linear in the
+# path times the pattern. The pattern's length and its {a,b} expansions are capped.
+GLOB_MAX_CHARS = 512
+GLOB_MAX_ALTERNATIVES = 64
 
-    Hand-written: ``fnmatch`` has no ``**`` and ``PurePath.full_match`` needs
-    Python 3.13. Matching is case-insensitive, so ``*.md`` finds ``Note.MD``.
-    """
-    return re.compile("(?s:" + _glob_translate(pattern) + r")\Z", re.IGNORECASE)
+
+class _GlobFolder:
+    """One folder's part of a glob: fixed pieces (each a list of one-character
+    regexes: literals, '?', classes) with a star between each two."""
+
+    def __init__(self, pieces: list[list[str]]):
+        self.pieces = [(re.compile("".join(p), re.I | re.S), len(p)) for p in pieces]
+        self.starred = len(pieces) > 1
+
+    def match(self, name: str) -> bool:
+        if not self.starred:
+            return self.pieces[0][0].fullmatch(name) is not None
+        (first, first_len), *middle, (last, last_len) = self.pieces
+        end = len(name) - last_len
+        if end < first_len or not first.match(name, 0, first_len):
+            return False
+        pos = first_len
+        for piece, _ in middle:  # leftmost is right: the next star takes up whatever is skipped
+            m = piece.search(name, pos, end)
+            if not m:
+                return False
+            pos = m.end()
+        return last.fullmatch(name, end) is not None
 
 
-def _glob_translate(pattern: str) -> str:
-    i, out = 0, []
+class GlobPattern:
+    """A compiled glob (``**/``, ``*``, ``?``, ``[..]``, ``[!..]``, ``{a,b}``),
+    case-insensitive; ``match(path)`` is True when the whole path matches."""
+
+    def __init__(self, pattern: str, alternatives: list[list[_GlobFolder | None]]):
+        self.pattern, self.alternatives = pattern, alternatives
+
+    def match(self, path: str) -> bool:
+        names = path.split("/")
+        return any(_match_folders(folders, names) for folders in self.alternatives)
+
+    def __repr__(self) -> str:
+        return f"GlobPattern({self.pattern!r})"
+
+
+def _match_folders(folders: list[_GlobFolder | None], names: list[str]) -> bool:
+    """The glob's folders against the path's names: a set of positions in the
+    glob, advanced name by name (``**`` stays or moves on): no backtracking."""
+    def closure(states: set[int]) -> set[int]:
+        out, todo = set(), list(states)
+        while todo:
+            i = todo.pop()
+            if i not in out:
+                out.add(i)
+                if i < len(folders) and folders[i] is None:
+                    todo.append(i + 1)
+        return out
+
+    states = closure({0})
+    for name in names:
+        nxt = set()
+        for i in states:
+            if i < len(folders):
+                if folders[i] is None:
+                    nxt.add(i)
+                elif folders[i].match(name):
+                    nxt.add(i + 1)
+        states = closure(nxt)
+        if not states:
+            return False
+    return len(folders) in states
+
+
+class _BadGlob(ValueError):
+    pass
+
+
+def compile_glob(pattern: str, argument: str = "pattern") -> GlobPattern:
+    """A glob as a GlobPattern; a PMSError "bad pattern for ARGUMENT: …" when it
+    is malformed (``[z-a]``, ``[]``), too long or expands to too many alternatives."""
+    try:
+        if len(pattern) > GLOB_MAX_CHARS:
+            raise _BadGlob(f"longer than {GLOB_MAX_CHARS} characters")
+        alternatives = [_glob_folders(alt) for alt in _expand_braces(pattern)]
+    except _BadGlob as exc:
+        raise PMSError(f"bad pattern for {argument}: {_error_excerpt(pattern)} ({exc})") from None
+    return GlobPattern(pattern, alternatives)
+
+
+glob_to_regex = compile_glob  # its former name, for callers written before (it compiled a regex)
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """``a{b,c}d`` -> ['abd', 'acd'], each pair of braces in turn (not nested)."""
+    start = pattern.find("{")
+    end = pattern.find("}", start + 1) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return [pattern]
+    if "{" in pattern[start + 1 : end]:
+        raise _BadGlob("braces inside braces")
+    out = []
+    for rest in _expand_braces(pattern[end + 1 :]):
+        for alt in pattern[start + 1 : end].split(","):
+            out.append(pattern[:start] + alt + rest)
+            if len(out) > GLOB_MAX_ALTERNATIVES:
+                raise _BadGlob(f"more than {GLOB_MAX_ALTERNATIVES} alternatives in braces")
+    return out
+
+
+def _glob_folders(pattern: str) -> list[_GlobFolder | None]:
+    """One brace-free glob as its folders; a trailing ``**`` needs at least one name."""
+    tokens = _glob_tokens(pattern)
+    folders: list[_GlobFolder | None] = []
+    current: list[str] = []
+    for token in tokens + ["/"]:
+        if token != "/":
+            current.append(token)
+            continue
+        if current == ["**"]:
+            if not folders or folders[-1] is not None:  # **/**/ is one **/
+                folders.append(None)
+        else:
+            if current[:1] == ["**"]:  # '**.md': any folders, then '*.md'
+                folders.append(None)
+            folders.append(_glob_folder(current))
+        current = []
+    if folders and folders[-1] is None:
+        folders.append(_glob_folder(["*"]))  # 'journal/**' is everything inside journal, not journal itself
+    return folders
+
+
+def _glob_tokens(pattern: str) -> list[str]:
+    """'/', '*' (a run of stars; '**' alone stays '**'), or a regex for one character."""
+    tokens, i = [], 0
     while i < len(pattern):
         c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
         if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = pattern.find("]", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = j
-        elif c == "{":
-            j = pattern.find("}", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                alts = [_glob_translate(alt) for alt in pattern[i + 1 : j].split(",")]
-                out.append("(?:" + "|".join(alts) + ")")
-                i = j
+            j = i
+            while j < len(pattern) and pattern[j] == "*":
+                j += 1
+            tokens.append("**" if j - i >= 2 else "*")
+            i = j
+            continue
+        if c == "?":
+            tokens.append(".")
+        elif c == "[" and pattern.find("]", i + 1) >= 0:
+            i, token = _glob_class(pattern, i)
+            tokens.append(token)
+        elif c == "/":
+            tokens.append("/")
         else:
-            out.append(re.escape(c))
+            tokens.append(re.escape(c))
         i += 1
-    return "".join(out)
+    return tokens
+
+
+def _glob_class(pattern: str, i: int) -> tuple[int, str]:
+    """``[..]`` at ``i`` -> (index of its ']', a regex class); ranges checked."""
+    j = pattern.find("]", i + 1)
+    body = pattern[i + 1 : j]
+    negate = body[:1] in ("!", "^")
+    body = body[1:] if negate else body
+    if not body:
+        raise _BadGlob(f"empty class {pattern[i : j + 1]}")
+    parts, k = [], 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            if lo > hi:
+                raise _BadGlob(f"the range {lo}-{hi} is backwards")
+            parts.append(f"{re.escape(lo)}-{re.escape(hi)}")
+            k += 3
+        else:
+            parts.append(re.escape(body[k]))
+            k += 1
+    return j, "[" + ("^/" if negate else "") + "".join(parts) + "]"
+
+
+def _glob_folder(tokens: list[str]) -> _GlobFolder:
+    """A folder's tokens (a '**' inside a name is a '*') as fixed pieces around stars."""
+    pieces: list[list[str]] = [[]]
+    for token in tokens:
+        if token not in ("*", "**"):
+            pieces[-1].append(token)
+        elif pieces[-1] or len(pieces) == 1:  # '*' right after '*' adds nothing
+            pieces.append([])
+    return _GlobFolder(pieces)
 
 
 def is_skipped_folder(name: str) -> bool:
@@ -1089,7 +1374,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     store) go to ``skipped``, as (path, why).
     """
     skipped = errors if skipped is None else skipped
-    regex = glob_to_regex(pattern)
+    regex = compile_glob(pattern, "--glob")
     seen: set = set()
 
     def onerror(exc: OSError):
@@ -1172,14 +1457,44 @@ class NoteFilter(Record, frozen=True):
             raise PMSError("an empty tag cannot be a filter (write --tag NAME, without '#')")
         conditions = []
         items = [f"{k}={v}" if v is not None else str(k) for k, v in where.items()] if isinstance(where, dict) else _as_items(where)
+        if len(include) + len(exclude) + len(items) > MAX_FILTER_TERMS:
+            raise PMSError(f"too many filter terms ({len(include) + len(exclude) + len(items):,} tags and conditions; "
+                           f"at most {MAX_FILTER_TERMS})")
         for item in items:
-            m = re.match(r"^\s*([^=!]+?)\s*(?:(!=|=)\s*(.*?))?\s*$", item, re.S)
-            if not m:
-                raise PMSError(f"--where {item!r} is not KEY=VALUE, KEY!=VALUE or KEY")
-            conditions.append((m.group(1), m.group(2), m.group(3) if m.group(2) else None))
+            condition = _where_condition(item)
+            if not condition:
+                raise PMSError(f"--where {_error_excerpt(item)} is not KEY=VALUE, KEY!=VALUE or KEY")
+            conditions.append(condition)
         path = str(path).strip() if path not in (None, "") else None
+        if path:
+            path_filter(path)  # a bad pattern is an error here, not inside the SQL that uses it
         return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
                    _filter_date(after, "--after"), _filter_date(before, "--before"), tuple(conditions))
+
+
+# Tags and frontmatter conditions one search may hold: each is a clause of the
+# SQL, and SQLite refuses an expression tree deeper than 1,000.
+MAX_FILTER_TERMS = 100
+
+
+def _where_condition(item: str) -> tuple[str, str | None, str | None] | None:
+    """'key=value', 'key!=value' or 'key' -> (key, op, value); None when it is none
+    of these. String code: the pattern it replaces was quadratic on spaces."""
+    text = item.strip()
+    at = min((i for i in (text.find("="), text.find("!")) if i >= 0), default=-1)
+    if at < 0:
+        return (text, None, None) if text else None
+    key = text[:at].strip()
+    op = "!=" if text.startswith("!=", at) else "=" if text[at] == "=" else None
+    if not key or not op:
+        return None
+    return key, op, text[at + len(op):].strip()
+
+
+def _error_excerpt(value, limit: int = 80) -> str:
+    """A user's value quoted in a one-line error, cut to ``limit`` characters."""
+    text = repr(str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _as_items(value) -> list[str]:
@@ -1500,18 +1815,29 @@ class ChunkInfo:
 _NOTE_DATE_SQL = "coalesce(d.note_date, strftime('%Y-%m-%dT%H:%M:%S', d.mtime_ns / 1000000000, 'unixepoch', 'localtime'))"
 
 
+class _FolderPrefix:
+    """A --path that is no glob: that file, or everything in or under that folder."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix.lower()
+
+    def match(self, path: str) -> bool:
+        path = path.lower()
+        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+
+
 @functools.lru_cache(maxsize=64)
-def _path_regex(pattern: str) -> re.Pattern:
-    """A --path filter: a glob, or a folder or file name meaning everything in or under it."""
+def path_filter(pattern: str) -> GlobPattern | _FolderPrefix:
+    """A --path filter: a glob, or a folder or file name meaning everything in or
+    under it; a bad glob is a PMSError naming ``path``."""
     pattern = pattern.strip().replace("\\", "/").lstrip("/")
     if not re.search(r"[*?\[{]", pattern):
-        plain = re.escape(pattern.rstrip("/"))
-        return re.compile(f"(?:{plain}|{plain}/.*)\\Z" if plain else ".*", re.I | re.S)
-    return glob_to_regex(pattern)
+        return _FolderPrefix(pattern.rstrip("/"))
+    return compile_glob(pattern, "path")
 
 
 def _path_matches(pattern: str, path: str) -> int:
-    return 1 if _path_regex(pattern).match(path or "") else 0
+    return 1 if path_filter(pattern).match(path or "") else 0
 
 
 # A process keeps the index's int8 vectors in memory for KNN by one matrix
@@ -3961,7 +4287,7 @@ class Syncer:
             for rel, full, st in walk_markdown(root, pattern, errors, skipped):
                 found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         else:
-            regex = glob_to_regex(pattern)
+            regex = compile_glob(pattern, "--glob")
             for rel in paths:
                 full = root / rel
                 if not is_valid_utf8(rel):
@@ -4527,7 +4853,28 @@ def _restore_code_blocks(markdown: str, nonce: str, blocks: dict[int, tuple[str,
 
 
 _LIST_ITEM = LazyPattern(r"^\s*(?:[-*+]|\d+[.)])\s")
-_PERMALINK = LazyPattern(r"\s*\[(?:#|¶|§|🔗|link|permalink)\]\([^)]*\)\s*$", re.I)
+_PERMALINK_LABELS = ("#", "¶", "§", "🔗", "link", "permalink")
+
+
+def _without_permalink(line: str) -> str:
+    """A heading without its trailing permalink (``## Title [#](url#title)``).
+    String code: ``\\s*\\[(?:#|…)\\]\\([^)]*\\)\\s*$`` was quadratic on spaces."""
+    text = line.rstrip()
+    if not text.endswith(")"):
+        return line
+    k = text.find("](", text.rfind(")", 0, len(text) - 1) + 1)
+    while k >= 0:
+        for label in _PERMALINK_LABELS:
+            b = k - len(label) - 1
+            if b >= 0 and text[b] == "[" and text[b + 1 : k].lower() == label:
+                return text[:b].rstrip()
+        k = text.find("](", k + 1)
+    return line
+
+
+# '![alt](data:…)' with no bracket in alt and no parenthesis in the data: each
+# attempt stops at the next bracket or parenthesis, so a run of them is linear.
+_DATA_IMAGE = LazyPattern(r"!\[[^\][]*\]\(data:[^()]*\)")
 
 
 def _tidy_markdown(markdown: str) -> str:
@@ -4546,15 +4893,22 @@ def _tidy_markdown(markdown: str) -> str:
             if closing and i + 1 < len(lines) and lines[i + 1].strip():
                 out.append("")
             continue
-        line = re.sub(r"!\[[^\]]*\]\(data:[^)]*\)", "", line).rstrip()
+        line = _DATA_IMAGE.sub("", line).rstrip() if "](data:" in line else line.rstrip()
         if line.startswith("#"):  # "## Title [#](url#title)": a permalink, not content
-            line = _PERMALINK.sub("", line)
+            line = _without_permalink(line)
         out.append(line if _LIST_ITEM.match(line) else line.lstrip())
     text = "\n".join(_with_table_headers(out))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-_TABLE_RULE = LazyPattern(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
+
+
+def _is_table_rule(line: str) -> bool:
+    """``| --- | :---: |``: by cells (one pattern for the whole row had adjacent
+    runs of spaces, quadratic on a long one)."""
+    text = line.strip().removeprefix("|").removesuffix("|")
+    return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
 
 
 def _with_table_headers(lines: list[str]) -> list[str]:
@@ -4565,7 +4919,7 @@ def _with_table_headers(lines: list[str]) -> list[str]:
     for i, line in enumerate(lines):
         out.append(line)
         starts_table = line.startswith("|") and not fenced[i] and (i == 0 or not lines[i - 1].startswith("|"))
-        if starts_table and not (i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1])):
+        if starts_table and not (i + 1 < len(lines) and _is_table_rule(lines[i + 1])):
             cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
             out.append("|" + "---|" * cells)
     return out
@@ -4614,7 +4968,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
                                    include_tables=True, include_formatting=True, include_comments=False,
                                    deduplicate=False) or ""
     markdown = _tidy_markdown(_restore_code_blocks(markdown, nonce, blocks))
-    plain = re.sub(r"\]\([^)]*\)", "", markdown)  # link targets are not text
+    plain = re.sub(r"\]\([^()]*\)", "", markdown)  # link targets are not text (no '(' inside: linear on a run of '](')
     if len(re.sub(r"[\W_]+", "", plain)) < CLIP_MIN_TEXT_CHARS:
         raise PMSError(f"nothing to clip at {url or 'this page'}: no article text found "
                        "(the page may need JavaScript or a login; save it from your browser and clip the file)")
@@ -4697,7 +5051,10 @@ def _same_page_key(url: str) -> str:
     return urlunsplit((p.scheme.lower(), netloc, p.path.rstrip("/") or "/", p.query, ""))
 
 
-_SOURCE_LINE = LazyPattern(r"^source:[ \t]*(.+?)[ \t]*$", re.M)
+def _clip_source_values(block: str) -> list[str]:
+    """The values of a frontmatter's ``source:`` lines (string code: the pattern
+    ``^source:[ \\t]*(.+?)[ \\t]*$`` was quadratic on a long run of spaces)."""
+    return [value for line in block.split("\n") if line.startswith("source:") and (value := line[7:].strip(" \t"))]
 
 
 def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
@@ -4712,8 +5069,8 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
         except OSError:
             continue
         block, _, _ = split_frontmatter(head.replace("\r\n", "\n"))
-        for m in _SOURCE_LINE.finditer(block or ""):
-            value = _yaml_scalar(m.group(1))
+        for raw in _clip_source_values(block or ""):
+            value = _yaml_scalar(raw)
             if isinstance(value, str) and _same_page_key(value) in wanted:
                 return full
     return None
@@ -4915,7 +5272,7 @@ class Collection:
         name = clip_filename(page.title, source)
         rel_folder = folder.relative_to(self.path).as_posix()
         rel = name if rel_folder == "." else f"{rel_folder}/{name}"
-        if not glob_to_regex(self.glob).match(rel):
+        if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
         target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
@@ -4953,7 +5310,7 @@ class Collections:
             raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
         if self.kb.store.collection_row(name):
             raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
-        glob_to_regex(glob or DEFAULT_GLOB)
+        compile_glob(glob or DEFAULT_GLOB, "--glob")
         if not force:
             self._refuse_overlap(folder)
         self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "")
@@ -5348,7 +5705,7 @@ class KnowledgeBase:
                 rows.setdefault((row.collection, row.path), row)
                 continue
             every = every if every is not None else self.store.find_documents()
-            regex = glob_to_regex(item)
+            regex = compile_glob(item, "pattern")
             for row in every:
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
                     rows.setdefault((row.collection, row.path), row)
