@@ -1422,6 +1422,8 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                     errors.append((full, f"cannot read: {exc.strerror or exc}"))
                 continue
             if not _stat.S_ISREG(st.st_mode):
+                if skipped is not None:
+                    skipped.append((display_path(full), NOT_REGULAR))
                 continue
             yield rel, Path(full), st
 
@@ -1500,7 +1502,26 @@ def _error_excerpt(value, limit: int = 80) -> str:
 def _as_items(value) -> list[str]:
     if value is None:
         return []
-    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+    if isinstance(value, (str, bytes, int, float)) or not hasattr(value, "__iter__"):
+        return [str(value)]  # tags=5 is the tag '5'
+    return [str(v) for v in value]
+
+
+def checked_number(value, name: str, minimum: float = 1, maximum: float | None = None, whole: bool = True):
+    """A user's count or number of seconds, checked at the boundary: a PMSError
+    naming ``name`` when it is not a finite number in [minimum, maximum]."""
+    import math
+    try:
+        number = float(value) if not isinstance(value, int) or isinstance(value, bool) else value
+        ok = math.isfinite(number) and number >= minimum and (maximum is None or number <= maximum)
+        ok = ok and (not whole or float(number).is_integer())
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        kind = "a whole number" if whole else "a number"
+        span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
+        raise PMSError(f"{name} must be {kind} {span}, not {_error_excerpt(value)}")
+    return int(number) if whole else float(number)
 
 
 def _filter_date(value, flag: str) -> str | None:
@@ -3290,6 +3311,21 @@ _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
 # a cold search.
 
 
+# What a terminal would act on rather than show: C0 and C1 controls (ESC
+# starts colour, title and clipboard sequences; CSI is also \x9b), DEL, and the
+# bidirectional overrides that reorder what is shown.
+_TERMINAL_UNSAFE = LazyPattern("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str, keep: str = "") -> str:
+    """Text from a note or a file name made safe to print on a terminal: each
+    control character (except those in ``keep``) shown as \\xNN or \\uNNNN."""
+    def escape(m: re.Match) -> str:
+        c = m.group()
+        return c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    return _TERMINAL_UNSAFE.sub(escape, text)
+
+
 def render_snippet(raw: str, style: str = "html") -> str:
     """Snippet with \\x02..\\x03 marks -> HTML (<mark>, escaped), ANSI, or plain."""
     raw = re.sub(r"`{3,}[\w+-]*|~{3,}", " ", raw)  # fence markers and heading hashes are noise here
@@ -3298,6 +3334,7 @@ def render_snippet(raw: str, style: str = "html") -> str:
     if style == "html":
         escaped = raw.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # as html.escape does
         return escaped.replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
+    raw = terminal_safe(raw, keep=_MARK_OPEN + _MARK_CLOSE)  # a terminal shows the note's text, never obeys it
     if style == "ansi":
         return raw.replace(_MARK_OPEN, "\x1b[1;33m").replace(_MARK_CLOSE, "\x1b[0m")
     return raw.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "")
@@ -4243,10 +4280,36 @@ class FileLock:
             self._fh = None
 
 
+# SQLite's INTEGER is 64-bit signed: a file dated past the year 2262 (mtime in
+# nanoseconds) does not fit, and one such note used to fail every sync.
+SQLITE_INT_MAX = 2**63 - 1
+
+
+def _file_state(st: os.stat_result) -> tuple[int, int, int]:
+    """(size, mtime_ns, ctime_ns) of a file, clamped to what SQLite can store."""
+    return tuple(max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, v)) for v in (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+class NotRegularFileError(PMSError, OSError):
+    """A named pipe, device or socket where a note was: never read (it could block forever)."""
+
+
+NOT_REGULAR = "skipped: not a regular file (a named pipe, device or socket)"
+
+
 def read_note_file(path: Path, limit: int | None = None) -> bytes:
-    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)."""
+    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)
+    and anything but a regular file: opened without blocking, checked with fstat."""
     limit = limit or max_file_bytes()
-    with open(path, "rb") as fh:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(NOT_REGULAR)
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
@@ -4285,7 +4348,7 @@ class Syncer:
         found = {}
         if paths is None:
             for rel, full, st in walk_markdown(root, pattern, errors, skipped):
-                found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                found[rel] = (full, *_file_state(st))
         else:
             regex = compile_glob(pattern, "--glob")
             for rel in paths:
@@ -4294,8 +4357,7 @@ class Syncer:
                     if skipped is not None and full.is_file():
                         skipped.append((display_path(full), BAD_NAME))
                 elif regex.match(rel) and full.is_file():
-                    st = full.stat()
-                    found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                    found[rel] = (full, *_file_state(full.stat()))
         return found
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
@@ -4430,7 +4492,7 @@ class Syncer:
             data = read_note_file(full)
         except FileNotFoundError:
             return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
-        except FileTooLargeError as exc:
+        except (FileTooLargeError, NotRegularFileError) as exc:
             return skip(str(exc))
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
@@ -4521,6 +4583,7 @@ class Syncer:
 CLIP_TIMEOUT = 20.0  # seconds without an answer before a fetch gives up
 CLIP_MAX_BYTES = 10 * 1024 * 1024  # a web page bigger than this is not an article
 CLIP_MAX_REDIRECTS = 5
+CLIP_MAX_TIMEOUT = 3600.0  # --timeout above an hour is a typo, not a wish
 CLIP_MIN_TEXT_CHARS = 80  # letters and digits; "It works!" and app shells are not notes
 CLIP_SLUG_CHARS = 80
 CLIP_USER_AGENT = f"Mozilla/5.0 (compatible; PMS/{__version__}; personal note clipper)"
@@ -4664,7 +4727,7 @@ def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MA
     name lookup, is never interrupted by a socket timeout.
     """
     url = check_clip_url(url)
-    timeout = max(float(timeout), 0.001)
+    timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
     outcome: dict = {}
 
@@ -5513,7 +5576,7 @@ class KnowledgeBase:
         Any query is accepted: undecodable bytes, control characters and
         overlong input are cleaned first (``clean_query``).
         """
-        k = max(1, min(int(k), 1000))
+        k = min(checked_number(k, "k"), 1000)
         query = clean_query(query)
         note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
         if note_filter and not parse_query(query).terms:
@@ -5689,6 +5752,7 @@ class KnowledgeBase:
         Notes over ``max_bytes`` are skipped (read them with ``get`` and a line
         range); at most ``max_files`` are returned.
         """
+        limit = min(checked_number(max_bytes, "max_bytes"), max_file_bytes())  # never a read past the file limit
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
@@ -5716,7 +5780,7 @@ class KnowledgeBase:
                 skipped.append((ref, f"more than {max_files} notes matched (narrow the pattern)"))
                 continue
             try:
-                documents.append(self._read_document(row, max_bytes=max(1, int(max_bytes))))
+                documents.append(self._read_document(row, max_bytes=limit))
             except PMSError as exc:
                 skipped.append((ref, str(exc)))
         return documents, skipped
@@ -5736,7 +5800,10 @@ class KnowledgeBase:
         rows = store.find_documents(path=target.replace("\\", "/"))
         if rows:
             return rows[0]
-        p = Path(target).expanduser()
+        try:
+            p = Path(target).expanduser()
+        except RuntimeError:  # '~nosuchuser/…': no such home folder, so no such note
+            p = Path(target)
         if p.is_absolute():
             for c in self.collections.list():
                 rel = _relative_to(p, c.path)
@@ -6561,7 +6628,7 @@ class ProgressPrinter:
 
 def one_line(text: str) -> str:
     """Control characters (a newline in a file name) shown as \\xNN, so one result stays one line."""
-    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    return terminal_safe(text)
 
 
 def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
@@ -6585,9 +6652,9 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed else _ranks(h, lists)
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}:{h.start_line}-{h.end_line}  #{h.docid}  {rank}')}")
+        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{one_line(h.collection)}/{one_line(h.path)}:{h.start_line}-{h.end_line}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
-            print(f"    {dim(h.heading_path)}")
+            print(f"    {dim(one_line(h.heading_path))}")
         if h.snippet:
             print(f"    {html_to_style(h.snippet, style)}")
         if args.explain:
@@ -6818,6 +6885,12 @@ def cmd_related(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+def _note_text_out(text: str) -> str:
+    """A note's text as printed: exact into a pipe or file, control characters
+    escaped on a terminal (tabs and newlines kept)."""
+    return terminal_safe(text, keep="\t\n") if sys.stdout.isatty() else text
+
+
 def cmd_get(kb: KnowledgeBase, args) -> int:
     import json
     doc = kb.get(args.ref)
@@ -6826,9 +6899,9 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     else:
         if args.line_numbers:
             for i, line in enumerate(doc.text.split("\n"), doc.from_line):
-                print(f"{i:>5}  {line}")
+                print(f"{i:>5}  {_note_text_out(line)}")
         else:
-            print(doc.text)
+            print(_note_text_out(doc.text))
     return 0
 
 
@@ -6840,9 +6913,9 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
                           "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}, indent=2, ensure_ascii=False))
         return 0
     for d in documents:
-        print(f"==> {d.collection}/{d.path} <==\n{d.text.rstrip()}\n")
+        print(f"==> {one_line(d.collection)}/{one_line(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
     for ref, why in skipped:
-        _notice(f"skipped {ref}: {why}")
+        _notice(f"skipped {one_line(ref)}: {one_line(why)}")
     return 0 if documents or not skipped else 1
 
 
@@ -6881,8 +6954,7 @@ def _read_saved_page(stream, what: str) -> bytes:
 def cmd_clip(kb: KnowledgeBase, args) -> int:
     """Clip a URL, a saved page or standard input into a collection; print the new note's path."""
     import json
-    if args.timeout <= 0:
-        raise PMSError("--timeout must be a positive number of seconds")
+    checked_number(args.timeout, "--timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     collection = _clip_target(kb, args.collection)
     html, source = None, args.url
     if args.source == "-":

@@ -147,3 +147,126 @@ def test_bad_path_patterns_through_the_api_are_pms_errors(vault):
             kb.search("backup", mode="keyword", path=bad)
         with pytest.raises(pms.PMSError, match="bad pattern for pattern"):
             kb.multi_get(bad)
+
+
+# -- 2. far-future mtimes ---------------------------------------------------------------------------------
+def test_a_note_dated_past_2262_is_indexed_and_later_syncs_succeed(kb, tmp_path):
+    root = tmp_path / "v"
+    write(root / "a.md", "# Alpha\n\nordinary words\n")
+    write(root / "b.md", "# Future\n\nfar future words\n")
+    os.utime(root / "b.md", (10_413_792_000, 10_413_792_000))  # 2300-01-01: nanoseconds past SQLite's INTEGER
+    kb.collections.create(root, name="v")
+    report = kb.sync()
+    assert not report.errors and report.added == 2
+    assert [h.path for h in kb.search("future", mode="keyword")] == ["b.md"]
+    again = kb.sync()
+    assert not again.errors and again.added == again.updated == 0
+    assert kb.check_sync_status().pending == 0
+
+
+# -- 3. named pipes and other non-regular files -------------------------------------------------------------
+fifo_only = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes need a POSIX system")
+
+
+@fifo_only
+def test_a_named_pipe_is_skipped_at_scan_with_one_line(kb, tmp_path):
+    root = tmp_path / "v"
+    write(root / "a.md", "# Alpha\n\nwords\n")
+    os.mkfifo(root / "pipe.md")
+    kb.collections.create(root, name="v")
+    report = kb.sync()
+    assert not report.errors and report.added == 1
+    assert (str(root / "pipe.md"), pms.NOT_REGULAR) in report.skipped
+
+
+@fifo_only
+def test_get_and_sync_refuse_a_named_pipe_where_a_note_was(tmp_path):
+    root, db = tmp_path / "v", tmp_path / "index.sqlite"
+    write(root / "a.md", "# Alpha\n\nwords\n")
+    write(root / "b.md", "# Beta\n\nmore words\n")
+    assert run_cli("collection", "add", root, "--name", "v", "--no-embed", db=db).returncode == 0
+    (root / "b.md").unlink()
+    os.mkfifo(root / "b.md")
+    r = run_cli("get", "v/b.md", db=db, timeout=60)  # blocked forever in open() before
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "not a regular file" in r.stderr, r.stderr
+    with pms.KnowledgeBase(db, embeddings=False) as kb:
+        documents, skipped = kb.multi_get("v/*.md")
+        assert [d.path for d in documents] == ["a.md"] and "not a regular file" in skipped[0][1]
+        with pytest.raises(pms.NotRegularFileError):
+            pms.read_note_file(root / "b.md")
+
+
+# -- 4. every user-facing input checked at the boundary, one line ----------------------------------------------
+@pytest.mark.parametrize("args,says", [
+    (["multi-get", "notes/*.md", "--max-bytes", "4611686018427387904"], None),
+    (["get", "~nosuchuser-pms/x.md"], "no indexed note matches"),
+    (["clip", "http://127.0.0.1:9/x", "--timeout", "nan"], "--timeout must be a number"),
+    (["clip", "http://127.0.0.1:9/x", "--timeout", "inf"], "--timeout must be a number"),
+    (["search", "x"] + ["--where", "k=v"] * 1100, "too many filter terms"),
+    (["search", "x"] + ["--tag", "t"] * 1100, "too many filter terms"),
+    (["search", "x", "--where", "a" + " " * 100_000 + "!b"], "is not KEY=VALUE"),
+])
+def test_bad_cli_input_is_one_line_never_a_traceback(vault, db_path, args, says):
+    r = run_cli(*args, db=db_path)
+    assert "Traceback" not in r.stderr and "Error:" not in r.stderr, r.stderr[-500:]
+    if says:
+        assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr[-300:]
+        assert len(r.stderr) < 400
+
+
+@pytest.mark.parametrize("kwargs,says", [
+    ({"k": float("nan")}, "k must be"), ({"k": float("inf")}, "k must be"), ({"k": "ten"}, "k must be"),
+    ({"where": ["k=v"] * 1100}, "too many filter terms"), ({"tags": [f"t{i}" for i in range(1100)]}, "too many"),
+])
+def test_bad_api_search_arguments_are_pms_errors(vault, kwargs, says):
+    with pytest.raises(pms.PMSError, match=says):
+        vault.search("sync", mode="keyword", **kwargs)
+
+
+def test_api_tags_as_a_number_and_huge_byte_budgets_are_accepted(vault):
+    assert vault.search("sync", mode="keyword", tags=5) == []
+    documents, skipped = vault.multi_get("notes/*.md", max_bytes=4611686018427387904)
+    assert len(documents) == 2 and not skipped
+    for bad in (float("nan"), 1e400, 0, -3):
+        with pytest.raises(pms.PMSError, match="max_bytes must be"):
+            vault.multi_get("notes/*.md", max_bytes=bad)
+    with pytest.raises(pms.PMSError, match="timeout must be"):
+        pms.fetch_html("http://127.0.0.1:9/", timeout=float("nan"))
+
+
+# -- 9. terminal output shows control characters, never obeys them ------------------------------------------------
+def test_search_and_multi_get_escape_control_characters_from_notes_and_names(kb, tmp_path, db_path):
+    root = tmp_path / "v"
+    write(root / "evil\r\x1b[2Jname.md", "# Title \x1b]0;pwned\x07 \x9b31m\n\n## Part \x1b[5m\n\nbananas \x1b[31mred\x1b[0m text\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    r = run_cli("search", "bananas", "--mode", "keyword", db=db_path)
+    assert r.returncode == 0 and "bananas" in r.stdout, r.stderr
+    assert not set(r.stdout) & {"\x1b", "\r", "\x9b", "\x07"} and "\\x1b" in r.stdout
+    r = run_cli("multi-get", "v/*.md", db=db_path)
+    header = r.stdout.splitlines()[0]
+    assert r.returncode == 0 and header == "==> v/evil\\x0d\\x1b[2Jname.md <==", r.stdout
+    assert "\x1b]0;pwned" in r.stdout  # into a pipe or file, the note's bytes as they are
+    on_a_terminal = on_tty([sys.executable, str(REPO / "pms.py"), "--db", str(db_path), "get", "v/evil\r\x1b[2Jname.md"])
+    assert "\x1b" not in on_a_terminal and "# Title \\x1b]0;pwned\\x07 \\x9b31m" in on_a_terminal
+    assert pms.terminal_safe("a\x1b[31mb\u202ec\td\n", keep="\n") == "a\\x1b[31mb\\u202ec\\x09d\n"
+
+
+def on_tty(cmd: list[str]) -> str:
+    """What ``cmd`` prints when its standard output is a terminal (a pseudo-terminal here)."""
+    import pty
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=slave, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    os.close(master)
+    return out.decode("utf-8", "replace")
