@@ -4443,6 +4443,8 @@ class Syncer:
                 raise SyncCancelled()
             batch = [self._prepare(item, report) for item in todo[start : start + self.BATCH_FILES]]
             with self.store.transaction() as db:
+                if self._removed_meanwhile(db, col, report):
+                    return
                 for rel, outcome in batch:
                     kind = outcome[0]
                     if kind == "write":
@@ -4473,11 +4475,21 @@ class Syncer:
                 progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
         if changes.gone or changes.forgotten:
             with self.store.transaction() as db:
+                if self._removed_meanwhile(db, col, report):
+                    return
                 for rel in changes.gone:
                     self.store.delete_document(db, col_id, rel)
                 self.store.forget_skipped(db, col_id, changes.forgotten)
             report.deleted += len(changes.gone)
         self.store.update_collection(name, last_sync=now_iso())
+
+    def _removed_meanwhile(self, db, col: CollectionRow, report: SyncReport) -> bool:
+        """True (with one line) when another process removed the collection during
+        this sync: its work ends here, cleanly (checked inside the write transaction)."""
+        if db.execute("SELECT 1 FROM collections WHERE id = ?", (col.id,)).fetchone():
+            return False
+        report.skipped.append((col.path, f"collection {col.name!r} was removed during the sync; its sync stopped"))
+        return True
 
     def _prepare(self, item, report: SyncReport):
         """Read and parse one changed file outside the write transaction."""

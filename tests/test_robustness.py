@@ -8,6 +8,7 @@ steps, far past the budget; a linear one takes milliseconds.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -270,3 +271,28 @@ def on_tty(cmd: list[str]) -> str:
     proc.wait(timeout=60)
     os.close(master)
     return out.decode("utf-8", "replace")
+
+
+# -- 6. a collection removed by another process during a sync ---------------------------------------------------
+def test_a_collection_removed_during_a_sync_ends_that_sync_cleanly(db_path, tmp_path, monkeypatch):
+    root = tmp_path / "v"
+    for i in range(6):
+        write(root / f"n{i}.md", f"# Note {i}\n\nwords {i}\n")
+    monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 2)
+    with pms.KnowledgeBase(db_path, embeddings=False) as kb:
+        kb.collections.create(root, name="v")
+        removed = []
+
+        def remove_after_first_batch(progress):
+            if progress.phase == "index" and not removed:
+                with pms.KnowledgeBase(db_path, embeddings=False) as other:  # another process's `collection remove`
+                    other.collections.delete("v")
+                removed.append(True)
+
+        report = kb.sync(progress=remove_after_first_batch)
+        assert removed and not report.errors
+        assert any("was removed during the sync" in why for _, why in report.skipped)
+        assert kb.collections.list() == [] and kb.store.find_documents() == []
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == [] and conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
