@@ -4741,27 +4741,82 @@ def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MA
     url = check_clip_url(url)
     timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
+    # a little grace, so the worker's own, more precise error wins
+    return _within_deadline(lambda: _download(url, timeout, max_bytes, deadline), deadline + 0.5,
+                            "pms-clip-download", lambda: _too_slow(url, timeout))
+
+
+def _within_deadline(work: Callable[[], object], deadline: float, name: str, too_slow: Callable[[], PMSError]):
+    """``work()`` in a daemon thread the caller stops waiting for at ``deadline``
+    (time.monotonic): then ``too_slow()`` is raised. Neither a stalled socket nor
+    a long parse can be interrupted, so the caller walks away instead."""
     outcome: dict = {}
 
-    def download():
+    def run():
         try:
-            outcome["page"] = _download(url, timeout, max_bytes, deadline)
+            outcome["value"] = work()
         except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc
 
-    worker = threading.Thread(target=download, name="pms-clip-download", daemon=True)
+    worker = threading.Thread(target=run, name=name, daemon=True)
     worker.start()
-    worker.join(timeout + 0.5)  # a little grace, so the worker's own, more precise error wins
+    worker.join(max(0.0, deadline - time.monotonic()))
     if worker.is_alive():
-        raise _too_slow(url, timeout)
+        raise too_slow()
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["page"]
+    return outcome["value"]
 
 
 def _too_slow(url: str, timeout: float) -> PMSError:
     return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
                     "try again later, or allow longer with --timeout)")
+
+
+def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
+    """extract_from_html, given up at ``deadline``: a clip's download and
+    extraction share one --timeout."""
+    return _within_deadline(lambda: extract_from_html(html, url=url), deadline, "pms-clip-extract",
+                            lambda: PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
+                                             "(a very complex page; allow longer with --timeout)"))
+
+
+_PRIVACY_ORDER = ("loopback", "link-local", "private", "public")
+
+
+def _address_kind(url: str) -> str:
+    """'loopback', 'link-local', 'private' or 'public': the most private kind
+    among the addresses of the URL's host (a literal address needs no lookup)."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return "public"  # unresolvable: the connection fails with its own message
+        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    kinds = []
+    for address in addresses:
+        address = getattr(address, "ipv4_mapped", None) or address
+        kinds.append("loopback" if address.is_loopback or address.is_unspecified else
+                     "link-local" if address.is_link_local else
+                     "private" if address.is_private or address.is_reserved or address.is_multicast else "public")
+    return min(kinds, key=_PRIVACY_ORDER.index) if kinds else "public"
+
+
+def redirect_allowed(original_url: str, target_url: str) -> tuple[bool, str]:
+    """(may the clipper follow a redirect from ``original_url`` to ``target_url``,
+    the target's kind of address): to public addresses always, else only to the
+    same kind as the URL the user gave (a page must not steer PMS to a cloud
+    metadata address or a service on the user's own network)."""
+    target = _address_kind(target_url)
+    return target == "public" or target == _address_kind(original_url), target
 
 
 def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tuple[bytes | str, str]:
@@ -4789,6 +4844,10 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
 
         def redirect_request(self, req, fp, code, msg, headers, newurl):
             refuse_scheme(req, newurl)
+            allowed, kind = redirect_allowed(url, newurl)  # checked at every hop, against the user's URL
+            if not allowed:
+                raise PMSError(f"{req.full_url} redirects to {newurl!r}, a {kind} address: redirects are followed only "
+                               "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
     opener = urllib.request.build_opener(LimitedRedirects)
@@ -5019,6 +5078,29 @@ def _one_line(value) -> str | None:
     return text or None
 
 
+# No article needs a tag longer than this (its attributes) or this many tags;
+# the extractor's time grows faster than linearly with both (a <p> with 50,000
+# attributes took 17.6 s of CPU).
+CLIP_MAX_TAG_CHARS = 16 * 1024
+CLIP_MAX_TAGS = 200_000
+
+
+def _refuse_hostile_markup(html: bytes | str) -> None:
+    """A PMSError for a page whose markup is built to stall a parser; one linear scan."""
+    lt, gt = ("<", ">") if isinstance(html, str) else (b"<", b">")
+    if html.count(lt) > CLIP_MAX_TAGS:
+        raise PMSError(f"the page has more than {CLIP_MAX_TAGS:,} tags: too complex to be an article")
+    i = html.find(lt)
+    while i >= 0:
+        j = html.find(gt, i)
+        if (j if j >= 0 else len(html)) - i > CLIP_MAX_TAG_CHARS:
+            raise PMSError(f"the page has a tag longer than {CLIP_MAX_TAG_CHARS // 1024} KB (thousands of attributes): "
+                           "too complex to be an article")
+        if j < 0:
+            return
+        i = html.find(lt, j)
+
+
 def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPage:
     """The main text of a page as Markdown, with its metadata (no network, no index).
 
@@ -5030,6 +5112,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
     trafilatura = _import_trafilatura()
     if not html or not (html.strip() if isinstance(html, str) else html.strip()):
         raise PMSError("the page is empty: nothing to clip")
+    _refuse_hostile_markup(html)
     try:
         tree = trafilatura.load_html(html)
     except Exception as exc:  # lxml raises a variety of parse errors
@@ -5062,8 +5145,9 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
 def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
     """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
     _import_trafilatura()  # say so before any download
+    deadline = time.monotonic() + checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
-    return extract_from_html(html, url=final_url)
+    return extract_within(html, final_url, deadline, timeout)
 
 
 # -- the note on disk ---------------------------------------------------------------------
@@ -5324,6 +5408,8 @@ class Collection:
         elif html is None:
             raise PMSError("nothing to clip: give a URL, or the HTML of a saved page")
         folder = _clip_folder(self.path, self.name, subfolder)
+        timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
+        deadline = time.monotonic() + timeout  # the download and the extraction share it
 
         def refuse_duplicate(*urls: str | None) -> None:
             existing = None if force else find_clipped(self.path, self.glob, [u for u in urls if u])
@@ -5335,12 +5421,12 @@ class Collection:
         if html is None:
             refuse_duplicate(source)
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
-            page = extract_from_html(fetched, url=final_url)
+            page = extract_within(fetched, final_url, deadline, timeout)
             refuse_duplicate(source, final_url)
             source = final_url
         else:
             refuse_duplicate(source)
-            page = extract_from_html(html, url=source)
+            page = extract_within(html, source, deadline, timeout)
             if not source and page.url:  # a saved page that names its canonical URL
                 source = page.url
                 refuse_duplicate(source)

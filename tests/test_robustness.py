@@ -12,6 +12,8 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -296,3 +298,91 @@ def test_a_collection_removed_during_a_sync_ends_that_sync_cleanly(db_path, tmp_
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == [] and conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
+
+
+# -- 7 and 10. clipping: extraction under the deadline, redirects checked per hop ---------------------------------
+class Redirector(BaseHTTPRequestHandler):
+    """/to?URL answers 302 to URL; /page is a small article."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        if self.path.startswith("/to?"):
+            self.send_response(302)
+            self.send_header("Location", self.path[4:])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = ("<html><head><title>Local page</title></head><body><article><h1>Local page</h1>"
+                + "".join(f"<p>Paragraph {i} explains the redirect rule in plain words, with enough text to be an "
+                          f"article that a reader would keep as a note for later searching.</p>" for i in range(8))
+                + "</article></body></html>").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def redirector():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Redirector)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize("target,kind", [("http://169.254.169.254/latest/meta-data/", "link-local"),
+                                         ("http://10.20.30.40/admin", "private"), ("http://[fe80::1]/", "link-local")])
+def test_a_redirect_to_a_more_private_address_is_refused_before_connecting(redirector, target, kind):
+    pytest.importorskip("trafilatura")
+    with pytest.raises(pms.PMSError, match=f"redirects to .*a {kind} address") as exc:
+        pms.extract_from_url(f"{redirector}/to?{target}", timeout=5)
+    assert "\n" not in str(exc.value)
+    page = pms.extract_from_url(f"{redirector}/to?{redirector}/page", timeout=30)  # same kind (loopback): followed
+    assert page.title == "Local page"
+
+
+def test_the_redirect_rule_compares_kinds_of_address():
+    allowed = lambda a, b: pms.redirect_allowed(a, b)[0]  # noqa: E731
+    assert allowed("http://93.184.216.34/a", "https://151.101.1.69/b")        # public to public
+    assert not allowed("http://93.184.216.34/a", "http://127.0.0.1:6379/")    # public to this machine
+    assert not allowed("http://93.184.216.34/a", "http://192.168.1.1/")       # public to the home network
+    assert not allowed("http://93.184.216.34/a", "http://[::ffff:169.254.169.254]/")
+    assert allowed("http://192.168.1.5/wiki", "http://192.168.1.5:8080/page")  # the user's own kind
+    assert allowed("http://127.0.0.1:8000/", "http://93.184.216.34/")
+
+
+def test_a_page_built_to_stall_the_extractor_is_refused_within_a_cpu_budget():
+    pytest.importorskip("trafilatura")
+    r = within_cpu_budget("""
+        attrs = " ".join(f"a{i}='x'" for i in range(100_000))
+        html = "<html><body><article><h1>T</h1><p " + attrs + ">text</p></article></body></html>"
+        try:
+            pms.extract_from_html(html)
+            print("extracted")
+        except pms.PMSError as exc:
+            print(exc)
+    """, seconds=20)
+    assert r.returncode == 0 and "too complex" in r.stdout, (r.returncode, r.stdout, r.stderr[-300:])
+
+
+def test_extraction_runs_under_the_clip_deadline(kb, tmp_path, monkeypatch):
+    pytest.importorskip("trafilatura")
+    gate = threading.Event()
+
+    def stuck_extractor(html, url=None):
+        gate.wait(60)  # a parse that would run past any deadline
+        raise AssertionError("not reached")
+
+    monkeypatch.setattr(pms, "extract_from_html", stuck_extractor)
+    (tmp_path / "clips").mkdir()
+    clips = kb.collections.create(tmp_path / "clips", name="clips")
+    try:
+        with pytest.raises(pms.PMSError, match="took longer than 0.3 s"):
+            clips.clip("https://example.org/a", html="<html><body><p>x</p></body></html>", timeout=0.3, embed=False)
+    finally:
+        gate.set()
+    assert list((tmp_path / "clips").iterdir()) == []
