@@ -1964,6 +1964,54 @@ class VectorMatrix:
         return {cid: self.matrix[row].tobytes() for cid, row in zip(ids.tolist(), rows.tolist())}
 
 
+def damaged_index(path: Path, why: str) -> PMSError:
+    """One line for a damaged index: what is wrong, that the notes are safe, and how to rebuild it."""
+    db = "" if Path(path) == default_db_path() else f"--db {display_path(path)} "
+    return PMSError(f"the index {display_path(path)} is damaged ({why}); your notes are safe (the index only mirrors them): "
+                    f"rebuild it by deleting that file and adding your folders again: {pms_command(db + 'collection add FOLDER')}")
+
+
+def _is_sqlite_error(exc: BaseException) -> bool:
+    """An error of the stdlib sqlite3 or of sqlean (the same DB-API classes)."""
+    return any(cls.__name__ == "DatabaseError" and cls.__module__.split(".")[-1] in ("sqlite3", "dbapi2")
+               for cls in type(exc).__mro__)
+
+
+def storage_error(exc: BaseException, path: Path) -> PMSError:
+    """An SQLite error as one line: a full disk (what was kept), a damaged index
+    (how to rebuild it), or the error itself."""
+    import shutil
+    text = str(exc)
+    folder = Path(path).parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    full = "full" in text or (("disk I/O" in text or "I/O error" in text) and free is not None and free < 1024 * 1024)
+    if full:
+        mount = folder.resolve()
+        while not os.path.ismount(mount) and mount.parent != mount:
+            mount = mount.parent
+        left = f", {free / 1048576:.1f} MB free" if free is not None else ""
+        return PMSError(f"the disk holding the index ({mount}{left}) is full: the index keeps everything done before "
+                        f"this step and your notes are untouched; free some space and run: {pms_command('sync')}")
+    if any(sign in text for sign in ("malformed", "not a database", "no such table", "no such column", "already exists",
+                                     "duplicate column")):
+        return damaged_index(path, text)
+    return PMSError(f"the index {display_path(path)}: {text}")
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path):
+    """SQLite errors inside become one-line PMSErrors (storage_error)."""
+    try:
+        yield
+    except Exception as exc:
+        if _is_sqlite_error(exc):
+            raise storage_error(exc, path) from None
+        raise
+
+
 class Store:
     """The index file: one connection per thread, WAL so readers never wait."""
 
@@ -1997,7 +2045,57 @@ class Store:
         # Why this index cannot be written (None when it can): search, get and
         # status still work on a read-only index; writes say this reason.
         self.read_only: str | None = self._why_read_only()
-        self.migrate()
+        self._check_file()
+        with storage_errors(self.path):
+            self.migrate()
+
+    def _check_file(self) -> None:
+        """Refuse, with one line and before anything is written, a file that is no
+        PMS index or a damaged one: empty, cut short, not SQLite, another
+        program's database, a schema version out of range, a core table missing."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return  # a new index (or a path SQLite will name in its own error)
+        if not _stat.S_ISREG(st.st_mode):
+            raise PMSError(f"{self.path} is not a regular file, so it cannot hold an index (pass --db with a file path)")
+        if st.st_size == 0:
+            raise damaged_index(self.path, "the file is empty: 0 bytes")
+        try:
+            with open(self.path, "rb") as fh:
+                header = fh.read(100)
+        except OSError:
+            return  # unreadable: the connection says why
+        if not header.startswith(b"SQLite format 3\x00") or len(header) < 100:
+            raise damaged_index(self.path, "it is not an SQLite file")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big") if header[92:96] == header[24:28] else 0
+        wal = Path(str(self.path) + "-wal")
+        if page_size < 512 or page_size & (page_size - 1) or st.st_size % page_size or (
+                st.st_size < pages * page_size and not wal.exists()):
+            raise damaged_index(self.path, "it was cut short or its header is overwritten")
+        import sqlite3
+        from urllib.parse import quote
+        try:  # read-only, so that not even the journal mode of another program's file changes
+            conn = sqlite3.connect("file:" + quote(self.path.resolve().as_posix()) + "?mode=ro", uri=True, timeout=30)
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                raise damaged_index(self.path, str(exc)) from None
+            return  # locked, unreadable: the connection says why
+        if version == 0 and tables:
+            raise PMSError(f"{self.path} is a database of another program, not a PMS index: left untouched "
+                           "(pass --db with another path)")
+        if version < 0:
+            raise damaged_index(self.path, f"its schema version {version} is impossible")
+        missing = sorted({"collections", "documents", "chunks"} - tables) if version else []
+        if missing and version <= len(MIGRATIONS):
+            raise damaged_index(self.path, f"the table {missing[0]} is missing")
 
     def _why_read_only(self) -> str | None:
         folder = self.path.parent
@@ -2036,7 +2134,14 @@ class Store:
         except mod.DatabaseError as exc:
             if self.read_only or "unable to open" in str(exc) or "readonly" in str(exc):
                 raise PMSError(f"cannot open the index {self.path}: {exc}") from None  # a permission problem: keep the index
-            raise PMSError(f"cannot open the index {self.path}: {exc} (delete it to rebuild, or pass another --db)") from None
+            error = storage_error(exc, self.path)  # a full disk, a damaged file: each its own line
+            if " is full" not in str(error):
+                raise error from None
+            self.read_only = str(error).split(":", 1)[0]  # searches still work; writes say why they cannot
+            try:
+                conn = self._open(mod)
+            except mod.DatabaseError:
+                raise error from None
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.create_function("pms_spaced_cjk", 1, spaced_cjk, deterministic=True)  # used by the cjk_fts triggers
@@ -2106,7 +2211,8 @@ class Store:
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite already rolled back on some errors (a full disk)
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
 
@@ -5634,15 +5740,16 @@ class KnowledgeBase:
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
         syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify)
-        if reembed and self.embedder is not None:
-            report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
-            if not report.cancelled:
-                try:
-                    syncer.embed_pending(report, progress, cancel, reembed=True)
-                except SyncCancelled:
-                    report.cancelled = True
-            return report
-        return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
+        with storage_errors(self.db_path):  # a full disk or a damaged index: one line, the index as it was
+            if reembed and self.embedder is not None:
+                report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
+                if not report.cancelled:
+                    try:
+                        syncer.embed_pending(report, progress, cancel, reembed=True)
+                    except SyncCancelled:
+                        report.cancelled = True
+                return report
+            return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
 
     # -- search ------------------------------------------------------------------------
     def search_mode(self, mode: str = "auto") -> SearchMode:
@@ -7499,7 +7606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice) as kb:
+        with KnowledgeBase(args.db, notice=_notice) as kb, storage_errors(kb.db_path):
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {exc}", file=sys.stderr)

@@ -386,3 +386,128 @@ def test_extraction_runs_under_the_clip_deadline(kb, tmp_path, monkeypatch):
     finally:
         gate.set()
     assert list((tmp_path / "clips").iterdir()) == []
+
+
+# -- 5. damaged or full storage ------------------------------------------------------------------------------------------
+@pytest.fixture
+def built(tmp_path, notes):
+    """An index file of the small vault, built by the CLI; (index path, notes folder)."""
+    db = tmp_path / "index.sqlite"
+    r = run_cli("collection", "add", notes, "--name", "notes", "--no-embed", db=db)
+    assert r.returncode == 0, r.stderr
+    return db, notes
+
+
+def damage(db, how: str) -> None:
+    if how == "empty":
+        db.write_bytes(b"")
+    elif how == "truncated":
+        data = db.read_bytes()
+        db.write_bytes(data[: len(data) // 2 + 100])
+    elif how == "overwritten pages":
+        data = bytearray(db.read_bytes())
+        for start in range(4096 * 2, len(data), 4096 * 2):  # every other page after the first two
+            data[start : start + 4096] = os.urandom(4096)
+        db.write_bytes(bytes(data))
+    elif how == "not sqlite":
+        db.write_bytes(b"# a note, not an index\n" * 500)
+    else:
+        conn = sqlite3.connect(db)
+        conn.executescript({"user_version -1": "PRAGMA user_version = -1",
+                            "user_version 3": "PRAGMA user_version = 3",
+                            "dropped table": "PRAGMA foreign_keys=OFF; DROP TABLE documents"}[how])
+        conn.close()
+
+
+@pytest.mark.parametrize("how", ["empty", "truncated", "overwritten pages", "not sqlite", "user_version -1",
+                                 "user_version 3", "dropped table"])
+@pytest.mark.parametrize("command", [["search", "sync"], ["sync"], ["status"], ["collection", "list"]])
+def test_a_damaged_index_is_one_line_saying_so_with_the_rebuild_command(built, how, command):
+    db, notes = built
+    for name in (db.name + "-wal", db.name + "-shm"):
+        (db.parent / name).unlink(missing_ok=True)
+    damage(db, how)
+    before = db.read_bytes()
+    r = run_cli(*command, db=db)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-600:]
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    if how != "overwritten pages" or "damaged" in line:  # random bytes may spare what this command reads
+        assert "is damaged" in line and "your notes are safe" in line and "collection add FOLDER" in line, line
+    assert db.read_bytes() == before or how == "overwritten pages"  # reported, never recreated
+    assert sorted(p.name for p in notes.rglob("*.md"))  # the notes are where they were
+
+
+def test_another_programs_sqlite_file_is_refused_and_never_altered(tmp_path):
+    db = tmp_path / "app.sqlite"
+    conn = sqlite3.connect(db)
+    conn.executescript("CREATE TABLE documents(x); CREATE TABLE settings(k, v); INSERT INTO settings VALUES ('a', 1);")
+    conn.close()
+    before = db.read_bytes()
+    for command in (["status"], ["collection", "add", str(tmp_path), "--name", "x", "--no-embed"], ["search", "x"]):
+        r = run_cli(*command, db=db)
+        assert r.returncode == 1 and r.stderr.strip().endswith("not a PMS index: left untouched (pass --db with another path)"), r.stderr
+    assert db.read_bytes() == before and not (tmp_path / "app.sqlite-wal").exists()
+
+
+def test_dev_full_as_the_index_is_one_line(tmp_path):
+    r = run_cli("status", db="/dev/full")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_full_disk_during_a_sync_is_one_line_and_the_index_stays_whole(kb, db_path, tmp_path):
+    root = tmp_path / "big"
+    for i in range(300):
+        write(root / f"n{i:03}.md", f"# Note {i}\n\n" + " ".join(f"word{j}x{i}" for j in range(400)) + "\n")
+    kb.collections.create(root, name="big")
+    pages = kb.store.db.execute("PRAGMA page_count").fetchone()[0]
+    kb.store.db.execute(f"PRAGMA max_page_count = {pages + 40}")  # the disk fills up a few batches in
+    with pytest.raises(pms.PMSError) as exc:
+        kb.sync()
+    message = str(exc.value)
+    assert "is full" in message and "notes are untouched" in message and "\n" not in message, message
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    conn.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MB tmpfs (skipped where mounting is not allowed)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.strip()[:100]}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill(folder) -> None:
+    with open(folder / "filler", "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+
+
+def test_a_full_disk_is_named_as_such_by_sync_and_search_and_the_index_kept(small_disk, notes):
+    db = small_disk / "index.sqlite"
+    assert run_cli("collection", "add", notes, "--name", "notes", "--no-embed", db=db).returncode == 0
+    for i in range(40):
+        write(notes / "more" / f"m{i}.md", f"# More {i}\n\n" + " ".join(f"w{j}y{i}" for j in range(300)) + "\n")
+    fill(small_disk)
+    for command in (["sync", "--no-embed"], ["search", "--mode", "keyword", "restic"]):
+        r = run_cli(*command, db=db)
+        assert "Traceback" not in r.stderr and "delete it" not in r.stderr, r.stderr[-500:]
+        if r.returncode:
+            assert len(r.stderr.strip().splitlines()) == 1 and "is full" in r.stderr and str(small_disk) in r.stderr, r.stderr
+    (small_disk / "filler").unlink()
+    r = run_cli("search", "--mode", "keyword", "restic", db=db)
+    assert r.returncode == 0 and "backup.md" in r.stdout, r.stderr
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
