@@ -60,6 +60,7 @@ gc.disable()
 import collections
 import contextlib
 import functools
+import io
 import os
 import re
 import stat as _stat
@@ -6579,7 +6580,7 @@ def serve_mcp_stdio(service: MCPService) -> None:
                     jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=what))))
 
     async def run():
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin=_capped_stdin()) as (read_stream, write_stream):
             forward, messages = anyio.create_memory_object_stream(16)
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(answer_malformed, read_stream, write_stream, forward)
@@ -6588,6 +6589,96 @@ def serve_mcp_stdio(service: MCPService) -> None:
 
     service.warm_up()
     anyio.run(run)
+
+
+# The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
+# no search or note request comes near it, and a bigger one stays unread.
+MCP_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+class _CappedLines(io.RawIOBase):
+    """Standard input with every line cut at MCP_MAX_MESSAGE_BYTES: the rest of
+    an overlong line is read and dropped, so memory stays bounded and the cut
+    line fails to parse (the client gets a JSON-RPC parse error)."""
+
+    def __init__(self, raw, limit: int = MCP_MAX_MESSAGE_BYTES):
+        self.raw, self.limit, self.line_bytes, self.dropping, self.pending = raw, limit, 0, False, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            data = self.raw.read1(len(buffer)) if hasattr(self.raw, "read1") else self.raw.read(len(buffer))
+            if not data:
+                return 0
+            self.pending = self._cap(data)
+        n = min(len(buffer), len(self.pending))
+        buffer[:n], self.pending = self.pending[:n], self.pending[n:]
+        return n
+
+    def _cap(self, data: bytes) -> bytes:
+        out, start = bytearray(), 0
+        while start < len(data):
+            newline = data.find(b"\n", start)
+            end = len(data) if newline < 0 else newline + 1
+            part = data[start:end]
+            if self.dropping:
+                self.dropping = newline < 0
+            elif self.line_bytes + len(part.rstrip(b"\n")) > self.limit:
+                out += part[: self.limit - self.line_bytes] + b"\n"
+                self.dropping = newline < 0
+                self.line_bytes = 0
+            else:
+                out += part
+                self.line_bytes = 0 if newline >= 0 else self.line_bytes + len(part)
+            start = end
+        return bytes(out)
+
+
+def _capped_stdin():
+    """The stdio server's input: UTF-8 lines of at most MCP_MAX_MESSAGE_BYTES."""
+    import anyio
+    return anyio.wrap_file(io.TextIOWrapper(_CappedLines(sys.stdin.buffer), encoding="utf-8", errors="replace"))
+
+
+async def _request_json(request, limit: int = MCP_MAX_MESSAGE_BYTES):
+    """An HTTP request's JSON body, read up to ``limit`` bytes; PMSError past it or when it is not JSON."""
+    import json
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise PMSError("the request body is not JSON") from None
+
+
+def _search_arguments(ask) -> dict:
+    """A POST /search body checked as the search tool's arguments are: keyword
+    arguments for KnowledgeBase.search, or a PMSError naming what is wrong."""
+    if not isinstance(ask, dict):
+        raise PMSError("the request body must be a JSON object")
+    if not isinstance(ask.get("query"), str):
+        raise PMSError("query must be a string")
+    filters = ask.get("filters") or {}
+    if not isinstance(filters, dict) or set(filters) - set(SEARCH_FILTERS):
+        raise PMSError(f"filters must be an object with keys among {', '.join(SEARCH_FILTERS)}")
+    collections = ask.get("collections") or None
+    if isinstance(collections, str):
+        collections = [collections]  # one name, not its letters
+    if collections is not None and not (isinstance(collections, list) and all(isinstance(c, str) for c in collections)):
+        raise PMSError("collections must be a list of collection names")
+    mode = ask.get("mode", "auto")
+    if mode not in SEARCH_MODES:
+        raise PMSError(f"mode must be one of {', '.join(SEARCH_MODES)}")
+    return dict(query=ask["query"], k=checked_number(ask.get("k", 10), "k", maximum=1000), mode=mode,
+                collections=collections, chunks=bool(ask.get("chunks")), **{key: filters.get(key) for key in SEARCH_FILTERS})
 
 
 def mcp_server_file() -> Path:
@@ -6609,16 +6700,15 @@ def _search_route(service: MCPService, security):
         if refused is not None:
             return refused
         try:
-            ask = await request.json()
+            ask = await _request_json(request)
             kb = service.kb
-            if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
+            if not isinstance(ask, dict) or ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
+            arguments = _search_arguments(ask)
 
             def run():
-                filters = {key: ask.get("filters", {}).get(key) for key in SEARCH_FILTERS}
-                hits = kb.search(str(ask["query"]), k=int(ask.get("k", 10)), mode=str(ask.get("mode", "auto")),
-                                 collections=ask.get("collections") or None, chunks=bool(ask.get("chunks")), **filters)
-                used = kb.search_mode(str(ask.get("mode", "auto")))
+                hits = kb.search(**arguments)
+                used = kb.search_mode(arguments["mode"])
                 return {"mode": used.mode, "reason": used.reason, "hits": [h.to_dict(explain=True) for h in hits]}
 
             return JSONResponse(await anyio.to_thread.run_sync(run))

@@ -7,13 +7,16 @@ steps, far past the budget; a linear one takes milliseconds.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -511,3 +514,80 @@ def test_a_full_disk_is_named_as_such_by_sync_and_search_and_the_index_kept(smal
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
+
+
+# -- 8. bounded input on the MCP server's stdio and its /search route ---------------------------------------------------
+def test_an_overlong_stdio_line_is_a_parse_error_and_memory_stays_bounded(built, tmp_path):
+    db, _notes = built
+    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PMS_HOME": str(tmp_path / "h")})
+    try:
+        big = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "' + b"a" * (40 * 1024 * 1024) + b'"}}\n'
+        proc.stdin.write(big)
+        proc.stdin.write(b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n')
+        proc.stdin.flush()
+        first, second = (json.loads(proc.stdout.readline()) for _ in range(2))
+        peak_kb = int(re.search(r"VmHWM:\s+(\d+)", Path(f"/proc/{proc.pid}/status").read_text()).group(1))
+    finally:
+        proc.stdin.close()
+        proc.kill()
+        proc.wait()
+    assert first["error"]["code"] == -32700 and first["id"] is None
+    assert second == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert peak_kb < 300 * 1024, f"peak RSS {peak_kb // 1024} MB for a 40 MB line"
+
+
+@pytest.mark.parametrize("ask,says", [
+    ([1, 2], "must be a JSON object"), ({"query": "x", "filters": [1]}, "filters must be"),
+    ({"query": "x", "k": 1e400}, "k must be"), ({"query": "x", "k": -5}, "k must be"),
+    ({"query": "x", "filters": {"path": "[z-a]"}}, "bad pattern for path"),
+    ({"query": "x", "collections": 5}, "collections must be"), ({"query": 7}, "query must be"),
+])
+def test_search_arguments_are_checked_as_the_tools_are(ask, says):
+    if isinstance(ask, dict):
+        ask = {**ask, "db": "x"}
+    with pytest.raises(pms.PMSError, match=says):
+        kwargs = pms._search_arguments(ask)
+        pms.NoteFilter.build(**{k: kwargs[k] for k in pms.SEARCH_FILTERS})
+    assert pms._search_arguments({"query": "x", "collections": "notes"})["collections"] == ["notes"]
+
+
+def test_capped_lines_cut_each_overlong_line_and_keep_the_rest():
+    import io
+    raw = io.BytesIO(b"short\n" + b"x" * 25 + b"\nnext\n" + b"y" * 7 + b"\nend")
+    out = io.BufferedReader(pms._CappedLines(raw, limit=10), buffer_size=4).read()
+    assert out == b"short\n" + b"x" * 10 + b"\nnext\n" + b"y" * 7 + b"\nend"
+
+
+def test_the_http_search_route_caps_its_body_and_answers_bad_requests_with_one_line(built, tmp_path):
+    pytest.importorskip("mcp")
+    from test_mcp import http_server
+    import urllib.error
+    import urllib.request
+
+    db, _notes = built
+    home = tmp_path / "home"
+    home.mkdir()
+    with http_server(home, db) as _url:
+        search_url = json.loads((home / "mcp-http.json").read_text(encoding="utf-8"))["search_url"]
+        index = str(db.resolve())
+
+        def post(body: bytes) -> tuple[int, dict]:
+            request = urllib.request.Request(search_url, data=body, headers={"Content-Type": "application/json"}, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=120) as answer:
+                    return answer.status, json.loads(answer.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read())
+
+        try:  # refused unread: the server may answer 400 or close the connection before the client is done sending
+            status, answer = post(json.dumps({"query": "x" * (5 * 1024 * 1024), "db": index}).encode())
+            assert status == 400 and "larger than 4 MiB" in answer["error"]
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        for ask in ({"query": "restic", "k": 1e400, "db": index}, {"query": "restic", "filters": [1], "db": index},
+                    {"query": "restic", "filters": {"path": "[z-a]"}, "db": index}):
+            status, answer = post(json.dumps(ask).replace("1e+400", "1e400").encode())
+            assert status == 400 and "\n" not in answer["error"], answer
+        status, answer = post(json.dumps({"query": "restic", "mode": "keyword", "collections": "notes", "db": index}).encode())
+        assert status == 200 and answer["hits"][0]["path"] == "backup.md"
