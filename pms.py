@@ -4401,7 +4401,8 @@ class NotRegularFileError(PMSError, OSError):
     """A named pipe, device or socket where a note was: never read (it could block forever)."""
 
 
-NOT_REGULAR = "skipped: not a regular file (a named pipe, device or socket)"
+NOT_REGULAR_FILE = "not a regular file (a named pipe, device or socket)"
+NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 
 
 def read_note_file(path: Path, limit: int | None = None) -> bytes:
@@ -4411,7 +4412,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         if not _stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegularFileError(NOT_REGULAR)
+            raise NotRegularFileError(NOT_REGULAR_FILE)
         fh = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -4611,8 +4612,10 @@ class Syncer:
             data = read_note_file(full)
         except FileNotFoundError:
             return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
-        except (FileTooLargeError, NotRegularFileError) as exc:
+        except FileTooLargeError as exc:
             return skip(str(exc))
+        except NotRegularFileError:
+            return skip(NOT_REGULAR)
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
         sha = hex_digest(data)
