@@ -269,11 +269,8 @@ def network_test(vault: Path, work: Path, env: dict, embed: bool) -> None:
 
 
 # -- 4. hostile input ------------------------------------------------------------------------------------------
-class Hostile(BaseHTTPRequestHandler):
-    """/stall: one <p> with 100,000 attributes; /to?URL: a redirect."""
-
-    def log_message(self, *args):
-        pass
+class Hostile(Page):
+    """/stall: one <p> with 100,000 attributes; /to?URL: a redirect to URL; else the article."""
 
     def do_GET(self):
         if self.path.startswith("/to?"):
@@ -282,6 +279,8 @@ class Hostile(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        if self.path != "/stall":
+            return super().do_GET()
         attrs = " ".join(f"a{i}='x'" for i in range(100_000))
         body = f"<html><body><article><h1>Stall</h1><p {attrs}>text</p></article></body></html>".encode()
         self.send_response(200)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -304,33 +304,11 @@ def test_a_collection_removed_during_a_sync_ends_that_sync_cleanly(db_path, tmp_
 
 
 # -- 7 and 10. clipping: extraction under the deadline, redirects checked per hop ---------------------------------
-class Redirector(BaseHTTPRequestHandler):
-    """/to?URL answers 302 to URL; /page is a small article."""
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        if self.path.startswith("/to?"):
-            self.send_response(302)
-            self.send_header("Location", self.path[4:])
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = ("<html><head><title>Local page</title></head><body><article><h1>Local page</h1>"
-                + "".join(f"<p>Paragraph {i} explains the redirect rule in plain words, with enough text to be an "
-                          f"article that a reader would keep as a note for later searching.</p>" for i in range(8))
-                + "</article></body></html>").encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture
 def redirector():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Redirector)
+    sys.path.insert(0, str(REPO / "bench"))
+    from faults import Hostile  # /to?URL redirects, /page is an article
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
@@ -345,7 +323,7 @@ def test_a_redirect_to_a_more_private_address_is_refused_before_connecting(redir
         pms.extract_from_url(f"{redirector}/to?{target}", timeout=5)
     assert "\n" not in str(exc.value)
     page = pms.extract_from_url(f"{redirector}/to?{redirector}/page", timeout=30)  # same kind (loopback): followed
-    assert page.title == "Local page"
+    assert page.title == "Fault suite page"
 
 
 def test_the_redirect_rule_compares_kinds_of_address():
