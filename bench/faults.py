@@ -377,7 +377,7 @@ def hostile_test(work: Path, env: dict) -> None:
                             text=True, env=env)
     time.sleep(1.0)
     removed = run(["--db", db2, "collection", "remove", "big"], env)
-    out, err = sync.communicate(timeout=600)
+    _out, err = sync.communicate(timeout=600)
     check(sync.returncode == 0 and removed.returncode == 0 and "Traceback" not in err and not index_checks(db2),
           f"6. collection remove during a sync: sync exit {sync.returncode}, index checks pass ({err.strip()[-100:]})")
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)

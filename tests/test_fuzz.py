@@ -214,7 +214,7 @@ def test_note_text_with_long_runs_of_spaces_and_brackets_parses(text):
 # The patterns the linear code replaced: on short text they are the reference.
 OLD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 OLD_MD_LINK = re.compile(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
-OLD_WHERE = re.compile(r"^\s*([^=!]+?)\s*(?:(!=|=)\s*(.*?))?\s*$", re.S)
+OLD_WHERE = re.compile(r"^\s*([^=!]+?)\s*(?:(!=|=)\s*(.*?))?\s*$", re.DOTALL)
 
 
 def old_clean_heading(text: str) -> str:

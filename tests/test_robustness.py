@@ -19,9 +19,9 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import REPO, run_cli, write
 
 import pms
-from conftest import REPO, run_cli, write
 
 N = 100_000
 CPU_SECONDS = 8
@@ -36,7 +36,7 @@ def within_cpu_budget(code: str, seconds: int = CPU_SECONDS) -> subprocess.Compl
         import pms
         N = {N}
     """) + textwrap.dedent(code)
-    return subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=600, check=False)
 
 
 # -- 1. every pattern over note text runs in linear time ------------------------------------------------
@@ -327,7 +327,7 @@ def test_a_redirect_to_a_more_private_address_is_refused_before_connecting(redir
 
 
 def test_the_redirect_rule_compares_kinds_of_address():
-    allowed = lambda a, b: pms.redirect_allowed(a, b)[0]  # noqa: E731
+    allowed = lambda a, b: pms.redirect_allowed(a, b)[0]
     assert allowed("http://93.184.216.34/a", "https://151.101.1.69/b")        # public to public
     assert not allowed("http://93.184.216.34/a", "http://127.0.0.1:6379/")    # public to this machine
     assert not allowed("http://93.184.216.34/a", "http://192.168.1.1/")       # public to the home network
@@ -458,11 +458,11 @@ def small_disk(tmp_path):
     """A 2 MB tmpfs (skipped where mounting is not allowed)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True, check=False)
     if r.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.strip()[:100]}")
     yield mount
-    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
 
 
 def fill(folder) -> None:
@@ -539,9 +539,10 @@ def test_capped_lines_cut_each_overlong_line_and_keep_the_rest():
 
 def test_the_http_search_route_caps_its_body_and_answers_bad_requests_with_one_line(built, tmp_path):
     pytest.importorskip("mcp")
-    from test_mcp import http_server
     import urllib.error
     import urllib.request
+
+    from test_mcp import http_server
 
     db, _notes = built
     home = tmp_path / "home"
