@@ -1356,12 +1356,39 @@ def _glob_folder(tokens: list[str]) -> _GlobFolder:
     return _GlobFolder(pieces)
 
 
+class _FolderPrefix:
+    """A --path that is no glob: that file, or everything in or under that folder."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix.lower()
+
+    def match(self, path: str) -> bool:
+        path = path.lower()
+        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+
+
+@functools.lru_cache(maxsize=64)
+def path_filter(pattern: str) -> GlobPattern | _FolderPrefix:
+    """A --path filter: a glob, or a folder or file name meaning everything in or
+    under it; a bad glob is a PMSError naming ``path``."""
+    pattern = pattern.strip().replace("\\", "/").lstrip("/")
+    if not re.search(r"[*?\[{]", pattern):
+        return _FolderPrefix(pattern.rstrip("/"))
+    return compile_glob(pattern, "path")
+
+
+def _path_matches(pattern: str, path: str) -> int:
+    return 1 if path_filter(pattern).match(path or "") else 0
+
+
 def is_skipped_folder(name: str) -> bool:
     """Folders never indexed (nor watched): hidden ones and SKIP_DIRS."""
     return name.startswith(".") or name in SKIP_DIRS
 
 
 BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
+NOT_REGULAR_FILE = "not a regular file (a named pipe, device or socket)"
+NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
@@ -1835,31 +1862,6 @@ class ChunkInfo:
 
 # The note's date: its frontmatter date when it has one, else the file's mtime (local time).
 _NOTE_DATE_SQL = "coalesce(d.note_date, strftime('%Y-%m-%dT%H:%M:%S', d.mtime_ns / 1000000000, 'unixepoch', 'localtime'))"
-
-
-class _FolderPrefix:
-    """A --path that is no glob: that file, or everything in or under that folder."""
-
-    def __init__(self, prefix: str):
-        self.prefix = prefix.lower()
-
-    def match(self, path: str) -> bool:
-        path = path.lower()
-        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
-
-
-@functools.lru_cache(maxsize=64)
-def path_filter(pattern: str) -> GlobPattern | _FolderPrefix:
-    """A --path filter: a glob, or a folder or file name meaning everything in or
-    under it; a bad glob is a PMSError naming ``path``."""
-    pattern = pattern.strip().replace("\\", "/").lstrip("/")
-    if not re.search(r"[*?\[{]", pattern):
-        return _FolderPrefix(pattern.rstrip("/"))
-    return compile_glob(pattern, "path")
-
-
-def _path_matches(pattern: str, path: str) -> int:
-    return 1 if path_filter(pattern).match(path or "") else 0
 
 
 # A process keeps the index's int8 vectors in memory for KNN by one matrix
@@ -4401,8 +4403,6 @@ class NotRegularFileError(PMSError, OSError):
     """A named pipe, device or socket where a note was: never read (it could block forever)."""
 
 
-NOT_REGULAR_FILE = "not a regular file (a named pipe, device or socket)"
-NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 
 
 def read_note_file(path: Path, limit: int | None = None) -> bytes:
@@ -5188,23 +5188,22 @@ def _one_line(value) -> str | None:
     return text or None
 
 
-# No article needs a tag longer than this (its attributes) or this many tags;
-# the extractor's time grows faster than linearly with both (a <p> with 50,000
-# attributes took 17.6 s of CPU).
-CLIP_MAX_TAG_CHARS = 16 * 1024
-CLIP_MAX_TAGS = 200_000
+# No article has an element with this many attributes; lxml's parser takes
+# quadratic time in them (25,000: 0.5 s of CPU, 100,000: 14.7 s), before any
+# deadline can be checked, so a page with more is refused before parsing.
+CLIP_MAX_ATTRIBUTES = 2_000
 
 
 def _refuse_hostile_markup(html: bytes | str) -> None:
-    """A PMSError for a page whose markup is built to stall a parser; one linear scan."""
-    lt, gt = ("<", ">") if isinstance(html, str) else (b"<", b">")
-    if html.count(lt) > CLIP_MAX_TAGS:
-        raise PMSError(f"the page has more than {CLIP_MAX_TAGS:,} tags: too complex to be an article")
+    """A PMSError for a page with an element built to stall the parser: one linear
+    scan counting the '=' of each start tag (an upper bound on its attributes)."""
+    lt, gt, eq = ("<", ">", "=") if isinstance(html, str) else (b"<", b">", b"=")
     i = html.find(lt)
     while i >= 0:
         j = html.find(gt, i)
-        if (j if j >= 0 else len(html)) - i > CLIP_MAX_TAG_CHARS:
-            raise PMSError(f"the page has a tag longer than {CLIP_MAX_TAG_CHARS // 1024} KB (thousands of attributes): "
+        end = len(html) if j < 0 else j
+        if end - i > CLIP_MAX_ATTRIBUTES * 2 and html.count(eq, i, end) > CLIP_MAX_ATTRIBUTES:
+            raise PMSError(f"the page has an element with more than {CLIP_MAX_ATTRIBUTES:,} attributes: "
                            "too complex to be an article")
         if j < 0:
             return
