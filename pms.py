@@ -3438,6 +3438,10 @@ class Hit(Record):
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
 # Markup a snippet may carry from the note's source, removed so that every front
 # end shows readable text (applied with the \x02..\x03 marks still in place).
+# Some of these patterns backtrack on long runs of brackets or spaces ('[[' * 10,000
+# took 3.6 s), so a snippet is cut to this many characters before they run:
+# a snippet shows about 220, FTS5's rarely exceed 400.
+SNIPPET_MAX_CHARS = 600
 _SNIPPET_MARKUP = [
     (r"`{3,}[\w+-]*|~{3,}", " "),                                                  # fence markers
     (r"!?\[([^\]]*)\]\([^)]*\)", r"\1"),                                          # [text](url), ![alt](src)
@@ -3461,6 +3465,10 @@ _SNIPPET_MARKUP = [
 def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     """A snippet with \x02..\x03 around matched words -> (readable text without the
     note's Markdown or HTML markup, the (start, end) of each marked span in it)."""
+    if len(marked) > SNIPPET_MAX_CHARS:  # a window around the first match: the patterns below never see more
+        first = marked.find(_MARK_OPEN)
+        start = max(0, first - SNIPPET_MAX_CHARS // 3) if first > 0 else 0
+        marked = ("…" if start else "") + marked[start : start + SNIPPET_MAX_CHARS] + "…"
     for pattern, replacement in _SNIPPET_MARKUP:
         marked = re.sub(pattern, replacement, marked)
     marked = " ".join(marked.split())
