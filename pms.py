@@ -652,7 +652,7 @@ def parse_heading(line: str) -> tuple[int, str] | None:
         return None
     text = line[hashes:].lstrip(" \t")
     if not text:
-        return (hashes, "") if len(line) - hashes >= 2 else None
+        return (hashes, line[-1]) if len(line) - hashes >= 2 else None  # as the pattern did: one blank
     return hashes, text.rstrip(" \t").rstrip("#").rstrip(" \t") or text[0]
 
 
