@@ -3848,6 +3848,10 @@ class Retrieval:
             blob = self._query_vectors.pop(key, None)
         if blob is None:
             blob = self.embedder.embed_query(key[1])
+            held = self.store.get_meta("embed_dim")
+            if held and len(blob) != int(held):  # int8: one byte a dimension
+                raise EmbeddingUnavailable(f"{self.embedder.source()} returned {len(blob)}-dimensional vectors, the index "
+                                           f"holds {held} (another model under the same name? run: {pms_command('sync --reembed')})")
         with self._query_vectors_lock:
             self._query_vectors[key] = blob  # (re)inserted: dicts keep insertion order, so the oldest is first
             while len(self._query_vectors) > self.QUERY_VECTORS_KEPT:
