@@ -916,7 +916,7 @@ def note_language(text: str) -> str:
     candidates = _SCRIPT_LANGUAGES.get(script)
     if not candidates:
         return _SCRIPT_DEFAULT.get(script, script)
-    words = collections.Counter(w for w in _TOKEN.findall(sample.lower()) if len(w) > 1 or script != "Latin")
+    words = collections.Counter(w for w in re.findall(r"\w+", sample.lower()) if len(w) > 1 or script != "Latin")
     hits = {lang: sum(n for w, n in words.items() if w in _DISTINCT_STOPWORDS[script][lang]) for lang in candidates}
     best = max(hits, key=hits.get)
     if hits[best] >= 2 or (hits[best] and sum(words.values()) < 20):
@@ -2109,11 +2109,13 @@ class Store:
 
     def remembered_provider(self) -> dict | None:
         """The config of the embedding provider the index's vectors came from, when it is not fastembed."""
+        raw = self.get_meta("embed_provider")
+        if not raw:
+            return None
         import json
 
-        raw = self.get_meta("embed_provider")
         try:
-            config = json.loads(raw) if raw else None
+            config = json.loads(raw)
         except ValueError:
             return None
         return config if isinstance(config, dict) and config.get("model") == self.get_meta("embed_model") else None
@@ -3142,7 +3144,7 @@ class HTTPEmbedder(EmbeddingProvider):
                 elif isinstance(reason, ConnectionRefusedError):
                     cause = "connection refused (is the server running?)"
                 else:
-                    cause = one_line(str(reason))[:160] or type(reason).__name__
+                    cause = " ".join(str(reason).split())[:160] or type(reason).__name__
                 continue
             except Exception as exc:  # http.client's IncompleteRead, BadStatusLine: a server that died mid-answer
                 cause = f"broken answer ({type(exc).__name__})"
@@ -3184,7 +3186,7 @@ def _http_error_detail(exc) -> str:
         message = error.get("message", "") if isinstance(error, dict) else str(error)
     except Exception:
         message = body
-    return one_line(str(message))[:160]
+    return " ".join(str(message).split())[:160]
 
 
 # Every provider by ``kind``, as an index remembers it (``make_embedder``); another provider adds itself here.
