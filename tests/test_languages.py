@@ -89,3 +89,25 @@ def test_first_sync_keeps_the_default_for_an_english_vault_or_a_chosen_model(tmp
         kb.collections.create(tmp_path / "w", name="w")
         kb.sync()
         assert kb.embedder.model_name == "BAAI/bge-small-en-v1.5"
+
+
+def test_the_multilingual_dev_sets(shared_data, tmp_path):
+    import collections
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import suite
+
+    folder, judgments = suite.mlmixed(tmp_path / "mixed")
+    langs = suite.QUERY_LANGUAGES["mlmixed"]
+    assert collections.Counter(langs) == {lang: suite.ML_QUERIES_PER_LANGUAGE for lang in suite.ML_LANGUAGES}
+    for judgment, lang in zip(judgments, langs):
+        own = folder / next(iter(judgment.relevant))
+        assert own.parent.name == lang and (folder / "en" / own.name).exists()
+        captions = [suite._caption(line) for line in own.read_text(encoding="utf-8").splitlines() if line.startswith("- ")]
+        assert judgment.query not in captions, "the caption queried is hidden from its own page"
+    folder, judgments = suite.mlcross(tmp_path / "cross")
+    assert all((folder / target).exists() for j in judgments for target in j.relevant)
+    assert {pms.note_language((folder / next(iter(j.relevant))).read_text(encoding="utf-8")) for j in judgments} <= {"en", "und"}
