@@ -2737,7 +2737,7 @@ class EmbeddingProvider:
         return "this machine"
 
     @classmethod
-    def from_config(cls, config: dict, **common) -> "EmbeddingProvider":
+    def from_config(cls, config: dict, **common) -> EmbeddingProvider:
         return cls(config["model"], **common)
 
     @classmethod
@@ -2842,7 +2842,7 @@ class Embedder(EmbeddingProvider):
         return f"this machine (fastembed{', model folder ' + display_path(self.model_dir) if self.model_dir else ''})"
 
     @classmethod
-    def from_config(cls, config: dict, **common) -> "Embedder":
+    def from_config(cls, config: dict, **common) -> Embedder:
         return cls(config.get("model"), config.get("dir"), **common)
 
     @property
@@ -2979,7 +2979,7 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
     if api not in (None, "openai", "ollama"):
         raise PMSError(f"unknown embedding API {api!r} (choose openai or ollama)")
     path = parts.path.rstrip("/")
-    if path.endswith("/api/embed") or path.endswith("/api/embeddings"):
+    if path.endswith(("/api/embed", "/api/embeddings")):
         api, path = "ollama", path[: path.rindex("/api/")] + "/api/embed"
     elif path.endswith("/embeddings"):
         api = api or "openai"
@@ -3034,7 +3034,7 @@ class HTTPEmbedder(EmbeddingProvider):
         self._failed_at = 0.0
 
     @classmethod
-    def from_config(cls, config: dict, **common) -> "HTTPEmbedder":
+    def from_config(cls, config: dict, **common) -> HTTPEmbedder:
         common.pop("allow_download", None)
         return cls(config.get("url") or "", config.get("model") or "", api=config.get("kind"),
                    api_key_env=config.get("api_key_env"), allow_remote=bool(config.get("allow_remote")),
@@ -3104,6 +3104,7 @@ class HTTPEmbedder(EmbeddingProvider):
 
     def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
         """One request, retried with backoff; the vectors as the server sent them."""
+        import http.client
         import json
         import urllib.error
         import urllib.request
@@ -3146,7 +3147,7 @@ class HTTPEmbedder(EmbeddingProvider):
                 else:
                     cause = " ".join(str(reason).split())[:160] or type(reason).__name__
                 continue
-            except Exception as exc:  # http.client's IncompleteRead, BadStatusLine: a server that died mid-answer
+            except (http.client.HTTPException, ValueError) as exc:  # IncompleteRead, BadStatusLine: it died mid-answer
                 cause = f"broken answer ({type(exc).__name__})"
                 continue
             if len(raw) > EMBED_HTTP_MAX_BYTES:
@@ -3161,7 +3162,7 @@ class HTTPEmbedder(EmbeddingProvider):
                     vectors = [item["embedding"] for item in items]
                 if not isinstance(vectors, list):
                     raise TypeError
-            except Exception:
+            except (ValueError, TypeError, KeyError, AttributeError):
                 cause = "the answer is not embeddings JSON"
                 break
             self._failed_at, self._error = 0.0, None
@@ -3178,13 +3179,13 @@ def _http_error_detail(exc) -> str:
 
     try:
         body = exc.read(4096).decode("utf-8", "replace")
-    except Exception:
+    except OSError:
         return ""
     try:
         parsed = json.loads(body)
         error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
         message = error.get("message", "") if isinstance(error, dict) else str(error)
-    except Exception:
+    except ValueError:
         message = body
     return " ".join(str(message).split())[:160]
 

@@ -10,9 +10,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from conftest import write
 
 import pms
-from conftest import write
 
 DIM = 16
 

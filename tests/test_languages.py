@@ -3,9 +3,9 @@ advice (or, for a new index with no model chosen, the pick) of a multilingual mo
 from __future__ import annotations
 
 import pytest
+from conftest import write
 
 import pms
-from conftest import write
 
 SAMPLES = {
     "en": "How to keep the notes in sync between the laptop and the phone, and what to do when both change.",

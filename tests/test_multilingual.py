@@ -6,9 +6,9 @@ import json
 import urllib.request
 
 import pytest
+from conftest import write
 
 import pms
-from conftest import write
 
 E5 = "multilingual-e5-small"
 pytestmark = pytest.mark.slow  # a real model server (and, on a fresh machine, its Python 3.12 environment)
