@@ -111,3 +111,17 @@ def test_the_multilingual_dev_sets(shared_data, tmp_path):
     folder, judgments = suite.mlcross(tmp_path / "cross")
     assert all((folder / target).exists() for j in judgments for target in j.relevant)
     assert {pms.note_language((folder / next(iter(j.relevant))).read_text(encoding="utf-8")) for j in judgments} <= {"en", "und"}
+
+
+def test_keyword_search_folds_case_in_every_cased_script_and_latin_diacritics(tmp_path, kb):
+    """FTS5's unicode61 with remove_diacritics 2: case for Latin, Cyrillic, Greek; diacritics for
+    Latin letters (Vietnamese, Polish, Turkish...). Greek tonos, Cyrillic ё and Arabic vowel marks
+    stay as written (docs/benchmarks.md, "Languages")."""
+    root = tmp_path / "v"
+    write(root / "cafe.md", "# Café\n\nCrème brûlée in Kraków, Tōkyō and Đà Nẵng\n")
+    write(root / "elka.md", "# Ёлка\n\nНовогодняя ЁЛКА и Αθήνα\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    for query, path in [("cafe creme brulee", "cafe.md"), ("KRAKOW", "cafe.md"), ("tokyo", "cafe.md"),
+                        ("ёлка", "elka.md"), ("новогодняя", "elka.md"), ("ΑΘΉΝΑ", "elka.md")]:
+        assert [h.path for h in kb.search(query, mode="keyword")][:1] == [path], query
