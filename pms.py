@@ -2944,10 +2944,13 @@ class Embedder(EmbeddingProvider):
         return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
 
 
-EMBED_HTTP_TIMEOUT = 60.0  # seconds one batch of passages may take before the server is called too slow
+# Seconds one batch may take. A batch that takes longer is split in halves (a slow CPU server may
+# need over a minute for 16 long passages: multilingual-e5-small at 4 bits on a loaded core did),
+# down to one passage, which is retried; only then is the server too slow.
+EMBED_HTTP_TIMEOUT = 60.0
 EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
 EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
-EMBED_HTTP_BATCH_SIZE = 32  # passages a request: a server batches on its side, and fewer round trips cost less
+EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
 EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
 EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
 
@@ -3096,7 +3099,13 @@ class HTTPEmbedder(EmbeddingProvider):
         return super().embed_query(text)
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
-        vectors = self._post(texts, query=query, input_type=bool(self.input_type))
+        try:
+            vectors = self._post(texts, query=query, input_type=bool(self.input_type))
+        except _TooSlow:
+            if len(texts) == 1:
+                raise
+            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            return [*self._vectors(texts[:half], query), *self._vectors(texts[half:], query)]
         try:
             return self._checked(vectors, len(texts))
         except EmbeddingUnavailable as exc:
@@ -3142,6 +3151,8 @@ class HTTPEmbedder(EmbeddingProvider):
                 reason = getattr(exc, "reason", exc)
                 if isinstance(reason, TimeoutError) or "timed out" in str(reason):
                     cause = f"no answer within {timeout:g} s"
+                    if len(texts) > 1:  # the caller splits the batch
+                        raise _TooSlow(f"embedding server {self.url} failed: {cause}") from None
                 elif isinstance(reason, ConnectionRefusedError):
                     cause = "connection refused (is the server running?)"
                 else:
@@ -3168,6 +3179,10 @@ class HTTPEmbedder(EmbeddingProvider):
             self._failed_at, self._error = 0.0, None
             return vectors
         raise self._fail(f"embedding server {self.url} failed: {cause}")
+
+
+class _TooSlow(EmbeddingUnavailable):
+    """A batch took longer than the timeout: ``HTTPEmbedder._vectors`` splits it."""
 
 
 class _BadRequest(Exception):

@@ -53,7 +53,7 @@ class FakeServer:
                     return
                 if n <= fake.fail_first or fake.mode == "500":
                     return self._send(500, b'{"error": {"message": "model crashed"}}')
-                if fake.mode == "slow":
+                if fake.mode == "slow" or (fake.mode == "slow_batches" and len(body["input"]) > 2):
                     time.sleep(2.0)
                 if fake.mode == "garbage":
                     return self._send(200, b"<html>not json</html>")
@@ -201,6 +201,15 @@ def test_slow_server_times_out(server, vault_dir, db_path):
         report = kb.sync()
         assert "no answer within 0.5 s" in report.embed_error
         assert kb.search("railway")[0].path == "trains.md"
+
+
+def test_a_batch_too_slow_is_split_until_the_server_keeps_up(server, vault_dir, db_path):
+    server.mode = "slow_batches"  # answers 2 texts at once in time, not more
+    with open_kb(db_path, provider(server, batch_size=8, retries=0)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        report = kb.sync()
+        assert report.embed_error is None and report.embedded == 13
+    assert any(len(r["input"]) == 8 for r in server.requests), "the first request was a whole batch"
 
 
 def test_slow_query_falls_back_to_keywords(server, vault_dir, db_path, pms_main):
