@@ -2748,6 +2748,9 @@ class EmbeddingProvider:
     def source(self) -> str:
         return "this machine"
 
+    def check(self) -> None:
+        """A cheap look (for status) whether the provider can embed now; sets ``error`` if not."""
+
     @classmethod
     def from_config(cls, config: dict, **common) -> EmbeddingProvider:
         return cls(config["model"], **common)
@@ -3103,6 +3106,22 @@ class HTTPEmbedder(EmbeddingProvider):
         if dim < 2:
             raise EmbeddingUnavailable(f"embedding server {self.url} returned no usable vector for a test text")
         self.dim = dim
+
+    def check(self) -> None:
+        """Whether the server accepts a connection (no text is sent): status tells a server that
+        is down before a search finds out."""
+        import socket
+        from urllib.parse import urlsplit
+
+        if self.error or (self.remote and not self.allow_remote):
+            return
+        parts = urlsplit(self.url)
+        try:
+            socket.create_connection((self.host, parts.port or (443 if parts.scheme == "https" else 80)), timeout=2).close()
+        except OSError as exc:
+            reason = ("connection refused (is the server running?)" if isinstance(exc, ConnectionRefusedError)
+                      else " ".join(str(exc).split())[:160])
+            self._fail(f"embedding server {self.url} failed: {reason}")
 
     def embed_query(self, text: str) -> bytes:
         if self.error:  # failed moments ago: say why at once rather than wait for the server again
@@ -6103,6 +6122,8 @@ class KnowledgeBase:
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change,
         with ``links`` (default: as ``pending``) the links that point to no note."""
+        if self.embedder is not None:
+            self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
         mode, why = used.mode, used.reason
         totals = self.store.totals()

@@ -328,3 +328,16 @@ def test_bad_urls_are_one_line_errors(url, pms_main, db_path):
         pms.HTTPEmbedder(url, "m")
     result = pms_main("--embed-url", url or " ", "--embed-model", "m", "status", db=db_path)
     assert result.returncode == 1 and result.stderr.startswith("pms: error:") and "Traceback" not in result.stderr
+
+
+def test_status_tells_a_server_that_went_down(vault_dir, db_path):
+    fake = FakeServer()
+    with open_kb(db_path, provider(fake)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        assert kb.sync().embed_error is None
+        assert kb.status(pending=False)["search_mode"] == "hybrid"
+    fake.stop()
+    with pms.KnowledgeBase(db_path) as kb:  # the remembered server, now down
+        info = kb.status(pending=False)
+        assert info["search_mode"] == "keyword" and "connection refused" in info["search_mode_reason"]
+        assert kb.search("railway")[0].path == "trains.md"
