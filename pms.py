@@ -1242,8 +1242,38 @@ def _names_sql(row: str) -> str:
             f"replace(replace({stem}, '-', ' '), '_', ' ')")
 
 
+# A note's id: the first DOCID_CHARS hex digits of sha1("collection_id:path"),
+# longer when those are taken (checked at insert). 8 digits keep ids short while
+# a million notes need a longer one for about 1 note in 4,000; 6 digits (the old
+# ids, still accepted as prefixes) collided in 1 index of 10 at 1,900 notes.
+DOCID_CHARS = 8
+
+
+def note_docid(collection_id: int, path: str, taken: Callable[[str], bool]) -> str:
+    """The shortest free id (DOCID_CHARS or more hex digits) of a note; ``taken(id)`` says which are used."""
+    full = hex_digest(f"{collection_id}:{path}".encode(), "sha1")
+    for n in range(DOCID_CHARS, len(full)):
+        if not taken(full[:n]):
+            return full[:n]
+    return full  # a (collection, path) is unique, and so is its whole digest
+
+
+def _unique_docids(db) -> None:
+    """Migration: every note's id re-made unique and longer, the index made UNIQUE."""
+    taken: set[str] = set()
+    ids = []
+    for doc_id, collection_id, path in db.execute("SELECT id, collection_id, path FROM documents ORDER BY id").fetchall():
+        docid = note_docid(collection_id, path, taken.__contains__)
+        taken.add(docid)
+        ids.append((docid, doc_id))
+    db.execute("DROP INDEX IF EXISTS documents_docid")
+    db.execute("UPDATE documents SET docid = '#' || id")  # placeholders first: old and new ids may swap
+    db.executemany("UPDATE documents SET docid = ? WHERE id = ?", ids)
+    db.execute("CREATE UNIQUE INDEX documents_docid ON documents(docid)")
+
+
 # Numbered migrations: PRAGMA user_version counts how many have run. Append,
-# never edit a released one.
+# never edit a released one. An entry is SQL text, or a function of the connection.
 MIGRATIONS = [
     # 1: collections, documents, chunks, FTS5 (external content: the text is stored once).
     """
@@ -1388,6 +1418,8 @@ MIGRATIONS = [
     INSERT INTO note_names(rowid, names) SELECT id, {_names_sql("")} FROM documents
         WHERE id NOT IN (SELECT rowid FROM note_names);
     """,
+    # 6: note ids never collide: DOCID_CHARS digits or more, unique (see note_docid).
+    _unique_docids,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
@@ -1775,8 +1807,11 @@ class Store:
             with self.transaction():
                 if db.execute("PRAGMA user_version").fetchone()[0] > number:
                     continue  # another process ran this migration while we waited for the lock
-                for statement in _split_sql(MIGRATIONS[number]):
-                    db.execute(statement)
+                if callable(MIGRATIONS[number]):
+                    MIGRATIONS[number](db)
+                else:
+                    for statement in _split_sql(MIGRATIONS[number]):
+                        db.execute(statement)
                 db.execute(f"PRAGMA user_version = {number + 1}")
 
     # -- meta ------------------------------------------------------------------
@@ -1893,7 +1928,6 @@ class Store:
         Chunks whose text did not change keep their row (and so their vector):
         only new or edited passages need embedding again.
         """
-        docid = hex_digest(f"{collection_id}:{path}".encode(), "sha1")[:6]
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
         fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date, NOTE_PARSER_VERSION)
         if row:
@@ -1906,6 +1940,8 @@ class Store:
             for table in ("note_tags", "note_fields", "note_links"):
                 db.execute(f"DELETE FROM {table} WHERE document_id = ?", (doc_id,))
         else:
+            docid = note_docid(collection_id, path,
+                               lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
             cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
                              "note_date, parsed_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
@@ -1930,20 +1966,25 @@ class Store:
         for part in in_parts(stale):
             db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
 
-    def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None) -> list[DocumentRow]:
+    def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None,
+                       docid_prefix: str | None = None, limit: int | None = None) -> list[DocumentRow]:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
                "JOIN collections c ON c.id = d.collection_id WHERE 1=1")
         args: list = []
         if docid:
             sql += " AND d.docid = ?"
             args.append(docid)
+        if docid_prefix:  # a range, so the docid index answers it ('g' sorts after every hex digit)
+            sql += " AND d.docid >= ? AND d.docid < ?"
+            args += [docid_prefix, docid_prefix + "g"]
         if collection:
             sql += " AND c.name = ?"
             args.append(collection)
         if path:
             sql += " AND d.path = ?"
             args.append(path)
-        return [DocumentRow(*r) for r in self.db.execute(sql + " ORDER BY c.name, d.path", args)]
+        sql += " ORDER BY c.name, d.path" + (f" LIMIT {int(limit)}" if limit else "")
+        return [DocumentRow(*r) for r in self.db.execute(sql, args)]
 
     def totals(self) -> dict:
         db = self.db
@@ -5366,11 +5407,17 @@ class KnowledgeBase:
 
     def _resolve(self, target: str) -> DocumentRow:
         store = self.store
-        candidate = target.lstrip("#")
-        if re.fullmatch(r"[0-9a-f]{6}", candidate):
-            rows = store.find_documents(docid=candidate)
-            if rows:
+        docid = target[1:].strip().lower() if target.startswith("#") else target.lower()
+        if re.fullmatch(r"[0-9a-f]{6,40}", docid):
+            rows = store.find_documents(docid=docid) or store.find_documents(docid_prefix=docid, limit=6)
+            if len(rows) == 1:
                 return rows[0]
+            if len(rows) > 1:  # an old 6-digit id that now starts several notes' ids
+                names = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
+                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {names}{' ...' if len(rows) > 5 else ''}; "
+                               "give the whole id")
+            if target.startswith("#"):
+                raise PMSError(f"no indexed note has the id #{docid} (ids change when a note is renamed; search again)")
         if "/" in target:
             col, _, rel = target.partition("/")
             rows = store.find_documents(collection=col, path=rel)
@@ -5386,7 +5433,35 @@ class KnowledgeBase:
                 rows = store.find_documents(collection=c.name, path=rel) if rel else []
                 if rows:
                     return rows[0]
-        raise PMSError(f"no indexed note matches {target!r} (use collection/path.md or the #docid shown in results)")
+        return self._resolve_loosely(target)
+
+    def _resolve_loosely(self, target: str) -> DocumentRow:
+        """A note named loosely: its file name alone, without '.md', in any case; else an
+        error that suggests the closest names ("did you mean")."""
+        import difflib
+
+        want = target.replace("\\", "/").strip().strip("/").lower()
+        stem = want[:-3] if want.endswith(".md") else want
+        every = self.store.find_documents()
+        matches = []
+        for row in every:
+            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
+                bare = name[:-3] if name.endswith(".md") else name
+                if bare == stem or bare.endswith("/" + stem):
+                    matches.append(row)
+                    break
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            names = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
+            raise PMSError(f"{target!r} names {len(matches)} notes: {names}{' ...' if len(matches) > 5 else ''}; give the folder too")
+        by_name = {}
+        for row in every:
+            name = row.path.rsplit("/", 1)[-1].lower()
+            by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
+        close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
+        hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
+        raise PMSError(f"no indexed note matches {target!r};{hint or ' use collection/path.md or the #docid shown in results'}")
 
     # -- status -----------------------------------------------------------------------------
     def tell_once(self, topic: str, text: str) -> bool:
