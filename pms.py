@@ -1546,6 +1546,28 @@ def _path_matches(pattern: str, path: str) -> int:
     return 1 if _path_regex(pattern).match(path or "") else 0
 
 
+# A call's deadline (KnowledgeBase.time_limit), per thread: SQLite asks every
+# DEADLINE_STEPS steps of its virtual machine whether to go on, so that no query
+# of a call past its deadline keeps running; long Python loops ask check_deadline.
+_DEADLINE = threading.local()
+DEADLINE_STEPS = 1_000
+
+
+def _past_deadline() -> int:
+    at = getattr(_DEADLINE, "at", None)
+    return 1 if at is not None and time.monotonic() > at else 0
+
+
+class DeadlineExceeded(PMSError):
+    """A call ran past the time it was given (KnowledgeBase.time_limit)."""
+
+
+def check_deadline() -> None:
+    """Raise DeadlineExceeded when this thread's call is past its deadline."""
+    if _past_deadline():
+        raise DeadlineExceeded(getattr(_DEADLINE, "message", "took too long and was stopped"))
+
+
 # A process keeps the index's int8 vectors in memory for KNN by one matrix
 # product (VectorMatrix): 384 bytes per 384-dimension passage, 4 MB per 10k
 # passages. Over this many MB, searches stay with sqlite-vec, which reads the
@@ -1727,6 +1749,7 @@ class Store:
         conn.create_function("pms_spaced_cjk", 1, spaced_cjk, deterministic=True)  # used by the cjk_fts triggers
         conn.execute("PRAGMA busy_timeout=30000")
         conn.create_function("pms_path_match", 2, _path_matches, deterministic=True)
+        conn.set_progress_handler(_past_deadline, DEADLINE_STEPS)
         loaded, error = self._load_vectors(conn, want)
         with self._lock:
             # The first connection decides for every thread: a connection that a
@@ -5328,6 +5351,29 @@ class KnowledgeBase:
                 embedder.query_encoder(optimised=True).embed("warm up")
         return True
 
+    @staticmethod
+    @contextlib.contextmanager
+    def time_limit(seconds: float | None, what: str = "the call"):
+        """Stop what runs inside (in this thread) once ``seconds`` have passed: its
+        SQLite queries are interrupted and it raises DeadlineExceeded (one line)."""
+        if seconds is None:
+            yield
+            return
+        saved = getattr(_DEADLINE, "at", None), getattr(_DEADLINE, "message", None)
+        _DEADLINE.at = time.monotonic() + max(0.0, float(seconds))
+        _DEADLINE.message = (f"{what} took longer than {seconds:g} s and was stopped "
+                             "(narrow it: fewer notes, a smaller k, a more specific pattern)")
+        try:
+            yield
+        except DeadlineExceeded:
+            raise
+        except Exception:
+            if _past_deadline():  # an interrupted query, whatever error it surfaced as
+                raise DeadlineExceeded(_DEADLINE.message) from None
+            raise
+        finally:
+            _DEADLINE.at, _DEADLINE.message = saved
+
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None) -> Document:
         """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines."""
@@ -5391,6 +5437,7 @@ class KnowledgeBase:
             every = every if every is not None else self.store.find_documents()
             regex = glob_to_regex(item)
             for row in every:
+                check_deadline()
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
                     rows.setdefault((row.collection, row.path), row)
         documents = []
@@ -5445,6 +5492,7 @@ class KnowledgeBase:
         every = self.store.find_documents()
         matches = []
         for row in every:
+            check_deadline()
             for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
                 bare = name[:-3] if name.endswith(".md") else name
                 if bare == stem or bare.endswith("/" + stem):
@@ -5716,6 +5764,12 @@ def cmd_bench(kb: "KnowledgeBase", args) -> int:
 # search after the first is warm.
 
 MCP_DEFAULT_PORT = 8765
+# No tool call runs longer than this (seconds; `pms mcp --timeout`), sync excepted: a
+# glob or a filter that would run for minutes gets a one-line error instead.
+MCP_CALL_TIMEOUT = 30.0
+# After SIGTERM, or once a stdio client has closed its end, calls still running get this
+# long to finish before the process ends anyway (the index is transactional: nothing is lost).
+MCP_EXIT_GRACE = 1.5
 MCP_INSTRUCTIONS = (
     "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
     "each hit names the note (collection/path), its line range and the collection's description. "
@@ -5846,9 +5900,10 @@ class MCPService:
     threads at once (one per concurrent request); syncs take turns.
     """
 
-    def __init__(self, kb: KnowledgeBase, allow_sync: bool = False):
+    def __init__(self, kb: KnowledgeBase, allow_sync: bool = False, call_timeout: float | None = MCP_CALL_TIMEOUT):
         self.kb = kb
         self.allow_sync = allow_sync
+        self.call_timeout = call_timeout
         self.tools = {t["name"]: t for t in _mcp_tools(allow_sync)}
         self._sync_lock = threading.Lock()
         self._validators: dict = {}
@@ -5889,7 +5944,12 @@ class MCPService:
         for key, spec in tool["input"]["properties"].items():
             if spec.get("type") == "integer" and key in arguments:
                 arguments[key] = int(arguments[key])  # JSON Schema counts 3.0 as an integer
-        return getattr(self, f"tool_{name}")(**arguments)
+        with self.kb.time_limit(self.timeout_for(name), name):
+            return getattr(self, f"tool_{name}")(**arguments)
+
+    def timeout_for(self, name: str) -> float | None:
+        """The deadline of a call to tool ``name`` (a sync may take as long as it needs)."""
+        return None if name == "sync" else self.call_timeout
 
     def _check_arguments(self, tool: dict, arguments: dict) -> None:
         import jsonschema  # comes with the mcp SDK
@@ -5983,9 +6043,17 @@ def mcp_server(service: MCPService):
 
     async def call_tool(ctx, params) -> types.CallToolResult:
         import json
+        timeout = service.timeout_for(params.name)
         try:
             # In a worker thread: SQLite and ONNX block, and other clients keep being served meanwhile.
-            result = await anyio.to_thread.run_sync(service.call, params.name, params.arguments)
+            # Past the deadline the client is answered at once; the thread's queries are stopped
+            # (KnowledgeBase.time_limit), anything else it finishes unheard.
+            with anyio.fail_after(None if timeout is None else timeout + 1.0):
+                result = await anyio.to_thread.run_sync(service.call, params.name, params.arguments, abandon_on_cancel=True)
+        except TimeoutError:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=_error_line(
+                f"{params.name} took longer than {timeout:g} s and was stopped (narrow it: fewer notes, "
+                "a smaller k, a more specific pattern)"))], is_error=True)
         except UnknownTool as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except PMSError as exc:
@@ -6033,7 +6101,25 @@ def serve_mcp_stdio(service: MCPService) -> None:
                 tasks.cancel_scope.cancel()
 
     service.warm_up()
-    anyio.run(run)
+    # The client has gone when its end of stdin closes: calls still running get a moment to
+    # answer, then the process ends, even if a worker thread is still busy (no orphan).
+    end_soon = threading.Thread(target=_exit_after, args=(MCP_EXIT_GRACE,), name="pms-mcp-exit", daemon=True)
+    try:
+        anyio.run(run)
+    finally:
+        end_soon.start()
+
+
+def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
+    """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
+    time.sleep(seconds)
+    if cleanup is not None:
+        with contextlib.suppress(Exception):
+            cleanup()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
 
 
 def mcp_server_file() -> Path:
@@ -6211,13 +6297,26 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     if not token and host not in ("127.0.0.1", "localhost", "::1"):
         service.say(f"warning: serving on {host} without --token: anyone who reaches this address can read your notes")
     service.say(f"MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)")
+
+    def unannounce():
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(announce.read_text(encoding="utf-8")).get("pid") == os.getpid():
+                announce.unlink()
+
+    # uvicorn stops on SIGTERM/SIGINT by waiting for the calls in flight: a call still busy
+    # after MCP_EXIT_GRACE seconds (a worker thread cannot be cancelled) must not keep it alive.
+    graceful_exit = server.handle_exit
+
+    def handle_exit(sig, frame):
+        graceful_exit(sig, frame)
+        threading.Thread(target=_exit_after, args=(MCP_EXIT_GRACE, unannounce), name="pms-mcp-exit", daemon=True).start()
+
+    server.handle_exit = handle_exit
     try:
         anyio.run(server.serve, [sock])
     finally:
         sock.close()
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(announce.read_text(encoding="utf-8")).get("pid") == os.getpid():
-                announce.unlink()
+        unannounce()
 
 
 ###############################################################################
@@ -6570,7 +6669,9 @@ def cmd_mcp(kb: KnowledgeBase, args) -> int:
         if getattr(sys, "frozen", False):
             raise PMSError("this packaged app has no MCP server (run the pms.py script, with the mcp package, instead)")
         raise PMSError(f"the MCP server needs the mcp package (pip install mcp, or run: {pms_command('setup')})")
-    service = MCPService(kb, allow_sync=args.allow_sync)
+    if args.timeout is not None and not args.timeout > 0:
+        raise PMSError(f"--timeout wants a number of seconds above 0, not {args.timeout:g}")
+    service = MCPService(kb, allow_sync=args.allow_sync, call_timeout=args.timeout)
     if args.http:
         serve_mcp_http(service, host=args.host, port=args.port, token=args.token or os.environ.get("PMS_MCP_TOKEN"))
     else:
@@ -6984,6 +7085,8 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     m.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1: this machine only)")
     m.add_argument("--token", help="HTTP: require 'Authorization: Bearer TOKEN' (or set PMS_MCP_TOKEN)")
     m.add_argument("--allow-sync", action="store_true", help="let clients re-index with the sync tool")
+    m.add_argument("--timeout", type=float, default=MCP_CALL_TIMEOUT, metavar="SECONDS",
+                   help=f"stop any tool call (but sync) after this long (default {MCP_CALL_TIMEOUT:g})")
 
     sub.add_parser("gui", help="open the desktop app: search as you type, read, clip by drag and drop",
                    description=f"Needs PySide6 (pip install PySide6-Essentials, or: {pms_command('setup --gui')}).")

@@ -83,3 +83,161 @@ def test_a_note_found_by_its_file_name_alone_any_case_without_md(vault):
     assert vault.get("notes/dev/Rust").path == "dev/rust.md"
     with pytest.raises(pms.PMSError, match=r"did you mean notes/dev/rust\.md\?"):
         vault.get("rusty.md")
+
+
+# -- bounded calls: a deadline per call, SIGTERM, a stdio client that goes away ------------------
+
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from conftest import REPO, model_dir, run_cli  # noqa: E402
+
+mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -r requirements-dev.txt)")
+anyio = pytest.importorskip("anyio")
+httpx2 = pytest.importorskip("httpx2")
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | {
+        "PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())}
+
+
+def keyword_index(tmp: Path, folder: Path, *flags: str, name: str = "vault") -> tuple[Path, Path]:
+    home, db = tmp / "home", tmp / "index.sqlite"
+    home.mkdir(exist_ok=True)
+    done = run_cli("collection", "add", folder, "--name", name, "--no-embed", *flags, db=db, env=clean_env(home), timeout=600)
+    assert done.returncode == 0, done.stderr
+    return home, db
+
+
+def stdio(home: Path, db: Path, *flags: str) -> Client:
+    return Client(StdioServerParameters(command=sys.executable, args=[str(REPO / "pms.py"), "--db", str(db), "mcp", *flags],
+                                        env=clean_env(home)))
+
+
+@contextlib.contextmanager
+def http_server(home: Path, db: Path, *flags: str, env: dict | None = None):
+    """A `pms.py mcp --http` process on a free port; yields (url, process, log lines)."""
+    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env or clean_env(home))
+    found = threading.Event()
+    url: list[str] = []
+    log: list[str] = []
+
+    def read_stderr():
+        for line in proc.stderr:
+            log.append(line)
+            m = re.search(r"MCP server at (\S+)", line)
+            if m and not url:
+                url.append(m.group(1))
+                found.set()
+
+    threading.Thread(target=read_stderr, daemon=True).start()
+    try:
+        assert found.wait(60), f"the HTTP server did not start: {''.join(log)}"
+        yield url[0], proc, log
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert not any("Traceback" in line for line in log), "".join(log)
+
+
+def http_client(url: str, headers: dict | None = None) -> Client:
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}, timeout=120)))
+
+
+def many_notes(root: Path, n: int = 300) -> Path:
+    for i in range(n):
+        write(root / f"topic-{i // 50}" / f"note-{i}.md", f"# Note {i}\n\n" + "\n\n".join(
+            f"Paragraph {j} of note {i} about gardening, cooking and travel plans, with enough words to embed. " * 8
+            for j in range(3)))
+    return root
+
+
+def test_a_call_past_its_deadline_gets_one_line_and_the_server_goes_on(tmp_path):
+    home, db = keyword_index(tmp_path, many_notes(tmp_path / "v", 60))
+
+    async def main():
+        async with stdio(home, db, "--timeout", "0.000001") as client:
+            stopped = await client.call_tool("multi_get", {"pattern": "**/*.md"})
+            assert stopped.is_error and "\n" not in stopped.content[0].text
+            assert "multi_get took longer than" in stopped.content[0].text
+            assert not (await client.call_tool("status", {})).is_error  # the session goes on
+
+    anyio.run(main)
+
+
+def test_the_api_deadline_stops_a_search_inside_sqlite(kb, tmp_path):
+    kb.collections.create(many_notes(tmp_path / "v", 300), name="v")
+    kb.sync()
+    assert kb.search("gardening", k=5)
+    with pytest.raises(pms.DeadlineExceeded, match="the search took longer than 0 s"):
+        with kb.time_limit(0, "the search"):
+            kb.search("gardening", k=5)
+    assert kb.search("gardening", k=5)  # the next call is not limited
+
+
+@pytest.fixture
+def unsynced(tmp_path, embedding_model_dir):
+    """An index whose notes are registered, not yet indexed: a sync call embeds them (tens of seconds)."""
+    home, db = tmp_path / "home", tmp_path / "index.sqlite"
+    home.mkdir()
+    done = run_cli("collection", "add", many_notes(tmp_path / "v", 300), "--name", "v", "--no-sync", db=db, env=clean_env(home))
+    assert done.returncode == 0, done.stderr
+    return home, db
+
+
+def test_sigterm_ends_an_http_server_in_the_middle_of_a_long_call(unsynced):
+    home, db = unsynced
+    with http_server(home, db, "--allow-sync") as (url, proc, log):
+        async def call_sync():
+            with contextlib.suppress(Exception):
+                async with http_client(url) as client:
+                    await client.call_tool("sync", {})
+
+        threading.Thread(target=anyio.run, args=(call_sync,), daemon=True).start()
+        time.sleep(3)  # the sync is under way
+        assert proc.poll() is None
+        announced = home / "mcp-http.json"
+        assert announced.exists()
+        proc.terminate()
+        proc.wait(10)  # hangs until the sync ends (a minute or more) without the fix
+        assert not announced.exists()
+
+
+def test_a_stdio_server_exits_when_its_client_closes_stdin_mid_call(unsynced):
+    home, db = unsynced
+    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--allow-sync"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=clean_env(home))
+    try:
+        for message in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}},
+                        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "sync", "arguments": {}}}):
+            proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        time.sleep(3)  # the sync is under way
+        assert proc.poll() is None
+        proc.stdin.close()
+        proc.wait(10)  # an orphan that spins until the sync ends without the fix
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
