@@ -81,6 +81,7 @@ __all__ = [
     "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
     # errors: everything a user can cause is a PMSError
     "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
+    "DeadlineExceeded",
     # Markdown without an index (chunking, the desktop app's preview)
     "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
     "first_heading", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS",
@@ -115,7 +116,14 @@ SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 
 
 class PMSError(Exception):
-    """An error a user can act on: its message is one line naming cause and fix."""
+    """An error a user can act on: its message is one line naming cause and fix.
+
+    ``argument``: the API argument at fault, when the message starts with its name;
+    each front end names it its own way (the CLI its flag, MCP the tool's argument)."""
+
+    def __init__(self, message: str = "", argument: str | None = None):
+        super().__init__(message)
+        self.argument = argument
 
 
 # Record and named_tuple are written by hand, not taken from dataclasses and
@@ -1169,17 +1177,17 @@ class NoteFilter(Record, frozen=True):
         for tag in _as_items(tags):
             (exclude if tag.strip().startswith("-") else include).append(normalize_tag(tag.strip().lstrip("-")))
         if any(not t for t in include + exclude):
-            raise PMSError("an empty tag cannot be a filter (write --tag NAME, without '#')")
+            raise PMSError("tags cannot hold an empty tag (give its name, without '#')", argument="tags")
         conditions = []
         items = [f"{k}={v}" if v is not None else str(k) for k, v in where.items()] if isinstance(where, dict) else _as_items(where)
         for item in items:
             m = re.match(r"^\s*([^=!]+?)\s*(?:(!=|=)\s*(.*?))?\s*$", item, re.S)
             if not m:
-                raise PMSError(f"--where {item!r} is not KEY=VALUE, KEY!=VALUE or KEY")
+                raise PMSError(f"where {item!r} is not KEY=VALUE, KEY!=VALUE or KEY", argument="where")
             conditions.append((m.group(1), m.group(2), m.group(3) if m.group(2) else None))
         path = str(path).strip() if path not in (None, "") else None
         return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
-                   _filter_date(after, "--after"), _filter_date(before, "--before"), tuple(conditions))
+                   _filter_date(after, "after"), _filter_date(before, "before"), tuple(conditions))
 
 
 def _as_items(value) -> list[str]:
@@ -1188,7 +1196,7 @@ def _as_items(value) -> list[str]:
     return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 
-def _filter_date(value, flag: str) -> str | None:
+def _filter_date(value, argument: str) -> str | None:
     import datetime as _dt
     if value in (None, ""):
         return None
@@ -1197,7 +1205,7 @@ def _filter_date(value, flag: str) -> str | None:
     try:
         return _dt.date.fromisoformat(str(value).strip()).isoformat()
     except ValueError:
-        raise PMSError(f"{flag} wants a date as YYYY-MM-DD, not {value!r}") from None
+        raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
 
 ###############################################################################
@@ -4850,9 +4858,14 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
 # API: KnowledgeBase ##############################################################
 ###############################################################################
 
-# multi_get's defaults: enough for a handful of whole notes in one answer.
-MULTI_GET_MAX_BYTES = 20_000
+# An answer for a model (get and multi_get over MCP, multi_get everywhere): about
+# 5,000 tokens, a few whole notes; what does not fit is marked truncated and says
+# how to ask for the rest.
+ANSWER_MAX_BYTES = 20_000
+MULTI_GET_MAX_BYTES = ANSWER_MAX_BYTES
 MULTI_GET_MAX_FILES = 50
+# A multi_get note left out because the answer was full starts its reason with this.
+OVER_BUDGET = "does not fit in max_bytes"
 
 
 def _split_outside_braces(text: str) -> list[str]:
@@ -4879,9 +4892,20 @@ class Document(Record):
     tags: list[str]
     text: str
     from_line: int = 1
+    to_line: int = 0  # the last line in text (0 for none)
+    total_lines: int = 0  # lines in the whole note
+    truncated: bool = False  # text stops before to_line reached what was asked (max_bytes)
 
     def to_dict(self) -> dict:
         return self.as_dict()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.collection}/{self.path}"
+
+    def rest(self) -> str:
+        """How to read on after a truncated text: the ref of its next line."""
+        return f"{self.ref}:{self.to_line + 1}"
 
 
 @named_tuple
@@ -5245,7 +5269,7 @@ class KnowledgeBase:
     # -- notes: links and related notes ---------------------------------------------------------
     def links(self, note: str) -> list[NoteRef]:
         """The notes a note links to, in order; an unresolved link has ``path`` None."""
-        row = self._resolve(note)
+        row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         resolver = self._resolver(row.collection)
         refs = []
         for target, key, fragment, kind, line in self.store.links_from(row.id):
@@ -5254,7 +5278,7 @@ class KnowledgeBase:
 
     def backlinks(self, note: str) -> list[NoteRef]:
         """The notes that link to a note (one entry per linking note)."""
-        row = self._resolve(note)
+        row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         doc_id, collection, rel, aliases = row.id, row.collection, row.path, row.aliases
         col_id = self.store.require_collection(collection)[0]
         resolver = self._resolver(collection)
@@ -5282,7 +5306,7 @@ class KnowledgeBase:
         """The notes closest in meaning to ``note`` (``collection/path.md`` or ``#docid``),
         each as a Hit on its passage that makes it related. Uses the note's passage
         vectors; without embeddings, the rare terms the notes share."""
-        row = self._resolve(note)
+        row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections)
 
     def describe_folder(self, collection: str, folder: str, description: str) -> None:
@@ -5375,81 +5399,121 @@ class KnowledgeBase:
             _DEADLINE.at, _DEADLINE.message = saved
 
     # -- reading ----------------------------------------------------------------------------
-    def get(self, ref: str, from_line: int | None = None, count: int | None = None) -> Document:
-        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines."""
+    def get(self, ref: str, from_line: int | None = None, count: int | None = None,
+            max_bytes: int | None = None) -> Document:
+        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines.
+        With ``max_bytes``, the text stops at the last whole line that fits (``truncated``)."""
+        target, ref_from, ref_count = self._split_ref(ref)
+        from_line = from_line if from_line is not None else ref_from
+        count = count if count is not None else ref_count
+        return self._read_document(self._resolve(target), from_line, count, max_bytes)
+
+    @staticmethod
+    def _split_ref(ref: str) -> tuple[str, int | None, int | None]:
+        """``note:FROM:COUNT`` -> (note, FROM, COUNT)."""
         ref = clean_query(ref, limit=None).strip()
         if not ref:
             raise PMSError("which note? give collection/path.md, a path or the #docid shown in search results")
         m = re.match(r"^(.*?)(?::(\d+))?(?::(\d+))?\Z", ref, re.DOTALL)  # a file name may hold a newline
-        target, start, n = m.group(1), m.group(2), m.group(3)
-        from_line = from_line if from_line is not None else (int(start) if start else None)
-        count = count if count is not None else (int(n) if n else None)
-        return self._read_document(self._resolve(target), from_line, count)
+        return m.group(1), int(m.group(2)) if m.group(2) else None, int(m.group(3)) if m.group(3) else None
 
     def _read_document(self, row: DocumentRow, from_line: int | None = None, count: int | None = None,
                        max_bytes: int | None = None) -> Document:
+        if count is not None and count < 1:
+            raise PMSError(f"a line count must be 1 or more, not {count} (leave it out for the rest of the note)")
+        if from_line is not None and from_line < 1:
+            raise PMSError(f"lines count from 1, not {from_line}")
         abspath = Path(row.collection_path) / row.path
         try:
-            text = decode_text(read_note_file(abspath, max_bytes))
+            text = decode_text(read_note_file(abspath))
         except FileNotFoundError:
-            raise PMSError(f"{abspath} no longer exists (run: {pms_command('sync')})") from None
-        except FileTooLargeError as exc:
-            if max_bytes is None:
-                raise PMSError(f"cannot read {abspath}: {exc}") from None
-            raise PMSError(f"larger than {max_bytes} bytes (read it alone with get and a line range)") from None
-        except (OSError, BinaryFileError) as exc:
-            raise PMSError(f"cannot read {abspath}: {exc}") from None
-        first = 1
-        if from_line or count:
-            lines = text.split("\n")
-            first = max(1, from_line or 1)
-            if first > len(lines):
-                raise PMSError(f"{row.collection}/{row.path} has {len(lines)} lines; line {first} is past its end")
-            end = len(lines) if count is None else first - 1 + max(0, count)
-            text = "\n".join(lines[first - 1 : end])
+            raise PMSError(f"{row.collection}/{row.path} no longer exists (the index is older than the folder: "
+                           f"sync it, {pms_command('sync')})") from None
+        except (OSError, BinaryFileError, FileTooLargeError) as exc:
+            raise PMSError(f"cannot read {row.collection}/{row.path}: {exc}") from None
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()  # the "line" after the final newline is none
+        first = max(1, from_line or 1)
+        if first > max(1, len(lines)):
+            raise PMSError(f"{row.collection}/{row.path} has {len(lines)} lines; line {first} is past its end")
+        end = len(lines) if count is None else min(len(lines), first - 1 + count)
+        chosen = lines[first - 1 : end]
+        truncated = False
+        if max_bytes is not None:
+            budget, kept = max(1, int(max_bytes)), 0
+            for line in chosen:
+                budget -= len(line.encode("utf-8")) + 1
+                if budget < 0:
+                    break
+                kept += 1
+            if kept < len(chosen):
+                truncated = True
+                if kept == 0:  # one line longer than the whole budget: its start
+                    chosen = [chosen[0].encode("utf-8")[: max(1, int(max_bytes))].decode("utf-8", "ignore")]
+                    kept = 1
+                chosen = chosen[:kept]
+        if from_line is None and count is None and not truncated:
+            body = text  # the whole note, as on disk
+        else:
+            body = "\n".join(chosen)
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
-                        tags=[t for t in row.tags.split(",") if t], text=text, from_line=first)
+                        tags=[t for t in row.tags.split(",") if t], text=body, from_line=first,
+                        to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated)
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
         """Several indexed notes at once: (documents, skipped as (ref, why)).
 
         ``pattern`` is a glob over ``collection/path.md`` (``journal/2024-*.md``,
-        ``**/meeting*``) or a comma-separated list of refs as ``get`` takes them.
-        Notes over ``max_bytes`` are skipped (read them with ``get`` and a line
-        range); at most ``max_files`` are returned.
+        ``**/meeting*``) or a comma-separated list of refs as ``get`` takes them
+        (``:FROM:COUNT`` included). ``max_bytes`` bounds the whole answer: notes
+        are added whole while they fit (the first one at least in part, then
+        ``truncated``), the others are skipped with a reason starting with
+        OVER_BUDGET; at most ``max_files`` are returned.
         """
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
-        rows: dict[tuple[str, str], DocumentRow] = {}
+        rows: dict[tuple[str, str], tuple[DocumentRow, int | None, int | None]] = {}
         skipped: list[tuple[str, str]] = []
         every = None
         for item in items:
             if not re.search(r"[*?\[{]", item):
                 try:
-                    row = self._resolve(re.sub(r"(?::\d+){1,2}$", "", item))
+                    target, start, count = self._split_ref(item)
+                    row = self._resolve(target)
                 except PMSError as exc:
                     skipped.append((item, str(exc)))
                     continue
-                rows.setdefault((row.collection, row.path), row)
+                rows.setdefault((row.collection, row.path), (row, start, count))
                 continue
             every = every if every is not None else self.store.find_documents()
             regex = glob_to_regex(item)
             for row in every:
                 check_deadline()
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
-                    rows.setdefault((row.collection, row.path), row)
-        documents = []
-        for (col, rel), row in rows.items():
+                    rows.setdefault((row.collection, row.path), (row, None, None))
+        documents: list[Document] = []
+        left = max(1, int(max_bytes))
+        for (col, rel), (row, start, count) in rows.items():
             ref = f"{col}/{rel}"
             if len(documents) >= max_files:
                 skipped.append((ref, f"more than {max_files} notes matched (narrow the pattern)"))
                 continue
+            if left <= 0 and documents:
+                skipped.append((ref, f"{OVER_BUDGET} ({max_bytes} bytes): read it with get"))
+                continue
             try:
-                documents.append(self._read_document(row, max_bytes=max(1, int(max_bytes))))
+                doc = self._read_document(row, start, count, max_bytes=left)
             except PMSError as exc:
                 skipped.append((ref, str(exc)))
+                continue
+            if doc.truncated and documents:
+                skipped.append((ref, f"{OVER_BUDGET} ({max_bytes} bytes): read it with get"))
+                continue
+            documents.append(doc)
+            left -= len(doc.text.encode("utf-8")) + 1
         return documents, skipped
 
     def _resolve(self, target: str) -> DocumentRow:
@@ -5770,34 +5834,48 @@ MCP_CALL_TIMEOUT = 30.0
 # After SIGTERM, or once a stdio client has closed its end, calls still running get this
 # long to finish before the process ends anyway (the index is transactional: nothing is lost).
 MCP_EXIT_GRACE = 1.5
+# resources/list names at most this many notes (the template reaches every note).
+RESOURCES_LISTED = 200
 MCP_INSTRUCTIONS = (
     "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
-    "each hit names the note (collection/path), its line range and the collection's description. "
-    "Then call get with that path and a line range to read the passage, or the whole note.")
+    "each hit names the note ('collection/path.md'), its lines, a score and a snippet. "
+    "Then call get with that path (and ':FROM:COUNT' for a passage) to read it, related to explore around it.")
 
 
 def _mcp_tools(allow_sync: bool) -> list[dict]:
-    """Name, description and JSON schemas of each tool: the text an assistant reads to choose."""
+    """Name, description, JSON schemas and hints of each tool: the text an assistant reads to choose.
+    The output schemas list every field an answer can hold (the detail fields only with detail=true)."""
     ref = ("A note: 'collection/path.md' as search returns it, optionally ':FROM' or ':FROM:COUNT' "
-           "to select lines (e.g. 'notes/dev/rust.md:12:20'), or '#docid' (e.g. '#3afed6'). "
+           "to select lines (e.g. 'notes/dev/rust.md:12:20'), its file name alone, or '#docid' (e.g. '#3afed6c1'). "
            "Only notes in the index can be read.")
-    hit = {"type": "object", "properties": {
-        "path": {"type": "string", "description": "path inside the collection"},
-        "collection": {"type": "string"},
-        "collection_description": {"type": "string", "description": "what the collection holds"},
-        "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
-        "title": {"type": "string"}, "heading_path": {"type": "string"},
-        "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
-        "score": {"type": "number"}, "snippet": {"type": "string"}}}
-    document = {"type": "object", "properties": {
-        "collection": {"type": "string"}, "path": {"type": "string"}, "docid": {"type": "string"},
+    number = {"type": ["integer", "null"]}
+    hit = {"type": "object", "required": ["path", "title", "lines", "score", "snippet", "docid"], "properties": {
+        "path": {"type": "string", "description": "the note, 'collection/path.md': give it to get, related or links"},
+        "title": {"type": "string"},
+        "lines": {"type": "array", "items": {"type": "integer"}, "description": "[first, last] line of the passage"},
+        "score": {"type": "number", "description": "rank score of this search (higher is better)"},
+        "snippet": {"type": "string"}, "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
+        # detail=true
+        "collection": {"type": "string"}, "heading_path": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}}, "date": {"type": ["string", "null"]},
+        "collection_description": {"type": "string"}, "folder_description": {"type": "string"},
+        "abspath": {"type": "string", "description": "the file on the user's disk"},
+        "bm25_rank": number, "vector_rank": number, "name_rank": number,
+        "bm25_score": {"type": ["number", "null"]}, "vector_distance": {"type": ["number", "null"]}}}
+    document = {"type": "object", "required": ["path", "docid", "title", "from_line", "to_line", "text"], "properties": {
+        "path": {"type": "string", "description": "the note, 'collection/path.md'"}, "docid": {"type": "string"},
         "title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
-        "from_line": {"type": "integer"}, "to_line": {"type": "integer"}, "text": {"type": "string"}}}
-    return [
+        "from_line": {"type": "integer"}, "to_line": {"type": "integer", "description": "last line in text"},
+        "total_lines": {"type": "integer"}, "text": {"type": "string"},
+        "truncated": {"type": "boolean", "description": "text stops before what was asked (max_bytes)"},
+        "next": {"type": "string", "description": "when truncated: the path to get for the rest"}}}
+    max_bytes = {"type": "integer", "minimum": 1, "default": ANSWER_MAX_BYTES}
+    tools = [
         {"name": "search", "title": "Search notes",
-         "description": ("Search the user's notes by keywords and meaning. Returns the best notes (or passages) "
-                         "with path, line range, heading, snippet and score. Write the query in plain words; "
-                         "\"exact phrase\", -excluded and prefix* work too."),
+         "description": ("Search the user's notes by keywords and meaning. Returns the best notes (or passages), best "
+                         "first: path, title, lines, score, snippet and docid (detail=true adds headings, tags, dates, "
+                         "descriptions and ranks). Write the query in plain words; \"exact phrase\", -excluded and "
+                         "prefix* work too. No hits means nothing matched."),
          "input": {"type": "object", "additionalProperties": False, "required": ["query"], "properties": {
              "query": {"type": "string", "description": "what to look for, in plain words; may be empty when a "
                                                          "filter is given (then the matching notes, newest first)"},
@@ -5810,38 +5888,45 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                              "description": "only these collections (names from status); default all"},
              "chunks": {"type": "boolean", "default": False,
                         "description": "return passages (several per note) instead of one result per note"},
+             "detail": {"type": "boolean", "default": False,
+                        "description": "also return headings, tags, dates, descriptions, ranks and the file's location"},
              "tags": {"type": "array", "items": {"type": "string"},
                       "description": "only notes with all these tags ('area' also matches 'area/sub')"},
              "exclude_tags": {"type": "array", "items": {"type": "string"},
                               "description": "leave out notes with any of these tags"},
-             "path": {"type": "string", "description": "only notes under this folder or matching this glob "
-                                                       "inside the collection, e.g. 'journal/' or 'projects/*.md'"},
+             "path_filter": {"type": "string", "description": "only notes under this folder or matching this glob "
+                                                              "inside the collection, e.g. 'journal/' or 'projects/*.md'"},
              "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the "
                                                         "frontmatter date, else the file's time)"},
              "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
              "where": {"type": "array", "items": {"type": "string"},
                        "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"}}},
-         "output": {"type": "object", "required": ["hits"], "properties": {
+         "output": {"type": "object", "required": ["query", "mode", "count", "hits"], "properties": {
              "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
-             "notice": {"type": "string"}, "hits": {"type": "array", "items": hit}}}},
+             "count": {"type": "integer", "description": "number of hits"},
+             "notice": {"type": "string", "description": "something to know about these results"},
+             "hits": {"type": "array", "items": hit}}}},
         {"name": "get", "title": "Read a note",
-         "description": "Read an indexed note, whole or a line range (use the path and lines of a search hit).",
+         "description": ("Read an indexed note, whole or a line range (use the path and lines of a search hit). "
+                         "Answers stop at max_bytes: then truncated is true and next is the path to get for the rest."),
          "input": {"type": "object", "additionalProperties": False, "required": ["path"], "properties": {
              "path": {"type": "string", "minLength": 1, "description": ref},
              "from_line": {"type": "integer", "minimum": 1, "description": "first line to return (1-based)"},
-             "count": {"type": "integer", "minimum": 0, "description": "number of lines to return"},
+             "count": {"type": "integer", "minimum": 1, "description": "number of lines to return (default: to the end)"},
              "line_numbers": {"type": "boolean", "default": False,
-                              "description": "prefix each line with its number"}}},
+                              "description": "prefix each line with its number"},
+             "max_bytes": {**max_bytes, "description": f"at most this many bytes of text (default {ANSWER_MAX_BYTES})"}}},
          "output": document},
         {"name": "multi_get", "title": "Read several notes",
          "description": ("Read several indexed notes at once, by glob over 'collection/path.md' "
-                         "(e.g. 'notes/journal/2024-*.md', '**/meeting*') or a comma-separated list of notes. "
-                         "Notes larger than max_bytes are listed as skipped: read them with get and a line range."),
+                         "(e.g. 'notes/journal/2024-*.md', '**/meeting*') or a comma-separated list of notes (each may "
+                         "take ':FROM:COUNT'). The whole answer stops at max_bytes: notes that do not fit are listed as "
+                         "skipped (truncated is true); read them with get."),
          "input": {"type": "object", "additionalProperties": False, "required": ["pattern"], "properties": {
              "pattern": {"type": "string", "minLength": 1, "description": "a glob or a comma-separated list of notes"},
-             "max_bytes": {"type": "integer", "minimum": 1, "default": MULTI_GET_MAX_BYTES,
-                           "description": f"skip notes larger than this (default {MULTI_GET_MAX_BYTES})"}}},
-         "output": {"type": "object", "required": ["documents", "skipped"], "properties": {
+             "max_bytes": {**max_bytes, "description": f"at most this many bytes of text in all (default {ANSWER_MAX_BYTES})"}}},
+         "output": {"type": "object", "required": ["count", "documents", "skipped", "truncated"], "properties": {
+             "count": {"type": "integer"}, "truncated": {"type": "boolean"},
              "documents": {"type": "array", "items": document},
              "skipped": {"type": "array", "items": {"type": "object", "properties": {
                  "ref": {"type": "string"}, "reason": {"type": "string"}}}}}}},
@@ -5849,22 +5934,26 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
          "description": ("The notes closest in meaning to a note (from its passages; by shared rare words without "
                          "embeddings), each with its passage that relates them. Use it to explore around a search hit."),
          "input": {"type": "object", "additionalProperties": False, "required": ["path"], "properties": {
-             "path": {"type": "string", "minLength": 1, "description": "a note: 'collection/path.md' or '#docid'"},
+             "path": {"type": "string", "minLength": 1, "description": ref},
              "k": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10,
-                   "description": "number of notes (1-100, default 10)"}}},
-         "output": {"type": "object", "required": ["hits"], "properties": {
-             "note": {"type": "string"}, "hits": {"type": "array", "items": hit}}}},
+                   "description": "number of notes (1-100, default 10)"},
+             "detail": {"type": "boolean", "default": False, "description": "also return headings, tags, ranks, ..."}}},
+         "output": {"type": "object", "required": ["note", "count", "hits"], "properties": {
+             "note": {"type": "string"}, "count": {"type": "integer"}, "hits": {"type": "array", "items": hit}}}},
         {"name": "links", "title": "Links of a note",
          "description": ("The notes a note links to ([[wikilinks]] and Markdown links, in order; an unresolved link has "
                          "no path), or with direction 'backlinks' the notes that link to it."),
          "input": {"type": "object", "additionalProperties": False, "required": ["path"], "properties": {
-             "path": {"type": "string", "minLength": 1, "description": "a note: 'collection/path.md' or '#docid'"},
+             "path": {"type": "string", "minLength": 1, "description": ref},
              "direction": {"type": "string", "enum": ["links", "backlinks"], "default": "links",
                            "description": "links (default): what the note points to; backlinks: what points to it"}}},
-         "output": {"type": "object", "required": ["links"], "properties": {
-             "note": {"type": "string"}, "links": {"type": "array", "items": {"type": "object", "properties": {
-                 "collection": {"type": "string"}, "path": {"type": ["string", "null"]},
-                 "title": {"type": ["string", "null"]}, "target": {"type": "string"}, "resolved": {"type": "boolean"}}}}}}},
+         "output": {"type": "object", "required": ["note", "count", "links"], "properties": {
+             "note": {"type": "string"}, "count": {"type": "integer"},
+             "links": {"type": "array", "items": {"type": "object", "properties": {
+                 "path": {"type": ["string", "null"], "description": "'collection/path.md'; null when unresolved"},
+                 "title": {"type": ["string", "null"]}, "docid": {"type": ["string", "null"]},
+                 "target": {"type": "string", "description": "the link as written"}, "line": {"type": "integer"},
+                 "resolved": {"type": "boolean"}}}}}}},
         {"name": "status", "title": "Index status",
          "description": ("The collections (name, folder, description, counts), the search mode (hybrid or "
                          "keyword, and why), and changes on disk not yet indexed."),
@@ -5872,16 +5961,22 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
          "output": {"type": "object", "properties": {
              "search_mode": {"type": "string"}, "documents": {"type": "integer"},
              "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"}}}},
-        {"name": "sync", "title": "Re-index notes",
-         "description": ("Index new and changed notes and drop deleted ones (notes are only read, never changed). "
-                         + ("" if allow_sync else "Disabled on this server: it was started without --allow-sync.")),
-         "input": {"type": "object", "additionalProperties": False, "properties": {
-             "collections": {"type": "array", "items": {"type": "string"},
-                             "description": "only these collections; default all"}}},
-         "output": {"type": "object", "properties": {
-             "summary": {"type": "string"}, "added": {"type": "integer"}, "updated": {"type": "integer"},
-             "deleted": {"type": "integer"}, "errors": {"type": "array"}}}},
     ]
+    if allow_sync:
+        tools.append(
+            {"name": "sync", "title": "Re-index notes",
+             "description": "Index new and changed notes and drop deleted ones (notes are only read, never changed).",
+             "input": {"type": "object", "additionalProperties": False, "properties": {
+                 "collections": {"type": "array", "items": {"type": "string"},
+                                 "description": "only these collections; default all"}}},
+             "output": {"type": "object", "properties": {
+                 "summary": {"type": "string"}, "added": {"type": "integer"}, "updated": {"type": "integer"},
+                 "deleted": {"type": "integer"}, "errors": {"type": "array"}}}})
+    for tool in tools:  # what a client may assume: only sync writes, and only the index
+        writes = tool["name"] == "sync"
+        tool["annotations"] = {"read_only_hint": not writes, "destructive_hint": False, "idempotent_hint": True,
+                               "open_world_hint": False}
+    return tools
 
 
 # KnowledgeBase.search's filters, offered by the search tool and by POST /search.
@@ -5937,6 +6032,8 @@ class MCPService:
     def call(self, name: str, arguments: dict | None) -> dict:
         self._asked.set()
         tool = self.tools.get(name)
+        if tool is None and name == "sync":
+            return self.tool_sync()  # not listed on this server: says how to turn it on
         if tool is None:
             raise UnknownTool(f"unknown tool {name!r} (tools: {', '.join(self.tools)})")
         arguments = dict(arguments or {})
@@ -5965,34 +6062,55 @@ class MCPService:
 
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
-                    chunks: bool = False, **filters) -> dict:
-        hits = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, **filters)
+                    chunks: bool = False, detail: bool = False, path_filter: str | None = None, **filters) -> dict:
+        hits = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks,
+                              path=path_filter, **filters)
         used = self.kb.search_mode(mode)  # after the search: a model that failed to load means keyword
-        result = {"query": query, "mode": used.mode, "hits": self._hit_rows(hits)}
-        if used.reason:
-            result["notice"] = f"keyword-only search: {used.reason}"
+        result = {"query": query, "mode": used.mode, "count": len(hits), "hits": self._hit_rows(hits, detail)}
+        notices = [f"keyword-only search: {used.reason}"] if used.reason else []
+        if not hits:
+            notices.append("nothing in the notes matches this query" + (" and these filters" if filters or path_filter else ""))
+        if notices:
+            result["notice"] = self.for_assistant("; ".join(notices))
         return result
 
-    @staticmethod
-    def _hit_rows(hits: list[Hit]) -> list[dict]:
-        """Hits as JSON, snippets as plain text (an assistant reads them, not a browser)."""
-        return [{**h.to_dict(), "snippet": html_to_style(h.snippet, "plain")} for h in hits]
+    # A hit's fields by default (what a model can use); detail=true returns the others too.
+    LEAN_HIT = ("path", "title", "lines", "score", "snippet", "docid")
 
-    def tool_related(self, path: str, k: int = 10) -> dict:
-        return {"note": path, "hits": self._hit_rows(self.kb.related(path, k=k))}
+    @classmethod
+    def _hit_rows(cls, hits: list[Hit], detail: bool = False) -> list[dict]:
+        """Hits as JSON: 'collection/path.md' as path, snippets as plain text (an assistant reads them, not a browser)."""
+        rows = []
+        for h in hits:
+            row = {"path": f"{h.collection}/{h.path}", "title": h.title, "lines": [h.start_line, h.end_line],
+                   "score": round(h.score, 4), "snippet": html_to_style(h.snippet, "plain"), "docid": h.docid}
+            if detail:
+                full = h.to_dict()
+                row.update({key: full[key] for key in ("collection", "heading_path", "tags", "date", "collection_description",
+                                                       "folder_description", "abspath", "bm25_rank", "vector_rank",
+                                                       "name_rank", "bm25_score", "vector_distance") if key in full})
+            rows.append(row)
+        return rows
+
+    def tool_related(self, path: str, k: int = 10, detail: bool = False) -> dict:
+        hits = self.kb.related(path, k=k)
+        return {"note": path, "count": len(hits), "hits": self._hit_rows(hits, detail)}
 
     def tool_links(self, path: str, direction: str = "links") -> dict:
         refs = self.kb.backlinks(path) if direction == "backlinks" else self.kb.links(path)
-        return {"note": path, "links": [r.to_dict() for r in refs]}
+        links = [{"path": f"{r.collection}/{r.path}" if r.path else None, "title": r.title, "docid": r.docid,
+                  "target": r.target, "line": r.line, "resolved": r.resolved} for r in refs]
+        return {"note": path, "count": len(links), "links": links}
 
     def tool_get(self, path: str, from_line: int | None = None, count: int | None = None,
-                 line_numbers: bool = False) -> dict:
-        doc = self.kb.get(path, from_line=from_line, count=count)
+                 line_numbers: bool = False, max_bytes: int = ANSWER_MAX_BYTES) -> dict:
+        doc = self.kb.get(path, from_line=from_line, count=count, max_bytes=max_bytes)
         return self._document(doc, line_numbers)
 
-    def tool_multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES) -> dict:
+    def tool_multi_get(self, pattern: str, max_bytes: int = ANSWER_MAX_BYTES) -> dict:
         documents, skipped = self.kb.multi_get(pattern, max_bytes=max_bytes)
-        return {"documents": [self._document(d) for d in documents],
+        truncated = any(d.truncated for d in documents) or any(why.startswith(OVER_BUDGET) for _, why in skipped)
+        return {"count": len(documents), "truncated": truncated, "documents": [self._document(d) for d in documents],
                 "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}
 
     def tool_status(self) -> dict:
@@ -6000,7 +6118,7 @@ class MCPService:
 
     def tool_sync(self, collections: list[str] | None = None) -> dict:
         if not self.allow_sync:
-            raise PMSError(f"sync is off on this server (start it with --allow-sync, or run: {pms_command('sync')})")
+            raise PMSError("sync is off on this server (its user can start it with --allow-sync)")
         if not self._sync_lock.acquire(blocking=False):
             raise PMSError("a sync is already running on this server; try again when it has finished")
         try:
@@ -6011,12 +6129,70 @@ class MCPService:
 
     @staticmethod
     def _document(doc: Document, line_numbers: bool = False) -> dict:
-        lines = doc.text.split("\n")
         text = doc.text
         if line_numbers:
-            text = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(lines, doc.from_line))
-        return {"collection": doc.collection, "path": doc.path, "docid": doc.docid, "title": doc.title,
-                "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text}
+            text = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(doc.text.split("\n"), doc.from_line))
+        out = {"path": doc.ref, "docid": doc.docid, "title": doc.title, "tags": doc.tags, "from_line": doc.from_line,
+               "to_line": doc.to_line, "total_lines": doc.total_lines, "text": text}
+        if doc.truncated:
+            out.update(truncated=True, next=doc.rest())
+        return out
+
+    def worded(self, exc: PMSError) -> str:
+        """An engine error worded for an assistant: a command for the user's shell becomes what to do here."""
+        text = str(exc)
+        if exc.argument == "path" and text.startswith("path"):
+            text = "path_filter" + text[4:]  # the search tool's name for the filter
+        return self.for_assistant(text)
+
+    def for_assistant(self, text: str) -> str:
+        """A message with a command for the user's shell reworded as what an assistant can do."""
+        sync = "call the sync tool" if self.allow_sync else "ask the user to sync the index"
+        text = re.sub(r"(?:run: )?(?:python3 pms\.py|pms) sync\b", sync, text)
+        return re.sub(r"(?:run: )?(?:python3 pms\.py|pms) (\w[\w-]*)[^);,]*", r"the user's 'pms \1' command", text)
+
+    def instructions(self) -> str:
+        """The server's instructions: how to use the tools, and what is in this index now."""
+        text = MCP_INSTRUCTIONS
+        with contextlib.suppress(Exception):  # a broken index still serves its tools' errors
+            rows = self.kb.collections.list()
+            if rows:
+                named = "; ".join(f"{c.name} ({c.counts()[0]} notes{': ' + c.description if c.description else ''})"
+                                  for c in rows[:20])
+                text += f" Collections: {named}{' ...' if len(rows) > 20 else ''}."
+            used = self.kb.search_mode()
+            if used.reason:
+                text += f" Search is keyword-only here ({self.for_assistant(used.reason)}): use the words the notes would contain."
+        return text
+
+    # -- rendering: the text a model reads (structuredContent holds the same as JSON) --
+    @staticmethod
+    def summary(name: str, result: dict) -> str:
+        import json
+
+        if name in ("search", "related"):
+            lines = [f"{result['count']} hits" + (f" for {result['query']!r} ({result['mode']})" if name == "search"
+                                                  else f" related to {result['note']}")]
+            if result.get("notice"):
+                lines.append(f"notice: {result['notice']}")
+            for i, h in enumerate(result["hits"], 1):
+                lines.append(f"{i}. {h['path']}:{h['lines'][0]}-{h['lines'][1]} #{h['docid']} score {h['score']:g} - {h['title']}")
+                if h["snippet"]:
+                    lines.append(f"   {h['snippet']}")
+            return "\n".join(lines)
+        if name == "get":
+            head = (f"{result['path']} #{result['docid']} lines {result['from_line']}-{result['to_line']} "
+                    f"of {result['total_lines']}")
+            if result.get("truncated"):
+                head += f" (truncated: get {result['next']!r} for the rest)"
+            return f"{head}\n\n{result['text']}"
+        if name == "multi_get":
+            parts = [f"{result['count']} notes" + (" (truncated: see skipped)" if result["truncated"] else "")]
+            for d in result["documents"]:
+                parts.append(f"==> {d['path']} #{d['docid']} lines {d['from_line']}-{d['to_line']} <==\n{d['text']}")
+            parts += [f"skipped {s['ref']}: {s['reason']}" for s in result["skipped"]]
+            return "\n\n".join(parts)
+        return json.dumps(result, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
 def _error_line(text, limit: int = 300) -> str:
@@ -6033,8 +6209,7 @@ def mcp_server(service: MCPService):
     from mcp.shared.exceptions import MCPError
 
     tools = [types.Tool(name=t["name"], title=t["title"], description=t["description"], input_schema=t["input"],
-                        output_schema=t["output"],
-                        annotations=types.ToolAnnotations(read_only_hint=t["name"] != "sync", open_world_hint=False))
+                        output_schema=t["output"], annotations=types.ToolAnnotations(**t["annotations"]))
              for t in service.tools.values()]
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
@@ -6057,16 +6232,47 @@ def mcp_server(service: MCPService):
         except UnknownTool as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except PMSError as exc:
-            return types.CallToolResult(content=[types.TextContent(type="text", text=_error_line(exc))], is_error=True)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=_error_line(service.worded(exc)))],
+                                        is_error=True)
         except Exception as exc:  # a bug must not end the session nor show a traceback to the client
             service.say(f"tool {params.name} failed: {type(exc).__name__}: {exc}")
             return types.CallToolResult(content=[types.TextContent(
                 type="text", text=_error_line(f"internal error in {params.name}: {type(exc).__name__}: {exc}"))], is_error=True)
-        text = json.dumps(result, ensure_ascii=False, default=str)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=result)
+        result = json.loads(json.dumps(result, default=str))  # dates and paths as the JSON the schema promises
+        return types.CallToolResult(content=[types.TextContent(type="text", text=service.summary(params.name, result))],
+                                    structured_content=result)
 
-    return Server("pms", version=__version__, title="PMS notes", instructions=MCP_INSTRUCTIONS,
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+    # Notes as resources, pms://collection/path.md: what get returns, for clients that attach notes.
+    template = types.ResourceTemplate(name="note", title="A note", uri_template="pms://{collection}/{path}",
+                                      description="An indexed note by collection and path (as search returns it)",
+                                      mime_type="text/markdown")
+
+    async def list_templates(ctx, params) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def list_resources(ctx, params) -> types.ListResourcesResult:
+        def notes():
+            return [(c.name, rel) for c in service.kb.collections.list() for rel in c.files[:RESOURCES_LISTED]][:RESOURCES_LISTED]
+        listed = await anyio.to_thread.run_sync(notes)
+        return types.ListResourcesResult(resources=[
+            types.Resource(name=f"{col}/{rel}", uri=f"pms://{col}/{quote(rel)}", mime_type="text/markdown") for col, rel in listed])
+
+    async def read_resource(ctx, params) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        if not uri.startswith("pms://"):
+            raise MCPError(code=types.INVALID_PARAMS, message=f"not a PMS note: {uri} (pms://collection/path.md)")
+        ref = unquote(uri[len("pms://"):])
+        try:
+            doc = await anyio.to_thread.run_sync(lambda: service.kb.get(ref, max_bytes=ANSWER_MAX_BYTES))
+        except PMSError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=_error_line(exc)) from None
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=doc.text)])
+
+    from urllib.parse import quote, unquote
+
+    return Server("pms", version=__version__, title="PMS notes", instructions=service.instructions(),
+                  on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+                  on_list_resource_templates=list_templates, on_read_resource=read_resource)
 
 
 def serve_mcp_stdio(service: MCPService) -> None:
@@ -6637,7 +6843,10 @@ def cmd_related(kb: KnowledgeBase, args) -> int:
 
 def cmd_get(kb: KnowledgeBase, args) -> int:
     import json
-    doc = kb.get(args.ref)
+    doc = kb.get(args.ref, max_bytes=args.max_bytes)
+    if doc.truncated:
+        _notice(f"stopped at --max-bytes {args.max_bytes}: lines {doc.from_line}-{doc.to_line} of {doc.total_lines} "
+                f"(the rest: {pms_command('get ' + repr(doc.rest()))})")
     if args.json:
         print(json.dumps(doc.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -7041,11 +7250,12 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     g.add_argument("ref")
     g.add_argument("--json", action="store_true")
     g.add_argument("-l", "--line-numbers", action="store_true")
+    g.add_argument("--max-bytes", type=int, metavar="N", help="print at most N bytes (whole lines), then say how to read on")
 
     mg = sub.add_parser("multi-get", help="print several notes: a glob over collection/path.md or a comma list")
     mg.add_argument("pattern", help="e.g. 'notes/journal/2024-*.md' or 'notes/a.md,#3afed6'")
     mg.add_argument("--max-bytes", type=int, default=MULTI_GET_MAX_BYTES,
-                    help=f"skip notes larger than this (default {MULTI_GET_MAX_BYTES})")
+                    help=f"at most this many bytes in all; notes that do not fit are skipped (default {MULTI_GET_MAX_BYTES})")
     mg.add_argument("--json", action="store_true")
 
     d = sub.add_parser("demo", help="index the sample notes shipped with PMS and run a few searches",
@@ -7117,6 +7327,20 @@ def _command_position(argv: Sequence[str]) -> int | None:
     return None
 
 
+# API arguments as the CLI spells them, for errors about them.
+CLI_FLAGS = {"after": "--after", "before": "--before", "where": "--where", "tags": "--tag", "exclude_tags": "--no-tag",
+             "path": "--path", "min_score": "--min-score", "max_bytes": "--max-bytes", "exclude": "--exclude"}
+
+
+def cli_error(exc: PMSError) -> str:
+    """An engine error worded for the command line: the argument it names becomes its flag."""
+    text = str(exc)
+    flag = CLI_FLAGS.get(getattr(exc, "argument", None) or "")
+    if flag and text.startswith(exc.argument):
+        text = flag + text[len(exc.argument):].removeprefix(":")
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     use_private_env()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -7153,7 +7377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with KnowledgeBase(args.db, notice=_notice) as kb:
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
-        print(f"pms: error: {exc}", file=sys.stderr)
+        print(f"pms: error: {cli_error(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         ProgressPrinter.end_line()

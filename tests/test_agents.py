@@ -6,13 +6,28 @@ HTTP) against a real `pms.py mcp` subprocess; raw HTTP through urllib.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
+import re
 import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
+from conftest import REPO, model_dir, run_cli, write
 
 import pms
-from conftest import write
+
+mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -r requirements-dev.txt)")
+anyio = pytest.importorskip("anyio")
+httpx2 = pytest.importorskip("httpx2")
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 # Two file names whose ids in collection 1 share their first 6 hex digits, and two that share 8.
 SAME_6 = ("n31.md", "n4718.md")
@@ -87,23 +102,6 @@ def test_a_note_found_by_its_file_name_alone_any_case_without_md(vault):
 
 # -- bounded calls: a deadline per call, SIGTERM, a stdio client that goes away ------------------
 
-import contextlib  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from conftest import REPO, model_dir, run_cli  # noqa: E402
-
-mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -r requirements-dev.txt)")
-anyio = pytest.importorskip("anyio")
-httpx2 = pytest.importorskip("httpx2")
-from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 
 def clean_env(home: Path) -> dict[str, str]:
@@ -186,9 +184,8 @@ def test_the_api_deadline_stops_a_search_inside_sqlite(kb, tmp_path):
     kb.collections.create(many_notes(tmp_path / "v", 300), name="v")
     kb.sync()
     assert kb.search("gardening", k=5)
-    with pytest.raises(pms.DeadlineExceeded, match="the search took longer than 0 s"):
-        with kb.time_limit(0, "the search"):
-            kb.search("gardening", k=5)
+    with pytest.raises(pms.DeadlineExceeded, match="the search took longer than 0 s"), kb.time_limit(0, "the search"):
+        kb.search("gardening", k=5)
     assert kb.search("gardening", k=5)  # the next call is not limited
 
 
@@ -204,7 +201,7 @@ def unsynced(tmp_path, embedding_model_dir):
 
 def test_sigterm_ends_an_http_server_in_the_middle_of_a_long_call(unsynced):
     home, db = unsynced
-    with http_server(home, db, "--allow-sync") as (url, proc, log):
+    with http_server(home, db, "--allow-sync") as (url, proc, _log):
         async def call_sync():
             with contextlib.suppress(Exception):
                 async with http_client(url) as client:
@@ -241,3 +238,100 @@ def test_a_stdio_server_exits_when_its_client_closes_stdin_mid_call(unsynced):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# -- answers a model can afford: lean hits, a byte budget, no absolute paths ----------------------
+
+@pytest.fixture
+def vault_index(tmp_path):
+    """A keyword index of a small vault with one long chapter (60 KB) and notes with links."""
+    root = tmp_path / "vault"
+    write(root / "book" / "ch04-01-what-is-ownership.md", "# What is ownership\n\n" + "".join(
+        f"Line {i}: ownership rules move values and borrowing lends references without copying.\n" for i in range(3, 700)))
+    write(root / "book" / "ch04-02-references.md", "# References and borrowing\n\nSee [[ch04-01-what-is-ownership]].\n"
+          "A reference borrows a value.\n\nMore about [[lifetimes]].\n")
+    for i in range(12):
+        write(root / "notes" / f"garden-{i}.md", f"# Garden note {i}\n\nTomatoes, basil and ownership of the allotment {i}.\n")
+    return (*keyword_index(tmp_path, root, "--description", "a test vault"), root)
+
+
+def test_answers_are_lean_bounded_and_say_how_to_read_on(vault_index):
+    home, db, root = vault_index
+
+    async def main():
+        async with stdio(home, db) as client:
+            found = await client.call_tool("search", {"query": "ownership", "k": 10})
+            hits = found.structured_content["hits"]
+            assert len(hits) == 10 and found.structured_content["count"] == 10
+            assert all(set(h) == {"path", "title", "lines", "score", "snippet", "docid"} for h in hits)
+            answer = json.dumps(found.structured_content) + found.content[0].text
+            assert str(root) not in answer and str(home) not in answer  # no absolute paths unless asked
+            detailed = await client.call_tool("search", {"query": "ownership", "k": 1, "detail": True})
+            assert detailed.structured_content["hits"][0]["abspath"].startswith(str(root))
+
+            chapter = (await client.call_tool("get", {"path": "vault/book/ch04-01-what-is-ownership.md"})).structured_content
+            assert chapter["truncated"] and len(chapter["text"].encode()) <= 20_000
+            assert chapter["total_lines"] == 699 and chapter["next"] == f"vault/book/ch04-01-what-is-ownership.md:{chapter['to_line'] + 1}"
+            rest = (await client.call_tool("get", {"path": chapter["next"], "max_bytes": 100_000})).structured_content
+            assert not rest.get("truncated") and rest["to_line"] == 699 and rest["from_line"] == chapter["to_line"] + 1
+            whole = (root / "book" / "ch04-01-what-is-ownership.md").read_text()
+            assert chapter["text"] + "\n" + rest["text"] + "\n" == whole
+
+            several = (await client.call_tool("multi_get", {"pattern": "vault/**/*.md"})).structured_content
+            assert several["truncated"] and sum(len(d["text"].encode()) for d in several["documents"]) <= 20_000
+            assert any("does not fit in max_bytes" in s["reason"] for s in several["skipped"])
+            ranged = (await client.call_tool("multi_get", {"pattern": "vault/book/ch04-01-what-is-ownership.md:3:2, "
+                                                                      "notes/garden-1.md:1:1"})).structured_content
+            assert [(d["from_line"], d["to_line"]) for d in ranged["documents"]] == [(3, 4), (1, 1)]  # :FROM:COUNT honoured
+
+    anyio.run(main)
+
+
+def test_lookup_lines_and_errors_are_worded_for_an_assistant(vault_index):
+    home, db, _root = vault_index
+
+    async def main():
+        async with stdio(home, db) as client:
+            got = await client.call_tool("get", {"path": "ch04-01-what-is-ownership"})  # file name alone, no .md
+            assert got.structured_content["path"] == "vault/book/ch04-01-what-is-ownership.md"
+            docid = got.structured_content["docid"]
+            assert (await client.call_tool("get", {"path": f"#{docid.upper()}"})).structured_content["docid"] == docid
+            missing = await client.call_tool("get", {"path": "ch04-01-what-is-owner.md"})
+            assert missing.is_error and "did you mean vault/book/ch04-01-what-is-ownership.md?" in missing.content[0].text
+            short = (await client.call_tool("get", {"path": "vault/book/ch04-02-references.md"})).structured_content
+            assert short["to_line"] == 6 == short["total_lines"]  # not the empty "line" after the final newline
+            zero = await client.call_tool("get", {"path": "vault/book/ch04-02-references.md:2:0"})
+            assert zero.is_error and "line count must be 1 or more" in zero.content[0].text
+            links = await client.call_tool("links", {"path": "vault/book/ch04-02-references.md:3:4"})
+            assert not links.is_error and links.structured_content["count"] == 2
+            assert links.structured_content["links"][0]["path"] == "vault/book/ch04-01-what-is-ownership.md"
+            bad_date = await client.call_tool("search", {"query": "x", "after": "yesterday"})
+            assert bad_date.content[0].text == "after wants a date as YYYY-MM-DD, not 'yesterday'"
+            off = await client.call_tool("sync", {})
+            assert off.is_error and "pms.py" not in off.content[0].text and "--allow-sync" in off.content[0].text
+
+    anyio.run(main)
+
+
+def test_the_server_describes_its_collections_tools_and_notes(vault_index):
+    home, db, _root = vault_index
+
+    async def main():
+        async with stdio(home, db) as client:
+            assert "vault (14 notes: a test vault)" in client.instructions
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert "sync" not in tools  # off on this server, so not offered
+            assert all(t.annotations.read_only_hint and t.annotations.destructive_hint is False for t in tools.values())
+            for name, tool in tools.items():  # the output schema names every field an answer holds
+                assert tool.output_schema, name
+            found = await client.call_tool("search", {"query": "garden", "k": 2, "detail": True})
+            promised = set(tools["search"].output_schema["properties"]["hits"]["items"]["properties"])
+            assert set(found.structured_content["hits"][0]) <= promised
+            templates = (await client.list_resource_templates()).resource_templates
+            assert templates[0].uri_template == "pms://{collection}/{path}"
+            note = await client.read_resource("pms://vault/book/ch04-02-references.md")
+            assert note.contents[0].text.startswith("# References and borrowing")
+            listed = (await client.list_resources()).resources
+            assert "pms://vault/notes/garden-1.md" in {str(r.uri) for r in listed}
+
+    anyio.run(main)

@@ -106,7 +106,7 @@ def error_text(result) -> str:
 
 async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     listed = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(listed) == TOOLS
+    assert set(listed) == (TOOLS if sync_allowed else TOOLS - {"sync"})  # a tool that is off is not offered
     for tool in listed.values():
         assert len(tool.description) > 40, tool.name
         for name, schema in tool.input_schema.get("properties", {}).items():
@@ -120,52 +120,58 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     assert found.structured_content["mode"] == "hybrid"
     assert 1 <= len(hits) <= 3
     top = hits[0]
-    assert (top["collection"], top["path"]) == ("samples", "dev/ssh-key-rotation.md")
-    assert top["collection_description"] == DESCRIPTION
-    assert 1 <= top["start_line"] <= top["end_line"]
-    assert json.loads(found.content[0].text) == found.structured_content  # the same answer for text-only clients
+    assert set(top) == {"path", "title", "lines", "score", "snippet", "docid"}  # lean by default
+    assert top["path"] == "samples/dev/ssh-key-rotation.md"
+    start, end = top["lines"]
+    assert 1 <= start <= end
+    assert f"1. {top['path']}:{start}-{end} #{top['docid']}" in found.content[0].text  # the same answer, as text
+    detailed = (await client.call_tool("search", {"query": "rotate my ssh keys", "k": 3, "detail": True})).structured_content
+    assert detailed["hits"][0]["collection_description"] == DESCRIPTION
 
     # The hit's line range, read back with get, is those very lines of the file.
-    file_lines = (SAMPLES / top["path"]).read_text(encoding="utf-8").split("\n")
-    count = top["end_line"] - top["start_line"] + 1
-    passage = await client.call_tool("get", {"path": f"samples/{top['path']}:{top['start_line']}:{count}"})
+    file_lines = (SAMPLES / top["path"].removeprefix("samples/")).read_text(encoding="utf-8").split("\n")
+    count = end - start + 1
+    passage = await client.call_tool("get", {"path": f"{top['path']}:{start}:{count}"})
     doc = passage.structured_content
-    assert (doc["from_line"], doc["to_line"]) == (top["start_line"], top["end_line"])
-    assert doc["text"] == "\n".join(file_lines[top["start_line"] - 1 : top["end_line"]])
+    assert (doc["from_line"], doc["to_line"]) == (start, end)
+    assert doc["text"] == "\n".join(file_lines[start - 1 : end])
     numbered = await client.call_tool("get", {"path": f"#{top['docid']}", "from_line": 2.0, "count": 2, "line_numbers": True})
     assert numbered.structured_content["text"] == f"    2  {file_lines[1]}\n    3  {file_lines[2]}"
 
-    tagged = (await client.call_tool("search", {"query": "keys", "k": 10, "tags": ["security"]})).structured_content
+    tagged = (await client.call_tool("search", {"query": "keys", "k": 10, "tags": ["security"], "detail": True})).structured_content
     assert tagged["hits"] and all("security" in h["tags"] for h in tagged["hits"])
-    in_home = (await client.call_tool("search", {"query": "list", "k": 10, "path": "home/"})).structured_content
-    assert in_home["hits"] and all(h["path"].startswith("home/") for h in in_home["hits"])
+    in_home = (await client.call_tool("search", {"query": "list", "k": 10, "path_filter": "home/"})).structured_content
+    assert in_home["hits"] and all(h["path"].startswith("samples/home/") for h in in_home["hits"])
     listed_by_tag = (await client.call_tool("search", {"query": "", "tags": ["security"]})).structured_content
-    assert {h["path"] for h in listed_by_tag["hits"]} >= {"dev/ssh-key-rotation.md"}
+    assert {h["path"] for h in listed_by_tag["hits"]} >= {"samples/dev/ssh-key-rotation.md"}
 
-    related = (await client.call_tool("related", {"path": "samples/dev/rust-ownership-and-borrowing.md", "k": 3})).structured_content
-    assert 1 <= len(related["hits"]) <= 3 and "dev/rust-ownership-and-borrowing.md" not in [h["path"] for h in related["hits"]]
+    related = (await client.call_tool("related", {"path": "samples/dev/rust-ownership-and-borrowing.md", "k": 3,
+                                                  "detail": True})).structured_content
+    assert 1 <= len(related["hits"]) <= 3 and "samples/dev/rust-ownership-and-borrowing.md" not in [h["path"] for h in related["hits"]]
     assert all(h["heading_path"] and h["snippet"] and "<mark>" not in h["snippet"] for h in related["hits"])
     links = (await client.call_tool("links", {"path": "samples/reading/reading-list.md"})).structured_content["links"]
-    assert {"reading/how-to-take-smart-notes.md", "dev/rust-ownership-and-borrowing.md"} <= {l["path"] for l in links}
+    assert {"samples/reading/how-to-take-smart-notes.md", "samples/dev/rust-ownership-and-borrowing.md"} <= {l["path"] for l in links}
     back = await client.call_tool("links", {"path": "samples/reading/reading-list.md", "direction": "backlinks"})
     back_paths = [l["path"] for l in back.structured_content["links"]]
-    assert "reading/how-to-take-smart-notes.md" in back_paths and "reading/reading-list.md" not in back_paths
+    assert "samples/reading/how-to-take-smart-notes.md" in back_paths and "samples/reading/reading-list.md" not in back_paths
 
     chunks = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
                                                "collections": ["samples"]})
     assert chunks.structured_content["mode"] == "keyword"
-    assert len({(h["path"], h["start_line"]) for h in chunks.structured_content["hits"]}) == len(chunks.structured_content["hits"])
+    assert len({(h["path"], h["lines"][0]) for h in chunks.structured_content["hits"]}) == len(chunks.structured_content["hits"])
 
-    several = await client.call_tool("multi_get", {"pattern": "samples/dev/s*.md, samples/quick-capture.md", "max_bytes": 2500})
-    got = {d["path"] for d in several.structured_content["documents"]}
-    skipped = {s["ref"] for s in several.structured_content["skipped"]}
-    small = {p for p in ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md", "dev/ssh-key-rotation.md",
-                         "quick-capture.md"] if (SAMPLES / p).stat().st_size <= 2500}
-    assert got == small
-    assert skipped == {f"samples/{p}" for p in ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md",
-                                                "dev/ssh-key-rotation.md", "quick-capture.md"]} - {f"samples/{p}" for p in small}
-    for d in several.structured_content["documents"]:
-        assert d["text"] == (SAMPLES / d["path"]).read_text(encoding="utf-8")
+    # max_bytes bounds the whole answer: notes are added whole while they fit, the rest are skipped.
+    wanted = ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md", "dev/ssh-key-rotation.md", "quick-capture.md"]
+    several = (await client.call_tool("multi_get", {"pattern": "samples/dev/s*.md, samples/quick-capture.md",
+                                                    "max_bytes": 2500})).structured_content
+    got = {d["path"] for d in several["documents"]}
+    skipped = {s["ref"] for s in several["skipped"]}
+    assert got | skipped == {f"samples/{p}" for p in wanted} and not got & skipped
+    assert sum(len(d["text"].encode()) for d in several["documents"]) <= 2500
+    assert several["truncated"] and several["count"] == len(got) >= 1
+    for d in several["documents"]:
+        whole = (SAMPLES / d["path"].removeprefix("samples/")).read_text(encoding="utf-8")
+        assert d["text"] == whole or (d.get("truncated") and whole.startswith(d["text"]))
 
     status = (await client.call_tool("status", {})).structured_content
     assert [(c["name"], c["description"], c["notes"]) for c in status["collections_detail"]] == \
@@ -205,7 +211,7 @@ def test_http_client_lists_and_calls_every_tool(index):
 
 async def still_works(client: Client) -> None:
     again = await client.call_tool("search", {"query": "shakshuka", "k": 1})
-    assert not again.is_error and again.structured_content["hits"][0]["path"] == "home/shakshuka-recipe.md"
+    assert not again.is_error and again.structured_content["hits"][0]["path"] == "samples/home/shakshuka-recipe.md"
 
 
 async def check_bad_calls(client: Client) -> None:
@@ -350,7 +356,7 @@ def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
             while not sync_done.is_set() or calls[name] == 0:
                 found = await client.call_tool("search", {"query": "ssh key rotation", "k": 3})
                 assert not found.is_error, found.content
-                assert found.structured_content["hits"][0]["path"] == "dev/ssh-key-rotation.md"
+                assert found.structured_content["hits"][0]["path"] == "samples/dev/ssh-key-rotation.md"
                 read = await client.call_tool("get", {"path": "samples/dev/ssh-key-rotation.md:1:3"})
                 assert not read.is_error, read.content
                 calls[name] += 1
@@ -373,7 +379,7 @@ def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
         assert report["added"] == 150 and not report["errors"]
         async with http_client(url) as client:
             found = await client.call_tool("search", {"query": "lighthouses tide tables", "k": 3, "mode": "keyword"})
-            assert found.structured_content["hits"][0]["path"].startswith("bulk/")
+            assert found.structured_content["hits"][0]["path"].startswith("samples/bulk/")
 
     with http_server(home, db, "--allow-sync") as url:
         run(main, url)
@@ -381,16 +387,16 @@ def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
 
 
 def test_multi_get_from_the_command_line(index):
-    """The API behind the multi_get tool, from the CLI: a glob plus a comma list, big notes skipped."""
+    """The API behind the multi_get tool, from the CLI: a glob plus a comma list, the answer within --max-bytes."""
     home, db = index
     done = run_cli("multi-get", "samples/home/*.md, #nope00", "--max-bytes", "1500", "--json", db=db,
                    env={"PMS_HOME": str(home)})
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     home_notes = sorted(p.relative_to(SAMPLES).as_posix() for p in (SAMPLES / "home").glob("*.md"))
-    small = [p for p in home_notes if (SAMPLES / p).stat().st_size <= 1500]
-    assert small and [d["path"] for d in answer["documents"]] == small
-    assert {s["ref"] for s in answer["skipped"]} == {"#nope00"} | {f"samples/{p}" for p in home_notes if p not in small}
+    got = [d["path"] for d in answer["documents"]]
+    assert got and sum(len(d["text"].encode()) for d in answer["documents"]) <= 1500
+    assert {s["ref"] for s in answer["skipped"]} == {"#nope00"} | {f"samples/{p}" for p in home_notes if p not in got}
 
 
 def test_cli_search_uses_a_running_http_server(index, tmp_path):
