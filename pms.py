@@ -77,7 +77,7 @@ __all__ = [
     "VERSION",
     # the engine behind one object, and what it returns
     "KnowledgeBase", "Collection", "Collections", "Document", "SearchMode", "Hit", "NoteFilter", "NoteRef",
-    "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage",
+    "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage", "FolderWatcher",
     "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
     # errors: everything a user can cause is a PMSError
     "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
@@ -1927,6 +1927,17 @@ class Store:
         """path -> its state, for one collection."""
         rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256, parsed_version FROM documents WHERE collection_id = ?", (collection_id,))
         return {r[0]: DocumentState(*r[1:]) for r in rows}
+
+    def indexed_times(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
+        """(collection, path) -> (mtime_ns, size) as last indexed."""
+        out = {}
+        for part in in_parts(list(notes), SQLITE_MAX_VARS // 2):
+            where = " OR ".join(["(c.name = ? AND d.path = ?)"] * len(part))
+            for name, path, mtime, size in self.db.execute(
+                    f"SELECT c.name, d.path, d.mtime_ns, d.size FROM documents d JOIN collections c ON c.id = d.collection_id "
+                    f"WHERE {where}", [v for pair in part for v in pair]):
+                out[(name, path)] = (mtime, size)
+        return out
 
     def document_paths(self, collection_id: int) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT path FROM documents WHERE collection_id = ? ORDER BY path", (collection_id,))]
@@ -3999,6 +4010,104 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
     return data
 
 
+# Watching folders (the desktop app, `pms watch`, `pms mcp --watch`): how often the
+# folders and notes are looked at, and how long they must stay quiet before a sync
+# (an editor saving, a git checkout, Syncthing: many changes become one sync).
+WATCH_INTERVAL = 1.0
+WATCH_QUIET = 1.0
+# At most this many folders and notes are looked at per collection (about 10 ms a pass per 2,000).
+WATCH_MAX_PATHS = 20_000
+
+
+class FolderWatcher:
+    """Watches collections' folders (recursively) and their indexed notes, and after
+    ``quiet`` seconds without a further change calls ``on_change(names)`` with the
+    collections that changed. One implementation for every front end.
+
+    By polling modification times, standard library only and alike on every OS: a
+    note added, removed or renamed changes its folder's time, an edit the note's own
+    (a new folder changes its parent's, and is watched from then on). ``source``
+    returns the collections to watch; they are read again after each change.
+    """
+
+    def __init__(self, on_change: Callable[[list[str]], None], source: Callable[[], list],
+                 interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET):
+        self.on_change, self.source = on_change, source
+        self.interval, self.quiet = interval, quiet
+        self._lock = threading.Lock()
+        self._snapshot: dict[str, dict[str, tuple[int, int] | None]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def _stat(path: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _paths(self, collection) -> list[str]:
+        root = str(collection.path)
+        found = []
+        for folder, subdirs, _files in os.walk(root):
+            subdirs[:] = [d for d in subdirs if not is_skipped_folder(d)]
+            found.append(folder)
+            if len(found) >= WATCH_MAX_PATHS:
+                break
+        found += [os.path.join(root, rel) for rel in collection.files[: max(0, WATCH_MAX_PATHS - len(found))]]
+        return found
+
+    def watch(self, collections=None) -> None:
+        """(Re)read what to watch: ``collections``, or what ``source`` returns."""
+        collections = self.source() if collections is None else collections
+        snapshot = {c.name: {p: self._stat(p) for p in self._paths(c)} for c in collections}
+        with self._lock:
+            self._snapshot = snapshot
+
+    def changed(self) -> list[str]:
+        """The collections with a folder or note changed since the last look (one pass)."""
+        with self._lock:
+            snapshot = self._snapshot
+        names = []
+        for name, paths in snapshot.items():
+            for path, seen in paths.items():
+                if self._stat(path) != seen:
+                    names.append(name)
+                    break
+        return names
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Watch until ``stop`` (or ``stop()``) is set, calling on_change after each quiet spell."""
+        stop = stop or self._stop
+        self._rewatch()
+        pending: set[str] = set()
+        last_change = 0.0
+        while not stop.wait(self.interval) and not self._stop.is_set():
+            names = self.changed()
+            if names:
+                pending.update(names)
+                last_change = time.monotonic()
+                self._rewatch()  # a new folder is watched from now on; the same change is not counted twice
+            elif pending and time.monotonic() - last_change >= self.quiet:
+                changed, pending = sorted(pending), set()
+                self.on_change(changed)
+                self._rewatch()
+
+    def _rewatch(self) -> None:
+        with contextlib.suppress(Exception):  # an index closing under a watcher: keep the last snapshot
+            self.watch()
+
+    def start(self) -> threading.Thread:
+        """``run()`` in a daemon thread."""
+        self._thread = threading.Thread(target=self.run, name="pms-watch", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 class Syncer:
     """Brings the index in line with the collection folders, incrementally.
 
@@ -5214,6 +5323,50 @@ class KnowledgeBase:
             return report
         return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
 
+    def watch(self, collections: Sequence[str] | None = None, *, stop: threading.Event | None = None,
+              on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
+              sync_lock: threading.Lock | None = None, catch_up: bool = True,
+              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
+        """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then)
+        the collections whose folders changed, after a quiet second (FolderWatcher).
+        ``on_sync`` gets each report, ``on_error`` each failed sync's one line."""
+        self.store.require_writable()
+        self.collections.list() if collections is None else [self.collections.get(n) for n in collections]  # they exist
+
+        def source():
+            return [c for c in self.collections.list() if collections is None or c.name in collections]
+
+        def sync(names: list[str] | None) -> None:
+            try:
+                with sync_lock or contextlib.nullcontext():
+                    report = self.sync(collections=names)
+            except PMSError as exc:
+                if on_error is not None:
+                    on_error(str(exc))
+                return
+            if on_sync is not None:
+                on_sync(report)
+
+        if catch_up:
+            sync([c.name for c in source()])
+        FolderWatcher(sync, source, interval=interval, quiet=quiet).run(stop)
+
+    def changed_on_disk(self, hits: Sequence[Hit]) -> list[Hit]:
+        """The hits whose note changed or went away since it was indexed (the index is older than the file)."""
+        if not hits:
+            return []
+        indexed = self.store.indexed_times([(h.collection, h.path) for h in hits])
+        stale = []
+        for h in hits:
+            try:
+                st = os.stat(h.abspath)
+                now = (st.st_mtime_ns, st.st_size)
+            except OSError:
+                now = None
+            if now != indexed.get((h.collection, h.path)):
+                stale.append(h)
+        return stale
+
     # -- search ------------------------------------------------------------------------
     def search_mode(self, mode: str = "auto") -> SearchMode:
         """The mode a search asked for ``mode`` will use, and why hybrid is not available."""
@@ -6020,6 +6173,26 @@ class MCPService:
         thread.start()
         return thread
 
+    def watch(self) -> threading.Thread:
+        """Keep the index fresh in a background thread (``pms mcp --watch``): a sync once
+        the handshake is over, then one after each change in the collections' folders."""
+        def run():
+            self._asked.wait(2.0)
+
+            def synced(report: SyncReport) -> None:
+                if report.added or report.updated or report.deleted or report.errors:
+                    self.say(f"watch: {report.summary()}")
+
+            try:
+                self.kb.watch(on_sync=synced, on_error=lambda text: self.say(f"watch: sync failed: {text}"),
+                              sync_lock=self._sync_lock)
+            except PMSError as exc:
+                self.say(f"not watching the folders: {exc}")
+
+        thread = threading.Thread(target=run, name="pms-mcp-watch", daemon=True)
+        thread.start()
+        return thread
+
     def say(self, text: str) -> None:
         """One line for the person running the server (the CLI prints it on stderr)."""
         if self.kb.notice is not None:
@@ -6068,6 +6241,10 @@ class MCPService:
         used = self.kb.search_mode(mode)  # after the search: a model that failed to load means keyword
         result = {"query": query, "mode": used.mode, "count": len(hits), "hits": self._hit_rows(hits, detail)}
         notices = [f"keyword-only search: {used.reason}"] if used.reason else []
+        stale = self.kb.changed_on_disk(hits)
+        if stale:
+            notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(f'{h.collection}/{h.path}' for h in stale[:3])}"
+                           f"{' ...' if len(stale) > 3 else ''}): read them with get for their current text")
         if not hits:
             notices.append("nothing in the notes matches this query" + (" and these filters" if filters or path_filter else ""))
         if notices:
@@ -6794,6 +6971,10 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     if args.mode == "auto" and not args.json:
         _keyword_only_notice(kb, why)
     _print_hits(hits, args, kb)
+    stale = kb.changed_on_disk(hits)
+    if stale:
+        _notice(f"{len(stale)} of these notes changed on disk since they were indexed "
+                f"(run: {pms_command('sync')}, or keep it fresh: {pms_command('watch')})")
     return 0
 
 
@@ -6872,6 +7053,22 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
     return 0 if documents or not skipped else 1
 
 
+def cmd_watch(kb: KnowledgeBase, args) -> int:
+    """Sync now, then again whenever notes change (until Ctrl+C)."""
+    names = args.collection or None
+    watched = [c.name for c in kb.collections.list() if names is None or c.name in names]
+    if not watched:
+        raise PMSError(f"no collections to watch (add one: {pms_command('collection add FOLDER')})")
+    _notice(f"watching {', '.join(watched)}: notes are synced a second after they change (Ctrl+C stops)")
+
+    def synced(report: SyncReport) -> None:
+        if report.added or report.updated or report.deleted or report.errors or report.embedded:
+            print(f"{time.strftime('%H:%M:%S')} {report.summary()}", flush=True)
+
+    kb.watch(names, on_sync=synced, on_error=lambda text: _notice(f"sync failed: {text}"))
+    return 0
+
+
 def cmd_mcp(kb: KnowledgeBase, args) -> int:
     """Serve the notes to AI assistants over MCP (stdio, or Streamable HTTP with --http)."""
     if not module_available("mcp"):
@@ -6881,6 +7078,8 @@ def cmd_mcp(kb: KnowledgeBase, args) -> int:
     if args.timeout is not None and not args.timeout > 0:
         raise PMSError(f"--timeout wants a number of seconds above 0, not {args.timeout:g}")
     service = MCPService(kb, allow_sync=args.allow_sync, call_timeout=args.timeout)
+    if args.watch if args.watch is not None else args.http:  # on by default for the long-lived HTTP server
+        service.watch()
     if args.http:
         serve_mcp_http(service, host=args.host, port=args.port, token=args.token or os.environ.get("PMS_MCP_TOKEN"))
     else:
@@ -7188,6 +7387,10 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     sy.add_argument("--no-embed", action="store_true", help="skip embeddings (keyword index only)")
     sy.add_argument("--reembed", action="store_true", help="drop all vectors and embed everything again (after a model change)")
 
+    wa = sub.add_parser("watch", help="keep the index fresh: sync whenever notes change, until Ctrl+C",
+                        description="Syncs now, then a second after notes are added, changed or deleted.")
+    wa.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
+
     st = sub.add_parser("status", help="collections, counts, pending changes, search mode, index path and size")
     st.add_argument("--json", action="store_true")
 
@@ -7295,6 +7498,8 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     m.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1: this machine only)")
     m.add_argument("--token", help="HTTP: require 'Authorization: Bearer TOKEN' (or set PMS_MCP_TOKEN)")
     m.add_argument("--allow-sync", action="store_true", help="let clients re-index with the sync tool")
+    m.add_argument("--watch", action=argparse.BooleanOptionalAction, default=None,
+                   help="sync when notes change on disk (default: on with --http, off for stdio)")
     m.add_argument("--timeout", type=float, default=MCP_CALL_TIMEOUT, metavar="SECONDS",
                    help=f"stop any tool call (but sync) after this long (default {MCP_CALL_TIMEOUT:g})")
 
@@ -7306,7 +7511,7 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
             "get": cmd_get, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
             "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_backlinks, "related": cmd_related,
-            "multi-get": cmd_multi_get, "mcp": cmd_mcp}
+            "multi-get": cmd_multi_get, "mcp": cmd_mcp, "watch": cmd_watch}
 
 
 # Options of ``search`` that take a value: the value is never a "-word" exclusion.
@@ -7381,7 +7586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         ProgressPrinter.end_line()
-        indexing = args.command in ("sync", "collection", "demo")
+        indexing = args.command in ("sync", "collection", "demo", "watch")
         print("pms: interrupted" + (f" (what was done is kept; run: {pms_command('sync')} to finish)" if indexing else ""),
               file=sys.stderr)
         return 130

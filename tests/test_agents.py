@@ -335,3 +335,66 @@ def test_the_server_describes_its_collections_tools_and_notes(vault_index):
             assert "pms://vault/notes/garden-1.md" in {str(r.uri) for r in listed}
 
     anyio.run(main)
+
+
+# -- freshness: pms watch, mcp --watch, a search that says the index is older ---------------------
+
+def wait_for(check, what: str, tries: int = 120):
+    """Poll ``check`` every half second until it returns something true (a watcher works in the background)."""
+    for _ in range(tries):
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_pms_watch_syncs_a_note_written_after_it_started(tmp_path):
+    folder = tmp_path / "v"
+    write(folder / "a.md", "# A\n\nalpha\n")
+    home, db = keyword_index(tmp_path, folder)
+    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "watch"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=clean_env(home))
+    try:
+        assert "watching vault" in proc.stderr.readline()
+        write(folder / "new" / "b.md", "# B\n\nthe quokka is a small marsupial\n")  # in a folder that did not exist
+
+        def found():
+            done = run_cli("search", "quokka", "--json", "--mode", "keyword", db=db, env=clean_env(home))
+            return done.returncode == 0 and json.loads(done.stdout)
+        assert wait_for(found, "the new note is searchable")[0]["path"] == "new/b.md"
+        assert any("+1 new" in proc.stdout.readline() for _ in range(2))
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def test_the_http_server_watches_by_default_and_a_search_says_when_the_index_is_older(tmp_path):
+    folder = tmp_path / "v"
+    write(folder / "a.md", "# A\n\nalpha wombat\n")
+    home, db = keyword_index(tmp_path, folder)
+
+    async def search(client, query):
+        return (await client.call_tool("search", {"query": query, "mode": "keyword"})).structured_content
+
+    async def stale_notice():
+        async with stdio(home, db) as client:  # stdio: no watching unless asked
+            (folder / "a.md").write_text("# A\n\nalpha wombat, edited\n", encoding="utf-8")
+            answer = await search(client, "wombat")
+            assert "the index is older than 1 of these notes (vault/a.md)" in answer["notice"]
+
+    anyio.run(stale_notice)
+
+    with http_server(home, db) as (url, _proc, _log):
+        async def fresh():
+            async with http_client(url) as client:
+                write(folder / "b.md", "# B\n\nnumbat\n")
+                for _ in range(120):
+                    answer = await search(client, "numbat")
+                    if answer["hits"]:
+                        break
+                    await anyio.sleep(0.5)
+                assert answer["hits"][0]["path"] == "vault/b.md"
+                assert "notice" not in await search(client, "wombat")  # caught up with the edit too
+
+        anyio.run(fresh)
