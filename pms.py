@@ -1083,22 +1083,83 @@ def is_skipped_folder(name: str) -> bool:
     return name.startswith(".") or name in SKIP_DIRS
 
 
+class Exclusions:
+    """Which notes of a collection are never indexed: its own ``--exclude`` globs, the
+    lines of a ``.pmsignore`` file at its root, and Obsidian's "Excluded files"
+    (``.obsidian/app.json``, ``userIgnoreFilters``). A glob without '/' matches a
+    file or folder name at any depth (``drafts``, ``*.tmp.md``); with '/', a path
+    from the collection's root (``archive/2019/**``); a trailing '/' only folders.
+    Obsidian's filters are path prefixes (``Templates/``), as Obsidian reads them."""
+
+    def __init__(self, root: Path, own: Sequence[str] = ()):
+        self.sources: dict[str, list[str]] = {"exclude": [g for g in own if g.strip()]}
+        try:
+            lines = (root / ".pmsignore").read_text(encoding="utf-8", errors="replace").splitlines()
+            self.sources[".pmsignore"] = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")][:1000]
+        except OSError:
+            pass
+        try:
+            import json
+
+            filters = json.loads((root / ".obsidian" / "app.json").read_text(encoding="utf-8")).get("userIgnoreFilters")
+            if isinstance(filters, list):
+                self.sources["obsidian"] = [f for f in filters if isinstance(f, str) and f.strip()][:1000]
+        except (OSError, ValueError, AttributeError):
+            pass
+        self._globs: list[tuple[re.Pattern, bool]] = []
+        for glob in self.sources["exclude"] + self.sources.get(".pmsignore", []):
+            glob = glob.strip()
+            folders_only = glob.endswith("/")
+            glob = glob.strip("/")
+            if glob:
+                self._globs.append((glob_to_regex(glob if "/" in glob else "**/" + glob), folders_only))
+        self._prefixes = tuple(f.strip().lstrip("/").lower() for f in self.sources.get("obsidian", []))
+
+    def __bool__(self) -> bool:
+        return bool(self._globs or self._prefixes)
+
+    def folder(self, rel: str) -> bool:
+        """Is the folder ``rel`` ('a/b', no trailing '/') left out?"""
+        low = rel.lower() + "/"
+        return (any(regex.match(rel) for regex, _ in self._globs)
+                or any(low.startswith(p if p.endswith("/") else p + "/") or low.startswith(p) for p in self._prefixes))
+
+    def file(self, rel: str) -> bool:
+        """Is the note ``rel`` left out (by a glob on it, or on a folder above it)?"""
+        if any(regex.match(rel) for regex, folders_only in self._globs if not folders_only):
+            return True
+        low = rel.lower()
+        if any(low.startswith(p) for p in self._prefixes):
+            return True
+        parts = rel.split("/")[:-1]
+        return any(self.folder("/".join(parts[: i + 1])) for i in range(len(parts)))
+
+
+def inside(path: str | os.PathLike, real_root: str) -> bool:
+    """Does ``path``, symlinks resolved, stay inside the folder ``real_root`` (itself resolved)?"""
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+OUTSIDE = "skipped: a symlink that leads outside the collection's folder"
 BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
 def walk_markdown(root: Path, pattern: str, errors: list | None = None,
-                  skipped: list | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
+                  skipped: list | None = None, exclude: Exclusions | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
     """Yield (relative posix path, absolute path, stat) of matching files.
 
-    Skips hidden folders and SKIP_DIRS, follows symlinks but never loops
-    (each real folder is visited once). Unreadable folders go to ``errors``;
-    symlink loops and names that are not UTF-8 (which the index cannot
-    store) go to ``skipped``, as (path, why).
+    Skips hidden folders, SKIP_DIRS and what ``exclude`` leaves out; follows
+    symlinks that stay inside ``root``, never loops (each real folder is visited
+    once). Unreadable folders go to ``errors``; symlink loops, symlinks leading
+    outside ``root`` and names that are not UTF-8 (which the index cannot store)
+    go to ``skipped``, as (path, why).
     """
     skipped = errors if skipped is None else skipped
     regex = glob_to_regex(pattern)
     seen: set = set()
+    real_root = os.path.realpath(root)
 
     def onerror(exc: OSError):
         if errors is not None:
@@ -1117,6 +1178,11 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             dirnames[:] = []
             continue
         seen.add(key)
+        if dirpath != str(root) and os.path.islink(dirpath) and not inside(dirpath, real_root):
+            if skipped is not None:
+                skipped.append((display_path(dirpath), OUTSIDE))
+            dirnames[:] = []
+            continue
         dirnames[:] = sorted(d for d in dirnames if not is_skipped_folder(d))
         if not all(map(is_valid_utf8, dirnames)):
             for d in dirnames:
@@ -1125,11 +1191,13 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             dirnames[:] = [d for d in dirnames if is_valid_utf8(d)]
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+        if exclude:
+            dirnames[:] = [d for d in dirnames if not exclude.folder(rel_dir + d)]
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
             rel = rel_dir + name
-            if not regex.match(rel):
+            if not regex.match(rel) or (exclude and exclude.file(rel)):
                 continue
             if not is_valid_utf8(name):
                 if skipped is not None:
@@ -1139,7 +1207,13 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             # unchanged files is mostly this loop.
             full = os.path.join(dirpath, name)
             try:
-                st = os.stat(full)
+                st = os.lstat(full)
+                if _stat.S_ISLNK(st.st_mode):
+                    if not inside(full, real_root):
+                        if skipped is not None:
+                            skipped.append((display_path(full), OUTSIDE))
+                        continue
+                    st = os.stat(full)
             except OSError as exc:
                 if errors is not None:
                     errors.append((full, f"cannot read: {exc.strerror or exc}"))
@@ -1428,6 +1502,10 @@ MIGRATIONS = [
     """,
     # 6: note ids never collide: DOCID_CHARS digits or more, unique (see note_docid).
     _unique_docids,
+    # 7: a collection's own exclusion globs (Exclusions), one a line.
+    """
+    ALTER TABLE collections ADD COLUMN excludes TEXT NOT NULL DEFAULT '';
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
@@ -1484,6 +1562,7 @@ class CollectionRow:
     description: str
     created_at: str
     last_sync: str | None
+    excludes: str = ""  # the collection's own exclusion globs, one a line
 
 
 @named_tuple
@@ -1876,7 +1955,7 @@ class Store:
 
     # -- collections -------------------------------------------------------------
     def collection_rows(self) -> list[CollectionRow]:
-        rows = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections ORDER BY name")
+        rows = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections ORDER BY name")
         return [CollectionRow(*r) for r in rows]
 
     def require_collection(self, name: str) -> CollectionRow:
@@ -1888,13 +1967,14 @@ class Store:
         return row
 
     def collection_row(self, name: str) -> CollectionRow | None:
-        row = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync FROM collections WHERE name = ?", (name,)).fetchone()
+        row = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections "
+                              "WHERE name = ?", (name,)).fetchone()
         return CollectionRow(*row) if row else None
 
-    def add_collection(self, name: str, path: str, glob: str, description: str) -> None:
+    def add_collection(self, name: str, path: str, glob: str, description: str, excludes: str = "") -> None:
         with self.transaction() as db:
-            db.execute("INSERT INTO collections(name, path, glob, description, created_at) VALUES (?, ?, ?, ?, ?)",
-                       (name, path, glob, description, now_iso()))
+            db.execute("INSERT INTO collections(name, path, glob, description, created_at, excludes) VALUES (?, ?, ?, ?, ?, ?)",
+                       (name, path, glob, description, now_iso(), excludes))
 
     def rename_collection(self, old: str, new: str) -> None:
         with self.transaction() as db:
@@ -4138,16 +4218,23 @@ class Syncer:
             errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found = {}
+        exclude = Exclusions(root, collection.excludes.split("\n") if collection.excludes else ())
         if paths is None:
-            for rel, full, st in walk_markdown(root, pattern, errors, skipped):
+            for rel, full, st in walk_markdown(root, pattern, errors, skipped, exclude):
                 found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         else:
             regex = glob_to_regex(pattern)
+            real_root = os.path.realpath(root)
             for rel in paths:
                 full = root / rel
                 if not is_valid_utf8(rel):
                     if skipped is not None and full.is_file():
                         skipped.append((display_path(full), BAD_NAME))
+                elif exclude and exclude.file(rel):
+                    continue
+                elif full.is_file() and not inside(full, real_root):
+                    if skipped is not None:
+                        skipped.append((display_path(full), OUTSIDE))
                 elif regex.match(rel) and full.is_file():
                     st = full.stat()
                     found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -5050,6 +5137,12 @@ class Collection:
         self.id, self.name, self.glob, self.description = row.id, row.name, row.glob, row.description
         self.created_at, self.last_sync = row.created_at, row.last_sync
         self.path = Path(row.path)
+        self.exclude = [g for g in row.excludes.split("\n") if g]
+
+    def exclusions(self) -> dict[str, list[str]]:
+        """What is never indexed, by source: 'exclude' (the collection's own globs),
+        '.pmsignore' and 'obsidian' (Obsidian's excluded files), when present."""
+        return Exclusions(self.path, self.exclude).sources
 
     def __repr__(self) -> str:
         return f"<Collection {self.name!r} {str(self.path)!r} {self.glob!r}>"
@@ -5070,7 +5163,8 @@ class Collection:
         notes, chunks = self.counts()
         return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
                 "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
-                "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync}
+                "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync,
+                "exclusions": self.exclusions()}
 
     def clip(self, source: str | None, *, html: bytes | str | None = None, subfolder: str | None = None,
              force: bool = False, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES,
@@ -5138,9 +5232,10 @@ class Collections:
         self.kb = kb
 
     def create(self, path: str | os.PathLike, name: str | None = None, glob: str = DEFAULT_GLOB, description: str = "",
-               force: bool = False) -> Collection:
+               force: bool = False, exclude: Sequence[str] = ()) -> Collection:
         """Add a folder as a collection. A folder that is (or is inside, or holds) another
-        collection's folder is refused unless ``force``: every note would be found twice."""
+        collection's folder is refused unless ``force``: every note would be found twice.
+        ``exclude``: globs of notes and folders never to index (see Exclusions)."""
         folder = Path(path).expanduser()
         if not folder.is_dir():
             raise PMSError(f"{folder} is not a folder (give the folder that holds your notes)")
@@ -5151,9 +5246,25 @@ class Collections:
         if self.kb.store.collection_row(name):
             raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
         glob_to_regex(glob or DEFAULT_GLOB)
+        excludes = self._checked_excludes(exclude)
         if not force:
             self._refuse_overlap(folder)
-        self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "")
+        self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "", excludes)
+        return self.get(name)
+
+    @staticmethod
+    def _checked_excludes(exclude: Sequence[str] | str) -> str:
+        globs = [exclude] if isinstance(exclude, str) else list(exclude or ())
+        for glob in globs:
+            if "\n" in glob or not glob.strip():
+                raise PMSError(f"exclude {glob!r} is not a glob (one pattern per --exclude)", argument="exclude")
+            glob_to_regex(glob.strip().strip("/") or "x")
+        return "\n".join(g.strip() for g in globs)
+
+    def set_exclude(self, name: str, exclude: Sequence[str]) -> Collection:
+        """Replace a collection's own exclusion globs (none: ``[]``); the next sync drops the notes they leave out."""
+        self.get(name)
+        self.kb.store.update_collection(name, excludes=self._checked_excludes(exclude))
         return self.get(name)
 
     def _refuse_overlap(self, folder: Path) -> None:
@@ -5577,6 +5688,9 @@ class KnowledgeBase:
         if from_line is not None and from_line < 1:
             raise PMSError(f"lines count from 1, not {from_line}")
         abspath = Path(row.collection_path) / row.path
+        if not inside(abspath, os.path.realpath(row.collection_path)) and abspath.exists():
+            raise PMSError(f"{row.collection}/{row.path} is not read: it is a symlink that leads outside the "
+                           "collection's folder (it was replaced after the last sync)")
         try:
             text = decode_text(read_note_file(abspath))
         except FileNotFoundError:
@@ -6835,7 +6949,8 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     import json
     action = args.collection_command
     if action == "add":
-        col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force)
+        col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force,
+                                    exclude=args.exclude or ())
         print(f"Added collection {col.name!r}: {col.path} ({col.glob})")
         if not args.no_sync:
             return _run_sync(kb, [col.name], args)
@@ -6857,7 +6972,16 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
             print(json.dumps(d, indent=2))
         else:
             for key, value in d.items():
-                print(f"{key:<12} {value}")
+                if key == "exclusions":
+                    for source, globs in value.items():
+                        print(f"{'excluded':<12} {', '.join(globs) or '(none)'}  [{source}]")
+                else:
+                    print(f"{key:<12} {value}")
+        return 0
+    if action == "exclude":
+        col = kb.collections.set_exclude(args.name, args.globs)
+        print(f"Collection {col.name!r} leaves out: {', '.join(col.exclude) or 'nothing (besides .pmsignore and Obsidian)'}; "
+              f"{pms_command('sync')} applies it")
         return 0
     if action == "describe":
         kb.describe_folder(args.name, args.folder or "", args.description)
@@ -6873,7 +6997,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
         kb.collections.delete(args.name)
         print(f"Removed collection {c.name!r} from the index (the files in {c.path} are untouched)")
         return 0
-    raise PMSError(f"usage: {pms_command('collection {add,list,show,describe,rename,remove}')}")
+    raise PMSError(f"usage: {pms_command('collection {add,list,show,exclude,describe,rename,remove}')}")
 
 
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
@@ -7361,9 +7485,16 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     add.add_argument("--description", default="", help="a note on what the collection holds")
     add.add_argument("--no-sync", action="store_true", help=f"only register it; index later with {pms_command('sync')}")
     add.add_argument("--no-embed", action="store_true", help="index for keyword search only, for now")
+    add.add_argument("--exclude", action="append", metavar="GLOB",
+                     help="never index these notes or folders (repeatable): 'drafts', '*.tmp.md', 'archive/2019/**'")
     add.add_argument("--force", action="store_true", help="add it even if another collection has this folder (or one around or inside it)")
     ls = csub.add_parser("list", help="list collections")
     ls.add_argument("--json", action="store_true")
+    exc = csub.add_parser("exclude", help="set the globs of notes and folders a collection never indexes",
+                          description="Replaces the collection's own list (none: no GLOB). A .pmsignore file at its root "
+                                      "and Obsidian's excluded files apply as well.")
+    exc.add_argument("name")
+    exc.add_argument("globs", nargs="*", metavar="GLOB")
     show = csub.add_parser("show", help="details of one collection")
     show.add_argument("name")
     show.add_argument("--json", action="store_true")

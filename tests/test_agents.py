@@ -398,3 +398,42 @@ def test_the_http_server_watches_by_default_and_a_search_says_when_the_index_is_
                 assert "notice" not in await search(client, "wombat")  # caught up with the edit too
 
         anyio.run(fresh)
+
+
+# -- exclusions and containment ---------------------------------------------------------------------
+
+def test_exclusions_from_the_collection_pmsignore_and_obsidian(tmp_path, cli, db_path):
+    root = tmp_path / "vault"
+    for rel in ("keep.md", "drafts/d.md", "deep/drafts/e.md", "x.tmp.md", "archive/2019/old.md", "archive/2020/new.md",
+                "Templates/t.md", "ignored/i.md"):
+        write(root / rel, f"# {rel}\n\nplatypus\n")
+    write(root / ".pmsignore", "# what not to index\narchive/2019/**\nignored/\n")
+    write(root / ".obsidian" / "app.json", json.dumps({"userIgnoreFilters": ["Templates/"]}))
+    done = cli("collection", "add", root, "--name", "v", "--no-embed", "--exclude", "drafts", "--exclude", "*.tmp.md", db=db_path)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(cli("search", "platypus", "--json", "-n", "20", db=db_path).stdout)
+    assert sorted(h["path"] for h in found) == ["archive/2020/new.md", "keep.md"]
+    shown = cli("collection", "show", "v", db=db_path).stdout
+    assert "drafts, *.tmp.md  [exclude]" in shown and "archive/2019/**, ignored/  [.pmsignore]" in shown
+    assert "Templates/  [obsidian]" in shown
+    assert cli("collection", "exclude", "v", "drafts", db=db_path).returncode == 0  # *.tmp.md no longer excluded
+    assert cli("sync", db=db_path).returncode == 0
+    found = json.loads(cli("search", "platypus", "--json", "-n", "20", db=db_path).stdout)
+    assert sorted(h["path"] for h in found) == ["archive/2020/new.md", "keep.md", "x.tmp.md"]
+
+
+def test_a_symlink_out_of_the_collection_is_not_indexed_nor_served(tmp_path, kb):
+    secret = write(tmp_path / "outside" / "secret.md", "# Secret\n\nthe launch codes are wombat\n")
+    write(tmp_path / "outside" / "more" / "s2.md", "# Secret 2\n\nwombat again\n")
+    root = tmp_path / "r"
+    write(root / "ok.md", "# Ok\n\nnothing here but wombat\n")
+    (root / "leak.md").symlink_to(secret)
+    (root / "linked").symlink_to(tmp_path / "outside" / "more", target_is_directory=True)
+    kb.collections.create(root, name="r")
+    report = kb.sync()
+    assert [h.path for h in kb.search("wombat")] == ["ok.md"]
+    assert sum("leads outside" in why for _, why in report.skipped) == 2
+    (root / "ok.md").unlink()
+    (root / "ok.md").symlink_to(secret)  # replaced after the sync
+    with pytest.raises(pms.PMSError, match="symlink that leads outside"):
+        kb.get("r/ok.md")
