@@ -1354,6 +1354,12 @@ def _unique_docids(db) -> None:
     db.execute("CREATE UNIQUE INDEX documents_docid ON documents(docid)")
 
 
+def _add_column(db, table: str, column: str, declaration: str) -> None:
+    """ALTER TABLE ... ADD COLUMN, unless it is there (a migration may run again on a repaired index)."""
+    if column not in [row[1] for row in db.execute(f"PRAGMA table_info({table})")]:
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
+
 # Numbered migrations: PRAGMA user_version counts how many have run. Append,
 # never edit a released one. An entry is SQL text, or a function of the connection.
 MIGRATIONS = [
@@ -1503,9 +1509,7 @@ MIGRATIONS = [
     # 6: note ids never collide: DOCID_CHARS digits or more, unique (see note_docid).
     _unique_docids,
     # 7: a collection's own exclusion globs (Exclusions), one a line.
-    """
-    ALTER TABLE collections ADD COLUMN excludes TEXT NOT NULL DEFAULT '';
-    """,
+    lambda db: _add_column(db, "collections", "excludes", "TEXT NOT NULL DEFAULT ''"),
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
