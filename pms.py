@@ -6414,12 +6414,8 @@ class MCPService:
     def tool_sync(self, collections: list[str] | None = None) -> dict:
         if not self.allow_sync:
             raise PMSError("sync is off on this server (its user can start it with --allow-sync)")
-        if not self._sync_lock.acquire(blocking=False):
-            raise PMSError("a sync is already running on this server; try again when it has finished")
-        try:
+        with self._sync_lock:  # after the sync under way (a client's or the watcher's), which leaves little to do
             report = self.kb.sync(collections=collections or None)
-        finally:
-            self._sync_lock.release()
         return {"summary": report.summary(), **report.as_dict()}
 
     @staticmethod
@@ -6593,8 +6589,28 @@ def serve_mcp_stdio(service: MCPService) -> None:
                 await write_stream.send(SessionMessage(types.JSONRPCError(
                     jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=what))))
 
+    class CheckedLines:
+        """Standard input line by line; a request with an id that is no string or integer is
+        made a line the SDK rejects, so answer_malformed answers it (-32600, id null)."""
+
+        def __init__(self):
+            import io
+
+            self.lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+
+        async def __aiter__(self):
+            import json
+
+            async for line in self.lines:
+                if '"id"' in line:
+                    with contextlib.suppress(ValueError):
+                        data = json.loads(line)
+                        if any(bad_request_id(m) for m in (data if isinstance(data, list) else [data])):
+                            line = '{"pms": "invalid request id"}\n'
+                yield line
+
     async def run():
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin=CheckedLines()) as (read_stream, write_stream):
             forward, messages = anyio.create_memory_object_stream(16)
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(answer_malformed, read_stream, write_stream, forward)
@@ -6623,13 +6639,27 @@ def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> No
     os._exit(0)
 
 
-def mcp_server_file() -> Path:
-    """Where a running ``pms.py mcp --http`` says where it listens, so ``pms.py search`` can use it."""
-    return data_dir() / "mcp-http.json"
+def mcp_server_file(pid: int | None = None) -> Path:
+    """Where a running ``pms.py mcp --http`` (process ``pid``, default this one) says where it
+    listens, so ``pms.py search`` can use it: one file per server, removed when it stops."""
+    return data_dir() / "mcp-servers" / f"{os.getpid() if pid is None else pid}.json"
+
+
+def _process_alive(pid: int) -> bool:
+    if sys.platform == "win32":
+        return True  # no cheap check: an unresponsive one is skipped by its timeout
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process (EPERM): alive
+    return True
 
 
 def _search_route(service: MCPService, security):
-    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format)."""
+    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format).
+    Its arguments are checked against the search tool's schema, as /mcp checks them."""
     import anyio
     from mcp.server.transport_security import TransportSecurityMiddleware
     from starlette.responses import JSONResponse
@@ -6643,15 +6673,27 @@ def _search_route(service: MCPService, security):
             return refused
         try:
             ask = await request.json()
+            if not isinstance(ask, dict):
+                raise PMSError("bad search request: a JSON object is expected")
             kb = service.kb
             if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
+            filters = ask.get("filters") or {}
+            if not isinstance(filters, dict):
+                raise PMSError("bad search request: filters must be an object")
+            arguments = {key: ask[key] for key in ("query", "k", "mode", "collections", "chunks") if key in ask}
+            arguments.update({("path_filter" if key == "path" else key): value for key, value in filters.items()
+                              if key in SEARCH_FILTERS and value not in (None, [], "")})
+            if filters.keys() - set(SEARCH_FILTERS):
+                raise PMSError(f"bad search request: unknown filters {sorted(filters.keys() - set(SEARCH_FILTERS))}")
+            service._check_arguments(service.tools["search"], arguments)
 
             def run():
-                filters = {key: ask.get("filters", {}).get(key) for key in SEARCH_FILTERS}
-                hits = kb.search(str(ask["query"]), k=int(ask.get("k", 10)), mode=str(ask.get("mode", "auto")),
-                                 collections=ask.get("collections") or None, chunks=bool(ask.get("chunks")), **filters)
-                used = kb.search_mode(str(ask.get("mode", "auto")))
+                with kb.time_limit(service.call_timeout, "search"):
+                    hits = kb.search(str(arguments["query"]), k=int(arguments.get("k", 10)), mode=arguments.get("mode", "auto"),
+                                     collections=arguments.get("collections") or None, chunks=bool(arguments.get("chunks")),
+                                     **{key: filters.get(key) for key in SEARCH_FILTERS})
+                used = kb.search_mode(arguments.get("mode", "auto"))
                 return {"mode": used.mode, "reason": used.reason, "hits": [h.to_dict(explain=True) for h in hits]}
 
             return JSONResponse(await anyio.to_thread.run_sync(run))
@@ -6663,20 +6705,38 @@ def _search_route(service: MCPService, security):
     return Route("/search", search, methods=["POST"])
 
 
+# A server announced for this index gets this long (seconds) to connect and to answer a
+# search, else the CLI searches by itself: a hung or stopped server costs at most this.
+SERVER_SEARCH_TIMEOUT = 0.5
+
+
 def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
-                      chunks: bool, filters: dict | None = None, timeout: float = 10.0) -> tuple[list[Hit], SearchMode] | None:
+                      chunks: bool, filters: dict | None = None,
+                      timeout: float = SERVER_SEARCH_TIMEOUT) -> tuple[list[Hit], SearchMode] | None:
     """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm.
 
-    None when there is none (or it cannot answer): the caller searches in-process.
-    Standard library only, like the rest of the CLI.
+    None when there is none (or none can answer): the caller searches in-process.
+    Announcements of servers that are gone are removed; a server that wants a token
+    this process lacks is named in a notice. Standard library only, like the rest of the CLI.
     """
     try:
-        text = mcp_server_file().read_text(encoding="utf-8")  # no file, no server: the usual case, without json
-        import json
+        announced = sorted(mcp_server_file(0).parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return None  # no folder, no server: the usual case, without json
+    import json
 
-        info = json.loads(text)
-        if Path(info["db"]) != kb.index_path.resolve() or info.get("version") != __version__:
-            return None
+    for path in announced:
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+            if not _process_alive(int(info["pid"])):
+                with contextlib.suppress(OSError):
+                    path.unlink()  # a server that ended without withdrawing its announcement
+                continue
+            if Path(info["db"]) != kb.index_path.resolve() or info.get("version") != __version__:
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        import urllib.error
         import urllib.request  # only now: importing it takes longer than a keyword search
 
         headers = {"Content-Type": "application/json"}
@@ -6685,25 +6745,32 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
         body = json.dumps({"query": query, "k": k, "mode": mode, "collections": list(collections or []),
                            "chunks": chunks, "filters": filters or {}, "db": info["db"]}).encode()
         request = urllib.request.Request(info["search_url"], data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            result = json.loads(answer.read())
-        fields = set(Hit._fields)
-        hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
-        return hits, SearchMode(result["mode"], result.get("reason", ""))
-    except (OSError, ValueError, KeyError, TypeError):  # no server, a stale file, an error: search here instead
-        return None
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                result = json.loads(answer.read())
+            fields = set(Hit._fields)
+            hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
+            return hits, SearchMode(result["mode"], result.get("reason", ""))
+        except urllib.error.HTTPError as exc:
+            if exc.code == 401 and kb.notice is not None:
+                kb.notice(f"the PMS server at {info['url']} wants its token (set PMS_MCP_TOKEN): searching without it")
+        except (OSError, ValueError, KeyError, TypeError):  # hung, stopped, an error: the next one, or search here
+            continue
+    return None
 
 
 def _bearer_guard(app, token: str):
     """ASGI wrapper: every HTTP request needs ``Authorization: Bearer <token>``."""
     import hmac
 
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     async def guarded(scope, receive, send):
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):
+            scheme, _, credentials = given.strip().partition(b" ")
+            # RFC 9110: the scheme is case-insensitive ("bearer" works as "Bearer" does).
+            if not (scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), expected)):
                 body = b'{"error": "missing or wrong bearer token (Authorization: Bearer <token>)"}'
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
@@ -6712,6 +6779,71 @@ def _bearer_guard(app, token: str):
         await app(scope, receive, send)
 
     return guarded
+
+
+# Limits at the HTTP boundary: a request body (/mcp and /search alike, the SDK's own
+# limit), and how long an unused session lives (abandoned ones must not pile up).
+MCP_MAX_BODY = 4 * 1024 * 1024
+MCP_SESSION_IDLE = 300.0
+
+
+def bad_request_id(message) -> bool:
+    """A JSON-RPC request whose id is neither a string nor an integer (null, an object, a list):
+    the SDK takes it for a notification and never answers, so it gets -32600 here."""
+    return (isinstance(message, dict) and "method" in message and "id" in message
+            and (isinstance(message["id"], bool) or not isinstance(message["id"], (str, int))))
+
+
+INVALID_ID = {"jsonrpc": "2.0", "id": None,
+              "error": {"code": -32600, "message": "Invalid Request: a request's id must be a string or an integer"}}
+
+
+async def _send_json(send, status: int, data: dict) -> None:
+    import json
+
+    body = json.dumps(data).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _checked_requests(app):
+    """ASGI wrapper: POST bodies over MCP_MAX_BODY get 413 (on /search as on /mcp), and a
+    JSON-RPC request with an id that is no string or integer gets -32600, not silence."""
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            return await app(scope, receive, send)
+        parts, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            parts.append(message.get("body", b""))
+            size += len(parts[-1])
+            if size > MCP_MAX_BODY:
+                return await _send_json(send, 413, {"error": f"the request is larger than {MCP_MAX_BODY} bytes"})
+            if not message.get("more_body"):
+                break
+        body = b"".join(parts)
+        if scope.get("path", "").rstrip("/") == "/mcp" and b'"id"' in body:
+            import json
+
+            with contextlib.suppress(ValueError):
+                data = json.loads(body)
+                if any(bad_request_id(m) for m in (data if isinstance(data, list) else [data])):
+                    return await _send_json(send, 400, INVALID_ID)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await app(scope, replay, send)
+
+    return wrapped
 
 
 def _one_line_errors(app):
@@ -6733,8 +6865,10 @@ def _one_line_errors(app):
                 with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
                     data = json.loads(body)
                     text = data["error"]["message"]
-                    data["error"]["message"] = ("Invalid Request: not a JSON-RPC 2.0 message"
-                                                if text.startswith("Validation error") else text.splitlines()[0])
+                    if text.startswith("Validation error"):  # JSON, but no JSON-RPC message: -32600 per the spec
+                        data["error"].update(code=-32600, message="Invalid Request: not a JSON-RPC 2.0 message")
+                    else:
+                        data["error"]["message"] = text.splitlines()[0]
                     body = json.dumps(data).encode()
                 headers = [(k, v) for k, v in held["headers"] if k.lower() != b"content-length"]
                 await send({**held, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
@@ -6747,7 +6881,8 @@ def _one_line_errors(app):
     return wrapped
 
 
-def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None = None):
+def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None = None,
+                 session_idle: float = MCP_SESSION_IDLE):
     """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token."""
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -6759,14 +6894,16 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
         allowed_hosts=[h for name in hosts for h in (name, f"{name}:*")],
         allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
     app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
-                                                 json_response=True,
+                                                 json_response=True, max_request_body_size=MCP_MAX_BODY,
+                                                 # idle sessions end; no cap, so new clients are never turned away
+                                                 session_idle_timeout=session_idle, max_sessions=None,
                                                  custom_starlette_routes=[_search_route(service, security)])
-    app = _one_line_errors(app)
+    app = _checked_requests(_one_line_errors(app))
     return _bearer_guard(app, token) if token else app
 
 
 def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP_DEFAULT_PORT,
-                   token: str | None = None) -> None:
+                   token: str | None = None, session_idle: float = MCP_SESSION_IDLE) -> None:
     """Serve any number of clients over Streamable HTTP at http://HOST:PORT/mcp until interrupted."""
     import json
     import socket
@@ -6782,7 +6919,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
-    config = uvicorn.Config(mcp_http_app(service, host, token), log_level="warning", lifespan="on")
+    config = uvicorn.Config(mcp_http_app(service, host, token, session_idle), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     service.warm_up()
     if threading.current_thread() is threading.main_thread():
@@ -6793,6 +6930,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     announce = mcp_server_file()
     with contextlib.suppress(OSError):
         announce.parent.mkdir(parents=True, exist_ok=True)
+        (data_dir() / "mcp-http.json").unlink(missing_ok=True)  # the one shared file of older versions
         announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
                                         "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
     if not token and host not in ("127.0.0.1", "localhost", "::1"):
@@ -6800,9 +6938,8 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     service.say(f"MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)")
 
     def unannounce():
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(announce.read_text(encoding="utf-8")).get("pid") == os.getpid():
-                announce.unlink()
+        with contextlib.suppress(OSError):
+            announce.unlink()
 
     # uvicorn stops on SIGTERM/SIGINT by waiting for the calls in flight: a call still busy
     # after MCP_EXIT_GRACE seconds (a worker thread cannot be cancelled) must not keep it alive.
@@ -7209,7 +7346,8 @@ def cmd_mcp(kb: KnowledgeBase, args) -> int:
     if args.watch if args.watch is not None else args.http:  # on by default for the long-lived HTTP server
         service.watch()
     if args.http:
-        serve_mcp_http(service, host=args.host, port=args.port, token=args.token or os.environ.get("PMS_MCP_TOKEN"))
+        serve_mcp_http(service, host=args.host, port=args.port, token=args.token or os.environ.get("PMS_MCP_TOKEN"),
+                       session_idle=args.session_idle)
     else:
         serve_mcp_stdio(service)
     return 0
@@ -7633,6 +7771,8 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     m.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1: this machine only)")
     m.add_argument("--token", help="HTTP: require 'Authorization: Bearer TOKEN' (or set PMS_MCP_TOKEN)")
     m.add_argument("--allow-sync", action="store_true", help="let clients re-index with the sync tool")
+    m.add_argument("--session-idle", type=float, default=MCP_SESSION_IDLE, metavar="SECONDS",
+                   help=f"HTTP: end a client's session after this long unused (default {MCP_SESSION_IDLE:g})")
     m.add_argument("--watch", action=argparse.BooleanOptionalAction, default=None,
                    help="sync when notes change on disk (default: on with --http, off for stdio)")
     m.add_argument("--timeout", type=float, default=MCP_CALL_TIMEOUT, metavar="SECONDS",

@@ -210,7 +210,7 @@ def test_sigterm_ends_an_http_server_in_the_middle_of_a_long_call(unsynced):
         threading.Thread(target=anyio.run, args=(call_sync,), daemon=True).start()
         time.sleep(3)  # the sync is under way
         assert proc.poll() is None
-        announced = home / "mcp-http.json"
+        announced = home / "mcp-servers" / f"{proc.pid}.json"
         assert announced.exists()
         proc.terminate()
         proc.wait(10)  # hangs until the sync ends (a minute or more) without the fix
@@ -437,3 +437,100 @@ def test_a_symlink_out_of_the_collection_is_not_indexed_nor_served(tmp_path, kb)
     (root / "ok.md").symlink_to(secret)  # replaced after the sync
     with pytest.raises(pms.PMSError, match="symlink that leads outside"):
         kb.get("r/ok.md")
+
+
+# -- HTTP and JSON-RPC hygiene --------------------------------------------------------------------------
+
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+
+
+@pytest.fixture
+def small_index(tmp_path):
+    folder = tmp_path / "v"
+    write(folder / "a.md", "# A\n\nalpha wombat\n")
+    return keyword_index(tmp_path, folder)
+
+
+def test_sessions_expire_when_idle_and_bad_requests_get_the_codes_the_spec_names(small_index):
+    home, db = small_index
+    token = "s3cret-token"
+    with http_server(home, db, "--session-idle", "1", "--token", token) as (url, _proc, log), \
+            httpx2.Client(timeout=30) as http:
+        auth = {**ACCEPT, "Authorization": f"bearer {token}"}  # the scheme in any case (RFC 9110)
+        opened = http.post(url, json=INITIALIZE, headers=auth)
+        assert opened.status_code == 200, opened.text
+        session = {**auth, "mcp-session-id": opened.headers["mcp-session-id"]}
+        time.sleep(3)  # the session is left unused past --session-idle
+        assert http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=session).status_code == 404
+        assert http.post(url, json=INITIALIZE, headers=auth).status_code == 200  # new clients are served
+
+        for bad_id in (None, {"a": 1}, [1]):
+            answer = http.post(url, json={"jsonrpc": "2.0", "id": bad_id, "method": "ping"}, headers=auth)
+            assert answer.status_code == 400 and answer.json()["error"]["code"] == -32600, answer.text
+        not_rpc = http.post(url, json={"hello": "world"}, headers=auth)
+        assert not_rpc.status_code == 400 and not_rpc.json()["error"]["code"] == -32600
+
+        search = url[: -len("/mcp")] + "/search"
+        ok = {"query": "wombat", "k": 3, "db": str(db.resolve())}
+        assert http.post(search, json=ok, headers=auth).json()["hits"][0]["path"] == "a.md"
+        for body in ({**ok, "k": 10**9}, {**ok, "k": -5}, [1], {**ok, "filters": "tags"}, {**ok, "collections": "vault"},
+                     {**ok, "filters": {"tags": "x"}}, {**ok, "query": 5}):
+            answer = http.post(search, json=body, headers=auth)
+            assert answer.status_code == 400 and "\n" not in answer.json()["error"], (body, answer.text)
+        huge = http.post(search, content=b'{"query": "' + b"x" * (5 * 1024 * 1024) + b'"}', headers=auth)
+        assert huge.status_code == 413
+    assert not any("Traceback" in line or "Exception" in line for line in log), "".join(log)
+
+
+def test_stdio_requests_with_bad_ids_are_answered_not_dropped(small_index):
+    home, db = small_index
+    lines = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}, {"jsonrpc": "2.0", "id": None, "method": "tools/list"},
+             {"jsonrpc": "2.0", "id": 5, "method": "ping"}]
+    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=clean_env(home))
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in lines))
+        proc.stdin.flush()
+        answers = [json.loads(proc.stdout.readline()) for _ in range(4)]
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+    assert [a.get("error", {}).get("code") for a in answers[1:3]] == [-32600, -32600]
+    assert answers[3] == {"jsonrpc": "2.0", "id": 5, "result": {}}
+
+
+def test_each_server_announces_itself_and_the_cli_skips_stale_hung_and_token_servers(small_index, tmp_path):
+    home, db = small_index
+    announced = home / "mcp-servers"
+    env = clean_env(home) | {"PMS_MODEL_DIR": str(tmp_path / "no-model")}
+    with http_server(home, db, "--no-watch") as (_url1, first, _l1):
+        with http_server(home, db, "--no-watch") as (_url2, second, _l2):
+            assert {p.name for p in announced.glob("*.json")} == {f"{first.pid}.json", f"{second.pid}.json"}
+        assert [p.name for p in announced.glob("*.json")] == [f"{first.pid}.json"]  # the second withdrew only its own
+    assert not list(announced.glob("*.json"))
+
+    # A server that accepts connections and never answers, and one that is gone: skipped.
+    import socket
+    hung = socket.create_server(("127.0.0.1", 0))
+    port = hung.getsockname()[1]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    for pid in (os.getpid(), int(dead.stdout)):
+        (announced / f"{pid}.json").write_text(json.dumps({
+            "url": f"http://127.0.0.1:{port}/mcp", "search_url": f"http://127.0.0.1:{port}/search", "pid": pid,
+            "db": str(db.resolve()), "version": pms.__version__}))
+    try:
+        done = run_cli("search", "wombat", "--json", db=db, env=env, timeout=8)  # waited 10.5 s before
+        assert done.returncode == 0 and json.loads(done.stdout)[0]["path"] == "a.md"
+        assert not (announced / f"{int(dead.stdout)}.json").exists()  # the gone one's announcement is removed
+    finally:
+        hung.close()
+        (announced / f"{os.getpid()}.json").unlink()
+
+    with http_server(home, db, "--no-watch", "--token", "abc") as (_url, _proc, _log):
+        done = run_cli("search", "wombat", "--json", db=db, env=env)
+        assert done.returncode == 0 and "wants its token (set PMS_MCP_TOKEN)" in done.stderr
+        with_token = run_cli("search", "wombat", "--json", db=db, env=env | {"PMS_MCP_TOKEN": "abc"})
+        assert with_token.returncode == 0 and "token" not in with_token.stderr

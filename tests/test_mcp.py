@@ -381,7 +381,7 @@ def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
             found = await client.call_tool("search", {"query": "lighthouses tide tables", "k": 3, "mode": "keyword"})
             assert found.structured_content["hits"][0]["path"].startswith("samples/bulk/")
 
-    with http_server(home, db, "--allow-sync") as url:
+    with http_server(home, db, "--allow-sync", "--no-watch") as url:  # the sync tool does the syncing here
         run(main, url)
     assert min(calls.values()) >= 2, calls  # the readers really ran during the sync
 
@@ -409,7 +409,8 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
     (tmp_path / "other" / "keys.md").write_text("# Other keys\n\nI rotate my ssh keys by hand.\n", encoding="utf-8")
     assert run_cli("collection", "add", tmp_path / "other", "--no-embed", db=other_db, env=no_model).returncode == 0
     with http_server(home, db) as url:
-        announced = json.loads((home / "mcp-http.json").read_text(encoding="utf-8"))
+        (announcement,) = (home / "mcp-servers").glob("*.json")  # one file per server
+        announced = json.loads(announcement.read_text(encoding="utf-8"))
         assert announced["url"] == url
         served = run_cli(*query, db=db, env=no_model)
         other_index = run_cli(*query, db=other_db, env=no_model)
@@ -424,7 +425,7 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
     assert hits[0]["path"] == "dev/ssh-key-rotation.md" and hits[0]["vector_rank"] == 1
     # Another index is never answered by this server.
     assert [h["path"] for h in json.loads(other_index.stdout)] == ["keys.md"]
-    assert not (home / "mcp-http.json").exists()  # the server withdrew its announcement when it stopped
+    assert not announcement.exists()  # the server withdrew its announcement when it stopped
 
     in_process = run_cli(*query, db=db, env={"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())})
     assert json.loads(in_process.stdout) == hits  # the same answer, searched here
