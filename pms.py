@@ -4161,10 +4161,12 @@ class FolderWatcher:
                     break
         return names
 
-    def run(self, stop: threading.Event | None = None) -> None:
-        """Watch until ``stop`` (or ``stop()``) is set, calling on_change after each quiet spell."""
+    def run(self, stop: threading.Event | None = None, look_first: bool = True) -> None:
+        """Watch until ``stop`` (or ``stop()``) is set, calling on_change after each quiet spell.
+        ``look_first=False``: compare with what ``watch()`` saw before (changes meanwhile count)."""
         stop = stop or self._stop
-        self._rewatch()
+        if look_first:
+            self._rewatch()
         pending: set[str] = set()
         last_change = 0.0
         while not stop.wait(self.interval) and not self._stop.is_set():
@@ -5462,9 +5464,11 @@ class KnowledgeBase:
             if on_sync is not None:
                 on_sync(report)
 
+        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet)
+        watcher.watch()  # before the first sync: a change while it runs is seen, and synced after it
         if catch_up:
             sync([c.name for c in source()])
-        FolderWatcher(sync, source, interval=interval, quiet=quiet).run(stop)
+        watcher.run(stop, look_first=False)
 
     def changed_on_disk(self, hits: Sequence[Hit]) -> list[Hit]:
         """The hits whose note changed or went away since it was indexed (the index is older than the file)."""

@@ -385,11 +385,12 @@ def test_the_http_server_watches_by_default_and_a_search_says_when_the_index_is_
 
     anyio.run(stale_notice)
 
-    with http_server(home, db) as (url, _proc, _log):
+    keyword_only = clean_env(home) | {"PMS_MODEL_DIR": str(tmp_path / "no-model")}  # syncs without embedding: quicker
+    with http_server(home, db, env=keyword_only) as (url, _proc, _log):
         async def fresh():
             async with http_client(url) as client:
                 write(folder / "b.md", "# B\n\nnumbat\n")
-                for _ in range(120):
+                for _ in range(240):
                     answer = await search(client, "numbat")
                     if answer["hits"]:
                         break
