@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 import shlex
 
@@ -19,11 +18,6 @@ FILTER_DEBOUNCE_MS = 250
 FILTER_HELP = ("Filter: #tag (all of them; #area matches #area/sub), -#tag, path:projects or path:'a/**/*.md', "
                "after:2024-01-01, before:2024-12-31, key=value, key!=value, has:key. "
                "With no search words, the matching notes are listed newest first.")
-
-
-def plain(snippet: str) -> str:
-    """A hit's HTML snippet (<mark> around matches) as plain text."""
-    return html.unescape(re.sub(r"<[^>]+>", "", snippet))
 
 
 def parse_filter_text(text: str) -> dict:
@@ -207,7 +201,7 @@ class RelatedPanel(QWidget):
             self.list.addItem(QListWidgetItem(error or "No related notes."))
             return
         for row, hit in enumerate(self.hits):
-            item = QListWidgetItem(f"{hit.title}\n{plain(hit.snippet)[:140]}")
+            item = QListWidgetItem(f"{hit.title}\n{hit.snippet[:140]}")
             item.setToolTip(f"{hit.collection}/{hit.path} — {hit.heading_path}")
             item.setData(Qt.UserRole, row)
             self.list.addItem(item)

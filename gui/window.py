@@ -44,9 +44,18 @@ def shorten(text: str, limit: int) -> str:
     return text[: limit].rsplit(" ", 1)[0].rstrip(",;:·-") + "…"
 
 
-def gui_reason(why: str) -> str:
-    """The engine's reason for keyword-only search, without the command-line advice."""
-    return re.sub(r"[;,]?\s*\(?(?:run|or run): (?:python3 pms\.py|pms) [^)]*\)?", "", why or "").strip()
+# An engine Hint's command as the app offers it: its button or menu item (pms.Hint).
+HINT_ACTIONS = {"setup": "click “Enable meaning search…”", "sync": "choose Collections ▸ Sync all now",
+                "sync --reembed": "run Sync with “re-embed” from the command line"}
+
+
+def hint_action(hint) -> str:
+    """What the app tells the user to do about an engine Hint ('' for none)."""
+    if hint is None:
+        return ""
+    if hint.command:
+        return HINT_ACTIONS.get(hint.command, f"run “pms {hint.command}”")
+    return f"set {hint.setting}" if hint.setting else ""
 
 
 def model_label(info: dict) -> str:
@@ -592,8 +601,9 @@ class MainWindow(QMainWindow):
 
     def update_badge(self) -> None:
         info = self.kb.status(pending=False)
-        mode, why, code = self.kb.search_mode()
-        short = pms.VECTOR_UNAVAILABLE.get(code, "") or shorten(gui_reason(why), 40)
+        used = self.kb.search_mode()
+        mode, why, code, hint = used.mode, used.reason, used.code, used.hint
+        short = pms.VECTOR_UNAVAILABLE.get(code, "") or shorten(why, 40)
         if mode == "hybrid" and self.model_state == "loading":
             mode, why, short = "keyword", "loading the embedding model…", "loading the model…"
         hybrid = mode == "hybrid"
@@ -609,10 +619,12 @@ class MainWindow(QMainWindow):
             self.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded.")
         else:
             self.badge.setText(f"Keyword only · {short}" if short else "Keyword only")
-            self.badge.setToolTip(f"Keyword search only: {gui_reason(why)}" if why else "Keyword search only")
+            action = hint_action(hint) if self.model_state != "loading" else ""
+            self.badge.setToolTip((f"Keyword search only: {why}" + (f"; {action}" if action else "")) if why else "Keyword search only")
         self.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
         self.badge_mode = mode
-        self.setup_button.setVisible(code == "not-installed" and (self.setup_job is None or not self.setup_job.running()))
+        self.setup_button.setVisible(hint is not None and hint.command == "setup" and mode != "hybrid"
+                                     and (self.setup_job is None or not self.setup_job.running()))
 
     # -- installing the extras (pms.py setup) ----------------------------------------------
     def run_setup(self) -> None:
@@ -620,7 +632,7 @@ class MainWindow(QMainWindow):
         if getattr(sys, "frozen", False):
             # A packaged app carries its packages inside; pip cannot add to it.
             self.flash("This packaged app cannot install packages; it includes search by meaning, so "
-                       f"what is missing is: {gui_reason(self.kb.search_mode().reason)}")
+                       f"what is missing is: {self.kb.search_mode().reason}")
             return
         if self.sync_running() or (self.setup_job is not None and self.setup_job.running()):
             self.flash("Wait for the running sync or setup to finish")
