@@ -3131,6 +3131,12 @@ class Hit(Record):
     folder_description: str = ""  # the nearest described folder above the note (collection describe)
     name_rank: int | None = None  # rank among notes whose title, alias or file name the query names
     fusion: str = ""  # how this query's lists were fused (for --explain)
+    # Absolute, comparable across searches (the score only ranks within one): the
+    # passage's cosine similarity to the query (None without embeddings), the share of
+    # the query's words it holds, and the larger of the two (RankingSettings.relevance_floor).
+    similarity: float | None = None
+    matched: float | None = None
+    relevance: float | None = None
 
     def to_dict(self, explain: bool = False) -> dict:
         d = self.as_dict()
@@ -3360,6 +3366,14 @@ class RankingSettings(Record):
     # exact title (the exact-title rule: typing a note's name is the commonest way
     # to look for it). No suite query reaches it; the tests show what it is for.
     name_first_min: float = 0.85
+    # Relevance (Hit.relevance, absolute, 0-1): the larger of the shown passage's cosine
+    # similarity to the query and the share of the query's words it holds, that share
+    # times partial_match_weight unless it holds them all (common words match anything).
+    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak). Chosen on
+    # the Rust book's and the sample notes' judged queries against 7 the notes cannot
+    # answer (docs/benchmarks.md, "Relevance"): see the figures there.
+    partial_match_weight: float = 0.5
+    relevance_floor: float = 0.35
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
@@ -3529,6 +3543,7 @@ class SearchRequest(Record):
     used: str = "keyword"
     reason: str = ""
     hint: Hint | None = None  # what makes hybrid run, when it does not
+    min_score: float | None = None  # leave out hits whose relevance is below this (0-1)
 
 
 class SearchResult(Record):
@@ -3541,6 +3556,8 @@ class SearchResult(Record):
     hint: Hint | None = None
     timings: dict[str, float] = Factory(dict)
     explain: str = ""
+    weak: bool = False  # no hit reaches RankingSettings.relevance_floor: the notes may not cover the query
+    best_relevance: float | None = None  # before min_score left hits out
 
     def __iter__(self):
         return iter(self.hits)
@@ -3790,7 +3807,44 @@ class Retrieval:
         t0 = time.perf_counter()
         hits = self._finish(hits, req.parsed, req.parsed.text, req.k)
         timed("snippets", t0)
-        return SearchResult(hits, req.used, req.reason, req.hint, timings, explained)
+        t0 = time.perf_counter()
+        best = self.relevance_stage(req, hits)
+        if req.min_score is not None:
+            hits = [h for h in hits if (h.relevance or 0.0) >= req.min_score]
+        timed("relevance", t0)
+        return SearchResult(hits, req.used, req.reason, req.hint, timings, explained,
+                            weak=best is None or best < s.relevance_floor, best_relevance=best)
+
+    def relevance_stage(self, req: SearchRequest, hits: list[Hit]) -> float | None:
+        """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.
+        One FTS5 lookup per query term over the hits' passages, and their vectors'
+        dot products with the query's (when the search embedded it)."""
+        if not hits:
+            return None
+        ids = [h.chunk_id for h in hits]
+        terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
+        held = {cid: 0 for cid in ids}
+        for term in terms:
+            for cid in self.store.chunks_matching(term.fts(), ids):
+                held[cid] += 1
+        similarity: dict[int, float] = {}
+        if req.used != "keyword" and self.embedder is not None and req.parsed.text.strip():
+            with contextlib.suppress(Exception):  # no vectors to read: words alone say it
+                import numpy as np
+
+                q = np.frombuffer(self.query_vector(req.parsed.text), dtype=np.int8).astype(np.float32)
+                q /= max(float(np.linalg.norm(q)), 1e-9)
+                for cid, blob in self.store.vectors_of(ids).items():
+                    v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
+                    similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
+        for hit in hits:
+            hit.matched = round(held[hit.chunk_id] / len(terms), 3) if terms else None
+            hit.similarity = round(similarity[hit.chunk_id], 3) if hit.chunk_id in similarity else None
+            words = hit.matched or 0.0
+            # Every word held is strong evidence; some of them weak (common words match anything).
+            words = words if words >= 1.0 else words * self.settings.partial_match_weight
+            hit.relevance = round(max(words, hit.similarity or 0.0, 0.0), 3)
+        return max(h.relevance for h in hits)
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings):
         # The BM25 ranking and the name list (SQLite, each in a worker thread)
@@ -5589,8 +5643,12 @@ class KnowledgeBase:
                chunks: bool = False, prefix_last: bool = False, *, tags: str | Sequence[str] | None = None,
                exclude_tags: str | Sequence[str] | None = None, path: str | None = None,
                after: str | _dt.date | None = None, before: str | _dt.date | None = None,
-               where: str | Sequence[str] | dict | None = None) -> SearchResult:
+               where: str | Sequence[str] | dict | None = None, min_score: float | None = None) -> SearchResult:
         """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
+
+        Every hit carries an absolute ``relevance`` (0-1; see Hit); ``min_score``
+        leaves out hits below it, and the result's ``weak`` says when none reaches
+        RankingSettings.relevance_floor (the notes may not cover the query).
 
         Filters narrow every mode inside the query, so ``k`` results come back
         whenever that many notes match: ``tags`` (all of them; ``area`` matches
@@ -5603,7 +5661,14 @@ class KnowledgeBase:
         SearchResult: the hits (it is their list), the mode used and why, timings.
         """
         note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
-        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode)
+        if min_score is not None:
+            try:
+                min_score = float(min_score)
+            except (TypeError, ValueError):
+                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score!r}", argument="min_score") from None
+            if not 0.0 <= min_score <= 1.0:
+                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score:g}", argument="min_score")
+        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode).replace(min_score=min_score)
         if note_filter and not req.parsed.terms:
             return SearchResult(self.retrieval.listing(req.k, collections, note_filter), "keyword")
         resolved = self.search_mode(mode)
@@ -6185,11 +6250,14 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
            "to select lines (e.g. 'notes/dev/rust.md:12:20'), its file name alone, or '#docid' (e.g. '#3afed6c1'). "
            "Only notes in the index can be read.")
     number = {"type": ["integer", "null"]}
-    hit = {"type": "object", "required": ["path", "title", "lines", "score", "snippet", "docid"], "properties": {
+    hit = {"type": "object", "required": ["path", "title", "lines", "score", "relevance", "snippet", "docid"], "properties": {
         "path": {"type": "string", "description": "the note, 'collection/path.md': give it to get, related or links"},
         "title": {"type": "string"},
         "lines": {"type": "array", "items": {"type": "integer"}, "description": "[first, last] line of the passage"},
-        "score": {"type": "number", "description": "rank score of this search (higher is better)"},
+        "score": {"type": "number", "description": "rank within this search only (the best is near 1 whatever its match)"},
+        "relevance": {"type": ["number", "null"], "description": "absolute, 0-1: how well the passage matches the query "
+                      "(the larger of its similarity in meaning and the share of the query's words it holds); "
+                      "below 0.35 it is likely unrelated"},
         "snippet": {"type": "string"}, "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         # detail=true
         "collection": {"type": "string"}, "heading_path": {"type": "string"},
@@ -6198,6 +6266,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "abspath": {"type": "string", "description": "the file on the user's disk"},
         "marks": {"type": "array", "description": "[start, end) of each matched word in snippet",
                   "items": {"type": "array", "items": {"type": "integer"}}},
+        "similarity": {"type": ["number", "null"], "description": "cosine similarity of the passage to the query"},
+        "matched": {"type": ["number", "null"], "description": "share of the query's words in the passage"},
         "bm25_rank": number, "vector_rank": number, "name_rank": number,
         "bm25_score": {"type": ["number", "null"]}, "vector_distance": {"type": ["number", "null"]}}}
     document = {"type": "object", "required": ["path", "docid", "title", "from_line", "to_line", "text"], "properties": {
@@ -6211,9 +6281,10 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
     tools = [
         {"name": "search", "title": "Search notes",
          "description": ("Search the user's notes by keywords and meaning. Returns the best notes (or passages), best "
-                         "first: path, title, lines, score, snippet and docid (detail=true adds headings, tags, dates, "
-                         "descriptions and ranks). Write the query in plain words; \"exact phrase\", -excluded and "
-                         "prefix* work too. No hits means nothing matched."),
+                         "first: path, title, lines, score (rank in this search), relevance (absolute, 0-1: below 0.35 "
+                         "likely unrelated), snippet and docid; detail=true adds headings, tags, dates, descriptions "
+                         "and ranks. Write the query in plain words; \"exact phrase\", -excluded and prefix* work too. "
+                         "A notice says when nothing matched or nothing looks relevant."),
          "input": {"type": "object", "additionalProperties": False, "required": ["query"], "properties": {
              "query": {"type": "string", "description": "what to look for, in plain words; may be empty when a "
                                                          "filter is given (then the matching notes, newest first)"},
@@ -6228,6 +6299,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                         "description": "return passages (several per note) instead of one result per note"},
              "detail": {"type": "boolean", "default": False,
                         "description": "also return headings, tags, dates, descriptions, ranks and the file's location"},
+             "min_score": {"type": "number", "minimum": 0, "maximum": 1,
+                           "description": "only hits at least this relevant (0-1; 0.35 leaves out what is likely unrelated)"},
              "tags": {"type": "array", "items": {"type": "string"},
                       "description": "only notes with all these tags ('area' also matches 'area/sub')"},
              "exclude_tags": {"type": "array", "items": {"type": "string"},
@@ -6431,6 +6504,9 @@ class MCPService:
                            f"{' ...' if len(stale) > 3 else ''}): read them with get for their current text")
         if not found:
             notices.append("nothing in the notes matches this query" + (" and these filters" if filters or path_filter else ""))
+        elif found.weak and found.best_relevance is not None:
+            notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
+                           "below 0.35 is likely unrelated): the notes may not cover this")
         if notices:
             result["notice"] = self.for_assistant("; ".join(notices))
         return result
@@ -6441,10 +6517,11 @@ class MCPService:
         rows = []
         for h in hits:
             row = {"path": f"{h.collection}/{h.path}", "title": h.title, "lines": [h.start_line, h.end_line],
-                   "score": round(h.score, 4), "snippet": h.snippet, "docid": h.docid}
+                   "score": round(h.score, 3), "relevance": h.relevance, "snippet": h.snippet, "docid": h.docid}
             if detail:
                 full = h.to_dict()
-                row.update({key: full[key] for key in ("collection", "heading_path", "marks", "tags", "date", "collection_description",
+                row.update({key: full[key] for key in ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date",
+                                                       "collection_description",
                                                        "folder_description", "abspath", "bm25_rank", "vector_rank",
                                                        "name_rank", "bm25_score", "vector_distance") if key in full})
             rows.append(row)
@@ -6531,7 +6608,8 @@ class MCPService:
             if result.get("notice"):
                 lines.append(f"notice: {result['notice']}")
             for i, h in enumerate(result["hits"], 1):
-                lines.append(f"{i}. {h['path']}:{h['lines'][0]}-{h['lines'][1]} #{h['docid']} score {h['score']:g} - {h['title']}")
+                relevance = f" relevance {h['relevance']:g}" if h.get("relevance") is not None else ""
+                lines.append(f"{i}. {h['path']}:{h['lines'][0]}-{h['lines'][1]} #{h['docid']}{relevance} - {h['title']}")
                 if h["snippet"]:
                     lines.append(f"   {h['snippet']}")
             return "\n".join(lines)
@@ -6745,7 +6823,7 @@ def _search_route(service: MCPService, security):
             filters = ask.get("filters") or {}
             if not isinstance(filters, dict):
                 raise PMSError("bad search request: filters must be an object")
-            arguments = {key: ask[key] for key in ("query", "k", "mode", "collections", "chunks") if key in ask}
+            arguments = {key: ask[key] for key in ("query", "k", "mode", "collections", "chunks", "min_score") if key in ask}
             arguments.update({("path_filter" if key == "path" else key): value for key, value in filters.items()
                               if key in SEARCH_FILTERS and value not in (None, [], "")})
             if filters.keys() - set(SEARCH_FILTERS):
@@ -6756,9 +6834,10 @@ def _search_route(service: MCPService, security):
                 with kb.time_limit(service.call_timeout, "search"):
                     found = kb.search(str(arguments["query"]), k=int(arguments.get("k", 10)), mode=arguments.get("mode", "auto"),
                                       collections=arguments.get("collections") or None, chunks=bool(arguments.get("chunks")),
-                                      **{key: filters.get(key) for key in SEARCH_FILTERS})
+                                      min_score=arguments.get("min_score"), **{key: filters.get(key) for key in SEARCH_FILTERS})
                 return {"mode": found.mode, "reason": found.reason, "hint": found.hint.as_dict() if found.hint else None,
-                        "explain": found.explain, "hits": [h.to_dict(explain=True) for h in found]}
+                        "explain": found.explain, "weak": found.weak, "best_relevance": found.best_relevance,
+                        "hits": [h.to_dict(explain=True) for h in found]}
 
             return JSONResponse(await anyio.to_thread.run_sync(run))
         except PMSError as exc:
@@ -6776,8 +6855,8 @@ SERVER_PROBE_TIMEOUT = 0.5
 
 
 def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
-                      chunks: bool, filters: dict | None = None,
-                      timeout: float = 10.0) -> SearchResult | None:
+                      chunks: bool, filters: dict | None = None, timeout: float = 10.0,
+                      min_score: float | None = None) -> SearchResult | None:
     """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm.
 
     None when there is none (or none can answer): the caller searches in-process.
@@ -6809,9 +6888,11 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
         headers = {"Content-Type": "application/json"}
         if os.environ.get("PMS_MCP_TOKEN"):
             headers["Authorization"] = f"Bearer {os.environ['PMS_MCP_TOKEN']}"
-        body = json.dumps({"query": query, "k": k, "mode": mode, "collections": list(collections or []),
-                           "chunks": chunks, "filters": filters or {}, "db": info["db"]}).encode()
-        request = urllib.request.Request(info["search_url"], data=body, headers=headers, method="POST")
+        ask = {"query": query, "k": k, "mode": mode, "collections": list(collections or []), "chunks": chunks,
+               "filters": filters or {}, "db": info["db"]}
+        if min_score is not None:
+            ask["min_score"] = min_score
+        request = urllib.request.Request(info["search_url"], data=json.dumps(ask).encode(), headers=headers, method="POST")
         try:
             try:
                 urllib.request.urlopen(urllib.request.Request(info["search_url"], headers=headers), timeout=SERVER_PROBE_TIMEOUT).close()
@@ -6823,7 +6904,8 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
             fields = set(Hit._fields)
             hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
             hint = Hint(**result["hint"]) if result.get("hint") else None
-            return SearchResult(hits, result["mode"], result.get("reason", ""), hint, explain=result.get("explain", ""))
+            return SearchResult(hits, result["mode"], result.get("reason", ""), hint, explain=result.get("explain", ""),
+                                weak=bool(result.get("weak")), best_relevance=result.get("best_relevance"))
         except urllib.error.HTTPError as exc:
             if exc.code == 401 and kb.notice is not None:
                 kb.notice(f"the PMS server at {info['url']} wants its token (set PMS_MCP_TOKEN): searching without it")
@@ -7297,13 +7379,16 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
                    where=args.where)
     # A running `pms.py mcp --http` on this index has the model loaded: seconds saved per hybrid search.
     served = None if args.mode == "keyword" else search_via_server(
-        kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters)
+        kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters,
+        min_score=args.min_score)
     hits = served if served is not None else kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None,
-                               chunks=args.chunks, **filters)
+                               chunks=args.chunks, min_score=args.min_score, **filters)
     args.used_mode = hits.mode
     if args.mode == "auto" and not args.json:
         _keyword_only_notice(kb, reason_text(hits.reason, hits.hint))
     _print_hits(hits, args, kb)
+    if hits.weak and hits.best_relevance is not None and not args.json:
+        _notice(f"nothing looks clearly relevant (best relevance {hits.best_relevance:.2f} of 1): your notes may not cover this")
     stale = kb.changed_on_disk(hits)
     if stale:
         _notice(f"{len(stale)} of these notes changed on disk since they were indexed "
@@ -7755,6 +7840,8 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     out.add_argument("--files", action="store_true", help="only the matching files' paths")
     se.add_argument("--chunks", action="store_true", help="return passages, not one result per note")
     se.add_argument("--explain", action="store_true", help="show each hit's rank in the keyword, vector and name lists, and how they were fused")
+    se.add_argument("--min-score", type=float, metavar="R",
+                    help="only hits at least this relevant (0-1: the larger of meaning similarity and share of words held)")
     flt = se.add_argument_group("filters (all must hold)")
     flt.add_argument("--tag", action="append", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
     flt.add_argument("--no-tag", action="append", metavar="TAG", help="leave out notes with this tag (repeatable)")

@@ -263,7 +263,7 @@ def test_answers_are_lean_bounded_and_say_how_to_read_on(vault_index):
             found = await client.call_tool("search", {"query": "ownership", "k": 10})
             hits = found.structured_content["hits"]
             assert len(hits) == 10 and found.structured_content["count"] == 10
-            assert all(set(h) == {"path", "title", "lines", "score", "snippet", "docid"} for h in hits)
+            assert all(set(h) == {"path", "title", "lines", "score", "relevance", "snippet", "docid"} for h in hits)
             answer = json.dumps(found.structured_content) + found.content[0].text
             assert str(root) not in answer and str(home) not in answer  # no absolute paths unless asked
             detailed = await client.call_tool("search", {"query": "ownership", "k": 1, "detail": True})
@@ -535,3 +535,48 @@ def test_each_server_announces_itself_and_the_cli_skips_stale_hung_and_token_ser
         assert done.returncode == 0 and "wants its token (set PMS_MCP_TOKEN)" in done.stderr
         with_token = run_cli("search", "wombat", "--json", db=db, env=env | {"PMS_MCP_TOKEN": "abc"})
         assert with_token.returncode == 0 and "token" not in with_token.stderr
+
+
+# -- "nothing relevant", said plainly: an absolute relevance per hit, min_score ------------------------
+
+@pytest.fixture(scope="module")
+def samples_hybrid(tmp_path_factory, embedding_model_dir):
+    tmp = tmp_path_factory.mktemp("relevance")
+    home, db = tmp / "home", tmp / "index.sqlite"
+    home.mkdir()
+    done = run_cli("collection", "add", REPO / "sample-notes", "--name", "samples", db=db, env=clean_env(home), timeout=600)
+    assert done.returncode == 0, done.stderr
+    return home, db
+
+
+def test_a_query_the_notes_cannot_answer_is_said_to_be_so(samples_hybrid):
+    home, db = samples_hybrid
+
+    async def main():
+        async with stdio(home, db) as client:
+            good = (await client.call_tool("search", {"query": "rotate my ssh keys", "k": 3})).structured_content
+            assert good["hits"][0]["relevance"] >= 0.35 and "notice" not in good
+            bread = (await client.call_tool("search", {"query": "best sourdough bread hydration", "k": 3})).structured_content
+            assert bread["hits"] and all(h["relevance"] < 0.35 for h in bread["hits"])
+            assert "nothing looks clearly relevant" in bread["notice"]
+            none = (await client.call_tool("search", {"query": "zxqv flurble wibble", "min_score": 0.35})).structured_content
+            assert none["count"] == 0 and "nothing in the notes matches" in none["notice"]
+            kept = (await client.call_tool("search", {"query": "rotate my ssh keys", "min_score": 0.35, "detail": True}))
+            assert all(h["relevance"] >= 0.35 and h["similarity"] is not None for h in kept.structured_content["hits"])
+
+    anyio.run(main)
+    cli = run_cli("search", "best sourdough bread hydration", "--min-score", "0.35", db=db, env=clean_env(home))
+    assert cli.returncode == 0 and cli.stdout.strip() == "No results."
+    weak = run_cli("search", "best sourdough bread hydration", db=db, env=clean_env(home))
+    assert "nothing looks clearly relevant" in weak.stderr
+    bad = run_cli("search", "x", "--min-score", "2", db=db, env=clean_env(home))
+    assert bad.returncode == 1 and "--min-score wants a number from 0 to 1" in bad.stderr
+
+
+def test_keyword_relevance_is_the_share_of_words_held(vault):
+    hits = vault.search("restic offsite rule", mode="keyword")
+    assert hits[0].path == "backup.md" and hits[0].matched == 1.0 and hits[0].relevance == 1.0
+    assert hits[0].similarity is None
+    partial = vault.search("restic zebra", mode="keyword")
+    assert partial[0].matched == 0.5 and partial[0].relevance == 0.25
+    assert partial.weak and partial.best_relevance == 0.25

@@ -120,11 +120,11 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     assert found.structured_content["mode"] == "hybrid"
     assert 1 <= len(hits) <= 3
     top = hits[0]
-    assert set(top) == {"path", "title", "lines", "score", "snippet", "docid"}  # lean by default
+    assert set(top) == {"path", "title", "lines", "score", "relevance", "snippet", "docid"}  # lean by default
     assert top["path"] == "samples/dev/ssh-key-rotation.md"
     start, end = top["lines"]
     assert 1 <= start <= end
-    assert f"1. {top['path']}:{start}-{end} #{top['docid']}" in found.content[0].text  # the same answer, as text
+    assert f"1. {top['path']}:{start}-{end} #{top['docid']} relevance" in found.content[0].text  # the same answer, as text
     detailed = (await client.call_tool("search", {"query": "rotate my ssh keys", "k": 3, "detail": True})).structured_content
     assert detailed["hits"][0]["collection_description"] == DESCRIPTION
 
