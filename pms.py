@@ -3544,6 +3544,12 @@ class SearchRequest(Record):
     reason: str = ""
     hint: Hint | None = None  # what makes hybrid run, when it does not
     min_score: float | None = None  # leave out hits whose relevance is below this (0-1)
+    intent: str = ""  # what the searcher is after, said in words: context for the vector list only
+
+    @property
+    def meaning(self) -> str:
+        """What the vector list embeds: the query without its exclusions, after the intent."""
+        return f"{self.intent}: {self.parsed.text}" if self.intent and self.parsed.text.strip() else self.parsed.text
 
 
 class SearchResult(Record):
@@ -3746,7 +3752,7 @@ class Retrieval:
         left out, as the keyword list leaves them out. Call once vector_status is ok."""
         if not req.parsed.text.strip():
             return []
-        found = self.store.vector_search(self.query_vector(req.parsed.text), limit, req.collection_ids, req.note_filter)
+        found = self.store.vector_search(self.query_vector(req.meaning), limit, req.collection_ids, req.note_filter)
         if req.parsed.excluded and found:
             excluded = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), [cid for cid, _ in found])
             found = [row for row in found if row[0] not in excluded]
@@ -3832,7 +3838,7 @@ class Retrieval:
             with contextlib.suppress(Exception):  # no vectors to read: words alone say it
                 import numpy as np
 
-                q = np.frombuffer(self.query_vector(req.parsed.text), dtype=np.int8).astype(np.float32)
+                q = np.frombuffer(self.query_vector(req.meaning), dtype=np.int8).astype(np.float32)
                 q /= max(float(np.linalg.norm(q)), 1e-9)
                 for cid, blob in self.store.vectors_of(ids).items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
@@ -3927,7 +3933,7 @@ class Retrieval:
         if missed and match:
             for doc, value in self.store.documents_bm25(match, missed, self.settings.field_weights):
                 bm25[doc] = max(-value, bm25.get(doc, 0.0))
-        return Evidence(owner, self.store.vectors_of(list(owner)), self.query_vector(req.parsed.text), bm25)
+        return Evidence(owner, self.store.vectors_of(list(owner)), self.query_vector(req.meaning), bm25)
 
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
@@ -5198,6 +5204,8 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
 # API: KnowledgeBase ##############################################################
 ###############################################################################
 
+# At most this many phrasings in one search (KnowledgeBase.search's queries).
+MAX_QUERIES = 5
 # An answer for a model (get and multi_get over MCP, multi_get everywhere): about
 # 5,000 tokens, a few whole notes; what does not fit is marked truncated and says
 # how to ask for the rest.
@@ -5643,12 +5651,16 @@ class KnowledgeBase:
                chunks: bool = False, prefix_last: bool = False, *, tags: str | Sequence[str] | None = None,
                exclude_tags: str | Sequence[str] | None = None, path: str | None = None,
                after: str | _dt.date | None = None, before: str | _dt.date | None = None,
-               where: str | Sequence[str] | dict | None = None, min_score: float | None = None) -> SearchResult:
+               where: str | Sequence[str] | dict | None = None, min_score: float | None = None,
+               intent: str = "", queries: Sequence[str] = ()) -> SearchResult:
         """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
 
         Every hit carries an absolute ``relevance`` (0-1; see Hit); ``min_score``
         leaves out hits below it, and the result's ``weak`` says when none reaches
         RankingSettings.relevance_floor (the notes may not cover the query).
+        ``intent`` (what the search is for, in words) is context for the vector list
+        only. ``queries``: other phrasings searched in the same call, each list fused
+        with the query's (RRF, RankingSettings) into one.
 
         Filters narrow every mode inside the query, so ``k`` results come back
         whenever that many notes match: ``tags`` (all of them; ``area`` matches
@@ -5668,7 +5680,15 @@ class KnowledgeBase:
                 raise PMSError(f"min_score wants a number from 0 to 1, not {min_score!r}", argument="min_score") from None
             if not 0.0 <= min_score <= 1.0:
                 raise PMSError(f"min_score wants a number from 0 to 1, not {min_score:g}", argument="min_score")
-        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode).replace(min_score=min_score)
+        intent = clean_query(intent or "", limit=MAX_QUERY_CHARS).strip()
+        if queries:
+            if isinstance(queries, str) or len(queries) > MAX_QUERIES:
+                raise PMSError(f"queries wants a list of at most {MAX_QUERIES} phrasings", argument="queries")
+            return self._search_several([query, *queries], k=k, mode=mode, collections=collections, chunks=chunks,
+                                        filters=dict(tags=tags, exclude_tags=exclude_tags, path=path, after=after,
+                                                     before=before, where=where), min_score=min_score, intent=intent)
+        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode).replace(
+            min_score=min_score, intent=intent)
         if note_filter and not req.parsed.terms:
             return SearchResult(self.retrieval.listing(req.k, collections, note_filter), "keyword")
         resolved = self.search_mode(mode)
@@ -5679,6 +5699,34 @@ class KnowledgeBase:
             if mode != "auto":
                 raise
             return self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
+
+    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool, filters: dict,
+                        min_score: float | None, intent: str) -> SearchResult:
+        """Each query searched alone (twice as deep), their hit lists fused by the ranking
+        stage's RRF into one; a hit keeps its best passage and relevance of all the queries."""
+        results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
+                               **filters) for q in queries if q.strip()]
+        if not results:
+            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, **filters)
+        unit = (lambda h: (h.collection, h.path, h.start_line)) if chunks else (lambda h: (h.collection, h.path))
+        best: dict[tuple, Hit] = {}
+        for result in results:
+            for hit in result:
+                kept = best.get(unit(hit))
+                if kept is None or (hit.relevance or 0.0) > (kept.relevance or 0.0):
+                    best[unit(hit)] = hit
+        fused = fuse({f"query {i}": [(unit(h), h.score) for h in r] for i, r in enumerate(results)},
+                     self.retrieval.settings.replace(method="rrf", score_share=0.0))
+        hits = []
+        for entry in fused:
+            hit = best[entry.unit]
+            if min_score is None or (hit.relevance or 0.0) >= min_score:
+                hits.append(hit.replace(score=entry.score / fused[0].score if fused[0].score else 0.0))
+        top = max((r.best_relevance for r in results if r.best_relevance is not None), default=None)
+        first = results[0]
+        return SearchResult(hits[: max(1, int(k))], first.mode, first.reason, first.hint,
+                            explain=f"{len(results)} queries, fused by RRF", best_relevance=top,
+                            weak=top is None or top < self.retrieval.settings.relevance_floor)
 
     def tags(self, collections: Sequence[str] | None = None) -> list[tuple[str, int]]:
         """(tag, number of notes) for every tag (frontmatter and inline), most used first."""
@@ -6299,6 +6347,11 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                         "description": "return passages (several per note) instead of one result per note"},
              "detail": {"type": "boolean", "default": False,
                         "description": "also return headings, tags, dates, descriptions, ranks and the file's location"},
+             "queries": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_QUERIES,
+                         "description": "other phrasings of the same need (synonyms, sub-questions), searched in the same "
+                                        "call: one list, fused"},
+             "intent": {"type": "string", "description": "what you are looking for and why, in a sentence: context "
+                                                         "for the meaning search, not words to match"},
              "min_score": {"type": "number", "minimum": 0, "maximum": 1,
                            "description": "only hits at least this relevant (0-1; 0.35 leaves out what is likely unrelated)"},
              "tags": {"type": "array", "items": {"type": "string"},
@@ -6503,7 +6556,8 @@ class MCPService:
             notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(f'{h.collection}/{h.path}' for h in stale[:3])}"
                            f"{' ...' if len(stale) > 3 else ''}): read them with get for their current text")
         if not found:
-            notices.append("nothing in the notes matches this query" + (" and these filters" if filters or path_filter else ""))
+            filtered = path_filter or any(filters.get(key) for key in SEARCH_FILTERS)
+            notices.append("nothing in the notes matches this query" + (" and these filters" if filtered else ""))
         elif found.weak and found.best_relevance is not None:
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
                            "below 0.35 is likely unrelated): the notes may not cover this")
@@ -7378,11 +7432,12 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     filters = dict(tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before,
                    where=args.where)
     # A running `pms.py mcp --http` on this index has the model loaded: seconds saved per hybrid search.
-    served = None if args.mode == "keyword" else search_via_server(
+    served = None if args.mode == "keyword" or args.also or args.intent else search_via_server(
         kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters,
         min_score=args.min_score)
     hits = served if served is not None else kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None,
-                               chunks=args.chunks, min_score=args.min_score, **filters)
+                               chunks=args.chunks, min_score=args.min_score, intent=args.intent, queries=args.also or (),
+                               **filters)
     args.used_mode = hits.mode
     if args.mode == "auto" and not args.json:
         _keyword_only_notice(kb, reason_text(hits.reason, hits.hint))
@@ -7840,6 +7895,9 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     out.add_argument("--files", action="store_true", help="only the matching files' paths")
     se.add_argument("--chunks", action="store_true", help="return passages, not one result per note")
     se.add_argument("--explain", action="store_true", help="show each hit's rank in the keyword, vector and name lists, and how they were fused")
+    se.add_argument("--also", action="append", metavar="QUERY",
+                    help="another phrasing searched in the same call, the lists fused (repeatable, up to 4)")
+    se.add_argument("--intent", metavar="TEXT", default="", help="what you are after, in words: context for the meaning search")
     se.add_argument("--min-score", type=float, metavar="R",
                     help="only hits at least this relevant (0-1: the larger of meaning similarity and share of words held)")
     flt = se.add_argument_group("filters (all must hold)")
@@ -7946,7 +8004,7 @@ COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status
 
 
 # Options of ``search`` that take a value: the value is never a "-word" exclusion.
-SEARCH_VALUE_OPTIONS = {"-n", "-c", "--collection", "--mode", "--tag", "--no-tag", "--path", "--after", "--before", "--where"}
+SEARCH_VALUE_OPTIONS = {"-n", "-c", "--collection", "--mode", "--tag", "--no-tag", "--path", "--after", "--before", "--where", "--also", "--intent", "--min-score"}
 
 
 def _command_position(argv: Sequence[str]) -> int | None:

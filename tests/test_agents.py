@@ -580,3 +580,26 @@ def test_keyword_relevance_is_the_share_of_words_held(vault):
     partial = vault.search("restic zebra", mode="keyword")
     assert partial[0].matched == 0.5 and partial[0].relevance == 0.25
     assert partial.weak and partial.best_relevance == 0.25
+
+
+def test_several_phrasings_in_one_call_are_fused(vault):
+    assert not vault.search("zebra", mode="keyword")
+    both = vault.search("zebra", queries=["restic offsite", "syncthing conflict copy"], mode="keyword", k=5)
+    assert {h.path for h in both} == {"backup.md", "sync.md"} and both.explain == "3 queries, fused by RRF"
+    with pytest.raises(pms.PMSError, match="at most 5"):
+        vault.search("x", queries=["a"] * 6)
+
+
+def test_mcp_search_takes_several_queries_and_an_intent(samples_hybrid):
+    home, db = samples_hybrid
+
+    async def main():
+        async with stdio(home, db) as client:
+            found = (await client.call_tool("search", {
+                "query": "replace my ssh key", "queries": ["ssh key rotation", "lost laptop keys"],
+                "intent": "I lost my laptop and need to secure my servers", "k": 3})).structured_content
+            assert found["hits"][0]["path"] == "samples/dev/ssh-key-rotation.md"
+            too_many = await client.call_tool("search", {"query": "x", "queries": ["a"] * 6})
+            assert too_many.is_error and "queries" in too_many.content[0].text
+
+    anyio.run(main)
