@@ -5680,7 +5680,7 @@ class KnowledgeBase:
                 raise PMSError(f"min_score wants a number from 0 to 1, not {min_score!r}", argument="min_score") from None
             if not 0.0 <= min_score <= 1.0:
                 raise PMSError(f"min_score wants a number from 0 to 1, not {min_score:g}", argument="min_score")
-        intent = clean_query(intent or "", limit=MAX_QUERY_CHARS).strip()
+        intent = clean_query(intent).strip() if intent else ""
         if queries:
             if isinstance(queries, str) or len(queries) > MAX_QUERIES:
                 raise PMSError(f"queries wants a list of at most {MAX_QUERIES} phrasings", argument="queries")

@@ -517,7 +517,7 @@ def test_each_server_announces_itself_and_the_cli_skips_stale_hung_and_token_ser
     import socket
     hung = socket.create_server(("127.0.0.1", 0))
     port = hung.getsockname()[1]
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     for pid in (os.getpid(), int(dead.stdout)):
         (announced / f"{pid}.json").write_text(json.dumps({
             "url": f"http://127.0.0.1:{port}/mcp", "search_url": f"http://127.0.0.1:{port}/search", "pid": pid,
