@@ -79,11 +79,11 @@ def test_an_old_six_digit_id_works_when_unambiguous_and_names_candidates_when_no
 def test_the_migration_makes_old_colliding_ids_unique(colliding, db_path):
     kb = colliding
     kb.close()
-    db = sqlite3.connect(db_path)  # the index as schema 5 left it: 6-digit ids, two alike
+    db = sqlite3.connect(db_path)  # the index as the schema before the docid migration left it: 6-digit ids, two alike
     db.execute("DROP INDEX documents_docid")
     db.execute("UPDATE documents SET docid = substr(docid, 1, 6)")
     db.execute("CREATE INDEX documents_docid ON documents(docid)")
-    db.execute("PRAGMA user_version = 5")
+    db.execute(f"PRAGMA user_version = {len(pms.MIGRATIONS) - 2}")  # the docid and exclusions migrations are the last two
     db.commit()
     db.close()
     with pms.KnowledgeBase(db_path, embeddings=False) as again:
