@@ -222,12 +222,12 @@ def main(argv=None) -> int:
         kb = open_index(args.workdir, write_notes(corpus, args.workdir / "notes"), "scifact", pms.DEFAULT_CHUNK_CHARS, True)
         db = kb.index_path
         kb.close()
-    notes = pms.KnowledgeBase(db, embeddings=False)
-    documents = notes.status(pending=False)["documents"]
-    notes.close()
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as index:  # read only: a cached index is never migrated here
+        documents = index.execute("SELECT count(*) FROM documents").fetchone()[0]
 
     result = {"index": str(db), "notes": documents, "queries": len(queries), "cores": os.cpu_count()}
-    import sqlite3
     import tempfile
 
     with tempfile.TemporaryDirectory() as home:

@@ -10,7 +10,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, model_dir, run_cli, write
+from conftest import REPO, mcp_http_server, model_dir, run_cli, write
 
 import pms
 
@@ -122,37 +121,9 @@ def stdio(home: Path, db: Path, *flags: str) -> Client:
                                         env=clean_env(home)))
 
 
-@contextlib.contextmanager
 def http_server(home: Path, db: Path, *flags: str, env: dict | None = None):
     """A `pms.py mcp --http` process on a free port; yields (url, process, log lines)."""
-    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env or clean_env(home))
-    found = threading.Event()
-    url: list[str] = []
-    log: list[str] = []
-
-    def read_stderr():
-        for line in proc.stderr:
-            log.append(line)
-            m = re.search(r"MCP server at (\S+)", line)
-            if m and not url:
-                url.append(m.group(1))
-                found.set()
-
-    threading.Thread(target=read_stderr, daemon=True).start()
-    try:
-        assert found.wait(60), f"the HTTP server did not start: {''.join(log)}"
-        yield url[0], proc, log
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    assert not any("Traceback" in line for line in log), "".join(log)
+    return mcp_http_server(db, env or clean_env(home), *flags)
 
 
 def http_client(url: str, headers: dict | None = None) -> Client:

@@ -13,12 +13,10 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
-
-from conftest import REPO, model_dir, run_cli
+from conftest import REPO, mcp_http_server, model_dir, run_cli
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -r requirements-dev.txt)")
 anyio = pytest.importorskip("anyio")
@@ -61,32 +59,8 @@ def stdio(home: Path, db: Path, *flags: str) -> Client:
 def http_server(home: Path, db: Path, *flags: str):
     """A `pms.py mcp --http` process on a free port; yields its URL."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | server_env(home)
-    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    found = threading.Event()
-    url: list[str] = []
-    log: list[str] = []
-
-    def read_stderr():
-        for line in proc.stderr:
-            log.append(line)
-            m = re.search(r"MCP server at (\S+)", line)
-            if m and not url:
-                url.append(m.group(1))
-                found.set()
-
-    threading.Thread(target=read_stderr, daemon=True).start()
-    try:
-        assert found.wait(60), f"the HTTP server did not start: {''.join(log)}"
-        yield url[0]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert not any("Traceback" in line for line in log), "".join(log)
+    with mcp_http_server(db, env, *flags) as (url, _proc, _log):
+        yield url
 
 
 def http_client(url: str, headers: dict | None = None) -> Client:
