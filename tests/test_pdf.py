@@ -383,6 +383,7 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
         kb.sync()
         kb.store.db.execute("DELETE FROM documents WHERE path LIKE '%.pdf'")
         for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",
+                          "ALTER TABLE documents DROP COLUMN language",  # the later languages migration runs again
                           f"PRAGMA user_version = {PDF_MIGRATION}"):  # what the PMS before PDFs wrote
             kb.store.db.execute(statement)
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
