@@ -3,6 +3,7 @@
 
     PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/mcp_bench.py            # SciFact, 5,183 notes
     .venv/bin/python bench/mcp_bench.py --index my.sqlite --queries 50 --json
+    .venv/bin/python bench/mcp_bench.py --index RUSTBOOK.sqlite --fixture bench/rustbook_queries.json
 
 Measures, each in a fresh ``pms.py mcp`` process:
 
@@ -10,7 +11,8 @@ Measures, each in a fresh ``pms.py mcp`` process:
   latency per SciFact test query (median, p95) with the official SDK client
   and with plain JSON-RPC POSTs (httpx2, one session: the server's own cost),
   and the same queries in-process (``KnowledgeBase.search``) in this run, for
-  the ratio that says what the protocol costs;
+  the ratio that says what the protocol costs; and the size of each answer
+  (the text a model reads, and the structured JSON), in bytes;
 * stdio: process start to the answer of the first ``tools/list`` (raw pipes:
   initialize, initialized, tools/list written at once), against ``python -c
   pass`` and ``pms.py --help`` in the same run;
@@ -20,7 +22,8 @@ Measures, each in a fresh ``pms.py mcp`` process:
 
 The SciFact index is the dev suite's cached MiniLM index (``--workdir``,
 default .cache/bench/scifact), built once if missing (embedding 5k notes takes
-several minutes on 2 cores).
+several minutes on 2 cores). The server serves a copy of the index (SQLite's
+backup), so its folder watcher and migrations never write to a cached index.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def http_search_latency(db: Path, queries: list[str], k: int, home: Path) -> tup
     proc, url = start_http(db, env)
     times: list[float] = []
     modes: set[str] = set()
+    sizes: dict[str, list[int]] = {"text": [], "structured": []}
     try:
         async def main():
             async with Client(url) as client:
@@ -89,6 +93,9 @@ def http_search_latency(db: Path, queries: list[str], k: int, home: Path) -> tup
                     if result.is_error:
                         raise SystemExit(f"search failed: {result.content[0].text}")
                     modes.add(result.structured_content["mode"])
+                    if len(result.structured_content["hits"]) == k:
+                        sizes["text"].append(len(result.content[0].text.encode()))
+                        sizes["structured"].append(len(json.dumps(result.structured_content, ensure_ascii=False).encode()))
 
         anyio.run(main)
         raw = raw_http_latency(url, queries, k)
@@ -97,6 +104,8 @@ def http_search_latency(db: Path, queries: list[str], k: int, home: Path) -> tup
     finally:
         proc.terminate()
         proc.wait(30)
+    memory["answer_bytes"] = {name: {"n": len(v), "median": statistics.median(v) if v else None,
+                                     "p95": percentile(v, 0.95) if v else None} for name, v in sizes.items()}
     return summary(times), raw, cli, memory, ",".join(sorted(modes))
 
 
@@ -191,34 +200,45 @@ def main(argv=None) -> int:
     ap.add_argument("--query", action="append", help="time this query instead (with --index; repeatable)")
     ap.add_argument("--repeat", type=int, default=7, help="stdio start-ups to time (default 7)")
     ap.add_argument("-k", type=int, default=10)
+    ap.add_argument("--fixture", type=Path, help="take the queries from this judged fixture (e.g. bench/rustbook_queries.json)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    if args.index and args.query:
-        db, queries = args.index, args.query
+    if args.index and (args.query or args.fixture):
+        db = args.index
+        queries = args.query or [j.query for j in pms.load_fixture(args.fixture)][: args.queries]
     else:
         kb, judged = load_set("scifact", args.workdir.parent, pms.DEFAULT_CHUNK_CHARS, embed=not args.index)
         db, queries = args.index or kb.index_path, [j.query for j in judged][: args.queries]
         kb.close()
-    notes = pms.KnowledgeBase(db, embeddings=False)
-    documents = notes.status(pending=False)["documents"]
-    notes.close()
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as index:  # read only: a cached index is never migrated here
+        documents = index.execute("SELECT count(*) FROM documents").fetchone()[0]
 
     result = {"index": str(db), "notes": documents, "queries": len(queries), "cores": os.cpu_count()}
     import tempfile
 
     with tempfile.TemporaryDirectory() as home:
+        served = Path(home) / "index.sqlite"
+        with sqlite3.connect(db) as source, sqlite3.connect(served) as copy:
+            source.backup(copy)
+        db = served
         (result["http_search_sdk_client"], result["http_search_raw"], result["cli_search_via_server"],
          result["http_server_memory"], result["mode"]) = http_search_latency(db, queries, args.k, Path(home))
-    result["in_process_search"] = in_process_latency(db, queries, args.k)
+        result["in_process_search"] = in_process_latency(db, queries, args.k)
     with tempfile.TemporaryDirectory() as tmp:
         starts = [stdio_first_tools_list(keyword_index(Path(tmp))) for _ in range(args.repeat)]
     result["stdio_first_tools_list"] = summary([wall_s for wall_s, _ in starts])
     result["stdio_first_tools_list_cpu"] = summary([cpu for _, cpu in starts])
     result["python_bare_start"] = summary([wall([sys.executable, "-c", "pass"]) for _ in range(args.repeat)])
     result["pms_help_start"] = summary([wall([sys.executable, PMS, "--help"]) for _ in range(args.repeat)])
-    result["cli_one_shot_hybrid_search"] = summary([wall([sys.executable, PMS, "--db", str(db), "search", q, "--json"])
-                                                    for q in queries[:3]])
+    with tempfile.TemporaryDirectory() as home:
+        served = Path(home) / "index.sqlite"
+        with sqlite3.connect(args.index or result["index"]) as source, sqlite3.connect(served) as copy:
+            source.backup(copy)
+        result["cli_one_shot_hybrid_search"] = summary([wall([sys.executable, PMS, "--db", str(served), "search", q, "--json"],
+                                                             {**os.environ, "PMS_HOME": home}) for q in queries[:3]])
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -230,6 +250,8 @@ def main(argv=None) -> int:
         print(f"{key:<28} median {s['median_ms']:>8.1f} ms   p95 {s['p95_ms']:>8.1f} ms   (n={s['n']})")
     m = result["http_server_memory"]
     print(f"{'serving process RSS':<28} {m['rss_mb']} MB now, {m['peak_rss_mb']} MB peak")
+    for name, b in m["answer_bytes"].items():
+        print(f"{f'{args.k}-hit answer, {name}':<28} median {b['median']} bytes   p95 {b['p95']} bytes   (n={b['n']})")
     return 0
 
 

@@ -363,6 +363,7 @@ class MainWindow(QMainWindow):
         if self.tray is not None:
             self.tray.hide()
         self.searcher.stop()
+        self.watcher.stop()
         self.related.worker.stop()
         self.preview.html_worker.stop()
         if self.sync_job and self.sync_job.running():

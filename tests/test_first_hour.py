@@ -152,8 +152,8 @@ def test_small_commands_behave(notes, tmp_path):
     r = plain("search", "restic", "-n", "0", db=db)
     assert r.returncode == 2 and "at least 1" in r.stderr and r.stdout == ""
     r = plain("get", "notes/backup.md:999", db=db)
-    assert r.returncode == 1 and "has 4 lines" in r.stderr and r.stdout == ""
-    assert plain("get", "notes/backup.md:4", db=db).returncode == 0
+    assert r.returncode == 1 and "has 3 lines" in r.stderr and r.stdout == ""  # not the "line" after the final newline
+    assert plain("get", "notes/backup.md:3", db=db).returncode == 0
 
 
 def test_status_during_a_running_sync_does_not_advise_a_sync(notes, tmp_path):

@@ -273,7 +273,7 @@ def test_an_index_made_before_cjk_fts_is_filled_when_opened(tmp_path, monkeypatc
     # An index from before the CJK migration: its schema stops just before it,
     # and its passages were written by that older code (plain SQL here, since
     # today's sync writes columns that later migrations add).
-    (cjk_migration,) = [m for m in pms.MIGRATIONS if "cjk_fts" in m]
+    (cjk_migration,) = [m for m in pms.MIGRATIONS if isinstance(m, str) and "cjk_fts" in m]
     with monkeypatch.context() as m:
         m.setattr(pms, "MIGRATIONS", pms.MIGRATIONS[: pms.MIGRATIONS.index(cjk_migration)])
         old = pms.Store(tmp_path / "old.sqlite", vectors=False)

@@ -123,7 +123,7 @@ def test_hit_fields(vault):
                 "snippet", "bm25_rank", "vector_rank"):
         assert key in d
     assert d["path"] == "dev/rust.md" and d["abspath"].endswith("rust.md") and d["bm25_rank"] == 1
-    assert d["vector_rank"] is None and len(d["docid"]) == 6 and d["title"] == "Rust ownership"
+    assert d["vector_rank"] is None and len(d["docid"]) == 8 and d["title"] == "Rust ownership"
 
 
 def test_collection_filter(kb, notes, tmp_path):

@@ -13,12 +13,10 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
-
-from conftest import REPO, model_dir, run_cli
+from conftest import REPO, mcp_http_server, model_dir, run_cli
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -r requirements-dev.txt)")
 anyio = pytest.importorskip("anyio")
@@ -61,32 +59,8 @@ def stdio(home: Path, db: Path, *flags: str) -> Client:
 def http_server(home: Path, db: Path, *flags: str):
     """A `pms.py mcp --http` process on a free port; yields its URL."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | server_env(home)
-    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    found = threading.Event()
-    url: list[str] = []
-    log: list[str] = []
-
-    def read_stderr():
-        for line in proc.stderr:
-            log.append(line)
-            m = re.search(r"MCP server at (\S+)", line)
-            if m and not url:
-                url.append(m.group(1))
-                found.set()
-
-    threading.Thread(target=read_stderr, daemon=True).start()
-    try:
-        assert found.wait(60), f"the HTTP server did not start: {''.join(log)}"
-        yield url[0]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert not any("Traceback" in line for line in log), "".join(log)
+    with mcp_http_server(db, env, *flags) as (url, _proc, _log):
+        yield url
 
 
 def http_client(url: str, headers: dict | None = None) -> Client:
@@ -106,7 +80,7 @@ def error_text(result) -> str:
 
 async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     listed = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(listed) == TOOLS
+    assert set(listed) == (TOOLS if sync_allowed else TOOLS - {"sync"})  # a tool that is off is not offered
     for tool in listed.values():
         assert len(tool.description or "") > 40, tool.name
         for name, schema in tool.input_schema.get("properties", {}).items():
@@ -120,52 +94,58 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     assert found.structured_content["mode"] == "hybrid"
     assert 1 <= len(hits) <= 3
     top = hits[0]
-    assert (top["collection"], top["path"]) == ("samples", "dev/ssh-key-rotation.md")
-    assert top["collection_description"] == DESCRIPTION
-    assert 1 <= top["start_line"] <= top["end_line"]
-    assert json.loads(found.content[0].text) == found.structured_content  # the same answer for text-only clients
+    assert set(top) == {"path", "title", "lines", "score", "relevance", "snippet", "docid"}  # lean by default
+    assert top["path"] == "samples/dev/ssh-key-rotation.md"
+    start, end = top["lines"]
+    assert 1 <= start <= end
+    assert f"1. {top['path']}:{start}-{end} #{top['docid']} relevance" in found.content[0].text  # the same answer, as text
+    detailed = (await client.call_tool("search", {"query": "rotate my ssh keys", "k": 3, "detail": True})).structured_content
+    assert detailed["hits"][0]["collection_description"] == DESCRIPTION
 
     # The hit's line range, read back with get, is those very lines of the file.
-    file_lines = (SAMPLES / top["path"]).read_text(encoding="utf-8").split("\n")
-    count = top["end_line"] - top["start_line"] + 1
-    passage = await client.call_tool("get", {"path": f"samples/{top['path']}:{top['start_line']}:{count}"})
+    file_lines = (SAMPLES / top["path"].removeprefix("samples/")).read_text(encoding="utf-8").split("\n")
+    count = end - start + 1
+    passage = await client.call_tool("get", {"path": f"{top['path']}:{start}:{count}"})
     doc = passage.structured_content
-    assert (doc["from_line"], doc["to_line"]) == (top["start_line"], top["end_line"])
-    assert doc["text"] == "\n".join(file_lines[top["start_line"] - 1 : top["end_line"]])
+    assert (doc["from_line"], doc["to_line"]) == (start, end)
+    assert doc["text"] == "\n".join(file_lines[start - 1 : end])
     numbered = await client.call_tool("get", {"path": f"#{top['docid']}", "from_line": 2.0, "count": 2, "line_numbers": True})
     assert numbered.structured_content["text"] == f"    2  {file_lines[1]}\n    3  {file_lines[2]}"
 
-    tagged = (await client.call_tool("search", {"query": "keys", "k": 10, "tags": ["security"]})).structured_content
+    tagged = (await client.call_tool("search", {"query": "keys", "k": 10, "tags": ["security"], "detail": True})).structured_content
     assert tagged["hits"] and all("security" in h["tags"] for h in tagged["hits"])
-    in_home = (await client.call_tool("search", {"query": "list", "k": 10, "path": "home/"})).structured_content
-    assert in_home["hits"] and all(h["path"].startswith("home/") for h in in_home["hits"])
+    in_home = (await client.call_tool("search", {"query": "list", "k": 10, "path_filter": "home/"})).structured_content
+    assert in_home["hits"] and all(h["path"].startswith("samples/home/") for h in in_home["hits"])
     listed_by_tag = (await client.call_tool("search", {"query": "", "tags": ["security"]})).structured_content
-    assert {h["path"] for h in listed_by_tag["hits"]} >= {"dev/ssh-key-rotation.md"}
+    assert {h["path"] for h in listed_by_tag["hits"]} >= {"samples/dev/ssh-key-rotation.md"}
 
-    related = (await client.call_tool("related", {"path": "samples/dev/rust-ownership-and-borrowing.md", "k": 3})).structured_content
-    assert 1 <= len(related["hits"]) <= 3 and "dev/rust-ownership-and-borrowing.md" not in [h["path"] for h in related["hits"]]
+    related = (await client.call_tool("related", {"path": "samples/dev/rust-ownership-and-borrowing.md", "k": 3,
+                                                  "detail": True})).structured_content
+    assert 1 <= len(related["hits"]) <= 3 and "samples/dev/rust-ownership-and-borrowing.md" not in [h["path"] for h in related["hits"]]
     assert all(h["heading_path"] and h["snippet"] and "<mark>" not in h["snippet"] for h in related["hits"])
     links = (await client.call_tool("links", {"path": "samples/reading/reading-list.md"})).structured_content["links"]
-    assert {"reading/how-to-take-smart-notes.md", "dev/rust-ownership-and-borrowing.md"} <= {link["path"] for link in links}
+    assert {"samples/reading/how-to-take-smart-notes.md", "samples/dev/rust-ownership-and-borrowing.md"} <= {link["path"] for link in links}
     back = await client.call_tool("links", {"path": "samples/reading/reading-list.md", "direction": "backlinks"})
     back_paths = [link["path"] for link in back.structured_content["links"]]
-    assert "reading/how-to-take-smart-notes.md" in back_paths and "reading/reading-list.md" not in back_paths
+    assert "samples/reading/how-to-take-smart-notes.md" in back_paths and "samples/reading/reading-list.md" not in back_paths
 
     chunks = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
                                                "collections": ["samples"]})
     assert chunks.structured_content["mode"] == "keyword"
-    assert len({(h["path"], h["start_line"]) for h in chunks.structured_content["hits"]}) == len(chunks.structured_content["hits"])
+    assert len({(h["path"], h["lines"][0]) for h in chunks.structured_content["hits"]}) == len(chunks.structured_content["hits"])
 
-    several = await client.call_tool("multi_get", {"pattern": "samples/dev/s*.md, samples/quick-capture.md", "max_bytes": 2500})
-    got = {d["path"] for d in several.structured_content["documents"]}
-    skipped = {s["ref"] for s in several.structured_content["skipped"]}
-    small = {p for p in ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md", "dev/ssh-key-rotation.md",
-                         "quick-capture.md"] if (SAMPLES / p).stat().st_size <= 2500}
-    assert got == small
-    assert skipped == {f"samples/{p}" for p in ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md",
-                                                "dev/ssh-key-rotation.md", "quick-capture.md"]} - {f"samples/{p}" for p in small}
-    for d in several.structured_content["documents"]:
-        assert d["text"] == (SAMPLES / d["path"]).read_text(encoding="utf-8")
+    # max_bytes bounds the whole answer: notes are added whole while they fit, the rest are skipped.
+    wanted = ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md", "dev/ssh-key-rotation.md", "quick-capture.md"]
+    several = (await client.call_tool("multi_get", {"pattern": "samples/dev/s*.md, samples/quick-capture.md",
+                                                    "max_bytes": 2500})).structured_content
+    got = {d["path"] for d in several["documents"]}
+    skipped = {s["ref"] for s in several["skipped"]}
+    assert got | skipped == {f"samples/{p}" for p in wanted} and not got & skipped
+    assert sum(len(d["text"].encode()) for d in several["documents"]) <= 2500
+    assert several["truncated"] and several["count"] == len(got) >= 1
+    for d in several["documents"]:
+        whole = (SAMPLES / d["path"].removeprefix("samples/")).read_text(encoding="utf-8")
+        assert d["text"] == whole or (d.get("truncated") and whole.startswith(d["text"]))
 
     status = (await client.call_tool("status", {})).structured_content
     assert [(c["name"], c["description"], c["notes"]) for c in status["collections_detail"]] == \
@@ -205,7 +185,7 @@ def test_http_client_lists_and_calls_every_tool(index):
 
 async def still_works(client: Client) -> None:
     again = await client.call_tool("search", {"query": "shakshuka", "k": 1})
-    assert not again.is_error and again.structured_content["hits"][0]["path"] == "home/shakshuka-recipe.md"
+    assert not again.is_error and again.structured_content["hits"][0]["path"] == "samples/home/shakshuka-recipe.md"
 
 
 async def check_bad_calls(client: Client) -> None:
@@ -351,7 +331,7 @@ def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
             while not sync_done.is_set() or calls[name] == 0:
                 found = await client.call_tool("search", {"query": "ssh key rotation", "k": 3})
                 assert not found.is_error, found.content
-                assert found.structured_content["hits"][0]["path"] == "dev/ssh-key-rotation.md"
+                assert found.structured_content["hits"][0]["path"] == "samples/dev/ssh-key-rotation.md"
                 read = await client.call_tool("get", {"path": "samples/dev/ssh-key-rotation.md:1:3"})
                 assert not read.is_error, read.content
                 calls[name] += 1
@@ -374,24 +354,24 @@ def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
         assert report["added"] == 150 and not report["errors"]
         async with http_client(url) as client:
             found = await client.call_tool("search", {"query": "lighthouses tide tables", "k": 3, "mode": "keyword"})
-            assert found.structured_content["hits"][0]["path"].startswith("bulk/")
+            assert found.structured_content["hits"][0]["path"].startswith("samples/bulk/")
 
-    with http_server(home, db, "--allow-sync") as url:
+    with http_server(home, db, "--allow-sync", "--no-watch") as url:  # the sync tool does the syncing here
         run(main, url)
     assert min(calls.values()) >= 2, calls  # the readers really ran during the sync
 
 
 def test_multi_get_from_the_command_line(index):
-    """The API behind the multi_get tool, from the CLI: a glob plus a comma list, big notes skipped."""
+    """The API behind the multi_get tool, from the CLI: a glob plus a comma list, the answer within --max-bytes."""
     home, db = index
     done = run_cli("multi-get", "samples/home/*.md, #nope00", "--max-bytes", "1500", "--json", db=db,
                    env={"PMS_HOME": str(home)})
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     home_notes = sorted(p.relative_to(SAMPLES).as_posix() for p in (SAMPLES / "home").glob("*.md"))
-    small = [p for p in home_notes if (SAMPLES / p).stat().st_size <= 1500]
-    assert small and [d["path"] for d in answer["documents"]] == small
-    assert {s["ref"] for s in answer["skipped"]} == {"#nope00"} | {f"samples/{p}" for p in home_notes if p not in small}
+    got = [d["path"] for d in answer["documents"]]
+    assert got and sum(len(d["text"].encode()) for d in answer["documents"]) <= 1500
+    assert {s["ref"] for s in answer["skipped"]} == {"#nope00"} | {f"samples/{p}" for p in home_notes if p not in got}
 
 
 def test_cli_search_uses_a_running_http_server(index, tmp_path):
@@ -404,7 +384,8 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
     (tmp_path / "other" / "keys.md").write_text("# Other keys\n\nI rotate my ssh keys by hand.\n", encoding="utf-8")
     assert run_cli("collection", "add", tmp_path / "other", "--no-embed", db=other_db, env=no_model).returncode == 0
     with http_server(home, db) as url:
-        announced = json.loads((home / "mcp-http.json").read_text(encoding="utf-8"))
+        (announcement,) = (home / "mcp-servers").glob("*.json")  # one file per server
+        announced = json.loads(announcement.read_text(encoding="utf-8"))
         assert announced["url"] == url
         served = run_cli(*query, db=db, env=no_model)
         other_index = run_cli(*query, db=other_db, env=no_model)
@@ -419,7 +400,7 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
     assert hits[0]["path"] == "dev/ssh-key-rotation.md" and hits[0]["vector_rank"] == 1
     # Another index is never answered by this server.
     assert [h["path"] for h in json.loads(other_index.stdout)] == ["keys.md"]
-    assert not (home / "mcp-http.json").exists()  # the server withdrew its announcement when it stopped
+    assert not announcement.exists()  # the server withdrew its announcement when it stopped
 
     in_process = run_cli(*query, db=db, env={"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())})
     assert json.loads(in_process.stdout) == hits  # the same answer, searched here

@@ -210,9 +210,10 @@ def test_cli_filter_flags_and_tags_command(tagged_kb, cli, db_path):
 
 def downgrade_to_before_notes_migration(kb) -> None:
     """Make the index what a PMS without the notes migration wrote: its objects gone, user_version before it."""
-    number = next(i for i, m in enumerate(pms.MIGRATIONS) if "CREATE TABLE note_tags" in m)
-    later = "".join(pms.MIGRATIONS[number + 1:])
-    # A later migration runs again here: it must be one that can (IF NOT EXISTS, as note_names is).
+    number = next(i for i, m in enumerate(pms.MIGRATIONS) if isinstance(m, str) and "CREATE TABLE note_tags" in m)
+    later = "".join(m for m in pms.MIGRATIONS[number + 1:] if isinstance(m, str))
+    # A later migration runs again here: it must be one that can (IF NOT EXISTS, as note_names is;
+    # the functions among them, such as the docid one, can).
     assert later.count("CREATE ") == later.count("IF NOT EXISTS"), "a later migration would fail to run twice: drop its objects too"
     db = kb.store.db
     for statement in ("DROP TABLE note_tags", "DROP TABLE note_fields", "DROP TABLE note_links", "DROP TABLE folder_descriptions",

@@ -279,7 +279,7 @@ def test_mcp_search_returns_pdf_pages_in_keyword_and_hybrid_modes(pdf_vault, tmp
         async with client:
             found = {}
             for mode, query in (("keyword", "control rods"), ("hybrid", "what are the steps for shutting it down")):
-                answer = await client.call_tool("search", {"query": query, "k": 3, "mode": mode})
+                answer = await client.call_tool("search", {"query": query, "k": 3, "mode": mode, "detail": True})
                 assert not answer.is_error, answer.content
                 found[mode] = answer.structured_content["hits"][0]
             page = await client.call_tool("get", {"path": "vault/manuals/reactor.pdf:4"})
@@ -287,7 +287,7 @@ def test_mcp_search_returns_pdf_pages_in_keyword_and_hybrid_modes(pdf_vault, tmp
 
     found, page = anyio.run(ask)
     for mode, top in found.items():
-        assert (top["path"], top["page"]) == ("manuals/reactor.pdf", 4), mode
+        assert (top["path"], top["page"]) == ("vault/manuals/reactor.pdf", 4), mode  # MCP paths name the collection
     assert found["hybrid"]["vector_rank"] is not None
     assert page["text"].startswith("Shutdown. Insert the control rods") and page["page"] == 4
 
@@ -369,6 +369,9 @@ def test_a_pdf_dropped_on_the_app_becomes_a_note_and_is_kept_when_asked(pdf_kb, 
     assert window.settings.value("clip/keep_pdf", type=bool)  # remembered for the next drop
 
 
+PDF_MIGRATION = next(i for i, m in enumerate(pms.MIGRATIONS) if isinstance(m, str) and "ADD COLUMN page" in m)
+
+
 def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
         kb.collections.create(pdf_vault, name="vault")
@@ -376,7 +379,7 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
         kb.store.db.execute("DELETE FROM documents WHERE path LIKE '%.pdf'")
         for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",
                           "ALTER TABLE documents DROP COLUMN language",  # the later languages migration runs again
-                          f"PRAGMA user_version = {next(i for i, m in enumerate(pms.MIGRATIONS) if 'ADD COLUMN pages' in m)}"):  # before PDFs
+                          f"PRAGMA user_version = {PDF_MIGRATION}"):  # what the PMS before PDFs wrote
             kb.store.db.execute(statement)
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
         assert kb.store.db.execute("PRAGMA user_version").fetchone()[0] == len(pms.MIGRATIONS)

@@ -30,7 +30,7 @@ def test_a_search_cleans_and_parses_its_query_once_and_says_how_it_ran(rust_vaul
     result = rust_vault.search("rust -borrowing", k=3)
     assert calls == {"parse": 1, "clean": 1}
     assert isinstance(result, pms.SearchResult) and result.mode == "keyword" and result.reason
-    assert set(result.timings) == {"candidates", "ranking", "snippets"} and all(ms >= 0 for ms in result.timings.values())
+    assert set(result.timings) == {"candidates", "ranking", "snippets", "relevance"} and all(ms >= 0 for ms in result.timings.values())
     assert len(result) == len(result.hits) and result[0] is result.hits[0] and list(result) == result.hits and result
     assert "name x3" in result.explain  # keyword mode fuses BM25 with the names list
 
