@@ -2360,7 +2360,7 @@ def _add_column(db, table: str, column: str, declaration: str) -> None:
 
 # Numbered migrations: PRAGMA user_version counts how many have run. Append,
 # never edit a released one. An entry is SQL text, or a function of the connection.
-MIGRATIONS = [
+MIGRATIONS: list[str | Callable] = [
     # 1: collections, documents, chunks, FTS5 (external content: the text is stored once).
     """
     CREATE TABLE collections (
@@ -3024,11 +3024,12 @@ class Store:
             with self.transaction():
                 if db.execute("PRAGMA user_version").fetchone()[0] > number:
                     continue  # another process ran this migration while we waited for the lock
-                if callable(MIGRATIONS[number]):
-                    MIGRATIONS[number](db)
-                else:
-                    for statement in _split_sql(MIGRATIONS[number]):
+                migration = MIGRATIONS[number]
+                if isinstance(migration, str):
+                    for statement in _split_sql(migration):
                         db.execute(statement)
+                else:
+                    migration(db)
                 db.execute(f"PRAGMA user_version = {number + 1}")
 
     # -- meta ------------------------------------------------------------------
@@ -5607,7 +5608,7 @@ class Retrieval:
         dot products with the query's (when the search embedded it)."""
         if not hits:
             return None
-        ids = [h.chunk_id for h in hits]
+        ids = [h.chunk_id for h in hits if h.chunk_id is not None]
         terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
         held = {cid: 0 for cid in ids}
         for term in terms:
@@ -5624,13 +5625,13 @@ class Retrieval:
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
         for hit in hits:
-            hit.matched = round(held[hit.chunk_id] / len(terms), 3) if terms else None
+            hit.matched = round(held.get(hit.chunk_id or 0, 0) / len(terms), 3) if terms else None
             hit.similarity = round(similarity[hit.chunk_id], 3) if hit.chunk_id in similarity else None
             words = hit.matched or 0.0
             # Every word held is strong evidence; some of them weak (common words match anything).
             words = words if words >= 1.0 else words * self.settings.partial_match_weight
             hit.relevance = round(max(words, hit.similarity or 0.0, 0.0), 3)
-        return max(h.relevance for h in hits)
+        return max(h.relevance or 0.0 for h in hits)
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings):
         # The BM25 ranking and the name list (SQLite, each in a worker thread)
@@ -7901,7 +7902,7 @@ class KnowledgeBase:
             sync([c.name for c in source()])
         watcher.run(stop, look_first=False)
 
-    def changed_on_disk(self, hits: Sequence[Hit]) -> list[Hit]:
+    def changed_on_disk(self, hits: Iterable[Hit]) -> list[Hit]:
         """The hits whose note changed or went away since it was indexed (the index is older than the file)."""
         if not hits:
             return []
@@ -7993,7 +7994,7 @@ class KnowledgeBase:
         if not results:
             return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, **filters)
         unit = (lambda h: (h.collection, h.path, h.start_line)) if chunks else (lambda h: (h.collection, h.path))
-        best: dict[tuple, Hit] = {}
+        best: dict[object, Hit] = {}
         for result in results:
             for hit in result:
                 kept = best.get(unit(hit))
@@ -8287,7 +8288,7 @@ class KnowledgeBase:
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
                     rows.setdefault((row.collection, row.path), (row, None, None))
         documents: list[Document] = []
-        left = max(1, int(max_bytes))
+        left = max(1, limit)
         for (col, rel), (row, start, count) in rows.items():
             ref = f"{col}/{rel}"
             if len(documents) >= max_files:
@@ -8362,7 +8363,7 @@ class KnowledgeBase:
         if matches:
             names = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
             raise PMSError(f"{target!r} names {len(matches)} notes: {names}{' ...' if len(matches) > 5 else ''}; give the folder too")
-        by_name = {}
+        by_name: dict[str, DocumentRow] = {}
         for row in every:
             name = row.path.rsplit("/", 1)[-1].lower()
             by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
@@ -8927,7 +8928,7 @@ class MCPService:
         return result
 
     @classmethod
-    def _hit_rows(cls, hits: list[Hit], detail: bool = False) -> list[dict]:
+    def _hit_rows(cls, hits: Iterable[Hit], detail: bool = False) -> list[dict]:
         """Hits as JSON: 'collection/path.md' as path, snippets as plain text (an assistant reads them, not a browser)."""
         rows = []
         for h in hits:
@@ -9157,7 +9158,6 @@ def serve_mcp_stdio(service: MCPService) -> None:
         made a line the SDK rejects, so answer_malformed answers it (-32600, id null)."""
 
         def __init__(self):
-            import io
 
             self.lines = _capped_stdin()  # lines of at most MCP_MAX_MESSAGE_BYTES
 
@@ -9584,7 +9584,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         graceful_exit(sig, frame)
         threading.Thread(target=_exit_after, args=(MCP_EXIT_GRACE, unannounce), name="pms-mcp-exit", daemon=True).start()
 
-    server.handle_exit = handle_exit
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
     try:  # from the announcement on: a SIGTERM at any point withdraws it
         with contextlib.suppress(OSError):
             announce.parent.mkdir(parents=True, exist_ok=True)
@@ -10523,9 +10523,10 @@ CLI_FLAGS = {"after": "--after", "before": "--before", "where": "--where", "tags
 def cli_error(exc: PMSError) -> str:
     """An engine error worded for the command line: the argument it names becomes its flag."""
     text = str(exc)
-    flag = CLI_FLAGS.get(getattr(exc, "argument", None) or "")
-    if flag and text.startswith(exc.argument):
-        text = flag + text[len(exc.argument):].removeprefix(":")
+    argument = getattr(exc, "argument", None) or ""
+    flag = CLI_FLAGS.get(argument)
+    if flag and text.startswith(argument):
+        text = flag + text[len(argument):].removeprefix(":")
     return text
 
 

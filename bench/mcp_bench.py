@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -40,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, pms, timing_summary  # noqa: E402
+from common import REPO, percentile, pms, timing_summary  # noqa: E402
 from suite import load_set  # noqa: E402
 
 PMS = str(REPO / "pms.py")

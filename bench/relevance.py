@@ -17,9 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, bench_parser, open_index, pms  # noqa: E402
-from rustbook import FIXTURE as RUST_FIXTURE  # noqa: E402
-from rustbook import extract_book  # noqa: E402
+from common import pms  # noqa: E402
+from suite import load_set  # noqa: E402
 
 UNANSWERABLE = ["best sourdough bread hydration", "zxqv flurble wibble", "how to change a car tire",
                 "stock market tax rules in Brazil", "quantum chromodynamics lattice", "knitting a scarf pattern",
@@ -31,13 +30,18 @@ def best(kb: pms.KnowledgeBase, queries: list[str]) -> list[tuple[float, str]]:
 
 
 def main(argv=None) -> int:
-    args = bench_parser(__doc__.split("\n\n")[0], "/tmp/pms-relevance").parse_args(argv)
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/pms-relevance"), help="corpus notes and cached indexes")
+    ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
+    ap.add_argument("--sets", nargs="+", default=["sample", "rustbook"], choices=["sample", "rustbook"])
+    args = ap.parse_args(argv)
     floor = pms.RankingSettings().relevance_floor
-    sets = [("sample notes", REPO / "sample-notes", "samples", REPO / "bench" / "sample_notes_queries.json"),
-            ("Rust book", extract_book(args.workdir), "rustbook", RUST_FIXTURE)]
-    for title, folder, name, fixture in sets:
-        kb = open_index(args.workdir, folder, name, args.chunk_chars, embed=True)
-        answerable = best(kb, [j.query for j in pms.load_fixture(fixture)])
+    for name in args.sets:
+        title = {"sample": "sample notes", "rustbook": "Rust book"}[name]
+        kb, judgments = load_set(name, args.workdir, args.chunk_chars, embed=True)
+        answerable = best(kb, [j.query for j in judgments])
         other = best(kb, UNANSWERABLE)
         kb.close()
         values = [v for v, _ in answerable]

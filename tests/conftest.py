@@ -11,7 +11,6 @@ import threading
 import time
 import tarfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-import threading
 from pathlib import Path
 
 import pytest

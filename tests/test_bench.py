@@ -226,7 +226,7 @@ def bench(script: str, *args, tmp_path: Path, timeout: int = 600) -> subprocess.
 
 def test_the_maintained_bench_scripts_are_these():
     """Studies that shipped nothing are not kept in bench/ (git history keeps them; docs/decisions.md says what they found)."""
-    assert BENCH_SCRIPTS == ["embed_server.py", "faults.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "suite.py"]
+    assert BENCH_SCRIPTS == ["embed_server.py", "faults.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "relevance.py", "suite.py"]
 
 
 @pytest.mark.parametrize("script", BENCH_SCRIPTS)
@@ -271,6 +271,22 @@ def test_pdf_bench_tiny_run(tmp_path):
     result = bench("pdf_bench.py", "--pages", 3, "--runs", 1, tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "pypdfium2" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_relevance_tiny_run(tmp_path):
+    from conftest import TEST_MODEL_DIR
+
+    if not any(TEST_MODEL_DIR.glob("*.onnx")):
+        pytest.skip(f"bench/relevance.py embeds the sample notes: no model in {TEST_MODEL_DIR} (scripts/test.sh makes it)")
+    env_model = str(TEST_MODEL_DIR)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")}
+    env.update(PMS_HOME=str(tmp_path / "home"), PMS_MODEL_DIR=env_model)
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "relevance.py"), "--sets", "sample", "--workdir", str(tmp_path / "w")],
+                            capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "sample notes: 60 judged queries" in result.stdout and "unanswerable" in result.stdout
 
 
 @pytest.mark.slow
