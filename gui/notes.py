@@ -97,6 +97,11 @@ class FilterBar(QWidget):
         self.chips_row.addStretch(1)
         self._sync_chips()
 
+    def show_chips(self, on: bool) -> None:
+        """A narrow window gives the filter field the whole row."""
+        for chip in self.chips.values():
+            chip.setVisible(on)
+
     def search_kwargs(self) -> dict:
         """Keyword arguments for kb.search; {} while the field holds an error (shown in red)."""
         try:
@@ -188,6 +193,11 @@ class RelatedPanel(QWidget):
         self.list.clear()
         self.hits = []
         self.worker.submit(number, note)
+
+    def show_pending(self, hit) -> None:
+        """The selection moved on while keys repeat: no related notes of another note meanwhile."""
+        self.clear()
+        self.title.setText(f"<b>Related</b> to {hit.title or hit.path}")
 
     def clear(self) -> None:
         self.note = ""

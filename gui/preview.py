@@ -121,6 +121,7 @@ class NotePreview(QTextBrowser):
 
     status_message = Signal(str)
     note_shown = Signal()  # a staged render is on screen: scrolled to its passage, marked
+    note_followed = Signal(str)  # a link in the note opened this note (its path) in the preview
 
     def __init__(self, kb, parent=None):
         super().__init__(parent)
@@ -165,6 +166,15 @@ class NotePreview(QTextBrowser):
         self.keep_passage = False
         self.setExtraSelections([])
         self.clear()
+
+    def show_pending(self, title: str) -> None:
+        """While typing or arrowing on: which note comes here once the keys rest (a
+        cheap line, never the previous note's text next to another selected row)."""
+        self._drop_render()
+        self.shown, self.plain, self.abspath, self.rendered = None, None, None, None
+        self.passage_block, self.keep_passage = -1, False
+        self.setExtraSelections([])
+        self.setHtml(f'<p style="color:gray"><b>{html.escape(title)}</b></p>')
 
     def show_note(self, abspath: str | Path, *, text: str | None = None, start_line: int = 0,
                   end_line: int = 0, heading: str = "", words=(), staged: bool = False) -> bool:
@@ -455,7 +465,8 @@ class NotePreview(QTextBrowser):
         if path.suffix.lower() != ".md" and not path.exists() and path.with_suffix(".md").exists():
             path = path.with_suffix(".md")
         if path.suffix.lower() in (".md", ".markdown") and path.is_file():
-            self.show_note(path, heading=unquote(url.fragment()))
+            if self.show_note(path, heading=unquote(url.fragment())):
+                self.note_followed.emit(str(path))
         elif path.exists():
             QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
         else:
@@ -468,7 +479,10 @@ class NotePreview(QTextBrowser):
         if path is None:
             self.status_message.emit(f"No note named “{target}”")
             return False
-        return self.show_note(path, heading=heading)
+        if not self.show_note(path, heading=heading):
+            return False
+        self.note_followed.emit(str(path))
+        return True
 
     def resolve_wikilink(self, target: str) -> Path | None:
         if not target:

@@ -87,9 +87,11 @@ class ResultsModel(QStandardItemModel):
         self.query = ""
         self.generation = 0                  # bumped by every refill (the delegate's cache follows it)
 
-    def set_hits(self, hits: list, query: str, *, divide: bool = False) -> None:
+    def set_hits(self, hits: list, query: str, *, divide: bool = False, words_complete: bool = True) -> None:
         """Replace every row in one model reset. ``divide``: hybrid results, split
-        into notes with the words and notes only related in meaning."""
+        into notes with the words and notes only related in meaning. Only with
+        ``words_complete`` (no short word still being typed) may the list say that
+        no note contains the words."""
         shown, copies, seen = [], {}, {}
         for hit in hits:
             key = near_duplicate_key(hit)
@@ -102,7 +104,8 @@ class ResultsModel(QStandardItemModel):
         if divide and shown:
             with_words = [h for h in shown if h.bm25_rank is not None]
             meaning = [h for h in shown if h.bm25_rank is None]
-            rows = with_words + ([ONLY_MEANING if with_words else NO_WORDS] if meaning else []) + meaning
+            label = NO_WORDS if not with_words and words_complete else ONLY_MEANING
+            rows = with_words + ([label] if meaning else []) + meaning
         self._fill(rows, query, copies)
 
     def set_sections(self, sections: list[tuple[str, list]]) -> None:

@@ -109,7 +109,7 @@ def type_query(window, app, text: str) -> None:
 
     window.search_box.clear()
     QTest.keyClicks(window.search_box, text, delay=30)
-    window.search_now()
+    window.search.search_now()
     wait_for(window.results_shown, app)
 
 
@@ -169,7 +169,7 @@ def select(window, file_name: str) -> None:
     for position, hit in enumerate(window.results_model.hits):
         if hit.path.endswith(file_name):
             window.results_view.setCurrentIndex(window.results_model.index(window.results_model.hit_row(position), 0))
-            window.show_current()
+            window.search.show_current()
             return
     print(f"screenshots: {file_name} not among the results", file=sys.stderr)
 
@@ -208,14 +208,14 @@ def render(out: Path) -> None:
     window.show()
     capture(window, app, out / "welcome.png")
 
-    window.add_folder(notes)
+    window.sync.add_folder(notes)
     wait_for(window.sync_done, app, timeout=180)
     window.start_background_work(sync=False)
-    wait_until(lambda: window.model_state != "loading", app)
+    wait_until(lambda: window.sync.model_state != "loading", app)
     settle(app, 0.5)
     type_query(window, app, "back up my laptop")
     capture(window, app, out / "results.png")
-    window.toggle_pin(window.current_hit())  # pinned: it stays on the start page
+    window.search.toggle_pin(window.current_hit())  # pinned: it stays on the start page
     type_query(window, app, "ssh keys rotation")
     type_query(window, app, "docker volumes")
     window.search_box.clear()  # the start page: pinned and recent notes, the keys worth knowing
@@ -235,9 +235,9 @@ def render(out: Path) -> None:
         # Indexed by keyword only: the badge shows how little of it is embedded.
         kb.collections.create(book, name="rust-book")
         kb.sync(["rust-book"], embed=False)
-        window.refresh_collections()
-        window.update_badge()
-        window.update_stats()
+        window.sync.refresh_collections()
+        window.sync.update_badge()
+        window.sync.update_stats()
         type_query(window, app, "reference cycles Weak")
         select(window, "ch15-06-reference-cycles.md")
         capture(window, app, out / "rust-book-note.png")
@@ -245,8 +245,8 @@ def render(out: Path) -> None:
         select(window, "appendix-02-operators.md")
         capture(window, app, out / "rust-book-table.png")
         kb.collections.delete("rust-book")
-        window.refresh_collections()
-        window.update_badge()
+        window.sync.refresh_collections()
+        window.sync.update_badge()
     else:
         print("screenshots: rust-book.tar.gz not found; no Rust-book screenshots", file=sys.stderr)
 
@@ -254,7 +254,7 @@ def render(out: Path) -> None:
     if pages.is_dir():
         mime = QMimeData()
         mime.setUrls([QUrl(serve(pages) + "/dropbox-blog/source.html")])
-        window.handle_drop(mime)  # what dropping a browser link onto the window does
+        window.clipper.handle_drop(mime)  # what dropping a browser link onto the window does
         path, error = wait_for(window.clip_done, app, timeout=120)
         if error:
             print(f"screenshots: clipping failed: {error}", file=sys.stderr)
@@ -267,13 +267,13 @@ def render(out: Path) -> None:
     bulk = bulk_notes(work)
     if bulk is not None:
         type_query(window, app, "archive")
-        window.add_folder(bulk)
+        window.sync.add_folder(bulk)
         while True:  # catch it mid-way, with an ETA
             progress = wait_for(window.bridge.sync_progress, app, timeout=180)[0]
             if progress.phase == "embed" and progress.done >= 200:
                 break
         capture(window, app, out / "sync.png")
-        window.cancel_sync()
+        window.sync.cancel_sync()
         wait_for(window.sync_done, app, timeout=120)
     window.close()
     kb.close()
