@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QInputDialog
 
 from gui.workers import clip_in_background
 
-URL_RE = re.compile(r"^https?://\S+$", re.I)
+URL_RE = re.compile(r"^https?://\S+$", re.IGNORECASE)
 CLIPPABLE_FILES = (".html", ".htm", ".xhtml")
 
 

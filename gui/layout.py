@@ -5,9 +5,24 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QFontMetrics, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QLabel, QLineEdit, QListView, QMenu,
-                               QProgressBar, QPushButton, QSplitter, QStackedWidget, QSystemTrayIcon, QToolButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QSystemTrayIcon,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gui.notes import FilterBar, RelatedPanel
 from gui.preview import NotePreview

@@ -13,7 +13,13 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
 
 import pms
-from gui.workers import FolderWatcher, RateMeter, SetupJob, SyncJob, load_model_in_background
+from gui.workers import (
+    FolderWatcher,
+    RateMeter,
+    SetupJob,
+    SyncJob,
+    load_model_in_background,
+)
 
 PMS_SCRIPT = Path(__file__).resolve().parent.parent / "pms.py"  # the gui package sits next to it
 BADGE_STYLE = "QLabel {{ background:{bg}; color:white; border-radius:9px; padding:2px 10px; font-weight:600; }}"
