@@ -83,7 +83,7 @@ __all__ = [
     "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
     # Markdown without an index (chunking, the desktop app's preview)
     "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS",
+    "first_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
@@ -601,14 +601,18 @@ def _fence_states(lines: Sequence[str]) -> tuple[list[bool], list[bool]]:
     return fenced, open_after
 
 
-def first_heading(body: str, level: int = 1) -> str | None:
+def first_heading(body: str, level: int | None = None) -> str | None:
+    """The first heading outside code (of ``level`` only, if given); a leading
+    ``% Title`` line (mdBook's and Pandoc's title) counts as one."""
     lines = body.split("\n")
     in_fence, _ = _fence_states(lines)
     for line, fenced in zip(lines, in_fence):
         if not fenced:
             m = _HEADING.match(line)
-            if m and len(m.group(1)) == level:
+            if m and (level is None or len(m.group(1)) == level):
                 return clean_heading(m.group(2))
+            if level is None and line.startswith("% ") and line[2:].strip():
+                return clean_heading(line[2:])
     return None
 
 
@@ -814,10 +818,13 @@ class ParsedNote(Record):
     chunks: list[Chunk]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list["NoteLink"] = Factory(list)
+    words: int = 0  # words a reader sees in the body (note_substance)
+    own_words: int = 0  # of them, those outside quotes and link lines
+    links_out: int = 0  # links in the body, to notes, pages or web addresses
 
 
 def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
-    """Frontmatter, title (frontmatter > first H1 > file name), tags (frontmatter
+    """Frontmatter, title (frontmatter > first heading of any level or ``% Title`` > file name), tags (frontmatter
     and inline), date, links and chunks of a note. ``path`` (relative to the
     collection) resolves relative Markdown links."""
     block, body, consumed = split_frontmatter(text)
@@ -829,8 +836,108 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
     chunks = chunk_markdown(body, title=title, target_chars=target_chars, first_line=consumed + 1)
     if not chunks:  # an empty note is still findable by its title
         chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
+    words, own_words, links_out = note_substance(body)
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
-                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1))
+                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
+                      words=words, own_words=own_words, links_out=links_out)
+
+
+# A passage as a reader sees it --------------------------------------------------
+
+# HTML elements a note's prose may hold. A tag of another name counts only with
+# attributes (<Listing number="1">): "Vec<T>" and "Rc<T>" are words, not tags.
+_HTML_NAMES = ("a|abbr|b|br|blockquote|caption|center|code|col|colgroup|dd|del|details|div|dl|dt|em|figcaption|figure|"
+               "font|h[1-6]|hr|i|img|ins|kbd|li|mark|ol|p|pre|q|s|samp|section|small|span|strike|strong|sub|summary|"
+               "sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr")
+_DISPLAY_RULES = LazyPattern(
+    r"(?P<comment><!--.*?(?:-->|$))"
+    r"|(?P<tag>(?<![\w<])</?(?:(?:" + _HTML_NAMES + r")(?:\s[^<>]*)?|[A-Za-z][\w-]*(?:\s+[\w:-]+(?:=(?:\"[^\"]*\"|'[^']*'|[^\s>]+))?)*\s+[\w:-]+=(?:\"[^\"]*\"|'[^']*')[^<>]*|/[A-Za-z][\w-]*)\s*/?>)"
+    r"|(?P<closing></[A-Z][\w-]*>)"
+    r"|(?P<directive>\{\{#\w+[^}]*\}\})"
+    r"|(?P<image>!\[([^\]]*)\]\([^)]*\))"
+    r"|(?P<link>\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\]))"
+    r"|(?P<wiki>\[\[(?:[^\]|]*\|)?([^\]]*)\]\])",
+    re.DOTALL | re.IGNORECASE)
+_DIRECTIVE = LazyPattern(r"\{\{#\w+[^}]*\}\}")
+# Block markers at a line's start, nested ("> 1. [ ] "): quote, heading, list item, task box, "% Title".
+_LINE_MARKERS = LazyPattern(r"^(?:(?:%|#{1,6}|>+|[-+*]|\d+[.)])(?:\s+|$)(?:\[[ xX]\]\s+)?)+")
+# A link's mark in a line: "](", "][", "[[", a definition, or the tail of a link whose text began on the line above.
+_LINK_MARK = LazyPattern(r"\]\(|\]\[|\[\[|^ {0,3}\[[^\]]+\]:\s|^[^\[]*\]\(")
+_TABLE_RULE = LazyPattern(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+
+
+def _display_piece(m: re.Match) -> str:
+    kind = m.lastgroup
+    if kind in ("comment", "tag", "closing", "directive"):
+        return " "
+    if kind == "image":
+        return m.group(6)
+    if kind == "link":
+        return m.group(8)
+    return m.group(10)  # a wikilink's label or target
+
+
+def passage_display_text(text: str) -> str:
+    """A passage as a reader sees it, for snippets and listings: HTML comments,
+    tags (<small>, <Listing …>), mdBook directives ({{#include …}}),
+    reference-link definitions and table rules left out; links and images as
+    their text; a table row as "cell · cell"; a ``% Title`` or heading line as
+    its words; emphasis and code ticks removed. Code inside fences is kept
+    as written (its fence lines dropped). What is indexed is the raw passage:
+    every word shown here stays searchable. Pure: no I/O."""
+    lines = text.split("\n")
+    fenced, _ = _fence_states(lines)
+    out: list[str] = []
+    prose: list[str] = []  # the prose lines since the last fence: a comment or tag may span them
+    for line, in_fence in [*zip(lines, fenced), ("", True)]:
+        if not in_fence:
+            prose.append(line)
+            continue
+        if prose:
+            out.extend(_display_prose("\n".join(prose)))
+            prose = []
+        if not _FENCE.match(line):
+            out.append(_DIRECTIVE.sub("", line) if "{{" in line else line)  # mdBook includes sit in code blocks
+    return "\n".join(out).strip("\n")
+
+
+def _display_prose(text: str) -> list[str]:
+    if "<" in text or "[" in text or "{{" in text:
+        text = _DISPLAY_RULES.sub(_display_piece, text)
+    out = []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if not stripped or _LINK_DEFINITION.match(line) or _TABLE_RULE.match(line):
+            continue
+        if stripped.startswith("|") or stripped.count("|") >= 2:
+            cells = [c.strip() for c in stripped.strip("|").split("|")]
+            stripped = " · ".join(c for c in cells if c)
+        stripped = _LINE_MARKERS.sub("", stripped)
+        stripped = re.sub(r"(\*\*|__|~~|`+)", "", stripped)
+        stripped = re.sub(r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])", "", stripped)  # *em*, _em_ (not snake_case)
+        stripped = re.sub(r"\s+(?=[.,;:!?)](?:\s|$))", "", re.sub(r"\s{2,}", " ", stripped)).strip()
+        if stripped:
+            out.append(stripped)
+    return out
+
+
+def note_substance(body: str) -> tuple[int, int, int]:
+    """(words a reader sees, the note's own words, links out) of a note's body.
+    Its own words are those outside quotes and outside lines that hold a link
+    (to a note, a page or a web address): a redirect or an old edition's "this
+    moved" page quotes a paragraph of the real one and links to it, and has few
+    words of its own. What tells a stub from a note with content (``is_stub``)."""
+    words = len(re.findall(r"\w+", passage_display_text(body)))
+    lines = body.split("\n")
+    fenced, _ = _fence_states(lines)
+    own_lines, links = [], 0
+    for line, in_fence in zip(lines, fenced):
+        found = 0 if in_fence else len(_LINK_MARK.findall(line))
+        links += found
+        if in_fence or not (found or line.lstrip().startswith(">") or ("[" in line and "]" not in line)):
+            own_lines.append(line)
+    own = len(re.findall(r"\w+", passage_display_text("\n".join(own_lines)))) if links else words
+    return words, own, links
 
 
 # Notes-native metadata: inline tags, dates, frontmatter fields, links ---------
@@ -860,11 +967,16 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
             yield i, _INLINE_CODE.sub(" ", line) if "`" in line else line
 
 
+# A reference-link definition ("[label]: target 'title'"), up to three spaces in.
+_LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
+
+
 def inline_tags(body: str) -> list[str]:
-    """``#tags`` in the text (not in code, not headings, not URL anchors)."""
+    """``#tags`` in the text (not in code, not headings, not URL anchors, not a
+    link definition's target such as ``[x]: #a-heading``)."""
     found = []
     for _, line in _prose_lines(body):
-        if "#" in line:
+        if "#" in line and not _LINK_DEFINITION.match(line):
             found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line))
     return _unique(t for t in found if t)
 
@@ -935,7 +1047,7 @@ class NoteLink(Record):
 
     target: str
     fragment: str
-    kind: str  # "wiki" or "markdown"
+    kind: str  # "wiki", "markdown", or "html" (a page's HTML name, for its .md source)
     line: int
 
     @property
@@ -951,6 +1063,7 @@ def _note_key(path: str) -> str:
 
 _WIKILINK = LazyPattern(r"!?\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|[^\[\]]*)?\]\]")
 _MD_LINK = LazyPattern(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
+_MD_LINK_TAIL = LazyPattern(r"^[^\[\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
@@ -969,23 +1082,37 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
                 if target and not _ATTACHMENT.search(target):
                     fragment = (m.group(2) or "").strip()
                     links.append(NoteLink(target, "#" + fragment.lstrip("#") if fragment else "", "wiki", first_line + i))
-        if "](" in line:
-            for m in _MD_LINK.finditer(line):
-                raw = m.group(1).strip("<>")
-                if re.match(r"^[A-Za-z][\w+.-]*:", raw) or raw.startswith("#"):
-                    continue  # a URL (http:, mailto:, obsidian:) or an anchor in the same note
-                target, _, fragment = unquote(raw).partition("#")
-                if not target.lower().endswith((".md", ".markdown")):
-                    continue
-                resolved = posixpath.normpath(posixpath.join(folder, target)) if not target.startswith("/") else target.lstrip("/")
-                links.append(NoteLink(resolved, "#" + fragment if fragment else "", "markdown", first_line + i))
+        targets = [m.group(1) for m in _MD_LINK.finditer(line)] if "](" in line else []
+        tail = _MD_LINK_TAIL.match(line) if "](" in line else None
+        if tail:  # a link whose text began on the line above
+            targets.append(tail.group(1))
+        definition = _LINK_DEFINITION.match(line) if "]:" in line else None
+        if definition:
+            targets.append(definition.group(2))
+        for raw in targets:
+            raw = raw.strip("<>")
+            if re.match(r"^[A-Za-z][\w+.-]*:", raw) or raw.startswith("#"):
+                continue  # a URL (http:, mailto:, obsidian:) or an anchor in the same note
+            target, _, fragment = unquote(raw).partition("#")
+            lowered = target.lower()
+            kind = "markdown"
+            if lowered.endswith(".html"):
+                # A book built with mdBook (or another static site generator) links its
+                # pages by their HTML names: the Markdown file is the page's source.
+                target, kind = target[:-5] + ".md", "html"
+            elif not lowered.endswith((".md", ".markdown")):
+                continue
+            resolved = posixpath.normpath(posixpath.join(folder, target)) if not target.startswith("/") else target.lstrip("/")
+            links.append(NoteLink(resolved, "#" + fragment if fragment else "", kind, first_line + i))
     return links
 
 
 class LinkResolver:
     """Resolves link targets to notes of one collection, as Obsidian does:
     the exact path first, then a unique path suffix or file name (the shortest
-    path wins a tie), then an alias. Markdown links need the exact path."""
+    path wins a tie), then an alias. Markdown links need the exact path; a link
+    to a page's HTML name (mdBook) may also name it by file name, as the site's
+    pages sit in other folders than their sources (redirects/, old editions)."""
 
     def __init__(self, notes: Iterable[tuple[int, str, str]]):
         """``notes``: (document id, collection-relative path, comma-separated aliases)."""
@@ -1007,11 +1134,13 @@ class LinkResolver:
     def resolve(self, kind: str, key: str) -> int | None:
         if key in self.by_path:
             return self.by_path[key]
-        if kind != "wiki":
+        if kind == "markdown":
             return None
+        if kind == "html":
+            key = key.rsplit("/", 1)[-1]
         if key in self.by_suffix:
             return self.by_suffix[key][0][0]
-        return self.by_alias.get(key)
+        return self.by_alias.get(key) if kind == "wiki" else None
 
     @staticmethod
     def keys_for(path: str, aliases: str) -> list[str]:
@@ -1388,10 +1517,17 @@ MIGRATIONS = [
     INSERT INTO note_names(rowid, names) SELECT id, {_names_sql("")} FROM documents
         WHERE id NOT IN (SELECT rowid FROM note_names);
     """,
+    # A note's substance (note_substance): ranking tells a stub that points
+    # elsewhere from a note with content. -1: not read yet (NOTE_PARSER_VERSION 2).
+    """
+    ALTER TABLE documents ADD COLUMN words INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE documents ADD COLUMN own_words INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE documents ADD COLUMN links_out INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
-NOTE_PARSER_VERSION = 1
+NOTE_PARSER_VERSION = 2  # 2: substance, .html links, titles from any heading, no tags from link definitions
 
 
 def sqlite_module(want_extensions: bool):
@@ -1494,6 +1630,9 @@ class ChunkInfo:
     tags: str                    # comma-separated
     date: str | None             # the note's date: frontmatter date/created/updated, else the file's mtime
     collection_description: str
+    words: int                   # the note's substance (note_substance); -1: not read yet
+    own_words: int
+    links_out: int
 
 
 # The note's date: its frontmatter date when it has one, else the file's mtime (local time).
@@ -1895,11 +2034,12 @@ class Store:
         """
         docid = hex_digest(f"{collection_id}:{path}".encode(), "sha1")[:6]
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date, NOTE_PARSER_VERSION)
+        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date, NOTE_PARSER_VERSION,
+                  note.words, note.own_words, note.links_out)
         if row:
             doc_id = row[0]
             db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ?, "
-                       "note_date = ?, parsed_version = ? WHERE id = ?", (*fields, doc_id))
+                       "note_date = ?, parsed_version = ?, words = ?, own_words = ?, links_out = ? WHERE id = ?", (*fields, doc_id))
             old: dict[str, list[int]] = {}
             for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
                 old.setdefault(h, []).append(chunk_id)
@@ -1907,7 +2047,8 @@ class Store:
                 db.execute(f"DELETE FROM {table} WHERE document_id = ?", (doc_id,))
         else:
             cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
-                             "note_date, parsed_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
+                             "note_date, parsed_version, words, own_words, links_out) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
             old = {}
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
@@ -2202,8 +2343,9 @@ class Store:
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
         return columns
 
-    def fts_snippets(self, match: str, chunk_ids: Sequence[int], tokens: int = 24) -> dict[int, str]:
-        """chunk id -> FTS5's snippet of its body for ``match`` (a passage that does not match is left out).
+    def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
+        """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
+        place of its body) for ``match`` (a passage that does not match is left out).
 
         To test one row FTS5 still reads every query term's whole posting list:
         ten snippets of a long query cost as much as the search. snippet() looks
@@ -2212,17 +2354,20 @@ class Store:
         matched there (a read-only index allows that too; one row at a time in
         chunks_fts when the copy cannot be made).
         """
-        if not chunk_ids:
+        if not texts:
             return {}
         db = self.db
         try:
             columns = self._snippet_table(db)
             names = ", ".join(columns)
+            if "body" not in columns:
+                raise ValueError("the snippet table has no body column")
+            values = ", ".join("?" if c == "body" else c for c in columns)
             # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
             db.execute("SAVEPOINT pms_snippets")
             try:
-                db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT id, {names} FROM chunks "
-                           f"WHERE id IN ({placeholders(chunk_ids)})", list(chunk_ids))
+                db.executemany(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT id, {values} FROM chunks WHERE id = ?",
+                               [(text, cid) for cid, text in texts.items()])
                 return dict(db.execute(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
                                        "FROM temp.pms_snippets WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
             finally:
@@ -2230,10 +2375,10 @@ class Store:
                 db.execute("RELEASE pms_snippets")
         except (ValueError, self.db_module_errors()):
             out = {}
-            for cid in chunk_ids:
+            for cid in texts:
                 raw = self.fts_snippet(match, cid, tokens)
                 if raw is not None:
-                    out[cid] = raw
+                    out[cid] = passage_display_text(raw)
             return out
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
@@ -2346,19 +2491,31 @@ class Store:
         """(document id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
+    def link_names(self, docids: Sequence[str]) -> dict[str, set[str]]:
+        """docid -> the file names (lower case, no extension) its links point to."""
+        out: dict[str, set[str]] = {}
+        rows = self.db.execute("SELECT d.docid, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
+                               f"WHERE d.docid IN ({placeholders(docids)})", list(docids))
+        for docid, key in rows:
+            out.setdefault(docid, set()).add(key.rsplit("/", 1)[-1])
+        return out
+
     def links_from(self, document_id: int) -> list[tuple[str, str, str, str, int]]:
         """(target, target key, fragment, kind, line) of a note's links, in order."""
         return self.db.execute("SELECT target, target_key, fragment, kind, line FROM note_links WHERE document_id = ? ORDER BY line",
                                (document_id,)).fetchall()
 
-    def links_to(self, collection_id: int, keys: Sequence[str]) -> list[tuple[int, str, str, str, int]]:
-        """(source document id, target, target key, kind, line) of links in a collection whose key is one of ``keys``."""
+    def links_to(self, collection_id: int, keys: Sequence[str], file_name: str = "") -> list[tuple[int, str, str, str, int]]:
+        """(source document id, target, target key, kind, line) of links in a collection whose key is one of ``keys``,
+        or (with ``file_name``) links to a page's HTML name whose key ends in that file name (LinkResolver)."""
         if not keys:
             return []
+        by_name = " OR (l.kind = 'html' AND (l.target_key = ? OR l.target_key LIKE ? ESCAPE '\\'))" if file_name else ""
+        like = "%/" + re.sub(r"([%_\\])", r"\\\1", file_name)
         return self.db.execute(
             "SELECT l.document_id, l.target, l.target_key, l.kind, l.line FROM note_links l JOIN documents d ON d.id = l.document_id "
-            f"WHERE d.collection_id = ? AND l.target_key IN ({','.join('?' * len(keys))}) ORDER BY d.path, l.line",
-            (collection_id, *keys)).fetchall()
+            f"WHERE d.collection_id = ? AND (l.target_key IN ({','.join('?' * len(keys))}){by_name}) ORDER BY d.path, l.line",
+            (collection_id, *keys, *((file_name, like) if file_name else ()))).fetchall()
 
     def collection_links(self, collection_id: int) -> list[tuple[int, str, str, str, int]]:
         """(source document id, target, target key, kind, line) of every link in a collection."""
@@ -2444,7 +2601,7 @@ class Store:
         for part in in_parts(chunk_ids):
             rows = self.db.execute(
                 "SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
-                f"d.tags, {_NOTE_DATE_SQL}, col.description FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
+                f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
                 f"WHERE c.id IN ({placeholders(part)})", part)
             for r in rows:
                 out[r[0]] = ChunkInfo(*r[1:])
@@ -2948,6 +3105,7 @@ class Hit(Record):
     folder_description: str = ""  # the nearest described folder above the note (collection describe)
     name_rank: int | None = None  # rank among notes whose title, alias or file name the query names
     fusion: str = ""  # how this query's lists were fused (for --explain)
+    stub: bool = False  # a note that mostly points elsewhere or is nearly empty (is_stub): ranked below what it points to
 
     def to_dict(self, explain: bool = False) -> dict:
         d = self.as_dict()
@@ -3116,6 +3274,23 @@ class FusionSettings(Record):
     complete_name_weight: float = 0.0
     feedback_notes: int = 1
     feedback_weight: float = 0.5
+    # The note-level prior (``order_by_note_prior``): a stub is a note that links
+    # elsewhere and has under ``stub_words`` words of its own (outside quotes and
+    # link lines: a redirect, an old edition's "this moved" page, an index of
+    # links), or under ``name_body_words`` words at all. A stub's place in a
+    # result list is divided by ``stub_weight`` (0.5: from #1 to #2, from #3 to
+    # #6), it never stays above a note it links to that is in the list, and the
+    # exact-name rules pass it by. On the Rust book the old editions' stubs have
+    # 16-25 words of their own, its redirects 15-117 (most under 70), its
+    # shortest real chapters 84; the sample notes that link anywhere 107 or more.
+    # A note of fewer than ``name_body_words`` words (its heading included) is
+    # nearly empty: a title alone.
+    stub_words: int = 70
+    stub_weight: float = 0.5
+    name_body_words: int = 3
+    # An alias names its note only when the query holds this share of the
+    # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
+    alias_coverage: float = 0.8
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
@@ -3142,6 +3317,35 @@ class FusionSettings(Record):
     def score_shares(self) -> dict[str, float]:
         """rrf only: each list's share of the ``score_share`` added to a unit."""
         return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
+
+
+def is_stub(words: int, own_words: int, links_out: int, settings: FusionSettings) -> bool:
+    """A note whose body is a pointer elsewhere or nearly empty (FusionSettings.stub_words);
+    ``words`` -1: not read by this version yet, so not known to be one."""
+    return words >= 0 and ((links_out > 0 and own_words < settings.stub_words) or words < settings.name_body_words)
+
+
+def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: FusionSettings) -> list:
+    """``hits`` (best first) reordered by the note-level prior: a stub's place is
+    divided by ``settings.stub_weight``, and a stub follows every hit it links to
+    (``links``: a stub's position -> the file names, lower case without
+    extension, of what it links to). A pure function."""
+    if not any(h.stub for h in hits):
+        return hits
+    weight = max(settings.stub_weight, 1e-6)
+    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / weight if hits[i].stub else i + 1, hits[i].stub, i))
+    out = [hits[i] for i in order]
+    for i in order:
+        names = links.get(i)
+        if not names:
+            continue
+        stub = hits[i]
+        targets = [j for j, h in enumerate(out) if not h.stub and h.collection == stub.collection
+                   and h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower() in names]
+        here = out.index(stub)
+        if targets and targets[-1] > here:
+            out.insert(targets[-1], out.pop(here))  # just after its last target (which moved up one)
+    return out
 
 
 class Fused(Record):
@@ -3377,11 +3581,18 @@ class Retrieval:
         # The candidates sharing most trigrams (FTS5's bm25 over trigrams) are scored exactly.
         for doc_id, names in self.store.name_search(match, min(limit, self.NAME_CANDIDATES), self.collection_ids(collections),
                                                      note_filter):
-            best = max((name_similarity(wanted, name) for name in names.split("\n") if name.strip()), default=0.0)
+            lines = names.split("\n")  # title, aliases..., file name
+            best = max((name_similarity(wanted, name) for i, name in enumerate(lines)
+                        if name.strip() and (i in (0, len(lines) - 1) or self._names_whole_alias(wanted, name))), default=0.0)
             if best >= NAME_MATCH_MIN:
                 ranked.append((doc_id, best))
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
+
+    def _names_whole_alias(self, wanted: set[str], alias: str) -> bool:
+        """The query holds (almost) all of the alias, not one word of it (FusionSettings.alias_coverage)."""
+        grams = name_trigrams(alias)
+        return bool(grams) and len(grams & wanted) / len(grams) >= self.fusion.alias_coverage
 
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
         """False when no note's name can reach NAME_MATCH_MIN, so name_ranking can skip
@@ -3560,19 +3771,26 @@ class Retrieval:
             head = max(f.complete_depth, k * 2)  # every hit built below is re-scored
             best = self._complete(query, parsed, best[:head], lists, f)
             explained += "; " + f.describe_complete(head)
-        # A note whose name is typed almost exactly comes first, as an exact title does in _finish.
-        best = sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0) if e.values.get("name", 0.0) >= NAME_FIRST_MIN else 0.0)
         shown = {}
-        for entry in best:
+        for entry in best[: k * 2]:
             # The passage shown: the one from the list whose vote counted most.
             name = max((n for n in passage if entry.unit in passage[n]), key=lambda n: entry.parts.get(n, 0.0))
             shown[passage[name][entry.unit]] = entry
         info = self.store.chunk_info(list(shown))
+
+        def named_first(item) -> float:
+            # A note whose name is typed almost exactly comes first, as an exact title does in _finish (not a stub).
+            cid, e = item
+            value = e.values.get("name", 0.0)
+            row = info.get(cid)
+            return -value if value >= NAME_FIRST_MIN and row is not None and not is_stub(row.words, row.own_words, row.links_out, f) else 0.0
+
+        shown = dict(sorted(shown.items(), key=named_first))
         hits = [self._hit(cid, info[cid], e.score, bm25_rank=e.ranks.get("keyword"), bm25_score=e.values.get("keyword"),
                           vector_rank=e.ranks.get("vector"),
                           vector_distance=1.0 - e.values["vector"] if "vector" in e.values else None,
                           name_rank=e.ranks.get("name"),
-                          fusion=explained + ("; named almost exactly, so first" if e.values.get("name", 0.0) >= NAME_FIRST_MIN else ""))
+                          fusion=explained + ("; named almost exactly, so first" if named_first((cid, e)) else ""))
                 for cid, e in shown.items() if cid in info]
         return self._finish(hits, parsed, query, k)
 
@@ -3716,8 +3934,7 @@ class Retrieval:
             self._pool = None
 
     # -- hits ----------------------------------------------------------------------------
-    @staticmethod
-    def _hit(cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
+    def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
         # str(Path(folder) / path) for a resolved folder and a clean relative path, at a quarter of
         # the cost (a search makes 80 of them: 1 ms of a cold one).
@@ -3726,25 +3943,32 @@ class Retrieval:
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
-                   collection_description=row.collection_description or "", **ranks)
+                   collection_description=row.collection_description or "",
+                   stub=is_stub(row.words, row.own_words, row.links_out, self.fusion), **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
+        stubs = [h.docid for h in hits if h.stub]
+        if stubs and query:
+            targets = self.store.link_names(stubs)
+            hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.fusion)
         # A note whose title is exactly what was typed comes first: typing a
-        # note's name is the most common way to look for it.
+        # note's name is the most common way to look for it (not a stub's).
         wanted = " ".join(_TOKEN.findall(query.lower()))
         if wanted:
-            hits.sort(key=lambda h: " ".join(_TOKEN.findall(h.title.lower())) != wanted)
+            hits.sort(key=lambda h: h.stub or " ".join(_TOKEN.findall(h.title.lower())) != wanted)
         hits = hits[:k]
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
-        snippets = self.store.fts_snippets(match, [hit.chunk_id for hit in hits]) if match else {}
+        # Snippets are cut from the passage as a reader sees it (passage_display_text).
+        shown = {hit.chunk_id: passage_display_text(hit.text) for hit in hits}
+        snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             raw = snippets.get(hit.chunk_id)
             if raw and _MARK_OPEN in raw:
                 hit.snippet = render_snippet(raw)
             else:
-                hit.snippet = mark_terms(hit.text, parsed.words)
+                hit.snippet = mark_terms(shown[hit.chunk_id], parsed.words)
         return hits
 
 
@@ -4554,6 +4778,9 @@ def _tidy_markdown(markdown: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
+_DIRECTIVE = LazyPattern(r"\{\{#\w+[^}]*\}\}")
+# Block markers at a line's start, nested ("> 1. [ ] "): quote, heading, list item, task box, "% Title".
+_LINE_MARKERS = LazyPattern(r"^(?:(?:%|#{1,6}|>+|[-+*]|\d+[.)])(?:\s+|$)(?:\[[ xX]\]\s+)?)+")
 _TABLE_RULE = LazyPattern(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 
@@ -4618,7 +4845,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
     if len(re.sub(r"[\W_]+", "", plain)) < CLIP_MIN_TEXT_CHARS:
         raise PMSError(f"nothing to clip at {url or 'this page'}: no article text found "
                        "(the page may need JavaScript or a login; save it from your browser and clip the file)")
-    title = _one_line(meta.title) or _one_line(first_heading(markdown)) or None
+    title = _one_line(meta.title) or _one_line(first_heading(markdown, level=1)) or None
     if not title and url:
         title = _one_line(url.rstrip("/").rsplit("/", 1)[-1])
     title = title or "Untitled page"
@@ -5195,7 +5422,8 @@ class KnowledgeBase:
         col_id = self.store.require_collection(collection)[0]
         resolver = self._resolver(collection)
         sources, seen = [], {doc_id}  # a note's links to itself are not backlinks
-        for source, target, key, kind, line in self.store.links_to(col_id, LinkResolver.keys_for(rel, aliases)):
+        keys = LinkResolver.keys_for(rel, aliases)
+        for source, target, key, kind, line in self.store.links_to(col_id, keys, file_name=keys[0].rsplit("/", 1)[-1]):
             if source not in seen and resolver.resolve(kind, key) == doc_id:
                 seen.add(source)
                 sources.append((source, target, line))

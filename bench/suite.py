@@ -11,6 +11,9 @@ Sets (the data lives in ../shared/data, never in the repository):
 * ``nfcorpus`` BEIR NFCorpus test: 323 topics/questions, 3,633 documents, graded
   (2 = relevant, full credit; 1 = partially relevant, half credit).
 * ``rustbook`` The Rust book: 50 questions of bench/rustbook_queries.json (graded).
+* ``rustnames`` The same whole book (with its redirect stubs, old editions and print copy):
+  40 chapter names as a reader types them (bench/rustbook_chapters.json; the chapter, not
+  its stubs). Shares the rustbook index.
 * ``sample``   The shipped sample notes (37): 60 graded queries of bench/sample_notes_queries.json,
   each tagged with its kind (name, howto, concept, syntax, non-english; see
   bench/by_kind.py for nDCG@10 per kind).
@@ -42,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, SHARED_DATA, open_index, pms  # noqa: E402
 
-SETS = ("scifact", "nfcorpus", "rustbook", "sample", "tldr")
+SETS = ("scifact", "nfcorpus", "rustbook", "rustnames", "sample", "tldr")
 TABLE_METRICS = ("ndcg@10", "mrr", "hit@1", "recall@10")
 
 
@@ -79,6 +82,12 @@ def rustbook(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
     from rustbook import extract_book
 
     return extract_book(workdir), pms.load_fixture(REPO / "bench" / "rustbook_queries.json")
+
+
+def rustnames(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
+    from rustbook import extract_book
+
+    return extract_book(workdir), pms.load_fixture(REPO / "bench" / "rustbook_chapters.json")
 
 
 def sample(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
@@ -125,12 +134,14 @@ def tldr(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
 
 
 PREPARE = {"scifact": lambda w: beir("scifact", w), "nfcorpus": lambda w: beir("nfcorpus", w),
-           "rustbook": rustbook, "sample": sample, "tldr": tldr}
+           "rustbook": rustbook, "rustnames": rustnames, "sample": sample, "tldr": tldr}
+INDEX_OF = {"rustnames": "rustbook"}  # sets that search another set's notes share its index
 
 
 def load_set(name: str, workdir: Path, chunk_chars: int, embed: bool) -> tuple[pms.KnowledgeBase, list[pms.Judgment]]:
-    folder, judgments = PREPARE[name](workdir / name)
-    kb = open_index(workdir / name, folder, name, chunk_chars, embed)
+    index = INDEX_OF.get(name, name)
+    folder, judgments = PREPARE[name](workdir / index)
+    kb = open_index(workdir / index, folder, index, chunk_chars, embed)
     return kb, judgments
 
 
@@ -193,7 +204,7 @@ def main(argv=None) -> int:
             continue
         t0 = time.monotonic()
         with kb:
-            results[name] = pms.run_benchmark(kb, judgments, modes=args.modes, collections=[name])
+            results[name] = pms.run_benchmark(kb, judgments, modes=args.modes, collections=[INDEX_OF.get(name, name)])
         results[name]["seconds"] = round(time.monotonic() - t0, 1)
     summary = summarize(results, args.modes)
     if args.json:
