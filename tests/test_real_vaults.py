@@ -158,3 +158,43 @@ def test_an_alias_names_its_note_only_when_the_query_is_the_whole_alias(kb):
     kb.sync()
     assert kb.search("keys", mode="keyword", path="dev")[0].path == "dev/ssh-key-rotation.md"
     assert kb.search("neovim keys", mode="keyword")[0].path == "dev/vim-cheatsheet.md"  # the whole alias still names it
+
+
+def test_copies_are_grouped_in_the_cli_and_json_says_which_hit_copies_which(book, tmp_path, pms_main):
+    write(tmp_path / "book" / "second-edition" / "src" / "ch04-01-what-is-ownership.md",
+          OLD_EDITION.replace("# Ownership", "## What Is Ownership?"))  # the same page, an older edition's stub
+    book.sync()
+    db = book.index_path
+    book.close()
+    r = pms_main("search", "what is ownership", "--mode", "keyword", db=db)
+    assert r.returncode == 0
+    assert "+1 copy: second-edition/src/ch04-01-what-is-ownership.md" in r.stdout
+    assert "book/second-edition/src/ch04-01-what-is-ownership.md:" not in r.stdout  # not a row of its own
+    import json
+    hits = json.loads(pms_main("search", "what is ownership", "--mode", "keyword", "--json", db=db).stdout)
+    copy = next(h for h in hits if h["path"] == "second-edition/src/ch04-01-what-is-ownership.md")
+    assert copy["copy_of"] == "book/src/ch04-01-what-is-ownership.md" and copy["stub"] is True
+    assert next(h for h in hits if h["path"] == "src/ch04-01-what-is-ownership.md")["copy_of"] == ""
+
+
+def test_search_with_nothing_to_search_prints_usage_and_exits_2(pms_main, tmp_path):
+    r = pms_main("search", db=tmp_path / "i.sqlite")
+    assert r.returncode == 2 and r.stderr.startswith("usage:") and "nothing to search" in r.stderr
+    assert pms_main("search", "  ", db=tmp_path / "i.sqlite").returncode == 2
+
+
+def test_a_clipped_note_gets_the_permissions_of_any_new_file_there(kb, tmp_path):
+    import os
+    import stat
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    neighbour = write(folder / "neighbour.md", "# A note\n")
+    clips = kb.collections.create(folder, name="clips")
+    old = os.umask(0o022)
+    try:
+        note = clips.clip("https://example.org/post", html="<html><head><title>Post</title></head><body><article>"
+                          "<p>" + "Some words of a post. " * 30 + "</p></article></body></html>")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(note.path.stat().st_mode) == stat.S_IMODE(neighbour.stat().st_mode) == 0o644
