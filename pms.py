@@ -3330,14 +3330,18 @@ def is_stub(words: int, own_words: int, links_out: int, settings: FusionSettings
     return words >= 0 and ((links_out > 0 and own_words < settings.stub_words) or words < settings.name_body_words)
 
 
+def copy_key(title: str, path: str) -> tuple[str, str]:
+    """What two copies of a note share: their title's words and their file name."""
+    return " ".join(_TOKEN.findall((title or "").lower())), path.rsplit("/", 1)[-1].lower()
+
+
 def mark_copies(hits: list) -> list:
     """Set each hit's ``copy_of`` to the first hit above it with the same title
     words and file name (the same page in several editions or folders, a note
     copied elsewhere): front ends show one row for them. A pure function."""
     first: dict[tuple, object] = {}
     for hit in hits:
-        key = (" ".join(_TOKEN.findall((hit.title or "").lower())), hit.path.rsplit("/", 1)[-1].lower())
-        original = first.setdefault(key, hit)
+        original = first.setdefault(copy_key(hit.title, hit.path), hit)
         hit.copy_of = "" if original is hit else f"{original.collection}/{original.path}"
     return hits
 
@@ -3865,9 +3869,15 @@ class Retrieval:
         them; otherwise by the rare terms the notes share (keyword only)."""
         ids = self.collection_ids(collections)
         vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
+        wider = k * 2 + 5  # stubs and copies are left out of what comes back
         if vectors:
-            return self._related_by_vectors(document_id, vectors, k, ids)
-        return self._related_by_terms(document_id, k, collections)
+            hits = self._related_by_vectors(document_id, vectors, wider, ids)
+        else:
+            hits = self._related_by_terms(document_id, wider, collections)
+        # Stubs point elsewhere, copies repeat a note above them or the note itself.
+        own = self.store.document_rows([document_id]).get(document_id)
+        own_key = copy_key(own[3], own[1]) if own else None
+        return [h for h in hits if not h.stub and not h.copy_of and copy_key(h.title, h.path) != own_key][:k]
 
     def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)

@@ -275,7 +275,7 @@ class LayoutController(QObject):
         if folded == self.folded:
             return
         self.folded = folded
-        w.related.setVisible(not folded[0])
+        w.related.set_wanted(not folded[0])
         w.preview.setVisible(not folded[1])
 
     # -- the status line ---------------------------------------------------------------
