@@ -858,6 +858,7 @@ _DISPLAY_RULES = LazyPattern(
     r"|(?P<link>\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\]))"
     r"|(?P<wiki>\[\[(?:[^\]|]*\|)?([^\]]*)\]\])",
     re.DOTALL | re.IGNORECASE)
+_COMMENT_TAIL = LazyPattern(r"\A(?:(?!<!--).)*?-->[ \t]*$", re.DOTALL | re.MULTILINE)
 _DIRECTIVE = LazyPattern(r"\{\{#\w+[^}]*\}\}")
 # Block markers at a line's start, nested ("> 1. [ ] "): quote, heading, list item, task box, "% Title".
 _LINE_MARKERS = LazyPattern(r"^(?:(?:%|#{1,6}|>+|[-+*]|\d+[.)])(?:\s+|$)(?:\[[ xX]\]\s+)?)+")
@@ -894,16 +895,22 @@ def passage_display_text(text: str) -> str:
             prose.append(line)
             continue
         if prose:
-            out.extend(_display_prose("\n".join(prose)))
+            out.extend(_display_prose("\n".join(prose), first=len(out) == 0))
             prose = []
         if not _FENCE.match(line):
             out.append(_DIRECTIVE.sub("", line) if "{{" in line else line)  # mdBook includes sit in code blocks
     return "\n".join(out).strip("\n")
 
 
-def _display_prose(text: str) -> list[str]:
+def _display_prose(text: str, first: bool = False) -> list[str]:
+    if first and "-->" in text:
+        text = _COMMENT_TAIL.sub("", text, count=1)  # a passage that starts inside an HTML comment
     if "<" in text or "[" in text or "{{" in text:
         text = _DISPLAY_RULES.sub(_display_piece, text)
+    if "&" in text and ";" in text:  # &vert;, &lt;: as the reader sees them (html only imported then)
+        import html
+
+        text = html.unescape(text)
     out = []
     for line in text.split("\n"):
         stripped = line.strip()
