@@ -2727,6 +2727,11 @@ class Embedder:
     def error(self) -> str | None:
         return self._error
 
+    def clear_error(self) -> None:
+        """Forget why loading failed: the next load tries again (the files are back, the network is)."""
+        with self._lock:
+            self._error = None
+
     def cache_dir(self) -> Path:
         return data_dir() / "models"
 

@@ -5,24 +5,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QFontMetrics, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QComboBox,
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QListView,
-    QMenu,
-    QProgressBar,
-    QPushButton,
-    QSplitter,
-    QStackedWidget,
-    QSystemTrayIcon,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QLabel, QLineEdit, QListView, QMenu,
+                               QProgressBar, QPushButton, QSizePolicy, QSplitter, QStackedWidget, QSystemTrayIcon,
+                               QToolButton, QVBoxLayout, QWidget)
 
 from gui.notes import FilterBar, RelatedPanel
 from gui.preview import NotePreview
@@ -129,7 +114,7 @@ class LayoutController(QObject):
         font.setPointSizeF(font.pointSizeF() * 1.25)
         w.search_box.setFont(font)
         w.search_box.setMinimumHeight(34)
-        w.search_box.setMinimumWidth(120)
+        w.search_box.setMinimumWidth(100)
         w.collection_combo = QComboBox(minimumContentsLength=10)
         w.collection_combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
         w.collection_combo.setToolTip("Search in one collection or all of them")
@@ -141,9 +126,8 @@ class LayoutController(QObject):
         row.addWidget(w.search_box, 1)
         row.addWidget(w.collection_combo)
         row.addWidget(w.badge)
-        w.setup_button = QToolButton(text="Enable meaning search…", visible=False,
-                                     toolTip="Install the optional packages for search by meaning (as pms.py setup does)")
-        row.addWidget(w.setup_button)
+        w.fix_button = QToolButton(visible=False)  # what to do about keyword-only search, as a button (SyncController.BADGE_FIXES)
+        row.addWidget(w.fix_button)
 
         w.results_model = ResultsModel(w)
         w.results_view = QListView()
@@ -178,6 +162,8 @@ class LayoutController(QObject):
         w.splitter.setChildrenCollapsible(False)
 
         w.welcome = WelcomePanel(lambda: w.sync.add_folder_dialog())
+        # Its long lines must not set the window's minimum width once the search pages are shown.
+        w.welcome.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
         w.pages = QStackedWidget()
         w.pages.addWidget(w.welcome)
         w.pages.addWidget(w.splitter)
@@ -271,7 +257,9 @@ class LayoutController(QObject):
         width = w.width()
         folded = (width < RELATED_MIN_WINDOW, width < PREVIEW_MIN_WINDOW)
         w.filter_bar.show_chips(width >= CHIPS_MIN_WINDOW)
-        w.badge.setMaximumWidth(360 if width >= CHIPS_MIN_WINDOW else 140)
+        # A narrow window: the badge and the collection list give the search bar room.
+        w.badge.setMaximumWidth(360 if width >= CHIPS_MIN_WINDOW else 140 if width >= PREVIEW_MIN_WINDOW else 70)
+        w.collection_combo.setMinimumContentsLength(10 if width >= PREVIEW_MIN_WINDOW else 4)
         if folded == self.folded:
             return
         self.folded = folded

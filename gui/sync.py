@@ -49,6 +49,14 @@ def first_line(text: str, limit: int = 160) -> str:
 
 
 class SyncController(QObject):
+    # Why search is keyword only (pms.VECTOR_UNAVAILABLE's code) -> the fix as a button: (label, what it does).
+    BADGE_FIXES = {
+        "not-installed": ("Enable meaning search…", "Install the optional packages for search by meaning (as pms.py setup does)"),
+        "not-embedded": ("Embed notes", "Compute the notes' embeddings now (a sync)"),
+        "reembed-needed": ("Re-embed notes", "Embed every passage again with the model in use (sync --reembed)"),
+        "model-unavailable": ("Retry the model", "Load the embedding model again (after connecting, or once its files are back)"),
+    }
+
     def __init__(self, window):
         super().__init__(window)
         self.w = window
@@ -60,10 +68,11 @@ class SyncController(QObject):
         self.setup_command = [sys.executable, str(PMS_SCRIPT), "setup"]
         self.rate = RateMeter()                 # the sync's recent pace, for an ETA that follows it
         self.watcher = FolderWatcher(window)
+        self.fix_code = ""
 
     def connect(self) -> None:
         w = self.w
-        w.setup_button.clicked.connect(self.run_setup)
+        w.fix_button.clicked.connect(self._fix_clicked)
         w.cancel_button.clicked.connect(self.cancel_sync)
         w.bridge.model_loaded.connect(self._model_loaded)
         w.bridge.sync_progress.connect(self._sync_progress)
@@ -197,15 +206,16 @@ class SyncController(QObject):
         for widget in (self.w.progress_label, self.w.progress_bar, self.w.cancel_button):
             widget.hide()
 
-    def request_sync(self, names: list[str] | None = None) -> None:
-        """Sync these collections (None: all) now, or right after the running sync or setup."""
+    def request_sync(self, names: list[str] | None = None, reembed: bool = False) -> None:
+        """Sync these collections (None: all) now, or right after the running sync or setup;
+        ``reembed``: embed every passage again (the index's model changed)."""
         if self.sync_running() or self.setup_running():
             if names is None or self.sync_queue == set():
                 self.sync_queue = set()
             else:
                 self.sync_queue = (self.sync_queue or set()) | set(names)
             return
-        self.sync_job = SyncJob(self.w.kb, self.w.bridge, names)
+        self.sync_job = SyncJob(self.w.kb, self.w.bridge, names, reembed=reembed)
         self.sync_phase = ""
         self._show_progress("Scanning folders…")
 
@@ -261,6 +271,18 @@ class SyncController(QObject):
         if queued is not None:
             self.request_sync(sorted(queued) or None)
 
+    def _fix_clicked(self) -> None:
+        self.w.fix_button.hide()
+        if self.fix_code == "not-installed":
+            self.run_setup()
+        elif self.fix_code in ("not-embedded", "reembed-needed"):
+            self.request_sync(None, reembed=self.fix_code == "reembed-needed")
+        elif self.fix_code == "model-unavailable":
+            self.model_state = "loading"
+            self.w.kb.embedder.clear_error()
+            load_model_in_background(self.w.kb, self.w.bridge)
+            self.update_badge()
+
     # -- installing the extras (pms.py setup) ----------------------------------------------
     def run_setup(self) -> None:
         """Install the packages for search by meaning, as ``pms.py setup`` does."""
@@ -276,7 +298,7 @@ class SyncController(QObject):
         self.setup_job = SetupJob(self.setup_command, w)
         self.setup_job.output.connect(lambda line: w.progress_label.setText(f"Setup: {first_line(line, 70)}"))
         self.setup_job.finished.connect(self._setup_finished)
-        w.setup_button.hide()
+        w.fix_button.hide()
         self._show_progress("Setup: installing the packages for search by meaning…")
 
     def _setup_finished(self, ok: bool, last_line: str) -> None:
@@ -322,7 +344,12 @@ class SyncController(QObject):
             w.badge.setToolTip(f"Keyword search only: {gui_reason(why)}" if why else "Keyword search only")
         w.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
         w.badge_mode = mode
-        w.setup_button.setVisible(code == "not-installed" and not self.setup_running())
+        fix = self.BADGE_FIXES.get(code) if not hybrid else None
+        self.fix_code = code if fix else ""
+        w.fix_button.setVisible(bool(fix) and not self.setup_running() and not self.sync_running())
+        if fix:
+            w.fix_button.setText(fix[0])
+            w.fix_button.setToolTip(fix[1])
 
     def update_stats(self) -> None:
         info = self.w.kb.status(pending=False)
