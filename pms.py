@@ -91,7 +91,8 @@ __all__ = [
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "format_benchmark", "BENCH_MODES",
     "query_metrics", "resolve_targets",
     # ranking: fusion as a pure function, and note-name similarity
-    "FusionSettings", "Fused", "fuse", "name_similarity",
+    "RankingSettings", "Fused", "fuse", "rank", "name_similarity", "SearchRequest", "SearchResult", "render_snippet",
+    "Hint", "hint_text", "reason_text",
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
 ]
@@ -115,7 +116,16 @@ SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 
 
 class PMSError(Exception):
-    """An error a user can act on: its message is one line naming cause and fix."""
+    """An error a user can act on: a one-line message naming the cause and, when
+    there is one, a ``hint`` (what to run or set) that each front end words its
+    own way (``hint_text``); ``str()`` is the command line's wording."""
+
+    def __init__(self, message: str = "", hint: Hint | None = None):
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({hint_text(self.hint)})" if self.hint else self.message
 
 
 # Record and named_tuple are written by hand, not taken from dataclasses and
@@ -211,6 +221,35 @@ class Record:
     def as_dict(self) -> dict:
         """The fields as a dict; records, lists, tuples and dicts inside are converted (copied) too."""
         return {name: _plain(getattr(self, name)) for name in self._fields}
+
+
+class Hint(Record, frozen=True):
+    """What to do about an error: a PMS ``command`` ("sync --reembed"), a ``setting``
+    (an environment variable) or an ``option`` of the call that failed ("mode").
+    Front ends word it (``hint_text``); none parses a message back."""
+
+    command: str = ""
+    setting: str = ""
+    option: str = ""
+
+
+def hint_text(hint: Hint | None, front: str = "cli") -> str:
+    """A Hint worded for a front end: ``cli`` (a command line or a --flag), ``mcp`` (a
+    tool and its arguments, an argument name). The desktop app makes its own button."""
+    if hint is None:
+        return ""
+    if hint.command:
+        if front == "mcp":  # the sync tool is the one command an assistant can call itself
+            return "call the sync tool" if hint.command == "sync" else f"run `pms {hint.command}` where PMS is installed"
+        return f"run: {pms_command(hint.command)}"
+    if hint.setting:
+        return f"set {hint.setting}"
+    return f"pass the {hint.option} argument" if front == "mcp" else f"pass --{hint.option.replace('_', '-')}"
+
+
+def reason_text(reason: str, hint: Hint | None, front: str = "cli") -> str:
+    """A reason with its hint worded for ``front`` (``hint_text``): "...; run: pms sync"."""
+    return f"{reason}; {hint_text(hint, front)}" if hint and reason else reason
 
 
 def _plain(value):
@@ -851,8 +890,9 @@ _HTML_NAMES = ("a|abbr|b|br|blockquote|caption|center|code|col|colgroup|dd|del|d
                "sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr")
 _DISPLAY_RULES = LazyPattern(
     r"(?P<comment><!--.*?(?:-->|$))"
-    r"|(?P<tag>(?<![\w<])</?(?:(?:" + _HTML_NAMES + r")(?:\s[^<>]*)?|[A-Za-z][\w-]*(?:\s+[\w:-]+(?:=(?:\"[^\"]*\"|'[^']*'|[^\s>]+))?)*\s+[\w:-]+=(?:\"[^\"]*\"|'[^']*')[^<>]*|/[A-Za-z][\w-]*)\s*/?>)"
-    r"|(?P<closing></[A-Z][\w-]*>)"
+    r"|(?P<tag>(?<![\w<])<(?:" + _HTML_NAMES + r")(?:\s[^<>]*)?/?>|</(?:" + _HTML_NAMES + r")\s*>"
+    r"|(?<![\w<])<[A-Za-z][\w-]*(?:\s+[\w:-]+(?:=(?:\"[^\"]*\"|'[^']*'|[^\s>]+))?)*\s+[\w:-]+=(?:\"[^\"]*\"|'[^']*')[^<>]*/?>)"
+    r"|(?P<closing>(?-i:</[A-Z][\w-]*>))"  # </Listing>: a component closing, not </script>
     r"|(?P<directive>\{\{#\w+[^}]*\}\})"
     r"|(?P<image>!\[([^\]]*)\]\([^)]*\))"
     r"|(?P<link>\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\]))"
@@ -2324,13 +2364,8 @@ class Store:
 
     def first_chunks(self, doc_ids: Iterable[int]) -> dict[int, int]:
         """document id -> its first chunk's id (the passage shown for a note found by name)."""
-        ids, out = list(doc_ids), {}
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            rows = self.db.execute(f"SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({','.join('?' * len(part))}) "
-                                   "GROUP BY document_id", part)  # SQLite: id comes from the min(seq) row
-            out.update((doc, cid) for doc, cid, _ in rows)
-        return out
+        rows = self.rows_in("SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", doc_ids)
+        return {doc: cid for doc, cid, _ in rows}  # SQLite: id comes from the min(seq) row
 
     def fts_snippet(self, match: str, chunk_id: int, tokens: int = 24) -> str | None:
         row = self.db.execute("SELECT snippet(chunks_fts, 2, '\x02', '\x03', '\u2026', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
@@ -2389,32 +2424,15 @@ class Store:
             return out
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
-                      note_filter: "NoteFilter | None" = None, chunk_ids: Sequence[int] | None = None,
-                      with_vectors: bool = False) -> list[tuple]:
+                      note_filter: "NoteFilter | None" = None) -> list[tuple]:
         """(chunk id, cosine distance) nearest first. The note filter becomes a
         ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
-        so ``limit`` passages come back whenever that many match; ``chunk_ids``
-        limits the search to those passages the same way. ``with_vectors`` adds
-        each int8 vector (from memory, or with the KNN: sqlite-vec walks its
-        storage for each lookup by id)."""
+        so ``limit`` passages come back whenever that many match."""
         matrix = self.vector_matrix()
         if matrix is not None:
-            allowed = set(self.filtered_chunks(note_filter)) if note_filter else None
-            if chunk_ids is not None:
-                allowed = set(chunk_ids) if allowed is None else allowed & set(chunk_ids)
-            found = matrix.search(query_blob, limit, collection_ids, allowed)
-            if not with_vectors:
-                return found
-            vectors = matrix.vectors([cid for cid, _ in found])
-            return [(cid, distance, vectors[cid]) for cid, distance in found]
-        sql = ("SELECT chunk_id, distance" + (", embedding" if with_vectors else "")
-               + " FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?")
+            return matrix.search(query_blob, limit, collection_ids, set(self.filtered_chunks(note_filter)) if note_filter else None)
+        sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
         args: list = [query_blob, min(int(limit), VECTOR_KNN_MAX)]
-        if chunk_ids is not None:
-            # Listed twice when alone: sqlite-vec 0.1.9 finds nothing for "IN (one id)" with a k below the table's size.
-            ids = list(chunk_ids) * (2 if len(chunk_ids) == 1 else 1)
-            sql += f" AND chunk_id IN ({placeholders(ids)})"
-            args.extend(ids)
         if collection_ids:
             sql += f" AND collection_id IN ({placeholders(collection_ids)})"
             args.extend(collection_ids)
@@ -2430,10 +2448,27 @@ class Store:
         matrix = self.vector_matrix()
         if matrix is not None:
             return matrix.distances(query_blob, chunk_ids)
-        out: dict[int, float] = {}
-        for part in in_parts(chunk_ids):
-            out.update(self.db.execute("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
-                                       f"WHERE chunk_id IN ({placeholders(part)})", (query_blob, *part)))
+        return dict(self.rows_in("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
+                                 "WHERE chunk_id IN ({ids})", chunk_ids, query_blob))
+
+    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        """chunk id -> its int8 vector, looked up by id (a passage without one is left out):
+        from memory when this process already holds the vectors, else from sqlite-vec.
+        Never loads them into memory: that is for a second search of a long-running process."""
+        matrix = self._matrix
+        if matrix is not None and matrix.version == self.vectors_version():
+            return matrix.vectors(chunk_ids)
+        return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", chunk_ids))
+
+    def chunks_matching(self, match: str, chunk_ids: Sequence[int]) -> set[int]:
+        """Which of these passages match an FTS5 expression (a search's exclusions)."""
+        return {r[0] for r in self.rows_in("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({ids})", chunk_ids, match)}
+
+    def rows_in(self, sql: str, ids: Iterable, *args) -> list[tuple]:
+        """The rows of ``sql`` (after ``args``) for every id in ``IN ({ids})``, a statement per SQLITE_MAX_VARS ids."""
+        out: list[tuple] = []
+        for part in in_parts(ids):
+            out += self.db.execute(sql.format(ids=placeholders(part)), (*args, *part)).fetchall()
         return out
 
     def filtered_chunks(self, note_filter: "NoteFilter") -> list[int]:
@@ -2501,11 +2536,15 @@ class Store:
     def link_names(self, docids: Sequence[str]) -> dict[str, set[str]]:
         """docid -> the file names (lower case, no extension) its links point to."""
         out: dict[str, set[str]] = {}
-        rows = self.db.execute("SELECT d.docid, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
-                               f"WHERE d.docid IN ({placeholders(docids)})", list(docids))
-        for docid, key in rows:
+        for docid, key in self.rows_in("SELECT d.docid, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
+                                       "WHERE d.docid IN ({ids})", docids):
             out.setdefault(docid, set()).add(key.rsplit("/", 1)[-1])
         return out
+
+    def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
+        """document id -> (words, own words, links out): what is_stub reads."""
+        return {r[0]: r[1:] for r in self.rows_in("SELECT id, words, own_words, links_out FROM documents WHERE id IN ({ids})",
+                                                  document_ids)}
 
     def links_from(self, document_id: int) -> list[tuple[str, str, str, str, int]]:
         """(target, target key, fragment, kind, line) of a note's links, in order."""
@@ -2532,12 +2571,8 @@ class Store:
 
     def document_rows(self, document_ids: Sequence[int]) -> dict[int, tuple]:
         """document id -> (collection name, rel path, docid, title)."""
-        out = {}
-        for part in in_parts(document_ids):
-            for r in self.db.execute("SELECT d.id, c.name, d.path, d.docid, d.title FROM documents d JOIN collections c ON c.id = d.collection_id "
-                                     f"WHERE d.id IN ({placeholders(part)})", part):
-                out[r[0]] = r[1:]
-        return out
+        return {r[0]: r[1:] for r in self.rows_in("SELECT d.id, c.name, d.path, d.docid, d.title FROM documents d JOIN collections c "
+                                                  "ON c.id = d.collection_id WHERE d.id IN ({ids})", document_ids)}
 
     def set_folder_description(self, collection_id: int, folder: str, description: str) -> None:
         with self.transaction() as db:
@@ -2564,19 +2599,13 @@ class Store:
 
     def document_chunks_of(self, document_ids: Iterable[int]) -> dict[int, int]:
         """chunk id -> document id, for every passage of these notes."""
-        out: dict[int, int] = {}
-        for part in in_parts(document_ids):
-            out.update(self.db.execute(f"SELECT id, document_id FROM chunks WHERE document_id IN ({placeholders(part)})", part))
-        return out
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE document_id IN ({ids})", document_ids))
 
     def documents_bm25(self, match: str, document_ids: Iterable[int], weights: tuple[float, float, float]) -> list[tuple[int, float]]:
         """(document id, bm25) of every passage of these notes that matches ``match`` (FTS5's bm25: lower is better)."""
         w = ", ".join(str(float(x)) for x in weights)
-        out: list[tuple[int, float]] = []
-        for part in in_parts(document_ids):
-            out += self.db.execute(f"SELECT c.document_id, bm25(chunks_fts, {w}) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                                   f"WHERE chunks_fts MATCH ? AND c.document_id IN ({placeholders(part)})", (match, *part)).fetchall()
-        return out
+        return self.rows_in(f"SELECT c.document_id, bm25(chunks_fts, {w}) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+                            "WHERE chunks_fts MATCH ? AND c.document_id IN ({ids})", document_ids, match)
 
     def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
         """(chunk id, headings, body) of a note, in reading order."""
@@ -2589,30 +2618,19 @@ class Store:
 
     def passages_per_document(self, document_ids: Iterable[int]) -> dict[int, int]:
         """document id -> how many passages the note has."""
-        out: dict[int, int] = {}
-        for part in in_parts(document_ids):
-            out.update(self.db.execute(f"SELECT document_id, count(*) FROM chunks WHERE document_id IN ({placeholders(part)}) "
-                                       "GROUP BY document_id", part))
-        return out
+        return dict(self.rows_in("SELECT document_id, count(*) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", document_ids))
 
     def chunk_documents(self, chunk_ids: Iterable[int]) -> dict[int, int]:
         """chunk id -> document id (a missing chunk is left out)."""
-        out: dict[int, int] = {}
-        for part in in_parts(chunk_ids):
-            out.update(self.db.execute(f"SELECT id, document_id FROM chunks WHERE id IN ({placeholders(part)})", part))
-        return out
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE id IN ({ids})", chunk_ids))
 
     def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
         """chunk id -> what a hit shows of it (a missing chunk is left out)."""
-        out: dict[int, ChunkInfo] = {}
-        for part in in_parts(chunk_ids):
-            rows = self.db.execute(
-                "SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
-                f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id "
-                f"WHERE c.id IN ({placeholders(part)})", part)
-            for r in rows:
-                out[r[0]] = ChunkInfo(*r[1:])
-        return out
+        rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
+                            f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out FROM chunks c "
+                            "JOIN documents d ON d.id = c.document_id "
+                            "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
+        return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
     def size_bytes(self) -> int:
         total = 0
@@ -2752,7 +2770,7 @@ class Embedder:
     def _load(self):
         missing = self.missing_packages()
         if "fastembed" in missing:
-            raise EmbeddingUnavailable(f"embeddings are not installed (pip install fastembed sqlite-vec sqlean-py, or run: {pms_command('setup')})")
+            raise EmbeddingUnavailable("embeddings are not installed: pip install fastembed sqlite-vec sqlean-py", Hint(command="setup"))
         onnxruntime_telemetry_off()
         try:
             from fastembed import TextEmbedding
@@ -2763,9 +2781,9 @@ class Embedder:
             if not self.model_dir.is_dir():
                 if self.remembered:
                     raise EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {self.model_dir}, which no "
-                                               f"longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model "
-                                               f"and run: {pms_command('sync --reembed')})")
-                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist (check PMS_MODEL_DIR)")
+                                               "longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model and re-embed)",
+                                               Hint(setting="PMS_MODEL_DIR"))
+                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist", Hint(setting="PMS_MODEL_DIR"))
             kwargs.update(specific_model_path=str(self.model_dir), local_files_only=True)
         else:
             kwargs.update(cache_dir=str(self.cache_dir()))
@@ -2785,12 +2803,14 @@ class Embedder:
                     model = TextEmbedding(self.model_name, local_files_only=True, **kwargs)
                 except Exception:
                     if not self.allow_download:
-                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (run: {pms_command('sync')}, "
-                                                   f"or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})") from None
+                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (a sync downloads it once; "
+                                                   f"PMS_MODEL_DIR may name a local copy instead: {OFFLINE_MODEL_COMMAND})",
+                                                   Hint(command="sync")) from None
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})") from None
+                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
@@ -2798,9 +2818,6 @@ class Embedder:
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
         return model
-
-    def embed_documents(self, texts: Sequence[str]) -> list[bytes]:
-        return list(self.embed_stream(texts))
 
     def query_encoder(self, optimised: bool | None = None) -> "QueryEncoder":
         """The QueryEncoder for query_spec, made at first use: with ONNX's optimisations
@@ -2936,7 +2953,7 @@ class QueryEncoder:
 def model_mismatch(indexed: str, wanted: str) -> str:
     """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
     return (f"the index was embedded with {indexed}, not {wanted} (the model PMS_MODEL or PMS_MODEL_DIR chooses); "
-            f"to use {indexed}, unset them; to switch, run: {pms_command('sync --reembed')}")
+            f"to use {indexed}, unset them; to switch, re-embed")
 
 
 def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
@@ -3032,6 +3049,7 @@ class ParsedQuery(Record):
 
     terms: list[Term]
     excluded: list[Term]
+    text: str = ""  # the query without its -excluded pieces (parse_query)
 
     @property
     def words(self) -> list[str]:
@@ -3054,19 +3072,24 @@ class ParsedQuery(Record):
         return expr
 
 
-def parse_query(query: str, prefix_last: bool = False) -> ParsedQuery:
+def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:
     """Parse what a user typed: words, "exact phrases", -excluded, prefix*.
 
     Every piece becomes a quoted FTS5 string, so quotes, C++, don't, AND/OR/NOT,
     NEAR, title:x, emoji or a lone * can never be an SQL or FTS5 syntax error.
+    ``cleaned``: ``query`` already went through clean_query (a SearchRequest's has).
+    ``text`` is the query without its excluded pieces: what names, the exact-title
+    rule and the query vector read, so "rust -borrowing" looks for "rust".
     """
     terms: list[Term] = []
     excluded: list[Term] = []
-    query = clean_query(query)
+    query = query if cleaned else clean_query(query)
+    dropped: list[tuple[int, int]] = []
     for m in re.finditer(r'(-?)"([^"]*)"|(\S+)', query):
         if m.group(3) is not None:
             raw = m.group(3)
-            negative = raw.startswith("-") and len(raw) > 1
+            # "-word" excludes; "--flag" is a word to find (command-line options fill technical notes).
+            negative = raw.startswith("-") and len(raw) > 1 and not raw.startswith("--")
             if negative:
                 raw = raw[1:]
             tokens = tuple(t.lower() for t in _TOKEN.findall(raw))
@@ -3080,6 +3103,8 @@ def parse_query(query: str, prefix_last: bool = False) -> ParsedQuery:
                 continue
             term = Term(tokens, phrase=True)
         (excluded if negative else terms).append(term)
+        if negative:
+            dropped.append(m.span())
     if prefix_last and terms and not terms[-1].phrase and not query.rstrip().endswith(('"', " ")):
         terms[-1].prefix = True
     meaningful = [t for t in terms if t.phrase or t.prefix or t.tokens[0] not in STOPWORDS]
@@ -3093,7 +3118,10 @@ def parse_query(query: str, prefix_last: bool = False) -> ParsedQuery:
             unique.append(t)
     if not unique:
         excluded = []  # "-foo" alone: nothing to search, not "everything but foo"
-    return ParsedQuery(unique[:32], excluded[:16])
+    text = query
+    for start, end in reversed(dropped):
+        text = text[:start] + text[end:]
+    return ParsedQuery(unique[:32], excluded[:16], " ".join(text.split()) if dropped else query)
 
 
 class Hit(Record):
@@ -3108,7 +3136,8 @@ class Hit(Record):
     start_line: int
     end_line: int
     score: float
-    snippet: str
+    snippet: str  # readable text: the passage's words around the match, without Markdown
+    marks: list[tuple[int, int]] = Factory(list)  # (start, end) of each matched word in snippet (render_snippet)
     bm25_rank: int | None = None
     vector_rank: int | None = None
     bm25_score: float | None = None
@@ -3134,34 +3163,79 @@ class Hit(Record):
 
 
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
-# A snippet's HTML escapes only &, < and > (html.escape with quote=False), so
-# both ways are written out: importing html and its entity table took 2 ms of
-# a cold search.
+# Markup a snippet may carry from the note's source, removed so that every front
+# end shows readable text (applied with the \x02..\x03 marks still in place).
+_SNIPPET_MARKUP = [
+    (r"`{3,}[\w+-]*|~{3,}", " "),                                                  # fence markers
+    (r"!?\[([^\]]*)\]\([^)]*\)", r"\1"),                                          # [text](url), ![alt](src)
+    (r"\[([^\]]*)\]\[[^\]]*\]", r"\1"),                                           # [text][ref]
+    (r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]", r"\1"),                                    # [[target|label]]
+    (r"\[\[|\]\]", ""),                                                           # one the snippet cut in two
+    (r"\]\([^)]*$", "]…"),                                                        # a link target cut by the snippet's end
+    (r"!?\[([^\]]*)\]", r"\1"),                                                   # ...and its text
+    (r"<!--.*?-->", " "),                                                         # <!-- comment -->
+    ((r"(?i)</?(?:[a-z][\w-]*\s[^<>]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
+      r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?>"), " "),  # tags, not Vec<T>
+    (r"(?i)<[a-z][\w-]*\s[^<>]*?(?=…|$)", " "),                                   # a tag the snippet cut off
+    (r"(\*\*|__|~~|`+)", ""),                                                     # bold, strike, code ticks
+    (r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])", ""),                           # *em* and _em_ (not snake_case)
+    (r"(^|\s)(?:#{1,6}|>|[-+*]|\d+[.)])\s+(?:\[[ xX]\]\s+)?", r"\1"),              # heading, quote, list markers
+    (r"\|", " "),                                                                 # table pipes
+    (r"\{\{#\w+[^}]*\}\}", " "),                                                  # mdBook {{#include …}}
+]
 
 
-def render_snippet(raw: str, style: str = "html") -> str:
-    """Snippet with \\x02..\\x03 marks -> HTML (<mark>, escaped), ANSI, or plain."""
-    raw = re.sub(r"`{3,}[\w+-]*|~{3,}", " ", raw)  # fence markers and heading hashes are noise here
-    raw = re.sub(r"(^|\s)#{1,6}(?=\s)", r"\1", raw)
-    raw = re.sub(r"\s+", " ", raw).strip()
-    if style == "html":
-        escaped = raw.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # as html.escape does
-        return escaped.replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
-    if style == "ansi":
-        return raw.replace(_MARK_OPEN, "\x1b[1;33m").replace(_MARK_CLOSE, "\x1b[0m")
-    return raw.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "")
+def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
+    """A snippet with \x02..\x03 around matched words -> (readable text without the
+    note's Markdown or HTML markup, the (start, end) of each marked span in it)."""
+    for pattern, replacement in _SNIPPET_MARKUP:
+        marked = re.sub(pattern, replacement, marked)
+    marked = " ".join(marked.split())
+    text, marks, start = [], [], None
+    length = 0
+    for piece in re.split("([\x02\x03])", marked):
+        if piece == _MARK_OPEN:
+            start = length
+        elif piece == _MARK_CLOSE:
+            if start is not None and length > start:
+                marks.append((start, length))
+            start = None
+        else:
+            text.append(piece)
+            length += len(piece)
+    return "".join(text), marks
 
 
-def html_to_style(snippet: str, style: str) -> str:
-    """A Hit's HTML snippet -> terminal text (ANSI bold or plain)."""
-    if style == "html":
-        return snippet
-    marked = snippet.replace("<mark>", _MARK_OPEN).replace("</mark>", _MARK_CLOSE)
-    # The inverse, &amp; last: every "&" of an escaped snippet starts one of the three.
-    return render_snippet(marked.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"), style)
+# HTML escapes only &, < and > (html.escape with quote=False), written out:
+# importing html and its entity table took 2 ms of a cold search.
+def _escape_html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
+def _escape_terminal(text: str) -> str:
+    """Control characters (an escape sequence in a note) shown as \\xNN, never run by the terminal."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = "plain",
+                   mark: tuple[str, str] = ("<mark>", "</mark>")) -> str:
+    """A Hit's snippet and marks for a front end: ``plain`` (MCP, JSON: the text),
+    ``ansi`` (a terminal: marks bold yellow, control characters escaped) or
+    ``html`` (Qt, a browser: escaped, marks wrapped in ``mark``)."""
+    if style == "plain":
+        return text
+    escape, (open_, close) = (_escape_html, mark) if style == "html" else (_escape_terminal, ("\x1b[1;33m", "\x1b[0m"))
+    out, at = [], 0
+    for start, end in sorted(marks):
+        if start < at:
+            continue
+        out += [escape(text[at:start]), open_, escape(text[start:end]), close]
+        at = end
+    out.append(escape(text[at:]))
+    return "".join(out)
+
+
+def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
     query word (by prefix, so 'sync' marks 'syncing'), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
@@ -3179,7 +3253,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> str:
         window = "\u2026" + window
     if pattern:
         window = pattern.sub(lambda m: _MARK_OPEN + m.group(0) + _MARK_CLOSE, window)
-    return render_snippet(window)
+    return snippet_spans(window)
 
 
 @named_tuple
@@ -3190,6 +3264,7 @@ class VectorStatus:
     ok: bool
     reason: str = ""
     code: str = ""
+    hint: Hint | None = None  # what makes it run (a command)
 
 
 # Why vector (and so hybrid) search cannot run: code -> a short label.
@@ -3212,58 +3287,39 @@ def name_trigrams(text: str) -> set[str]:
     return out
 
 
-# A query names a note when at least this share of its trigrams is in the
-# note's name (pg_trgm's default word_similarity_threshold) ...
-NAME_COVERAGE_MIN = 0.6
-# ... and their name_similarity reaches this. Chosen on the dev suite, in keyword
-# mode: with 0.6 the name list cost SciFact 0.027 and NFCorpus 0.011 nDCG@10
-# (short topics like "statin" named dozens of titles); from 0.7 it changes
-# nothing there, while a typo, a plural or a missing word still match.
-NAME_MATCH_MIN = 0.7
-# A note named this closely (one wrong letter, a plural) comes first, like an
-# exact title. No suite query reaches it; the tests show what it is for.
-NAME_FIRST_MIN = 0.85
-
-
-def name_similarity(query: str | set[str], name: str) -> float:
+def name_similarity(query: str | set[str], name: str, coverage_min: float = 0.6) -> float:
     """How well a query names a note, 0..1: the mean of the share of the query's
     trigrams found in the name (pg_trgm's word similarity, simplified) and of
     their Jaccard similarity (so "rust" prefers the note called "Rust" to "Rust
-    ownership"). 0 when under NAME_COVERAGE_MIN."""
+    ownership"). 0 when under ``coverage_min`` (RankingSettings.name_coverage_min)."""
     q = name_trigrams(query) if isinstance(query, str) else query
     n = name_trigrams(name)
     if not q or not n:
         return 0.0
     shared = len(q & n)
     coverage = shared / len(q)
-    return (coverage + shared / len(q | n)) / 2 if coverage >= NAME_COVERAGE_MIN else 0.0
+    return (coverage + shared / len(q | n)) / 2 if coverage >= coverage_min else 0.0
 
 
-class FusionSettings(Record):
-    """How the ranked lists of a search are fused (see ``fuse``).
+class RankingSettings(Record):
+    """Every knob of ranking, each with why it has its value (the dev suite,
+    bench/suite.py: every set, mean and worst set; docs/benchmarks.md).
 
-    Chosen on the whole dev suite (bench/suite.py, bench/fusion_lab.py;
-    docs/benchmarks.md, "Dev suite"): weighted RRF, keyword x2, a small bonus
-    for each list's #1. The convex combination (``method="convex"``, equal
-    weights) has the same suite mean (0.731 against 0.730) and is better on
-    SciFact (+0.011), NFCorpus (+0.009) and the tldr vault (+0.008), but on the
-    Rust book it falls 0.021 below keyword alone, where RRF stays level with
-    it; no other weighting, normalisation (min-max, z-score), mix of the two,
-    or per-query weights from the query's form (a question, 5+ terms) or from
-    how peaked each list is, did better on both the mean and the worst set.
-    What did: RRF plus a small share of the convex score (``score_share``),
-    which mostly orders notes RRF places close together by how strong their
-    scores are (suite mean 0.729 -> 0.731, worst set NFCorpus 0.349 -> 0.353,
-    no set down by more than 0.002; docs/benchmarks.md).
+    Fusion: weighted RRF, keyword x2, a small bonus for each list's #1, plus a
+    small share of the convex score (``score_share``), which mostly orders notes
+    RRF places close together by how strong their scores are (suite mean 0.729
+    -> 0.731, worst set NFCorpus 0.349 -> 0.353). The convex combination alone
+    (``method="convex"``) has the same mean but falls 0.021 below keyword alone
+    on the Rust book; no other weighting, normalisation or per-query weights
+    did better on both the mean and the worst set.
     """
 
     method: str = "rrf"  # or "convex"
     keyword_weight: float = 2.0
     vector_weight: float = 1.0
     # Notes the query names (title, alias, file name; near misses too); 0 turns
-    # name search off. The suite has no name queries: this list changes SciFact,
-    # NFCorpus and the sample notes by nothing, tldr by -0.001 and the Rust book
-    # by -0.005 (two questions name old-edition redirect stubs exactly).
+    # name search off. It changes SciFact, NFCorpus and the sample notes by
+    # nothing, tldr by -0.001, the Rust book by -0.005 (old-edition stubs).
     name_weight: float = 1.0
     k: int = 60  # rrf only: the rank offset
     top_bonus: float = 0.005  # rrf only: added for each list's #1
@@ -3271,26 +3327,60 @@ class FusionSettings(Record):
     # (share score_keyword_share) and vector (the rest) lists; 0 turns it off.
     score_share: float = 0.01
     score_keyword_share: float = 0.6
-    depth: int = 100  # how deep each list is read before fusing
-    # Hybrid search, per note: the first ``complete_depth`` notes of the fusion
-    # above (at least 2 x k) are re-scored on BOTH signals, not only on the
-    # lists they made (a note below a list's top 100 had no vote from it): the
-    # BM25 of its best passage and the cosine of its best passage to the query
-    # vector moved towards the passages nearest the query of the first
-    # fusion's top ``feedback_notes`` notes (Rocchio pseudo-relevance feedback:
-    # ``q + feedback_weight x their mean``), ranked by ``complete_keyword_share
-    # x BM25 / best + the rest x cosine / best`` (+ ``complete_name_weight`` x
-    # name similarity). 0: the fusion above is the ranking. Re-chosen after the
-    # keyword list gained a note's focus: feedback from the top note only
-    # (was 3). Against complete_depth=0, suite mean 0.715 -> 0.721, worst set
-    # NFCorpus 0.353 -> 0.364, the Rust book +0.013, no set down by more than
-    # 0.001; feedback from the top 3 cost the Rust book and tldr 0.004 each
-    # (docs/benchmarks.md, "Complete scores and feedback").
+    depth: int = 100  # how deep each list is read before fusing (hybrid: at least k x hybrid_depth_per_k)
+    hybrid_depth_per_k: int = 4
+    # Keyword and vector modes read max(k x this, single_min_depth) passages: a note's
+    # best passage per note needs a few passages per hit.
+    single_depth_per_k: int = 8
+    single_min_depth: int = 50
+    # The complete step, per note: the first max(complete_depth, k x 2) notes of the
+    # fusion are re-scored on BOTH signals (a note below a list's top 100 had no
+    # vote from it): the BM25 of its best passage and the cosine of its best
+    # passage to the query vector moved towards the passages nearest the query
+    # of the first fusion's top ``feedback_notes`` notes (Rocchio: q +
+    # feedback_weight x their mean), ranked by complete_keyword_share x BM25 /
+    # best + the rest x cosine / best (+ complete_name_weight x name
+    # similarity). 0: the fusion is the ranking. Against 0: suite mean 0.715 ->
+    # 0.721, worst set NFCorpus 0.353 -> 0.364; feedback from the top 3 cost the
+    # Rust book and tldr 0.004 each.
     complete_depth: int = 20
     complete_keyword_share: float = 0.5
     complete_name_weight: float = 0.0
     feedback_notes: int = 1
     feedback_weight: float = 0.5
+    # bm25 column weights: title, headings, body. 3/3/1 beat 4/2/1, 2/2/1 and
+    # 1/1/1 in hybrid search on both sets (README, "Search quality").
+    field_weights: tuple[float, float, float] = (3.0, 3.0, 1.0)
+    # Passages with every term rank first for queries of up to this many terms;
+    # for 4+ (questions, pasted claims) it cost nDCG, so BM25 alone ranks them.
+    and_first_max_terms: int = 3
+    # A note's focus on the query (Retrieval.keyword_stage): focus_weight x (its
+    # passages' scores in the list, summed) / (its passage count ** focus_power).
+    # The Rust book's sections beat the print-edition chapters holding the same
+    # passage (keyword 0.893 -> 0.949); no other set moves by more than 0.001.
+    focus_weight: float = 0.5
+    focus_power: float = 0.75
+    # Keyword mode: the names list's weight against BM25's (x2), so a note the
+    # query names beats BM25's #1 ("regex cheatsheet"): sample 0.807 -> 0.813.
+    keyword_name_weight: float = 3.0
+    # Names: a query of more words names no note (and scanning the trigrams of a
+    # pasted sentence cost SciFact 20 ms a query); trigram candidates scored exactly.
+    name_query_max_words: int = 6
+    name_candidates: int = 40
+    # The pre-check before the ranked name search (Retrieval._may_name_a_note) runs
+    # when a name must share at least this many of the query's trigrams (with fewer,
+    # most notes do), and scores at most name_precheck_max notes.
+    name_precheck_min_shared: int = 3
+    name_precheck_max: int = 100
+    # A query names a note when this share of its trigrams is in the name (pg_trgm's
+    # word_similarity_threshold) and name_similarity reaches name_match_min: with
+    # 0.6 the list cost SciFact 0.027 (short topics named dozens of titles).
+    name_coverage_min: float = 0.6
+    name_match_min: float = 0.7
+    # A note named this closely (one wrong letter, a plural) comes first, like an
+    # exact title (the exact-title rule: typing a note's name is the commonest way
+    # to look for it). No suite query reaches it; the tests show what it is for.
+    name_first_min: float = 0.85
     # The note-level prior (``order_by_note_prior``): a stub is a note that links
     # elsewhere and has under ``stub_words`` words of its own (outside quotes and
     # link lines: a redirect, an old edition's "this moved" page, an index of
@@ -3336,8 +3426,8 @@ class FusionSettings(Record):
         return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
 
 
-def is_stub(words: int, own_words: int, links_out: int, settings: FusionSettings) -> bool:
-    """A note whose body is a pointer elsewhere or nearly empty (FusionSettings.stub_words);
+def is_stub(words: int, own_words: int, links_out: int, settings: RankingSettings) -> bool:
+    """A note whose body is a pointer elsewhere or nearly empty (RankingSettings.stub_words);
     ``words`` -1: not read by this version yet, so not known to be one."""
     return words >= 0 and ((links_out > 0 and own_words < settings.stub_words) or words < settings.name_body_words)
 
@@ -3358,7 +3448,7 @@ def mark_copies(hits: list) -> list:
     return hits
 
 
-def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: FusionSettings) -> list:
+def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: RankingSettings) -> list:
     """``hits`` (best first) reordered by the note-level prior: a stub's place is
     divided by ``settings.stub_weight``, and a stub follows every hit it links to
     (``links``: a stub's position -> the file names, lower case without
@@ -3392,27 +3482,15 @@ class Fused(Record):
     parts: dict[str, float] = Factory(dict)
 
 
-def fuse(rankings: dict[str, Sequence[tuple[object, float]]], settings: FusionSettings,
+def fuse(rankings: dict[str, Sequence[tuple[object, float]]], settings: RankingSettings,
          weights: dict[str, float] | None = None) -> list[Fused]:
-    """Fuse ranked lists into one, best first. A pure function: no SQLite, no model.
-
-    ``rankings`` maps a list's name to ``(unit, value)`` pairs, best first,
-    higher value better (a unit listed twice counts at its first place only).
-    ``weights`` (default: the settings' weights; a list without one weighs 1)
-    scales each list's vote. ``settings.method``:
-
-    * ``rrf``: weight / (k + rank), plus ``top_bonus`` for a list's #1, plus
-      ``score_share`` x the list's share (``score_shares``) x value / (the
-      list's best): a little of the convex score below, which mostly breaks
-      near-ties of RRF by how strong each unit's scores are;
-    * ``convex``: weight * value / (the list's best value): a convex combination
-      of scores normalised by their theoretical minimum (0 for BM25 and cosine
-      similarity) and the list's best ("TM2C2", Bruch et al., ACM TOIS 2023).
-      A unit missing from a list gets 0 from it. A value above the one before
-      it counts as that one, so a list's order always holds.
-
-    Ties go to the unit ranked best by any list, then to the earlier list.
-    """
+    """Fuse ranked lists (name -> (unit, value) best first, higher better; a unit listed
+    twice counts at its first place) into one, best first. Pure: no SQLite, no model.
+    ``weights`` (default the settings'; a list without one weighs 1) scale each vote.
+    ``rrf``: weight / (k + rank) + top_bonus for a #1 + score_share x the list's share x
+    value / its best. ``convex``: weight x value / the list's best ("TM2C2", Bruch et
+    al. 2023; a value above the one before it counts as that one, so order holds).
+    Ties go to the unit ranked best by any list, then to the earlier list."""
     weights = settings.weights() if weights is None else weights
     shares = settings.score_shares() if settings.method == "rrf" and settings.score_share else {}
     fused: dict[object, Fused] = {}
@@ -3439,43 +3517,141 @@ def fuse(rankings: dict[str, Sequence[tuple[object, float]]], settings: FusionSe
     return sorted(fused.values(), key=lambda e: (-e.score, min(e.ranks.values())))
 
 
+class Evidence(Record):
+    """What the complete step reads of the fusion's head notes: every passage's
+    note and int8 vector, the query's vector, and the best BM25 of notes the
+    keyword list missed (from FTS5)."""
+
+    owner: dict[int, int]
+    vectors: dict[int, bytes]
+    query_vector: bytes
+    bm25: dict[int, float]
+
+
+def complete_scores(first: list[Fused], lists: dict[str, list[tuple[object, float]]], evidence: Evidence,
+                    settings: RankingSettings) -> list[Fused]:
+    """The notes of ``first`` (the head of a fusion) re-scored on both signals
+    (RankingSettings.complete_depth). Pure: numpy over ``evidence``. The ranks and
+    values each entry shows stay those of the lists it came from."""
+    import numpy as np
+
+    docs = [e.unit for e in first]
+    cosine: dict[object, float] = {}
+    place = {doc: i for i, doc in enumerate(docs)}
+    # Passages in the head's order, so that notes tied on cosine (copies) keep the fusion's order.
+    ids = sorted((cid for cid in evidence.vectors if cid in evidence.owner), key=lambda c: (place.get(evidence.owner[c], len(docs)), c))
+    if ids:
+        vectors = np.frombuffer(b"".join(evidence.vectors[c] for c in ids), dtype=np.int8).reshape(len(ids), -1).astype(np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+        q = np.frombuffer(evidence.query_vector, dtype=np.int8).astype(np.float32)
+        q /= max(float(np.linalg.norm(q)), 1e-9)
+        similarity = vectors @ q
+        nearest: dict[int, int] = {}  # note -> its passage nearest the query
+        for i in np.argsort(-similarity, kind="stable").tolist():
+            nearest.setdefault(evidence.owner[ids[i]], i)
+        feedback = [nearest[doc] for doc in docs[: settings.feedback_notes] if doc in nearest] if settings.feedback_weight else []
+        if feedback:  # Rocchio: q + weight x the mean of those passages, all unit vectors
+            moved = q + settings.feedback_weight * vectors[feedback].mean(axis=0)
+            similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
+        for i in np.argsort(-similarity, kind="stable").tolist():  # nearest first: ties keep the head's order
+            doc = evidence.owner[ids[i]]
+            cosine.setdefault(doc, similarity[i].item())
+    wanted = set(docs)
+    bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
+    for doc, value in evidence.bm25.items():
+        bm25[doc] = max(value, bm25.get(doc, 0.0))
+    complete = {"keyword": sorted(((d, v) for d, v in bm25.items() if v > 0), key=lambda x: -x[1]),
+                "vector": sorted(cosine.items(), key=lambda x: -x[1]),
+                "name": [(d, v) for d, v in lists.get("name", ()) if d in wanted]}
+    weights = {"keyword": settings.complete_keyword_share, "vector": 1.0 - settings.complete_keyword_share,
+               "name": settings.complete_name_weight}
+    before = {e.unit: e for e in first}
+    rescored = fuse({n: r for n, r in complete.items() if r}, RankingSettings(method="convex"), weights)
+    return [Fused(e.unit, e.score, before[e.unit].ranks, before[e.unit].values, e.parts) for e in rescored if e.unit in before]
+
+
+def rank(lists: dict[str, list[tuple[object, float]]], settings: RankingSettings, k: int,
+         evidence: Callable[[list[object]], Evidence] | None = None, stubs: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
+    """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on
+    both signals when ``evidence`` (head units -> Evidence) is given, then a note
+    named almost exactly (name_first_min) first, unless it is one of ``stubs``
+    (is_stub). Returns the best k x 2 (the exact-title rule and the note prior may
+    still reorder them) and what was done, for --explain."""
+    weights = {n: w for n, w in settings.weights().items() if n in lists}
+    explained = settings.describe(weights)
+    best = fuse(lists, settings, weights)
+    if evidence is not None and settings.complete_depth:
+        head = max(settings.complete_depth, k * 2)  # every hit built is re-scored
+        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings)
+        explained += "; " + settings.describe_complete(head)
+    named = settings.name_first_min
+    return sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0)
+                  if e.values.get("name", 0.0) >= named and e.unit not in stubs else 0.0), explained
+
+
+def _holds(words: list[str], tokens: tuple[str, ...]) -> bool:
+    """Whether ``tokens`` come in this order, one after another, in ``words``."""
+    n = len(tokens)
+    return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
+
+
+class SearchRequest(Record):
+    """One search, parsed and resolved once: every stage reads it, none parses again.
+
+    ``query`` is clean (clean_query); ``parsed`` its terms, phrases and
+    exclusions (``parsed.text``: the query without them); ``mode`` what was asked,
+    ``used`` the mode that runs and ``reason`` why it is not hybrid."""
+
+    query: str
+    parsed: ParsedQuery
+    note_filter: NoteFilter | None = None
+    collections: tuple[str, ...] = ()
+    collection_ids: list[int] | None = None
+    k: int = 10
+    chunks: bool = False
+    prefix_last: bool = False
+    mode: str = "auto"
+    used: str = "keyword"
+    reason: str = ""
+    hint: Hint | None = None  # what makes hybrid run, when it does not
+
+
+class SearchResult(Record):
+    """A search's hits, the mode it ran in and why, each stage's time in ms, and
+    how ranking was done (--explain). It is also the list of its hits."""
+
+    hits: list[Hit]
+    mode: str = "keyword"
+    reason: str = ""
+    hint: Hint | None = None
+    timings: dict[str, float] = Factory(dict)
+    explain: str = ""
+
+    def __iter__(self):
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, index):
+        return self.hits[index]
+
+    def __bool__(self) -> bool:
+        return bool(self.hits)
+
+    def __eq__(self, other):
+        return self.hits == other if isinstance(other, list) else Record.__eq__(self, other)
+
+
+
 class Retrieval:
-    """Keyword, vector and fused search over a Store. Stateless apart from caches."""
+    """The search pipeline over a Store: ``request`` -> candidate stages (keyword,
+    names, vector) -> ``rank`` -> ``SearchResult``. Stateless apart from caches."""
 
-    # bm25 column weights: title, headings, body. Measured (README, "Search
-    # quality"): 3/3/1 beat 4/2/1, 2/2/1 and 1/1/1 in hybrid search on both sets.
-    FIELD_WEIGHTS = (3.0, 3.0, 1.0)
-    # Notes with every term rank first for queries of up to this many terms.
-    # Up to 3 it changes nothing on either benchmark; for 4+ (questions,
-    # pasted claims) it cost nDCG, so BM25 alone ranks longer queries.
-    AND_FIRST_MAX_TERMS = 3
-    # A note's focus on the query (``_focused``), chosen on the whole dev suite
-    # (docs/benchmarks.md, "Keyword ranking"): the Rust book's sections now
-    # beat its print-edition chapters that hold the same passage (keyword
-    # 0.893 -> 0.949, hybrid 0.894 -> 0.948); no other set moves by more than 0.001.
-    FOCUS_WEIGHT = 0.5
-    FOCUS_POWER = 0.75
-    # Keyword mode: the names list's weight against BM25's (x2). With only
-    # these two lists, a note the query names (almost) should beat BM25's #1
-    # when they disagree ("regex cheatsheet" -> "Regular expressions cheat
-    # sheet"): sample set 0.807 -> 0.813, no other set moves (1.5 or 2 flip nothing).
-    KEYWORD_NAME_WEIGHT = 3.0
-    # Name search: a query of more words names no note (and scanning the
-    # trigrams of a pasted sentence cost SciFact 20 ms a query); how many
-    # trigram candidates are scored exactly.
-    NAME_QUERY_MAX_WORDS = 6
-    NAME_CANDIDATES = 40
-    # The check before the ranked name search (``_may_name_a_note``): it runs when a
-    # name must share at least NAME_PRECHECK_MIN_SHARED of the query's trigrams
-    # (with fewer, most notes do: on tldr 102 of 118 such queries found more than
-    # 100, and the check was wasted), and scores at most NAME_PRECHECK_MAX notes.
-    NAME_PRECHECK_MIN_SHARED = 3
-    NAME_PRECHECK_MAX = 100
-
-    def __init__(self, store: Store, embedder: Embedder | None = None, fusion: FusionSettings | None = None):
+    def __init__(self, store: Store, embedder: Embedder | None = None, settings: RankingSettings | None = None):
         self.store = store
         self.embedder = embedder
-        self.fusion = fusion or FusionSettings()
+        self.settings = settings or RankingSettings()
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
@@ -3492,7 +3668,7 @@ class Retrieval:
         store.db  # opens the connection, which tries to load sqlite-vec
         missing = Embedder.missing_packages()
         if missing:
-            return VectorStatus(False, f"embeddings not installed ({', '.join(missing)}); run: {pms_command('setup')}", "not-installed")
+            return VectorStatus(False, f"embeddings not installed ({', '.join(missing)})", "not-installed", Hint(command="setup"))
         if self.embedder is None:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
@@ -3501,33 +3677,39 @@ class Retrieval:
             return VectorStatus(False, self.embedder.error, "model-unavailable")
         indexed_model = store.get_meta("embed_model")
         if not indexed_model or not store.has_vector_table():
-            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet"
-                                + ("" if store.read_only else f"; run: {pms_command('sync')}"), "not-embedded")
+            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet", "not-embedded",
+                                None if store.read_only else Hint(command="sync"))
         if store.get_meta("embed_format") != VECTOR_FORMAT:
-            return VectorStatus(False, f"the index's vectors were stored by an older PMS; run: {pms_command('sync --reembed')}",
-                                "reembed-needed")
+            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
         if indexed_model != self.embedder.model_name:
-            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed")
+            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed",
+                                Hint(command="sync --reembed"))
         return VectorStatus(True)
 
-    # -- keyword -------------------------------------------------------------------
-    def keyword_ranking(self, query: str | ParsedQuery, limit: int, collections: Sequence[str] | None = None,
-                        note_filter: NoteFilter | None = None, *, owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
+    def request(self, query, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
+                prefix_last: bool = False, note_filter: NoteFilter | None = None, mode: str = "keyword",
+                used: str | None = None, reason: str = "") -> SearchRequest:
+        """A SearchRequest: the query cleaned and parsed, the collections looked up (an unknown
+        name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
+        query = clean_query(query)
+        return SearchRequest(query, parse_query(query, prefix_last, cleaned=True), note_filter, tuple(collections or ()),
+                             self.collection_ids(collections), max(1, min(int(k), 1000)), chunks, prefix_last, mode,
+                             used or mode, reason)
+
+    # -- candidate stages: each a function of the request returning a ranking -----------------
+    def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
         """Chunk ids with BM25 scores (higher is better), best first.
 
-        For short queries (up to AND_FIRST_MAX_TERMS terms), passages that
+        For short queries (up to and_first_max_terms terms), passages that
         contain every term come before those that contain some; the any-term
         list fills the rest, so recall is never lost when no passage has them
-        all. Longer queries (questions, pasted sentences) rank by BM25 alone.
-        Within each group a passage's score adds its note's focus (``_focused``).
-        ``owners`` receives chunk id -> document id of the passages it looked up
-        (hybrid search fuses per note and need not look them up again).
+        all. Within each group a passage's score adds its note's focus.
+        ``owners`` receives chunk id -> document id of the passages it looked up.
         """
-        parsed = query if isinstance(query, ParsedQuery) else parse_query(query)
+        parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
         match_any = parsed.match_any()
         if not match_any:
             return []
-        ids = self.collection_ids(collections)
         cjk = [" ".join(t.tokens) for t in parsed.terms if has_unspaced_chars(" ".join(t.tokens))][:MAX_CJK_WORDS]
         if cjk:  # Chinese/Japanese: whole-token matches first, then passages holding every word
             ranked = [(cid, -r) for cid, r in self._fts(match_any, limit, ids, note_filter)]
@@ -3535,7 +3717,7 @@ class Retrieval:
             phrases = " AND ".join('"' + spaced_cjk(word).replace('"', '""') + '"' for word in cjk)
             ranked += [(cid, -r) for cid, r in self.store.cjk_search(phrases, limit, ids, note_filter) if cid not in seen]
             return ranked[:limit]
-        match_all = parsed.match_all() if len(parsed.terms) <= self.AND_FIRST_MAX_TERMS else None
+        match_all = parsed.match_all() if len(parsed.terms) <= s.and_first_max_terms else None
         all_rows = self._fts(match_all, limit, ids, note_filter) if match_all else []
         first = {cid for cid, _ in all_rows}
         if len(all_rows) >= limit:
@@ -3550,13 +3732,11 @@ class Retrieval:
         return self._focused(ranked[:limit], first, owners)
 
     def _focused(self, ranked: list[tuple[int, float]], first: set[int], owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
-        """``ranked`` (chunk id, score) reordered by each passage's score plus its
-        note's focus on the query: FOCUS_WEIGHT x (the scores of the note's
-        passages in the list, summed) / (the note's passage count ** FOCUS_POWER).
-        A note about the query (most of its passages match) thus beats a long
-        note that has one passage like it; a one-passage note just scales.
-        Passages with every term (``first``) stay ahead of the others."""
-        if not ranked or not self.FOCUS_WEIGHT:
+        """``ranked`` reordered by each passage's score plus its note's focus on the
+        query (RankingSettings.focus_weight, focus_power): a note about the query
+        beats a long note with one passage like it. ``first`` stays ahead."""
+        s = self.settings
+        if not ranked or not s.focus_weight:
             return ranked
         owner = self.store.chunk_documents(cid for cid, _ in ranked)
         if owners is not None:
@@ -3566,213 +3746,172 @@ class Retrieval:
         for cid, value in ranked:
             if cid in owner:
                 sums[owner[cid]] = sums.get(owner[cid], 0.0) + value
-        focus = {doc: self.FOCUS_WEIGHT * total / sizes.get(doc, 1) ** self.FOCUS_POWER for doc, total in sums.items()}
+        focus = {doc: s.focus_weight * total / sizes.get(doc, 1) ** s.focus_power for doc, total in sums.items()}
         scored = [(cid, value + focus.get(owner.get(cid), 0.0)) for cid, value in ranked]
         return sorted(scored, key=lambda r: (r[0] not in first, -r[1]))
 
     def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         try:
-            return self.store.fts_search(match, limit, ids, self.FIELD_WEIGHTS, note_filter)
+            return self.store.fts_search(match, limit, ids, self.settings.field_weights, note_filter)
         except Exception as exc:  # defensive: a parser gap must never surface as an SQL error
             if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                 return []
             raise
 
-    def keyword(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
-                prefix_last: bool = False, note_filter: NoteFilter | None = None) -> list[Hit]:
-        """BM25 search, fused with the notes the query names (title, alias, file name) when there are any."""
-        query = clean_query(query)
-        parsed = parse_query(query, prefix_last=prefix_last)
-        ranking = self.keyword_ranking(parsed, max(k * 8, 50), collections, note_filter)
-        names = self.name_ranking(query, self.fusion.depth, collections, note_filter) if self.fusion.name_weight else []
-        if names:
-            fusion = self.fusion.replace(name_weight=self.KEYWORD_NAME_WEIGHT)
-            return self._fused(query, parsed, {"keyword": ranking, "name": names}, k, chunks, fusion)
-        info = self.store.chunk_info([cid for cid, _ in ranking])
-        hits = []
-        for rank, (cid, score) in enumerate(ranking, 1):
-            if cid in info:
-                hits.append(self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score))
-        hits = hits if chunks else _best_per_note(hits)
-        return self._finish(hits, parsed, query, k)
-
-    def name_ranking(self, query: str, limit: int, collections: Sequence[str] | None = None,
-                     note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
-        """Document ids whose title, an alias or the file name the query names, even
-        with a typo or a word missing (trigrams), with name_similarity, best first."""
-        words = _TOKEN.findall(query.lower())
-        if len(words) > self.NAME_QUERY_MAX_WORDS:
+    def names_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
+        """Document ids whose title, an alias or the file name the query (without its
+        exclusions) names, even with a typo or a word missing (trigrams), with
+        name_similarity, best first; a note whose name holds an excluded word is left out."""
+        s, text = self.settings, req.parsed.text
+        words = _TOKEN.findall(text.lower())
+        if len(words) > s.name_query_max_words:
             return []
-        wanted = name_trigrams(query)
+        wanted = name_trigrams(text)
         grams = list(dict.fromkeys(w[i : i + 3] for w in words if len(w) >= 3 for i in range(len(w) - 2)))
-        if not grams:
-            return []
-        if not self._may_name_a_note(query, wanted, grams):
+        if not grams or not self._may_name_a_note(text, wanted, grams):
             return []
         match = " OR ".join('"' + g.replace('"', '""') + '"' for g in grams)
+        excluded = [t.tokens for t in req.parsed.excluded]
         ranked = []
         # The candidates sharing most trigrams (FTS5's bm25 over trigrams) are scored exactly.
-        for doc_id, names in self.store.name_search(match, min(limit, self.NAME_CANDIDATES), self.collection_ids(collections),
-                                                     note_filter):
+        for doc_id, names in self.store.name_search(match, min(limit, s.name_candidates), req.collection_ids, req.note_filter):
+            if excluded and any(_holds(_TOKEN.findall(names.lower()), tokens) for tokens in excluded):
+                continue
             lines = names.split("\n")  # title, aliases..., file name
-            best = max((name_similarity(wanted, name) for i, name in enumerate(lines)
+            best = max((name_similarity(wanted, name, s.name_coverage_min) for i, name in enumerate(lines)
                         if name.strip() and (i in (0, len(lines) - 1) or self._names_whole_alias(wanted, name))), default=0.0)
-            if best >= NAME_MATCH_MIN:
+            if best >= s.name_match_min:
                 ranked.append((doc_id, best))
+        if excluded and ranked:  # as in the keyword list: a note stays when one of its passages lacks them
+            owner = self.store.document_chunks_of(doc for doc, _ in ranked)
+            hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
+            kept = {doc for cid, doc in owner.items() if cid not in hit}
+            ranked = [r for r in ranked if r[0] in kept]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
 
     def _names_whole_alias(self, wanted: set[str], alias: str) -> bool:
-        """The query holds (almost) all of the alias, not one word of it (FusionSettings.alias_coverage)."""
+        """The query holds (almost) all of the alias, not one word of it (RankingSettings.alias_coverage)."""
         grams = name_trigrams(alias)
-        return bool(grams) and len(grams & wanted) / len(grams) >= self.fusion.alias_coverage
+        return bool(grams) and len(grams & wanted) / len(grams) >= self.settings.alias_coverage
 
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
-        """False when no note's name can reach NAME_MATCH_MIN, so name_ranking can skip
+        """False when no note's name can reach name_match_min, so names_stage can skip
         its ranked search (bm25 over every note sharing one trigram with the query:
-        5-10 ms on tldr's 38k notes for a few words, which usually name nothing) with
-        the same result.
-
-        A name that reaches it holds at least NAME_MATCH_MIN of the query's padded
-        trigrams (``wanted``; its similarity is at most that share), so at least
-        ``need`` of the word-inner ones (``grams``), which the trigram index can find;
-        the notes holding that many are read unranked and scored here exactly.
-        For an ASCII query only: Python lower-cases "İ" to "i" and a combining dot,
-        which FTS5 does not, so an inner trigram ending in "i" counts as found.
-        """
+        5-10 ms on tldr's 38k notes) with the same result. A name that reaches it
+        holds at least that share of the query's padded trigrams, so at least
+        ``need`` of the word-inner ones, which the trigram index can find. ASCII
+        only: Python lower-cases "İ" to "i" and a combining dot, FTS5 does not."""
+        s = self.settings
         if not query.isascii():
             return True
         findable = [g for g in grams if not g.endswith("i")]
-        need = int(NAME_MATCH_MIN * len(wanted)) - (len(wanted) - len(findable))
-        if need < self.NAME_PRECHECK_MIN_SHARED:
+        need = int(s.name_match_min * len(wanted)) - (len(wanted) - len(findable))
+        if need < s.name_precheck_min_shared:
             return True
-        found = self.store.names_sharing(findable, need, self.NAME_PRECHECK_MAX)
+        found = self.store.names_sharing(findable, need, s.name_precheck_max)
         if found is None:  # too many to score here
             return True
-        return any(name_similarity(wanted, name) >= NAME_MATCH_MIN
+        return any(name_similarity(wanted, name, s.name_coverage_min) >= s.name_match_min
                    for _, names in found for name in names.split("\n") if name.strip())
 
-    # -- vector --------------------------------------------------------------------
-    def vector_ranking(self, query: str, limit: int, collections: Sequence[str] | None = None,
-                       note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
-        """Chunk ids with cosine distances, nearest first (collection filter inside the KNN)."""
-        status = self.vector_status()
-        if not status.ok:
-            raise EmbeddingUnavailable(status.reason)
-        return self._nearest(query, limit, self.collection_ids(collections), note_filter)
-
-    def _nearest(self, query: str, limit: int, collection_ids: list[int] | None, note_filter: NoteFilter | None) -> list[tuple[int, float]]:
-        """vector_ranking once vector_status said yes."""
-        query = clean_query(query)
-        if not query.strip():
+    def vector_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
+        """Chunk ids with cosine similarity to the query (without its exclusions),
+        nearest first, filters inside the KNN; passages holding an excluded word are
+        left out, as the keyword list leaves them out. Call once vector_status is ok."""
+        if not req.parsed.text.strip():
             return []
-        return self.store.vector_search(self.query_vector(query), limit, collection_ids, note_filter)
+        found = self.store.vector_search(self.query_vector(req.parsed.text), limit, req.collection_ids, req.note_filter)
+        if req.parsed.excluded and found:
+            excluded = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), [cid for cid, _ in found])
+            found = [row for row in found if row[0] not in excluded]
+        return [(cid, 1.0 - distance) for cid, distance in found]
 
     QUERY_VECTORS_KEPT = 8
 
     def query_vector(self, query: str) -> bytes:
-        """The query's int8 vector, as the index stores passages'. The last few
-        queries' vectors are kept, so every list and signal of one search (and a
-        search typed again) embeds the query once."""
-        key = (self.embedder.model_name, clean_query(query))
+        """The (clean) query's int8 vector, as the index stores passages'. The last few
+        queries' vectors are kept, so a search typed again embeds nothing."""
+        key = (self.embedder.model_name, query)
         with self._query_vectors_lock:
             blob = self._query_vectors.pop(key, None)
         if blob is None:
-            blob = self.embedder.embed_query(key[1])
+            blob = self.embedder.embed_query(query)
         with self._query_vectors_lock:
             self._query_vectors[key] = blob  # (re)inserted: dicts keep insertion order, so the oldest is first
             while len(self._query_vectors) > self.QUERY_VECTORS_KEPT:
                 del self._query_vectors[next(iter(self._query_vectors))]
         return blob
 
-    def vector_similarities(self, query: str, chunk_ids: Iterable[int]) -> dict[int, float]:
-        """chunk id -> cosine similarity of the passage to the query, for any
-        passages (not only the vector list's top k): the value the vector list
-        ranks by (1 - its distance), e.g. for keyword-only candidates. A passage
-        without a vector is left out. Raises EmbeddingUnavailable as vector search does."""
-        status = self.vector_status()
-        if not status.ok:
-            raise EmbeddingUnavailable(status.reason)
-        query = clean_query(query)
-        if not query.strip():
-            return {}
-        distances = self.store.vector_distances(self.query_vector(query), chunk_ids)
-        return {cid: 1.0 - distance for cid, distance in distances.items()}
+    # -- the pipeline ------------------------------------------------------------------
+    def search(self, req: SearchRequest, settings: RankingSettings | None = None) -> SearchResult:
+        """Run a request: its mode's candidate stages, the ranking stage, then hits.
+        Vector and hybrid raise EmbeddingUnavailable when vectors cannot be read."""
+        s = settings or self.settings
+        timings: dict[str, float] = {}
 
-    def vector(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
-               note_filter: NoteFilter | None = None) -> list[Hit]:
-        query = clean_query(query)
-        ranking = self.vector_ranking(query, max(k * 8, 50), collections, note_filter)
-        info = self.store.chunk_info([cid for cid, _ in ranking])
-        hits = []
-        for rank, (cid, dist) in enumerate((r for r in ranking if r[0] in info), 1):
-            hits.append(self._hit(cid, info[cid], 1.0 - dist, vector_rank=rank, vector_distance=dist))
-        hits = hits if chunks else _best_per_note(hits)
-        return self._finish(hits, parse_query(query), query, k)
+        def timed(stage: str, start: float) -> None:
+            timings[stage] = round((time.perf_counter() - start) * 1000, 2)
 
-    # -- fusion ----------------------------------------------------------------------
-    def candidates(self, query: str, k: int = 10, collections: Sequence[str] | None = None,
-                   note_filter: NoteFilter | None = None) -> dict[str, list[int]]:
-        """The raw chunk ids of each list, before fusion."""
-        out = {"keyword": [cid for cid, _ in self.keyword_ranking(query, k, collections, note_filter)], "vector": []}
-        if self.vector_status()[0]:
-            out["vector"] = [cid for cid, _ in self.vector_ranking(query, k, collections, note_filter)]
-        return out
+        t0 = time.perf_counter()
+        if req.used == "hybrid":
+            lists, owners = self._hybrid_lists(req, max(s.depth, req.k * s.hybrid_depth_per_k), s)
+        else:
+            depth = max(req.k * s.single_depth_per_k, s.single_min_depth)
+            owners = {}
+            if req.used == "vector":
+                lists = {"vector": self.vector_stage(req, depth)}
+            else:
+                lists = {"keyword": self.keyword_stage(req, depth)}
+                names = self.names_stage(req, s.depth) if s.name_weight else []
+                if names:
+                    lists["name"] = names
+                    s = s.replace(name_weight=s.keyword_name_weight)
+        timed("candidates", t0)
+        t0 = time.perf_counter()
+        if len(lists) == 1:  # one list: its own order, each note at its best passage
+            (name, ranking), = lists.items()
+            info = self.store.chunk_info([cid for cid, _ in ranking])
+            hits = [self._hit(cid, info[cid], value, **({"bm25_rank": place, "bm25_score": value} if name == "keyword"
+                                                         else {"vector_rank": place, "vector_distance": 1.0 - value}))
+                    for place, (cid, value) in enumerate((r for r in ranking if r[0] in info), 1)]
+            hits, explained = (hits if req.chunks else _best_per_note(hits)), ""
+        else:
+            hits, explained = self._ranked_hits(req, lists, owners, s)
+        timed("ranking", t0)
+        t0 = time.perf_counter()
+        hits = self._finish(hits, req.parsed, req.parsed.text, req.k)
+        timed("snippets", t0)
+        return SearchResult(hits, req.used, req.reason, req.hint, timings, explained)
 
-    def hybrid(self, query: str, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
-               fusion: FusionSettings | None = None, prefix_last: bool = False, note_filter: NoteFilter | None = None,
-               *, vector_ready: bool = False) -> list[Hit]:
-        """Hybrid search: the keyword, vector and name lists fused (``fuse``, FusionSettings).
-
-        Per note by default: each list is first collapsed to notes (a note's
-        rank is that of its best passage), so a note found by both lists through
-        different passages still gets both votes. ``vector_ready``: the caller
-        has just found ``vector_status()`` ok (KnowledgeBase.search has).
-        """
-        f = fusion or self.fusion
-        query = clean_query(query)
-        parsed = parse_query(query, prefix_last=prefix_last)
-        depth = max(f.depth, k * 4)
-        ids = self.collection_ids(collections)  # an unknown name fails here, before any work
-        status = VectorStatus(True) if vector_ready else self.vector_status()
-        if not status.ok:
-            raise EmbeddingUnavailable(status.reason)
+    def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings):
         # The BM25 ranking and the name list (SQLite, each in a worker thread)
         # run while the query is embedded (ONNX): all release the GIL, so a
-        # hybrid query costs about the longest of the three. The name list has a
-        # thread of its own: for a query of a few words its trigram search can
-        # take longer than the other two (SciFact's p95).
-        # The checks above run first: each SQL statement made in this thread
-        # meanwhile waits for the GIL while a worker runs Python.
-        # Each thread maps its own list's passages to notes (the keyword list
-        # does for a note's focus), so fusion starts with every passage mapped
-        # (the vector list's mapped here or after the join: no difference measured).
+        # hybrid query costs about the longest of the three. Each thread maps its
+        # own list's passages to notes, so fusion starts with every passage mapped.
         def keyword_list():
             owners: dict[int, int] = {}
-            return self.keyword_ranking(parsed, depth, collections, note_filter, owners=owners), owners
+            return self.keyword_stage(req, depth, owners=owners), owners
 
         workers = self._background()
         keyword_job = workers.submit(keyword_list)
-        name_job = workers.submit(self.name_ranking, query, depth, collections, note_filter) if f.name_weight else None
+        name_job = workers.submit(self.names_stage, req, depth) if s.name_weight else None
         try:
-            vec = self._nearest(query, depth, ids, note_filter)
+            vec = self.vector_stage(req, depth)
             vector_owners = self.store.chunk_documents(cid for cid, _ in vec)
         finally:
             names = name_job.result() if name_job else []
             kw, owners = keyword_job.result()
         owners.update(vector_owners)
-        return self._fused(query, parsed, {"keyword": kw, "vector": [(cid, 1.0 - d) for cid, d in vec], "name": names},
-                           k, chunks, f, owners=owners)
+        return {"keyword": kw, "vector": vec, "name": names}, owners
 
-    rrf = hybrid  # the former name
-
-    def _fused(self, query: str, parsed: ParsedQuery, rankings: dict[str, list[tuple[int, float]]], k: int, chunks: bool,
-               f: FusionSettings, *, owners: dict[int, int] | None = None) -> list[Hit]:
-        """Hits from fusing chunk rankings (``keyword``, ``vector``: higher value is better) and
-        the document ranking ``name``, per note (or per passage with ``chunks``). ``owners``:
-        chunk id -> document id already looked up; only the other passages are."""
+    def _ranked_hits(self, req: SearchRequest, rankings: dict[str, list[tuple[int, float]]], owners: dict[int, int],
+                     s: RankingSettings) -> tuple[list[Hit], str]:
+        """Hits from the ranking stage over the chunk rankings (``keyword``, ``vector``) and
+        the document ranking ``name``, per note (or per passage with ``chunks``)."""
+        chunks, k = req.chunks, req.k
         names = rankings.pop("name", [])
-        owner = dict(owners or {})
+        owner = dict(owners)
         unmapped = {cid for r in rankings.values() for cid, _ in r} - owner.keys()
         if unmapped:
             owner.update(self.store.chunk_documents(unmapped))
@@ -3796,81 +3935,42 @@ class Retrieval:
                     unit = first_chunk[doc] if chunks else doc
                     passage["name"][unit] = first_chunk[doc]
                     lists["name"].append((unit, value))
-        weights = {n: w for n, w in f.weights().items() if n in lists}
-        explained = f.describe(weights)
-        # Hits are built for the best few only (the exact-title rule may still reorder them).
-        best = fuse(lists, f, weights)
-        if f.complete_depth and not chunks and lists.get("vector") and self.embedder is not None:
-            head = max(f.complete_depth, k * 2)  # every hit built below is re-scored
-            best = self._complete(query, parsed, best[:head], lists, f)
-            explained += "; " + f.describe_complete(head)
+        complete = not chunks and lists.get("vector") and self.embedder is not None
+        # The exact-name rule needs a real body: a stub the query names is not lifted to the top.
+        named = [doc for doc, value in names if value >= s.name_first_min]
+        stubs = {first_chunk.get(doc) if chunks else doc
+                 for doc, substance in self.store.note_substance(named).items() if is_stub(*substance, s)} if named else set()
+        best, explained = rank(lists, s, k, (lambda docs: self._evidence(req, docs, lists)) if complete else None, stubs)
         shown = {}
         for entry in best[: k * 2]:
             # The passage shown: the one from the list whose vote counted most.
             name = max((n for n in passage if entry.unit in passage[n]), key=lambda n: entry.parts.get(n, 0.0))
             shown[passage[name][entry.unit]] = entry
         info = self.store.chunk_info(list(shown))
-
-        def named_first(item) -> float:
-            # A note whose name is typed almost exactly comes first, as an exact title does in _finish (not a stub).
-            cid, e = item
-            value = e.values.get("name", 0.0)
-            row = info.get(cid)
-            return -value if value >= NAME_FIRST_MIN and row is not None and not is_stub(row.words, row.own_words, row.links_out, f) else 0.0
-
-        shown = dict(sorted(shown.items(), key=named_first))
+        named = s.name_first_min
         hits = [self._hit(cid, info[cid], e.score, bm25_rank=e.ranks.get("keyword"), bm25_score=e.values.get("keyword"),
                           vector_rank=e.ranks.get("vector"),
                           vector_distance=1.0 - e.values["vector"] if "vector" in e.values else None,
                           name_rank=e.ranks.get("name"),
-                          fusion=explained + ("; named almost exactly, so first" if named_first((cid, e)) else ""))
+                          fusion=explained + ("; named almost exactly, so first"
+                                              if e.values.get("name", 0.0) >= named and e.unit not in stubs else ""))
                 for cid, e in shown.items() if cid in info]
-        return self._finish(hits, parsed, query, k)
+        return hits, explained
 
-    def _complete(self, query: str, parsed: ParsedQuery, first: list[Fused], lists: dict[str, list[tuple[int, float]]],
-                  f: FusionSettings) -> list[Fused]:
-        """The notes of ``first`` (the head of a fusion) re-scored on both signals
-        (FusionSettings.complete_depth): the BM25 of each note's best passage
-        (from the keyword list, else from FTS5 for the notes it missed) and the
-        cosine of its best passage to the query moved towards the passages
-        nearest it of the top notes. The ranks and values each entry shows stay
-        those of the lists it came from."""
-        import numpy as np
-
-        docs = [e.unit for e in first]
+    def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]]) -> Evidence:
+        """What the complete step reads for the head notes ``docs``: their passages'
+        vectors by id (never a KNN: a one-shot process keeps no matrix for a second
+        search), the query vector the vector list used, and FTS5's BM25 of the notes
+        the keyword list missed (with the request's exclusions)."""
         owner = self.store.document_chunks_of(docs)
-        query_blob = self.query_vector(query)
-        rows = self.store.vector_search(query_blob, len(owner), None, chunk_ids=list(owner), with_vectors=True) if owner else []
-        cosine: dict[int, float] = {}
-        if rows:
-            vectors = np.frombuffer(b"".join(row[2] for row in rows), dtype=np.int8).reshape(len(rows), -1).astype(np.float32)
-            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
-            similarity = 1.0 - np.array([row[1] for row in rows], dtype=np.float32)
-            nearest: dict[int, int] = {}  # note -> its row nearest the query (rows come nearest first)
-            for i, row in enumerate(rows):
-                nearest.setdefault(owner[row[0]], i)
-            feedback = [nearest[doc] for doc in docs[: f.feedback_notes] if doc in nearest] if f.feedback_weight else []
-            if feedback:  # Rocchio: q + weight x the mean of those passages, all unit vectors
-                q = np.frombuffer(query_blob, dtype=np.int8).astype(np.float32)
-                moved = q / max(float(np.linalg.norm(q)), 1e-9) + f.feedback_weight * vectors[feedback].mean(axis=0)
-                similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
-            for row, value in zip(rows, similarity.tolist()):
-                doc = owner[row[0]]
-                cosine[doc] = max(value, cosine.get(doc, -1.0))
-        wanted = set(docs)
-        bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
-        missed = [doc for doc in docs if doc not in bm25]
-        match = parsed.match_any()
+        in_keyword = {doc for doc, _ in lists.get("keyword", ())}
+        missed = [doc for doc in docs if doc not in in_keyword]
+        match = req.parsed.match_any()
+        bm25: dict[int, float] = {}
         if missed and match:
-            for doc, rank in self.store.documents_bm25(match, missed, self.FIELD_WEIGHTS):
-                bm25[doc] = max(-rank, bm25.get(doc, 0.0))
-        complete = {"keyword": sorted(((d, v) for d, v in bm25.items() if v > 0), key=lambda x: -x[1]),
-                    "vector": sorted(cosine.items(), key=lambda x: -x[1]),
-                    "name": [(d, v) for d, v in lists.get("name", ()) if d in wanted]}
-        weights = {"keyword": f.complete_keyword_share, "vector": 1.0 - f.complete_keyword_share, "name": f.complete_name_weight}
-        before = {e.unit: e for e in first}
-        rescored = fuse({n: r for n, r in complete.items() if r}, FusionSettings(method="convex"), weights)
-        return [Fused(e.unit, e.score, before[e.unit].ranks, before[e.unit].values, e.parts) for e in rescored if e.unit in before]
+            for doc, value in self.store.documents_bm25(match, missed, self.settings.field_weights):
+                bm25[doc] = max(-value, bm25.get(doc, 0.0))
+        return Evidence(owner, self.store.vectors_of(list(owner)), self.query_vector(req.parsed.text), bm25)
 
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
@@ -3943,7 +4043,7 @@ class Retrieval:
         if not words:
             return []
         parsed = ParsedQuery([Term((w,)) for w in words], [])
-        ranking = self.keyword_ranking(parsed, k * 8 + 50, collections)
+        ranking = self.keyword_stage(SearchRequest("", parsed, collection_ids=self.collection_ids(collections)), k * 8 + 50)
         owner = self.store.chunk_documents([cid for cid, _ in ranking])
         ranking = [(cid, score) for cid, score in ranking if owner.get(cid) not in (None, document_id)]
         info = self.store.chunk_info([cid for cid, _ in ranking])
@@ -3983,13 +4083,13 @@ class Retrieval:
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
                    collection_description=row.collection_description or "",
-                   stub=is_stub(row.words, row.own_words, row.links_out, self.fusion), **ranks)
+                   stub=is_stub(row.words, row.own_words, row.links_out, self.settings), **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
         stubs = [h.docid for h in hits if h.stub]
         if stubs and query:
             targets = self.store.link_names(stubs)
-            hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.fusion)
+            hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.settings)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
         wanted = " ".join(_TOKEN.findall(query.lower()))
@@ -4003,11 +4103,9 @@ class Retrieval:
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
-            raw = snippets.get(hit.chunk_id)
-            if raw and _MARK_OPEN in raw:
-                hit.snippet = render_snippet(raw)
-            else:
-                hit.snippet = mark_terms(shown[hit.chunk_id], parsed.words)
+            marked = snippets.get(hit.chunk_id)
+            hit.snippet, hit.marks = (snippet_spans(marked) if marked and _MARK_OPEN in marked
+                                      else mark_terms(shown[hit.chunk_id], parsed.words))
         return hits
 
 
@@ -4416,8 +4514,8 @@ class Syncer:
         indexed = store.get_meta("embed_model")
         stale_format = store.has_vector_table() and store.get_meta("embed_format") != VECTOR_FORMAT
         if indexed and (indexed != embedder.model_name or stale_format) and not reembed and store.has_vector_table():
-            report.embed_error = (model_mismatch(indexed, embedder.model_name) if not stale_format else
-                                  f"the index's vectors were stored by an older PMS; run: {pms_command('sync --reembed')}")
+            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name) if not stale_format else
+                                             "the index's vectors were stored by an older PMS", Hint(command="sync --reembed"))
             return
         store.ensure_vector_table(embedder.model_name, embedder.dim,
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
@@ -5097,6 +5195,7 @@ class SearchMode:
     mode: str
     reason: str = ""
     code: str = ""
+    hint: Hint | None = None  # what makes hybrid run (a command)
 
 
 class NoteRef(Record):
@@ -5406,14 +5505,14 @@ class KnowledgeBase:
         if status.ok:
             return SearchMode("hybrid" if mode == "auto" else mode)
         if mode == "auto":
-            return SearchMode("keyword", status.reason, status.code)
-        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}")
+            return SearchMode("keyword", status.reason, status.code, status.hint)
+        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
                chunks: bool = False, prefix_last: bool = False, *, tags: str | Sequence[str] | None = None,
                exclude_tags: str | Sequence[str] | None = None, path: str | None = None,
                after: str | _dt.date | None = None, before: str | _dt.date | None = None,
-               where: str | Sequence[str] | dict | None = None) -> list[Hit]:
+               where: str | Sequence[str] | dict | None = None) -> SearchResult:
         """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
 
         Filters narrow every mode inside the query, so ``k`` results come back
@@ -5423,25 +5522,21 @@ class KnowledgeBase:
         inclusive, YYYY-MM-DD), ``where`` ("key=value", "key!=value", "key").
         With a filter and no words, the matching notes are listed newest first.
         Any query is accepted: undecodable bytes, control characters and
-        overlong input are cleaned first (``clean_query``).
+        overlong input are cleaned first (``clean_query``). The result is a
+        SearchResult: the hits (it is their list), the mode used and why, timings.
         """
-        k = max(1, min(int(k), 1000))
-        query = clean_query(query)
         note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
-        if note_filter and not parse_query(query).terms:
-            return self.retrieval.listing(k, collections, note_filter)
-        used = self.search_mode(mode).mode
+        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode)
+        if note_filter and not req.parsed.terms:
+            return SearchResult(self.retrieval.listing(req.k, collections, note_filter), "keyword")
+        resolved = self.search_mode(mode)
+        req.used, req.reason, req.hint = resolved.mode, resolved.reason, resolved.hint
         try:
-            if used == "keyword":
-                return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
-            if used == "vector":
-                return self.retrieval.vector(query, k, collections, chunks, note_filter=note_filter)
-            return self.retrieval.hybrid(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter,
-                                         vector_ready=True)
-        except EmbeddingUnavailable:
+            return self.retrieval.search(req)
+        except EmbeddingUnavailable as exc:  # the model failed to load just now
             if mode != "auto":
                 raise
-            return self.retrieval.keyword(query, k, collections, chunks, prefix_last=prefix_last, note_filter=note_filter)
+            return self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
 
     def tags(self, collections: Sequence[str] | None = None) -> list[tuple[str, int]]:
         """(tag, number of notes) for every tag (frontmatter and inline), most used first."""
@@ -5511,28 +5606,6 @@ class KnowledgeBase:
             return NoteRef(collection=collection, path=None, title=None, docid=None, target=target, line=line, resolved=False)
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
 
-    def ranked_lists(self, query: str, depth: int = 100, collections: Sequence[str] | None = None) -> dict[str, list[tuple[str, str, float]]]:
-        """Each list a search fuses, per note, before fusion: ``keyword`` (BM25, higher
-        is better), ``vector`` (cosine similarity; empty without embeddings) and
-        ``name`` (name similarity), as (collection, path, value) best first. For
-        studying fusion offline (bench/fusion_lab.py feeds them to ``fuse``)."""
-        r = self.retrieval
-        chunk_lists = {"keyword": r.keyword_ranking(parse_query(clean_query(query)), depth, collections), "vector": []}
-        if r.vector_status().ok:
-            chunk_lists["vector"] = [(cid, 1.0 - d) for cid, d in r.vector_ranking(query, depth, collections)]
-        owner = self.store.chunk_documents({cid for ranking in chunk_lists.values() for cid, _ in ranking})
-        place = {row[0]: (row[1], row[3]) for row in self.store.find_documents()}
-        out: dict[str, list[tuple[str, str, float]]] = {}
-        for name, ranking in chunk_lists.items():
-            seen, out[name] = set(), []
-            for cid, value in ranking:
-                doc = owner.get(cid)
-                if doc is not None and doc not in seen:
-                    seen.add(doc)
-                    out[name].append((*place[doc], value))
-        out["name"] = [(*place[doc], value) for doc, value in r.name_ranking(query, depth, collections) if doc in place]
-        return out
-
     def load_embedder(self) -> bool:
         """Make ready what a search embeds its query with, now (e.g. in a background
         thread, so the first search is fast); False if unavailable. When the index
@@ -5575,7 +5648,7 @@ class KnowledgeBase:
         try:
             text = decode_text(read_note_file(abspath, max_bytes))
         except FileNotFoundError:
-            raise PMSError(f"{abspath} no longer exists (run: {pms_command('sync')})") from None
+            raise PMSError(f"{abspath} no longer exists", Hint(command="sync")) from None
         except FileTooLargeError as exc:
             if max_bytes is None:
                 raise PMSError(f"cannot read {abspath}: {exc}") from None
@@ -5675,7 +5748,8 @@ class KnowledgeBase:
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change,
         with ``links`` (default: as ``pending``) the links that point to no note."""
-        mode, why, _code = self.search_mode()
+        used = self.search_mode()
+        mode, why = used.mode, used.reason
         totals = self.store.totals()
         info = {
             "index": str(self.db_path),
@@ -5685,6 +5759,7 @@ class KnowledgeBase:
             **totals,
             "search_mode": mode,
             "search_mode_reason": why,
+            "search_mode_hint": used.hint.as_dict() if used.hint else None,
             "model": self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None),
             "to_embed": totals["chunks"] - totals["embedded"] if mode != "keyword" else 0,
             "read_only": self.store.read_only,
@@ -5834,7 +5909,7 @@ def run_benchmark(kb: "KnowledgeBase", judgments: Sequence[Judgment], modes: Seq
         raise PMSError(f"no collections to measure (add one: {pms_command(ADD_COLLECTION_ARGS)})")
     notes = [(c.name, p) for c in (kb.collections.get(n) for n in names) for p in c.files]
     if not notes:
-        raise PMSError(f"collection {', '.join(names)} has no indexed notes, so every score would be 0 (run: {pms_command('sync')})")
+        raise PMSError(f"collection {', '.join(names)} has no indexed notes, so every score would be 0", Hint(command="sync"))
     found, missing = resolve_targets({t for j in judgments for t in j.relevant}, notes)
     if missing:
         shown = ", ".join(sorted(missing)[:8]) + (", ..." if len(missing) > 8 else "")
@@ -5929,7 +6004,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "title": {"type": "string"}, "heading_path": {"type": "string"},
         "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
-        "score": {"type": "number"}, "snippet": {"type": "string"}}}
+        "score": {"type": "number"}, "snippet": {"type": "string"},
+        "marks": {"type": "array", "description": "[start, end) of each matched word in snippet",
+                  "items": {"type": "array", "items": {"type": "integer"}}}}}
     document = {"type": "object", "properties": {
         "collection": {"type": "string"}, "path": {"type": "string"}, "docid": {"type": "string"},
         "title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
@@ -6101,17 +6178,16 @@ class MCPService:
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
                     chunks: bool = False, **filters) -> dict:
-        hits = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, **filters)
-        used = self.kb.search_mode(mode)  # after the search: a model that failed to load means keyword
-        result = {"query": query, "mode": used.mode, "hits": self._hit_rows(hits)}
-        if used.reason:
-            result["notice"] = f"keyword-only search: {used.reason}"
+        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, **filters)
+        result = {"query": query, "mode": found.mode, "hits": self._hit_rows(found)}
+        if found.reason:
+            result["notice"] = f"keyword-only search: {reason_text(found.reason, found.hint, 'mcp')}"
         return result
 
     @staticmethod
     def _hit_rows(hits: list[Hit]) -> list[dict]:
         """Hits as JSON, snippets as plain text (an assistant reads them, not a browser)."""
-        return [{**h.to_dict(), "snippet": html_to_style(h.snippet, "plain")} for h in hits]
+        return [h.to_dict() for h in hits]
 
     def tool_related(self, path: str, k: int = 10) -> dict:
         return {"note": path, "hits": self._hit_rows(self.kb.related(path, k=k))}
@@ -6135,7 +6211,7 @@ class MCPService:
 
     def tool_sync(self, collections: list[str] | None = None) -> dict:
         if not self.allow_sync:
-            raise PMSError(f"sync is off on this server (start it with --allow-sync, or run: {pms_command('sync')})")
+            raise PMSError("sync is off on this server: start it with --allow-sync, or sync from the command line")
         if not self._sync_lock.acquire(blocking=False):
             raise PMSError("a sync is already running on this server; try again when it has finished")
         try:
@@ -6184,7 +6260,8 @@ def mcp_server(service: MCPService):
         except UnknownTool as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except PMSError as exc:
-            return types.CallToolResult(content=[types.TextContent(type="text", text=_error_line(exc))], is_error=True)
+            text = reason_text(exc.message, exc.hint, "mcp")  # a hint names a tool or an argument, not a flag
+            return types.CallToolResult(content=[types.TextContent(type="text", text=_error_line(text))], is_error=True)
         except Exception as exc:  # a bug must not end the session nor show a traceback to the client
             service.say(f"tool {params.name} failed: {type(exc).__name__}: {exc}")
             return types.CallToolResult(content=[types.TextContent(
@@ -6257,10 +6334,10 @@ def _search_route(service: MCPService, security):
 
             def run():
                 filters = {key: ask.get("filters", {}).get(key) for key in SEARCH_FILTERS}
-                hits = kb.search(str(ask["query"]), k=int(ask.get("k", 10)), mode=str(ask.get("mode", "auto")),
-                                 collections=ask.get("collections") or None, chunks=bool(ask.get("chunks")), **filters)
-                used = kb.search_mode(str(ask.get("mode", "auto")))
-                return {"mode": used.mode, "reason": used.reason, "hits": [h.to_dict(explain=True) for h in hits]}
+                found = kb.search(str(ask["query"]), k=int(ask.get("k", 10)), mode=str(ask.get("mode", "auto")),
+                                  collections=ask.get("collections") or None, chunks=bool(ask.get("chunks")), **filters)
+                return {"mode": found.mode, "reason": found.reason, "hint": found.hint.as_dict() if found.hint else None,
+                        "explain": found.explain, "hits": [h.to_dict(explain=True) for h in found]}
 
             return JSONResponse(await anyio.to_thread.run_sync(run))
         except PMSError as exc:
@@ -6272,7 +6349,7 @@ def _search_route(service: MCPService, security):
 
 
 def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
-                      chunks: bool, filters: dict | None = None, timeout: float = 10.0) -> tuple[list[Hit], SearchMode] | None:
+                      chunks: bool, filters: dict | None = None, timeout: float = 10.0) -> SearchResult | None:
     """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm.
 
     None when there is none (or it cannot answer): the caller searches in-process.
@@ -6297,7 +6374,8 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
             result = json.loads(answer.read())
         fields = set(Hit._fields)
         hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
-        return hits, SearchMode(result["mode"], result.get("reason", ""))
+        hint = Hint(**result["hint"]) if result.get("hint") else None
+        return SearchResult(hits, result["mode"], result.get("reason", ""), hint, explain=result.get("explain", ""))
     except (OSError, ValueError, KeyError, TypeError):  # no server, a stale file, an error: search here instead
         return None
 
@@ -6506,7 +6584,7 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
         if h.heading_path and h.heading_path != h.title:
             print(f"    {dim(h.heading_path)}")
         if h.snippet:
-            print(f"    {html_to_style(h.snippet, style)}")
+            print(f"    {render_snippet(h.snippet, h.marks, style)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
         same = copies.get(f"{h.collection}/{h.path}", [])
@@ -6643,7 +6721,8 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     if info["read_only"]:
         print(f"Read-only:   {info['read_only']} (search, get and status work; sync cannot write)")
     partial = f" (partial: {info['embedded']} of {info['chunks']} passages embedded)" if mode != "keyword" and to_embed else ""
-    print(f"Search mode: {mode}{partial}" + (f" - {info['search_mode_reason']}" if info["search_mode_reason"] else "")
+    hint = Hint(**info["search_mode_hint"]) if info["search_mode_hint"] else None
+    print(f"Search mode: {mode}{partial}" + (f" - {reason_text(info['search_mode_reason'], hint)}" if info["search_mode_reason"] else "")
           + (f", model {info['model']}" if mode != "keyword" else ""))
     p = info["pending"]
     todo = f"+{p['added']} new, ~{p['updated']} modified, -{p['deleted']} deleted" + (f", {to_embed} passages to embed" if to_embed else "")
@@ -6679,17 +6758,11 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     # A running `pms.py mcp --http` on this index has the model loaded: seconds saved per hybrid search.
     served = None if args.mode == "keyword" else search_via_server(
         kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters)
-    if served:
-        hits, (mode, why, _code) = served
-    else:
-        mode, why, _code = kb.search_mode(args.mode)
-        hits = kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
-                         **filters)
-        if args.mode == "auto" and not why and kb.embedder is not None and kb.embedder.error:
-            mode, why = "keyword", kb.embedder.error  # the model failed to load just now: the search fell back to keywords
-    args.used_mode = mode
+    hits = served if served is not None else kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None,
+                               chunks=args.chunks, **filters)
+    args.used_mode = hits.mode
     if args.mode == "auto" and not args.json:
-        _keyword_only_notice(kb, why)
+        _keyword_only_notice(kb, reason_text(hits.reason, hits.hint))
     _print_hits(hits, args, kb)
     return 0
 
@@ -6771,7 +6844,7 @@ def cmd_mcp(kb: KnowledgeBase, args) -> int:
     if not module_available("mcp"):
         if getattr(sys, "frozen", False):
             raise PMSError("this packaged app has no MCP server (run the pms.py script, with the mcp package, instead)")
-        raise PMSError(f"the MCP server needs the mcp package (pip install mcp, or run: {pms_command('setup')})")
+        raise PMSError("the MCP server needs the mcp package: pip install mcp", Hint(command="setup"))
     service = MCPService(kb, allow_sync=args.allow_sync)
     if args.http:
         serve_mcp_http(service, host=args.host, port=args.port, token=args.token or os.environ.get("PMS_MCP_TOKEN"))
@@ -6846,7 +6919,8 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
         kb.collections.create(folder, name="sample-notes", description="Sample notes shipped with PMS")
     print(f"Index: {kb.db_path}")
     code = _run_sync(kb, ["sample-notes"], args, notify=False)
-    mode, why, _code = kb.search_mode()
+    used = kb.search_mode()
+    mode, why = used.mode, reason_text(used.reason, used.hint)
     print(f"Search mode: {mode}" + (f" - {why}" if why else ""))
     kb.tell_once("keyword_only", why)  # said here; later searches need not repeat it
     args.used_mode = kb.search_mode(args.mode).mode

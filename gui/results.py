@@ -16,39 +16,14 @@ from PySide6.QtCore import QModelIndex, QSize, Qt
 from PySide6.QtGui import QAbstractTextDocumentLayout, QPalette, QStandardItem, QStandardItemModel, QTextDocument
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
+import pms
+
 RowRole = Qt.UserRole + 1      # the row's position in ResultsModel.rows (an int: no Python object in Qt's hands)
 PADDING = 8
 MARK_STYLE = "background-color:#ffe066; color:#000000"
 ONLY_MEANING = "Related in meaning"
 NO_WORDS = "No note contains these words; these are related in meaning"
 
-# Markup a snippet may carry from the note's source (the snippet is HTML-escaped text).
-_SNIPPET_MARKUP = [
-    (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),                              # [text](url), ![alt](src)
-    (re.compile(r"\[([^\]]*)\]\[[^\]]*\]"), r"\1"),                                   # [text][ref]
-    (re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]"), r"\1"),                        # [[target|label]]
-    (re.compile(r"\[\[|\]\]"), ""),                                                   # one the snippet cut in two
-    (re.compile(r"\]\([^)]*$"), "]…"),                                                 # a link target cut by the snippet's end
-    (re.compile(r"!?\[([^\]]*)\]"), r"\1"),                                            # ...and its text
-    (re.compile(r"&lt;!--.*?--&gt;"), " "),                                         # <!-- comment -->
-    (re.compile(r"&lt;/?(?:[a-z][\w-]*\s[^&]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
-                r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?&gt;", re.I), " "),  # tags, not Vec<T>
-    (re.compile(r"&lt;[a-z][\w-]*\s[^&]*?(?=…|$)", re.I), " "),                        # a tag the snippet cut off
-    (re.compile(r"(\*\*|__|~~|`+)"), ""),                                            # bold, strike, code ticks
-    (re.compile(r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])"), ""),                   # *em* and _em_ (not snake_case)
-    (re.compile(r"(^|\s)(?:#{1,6}|&gt;|[-+*]|\d+[.)])\s+(?:\[[ xX]\]\s+)?"), r"\1"),  # heading, quote, list markers
-    (re.compile(r"\|"), " "),                                                        # table pipes
-    (re.compile(r"\{\{#\w+[^}]*\}\}"), " "),                                         # mdBook {{#include …}}
-    (re.compile(r"\s{2,}"), " "),
-]
-
-
-def plain_snippet(snippet: str) -> str:
-    """A Hit's snippet (escaped HTML with <mark>) without the note's Markdown or HTML markup."""
-    text = snippet or ""
-    for pattern, replacement in _SNIPPET_MARKUP:
-        text = pattern.sub(replacement, text)
-    return text.strip()
 
 
 def why_text(hit, copies: list) -> str:
@@ -163,7 +138,7 @@ def hit_html(hit, palette: QPalette, selected: bool, copies: int = 0) -> str:
     color, dim = palette.color(text_role).name(), palette.color(dim_role).name()
     place = html.escape(f"{hit.collection}/{hit.path}")
     crumbs = breadcrumb(hit.heading_path, hit.title)
-    snippet = plain_snippet(hit.snippet).replace("<mark>", f'<span style="{MARK_STYLE}">').replace("</mark>", "</span>")
+    snippet = pms.render_snippet(hit.snippet, hit.marks, "html", (f'<span style="{MARK_STYLE}">', "</span>"))
     more = f" &nbsp;·&nbsp; +{copies} similar cop{'y' if copies == 1 else 'ies'}" if copies else ""
     parts = [f'<div style="color:{color}; font-weight:600">{html.escape(hit.title or hit.path)}</div>',
              f'<div style="color:{dim}; font-size:small">{place}'

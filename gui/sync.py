@@ -33,9 +33,18 @@ def shorten(text: str, limit: int) -> str:
     return text[: limit].rsplit(" ", 1)[0].rstrip(",;:·-") + "…"
 
 
-def gui_reason(why: str) -> str:
-    """The engine's reason for keyword-only search, without the command-line advice."""
-    return re.sub(r"[;,]?\s*\(?(?:run|or run): (?:python3 pms\.py|pms) [^)]*\)?", "", why or "").strip()
+# An engine Hint's command as the app offers it: its button (pms.Hint).
+HINT_ACTIONS = {"setup": "click “Enable meaning search…”", "sync": "click “Embed notes”",
+                "sync --reembed": "click “Re-embed notes”"}
+
+
+def hint_action(hint) -> str:
+    """What the app tells the user to do about an engine Hint ('' for none)."""
+    if hint is None:
+        return ""
+    if hint.command:
+        return HINT_ACTIONS.get(hint.command, f"run “pms {hint.command}”")
+    return f"set {hint.setting}" if hint.setting else ""
 
 
 def model_label(info: dict) -> str:
@@ -49,12 +58,12 @@ def first_line(text: str, limit: int = 160) -> str:
 
 
 class SyncController(QObject):
-    # Why search is keyword only (pms.VECTOR_UNAVAILABLE's code) -> the fix as a button: (label, what it does).
+    # What makes search hybrid (the engine's Hint command; "retry": the model failed to load) -> a button.
     BADGE_FIXES = {
-        "not-installed": ("Enable meaning search…", "Install the optional packages for search by meaning (as pms.py setup does)"),
-        "not-embedded": ("Embed notes", "Compute the notes' embeddings now (a sync)"),
-        "reembed-needed": ("Re-embed notes", "Embed every passage again with the model in use (sync --reembed)"),
-        "model-unavailable": ("Retry the model", "Load the embedding model again (after connecting, or once its files are back)"),
+        "setup": ("Enable meaning search…", "Install the optional packages for search by meaning (as pms.py setup does)"),
+        "sync": ("Embed notes", "Compute the notes' embeddings now (a sync)"),
+        "sync --reembed": ("Re-embed notes", "Embed every passage again with the model in use"),
+        "retry": ("Retry the model", "Load the embedding model again (after connecting, or once its files are back)"),
     }
 
     def __init__(self, window):
@@ -273,11 +282,11 @@ class SyncController(QObject):
 
     def _fix_clicked(self) -> None:
         self.w.fix_button.hide()
-        if self.fix_code == "not-installed":
+        if self.fix_code == "setup":
             self.run_setup()
-        elif self.fix_code in ("not-embedded", "reembed-needed"):
-            self.request_sync(None, reembed=self.fix_code == "reembed-needed")
-        elif self.fix_code == "model-unavailable":
+        elif self.fix_code in ("sync", "sync --reembed"):
+            self.request_sync(None, reembed=self.fix_code == "sync --reembed")
+        elif self.fix_code == "retry":
             self.model_state = "loading"
             self.w.kb.embedder.clear_error()
             load_model_in_background(self.w.kb, self.w.bridge)
@@ -290,7 +299,7 @@ class SyncController(QObject):
         if getattr(sys, "frozen", False):
             # A packaged app carries its packages inside; pip cannot add to it.
             w.flash("This packaged app cannot install packages; it includes search by meaning, so "
-                    f"what is missing is: {gui_reason(w.kb.search_mode().reason)}")
+                    f"what is missing is: {w.kb.search_mode().reason}")
             return
         if self.sync_running() or self.setup_running():
             w.flash("Wait for the running sync or setup to finish")
@@ -324,8 +333,9 @@ class SyncController(QObject):
     def update_badge(self) -> None:
         w = self.w
         info = w.kb.status(pending=False)
-        mode, why, code = w.kb.search_mode()
-        short = pms.VECTOR_UNAVAILABLE.get(code, "") or shorten(gui_reason(why), 40)
+        used = w.kb.search_mode()
+        mode, why, code, hint = used.mode, used.reason, used.code, used.hint
+        short = pms.VECTOR_UNAVAILABLE.get(code, "") or shorten(why, 40)
         if mode == "hybrid" and self.model_state == "loading":
             mode, why, short = "keyword", "loading the embedding model…", "loading the model…"
         hybrid = mode == "hybrid"
@@ -341,11 +351,13 @@ class SyncController(QObject):
             w.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded.")
         else:
             w.badge.setText(f"Keyword only · {short}" if short else "Keyword only")
-            w.badge.setToolTip(f"Keyword search only: {gui_reason(why)}" if why else "Keyword search only")
+            action = hint_action(hint) if self.model_state != "loading" else ""
+            w.badge.setToolTip((f"Keyword search only: {why}" + (f"; {action}" if action else "")) if why else "Keyword search only")
         w.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
         w.badge_mode = mode
-        fix = self.BADGE_FIXES.get(code) if not hybrid else None
-        self.fix_code = code if fix else ""
+        fix_code = "retry" if code == "model-unavailable" else hint.command if hint is not None else ""
+        fix = self.BADGE_FIXES.get(fix_code) if not hybrid and self.model_state != "loading" else None
+        self.fix_code = fix_code if fix else ""
         w.fix_button.setVisible(bool(fix) and not self.setup_running() and not self.sync_running())
         if fix:
             w.fix_button.setText(fix[0])

@@ -1,4 +1,4 @@
-"""Hybrid search re-scores the fusion's top notes on both signals (FusionSettings.complete_depth):
+"""Hybrid search re-scores the fusion's top notes on both signals (RankingSettings.complete_depth):
 each note's best BM25 even when the keyword list did not reach it, and its cosine to the
 query moved towards the first fusion's top notes (pseudo-relevance feedback). Real model."""
 from __future__ import annotations
@@ -36,22 +36,22 @@ def test_the_lists_as_the_fixture_intends(plant_vault):
 def test_a_note_the_keyword_list_did_not_reach_still_gets_its_bm25(plant_vault):
     retrieval = plant_vault.retrieval
     # Lists read 4 passages deep (k=1): plants.md, keyword #7, is in the vector list only.
-    no_feedback = retrieval.fusion.replace(depth=1, feedback_weight=0.0)
-    hit = retrieval.hybrid(QUERY, k=1, fusion=no_feedback)[0]
+    no_feedback = retrieval.settings.replace(depth=1, feedback_weight=0.0)
+    hit = retrieval.search(retrieval.request(QUERY, k=1, mode="hybrid"), no_feedback)[0]
     assert hit.path == "plants.md" and hit.vector_rank == 1 and hit.bm25_rank is None  # ranks: the lists it came from
     # 0.5 x cosine / best (it is the best: 0.5) + 0.5 x its own BM25 / the best BM25 (> 0: counted though unlisted)
     assert 0.5 < hit.score < 1.0
     assert "then the top 20 notes re-scored from all their passages: 0.5 x BM25 / best + 0.5 x cosine / best" in hit.fusion
-    rrf_only = retrieval.hybrid(QUERY, k=1, fusion=no_feedback.replace(complete_depth=0))[0]
+    rrf_only = retrieval.search(retrieval.request(QUERY, k=1, mode="hybrid"), no_feedback.replace(complete_depth=0))[0]
     assert rrf_only.score < 0.05 and "re-scored" not in rrf_only.fusion  # an RRF score: the vector vote alone
 
 
 def test_feedback_moves_the_query_towards_the_first_fusions_top_notes(plant_vault):
     retrieval = plant_vault.retrieval
-    without = retrieval.hybrid(QUERY, k=8, fusion=retrieval.fusion.replace(feedback_weight=0.0))
+    without = retrieval.search(retrieval.request(QUERY, k=8, mode="hybrid"), retrieval.settings.replace(feedback_weight=0.0))
     assert without[0].path == "plants.md" and "moved towards" not in without[0].fusion
     # RRF's top note is a water bill (keyword x2): the query moves towards it, and so do the cosines.
-    moved = retrieval.hybrid(QUERY, k=8)
+    moved = retrieval.search(retrieval.request(QUERY, k=8, mode="hybrid"))
     assert moved[0].path.startswith("bill") and [h.path for h in moved].index("plants.md") > 0
     assert "moved towards the passages nearest it of the top note (x0.5)" in moved[0].fusion
 

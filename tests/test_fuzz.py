@@ -37,7 +37,7 @@ def fresh_kb(embeddings: bool = False, **kwargs) -> tuple[pms.KnowledgeBase, Pat
 
 
 def check_hits(hits, k: int) -> None:
-    assert isinstance(hits, list) and len(hits) <= k
+    assert isinstance(hits, (list, pms.SearchResult)) and len(hits) <= k
     seen = set()
     for hit in hits:
         assert isinstance(hit, pms.Hit)
@@ -75,7 +75,7 @@ def test_any_query_parses_into_safe_fts(keyword_kb, query):
     assert len(parsed.terms) <= 32 and len(parsed.excluded) <= 16
     for match in (parsed.match_any(), parsed.match_all()):
         if match:  # FTS5 accepts it: a syntax error would raise here
-            keyword_kb.store.fts_search(match, 5, None, pms.Retrieval.FIELD_WEIGHTS)
+            keyword_kb.store.fts_search(match, 5, None, pms.RankingSettings().field_weights)
 
 
 @pytest.fixture(scope="module")

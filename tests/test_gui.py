@@ -522,13 +522,15 @@ def test_the_badge_says_how_much_is_embedded_and_names_the_status_bar_model(hybr
     assert f"({model})" in window.badge.toolTip()
 
 
-def test_the_badge_shortens_its_reason_at_a_word_and_drops_command_line_advice():
-    from gui.sync import gui_reason, shorten
+def test_the_badge_shortens_its_reason_at_a_word_and_words_the_hint_as_an_app_action():
+    from gui.sync import hint_action, shorten
 
-    why = "the index was embedded with BAAI/bge-small-en-v1.5, not sentence-transformers/all-MiniLM-L6-v2; run: python3 pms.py sync --reembed"
-    short = shorten(gui_reason(why), 40)
+    why = "the index was embedded with BAAI/bge-small-en-v1.5, not sentence-transformers/all-MiniLM-L6-v2"
+    short = shorten(why, 40)
     assert short.endswith("…") and short[:-1] in why and why[len(short) - 1] in " ,"
-    assert "pms.py" not in gui_reason(why)
+    assert hint_action(pms.Hint(command="setup")) == "click “Enable meaning search…”"
+    assert "Embed notes" in hint_action(pms.Hint(command="sync"))  # the badge's own button
+    assert hint_action(None) == ""
 
 
 def test_clipping_a_page_twice_shows_the_note_without_command_line_advice(vault, html_server, open_window, qtbot):

@@ -21,7 +21,7 @@ def vector_rows(kb):
 
 
 def test_hybrid_is_the_default_and_finds_by_meaning(hybrid_vault):
-    assert hybrid_vault.search_mode() == ("hybrid", "", "")
+    assert hybrid_vault.search_mode() == ("hybrid", "", "", None)
     # No word of this query is in the note, so only the vectors can find it.
     query = "replicate documents onto my cellphone"
     assert hybrid_vault.search(query, mode="keyword") == []
@@ -32,15 +32,17 @@ def test_hybrid_is_the_default_and_finds_by_meaning(hybrid_vault):
 
 
 def test_hybrid_and_candidates_api(hybrid_vault):
-    hits = hybrid_vault.retrieval.hybrid("restic backups offsite", k=3)
+    hits = hybrid_vault.retrieval.search(hybrid_vault.retrieval.request("restic backups offsite", k=3, mode="hybrid"))
     top = hits[0]
     assert top.path == "backup.md" and top.bm25_rank == 1 and top.vector_rank == 1
     assert top.score == pytest.approx(1.0)  # re-scored: the best BM25 and the best cosine, 0.5 x 1 + 0.5 x 1
-    f = hybrid_vault.retrieval.fusion.replace(complete_depth=0)
-    top = hybrid_vault.retrieval.hybrid("restic backups offsite", k=3, fusion=f)[0]
+    f = hybrid_vault.retrieval.settings.replace(complete_depth=0)
+    top = hybrid_vault.retrieval.search(hybrid_vault.retrieval.request("restic backups offsite", k=3, mode="hybrid"), f)[0]
     assert top.score == pytest.approx((f.keyword_weight + f.vector_weight) / (f.k + 1) + 2 * f.top_bonus + f.score_share)  # #1 in both: each list's best
-    lists = hybrid_vault.retrieval.candidates("restic backups offsite", k=5)
-    assert set(lists) == {"keyword", "vector"} and lists["keyword"] and len(lists["vector"]) == 3
+    r = hybrid_vault.retrieval
+    req = r.request("restic backups offsite", k=5, mode="hybrid")
+    lists = {"keyword": [cid for cid, _ in r.keyword_stage(req, 5)], "vector": [cid for cid, _ in r.vector_stage(req, 5)]}
+    assert lists["keyword"] and len(lists["vector"]) == 3
     assert all(isinstance(cid, int) for cid in lists["keyword"] + lists["vector"])
 
 
@@ -92,8 +94,8 @@ def test_collection_filter_applies_before_the_nearest_neighbour_cut(hybrid_kb, t
 
 def test_a_different_model_is_detected_and_reembed_fixes_it(hybrid_vault, db_path, embedding_model_dir):
     hybrid_vault.store.set_meta("embed_model", "someone/else")
-    mode, why, code = hybrid_vault.search_mode()
-    assert mode == "keyword" and "someone/else" in why and "--reembed" in why and code == "reembed-needed"
+    mode, why, code, hint = hybrid_vault.search_mode()
+    assert mode == "keyword" and "someone/else" in why and hint == pms.Hint(command="sync --reembed") and code == "reembed-needed"
     with pytest.raises(pms.EmbeddingUnavailable, match="--reembed"):
         hybrid_vault.search("x", mode="vector")
     report = hybrid_vault.sync()
@@ -168,7 +170,7 @@ def test_a_worker_threads_connection_never_changes_whether_vectors_are_available
     worker.start()
     worker.join()
     assert store.vec_loaded and store.vec_error is None
-    assert hybrid_vault.search_mode() == ("hybrid", "", "")
+    assert hybrid_vault.search_mode() == ("hybrid", "", "", None)
 
 
 def test_a_hybrid_search_looks_up_each_lists_notes_once_and_checks_vectors_once(hybrid_kb, tmp_path, monkeypatch):
@@ -190,11 +192,11 @@ def test_a_hybrid_search_looks_up_each_lists_notes_once_and_checks_vectors_once(
     hybrid_kb.collections.create(tmp_path / "n", name="n")
     assert hybrid_kb.sync().embed_error is None
     retrieval = hybrid_kb.retrieval
-    fusion = retrieval.fusion.replace(depth=3)  # shallow lists (4 passages for k=1), so each has passages the other lacks
-    monkeypatch.setattr(retrieval, "fusion", fusion)
+    fusion = retrieval.settings.replace(depth=3)  # shallow lists (4 passages for k=1), so each has passages the other lacks
+    monkeypatch.setattr(retrieval, "settings", fusion)
     query = "apple harvest"
-    keyword = {cid for cid, _ in retrieval.keyword_ranking(pms.parse_query(query), 4)}
-    vector = {cid for cid, _ in retrieval.vector_ranking(query, 4)}
+    keyword = {cid for cid, _ in retrieval.keyword_stage(retrieval.request(query), 4)}
+    vector = {cid for cid, _ in retrieval.vector_stage(retrieval.request(query), 4)}
     assert keyword - vector and vector - keyword, "the lists must differ for this test to mean anything"
     lookups: list[tuple[str, set[int]]] = []
     original = hybrid_kb.store.chunk_documents

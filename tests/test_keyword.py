@@ -36,6 +36,16 @@ def test_excluded_word(vault):
     assert [h.path for h in vault.search("laptop -restic")] == ["sync.md"]
 
 
+def test_a_command_line_option_is_a_word_not_an_exclusion(kb, tmp_path):
+    write(tmp_path / "n" / "git.md", "# Git\n\nPush safely with git push --force-with-lease after a rebase.\n")
+    write(tmp_path / "n" / "other.md", "# Other\n\nforce is a word here too, with lease.\n")
+    kb.collections.create(path=tmp_path / "n", name="n")
+    kb.sync()
+    parsed = pms.parse_query("git push --force-with-lease")
+    assert parsed.excluded == []
+    assert [h.path for h in kb.search("git push --force-with-lease", mode="keyword")][0] == "git.md"
+
+
 def test_prefix(vault):
     assert vault.search("sync")[0].path == "sync.md"
     assert vault.search("restic") and not vault.search("resti")
@@ -90,8 +100,9 @@ def test_snippet_highlights_terms_and_escapes_html(kb, tmp_path):
     kb.collections.create(root, name="n")
     kb.sync()
     hit = kb.search("quokka")[0]
-    assert "<mark>quokka</mark>" in hit.snippet
-    assert "<script>" not in hit.snippet and "&lt;script&gt;" in hit.snippet
+    assert "<script>alert(1)</script>" in hit.snippet and [hit.snippet[s:e] for s, e in hit.marks] == ["quokka"]
+    html = pms.render_snippet(hit.snippet, hit.marks, "html")
+    assert "<mark>quokka</mark>" in html and "<script>" not in html and "&lt;script&gt;" in html
 
 
 def test_results_are_one_per_note_unless_chunks(kb, tmp_path):
@@ -166,5 +177,5 @@ def test_a_short_note_about_the_query_beats_a_long_note_with_one_such_passage(kb
     kb.collections.create(root, name="n")
     kb.sync()
     assert [h.path for h in kb.search("threads channels")] == ["channels.md", "handbook.md"]
-    monkeypatch.setattr(pms.Retrieval, "FOCUS_WEIGHT", 0.0)
+    monkeypatch.setattr(kb.retrieval, "settings", kb.retrieval.settings.replace(focus_weight=0.0))
     assert [h.path for h in kb.search("threads channels")] == ["handbook.md", "channels.md"]

@@ -326,8 +326,8 @@ def test_mcp_without_the_sdk_says_how_to_get_it(tmp_path):
     """The stdlib-only interpreter (-S: no site-packages) gets one line, not a traceback."""
     done = run_cli("mcp", db=tmp_path / "index.sqlite", python_flags=("-S",), env={"PMS_HOME": str(tmp_path)})
     assert done.returncode == 1
-    assert done.stderr.strip() == ("pms: error: the MCP server needs the mcp package "
-                                   "(pip install mcp, or run: python3 pms.py setup)")
+    assert done.stderr.strip() == ("pms: error: the MCP server needs the mcp package"
+                                   ": pip install mcp (run: python3 pms.py setup)")
 
 
 # -- concurrency -----------------------------------------------------------------------

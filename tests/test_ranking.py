@@ -10,7 +10,7 @@ from conftest import write
 
 # -- fuse(): no SQLite, no model ------------------------------------------------------------
 def test_fuse_reciprocal_rank_fusion_by_hand():
-    settings = pms.FusionSettings(method="rrf", k=10, top_bonus=0.0, score_share=0.0)
+    settings = pms.RankingSettings(method="rrf", k=10, top_bonus=0.0, score_share=0.0)
     rankings = {"keyword": [("a", 9.0), ("b", 5.0), ("a", 1.0)], "vector": [("b", 0.9), ("c", 0.8)]}
     fused = pms.fuse(rankings, settings, {"keyword": 2.0, "vector": 1.0})
     assert [f.unit for f in fused] == ["b", "a", "c"]
@@ -21,7 +21,7 @@ def test_fuse_reciprocal_rank_fusion_by_hand():
 
 
 def test_fuse_bonus_weights_and_ties():
-    settings = pms.FusionSettings(method="rrf", k=60, top_bonus=0.01, score_share=0.0)
+    settings = pms.RankingSettings(method="rrf", k=60, top_bonus=0.01, score_share=0.0)
     fused = pms.fuse({"keyword": [("x", 1.0), ("y", 0.5)], "vector": [("y", 0.9), ("x", 0.1)]}, settings,
                      {"keyword": 1.0, "vector": 1.0})
     assert fused[0].score == pytest.approx(fused[1].score)  # symmetric: a tie
@@ -36,7 +36,7 @@ def test_fuse_rrf_near_ties_go_to_the_stronger_scores():
     # the keyword list's order, a first. The score share adds
     # 0.01 x (0.6 x value / keyword best + 0.4 x value / vector best):
     # a 0.01 x (0.6 x 10/10 + 0.4 x 0.1/0.5) = 0.0068, b 0.01 x (0.6 x 9/10 + 0.4 x 0.5/0.5) = 0.0094.
-    settings = pms.FusionSettings(method="rrf", k=60, top_bonus=0.0)
+    settings = pms.RankingSettings(method="rrf", k=60, top_bonus=0.0)
     assert (settings.score_share, settings.score_keyword_share) == (0.01, 0.6)  # the defaults
     rankings = {"keyword": [("a", 10.0), ("b", 9.0)], "vector": [("b", 0.5), ("a", 0.1)]}
     fused = pms.fuse(rankings, settings, {"keyword": 1.0, "vector": 1.0})
@@ -45,7 +45,7 @@ def test_fuse_rrf_near_ties_go_to_the_stronger_scores():
     assert b.score == pytest.approx(1 / 61 + 1 / 62 + 0.0094) and a.score == pytest.approx(1 / 61 + 1 / 62 + 0.0068)
     assert b.parts == pytest.approx({"keyword": 1 / 62 + 0.0054, "vector": 1 / 61 + 0.004})
     assert "+0.01 x (score / list's best): keyword x0.6 + vector x0.4" in settings.describe({"keyword": 1.0, "vector": 1.0})
-    plain = pms.fuse(rankings, pms.FusionSettings(method="rrf", k=60, top_bonus=0.0, score_share=0.0), {"keyword": 1.0, "vector": 1.0})
+    plain = pms.fuse(rankings, pms.RankingSettings(method="rrf", k=60, top_bonus=0.0, score_share=0.0), {"keyword": 1.0, "vector": 1.0})
     assert [f.unit for f in plain] == ["a", "b"]  # without it: the tie, keyword order
     # A list without a share (names) adds its RRF vote only.
     named = pms.fuse({"name": [("n", 0.9)]}, settings, {"name": 1.0})
@@ -88,23 +88,23 @@ def test_a_note_is_found_by_its_file_name(named_vault):
     kb, _ = named_vault
     hit = kb.search("taxes 2024", mode="keyword")[0]
     assert hit.path == "money/taxes-2024.md" and hit.name_rank == 1
-    assert kb.retrieval.name_ranking("how long to boil water for pasta with salt", 10) == []  # a sentence is not a name
+    assert kb.retrieval.names_stage(kb.retrieval.request("how long to boil water for pasta with salt"), 10) == []  # a sentence is not a name
 
 
 def test_a_query_that_can_name_no_note_skips_the_ranked_name_search_with_the_same_result(named_vault, monkeypatch):
     """Ranking every note that shares a trigram with the query (bm25) costs milliseconds
     on a large vault; a cheap count of the shared trigrams first proves when no name can
-    reach NAME_MATCH_MIN. A near miss of a title still runs the ranked search."""
+    reach RankingSettings.name_match_min. A near miss of a title still runs the ranked search."""
     kb, _ = named_vault
     statements = []
     kb.store.db.set_trace_callback(statements.append)
     queries = ["paperwork deadlines receipts", "Kubernets trubleshooting", "snippets in obsidian", "taxes 2024", "pasta"]
-    checked = {q: kb.retrieval.name_ranking(q, 10) for q in queries}
+    checked = {q: kb.retrieval.names_stage(kb.retrieval.request(q), 10) for q in queries}
     ranked_searches = sum("ORDER BY n.rank" in s for s in statements)
     assert checked["paperwork deadlines receipts"] == [] and checked["Kubernets trubleshooting"]
     assert ranked_searches == len(queries) - 1  # all but the one that shares trigrams with a title and names nothing
     monkeypatch.setattr(pms.Retrieval, "_may_name_a_note", lambda *args: True)
-    assert {q: kb.retrieval.name_ranking(q, 10) for q in queries} == checked
+    assert {q: kb.retrieval.names_stage(kb.retrieval.request(q), 10) for q in queries} == checked
 
 
 def test_in_keyword_mode_a_named_note_beats_the_body_match_bm25_ranks_first(kb, tmp_path, monkeypatch):
@@ -115,7 +115,7 @@ def test_in_keyword_mode_a_named_note_beats_the_body_match_bm25_ranks_first(kb, 
     kb.sync()
     first = kb.search("regex cheatsheet", mode="keyword")[0]
     assert first.path == "dev/regex-cheat-sheet.md" and first.name_rank == 1 and first.bm25_rank is None
-    monkeypatch.setattr(pms.Retrieval, "KEYWORD_NAME_WEIGHT", 1.0)  # the names list as hybrid weighs it: BM25 wins
+    monkeypatch.setattr(kb.retrieval, "settings", kb.retrieval.settings.replace(keyword_name_weight=1.0))  # the names list as hybrid weighs it: BM25 wins
     assert kb.search("regex cheatsheet", mode="keyword")[0].path == "dev/shell.md"
 
 
@@ -126,7 +126,7 @@ def test_names_follow_edits_renames_and_deletions(named_vault):
     kb.sync()
     assert kb.search("cluster notes", mode="keyword")[0].path == "k8s.md"
     assert all(h.path != "k8s.md" for h in kb.search("kubectl cheatsheet", mode="keyword"))
-    assert kb.retrieval.name_ranking("taxes 2024", 5) == []
+    assert kb.retrieval.names_stage(kb.retrieval.request("taxes 2024"), 5) == []
     kb.collections.delete("vault")
     assert kb.store.db.execute("SELECT count(*) FROM note_names").fetchone()[0] == 0
 
@@ -145,7 +145,7 @@ def test_explain_names_the_lists_fused(named_vault):
 
 
 def test_fuse_convex_combination_by_hand():
-    settings = pms.FusionSettings(method="convex")
+    settings = pms.RankingSettings(method="convex")
     rankings = {"keyword": [("a", 8.0), ("b", 2.0)], "vector": [("b", 0.8), ("c", 0.4)]}
     fused = pms.fuse(rankings, settings, {"keyword": 0.5, "vector": 0.5})
     assert [(f.unit, round(f.score, 6)) for f in fused] == [("b", 0.625), ("a", 0.5), ("c", 0.25)]
@@ -154,7 +154,7 @@ def test_fuse_convex_combination_by_hand():
 
 def test_fuse_convex_keeps_each_lists_order():
     # All-terms-first can put a lower BM25 value above a higher one: the order holds.
-    fused = pms.fuse({"keyword": [("all", 2.0), ("some", 4.0)]}, pms.FusionSettings(method="convex"), {"keyword": 1.0})
+    fused = pms.fuse({"keyword": [("all", 2.0), ("some", 4.0)]}, pms.RankingSettings(method="convex"), {"keyword": 1.0})
     assert [(f.unit, f.score) for f in fused] == [("all", 1.0), ("some", 1.0)]
     assert fused[1].values == {"keyword": 4.0}  # the list's own value is reported as it was
 

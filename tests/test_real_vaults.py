@@ -131,7 +131,7 @@ def test_a_stub_never_outranks_the_chapter_it_points_to(book):
 
 
 def test_order_by_note_prior_is_a_pure_rule():
-    settings = pms.FusionSettings(stub_weight=0.5)
+    settings = pms.RankingSettings(stub_weight=0.5)
 
     def hit(path, stub):
         return pms.Hit(path=path, collection="c", abspath=path, docid=path, title=path, heading_path="", start_line=1,

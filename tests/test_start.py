@@ -153,7 +153,7 @@ def test_the_api_records_behave_as_the_dataclasses_they_replaced():
     with pytest.raises(AttributeError):
         note_filter.path = "x"
 
-    fusion = pms.FusionSettings()
+    fusion = pms.RankingSettings()
     assert fusion.replace(name_weight=3.0).name_weight == 3.0 and fusion.name_weight == 1.0
     ref = pms.NoteRef("notes", "a.md", "A", "#abc123")
     assert ref.to_dict() == {"collection": "notes", "path": "a.md", "title": "A", "docid": "#abc123",
@@ -168,7 +168,7 @@ def test_the_api_records_behave_as_the_dataclasses_they_replaced():
     class MoreNested(Nested):  # a subclass adds fields after its parent's, even once the parent was built
         extra: int = 0
     assert MoreNested(pms.SearchMode("keyword"), {}, 3).extra == 3 and MoreNested._fields == ("mode", "refs", "extra")
-    assert nested == {"mode": ("keyword", "why", ""), "refs": {"a": [ref.to_dict()]}}
+    assert nested == {"mode": ("keyword", "why", "", None), "refs": {"a": [ref.to_dict()]}}
     assert type(nested["mode"]) is pms.SearchMode
 
 

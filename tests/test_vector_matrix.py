@@ -143,31 +143,6 @@ def test_a_huge_index_stays_in_sqlite_vec(synthetic_vectors):
     assert store.vector_search(bytes(range(16)), 3, None) and store._matrix is None
 
 
-def test_query_similarity_to_any_passage(two_collections):
-    kb = two_collections
-    retrieval = kb.retrieval
-    embedded = []
-    real_embed = kb.embedder.embed_query
-    kb.embedder.embed_query = lambda text: embedded.append(text) or real_embed(text)
-    query = "tomato soup with basil"
-    ranking = retrieval.vector_ranking(query, 3)
-    everything = [cid for (cid,) in kb.store.db.execute("SELECT id FROM chunks")]
-    similarities = retrieval.vector_similarities(query, everything)
-    assert embedded == [query]  # the ranking's vector was reused
-    assert set(similarities) == set(everything)  # far beyond the top 3
-    for cid, distance in ranking:
-        assert similarities[cid] == 1.0 - distance
-    assert max(similarities.values()) == 1.0 - ranking[0][1]
-    sqlite_vec_only(kb.store)
-    assert retrieval.vector_similarities(query, everything) == similarities
-    assert retrieval.vector_similarities(query, [10**9]) == {}
-
-
-def test_similarities_need_vectors(vault):
-    with pytest.raises(pms.EmbeddingUnavailable):
-        vault.retrieval.vector_similarities("sync", [1])
-
-
 def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
     store = vault.store
     bodies = dict(store.db.execute("SELECT id, body FROM chunks"))
@@ -181,9 +156,9 @@ def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
     store._local.snippet_columns = None
     hit = vault.search("syncthing conflict", mode="keyword")[0]
     match = pms.parse_query("syncthing conflict").match_any()
-    shown = {hit.chunk_id: pms.passage_display_text(bodies[hit.chunk_id])}
-    assert hit.snippet == pms.render_snippet(store.fts_snippets(match, shown)[hit.chunk_id])  # cut from the text as shown
-    assert "<mark>Syncthing</mark>" in hit.snippet
+    shown = {hit.chunk_id: pms.passage_display_text(bodies[hit.chunk_id])}  # cut from the passage as a reader sees it
+    assert (hit.snippet, hit.marks) == pms.snippet_spans(store.fts_snippets(match, shown)[hit.chunk_id])
+    assert "Syncthing" in [hit.snippet[s:e] for s, e in hit.marks]
 
 
 def test_memory_use_is_reported_and_can_be_refused(two_collections, db_path):

@@ -1,0 +1,148 @@
+"""The search pipeline: a SearchRequest parsed once -> candidate stages -> a pure ranking
+stage (RankingSettings) -> a SearchResult; exclusions in every list; snippets as text
+plus marked spans with a renderer per front end; error hints worded per front end."""
+from __future__ import annotations
+
+import pytest
+
+import pms
+from conftest import write
+
+
+@pytest.fixture
+def rust_vault(kb, tmp_path):
+    root = tmp_path / "rust"
+    write(root / "rust.md", "# Rust\n\nA systems programming language: fast, with no garbage collector. Cargo builds rust crates.\n")
+    write(root / "borrowing.md", "# Rust borrowing\n\nIn rust, borrowing lends a value through references; the borrow checker "
+          "enforces that rust borrowing rules hold.\n")
+    write(root / "lifetimes.md", "# Lifetimes\n\nRust lifetimes say how long borrowing lasts; rust rust rust borrowing.\n")
+    write(root / "cooking.md", "# Pasta\n\nBoil the water, salt it, cook the pasta.\n")
+    kb.collections.create(root, name="rust")
+    kb.sync()
+    return kb
+
+
+def test_a_search_cleans_and_parses_its_query_once_and_says_how_it_ran(rust_vault, monkeypatch):
+    calls = {"parse": 0, "clean": 0}
+    parse, clean = pms.parse_query, pms.clean_query
+    monkeypatch.setattr(pms, "parse_query", lambda *a, **kw: calls.__setitem__("parse", calls["parse"] + 1) or parse(*a, **kw))
+    monkeypatch.setattr(pms, "clean_query", lambda *a, **kw: calls.__setitem__("clean", calls["clean"] + 1) or clean(*a, **kw))
+    result = rust_vault.search("rust -borrowing", k=3)
+    assert calls == {"parse": 1, "clean": 1}
+    assert isinstance(result, pms.SearchResult) and result.mode == "keyword" and result.reason
+    assert set(result.timings) == {"candidates", "ranking", "snippets"} and all(ms >= 0 for ms in result.timings.values())
+    assert len(result) == len(result.hits) and result[0] is result.hits[0] and list(result) == result.hits and result
+    assert "name x3" in result.explain  # keyword mode fuses BM25 with the names list
+
+
+def test_the_request_holds_everything_parsed(rust_vault):
+    req = rust_vault.retrieval.request(' Rust  "borrow checker" -lifetimes car', k=5000, collections=["rust"],
+                                       prefix_last=True, mode="auto", used="keyword", reason="why")
+    assert req.query == ' Rust  "borrow checker" -lifetimes car' and req.k == 1000 and req.collections == ("rust",)
+    assert [t.tokens for t in req.parsed.terms] == [("rust",), ("borrow", "checker"), ("car",)]
+    assert req.parsed.terms[-1].prefix and req.parsed.terms[1].phrase
+    assert [t.tokens for t in req.parsed.excluded] == [("lifetimes",)]
+    assert req.parsed.text == 'Rust "borrow checker" car'  # what names, the exact-title rule and the query vector read
+    assert (req.mode, req.used, req.reason) == ("auto", "keyword", "why") and req.collection_ids
+    with pytest.raises(pms.PMSError, match="nope"):
+        rust_vault.retrieval.request("x", collections=["nope"])  # an unknown collection fails before any work
+
+
+def test_each_candidate_stage_is_a_function_of_the_request(rust_vault):
+    r = rust_vault.retrieval
+    req = r.request("rust")
+    keyword = r.keyword_stage(req, 10)
+    assert keyword and all(isinstance(cid, int) and value > 0 for cid, value in keyword)
+    names = r.names_stage(req, 10)
+    titles = {row.title for row in rust_vault.store.chunk_info(list(rust_vault.store.first_chunks(d for d, _ in names)
+                                                                     .values())).values()}
+    assert names[0][1] == 1.0 and "Rust" in titles  # the note called "Rust" is named exactly
+    with pytest.raises(pms.EmbeddingUnavailable):
+        rust_vault.search("rust", mode="vector")
+
+
+def test_ranking_is_pure_every_knob_in_one_record():
+    settings = pms.RankingSettings()
+    lists = {"keyword": [("a", 4.0), ("b", 3.0)], "name": [("c", 0.9)]}
+    best, explained = pms.rank(lists, settings, k=5)
+    assert [e.unit for e in best] == ["c", "a", "b"]  # named almost exactly (>= name_first_min): first
+    assert explained.startswith("rrf k=60: keyword x2 + name x1")
+    best, _ = pms.rank(lists, settings.replace(name_first_min=0.95), k=5)
+    assert [e.unit for e in best][0] == "a"
+    # The complete step reads only what the evidence gives it: one vector per note here.
+    vectors = {1: bytes([100, 0]), 2: bytes([0, 100]), 3: bytes([90, 10])}
+    evidence = pms.Evidence(owner={1: "a", 2: "b", 3: "c"}, vectors=vectors, query_vector=bytes([0, 100]), bm25={"c": 1.0})
+    lists = {"keyword": [("a", 4.0), ("b", 3.0)], "vector": [("b", 0.9), ("a", 0.1)]}
+    best, explained = pms.rank(lists, settings.replace(feedback_weight=0.0), k=5, evidence=lambda units: evidence)
+    assert [e.unit for e in best] == ["b", "a"] and "re-scored" in explained
+    assert best[0].score == pytest.approx(0.5 * 3 / 4 + 0.5 * 1.0)
+    for name in ("field_weights", "and_first_max_terms", "focus_weight", "keyword_name_weight", "name_match_min", "name_first_min"):
+        assert hasattr(settings, name)
+
+
+def test_exclusions_apply_to_names_and_the_exact_title_rule(rust_vault):
+    hits = rust_vault.search("rust -borrowing", mode="keyword")
+    assert hits[0].title == "Rust"
+    assert all("borrow" not in h.text.lower() for h in hits)
+    req = rust_vault.retrieval.request("rust borrowing -borrowing")
+    assert [d for d, _ in rust_vault.retrieval.names_stage(req, 10)] == []  # every note so named holds the word
+    # "-rust" alone is no search; "rust -rust" finds nothing rather than the note called Rust.
+    assert list(rust_vault.search("rust -rust", mode="keyword")) == []
+
+
+def test_exclusions_apply_to_the_vector_list(hybrid_kb, tmp_path):
+    root = tmp_path / "rust"
+    write(root / "rust.md", "# Rust\n\nA systems programming language: fast, with no garbage collector.\n")
+    write(root / "borrowing.md", "# Ownership\n\nBorrowing lends a value through references; the borrow checker enforces it.\n")
+    write(root / "refs.md", "# References\n\nA reference is borrowing: rust lends values, borrowing them for a while.\n")
+    hybrid_kb.collections.create(root, name="rust")
+    assert hybrid_kb.sync().embed_error is None
+    for mode in ("hybrid", "vector"):
+        result = hybrid_kb.search("rust -borrowing", mode=mode)
+        assert result.mode == mode and result[0].title == "Rust", mode
+        assert all("borrowing" not in h.text.lower() for h in result), mode
+    req = hybrid_kb.retrieval.request("rust -borrowing", mode="hybrid")
+    owner = hybrid_kb.store.chunk_documents(cid for cid, _ in hybrid_kb.retrieval.vector_stage(req, 10))
+    assert len(set(owner.values())) == 1
+
+
+def test_snippets_are_text_with_marked_spans(kb, tmp_path):
+    write(tmp_path / "n" / "q.md", "# Q\n\nSee **quokka** facts in [the quokka page](https://example.org/q) and <kbd>Ctrl</kbd> "
+          "a & b < c, then \x1b[31mred\x1b[0m.\n")
+    kb.collections.create(tmp_path / "n", name="n")
+    kb.sync()
+    hit = kb.search("quokka")[0]
+    assert "**" not in hit.snippet and "](" not in hit.snippet and "<kbd>" not in hit.snippet  # readable text
+    assert [hit.snippet[s:e].lower() for s, e in hit.marks] == ["quokka", "quokka"]
+    assert hit.to_dict()["marks"] == hit.marks
+
+
+def test_each_front_end_renders_a_snippet_its_way():
+    text, marks = "a <b> & \x1b[31m quokka", [(14, 20)]
+    assert pms.render_snippet(text, marks) == text  # plain: MCP, JSON
+    assert pms.render_snippet(text, marks, "html") == "a &lt;b&gt; &amp; \x1b[31m <mark>quokka</mark>"
+    assert pms.render_snippet(text, marks, "html", ("<span>", "</span>")).endswith("<span>quokka</span>")
+    ansi = pms.render_snippet(text, marks, "ansi")
+    assert ansi == "a <b> & \\x1b[31m \x1b[1;33mquokka\x1b[0m"  # a note's escape sequence is shown, never run
+    assert pms.render_snippet("ab", [(0, 1), (0, 2)], "html") == "<mark>a</mark>b"  # overlapping spans: the first
+
+
+def test_an_error_hint_is_worded_per_front_end():
+    error = pms.PMSError("the index's vectors were stored by an older PMS", pms.Hint(command="sync --reembed"))
+    assert error.message == "the index's vectors were stored by an older PMS"
+    assert str(error) == f"{error.message} (run: {pms.pms_command('sync --reembed')})"  # the command line's wording
+    assert pms.hint_text(error.hint, "mcp") == "run `pms sync --reembed` where PMS is installed"
+    assert pms.hint_text(pms.Hint(command="sync"), "mcp") == "call the sync tool"
+    assert pms.hint_text(pms.Hint(setting="PMS_MODEL_DIR")) == "set PMS_MODEL_DIR"
+    assert pms.hint_text(pms.Hint(option="mode"), "mcp") == "pass the mode argument"
+    assert pms.hint_text(pms.Hint(option="allow_sync")) == "pass --allow-sync"
+    assert pms.reason_text("no embeddings yet", pms.Hint(command="sync"), "mcp") == "no embeddings yet; call the sync tool"
+    assert str(pms.PMSError("plain")) == "plain" and pms.PMSError("plain").hint is None
+
+
+def test_keyword_only_reasons_carry_a_hint_not_a_command_line(vault):
+    status = vault.retrieval.vector_status()
+    used = vault.search_mode()
+    assert used.mode == "keyword" and used.reason == status.reason and "run:" not in used.reason
+    if status.code in ("not-installed", "not-embedded"):
+        assert used.hint is not None and used.hint.command in ("setup", "sync")
