@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QInputDialog
 from gui.workers import clip_in_background
 
 URL_RE = re.compile(r"^https?://\S+$", re.IGNORECASE)
-CLIPPABLE_FILES = (".html", ".htm", ".xhtml")
+CLIPPABLE_FILES = (".html", ".htm", ".xhtml", ".pdf")
 
 
 def first_line(text: str, limit: int = 160) -> str:
@@ -93,7 +93,7 @@ class ClipController(QObject):
             return False
         w.settings.setValue("clip/collection", name)
         w.flash(f"Clipping {first_line(source, 80)} into “{name}”…")
-        clip_in_background(w.kb, w.bridge, name, source)
+        clip_in_background(w.kb, w.bridge, name, source, keep_original=w.keep_pdf_action.isChecked())
         return True
 
     def _clip_finished(self, note, source: str, error: str) -> None:
@@ -133,7 +133,7 @@ class ClipController(QObject):
                 elif path.suffix.lower() in CLIPPABLE_FILES:
                     handled = self.clip(str(path)) or handled
                 else:
-                    w.flash(f"Drop a folder to add it, or a web page to clip it ({path.name} is neither)")
+                    w.flash(f"Drop a folder to add it, or a web page or PDF to clip it ({path.name} is neither)")
             elif url.scheme().lower() in ("http", "https"):
                 handled = self.clip(url.toString()) or handled
         return handled

@@ -198,6 +198,11 @@ class LayoutController(QObject):
         file_menu = bar.addMenu("&File")
         w.add_action = file_menu.addAction("&Add folder…", w.sync.add_folder_dialog, QKeySequence("Ctrl+O"))
         w.clip_action = file_menu.addAction("&Clip URL…", w.clipper.clip_url_dialog, QKeySequence("Ctrl+Shift+V"))
+        # A clipped PDF becomes a note of its text; this keeps the PDF itself beside it too.
+        w.keep_pdf_action = file_menu.addAction("&Keep clipped PDFs beside their notes")
+        w.keep_pdf_action.setCheckable(True)
+        w.keep_pdf_action.setChecked(w.settings.value("clip/keep_pdf", False, type=bool))
+        w.keep_pdf_action.toggled.connect(lambda on: w.settings.setValue("clip/keep_pdf", on))
         file_menu.addSeparator()
         file_menu.addAction("&Quit", w.close, QKeySequence.Quit)
         w.collections_menu = bar.addMenu("&Collections")

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QMenu
 
 import pms
 from gui.idle import NoteShelf, hints_html
+from gui.preview import pdf_page_markdown
 
 DEBOUNCE_MS = 120          # while typing fast, search at most this often
 PREVIEW_DEBOUNCE_MS = 90   # while an arrow key repeats, render the preview at most this often
@@ -22,6 +23,42 @@ PREVIEW_SETTLE_MS = 200    # new results: their first note is rendered once typi
 RESULTS = 30
 PREFIX_MIN_LETTERS = 3
 HISTORY = 50               # notes Back remembers
+
+
+# PDF viewers that open a file at a page, by the name of their desktop entry
+# (Linux: ``xdg-mime query default application/pdf``). Others open at page 1.
+PDF_PAGE_VIEWERS = {
+    "evince": ["evince", "--page-index={page}", "{path}"],
+    "atril": ["atril", "--page-index={page}", "{path}"],
+    "xreader": ["xreader", "--page-index={page}", "{path}"],
+    "okular": ["okular", "--page", "{page}", "{path}"],
+    "zathura": ["zathura", "--page={page}", "{path}"],
+    "qpdfview": ["qpdfview", "{path}#{page}"],
+    "mupdf": ["mupdf", "{path}", "{page}"],
+    "sumatrapdf": ["SumatraPDF", "-page", "{page}", "{path}"],
+}
+
+
+def default_pdf_viewer() -> str:
+    """The desktop entry of the system's PDF viewer ("org.gnome.Evince.desktop"); "" when unknown."""
+    if sys.platform.startswith("linux") and shutil.which("xdg-mime"):
+        try:
+            answer = subprocess.run(["xdg-mime", "query", "default", "application/pdf"], capture_output=True,
+                                    text=True, timeout=3, check=False)
+            return answer.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return ""
+
+
+def pdf_viewer_command(viewer: str, path: Path, page: int) -> list[str] | None:
+    """The command that opens ``path`` at ``page`` in ``viewer`` (a desktop entry
+    name), or None when that viewer takes no page argument."""
+    name = viewer.lower()
+    for key, command in PDF_PAGE_VIEWERS.items():
+        if key in name:
+            return [part.format(path=path, page=page) for part in command]
+    return None
 
 
 def is_partial_word(query: str) -> bool:
@@ -226,8 +263,10 @@ class SearchController(QObject):
         if remember and self.shown_hit is not None:
             self.back = (self.back + [self.shown_hit])[-HISTORY:]
             self.forward = []
+        page = hit.page  # a PDF's passage: its page is shown, the passage tinted
+        ref = f"#{hit.docid}" if hit.docid else f"{hit.collection}/{hit.path}"
         try:
-            doc = w.kb.get(f"#{hit.docid}") if hit.docid else w.kb.get(f"{hit.collection}/{hit.path}")
+            doc = w.kb.get(f"{ref}:{page}" if page else ref)
         except pms.PMSError as exc:
             w.flash(str(exc))
             w.preview.clear_note()
@@ -236,9 +275,12 @@ class SearchController(QObject):
         from_top = hit.abspath == self.focus_path  # a fresh clip: read it from its start
         self.focus_path = None
         self.shown_hit = hit
-        w.preview.show_note(doc.abspath, text=doc.text, start_line=0 if from_top else hit.start_line,
-                            end_line=hit.end_line, heading="" if from_top else hit.heading_path, words=words,
-                            staged=True)
+        text, start_line, end_line, heading = doc.text, hit.start_line, hit.end_line, hit.heading_path
+        if page:
+            text, start_line, end_line = pdf_page_markdown(doc.title, page, doc.text, hit.start_line, hit.end_line)
+            heading = ""
+        w.preview.show_note(doc.abspath, text=text, start_line=0 if from_top else start_line,
+                            end_line=end_line, heading="" if from_top else heading, words=words, staged=True)
         w.related.show_for(hit)
         self._update_history_actions()
 
@@ -321,7 +363,25 @@ class SearchController(QObject):
     def open_hit(self, hit) -> None:
         if hit is not None:
             self.remember(hit)
-            self.open_path(Path(hit.abspath))
+            if hit.page:
+                self.open_pdf_page(Path(hit.abspath), hit.page)
+            else:
+                self.open_path(Path(hit.abspath))
+
+    def open_pdf_page(self, path: Path, page: int) -> bool:
+        """Open a PDF at ``page`` in the system's PDF viewer when it takes a page
+        argument; else open it as usual and say which page to turn to."""
+        command = pdf_viewer_command(default_pdf_viewer(), path, page)
+        if command and shutil.which(command[0]):
+            try:
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                return True
+            except OSError:
+                pass
+        if self.open_path(path):
+            self.w.flash(f"Opened {path.name}: your PDF viewer cannot be told a page, so turn to p. {page}")
+            return True
+        return False
 
     def remember(self, hit) -> None:
         self.shelf.remember(f"{hit.collection}/{hit.path}")
@@ -357,7 +417,11 @@ class SearchController(QObject):
         if hit is None:
             return
         menu = QMenu(w)
-        menu.addAction("Open", lambda: self.open_hit(hit))
+        if hit.page:
+            menu.addAction(f"Open at page {hit.page}", lambda: self.open_pdf_page(Path(hit.abspath), hit.page))
+            menu.addAction("Open", lambda: self.open_path(Path(hit.abspath)))
+        else:
+            menu.addAction("Open", lambda: self.open_hit(hit))
         menu.addAction("Copy path", lambda: self.copy_text(hit.abspath, "Path copied"))
         menu.addAction("Copy reference", lambda: self.copy_text(f"{hit.collection}/{hit.path}", "Reference copied"))
         menu.addAction("Open containing folder", lambda: self.reveal(hit))

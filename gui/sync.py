@@ -369,7 +369,8 @@ class SyncController(QObject):
         state = {"loading": " (loading)", "unavailable": " (unavailable)", "off": " (off)"}.get(self.model_state, "")
         self.w.status_line.set_stats(f"{info['documents']:,} notes · {info['chunks']:,} passages · "
                                      f"last sync {self._when(max(synced)) if synced else 'never'} · "
-                                     f"model {model_label(info)}{state}")
+                                     f"model {model_label(info)}{state}"
+                                     + (f" · {info['pdfs_without_text']} PDFs have no text" if info["pdfs_without_text"] else ""))
 
     @staticmethod
     def _when(iso: str) -> str:
