@@ -883,8 +883,8 @@ class ParsedNote(Record):
     chunks: list[Chunk]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list["NoteLink"] = Factory(list)
-    words: int = 0  # words a reader sees in the body (note_substance)
-    own_words: int = 0  # of them, those outside quotes and link lines
+    words: int = -1  # words a reader sees in the body (note_substance); -1: not counted (a PDF)
+    own_words: int = -1  # of them, those outside quotes and link lines
     links_out: int = 0  # links in the body, to notes, pages or web addresses
     pages: int | None = None  # a PDF's page count; None for a note
 

@@ -379,8 +379,10 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
         kb.collections.create(pdf_vault, name="vault")
         kb.sync()
         kb.store.db.execute("DELETE FROM documents WHERE path LIKE '%.pdf'")
-        for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",
-                          f"PRAGMA user_version = {len(pms.MIGRATIONS) - 1}"):  # what the PMS before PDFs wrote
+        number = next(i for i, m in enumerate(pms.MIGRATIONS) if "ADD COLUMN page INTEGER" in m)
+        later = [f"ALTER TABLE documents DROP COLUMN {c}" for c in ("words", "own_words", "links_out")]  # a later migration's
+        for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages", *later,
+                          f"PRAGMA user_version = {number}"):  # what the PMS before PDFs wrote
             kb.store.db.execute(statement)
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
         assert kb.store.db.execute("PRAGMA user_version").fetchone()[0] == len(pms.MIGRATIONS)
