@@ -96,6 +96,7 @@ __all__ = [
     "Hint", "hint_text", "reason_text",
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
+    "private_env_dir",
 ]
 
 ###############################################################################
@@ -3489,10 +3490,13 @@ _SNIPPET_MARKUP = [
 ]
 
 
-def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
+def snippet_spans(marked: str, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
     """A snippet with \x02..\x03 around matched words -> (readable text without the
-    note's Markdown or HTML markup, the (start, end) of each marked span in it)."""
-    for pattern, replacement in _SNIPPET_MARKUP:
+    note's Markdown or HTML markup, the (start, end) of each marked span in it).
+    ``markup`` False: the text is already as a reader sees it (passage_display_text);
+    only the marks are read (the markup rules would take the "_" of snake_case
+    next to a mark for emphasis)."""
+    for pattern, replacement in _SNIPPET_MARKUP if markup else ():
         marked = re.sub(pattern, replacement, marked)
     marked = " ".join(marked.split())
     text, marks, start = [], [], None
@@ -3539,7 +3543,7 @@ def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = 
     return "".join(out)
 
 
-def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
+def mark_terms(text: str, words: Sequence[str], max_chars: int = 220, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
     query word (by prefix, so 'sync' marks 'syncing'), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
@@ -3557,7 +3561,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[s
         window = "\u2026" + window
     if pattern:
         window = pattern.sub(lambda m: _MARK_OPEN + m.group(0) + _MARK_CLOSE, window)
-    return snippet_spans(window)
+    return snippet_spans(window, markup)
 
 
 @named_tuple
@@ -4423,8 +4427,8 @@ class Retrieval:
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             marked = snippets.get(hit.chunk_id)
-            hit.snippet, hit.marks = (snippet_spans(marked) if marked and _MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id], parsed.words))
+            hit.snippet, hit.marks = (snippet_spans(marked, markup=False) if marked and _MARK_OPEN in marked
+                                      else mark_terms(shown[hit.chunk_id], parsed.words, markup=False))
         return hits
 
 
@@ -6223,13 +6227,15 @@ class KnowledgeBase:
             return NoteRef(collection=collection, path=None, title=None, docid=None, target=target, line=line, resolved=False)
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
 
-    def load_embedder(self) -> bool:
+    def load_embedder(self, retry: bool = False) -> bool:
         """Make ready what a search embeds its query with, now (e.g. in a background
         thread, so the first search is fast); False if unavailable. When the index
         remembers its model's files that is the query encoder alone, optimised and
         run once: fastembed (about 260 MB resident) loads only when a sync has
         passages to embed, or here when the encoder cannot be made."""
         embedder = self.embedder
+        if retry and embedder is not None:  # a load that failed is tried again (the files are back, or the network)
+            embedder.clear_error()
         if embedder is None:
             return False
         if embedder.query_spec:

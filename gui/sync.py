@@ -288,8 +288,7 @@ class SyncController(QObject):
             self.request_sync(None, reembed=self.fix_code == "sync --reembed")
         elif self.fix_code == "retry":
             self.model_state = "loading"
-            self.w.kb.embedder.clear_error()
-            load_model_in_background(self.w.kb, self.w.bridge)
+            load_model_in_background(self.w.kb, self.w.bridge, retry=True)
             self.update_badge()
 
     # -- installing the extras (pms.py setup) ----------------------------------------------

@@ -188,8 +188,8 @@ class SearchThread(NewestOnlyThread):
         emit(self.bridge.results, seq, query, hits, time.perf_counter() - started)
 
 
-def load_model_in_background(kb, bridge: Bridge) -> threading.Thread:
-    return start_thread(lambda: emit(bridge.model_loaded, kb.load_embedder()), "pms-load-model")
+def load_model_in_background(kb, bridge: Bridge, retry: bool = False) -> threading.Thread:
+    return start_thread(lambda: emit(bridge.model_loaded, kb.load_embedder(retry=retry)), "pms-load-model")
 
 
 class SyncJob:

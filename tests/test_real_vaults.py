@@ -110,6 +110,14 @@ def test_passage_display_text_renders_markup_as_a_reader_sees_it():
     assert pms.passage_display_text("% Title\n\n> quoted `code` and <b>bold</b>") == "Title\nquoted code and bold"
 
 
+def test_snake_case_next_to_a_marked_word_keeps_its_underscore(kb, tmp_path):
+    write(tmp_path / "n" / "f.md", "# Functions\n\nIf we tried to use s after the call to `takes_ownership`, Rust would complain.\n")
+    kb.collections.create(tmp_path / "n", name="n")
+    kb.sync()
+    hit = kb.search("ownership", mode="keyword")[0]
+    assert "takes_ownership" in hit.snippet and "ownership" in [hit.snippet[s:e] for s, e in hit.marks]
+
+
 def test_snippets_carry_no_raw_markup_and_the_text_stays_searchable(book):
     for query in ("listing variable scope", "rustdoc_include", "Owner variable", "garbage collector"):
         hits = book.search(query, mode="keyword", k=5)
