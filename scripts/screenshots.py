@@ -167,6 +167,15 @@ def rust_book(work: Path) -> Path | None:
     return work / "book" / "rust-book"
 
 
+def wait_for_preview(window, app) -> None:
+    """Until the selected result's note is on screen (it renders once typing pauses) and Related is filled."""
+    def shown() -> bool:
+        hit = window.current_hit()
+        return hit is not None and window.preview.ready() and str(window.preview.abspath) == hit.abspath
+    wait_until(shown, app, timeout=60)
+    settle(app, 0.8)
+
+
 def select(window, file_name: str) -> None:
     """Select the result for ``file_name`` (its note shows in the preview)."""
     for position, hit in enumerate(window.results_model.hits):
@@ -233,14 +242,15 @@ def render(out: Path, book_index: Path | None = None) -> None:
     settle(app, 0.5)
 
     type_query(window, app, "ownership")  # the chapter first, its stubs below it, copies on one row
+    wait_for_preview(window, app)
     capture(window, app, out / "results.png")
     type_query(window, app, "Weak<T> reference cycles")
     select(window, "src/ch15-06-reference-cycles.md")  # a passage deep in a long chapter, tinted, Related beside it
-    settle(app, 1.0)
+    wait_for_preview(window, app)
     capture(window, app, out / "rust-book-note.png")
     type_query(window, app, "how to take smart notes zettelkasten")
     select(window, "reading/how-to-take-smart-notes.md")
-    settle(app, 1.0)
+    wait_for_preview(window, app)
     capture(window, app, out / "related.png")
     window.search.toggle_pin(window.current_hit())  # pinned: it stays on the start page
     type_query(window, app, "ssh keys rotation")
@@ -254,11 +264,13 @@ def render(out: Path, book_index: Path | None = None) -> None:
     settle(app, 0.5)
     type_query(window, app, "operators overloadable")
     select(window, "src/appendix-02-operators.md")
+    wait_for_preview(window, app)
     capture(window, app, out / "rust-book-table.png")
     for _ in range(3):  # as a user drags the corner: each folded pane lowers the minimum
         window.resize(640, 480)
         settle(app, 0.3)
     type_query(window, app, "ownership")
+    wait_for_preview(window, app)
     capture(window, app, out / "small-window.png")
     window.resize(*SIZE)
     settle(app, 0.5)
@@ -268,6 +280,7 @@ def render(out: Path, book_index: Path | None = None) -> None:
     app.setPalette(dark_palette())
     settle(app, 0.5)
     type_query(window, app, "rotate ssh keys")
+    wait_for_preview(window, app)
     capture(window, app, out / "results-dark.png")
     app.setStyle(light[0])
     app.setPalette(light[1])
