@@ -6203,9 +6203,10 @@ class KnowledgeBase:
     def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
         """The notes closest in meaning to ``note`` (``collection/path.md`` or ``#docid``),
         each as a Hit on its passage that makes it related. Uses the note's passage
-        vectors; without embeddings, the rare terms the notes share."""
+        vectors; without embeddings, the rare terms the notes share. By default from
+        the note's own collection (a book's chapters are no kin of one's reading notes)."""
         row = self._resolve(note)
-        return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections)
+        return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
 
     def describe_folder(self, collection: str, folder: str, description: str) -> None:
         """Say what a folder of a collection holds (returned with every hit under it); '' removes it."""

@@ -96,6 +96,7 @@ class SearchController(QObject):
         w.results_view.customContextMenuRequested.connect(self._results_menu)
         w.filter_bar.changed.connect(self._filters_changed)
         w.related.open_requested.connect(lambda hit: self.show_hit(hit, remember=True))
+        w.related.shown_or_hidden.connect(w.results_view.doItemsLayout)  # rows wrap anew at the new width
         w.preview.note_followed.connect(self._note_followed)
         w.bridge.results.connect(self._show_results)
         w.bridge.search_failed.connect(self._search_failed)

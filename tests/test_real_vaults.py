@@ -206,3 +206,12 @@ def test_a_clipped_note_gets_the_permissions_of_any_new_file_there(kb, tmp_path)
     finally:
         os.umask(old)
     assert stat.S_IMODE(note.path.stat().st_mode) == stat.S_IMODE(neighbour.stat().st_mode) == 0o644
+
+
+def test_related_notes_come_from_the_notes_own_collection_by_default(book):
+    book.collections.create(pms.sample_notes_dir(), name="sample")
+    book.sync()
+    related = book.related("sample/reading/how-to-take-smart-notes.md", k=8)
+    assert related and {h.collection for h in related} == {"sample"}
+    assert {h.collection for h in book.related("sample/reading/how-to-take-smart-notes.md", k=8,
+                                               collections=["book", "sample"])} <= {"book", "sample"}
