@@ -162,7 +162,6 @@ class RelatedPanel(QWidget):
     note is open (the start page)."""
 
     open_requested = Signal(object)  # a Hit
-    shown_or_hidden = Signal()  # the panes beside it changed width: their rows' heights too
 
     def __init__(self, kb: pms.KnowledgeBase, parent=None):
         super().__init__(parent)
@@ -246,14 +245,6 @@ class RelatedPanel(QWidget):
         self.model.set_hits(list(hits), "")
         self.message.setText(error or ("" if hits else "No related notes."))
         self.message.setVisible(bool(error or not hits))
-
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        self.shown_or_hidden.emit()
-
-    def hideEvent(self, event) -> None:
-        super().hideEvent(event)
-        self.shown_or_hidden.emit()
 
     def _activated(self, index) -> None:
         hit = self.model.hit_at(index)

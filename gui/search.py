@@ -96,7 +96,7 @@ class SearchController(QObject):
         w.results_view.customContextMenuRequested.connect(self._results_menu)
         w.filter_bar.changed.connect(self._filters_changed)
         w.related.open_requested.connect(lambda hit: self.show_hit(hit, remember=True))
-        w.related.shown_or_hidden.connect(w.results_view.doItemsLayout)  # rows wrap anew at the new width
+        w.results_view.viewport().installEventFilter(self)  # a new width: rows wrap anew, their heights change
         w.preview.note_followed.connect(self._note_followed)
         w.bridge.results.connect(self._show_results)
         w.bridge.search_failed.connect(self._search_failed)
@@ -319,6 +319,10 @@ class SearchController(QObject):
     # -- keys ------------------------------------------------------------------------------
     def eventFilter(self, watched, event) -> bool:
         w = self.w
+        if event.type() == QEvent.Resize and watched is w.results_view.viewport():
+            if event.size().width() != event.oldSize().width():
+                w.results_view.doItemsLayout()  # (a list lays rows out again on a new height only)
+            return False
         if event.type() != QEvent.KeyPress:
             return False
         key = event.key()
