@@ -195,7 +195,7 @@ def test_the_app_searches_by_meaning_with_a_static_model(db_path, notes, static_
         qtbot.waitUntil(lambda: window.badge.text() == "Hybrid", timeout=60000)
         type_query(qtbot, window, "replicate documents onto my cellphone")
         assert result_paths(window)[0] == "sync.md"
-        assert window.stats_label.text().endswith("model minilm-static-256")  # the app names a model without its owner
+        assert window.status_line.stats.endswith("model minilm-static-256")  # the app names a model without its owner
 
 
 def test_a_file_written_into_a_watched_folder_becomes_searchable(vault, notes, open_window, qtbot):
