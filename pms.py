@@ -990,8 +990,8 @@ _HTML_NAMES = ("a|abbr|b|br|blockquote|caption|center|code|col|colgroup|dd|del|d
 _DISPLAY_RULES = LazyPattern(
     r"(?=[<\[{!])"  # most positions start none of these: one test, not every branch
     # Every repeat is bounded, so a pathological line costs a constant per position (linear, as the notes section must be).
-    r"(?:(?P<tag>(?<![\w<])<(?:" + _HTML_NAMES + r")(?:\s[^<>]{0,500})?/?>|</(?:" + _HTML_NAMES + r")\s*>"
-    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}\s[^<>]{0,500}?=[\"'][^<>]{0,500}>)"
+    r"(?:(?P<tag>(?<![\w<])<(?:" + _HTML_NAMES + r")(?:\s[^<>]{0,3000})?/?>|</(?:" + _HTML_NAMES + r")\s*>"
+    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}\s[^<>]{0,500}?=[\"'][^<>]{0,3000}>)"
     r"|(?P<closing>(?-i:</[A-Z][\w-]{0,40}>))"  # </Listing>: a component closing, not </script>
     r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
     r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
