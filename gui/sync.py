@@ -269,11 +269,21 @@ class SyncController(QObject):
         self.refresh_collections()
         self.update_badge()
         self.update_stats()
+        self.offer_multilingual_model(error)
         self.watch_folders()
         if w.search_box.text().strip():
             w.search.search_now()  # new and changed notes show up in the open search
         w.sync_done.emit(report)
         self._run_queued()
+
+    def offer_multilingual_model(self, error: str = "") -> None:
+        """When a fair share of the notes is not in English and the model reads English only:
+        say so once per index, with a button that tells how to switch."""
+        w = self.w
+        advice = None if error else w.kb.language_advice()
+        if advice and w.kb.tell_once("language_advice_app", advice):
+            w.flash(first_line(advice, 90), "Multilingual search…",
+                    lambda: QMessageBox.information(w, "Meaning search in every language", advice))
 
     def _run_queued(self) -> None:
         queued, self.sync_queue = self.sync_queue, None
@@ -347,7 +357,8 @@ class SyncController(QObject):
                                "by their words only until the sync has embedded them.")
         elif hybrid:
             w.badge.setText("Hybrid")
-            w.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded.")
+            w.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded."
+                               + (f"\nVectors from {info['vectors_from']}." if info.get("vectors_from") else ""))
         else:
             w.badge.setText(f"Keyword only · {short}" if short else "Keyword only")
             action = hint_action(hint) if self.model_state != "loading" else ""

@@ -380,7 +380,7 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
         kb.sync()
         kb.store.db.execute("DELETE FROM documents WHERE path LIKE '%.pdf'")
         number = next(i for i, m in enumerate(pms.MIGRATIONS) if "ADD COLUMN page INTEGER" in m)
-        later = [f"ALTER TABLE documents DROP COLUMN {c}" for c in ("words", "own_words", "links_out")]  # a later migration's
+        later = [f"ALTER TABLE documents DROP COLUMN {c}" for c in ("language", "words", "own_words", "links_out")]  # later migrations'
         for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages", *later,
                           f"PRAGMA user_version = {number}"):  # what the PMS before PDFs wrote
             kb.store.db.execute(statement)
