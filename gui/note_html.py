@@ -81,6 +81,32 @@ def sanitize_html(raw: str, *, block: bool, folder: Path | None = None) -> str:
     return "".join(out)
 
 
+LINE_ANCHOR = "pms-line-"  # <a name="pms-line-12">: where body line 12 begins in the document (NotePreview scrolls by it)
+CODE_ANCHOR = "pms-code-"  # <a name="pms-code-12-20">: code whose first line is body line 12, up to line 20
+
+
+def line_anchor(token) -> str:
+    """An empty anchor naming the source line a block starts on (Qt attaches it to the next character)."""
+    return f'<a name="{LINE_ANCHOR}{token.map[0] + 1}"></a>' if token.map else ""
+
+
+def _with_line(rule):
+    """A render rule whose output opens the block, then names its first line."""
+    def render(self, tokens, idx, options, env) -> str:
+        opened = rule(self, tokens, idx, options, env) if rule else self.renderToken(tokens, idx, options, env)
+        return opened if tokens[idx].hidden else opened + line_anchor(tokens[idx])
+    return render
+
+
+def _tr_open(self, tokens, idx, options, env) -> str:
+    env["row_line"] = line_anchor(tokens[idx])  # a row's anchor goes into its first cell
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _cell_open(self, tokens, idx, options, env) -> str:
+    return self.renderToken(tokens, idx, options, env) + env.pop("row_line", "")
+
+
 def _html_inline(self, tokens, idx, options, env) -> str:
     content = tokens[idx].content
     if content.startswith("<input") and "task-list-item-checkbox" in content:
@@ -92,8 +118,8 @@ def _html_block(self, tokens, idx, options, env) -> str:
     content = tokens[idx].content
     inner = sanitize_html(content, block=True, folder=env.get("folder")).strip()
     if not inner:
-        return ""  # only comments
-    return f'<p class="raw">{inner.replace(chr(10), "<br />")}</p>\n'
+        return line_anchor(tokens[idx])  # only comments or empty anchors: its lines are where the next block starts
+    return f'<p class="raw">{line_anchor(tokens[idx])}{inner.replace(chr(10), "<br />")}</p>\n'
 
 
 def _image(self, tokens, idx, options, env) -> str:
@@ -104,8 +130,13 @@ def _image(self, tokens, idx, options, env) -> str:
 
 def _fence(self, tokens, idx, options, env) -> str:
     # A one-cell table: the only way QTextDocument gives a block padding and a background.
-    code = html.escape(tokens[idx].content.rstrip("\n"), quote=False)
-    return f'<table class="code" width="100%" cellpadding="8" cellspacing="0"><tr><td><pre>{code}</pre></td></tr></table>\n'
+    token = tokens[idx]
+    code = html.escape(token.content.rstrip("\n"), quote=False)
+    # A fence names its lines (opening fence, end): each line of code is a block of its own, so a
+    # passage that starts inside it lands on its line. Indented code has no opening line.
+    first = token.map[0] + (1 if token.type == "fence" else 0) if token.map else 0
+    anchor = f'<a name="{CODE_ANCHOR}{first + 1}-{token.map[1]}"></a>' if token.map else ""
+    return f'<table class="code" width="100%" cellpadding="8" cellspacing="0"><tr><td><pre>{anchor}{code}</pre></td></tr></table>\n'
 
 
 def _blockquote_open(self, tokens, idx, options, env) -> str:
@@ -142,8 +173,13 @@ def _parser() -> MarkdownIt:
     for name, rule in (("html_inline", _html_inline), ("html_block", _html_block), ("image", _image),
                        ("fence", _fence), ("code_block", _fence), ("blockquote_open", _blockquote_open),
                        ("blockquote_close", _blockquote_close), ("heading_open", _heading_open),
-                       ("code_inline", _code_inline), ("table_open", _table_open)):
+                       ("code_inline", _code_inline), ("table_open", _table_open), ("tr_open", _tr_open),
+                       ("th_open", _cell_open), ("td_open", _cell_open)):
         md.add_render_rule(name, rule)
+    # Blocks of text name the line they start on; a tight list's paragraphs render nothing, so its items do.
+    md.add_render_rule("heading_open", _with_line(_heading_open))
+    for name in ("paragraph_open", "list_item_open"):
+        md.add_render_rule(name, _with_line(None))
     return md
 
 

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import html
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QToolButton, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 import pms
+from gui.results import HitDelegate, ResultsModel
 from gui.workers import AnswerThread
 
 CHIPS = 8  # the most used tags, one click each
@@ -61,6 +71,11 @@ class FilterBar(QWidget):
         self.chips_row.addStretch(1)
         self._sync_chips()
 
+    def show_chips(self, on: bool) -> None:
+        """A narrow window gives the filter field the whole row."""
+        for chip in self.chips.values():
+            chip.setVisible(on)
+
     def search_kwargs(self) -> dict:
         """Keyword arguments for kb.search; {} while the field holds an error (shown in red)."""
         try:
@@ -112,7 +127,9 @@ def related_notes(kb: pms.KnowledgeBase, note: str) -> tuple[list, str]:
 
 
 class RelatedPanel(QWidget):
-    """The notes related to the one in the preview, each with the passage that relates them."""
+    """The notes related to the one in the preview, each a row like a result's
+    (title, place, the passage that relates them, wrapped). Hidden while no
+    note is open (the start page)."""
 
     open_requested = Signal(object)  # a Hit
 
@@ -120,14 +137,23 @@ class RelatedPanel(QWidget):
         super().__init__(parent)
         self.kb = kb
         self.title = QLabel("<b>Related</b>")
-        self.list = QListWidget()
-        self.list.setWordWrap(True)
-        self.list.setAlternatingRowColors(True)
-        self.list.itemActivated.connect(self._activated)
-        self.list.itemClicked.connect(self._activated)
+        self.title.setWordWrap(True)
+        self.model = ResultsModel(self)
+        self.list = QListView()
+        self.list.setModel(self.model)
+        self.list.setItemDelegate(HitDelegate(self.list))
+        self.list.setResizeMode(QListView.Adjust)
+        self.list.setVerticalScrollMode(QAbstractItemView.ScrollPerPixel)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.list.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.list.activated.connect(self._activated)
+        self.list.clicked.connect(self._activated)
+        self.message = QLabel(wordWrap=True)
+        self.message.setStyleSheet("color: palette(placeholder-text);")
         column = QVBoxLayout(self)
         column.setContentsMargins(6, 6, 6, 6)
         column.addWidget(self.title)
+        column.addWidget(self.message)
         column.addWidget(self.list, 1)
         # The Hits wait in the thread until collected (see AnswerThread).
         self.worker = AnswerThread("pms-related", lambda note: related_notes(kb, note))
@@ -135,48 +161,62 @@ class RelatedPanel(QWidget):
         self.worker.start()
         self.request = 0
         self.note = ""
-        # The Hits stay in Python; a Qt item holds only its row number (a Hit
-        # stored in an item's data outlived the item: ~8 per search).
-        self.hits: list = []
-        self.setMinimumWidth(180)
+        self.setMinimumWidth(200)
+        self.clear()
+
+    @property
+    def hits(self) -> list:
+        return self.model.hits
 
     def show_for(self, hit) -> None:
         """Find the notes related to ``hit``'s note, in the worker thread (some tens of ms)."""
         note = f"#{hit.docid}" if hit.docid else f"{hit.collection}/{hit.path}"
+        self.list.setEnabled(True)
+        self.setVisible(self.wanted)
         if note == self.note:
             return
         self.note = note
         self.request += 1
-        number = self.request
-        self.title.setText(f"<b>Related</b> to {hit.title}")
-        self.list.clear()
-        self.hits = []
-        self.worker.submit(number, note)
+        self.title.setText(f"<b>Related</b> to {html.escape(hit.title or hit.path)}")
+        self.message.hide()
+        self.model.set_hits([], "")
+        self.worker.submit(self.request, note)
+
+    def show_pending(self, hit) -> None:
+        """The selection moved on while keys repeat: no related notes of another note meanwhile."""
+        self.note = ""
+        self.request += 1
+        self.title.setText(f"<b>Related</b> to {html.escape(hit.title or hit.path)}")
+        self.model.set_hits([], "")
 
     def clear(self) -> None:
+        """No note open: nothing to relate, so the pane steps aside."""
         self.note = ""
         self.request += 1
         self.title.setText("<b>Related</b>")
-        self.list.clear()
-        self.hits = []
+        self.model.set_hits([], "")
+        self.hide()
+
+    # The layout may fold the pane away in a small window, whatever is shown.
+    wanted = True
+
+    def set_wanted(self, on: bool) -> None:
+        self.wanted = on
+        if not on:
+            self.hide()
+        elif self.note:
+            self.show()
 
     def _show(self, number: int) -> None:
         answer = self.worker.answer(number)
         if number != self.request or answer is None:
             return  # an older note's answer
         hits, error = answer
-        self.list.clear()
-        self.hits = list(hits)
-        if error or not hits:
-            self.list.addItem(QListWidgetItem(error or "No related notes."))
-            return
-        for row, hit in enumerate(self.hits):
-            item = QListWidgetItem(f"{hit.title}\n{hit.snippet[:140]}")
-            item.setToolTip(f"{hit.collection}/{hit.path} — {hit.heading_path}")
-            item.setData(Qt.UserRole, row)
-            self.list.addItem(item)
+        self.model.set_hits(list(hits), "")
+        self.message.setText(error or ("" if hits else "No related notes."))
+        self.message.setVisible(bool(error or not hits))
 
-    def _activated(self, item: QListWidgetItem) -> None:
-        row = item.data(Qt.UserRole)
-        if isinstance(row, int) and 0 <= row < len(self.hits):
-            self.open_requested.emit(self.hits[row])
+    def _activated(self, index) -> None:
+        hit = self.model.hit_at(index)
+        if hit is not None:
+            self.open_requested.emit(hit)

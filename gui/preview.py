@@ -15,11 +15,18 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QColor, QDesktopServices, QImage, QPalette, QTextCursor, QTextDocument
+from PySide6.QtGui import (
+    QColor,
+    QDesktopServices,
+    QImage,
+    QPalette,
+    QTextCursor,
+    QTextDocument,
+)
 from PySide6.QtWidgets import QTextBrowser, QTextEdit
 
 import pms
-from gui.note_html import Colours, markdown_to_html, style_sheet
+from gui.note_html import CODE_ANCHOR, LINE_ANCHOR, Colours, markdown_to_html, style_sheet
 from gui.workers import AnswerThread
 
 WIKI_SCHEME = "pms-wiki"
@@ -49,16 +56,6 @@ def wikilinks_to_markdown(body: str) -> str:
         return f"[{text}]({href})"
 
     return pms.replace_wikilinks(body, replace)
-
-
-def plain_line(line: str) -> str:
-    """A Markdown source line as it reads once rendered (good enough to find it)."""
-    line = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", line)      # links and images -> their text
-    line = pms.replace_wikilinks(line, lambda target, _fragment, label, _embed: label or target)
-    line = re.sub(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(\[[ xX]\]\s+)?|\d+[.)]\s+)", "", line)
-    line = re.sub(r"[*_`~|]+", " ", line)
-    line = html.unescape(re.sub(r"<[^>]+>", "", line))
-    return re.sub(r"\s+", " ", line).strip()
 
 
 # ASCII punctuation that Markdown could read as markup: a PDF's text is shown as it is.
@@ -134,6 +131,7 @@ class NotePreview(QTextBrowser):
 
     status_message = Signal(str)
     note_shown = Signal()  # a staged render is on screen: scrolled to its passage, marked
+    note_followed = Signal(str)  # a link in the note opened this note (its path) in the preview
 
     def __init__(self, kb, parent=None):
         super().__init__(parent)
@@ -147,6 +145,7 @@ class NotePreview(QTextBrowser):
         self.renders = 0                 # notes rendered so far (tests and benchmarks read it)
         self.shown: tuple | None = None  # (path, text, style sheet) of the document on screen
         self.plain: str | None = None    # its plain text, lower-cased, once needed
+        self.lines: list | None = None   # its (body line, position) anchors, once needed
         self.html_cache: dict[tuple, str] = {}  # (path, text) -> HTML: arrowing back and forth parses once
         self.rendered: tuple | None = None  # show_note's arguments, to render again when the palette changes
         self.keep_passage = False  # scroll back to the passage while the layout settles
@@ -171,13 +170,22 @@ class NotePreview(QTextBrowser):
     # then the rest laid out and marked in further slices.
     def clear_note(self) -> None:
         self._drop_render()
-        self.shown, self.plain = None, None
+        self.shown, self.plain, self.lines = None, None, None
         self.abspath = None
         self.rendered = None
         self.passage_block = -1
         self.keep_passage = False
         self.setExtraSelections([])
         self.clear()
+
+    def show_pending(self, title: str) -> None:
+        """While typing or arrowing on: which note comes here once the keys rest (a
+        cheap line, never the previous note's text next to another selected row)."""
+        self._drop_render()
+        self.shown, self.plain, self.lines, self.abspath, self.rendered = None, None, None, None, None
+        self.passage_block, self.keep_passage = -1, False
+        self.setExtraSelections([])
+        self.setHtml(f'<p style="color:gray"><b>{html.escape(title)}</b></p>')
 
     def show_note(self, abspath: str | Path, *, text: str | None = None, start_line: int = 0,
                   end_line: int = 0, heading: str = "", words=(), staged: bool = False) -> bool:
@@ -259,15 +267,23 @@ class NotePreview(QTextBrowser):
             self.setDocument(job.document)
             if previous is not None:
                 previous.deleteLater()
-            self.shown, self.plain, self.laid_out = (job.abspath, job.text, job.sheet), None, 0
+            self.shown, self.plain, self.lines, self.laid_out = (job.abspath, job.text, job.sheet), None, None, 0
             job.document, job.stage = None, "find"
         elif job.stage == "find":
             self.abspath = job.abspath
             self.passage_block, self.keep_passage = -1, False
-            if job.start_line > 1 or job.heading:
-                job.target = self._find_passage(job.text.split("\n"), job.start_line, job.end_line or job.start_line + 20,
-                                                job.heading, job.words)
             pattern = term_pattern(job.words)
+            if job.start_line > 1:
+                # By line numbers: the block of the passage's first line that holds a query
+                # word (else of its first line), wherever the same words occur elsewhere.
+                _, _, consumed = pms.split_frontmatter(job.text)
+                line = job.start_line
+                if pattern:
+                    lines = job.text.split("\n")[job.start_line - 1 : max(job.end_line, job.start_line)]
+                    line += next((i for i, text in enumerate(lines) if re.search(pattern, text, re.I)), 0)
+                job.target = self.line_position(line - consumed)
+            elif job.heading:  # a link to a heading: no line number, its text
+                job.target = self._find_heading(job.heading)
             job.marks = [m.span() for m in re.finditer(pattern, self._plain_text(), re.I)][:MAX_HIGHLIGHTS] if pattern else []
             job.stage = "layout"
         elif job.stage == "layout":
@@ -349,33 +365,47 @@ class NotePreview(QTextBrowser):
             self.plain = self.document().toPlainText().lower()
         return self.plain
 
+    def line_position(self, line: int) -> int:
+        """Where body line ``line`` (1-based, after the frontmatter) is in the document: the
+        block it is in (the last block starting on or before it; in code, its own line); -1: none."""
+        if self.lines is None:
+            self.lines = []  # (first line, position, lines of code or 0)
+            block = self.document().begin()
+            while block.isValid():
+                it = block.begin()
+                while not it.atEnd():
+                    fragment = it.fragment()
+                    for name in fragment.charFormat().anchorNames():
+                        if name.startswith(LINE_ANCHOR):
+                            self.lines.append((int(name[len(LINE_ANCHOR):]), fragment.position(), 0))
+                        elif name.startswith(CODE_ANCHOR):
+                            first, end = map(int, name[len(CODE_ANCHOR):].split("-"))
+                            self.lines.append((first, fragment.position(), max(1, end - first)))
+                    it += 1
+                block = block.next()
+            self.lines.sort()
+        at = bisect.bisect_right(self.lines, (line, float("inf"), 0)) - 1
+        if at < 0:
+            return -1
+        first, position, code_lines = self.lines[at]
+        if code_lines and line > first:
+            block = self.document().findBlock(position)
+            for _ in range(min(line - first, code_lines - 1)):
+                if block.next().isValid():
+                    block = block.next()
+            return block.position()
+        return position
+
     def _cursor(self, start: int, end: int) -> QTextCursor:
         cursor = QTextCursor(self.document())
         cursor.setPosition(start)
         cursor.setPosition(end, QTextCursor.KeepAnchor)
         return cursor
 
-    def _find_passage(self, lines: list[str], start_line: int, end_line: int, heading: str, words=()) -> int:
-        """Where the passage (lines ``start_line``..``end_line`` of the file) ended up
-        in the rendered document (a position; -1: not found): its first line with a
-        query word, else its first line."""
-        plain = self._plain_text()
-        candidates = [plain_line(line) for line in lines[max(0, start_line - 1) : end_line]]
-        pattern = term_pattern(words)
-        if pattern:
-            with_terms = [c for c in candidates if re.search(pattern, c, re.I)]
-            candidates = with_terms + candidates
-        if heading:
-            candidates.append(heading.split(" › ")[-1].split(" > ")[-1])
-        for text in candidates:
-            words = text.split()
-            if len(re.sub(r"\W", "", text)) < 3:
-                continue
-            for needle in (" ".join(words[:8]).lower(), " ".join(words[:3]).lower()):
-                found = plain.find(needle)
-                if found >= 0:
-                    return found
-        return -1
+    def _find_heading(self, heading: str) -> int:
+        """Where a heading a link names (``Note#Heading``) is in the document; -1: not found."""
+        text = heading.split(" › ")[-1].split(" > ")[-1].strip().lower()
+        return self._plain_text().find(text) if len(re.sub(r"\W", "", text)) >= 3 else -1
 
     def _scroll_to(self, position: int) -> None:
         self.passage_block = self.document().findBlock(position).blockNumber()
@@ -468,7 +498,8 @@ class NotePreview(QTextBrowser):
         if path.suffix.lower() != ".md" and not path.exists() and path.with_suffix(".md").exists():
             path = path.with_suffix(".md")
         if path.suffix.lower() in (".md", ".markdown") and path.is_file():
-            self.show_note(path, heading=unquote(url.fragment()))
+            if self.show_note(path, heading=unquote(url.fragment())):
+                self.note_followed.emit(str(path))
         elif path.exists():
             QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
         else:
@@ -480,7 +511,10 @@ class NotePreview(QTextBrowser):
         if path is None:
             self.status_message.emit(f"No note named “{target}”")
             return False
-        return self.show_note(path, heading=heading)
+        if not self.show_note(path, heading=heading):
+            return False
+        self.note_followed.emit(str(path))
+        return True
 
     def resolve_wikilink(self, target: str) -> Path | None:
         """The note ``[[target]]`` in the shown note points to: the engine's resolver

@@ -3,14 +3,13 @@ title, place, heading breadcrumb and a plain-text snippet (query terms marked).
 
 Rows are notes, plus (in hybrid mode) one divider between the notes that
 contain the query's words and those only related in meaning. Near-duplicate
-notes (the same title and file name or snippet in several places, such as
-four editions of a book) share one row that says how many copies it stands for.
+notes (pms.mark_copies: the same title and file name in several places, such
+as four editions of a book) share one row that says how many copies it stands for.
 """
 
 from __future__ import annotations
 
 import html
-import re
 
 from PySide6.QtCore import QModelIndex, QSize, Qt
 from PySide6.QtGui import QAbstractTextDocumentLayout, QPalette, QStandardItem, QStandardItemModel, QTextDocument
@@ -24,10 +23,6 @@ MARK_STYLE = "background-color:#ffe066; color:#000000"
 ONLY_MEANING = "Related in meaning"
 NO_WORDS = "No note contains these words; these are related in meaning"
 
-def near_duplicate_key(hit) -> tuple:
-    title = " ".join(re.findall(r"\w+", (hit.title or "").lower()))
-    name = hit.path.rsplit("/", 1)[-1].lower()
-    return title, name
 
 
 def why_text(hit, copies: list) -> str:
@@ -61,24 +56,27 @@ class ResultsModel(QStandardItemModel):
         self.query = ""
         self.generation = 0                  # bumped by every refill (the delegate's cache follows it)
 
-    def set_hits(self, hits: list, query: str, *, divide: bool = False) -> None:
+    def set_hits(self, hits: list, query: str, *, divide: bool = False, words_complete: bool = True) -> None:
         """Replace every row in one model reset. ``divide``: hybrid results, split
-        into notes with the words and notes only related in meaning."""
+        into notes with the words and notes only related in meaning. Only with
+        ``words_complete`` (no short word still being typed) may the list say that
+        no note contains the words."""
         shown: list = []
         copies: dict = {}
-        seen: dict = {}
+        originals: dict = {}
         for hit in hits:
-            key = near_duplicate_key(hit)
-            if key in seen:
-                copies.setdefault(id(seen[key]), []).append(hit)
+            original = originals.get(hit.copy_of) if hit.copy_of else None  # the engine's grouping (pms.mark_copies)
+            if original is not None:
+                copies.setdefault(id(original), []).append(hit)
                 continue
-            seen[key] = hit
+            originals[f"{hit.collection}/{hit.path}"] = hit
             shown.append(hit)
         rows: list = list(shown)
         if divide and shown:
             with_words = [h for h in shown if h.bm25_rank is not None]
             meaning = [h for h in shown if h.bm25_rank is None]
-            rows = with_words + ([ONLY_MEANING if with_words else NO_WORDS] if meaning else []) + meaning
+            label = NO_WORDS if not with_words and words_complete else ONLY_MEANING
+            rows = with_words + ([label] if meaning else []) + meaning
         self._fill(rows, query, copies)
 
     def set_sections(self, sections: list[tuple[str, list]]) -> None:

@@ -186,15 +186,15 @@ class SearchThread(NewestOnlyThread):
         emit(self.bridge.results, seq, query, hits, time.perf_counter() - started)
 
 
-def load_model_in_background(kb, bridge: Bridge) -> threading.Thread:
-    return start_thread(lambda: emit(bridge.model_loaded, kb.load_embedder()), "pms-load-model")
+def load_model_in_background(kb, bridge: Bridge, retry: bool = False) -> threading.Thread:
+    return start_thread(lambda: emit(bridge.model_loaded, kb.load_embedder(retry=retry)), "pms-load-model")
 
 
 class SyncJob:
     """One ``kb.sync`` in a thread, with progress throttled and a cancel flag."""
 
-    def __init__(self, kb, bridge: Bridge, collections=None):
-        self.kb, self.bridge, self.collections = kb, bridge, collections
+    def __init__(self, kb, bridge: Bridge, collections=None, reembed: bool = False):
+        self.kb, self.bridge, self.collections, self.reembed = kb, bridge, collections, reembed
         self.cancel = threading.Event()
         self._last_progress = 0.0
         self.thread = start_thread(self._run, "pms-sync")
@@ -210,7 +210,8 @@ class SyncJob:
 
     def _run(self) -> None:
         try:
-            report = self.kb.sync(collections=self.collections, progress=self._progress, cancel=self.cancel)
+            report = self.kb.sync(collections=self.collections, progress=self._progress, cancel=self.cancel,
+                                  **({"reembed": True} if self.reembed else {}))
         except pms.PMSError as exc:
             emit(self.bridge.sync_finished, None, str(exc))
             return

@@ -3,11 +3,15 @@
     .venv/bin/python scripts/screenshots.py [--out docs/screenshots]
 
 Starts an Xvfb display (installing xvfb and Qt's xcb libraries with apt-get
-when run as root and they are missing), opens the real window on it over a
-copy of sample-notes/ and captures: the welcome panel, results with the
-preview (light and dark), the start page, two Rust-book notes (Vec<T>,
-tables), a sync in progress and a freshly clipped page
-(served from ../shared/data/html by a local http.server; skipped without it).
+when run as root and they are missing), opens the real window on it over the
+whole Rust book (../shared/data/corpora/rust-book.tar.gz, with its redirect
+stubs, old editions and print copy) plus a copy of sample-notes/ and
+captures: the welcome panel, a search (light and dark), a deep passage of a
+chapter in the preview, Related, a small window, a filter listing, the start
+page, a table, a sync in progress and a freshly clipped page (served from
+../shared/data/html by a local http.server; skipped without it). Embedding
+the book takes minutes: ``--book-index`` starts from an index of it already
+embedded (bench/suite.py's cache: .cache/bench/rustbook/*.sqlite), copied.
 Everything is written to a temporary folder except the PNGs.
 """
 
@@ -109,7 +113,7 @@ def type_query(window, app, text: str) -> None:
 
     window.search_box.clear()
     QTest.keyClicks(window.search_box, text, delay=30)
-    window.search_now()
+    window.search.search_now()
     wait_for(window.results_shown, app)
 
 
@@ -159,9 +163,17 @@ def rust_book(work: Path) -> Path | None:
     if not archive.exists():
         return None
     with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith("rust-book/src/")]
-        tar.extractall(work / "book", members=members, filter="data")
-    return work / "book" / "rust-book" / "src"
+        tar.extractall(work / "book", filter="data")
+    return work / "book" / "rust-book"
+
+
+def wait_for_preview(window, app) -> None:
+    """Until the selected result's note is on screen (it renders once typing pauses) and Related is filled."""
+    def shown() -> bool:
+        hit = window.current_hit()
+        return hit is not None and window.preview.ready() and str(window.preview.abspath) == hit.abspath
+    wait_until(shown, app, timeout=60)
+    settle(app, 0.8)
 
 
 def select(window, file_name: str) -> None:
@@ -169,7 +181,7 @@ def select(window, file_name: str) -> None:
     for position, hit in enumerate(window.results_model.hits):
         if hit.path.endswith(file_name):
             window.results_view.setCurrentIndex(window.results_model.index(window.results_model.hit_row(position), 0))
-            window.show_current()
+            window.search.show_current()
             return
     print(f"screenshots: {file_name} not among the results", file=sys.stderr)
 
@@ -188,7 +200,7 @@ def render_icon(svg: Path, png: Path, size: int = 256) -> None:
     image.save(str(png))
 
 
-def render(out: Path) -> None:
+def render(out: Path, book_index: Path | None = None) -> None:
     sys.path.insert(0, str(REPO))
     import pms
     from PySide6.QtCore import QMimeData, QSettings, QUrl
@@ -201,60 +213,83 @@ def render(out: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix="pms-shots-"))
     notes = work / "notes"
     shutil.copytree(REPO / "sample-notes", notes)
+    if book_index is not None:
+        shutil.copy(book_index, work / "index.sqlite")
     kb = pms.KnowledgeBase(work / "index.sqlite")
     window = MainWindow(kb, QSettings(str(work / "settings.ini"), QSettings.IniFormat))
     window.resize(*SIZE)
     window.move(0, 0)
     window.show()
-    capture(window, app, out / "welcome.png")
-
-    window.add_folder(notes)
-    wait_for(window.sync_done, app, timeout=180)
+    if not kb.collections.list():
+        capture(window, app, out / "welcome.png")
+    book = rust_book(work)
+    if book is None:
+        print("screenshots: rust-book.tar.gz not found; the sample notes alone", file=sys.stderr)
+    elif book_index is not None:  # the copied index's book, at its new place (unchanged passages keep their vectors)
+        for col in kb.collections.list():
+            kb.collections.move(col.name, book)
+            if col.name != "rust-book":
+                kb.collections.rename(col.name, "rust-book")
+    else:
+        kb.collections.create(book, name="rust-book")
+    window.sync.add_folder(notes)
+    wait_for(window.sync_done, app, timeout=3600)
+    if book is not None and kb.check_sync_status().pending:
+        window.sync.request_sync(None)
+        wait_for(window.sync_done, app, timeout=3600)
     window.start_background_work(sync=False)
-    wait_until(lambda: window.model_state != "loading", app)
+    wait_until(lambda: window.sync.model_state != "loading", app)
     settle(app, 0.5)
-    type_query(window, app, "back up my laptop")
+
+    type_query(window, app, "ownership")  # the chapter first, its stubs below it, copies on one row
+    wait_for_preview(window, app)
     capture(window, app, out / "results.png")
-    window.toggle_pin(window.current_hit())  # pinned: it stays on the start page
+    type_query(window, app, "Weak<T> reference cycles")
+    select(window, "src/ch15-06-reference-cycles.md")  # a passage deep in a long chapter, tinted, Related beside it
+    wait_for_preview(window, app)
+    capture(window, app, out / "rust-book-note.png")
+    type_query(window, app, "how to take smart notes zettelkasten")
+    select(window, "reading/how-to-take-smart-notes.md")
+    wait_for_preview(window, app)
+    capture(window, app, out / "related.png")
+    window.search.toggle_pin(window.current_hit())  # pinned: it stays on the start page
     type_query(window, app, "ssh keys rotation")
     type_query(window, app, "docker volumes")
     window.search_box.clear()  # the start page: pinned and recent notes, the keys worth knowing
     capture(window, app, out / "idle.png")
+    window.filter_bar.field.setText("#pkm")  # a filter and no words: the notes it matches, newest first
+    wait_for(window.results_shown, app)
+    capture(window, app, out / "filter.png")
+    window.filter_bar.field.clear()
+    settle(app, 0.5)
+    type_query(window, app, "operators overloadable")
+    select(window, "src/appendix-02-operators.md")
+    wait_for_preview(window, app)
+    capture(window, app, out / "rust-book-table.png")
+    for _ in range(3):  # as a user drags the corner: each folded pane lowers the minimum
+        window.resize(640, 480)
+        settle(app, 0.3)
+    type_query(window, app, "ownership")
+    wait_for_preview(window, app)
+    capture(window, app, out / "small-window.png")
+    window.resize(*SIZE)
+    settle(app, 0.5)
 
     light = (app.style().name(), app.palette())
     app.setStyle("Fusion")  # Xvfb has no desktop theme to turn dark: stand in for one
     app.setPalette(dark_palette())
     settle(app, 0.5)
     type_query(window, app, "rotate ssh keys")
+    wait_for_preview(window, app)
     capture(window, app, out / "results-dark.png")
     app.setStyle(light[0])
     app.setPalette(light[1])
-
-    book = rust_book(work)
-    if book is not None:
-        # Indexed by keyword only: the badge shows how little of it is embedded.
-        kb.collections.create(book, name="rust-book")
-        kb.sync(["rust-book"], embed=False)
-        window.refresh_collections()
-        window.update_badge()
-        window.update_stats()
-        type_query(window, app, "reference cycles Weak")
-        select(window, "ch15-06-reference-cycles.md")
-        capture(window, app, out / "rust-book-note.png")
-        type_query(window, app, "operators overloadable")
-        select(window, "appendix-02-operators.md")
-        capture(window, app, out / "rust-book-table.png")
-        kb.collections.delete("rust-book")
-        window.refresh_collections()
-        window.update_badge()
-    else:
-        print("screenshots: rust-book.tar.gz not found; no Rust-book screenshots", file=sys.stderr)
 
     pages = SHARED_DATA / "html"
     if pages.is_dir():
         mime = QMimeData()
         mime.setUrls([QUrl(serve(pages) + "/dropbox-blog/source.html")])
-        window.handle_drop(mime)  # what dropping a browser link onto the window does
+        window.clipper.handle_drop(mime)  # what dropping a browser link onto the window does
         path, error = wait_for(window.clip_done, app, timeout=120)
         if error:
             print(f"screenshots: clipping failed: {error}", file=sys.stderr)
@@ -267,13 +302,13 @@ def render(out: Path) -> None:
     bulk = bulk_notes(work)
     if bulk is not None:
         type_query(window, app, "archive")
-        window.add_folder(bulk)
+        window.sync.add_folder(bulk)
         while True:  # catch it mid-way, with an ETA
             progress = wait_for(window.bridge.sync_progress, app, timeout=180)[0]
             if progress.phase == "embed" and progress.done >= 200:
                 break
         capture(window, app, out / "sync.png")
-        window.cancel_sync()
+        window.sync.cancel_sync()
         wait_for(window.sync_done, app, timeout=120)
     window.close()
     kb.close()
@@ -283,18 +318,20 @@ def render(out: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "screenshots")
+    parser.add_argument("--book-index", type=Path, help="an index of the Rust book already embedded, to start from (copied)")
     parser.add_argument("--inside-display", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.inside_display:
-        render(args.out.resolve())
+        render(args.out.resolve(), args.book_index)
         return 0
     ensure_xvfb()
     server, display = start_xvfb()
     try:
         env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb", "QT_SCALE_FACTOR": "1"}
         env.setdefault("PMS_MODEL_DIR", str(REPO / ".cache" / "minilm"))
-        return subprocess.run([sys.executable, __file__, "--out", str(args.out), "--inside-display"], env=env).returncode
+        book = ["--book-index", str(args.book_index.resolve())] if args.book_index else []
+        return subprocess.run([sys.executable, __file__, "--out", str(args.out), *book, "--inside-display"], env=env).returncode
     finally:
         server.terminate()
         server.wait(5)

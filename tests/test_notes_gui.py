@@ -9,7 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 pytest.importorskip("PySide6", reason="the desktop app needs PySide6 (pip install PySide6-Essentials)")
 pytest.importorskip("pytestqt", reason="GUI tests need pytest-qt (pip install pytest-qt)")
 
-from PySide6.QtCore import QSettings, Qt  # noqa: E402
+from PySide6.QtCore import QSettings  # noqa: E402
 
 import pms  # noqa: E402
 from gui.window import MainWindow  # noqa: E402
@@ -59,16 +59,22 @@ def test_a_tag_chip_lists_its_notes_newest_first_and_narrows_a_search(window, qt
 
 
 def test_the_related_panel_follows_the_open_note_and_opens_a_related_one(window, qtbot):
+    assert not window.related.isVisible()  # the start page: no note, no empty Related box
     with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS, check_params_cb=lambda q: q == "alpha pipeline"):
         qtbot.keyClicks(window.search_box, "alpha pipeline")
     assert paths(window)[0] == "projects/alpha.md"
-    qtbot.waitUntil(lambda: window.related.list.count() > 0 and window.related.list.item(0).data(Qt.UserRole) is not None,
-                    timeout=WAIT_MS)
-    assert "Alpha" in window.related.title.text()
+    qtbot.waitUntil(lambda: window.related.model.rowCount() > 0, timeout=WAIT_MS)
+    assert window.related.isVisible() and "Alpha" in window.related.title.text()
     related = list(window.related.hits)
-    assert len(related) == window.related.list.count()
+    assert len(related) == window.related.model.rowCount()
     assert "projects/alpha.md" not in [h.path for h in related]
-    window.related.list.itemClicked.emit(window.related.list.item(0))
+    assert not any(h.stub or h.copy_of for h in related)
+    window.related.list.clicked.emit(window.related.model.index(0, 0))
     qtbot.waitUntil(lambda: window.preview.ready() and window.preview.abspath.name == os.path.basename(related[0].path),
                     timeout=WAIT_MS)
     assert window.related.title.text().endswith(related[0].title)  # the panel follows the note now open
+    window.search.go_back()
+    qtbot.waitUntil(lambda: window.preview.abspath is not None and window.preview.abspath.name == "alpha.md", timeout=WAIT_MS)
+    window.search.go_forward()
+    qtbot.waitUntil(lambda: window.preview.abspath is not None and window.preview.abspath.name == os.path.basename(related[0].path),
+                    timeout=WAIT_MS)

@@ -304,7 +304,7 @@ def test_hybrid_search_finds_a_pdf_page_by_meaning_in_the_api_and_the_app(hybrid
     top = hybrid_kb.search(MEANING_QUERY, mode="hybrid")[0]
     assert (top.path, top.page) == ("manuals/reactor.pdf", 2) and top.vector_rank is not None
     window = app_window(request, hybrid_kb)
-    window._model_loaded(hybrid_kb.load_embedder())
+    window.sync._model_loaded(hybrid_kb.load_embedder())
     type_query(qtbot, window, MEANING_QUERY)
     wait_for_preview(qtbot, window)
     hit = window.current_hit()
@@ -322,7 +322,7 @@ def test_hybrid_search_from_the_cli_shows_the_page(pdf_vault, tmp_path, embeddin
 
 
 def test_pdf_viewers_are_told_the_page():
-    from gui.window import pdf_viewer_command
+    from gui.search import pdf_viewer_command
 
     path = Path("/tmp/a b.pdf")
     assert pdf_viewer_command("org.gnome.Evince.desktop", path, 12) == ["evince", "--page-index=12", str(path)]
@@ -377,8 +377,8 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
         kb.collections.create(pdf_vault, name="vault")
         kb.sync()
         kb.store.db.execute("DELETE FROM documents WHERE path LIKE '%.pdf'")
-        for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",
-                          "ALTER TABLE documents DROP COLUMN language",  # the later languages migration runs again
+        later = [f"ALTER TABLE documents DROP COLUMN {c}" for c in ("language", "words", "own_words", "links_out")]  # later migrations'
+        for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages", *later,
                           f"PRAGMA user_version = {PDF_MIGRATION}"):  # what the PMS before PDFs wrote
             kb.store.db.execute(statement)
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:

@@ -145,19 +145,19 @@ def test_a_huge_index_stays_in_sqlite_vec(synthetic_vectors):
 
 def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
     store = vault.store
-    ids = [cid for (cid,) in store.db.execute("SELECT id FROM chunks")]
+    bodies = dict(store.db.execute("SELECT id, body FROM chunks"))
     for query in ["sync", "syncthing conflict copy", '"three copies"', "own*", "rust -python", "restic OR phone"]:
         match = pms.parse_query(query).match_any()
-        expected = {cid: raw for cid in ids if (raw := store.fts_snippet(match, cid)) is not None}
-        assert expected and store.fts_snippets(match, ids) == expected
+        expected = {cid: raw for cid in bodies if (raw := store.fts_snippet(match, cid)) is not None}
+        assert expected and store.fts_snippets(match, bodies) == expected
     store._snippet_table(store.db)
     store._local.snippet_columns = ["title", "headings"]  # a copy without the body: the slow way answers alike
-    assert store.fts_snippets(match, ids) == expected
+    assert store.fts_snippets(match, bodies) == {cid: pms.passage_display_text(raw) for cid, raw in expected.items()}
     store._local.snippet_columns = None
     hit = vault.search("syncthing conflict", mode="keyword")[0]
-    raw = store.fts_snippet(pms.parse_query("syncthing conflict").match_any(), hit.chunk_id)
-    words = " ".join(raw.replace("\x02", "").replace("\x03", "").replace("#", "").split())
-    assert hit.snippet == words  # FTS5's snippet as readable text (no heading marks), its marks as spans
+    match = pms.parse_query("syncthing conflict").match_any()
+    shown = {hit.chunk_id: pms.passage_display_text(bodies[hit.chunk_id])}  # cut from the passage as a reader sees it
+    assert (hit.snippet, hit.marks) == pms.snippet_spans(store.fts_snippets(match, shown)[hit.chunk_id], markup=False)
     assert "Syncthing" in [hit.snippet[s:e] for s, e in hit.marks]
 
 

@@ -1,0 +1,381 @@
+"""The sync and setup controller: collections, syncs (one at a time, the next
+queued), installing the extras, the model badge and the stats."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+
+import pms
+from gui.workers import (
+    FolderWatcher,
+    RateMeter,
+    SetupJob,
+    SyncJob,
+    load_model_in_background,
+)
+
+PMS_SCRIPT = Path(__file__).resolve().parent.parent / "pms.py"  # the gui package sits next to it
+BADGE_STYLE = "QLabel {{ background:{bg}; color:white; border-radius:9px; padding:2px 10px; font-weight:600; }}"
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    return text[: limit].rsplit(" ", 1)[0].rstrip(",;:·-") + "…"
+
+
+# An engine Hint's command as the app offers it: its button (pms.Hint).
+HINT_ACTIONS = {"setup": "click “Enable meaning search…”", "sync": "click “Embed notes”",
+                "sync --reembed": "click “Re-embed notes”"}
+
+
+def hint_action(hint) -> str:
+    """What the app tells the user to do about an engine Hint ('' for none)."""
+    if hint is None:
+        return ""
+    if hint.command:
+        return HINT_ACTIONS.get(hint.command, f"run “pms {hint.command}”")
+    return f"set {hint.setting}" if hint.setting else ""
+
+
+def model_label(info: dict) -> str:
+    """The embedding model as the badge and the status bar both name it (the index's)."""
+    return (info.get("model") or "none").split("/")[-1]
+
+
+def first_line(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class SyncController(QObject):
+    # What makes search hybrid (the engine's Hint command; "retry": the model failed to load) -> a button.
+    BADGE_FIXES = {
+        "setup": ("Enable meaning search…", "Install the optional packages for search by meaning (as pms.py setup does)"),
+        "sync": ("Embed notes", "Compute the notes' embeddings now (a sync)"),
+        "sync --reembed": ("Re-embed notes", "Embed every passage again with the model in use"),
+        "retry": ("Retry the model", "Load the embedding model again (after connecting, or once its files are back)"),
+    }
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.w = window
+        self.model_state = "loading" if window.kb.embeddings_enabled else "off"
+        self.sync_job: SyncJob | None = None
+        self.sync_queue: set[str] | None = None    # None: nothing waiting; empty set: every collection
+        self.sync_phase = ""
+        self.setup_job: SetupJob | None = None
+        self.setup_command = [sys.executable, str(PMS_SCRIPT), "setup"]
+        self.rate = RateMeter()                 # the sync's recent pace, for an ETA that follows it
+        self.watcher = FolderWatcher(window)
+        self.fix_code = ""
+
+    def connect(self) -> None:
+        w = self.w
+        w.fix_button.clicked.connect(self._fix_clicked)
+        w.cancel_button.clicked.connect(self.cancel_sync)
+        w.bridge.model_loaded.connect(self._model_loaded)
+        w.bridge.sync_progress.connect(self._sync_progress)
+        w.bridge.sync_finished.connect(self._sync_finished)
+        self.watcher.collections_changed.connect(self.request_sync)
+
+    def start_background_work(self, sync: bool = True) -> None:
+        """After the window is on screen: load the model, catch up with the folders, watch them."""
+        if self.w.kb.embeddings_enabled:
+            load_model_in_background(self.w.kb, self.w.bridge)
+        if sync and self.w.kb.collections.list():
+            self.request_sync(None)
+        else:
+            self.watch_folders()
+
+    # -- collections -----------------------------------------------------------------------
+    def fill_menu(self) -> None:
+        w = self.w
+        menu = w.collections_menu
+        menu.clear()
+        menu.addAction("&Add folder…", self.add_folder_dialog)
+        sync_all = menu.addAction("&Sync all now", lambda: self.request_sync(None))
+        sync_all.setShortcut(QKeySequence("F5"))
+        busy = self.sync_running()
+        collections = w.kb.collections.list()
+        if collections:
+            menu.addSeparator()
+        for col in collections:
+            notes, _ = col.counts()
+            sub = menu.addMenu(f"{col.name}  ({notes:,} notes)")
+            sub.setToolTip(str(col.path))
+            sub.addAction("Sync now", lambda name=col.name: self.request_sync([name]))
+            sub.addAction("Open folder", lambda path=col.path: w.search.open_path(path))
+            for label, handler in (("Rename…", self.rename_collection_dialog), ("Remove…", self.remove_collection_dialog)):
+                action = sub.addAction(label, lambda name=col.name, handler=handler: handler(name))
+                action.setEnabled(not busy)
+                if busy:
+                    action.setToolTip("Wait for the sync to finish")
+
+    def refresh_collections(self) -> None:
+        w = self.w
+        collections = w.kb.collections.list()
+        current = w.collection_combo.currentData()
+        w.collection_combo.blockSignals(True)
+        w.collection_combo.clear()
+        w.collection_combo.addItem("All collections", "")
+        for col in collections:
+            w.collection_combo.addItem(col.name, col.name)
+        w.collection_combo.setCurrentIndex(max(0, w.collection_combo.findData(current or "")))
+        w.collection_combo.blockSignals(False)
+        w.pages.setCurrentWidget(w.splitter if collections else w.welcome)
+        w.search_box.setEnabled(bool(collections))
+        w.collection_combo.setVisible(bool(collections))
+        w.badge.setVisible(bool(collections))
+        w.filter_bar.setVisible(bool(collections))
+        w.filter_bar.refresh_tags()
+        if collections and not w.search_box.text().strip():
+            w.search.show_start_page()
+
+    def add_folder_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self.w, "Add a folder of notes", str(Path.home()))
+        if folder:
+            self.add_folder(folder)
+
+    def add_folder(self, folder: str | Path) -> str | None:
+        w = self.w
+        folder = Path(folder).resolve()
+        try:
+            name = w.kb.collections.create(folder).name  # the engine names it and refuses a folder indexed twice
+        except pms.PMSError as exc:
+            w.flash(str(exc))
+            return None
+        self.refresh_collections()
+        w.flash(f"Added “{name}”: indexing {folder}")
+        self.request_sync([name])
+        return name
+
+    def rename_collection_dialog(self, name: str) -> None:
+        w = self.w
+        new, ok = QInputDialog.getText(w, "Rename collection", f"New name for “{name}”:", text=name)
+        if ok and new.strip() and new.strip() != name:
+            try:
+                w.kb.collections.rename(name, new.strip())
+            except pms.PMSError as exc:
+                w.flash(str(exc))
+                return
+            self.refresh_collections()
+            self.watch_folders()
+            w.search.search_now()
+
+    def remove_collection_dialog(self, name: str) -> None:
+        w = self.w
+        col = w.kb.collections.get(name)
+        answer = QMessageBox.question(w, "Remove collection",
+                                      f"Remove “{name}” from the index?\n\nThe files in {col.path} are not touched.")
+        if answer == QMessageBox.Yes:
+            w.kb.collections.delete(name)
+            self.refresh_collections()
+            self.watch_folders()
+            self.update_stats()
+            w.search.search_now()
+
+    def watch_folders(self) -> None:
+        self.watcher.watch(self.w.kb.collections.list())
+
+    # -- sync ------------------------------------------------------------------------------
+    def sync_running(self) -> bool:
+        return self.sync_job is not None and self.sync_job.running()
+
+    def setup_running(self) -> bool:
+        return self.setup_job is not None and self.setup_job.running()
+
+    def _show_progress(self, text: str) -> None:
+        w = self.w
+        w.progress_label.setText(text)
+        w.progress_bar.setRange(0, 0)
+        w.cancel_button.setEnabled(True)
+        for widget in (w.progress_label, w.progress_bar, w.cancel_button):
+            widget.show()
+
+    def _hide_progress(self) -> None:
+        for widget in (self.w.progress_label, self.w.progress_bar, self.w.cancel_button):
+            widget.hide()
+
+    def request_sync(self, names: list[str] | None = None, reembed: bool = False) -> None:
+        """Sync these collections (None: all) now, or right after the running sync or setup;
+        ``reembed``: embed every passage again (the index's model changed)."""
+        if self.sync_running() or self.setup_running():
+            if names is None or self.sync_queue == set():
+                self.sync_queue = set()
+            else:
+                self.sync_queue = (self.sync_queue or set()) | set(names)
+            return
+        self.sync_job = SyncJob(self.w.kb, self.w.bridge, names, reembed=reembed)
+        self.sync_phase = ""
+        self._show_progress("Scanning folders…")
+
+    def cancel_sync(self) -> None:
+        """Cancel what the progress line shows: the setup, or the sync."""
+        if self.setup_running():
+            self.setup_job.cancel()
+            return
+        if self.sync_running():
+            self.sync_job.cancel.set()
+            self.sync_queue = None
+            self.w.cancel_button.setEnabled(False)
+            self.w.progress_label.setText("Cancelling…")
+
+    def _sync_progress(self, p) -> None:
+        w = self.w
+        if self.sync_job is None or self.sync_job.cancel.is_set():
+            return
+        unit, verb = ("passages", "Embedding") if p.phase == "embed" else ("files", "Indexing" if p.phase == "index" else "Scanning")
+        if p.phase != self.sync_phase:
+            if self.sync_phase == "index" and w.search_box.text().strip():
+                w.search.search_now()  # the new notes are searchable by keyword before they are embedded
+            self.sync_phase = p.phase
+            self.rate.restart()
+            self.update_stats()
+            self.update_badge()
+        self.rate.add(p.done)
+        left = self.rate.eta(p.total)
+        eta = f" · {p.replace(eta=left).eta_text} left" if left is not None and p.done < p.total else ""
+        if p.phase == "index" and not w.search_box.text().strip() and self.rate.due("idle", 0.5):
+            w.search.show_idle_text()  # the notes indexed so far are searchable already
+        w.progress_label.setText(f"{verb} {p.done:,}/{p.total:,} {unit}{eta}")
+        w.progress_bar.setRange(0, max(1, p.total))
+        w.progress_bar.setValue(p.done)
+
+    def _sync_finished(self, report, error: str) -> None:
+        w = self.w
+        self.sync_job = None  # its thread is about to end: the sync is over for the window
+        self._hide_progress()
+        if error or report.cancelled or report.added or report.updated or report.deleted or report.errors or report.embedded:
+            w.flash(error or report.summary())  # a watcher's sync that found nothing new stays quiet
+        self.refresh_collections()
+        self.update_badge()
+        self.update_stats()
+        self.offer_multilingual_model(error)
+        self.watch_folders()
+        if w.search_box.text().strip():
+            w.search.search_now()  # new and changed notes show up in the open search
+        w.sync_done.emit(report)
+        self._run_queued()
+
+    def offer_multilingual_model(self, error: str = "") -> None:
+        """When a fair share of the notes is not in English and the model reads English only:
+        say so once per index, with a button that tells how to switch."""
+        w = self.w
+        advice = None if error else w.kb.language_advice()
+        if advice and w.kb.tell_once("language_advice_app", advice):
+            w.flash(first_line(advice, 90), "Multilingual search…",
+                    lambda: QMessageBox.information(w, "Meaning search in every language", advice))
+
+    def _run_queued(self) -> None:
+        queued, self.sync_queue = self.sync_queue, None
+        if queued is not None:
+            self.request_sync(sorted(queued) or None)
+
+    def _fix_clicked(self) -> None:
+        self.w.fix_button.hide()
+        if self.fix_code == "setup":
+            self.run_setup()
+        elif self.fix_code in ("sync", "sync --reembed"):
+            self.request_sync(None, reembed=self.fix_code == "sync --reembed")
+        elif self.fix_code == "retry":
+            self.model_state = "loading"
+            load_model_in_background(self.w.kb, self.w.bridge, retry=True)
+            self.update_badge()
+
+    # -- installing the extras (pms.py setup) ----------------------------------------------
+    def run_setup(self) -> None:
+        """Install the packages for search by meaning, as ``pms.py setup`` does."""
+        w = self.w
+        if getattr(sys, "frozen", False):
+            # A packaged app carries its packages inside; pip cannot add to it.
+            w.flash("This packaged app cannot install packages; it includes search by meaning, so "
+                    f"what is missing is: {w.kb.search_mode().reason}")
+            return
+        if self.sync_running() or self.setup_running():
+            w.flash("Wait for the running sync or setup to finish")
+            return
+        self.setup_job = SetupJob(self.setup_command, w)
+        self.setup_job.output.connect(lambda line: w.progress_label.setText(f"Setup: {first_line(line, 70)}"))
+        self.setup_job.finished.connect(self._setup_finished)
+        w.fix_button.hide()
+        self._show_progress("Setup: installing the packages for search by meaning…")
+
+    def _setup_finished(self, ok: bool, last_line: str) -> None:
+        w = self.w
+        self._hide_progress()
+        if ok:
+            w.flash("Installed: restart PMS to search by meaning (the packages load at start)")
+        elif last_line == "cancelled":
+            w.flash("Setup cancelled; nothing else changed (run it again any time)")
+        else:
+            w.flash(f"Setup failed: {last_line}")
+        self.update_badge()
+        w.setup_done.emit(ok)
+        self._run_queued()
+
+    # -- badge and stats ---------------------------------------------------------------------
+    def _model_loaded(self, ok: bool) -> None:
+        self.model_state = "ready" if ok else "unavailable"
+        self.update_badge()
+        self.update_stats()
+        self.w.search.search_now()  # the same words, now with meaning
+
+    def update_badge(self) -> None:
+        w = self.w
+        info = w.kb.status(pending=False)
+        used = w.kb.search_mode()
+        mode, why, code, hint = used.mode, used.reason, used.code, used.hint
+        short = pms.VECTOR_UNAVAILABLE.get(code, "") or shorten(why, 40)
+        if mode == "hybrid" and self.model_state == "loading":
+            mode, why, short = "keyword", "loading the embedding model…", "loading the model…"
+        hybrid = mode == "hybrid"
+        model = model_label(info)
+        if hybrid and info["embedded"] < info["chunks"]:
+            share = info["embedded"] / max(1, info["chunks"])
+            w.badge.setText(f"Hybrid · {int(share * 100)} % embedded")
+            w.badge.setToolTip(f"Keyword and meaning ({model}), fused.\n{info['embedded']:,} of {info['chunks']:,} "
+                               f"passages are embedded: the other {info['chunks'] - info['embedded']:,} are found "
+                               "by their words only until the sync has embedded them.")
+        elif hybrid:
+            w.badge.setText("Hybrid")
+            w.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded."
+                               + (f"\nVectors from {info['vectors_from']}." if info.get("vectors_from") else ""))
+        else:
+            w.badge.setText(f"Keyword only · {short}" if short else "Keyword only")
+            action = hint_action(hint) if self.model_state != "loading" else ""
+            w.badge.setToolTip((f"Keyword search only: {why}" + (f"; {action}" if action else "")) if why else "Keyword search only")
+        w.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
+        w.badge_mode = mode
+        fix_code = "retry" if code == "model-unavailable" else hint.command if hint is not None else ""
+        fix = self.BADGE_FIXES.get(fix_code) if not hybrid and self.model_state != "loading" else None
+        self.fix_code = fix_code if fix else ""
+        w.fix_button.setVisible(bool(fix) and not self.setup_running() and not self.sync_running())
+        if fix:
+            w.fix_button.setText(fix[0])
+            w.fix_button.setToolTip(fix[1])
+
+    def update_stats(self) -> None:
+        info = self.w.kb.status(pending=False)
+        synced = [c["last_sync"] for c in info["collections_detail"] if c["last_sync"]]
+        state = {"loading": " (loading)", "unavailable": " (unavailable)", "off": " (off)"}.get(self.model_state, "")
+        self.w.status_line.set_stats(f"{info['documents']:,} notes · {info['chunks']:,} passages · "
+                                     f"last sync {self._when(max(synced)) if synced else 'never'} · "
+                                     f"model {model_label(info)}{state}"
+                                     + (f" · {info['pdfs_without_text']} PDFs have no text" if info["pdfs_without_text"] else ""))
+
+    @staticmethod
+    def _when(iso: str) -> str:
+        try:
+            moment = dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone()
+        except ValueError:
+            return iso
+        return moment.strftime("%H:%M" if moment.date() == dt.date.today() else "%Y-%m-%d %H:%M")

@@ -1,0 +1,217 @@
+"""Real vaults read as their authors mean them (issue 22): mdBook links and titles,
+reference-link definitions, stubs that point elsewhere, snippets without markup."""
+from __future__ import annotations
+
+import pytest
+
+import pms
+from conftest import write
+
+CHAPTER = """## What Is Ownership?
+
+*Ownership* is a set of rules that govern how a Rust program manages memory. Every
+program has to manage the way it uses memory while it runs; some languages have a
+garbage collector, others make the programmer free memory. Rust checks ownership
+rules at compile time, so none of them slows the program down while it runs.
+
+See [the references chapter][refs] and [lifetimes](ch10-03-lifetime-syntax.html#validating-references).
+
+<!-- old anchor: keep -->
+<Listing number="4-1" file-name="src/main.rs" caption="A variable and the scope in which it is valid">
+
+```rust
+{{#rustdoc_include ../listings/ch04/listing-04-01/src/main.rs:here}}
+let s: Rc<T> = Weak<T>::new();
+```
+
+</Listing>
+
+| Type | Owner |
+|------|-------|
+| `String` | <small>the variable</small> |
+
+[refs]: ch04-02-references-and-borrowing.html
+[access]: #accessing-values-in-a-hash-map
+"""
+
+REDIRECT = """% Ownership
+
+<small>There is a new edition of the book and this is an old link.</small>
+
+> Ownership is a set of rules that govern how a Rust program manages memory: ownership rules at compile time.
+
+---
+
+Here are the relevant sections in the new and old books:
+
+* **[in the current edition: Ch 4.01 — What Is Ownership?][2]**
+
+[2]: ch04-01-what-is-ownership.html
+"""
+
+OLD_EDITION = """# Ownership
+
+The first edition of the book is no longer distributed with Rust's documentation.
+
+If you came here via a link or web search, you may want to check out [the current
+version of the book](../ch04-01-what-is-ownership.html) instead.
+"""
+
+
+@pytest.fixture
+def book(kb, tmp_path):
+    root = tmp_path / "book"
+    write(root / "src" / "ch04-01-what-is-ownership.md", CHAPTER)
+    write(root / "src" / "ch04-02-references-and-borrowing.md", "## References and Borrowing\n\nA reference borrows a value "
+          "without taking ownership of it. " * 8)
+    write(root / "src" / "ch10-03-lifetime-syntax.md", "## Validating References with Lifetimes\n\nLifetimes ensure that "
+          "references are valid as long as we need them to be. " * 8)
+    write(root / "redirects" / "ownership.md", REDIRECT)
+    write(root / "first-edition" / "src" / "ownership.md", OLD_EDITION)
+    kb.collections.create(root, name="book")
+    kb.sync()
+    return kb
+
+
+def test_link_definitions_are_links_not_tags(book):
+    assert book.tags() == []  # "[access]: #accessing-values-in-a-hash-map" is no #tag
+    targets = [(ref.path, ref.line) for ref in book.links("book/src/ch04-01-what-is-ownership.md")]
+    assert ("src/ch10-03-lifetime-syntax.md", 8) in targets  # an inline .html link, with its #anchor
+    assert ("src/ch04-02-references-and-borrowing.md", 24) in targets  # a reference-link definition
+
+
+def test_html_links_resolve_to_their_markdown_source_for_backlinks_and_unresolved_counts(book, tmp_path):
+    backlinks = {ref.path for ref in book.backlinks("book/src/ch04-01-what-is-ownership.md")}
+    # The redirect's ".html" link sits in another folder than the chapter (as mdBook's site pages do): by file name.
+    assert backlinks == {"redirects/ownership.md", "first-edition/src/ownership.md"}
+    assert book.status()["unresolved_links"] == []
+    write(tmp_path / "book" / "src" / "broken.md", "# Broken\n\nSee [gone](ch99-gone.html).\n")
+    book.sync()
+    assert [ref["target"] for ref in book.status()["unresolved_links"]] == ["src/ch99-gone.md"]
+
+
+def test_the_title_is_the_first_heading_of_any_level_or_a_percent_title_line(book):
+    titles = {h.path: h.title for h in book.search("ownership", mode="keyword", k=10)}
+    assert titles["src/ch04-01-what-is-ownership.md"] == "What Is Ownership?"
+    assert titles["redirects/ownership.md"] == "Ownership"  # mdBook's "% Title"
+    note = pms.parse_note("Some text first.\n\n### Deep heading\n\nMore.\n", "file-name")
+    assert note.title == "Deep heading"
+    assert pms.parse_note("No heading at all.\n", "file-name").title == "file-name"
+
+
+def test_passage_display_text_renders_markup_as_a_reader_sees_it():
+    shown = pms.passage_display_text(CHAPTER)
+    for raw in ("<!--", "<Listing", "</Listing>", "{{#rustdoc_include", "<small>", "|---", "[refs]:", "[access]:", "](", "## "):
+        assert raw not in shown, raw
+    assert "Type · Owner" in shown and "String · the variable" in shown  # a table row as "cell · cell"
+    assert "Ownership is a set of rules" in shown  # emphasis marks gone, the words kept
+    assert "See the references chapter and lifetimes." in shown  # links as their text
+    assert "let s: Rc<T> = Weak<T>::new();" in shown  # code as written: generics are not tags
+    assert pms.passage_display_text("% Title\n\n> quoted `code` and <b>bold</b>") == "Title\nquoted code and bold"
+
+
+def test_snake_case_next_to_a_marked_word_keeps_its_underscore(kb, tmp_path):
+    write(tmp_path / "n" / "f.md", "# Functions\n\nIf we tried to use s after the call to `takes_ownership`, Rust would complain.\n")
+    kb.collections.create(tmp_path / "n", name="n")
+    kb.sync()
+    hit = kb.search("ownership", mode="keyword")[0]
+    assert "takes_ownership" in hit.snippet and "ownership" in [hit.snippet[s:e] for s, e in hit.marks]
+
+
+def test_snippets_carry_no_raw_markup_and_the_text_stays_searchable(book):
+    for query in ("listing variable scope", "rustdoc_include", "Owner variable", "garbage collector"):
+        hits = book.search(query, mode="keyword", k=5)
+        assert hits, query
+        for hit in hits:
+            for raw in ("&lt;Listing", "&lt;small", "&lt;!--", "{{#", "|", "[refs]"):
+                assert raw not in hit.snippet, (query, hit.path, hit.snippet)
+
+
+def test_a_stub_never_outranks_the_chapter_it_points_to(book):
+    for mode in ("keyword",):
+        for query in ("ownership", "ownership rules at compile time", "Ownership"):
+            paths = [h.path for h in book.search(query, mode=mode, k=5)]
+            assert paths[0] == "src/ch04-01-what-is-ownership.md", (query, paths)
+            assert paths.index("redirects/ownership.md") > 0 and paths.index("first-edition/src/ownership.md") > 0
+    stubs = {h.path: h.stub for h in book.search("ownership", mode="keyword", k=5)}
+    assert stubs == {"src/ch04-01-what-is-ownership.md": False, "redirects/ownership.md": True,
+                     "first-edition/src/ownership.md": True, "src/ch04-02-references-and-borrowing.md": False}
+
+
+def test_order_by_note_prior_is_a_pure_rule():
+    settings = pms.RankingSettings(stub_weight=0.5)
+
+    def hit(path, stub):
+        return pms.Hit(path=path, collection="c", abspath=path, docid=path, title=path, heading_path="", start_line=1,
+                       end_line=1, score=1.0, snippet="", stub=stub)
+
+    hits = [hit("stub.md", True), hit("a.md", False), hit("b.md", False), hit("target.md", False)]
+    order = [h.path for h in pms.order_by_note_prior(hits, {0: {"target"}}, settings)]
+    assert order == ["a.md", "b.md", "target.md", "stub.md"]  # below its target, wherever that is
+    order = [h.path for h in pms.order_by_note_prior(hits, {}, settings)]
+    assert order == ["a.md", "stub.md", "b.md", "target.md"]  # place 1 / 0.5 = 2: behind #2
+
+
+def test_the_exact_name_rule_needs_a_real_body(kb, tmp_path):
+    write(tmp_path / "v" / "tmux.md", "# tmux\n\nSee [[Terminal multiplexers]].\n")  # a title and a pointer
+    write(tmp_path / "v" / "terminal-multiplexers.md", "# Terminal multiplexers\n\n" + "tmux and screen keep sessions "
+          "alive after you log out; tmux splits the window into panes. " * 6)
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    assert [h.path for h in kb.search("tmux", mode="keyword")][0] == "terminal-multiplexers.md"
+
+
+def test_an_alias_names_its_note_only_when_the_query_is_the_whole_alias(kb):
+    kb.collections.create(pms.sample_notes_dir(), name="sample")
+    kb.sync()
+    assert kb.search("keys", mode="keyword", path="dev")[0].path == "dev/ssh-key-rotation.md"
+    assert kb.search("neovim keys", mode="keyword")[0].path == "dev/vim-cheatsheet.md"  # the whole alias still names it
+
+
+def test_copies_are_grouped_in_the_cli_and_json_says_which_hit_copies_which(book, tmp_path, pms_main):
+    write(tmp_path / "book" / "second-edition" / "src" / "ch04-01-what-is-ownership.md",
+          OLD_EDITION.replace("# Ownership", "## What Is Ownership?"))  # the same page, an older edition's stub
+    book.sync()
+    db = book.index_path
+    book.close()
+    r = pms_main("search", "what is ownership", "--mode", "keyword", db=db)
+    assert r.returncode == 0
+    assert "+1 copy: second-edition/src/ch04-01-what-is-ownership.md" in r.stdout
+    assert "book/second-edition/src/ch04-01-what-is-ownership.md:" not in r.stdout  # not a row of its own
+    import json
+    hits = json.loads(pms_main("search", "what is ownership", "--mode", "keyword", "--json", db=db).stdout)
+    copy = next(h for h in hits if h["path"] == "second-edition/src/ch04-01-what-is-ownership.md")
+    assert copy["copy_of"] == "book/src/ch04-01-what-is-ownership.md" and copy["stub"] is True
+    assert next(h for h in hits if h["path"] == "src/ch04-01-what-is-ownership.md")["copy_of"] == ""
+
+
+def test_search_with_nothing_to_search_prints_usage_and_exits_2(pms_main, tmp_path):
+    r = pms_main("search", db=tmp_path / "i.sqlite")
+    assert r.returncode == 2 and r.stderr.startswith("usage:") and "nothing to search" in r.stderr
+    assert pms_main("search", "  ", db=tmp_path / "i.sqlite").returncode == 2
+
+
+def test_a_clipped_note_gets_the_permissions_of_any_new_file_there(kb, tmp_path):
+    import os
+    import stat
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    neighbour = write(folder / "neighbour.md", "# A note\n")
+    clips = kb.collections.create(folder, name="clips")
+    old = os.umask(0o022)
+    try:
+        note = clips.clip("https://example.org/post", html="<html><head><title>Post</title></head><body><article>"
+                          "<p>" + "Some words of a post. " * 30 + "</p></article></body></html>")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(note.path.stat().st_mode) == stat.S_IMODE(neighbour.stat().st_mode) == 0o644
+
+
+def test_related_notes_come_from_the_notes_own_collection_by_default(book):
+    book.collections.create(pms.sample_notes_dir(), name="sample")
+    book.sync()
+    related = book.related("sample/reading/how-to-take-smart-notes.md", k=8)
+    assert related and {h.collection for h in related} == {"sample"}
+    assert {h.collection for h in book.related("sample/reading/how-to-take-smart-notes.md", k=8,
+                                               collections=["book", "sample"])} <= {"book", "sample"}
