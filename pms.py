@@ -1829,8 +1829,7 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
             for m in _WIKILINK.finditer(line):
                 target, fragment, _label, _embed = _wikilink_parts(m)
                 if target and not _ATTACHMENT.search(target):
-                    fragment = (m.group(2) or "").strip()
-                    links.append(NoteLink(target, "#" + fragment.lstrip("#") if fragment else "", "wiki", first_line + i))
+                    links.append(NoteLink(target, fragment, "wiki", first_line + i))
         targets = list(_markdown_link_targets(line)) if "](" in line else []
         tail = _MD_LINK_TAIL.match(line) if "](" in line else None
         if tail:  # a link whose text began on the line above
@@ -2525,6 +2524,13 @@ def _add_column(db, table: str, column: str, declaration: str) -> None:
         db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
+def _note_substance_columns(db) -> None:
+    """Migration: a note's words, own words and links out (note_substance), -1 until read."""
+    for column, declaration in (("words", "INTEGER NOT NULL DEFAULT -1"), ("own_words", "INTEGER NOT NULL DEFAULT -1"),
+                                ("links_out", "INTEGER NOT NULL DEFAULT 0")):
+        _add_column(db, "documents", column, declaration)
+
+
 # Numbered migrations: PRAGMA user_version counts how many have run. Append,
 # never edit a released one. An entry is SQL text, or a function of the connection.
 MIGRATIONS: list[str | Callable] = [
@@ -2688,11 +2694,7 @@ MIGRATIONS: list[str | Callable] = [
     lambda db: _add_column(db, "collections", "excludes", "TEXT NOT NULL DEFAULT ''"),
     # 10: a note's substance (note_substance): ranking tells a stub that points
     # elsewhere from a note with content. -1: not read yet (NOTE_PARSER_VERSION 4).
-    """
-    ALTER TABLE documents ADD COLUMN words INTEGER NOT NULL DEFAULT -1;
-    ALTER TABLE documents ADD COLUMN own_words INTEGER NOT NULL DEFAULT -1;
-    ALTER TABLE documents ADD COLUMN links_out INTEGER NOT NULL DEFAULT 0;
-    """,
+    _note_substance_columns,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
@@ -8175,7 +8177,7 @@ class KnowledgeBase:
 
     def watch(self, collections: Sequence[str] | None = None, *, stop: threading.Event | None = None,
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
-              sync_lock: threading.Lock | None = None, catch_up: bool = True,
+              sync_lock: contextlib.AbstractContextManager | None = None, catch_up: bool = True,
               interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
         """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then)
         the collections whose folders changed, after a quiet second (FolderWatcher).

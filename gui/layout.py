@@ -280,7 +280,8 @@ class LayoutController(QObject):
         w.message_button.setText(action)
         w.message_button.setVisible(bool(action))
         if action:
-            QTimer.singleShot(MESSAGE_MS * 2, lambda: None if w.status_line.message else w.message_button.hide())
+            # the button as context: the timer is dropped with the window, never calls into a deleted widget
+            QTimer.singleShot(MESSAGE_MS * 2, w.message_button, lambda: None if w.status_line.message else w.message_button.hide())
 
     def message(self) -> str:
         return self.w.status_line.message

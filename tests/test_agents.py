@@ -82,7 +82,7 @@ def test_the_migration_makes_old_colliding_ids_unique(colliding, db_path):
     db.execute("DROP INDEX documents_docid")
     db.execute("UPDATE documents SET docid = substr(docid, 1, 6)")
     db.execute("CREATE INDEX documents_docid ON documents(docid)")
-    db.execute(f"PRAGMA user_version = {len(pms.MIGRATIONS) - 2}")  # the docid and exclusions migrations are the last two
+    db.execute(f"PRAGMA user_version = {len(pms.MIGRATIONS) - 3}")  # the docid, exclusions and note-substance migrations are the last three
     db.commit()
     db.close()
     with pms.KnowledgeBase(db_path, embeddings=False) as again:
