@@ -112,6 +112,9 @@ VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format n
 # passages/s at 574 MB peak, 16 18.1/s at 861 MB, 32 17.0/s at 1.5 GB;
 # fastembed's default of 256 peaked at 10 GB.
 EMBED_BATCH_SIZE = 8
+# Passages read from the index at a time while embedding (most recently modified notes
+# first); sorted by length inside it, so batches pad little without reading a whole vault.
+EMBED_WINDOW = 2048
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 
 
@@ -2047,20 +2050,31 @@ class Store:
                 self._vectors_changed()
             return cur.rowcount
 
-    def pending_embeddings(self, limit: int | None = None) -> list[PendingChunk]:
-        """The chunks without a vector."""
-        sql = ("SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
-               "WHERE c.embedded = 0")
-        if limit:
-            sql += f" LIMIT {int(limit)}"
-        return [PendingChunk(*r) for r in self.db.execute(sql)]
+    def pending_embedding_ids(self) -> list[int]:
+        """The ids of the chunks without a vector, the most recently modified notes'
+        first (so meaning search covers what the user works on soonest)."""
+        return [r[0] for r in self.db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.embedded = 0 "
+            "ORDER BY d.mtime_ns DESC, c.document_id, c.seq")]
+
+    def pending_embeddings(self, chunk_ids: Sequence[int]) -> list[PendingChunk]:
+        """These chunks' text, for those still without a vector."""
+        return [PendingChunk(*r) for r in self.rows_in(
+            "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE c.embedded = 0 AND c.id IN ({ids})", chunk_ids)]
 
     def count_pending_embeddings(self) -> int:
         return self.db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
 
-    def write_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> None:
-        """Store (chunk id, collection id, int8 bytes); vec0 ignores OR REPLACE, so delete first."""
+    def write_vectors(self, rows: Sequence[tuple[int, int, bytes]], progress: tuple[int, int, float] | None = None) -> None:
+        """Store (chunk id, collection id, int8 bytes); vec0 ignores OR REPLACE, so delete first.
+        ``progress``: (passages done, of total, seconds so far) of the sync writing them,
+        kept for ``status`` in any process (embedding_progress)."""
+        import json
         with self.transaction() as db:
+            if progress:
+                self.set_meta("embed_progress", json.dumps({"done": progress[0], "total": progress[1],
+                                                            "seconds": round(progress[2], 1), "at": time.time()}))
             for chunk_id, collection_id, blob in rows:
                 if db.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk_id,)).fetchone() is None:
                     continue  # the note changed while we were embedding
@@ -2069,6 +2083,15 @@ class Store:
                            (chunk_id, blob, collection_id))
                 db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
             self._vectors_changed()
+
+    def embedding_progress(self) -> dict | None:
+        """What the last embedding sync wrote: passages done, of total, seconds, when (epoch s)."""
+        import json
+        raw = self.get_meta("embed_progress")
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
 
     def _vectors_changed(self) -> None:
         """Count a change of the vectors, inside the writing transaction: every
@@ -4024,7 +4047,22 @@ class Syncer:
     most one batch and the next sync picks up where it stopped.
     """
 
+    # A write transaction takes at most this many files and this much of their text:
+    # other writers (an embedding sync, the app) never wait on the index for long.
     BATCH_FILES = 200
+    BATCH_BYTES = 1_000_000
+
+    def batches(self, todo: list) -> Iterator[list]:
+        """``todo`` (items whose stat key starts with the file size) cut into write transactions."""
+        batch, size = [], 0
+        for item in todo:
+            if batch and (len(batch) >= self.BATCH_FILES or size + item[2][0] > self.BATCH_BYTES):
+                yield batch
+                batch, size = [], 0
+            batch.append(item)
+            size += item[2][0]
+        if batch:
+            yield batch
 
     def __init__(self, store: Store, embedder: Embedder | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
                  notice: Callable[[str], None] | None = None):
@@ -4139,10 +4177,11 @@ class Syncer:
         report.unchanged += changes.unchanged
         total = len(todo)
         t0 = time.monotonic()
-        for start in range(0, total, self.BATCH_FILES):
+        done = 0
+        for items in self.batches(todo):
             if cancel is not None and cancel.is_set():
                 raise SyncCancelled()
-            batch = [self._prepare(item, report) for item in todo[start : start + self.BATCH_FILES]]
+            batch = [self._prepare(item, report) for item in items]
             with self.store.transaction() as db:
                 for rel, outcome in batch:
                     kind = outcome[0]
@@ -4169,7 +4208,7 @@ class Syncer:
                         self.store.delete_document(db, col_id, rel)
                         report.deleted += 1
             if progress:
-                done = min(start + self.BATCH_FILES, total)
+                done += len(items)
                 rate = done / max(time.monotonic() - t0, 1e-6)
                 progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
         if changes.gone or changes.forgotten:
@@ -4249,24 +4288,30 @@ class Syncer:
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
                                   model_dir=str(embedder.model_dir.resolve()) if embedder.model_dir else None,
                                   query_spec=embedder.query_spec)
-        pending = store.pending_embeddings()
-        # Sorting by length means each batch pads to a similar length: ~2x throughput.
-        texts = {p.id: passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
-                 for p in pending}
-        pending.sort(key=lambda p: len(texts[p.id]))
-        total = len(pending)
+        # Most recently modified notes first, in windows of EMBED_WINDOW passages read as they
+        # are needed (a big vault's text never sits in memory at once); inside a window,
+        # shortest first, so each batch pads to a similar length (~2x throughput).
+        order = store.pending_embedding_ids()
+        total = len(order)
         t0 = time.monotonic()
-        group = embedder.batch_size * 4  # vectors written per transaction
+        group = embedder.batch_size * 4  # vectors written per transaction: a few ms of lock each
         done, rows = 0, []
         if cancel is not None and cancel.is_set():
             raise SyncCancelled()
-        # One stream through the model; each text is dropped once it is embedded.
-        vectors = embedder.embed_stream(texts.pop(p.id) for p in pending)
-        for p, vector in zip(pending, vectors):
-            rows.append((p.id, p.collection_id, vector))
-            if len(rows) < group and done + len(rows) < total:
-                continue
-            store.write_vectors(rows)
+        queued: collections.deque = collections.deque()
+
+        def texts() -> Iterator[str]:
+            for start in range(0, total, EMBED_WINDOW):
+                window = [(p, passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title))
+                          for p in store.pending_embeddings(order[start : start + EMBED_WINDOW])]
+                window.sort(key=lambda item: len(item[1]))
+                for p, text in window:
+                    queued.append(p)
+                    yield text
+
+        def write() -> None:
+            nonlocal done, rows
+            store.write_vectors(rows, progress=(done + len(rows), total, time.monotonic() - t0))
             done += len(rows)
             report.embedded += len(rows)
             rows = []
@@ -4275,6 +4320,15 @@ class Syncer:
                 progress(SyncProgress("embed", done, total, rate, (total - done) / rate if rate else None))
             if cancel is not None and cancel.is_set() and done < total:
                 raise SyncCancelled()
+
+        # One stream through the model; each text is dropped once it is embedded.
+        for vector in embedder.embed_stream(texts()):
+            p = queued.popleft()
+            rows.append((p.id, p.collection_id, vector))
+            if len(rows) >= group:
+                write()
+        if rows:
+            write()
 
 
 ###############################################################################
@@ -5466,6 +5520,16 @@ class KnowledgeBase:
         """True while a sync of this index runs in another process."""
         return Syncer.lock(self.store).held_elsewhere()
 
+    def _embedding_progress(self, totals: dict) -> dict | None:
+        """A running sync's embedding: passages done of total, rate (passages/s) and seconds
+        left, from what it writes with each batch (any process); None when none runs."""
+        p = self.store.embedding_progress()
+        if not p or p["done"] >= p["total"] or not self.sync_running() or totals["chunks"] == totals["embedded"]:
+            return None
+        rate = p["done"] / p["seconds"] if p["seconds"] else 0.0
+        return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
+                "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
+
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change,
         with ``links`` (default: as ``pending``) the links that point to no note."""
@@ -5488,6 +5552,7 @@ class KnowledgeBase:
             "collections_detail": [c.to_dict() for c in self.collections.list()],
             "notes_to_reread": self.store.count_stale_notes(),
             "vectors_in_memory_bytes": self.store.vector_memory_bytes(),
+            "embedding": self._embedding_progress(totals),
         }
         if pending if links is None else links:
             info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
@@ -6447,6 +6512,10 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     else:
         advice = f"  (run: {pms_command('sync')})" if sum(p.values()) or to_embed else ""
     print(f"Pending:     {todo}{advice}")
+    if info["embedding"]:
+        e = info["embedding"]
+        eta = SyncProgress("embed", e["done"], e["total"], e["rate"], e["eta_s"]).eta_text
+        print(f"Embedding:   {e['done']:,} of {e['total']:,} passages, {e['rate']:.0f}/s, {eta} left (newest notes first)")
     if info.get("skipped"):
         print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
