@@ -1123,8 +1123,9 @@ BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to i
 
 
 def walk_markdown(root: Path, pattern: str, errors: list | None = None,
-                  skipped: list | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
-    """Yield (relative posix path, absolute path, stat) of matching files.
+                  skipped: list | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
+    """Yield (relative posix path, absolute path, stat) of matching files; the path
+    a plain string (a Path per file was a third of an unchanged re-sync's time).
 
     Skips hidden folders and SKIP_DIRS, follows symlinks but never loops
     (each real folder is visited once). Unreadable folders go to ``errors``;
@@ -1181,7 +1182,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                 continue
             if not _stat.S_ISREG(st.st_mode):
                 continue
-            yield rel, Path(full), st
+            yield rel, full, st
 
 
 class NoteFilter(Record, frozen=True):
