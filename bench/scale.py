@@ -35,6 +35,7 @@ import pms  # noqa: E402
 
 DIM = 384
 CLUSTERS = 512  # synthetic vectors gather around this many centres, as real topics do
+ANN_EF = 256  # usearch expansion_search: candidates kept while searching (recall against latency)
 FOLDERS = ["projects", "areas/health", "areas/work", "archive/2022", "archive/2023", "inbox", "reading", "reference"]
 TAGS = ["todo", "idea", "reading", "work", "health", "rust", "shell", "science", "draft", "review"]
 
@@ -241,7 +242,42 @@ def child_oneshot(db: str, query: str, mode: str) -> dict:
     return {"vectors_in_memory_mb": kb.status()["vectors_in_memory_bytes"] / 2**20}
 
 
-CHILDREN = {"index": child_index, "embed": child_embed, "warm": child_warm, "oneshot": child_oneshot}
+def child_ann(db: str, queries: list[str], threads: int = 2) -> dict:
+    """usearch's HNSW over the index's int8 vectors against exact search (numpy, int32 dot
+    products: the same distances as sqlite-vec's): build time, memory, latency, recall@10."""
+    import numpy as np
+    from usearch.index import Index
+
+    con = connect_with_vec(Path(db))
+    ids, blobs = zip(*con.execute("SELECT chunk_id, embedding FROM chunk_vectors"))
+    con.close()
+    ids = np.asarray(ids, dtype=np.int64)
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(ids), DIM)
+    del blobs
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.int64).astype(np.float64))
+    rss_before = current_rss_mb()
+    t = time.perf_counter()
+    index = Index(ndim=DIM, metric="cos", dtype="i8", connectivity=16, expansion_add=128, expansion_search=ANN_EF)
+    index.add(ids, matrix, threads=threads)
+    build_s = time.perf_counter() - t
+    recalls, exact_ms, ann_ms = [], [], []
+    for q in queries:
+        query = np.frombuffer(synthetic_vector("query " + q), dtype=np.int8)
+        t = time.perf_counter()
+        dots = np.einsum("ij,j->i", matrix, query, dtype=np.int32)
+        distances = 1.0 - dots / (norms * np.sqrt(float(np.dot(query.astype(np.int32), query.astype(np.int32)))))
+        exact = set(ids[np.argpartition(distances, 10)[:10]].tolist())
+        exact_ms.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        found = set(index.search(query, 10).keys.tolist())
+        ann_ms.append(time.perf_counter() - t)
+        recalls.append(len(exact & found) / 10)
+    return {"vectors": len(ids), "build_s": build_s, "index_mb": index.memory_usage / 2**20,
+            "rss_added_mb": current_rss_mb() - rss_before, "recall_at_10": statistics.mean(recalls),
+            "recall_min": min(recalls), "exact": percentiles(exact_ms), "ann": percentiles(ann_ms)}
+
+
+CHILDREN = {"ann": child_ann, "index": child_index, "embed": child_embed, "warm": child_warm, "oneshot": child_oneshot}
 
 
 def run_child(step: str, *args) -> dict:
@@ -324,6 +360,8 @@ def run(args) -> dict:
         have = pad_vectors(db, total)
         row = {"vectors": have, "passages": passages, "pad_s": time.perf_counter() - t, "index_bytes": db.stat().st_size,
                **measure_searches(db, queries, args.oneshot_runs, ["vector", "hybrid"])}
+        if args.ann and have <= args.ann_max:
+            row["ann"] = run_child("ann", str(db), queries)
         results["vectors"].append(row)
         print(f"{have} vectors: searched", file=sys.stderr)
     results["load_after"] = os.getloadavg()
@@ -351,6 +389,15 @@ def table(results: dict) -> str:
                      f"| {w['hybrid']['median_ms']:.1f} / {w['hybrid']['p95_ms']:.1f} ms "
                      f"| {w['rss_mb']:.0f} MB ({w['vectors_in_memory_mb']:.0f} MB) "
                      f"| {o['median_ms']:.0f} ms ({o['peak_rss_mb']:.0f} MB, {o.get('vectors_in_memory_mb', 0):.0f} MB) |")
+    if any("ann" in r for r in results["vectors"]):
+        lines += ["", "| vectors | exact (numpy) med/p95 | usearch HNSW med/p95 | recall@10 mean (min) | build | HNSW memory |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for r in results["vectors"]:
+            a = r.get("ann")
+            if a:
+                lines.append(f"| {a['vectors']:,} | {a['exact']['median_ms']:.1f} / {a['exact']['p95_ms']:.1f} ms "
+                             f"| {a['ann']['median_ms']:.2f} / {a['ann']['p95_ms']:.2f} ms | {a['recall_at_10']:.3f} ({a['recall_min']:.1f}) "
+                             f"| {a['build_s']:.0f} s | {a['index_mb']:.0f} MB |")
     lines.append(f"\nload average {results['load_before'][0]:.1f} before, {results['load_after'][0]:.1f} after")
     return "\n".join(lines)
 
@@ -395,6 +442,8 @@ def main(argv=None) -> int:
     ap.add_argument("--oneshot-runs", type=int, default=5, help="one-shot processes per figure")
     ap.add_argument("--workdir", type=Path, default=REPO / ".cache" / "scale", help="vaults and indexes (outside git)")
     ap.add_argument("--data", type=Path, default=SHARED_DATA)
+    ap.add_argument("--ann", action="store_true", help="also measure usearch's HNSW against exact search (pip install usearch)")
+    ap.add_argument("--ann-max", type=int, default=200_000, help="largest vector count for --ann (building HNSW is slow)")
     ap.add_argument("--plot", type=Path, help="save a PNG plot here (docs/scale.png)")
     ap.add_argument("--json", type=Path, help="save every figure here")
     args = ap.parse_args(argv)
