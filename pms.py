@@ -1565,6 +1565,9 @@ def _path_matches(pattern: str, path: str) -> int:
 VECTOR_MATRIX_MAX_MB = 1024
 # sqlite-vec's own limit on k; the matrix keeps it, so both answer alike.
 VECTOR_KNN_MAX = 4096
+# HNSW's candidates kept while searching (VectorMemory with ann): recall@10 against
+# exact search >= 0.99 on bench/scale.py's clustered vectors.
+VECTOR_ANN_EF = 256
 
 
 class VectorMatrix:
@@ -1673,19 +1676,6 @@ class Store:
         self.vec_loaded = False
         self.vec_error: str | None = None  # why vectors are unavailable, if they are
         self._vectors_checked = False
-        # The vectors in memory (vector_matrix), shared by every thread; 0 MB keeps KNN in sqlite-vec.
-        self.vector_matrix_max_mb = VECTOR_MATRIX_MAX_MB
-        # Vector searches sqlite-vec answers before the vectors are read into memory
-        # (counted while the vectors stay unchanged): a one-shot CLI search never
-        # pays for reading them. Once they changed under a running process, they
-        # are read again only when unchanged for VECTORS_SETTLE_S: while a sync
-        # keeps adding vectors, searches go to sqlite-vec instead of re-reading
-        # them all every few keystrokes.
-        self.vector_matrix_after = 1
-        self._matrix: VectorMatrix | None = None
-        self._matrix_lock = threading.Lock()
-        # (vectors_version, searches with it, when it was first seen, whether it replaced another)
-        self._unread_vectors: tuple[str | None, int, float, bool] | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -1786,7 +1776,6 @@ class Store:
             return False, f"sqlite-vec failed to load: {exc}"
 
     def close(self) -> None:
-        self._matrix = None
         with self._lock:
             for conn in self._connections:
                 with contextlib.suppress(Exception):
@@ -2101,11 +2090,6 @@ class Store:
         self.db.execute("INSERT INTO meta(key, value) VALUES ('vectors_version', 1) "
                         "ON CONFLICT(key) DO UPDATE SET value = value + 1")
 
-    def vector_memory_bytes(self) -> int:
-        """What the vectors read into memory take (0 before a second vector search)."""
-        matrix = self._matrix
-        return matrix.nbytes if matrix is not None else 0
-
     def vectors_version(self) -> str | None:
         return self.get_meta("vectors_version")
 
@@ -2151,41 +2135,6 @@ class Store:
         if not blocks:
             return [], [], np.zeros((0, dim), dtype=np.int8), None
         return np.concatenate(ids), np.concatenate(collections), np.concatenate(blocks), np.concatenate(ties)
-
-    VECTORS_SETTLE_S = 2.0
-
-    def vector_matrix(self) -> VectorMatrix | None:
-        """The vectors in memory, never stale: a writer (any thread or process)
-        moves ``vectors_version``, and they are read again. None (sqlite-vec
-        searches) before ``vector_matrix_after`` searches with the same vectors,
-        within VECTORS_SETTLE_S of a change, or when they would take more than
-        ``vector_matrix_max_mb`` (or numpy is missing)."""
-        if not self.vector_matrix_max_mb:
-            return None
-        version = self.vectors_version()
-        matrix = self._matrix
-        if matrix is not None and matrix.version == version:
-            return matrix
-        with self._matrix_lock:
-            matrix = self._matrix
-            if matrix is not None and matrix.version == version:
-                return matrix
-            replaced = matrix is not None or self._unread_vectors is not None
-            self._matrix = None
-            seen, searches, since, changed = self._unread_vectors or (None, 0, 0.0, False)
-            if seen != version:
-                seen, searches, since, changed = version, 0, time.monotonic(), replaced
-            searches += 1
-            self._unread_vectors = (seen, searches, since, changed)
-            if searches <= self.vector_matrix_after or (changed and time.monotonic() - since < self.VECTORS_SETTLE_S):
-                return None
-            dim = int(self.get_meta("embed_dim") or 0)
-            count = self.db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0] if dim else 0
-            if not dim or count * dim > self.vector_matrix_max_mb * 1e6 or not module_available("numpy"):
-                self._unread_vectors = (version, -(1 << 62), since, changed)  # not again for these vectors
-                return None
-            self._matrix = VectorMatrix(version, *self.read_vectors())
-            return self._matrix
 
     # -- search ------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
@@ -2297,12 +2246,9 @@ class Store:
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
                       note_filter: "NoteFilter | None" = None) -> list[tuple]:
-        """(chunk id, cosine distance) nearest first. The note filter becomes a
+        """(chunk id, cosine distance) nearest first, by sqlite-vec. The note filter becomes a
         ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
         so ``limit`` passages come back whenever that many match."""
-        matrix = self.vector_matrix()
-        if matrix is not None:
-            return matrix.search(query_blob, limit, collection_ids, set(self.filtered_chunks(note_filter)) if note_filter else None)
         sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
         args: list = [query_blob, min(int(limit), VECTOR_KNN_MAX)]
         if collection_ids:
@@ -2316,20 +2262,12 @@ class Store:
 
     def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
         """chunk id -> cosine distance between its vector and the query's (a passage
-        without a vector is left out): from memory, or sqlite-vec's own function."""
-        matrix = self.vector_matrix()
-        if matrix is not None:
-            return matrix.distances(query_blob, chunk_ids)
+        without a vector is left out), by sqlite-vec's own function."""
         return dict(self.rows_in("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
                                  "WHERE chunk_id IN ({ids})", chunk_ids, query_blob))
 
     def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
-        """chunk id -> its int8 vector, looked up by id (a passage without one is left out):
-        from memory when this process already holds the vectors, else from sqlite-vec.
-        Never loads them into memory: that is for a second search of a long-running process."""
-        matrix = self._matrix
-        if matrix is not None and matrix.version == self.vectors_version():
-            return matrix.vectors(chunk_ids)
+        """chunk id -> its int8 vector, looked up by id (a passage without one is left out)."""
         return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", chunk_ids))
 
     def chunks_matching(self, match: str, chunk_ids: Sequence[int]) -> set[int]:
@@ -2494,6 +2432,113 @@ class Store:
             if p.exists():
                 total += p.stat().st_size
         return total
+
+
+class VectorMemory:
+    """The index's vectors held in memory by a long-running process (the app, the MCP
+    server, a script that searches many times), made only on request
+    (KnowledgeBase.keep_vectors_in_memory): the Store stays SQL only, and a one-shot
+    CLI search never reads every vector.
+
+    It answers the Store's three vector calls (vector_search, vector_distances,
+    vectors_of), from memory once the vectors are held, else by the Store's SQL. Never
+    stale: a writer (any thread or process) moves ``vectors_version``, and they are read
+    again. sqlite-vec answers before ``after`` searches with the same vectors (the first
+    search of a process does not wait for them), within SETTLE_S of a change (while a
+    sync keeps adding vectors, searches go to sqlite-vec instead of re-reading them all
+    every few keystrokes), and when they would take more than ``max_mb`` (or numpy is
+    missing). The vectors are read from vec0's own tables, or by a scan of the virtual
+    table when its internals are not the ones known (Store.read_vectors).
+
+    ``ann``: a KNN without filters goes to an HNSW graph (usearch, an optional extra),
+    its passages' distances then computed exactly; exact search stays exact.
+    """
+
+    SETTLE_S = 2.0
+
+    def __init__(self, store: Store, max_mb: float = VECTOR_MATRIX_MAX_MB, after: int = 1, ann: bool = False):
+        if ann and not module_available("usearch"):
+            raise PMSError("approximate vector search needs usearch: pip install usearch")
+        self.store, self.max_mb, self.after, self.ann = store, max_mb, after, ann
+        self._matrix: VectorMatrix | None = None
+        self._graph = None  # usearch Index over the matrix, when ann
+        self._lock = threading.Lock()
+        # (vectors_version, searches with it, when it was first seen, whether it replaced another)
+        self._unread: tuple[str | None, int, float, bool] | None = None
+
+    @property
+    def matrix(self) -> VectorMatrix | None:
+        """The vectors held now, if they are the index's current ones."""
+        matrix = self._matrix
+        return matrix if matrix is not None and matrix.version == self.store.vectors_version() else None
+
+    @property
+    def nbytes(self) -> int:
+        """What the vectors held take (0 before they are read)."""
+        matrix, graph = self._matrix, self._graph
+        return (matrix.nbytes if matrix is not None else 0) + (int(graph.memory_usage) if graph is not None else 0)
+
+    def current(self) -> VectorMatrix | None:
+        """The vectors in memory, read now if it is time to (see the class)."""
+        store = self.store
+        version = store.vectors_version()
+        matrix = self._matrix
+        if matrix is not None and matrix.version == version:
+            return matrix
+        with self._lock:
+            matrix = self._matrix
+            if matrix is not None and matrix.version == version:
+                return matrix
+            replaced = matrix is not None or self._unread is not None
+            self._matrix = self._graph = None
+            seen, searches, since, changed = self._unread or (None, 0, 0.0, False)
+            if seen != version:
+                seen, searches, since, changed = version, 0, time.monotonic(), replaced
+            searches += 1
+            self._unread = (seen, searches, since, changed)
+            if searches <= self.after or (changed and time.monotonic() - since < self.SETTLE_S):
+                return None
+            dim = int(store.get_meta("embed_dim") or 0)
+            count = store.db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0] if dim else 0
+            if not dim or count * dim > self.max_mb * 1e6 or not module_available("numpy"):
+                self._unread = (version, -(1 << 62), since, changed)  # not again for these vectors
+                return None
+            matrix = VectorMatrix(version, *store.read_vectors())
+            if self.ann and len(matrix):
+                from usearch.index import Index
+
+                graph = Index(ndim=matrix.matrix.shape[1], metric="cos", dtype="i8", connectivity=16,
+                              expansion_add=128, expansion_search=VECTOR_ANN_EF)
+                graph.add(matrix.ids, matrix.matrix, threads=os.cpu_count() or 1)
+                self._graph = graph
+            self._matrix = matrix
+            return matrix
+
+    def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
+                      note_filter: NoteFilter | None = None) -> list[tuple]:
+        """As Store.vector_search."""
+        matrix = self.current()
+        if matrix is None:
+            return self.store.vector_search(query_blob, limit, collection_ids, note_filter)
+        graph = self._graph
+        if graph is not None and not collection_ids and not note_filter:
+            import numpy as np
+
+            keys = graph.search(np.frombuffer(query_blob, dtype=np.int8), min(int(limit), VECTOR_KNN_MAX)).keys
+            found = matrix.distances(query_blob, keys.tolist())
+            return sorted(found.items(), key=lambda item: item[1])
+        chunk_ids = set(self.store.filtered_chunks(note_filter)) if note_filter else None
+        return matrix.search(query_blob, limit, collection_ids, chunk_ids)
+
+    def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
+        """As Store.vector_distances."""
+        matrix = self.current()
+        return matrix.distances(query_blob, chunk_ids) if matrix is not None else self.store.vector_distances(query_blob, chunk_ids)
+
+    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        """As Store.vectors_of; never reads the vectors in (only a KNN does)."""
+        matrix = self.matrix
+        return matrix.vectors(chunk_ids) if matrix is not None else self.store.vectors_of(chunk_ids)
 
 
 def _split_sql(script: str) -> list[str]:
@@ -3428,6 +3473,8 @@ class Retrieval:
 
     def __init__(self, store: Store, embedder: Embedder | None = None, settings: RankingSettings | None = None):
         self.store = store
+        # Where vector calls go: the Store (SQL), or the VectorMemory a long-running process made.
+        self.vectors: Store | VectorMemory = store
         self.embedder = embedder
         self.settings = settings or RankingSettings()
         self._pool = None
@@ -3592,7 +3639,7 @@ class Retrieval:
         left out, as the keyword list leaves them out. Call once vector_status is ok."""
         if not req.parsed.text.strip():
             return []
-        found = self.store.vector_search(self.query_vector(req.parsed.text), limit, req.collection_ids, req.note_filter)
+        found = self.vectors.vector_search(self.query_vector(req.parsed.text), limit, req.collection_ids, req.note_filter)
         if req.parsed.excluded and found:
             excluded = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), [cid for cid, _ in found])
             found = [row for row in found if row[0] not in excluded]
@@ -3736,7 +3783,7 @@ class Retrieval:
         if missed and match:
             for doc, value in self.store.documents_bm25(match, missed, self.settings.field_weights):
                 bm25[doc] = max(-value, bm25.get(doc, 0.0))
-        return Evidence(owner, self.store.vectors_of(list(owner)), self.query_vector(req.parsed.text), bm25)
+        return Evidence(owner, self.vectors.vectors_of(list(owner)), self.query_vector(req.parsed.text), bm25)
 
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
@@ -3755,7 +3802,7 @@ class Retrieval:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
-        per_passage = [self.store.vector_search(blob, depth, ids) for _, blob in sample]
+        per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
         # A note's score: its best similarity to any passage, plus its mean best
         # similarity over all sampled passages (a note missing from a passage's
@@ -5178,19 +5225,16 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: Embedder | None = None,
-                 vector_memory_mb: float = VECTOR_MATRIX_MAX_MB):
+                 vector_memory_mb: float | None = None):
         """``notice`` receives one-line news while work goes on (a model
         download starting, waiting for another sync), possibly from a worker
         thread; the CLI prints it. It may be set later too (``kb.notice = f``).
         ``embedder``: an Embedder of your own (batch size, model) instead of
-        the one ``model``/``model_dir`` describe. ``vector_memory_mb``: how
-        much memory the index's vectors may take to make vector search fast in
-        a process that searches more than once (4 MB per 10k passages of
-        MiniLM); over it, or at 0, each search reads them with sqlite-vec."""
+        the one ``model``/``model_dir`` describe. ``vector_memory_mb``: keep the vectors
+        in memory, up to this many MB, as keep_vectors_in_memory does (None or 0: never)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
-        self.store.vector_matrix_max_mb = vector_memory_mb
         if embeddings and embedder is None:
             remembered = folder = None
             if model is None and model_dir is None and not model_configured():
@@ -5206,6 +5250,17 @@ class KnowledgeBase:
         self.retrieval = Retrieval(self.store, self.embedder)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
+        if vector_memory_mb:
+            self.keep_vectors_in_memory(vector_memory_mb)
+
+    def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
+        """For a process that searches many times (the app, the MCP server): from its
+        second vector search on, the vectors are held in memory (4 MB per 10k passages of
+        MiniLM; none over ``max_mb``), so each search costs a scan of memory instead of
+        sqlite-vec's (see VectorMemory). ``ann``: KNN without filters by an HNSW graph
+        (needs usearch; for ~1M passages, where an exact scan passes 100 ms). A one-shot
+        process leaves this off: its single search never reads every vector."""
+        self.retrieval.vectors = VectorMemory(self.store, max_mb, ann=ann)
 
     @property
     def index_path(self) -> Path:
@@ -5553,7 +5608,7 @@ class KnowledgeBase:
             "sync_running": self.sync_running(),
             "collections_detail": [c.to_dict() for c in self.collections.list()],
             "notes_to_reread": self.store.count_stale_notes(),
-            "vectors_in_memory_bytes": self.store.vector_memory_bytes(),
+            "vectors_in_memory_bytes": getattr(self.retrieval.vectors, "nbytes", 0),
             "embedding": self._embedding_progress(totals),
         }
         if pending if links is None else links:
@@ -6630,6 +6685,7 @@ def cmd_mcp(kb: KnowledgeBase, args) -> int:
         if getattr(sys, "frozen", False):
             raise PMSError("this packaged app has no MCP server (run the pms.py script, with the mcp package, instead)")
         raise PMSError("the MCP server needs the mcp package: pip install mcp", Hint(command="setup"))
+    kb.keep_vectors_in_memory()  # a long-running server: warm vector searches
     service = MCPService(kb, allow_sync=args.allow_sync)
     if args.http:
         serve_mcp_http(service, host=args.host, port=args.port, token=args.token or os.environ.get("PMS_MCP_TOKEN"))

@@ -7,7 +7,6 @@ import sqlite3
 import time
 
 import pytest
-
 from conftest import write
 
 import pms
