@@ -6777,6 +6777,14 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
 
 
 SETUP_PIP = "pip>=24.2"
+# What `setup` installs, pinned (as requirements.txt): a newer sqlite-vec may lay out its
+# tables otherwise (VectorMemory then scans them, ~10x slower to read), a newer fastembed
+# may embed differently from the vectors already stored.
+SETUP_PACKAGES = ["fastembed==0.9.1", "sqlite-vec==0.1.9", "sqlean-py==3.50.4.5", "trafilatura==2.3.1",
+                  "lxml_html_clean==0.4.6", "mcp==2.3.0"]
+# The desktop app's, as requirements-dev.txt (6.12.0 loses a reference to None per call on
+# Python < 3.12, and the app aborts); markdown-it for its note preview.
+SETUP_GUI_PACKAGES = ["PySide6-Essentials==6.11.3", "markdown-it-py==4.3.0", "mdit-py-plugins==0.7.0"]
 
 
 def default_bin_dir() -> Path:
@@ -6860,11 +6868,7 @@ def cmd_setup(args) -> int:
         return 0
 
     target = private_env_dir()
-    packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean", "mcp"]
-    if args.gui:
-        # 6.12.0 loses a reference to None per call on Python < 3.12 (immortal None hides it later), and the app aborts.
-        packages.append("PySide6-Essentials" + ("!=6.12.0" if sys.version_info < (3, 12) else ""))
-        packages += ["markdown-it-py", "mdit-py-plugins"]  # the app's note preview
+    packages = SETUP_PACKAGES + (SETUP_GUI_PACKAGES if args.gui else [])
     print(f"Setting up {target} with: {' '.join(packages)}")
     if not (target / ("Scripts" if sys.platform == "win32" else "bin")).exists():
         venv.EnvBuilder(with_pip=True).create(target)
