@@ -194,3 +194,29 @@ def test_a_cached_index_built_on_another_checkout_measures_this_ones_notes(tmp_p
         sample = kb.collections.get("sample")
         assert sample.path == mine.resolve() and sorted(sample.files) == ["a.md", "b.md"]
         assert [h.path for h in kb.search("added in this checkout", mode="keyword")] == ["b.md"]
+
+
+# -- bench/scale.py: a tiny run (the full one is 10k/100k notes, 100k/1M vectors) ------------------
+def test_scale_bench_help():
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "scale.py"), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--sizes" in out.stdout and "--vectors" in out.stdout
+
+
+@pytest.mark.slow
+def test_scale_bench_tiny_run(shared_data, tmp_path, capsys):
+    import scale
+
+    out = tmp_path / "scale.json"
+    plot = tmp_path / "scale.png"
+    assert scale.main(["--sizes", "300", "--vectors", "3000", "--queries", "4", "--oneshot-runs", "1",
+                       "--workdir", str(tmp_path / "work"), "--json", str(out), "--plot", str(plot)]) == 0
+    results = json.loads(out.read_text())
+    (notes,), (vectors,) = results["notes"], results["vectors"]
+    assert 290 <= notes["notes"] <= 300 and notes["embed"]["embedded"] == notes["size"]["chunks"] > 0
+    assert notes["resync_touched_s"] > 0 and notes["touched_updated"] == 100
+    assert vectors["vectors"] == 3000 and vectors["warm"]["vectors_in_memory_mb"] > 0
+    assert notes["oneshot_hybrid"]["vectors_in_memory_mb"] == vectors["oneshot_hybrid"]["vectors_in_memory_mb"] == 0
+    assert "| notes | passages |" in capsys.readouterr().out
+    assert plot.exists() == pms.module_available("matplotlib")
