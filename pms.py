@@ -2116,7 +2116,12 @@ class Store:
         created = dict(db.execute("SELECT key, value FROM chunk_vectors_info").fetchall()).get("CREATE_VERSION", "")
         if not str(created).startswith("v0.1.") or dim <= 0:
             raise ValueError(f"unknown vec0 layout {created!r}")
-        ids, collections, blocks, ties = [], [], [], []
+        # Filled in place, block by block: a list of blocks joined at the end held every
+        # vector twice (and the allocator kept the peak: 836 MB of RSS for 1M vectors).
+        count = db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0]
+        ids, collection_ids = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+        matrix, ties = np.empty((count, dim), dtype=np.int8), np.empty(count, dtype=np.int64)
+        at = 0
         blocks_sql = db.execute(
                 "SELECT c.size, c.validity, c.rowids, v.vectors, m.data FROM chunk_vectors_chunks c "
                 "JOIN chunk_vectors_vector_chunks00 v ON v.rowid = c.chunk_id "
@@ -2125,16 +2130,17 @@ class Store:
             if len(validity) * 8 != size or len(rowids) != size * 8 or len(vectors) != size * dim or len(metadata) != size * 8:
                 raise ValueError("unexpected vec0 block sizes")
             valid = np.flatnonzero(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little"))
-            ids.append(np.frombuffer(rowids, dtype="<i8")[valid])
-            collections.append(np.frombuffer(metadata, dtype="<i8")[valid])
-            blocks.append(np.frombuffer(vectors, dtype=np.int8).reshape(size, dim)[valid])
-            ties.append(number * (1 << 32) + size - valid)  # sqlite-vec's min_idx takes the last of equals first
-        count = sum(len(part) for part in ids)
-        if count != db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0]:
+            end = at + len(valid)
+            if end > count:
+                raise ValueError("vec0 blocks and rowids disagree")
+            ids[at:end] = np.frombuffer(rowids, dtype="<i8")[valid]
+            collection_ids[at:end] = np.frombuffer(metadata, dtype="<i8")[valid]
+            matrix[at:end] = np.frombuffer(vectors, dtype=np.int8).reshape(size, dim)[valid]
+            ties[at:end] = number * (1 << 32) + size - valid  # sqlite-vec's min_idx takes the last of equals first
+            at = end
+        if at != count:
             raise ValueError("vec0 blocks and rowids disagree")
-        if not blocks:
-            return [], [], np.zeros((0, dim), dtype=np.int8), None
-        return np.concatenate(ids), np.concatenate(collections), np.concatenate(blocks), np.concatenate(ties)
+        return ids, collection_ids, matrix, (ties if count else None)
 
     # -- search ------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],

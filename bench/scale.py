@@ -235,7 +235,7 @@ def child_warm(db: str, queries: list[str], modes: list[str]) -> dict:
         out[mode] = percentiles(times)
     out["rss_mb"] = current_rss_mb()
     out["peak_rss_mb"] = peak_rss_mb()
-    out["vectors_in_memory_mb"] = kb.status()["vectors_in_memory_bytes"] / 2**20
+    out["vectors_in_memory_mb"] = kb.status(pending=False)["vectors_in_memory_bytes"] / 2**20
     kb.close()
     return out
 
@@ -244,7 +244,7 @@ def child_oneshot(db: str, query: str, mode: str) -> dict:
     """One search in a fresh process, as `pms search` runs it (synthetic query vector)."""
     kb = pms.KnowledgeBase(db, embedder=SyntheticEmbedder())
     kb.search(query, k=10, mode=mode)
-    return {"vectors_in_memory_mb": kb.status()["vectors_in_memory_bytes"] / 2**20}
+    return {"vectors_in_memory_mb": kb.status(pending=False)["vectors_in_memory_bytes"] / 2**20}
 
 
 def child_ann(db: str, queries: list[str], threads: int = 2) -> dict:
