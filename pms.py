@@ -8,6 +8,7 @@
 #     "trafilatura>=2.0",
 #     "lxml_html_clean",
 #     "mcp>=2.3",
+#     "pypdfium2>=4.30",
 # ]
 # ///
 """PMS: a local-first, private search engine for folders of Markdown notes.
@@ -115,6 +116,15 @@ EMBED_BATCH_SIZE = 8
 # Passages read from the index at a time while embedding (most recently modified notes
 # first); sorted by length inside it, so batches pad little without reading a whole vault.
 EMBED_WINDOW = 2048
+# PDFs (optional: pypdfium2, 3x pypdf's pages/s at the same text; docs/benchmarks.md, "PDFs").
+# Each is read in a worker process that is killed past its deadline, so no PDF can hang a sync.
+PDF_PACKAGE = "pypdfium2"
+PDF_SUFFIX = ".pdf"
+PDF_TIMEOUT_DEFAULT = 60.0      # seconds per file (PMS_PDF_TIMEOUT)
+PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
+PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
+PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
+PDF_MAX_TEXT_CHARS = 30_000_000  # text per file (3,000 dense pages hold about 10 million): bounds memory
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 
 
@@ -318,6 +328,19 @@ def max_file_bytes() -> int:
         return int(float(os.environ.get("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)) * 1024 * 1024)
     except ValueError:
         return MAX_FILE_MB_DEFAULT * 1024 * 1024
+
+
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment, else ``default`` (a typo must not disable a limit)."""
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def is_pdf(path: str | os.PathLike) -> bool:
+    return str(path).lower().endswith(PDF_SUFFIX)
 
 
 def private_env_dir() -> Path:
@@ -670,6 +693,7 @@ class Chunk(Record):
     heading_path: str
     text: str
     title: str = ""
+    page: int | None = None  # a PDF's page (1-based): its lines count within that page
 
     @property
     def headings(self) -> str:
@@ -849,6 +873,8 @@ def _sentences(line: str, target_chars: int) -> list[str]:
 
 
 class ParsedNote(Record):
+    """A note (or a PDF) as the index stores it."""
+
     title: str
     tags: list[str]
     aliases: list[str]
@@ -857,6 +883,7 @@ class ParsedNote(Record):
     chunks: list[Chunk]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list["NoteLink"] = Factory(list)
+    pages: int | None = None  # a PDF's page count; None for a note
 
 
 def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
@@ -874,6 +901,86 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
         chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
                       date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1))
+
+
+# PDFs: pages of text -> passages (the text comes from read_pdf, in the sync section) ---
+
+class PdfText(Record):
+    """What a PDF holds for the index: its metadata title and each page's text."""
+
+    title: str
+    pages: list[str]
+    page_count: int = 0
+
+
+# Characters that carry no text: zero-width ones, soft hyphens, controls (PDFs with
+# broken fonts or hidden layers are full of them).
+_PDF_NOISE = re.compile("[\u00ad\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A page's text is unreadable when most of its letters are these (a font without a
+# usable character map yields replacement or private-use characters).
+_PDF_UNREADABLE = re.compile("[\ufffd\ue000-\uf8ff]")
+
+
+def clean_pdf_page(text: str) -> str:
+    """A page's extracted text, tidy: one line per line, no noise characters, no
+    trailing spaces, no runs of blank lines; "" when unreadable (broken fonts)."""
+    text = _PDF_NOISE.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))[:PDF_PAGE_MAX_CHARS]
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    visible = sum(1 for ch in text if not ch.isspace())
+    if visible and len(_PDF_UNREADABLE.findall(text)) * 2 > visible:
+        return ""
+    return text
+
+
+def pdf_title(meta_title: str, pages: Sequence[str], fallback: str) -> str:
+    """The PDF's metadata title, else its first heading-like line (short, not a
+    sentence, with letters), else ``fallback`` (the file name)."""
+    title = " ".join((meta_title or "").split())
+    if title and not re.fullmatch(r"(?i)(untitled|microsoft word - .*|.*\.(docx?|pdf|tex|dvi))", title):
+        return title[:200]
+    for page in pages[:1]:
+        for line in page.split("\n")[:8]:
+            line = " ".join(line.split())
+            if 3 <= len(line) <= 120 and re.search(r"[^\W\d_]{2}", line) and not line.endswith((".", ",", ";")):
+                return line
+    return fallback
+
+
+def chunk_pdf_pages(pages: Sequence[str], title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> list[Chunk]:
+    """Passages of a PDF, never across pages: each page's lines packed up to
+    ``target_chars``, a longer line cut between sentences. Lines count within the page."""
+    chunks: list[Chunk] = []
+    for number, text in enumerate(pages, 1):
+        if not text:
+            continue
+        pieces: list[tuple[int, str]] = []
+        for line_no, line in enumerate(text.split("\n"), 1):
+            if len(line) > target_chars:
+                pieces.extend((line_no, part) for part in _sentences(line, target_chars))
+            else:
+                pieces.append((line_no, line))
+        start, prev, current, size = pieces[0][0], pieces[0][0], [], 0
+        for line_no, piece in pieces:
+            if current and size + len(piece) > target_chars:
+                chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev,
+                                    heading_path=title, text="\n".join(current).strip(), title=title, page=number))
+                current, size, start = [], 0, line_no
+            current.append(piece)
+            size += len(piece) + 1
+            prev = line_no
+        if current and "".join(current).strip():
+            chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev, heading_path=title,
+                                text="\n".join(current).strip(), title=title, page=number))
+    return chunks
+
+
+def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> ParsedNote:
+    """A PDF's pages as a note: its title (metadata > first heading-like line > file
+    name) and passages that each stay on one page."""
+    title = pdf_title(pdf.title, pdf.pages, fallback_title)
+    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", chunks=chunk_pdf_pages(pdf.pages, title, target_chars),
+                      pages=pdf.page_count or len(pdf.pages))
 
 
 # Notes-native metadata: inline tags, dates, frontmatter fields, links ---------
@@ -1122,10 +1229,17 @@ BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
+def pdf_glob(pattern: str) -> str:
+    """Which PDFs a collection holds: its glob with the file extension made .pdf
+    (``**/*.md`` -> ``**/*.pdf``); a glob without one (``**/*``) already names them."""
+    return re.sub(r"\.(\{[^{}/]*\}|[^./*?{}\[\]]+)\Z", PDF_SUFFIX, pattern)
+
+
 def walk_markdown(root: Path, pattern: str, errors: list | None = None,
-                  skipped: list | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
-    """Yield (relative posix path, absolute path, stat) of matching files; the path
-    a plain string (a Path per file was a third of an unchanged re-sync's time).
+                  skipped: list | None = None, also: str | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
+    """Yield (relative posix path, absolute path, stat) of files matching ``pattern``
+    (or the glob ``also``: a collection's PDFs); the path a plain string (a Path per
+    file was a third of an unchanged re-sync's time).
 
     Skips hidden folders and SKIP_DIRS, follows symlinks but never loops
     (each real folder is visited once). Unreadable folders go to ``errors``;
@@ -1134,6 +1248,8 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     """
     skipped = errors if skipped is None else skipped
     regex = glob_to_regex(pattern)
+    if also and also != pattern:
+        regex = re.compile(f"(?:{regex.pattern})|(?:{glob_to_regex(also).pattern})", regex.flags)
     seen: set = set()
 
     def onerror(exc: OSError):
@@ -1432,6 +1548,12 @@ MIGRATIONS = [
     INSERT INTO note_names(rowid, names) SELECT id, {_names_sql("")} FROM documents
         WHERE id NOT IN (SELECT rowid FROM note_names);
     """,
+    # PDFs: a passage's page (1-based; NULL for a note's passages), which hits show, and a
+    # document's page count (NULL for a note). get file.pdf:N reads the page's passages.
+    """
+    ALTER TABLE chunks ADD COLUMN page INTEGER;
+    ALTER TABLE documents ADD COLUMN pages INTEGER;
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
@@ -1538,6 +1660,7 @@ class ChunkInfo:
     tags: str                    # comma-separated
     date: str | None             # the note's date: frontmatter date/created/updated, else the file's mtime
     collection_description: str
+    page: int | None             # a PDF passage's page; None for a note's
 
 
 # The note's date: its frontmatter date when it has one, else the file's mtime (local time).
@@ -1904,6 +2027,10 @@ class Store:
                                (collection_id,))
         return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
 
+    def count_skipped(self, reason: str) -> int:
+        """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
+        return self.db.execute("SELECT count(*) FROM skipped_files WHERE reason = ?", (reason,)).fetchone()[0]
+
     def remember_skipped(self, db, collection_id: int, path: str, stat_key: tuple[int, int, int], failed: bool, reason: str) -> None:
         db.execute("INSERT OR REPLACE INTO skipped_files(collection_id, path, size, mtime_ns, ctime_ns, failed, reason) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?)", (collection_id, path, *stat_key, int(failed), reason))
@@ -1943,6 +2070,7 @@ class Store:
                              "note_date, parsed_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
             old = {}
+        db.execute("UPDATE documents SET pages = ? WHERE id = ?", (note.pages, doc_id))
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
                        [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
@@ -1954,14 +2082,24 @@ class Store:
             h = hex_digest(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode(), "sha1")
             kept = old.get(h)
             if kept:
-                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ? WHERE id = ?",
-                           (chunk.seq, chunk.start_line, chunk.end_line, kept.pop(0)))
+                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
+                           (chunk.seq, chunk.start_line, chunk.end_line, chunk.page, kept.pop(0)))
             else:
-                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text))
+                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text, chunk.page))
         stale = [i for ids in old.values() for i in ids]
         for part in in_parts(stale):
             db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
+
+    def pdf_pages(self, document_id: int) -> tuple[int, dict[int, str]]:
+        """A PDF's page count and each page's text as indexed (its passages, in order)."""
+        row = self.db.execute("SELECT pages FROM documents WHERE id = ?", (document_id,)).fetchone()
+        texts: dict[int, list[str]] = {}
+        for page, body in self.db.execute("SELECT page, body FROM chunks WHERE document_id = ? AND page IS NOT NULL ORDER BY seq",
+                                          (document_id,)):
+            texts.setdefault(page, []).append(body)
+        return (row[0] or 0) if row else 0, {page: "\n".join(parts) for page, parts in texts.items()}
 
     def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None) -> list[DocumentRow]:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
@@ -2427,7 +2565,7 @@ class Store:
     def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
         """chunk id -> what a hit shows of it (a missing chunk is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
-                            f"d.tags, {_NOTE_DATE_SQL}, col.description FROM chunks c JOIN documents d ON d.id = c.document_id "
+                            f"d.tags, {_NOTE_DATE_SQL}, col.description, c.page FROM chunks c JOIN documents d ON d.id = c.document_id "
                             "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
@@ -2597,10 +2735,16 @@ def model_settings() -> tuple[str, Path | None]:
     """
     folder = os.environ.get("PMS_MODEL_DIR")
     model_dir = Path(folder).expanduser() if folder else bundled_model_dir()
-    name = os.environ.get("PMS_MODEL")
-    if not name and model_dir and (model_dir / "pms-model.txt").exists():
-        name = (model_dir / "pms-model.txt").read_text().strip()
+    name = os.environ.get("PMS_MODEL") or (model_dir and model_name_in(model_dir))
     return name or DEFAULT_MODEL, model_dir
+
+
+def model_name_in(folder: Path) -> str | None:
+    """The name a model folder gives its model: ``pms-model.txt``, else, for a static
+    (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
+    if (folder / "pms-model.txt").exists():
+        return (folder / "pms-model.txt").read_text().strip() or None
+    return folder.name if static_model_file(folder) else None
 
 
 class EmbeddingUnavailable(PMSError):
@@ -2618,13 +2762,15 @@ class Embedder:
                  batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None):
         env_model, env_dir = model_settings()
-        self.model_name = model or env_model
+        # A folder given with no name names its own model (pms-model.txt), as PMS_MODEL_DIR does.
+        self.model_name = model or (model_dir and model_name_in(Path(model_dir))) or env_model
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
         self.remembered = False  # True when the model was chosen by what the index remembers
         # The files and pooling fastembed used for this model (remembered by the index at sync), so
         # one query can be embedded without importing fastembed; see QueryEncoder.
         self.query_spec: dict | None = None
         self._query_encoder = None
+        self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
         self.batch_size = batch_size
         self.allow_download = allow_download
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
@@ -2668,6 +2814,8 @@ class Embedder:
         missing = self.missing_packages()
         if "fastembed" in missing:
             raise EmbeddingUnavailable("embeddings are not installed: pip install fastembed sqlite-vec sqlean-py", Hint(command="setup"))
+        if self.model_dir and static_model_file(self.model_dir):  # a Model2Vec folder: numpy reads it, no fastembed
+            return self._static(self.model_dir)
         onnxruntime_telemetry_off()
         try:
             from fastembed import TextEmbedding
@@ -2691,7 +2839,24 @@ class Embedder:
         except Exception as exc:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
 
+    def _static(self, folder: Path) -> StaticModel:
+        try:
+            model = StaticModel(folder, self.model_name)
+        except EmbeddingUnavailable:
+            raise
+        except Exception as exc:  # a missing or broken tokenizer.json, tensors of another shape
+            raise EmbeddingUnavailable(f"cannot load static model {self.model_name} from {display_path(folder)}: "
+                                       f"{str(exc).splitlines()[0][:200]}") from None
+        self._model = model
+        self.dim = model.dim
+        self.batch_size = max(self.batch_size, STATIC_BATCH_SIZE)
+        self.query_spec = model.query_spec()
+        return model
+
     def _construct(self, TextEmbedding, kwargs):
+        # lazy_load: files only (downloaded once); the probe below loads an ONNX model, and a
+        # static one (Model2Vec, e.g. minishlab/potion-base-8M) is read by StaticModel instead.
+        kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
                 model = TextEmbedding(self.model_name, **kwargs)
@@ -2709,6 +2874,9 @@ class Embedder:
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
+        folder = getattr(model.model, "_model_dir", None)
+        if folder and static_model_file(Path(folder)):
+            return self._static(Path(folder))
         probe = next(iter(model.embed(["probe"], batch_size=1)))
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
@@ -2720,7 +2888,11 @@ class Embedder:
         long-running one; a CLI search's single query is faster without them)."""
         with self._lock:
             if self._query_encoder is None:
-                self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
+                if self.query_spec.get("pooling") == "static":  # the same StaticModel a sync embeds passages with
+                    self._query_encoder = (self._model if isinstance(self._model, StaticModel) else
+                                           StaticModel(Path(self.query_spec["dir"]), self.model_name))
+                else:
+                    self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
             return self._query_encoder
 
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
@@ -2745,6 +2917,16 @@ class Embedder:
                 self.query_spec = None
         model = self.load()
         return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+
+    @property
+    def static(self) -> bool:
+        """True when the model is a static one (StaticModel): as loaded, as the index remembers it,
+        or as its folder shows (a search may rank before the model loads)."""
+        if self.query_spec and self.query_spec.get("pooling") == "static":
+            return True
+        if self._static_folder is None:
+            self._static_folder = bool(self.model_dir and static_model_file(self.model_dir))
+        return self._static_folder
 
 
 def onnxruntime_telemetry_off() -> None:
@@ -2843,6 +3025,126 @@ class QueryEncoder:
             return hidden[0]
         weights = mask[0][:, None].astype(hidden.dtype)
         return (hidden * weights).sum(axis=0) / max(float(weights.sum()), 1e-9)
+
+
+STATIC_MODEL_FILE = "model.safetensors"
+STATIC_MAX_TOKENS = 512  # as model2vec and fastembed cut a text (a static model has no position limit)
+STATIC_BATCH_SIZE = 256  # passages tokenized per call: no padding, so no reason to keep batches small
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "U8": "u1", "I32": "<i4", "I64": "<i8"}
+
+
+def read_safetensors(path: Path, header_only: bool = False) -> dict:
+    """The tensors of a safetensors file, memory-mapped (a JSON header, then raw
+    little-endian arrays). Read by hand because the readers (safetensors,
+    fastembed's) cost a package or fastembed's 1 s import, for about ten lines;
+    memory-mapped, a static query touches only its tokens' rows."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        if size > 100_000_000:
+            raise ValueError(f"{path.name} is not a safetensors file")
+        header = json.loads(f.read(size))
+    if header_only:
+        return header
+    import numpy as np
+
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__" or not info.get("shape"):
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"tensor {name} of {path.name} is {info['dtype']}, which PMS cannot read")
+        tensors[name] = np.memmap(path, dtype=dtype, mode="r", offset=8 + size + info["data_offsets"][0],
+                                  shape=tuple(info["shape"]))
+    return tensors
+
+
+def static_model_file(folder: Path) -> Path | None:
+    """The weights of a static (Model2Vec) model in ``folder``, or None: a
+    model.safetensors whose tensors include a 2-D ``embeddings`` table (a
+    transformer's own model.safetensors has no such tensor)."""
+    path = folder / STATIC_MODEL_FILE
+    try:
+        return path if len(read_safetensors(path, header_only=True)["embeddings"]["shape"]) == 2 else None
+    except Exception:  # absent, unreadable, not safetensors, no such table: not a static model
+        return None
+
+
+class StaticModel:
+    """A static embedding model (Model2Vec's format, which fastembed and model2vec load):
+    a text's vector is the mean of its word pieces' rows, with no neural network.
+
+    Passages embed thousands a second on one core and a query in well under a
+    millisecond, with no ONNX session (docs/benchmarks.md, "Static models"). The
+    pooling is model2vec's and fastembed's: no special tokens, unknown word
+    pieces left out, at most 512 pieces; vocabulary-quantised models map each
+    piece to a shared row (``mapping``) and weigh it (``weights``).
+    """
+
+    def __init__(self, folder: Path, model_id: str):
+        from tokenizers import Tokenizer
+
+        path = static_model_file(folder)
+        if path is None:
+            raise EmbeddingUnavailable(f"{folder} holds no static model ({STATIC_MODEL_FILE} with an embeddings table)")
+        self.folder, self.model_id = folder.resolve(), model_id
+        tensors = read_safetensors(path)
+        self.embeddings = tensors["embeddings"]
+        self.weights, self.mapping = tensors.get("weights"), tensors.get("mapping")
+        self.dim = int(self.embeddings.shape[1])
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=STATIC_MAX_TOKENS)
+        self.tokenizer.no_padding()
+        self.unknown_id = self._unknown_id(folder / "tokenizer.json")
+
+    @staticmethod
+    def _unknown_id(tokenizer_file: Path) -> int | None:
+        import json
+
+        model = json.loads(tokenizer_file.read_text(encoding="utf-8"))["model"]
+        if model.get("type") == "Unigram":
+            return model.get("unk_id")
+        vocab = model.get("vocab")
+        return vocab.get(model.get("unk_token")) if isinstance(vocab, dict) else None
+
+    def query_spec(self) -> dict:
+        """What the index remembers so a search finds this model again (Embedder.query_spec)."""
+        return {"model": self.model_id, "dir": str(self.folder), "file": STATIC_MODEL_FILE, "pooling": "static"}
+
+    def _pool(self, ids: list[int]):
+        import numpy as np
+
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.unknown_id is not None:
+            ids = ids[ids != self.unknown_id]
+        rows = self.embeddings[ids if self.mapping is None else self.mapping[ids]].astype(np.float32)
+        if self.weights is not None:
+            rows *= self.weights[ids, None]
+        return rows.mean(axis=0) if len(rows) else np.zeros(self.dim, dtype=np.float32)
+
+    def embed_query(self, text: str):
+        return self._pool(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def embed(self, texts, batch_size: int = STATIC_BATCH_SIZE):
+        """Both interfaces it stands in for: one query (a str) -> its vector, as
+        QueryEncoder.embed; passages (an iterable) -> their vectors, as fastembed's embed."""
+        return self.embed_query(texts) if isinstance(texts, str) else self.embed_passages(texts, batch_size)
+
+    def embed_passages(self, texts: Iterable[str], batch_size: int = STATIC_BATCH_SIZE) -> Iterator:
+        batch: list[str] = []
+        for text in texts:
+            batch.append(text)
+            if len(batch) == batch_size:
+                yield from self._embed_batch(batch)
+                batch = []
+        yield from self._embed_batch(batch)
+
+    def _embed_batch(self, texts: list[str]) -> Iterator:
+        for encoding in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False):
+            yield self._pool(encoding.ids)
 
 
 def model_mismatch(indexed: str, wanted: str) -> str:
@@ -3045,6 +3347,7 @@ class Hit(Record):
     folder_description: str = ""  # the nearest described folder above the note (collection describe)
     name_rank: int | None = None  # rank among notes whose title, alias or file name the query names
     fusion: str = ""  # how this query's lists were fused (for --explain)
+    page: int | None = None  # a PDF's page the passage is on (1-based); lines count within it. None: a note
 
     def to_dict(self, explain: bool = False) -> dict:
         d = self.as_dict()
@@ -3274,6 +3577,19 @@ class RankingSettings(Record):
     # exact title (the exact-title rule: typing a note's name is the commonest way
     # to look for it). No suite query reaches it; the tests show what it is for.
     name_first_min: float = 0.85
+    # A static model's vector list (Model2Vec; StaticModel) is weaker than a
+    # transformer's (the test model distilled from MiniLM: vector mode 0.460
+    # nDCG@10 on the suite mean, MiniLM 0.647), so its vote and its share of
+    # the complete scores are these instead of vector_weight and 1 -
+    # complete_keyword_share (chosen on the whole suite; docs/benchmarks.md,
+    # "Static models"): see ``for_vectors``.
+    static_vector_weight: float = 0.5
+    static_complete_keyword_share: float = 0.7
+
+    def for_vectors(self, static: bool) -> "RankingSettings":
+        """These settings for a vector list from a static model (``static``) or a transformer."""
+        return self.replace(vector_weight=self.static_vector_weight,
+                            complete_keyword_share=self.static_complete_keyword_share) if static else self
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
@@ -3679,6 +3995,7 @@ class Retrieval:
 
         t0 = time.perf_counter()
         if req.used == "hybrid":
+            s = s.for_vectors(getattr(self.embedder, "static", False))  # only a local model can be static
             lists, owners = self._hybrid_lists(req, max(s.depth, req.k * s.hybrid_depth_per_k), s)
         else:
             depth = max(req.k * s.single_depth_per_k, s.single_min_depth)
@@ -3896,7 +4213,7 @@ class Retrieval:
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
-                   collection_description=row.collection_description or "", **ranks)
+                   collection_description=row.collection_description or "", page=row.page, **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
         # A note whose title is exactly what was typed comes first: typing a
@@ -3956,6 +4273,7 @@ class SyncPlan(Record):
     errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
     skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
     reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
+    pdfs_unread: int = 0                              # PDFs left out: the PDF library is not installed
 
     @property
     def pending(self) -> int:
@@ -4004,6 +4322,7 @@ class SyncReport(Record):
     cancelled: bool = False
     seconds: float = 0.0
     reread: int = 0  # unchanged notes read again because an older PMS indexed them (tags, dates, links)
+    pdfs_unread: int = 0  # PDFs left out: the PDF library is not installed
 
     def summary(self) -> str:
         parts = [f"+{self.added} new, ~{self.updated} modified, -{self.deleted} deleted, {self.unchanged} unchanged"]
@@ -4094,6 +4413,200 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
     return data
 
 
+# PDFs: read in a worker process with a deadline ------------------------------------
+
+PDF_NO_TEXT = "skipped: this PDF has no text layer (a scan? run OCR on it to make it searchable)"
+_INSTALL_PDF = f"pip install {PDF_PACKAGE} (or run: {pms_command('setup')})"
+
+
+class PdfError(PMSError):
+    """A PDF that cannot be indexed as it is; ``failed`` when it is damaged (not a choice of its author)."""
+
+    def __init__(self, message: str, failed: bool = False):
+        super().__init__(message)
+        self.failed = failed
+
+
+def pdf_available() -> bool:
+    return module_available(PDF_PACKAGE)
+
+
+def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
+    """Each page's text and the metadata title, read in this process (PdfReader runs
+    it in a worker: a damaged or hostile file must not hang or crash a sync)."""
+    try:
+        import pypdfium2 as pdfium
+    except ImportError:
+        raise PdfError(f"reading PDFs needs {PDF_PACKAGE}: {_INSTALL_PDF}") from None
+    try:
+        doc = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise PdfError("skipped: this PDF is encrypted (save a copy without a password to index it)") from None
+        raise PdfError(f"cannot read this PDF: {str(exc).rstrip('.')} (is it damaged?)", failed=True) from None
+    try:
+        count = len(doc)
+        if count > max_pages:
+            raise PdfError(f"skipped: {count} pages, over the limit (PMS_PDF_MAX_PAGES={max_pages}; raise it to index this PDF)")
+        title = ""
+        with contextlib.suppress(Exception):
+            title = str(doc.get_metadata_dict(skip_empty=True).get("Title", ""))
+        pages, chars = [], 0
+        for i in range(count):
+            page = doc[i]
+            try:
+                textpage = page.get_textpage()
+                pages.append(clean_pdf_page(textpage.get_text_bounded()))
+                textpage.close()
+                chars += len(pages[-1])
+                if chars > PDF_MAX_TEXT_CHARS:
+                    raise PdfError(f"skipped: more than {PDF_MAX_TEXT_CHARS:,} characters of text "
+                                   f"by page {i + 1} (not a document PMS can index whole)")
+            except pdfium.PdfiumError:
+                pages.append("")  # one bad page loses that page only
+            finally:
+                page.close()
+        return PdfText(title=title, pages=pages, page_count=count)
+    finally:
+        doc.close()
+
+
+# Address space of the PDF worker (Linux): a file that balloons in memory fails
+# alone instead of pushing the machine into swap.
+PDF_WORKER_MEMORY = 4 << 30
+
+
+def _pdf_worker(conn) -> None:
+    """The PDF worker process: (path, max pages) in, ("ok", PdfText fields) or ("error", message, failed) out."""
+    if sys.platform.startswith("linux"):
+        import resource
+
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (PDF_WORKER_MEMORY, PDF_WORKER_MEMORY))
+    conn.send(("ready",))
+    while True:
+        try:
+            path, max_pages = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        try:
+            pdf = read_pdf(path, max_pages)
+            answer = ("ok", pdf.title, pdf.pages, pdf.page_count)
+        except PdfError as exc:
+            answer = ("error", str(exc), exc.failed)
+        except MemoryError:
+            answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
+        except Exception as exc:  # noqa: BLE001 - a library bug on one odd file must not end the sync
+            answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
+        conn.send(answer)
+
+
+class PdfReader:
+    """Reads PDFs in one worker process (started on first use, reused for the next
+    file), each within a deadline: past it the worker is killed and the file
+    reported, so a hostile PDF cannot hang a sync. Use as a context manager."""
+
+    STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
+
+    def __init__(self, timeout: float | None = None, max_pages: int | None = None):
+        self.timeout = timeout or env_number("PMS_PDF_TIMEOUT", PDF_TIMEOUT_DEFAULT)
+        self.max_pages = int(max_pages or env_number("PMS_PDF_MAX_PAGES", PDF_MAX_PAGES_DEFAULT))
+        self._process = None
+        self._conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
+        self._process.start()
+        child.close()
+        try:
+            started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
+        except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
+            started = False
+        if not started:
+            self.close()
+            raise PdfError("the PDF reader (a worker process) did not start", failed=True)
+
+    def read(self, path: str | os.PathLike) -> PdfText:
+        if self._process is None or not self._process.is_alive():
+            self.close()
+            self._start()
+        try:
+            self._conn.send((str(path), self.max_pages))
+            ready = self._conn.poll(self.timeout)
+            answer = self._conn.recv() if ready else None
+        except (EOFError, OSError):
+            self.close()
+            raise PdfError("skipped: the PDF reader crashed on this file (is it damaged?)", failed=True) from None
+        if answer is None:
+            self.close()
+            raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
+                           f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)", failed=True)
+        if answer[0] == "error":
+            raise PdfError(answer[1], failed=answer[2])
+        return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+
+
+def file_digest(path: Path, limit: int) -> str:
+    """SHA-256 of a file read in blocks (a PDF may be hundreds of MB), refusing one over ``limit``
+    (by its size before any read, and by what was read: it may grow meanwhile)."""
+    import hashlib
+
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= limit:
+            size = 0
+            while size <= limit and (block := fh.read(1 << 20)):
+                size += len(block)
+                digest.update(block)
+    if size > limit:
+        raise FileTooLargeError(f"skipped: larger than {limit / (1024 * 1024):g} MB "
+                                f"(PMS_PDF_MAX_MB={limit / (1024 * 1024):g}; raise it to index this PDF)")
+    return digest.hexdigest()
+
+
+PDF_LIMITS = {"PMS_PDF_TIMEOUT": PDF_TIMEOUT_DEFAULT, "PMS_PDF_MAX_PAGES": PDF_MAX_PAGES_DEFAULT,
+              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT}
+
+
+def limit_raised(reason: str) -> bool:
+    """Whether a PDF skipped for a limit (its reason names it: ``PMS_PDF_TIMEOUT=60``)
+    is under another limit now, so the next sync reads it again."""
+    return any(float(value) != env_number(name, PDF_LIMITS[name])
+               for name, value in re.findall(r"\b(PMS_PDF_[A-Z_]+)=(\d+(?:\.\d+)?)", reason) if name in PDF_LIMITS)
+
+
+def max_pdf_bytes() -> int:
+    return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
+
+
+def file_sha(path: Path) -> str:
+    """The hash sync compares: a note's bytes, or a PDF's read in blocks."""
+    return file_digest(path, max_pdf_bytes()) if is_pdf(path) else hex_digest(read_note_file(path))
+
+
 class Syncer:
     """Brings the index in line with the collection folders, incrementally.
 
@@ -4125,6 +4638,9 @@ class Syncer:
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
+        self.read_pdfs = pdf_available()  # without the PDF library, PDFs are left as they are (one notice)
+        self.pdfs_unread = 0
+        self._pdf_reader: PdfReader | None = None
 
     @staticmethod
     def lock(store: Store) -> FileLock:
@@ -4139,19 +4655,25 @@ class Syncer:
             errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found = {}
+        pdfs = pdf_glob(pattern)
         if paths is None:
-            for rel, full, st in walk_markdown(root, pattern, errors, skipped):
+            for rel, full, st in walk_markdown(root, pattern, errors, skipped, also=pdfs):
                 found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         else:
-            regex = glob_to_regex(pattern)
+            regex, pdf_regex = glob_to_regex(pattern), glob_to_regex(pdfs)
             for rel in paths:
                 full = root / rel
                 if not is_valid_utf8(rel):
                     if skipped is not None and full.is_file():
                         skipped.append((display_path(full), BAD_NAME))
-                elif regex.match(rel) and full.is_file():
+                elif (regex.match(rel) or pdf_regex.match(rel)) and full.is_file():
                     st = full.stat()
                     found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if not self.read_pdfs:
+            unread = [rel for rel in found if is_pdf(rel)]
+            self.pdfs_unread += len(unread)
+            for rel in unread:
+                del found[rel]
         return found
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
@@ -4167,19 +4689,25 @@ class Syncer:
         for rel, (full, size, mtime, ctime) in found.items():
             state = known.get(rel)
             was_skipped = known_skipped.get(rel)
-            if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime):
+            if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime) and not limit_raised(was_skipped[4]):
                 (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
             elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
                 changes.unchanged += 1
             else:
                 changes.todo.append((rel, full, (size, mtime, ctime), state))
-        in_scope = (lambda rel: True) if paths is None else set(paths).__contains__
+        listed = None if paths is None else set(paths)
+        kept_pdfs = not self.read_pdfs  # PDFs indexed when the library was there stay as they are
+
+        def in_scope(rel: str) -> bool:
+            return (listed is None or rel in listed) and not (kept_pdfs and is_pdf(rel))
+
         changes.gone = [rel for rel in known if rel not in found and in_scope(rel)]
         changes.forgotten = [rel for rel in known_skipped if rel not in found and in_scope(rel)]
         return changes
 
     def plan(self, collections: Sequence[CollectionRow]) -> SyncPlan:
         plan = SyncPlan()
+        self.pdfs_unread = 0
         for col in collections:
             changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
@@ -4190,7 +4718,7 @@ class Syncer:
                     plan.added.append((col.name, rel))
                     continue
                 try:
-                    sha = hex_digest(read_note_file(full))
+                    sha = file_sha(full)
                 except (OSError, FileTooLargeError) as exc:
                     plan.errors.append((str(full), str(exc)))
                     continue
@@ -4201,6 +4729,7 @@ class Syncer:
                 else:
                     plan.updated.append((col.name, rel))
             plan.deleted.extend((col.name, rel) for rel in changes.gone)
+        plan.pdfs_unread = self.pdfs_unread
         return plan
 
     def run(self, collections: Sequence[CollectionRow], *, paths: dict[str, list[str]] | None = None, embed: bool = True,
@@ -4211,14 +4740,20 @@ class Syncer:
         if not lock.acquire(blocking=False):
             self.notice("another sync of this index is running; waiting for it to finish")
             lock.acquire(blocking=True)
+        self.pdfs_unread = 0
         try:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
+            self._close_pdf_reader()
             if embed and self.embedder is not None and not report.cancelled:
                 self.embed_pending(report, progress, cancel)
         except SyncCancelled:
             report.cancelled = True
         finally:
+            self._close_pdf_reader()
+            report.pdfs_unread = self.pdfs_unread
+            if self.pdfs_unread:
+                self.notice(f"{self.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
             lock.release()
             report.seconds = time.monotonic() - started
         return report
@@ -4283,24 +4818,46 @@ class Syncer:
             (report.errors if failed else report.skipped).append((display_path(full), reason))
             return rel, ("skip", stat_key, failed, reason, state is not None)
 
+        pdf = is_pdf(rel)
         try:
-            data = read_note_file(full)
+            if pdf:
+                sha = file_digest(full, max_pdf_bytes())
+            else:
+                data = read_note_file(full)
+                sha = hex_digest(data)
         except FileNotFoundError:
             return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
         except FileTooLargeError as exc:
             return skip(str(exc))
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
-        sha = hex_digest(data)
         if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
             return rel, ("touch", state.id, size, mtime)
         try:
-            text = decode_text(data)
-            note = parse_note(text, Path(rel).stem, self.chunk_chars, path=rel)
+            if pdf:
+                note = self._parse_pdf(full, Path(rel).stem)
+            else:
+                text = decode_text(data)
+                note = parse_note(text, Path(rel).stem, self.chunk_chars, path=rel)
+        except PdfError as exc:
+            return skip(str(exc), failed=exc.failed)
         except (BinaryFileError, FrontmatterError) as exc:
             return skip(f"skipped: {exc}")
         existed = "reread" if state is not None and state.sha256 == sha else state is not None
         return rel, ("write", note, size, mtime, sha, existed)
+
+    def _parse_pdf(self, full: Path, fallback_title: str) -> ParsedNote:
+        if self._pdf_reader is None:
+            self._pdf_reader = PdfReader()
+        note = parse_pdf(self._pdf_reader.read(full), fallback_title, self.chunk_chars)
+        if not note.chunks:
+            raise PdfError(PDF_NO_TEXT)
+        return note
+
+    def _close_pdf_reader(self) -> None:
+        if self._pdf_reader is not None:
+            self._pdf_reader.close()
+            self._pdf_reader = None
 
     def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
         """Embed every passage that has no vector yet, shortest first, in small batches.
@@ -4392,6 +4949,8 @@ class Syncer:
 
 CLIP_TIMEOUT = 20.0  # seconds without an answer before a fetch gives up
 CLIP_MAX_BYTES = 10 * 1024 * 1024  # a web page bigger than this is not an article
+CLIP_MAX_PDF_BYTES = 100 * 1024 * 1024  # a PDF may carry images: it may be bigger
+PDF_CONTENT_TYPES = {"application/pdf", "application/x-pdf"}
 CLIP_MAX_REDIRECTS = 5
 CLIP_MIN_TEXT_CHARS = 80  # letters and digits; "It works!" and app shells are not notes
 CLIP_SLUG_CHARS = 80
@@ -4439,10 +4998,12 @@ class ClippedNote(Record):
     docid: str | None
     page: ExtractedPage
     index_error: str | None = None
+    original: Path | None = None  # a clipped PDF kept beside its note (keep_original=True)
 
     def to_dict(self) -> dict:
         return {"path": str(self.path), "relpath": self.relpath, "collection": self.collection, "title": self.title,
                 "source": self.source, "docid": self.docid, "index_error": self.index_error,
+                **({"original": str(self.original)} if self.original else {}),
                 **{k: v for k, v in self.page.metadata.items() if k not in ("title", "url")}}
 
 
@@ -4590,15 +5151,17 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
 
     opener = urllib.request.build_opener(LimitedRedirects)
     request = urllib.request.Request(url, headers={
-        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
+        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5",
         "Accept-Encoding": "identity"})
     try:
         with opener.open(request, timeout=timeout) as response:
             final_url = response.geturl()
             ctype = (response.headers.get_content_type() or "").lower()
             declared = response.headers.get("Content-Type")
-            if declared and ctype not in HTML_CONTENT_TYPES:
-                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages can be clipped")
+            if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
+                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
+            if ctype in PDF_CONTENT_TYPES or urllib.parse.urlsplit(final_url).path.lower().endswith(PDF_SUFFIX):
+                max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
             length = response.headers.get("Content-Length")
             if length and length.isdigit() and int(length) > max_bytes:
                 raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
@@ -4619,6 +5182,10 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         raise _fetch_error(url, exc, timeout) from None
     data = b"".join(chunks)
+    if data.startswith(b"%PDF-"):
+        return data, final_url  # bytes: Collection.clip reads it as a PDF
+    if declared and ctype in PDF_CONTENT_TYPES:
+        raise PMSError(f"{url} says it is a PDF but is not one (the server sent something else)")
     if not declared and not re.search(rb"<(!doctype\s+html|html|head|body|p|div|article)\b", data[:4096], re.I):
         raise PMSError(f"{url} does not look like a web page (no content type and no HTML): only HTML pages can be clipped")
     if charset:  # the HTTP header outranks the page's own <meta charset>
@@ -4836,6 +5403,35 @@ def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = C
 
 
 # -- the note on disk ---------------------------------------------------------------------
+def extract_from_pdf(data: bytes, url: str | None = None, fallback_title: str = "") -> ExtractedPage:
+    """A PDF's text as Markdown, one ``## Page N`` section per page with text (the
+    reading runs in the PDF worker, within its deadline). Needs pypdfium2."""
+    import tempfile
+
+    if not pdf_available():
+        raise PMSError(f"clipping a PDF needs {PDF_PACKAGE}: {_INSTALL_PDF}")
+    fd, tmp = tempfile.mkstemp(prefix="pms-clip-", suffix=PDF_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        with PdfReader() as reader:
+            pdf = reader.read(tmp)
+    except PdfError as exc:
+        raise PMSError(str(exc).removeprefix("skipped: ")) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    if not any(pdf.pages):
+        raise PMSError(PDF_NO_TEXT.removeprefix("skipped: ") + "; nothing clipped")
+    if not fallback_title and url:
+        from urllib.parse import unquote, urlsplit
+
+        fallback_title = unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]).rsplit(".", 1)[0]
+    title = pdf_title(pdf.title, pdf.pages, fallback_title or "Clipped PDF")
+    content = "\n\n".join(f"## Page {n}\n\n{text}" for n, text in enumerate(pdf.pages, 1) if text)
+    return ExtractedPage(content=f"# {title}\n\n{content}\n", title=title, url=url)
+
+
 def clip_slug(title: str, max_chars: int = CLIP_SLUG_CHARS) -> str:
     """A file-name-safe slug on Windows, macOS and Linux: ASCII letters, digits
     and single hyphens, no dots, no separators, never a reserved device name.
@@ -4945,7 +5541,8 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
     fails instead of overwriting. A failure leaves no partial file."""
     import tempfile
 
-    stem = filename[:-3] if filename.endswith(".md") else filename
+    stem, dot, suffix = filename.rpartition(".")
+    stem, suffix = (stem, "." + suffix) if dot else (filename, ".md")
     root = folder.resolve()
     try:
         fd, tmp = tempfile.mkstemp(prefix=".pms-clip-", suffix=".tmp", dir=folder)
@@ -4957,7 +5554,7 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         for n in range(1, 1000):
-            target = folder / (f"{stem}-{n}.md" if n > 1 else f"{stem}.md")
+            target = folder / (f"{stem}-{n}{suffix}" if n > 1 else f"{stem}{suffix}")
             if target.resolve().parent != root:  # belt and braces: the slug cannot contain separators
                 raise PMSError(f"refusing to write {target}: outside {folder}")
             try:
@@ -4972,7 +5569,7 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
                     continue
                 os.replace(tmp, target)
                 return target
-        raise PMSError(f"too many notes named {stem}*.md in {folder}")
+        raise PMSError(f"too many files named {stem}*{suffix} in {folder}")
     except OSError as exc:
         raise PMSError(f"cannot write the note in {folder}: {exc.strerror or exc} (check permissions and free space)") from None
     finally:
@@ -5013,6 +5610,7 @@ class Document(Record):
     tags: list[str]
     text: str
     from_line: int = 1
+    page: int | None = None  # a PDF read from this page on (get file.pdf:12); lines then count within it
 
     def to_dict(self) -> dict:
         return self.as_dict()
@@ -5076,20 +5674,24 @@ class Collection:
 
     def clip(self, source: str | None, *, html: bytes | str | None = None, subfolder: str | None = None,
              force: bool = False, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES,
-             embed: bool = True) -> ClippedNote:
-        """Clip a web page into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
+             embed: bool = True, pdf: bytes | None = None, keep_original: bool = False) -> ClippedNote:
+        """Clip a web page or a PDF into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
 
-        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) is
-        given, in which case it is only recorded (None: the page's canonical URL,
-        if it names one). A URL already clipped into the collection raises
-        ``AlreadyClipped`` unless ``force``. Never overwrites a file.
+        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) or
+        ``pdf`` (a PDF's bytes) is given, in which case it is only recorded (None:
+        the page's canonical URL, if it names one; with ``pdf`` it may be the PDF's
+        file path). A PDF becomes a note of its text, ``## Page N`` per page; with
+        ``keep_original`` the PDF itself is saved beside it. A URL already clipped
+        into the collection raises ``AlreadyClipped`` unless ``force``. Never
+        overwrites a file.
         """
-        _import_trafilatura()
+        if pdf is None:
+            _import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
-        if source:
+        if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
-        elif html is None:
-            raise PMSError("nothing to clip: give a URL, or the HTML of a saved page")
+        elif html is None and pdf is None:
+            raise PMSError("nothing to clip: give a URL, the HTML of a saved page, or a PDF")
         folder = _clip_folder(self.path, self.name, subfolder)
 
         def refuse_duplicate(*urls: str | None) -> None:
@@ -5099,10 +5701,17 @@ class Collection:
                 raise AlreadyClipped(f"{urls[0]} is already clipped into {self.name!r} as {rel} "
                                      "(nothing written; use --force to clip it again)", existing)
 
-        if html is None:
+        if pdf is not None:
+            refuse_duplicate(source)
+            page = extract_from_pdf(pdf, url=source)
+        elif html is None:
             refuse_duplicate(source)
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
-            page = extract_from_html(fetched, url=final_url)
+            if isinstance(fetched, bytes) and fetched.startswith(b"%PDF-"):
+                pdf = fetched
+                page = extract_from_pdf(fetched, url=final_url)
+            else:
+                page = extract_from_html(fetched, url=final_url)
             refuse_duplicate(source, final_url)
             source = final_url
         else:
@@ -5119,11 +5728,13 @@ class Collection:
                            "(choose another --subfolder)")
         target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
+        # The PDF beside its note, named after it; not indexed now (its text is the note's).
+        original = _write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
         report = self.kb.sync(collections=[self.name], paths=[target], embed=embed)
         problems = [why for _path, why in report.errors + report.skipped]
         rows = self.kb.store.find_documents(collection=self.name, path=rel)
         return ClippedNote(path=target, relpath=rel, collection=self.name, title=page.title, source=source,
-                           docid=rows[0].docid if rows else None, page=page,
+                           docid=rows[0].docid if rows else None, page=page, original=original,
                            index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
 
     def add_from_url(self, url: str, **kwargs) -> ClippedNote:
@@ -5470,7 +6081,8 @@ class KnowledgeBase:
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None) -> Document:
-        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines."""
+        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines
+        (of a PDF, pages: ``file.pdf:12`` is page 12's text)."""
         ref = clean_query(ref, limit=None).strip()
         if not ref:
             raise PMSError("which note? give collection/path.md, a path or the #docid shown in search results")
@@ -5483,6 +6095,8 @@ class KnowledgeBase:
     def _read_document(self, row: DocumentRow, from_line: int | None = None, count: int | None = None,
                        max_bytes: int | None = None) -> Document:
         abspath = Path(row.collection_path) / row.path
+        if is_pdf(row.path):
+            return self._read_pdf(row, abspath, from_line, count, max_bytes)
         try:
             text = decode_text(read_note_file(abspath, max_bytes))
         except FileNotFoundError:
@@ -5503,6 +6117,24 @@ class KnowledgeBase:
             text = "\n".join(lines[first - 1 : end])
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, from_line=first)
+
+    def _read_pdf(self, row: DocumentRow, abspath: Path, first_page: int | None, count: int | None,
+                  max_bytes: int | None) -> Document:
+        """A PDF's text as indexed (fast, and without the PDF library): the pages asked
+        for (``file.pdf:12`` is page 12 alone), each after a ``--- p. N ---`` line when
+        there are several. A page without text is empty."""
+        pages, texts = self.store.pdf_pages(row.id)
+        first = max(1, first_page or 1)
+        count = 1 if first_page and count is None else count
+        if first > max(pages, 1):
+            raise PMSError(f"{row.collection}/{row.path} has {pages} pages; page {first} is past its end")
+        last = pages if count is None else min(pages, first - 1 + max(0, count))
+        chosen = [(n, texts.get(n, "")) for n in range(first, max(last, first) + 1)]
+        text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
+        if max_bytes is not None and len(text.encode("utf-8")) > max_bytes:
+            raise PMSError(f"larger than {max_bytes} bytes (read it alone with get and a page: {row.path}:1)")
+        return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
+                        tags=[t for t in row.tags.split(",") if t], text=text, page=first)
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
@@ -5616,6 +6248,7 @@ class KnowledgeBase:
             "notes_to_reread": self.store.count_stale_notes(),
             "vectors_in_memory_bytes": getattr(self.retrieval.vectors, "nbytes", 0),
             "embedding": self._embedding_progress(totals),
+            "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
         if pending if links is None else links:
             info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
@@ -5623,6 +6256,7 @@ class KnowledgeBase:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
             info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
+            info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
 
@@ -5845,6 +6479,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
     """Name, description and JSON schemas of each tool: the text an assistant reads to choose."""
     ref = ("A note: 'collection/path.md' as search returns it, optionally ':FROM' or ':FROM:COUNT' "
            "to select lines (e.g. 'notes/dev/rust.md:12:20'), or '#docid' (e.g. '#3afed6'). "
+           "A PDF's ':N' is its page N (e.g. 'papers/report.pdf:12', the page a hit names). "
            "Only notes in the index can be read.")
     hit = {"type": "object", "properties": {
         "path": {"type": "string", "description": "path inside the collection"},
@@ -5853,17 +6488,20 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "title": {"type": "string"}, "heading_path": {"type": "string"},
         "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
+        "page": {"type": ["integer", "null"], "description": "a PDF's page the passage is on (get 'path:page' reads it); "
+                                                             "null for a note"},
         "score": {"type": "number"}, "snippet": {"type": "string"},
         "marks": {"type": "array", "description": "[start, end) of each matched word in snippet",
                   "items": {"type": "array", "items": {"type": "integer"}}}}}
     document = {"type": "object", "properties": {
         "collection": {"type": "string"}, "path": {"type": "string"}, "docid": {"type": "string"},
         "title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
-        "from_line": {"type": "integer"}, "to_line": {"type": "integer"}, "text": {"type": "string"}}}
+        "from_line": {"type": "integer"}, "to_line": {"type": "integer"}, "text": {"type": "string"},
+        "page": {"type": "integer", "description": "a PDF: the first page returned"}}}
     return [
         {"name": "search", "title": "Search notes",
          "description": ("Search the user's notes by keywords and meaning. Returns the best notes (or passages) "
-                         "with path, line range, heading, snippet and score. Write the query in plain words; "
+                         "with path, line range (a PDF's: its page), heading, snippet and score. Write the query in plain words; "
                          "\"exact phrase\", -excluded and prefix* work too."),
          "input": {"type": "object", "additionalProperties": False, "required": ["query"], "properties": {
              "query": {"type": "string", "description": "what to look for, in plain words; may be empty when a "
@@ -6076,7 +6714,8 @@ class MCPService:
         if line_numbers:
             text = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(lines, doc.from_line))
         return {"collection": doc.collection, "path": doc.path, "docid": doc.docid, "title": doc.title,
-                "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text}
+                "tags": doc.tags, "from_line": doc.from_line, "to_line": doc.from_line + len(lines) - 1, "text": text,
+                **({"page": doc.page} if doc.page else {})}
 
 
 def _error_line(text, limit: int = 300) -> str:
@@ -6425,7 +7064,8 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed else _ranks(h, lists)
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}:{h.start_line}-{h.end_line}  #{h.docid}  {rank}')}")
+        where = f" p. {h.page}" if h.page else f":{h.start_line}-{h.end_line}"  # a PDF's page; get file.pdf:N reads it
+        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
             print(f"    {dim(h.heading_path)}")
         if h.snippet:
@@ -6547,6 +7187,8 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             _notice(f"{path}: {why}")
         for path, why in plan.errors:
             _notice(f"error: {path}: {why}")
+        if plan.pdfs_unread:
+            _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
         return 1 if plan.errors else 0
     return _run_sync(kb, names, args)
 
@@ -6581,6 +7223,10 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         print(f"Embedding:   {e['done']:,} of {e['total']:,} passages, {e['rate']:.0f}/s, {eta} left (newest notes first)")
     if info.get("skipped"):
         print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
+    if info.get("pdfs_without_text"):
+        print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
+    if info.get("pdfs_unread"):
+        print(f"PDFs:        {info['pdfs_unread']} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
         print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
@@ -6711,10 +7357,10 @@ def _clip_target(kb: KnowledgeBase, name: str | None) -> Collection:
     raise PMSError(f"which collection? add -c NAME (collections: {', '.join(c.name for c in cols)})")
 
 
-def _read_saved_page(stream, what: str) -> bytes:
-    data = stream.read(CLIP_MAX_BYTES + 1)
-    if len(data) > CLIP_MAX_BYTES:
-        raise PMSError(f"{what} is too large to clip (more than {CLIP_MAX_BYTES // 1048576} MB)")
+def _read_saved_page(stream, what: str, limit: int = CLIP_MAX_BYTES) -> bytes:
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise PMSError(f"{what} is too large to clip (more than {limit // 1048576} MB)")
     return data
 
 
@@ -6724,25 +7370,33 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
     if args.timeout <= 0:
         raise PMSError("--timeout must be a positive number of seconds")
     collection = _clip_target(kb, args.collection)
-    html, source = None, args.url
+    html, pdf, source = None, None, args.url
     if args.source == "-":
-        html = _read_saved_page(sys.stdin.buffer, "standard input")
+        html = _read_saved_page(sys.stdin.buffer, "standard input", CLIP_MAX_PDF_BYTES)
     elif Path(args.source).expanduser().is_file():
         try:
             with open(Path(args.source).expanduser(), "rb") as fh:
-                html = _read_saved_page(fh, args.source)
+                html = _read_saved_page(fh, args.source, CLIP_MAX_PDF_BYTES)
         except OSError as exc:
             raise PMSError(f"cannot read {args.source}: {exc.strerror or exc}") from None
+        if html.startswith(b"%PDF-"):  # a PDF file: its path is its source unless --url says otherwise
+            source = source or str(Path(args.source).expanduser().resolve())
     elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", args.source):  # a URL (check_clip_url explains bad schemes)
         if args.url:
             raise PMSError("--url is for a saved page or standard input; to clip a URL, give only the URL")
         source = args.source
     else:
         raise PMSError(f"{args.source!r} is neither a URL nor a saved page (no such file); URLs start with https://")
-    note = collection.clip(source, html=html, subfolder=args.subfolder, force=args.force,
-                           timeout=args.timeout, embed=not args.no_embed)
+    if html is not None and html.startswith(b"%PDF-"):
+        html, pdf = None, html
+    elif html is not None and len(html) > CLIP_MAX_BYTES:
+        raise PMSError(f"{args.source} is too large to clip (more than {CLIP_MAX_BYTES // 1048576} MB)")
+    note = collection.clip(source, html=html, pdf=pdf, subfolder=args.subfolder, force=args.force,
+                           timeout=args.timeout, embed=not args.no_embed, keep_original=args.keep_pdf)
     if note.index_error:
         _notice(f"the note was saved but not indexed: {note.index_error} (run: {pms_command('sync')})")
+    if args.keep_pdf and not note.original and not args.json:
+        _notice("--keep-pdf: the page was not a PDF, so there is no original to keep")
     if not note.source and not args.json:
         _notice("the page names no URL of its own, so the note has no source (pass --url to record it)")
     print(json.dumps(note.to_dict(), indent=2, ensure_ascii=False) if args.json else note.path)
@@ -6787,7 +7441,7 @@ SETUP_PIP = "pip>=24.2"
 # tables otherwise (VectorMemory then scans them, ~10x slower to read), a newer fastembed
 # may embed differently from the vectors already stored.
 SETUP_PACKAGES = ["fastembed==0.9.1", "sqlite-vec==0.1.9", "sqlean-py==3.50.4.5", "trafilatura==2.3.1",
-                  "lxml_html_clean==0.4.6", "mcp==2.3.0"]
+                  "lxml_html_clean==0.4.6", "mcp==2.3.0", f"{PDF_PACKAGE}==5.15.2"]
 # The desktop app's, as requirements-dev.txt (6.12.0 loses a reference to None per call on
 # Python < 3.12, and the app aborts); markdown-it for its note preview.
 SETUP_GUI_PACKAGES = ["PySide6-Essentials==6.11.3", "markdown-it-py==4.3.0", "mdit-py-plugins==0.7.0"]
@@ -7081,16 +7735,18 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
     d.add_argument("--mode", choices=SEARCH_MODES, default="auto")
     d.set_defaults(json=False, files=False, explain=False)
 
-    cl = sub.add_parser("clip", help="save a web page as a Markdown note in a collection (URL, saved page or -)",
+    cl = sub.add_parser("clip", help="save a web page or a PDF as a Markdown note in a collection (URL, saved page, PDF or -)",
                         description="Fetches the page (or reads a saved one), keeps the article as Markdown with "
-                                    "YAML frontmatter, writes YYYY-MM-DD-<slug>.md and indexes it. Never overwrites.")
-    cl.add_argument("source", help="an http(s) URL, a saved .html file, or - for standard input")
+                                    "YAML frontmatter, writes YYYY-MM-DD-<slug>.md and indexes it. A PDF (URL or file) "
+                                    "becomes a note of its text, a section per page. Never overwrites.")
+    cl.add_argument("source", help="an http(s) URL, a saved .html file, a .pdf file, or - for standard input")
     cl.add_argument("-c", "--collection", help="the collection to clip into (needed when there are several)")
     cl.add_argument("--url", help="the page's address, for a saved page or standard input")
     cl.add_argument("--subfolder", help="a folder inside the collection for the note (created if needed)")
     cl.add_argument("--force", action="store_true", help="clip even if the URL is already in the collection")
     cl.add_argument("--timeout", type=float, default=CLIP_TIMEOUT, help=f"seconds to wait for the site (default {CLIP_TIMEOUT:g})")
     cl.add_argument("--no-embed", action="store_true", help="index it for keyword search only, for now")
+    cl.add_argument("--keep-pdf", action="store_true", help="a PDF: save the original beside its note as well")
     cl.add_argument("--json", action="store_true", help="print the new note's path and metadata as JSON")
 
     s = sub.add_parser("setup", help="install the optional extras (hybrid search, clipping) into a private environment, "

@@ -7,6 +7,7 @@
     .venv/bin/python bench/perf.py hybrid      # warm hybrid latency, CLI one-shot with model load
     .venv/bin/python bench/perf.py size        # index bytes per chunk beyond the text, and what changes it
     .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes; keyword on tldr, python3 pms.py vs the pms command, by part
+    .venv/bin/python bench/perf.py static      # the static test model against MiniLM: passages/s, RSS, query time; a 10,000-note vault's collection add
     .venv/bin/python bench/perf.py all
 
 ``hybrid`` and ``size`` use ``--hybrid-db INDEX`` (e.g. bench/scifact.py's
@@ -43,6 +44,8 @@ import pms  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "corpora"
 DEFAULT_MODEL_DIR = REPO / ".cache" / "minilm"
+STATIC_MODEL_DIR = REPO / ".cache" / "minilm-static"  # scripts/make_static_model.py
+SHARED_DATA = REPO.parent / "shared" / "data"
 SWEEP_GLOB = "src/ch0*.md"  # the part of the rust-book the batch-size sweep embeds: 426 chunks of prose and code
 
 # Questions a person might type into either corpus; the rest of each query
@@ -381,8 +384,38 @@ def child_query_load(db: str, query: str) -> dict:
     return out
 
 
+def child_collection_add(home: str, model_dir: str, vault: str) -> dict:
+    """``pms collection add VAULT`` as a user runs it (a fresh PMS_HOME), then one meaning search:
+    wall time to meaning search, and the command's peak RSS."""
+    env = {**os.environ, "PMS_HOME": home, "PMS_MODEL_DIR": model_dir}
+    cli = [sys.executable, str(REPO / "pms.py")]
+    t = time.perf_counter()
+    add = subprocess.run([*cli, "collection", "add", vault, "--name", "vault"], env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t
+    if add.returncode != 0:
+        raise SystemExit(add.stderr[-2000:])
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    search = subprocess.run([*cli, "search", "vitamin D and bone health", "--mode", "vector", "-n", "1"],
+                            env=env, capture_output=True, text=True, check=False)
+    status = subprocess.run([*cli, "status"], env=env, capture_output=True, text=True, check=False).stdout
+    embedded = re.search(r"(\d+) passages embedded in ([\d.]+)s", add.stdout + add.stderr)
+    return {"seconds_to_meaning_search": seconds, "peak_rss_mb": rss, "vector_search_ok": search.returncode == 0 and "#1" in search.stdout,
+            "status": [line for line in status.splitlines() if line.startswith(("Notes:", "Search mode:"))],
+            "passages": int(embedded.group(1)) if embedded else None,
+            "embed_seconds": float(embedded.group(2)) if embedded else None}
+
+
+def child_query_embed(model_dir: str, queries: list[str]) -> dict:
+    """One warm process: each query's vector (the query path a search takes), median and p95."""
+    os.environ["PMS_MODEL_DIR"] = model_dir
+    embedder = pms.Embedder()
+    embedder.load()
+    return latency(embedder.embed_query, queries)
+
+
 CHILD_STEPS = {"index": child_index, "keyword_latency": child_keyword_latency, "embed": child_embed,
-               "hybrid_latency": child_hybrid_latency, "query_load": child_query_load}
+               "hybrid_latency": child_hybrid_latency, "query_load": child_query_load,
+               "collection_add": child_collection_add, "query_embed": child_query_embed}
 
 
 ###############################################################################
@@ -748,7 +781,62 @@ def start_parts(python: str, db: Path, query: str) -> dict:
     return parts
 
 
-BENCHMARKS = {"keyword": bench_keyword, "embed": bench_embed, "hybrid": bench_hybrid, "size": bench_size, "start": bench_start}
+def static_vault(args, notes: int = 10_000) -> Path:
+    """A vault of ``notes`` notes from ../shared/data: every SciFact and NFCorpus abstract as a note
+    (``# title``, text), then tldr pages (English, sorted by path) up to the count."""
+    vault = args.work / f"vault-{notes // 1000}k"
+    if (vault / ".complete").exists():
+        return vault
+    shutil.rmtree(vault, ignore_errors=True)
+    count = 0
+    for name in ("scifact", "nfcorpus"):
+        (vault / name).mkdir(parents=True)
+        with open(SHARED_DATA / name / "corpus.jsonl", encoding="utf-8") as f:
+            for line in f:
+                doc = json.loads(line)
+                (vault / name / f"{doc['_id']}.md").write_text(f"# {doc['title'].strip()}\n\n{doc['text'].strip()}\n", encoding="utf-8")
+                count += 1
+    tldr = extract(args.data / "tldr.tar.gz", args.work)
+    for page in sorted(tldr.glob("pages/*/*.md")):
+        if count >= notes:
+            break
+        target = vault / "tldr" / page.parent.name / page.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(page, target)
+        count += 1
+    (vault / ".complete").write_text(str(count))
+    return vault
+
+
+def bench_static(args) -> dict:
+    """The static test model (scripts/make_static_model.py) against MiniLM: passages/s and peak RSS
+    on the same part of the rust-book, a query's vector, and a 10,000-note vault's ``collection add``."""
+    if not STATIC_MODEL_DIR.is_dir():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "make_static_model.py")], check=True)
+    base = keyword_rust_book(args, SWEEP_GLOB)
+    out: dict = {"embed": {}, "query": {}}
+    queries = RUST_QUESTIONS + TLDR_QUESTIONS
+    for label, folder in (("static", STATIC_MODEL_DIR), ("minilm", DEFAULT_MODEL_DIR)):
+        os.environ["PMS_MODEL_DIR"] = str(folder)
+        db = fresh(args.work / f"rust-book-part-{label}.sqlite")
+        shutil.copyfile(base, db)
+        res = out["embed"][label] = run_child("embed", db=str(db), batch_size=pms.EMBED_BATCH_SIZE)
+        print(f"  {label}: {res['chunks']} passages in {res['seconds']:.2f}s = {res['chunks_per_s']:,.0f} passages/s "
+              f"({res['chunks_per_cpu_s']:,.0f} per CPU-second), peak RSS {res['peak_rss_mb']:.0f} MB", flush=True)
+        q = out["query"][label] = run_child("query_embed", model_dir=str(folder), queries=queries)
+        print(f"  {label}: a query's vector {q['median_ms']:.3f} ms median, {q['p95_ms']:.3f} ms p95", flush=True)
+    vault = static_vault(args)
+    home = args.work / "static-home"
+    shutil.rmtree(home, ignore_errors=True)
+    res = out["vault"] = run_child("collection_add", home=str(home), model_dir=str(STATIC_MODEL_DIR), vault=str(vault))
+    print(f"  collection add of {vault} ({(vault / '.complete').read_text()} notes), static model: meaning search after "
+          f"{res['seconds_to_meaning_search']:.1f}s ({res['passages']} passages embedded in {res['embed_seconds']}s), "
+          f"peak RSS {res['peak_rss_mb']:.0f} MB, vector search answered: {res['vector_search_ok']}; {res['status']}", flush=True)
+    return out
+
+
+BENCHMARKS = {"keyword": bench_keyword, "embed": bench_embed, "hybrid": bench_hybrid, "size": bench_size, "start": bench_start,
+              "static": bench_static}
 
 
 def main(argv=None) -> int:

@@ -72,6 +72,30 @@ def plain_line(line: str) -> str:
     return re.sub(r"\s+", " ", line).strip()
 
 
+# ASCII punctuation that Markdown could read as markup: a PDF's text is shown as it is.
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]<>#|~=+!-])")
+
+
+def pdf_page_markdown(title: str, page: int, text: str, start_line: int, end_line: int) -> tuple[str, int, int]:
+    """A PDF page's text (``get file.pdf:N``) as Markdown for the preview: the title,
+    the page number, then the page's lines, with the passage (lines ``start_line``..
+    ``end_line`` of the page) as one paragraph of its own, so its tint covers it
+    whole. Returns (markdown, the passage's first and last line in it)."""
+    lines = [re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", _MARKDOWN_PUNCTUATION.sub(r"\\\1", line)) for line in text.split("\n")]
+    heading = _MARKDOWN_PUNCTUATION.sub(r"\\\1", title)
+    start, end = max(1, start_line or 1), max(start_line or 1, end_line or 1)
+    before, passage, after = lines[: start - 1], [line for line in lines[start - 1 : end] if line.strip()], lines[end:]
+    out = [f"# {heading}", "", f"*p. {page}*", ""]
+    if before:
+        out += [*before, ""]
+    first = len(out) + 1
+    out += passage
+    last = len(out)
+    if after:
+        out += ["", *after]
+    return "\n".join(out) + "\n", first, last
+
+
 def term_pattern(words) -> str | None:
     """A regex for the query words: longer ones by prefix, so 'sync' lights up
     'syncing'; two- and three-letter ones whole, so 'ai' leaves 'aim' alone."""

@@ -38,7 +38,8 @@ def why_text(hit, copies: list) -> str:
     if hit.vector_rank is not None:
         reasons.append(f"close in meaning (meaning rank {hit.vector_rank})")
     lines = [("Found because it " + " and is ".join(reasons)) if reasons else "Found by keyword",
-             f"{hit.collection}/{hit.path}, lines {hit.start_line}–{hit.end_line}"]
+             f"{hit.collection}/{hit.path}, " + (f"p. {hit.page}" if hit.page else
+                                                 f"lines {hit.start_line}–{hit.end_line}")]
     if copies:
         lines.append(f"{len(copies)} near-identical cop{'y' if len(copies) == 1 else 'ies'} hidden:")
         lines += [f"  {c.collection}/{c.path}" for c in copies[:8]]
@@ -137,7 +138,8 @@ def hit_html(hit, palette: QPalette, selected: bool, copies: int = 0) -> str:
     text_role = QPalette.HighlightedText if selected else QPalette.Text
     dim_role = QPalette.HighlightedText if selected else QPalette.PlaceholderText
     color, dim = palette.color(text_role).name(), palette.color(dim_role).name()
-    place = html.escape(f"{hit.collection}/{hit.path}")
+    page = hit.page  # a PDF's passage: where to turn to
+    place = html.escape(f"{hit.collection}/{hit.path}" + (f" · p. {page}" if page else ""))
     crumbs = breadcrumb(hit.heading_path, hit.title)
     snippet = pms.render_snippet(hit.snippet, hit.marks, "html", (f'<span style="{MARK_STYLE}">', "</span>"))
     more = f" &nbsp;·&nbsp; +{copies} similar cop{'y' if copies == 1 else 'ies'}" if copies else ""

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QComboBox, QSystemTrayIcon, QFileDialog, QFrame, 
 import pms
 from gui.idle import NoteShelf, hints_html
 from gui.notes import FilterBar, RelatedPanel
-from gui.preview import NotePreview
+from gui.preview import NotePreview, pdf_page_markdown
 from gui.results import HitDelegate, ResultsModel
 from gui.workers import (Bridge, FolderWatcher, RateMeter, SearchThread, SetupJob, SyncJob, clip_in_background, emit,
                          load_model_in_background)
@@ -32,7 +32,7 @@ RESULTS = 30
 PREFIX_MIN_LETTERS = 3
 MESSAGE_MS = 6000          # how long a status-bar message stays
 URL_RE = re.compile(r"^https?://\S+$", re.I)
-CLIPPABLE_FILES = (".html", ".htm", ".xhtml")
+CLIPPABLE_FILES = (".html", ".htm", ".xhtml", ".pdf")
 BADGE_STYLE = "QLabel {{ background:{bg}; color:white; border-radius:9px; padding:2px 10px; font-weight:600; }}"
 
 
@@ -66,6 +66,43 @@ def model_label(info: dict) -> str:
 def first_line(text: str, limit: int = 160) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+
+# PDF viewers that open a file at a page, by the name of their desktop entry
+# (Linux: ``xdg-mime query default application/pdf``). Others open at page 1.
+PDF_PAGE_VIEWERS = {
+    "evince": ["evince", "--page-index={page}", "{path}"],
+    "atril": ["atril", "--page-index={page}", "{path}"],
+    "xreader": ["xreader", "--page-index={page}", "{path}"],
+    "okular": ["okular", "--page", "{page}", "{path}"],
+    "zathura": ["zathura", "--page={page}", "{path}"],
+    "qpdfview": ["qpdfview", "{path}#{page}"],
+    "mupdf": ["mupdf", "{path}", "{page}"],
+    "sumatrapdf": ["SumatraPDF", "-page", "{page}", "{path}"],
+}
+
+
+def default_pdf_viewer() -> str:
+    """The desktop entry of the system's PDF viewer ("org.gnome.Evince.desktop"); "" when unknown."""
+    if sys.platform.startswith("linux") and shutil.which("xdg-mime"):
+        try:
+            answer = subprocess.run(["xdg-mime", "query", "default", "application/pdf"], capture_output=True,
+                                    text=True, timeout=3, check=False)
+            return answer.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return ""
+
+
+def pdf_viewer_command(viewer: str, path: Path, page: int) -> list[str] | None:
+    """The command that opens ``path`` at ``page`` in ``viewer`` (a desktop entry
+    name), or None when that viewer takes no page argument."""
+    name = viewer.lower()
+    for key, command in PDF_PAGE_VIEWERS.items():
+        if key in name:
+            return [part.format(path=path, page=page) for part in command]
+    return None
 
 
 class WelcomePanel(QFrame):
@@ -233,6 +270,11 @@ class MainWindow(QMainWindow):
         file_menu = bar.addMenu("&File")
         self.add_action = file_menu.addAction("&Add folder…", self.add_folder_dialog, QKeySequence("Ctrl+O"))
         self.clip_action = file_menu.addAction("&Clip URL…", self.clip_url_dialog, QKeySequence("Ctrl+Shift+V"))
+        # A clipped PDF becomes a note of its text; this keeps the PDF itself beside it too.
+        self.keep_pdf_action = file_menu.addAction("&Keep clipped PDFs beside their notes")
+        self.keep_pdf_action.setCheckable(True)
+        self.keep_pdf_action.setChecked(self.settings.value("clip/keep_pdf", False, type=bool))
+        self.keep_pdf_action.toggled.connect(lambda on: self.settings.setValue("clip/keep_pdf", on))
         file_menu.addSeparator()
         file_menu.addAction("&Quit", self.close, QKeySequence.Quit)
         self.collections_menu = bar.addMenu("&Collections")
@@ -495,8 +537,10 @@ class MainWindow(QMainWindow):
                 self.show_start_page()
 
     def show_hit(self, hit) -> None:
+        page = hit.page  # a PDF's passage: its page is shown, the passage tinted
+        ref = f"#{hit.docid}" if hit.docid else f"{hit.collection}/{hit.path}"
         try:
-            doc = self.kb.get(f"#{hit.docid}") if hit.docid else self.kb.get(f"{hit.collection}/{hit.path}")
+            doc = self.kb.get(f"{ref}:{page}" if page else ref)
         except pms.PMSError as exc:
             self.flash(str(exc))
             self.preview.clear_note()
@@ -504,8 +548,12 @@ class MainWindow(QMainWindow):
         words = pms.parse_query(self.results_model.query).words
         from_top = hit.abspath == self.focus_path  # a fresh clip: read it from its start
         self.focus_path = None
-        self.preview.show_note(doc.abspath, text=doc.text, start_line=0 if from_top else hit.start_line,
-                               end_line=hit.end_line, heading="" if from_top else hit.heading_path, words=words,
+        text, start_line, end_line, heading = doc.text, hit.start_line, hit.end_line, hit.heading_path
+        if page:
+            text, start_line, end_line = pdf_page_markdown(doc.title, page, doc.text, hit.start_line, hit.end_line)
+            heading = ""
+        self.preview.show_note(doc.abspath, text=text, start_line=0 if from_top else start_line,
+                               end_line=end_line, heading="" if from_top else heading, words=words,
                                staged=True)
         self.related.show_for(hit)
 
@@ -548,7 +596,25 @@ class MainWindow(QMainWindow):
     def open_hit(self, hit) -> None:
         if hit is not None:
             self.remember(hit)
-            self.open_path(Path(hit.abspath))
+            if hit.page:
+                self.open_pdf_page(Path(hit.abspath), hit.page)
+            else:
+                self.open_path(Path(hit.abspath))
+
+    def open_pdf_page(self, path: Path, page: int) -> bool:
+        """Open a PDF at ``page`` in the system's PDF viewer when it takes a page
+        argument; else open it as usual and say which page to turn to."""
+        command = pdf_viewer_command(default_pdf_viewer(), path, page)
+        if command and shutil.which(command[0]):
+            try:
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                return True
+            except OSError:
+                pass
+        if self.open_path(path):
+            self.flash(f"Opened {path.name}: your PDF viewer cannot be told a page, so turn to p. {page}")
+            return True
+        return False
 
     def remember(self, hit) -> None:
         self.shelf.remember(f"{hit.collection}/{hit.path}")
@@ -583,7 +649,11 @@ class MainWindow(QMainWindow):
         if hit is None:
             return
         menu = QMenu(self)
-        menu.addAction("Open", lambda: self.open_hit(hit))
+        if hit.page:
+            menu.addAction(f"Open at page {hit.page}", lambda: self.open_pdf_page(Path(hit.abspath), hit.page))
+            menu.addAction("Open", lambda: self.open_path(Path(hit.abspath)))
+        else:
+            menu.addAction("Open", lambda: self.open_hit(hit))
         menu.addAction("Copy path", lambda: self.copy_text(hit.abspath, "Path copied"))
         menu.addAction("Copy reference", lambda: self.copy_text(f"{hit.collection}/{hit.path}", "Reference copied"))
         menu.addAction("Open containing folder", lambda: self.reveal(hit))
@@ -663,7 +733,8 @@ class MainWindow(QMainWindow):
         synced = [c["last_sync"] for c in info["collections_detail"] if c["last_sync"]]
         state = {"loading": " (loading)", "unavailable": " (unavailable)", "off": " (off)"}.get(self.model_state, "")
         self.stats_label.setText(f"{info['documents']:,} notes · {info['chunks']:,} passages · "
-                                 f"last sync {self._when(max(synced)) if synced else 'never'} · model {model_label(info)}{state}")
+                                 f"last sync {self._when(max(synced)) if synced else 'never'} · model {model_label(info)}{state}"
+                                 + (f" · {info['pdfs_without_text']} PDFs have no text" if info["pdfs_without_text"] else ""))
 
     @staticmethod
     def _when(iso: str) -> str:
@@ -869,7 +940,7 @@ class MainWindow(QMainWindow):
             return False
         self.settings.setValue("clip/collection", name)
         self.flash(f"Clipping {first_line(source, 80)} into “{name}”…")
-        clip_in_background(self.kb, self.bridge, name, source)
+        clip_in_background(self.kb, self.bridge, name, source, keep_original=self.keep_pdf_action.isChecked())
         return True
 
     def _clip_finished(self, note, source: str, error: str) -> None:
@@ -919,7 +990,7 @@ class MainWindow(QMainWindow):
                 elif path.suffix.lower() in CLIPPABLE_FILES:
                     handled = self.clip(str(path)) or handled
                 else:
-                    self.flash(f"Drop a folder to add it, or a web page to clip it ({path.name} is neither)")
+                    self.flash(f"Drop a folder to add it, or a web page or PDF to clip it ({path.name} is neither)")
             elif url.scheme().lower() in ("http", "https"):
                 handled = self.clip(url.toString()) or handled
         return handled

@@ -222,16 +222,22 @@ class SyncJob:
         emit(self.bridge.sync_finished, report, "")
 
 
-def clip_in_background(kb, bridge: Bridge, collection_name: str, source: str) -> threading.Thread:
-    """Fetch a URL (or read a saved .html file) into a collection as a new note."""
+def clip_in_background(kb, bridge: Bridge, collection_name: str, source: str,
+                       keep_original: bool = False) -> threading.Thread:
+    """Fetch a URL (or read a saved .html file or a PDF) into a collection as a new note;
+    ``keep_original``: a PDF is saved beside its note too."""
 
     def run():
         try:
             collection = kb.collections.get(collection_name)
-            if Path(source).is_file():  # a saved page: its own canonical URL, if it names one, is the source
-                note = collection.clip(None, html=Path(source).read_bytes())
+            if Path(source).is_file():
+                data = Path(source).read_bytes()
+                if data.startswith(b"%PDF-"):  # a PDF file: its path is its source
+                    note = collection.clip(str(Path(source).resolve()), pdf=data, keep_original=keep_original)
+                else:  # a saved page: its own canonical URL, if it names one, is the source
+                    note = collection.clip(None, html=data)
             else:
-                note = collection.add_from_url(source)
+                note = collection.clip(source, keep_original=keep_original)
         except pms.PMSError as exc:
             # Already clipped: nothing new was written, but the user wants to see that note.
             emit(bridge.clip_finished, getattr(exc, "path", None), source, str(exc))

@@ -24,6 +24,7 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check "pip>=24.2"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 .venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
+.venv/bin/python scripts/make_static_model.py .cache/minilm .cache/minilm-static >/dev/null
 
 export PMS_MODEL_DIR="$PWD/.cache/minilm"
 export QT_QPA_PLATFORM=offscreen

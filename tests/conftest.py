@@ -106,6 +106,17 @@ def embedding_model_dir() -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def static_model_dir(embedding_model_dir) -> Path:
+    """A static (Model2Vec-format) model distilled from the offline MiniLM by
+    scripts/make_static_model.py (scripts/test.sh makes it; here, once, if missing)."""
+    folder = REPO / ".cache" / "minilm-static"
+    if not (folder / "pms-model.txt").exists():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "make_static_model.py"), str(embedding_model_dir), str(folder)],
+                       check=True, capture_output=True)
+    return folder
+
+
 @pytest.fixture
 def hybrid_kb(db_path, embedding_model_dir, monkeypatch):
     monkeypatch.setenv("PMS_MODEL_DIR", str(embedding_model_dir))

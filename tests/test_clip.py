@@ -44,6 +44,7 @@ class Handler(BaseHTTPRequestHandler):
     and /sleep, /loop, /hops/N, /status/N, /kind/<type>, /huge, /huge-declared, /to-ftp."""
 
     pages: dict[str, str] = {}
+    pdfs: dict[str, bytes] = {}  # /pdf/<key>: PDFs made by tests (test_pdf.py)
 
     def log_message(self, *args):  # keep pytest output clean
         pass
@@ -71,6 +72,8 @@ class Handler(BaseHTTPRequestHandler):
                     return self.send_body(file.read_bytes())
             elif parts[0] == "page" and len(parts) > 1 and parts[1] in self.pages:
                 return self.send_body(self.pages[parts[1]].encode("utf-8"), "text/html; charset=utf-8")
+            elif parts[0] == "pdf" and len(parts) > 1 and parts[1] in self.pdfs:
+                return self.send_body(self.pdfs[parts[1]], "application/pdf")
             elif parts[0] == "sleep":
                 time.sleep(3)
                 return self.send_body(article("Too late").encode())
@@ -432,7 +435,7 @@ FAILURES = [  # (source, extra args, what the one-line message must say)
     ("{server}/loop", [], "too many redirects"),
     ("{server}/hops/9", [], "too many redirects"),
     ("{server}/to-ftp", [], "not a web page"),
-    ("{server}/kind/pdf", [], "a PDF document (application/pdf)"),
+    ("{server}/kind/pdf", [], "cannot read this PDF"),  # says it is a PDF, is not one
     ("{server}/kind/png", [], "an image (image/png)"),
     ("{server}/kind/json", [], "JSON data (application/json)"),
     ("{server}/huge", [], "too large"),

@@ -185,6 +185,19 @@ def test_badge_turns_hybrid_once_the_model_loads(hybrid_kb, notes, open_window, 
     assert result_paths(window)[0] == "sync.md"
 
 
+def test_the_app_searches_by_meaning_with_a_static_model(db_path, notes, static_model_dir, open_window, qtbot):
+    """A Model2Vec folder (scripts/make_static_model.py) embeds and answers like any model."""
+    with pms.KnowledgeBase(db_path, model_dir=static_model_dir) as kb:
+        kb.collections.create(notes, name="notes")
+        window = open_window(kb)
+        with qtbot.waitSignal(window.sync_done, timeout=60000):
+            window.start_background_work()
+        qtbot.waitUntil(lambda: window.badge.text() == "Hybrid", timeout=60000)
+        type_query(qtbot, window, "replicate documents onto my cellphone")
+        assert result_paths(window)[0] == "sync.md"
+        assert window.stats_label.text().endswith("model minilm-static-256")  # the app names a model without its owner
+
+
 def test_a_file_written_into_a_watched_folder_becomes_searchable(vault, notes, open_window, qtbot):
     window = open_window(vault, background=True)
     type_query(qtbot, window, "quokka")
