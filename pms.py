@@ -4846,7 +4846,7 @@ class Syncer:
         existed = "reread" if state is not None and state.sha256 == sha else state is not None
         return rel, ("write", note, size, mtime, sha, existed)
 
-    def _parse_pdf(self, full: Path, fallback_title: str) -> ParsedNote:
+    def _parse_pdf(self, full: str, fallback_title: str) -> ParsedNote:
         if self._pdf_reader is None:
             self._pdf_reader = PdfReader()
         note = parse_pdf(self._pdf_reader.read(full), fallback_title, self.chunk_chars)
@@ -5509,7 +5509,7 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
         for m in _SOURCE_LINE.finditer(block or ""):
             value = _yaml_scalar(m.group(1))
             if isinstance(value, str) and _same_page_key(value) in wanted:
-                return full
+                return Path(full)
     return None
 
 
