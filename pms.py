@@ -61,6 +61,7 @@ gc.disable()
 import collections
 import contextlib
 import functools
+import io
 import os
 import re
 import stat as _stat
@@ -556,11 +557,14 @@ def parse_simple_yaml(block: str) -> dict:
                 result[key] = []
             result[key].append(_yaml_scalar(item.group(1)))
             continue
-        pair = re.match(r"^([A-Za-z0-9_][\w .-]*?)\s*:(?:\s+(.*))?$", line)
-        if pair:
-            key = pair.group(1).strip()
-            result[key] = _yaml_scalar(pair.group(2) or "")
+        head, colon, rest = line.partition(":")  # string code: a lazy key pattern backtracked on spaces
+        if colon and _YAML_KEY.fullmatch(head.rstrip()) and (not rest or rest[0].isspace()):
+            key = head.strip()
+            result[key] = _yaml_scalar(rest.strip())
     return result
+
+
+_YAML_KEY = LazyPattern(r"[A-Za-z0-9_][\w .-]*")
 
 
 # Bounds on frontmatter, so that no note can stall a sync: PyYAML's safe
@@ -642,7 +646,20 @@ def _as_list(value) -> list[str]:
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
 
-_HEADING = LazyPattern(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+def parse_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an ATX heading line (``## Text ##``), else None.
+
+    String code, not a pattern: ``^(#{1,6})[ \\t]+(.+?)[ \\t]*#*[ \\t]*$`` took
+    cubic time on a heading with a long run of spaces (11 s for 2,000)."""
+    hashes = len(line) - len(line.lstrip("#"))
+    if not 1 <= hashes <= 6 or line[hashes : hashes + 1] not in (" ", "\t"):
+        return None
+    text = line[hashes:].lstrip(" \t")
+    if not text:
+        return (hashes, line[-1]) if len(line) - hashes >= 2 else None  # as the pattern did: one blank
+    return hashes, text.rstrip(" \t").rstrip("#").rstrip(" \t") or text[0]
+
+
 _FENCE = LazyPattern(r"^[ \t]{0,3}(`{3,}|~{3,})")
 
 
@@ -672,16 +689,70 @@ def first_heading(body: str, level: int = 1) -> str | None:
     in_fence, _ = _fence_states(lines)
     for line, fenced in zip(lines, in_fence):
         if not fenced:
-            m = _HEADING.match(line)
-            if m and len(m.group(1)) == level:
-                return clean_heading(m.group(2))
+            heading = parse_heading(line)
+            if heading and heading[0] == level:
+                return clean_heading(heading[1])
     return None
 
 
 def clean_heading(text: str) -> str:
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # [label](url) -> label
-    text = re.sub(r"\[\[([^\]|]*\|)?([^\]]*)\]\]", r"\2", text)  # [[target|label]]
+    """A heading's words: links become their labels, no code ticks or bold marks."""
+    text = _links_to_labels(text, wiki=False)  # [label](url) -> label
+    text = _links_to_labels(text, wiki=True)   # [[target|label]] -> label
     return text.replace("`", "").replace("**", "").strip()
+
+
+class _Finder:
+    """``text.find(what, start)`` (``what`` a string or a compiled pattern) for
+    starts that mostly grow: each answer is remembered and reused while it is
+    still ahead, so scanning a whole text costs about one pass per thing sought."""
+
+    def __init__(self, text: str):
+        self.text, self.found = text, {}
+
+    def find(self, what, start: int) -> int:
+        since, at = self.found.get(what, (None, None))
+        if since is None or start < since or (0 <= at < start):
+            if isinstance(what, str):
+                at = self.text.find(what, start)
+            else:
+                m = what.search(self.text, start)
+                at = m.start() if m else -1
+            self.found[what] = (start, at)
+        return at
+
+
+def _links_to_labels(text: str, wiki: bool) -> str:
+    """``[label](url)`` (or ``[[target|label]]``) replaced by its label, left to right.
+
+    One pass over the text: the patterns this replaces (``\\[([^\\]]*)\\]\\([^)]*\\)``)
+    rescanned the rest of the text from every '[' of a long run (quadratic)."""
+    if "[" not in text:
+        return text
+    opener = "[[" if wiki else "["
+    find = _Finder(text)
+    out, done, i = [], 0, text.find(opener)
+    while i >= 0:
+        inner = i + len(opener)
+        close = find.find("]", inner)
+        if close < 0:
+            break
+        end = -1
+        if wiki and text.startswith("]]", close):
+            label = text[inner:close]
+            label, end = label.partition("|")[2] if "|" in label else label, close + 2
+        elif not wiki and text.startswith("](", close):
+            paren = find.find(")", close + 2)
+            if paren < 0:
+                break
+            label, end = text[inner:close], paren + 1
+        if end < 0:  # every '[' before ``close`` meets the same ']': none of them opens a link
+            i = text.find(opener, close + 1)
+            continue
+        out += [text[done:i], label]
+        done = end
+        i = text.find(opener, end)
+    return "".join(out) + text[done:] if out else text
 
 
 class Chunk(Record):
@@ -757,7 +828,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if any(len(line) > LONG_PARAGRAPH * target_chars for line in lines):
         pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
         for i, line in enumerate(lines):
-            whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or _HEADING.match(line)
+            whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or parse_heading(line)
             parts = [line] if whole else _sentences(line, target_chars)
             pieces += parts
             piece_phys += [i] * len(parts)
@@ -769,13 +840,13 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     stack: list[tuple[int, str]] = []
     for i, line in enumerate(lines):
         if not fenced[i]:
-            m = _HEADING.match(line)
-            if m:
-                level = len(m.group(1))
+            heading = parse_heading(line)
+            if heading:
+                level = heading[0]
                 levels[i] = level
                 while stack and stack[-1][0] >= level:
                     stack.pop()
-                stack.append((level, clean_heading(m.group(2))))
+                stack.append((level, clean_heading(heading[1])))
         stacks.append(tuple(h for _, h in stack))
     offsets = [0]
     for line in lines:
@@ -996,9 +1067,34 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 # Obsidian's tag rule: '#' after a space or a line start, then letters, digits,
-# '_', '-' or '/' (nesting), with at least one character that is not a digit.
-_INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]*[^\W\d][\w/-]*)", re.UNICODE)
-_INLINE_CODE = LazyPattern(r"(`+).+?\1")
+# '_', '-' or '/' (nesting), with at least one character that is not a digit
+# (checked apart: one pattern for both had two overlapping runs).
+_INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
+_TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
+_BACKTICKS = LazyPattern(r"`+")
+
+
+def _without_code_spans(line: str) -> str:
+    """The line with each inline code span (a run of n backticks up to the next
+    run of exactly n) made one space. By hand: ``(`+).+?\\1`` was cubic on a
+    run of backticks."""
+    import bisect
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(line)]
+    by_length: dict[int, list[int]] = {}
+    for n, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(n)
+    out, done, n = [], 0, 0
+    while n < len(runs):
+        start, end = runs[n]
+        same = by_length[end - start]
+        later = same[bisect.bisect_right(same, n)] if bisect.bisect_right(same, n) < len(same) else None
+        if later is None or runs[later][0] == end:  # unclosed, or nothing inside: literal backticks
+            n += 1
+            continue
+        out += [line[done:start], " "]
+        done = runs[later][1]
+        n = later + 1
+    return "".join(out) + line[done:] if out else line
 
 
 def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
@@ -1007,7 +1103,7 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
     fenced, _ = _fence_states(lines)
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
         if not in_fence and not line.startswith(("    ", "\t")):
-            yield i, _INLINE_CODE.sub(" ", line) if "`" in line else line
+            yield i, _without_code_spans(line) if "`" in line else line
 
 
 def inline_tags(body: str) -> list[str]:
@@ -1015,7 +1111,7 @@ def inline_tags(body: str) -> list[str]:
     found = []
     for _, line in _prose_lines(body):
         if "#" in line:
-            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line))
+            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
     return _unique(t for t in found if t)
 
 
@@ -1100,7 +1196,53 @@ def _note_key(path: str) -> str:
 
 
 _WIKILINK = LazyPattern(r"!?\[\[([^\[\]|#^]*)((?:#\^?|\^)[^\[\]|]*)?(?:\|[^\[\]]*)?\]\]")
-_MD_LINK = LazyPattern(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
+_SPACE_OR_PAREN = LazyPattern(r"[)\s]")
+_NOT_SPACE = LazyPattern(r"\S")
+
+
+def _markdown_link_targets(line: str) -> Iterator[str]:
+    """The target of each ``[label](target "title")`` in the line, left to right.
+
+    By hand, in one pass (see _Finder): the pattern
+    ``\\[[^\\]]*\\]\\(\\s*(<[^>]+>|[^)\\s]+)(?:\\s+["'][^)]*)?\\)`` rescanned the
+    rest of the line from every '[' of a long run (quadratic: 500k '[' ran for minutes)."""
+    find = _Finder(line)
+    i = line.find("[")
+    while i >= 0:
+        close = find.find("]", i + 1)
+        if close < 0:
+            return
+        end, target = _markdown_link_end(line, close + 2, find) if line.startswith("](", close) else (-1, "")
+        if end < 0:  # every '[' before ``close`` meets the same ']' and fails alike
+            i = line.find("[", close + 1)
+            continue
+        yield target
+        i = line.find("[", end)
+
+
+def _markdown_link_end(line: str, start: int, find: _Finder) -> tuple[int, str]:
+    """After ``[label](``: (the index after the closing ')', the target), or (-1, '')."""
+    q = find.find(_NOT_SPACE, start)
+    if q < 0:
+        return -1, ""
+    ends = []
+    if line[q] == "<":
+        gt = find.find(">", q + 1)
+        if gt > q + 1:
+            ends.append(gt + 1)
+    stop = find.find(_SPACE_OR_PAREN, q)
+    stop = len(line) if stop < 0 else stop
+    if stop > q:
+        ends.append(stop)
+    for r in ends:
+        if line.startswith(")", r):
+            return r + 1, line[q:r]
+        title = find.find(_NOT_SPACE, r) if r < len(line) and line[r].isspace() else -1
+        if title > r and line[title] in "\"'":
+            paren = find.find(")", title + 1)
+            if paren >= 0:
+                return paren + 1, line[q:r]
+    return -1, ""
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
@@ -1120,8 +1262,8 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
                     fragment = (m.group(2) or "").strip()
                     links.append(NoteLink(target, "#" + fragment.lstrip("#") if fragment else "", "wiki", first_line + i))
         if "](" in line:
-            for m in _MD_LINK.finditer(line):
-                raw = m.group(1).strip("<>")
+            for raw in _markdown_link_targets(line):
+                raw = raw.strip("<>")
                 if re.match(r"^[A-Za-z][\w+.-]*:", raw) or raw.startswith("#"):
                     continue  # a URL (http:, mailto:, obsidian:) or an anchor in the same note
                 target, _, fragment = unquote(raw).partition("#")
@@ -1171,53 +1313,221 @@ class LinkResolver:
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
 
-def glob_to_regex(pattern: str) -> re.Pattern:
-    """Compile a gitignore-style glob (``**/``, ``*``, ``?``, ``[..]``, ``{a,b}``).
+# Globs are matched by hand, not as one regular expression: a translated
+# pattern backtracks on its stars (``***********#`` took 110 s over 513 paths,
+# ``*a*a*a…b`` is exponential). Here a path is matched folder by folder, a run
+# of '*' is one star, and the fixed pieces between a folder's stars are found
+# at their leftmost places, which is always right: the work is linear in the
+# path times the pattern. The pattern's length and its {a,b} expansions are capped.
+GLOB_MAX_CHARS = 512
+GLOB_MAX_ALTERNATIVES = 64
 
-    Hand-written: ``fnmatch`` has no ``**`` and ``PurePath.full_match`` needs
-    Python 3.13. Matching is case-insensitive, so ``*.md`` finds ``Note.MD``.
-    """
-    return re.compile("(?s:" + _glob_translate(pattern) + r")\Z", re.IGNORECASE)
+
+class _GlobFolder:
+    """One folder's part of a glob: fixed pieces (each a list of one-character
+    regexes: literals, '?', classes) with a star between each two."""
+
+    def __init__(self, pieces: list[list[str]]):
+        self.pieces = [(re.compile("".join(p), re.I | re.S), len(p)) for p in pieces]
+        self.starred = len(pieces) > 1
+
+    def match(self, name: str) -> bool:
+        if not self.starred:
+            return self.pieces[0][0].fullmatch(name) is not None
+        (first, first_len), *middle, (last, last_len) = self.pieces
+        end = len(name) - last_len
+        if end < first_len or not first.match(name, 0, first_len):
+            return False
+        pos = first_len
+        for piece, _ in middle:  # leftmost is right: the next star takes up whatever is skipped
+            m = piece.search(name, pos, end)
+            if not m:
+                return False
+            pos = m.end()
+        return last.fullmatch(name, end) is not None
 
 
-def _glob_translate(pattern: str) -> str:
-    i, out = 0, []
+class GlobPattern:
+    """A compiled glob (``**/``, ``*``, ``?``, ``[..]``, ``[!..]``, ``{a,b}``),
+    case-insensitive; ``match(path)`` is True when the whole path matches."""
+
+    def __init__(self, pattern: str, alternatives: list[list[_GlobFolder | None]]):
+        self.pattern, self.alternatives = pattern, alternatives
+
+    def match(self, path: str) -> bool:
+        names = path.split("/")
+        return any(_match_folders(folders, names) for folders in self.alternatives)
+
+    def __repr__(self) -> str:
+        return f"GlobPattern({self.pattern!r})"
+
+
+def _match_folders(folders: list[_GlobFolder | None], names: list[str]) -> bool:
+    """The glob's folders against the path's names: a set of positions in the
+    glob, advanced name by name (``**`` stays or moves on): no backtracking."""
+    def closure(states: set[int]) -> set[int]:
+        out, todo = set(), list(states)
+        while todo:
+            i = todo.pop()
+            if i not in out:
+                out.add(i)
+                if i < len(folders) and folders[i] is None:
+                    todo.append(i + 1)
+        return out
+
+    states = closure({0})
+    for name in names:
+        nxt = set()
+        for i in states:
+            if i < len(folders):
+                if folders[i] is None:
+                    nxt.add(i)
+                elif folders[i].match(name):
+                    nxt.add(i + 1)
+        states = closure(nxt)
+        if not states:
+            return False
+    return len(folders) in states
+
+
+class _BadGlob(ValueError):
+    pass
+
+
+def compile_glob(pattern: str, argument: str = "pattern") -> GlobPattern:
+    """A glob as a GlobPattern; a PMSError "bad pattern for ARGUMENT: …" when it
+    is malformed (``[z-a]``, ``[]``), too long or expands to too many alternatives."""
+    try:
+        if len(pattern) > GLOB_MAX_CHARS:
+            raise _BadGlob(f"longer than {GLOB_MAX_CHARS} characters")
+        alternatives = [_glob_folders(alt) for alt in _expand_braces(pattern)]
+    except _BadGlob as exc:
+        raise PMSError(f"bad pattern for {argument}: {_error_excerpt(pattern)} ({exc})") from None
+    return GlobPattern(pattern, alternatives)
+
+
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """``a{b,c}d`` -> ['abd', 'acd'], each pair of braces in turn (not nested)."""
+    start = pattern.find("{")
+    end = pattern.find("}", start + 1) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return [pattern]
+    if "{" in pattern[start + 1 : end]:
+        raise _BadGlob("braces inside braces")
+    out = []
+    for rest in _expand_braces(pattern[end + 1 :]):
+        for alt in pattern[start + 1 : end].split(","):
+            out.append(pattern[:start] + alt + rest)
+            if len(out) > GLOB_MAX_ALTERNATIVES:
+                raise _BadGlob(f"more than {GLOB_MAX_ALTERNATIVES} alternatives in braces")
+    return out
+
+
+def _glob_folders(pattern: str) -> list[_GlobFolder | None]:
+    """One brace-free glob as its folders; a trailing ``**`` needs at least one name."""
+    tokens = _glob_tokens(pattern)
+    folders: list[_GlobFolder | None] = []
+    current: list[str] = []
+    for token in tokens + ["/"]:
+        if token != "/":
+            current.append(token)
+            continue
+        if current == ["**"]:
+            if not folders or folders[-1] is not None:  # **/**/ is one **/
+                folders.append(None)
+        else:
+            if current[:1] == ["**"]:  # '**.md': any folders, then '*.md'
+                folders.append(None)
+            folders.append(_glob_folder(current))
+        current = []
+    if folders and folders[-1] is None:
+        folders.append(_glob_folder(["*"]))  # 'journal/**' is everything inside journal, not journal itself
+    return folders
+
+
+def _glob_tokens(pattern: str) -> list[str]:
+    """'/', '*' (a run of stars; '**' alone stays '**'), or a regex for one character."""
+    tokens, i = [], 0
     while i < len(pattern):
         c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
         if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = pattern.find("]", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = j
-        elif c == "{":
-            j = pattern.find("}", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                alts = [_glob_translate(alt) for alt in pattern[i + 1 : j].split(",")]
-                out.append("(?:" + "|".join(alts) + ")")
-                i = j
+            j = i
+            while j < len(pattern) and pattern[j] == "*":
+                j += 1
+            tokens.append("**" if j - i >= 2 else "*")
+            i = j
+            continue
+        if c == "?":
+            tokens.append(".")
+        elif c == "[" and pattern.find("]", i + 1) >= 0:
+            i, token = _glob_class(pattern, i)
+            tokens.append(token)
+        elif c == "/":
+            tokens.append("/")
         else:
-            out.append(re.escape(c))
+            tokens.append(re.escape(c))
         i += 1
-    return "".join(out)
+    return tokens
+
+
+def _glob_class(pattern: str, i: int) -> tuple[int, str]:
+    """``[..]`` at ``i`` -> (index of its ']', a regex class); ranges checked."""
+    j = pattern.find("]", i + 1)
+    body = pattern[i + 1 : j]
+    negate = body[:1] in ("!", "^")
+    body = body[1:] if negate else body
+    if not body:
+        raise _BadGlob(f"empty class {pattern[i : j + 1]}")
+    parts, k = [], 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            if lo > hi:
+                raise _BadGlob(f"the range {lo}-{hi} is backwards")
+            parts.append(f"{re.escape(lo)}-{re.escape(hi)}")
+            k += 3
+        else:
+            parts.append(re.escape(body[k]))
+            k += 1
+    return j, "[" + ("^/" if negate else "") + "".join(parts) + "]"
+
+
+def _glob_folder(tokens: list[str]) -> _GlobFolder:
+    """A folder's tokens (a '**' inside a name is a '*') as fixed pieces around stars."""
+    pieces: list[list[str]] = [[]]
+    for token in tokens:
+        if token not in ("*", "**"):
+            pieces[-1].append(token)
+        elif pieces[-1] or len(pieces) == 1:  # '*' right after '*' adds nothing
+            pieces.append([])
+    return _GlobFolder(pieces)
+
+
+class _FolderPrefix:
+    """A --path that is no glob: that file, or everything in or under that folder."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix.lower()
+
+    def match(self, path: str) -> bool:
+        path = path.lower()
+        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+
+
+@functools.lru_cache(maxsize=64)
+def path_filter(pattern: str) -> GlobPattern | _FolderPrefix:
+    """A --path filter: a glob, or a folder or file name meaning everything in or
+    under it; a bad glob is a PMSError naming ``path``."""
+    pattern = pattern.strip().replace("\\", "/").lstrip("/")
+    if not re.search(r"[*?\[{]", pattern):
+        return _FolderPrefix(pattern.rstrip("/"))
+    return compile_glob(pattern, "path")
+
+
+def _path_matches(pattern: str, path: str) -> int:
+    return 1 if path_filter(pattern).match(path or "") else 0
 
 
 def is_skipped_folder(name: str) -> bool:
@@ -1226,6 +1536,8 @@ def is_skipped_folder(name: str) -> bool:
 
 
 BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
+NOT_REGULAR_FILE = "not a regular file (a named pipe, device or socket)"
+NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
@@ -1247,9 +1559,9 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     store) go to ``skipped``, as (path, why).
     """
     skipped = errors if skipped is None else skipped
-    regex = glob_to_regex(pattern)
+    regex = compile_glob(pattern, "--glob")
     if also and also != pattern:
-        regex = re.compile(f"(?:{regex.pattern})|(?:{glob_to_regex(also).pattern})", regex.flags)
+        regex = GlobPattern(f"{pattern} or {also}", regex.alternatives + compile_glob(also, "--glob").alternatives)
     seen: set = set()
 
     def onerror(exc: OSError):
@@ -1297,6 +1609,8 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                     errors.append((full, f"cannot read: {exc.strerror or exc}"))
                 continue
             if not _stat.S_ISREG(st.st_mode):
+                if skipped is not None:
+                    skipped.append((display_path(full), NOT_REGULAR))
                 continue
             yield rel, full, st
 
@@ -1332,20 +1646,69 @@ class NoteFilter(Record, frozen=True):
             raise PMSError("an empty tag cannot be a filter (write --tag NAME, without '#')")
         conditions = []
         items = [f"{k}={v}" if v is not None else str(k) for k, v in where.items()] if isinstance(where, dict) else _as_items(where)
+        if len(include) + len(exclude) + len(items) > MAX_FILTER_TERMS:
+            raise PMSError(f"too many filter terms ({len(include) + len(exclude) + len(items):,} tags and conditions; "
+                           f"at most {MAX_FILTER_TERMS})")
         for item in items:
-            m = re.match(r"^\s*([^=!]+?)\s*(?:(!=|=)\s*(.*?))?\s*$", item, re.S)
-            if not m:
-                raise PMSError(f"--where {item!r} is not KEY=VALUE, KEY!=VALUE or KEY")
-            conditions.append((m.group(1), m.group(2), m.group(3) if m.group(2) else None))
+            condition = _where_condition(item)
+            if not condition:
+                raise PMSError(f"--where {_error_excerpt(item)} is not KEY=VALUE, KEY!=VALUE or KEY")
+            conditions.append(condition)
         path = str(path).strip() if path not in (None, "") else None
+        if path:
+            path_filter(path)  # a bad pattern is an error here, not inside the SQL that uses it
         return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
                    _filter_date(after, "--after"), _filter_date(before, "--before"), tuple(conditions))
+
+
+# Tags and frontmatter conditions one search may hold: each is a clause of the
+# SQL, and SQLite refuses an expression tree deeper than 1,000.
+MAX_FILTER_TERMS = 100
+
+
+def _where_condition(item: str) -> tuple[str, str | None, str | None] | None:
+    """'key=value', 'key!=value' or 'key' -> (key, op, value); None when it is none
+    of these. String code: the pattern it replaces was quadratic on spaces."""
+    text = item.strip()
+    at = min((i for i in (text.find("="), text.find("!")) if i >= 0), default=-1)
+    if at < 0:
+        return (text, None, None) if text else None
+    key = text[:at].strip()
+    op = "!=" if text.startswith("!=", at) else "=" if text[at] == "=" else None
+    if not key or not op:
+        return None
+    return key, op, text[at + len(op):].strip()
+
+
+def _error_excerpt(value, limit: int = 80) -> str:
+    """A user's value quoted in a one-line error, cut to ``limit`` characters."""
+    text = repr(str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _as_items(value) -> list[str]:
     if value is None:
         return []
-    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+    if isinstance(value, (str, bytes, int, float)) or not hasattr(value, "__iter__"):
+        return [str(value)]  # tags=5 is the tag '5'
+    return [str(v) for v in value]
+
+
+def checked_number(value, name: str, minimum: float = 1, maximum: float | None = None, whole: bool = True):
+    """A user's count or number of seconds, checked at the boundary: a PMSError
+    naming ``name`` when it is not a finite number in [minimum, maximum]."""
+    import math
+    try:
+        number = float(value) if not isinstance(value, int) or isinstance(value, bool) else value
+        ok = math.isfinite(number) and number >= minimum and (maximum is None or number <= maximum)
+        ok = ok and (not whole or float(number).is_integer())
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        kind = "a whole number" if whole else "a number"
+        span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
+        raise PMSError(f"{name} must be {kind} {span}, not {_error_excerpt(value)}")
+    return int(number) if whole else float(number)
 
 
 def _filter_date(value, flag: str) -> str | None:
@@ -1667,20 +2030,6 @@ class ChunkInfo:
 _NOTE_DATE_SQL = "coalesce(d.note_date, strftime('%Y-%m-%dT%H:%M:%S', d.mtime_ns / 1000000000, 'unixepoch', 'localtime'))"
 
 
-@functools.lru_cache(maxsize=64)
-def _path_regex(pattern: str) -> re.Pattern:
-    """A --path filter: a glob, or a folder or file name meaning everything in or under it."""
-    pattern = pattern.strip().replace("\\", "/").lstrip("/")
-    if not re.search(r"[*?\[{]", pattern):
-        plain = re.escape(pattern.rstrip("/"))
-        return re.compile(f"(?:{plain}|{plain}/.*)\\Z" if plain else ".*", re.I | re.S)
-    return glob_to_regex(pattern)
-
-
-def _path_matches(pattern: str, path: str) -> int:
-    return 1 if _path_regex(pattern).match(path or "") else 0
-
-
 # A process keeps the index's int8 vectors in memory for KNN by one matrix
 # product (VectorMatrix): 384 bytes per 384-dimension passage, 4 MB per 10k
 # passages. Over this many MB, searches stay with sqlite-vec, which reads the
@@ -1787,6 +2136,54 @@ class VectorMatrix:
         return {cid: self.matrix[row].tobytes() for cid, row in zip(ids.tolist(), rows.tolist())}
 
 
+def damaged_index(path: Path, why: str) -> PMSError:
+    """One line for a damaged index: what is wrong, that the notes are safe, and how to rebuild it."""
+    db = "" if Path(path) == default_db_path() else f"--db {display_path(path)} "
+    return PMSError(f"the index {display_path(path)} is damaged ({why}); your notes are safe (the index only mirrors them): "
+                    f"rebuild it by deleting that file and adding your folders again: {pms_command(db + 'collection add FOLDER')}")
+
+
+def _is_sqlite_error(exc: BaseException) -> bool:
+    """An error of the stdlib sqlite3 or of sqlean (the same DB-API classes)."""
+    return any(cls.__name__ == "DatabaseError" and cls.__module__.split(".")[-1] in ("sqlite3", "dbapi2")
+               for cls in type(exc).__mro__)
+
+
+def storage_error(exc: BaseException, path: Path) -> PMSError:
+    """An SQLite error as one line: a full disk (what was kept), a damaged index
+    (how to rebuild it), or the error itself."""
+    import shutil
+    text = str(exc)
+    folder = Path(path).parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    full = "full" in text or (("disk I/O" in text or "I/O error" in text) and free is not None and free < 1024 * 1024)
+    if full:
+        mount = folder.resolve()
+        while not os.path.ismount(mount) and mount.parent != mount:
+            mount = mount.parent
+        left = f", {free / 1048576:.1f} MB free" if free is not None else ""
+        return PMSError(f"the disk holding the index ({mount}{left}) is full: the index keeps everything done before "
+                        f"this step and your notes are untouched; free some space and run: {pms_command('sync')}")
+    if any(sign in text for sign in ("malformed", "not a database", "no such table", "no such column", "already exists",
+                                     "duplicate column")):
+        return damaged_index(path, text)
+    return PMSError(f"the index {display_path(path)}: {text}")
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path):
+    """SQLite errors inside become one-line PMSErrors (storage_error)."""
+    try:
+        yield
+    except Exception as exc:
+        if _is_sqlite_error(exc):
+            raise storage_error(exc, path) from None
+        raise
+
+
 class Store:
     """The index file: one connection per thread, WAL so readers never wait."""
 
@@ -1807,7 +2204,57 @@ class Store:
         # Why this index cannot be written (None when it can): search, get and
         # status still work on a read-only index; writes say this reason.
         self.read_only: str | None = self._why_read_only()
-        self.migrate()
+        self._check_file()
+        with storage_errors(self.path):
+            self.migrate()
+
+    def _check_file(self) -> None:
+        """Refuse, with one line and before anything is written, a file that is no
+        PMS index or a damaged one: empty, cut short, not SQLite, another
+        program's database, a schema version out of range, a core table missing."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return  # a new index (or a path SQLite will name in its own error)
+        if not _stat.S_ISREG(st.st_mode):
+            raise PMSError(f"{self.path} is not a regular file, so it cannot hold an index (pass --db with a file path)")
+        if st.st_size == 0:
+            raise damaged_index(self.path, "the file is empty: 0 bytes")
+        try:
+            with open(self.path, "rb") as fh:
+                header = fh.read(100)
+        except OSError:
+            return  # unreadable: the connection says why
+        if not header.startswith(b"SQLite format 3\x00") or len(header) < 100:
+            raise damaged_index(self.path, "it is not an SQLite file")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big") if header[92:96] == header[24:28] else 0
+        wal = Path(str(self.path) + "-wal")
+        if page_size < 512 or page_size & (page_size - 1) or st.st_size % page_size or (
+                st.st_size < pages * page_size and not wal.exists()):
+            raise damaged_index(self.path, "it was cut short or its header is overwritten")
+        import sqlite3
+        from urllib.parse import quote
+        try:  # read-only, so that not even the journal mode of another program's file changes
+            conn = sqlite3.connect("file:" + quote(self.path.resolve().as_posix()) + "?mode=ro", uri=True, timeout=30)
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                raise damaged_index(self.path, str(exc)) from None
+            return  # locked, unreadable: the connection says why
+        if version == 0 and tables:
+            raise PMSError(f"{self.path} is a database of another program, not a PMS index: left untouched "
+                           "(pass --db with another path)")
+        if version < 0:
+            raise damaged_index(self.path, f"its schema version {version} is impossible")
+        missing = sorted({"collections", "documents", "chunks"} - tables) if version else []
+        if missing and version <= len(MIGRATIONS):
+            raise damaged_index(self.path, f"the table {missing[0]} is missing")
 
     def _why_read_only(self) -> str | None:
         folder = self.path.parent
@@ -1846,7 +2293,14 @@ class Store:
         except mod.DatabaseError as exc:
             if self.read_only or "unable to open" in str(exc) or "readonly" in str(exc):
                 raise PMSError(f"cannot open the index {self.path}: {exc}") from None  # a permission problem: keep the index
-            raise PMSError(f"cannot open the index {self.path}: {exc} (delete it to rebuild, or pass another --db)") from None
+            error = storage_error(exc, self.path)  # a full disk, a damaged file: each its own line
+            if " is full" not in str(error):
+                raise error from None
+            self.read_only = str(error).split(":", 1)[0]  # searches still work; writes say why they cannot
+            try:
+                conn = self._open(mod)
+            except mod.DatabaseError:
+                raise error from None
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.create_function("pms_spaced_cjk", 1, spaced_cjk, deterministic=True)  # used by the cjk_fts triggers
@@ -1915,7 +2369,8 @@ class Store:
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite already rolled back on some errors (a full disk)
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
 
@@ -3361,6 +3816,10 @@ class Hit(Record):
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
 # Markup a snippet may carry from the note's source, removed so that every front
 # end shows readable text (applied with the \x02..\x03 marks still in place).
+# Some of these patterns backtrack on long runs of brackets or spaces ('[[' * 10,000
+# took 3.6 s), so a snippet is cut to this many characters before they run:
+# a snippet shows about 220, FTS5's rarely exceed 400.
+SNIPPET_MAX_CHARS = 600
 _SNIPPET_MARKUP = [
     (r"`{3,}[\w+-]*|~{3,}", " "),                                                  # fence markers
     (r"!?\[([^\]]*)\]\([^)]*\)", r"\1"),                                          # [text](url), ![alt](src)
@@ -3384,6 +3843,10 @@ _SNIPPET_MARKUP = [
 def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     """A snippet with \x02..\x03 around matched words -> (readable text without the
     note's Markdown or HTML markup, the (start, end) of each marked span in it)."""
+    if len(marked) > SNIPPET_MAX_CHARS:  # a window around the first match: the patterns below never see more
+        first = marked.find(_MARK_OPEN)
+        start = max(0, first - SNIPPET_MAX_CHARS // 3) if first > 0 else 0
+        marked = ("…" if start else "") + marked[start : start + SNIPPET_MAX_CHARS] + "…"
     for pattern, replacement in _SNIPPET_MARKUP:
         marked = re.sub(pattern, replacement, marked)
     marked = " ".join(marked.split())
@@ -3408,9 +3871,19 @@ def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _escape_terminal(text: str) -> str:
-    """Control characters (an escape sequence in a note) shown as \\xNN, never run by the terminal."""
-    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+# What a terminal would act on rather than show: C0 and C1 controls (ESC
+# starts colour, title and clipboard sequences; CSI is also \x9b), DEL, and the
+# bidirectional overrides that reorder what is shown.
+_TERMINAL_UNSAFE = LazyPattern("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str, keep: str = "") -> str:
+    """Text from a note or a file name made safe to print on a terminal: each
+    control character (except those in ``keep``) shown as \\xNN or \\uNNNN."""
+    def escape(m: re.Match) -> str:
+        c = m.group()
+        return c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    return _TERMINAL_UNSAFE.sub(escape, text)
 
 
 def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = "plain",
@@ -3420,7 +3893,7 @@ def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = 
     ``html`` (Qt, a browser: escaped, marks wrapped in ``mark``)."""
     if style == "plain":
         return text
-    escape, (open_, close) = (_escape_html, mark) if style == "html" else (_escape_terminal, ("\x1b[1;33m", "\x1b[0m"))
+    escape, (open_, close) = (_escape_html, mark) if style == "html" else (terminal_safe, ("\x1b[1;33m", "\x1b[0m"))
     out, at = [], 0
     for start, end in sorted(marks):
         if start < at:
@@ -3840,7 +4313,7 @@ class Retrieval:
         name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
         query = clean_query(query)
         return SearchRequest(query, parse_query(query, prefix_last, cleaned=True), note_filter, tuple(collections or ()),
-                             self.collection_ids(collections), max(1, min(int(k), 1000)), chunks, prefix_last, mode,
+                             self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
                              used or mode, reason)
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
@@ -4403,10 +4876,40 @@ class FileLock:
             self._fh = None
 
 
+# SQLite's INTEGER is 64-bit signed: a file dated past the year 2262 (mtime in
+# nanoseconds) does not fit, and one such note used to fail every sync.
+SQLITE_INT_MAX = 2**63 - 1
+
+
+def _file_state(st: os.stat_result) -> tuple[int, int, int]:
+    """(size, mtime_ns, ctime_ns) of a file, clamped to what SQLite can store."""
+    return tuple(max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, v)) for v in (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+class NotRegularFileError(PMSError, OSError):
+    """A named pipe, device or socket where a note was: never read (it could block forever)."""
+
+
+
+
+def open_regular_file(path: Path):
+    """``open(path, "rb")`` that never blocks: opened non-blocking and checked
+    with fstat, a named pipe (or device, socket) is a NotRegularFileError."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(NOT_REGULAR_FILE)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_note_file(path: Path, limit: int | None = None) -> bytes:
-    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)."""
+    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)
+    and anything but a regular file: opened without blocking, checked with fstat."""
     limit = limit or max_file_bytes()
-    with open(path, "rb") as fh:
+    with open_regular_file(path) as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
@@ -4574,7 +5077,7 @@ def file_digest(path: Path, limit: int) -> str:
     import hashlib
 
     digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as fh:
+    with open_regular_file(path) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size <= limit:
             size = 0
@@ -4658,17 +5161,16 @@ class Syncer:
         pdfs = pdf_glob(pattern)
         if paths is None:
             for rel, full, st in walk_markdown(root, pattern, errors, skipped, also=pdfs):
-                found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                found[rel] = (full, *_file_state(st))
         else:
-            regex, pdf_regex = glob_to_regex(pattern), glob_to_regex(pdfs)
+            regex, pdf_regex = compile_glob(pattern, "--glob"), compile_glob(pdfs, "--glob")
             for rel in paths:
                 full = root / rel
                 if not is_valid_utf8(rel):
                     if skipped is not None and full.is_file():
                         skipped.append((display_path(full), BAD_NAME))
                 elif (regex.match(rel) or pdf_regex.match(rel)) and full.is_file():
-                    st = full.stat()
-                    found[rel] = (full, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                    found[rel] = (full, *_file_state(full.stat()))
         if not self.read_pdfs:
             unread = [rel for rel in found if is_pdf(rel)]
             self.pdfs_unread += len(unread)
@@ -4773,6 +5275,8 @@ class Syncer:
                 raise SyncCancelled()
             batch = [self._prepare(item, report) for item in items]
             with self.store.transaction() as db:
+                if self._removed_meanwhile(db, col, report):
+                    return
                 for rel, outcome in batch:
                     kind = outcome[0]
                     if kind == "write":
@@ -4803,11 +5307,21 @@ class Syncer:
                 progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
         if changes.gone or changes.forgotten:
             with self.store.transaction() as db:
+                if self._removed_meanwhile(db, col, report):
+                    return
                 for rel in changes.gone:
                     self.store.delete_document(db, col_id, rel)
                 self.store.forget_skipped(db, col_id, changes.forgotten)
             report.deleted += len(changes.gone)
         self.store.update_collection(name, last_sync=now_iso())
+
+    def _removed_meanwhile(self, db, col: CollectionRow, report: SyncReport) -> bool:
+        """True (with one line) when another process removed the collection during
+        this sync: its work ends here, cleanly (checked inside the write transaction)."""
+        if db.execute("SELECT 1 FROM collections WHERE id = ?", (col.id,)).fetchone():
+            return False
+        report.skipped.append((col.path, f"collection {col.name!r} was removed during the sync; its sync stopped"))
+        return True
 
     def _prepare(self, item, report: SyncReport):
         """Read and parse one changed file outside the write transaction."""
@@ -4829,6 +5343,8 @@ class Syncer:
             return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
         except FileTooLargeError as exc:
             return skip(str(exc))
+        except NotRegularFileError:
+            return skip(NOT_REGULAR)
         except OSError as exc:
             return skip(f"cannot read: {exc.strerror or exc}", failed=True)
         if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
@@ -4952,6 +5468,7 @@ CLIP_MAX_BYTES = 10 * 1024 * 1024  # a web page bigger than this is not an artic
 CLIP_MAX_PDF_BYTES = 100 * 1024 * 1024  # a PDF may carry images: it may be bigger
 PDF_CONTENT_TYPES = {"application/pdf", "application/x-pdf"}
 CLIP_MAX_REDIRECTS = 5
+CLIP_MAX_TIMEOUT = 3600.0  # --timeout above an hour is a typo, not a wish
 CLIP_MIN_TEXT_CHARS = 80  # letters and digits; "It works!" and app shells are not notes
 CLIP_SLUG_CHARS = 80
 CLIP_USER_AGENT = f"Mozilla/5.0 (compatible; PMS/{__version__}; personal note clipper)"
@@ -5097,29 +5614,84 @@ def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MA
     name lookup, is never interrupted by a socket timeout.
     """
     url = check_clip_url(url)
-    timeout = max(float(timeout), 0.001)
+    timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
+    # a little grace, so the worker's own, more precise error wins
+    return _within_deadline(lambda: _download(url, timeout, max_bytes, deadline), deadline + 0.5,
+                            "pms-clip-download", lambda: _too_slow(url, timeout))
+
+
+def _within_deadline(work: Callable[[], object], deadline: float, name: str, too_slow: Callable[[], PMSError]):
+    """``work()`` in a daemon thread the caller stops waiting for at ``deadline``
+    (time.monotonic): then ``too_slow()`` is raised. Neither a stalled socket nor
+    a long parse can be interrupted, so the caller walks away instead."""
     outcome: dict = {}
 
-    def download():
+    def run():
         try:
-            outcome["page"] = _download(url, timeout, max_bytes, deadline)
+            outcome["value"] = work()
         except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc
 
-    worker = threading.Thread(target=download, name="pms-clip-download", daemon=True)
+    worker = threading.Thread(target=run, name=name, daemon=True)
     worker.start()
-    worker.join(timeout + 0.5)  # a little grace, so the worker's own, more precise error wins
+    worker.join(max(0.0, deadline - time.monotonic()))
     if worker.is_alive():
-        raise _too_slow(url, timeout)
+        raise too_slow()
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["page"]
+    return outcome["value"]
 
 
 def _too_slow(url: str, timeout: float) -> PMSError:
     return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
                     "try again later, or allow longer with --timeout)")
+
+
+def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
+    """extract_from_html, given up at ``deadline``: a clip's download and
+    extraction share one --timeout."""
+    return _within_deadline(lambda: extract_from_html(html, url=url), deadline, "pms-clip-extract",
+                            lambda: PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
+                                             "(a very complex page; allow longer with --timeout)"))
+
+
+_PRIVACY_ORDER = ("loopback", "link-local", "private", "public")
+
+
+def _address_kind(url: str) -> str:
+    """'loopback', 'link-local', 'private' or 'public': the most private kind
+    among the addresses of the URL's host (a literal address needs no lookup)."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return "public"  # unresolvable: the connection fails with its own message
+        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    kinds = []
+    for address in addresses:
+        address = getattr(address, "ipv4_mapped", None) or address
+        kinds.append("loopback" if address.is_loopback or address.is_unspecified else
+                     "link-local" if address.is_link_local else
+                     "private" if address.is_private or address.is_reserved or address.is_multicast else "public")
+    return min(kinds, key=_PRIVACY_ORDER.index) if kinds else "public"
+
+
+def redirect_allowed(original_url: str, target_url: str) -> tuple[bool, str]:
+    """(may the clipper follow a redirect from ``original_url`` to ``target_url``,
+    the target's kind of address): to public addresses always, else only to the
+    same kind as the URL the user gave (a page must not steer PMS to a cloud
+    metadata address or a service on the user's own network)."""
+    target = _address_kind(target_url)
+    return target == "public" or target == _address_kind(original_url), target
 
 
 def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tuple[bytes | str, str]:
@@ -5147,6 +5719,10 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
 
         def redirect_request(self, req, fp, code, msg, headers, newurl):
             refuse_scheme(req, newurl)
+            allowed, kind = redirect_allowed(url, newurl)  # checked at every hop, against the user's URL
+            if not allowed:
+                raise PMSError(f"{req.full_url} redirects to {newurl!r}, a {kind} address: redirects are followed only "
+                               "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
     opener = urllib.request.build_opener(LimitedRedirects)
@@ -5292,7 +5868,28 @@ def _restore_code_blocks(markdown: str, nonce: str, blocks: dict[int, tuple[str,
 
 
 _LIST_ITEM = LazyPattern(r"^\s*(?:[-*+]|\d+[.)])\s")
-_PERMALINK = LazyPattern(r"\s*\[(?:#|¶|§|🔗|link|permalink)\]\([^)]*\)\s*$", re.I)
+_PERMALINK_LABELS = ("#", "¶", "§", "🔗", "link", "permalink")
+
+
+def _without_permalink(line: str) -> str:
+    """A heading without its trailing permalink (``## Title [#](url#title)``).
+    String code: ``\\s*\\[(?:#|…)\\]\\([^)]*\\)\\s*$`` was quadratic on spaces."""
+    text = line.rstrip()
+    if not text.endswith(")"):
+        return line
+    k = text.find("](", text.rfind(")", 0, len(text) - 1) + 1)
+    while k >= 0:
+        for label in _PERMALINK_LABELS:
+            b = k - len(label) - 1
+            if b >= 0 and text[b] == "[" and text[b + 1 : k].lower() == label:
+                return text[:b].rstrip()
+        k = text.find("](", k + 1)
+    return line
+
+
+# '![alt](data:…)' with no bracket in alt and no parenthesis in the data: each
+# attempt stops at the next bracket or parenthesis, so a run of them is linear.
+_DATA_IMAGE = LazyPattern(r"!\[[^\][]*\]\(data:[^()]*\)")
 
 
 def _tidy_markdown(markdown: str) -> str:
@@ -5311,15 +5908,22 @@ def _tidy_markdown(markdown: str) -> str:
             if closing and i + 1 < len(lines) and lines[i + 1].strip():
                 out.append("")
             continue
-        line = re.sub(r"!\[[^\]]*\]\(data:[^)]*\)", "", line).rstrip()
+        line = _DATA_IMAGE.sub("", line).rstrip() if "](data:" in line else line.rstrip()
         if line.startswith("#"):  # "## Title [#](url#title)": a permalink, not content
-            line = _PERMALINK.sub("", line)
+            line = _without_permalink(line)
         out.append(line if _LIST_ITEM.match(line) else line.lstrip())
     text = "\n".join(_with_table_headers(out))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-_TABLE_RULE = LazyPattern(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
+
+
+def _is_table_rule(line: str) -> bool:
+    """``| --- | :---: |``: by cells (one pattern for the whole row had adjacent
+    runs of spaces, quadratic on a long one)."""
+    text = line.strip().removeprefix("|").removesuffix("|")
+    return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
 
 
 def _with_table_headers(lines: list[str]) -> list[str]:
@@ -5330,7 +5934,7 @@ def _with_table_headers(lines: list[str]) -> list[str]:
     for i, line in enumerate(lines):
         out.append(line)
         starts_table = line.startswith("|") and not fenced[i] and (i == 0 or not lines[i - 1].startswith("|"))
-        if starts_table and not (i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1])):
+        if starts_table and not (i + 1 < len(lines) and _is_table_rule(lines[i + 1])):
             cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
             out.append("|" + "---|" * cells)
     return out
@@ -5355,6 +5959,28 @@ def _one_line(value) -> str | None:
     return text or None
 
 
+# No article has an element with this many attributes; lxml's parser takes
+# quadratic time in them (25,000: 0.5 s of CPU, 100,000: 14.7 s), before any
+# deadline can be checked, so a page with more is refused before parsing.
+CLIP_MAX_ATTRIBUTES = 2_000
+
+
+def _refuse_hostile_markup(html: bytes | str) -> None:
+    """A PMSError for a page with an element built to stall the parser: one linear
+    scan counting the '=' of each start tag (an upper bound on its attributes)."""
+    lt, gt, eq = ("<", ">", "=") if isinstance(html, str) else (b"<", b">", b"=")
+    i = html.find(lt)
+    while i >= 0:
+        j = html.find(gt, i)
+        end = len(html) if j < 0 else j
+        if end - i > CLIP_MAX_ATTRIBUTES * 2 and html.count(eq, i, end) > CLIP_MAX_ATTRIBUTES:
+            raise PMSError(f"the page has an element with more than {CLIP_MAX_ATTRIBUTES:,} attributes: "
+                           "too complex to be an article")
+        if j < 0:
+            return
+        i = html.find(lt, j)
+
+
 def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPage:
     """The main text of a page as Markdown, with its metadata (no network, no index).
 
@@ -5366,6 +5992,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
     trafilatura = _import_trafilatura()
     if not html or not (html.strip() if isinstance(html, str) else html.strip()):
         raise PMSError("the page is empty: nothing to clip")
+    _refuse_hostile_markup(html)
     try:
         tree = trafilatura.load_html(html)
     except Exception as exc:  # lxml raises a variety of parse errors
@@ -5379,7 +6006,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
                                    include_tables=True, include_formatting=True, include_comments=False,
                                    deduplicate=False) or ""
     markdown = _tidy_markdown(_restore_code_blocks(markdown, nonce, blocks))
-    plain = re.sub(r"\]\([^)]*\)", "", markdown)  # link targets are not text
+    plain = re.sub(r"\]\([^()]*\)", "", markdown)  # link targets are not text (no '(' inside: linear on a run of '](')
     if len(re.sub(r"[\W_]+", "", plain)) < CLIP_MIN_TEXT_CHARS:
         raise PMSError(f"nothing to clip at {url or 'this page'}: no article text found "
                        "(the page may need JavaScript or a login; save it from your browser and clip the file)")
@@ -5398,8 +6025,9 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
 def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
     """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
     _import_trafilatura()  # say so before any download
+    deadline = time.monotonic() + checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
-    return extract_from_html(html, url=final_url)
+    return extract_within(html, final_url, deadline, timeout)
 
 
 # -- the note on disk ---------------------------------------------------------------------
@@ -5491,7 +6119,10 @@ def _same_page_key(url: str) -> str:
     return urlunsplit((p.scheme.lower(), netloc, p.path.rstrip("/") or "/", p.query, ""))
 
 
-_SOURCE_LINE = LazyPattern(r"^source:[ \t]*(.+?)[ \t]*$", re.M)
+def _clip_source_values(block: str) -> list[str]:
+    """The values of a frontmatter's ``source:`` lines (string code: the pattern
+    ``^source:[ \\t]*(.+?)[ \\t]*$`` was quadratic on a long run of spaces)."""
+    return [value for line in block.split("\n") if line.startswith("source:") and (value := line[7:].strip(" \t"))]
 
 
 def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
@@ -5506,8 +6137,8 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
         except OSError:
             continue
         block, _, _ = split_frontmatter(head.replace("\r\n", "\n"))
-        for m in _SOURCE_LINE.finditer(block or ""):
-            value = _yaml_scalar(m.group(1))
+        for raw in _clip_source_values(block or ""):
+            value = _yaml_scalar(raw)
             if isinstance(value, str) and _same_page_key(value) in wanted:
                 return Path(full)
     return None
@@ -5693,6 +6324,8 @@ class Collection:
         elif html is None and pdf is None:
             raise PMSError("nothing to clip: give a URL, the HTML of a saved page, or a PDF")
         folder = _clip_folder(self.path, self.name, subfolder)
+        timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
+        deadline = time.monotonic() + timeout  # the download and the extraction share it
 
         def refuse_duplicate(*urls: str | None) -> None:
             existing = None if force else find_clipped(self.path, self.glob, [u for u in urls if u])
@@ -5709,21 +6342,21 @@ class Collection:
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
             if isinstance(fetched, bytes) and fetched.startswith(b"%PDF-"):
                 pdf = fetched
-                page = extract_from_pdf(fetched, url=final_url)
+                page = extract_from_pdf(fetched, url=final_url)  # read in a worker process with its own deadline
             else:
-                page = extract_from_html(fetched, url=final_url)
+                page = extract_within(fetched, final_url, deadline, timeout)
             refuse_duplicate(source, final_url)
             source = final_url
         else:
             refuse_duplicate(source)
-            page = extract_from_html(html, url=source)
+            page = extract_within(html, source, deadline, timeout)
             if not source and page.url:  # a saved page that names its canonical URL
                 source = page.url
                 refuse_duplicate(source)
         name = clip_filename(page.title, source)
         rel_folder = folder.relative_to(self.path).as_posix()
         rel = name if rel_folder == "." else f"{rel_folder}/{name}"
-        if not glob_to_regex(self.glob).match(rel):
+        if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
         target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
@@ -5763,7 +6396,7 @@ class Collections:
             raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
         if self.kb.store.collection_row(name):
             raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
-        glob_to_regex(glob or DEFAULT_GLOB)
+        compile_glob(glob or DEFAULT_GLOB, "--glob")
         if not force:
             self._refuse_overlap(folder)
         self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "")
@@ -5934,15 +6567,16 @@ class KnowledgeBase:
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
         syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify)
-        if reembed and self.embedder is not None:
-            report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
-            if not report.cancelled:
-                try:
-                    syncer.embed_pending(report, progress, cancel, reembed=True)
-                except SyncCancelled:
-                    report.cancelled = True
-            return report
-        return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
+        with storage_errors(self.db_path):  # a full disk or a damaged index: one line, the index as it was
+            if reembed and self.embedder is not None:
+                report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
+                if not report.cancelled:
+                    try:
+                        syncer.embed_pending(report, progress, cancel, reembed=True)
+                    except SyncCancelled:
+                        report.cancelled = True
+                return report
+            return syncer.run(rows, paths=by_collection, embed=embed, progress=progress, cancel=cancel)
 
     # -- search ------------------------------------------------------------------------
     def search_mode(self, mode: str = "auto") -> SearchMode:
@@ -6145,6 +6779,7 @@ class KnowledgeBase:
         Notes over ``max_bytes`` are skipped (read them with ``get`` and a line
         range); at most ``max_files`` are returned.
         """
+        limit = min(checked_number(max_bytes, "max_bytes"), max_file_bytes())  # never a read past the file limit
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
@@ -6161,7 +6796,7 @@ class KnowledgeBase:
                 rows.setdefault((row.collection, row.path), row)
                 continue
             every = every if every is not None else self.store.find_documents()
-            regex = glob_to_regex(item)
+            regex = compile_glob(item, "pattern")
             for row in every:
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
                     rows.setdefault((row.collection, row.path), row)
@@ -6172,7 +6807,7 @@ class KnowledgeBase:
                 skipped.append((ref, f"more than {max_files} notes matched (narrow the pattern)"))
                 continue
             try:
-                documents.append(self._read_document(row, max_bytes=max(1, int(max_bytes))))
+                documents.append(self._read_document(row, max_bytes=limit))
             except PMSError as exc:
                 skipped.append((ref, str(exc)))
         return documents, skipped
@@ -6192,7 +6827,10 @@ class KnowledgeBase:
         rows = store.find_documents(path=target.replace("\\", "/"))
         if rows:
             return rows[0]
-        p = Path(target).expanduser()
+        try:
+            p = Path(target).expanduser()
+        except RuntimeError:  # '~nosuchuser/…': no such home folder, so no such note
+            p = Path(target)
         if p.is_absolute():
             for c in self.collections.list():
                 rel = _relative_to(p, c.path)
@@ -6785,7 +7423,7 @@ def serve_mcp_stdio(service: MCPService) -> None:
                     jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=what))))
 
     async def run():
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin=_capped_stdin()) as (read_stream, write_stream):
             forward, messages = anyio.create_memory_object_stream(16)
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(answer_malformed, read_stream, write_stream, forward)
@@ -6794,6 +7432,96 @@ def serve_mcp_stdio(service: MCPService) -> None:
 
     service.warm_up()
     anyio.run(run)
+
+
+# The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
+# no search or note request comes near it, and a bigger one stays unread.
+MCP_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+class _CappedLines(io.RawIOBase):
+    """Standard input with every line cut at MCP_MAX_MESSAGE_BYTES: the rest of
+    an overlong line is read and dropped, so memory stays bounded and the cut
+    line fails to parse (the client gets a JSON-RPC parse error)."""
+
+    def __init__(self, raw, limit: int = MCP_MAX_MESSAGE_BYTES):
+        self.raw, self.limit, self.line_bytes, self.dropping, self.pending = raw, limit, 0, False, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            data = self.raw.read1(len(buffer)) if hasattr(self.raw, "read1") else self.raw.read(len(buffer))
+            if not data:
+                return 0
+            self.pending = self._cap(data)
+        n = min(len(buffer), len(self.pending))
+        buffer[:n], self.pending = self.pending[:n], self.pending[n:]
+        return n
+
+    def _cap(self, data: bytes) -> bytes:
+        out, start = bytearray(), 0
+        while start < len(data):
+            newline = data.find(b"\n", start)
+            end = len(data) if newline < 0 else newline + 1
+            part = data[start:end]
+            if self.dropping:
+                self.dropping = newline < 0
+            elif self.line_bytes + len(part.rstrip(b"\n")) > self.limit:
+                out += part[: self.limit - self.line_bytes] + b"\n"
+                self.dropping = newline < 0
+                self.line_bytes = 0
+            else:
+                out += part
+                self.line_bytes = 0 if newline >= 0 else self.line_bytes + len(part)
+            start = end
+        return bytes(out)
+
+
+def _capped_stdin():
+    """The stdio server's input: UTF-8 lines of at most MCP_MAX_MESSAGE_BYTES."""
+    import anyio
+    return anyio.wrap_file(io.TextIOWrapper(_CappedLines(sys.stdin.buffer), encoding="utf-8", errors="replace"))
+
+
+async def _request_json(request, limit: int = MCP_MAX_MESSAGE_BYTES):
+    """An HTTP request's JSON body, read up to ``limit`` bytes; PMSError past it or when it is not JSON."""
+    import json
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise PMSError("the request body is not JSON") from None
+
+
+def _search_arguments(ask) -> dict:
+    """A POST /search body checked as the search tool's arguments are: keyword
+    arguments for KnowledgeBase.search, or a PMSError naming what is wrong."""
+    if not isinstance(ask, dict):
+        raise PMSError("the request body must be a JSON object")
+    if not isinstance(ask.get("query"), str):
+        raise PMSError("query must be a string")
+    filters = ask.get("filters") or {}
+    if not isinstance(filters, dict) or set(filters) - set(SEARCH_FILTERS):
+        raise PMSError(f"filters must be an object with keys among {', '.join(SEARCH_FILTERS)}")
+    collections = ask.get("collections") or None
+    if isinstance(collections, str):
+        collections = [collections]  # one name, not its letters
+    if collections is not None and not (isinstance(collections, list) and all(isinstance(c, str) for c in collections)):
+        raise PMSError("collections must be a list of collection names")
+    mode = ask.get("mode", "auto")
+    if mode not in SEARCH_MODES:
+        raise PMSError(f"mode must be one of {', '.join(SEARCH_MODES)}")
+    return dict(query=ask["query"], k=checked_number(ask.get("k", 10), "k", maximum=1000), mode=mode,
+                collections=collections, chunks=bool(ask.get("chunks")), **{key: filters.get(key) for key in SEARCH_FILTERS})
 
 
 def mcp_server_file() -> Path:
@@ -6815,15 +7543,14 @@ def _search_route(service: MCPService, security):
         if refused is not None:
             return refused
         try:
-            ask = await request.json()
+            ask = await _request_json(request)
             kb = service.kb
-            if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
+            if not isinstance(ask, dict) or ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
+            arguments = _search_arguments(ask)
 
             def run():
-                filters = {key: ask.get("filters", {}).get(key) for key in SEARCH_FILTERS}
-                found = kb.search(str(ask["query"]), k=int(ask.get("k", 10)), mode=str(ask.get("mode", "auto")),
-                                  collections=ask.get("collections") or None, chunks=bool(ask.get("chunks")), **filters)
+                found = kb.search(**arguments)
                 return {"mode": found.mode, "reason": found.reason, "hint": found.hint.as_dict() if found.hint else None,
                         "explain": found.explain, "hits": [h.to_dict(explain=True) for h in found]}
 
@@ -7040,7 +7767,7 @@ class ProgressPrinter:
 
 def one_line(text: str) -> str:
     """Control characters (a newline in a file name) shown as \\xNN, so one result stays one line."""
-    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    return terminal_safe(text)
 
 
 def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
@@ -7065,11 +7792,12 @@ def _print_hits(hits: list[Hit], args, kb: KnowledgeBase) -> None:
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed else _ranks(h, lists)
         where = f" p. {h.page}" if h.page else f":{h.start_line}-{h.end_line}"  # a PDF's page; get file.pdf:N reads it
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{h.collection}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
+        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{one_line(h.collection)}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
-            print(f"    {dim(h.heading_path)}")
+            print(f"    {dim(one_line(h.heading_path))}")
         if h.snippet:
-            print(f"    {render_snippet(h.snippet, h.marks, style)}")
+            shown = render_snippet(h.snippet, h.marks, style)  # "plain" is the raw text: escape it here too
+            print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
 
@@ -7303,6 +8031,12 @@ def cmd_related(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+def _note_text_out(text: str) -> str:
+    """A note's text as printed: exact into a pipe or file, control characters
+    escaped on a terminal (tabs and newlines kept)."""
+    return terminal_safe(text, keep="\t\n") if sys.stdout.isatty() else text
+
+
 def cmd_get(kb: KnowledgeBase, args) -> int:
     import json
     doc = kb.get(args.ref)
@@ -7311,9 +8045,9 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     else:
         if args.line_numbers:
             for i, line in enumerate(doc.text.split("\n"), doc.from_line):
-                print(f"{i:>5}  {line}")
+                print(f"{i:>5}  {_note_text_out(line)}")
         else:
-            print(doc.text)
+            print(_note_text_out(doc.text))
     return 0
 
 
@@ -7325,9 +8059,9 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
                           "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}, indent=2, ensure_ascii=False))
         return 0
     for d in documents:
-        print(f"==> {d.collection}/{d.path} <==\n{d.text.rstrip()}\n")
+        print(f"==> {one_line(d.collection)}/{one_line(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
     for ref, why in skipped:
-        _notice(f"skipped {ref}: {why}")
+        _notice(f"skipped {one_line(ref)}: {one_line(why)}")
     return 0 if documents or not skipped else 1
 
 
@@ -7367,8 +8101,7 @@ def _read_saved_page(stream, what: str, limit: int = CLIP_MAX_BYTES) -> bytes:
 def cmd_clip(kb: KnowledgeBase, args) -> int:
     """Clip a URL, a saved page or standard input into a collection; print the new note's path."""
     import json
-    if args.timeout <= 0:
-        raise PMSError("--timeout must be a positive number of seconds")
+    checked_number(args.timeout, "--timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     collection = _clip_target(kb, args.collection)
     html, pdf, source = None, None, args.url
     if args.source == "-":
@@ -7830,7 +8563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice) as kb:
+        with KnowledgeBase(args.db, notice=_notice) as kb, storage_errors(kb.db_path):
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {exc}", file=sys.stderr)

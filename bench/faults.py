@@ -9,7 +9,13 @@
    locked", every sync exits 0.
 3. Every command watched by strace: no connection leaves the machine, except
    ``clip`` (to the local test server only).
-4. The notes folder, hashed before and after all of it: unchanged.
+4. Hostile input (issue 26), one case per item: notes that made the parsing
+   patterns backtrack, a far-future mtime, a named pipe where a note was, bad
+   arguments, damaged index files, a collection removed during a sync, a page
+   built to stall the extractor, a 40 MB stdio line, control characters in
+   notes and names, a redirect to a link-local address: each one line or a
+   clean result, never a traceback or a stall.
+5. The notes folder, hashed before and after all of it: unchanged.
 
 Prints one line per check and a summary; exits 1 when anything failed.
 Figures are recorded in docs/robustness.md.
@@ -262,6 +268,152 @@ def network_test(vault: Path, work: Path, env: dict, embed: bool) -> None:
         httpd.server_close()
 
 
+# -- 4. hostile input ------------------------------------------------------------------------------------------
+class Hostile(Page):
+    """/stall: one <p> with 100,000 attributes; /to?URL: a redirect to URL; else the article."""
+
+    def do_GET(self):
+        if self.path.startswith("/to?"):
+            self.send_response(302)
+            self.send_header("Location", self.path[4:])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path != "/stall":
+            return super().do_GET()
+        attrs = " ".join(f"a{i}='x'" for i in range(100_000))
+        body = f"<html><body><article><h1>Stall</h1><p {attrs}>text</p></article></body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def one_line_error(r: subprocess.CompletedProcess) -> bool:
+    return r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def timed(args, env, **kw) -> tuple[subprocess.CompletedProcess, float]:
+    """A command and the CPU seconds its process took."""
+    before = os.times()
+    r = run(args, env, **kw)
+    after = os.times()
+    return r, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def hostile_test(work: Path, env: dict) -> None:
+    vault = work / "hostile"
+    vault.mkdir()
+    (vault / "ok.md").write_text("# Fine\n\nbananas and restic\n")
+    (vault / "heading.md").write_text("# a" + " " * 20_000 + "b\n\ntext\n")
+    (vault / "brackets.md").write_text("# " + "[" * 25_600 + "](\n\nx " + "[" * 500_000 + "](\n")
+    (vault / "code.md").write_text("`" * 100_000 + " #tag " + "``x" * 30_000 + "\n")
+    (vault / "escape\x1b[2J.md").write_text("# Title \x1b]0;pwned\x07\n\nbananas \x1b[31mred\n")
+    (vault / "future.md").write_text("# Future\n\nfar future\n")
+    os.utime(vault / "future.md", (10_413_792_000, 10_413_792_000))  # 2300-01-01
+    db = work / "hostile.sqlite"
+    r, cpu = timed(["--db", db, "collection", "add", vault, "--name", "h", "--no-embed"], env)
+    check(r.returncode == 0 and "Traceback" not in r.stderr,
+          f"1+2. adversarial headings, links, code spans and a far-future mtime: sync exit {r.returncode} in {cpu:.1f} s CPU")
+    r = run(["--db", db, "sync", "--no-embed"], env)
+    check(r.returncode == 0 and "+0 new" in r.stdout, f"2. the next sync is clean (exit {r.returncode})")
+    if hasattr(os, "mkfifo"):
+        (vault / "ok.md").unlink()
+        os.mkfifo(vault / "ok.md")
+        r = run(["--db", db, "get", "h/ok.md"], env, timeout=60)
+        check(one_line_error(r) and "not a regular file" in r.stderr, f"3. get of a named pipe: one line ({r.stderr.strip()[:80]})")
+        r = run(["--db", db, "sync", "--no-embed"], env, timeout=120)
+        check(r.returncode == 0, f"3. sync beside a named pipe: exit {r.returncode}")
+        (vault / "ok.md").unlink()
+        (vault / "ok.md").write_text("# Fine\n\nbananas and restic\n")
+        run(["--db", db, "sync", "--no-embed"], env)
+    bad = [["search", "x", "--path", "[z-a]"], ["search", "x", "--path", "{a,[z-a]}"], ["multi-get", "x/[]x"],
+           ["multi-get", "h/*.md", "--max-bytes", "4611686018427387904"], ["get", "~nosuchuser/x.md"],
+           ["clip", "http://127.0.0.1:9/", "--timeout", "nan"], ["search", "x", *["--tag", "t"] * 1100],
+           ["multi-get", "*" * 20 + "#"], ["collection", "add", vault, "--name", "g", "--glob", "[z-a]"]]
+    failures_here = []
+    for args in bad:
+        r = run(["--db", db, *args], env)
+        if "Traceback" in r.stderr or (r.returncode and len(r.stderr.strip().splitlines()) != 1):
+            failures_here.append(f"{' '.join(map(str, args))[:60]}: {r.stderr.strip()[-120:]}")
+    check(not failures_here, f"4. {len(bad)} bad arguments: one line each" + (f" (first: {failures_here[0]})" if failures_here else ""))
+    r = run(["--db", db, "search", "--mode", "keyword", "bananas"], env)
+    r2 = run(["--db", db, "multi-get", "h/escape*"], env)
+    check(r.returncode == 0 and "\x1b" not in r.stdout and "\x1b" not in r2.stdout.splitlines()[0],
+          "9. search output and multi-get headers escape control characters")
+    damaged = 0
+    for how in ("empty", "truncated", "not sqlite", "user_version", "dropped table", "foreign"):
+        copy = work / f"damaged-{how.replace(' ', '-')}.sqlite"
+        shutil.copy(db, copy)
+        if how == "empty":
+            copy.write_bytes(b"")
+        elif how == "truncated":
+            copy.write_bytes(copy.read_bytes()[: copy.stat().st_size // 2 + 100])
+        elif how == "not sqlite":
+            copy.write_bytes(b"# a note\n" * 500)
+        elif how == "foreign":
+            copy.unlink()
+            conn = sqlite3.connect(copy)
+            conn.execute("CREATE TABLE documents(x)")
+            conn.close()
+        else:
+            conn = sqlite3.connect(copy)
+            conn.executescript("PRAGMA user_version = 3" if how == "user_version" else "PRAGMA foreign_keys=OFF; DROP TABLE documents")
+            conn.close()
+        before = copy.read_bytes()
+        r = run(["--db", copy, "search", "bananas"], env)
+        said = "not a PMS index" if how == "foreign" else "is damaged"
+        damaged += one_line_error(r) and said in r.stderr and copy.read_bytes() == before
+    check(damaged == 6, f"5. damaged index files (empty, truncated, not SQLite, schema version, dropped table, another "
+                        f"program's): {damaged} of 6 reported in one line and left as they were")
+    big = work / "big"
+    for i in range(3000):
+        (big / f"d{i // 500}").mkdir(parents=True, exist_ok=True)
+        (big / f"d{i // 500}" / f"n{i}.md").write_text(f"# Note {i}\n\n" + " ".join(WORDS) + "\n")
+    db2 = work / "remove.sqlite"
+    run(["--db", db2, "collection", "add", big, "--name", "big", "--no-sync"], env)
+    sync = subprocess.Popen([*PMS, "--db", str(db2), "sync", "--no-embed"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    time.sleep(1.0)
+    removed = run(["--db", db2, "collection", "remove", "big"], env)
+    _out, err = sync.communicate(timeout=600)
+    check(sync.returncode == 0 and removed.returncode == 0 and "Traceback" not in err and not index_checks(db2),
+          f"6. collection remove during a sync: sync exit {sync.returncode}, index checks pass ({err.strip()[-100:]})")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    clips = work / "hostile-clips"
+    clips.mkdir()
+    run(["--db", db, "collection", "add", clips, "--name", "hc", "--no-sync"], env)
+    try:
+        r, cpu = timed(["--db", db, "clip", f"{base}/stall", "-c", "hc", "--timeout", "30", "--no-embed"], env)
+        check(one_line_error(r) and "too complex" in r.stderr, f"7. a page with 100,000 attributes: one line in {cpu:.1f} s CPU")
+        r = run(["--db", db, "clip", f"{base}/to?http://169.254.169.254/latest/meta-data/", "-c", "hc", "--no-embed"], env)
+        check(one_line_error(r) and "link-local" in r.stderr, "10. a redirect to a link-local address is refused")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        check(False, "8. the MCP SDK is not installed: the stdio check cannot run")
+        return
+    proc = subprocess.Popen([*PMS, "--db", str(db), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env)
+    try:
+        proc.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "' + b"a" * (50 << 20) + b'"}}\n')
+        proc.stdin.write(b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n')
+        proc.stdin.flush()
+        answers = [proc.stdout.readline() for _ in range(2)]
+        peak = int(re.search(r"VmHWM:\s+(\d+)", Path(f"/proc/{proc.pid}/status").read_text()).group(1)) // 1024
+    finally:
+        proc.kill()
+        proc.wait()
+    check(b"-32700" in answers[0] and b'"id":2' in answers[1].replace(b" ", b""),
+          f"8. a 50 MB stdio line: a parse error, the server answers on; peak RSS {peak} MB")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=20)
@@ -269,7 +421,7 @@ def main() -> int:
     ap.add_argument("--syncs", type=int, default=16, help="concurrent sync processes")
     ap.add_argument("--searches", type=int, default=2000)
     ap.add_argument("--no-embed", action="store_true", help="keyword-only (no model needed)")
-    ap.add_argument("--only", choices=["kill", "concurrency", "network"], help="run one part")
+    ap.add_argument("--only", choices=["kill", "concurrency", "network", "hostile"], help="run one part")
     opts = ap.parse_args()
     embed = not opts.no_embed and not pms.Embedder.missing_packages() and bool(os.environ.get("PMS_MODEL_DIR"))
     if not opts.no_embed and not embed:
@@ -288,6 +440,8 @@ def main() -> int:
             concurrency_test(vault, work, env, opts.syncs, opts.searches)
         if opts.only in (None, "network"):
             network_test(vault, work, env, embed)
+        if opts.only in (None, "hostile"):
+            hostile_test(work, env)
         check(tree_hash(vault) == before, "the notes folder is byte-for-byte unchanged (names, modes, mtimes, contents)")
         print(f"\nfaults: {len(failures)} failures in {time.monotonic() - started:.0f}s"
               + "".join(f"\n  - {f}" for f in failures))

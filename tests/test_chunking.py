@@ -170,4 +170,4 @@ def test_empty_note_is_findable_by_title():
     ("notes/[ab].md", "notes/a.md", True),
 ])
 def test_glob(pattern, path, ok):
-    assert bool(pms.glob_to_regex(pattern).match(path)) is ok
+    assert bool(pms.compile_glob(pattern).match(path)) is ok

@@ -120,7 +120,7 @@ def test_errors_are_one_line_with_non_zero_exit(pms_main, tmp_path, notes):
     bad = tmp_path / "not-a-db.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
     r = pms_main("status", db=bad)
-    assert r.returncode == 1 and "cannot open the index" in r.stderr and r.stderr.count("\n") == 1
+    assert r.returncode == 1 and "is damaged (it is not an SQLite file)" in r.stderr and r.stderr.count("\n") == 1
 
 
 def test_pms_db_environment_variable(pms_main, notes, tmp_path, monkeypatch):

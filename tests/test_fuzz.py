@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -189,3 +190,47 @@ def test_any_files_sync_without_exception(names, texts):
     finally:
         kb.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- long runs of spaces and brackets (issue 26): what made the old patterns backtrack ---------------------------------
+RUN_PIECES = list(" []()`#!|*-<>\"'\t:=") + ["[[", "]]", "](", "# ", "## ", "x", "a.md", "\n", "link", "¶"]
+
+
+def runs(longest: int):
+    """Text made of runs of one piece (up to ``longest`` repeats) and short plain text."""
+    run = st.tuples(st.sampled_from(RUN_PIECES), st.integers(1, longest)).map(lambda t: t[0] * t[1])
+    return st.lists(st.one_of(run, st.text(max_size=4)), max_size=10).map("".join)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(text=runs(20_000))
+def test_note_text_with_long_runs_of_spaces_and_brackets_parses(text):
+    note = pms.parse_note(text, "fallback", target_chars=200)
+    assert note.chunks and note.title.strip()
+    assert all(isinstance(link.target, str) for link in pms.note_links(text))
+    assert isinstance(pms._tidy_markdown(text), str) and isinstance(pms.render_snippet(text, "ansi"), str)
+
+
+# The patterns the linear code replaced: on short text they are the reference.
+OLD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+OLD_MD_LINK = re.compile(r"\[[^\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)?\)")
+OLD_WHERE = re.compile(r"^\s*([^=!]+?)\s*(?:(!=|=)\s*(.*?))?\s*$", re.DOTALL)
+
+
+def old_clean_heading(text: str) -> str:
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"\[\[([^\]|]*\|)?([^\]]*)\]\]", r"\2", text)
+    return text.replace("`", "").replace("**", "").strip()
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(text=runs(12))
+def test_the_linear_rewrites_agree_with_the_patterns_they_replace(text):
+    for line in text.split("\n"):
+        m = OLD_HEADING.match(line)
+        assert pms.parse_heading(line) == ((len(m.group(1)), m.group(2)) if m else None), line
+        assert [m.group(1) for m in OLD_MD_LINK.finditer(line)] == list(pms._markdown_link_targets(line)), line
+        assert pms.clean_heading(line) == old_clean_heading(line), line
+        m = OLD_WHERE.match(line)
+        expected = (m.group(1), m.group(2), m.group(3) if m.group(2) else None) if m and m.group(1).strip() else None
+        assert pms._where_condition(line) == expected, line
