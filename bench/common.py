@@ -27,16 +27,18 @@ def bench_parser(description: str, workdir: str):
     return ap
 
 
-def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, embed: bool) -> pms.KnowledgeBase:
+def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, embed: bool,
+               embedding: dict | None = None) -> pms.KnowledgeBase:
     """The cached index of ``folder`` for this chunk size and model, synced (and embedded) as needed.
 
     The file name records chunk size and model, so changing either builds a
     new index instead of silently mixing passages or vectors.
     """
-    model = pms.model_settings()[0] if embed else "keyword"
+    model = ((embedding or {}).get("model") or pms.model_settings()[0]) if embed else "keyword"
     slug = re.sub(r"[^A-Za-z0-9]+", "-", model).strip("-").lower()
     workdir.mkdir(parents=True, exist_ok=True)
-    kb = pms.KnowledgeBase(workdir / f"{collection}-{chunk_chars}-{slug}.sqlite", embeddings=embed, chunk_chars=chunk_chars)
+    kb = pms.KnowledgeBase(workdir / f"{collection}-{chunk_chars}-{slug}.sqlite", embeddings=embed, chunk_chars=chunk_chars,
+                           embedding=embedding if embed else None)
     cached = {c.name: c.path for c in kb.collections.list()}
     if collection not in cached:
         kb.collections.create(folder, name=collection)

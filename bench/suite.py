@@ -21,6 +21,15 @@ Sets (the data lives in ../shared/data, never in the repository):
   archive``: a how-to query), each judged by the page it comes from. The notes
   leave out their description lines and the caption they are queried by (else
   every query would be a verbatim line of its answer), keeping title and examples.
+* ``mlcross``  Cross-lingual: an English-only vault. For 50 commands per language (ru, zh, ja,
+  ko, de, es, ar, hi, and en) that have a real page (no alias page) in that language and in
+  English, one example caption of the page in that language (``Создать архив``) is the query,
+  judged by the English page; the vault is those English pages plus 500 others. English
+  captions are hidden from their page.
+* ``mlmixed``  A mixed-language vault (``LANG/command.md``): 100 commands per language, each
+  page in that language and in English. For 50 of them per language, one example caption,
+  hidden from that language's page, judged by the command's page in that language and in
+  English. Both ml sets are reported per language (``mlmixed:ru``).
 
 Every default in ranking is chosen on the whole suite: the mean over sets and
 the worst set, never one set. Indexes are cached in ``--workdir`` (default
@@ -42,7 +51,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, SHARED_DATA, open_index, pms  # noqa: E402
 
-SETS = ("scifact", "nfcorpus", "rustbook", "sample", "tldr")
+SETS = ("scifact", "nfcorpus", "rustbook", "sample", "tldr", "mlcross", "mlmixed")
+ML_LANGUAGES = ("en", "ru", "zh", "ja", "ko", "de", "es", "ar", "hi")
+ML_QUERIES_PER_LANGUAGE, ML_MIXED_PER_LANGUAGE, ML_CROSS_DISTRACTORS = 50, 100, 500
+QUERY_LANGUAGES: dict[str, list[str]] = {}  # set -> each judgment's language, in order (the ml sets)
 TABLE_METRICS = ("ndcg@10", "mrr", "hit@1", "recall@10")
 
 
@@ -124,13 +136,111 @@ def tldr(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
     return folder, judgments
 
 
+def _tldr_pages_by_language() -> dict[str, dict[str, str]]:
+    """language -> ``platform/command`` -> page text, for ML_LANGUAGES."""
+    archive = SHARED_DATA / "corpora" / "tldr.tar.gz"
+    if not archive.exists():
+        raise FileNotFoundError(f"{archive} not found (the evaluation data lives in ../shared/data; see its README)")
+    pages: dict[str, dict[str, str]] = {lang: {} for lang in ML_LANGUAGES}
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            m = re.fullmatch(r"[^/]+/pages(?:\.([a-z]{2}))?/([^/]+/[^/]+)\.md", member.name)
+            if m and member.isfile() and (m.group(1) or "en") in pages:
+                pages[m.group(1) or "en"][m.group(2)] = tar.extractfile(member).read().decode("utf-8")
+    # Alias pages (one "view the original command" caption) are no notes to find.
+    usable = {c for c, text in pages["en"].items() if "alias of" not in text and len(_captions(text)) >= 2}
+    for lang in ML_LANGUAGES:
+        pages[lang] = {c: text for c, text in pages[lang].items() if c in usable}
+    return pages
+
+
+def _captions(page: str) -> list[str]:
+    return [ln for ln in page.splitlines() if ln.startswith("- ")]
+
+
+def _ml_queries(pages, commands_of, rng) -> list[tuple[str, str, str]]:
+    """(language, command, caption line) for ML_QUERIES_PER_LANGUAGE commands per language,
+    taken from ``commands_of[language]``."""
+    out = []
+    for lang in ML_LANGUAGES:
+        for command in rng.sample(commands_of[lang], ML_QUERIES_PER_LANGUAGE):
+            out.append((lang, command, rng.choice(_captions(pages[lang][command]))))
+    return out
+
+
+def _translated(pages) -> dict[str, list[str]]:
+    """language -> commands with a real page in it and in English (few pages are in all nine:
+    the most translated are alias pages)."""
+    return {lang: sorted(c for c, text in pages[lang].items() if c in pages["en"] and len(_captions(text)) >= 2)
+            for lang in ML_LANGUAGES}
+
+
+def _write_note(path: Path, text: str) -> None:
+    if not path.exists():  # rewritten only when missing, so the cached index stays valid
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def _note_file(command: str) -> str:
+    return command.replace("/", "-") + ".md"
+
+
+def mlcross(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
+    pages = _tldr_pages_by_language()
+    rng = random.Random(20)
+    queries = _ml_queries(pages, _translated(pages), rng)
+    queried = sorted({command for _, command, _ in queries})
+    others = rng.sample(sorted(set(pages["en"]) - set(queried)), ML_CROSS_DISTRACTORS)
+    hidden = {(command, line) for lang, command, line in queries if lang == "en"}
+    folder = workdir / "notes"
+    for command in queried + others:
+        kept = [ln for ln in pages["en"][command].splitlines() if (command, ln) not in hidden]
+        _write_note(folder / _note_file(command), "\n".join(kept) + "\n")
+    QUERY_LANGUAGES["mlcross"] = [lang for lang, _, _ in queries]
+    return folder, [pms.Judgment(_caption(line), {_note_file(command): 1.0}) for _lang, command, line in queries]
+
+
+def mlmixed(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
+    pages = _tldr_pages_by_language()
+    rng = random.Random(21)
+    chosen = {lang: sorted(rng.sample(commands, ML_MIXED_PER_LANGUAGE))
+              for lang, commands in _translated(pages).items() if lang != "en"}
+    chosen["en"] = sorted({c for commands in chosen.values() for c in commands})  # every chosen command's English page
+    queries = _ml_queries(pages, chosen, rng)
+    hidden = {(lang, command, line) for lang, command, line in queries}
+    folder = workdir / "notes"
+    for lang, commands in chosen.items():
+        for command in commands:
+            kept = [ln for ln in pages[lang][command].splitlines() if (lang, command, ln) not in hidden]
+            _write_note(folder / lang / _note_file(command), "\n".join(kept) + "\n")
+    QUERY_LANGUAGES["mlmixed"] = [lang for lang, _, _ in queries]
+    return folder, [pms.Judgment(_caption(line), {f"{lang}/{_note_file(command)}": 1.0, f"en/{_note_file(command)}": 1.0})
+                    for lang, command, line in queries]
+
+
+def by_language(name: str, result: dict) -> dict[str, dict[str, dict]]:
+    """language -> mode -> metric means, from the per-query rows of an ml set's result."""
+    langs = QUERY_LANGUAGES.get(name)
+    if not langs:
+        return {}
+    out: dict[str, dict[str, dict]] = {}
+    for mode, m in result["modes"].items():
+        if not m.get("available"):
+            continue
+        for lang in dict.fromkeys(langs):
+            rows = [q for q, ql in zip(m["per_query"], langs) if ql == lang]
+            out.setdefault(lang, {})[mode] = {x: sum(q[x] for q in rows) / len(rows) for x in TABLE_METRICS} | {"queries": len(rows)}
+    return out
+
+
 PREPARE = {"scifact": lambda w: beir("scifact", w), "nfcorpus": lambda w: beir("nfcorpus", w),
-           "rustbook": rustbook, "sample": sample, "tldr": tldr}
+           "rustbook": rustbook, "sample": sample, "tldr": tldr, "mlcross": mlcross, "mlmixed": mlmixed}
 
 
-def load_set(name: str, workdir: Path, chunk_chars: int, embed: bool) -> tuple[pms.KnowledgeBase, list[pms.Judgment]]:
+def load_set(name: str, workdir: Path, chunk_chars: int, embed: bool,
+             embedding: dict | None = None) -> tuple[pms.KnowledgeBase, list[pms.Judgment]]:
     folder, judgments = PREPARE[name](workdir / name)
-    kb = open_index(workdir / name, folder, name, chunk_chars, embed)
+    kb = open_index(workdir / name, folder, name, chunk_chars, embed, embedding)
     return kb, judgments
 
 
@@ -162,6 +272,9 @@ def format_suite(results: dict[str, dict], summary: dict) -> str:
                 continue
             lines.append(f"{name:<9} {mode:<8} {r['queries']:>7} " + " ".join(f"{m[x]:9.3f}" for x in TABLE_METRICS)
                          + f" {m['latency_ms_median']:7.1f} {m['latency_ms_p95']:7.1f}")
+        for lang, modes in r.get("languages", {}).items():
+            for mode, m in modes.items():
+                lines.append(f"{name + ':' + lang:<9} {mode:<8} {m['queries']:>7} " + " ".join(f"{m[x]:9.3f}" for x in TABLE_METRICS))
     for mode, m in summary["mean"].items():
         worst = summary["worst"][mode]
         lines.append(f"{'MEAN':<9} {mode:<8} {'':>7} " + " ".join(f"{m[x]:9.3f}" for x in TABLE_METRICS)
@@ -181,26 +294,32 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench", help="corpus notes and cached indexes (git-ignored)")
     ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
     ap.add_argument("--json", action="store_true", help="full results, per query")
+    ap.add_argument("--embed-url", help="embed with this server (OpenAI-compatible or Ollama) instead of PMS_MODEL*")
+    ap.add_argument("--embed-model", help="the server's model name (with --embed-url)")
+    ap.add_argument("--embed-api", choices=("openai", "ollama"))
     args = ap.parse_args(argv)
+    embedding = {"url": args.embed_url, "model": args.embed_model or "", "kind": args.embed_api} if args.embed_url else None
+    model = embedding["model"] if embedding else pms.model_settings()[0]
 
     embed = args.modes != ["keyword"]
     results: dict[str, dict] = {}
     for name in args.sets:
         try:
-            kb, judgments = load_set(name, args.workdir, args.chunk_chars, embed)
+            kb, judgments = load_set(name, args.workdir, args.chunk_chars, embed, embedding)
         except FileNotFoundError as exc:
             print(f"{name}: skipped: {exc}", file=sys.stderr)
             continue
         t0 = time.monotonic()
         with kb:
             results[name] = pms.run_benchmark(kb, judgments, modes=args.modes, collections=[name])
+            results[name]["languages"] = by_language(name, results[name])
         results[name]["seconds"] = round(time.monotonic() - t0, 1)
     summary = summarize(results, args.modes)
     if args.json:
-        print(json.dumps({"sets": results, "summary": summary, "model": pms.model_settings()[0] if embed else None,
+        print(json.dumps({"sets": results, "summary": summary, "model": model if embed else None,
                           "chunk_chars": args.chunk_chars}, indent=2, ensure_ascii=False))
     else:
-        print(f"model {pms.model_settings()[0] if embed else '(keyword only)'}, chunks of {args.chunk_chars} chars")
+        print(f"model {model if embed else '(keyword only)'}, chunks of {args.chunk_chars} chars")
         print(format_suite(results, summary))
     return 0
 

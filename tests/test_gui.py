@@ -678,3 +678,24 @@ def test_the_setup_button_runs_setup_with_progress_and_can_be_cancelled(vault, o
     with qtbot.waitSignal(window.setup_done, timeout=WAIT_MS) as done:
         window.run_setup()
     assert done.args == [True] and "restart PMS" in window.statusBar().currentMessage()
+
+
+def test_a_mostly_foreign_vault_is_offered_a_multilingual_model_once(kb, tmp_path, open_window, qtbot, monkeypatch):
+    folder = tmp_path / "mixed"
+    for i in range(4):
+        write(folder / f"ru{i}.md", f"# Заметка {i}\n\nКак синхронизировать заметки между ноутбуком и телефоном, и что делать.\n")
+    write(folder / "en.md", "# Note\n\nHow to keep the notes in sync between the laptop and the phone.\n")
+    kb.collections.create(folder, name="mixed")
+    window = open_window(kb)
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        window.request_sync(None)
+    assert "4 of 5 notes are not in English" in window.statusBar().currentMessage()
+    assert window.message_button.isVisible() and window.message_button.text() == "Multilingual search…"
+    shown = []
+    monkeypatch.setattr("gui.window.QMessageBox.information", lambda parent, title, text: shown.append(text))
+    qtbot.mouseClick(window.message_button, Qt.LeftButton)
+    assert shown and "--embed-url" in shown[0]
+    window.statusBar().clearMessage()
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        window.request_sync(None)
+    assert "not in English" not in window.statusBar().currentMessage(), "said once per index"

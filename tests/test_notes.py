@@ -246,7 +246,7 @@ def downgrade_to_before_notes_migration(kb) -> None:
     db = kb.store.db
     for statement in ("DROP TABLE note_tags", "DROP TABLE note_fields", "DROP TABLE note_links", "DROP TABLE folder_descriptions",
                       "DROP INDEX documents_note_date", "ALTER TABLE documents DROP COLUMN note_date",
-                      "ALTER TABLE documents DROP COLUMN parsed_version",
+                      "ALTER TABLE documents DROP COLUMN parsed_version", "ALTER TABLE documents DROP COLUMN language",
                       "ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",  # the PDF migration's
                       f"PRAGMA user_version = {number}"):
         db.execute(statement)

@@ -380,7 +380,8 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
         kb.sync()
         kb.store.db.execute("DELETE FROM documents WHERE path LIKE '%.pdf'")
         for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",
-                          f"PRAGMA user_version = {len(pms.MIGRATIONS) - 1}"):  # what the PMS before PDFs wrote
+                          "ALTER TABLE documents DROP COLUMN language",  # the later languages migration runs again
+                          f"PRAGMA user_version = {next(i for i, m in enumerate(pms.MIGRATIONS) if 'ADD COLUMN pages' in m)}"):  # before PDFs
             kb.store.db.execute(statement)
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
         assert kb.store.db.execute("PRAGMA user_version").fetchone()[0] == len(pms.MIGRATIONS)

@@ -1,0 +1,343 @@
+"""Embedding servers (HTTPEmbedder) against a small fake server on 127.0.0.1: each fault
+a real server shows (500s, slow, wrong dimension, garbage, refused, killed mid-sync)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from conftest import write
+
+import pms
+
+DIM = 16
+
+
+def hashed_vector(text: str, dim: int = DIM) -> list[float]:
+    """A bag of hashed words: texts sharing words get close vectors."""
+    v = [0.0] * dim
+    for word in text.lower().split():
+        h = int(hashlib.sha256(word.encode()).hexdigest(), 16)
+        v[h % dim] += 1.0 if (h >> 8) % 2 else -1.0
+    v[0] += 0.01
+    return v
+
+
+class FakeServer:
+    """An embeddings server whose behaviour a test sets: ``mode`` for every request,
+    ``fail_first`` requests answered with 500, ``die_after`` requests then refused."""
+
+    def __init__(self):
+        self.mode, self.dim, self.fail_first, self.die_after = "ok", DIM, 0, None
+        self.takes_input_type = False
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                fake.requests.append(body)
+                fake.headers.append(dict(self.headers))
+                n = len(fake.requests)
+                if fake.die_after is not None and n > fake.die_after:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)  # killed: no answer at all
+                    return
+                if n <= fake.fail_first or fake.mode == "500":
+                    return self._send(500, b'{"error": {"message": "model crashed"}}')
+                if fake.mode == "slow" or (fake.mode == "slow_batches" and len(body["input"]) > 2):
+                    time.sleep(2.0)
+                if fake.mode == "garbage":
+                    return self._send(200, b"<html>not json</html>")
+                if fake.mode == "strings":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": ["a"] * fake.dim}]}).encode())
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                if fake.takes_input_type and "input_type" in body:
+                    texts = [("query: " if body["input_type"] == "query" else "passage: ") + t for t in texts]
+                dim = fake.dim + (1 if fake.mode == "wrong_dim" else 0)
+                vectors = [hashed_vector(t, dim) for t in texts]
+                if fake.mode == "short":
+                    vectors = vectors[:-1]
+                if self.path.endswith("/api/embed"):
+                    return self._send(200, json.dumps({"model": body["model"], "embeddings": vectors}).encode())
+                data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+                self._send(200, json.dumps({"object": "list", "data": data[::-1]}).encode())  # out of order: index counts
+
+            def _send(self, code, payload):
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    fake = FakeServer()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def vault_dir(tmp_path):
+    root = tmp_path / "vault"
+    for i in range(12):
+        write(root / f"note{i}.md", f"# Note {i}\n\nfruit number {i} banana apple orchard harvest {i}\n")
+    write(root / "trains.md", "# Trains\n\nthe railway timetable from the station\n")
+    return root
+
+
+def provider(server, **kw) -> pms.HTTPEmbedder:
+    kw.setdefault("timeout", 0.5)
+    kw.setdefault("query_timeout", 0.5)
+    kw.setdefault("retries", 1)
+    kw.setdefault("batch_size", 2)
+    return pms.HTTPEmbedder(kw.pop("url", server.url), kw.pop("model", "fake-model"), **kw)
+
+
+def open_kb(db_path, embedder):
+    return pms.KnowledgeBase(db_path, embedder=embedder)
+
+
+def vector_count(kb) -> int:
+    return kb.status(pending=False)["embedded"]
+
+
+def test_meaning_search_through_a_server_and_the_index_remembers_it(server, vault_dir, db_path):
+    with open_kb(db_path, provider(server)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        report = kb.sync()
+        assert report.embed_error is None and report.embedded == 13
+        assert kb.search("railway station", mode="vector")[0].path == "trains.md"
+    # A later process with nothing chosen asks the same server.
+    with pms.KnowledgeBase(db_path) as kb:
+        info = kb.status(pending=False)
+        assert info["search_mode"] == "hybrid" and server.url in info["vectors_from"]
+        assert isinstance(kb.embedder, pms.HTTPEmbedder) and kb.embedder.remembered
+        before = len(server.requests)
+        assert kb.search("railway timetable", mode="vector")[0].path == "trains.md"
+        assert len(server.requests) == before + 1, "a remembered server is not probed again: one request a query"
+
+
+def test_batches_are_sent_in_order_and_answers_reordered_by_index(server, vault_dir, db_path):
+    with open_kb(db_path, provider(server, batch_size=5)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        kb.sync()
+        sizes = [len(r["input"]) for r in server.requests if r.get("input_type", "passage") == "passage"]
+        assert max(sizes) == 5
+        # The fake server answers each batch reversed: a provider that ignored "index" would swap vectors.
+        for hit in kb.search("railway timetable station", mode="vector", k=1):
+            assert hit.path == "trains.md"
+
+
+def test_prefixes_applied_once_when_the_server_adds_its_own(server, db_path, vault_dir):
+    server.takes_input_type = True
+    e5 = provider(server, model="multilingual-e5-small")
+    e5.load()
+    assert e5.input_type and e5.query_prefix == "" and e5.passage_prefix == ""
+    e5.embed_query("railway")
+    assert server.requests[-1]["input"] == ["railway"] and server.requests[-1]["input_type"] == "query"
+
+
+def test_prefixes_added_by_pms_when_the_server_ignores_input_type(server):
+    e5 = provider(server, model="intfloat/multilingual-e5-small")
+    e5.load()
+    assert e5.input_type is False
+    e5.embed_query("railway")
+    e5.embed_passages(["the station"])
+    assert server.requests[-2]["input"] == ["query: railway"] and server.requests[-1]["input"] == ["passage: the station"]
+    assert "input_type" not in server.requests[-1]
+
+
+def test_ollama_native_api(server):
+    ollama = provider(server, url=server.url, api="ollama", model="nomic-embed-text", batch_size=8)
+    assert ollama.url.endswith("/api/embed")
+    assert len(ollama.embed_passages(["a", "b", "c"])) == 3
+    assert server.requests[-1]["model"] == "nomic-embed-text" and server.requests[-1]["input"] == ["a", "b", "c"]
+
+
+def test_retries_a_server_error_then_succeeds(server, vault_dir, db_path):
+    server.fail_first = 1
+    with open_kb(db_path, provider(server, retries=2)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        report = kb.sync()
+    assert report.embed_error is None and report.embedded == 13
+
+
+def test_server_errors_fall_back_to_keywords_with_the_reason(server, vault_dir, db_path):
+    server.mode = "500"
+    with open_kb(db_path, provider(server)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        report = kb.sync()
+        assert server.url in report.embed_error and "HTTP 500" in report.embed_error and "model crashed" in report.embed_error
+        assert vector_count(kb) == 0
+        mode = kb.search_mode()
+        assert mode.mode == "keyword" and "HTTP 500" in mode.reason
+        assert kb.search("railway")[0].path == "trains.md"
+
+
+def test_slow_server_times_out(server, vault_dir, db_path):
+    server.mode = "slow"
+    with open_kb(db_path, provider(server, retries=0)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        report = kb.sync()
+        assert "no answer within 0.5 s" in report.embed_error
+        assert kb.search("railway")[0].path == "trains.md"
+
+
+def test_a_batch_too_slow_is_split_until_the_server_keeps_up(server, vault_dir, db_path):
+    server.mode = "slow_batches"  # answers 2 texts at once in time, not more
+    with open_kb(db_path, provider(server, batch_size=8, retries=0)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        report = kb.sync()
+        assert report.embed_error is None and report.embedded == 13
+    assert any(len(r["input"]) == 8 for r in server.requests), "the first request was a whole batch"
+
+
+def test_slow_query_falls_back_to_keywords(server, vault_dir, db_path, pms_main):
+    with open_kb(db_path, provider(server)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        assert kb.sync().embed_error is None
+        server.mode = "slow"
+        hits = kb.search("railway")
+        assert hits[0].path == "trains.md" and "no answer" in kb.embedder.error
+        with pytest.raises(pms.EmbeddingUnavailable, match="no answer"):
+            kb.search("railway", mode="vector")
+
+
+def test_wrong_dimension_is_refused_and_nothing_is_written(server, vault_dir, db_path):
+    with open_kb(db_path, provider(server)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        kb.sync()
+        assert vector_count(kb) == 13
+    write(vault_dir / "new.md", "# New\n\nanother fruit\n")
+    server.mode = "wrong_dim"  # the model behind the name changed
+    with open_kb(db_path, provider(server)) as kb:
+        report = kb.sync()
+        assert "17-dimensional" in report.embed_error and "16" in report.embed_error
+        assert vector_count(kb) == 13, "the vectors already made stay; none of another size is written"
+        with pytest.raises(pms.EmbeddingUnavailable, match="17-dimensional"):
+            kb.search("railway timetable", mode="vector")
+        assert kb.search("railway timetable")[0].path == "trains.md"  # auto: keywords
+
+
+@pytest.mark.parametrize("mode", ["garbage", "strings", "short"])
+def test_garbage_answers_are_refused(server, vault_dir, db_path, mode):
+    with open_kb(db_path, provider(server)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        kb.embedder.load()
+        server.mode = mode
+        report = kb.sync()
+        assert server.url in report.embed_error
+        assert vector_count(kb) == 0
+        assert kb.search("railway")[0].path == "trains.md"
+
+
+def test_connection_refused_is_one_line_in_the_cli(vault_dir, db_path, pms_main):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
+    url = f"http://127.0.0.1:{port}"
+    result = pms_main("--embed-url", url, "--embed-model", "m", "collection", "add", str(vault_dir), db=db_path)
+    assert result.returncode == 0
+    assert "connection refused" in result.stdout + result.stderr and "Traceback" not in result.stderr
+    result = pms_main("--embed-url", url, "--embed-model", "m", "search", "railway", db=db_path)
+    assert result.returncode == 0 and "trains.md" in result.stdout and "Traceback" not in result.stderr
+    result = pms_main("--embed-url", url, "--embed-model", "m", "status", db=db_path)
+    assert "Search mode: keyword" in result.stdout and "connection refused" in result.stdout
+
+
+def test_killed_mid_sync_keeps_what_was_embedded_and_the_next_sync_finishes(server, vault_dir, db_path):
+    server.die_after = 4  # the probe, then 3 batches of 2 passages
+    with open_kb(db_path, provider(server, retries=1)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        report = kb.sync()
+        assert server.url in report.embed_error
+        kept = vector_count(kb)
+        assert 0 < kept < 13 and report.embedded == kept
+        mode = kb.search_mode()
+        assert mode.mode == "keyword" and server.url in mode.reason  # it failed moments ago: keywords, and why
+        assert kb.search("railway")[0].path == "trains.md"
+    server.die_after = None
+    with open_kb(db_path, provider(server)) as kb:
+        report = kb.sync()
+        assert report.embed_error is None and report.embedded == 13 - kept
+        assert vector_count(kb) == 13
+
+
+def test_a_server_off_this_machine_needs_consent(server, db_path):
+    remote = pms.HTTPEmbedder("http://192.0.2.1:8080", "m", timeout=0.2, retries=0)  # TEST-NET: never reached
+    assert remote.remote
+    with pytest.raises(pms.EmbeddingUnavailable, match="off this machine.*--allow-remote-embedding"):
+        remote.embed_passages(["secret note text"])
+    # A name that resolves to this machine still counts as remote: no lookup decides what leaves.
+    named = pms.HTTPEmbedder(f"http://{socket.gethostname()}:{server.url.rsplit(':', 1)[1]}", "m")
+    with pytest.raises(pms.EmbeddingUnavailable, match="off this machine"):
+        named.embed_query("secret")
+    assert server.requests == []
+    allowed = pms.HTTPEmbedder("http://192.0.2.1:8080", "m", allow_remote=True, timeout=0.2, retries=0)
+    with pytest.raises(pms.EmbeddingUnavailable) as err:
+        allowed.embed_query("x")
+    assert "off this machine" not in str(err.value)
+    assert "off this machine" in allowed.source()
+
+
+def test_api_key_from_the_named_variable(server, monkeypatch):
+    keyed = provider(server, api_key_env="MY_EMBED_KEY")
+    with pytest.raises(pms.EmbeddingUnavailable, match=r"\$MY_EMBED_KEY"):
+        keyed.load()
+    monkeypatch.setenv("MY_EMBED_KEY", "s3cret")
+    keyed = provider(server, api_key_env="MY_EMBED_KEY")
+    keyed.embed_query("x")
+    assert server.headers[-1]["Authorization"] == "Bearer s3cret"
+    assert "s3cret" not in json.dumps(keyed.config()), "the index remembers the variable's name, never the key"
+
+
+@pytest.mark.parametrize("url,api,endpoint", [
+    ("http://127.0.0.1:11434", None, "http://127.0.0.1:11434/v1/embeddings"),
+    ("http://127.0.0.1:11434/v1", None, "http://127.0.0.1:11434/v1/embeddings"),
+    ("http://127.0.0.1:11434/", "ollama", "http://127.0.0.1:11434/api/embed"),
+    ("http://localhost:8080/v1/embeddings", None, "http://localhost:8080/v1/embeddings"),
+    ("http://127.0.0.1:11434/api/embed", None, "http://127.0.0.1:11434/api/embed"),
+])
+def test_endpoints(url, api, endpoint):
+    assert pms.HTTPEmbedder(url, "m", api=api).url == endpoint
+
+
+@pytest.mark.parametrize("url", ["ftp://host/x", "127.0.0.1:8080", "", "http://"])
+def test_bad_urls_are_one_line_errors(url, pms_main, db_path):
+    with pytest.raises(pms.PMSError, match="not an http"):
+        pms.HTTPEmbedder(url, "m")
+    result = pms_main("--embed-url", url or " ", "--embed-model", "m", "status", db=db_path)
+    assert result.returncode == 1 and result.stderr.startswith("pms: error:") and "Traceback" not in result.stderr
+
+
+def test_status_tells_a_server_that_went_down(vault_dir, db_path):
+    fake = FakeServer()
+    with open_kb(db_path, provider(fake)) as kb:
+        kb.collections.create(vault_dir, name="v")
+        assert kb.sync().embed_error is None
+        assert kb.status(pending=False)["search_mode"] == "hybrid"
+    fake.stop()
+    with pms.KnowledgeBase(db_path) as kb:  # the remembered server, now down
+        info = kb.status(pending=False)
+        assert info["search_mode"] == "keyword" and "connection refused" in info["search_mode_reason"]
+        assert kb.search("railway")[0].path == "trains.md"

@@ -1,0 +1,127 @@
+"""The vault's languages: counted at sync (note_language), shown by status, and the
+advice (or, for a new index with no model chosen, the pick) of a multilingual model."""
+from __future__ import annotations
+
+import pytest
+from conftest import write
+
+import pms
+
+SAMPLES = {
+    "en": "How to keep the notes in sync between the laptop and the phone, and what to do when both change.",
+    "ru": "Как синхронизировать заметки между ноутбуком и телефоном, и что делать, если оба изменились.",
+    "uk": "Як синхронізувати нотатки між ноутбуком і телефоном, і що робити, якщо обидва змінилися.",
+    "de": "Wie man die Notizen zwischen Laptop und Telefon synchron hält, und was zu tun ist, wenn sich beide ändern.",
+    "es": "Cómo mantener las notas sincronizadas entre el portátil y el teléfono, y qué hacer cuando cambian los dos.",
+    "fr": "Comment garder les notes synchronisées entre le portable et le téléphone, et que faire quand les deux changent.",
+    "zh": "如何在笔记本电脑和手机之间同步笔记，以及两边都修改时该怎么办。",
+    "ja": "ノートパソコンとスマートフォンの間でノートを同期する方法と、両方が変更されたときの対処法。",
+    "ko": "노트북과 휴대폰 사이에서 노트를 동기화하는 방법과 둘 다 바뀌었을 때 해야 할 일.",
+    "ar": "كيفية مزامنة الملاحظات بين الحاسوب المحمول والهاتف، وما يجب فعله عندما يتغير كلاهما في نفس الوقت.",
+    "hi": "लैपटॉप और फ़ोन के बीच नोट्स को सिंक में कैसे रखें, और जब दोनों बदल जाएँ तो क्या करें।",
+}
+
+
+@pytest.mark.parametrize("lang", sorted(SAMPLES))
+def test_note_language(lang):
+    assert pms.note_language(SAMPLES[lang]) == lang
+
+
+def test_code_and_commands_do_not_hide_the_language():
+    note = "# tar\n\n> Архиватор.\n\n- Создать архив из файлов:\n\n`tar cf {{target.tar}} {{file1 file2 file3}}`\n"
+    assert pms.note_language(note) == "ru"
+    assert pms.note_language("# tar\n\n- 创建归档：\n\n`tar cf {{target.tar}} {{file1 file2 file3}}`\n") == "zh"
+    assert pms.note_language("ok") == "und"
+
+
+def vault(root, counts):
+    for lang, n in counts.items():
+        for i in range(n):
+            write(root / f"{lang}{i}.md", f"# {lang} {i}\n\n{SAMPLES[lang]}\n")
+    return root
+
+
+def test_status_counts_languages_and_advises_a_multilingual_model(tmp_path, db_path, pms_main):
+    vault(tmp_path / "v", {"en": 6, "ru": 2, "zh": 1})
+    result = pms_main("collection", "add", str(tmp_path / "v"), "--no-embed", db=db_path)
+    assert "multilingual" in result.stderr, "the advice follows the sync that found the languages"
+    assert "multilingual" not in pms_main("sync", db=db_path).stderr, "said once"
+    with pms.KnowledgeBase(db_path, embeddings=False) as kb:
+        info = kb.status(pending=False)
+        assert info["languages"] == {"en": 6, "ru": 2, "zh": 1}
+        assert "3 of 9 notes are not in English (Russian 2, Chinese 1)" in info["language_advice"]
+        assert "--embed-url" in info["language_advice"]
+    status = pms_main("status", db=db_path).stdout
+    assert "Languages:   English 6, Russian 2, Chinese 1" in status and "Advice:" in status
+    assert pms.language_advice({"en": 6, "ru": 3}, "multilingual-e5-small") is None
+    assert pms.language_advice({"en": 9, "ru": 1}, "all-MiniLM-L6-v2") is None  # 10 %: no advice
+
+
+def test_an_edit_changes_the_count(tmp_path, kb):
+    root = vault(tmp_path / "v", {"en": 3, "de": 2})
+    kb.collections.create(root, name="v")
+    kb.sync()
+    write(root / "en0.md", f"# de\n\n{SAMPLES['de']}\n")
+    kb.sync()
+    assert kb.status(pending=False)["languages"] == {"de": 3, "en": 2}
+
+
+def test_first_sync_picks_a_multilingual_model_when_most_notes_are_not_english(tmp_path, db_path):
+    vault(tmp_path / "v", {"en": 1, "ru": 3, "ko": 2})
+    told = []
+    # Nothing chooses a model (no PMS_MODEL*, no server): the first sync may pick one; no download here.
+    with pms.KnowledgeBase(db_path, allow_download=False, notice=told.append) as kb:
+        kb.collections.create(tmp_path / "v", name="v")
+        kb.sync()
+        assert kb.embedder.model_name == pms.MULTILINGUAL_MODEL
+        assert any("5 of 6 notes are not in English" in t for t in told)
+
+
+def test_first_sync_keeps_the_default_for_an_english_vault_or_a_chosen_model(tmp_path, db_path, monkeypatch):
+    vault(tmp_path / "v", {"en": 4, "ru": 2})
+    with pms.KnowledgeBase(db_path, allow_download=False) as kb:
+        default = kb.embedder.model_name
+        kb.collections.create(tmp_path / "v", name="v")
+        kb.sync()
+        assert kb.embedder.model_name == default != pms.MULTILINGUAL_MODEL
+    vault(tmp_path / "w", {"ru": 5})
+    with pms.KnowledgeBase(tmp_path / "chosen.sqlite", model="BAAI/bge-small-en-v1.5", allow_download=False) as kb:
+        kb.collections.create(tmp_path / "w", name="w")
+        kb.sync()
+        assert kb.embedder.model_name == "BAAI/bge-small-en-v1.5"
+
+
+def test_the_multilingual_dev_sets(shared_data, tmp_path):
+    import collections
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import suite
+
+    folder, judgments = suite.mlmixed(tmp_path / "mixed")
+    langs = suite.QUERY_LANGUAGES["mlmixed"]
+    assert collections.Counter(langs) == {lang: suite.ML_QUERIES_PER_LANGUAGE for lang in suite.ML_LANGUAGES}
+    for judgment, lang in zip(judgments, langs):
+        own = folder / next(iter(judgment.relevant))
+        assert own.parent.name == lang and (folder / "en" / own.name).exists()
+        captions = [suite._caption(line) for line in own.read_text(encoding="utf-8").splitlines() if line.startswith("- ")]
+        assert judgment.query not in captions, "the caption queried is hidden from its own page"
+    folder, judgments = suite.mlcross(tmp_path / "cross")
+    assert all((folder / target).exists() for j in judgments for target in j.relevant)
+    assert {pms.note_language((folder / next(iter(j.relevant))).read_text(encoding="utf-8")) for j in judgments} <= {"en", "und"}
+
+
+def test_keyword_search_folds_case_in_every_cased_script_and_latin_diacritics(tmp_path, kb):
+    """FTS5's unicode61 with remove_diacritics 2: case for Latin, Cyrillic, Greek; diacritics for
+    Latin letters (Vietnamese, Polish, Turkish...). Greek tonos, Cyrillic ё and Arabic vowel marks
+    stay as written (docs/benchmarks.md, "Languages")."""
+    root = tmp_path / "v"
+    write(root / "cafe.md", "# Café\n\nCrème brûlée in Kraków, Tōkyō and Đà Nẵng\n")
+    write(root / "elka.md", "# Ёлка\n\nНовогодняя ЁЛКА и Αθήνα\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    for query, path in [("cafe creme brulee", "cafe.md"), ("KRAKOW", "cafe.md"), ("tokyo", "cafe.md"),
+                        ("ёлка", "elka.md"), ("новогодняя", "elka.md"), ("ΑΘΉΝΑ", "elka.md")]:
+        assert [h.path for h in kb.search(query, mode="keyword")][:1] == [path], query
