@@ -2787,7 +2787,7 @@ class Store:
         with self.transaction() as db:
             if progress:
                 self.set_meta("embed_progress", json.dumps({"done": progress[0], "total": progress[1],
-                                                            "seconds": round(progress[2], 1), "at": time.time()}))
+                                                            "seconds": round(progress[2], 3), "at": time.time()}))
             for chunk_id, collection_id, blob in rows:
                 if db.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk_id,)).fetchone() is None:
                     continue  # the note changed while we were embedding
