@@ -149,6 +149,9 @@ VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format n
 # passages/s at 574 MB peak, 16 18.1/s at 861 MB, 32 17.0/s at 1.5 GB;
 # fastembed's default of 256 peaked at 10 GB.
 EMBED_BATCH_SIZE = 8
+# Passages read from the index at a time while embedding (most recently modified notes
+# first); sorted by length inside it, so batches pad little without reading a whole vault.
+EMBED_WINDOW = 2048
 # PDFs (optional: pypdfium2, 3x pypdf's pages/s at the same text; docs/benchmarks.md, "PDFs").
 # Each is read in a worker process that is killed past its deadline, so no PDF can hang a sync.
 PDF_PACKAGE = "pypdfium2"
@@ -2221,9 +2224,10 @@ def pdf_glob(pattern: str) -> str:
 
 def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                   skipped: list | None = None, exclude: Exclusions | None = None,
-                  also: str | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
+                  also: str | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
     """Yield (relative posix path, absolute path, stat) of files matching ``pattern``
-    (or the glob ``also``: a collection's PDFs).
+    (or the glob ``also``: a collection's PDFs); the path a plain string (a Path per
+    file was a third of an unchanged re-sync's time).
 
     Skips hidden folders, SKIP_DIRS and what ``exclude`` leaves out; follows
     symlinks that stay inside ``root``, never loops (each real folder is visited
@@ -2299,7 +2303,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                 if skipped is not None:
                     skipped.append((display_path(full), NOT_REGULAR))
                 continue
-            yield rel, Path(full), st
+            yield rel, full, st
 
 
 class NoteFilter(Record, frozen=True):
@@ -2843,6 +2847,9 @@ def check_deadline() -> None:
 VECTOR_MATRIX_MAX_MB = 1024
 # sqlite-vec's own limit on k; the matrix keeps it, so both answer alike.
 VECTOR_KNN_MAX = 4096
+# HNSW's candidates kept while searching (VectorMemory with ann): recall@10 against
+# exact search >= 0.99 on bench/scale.py's clustered vectors.
+VECTOR_ANN_EF = 256
 
 
 class VectorMatrix:
@@ -2999,19 +3006,6 @@ class Store:
         self.vec_loaded = False
         self.vec_error: str | None = None  # why vectors are unavailable, if they are
         self._vectors_checked = False
-        # The vectors in memory (vector_matrix), shared by every thread; 0 MB keeps KNN in sqlite-vec.
-        self.vector_matrix_max_mb: float = VECTOR_MATRIX_MAX_MB
-        # Vector searches sqlite-vec answers before the vectors are read into memory
-        # (counted while the vectors stay unchanged): a one-shot CLI search never
-        # pays for reading them. Once they changed under a running process, they
-        # are read again only when unchanged for VECTORS_SETTLE_S: while a sync
-        # keeps adding vectors, searches go to sqlite-vec instead of re-reading
-        # them all every few keystrokes.
-        self.vector_matrix_after = 1
-        self._matrix: VectorMatrix | None = None
-        self._matrix_lock = threading.Lock()
-        # (vectors_version, searches with it, when it was first seen, whether it replaced another)
-        self._unread_vectors: tuple[str | None, int, float, bool] | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -3170,7 +3164,6 @@ class Store:
             return False, f"sqlite-vec failed to load: {exc}"
 
     def close(self) -> None:
-        self._matrix = None
         with self._lock:
             for conn in self._connections:
                 with contextlib.suppress(Exception):
@@ -3498,20 +3491,31 @@ class Store:
                 self._vectors_changed()
             return cur.rowcount
 
-    def pending_embeddings(self, limit: int | None = None) -> list[PendingChunk]:
-        """The chunks without a vector."""
-        sql = ("SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
-               "WHERE c.embedded = 0")
-        if limit:
-            sql += f" LIMIT {int(limit)}"
-        return [PendingChunk(*r) for r in self.db.execute(sql)]
+    def pending_embedding_ids(self) -> list[int]:
+        """The ids of the chunks without a vector, the most recently modified notes'
+        first (so meaning search covers what the user works on soonest)."""
+        return [r[0] for r in self.db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.embedded = 0 "
+            "ORDER BY d.mtime_ns DESC, c.document_id, c.seq")]
+
+    def pending_embeddings(self, chunk_ids: Sequence[int]) -> list[PendingChunk]:
+        """These chunks' text, for those still without a vector."""
+        return [PendingChunk(*r) for r in self.rows_in(
+            "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE c.embedded = 0 AND c.id IN ({ids})", chunk_ids)]
 
     def count_pending_embeddings(self) -> int:
         return self.db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
 
-    def write_vectors(self, rows: Sequence[tuple[int, int, bytes]]) -> None:
-        """Store (chunk id, collection id, int8 bytes); vec0 ignores OR REPLACE, so delete first."""
+    def write_vectors(self, rows: Sequence[tuple[int, int, bytes]], progress: tuple[int, int, float] | None = None) -> None:
+        """Store (chunk id, collection id, int8 bytes); vec0 ignores OR REPLACE, so delete first.
+        ``progress``: (passages done, of total, seconds so far) of the sync writing them,
+        kept for ``status`` in any process (embedding_progress)."""
+        import json
         with self.transaction() as db:
+            if progress:
+                self.set_meta("embed_progress", json.dumps({"done": progress[0], "total": progress[1],
+                                                            "seconds": round(progress[2], 3), "at": time.time()}))
             for chunk_id, collection_id, blob in rows:
                 if db.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk_id,)).fetchone() is None:
                     continue  # the note changed while we were embedding
@@ -3521,16 +3525,20 @@ class Store:
                 db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
             self._vectors_changed()
 
+    def embedding_progress(self) -> dict | None:
+        """What the last embedding sync wrote: passages done, of total, seconds, when (epoch s)."""
+        import json
+        raw = self.get_meta("embed_progress")
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
+
     def _vectors_changed(self) -> None:
         """Count a change of the vectors, inside the writing transaction: every
         process's VectorMatrix sees the count move and reads the vectors again."""
         self.db.execute("INSERT INTO meta(key, value) VALUES ('vectors_version', 1) "
                         "ON CONFLICT(key) DO UPDATE SET value = value + 1")
-
-    def vector_memory_bytes(self) -> int:
-        """What the vectors read into memory take (0 before a second vector search)."""
-        matrix = self._matrix
-        return matrix.nbytes if matrix is not None else 0
 
     def vectors_version(self) -> str | None:
         return self.get_meta("vectors_version")
@@ -3558,7 +3566,12 @@ class Store:
         created = dict(db.execute("SELECT key, value FROM chunk_vectors_info").fetchall()).get("CREATE_VERSION", "")
         if not str(created).startswith("v0.1.") or dim <= 0:
             raise ValueError(f"unknown vec0 layout {created!r}")
-        ids, collections, blocks, ties = [], [], [], []
+        # Filled in place, block by block: a list of blocks joined at the end held every
+        # vector twice (and the allocator kept the peak: 836 MB of RSS for 1M vectors).
+        count = db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0]
+        ids, collection_ids = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+        matrix, ties = np.empty((count, dim), dtype=np.int8), np.empty(count, dtype=np.int64)
+        at = 0
         blocks_sql = db.execute(
                 "SELECT c.size, c.validity, c.rowids, v.vectors, m.data FROM chunk_vectors_chunks c "
                 "JOIN chunk_vectors_vector_chunks00 v ON v.rowid = c.chunk_id "
@@ -3567,51 +3580,17 @@ class Store:
             if len(validity) * 8 != size or len(rowids) != size * 8 or len(vectors) != size * dim or len(metadata) != size * 8:
                 raise ValueError("unexpected vec0 block sizes")
             valid = np.flatnonzero(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little"))
-            ids.append(np.frombuffer(rowids, dtype="<i8")[valid])
-            collections.append(np.frombuffer(metadata, dtype="<i8")[valid])
-            blocks.append(np.frombuffer(vectors, dtype=np.int8).reshape(size, dim)[valid])
-            ties.append(number * (1 << 32) + size - valid)  # sqlite-vec's min_idx takes the last of equals first
-        count = sum(len(part) for part in ids)
-        if count != db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0]:
+            end = at + len(valid)
+            if end > count:
+                raise ValueError("vec0 blocks and rowids disagree")
+            ids[at:end] = np.frombuffer(rowids, dtype="<i8")[valid]
+            collection_ids[at:end] = np.frombuffer(metadata, dtype="<i8")[valid]
+            matrix[at:end] = np.frombuffer(vectors, dtype=np.int8).reshape(size, dim)[valid]
+            ties[at:end] = number * (1 << 32) + size - valid  # sqlite-vec's min_idx takes the last of equals first
+            at = end
+        if at != count:
             raise ValueError("vec0 blocks and rowids disagree")
-        if not blocks:
-            return [], [], np.zeros((0, dim), dtype=np.int8), None
-        return np.concatenate(ids), np.concatenate(collections), np.concatenate(blocks), np.concatenate(ties)
-
-    VECTORS_SETTLE_S = 2.0
-
-    def vector_matrix(self) -> VectorMatrix | None:
-        """The vectors in memory, never stale: a writer (any thread or process)
-        moves ``vectors_version``, and they are read again. None (sqlite-vec
-        searches) before ``vector_matrix_after`` searches with the same vectors,
-        within VECTORS_SETTLE_S of a change, or when they would take more than
-        ``vector_matrix_max_mb`` (or numpy is missing)."""
-        if not self.vector_matrix_max_mb:
-            return None
-        version = self.vectors_version()
-        matrix = self._matrix
-        if matrix is not None and matrix.version == version:
-            return matrix
-        with self._matrix_lock:
-            matrix = self._matrix
-            if matrix is not None and matrix.version == version:
-                return matrix
-            replaced = matrix is not None or self._unread_vectors is not None
-            self._matrix = None
-            seen, searches, since, changed = self._unread_vectors or (None, 0, 0.0, False)
-            if seen != version:
-                seen, searches, since, changed = version, 0, time.monotonic(), replaced
-            searches += 1
-            self._unread_vectors = (seen, searches, since, changed)
-            if searches <= self.vector_matrix_after or (changed and time.monotonic() - since < self.VECTORS_SETTLE_S):
-                return None
-            dim = int(self.get_meta("embed_dim") or 0)
-            count = self.db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0] if dim else 0
-            if not dim or count * dim > self.vector_matrix_max_mb * 1e6 or not module_available("numpy"):
-                self._unread_vectors = (version, -(1 << 62), since, changed)  # not again for these vectors
-                return None
-            self._matrix = VectorMatrix(version, *self.read_vectors())
-            return self._matrix
+        return ids, collection_ids, matrix, (ties if count else None)
 
     # -- search ------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
@@ -3727,12 +3706,9 @@ class Store:
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
                       note_filter: NoteFilter | None = None) -> list[tuple]:
-        """(chunk id, cosine distance) nearest first. The note filter becomes a
+        """(chunk id, cosine distance) nearest first, by sqlite-vec. The note filter becomes a
         ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
         so ``limit`` passages come back whenever that many match."""
-        matrix = self.vector_matrix()
-        if matrix is not None:
-            return matrix.search(query_blob, limit, collection_ids, set(self.filtered_chunks(note_filter)) if note_filter else None)
         sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
         args: list = [query_blob, min(int(limit), VECTOR_KNN_MAX)]
         if collection_ids:
@@ -3746,20 +3722,12 @@ class Store:
 
     def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
         """chunk id -> cosine distance between its vector and the query's (a passage
-        without a vector is left out): from memory, or sqlite-vec's own function."""
-        matrix = self.vector_matrix()
-        if matrix is not None:
-            return matrix.distances(query_blob, chunk_ids)
+        without a vector is left out), by sqlite-vec's own function."""
         return dict(self.rows_in("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
                                  "WHERE chunk_id IN ({ids})", chunk_ids, query_blob))
 
     def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
-        """chunk id -> its int8 vector, looked up by id (a passage without one is left out):
-        from memory when this process already holds the vectors, else from sqlite-vec.
-        Never loads them into memory: that is for a second search of a long-running process."""
-        matrix = self._matrix
-        if matrix is not None and matrix.version == self.vectors_version():
-            return matrix.vectors(chunk_ids)
+        """chunk id -> its int8 vector, looked up by id (a passage without one is left out)."""
         return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", chunk_ids))
 
     def chunks_matching(self, match: str, chunk_ids: Sequence[int]) -> set[int]:
@@ -3940,6 +3908,113 @@ class Store:
             if p.exists():
                 total += p.stat().st_size
         return total
+
+
+class VectorMemory:
+    """The index's vectors held in memory by a long-running process (the app, the MCP
+    server, a script that searches many times), made only on request
+    (KnowledgeBase.keep_vectors_in_memory): the Store stays SQL only, and a one-shot
+    CLI search never reads every vector.
+
+    It answers the Store's three vector calls (vector_search, vector_distances,
+    vectors_of), from memory once the vectors are held, else by the Store's SQL. Never
+    stale: a writer (any thread or process) moves ``vectors_version``, and they are read
+    again. sqlite-vec answers before ``after`` searches with the same vectors (the first
+    search of a process does not wait for them), within SETTLE_S of a change (while a
+    sync keeps adding vectors, searches go to sqlite-vec instead of re-reading them all
+    every few keystrokes), and when they would take more than ``max_mb`` (or numpy is
+    missing). The vectors are read from vec0's own tables, or by a scan of the virtual
+    table when its internals are not the ones known (Store.read_vectors).
+
+    ``ann``: a KNN without filters goes to an HNSW graph (usearch, an optional extra),
+    its passages' distances then computed exactly; exact search stays exact.
+    """
+
+    SETTLE_S = 2.0
+
+    def __init__(self, store: Store, max_mb: float = VECTOR_MATRIX_MAX_MB, after: int = 1, ann: bool = False):
+        if ann and not module_available("usearch"):
+            raise PMSError("approximate vector search needs usearch: pip install usearch")
+        self.store, self.max_mb, self.after, self.ann = store, max_mb, after, ann
+        self._matrix: VectorMatrix | None = None
+        self._graph: _typing.Any = None  # usearch Index over the matrix, when ann (an optional package)
+        self._lock = threading.Lock()
+        # (vectors_version, searches with it, when it was first seen, whether it replaced another)
+        self._unread: tuple[str | None, int, float, bool] | None = None
+
+    @property
+    def matrix(self) -> VectorMatrix | None:
+        """The vectors held now, if they are the index's current ones."""
+        matrix = self._matrix
+        return matrix if matrix is not None and matrix.version == self.store.vectors_version() else None
+
+    @property
+    def nbytes(self) -> int:
+        """What the vectors held take (0 before they are read)."""
+        matrix, graph = self._matrix, self._graph
+        return (matrix.nbytes if matrix is not None else 0) + (int(graph.memory_usage) if graph is not None else 0)
+
+    def current(self) -> VectorMatrix | None:
+        """The vectors in memory, read now if it is time to (see the class)."""
+        store = self.store
+        version = store.vectors_version()
+        matrix = self._matrix
+        if matrix is not None and matrix.version == version:
+            return matrix
+        with self._lock:
+            matrix = self._matrix
+            if matrix is not None and matrix.version == version:
+                return matrix
+            replaced = matrix is not None or self._unread is not None
+            self._matrix = self._graph = None
+            seen, searches, since, changed = self._unread or (None, 0, 0.0, False)
+            if seen != version:
+                seen, searches, since, changed = version, 0, time.monotonic(), replaced
+            searches += 1
+            self._unread = (seen, searches, since, changed)
+            if searches <= self.after or (changed and time.monotonic() - since < self.SETTLE_S):
+                return None
+            dim = int(store.get_meta("embed_dim") or 0)
+            count = store.db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0] if dim else 0
+            if not dim or count * dim > self.max_mb * 1e6 or not module_available("numpy"):
+                self._unread = (version, -(1 << 62), since, changed)  # not again for these vectors
+                return None
+            matrix = VectorMatrix(version, *store.read_vectors())
+            if self.ann and len(matrix):
+                from usearch.index import Index
+
+                graph = Index(ndim=matrix.matrix.shape[1], metric="cos", dtype="i8", connectivity=16,
+                              expansion_add=128, expansion_search=VECTOR_ANN_EF)
+                graph.add(matrix.ids, matrix.matrix, threads=os.cpu_count() or 1)
+                self._graph = graph
+            self._matrix = matrix
+            return matrix
+
+    def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
+                      note_filter: NoteFilter | None = None) -> list[tuple]:
+        """As Store.vector_search."""
+        matrix = self.current()
+        if matrix is None:
+            return self.store.vector_search(query_blob, limit, collection_ids, note_filter)
+        graph = self._graph
+        if graph is not None and not collection_ids and not note_filter:
+            import numpy as np
+
+            keys = graph.search(np.frombuffer(query_blob, dtype=np.int8), min(int(limit), VECTOR_KNN_MAX)).keys
+            found = matrix.distances(query_blob, keys.tolist())
+            return sorted(found.items(), key=lambda item: item[1])
+        chunk_ids = set(self.store.filtered_chunks(note_filter)) if note_filter else None
+        return matrix.search(query_blob, limit, collection_ids, chunk_ids)
+
+    def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
+        """As Store.vector_distances."""
+        matrix = self.current()
+        return matrix.distances(query_blob, chunk_ids) if matrix is not None else self.store.vector_distances(query_blob, chunk_ids)
+
+    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        """As Store.vectors_of; never reads the vectors in (only a KNN does)."""
+        matrix = self.matrix
+        return matrix.vectors(chunk_ids) if matrix is not None else self.store.vectors_of(chunk_ids)
 
 
 def _split_sql(script: str) -> list[str]:
@@ -5647,6 +5722,8 @@ class Retrieval:
 
     def __init__(self, store: Store, embedder: EmbeddingProvider | None = None, settings: RankingSettings | None = None):
         self.store = store
+        # Where vector calls go: the Store (SQL), or the VectorMemory a long-running process made.
+        self.vectors: Store | VectorMemory = store
         self.embedder = embedder
         self.settings = settings or RankingSettings()
         self._pool = None
@@ -5818,7 +5895,7 @@ class Retrieval:
         left out, as the keyword list leaves them out. Call once vector_status is ok."""
         if not req.parsed.text.strip():
             return []
-        found = self.store.vector_search(self.query_vector(req.meaning), limit, req.collection_ids, req.note_filter)
+        found = self.vectors.vector_search(self.query_vector(req.meaning), limit, req.collection_ids, req.note_filter)
         if req.parsed.excluded and found:
             excluded = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), [cid for cid, _ in found])
             found = [row for row in found if row[0] not in excluded]
@@ -6009,7 +6086,7 @@ class Retrieval:
         if missed and match:
             for doc, value in self.store.documents_bm25(match, missed, self.settings.field_weights):
                 bm25[doc] = max(-value, bm25.get(doc, 0.0))
-        return Evidence(owner, self.store.vectors_of(list(owner)), self.query_vector(req.meaning), bm25)
+        return Evidence(owner, self.vectors.vectors_of(list(owner)), self.query_vector(req.meaning), bm25)
 
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
@@ -6034,7 +6111,7 @@ class Retrieval:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
-        per_passage = [self.store.vector_search(blob, depth, ids) for _, blob in sample]
+        per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
         # A note's score: its best similarity to any passage, plus its mean best
         # similarity over all sampled passages (a note missing from a passage's
@@ -6661,7 +6738,23 @@ class Syncer:
     most one batch and the next sync picks up where it stopped.
     """
 
+    # A write transaction takes at most this many files and this much of their text:
+    # other writers (an embedding sync, the app) never wait on the index for long.
     BATCH_FILES = 200
+    BATCH_BYTES = 1_000_000
+
+    def batches(self, todo: list) -> Iterator[list]:
+        """``todo`` (items whose stat key starts with the file size) cut into write transactions."""
+        batch: list = []
+        size = 0
+        for item in todo:
+            if batch and (len(batch) >= self.BATCH_FILES or size + item[2][0] > self.BATCH_BYTES):
+                yield batch
+                batch, size = [], 0
+            batch.append(item)
+            size += item[2][0]
+        if batch:
+            yield batch
 
     def __init__(self, store: Store, embedder: EmbeddingProvider | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
                  notice: Callable[[str], None] | None = None,
@@ -6681,13 +6774,13 @@ class Syncer:
         return FileLock(Path(str(store.path) + ".sync.lock"))
 
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
-             skipped: list | None = None) -> dict[str, tuple[Path, int, int, int]] | None:
+             skipped: list | None = None) -> dict[str, tuple[str | Path, int, int, int]] | None:
         """rel path -> (abs path, size, mtime_ns, ctime_ns); None when the folder is missing."""
         name, root, pattern = collection.name, Path(collection.path), collection.glob
         if not root.is_dir():
             errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
-        found = {}
+        found: dict[str, tuple[str | Path, int, int, int]] = {}
         pdfs = pdf_glob(pattern)
         exclude = Exclusions(root, collection.excludes.split("\n") if collection.excludes else ())
         if paths is None:
@@ -6697,17 +6790,17 @@ class Syncer:
             regex, pdf_regex = compile_glob(pattern, "--glob"), compile_glob(pdfs, "--glob")
             real_root = os.path.realpath(root)
             for rel in paths:
-                full = root / rel
+                path = root / rel
                 if not is_valid_utf8(rel):
-                    if skipped is not None and full.is_file():
-                        skipped.append((display_path(full), BAD_NAME))
+                    if skipped is not None and path.is_file():
+                        skipped.append((display_path(path), BAD_NAME))
                 elif exclude and exclude.file(rel):
                     continue
-                elif full.is_file() and not inside(full, real_root):
+                elif path.is_file() and not inside(path, real_root):
                     if skipped is not None:
-                        skipped.append((display_path(full), OUTSIDE))
-                elif (regex.match(rel) or pdf_regex.match(rel)) and full.is_file():
-                    found[rel] = (full, *_file_state(full.stat()))
+                        skipped.append((display_path(path), OUTSIDE))
+                elif (regex.match(rel) or pdf_regex.match(rel)) and path.is_file():
+                    found[rel] = (path, *_file_state(path.stat()))
         if not self.read_pdfs:
             unread = [rel for rel in found if is_pdf(rel)]
             self.pdfs_unread += len(unread)
@@ -6808,10 +6901,11 @@ class Syncer:
         report.unchanged += changes.unchanged
         total = len(todo)
         t0 = time.monotonic()
-        for start in range(0, total, self.BATCH_FILES):
+        done = 0
+        for items in self.batches(todo):
             if cancel is not None and cancel.is_set():
                 raise SyncCancelled()
-            batch = [self._prepare(item, report) for item in todo[start : start + self.BATCH_FILES]]
+            batch = [self._prepare(item, report) for item in items]
             with self.store.transaction() as db:
                 if self._removed_meanwhile(db, col, report):
                     return
@@ -6840,7 +6934,7 @@ class Syncer:
                         self.store.delete_document(db, col_id, rel)
                         report.deleted += 1
             if progress:
-                done = min(start + self.BATCH_FILES, total)
+                done += len(items)
                 rate = done / max(time.monotonic() - t0, 1e-6)
                 progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
         if changes.gone or changes.forgotten:
@@ -6900,7 +6994,7 @@ class Syncer:
         existed = "reread" if state is not None and state.sha256 == sha else state is not None
         return rel, ("write", note, size, mtime, sha, existed)
 
-    def _parse_pdf(self, full: Path, fallback_title: str) -> ParsedNote:
+    def _parse_pdf(self, full: str, fallback_title: str) -> ParsedNote:
         if self._pdf_reader is None:
             self._pdf_reader = PdfReader()
         note = parse_pdf(self._pdf_reader.read(full), fallback_title, self.chunk_chars)
@@ -6960,34 +7054,30 @@ class Syncer:
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
                                   model_dir=embedder.config().get("dir"),
                                   query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
-        pending = store.pending_embeddings()
-        # Sorting by length means each batch pads to a similar length: ~2x throughput.
-        texts = {p.id: passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
-                 for p in pending}
-        pending.sort(key=lambda p: len(texts[p.id]))
-        total = len(pending)
+        # Most recently modified notes first, in windows of EMBED_WINDOW passages read as they
+        # are needed (a big vault's text never sits in memory at once); inside a window,
+        # shortest first, so each batch pads to a similar length (~2x throughput).
+        order = store.pending_embedding_ids()
+        total = len(order)
         t0 = time.monotonic()
-        group = embedder.batch_size * 4  # vectors written per transaction
+        group = embedder.batch_size * 4  # vectors written per transaction: a few ms of lock each
         done, rows = 0, list[tuple]()
         if cancel is not None and cancel.is_set():
             raise SyncCancelled()
-        # One stream through the model; each text is dropped once it is embedded.
-        vectors = embedder.embed_stream(texts.pop(p.id) for p in pending)
-        for p in pending:
-            try:
-                vector = next(vectors)
-            except (EmbeddingUnavailable, StopIteration) as exc:
-                # A server that failed mid-way: what was embedded is kept (whole groups, each one
-                # transaction), the reason is told, and the next sync embeds the rest.
-                if rows:
-                    store.write_vectors(rows)
-                    report.embedded += len(rows)
-                report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
-                return
-            rows.append((p.id, p.collection_id, vector))
-            if len(rows) < group and done + len(rows) < total:
-                continue
-            store.write_vectors(rows)
+        queued: collections.deque = collections.deque()
+
+        def texts() -> Iterator[str]:
+            for start in range(0, total, EMBED_WINDOW):
+                window = [(p, passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title))
+                          for p in store.pending_embeddings(order[start : start + EMBED_WINDOW])]
+                window.sort(key=lambda item: len(item[1]))
+                for p, text in window:
+                    queued.append(p)
+                    yield text
+
+        def write() -> None:
+            nonlocal done, rows
+            store.write_vectors(rows, progress=(done + len(rows), total, time.monotonic() - t0))
             done += len(rows)
             report.embedded += len(rows)
             rows = []
@@ -6996,6 +7086,30 @@ class Syncer:
                 progress(SyncProgress("embed", done, total, rate, (total - done) / rate if rate else None))
             if cancel is not None and cancel.is_set() and done < total:
                 raise SyncCancelled()
+
+        # One stream through the model; each text is dropped once it is embedded.
+        vectors = embedder.embed_stream(texts())
+        while True:
+            try:
+                vector = next(vectors)
+            except StopIteration:
+                break
+            except EmbeddingUnavailable as exc:
+                # A server that failed mid-way: what was embedded is kept (whole groups, each one
+                # transaction), the reason is told, and the next sync embeds the rest.
+                if rows:
+                    store.write_vectors(rows)
+                    report.embedded += len(rows)
+                report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
+                return
+            p = queued.popleft()
+            rows.append((p.id, p.collection_id, vector))
+            if len(rows) >= group:
+                write()
+        if rows:
+            write()
+        if queued:  # the model's stream ended before the last passage
+            report.embed_error = f"{embedder.source()} stopped before the last passage"
 
 
 ###############################################################################
@@ -7671,7 +7785,7 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
         for raw in _clip_source_values(block or ""):
             value = _yaml_scalar(raw)
             if isinstance(value, str) and _same_page_key(value) in wanted:
-                return full
+                return Path(full)
     return None
 
 
@@ -8063,7 +8177,7 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float = VECTOR_MATRIX_MAX_MB, embedding: dict | None = None):
+                 vector_memory_mb: float | None = None, embedding: dict | None = None):
         """``notice`` receives one-line news while work goes on (a model
         download starting, waiting for another sync), possibly from a worker
         thread; the CLI prints it. It may be set later too (``kb.notice = f``).
@@ -8071,14 +8185,12 @@ class KnowledgeBase:
         the one ``model``/``model_dir`` describe. ``embedding``: an embedding
         server for this index, e.g. ``{"url": "http://127.0.0.1:11434", "kind":
         "ollama", "model": "bge-m3"}`` (keys of ``HTTPEmbedder.config()``; also
-        PMS_EMBED_URL...); the index remembers it at sync, as it does a model. ``vector_memory_mb``: how
-        much memory the index's vectors may take to make vector search fast in
-        a process that searches more than once (4 MB per 10k passages of
-        MiniLM); over it, or at 0, each search reads them with sqlite-vec."""
+        PMS_EMBED_URL...); the index remembers it at sync, as it does a model. ``vector_memory_mb``:
+        keep the vectors in memory, up to this many MB, as keep_vectors_in_memory does
+        (None or 0: never)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
-        self.store.vector_matrix_max_mb = vector_memory_mb
         chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
         if embeddings and embedder is None and chosen:
             embedder = make_embedder(chosen, notice=self._notify)
@@ -8107,6 +8219,17 @@ class KnowledgeBase:
         self.retrieval = Retrieval(self.store, self.embedder)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
+        if vector_memory_mb:
+            self.keep_vectors_in_memory(vector_memory_mb)
+
+    def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
+        """For a process that searches many times (the app, the MCP server): from its
+        second vector search on, the vectors are held in memory (4 MB per 10k passages of
+        MiniLM; none over ``max_mb``), so each search costs a scan of memory instead of
+        sqlite-vec's (see VectorMemory). ``ann``: KNN without filters by an HNSW graph
+        (needs usearch; for ~1M passages, where an exact scan passes 100 ms). A one-shot
+        process leaves this off: its single search never reads every vector."""
+        self.retrieval.vectors = VectorMemory(self.store, max_mb, ann=ann)
 
     @property
     def index_path(self) -> Path:
@@ -8692,6 +8815,16 @@ class KnowledgeBase:
         """True while a sync of this index runs in another process."""
         return Syncer.lock(self.store).held_elsewhere()
 
+    def _embedding_progress(self, totals: dict) -> dict | None:
+        """A running sync's embedding: passages done of total, rate (passages/s) and seconds
+        left, from what it writes with each batch (any process); None when none runs."""
+        p = self.store.embedding_progress()
+        if not p or p["done"] >= p["total"] or not self.sync_running() or totals["chunks"] == totals["embedded"]:
+            return None
+        rate = p["done"] / p["seconds"] if p["seconds"] else 0.0
+        return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
+                "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
+
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change,
         with ``links`` (default: as ``pending``) the links that point to no note."""
@@ -8719,7 +8852,8 @@ class KnowledgeBase:
             "sync_running": self.sync_running(),
             "collections_detail": [c.to_dict() for c in self.collections.list()],
             "notes_to_reread": self.store.count_stale_notes(),
-            "vectors_in_memory_bytes": self.store.vector_memory_bytes(),
+            "vectors_in_memory_bytes": getattr(self.retrieval.vectors, "nbytes", 0),
+            "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
         if pending if links is None else links:
@@ -10175,6 +10309,10 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     else:
         advice = f"  (run: {pms_command('sync')})" if sum(p.values()) or to_embed else ""
     print(f"Pending:     {todo}{advice}")
+    if info["embedding"]:
+        e = info["embedding"]
+        eta = SyncProgress("embed", e["done"], e["total"], e["rate"], e["eta_s"]).eta_text
+        print(f"Embedding:   {e['done']:,} of {e['total']:,} passages, {e['rate']:.0f}/s, {eta} left (newest notes first)")
     if info.get("skipped"):
         print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
     if info.get("pdfs_without_text"):
@@ -10327,6 +10465,7 @@ def cmd_mcp(kb: KnowledgeBase, args) -> int:
         raise PMSError("the MCP server needs the mcp package: pip install mcp", Hint(command="setup"))
     if args.timeout is not None and not args.timeout > 0:
         raise PMSError(f"--timeout wants a number of seconds above 0, not {args.timeout:g}")
+    kb.keep_vectors_in_memory()  # a long-running server: warm vector searches
     service = MCPService(kb, allow_sync=args.allow_sync, call_timeout=args.timeout)
     if args.watch if args.watch is not None else args.http:  # on by default for the long-lived HTTP server
         service.watch()
@@ -10428,6 +10567,14 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
 
 
 SETUP_PIP = "pip>=24.2"
+# What `setup` installs, pinned (as requirements.txt): a newer sqlite-vec may lay out its
+# tables otherwise (VectorMemory then scans them, ~10x slower to read), a newer fastembed
+# may embed differently from the vectors already stored.
+SETUP_PACKAGES = ["fastembed==0.9.1", "sqlite-vec==0.1.9", "sqlean-py==3.50.4.5", "trafilatura==2.3.1",
+                  "lxml_html_clean==0.4.6", "mcp==2.3.0", f"{PDF_PACKAGE}==5.15.2"]
+# The desktop app's, as requirements-dev.txt (6.12.0 loses a reference to None per call on
+# Python < 3.12, and the app aborts); markdown-it for its note preview.
+SETUP_GUI_PACKAGES = ["PySide6-Essentials==6.11.3", "markdown-it-py==4.3.0", "mdit-py-plugins==0.7.0"]
 
 
 def default_bin_dir() -> Path:
@@ -10511,11 +10658,7 @@ def cmd_setup(args) -> int:
         return 0
 
     target = private_env_dir()
-    packages = ["fastembed", "sqlite-vec", "sqlean-py", "trafilatura", "lxml_html_clean", "mcp", PDF_PACKAGE]
-    if args.gui:
-        # 6.12.0 loses a reference to None per call on Python < 3.12 (immortal None hides it later), and the app aborts.
-        packages.append("PySide6-Essentials" + ("!=6.12.0" if sys.version_info < (3, 12) else ""))
-        packages += ["markdown-it-py", "mdit-py-plugins"]  # the app's note preview
+    packages = SETUP_PACKAGES + (SETUP_GUI_PACKAGES if args.gui else [])
     print(f"Setting up {target} with: {' '.join(packages)}")
     if not (target / ("Scripts" if sys.platform == "win32" else "bin")).exists():
         venv.EnvBuilder(with_pip=True).create(target)

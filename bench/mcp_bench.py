@@ -134,6 +134,7 @@ def raw_http_latency(url: str, queries: list[str], k: int) -> dict:
 
 def in_process_latency(db: Path, queries: list[str], k: int) -> dict:
     kb = pms.KnowledgeBase(db)
+    kb.keep_vectors_in_memory()  # as `pms mcp` does
     try:
         for q in queries[:3]:
             kb.search(q, k=k)

@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         kb = pms.KnowledgeBase(args.db)
+        kb.keep_vectors_in_memory()  # a long-running process: warm vector searches
     except pms.PMSError as exc:
         print(f"pms: error: {exc}", file=sys.stderr)
         return 1

@@ -226,7 +226,7 @@ def bench(script: str, *args, tmp_path: Path, timeout: int = 600) -> subprocess.
 
 def test_the_maintained_bench_scripts_are_these():
     """Studies that shipped nothing are not kept in bench/ (git history keeps them; docs/decisions.md says what they found)."""
-    assert BENCH_SCRIPTS == ["embed_server.py", "faults.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "related.py", "relevance.py", "suite.py"]
+    assert BENCH_SCRIPTS == ["embed_server.py", "faults.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "related.py", "relevance.py", "scale.py", "suite.py"]
 
 
 @pytest.mark.parametrize("script", BENCH_SCRIPTS)
@@ -320,3 +320,21 @@ def test_gui_bench_tiny_run(tmp_path):
                    "--searches", 12, "--background-pages", 0, tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "time to window" in result.stdout and "keystroke -> results painted" in result.stdout
+
+
+@pytest.mark.slow
+def test_scale_bench_tiny_run(shared_data, tmp_path, capsys):
+    import scale
+
+    out = tmp_path / "scale.json"
+    plot = tmp_path / "scale.png"
+    assert scale.main(["--sizes", "300", "--vectors", "3000", "--queries", "4", "--oneshot-runs", "1",
+                       "--workdir", str(tmp_path / "work"), "--json", str(out), "--plot", str(plot)]) == 0
+    results = json.loads(out.read_text())
+    (notes,), (vectors,) = results["notes"], results["vectors"]
+    assert 290 <= notes["notes"] <= 300 and notes["embed"]["embedded"] == notes["size"]["chunks"] > 0
+    assert notes["resync_touched_s"] > 0 and notes["touched_updated"] == 100
+    assert vectors["vectors"] == 3000 and vectors["warm"]["vectors_in_memory_mb"] > 0
+    assert notes["oneshot_hybrid"]["vectors_in_memory_mb"] == vectors["oneshot_hybrid"]["vectors_in_memory_mb"] == 0
+    assert "| notes | passages |" in capsys.readouterr().out
+    assert plot.exists() == pms.module_available("matplotlib")

@@ -79,6 +79,8 @@ RAW_SQL_ALLOWED = {
     "bench/mcp_bench.py": "serves a copy made with SQLite's backup API and counts notes read-only, so a cached index "
                           "shared by several checkouts is never migrated by the bench",
     "bench/perf.py": "weighs the file by table (dbstat) after folding the WAL, and builds what-if copies for the size study",
+    "bench/scale.py": "writes synthetic vectors straight into a generated index (100k and 1M, no model) and reads them "
+                      "all back to compare the ANN graph with exact search",
     "build/pms.spec": "asks the build's Python whether its sqlite3 loads extensions (no index involved)",
 }
 

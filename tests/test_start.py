@@ -184,3 +184,19 @@ def test_importing_pms_leaves_garbage_collection_as_it_found_it():
             print(repr({"enabled": gc.isenabled()}))
             """, before)
         assert found["enabled"] is (before == "on")
+
+
+def test_setup_installs_the_pinned_versions_the_project_tests():
+    """`setup` pins each package to the version requirements*.txt name (what the tests ran with)."""
+    import pms
+
+    pinned = {}
+    for name in ("requirements.txt", "requirements-dev.txt"):
+        for line in (REPO / name).read_text(encoding="utf-8").splitlines():
+            spec = line.split("#")[0].strip()
+            if "==" in spec:
+                package, version = spec.split("==")
+                pinned[package.lower()] = version
+    for spec in pms.SETUP_PACKAGES + pms.SETUP_GUI_PACKAGES:
+        package, version = spec.split("==")
+        assert pinned[package.lower()] == version, spec

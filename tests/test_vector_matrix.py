@@ -11,11 +11,6 @@ QUERIES = ["replicate documents onto my cellphone", "memory safety rules", "copi
            "engine oil", "syncthing conflict"]
 
 
-def sqlite_vec_only(store):
-    """The store as a cold process sees it: every KNN in sqlite-vec."""
-    store.vector_matrix_max_mb = 0
-
-
 @pytest.fixture
 def two_collections(hybrid_kb, notes, tmp_path):
     """The shared vault plus a second collection with tags and folders, embedded by the real model."""
@@ -33,11 +28,19 @@ def two_collections(hybrid_kb, notes, tmp_path):
 
 
 def both_ways(store, fn):
-    """fn() answered from memory, then by sqlite-vec alone."""
-    store.vector_matrix_max_mb, store.vector_matrix_after = pms.VECTOR_MATRIX_MAX_MB, 0
+    """fn(vectors) answered from memory (a VectorMemory), then by the Store's SQL alone."""
+    memory = pms.VectorMemory(store, after=0)
+    in_memory = fn(memory)
+    assert memory.matrix is not None  # the matrix really answered
+    return in_memory, fn(store)
+
+
+def searched_both_ways(kb, fn):
+    """fn() through the KnowledgeBase with the vectors in memory, then with sqlite-vec alone."""
+    kb.retrieval.vectors = pms.VectorMemory(kb.store, after=0)
     in_memory = fn()
-    assert store._matrix is not None  # the matrix really answered
-    sqlite_vec_only(store)
+    assert kb.status(pending=False)["vectors_in_memory_bytes"] > 0
+    kb.retrieval.vectors = kb.store
     return in_memory, fn()
 
 
@@ -50,10 +53,10 @@ def test_knn_in_memory_equals_sqlite_vec_with_every_filter(two_collections):
         blob = kb.retrieval.query_vector(query)
         for ids, note_filter in filters:
             for limit in (1, 5, 500):
-                memory, sqlite_vec = both_ways(store, lambda: store.vector_search(blob, limit, ids, note_filter))
+                memory, sqlite_vec = both_ways(store, lambda v: v.vector_search(blob, limit, ids, note_filter))
                 assert memory == sqlite_vec  # same ids, same order, the same float distances
         for mode in ("vector", "hybrid"):
-            memory, sqlite_vec = both_ways(store, lambda: kb.search(query, k=8, mode=mode, tags=["food"]))
+            memory, sqlite_vec = searched_both_ways(kb, lambda: kb.search(query, k=8, mode=mode, tags=["food"]))
             assert [(h.path, h.chunk_id, h.score) for h in memory] == [(h.path, h.chunk_id, h.score) for h in sqlite_vec]
 
 
@@ -94,53 +97,84 @@ def test_ties_blocks_and_deleted_vectors_come_back_as_sqlite_vec_gives_them(synt
     some = list(vectors)[:400]
     for query in [vectors[list(vectors)[5]], bytes(range(16)), bytes([200] * 16)]:
         for limit in (3, 40, 100, 5000):  # 5000: more than there are, and over sqlite-vec's cap of 4096
-            memory, sqlite_vec = both_ways(store, lambda: store.vector_search(query, limit, None))
+            memory, sqlite_vec = both_ways(store, lambda v: v.vector_search(query, limit, None))
             assert memory == sqlite_vec
-        memory, sqlite_vec = both_ways(store, lambda: store.vector_distances(query, some + [10**9]))
+        memory, sqlite_vec = both_ways(store, lambda v: v.vector_distances(query, some + [10**9]))
         assert memory == sqlite_vec and 10**9 not in memory and len(memory) == len(some) - 9  # 9 of them were deleted
-    assert len(store._matrix) == 1300 - 15 + 1 and store._matrix.tie_order[0] != 0  # read from vec0's blocks
+    matrix = pms.VectorMatrix(store.vectors_version(), *store.read_vectors())
+    assert len(matrix) == 1300 - 15 + 1 and matrix.tie_order[0] != 0  # read from vec0's blocks
 
 
 def test_the_matrix_is_read_once_and_again_only_when_vectors_change(synthetic_vectors):
     store, vectors = synthetic_vectors
+    memory = pms.VectorMemory(store)
     query = bytes(range(16))
-    store.vector_search(query, 5, None)
-    assert store._matrix is None  # a one-shot process's single search stays in sqlite-vec
-    store.vector_search(query, 5, None)
-    first = store._matrix
+    memory.vector_search(query, 5, None)
+    assert memory.matrix is None  # the first search of a process stays in sqlite-vec
+    memory.vector_search(query, 5, None)
+    first = memory.matrix
     assert first is not None
-    store.vector_search(query, 5, None)
-    assert store._matrix is first  # warm: not read again
+    memory.vector_search(query, 5, None)
+    assert memory.matrix is first  # warm: not read again
     collection = store.require_collection("many").id
     cid = next(iter(vectors))
     store.write_vectors([(cid, collection, query)])  # any write counts (here: this process, this thread)
-    assert store.vector_search(query, 1, None)[0][0] == cid
-    assert store._matrix is None  # the changed vectors were answered by sqlite-vec
+    assert memory.vector_search(query, 1, None)[0][0] == cid
+    assert memory.matrix is None  # the changed vectors were answered by sqlite-vec
+
+
+def test_a_one_shot_search_never_reads_every_vector(two_collections, db_path):
+    """Without keep_vectors_in_memory (the CLI), however many searches: no vectors in memory."""
+    with pms.KnowledgeBase(db_path, embedder=two_collections.embedder) as cold:
+        for _ in range(3):
+            cold.search("tomato soup", mode="hybrid")
+        assert cold.status(pending=False)["vectors_in_memory_bytes"] == 0
+        cold.keep_vectors_in_memory()
+        for _ in range(2):
+            cold.search("tomato soup", mode="hybrid")
+        assert cold.status(pending=False)["vectors_in_memory_bytes"] > 0
 
 
 def test_a_sync_by_another_process_is_seen_by_a_warm_index(two_collections, db_path, notes):
     kb = two_collections
+    kb.keep_vectors_in_memory()
+    memory = kb.retrieval.vectors
     query = "pickled herring with onions"
     for _ in range(3):
         kb.search(query, mode="vector")
-    assert kb.store._matrix is not None
+    assert memory.matrix is not None
     write(notes / "herring.md", "# Pickled herring\n\nHerring with onions in vinegar.\n")
     (notes / "backup.md").unlink()
     sync = run_cli("sync", db=db_path)  # another process; the index names its model folder
     assert sync.returncode == 0 and "1 passages embedded" in sync.stdout, sync.stderr
     for _ in range(3):  # just changed (a sync may still be adding vectors): sqlite-vec answers
         hits = kb.search(query, mode="vector")
-        assert kb.store._matrix is None
+        assert memory.matrix is None
         assert hits[0].path == "herring.md" and all(h.path != "backup.md" for h in hits)
-    kb.store.VECTORS_SETTLE_S = 0  # as if the vectors had stayed unchanged long enough
+    memory.SETTLE_S = 0  # as if the vectors had stayed unchanged long enough
     hits = kb.search(query, mode="vector")  # read into memory again
-    assert kb.store._matrix is not None and hits[0].path == "herring.md"
+    assert memory.matrix is not None and hits[0].path == "herring.md"
 
 
 def test_a_huge_index_stays_in_sqlite_vec(synthetic_vectors):
     store, _ = synthetic_vectors
-    store.vector_matrix_max_mb, store.vector_matrix_after = 0.01, 0  # 10 kB: less than 1,286 x 16 bytes
-    assert store.vector_search(bytes(range(16)), 3, None) and store._matrix is None
+    memory = pms.VectorMemory(store, max_mb=0.01, after=0)  # 10 kB: less than 1,286 x 16 bytes
+    assert memory.vector_search(bytes(range(16)), 3, None) and memory.matrix is None
+
+
+def test_approximate_search_agrees_with_exact_search(synthetic_vectors):
+    """The HNSW graph (usearch) finds what the exact scan finds on a small set, with exact distances."""
+    pytest.importorskip("usearch", reason="usearch (the optional ANN extra) is not installed")
+    store, _ = synthetic_vectors
+    exact, approximate = pms.VectorMemory(store, after=0), pms.VectorMemory(store, after=0, ann=True)
+    rng = random.Random(3)
+    for query in [bytes(rng.randrange(256) for _ in range(16)) for _ in range(12)]:
+        found, wanted = approximate.vector_search(query, 10, None), exact.vector_search(query, 10, None)
+        # The same distances: the same neighbours (up to the order of equal vectors, stored 36 times).
+        assert [d for _, d in found] == pytest.approx([d for _, d in wanted])
+    assert approximate.nbytes > exact.nbytes
+    other = [store.require_collection("many").id]
+    assert approximate.vector_search(bytes(range(16)), 5, other) == exact.vector_search(bytes(range(16)), 5, other)
 
 
 def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
@@ -163,6 +197,7 @@ def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
 
 def test_memory_use_is_reported_and_can_be_refused(two_collections, db_path):
     kb = two_collections
+    kb.keep_vectors_in_memory()
     passages = kb.status(pending=False)["embedded"]
     for _ in range(2):
         warm = kb.search("tomato soup", mode="vector")
