@@ -1415,13 +1415,18 @@ def _display_prose(text: str, first: bool = False) -> list[str]:
     return [line.strip() for line in text.split("\n") if line.strip()]
 
 
+def _reader_words(text: str) -> int:
+    """Words as a reader counts them: each Chinese or Japanese character is one (no spaces there)."""
+    return len(re.findall(r"\w+", spaced_cjk(text)))
+
+
 def note_substance(body: str) -> tuple[int, int, int]:
     """(words a reader sees, the note's own words, links out) of a note's body.
     Its own words are those outside quotes and outside lines that hold a link
     (to a note, a page or a web address): a redirect or an old edition's "this
     moved" page quotes a paragraph of the real one and links to it, and has few
     words of its own. What tells a stub from a note with content (``is_stub``)."""
-    words = len(re.findall(r"\w+", passage_display_text(body)))
+    words = _reader_words(passage_display_text(body))
     lines = body.split("\n")
     fenced, _ = _fence_states(lines)
     own_lines, links = [], 0
@@ -1430,7 +1435,7 @@ def note_substance(body: str) -> tuple[int, int, int]:
         links += found
         if in_fence or not (found or line.lstrip().startswith(">") or ("[" in line and "]" not in line)):
             own_lines.append(line)
-    own = len(re.findall(r"\w+", passage_display_text("\n".join(own_lines)))) if links else words
+    own = _reader_words(passage_display_text("\n".join(own_lines))) if links else words
     return words, own, links
 
 

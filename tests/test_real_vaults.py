@@ -215,3 +215,9 @@ def test_related_notes_come_from_the_notes_own_collection_by_default(book):
     assert related and {h.collection for h in related} == {"sample"}
     assert {h.collection for h in book.related("sample/reading/how-to-take-smart-notes.md", k=8,
                                                collections=["book", "sample"])} <= {"book", "sample"}
+
+
+def test_a_short_note_in_chinese_has_words_and_is_no_stub():
+    """Chinese is written without spaces: each character counts as a word, so a short note is no empty stub."""
+    words, own, links = pms.note_substance("# 火车\n\n火车时刻表很重要")
+    assert words >= 8 and not pms.is_stub(words, own, links, pms.RankingSettings())
