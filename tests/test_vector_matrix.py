@@ -163,15 +163,22 @@ def test_a_huge_index_stays_in_sqlite_vec(synthetic_vectors):
 
 
 def test_approximate_search_agrees_with_exact_search(synthetic_vectors):
-    """The HNSW graph (usearch) finds what the exact scan finds on a small set, with exact distances."""
+    """The HNSW graph (usearch) finds what the exact scan finds on a small set (recall@10 over 12
+    queries; HNSW is approximate and its multi-threaded build not deterministic), with exact distances."""
     pytest.importorskip("usearch", reason="usearch (the optional ANN extra) is not installed")
     store, _ = synthetic_vectors
     exact, approximate = pms.VectorMemory(store, after=0), pms.VectorMemory(store, after=0, ann=True)
     rng = random.Random(3)
+    from collections import Counter
+
+    shared = 0
     for query in [bytes(rng.randrange(256) for _ in range(16)) for _ in range(12)]:
         found, wanted = approximate.vector_search(query, 10, None), exact.vector_search(query, 10, None)
-        # The same distances: the same neighbours (up to the order of equal vectors, stored 36 times).
-        assert [d for _, d in found] == pytest.approx([d for _, d in wanted])
+        # Compared by distance: equal vectors are stored 36 times, so ids of a tie may differ.
+        found_d, wanted_d = Counter(round(d, 5) for _, d in found), Counter(round(d, 5) for _, d in wanted)
+        shared += sum((found_d & wanted_d).values())
+        assert sorted(d for _, d in found) == [d for _, d in found]  # exact distances, nearest first
+    assert shared / 120 >= 0.9  # recall@10
     assert approximate.nbytes > exact.nbytes
     other = [store.require_collection("many").id]
     assert approximate.vector_search(bytes(range(16)), 5, other) == exact.vector_search(bytes(range(16)), 5, other)
