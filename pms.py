@@ -1548,6 +1548,12 @@ def note_language(text: str) -> str:
     return _SCRIPT_DEFAULT.get(script, "und")
 
 
+def language_script(language: str) -> str:
+    """The script a language (note_language's code) is written in, or the code itself for
+    a script of one language here (zh, ja, ko, el...)."""
+    return next((script for script, languages in _SCRIPT_LANGUAGES.items() if language in languages), language)
+
+
 LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian", "pt": "Portuguese",
                   "nl": "Dutch", "pl": "Polish", "tr": "Turkish", "id": "Indonesian", "sv": "Swedish", "ru": "Russian",
                   "uk": "Ukrainian", "bg": "Bulgarian", "hi": "Hindi", "ne": "Nepali", "ar": "Arabic", "fa": "Persian",
@@ -5465,17 +5471,23 @@ class RankingSettings(Record):
     # "Static models"): see ``for_vectors``.
     static_vector_weight: float = 0.5
     static_complete_keyword_share: float = 0.7
-    # Across languages: a query in one language (note_language of the query, when
-    # its words tell) matching a note in another by words alone is weak evidence:
-    # a Spanish caption's "de", "la" and command names pull unrelated English
+    # Across languages (docs/benchmarks.md, "Languages"; only with a multilingual model,
+    # is_multilingual_model: an English model's vector list cannot read the query, and
+    # the keyword list is then the better half). A query matching a note in another
+    # language of the same script (note_language of each) by words alone shares false
+    # friends with it: a Spanish caption's "de", "la", "con" pull unrelated English
     # pages up the keyword list. Such a note's keyword vote, in fusion and in the
-    # complete step, is multiplied by this (1: off); a query or note whose
-    # language is not told ("und") keeps its full vote, so a short English query
-    # is never taken for another language's. Only with a multilingual model
-    # (is_multilingual_model): an English model's vector list cannot read the
-    # query, and the keyword list is then the better half. See docs/benchmarks.md,
-    # "Languages".
+    # complete step, is multiplied by cross_language_keyword (1: off). Across scripts
+    # (a Russian query, an English note) the words in common are commands and names,
+    # real evidence, so the vote stays; a query or note whose language is not told
+    # ("und") keeps its full vote, so a short English query is never taken for another
+    # language's. mlcross, Spanish queries: 0.474 -> 0.603 (vector list alone 0.674).
     cross_language_keyword: float = 0.25
+    # A multilingual model's head of the fusion is not re-scored (the complete step):
+    # multilingual-e5's cosines crowd together (unrelated passages ~0.75), so cosine /
+    # best barely tells the head apart and BM25 / best decides it. mlcross with e5:
+    # 0.527 -> 0.569, every language up, English 0.772 -> 0.768.
+    multilingual_complete_depth: int = 0
 
     # The note-level prior (``order_by_note_prior``): a stub is a note that links
     # elsewhere and has under ``stub_words`` words of its own (outside quotes and
@@ -5495,10 +5507,12 @@ class RankingSettings(Record):
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
     alias_coverage: float = 0.8
 
-    def for_vectors(self, static: bool) -> RankingSettings:
-        """These settings for a vector list from a static model (``static``) or a transformer."""
-        return self.replace(vector_weight=self.static_vector_weight,
-                            complete_keyword_share=self.static_complete_keyword_share) if static else self
+    def for_vectors(self, static: bool, multilingual: bool = False) -> RankingSettings:
+        """These settings for a vector list from a static model (``static``) or a transformer,
+        and from a multilingual model (``multilingual``)."""
+        s = self.replace(complete_depth=self.multilingual_complete_depth) if multilingual else self
+        return s.replace(vector_weight=self.static_vector_weight,
+                         complete_keyword_share=self.static_complete_keyword_share) if static else s
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
@@ -5980,7 +5994,8 @@ class Retrieval:
 
         t0 = time.perf_counter()
         if req.used == "hybrid":
-            s = s.for_vectors(getattr(self.embedder, "static", False))  # only a local model can be static
+            s = s.for_vectors(getattr(self.embedder, "static", False),  # only a local model can be static
+                              self.embedder is not None and is_multilingual_model(self.embedder.model_name))
             lists, owners = self._hybrid_lists(req, max(s.depth, req.k * s.hybrid_depth_per_k), s)
         else:
             depth = max(req.k * s.single_depth_per_k, s.single_min_depth)
@@ -6133,8 +6148,12 @@ class Retrieval:
         if language == "und":
             return set()
         doc_of = {unit: owner.get(unit, 0) if req.chunks else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
+        script = language_script(language)
         languages = self.store.note_languages(set(doc_of.values()))
-        return {unit for unit, doc in doc_of.items() if languages.get(doc, "und") not in ("und", language)}
+        if any(languages.get(doc_of[unit]) == language for unit, _ in lists["keyword"]):
+            return set()  # the words found notes in the query's language: the list is no false friends' list
+        return {unit for unit, doc in doc_of.items()
+                if languages.get(doc, "und") not in ("und", language) and language_script(languages[doc]) == script}
 
     def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]]) -> Evidence:
         """What the complete step reads for the head notes ``docs``: their passages'
