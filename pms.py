@@ -5483,11 +5483,14 @@ class RankingSettings(Record):
     # ("und") keeps its full vote, so a short English query is never taken for another
     # language's. mlcross, Spanish queries: 0.474 -> 0.603 (vector list alone 0.674).
     cross_language_keyword: float = 0.25
-    # A multilingual model's head of the fusion is not re-scored (the complete step):
-    # multilingual-e5's cosines crowd together (unrelated passages ~0.75), so cosine /
-    # best barely tells the head apart and BM25 / best decides it. mlcross with e5:
-    # 0.527 -> 0.569, every language up, English 0.772 -> 0.768.
+    # With a multilingual model the head of the fusion is not re-scored (the complete
+    # step): multilingual-e5's cosines crowd together (unrelated passages ~0.75), so
+    # cosine / best barely tells the head apart and BM25 / best decides it (mlcross
+    # with e5: 0.527 -> 0.569, every language up, English 0.772 -> 0.768); and its
+    # vector list, which reads every language, votes as much as the keyword list
+    # (mlcross 0.586 -> 0.594, mlmixed 0.569 -> 0.575; x0.7 did no better on both).
     multilingual_complete_depth: int = 0
+    multilingual_keyword_weight: float = 1.0
 
     # The note-level prior (``order_by_note_prior``): a stub is a note that links
     # elsewhere and has under ``stub_words`` words of its own (outside quotes and
@@ -5510,7 +5513,8 @@ class RankingSettings(Record):
     def for_vectors(self, static: bool, multilingual: bool = False) -> RankingSettings:
         """These settings for a vector list from a static model (``static``) or a transformer,
         and from a multilingual model (``multilingual``)."""
-        s = self.replace(complete_depth=self.multilingual_complete_depth) if multilingual else self
+        s = self.replace(complete_depth=self.multilingual_complete_depth,
+                         keyword_weight=self.multilingual_keyword_weight) if multilingual else self
         return s.replace(vector_weight=self.static_vector_weight,
                          complete_keyword_share=self.static_complete_keyword_share) if static else s
 
