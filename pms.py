@@ -3158,9 +3158,10 @@ class Store:
                         (key, None if value is None else str(value)))
 
     # -- collections -------------------------------------------------------------
+    _COLLECTION_SQL = "SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections"
+
     def collection_rows(self) -> list[CollectionRow]:
-        rows = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections ORDER BY name")
-        return [CollectionRow(*r) for r in rows]
+        return [CollectionRow(*r) for r in self.db.execute(self._COLLECTION_SQL + " ORDER BY name")]
 
     def require_collection(self, name: str) -> CollectionRow:
         """The collection's row, or a PMSError that lists the ones there are."""
@@ -3171,8 +3172,7 @@ class Store:
         return row
 
     def collection_row(self, name: str) -> CollectionRow | None:
-        row = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections "
-                              "WHERE name = ?", (name,)).fetchone()
+        row = self.db.execute(self._COLLECTION_SQL + " WHERE name = ?", (name,)).fetchone()
         return CollectionRow(*row) if row else None
 
     def add_collection(self, name: str, path: str, glob: str, description: str, excludes: str = "") -> None:
@@ -3261,13 +3261,13 @@ class Store:
         only new or edited passages need embedding again.
         """
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date,
-                  NOTE_PARSER_VERSION, note.language, note.words, note.own_words, note.links_out)
+        fields = {"title": note.title, "tags": ",".join(note.tags), "aliases": ",".join(note.aliases), "size": size,
+                  "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
+                  "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
+                  "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages}
         if row:
             doc_id = row[0]
-            db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ?, "
-                       "note_date = ?, parsed_version = ?, language = ?, words = ?, own_words = ?, links_out = ? WHERE id = ?",
-                       (*fields, doc_id))
+            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), doc_id))
             old: dict[str, list[int]] = {}
             for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
                 old.setdefault(h, []).append(chunk_id)
@@ -3276,13 +3276,10 @@ class Store:
         else:
             docid = note_docid(collection_id, path,
                                lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
-            cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
-                             "note_date, parsed_version, language, words, own_words, links_out) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (collection_id, path, docid, *fields))
+            cur = db.execute(f"INSERT INTO documents(collection_id, path, docid, {', '.join(fields)}) "
+                             f"VALUES (?, ?, ?, {placeholders(list(fields))})", (collection_id, path, docid, *fields.values()))
             doc_id = cur.lastrowid
             old = {}
-        db.execute("UPDATE documents SET pages = ? WHERE id = ?", (note.pages, doc_id))
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
                        [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
@@ -3318,18 +3315,13 @@ class Store:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
                "JOIN collections c ON c.id = d.collection_id WHERE 1=1")
         args: list = []
-        if docid:
-            sql += " AND d.docid = ?"
-            args.append(docid)
-        if docid_prefix:  # a range, so the docid index answers it ('g' sorts after every hex digit)
-            sql += " AND d.docid >= ? AND d.docid < ?"
-            args += [docid_prefix, docid_prefix + "g"]
-        if collection:
-            sql += " AND c.name = ?"
-            args.append(collection)
-        if path:
-            sql += " AND d.path = ?"
-            args.append(path)
+        # docid_prefix: a range, so the docid index answers it ('g' sorts after every hex digit)
+        for given, condition, values in ((docid, "d.docid = ?", [docid]),
+                                         (docid_prefix, "d.docid >= ? AND d.docid < ?", [docid_prefix, f"{docid_prefix}g"]),
+                                         (collection, "c.name = ?", [collection]), (path, "d.path = ?", [path])):
+            if given:
+                sql += f" AND {condition}"
+                args += values
         sql += " ORDER BY c.name, d.path" + (f" LIMIT {int(limit)}" if limit else "")
         return [DocumentRow(*r) for r in self.db.execute(sql, args)]
 
@@ -4397,7 +4389,6 @@ class HTTPEmbedder(EmbeddingProvider):
 
     @classmethod
     def from_config(cls, config: dict, **common) -> HTTPEmbedder:
-        common.pop("allow_download", None)
         return cls(config.get("url") or "", config.get("model") or "", api=config.get("kind"),
                    api_key_env=config.get("api_key_env"), allow_remote=bool(config.get("allow_remote")),
                    input_type=config.get("input_type"), dim=config.get("dim"), **common)
