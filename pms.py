@@ -2664,10 +2664,12 @@ def placeholders(values: Sequence) -> str:
 
 
 def in_parts(values: Iterable, size: int = SQLITE_MAX_VARS) -> Iterator[list]:
-    """``values`` as lists of at most ``size``, one per statement."""
-    values = list(values)
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
+    """``values`` as lists of at most ``size`` (one per statement, or batch), read as they come."""
+    import itertools
+
+    iterator = iter(values)
+    while part := list(itertools.islice(iterator, size)):
+        yield part
 
 
 # Rows at the Store's boundary, named instead of unpacked by position.
@@ -4096,7 +4098,7 @@ class EmbeddingProvider:
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
         """int8 vectors of ``texts``, in order, ``batch_size`` texts a call."""
         self.load()
-        for batch in _batches((self.passage_prefix + text for text in texts), self.batch_size):
+        for batch in in_parts((self.passage_prefix + text for text in texts), self.batch_size):
             yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
 
     def embed_query(self, text: str) -> bytes:
@@ -4792,19 +4794,9 @@ class StaticModel:
         return self.embed_query(texts) if isinstance(texts, str) else self.embed_passages(texts, batch_size)
 
     def embed_passages(self, texts: Iterable[str], batch_size: int = STATIC_BATCH_SIZE) -> Iterator:
-        for batch in _batches(texts, batch_size):
+        for batch in in_parts(texts, batch_size):
             for encoding in self.tokenizer.encode_batch_fast(batch, add_special_tokens=False):
                 yield self._pool(encoding.ids)
-
-
-def _batches(items: Iterable, size: int) -> Iterator[list]:
-    """``items`` in lists of ``size``, the last one shorter (itertools.batched from Python 3.12)."""
-    import itertools
-
-    iterator = iter(items)
-    while batch := list(itertools.islice(iterator, size)):
-        yield batch
-
 
 def model_mismatch(indexed: str, wanted: str) -> str:
     """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
