@@ -3143,11 +3143,13 @@ class Store:
 
     def json_meta(self, key: str):
         """A meta value written as JSON; None when it is missing or not JSON."""
+        raw = self.get_meta(key)
+        if not raw:
+            return None  # json is not imported for nothing: a cold keyword search never loads it
         import json
 
-        raw = self.get_meta(key)
         try:
-            return json.loads(raw) if raw else None
+            return json.loads(raw)
         except ValueError:
             return None
 
