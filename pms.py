@@ -2102,19 +2102,15 @@ class Exclusions:
 
     def __init__(self, root: Path, own: Sequence[str] = ()):
         self.sources: dict[str, list[str]] = {"exclude": [g for g in own if g.strip()]}
-        try:
+        with contextlib.suppress(OSError):
             lines = (root / ".pmsignore").read_text(encoding="utf-8", errors="replace").splitlines()
             self.sources[".pmsignore"] = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")][:1000]
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             import json
 
             filters = json.loads((root / ".obsidian" / "app.json").read_text(encoding="utf-8")).get("userIgnoreFilters")
             if isinstance(filters, list):
                 self.sources["obsidian"] = [f for f in filters if isinstance(f, str) and f.strip()][:1000]
-        except (OSError, ValueError, AttributeError):
-            pass
         self._globs: list[tuple[GlobPattern, bool]] = []
         for glob in self.sources["exclude"] + self.sources.get(".pmsignore", []):
             glob = glob.strip()
@@ -2638,12 +2634,10 @@ def sqlite_module(want_extensions: bool):
     import sqlite3
 
     if want_extensions and not hasattr(sqlite3.Connection, "enable_load_extension"):
-        try:
+        with contextlib.suppress(ImportError):
             import sqlean
 
             return sqlean
-        except ImportError:
-            pass
     return sqlite3
 
 
@@ -4855,12 +4849,10 @@ def quiet_logs():
     """fastembed logs through loguru and warns through warnings: keep stderr to our one line."""
     import warnings
 
-    try:
+    with contextlib.suppress(Exception):
         from loguru import logger
 
         logger.disable("fastembed")
-    except Exception:
-        pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
