@@ -5536,7 +5536,7 @@ def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: Rankin
         stub = hits[i]
         targets = [j for j, h in enumerate(out) if not h.stub and h.collection == stub.collection
                    and h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower() in names]
-        here = out.index(stub)
+        here = next(j for j, h in enumerate(out) if h is stub)  # by identity: Record equality compares every field
         if targets and targets[-1] > here:
             out.insert(targets[-1], out.pop(here))  # just after its last target (which moved up one)
     return out
@@ -5624,9 +5624,9 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
         if feedback:  # Rocchio: q + weight x the mean of those passages, all unit vectors
             moved = q + settings.feedback_weight * vectors[feedback].mean(axis=0)
             similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
+        values = similarity.tolist()
         for i in np.argsort(-similarity, kind="stable").tolist():  # nearest first: ties keep the head's order
-            doc = evidence.owner[ids[i]]
-            cosine.setdefault(doc, similarity[i].item())
+            cosine.setdefault(evidence.owner[ids[i]], values[i])
     wanted = set(docs)
     bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
     for doc, value in evidence.bm25.items():
@@ -5996,7 +5996,7 @@ class Retrieval:
 
                 q = np.frombuffer(self.query_vector(req.meaning), dtype=np.int8).astype(np.float32)
                 q /= max(float(np.linalg.norm(q)), 1e-9)
-                for cid, blob in self.store.vectors_of(ids).items():
+                for cid, blob in self.vectors.vectors_of(ids).items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
         for hit in hits:
