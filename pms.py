@@ -3299,12 +3299,14 @@ class Store:
 
     def indexed_times(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
         """(collection, path) -> (mtime_ns, size) as last indexed."""
+        paths: dict[str, list[str]] = {}
+        for name, path in notes:
+            paths.setdefault(name, []).append(path)
         out = {}
-        for part in in_parts(list(notes), SQLITE_MAX_VARS // 2):
-            where = " OR ".join(["(c.name = ? AND d.path = ?)"] * len(part))
-            for name, path, mtime, size in self.db.execute(
-                    f"SELECT c.name, d.path, d.mtime_ns, d.size FROM documents d JOIN collections c ON c.id = d.collection_id "
-                    f"WHERE {where}", [v for pair in part for v in pair]):
+        for name, names_paths in paths.items():  # per collection, so that (collection_id, path)'s index is used
+            for path, mtime, size in self.rows_in(
+                    "SELECT d.path, d.mtime_ns, d.size FROM documents d JOIN collections c ON c.id = d.collection_id "
+                    "WHERE c.name = ? AND d.path IN ({ids})", names_paths, name):
                 out[(name, path)] = (mtime, size)
         return out
 
