@@ -6225,7 +6225,7 @@ class Retrieval:
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
         # Snippets are cut from the passage as a reader sees it (passage_display_text).
-        shown = {hit.chunk_id or 0: passage_display_text(hit.text) for hit in hits}
+        shown = {hit.chunk_id or 0: _shown_passage(hit.text) for hit in hits}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
@@ -6233,6 +6233,11 @@ class Retrieval:
             hit.snippet, hit.marks = (snippet_spans(marked, markup=False) if marked and _MARK_OPEN in marked
                                       else mark_terms(shown[hit.chunk_id or 0], parsed.words, markup=False))
         return hits
+
+
+# Typing searches the same passages keystroke after keystroke: their display text
+# is kept (a passage is at most a few KB; a note body, as note_substance reads, never).
+_shown_passage = functools.lru_cache(maxsize=1024)(passage_display_text)
 
 
 def folder_description(described: dict[str, str], path: str) -> str:
