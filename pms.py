@@ -5070,7 +5070,7 @@ class ParsedQuery(Record):
 
     terms: list[Term]
     excluded: list[Term]
-    text: str = ""  # the query without its -excluded pieces (parse_query)
+    text: str = ""  # the query without its -excluded pieces: what names and the query vector read
 
     @property
     def words(self) -> list[str]:
@@ -5094,14 +5094,9 @@ class ParsedQuery(Record):
 
 
 def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:
-    """Parse what a user typed: words, "exact phrases", -excluded, prefix*.
-
-    Every piece becomes a quoted FTS5 string, so quotes, C++, don't, AND/OR/NOT,
-    NEAR, title:x, emoji or a lone * can never be an SQL or FTS5 syntax error.
-    ``cleaned``: ``query`` already went through clean_query (a SearchRequest's has).
-    ``text`` is the query without its excluded pieces: what names, the exact-title
-    rule and the query vector read, so "rust -borrowing" looks for "rust".
-    """
+    """Parse what a user typed: words, "exact phrases", -excluded, prefix*. Every piece
+    becomes a quoted FTS5 string, so no input is an SQL or FTS5 syntax error.
+    ``cleaned``: ``query`` already went through clean_query (a SearchRequest's has)."""
     terms: list[Term] = []
     excluded: list[Term] = []
     query = query if cleaned else clean_query(query)
@@ -5191,44 +5186,17 @@ class Hit(Record):
 
 
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
-# Markup a snippet may carry from the note's source, removed so that every front
-# end shows readable text (applied with the \x02..\x03 marks still in place).
-# Some of these patterns backtrack on long runs of brackets or spaces ('[[' * 10,000
-# took 3.6 s), so a snippet is cut to this many characters before they run:
-# a snippet shows about 220, FTS5's rarely exceed 400.
+# A snippet shows about 220 characters; one longer than this is cut around its first match.
 SNIPPET_MAX_CHARS = 600
-_SNIPPET_MARKUP = [
-    (r"`{3,}[\w+-]*|~{3,}", " "),                                                  # fence markers
-    (r"!?\[([^\]]*)\]\([^)]*\)", r"\1"),                                          # [text](url), ![alt](src)
-    (r"\[([^\]]*)\]\[[^\]]*\]", r"\1"),                                           # [text][ref]
-    (r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]", r"\1"),                                    # [[target|label]]
-    (r"\[\[|\]\]", ""),                                                           # one the snippet cut in two
-    (r"\]\([^)]*$", "]…"),                                                        # a link target cut by the snippet's end
-    (r"!?\[([^\]]*)\]", r"\1"),                                                   # ...and its text
-    (r"<!--.*?-->", " "),                                                         # <!-- comment -->
-    ((r"(?i)</?(?:[a-z][\w-]*\s[^<>]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
-      r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?>"), " "),  # tags, not Vec<T>
-    (r"(?i)<[a-z][\w-]*\s[^<>]*?(?=…|$)", " "),                                   # a tag the snippet cut off
-    (r"(\*\*|__|~~|`+)", ""),                                                     # bold, strike, code ticks
-    (r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])", ""),                           # *em* and _em_ (not snake_case)
-    (r"(^|\s)(?:#{1,6}|>|[-+*]|\d+[.)])\s+(?:\[[ xX]\]\s+)?", r"\1"),              # heading, quote, list markers
-    (r"\|", " "),                                                                 # table pipes
-    (r"\{\{#\w+[^}]*\}\}", " "),                                                  # mdBook {{#include …}}
-]
 
 
-def snippet_spans(marked: str, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
-    """A snippet with \x02..\x03 around matched words -> (readable text without the
-    note's Markdown or HTML markup, the (start, end) of each marked span in it).
-    ``markup`` False: the text is already as a reader sees it (passage_display_text);
-    only the marks are read (the markup rules would take the "_" of snake_case
-    next to a mark for emphasis)."""
-    if len(marked) > SNIPPET_MAX_CHARS:  # a window around the first match: the patterns below never see more
+def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
+    """Text of a passage as a reader sees it (passage_display_text) with \x02..\x03
+    around matched words -> (the text, the (start, end) of each marked span in it)."""
+    if len(marked) > SNIPPET_MAX_CHARS:
         first = marked.find(_MARK_OPEN)
         start = max(0, first - SNIPPET_MAX_CHARS // 3) if first > 0 else 0
         marked = ("…" if start else "") + marked[start : start + SNIPPET_MAX_CHARS] + "…"
-    for pattern, replacement in _SNIPPET_MARKUP if markup else ():
-        marked = re.sub(pattern, replacement, marked)
     marked = " ".join(marked.split())
     text, marks, start = [], [], None  # type: ignore[assignment]  # None: no mark open
     length = 0
@@ -5245,8 +5213,7 @@ def snippet_spans(marked: str, markup: bool = True) -> tuple[str, list[tuple[int
     return "".join(text), marks
 
 
-# HTML escapes only &, < and > (html.escape with quote=False), written out:
-# importing html and its entity table took 2 ms of a cold search.
+# html.escape(quote=False) written out: importing html is a cost on a cold search.
 def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -5284,7 +5251,7 @@ def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = 
     return "".join(out)
 
 
-def mark_terms(text: str, words: Sequence[str], max_chars: int = 220, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
+def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
     query word (by prefix, so 'sync' marks 'syncing'), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
@@ -5302,7 +5269,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220, markup: bo
         window = "\u2026" + window
     if pattern:
         window = pattern.sub(lambda m: _MARK_OPEN + m.group(0) + _MARK_CLOSE, window)
-    return snippet_spans(window, markup)
+    return snippet_spans(window)
 
 
 @named_tuple
@@ -5351,25 +5318,17 @@ def name_similarity(query: str | set[str], name: str, coverage_min: float = 0.6)
 
 
 class RankingSettings(Record):
-    """Every knob of ranking, each with why it has its value (the dev suite,
-    bench/suite.py: every set, mean and worst set; docs/benchmarks.md).
+    """Every knob of ranking. Defaults are chosen on the whole dev suite (bench/suite.py:
+    every set, mean and worst set); docs/decisions.md holds the figures behind each.
 
-    Fusion: weighted RRF, keyword x2, a small bonus for each list's #1, plus a
-    small share of the convex score (``score_share``), which mostly orders notes
-    RRF places close together by how strong their scores are (suite mean 0.729
-    -> 0.731, worst set NFCorpus 0.349 -> 0.353). The convex combination alone
-    (``method="convex"``) has the same mean but falls 0.021 below keyword alone
-    on the Rust book; no other weighting, normalisation or per-query weights
-    did better on both the mean and the worst set.
+    Fusion: weighted RRF, keyword x2, a bonus for each list's #1, plus a small share of
+    the convex score, which orders notes RRF places close together by score strength.
     """
 
     method: str = "rrf"  # or "convex"
     keyword_weight: float = 2.0
     vector_weight: float = 1.0
-    # Notes the query names (title, alias, file name; near misses too); 0 turns
-    # name search off. It changes SciFact, NFCorpus and the sample notes by
-    # nothing, tldr by -0.001, the Rust book by -0.005 (old-edition stubs).
-    name_weight: float = 1.0
+    name_weight: float = 1.0  # notes the query names (title, alias, file name; near misses too); 0: off
     k: int = 60  # rrf only: the rank offset
     top_bonus: float = 0.005  # rrf only: added for each list's #1
     # rrf only: plus score_share x (value / the list's best) from the keyword
@@ -5382,82 +5341,58 @@ class RankingSettings(Record):
     # best passage per note needs a few passages per hit.
     single_depth_per_k: int = 8
     single_min_depth: int = 50
-    # The complete step, per note: the first max(complete_depth, k x 2) notes of the
-    # fusion are re-scored on BOTH signals (a note below a list's top 100 had no
-    # vote from it): the BM25 of its best passage and the cosine of its best
-    # passage to the query vector moved towards the passages nearest the query
-    # of the first fusion's top ``feedback_notes`` notes (Rocchio: q +
-    # feedback_weight x their mean), ranked by complete_keyword_share x BM25 /
-    # best + the rest x cosine / best (+ complete_name_weight x name
-    # similarity). 0: the fusion is the ranking. Against 0: suite mean 0.715 ->
-    # 0.721, worst set NFCorpus 0.353 -> 0.364; feedback from the top 3 cost the
-    # Rust book and tldr 0.004 each.
+    # The complete step (``complete_scores``): the first max(complete_depth, k x 2) notes of
+    # the fusion re-scored on both signals, since a note below a list's top 100 had no vote
+    # from it: complete_keyword_share x BM25 / best + the rest x cosine / best (+
+    # complete_name_weight x name similarity), the query vector moved towards the passages
+    # nearest it of the top ``feedback_notes`` notes (Rocchio, ``feedback_weight``). 0: off.
     complete_depth: int = 20
     complete_keyword_share: float = 0.5
     complete_name_weight: float = 0.0
     feedback_notes: int = 1
     feedback_weight: float = 0.5
-    # bm25 column weights: title, headings, body. 3/3/1 beat 4/2/1, 2/2/1 and
-    # 1/1/1 in hybrid search on both sets (README, "Search quality").
-    field_weights: tuple[float, float, float] = (3.0, 3.0, 1.0)
-    # Passages with every term rank first for queries of up to this many terms;
-    # for 4+ (questions, pasted claims) it cost nDCG, so BM25 alone ranks them.
+    field_weights: tuple[float, float, float] = (3.0, 3.0, 1.0)  # bm25 columns: title, headings, body
+    # Passages with every term rank first for queries of up to this many terms; longer
+    # ones (questions, pasted claims) are ranked by BM25 alone.
     and_first_max_terms: int = 3
-    # A note's focus on the query (Retrieval.keyword_stage): focus_weight x (its
-    # passages' scores in the list, summed) / (its passage count ** focus_power).
-    # The Rust book's sections beat the print-edition chapters holding the same
-    # passage (keyword 0.893 -> 0.949); no other set moves by more than 0.001.
+    # A note's focus on the query (Retrieval._focused): focus_weight x (its passages'
+    # scores in the list, summed) / (its passage count ** focus_power), so a section about
+    # the query beats a whole chapter holding the same passage.
     focus_weight: float = 0.5
     focus_power: float = 0.75
-    # Keyword mode: the names list's weight against BM25's (x2), so a note the
-    # query names beats BM25's #1 ("regex cheatsheet"): sample 0.807 -> 0.813.
+    # Keyword mode: the names list's weight against BM25's, so a note the query names beats BM25's #1.
     keyword_name_weight: float = 3.0
-    # Names: a query of more words names no note (and scanning the trigrams of a
-    # pasted sentence cost SciFact 20 ms a query); trigram candidates scored exactly.
+    # Names: a query of more words names no note; the trigram candidates are scored exactly.
     name_query_max_words: int = 6
     name_candidates: int = 40
-    # The pre-check before the ranked name search (Retrieval._may_name_a_note) runs
-    # when a name must share at least this many of the query's trigrams (with fewer,
-    # most notes do), and scores at most name_precheck_max notes.
+    # Retrieval._may_name_a_note runs when a name must share at least this many of the
+    # query's trigrams (with fewer, most notes do), and scores at most name_precheck_max notes.
     name_precheck_min_shared: int = 3
     name_precheck_max: int = 100
     # A query names a note when this share of its trigrams is in the name (pg_trgm's
-    # word_similarity_threshold) and name_similarity reaches name_match_min: with
-    # 0.6 the list cost SciFact 0.027 (short topics named dozens of titles).
+    # word_similarity_threshold) and name_similarity reaches name_match_min.
     name_coverage_min: float = 0.6
     name_match_min: float = 0.7
-    # A note named this closely (one wrong letter, a plural) comes first, like an
-    # exact title (the exact-title rule: typing a note's name is the commonest way
-    # to look for it). No suite query reaches it; the tests show what it is for.
+    # A note named this closely (one wrong letter, a plural) comes first, like an exact
+    # title: typing a note's name is the commonest way to look for it.
     name_first_min: float = 0.85
     # Relevance (Hit.relevance, absolute, 0-1): the larger of the shown passage's cosine
     # similarity to the query and the share of the query's words it holds, that share
     # times partial_match_weight unless it holds them all (common words match anything).
-    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak). Chosen on
-    # the Rust book's and the sample notes' judged queries against 7 the notes cannot
-    # answer (docs/benchmarks.md, "Relevance"): see the figures there.
+    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak).
     partial_match_weight: float = 0.5
     relevance_floor: float = 0.35
-    # A static model's vector list (Model2Vec; StaticModel) is weaker than a
-    # transformer's (the test model distilled from MiniLM: vector mode 0.460
-    # nDCG@10 on the suite mean, MiniLM 0.647), so its vote and its share of
-    # the complete scores are these instead of vector_weight and 1 -
-    # complete_keyword_share (chosen on the whole suite; docs/benchmarks.md,
-    # "Static models"): see ``for_vectors``.
+    # A static model's vector list (Model2Vec) is weaker than a transformer's: its vote and
+    # its share of the complete scores are these instead (``for_vectors``).
     static_vector_weight: float = 0.5
     static_complete_keyword_share: float = 0.7
 
-    # The note-level prior (``order_by_note_prior``): a stub is a note that links
-    # elsewhere and has under ``stub_words`` words of its own (outside quotes and
-    # link lines: a redirect, an old edition's "this moved" page, an index of
-    # links), or under ``name_body_words`` words at all. A stub's place in a
-    # result list is divided by ``stub_weight`` (0.5: from #1 to #2, from #3 to
-    # #6), it never stays above a note it links to that is in the list, and the
-    # exact-name rules pass it by. On the Rust book the old editions' stubs have
-    # 16-25 words of their own, its redirects 15-117 (most under 70), its
-    # shortest real chapters 84; the sample notes that link anywhere 107 or more.
-    # A note of fewer than ``name_body_words`` words (its heading included) is
-    # nearly empty: a title alone.
+    # The note-level prior (``order_by_note_prior``): a stub is a note that links elsewhere
+    # and has under ``stub_words`` words of its own (outside quotes and link lines: a
+    # redirect, an old edition's "this moved" page, an index of links), or under
+    # ``name_body_words`` words at all (a title alone). A stub's place in a result list is
+    # divided by ``stub_weight``, it never stays above a note it links to that is in the
+    # list, and the exact-name rules pass it by.
     stub_words: int = 70
     stub_weight: float = 0.5
     name_body_words: int = 3
@@ -5556,12 +5491,11 @@ class Fused(Record):
 def fuse(rankings: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings,
          weights: dict[str, float] | None = None) -> list[Fused]:
     """Fuse ranked lists (name -> (unit, value) best first, higher better; a unit listed
-    twice counts at its first place) into one, best first. Pure: no SQLite, no model.
-    ``weights`` (default the settings'; a list without one weighs 1) scale each vote.
-    ``rrf``: weight / (k + rank) + top_bonus for a #1 + score_share x the list's share x
-    value / its best. ``convex``: weight x value / the list's best ("TM2C2", Bruch et
-    al. 2023; a value above the one before it counts as that one, so order holds).
-    Ties go to the unit ranked best by any list, then to the earlier list."""
+    twice counts at its first place) into one, best first. Pure. ``weights`` (default the
+    settings'; a list without one weighs 1) scale each vote. ``rrf``: weight / (k + rank)
+    + top_bonus for a #1 + score_share x the list's share x value / its best. ``convex``:
+    weight x value / the list's best (TM2C2; a value above the one before it counts as
+    that one, so order holds). Ties go to the unit ranked best by any list."""
     weights = settings.weights() if weights is None else weights
     shares = settings.score_shares() if settings.method == "rrf" and settings.score_share else {}
     fused: dict[object, Fused] = {}
@@ -5643,11 +5577,11 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
 
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
          evidence: Callable[[list], Evidence] | None = None, stubs: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
-    """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on
-    both signals when ``evidence`` (head units -> Evidence) is given, then a note
-    named almost exactly (name_first_min) first, unless it is one of ``stubs``
-    (is_stub). Returns the best k x 2 (the exact-title rule and the note prior may
-    still reorder them) and what was done, for --explain."""
+    """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
+    signals when ``evidence`` (head units -> Evidence) is given, then a note named almost
+    exactly (name_first_min) first unless it is one of ``stubs``. Returns the best k x 2
+    (the exact-title rule and the note prior may still reorder them) and, for --explain,
+    what was done."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
     explained = settings.describe(weights)
     best = fuse(lists, settings, weights)
@@ -5668,10 +5602,8 @@ def _holds(words: list[str], tokens: tuple[str, ...]) -> bool:
 
 class SearchRequest(Record):
     """One search, parsed and resolved once: every stage reads it, none parses again.
-
-    ``query`` is clean (clean_query); ``parsed`` its terms, phrases and
-    exclusions (``parsed.text``: the query without them); ``mode`` what was asked,
-    ``used`` the mode that runs and ``reason`` why it is not hybrid."""
+    ``query`` is clean (clean_query); ``mode`` is what was asked, ``used`` the mode that
+    runs and ``reason`` why it is not hybrid."""
 
     query: str
     parsed: ParsedQuery
@@ -5695,8 +5627,8 @@ class SearchRequest(Record):
 
 
 class SearchResult(Record):
-    """A search's hits, the mode it ran in and why, each stage's time in ms, and
-    how ranking was done (--explain). It is also the list of its hits."""
+    """A search's hits (it is also their list), the mode it ran in and why, each stage's
+    time in ms, and how ranking was done (--explain)."""
 
     hits: list[Hit]
     mode: str = "keyword"
@@ -5721,7 +5653,6 @@ class SearchResult(Record):
 
     def __eq__(self, other):
         return self.hits == other if isinstance(other, list) else Record.__eq__(self, other)
-
 
 
 class Retrieval:
@@ -5780,14 +5711,10 @@ class Retrieval:
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
-        """Chunk ids with BM25 scores (higher is better), best first.
-
-        For short queries (up to and_first_max_terms terms), passages that
-        contain every term come before those that contain some; the any-term
-        list fills the rest, so recall is never lost when no passage has them
-        all. Within each group a passage's score adds its note's focus.
-        ``owners`` receives chunk id -> document id of the passages it looked up.
-        """
+        """Chunk ids with BM25 scores (higher is better), best first: for short queries
+        (and_first_max_terms), passages with every term before those with some, each
+        group ordered with its note's focus (_focused). ``owners`` receives chunk id ->
+        document id of the passages it looked up."""
         parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
         match_any = parsed.match_any()
         if not match_any:
@@ -5802,9 +5729,7 @@ class Retrieval:
         match_all = parsed.match_all() if len(parsed.terms) <= s.and_first_max_terms else None
         all_rows = self._fts(match_all, limit, ids, note_filter) if match_all else []
         first = {cid for cid, _ in all_rows}
-        if len(all_rows) >= limit:
-            # Passages with every term fill the list: the any-term query (the
-            # costly one, its common words match most notes) could add nothing.
+        if len(all_rows) >= limit:  # the costly any-term query could add nothing
             return self._focused([(cid, -r) for cid, r in all_rows], first, owners)
         any_rows = self._fts(match_any, limit, ids, note_filter)
         if not match_all or not any_rows:
@@ -5878,12 +5803,10 @@ class Retrieval:
         return bool(grams) and len(grams & wanted) / len(grams) >= self.settings.alias_coverage
 
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
-        """False when no note's name can reach name_match_min, so names_stage can skip
-        its ranked search (bm25 over every note sharing one trigram with the query:
-        5-10 ms on tldr's 38k notes) with the same result. A name that reaches it
-        holds at least that share of the query's padded trigrams, so at least
-        ``need`` of the word-inner ones, which the trigram index can find. ASCII
-        only: Python lower-cases "İ" to "i" and a combining dot, FTS5 does not."""
+        """False when no note's name can reach name_match_min, so names_stage can skip its
+        costly ranked search: a name that reaches it holds at least ``need`` of the query's
+        word-inner trigrams, which the trigram index finds. ASCII only: Python lower-cases
+        "İ" to "i" and a combining dot, FTS5 does not."""
         s = self.settings
         if not query.isascii():
             return True
@@ -6009,10 +5932,8 @@ class Retrieval:
         return max(h.relevance or 0.0 for h in hits)
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings):
-        # The BM25 ranking and the name list (SQLite, each in a worker thread)
-        # run while the query is embedded (ONNX): all release the GIL, so a
-        # hybrid query costs about the longest of the three. Each thread maps its
-        # own list's passages to notes, so fusion starts with every passage mapped.
+        # The BM25 and name lists (SQLite, in worker threads) run while the query is
+        # embedded (ONNX): all release the GIL, so a hybrid query costs about the longest.
         def keyword_list():
             owners: dict[int, int] = {}
             return self.keyword_stage(req, depth, owners=owners), owners
@@ -6121,10 +6042,9 @@ class Retrieval:
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
-        # A note's score: its best similarity to any passage, plus its mean best
-        # similarity over all sampled passages (a note missing from a passage's
-        # list gets that list's last similarity), so a note related throughout
-        # beats one that shares a single paragraph.
+        # A note's score: its best similarity to any passage plus its mean best similarity
+        # over the sampled passages (missing from a list: that list's last), so a note
+        # related throughout beats one that shares a single paragraph.
         best: dict[int, tuple[float, int]] = {}  # document -> (best similarity, its chunk)
         sums: dict[int, list[float]] = {}
         for ranking in per_passage:
@@ -6199,8 +6119,7 @@ class Retrieval:
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
-        # str(Path(folder) / path) for a resolved folder and a clean relative path, at a quarter of
-        # the cost (a search makes 80 of them: 1 ms of a cold one).
+        # str(Path(folder) / path) for a resolved folder and a clean relative path, cheaper.
         abspath = os.path.join(row.collection_path, *row.path.split("/"))
         return Hit(path=row.path, collection=row.collection, abspath=abspath,
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
@@ -6228,8 +6147,8 @@ class Retrieval:
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked, markup=False) if marked and _MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words, markup=False))
+            hit.snippet, hit.marks = (snippet_spans(marked) if marked and _MARK_OPEN in marked
+                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
 
 
@@ -6417,8 +6336,6 @@ def _file_state(st: os.stat_result) -> tuple[int, int, int]:
 
 class NotRegularFileError(PMSError, OSError):
     """A named pipe, device or socket where a note was: never read (it could block forever)."""
-
-
 
 
 def open_regular_file(path: Path):
@@ -7575,8 +7492,6 @@ def _tidy_markdown(markdown: str) -> str:
         out.append(line if _LIST_ITEM.match(line) else line.lstrip())
     text = "\n".join(_with_table_headers(out))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
-
-
 
 
 def _with_table_headers(lines: list[str]) -> list[str]:
