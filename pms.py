@@ -6221,6 +6221,12 @@ class SyncProgress(Record):
     eta: float | None = None
     current: str = ""
 
+    @classmethod
+    def since(cls, started: float, phase: str, done: int, total: int, current: str = "") -> SyncProgress:
+        """``done`` of ``total`` since ``started`` (time.monotonic), with the rate and time left."""
+        rate = done / max(time.monotonic() - started, 1e-6)
+        return cls(phase, done, total, rate, (total - done) / rate if rate else None, current)
+
     @property
     def eta_text(self) -> str:
         """The time left, "42s" or "3m05s"; "?" while it is unknown."""
@@ -6263,12 +6269,8 @@ class SyncCancelled(Exception):
 
 
 class FileLock:
-    """An advisory lock on a file, so two syncs of one index take turns.
-
-    Hand-written over fcntl/msvcrt because the standard library has no
-    portable one; the lock dies with the process, so a killed sync never
-    leaves it stuck.
-    """
+    """An advisory lock on a file, so two syncs of one index take turns. Hand-written over
+    fcntl/msvcrt: the standard library has no portable one. It dies with its process."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -6323,8 +6325,7 @@ class FileLock:
             self._fh = None
 
 
-# SQLite's INTEGER is 64-bit signed: a file dated past the year 2262 (mtime in
-# nanoseconds) does not fit, and one such note used to fail every sync.
+# SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.
 SQLITE_INT_MAX = 2**63 - 1
 
 
@@ -6362,25 +6363,19 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
     return data
 
 
-# Watching folders (the desktop app, `pms watch`, `pms mcp --watch`): how often the
-# folders and notes are looked at, and how long they must stay quiet before a sync
-# (an editor saving, a git checkout, Syncthing: many changes become one sync).
+# Watching folders: how often they are looked at, and how long they must stay quiet
+# before a sync (an editor saving, a git checkout: many changes become one sync).
 WATCH_INTERVAL = 1.0
 WATCH_QUIET = 1.0
-# At most this many folders and notes are looked at per collection (about 10 ms a pass per 2,000).
 WATCH_MAX_PATHS = 20_000
 
 
 class FolderWatcher:
-    """Watches collections' folders (recursively) and their indexed notes, and after
-    ``quiet`` seconds without a further change calls ``on_change(names)`` with the
-    collections that changed. One implementation for every front end.
-
-    By polling modification times, standard library only and alike on every OS: a
-    note added, removed or renamed changes its folder's time, an edit the note's own
-    (a new folder changes its parent's, and is watched from then on). ``source``
-    returns the collections to watch; they are read again after each change.
-    """
+    """Watches collections' folders (recursively) and indexed notes; after ``quiet`` seconds
+    without a further change calls ``on_change(names)`` with the collections that changed.
+    By polling modification times (stdlib only, alike on every OS): a note added, removed or
+    renamed changes its folder's time, an edit the note's own. ``source`` returns the
+    collections to watch; they are read again after each change."""
 
     def __init__(self, on_change: Callable[[list[str]], None], source: Callable[[], list],
                  interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET):
@@ -6480,8 +6475,7 @@ def pdf_available() -> bool:
 
 
 def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
-    """Each page's text and the metadata title, read in this process (PdfReader runs
-    it in a worker: a damaged or hostile file must not hang or crash a sync)."""
+    """Each page's text and the metadata title, read in this process (PdfReader runs it in a worker)."""
     try:
         import pypdfium2 as pdfium
     except ImportError:
@@ -6519,8 +6513,7 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
         doc.close()
 
 
-# Address space of the PDF worker (Linux): a file that balloons in memory fails
-# alone instead of pushing the machine into swap.
+# Address space of the PDF worker (Linux): a file that balloons in memory fails alone.
 PDF_WORKER_MEMORY = 4 << 30
 
 
@@ -6550,9 +6543,8 @@ def _pdf_worker(conn) -> None:
 
 
 class PdfReader:
-    """Reads PDFs in one worker process (started on first use, reused for the next
-    file), each within a deadline: past it the worker is killed and the file
-    reported, so a hostile PDF cannot hang a sync. Use as a context manager."""
+    """Reads PDFs in one worker process (started on first use, then reused), each within a
+    deadline past which the worker is killed: a hostile PDF cannot hang a sync."""
 
     STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
 
@@ -6617,8 +6609,8 @@ class PdfReader:
 
 
 def file_digest(path: Path, limit: int) -> str:
-    """SHA-256 of a file read in blocks (a PDF may be hundreds of MB), refusing one over ``limit``
-    (by its size before any read, and by what was read: it may grow meanwhile)."""
+    """SHA-256 of a file read in blocks, refusing one over ``limit`` (by its size, and by what
+    was read: it may grow meanwhile)."""
     import hashlib
 
     digest, size = hashlib.sha256(), 0
@@ -6656,15 +6648,11 @@ def file_sha(path: Path) -> str:
 
 
 class Syncer:
-    """Brings the index in line with the collection folders, incrementally.
+    """Brings the index in line with the collection folders, incrementally: unchanged files
+    by size and mtime before any read, changed ones by SHA-256. Work is committed in
+    batches, so a killed sync loses at most one batch."""
 
-    Unchanged files are recognised by size and mtime before any read; changed
-    ones by SHA-256. Work is committed in batches, so a killed sync loses at
-    most one batch and the next sync picks up where it stopped.
-    """
-
-    # A write transaction takes at most this many files and this much of their text:
-    # other writers (an embedding sync, the app) never wait on the index for long.
+    # A write transaction's most files and text: other writers never wait long on the index.
     BATCH_FILES = 200
     BATCH_BYTES = 1_000_000
 
@@ -6860,8 +6848,7 @@ class Syncer:
                         report.deleted += 1
             if progress:
                 done += len(items)
-                rate = done / max(time.monotonic() - t0, 1e-6)
-                progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
+                progress(SyncProgress.since(t0, "index", done, total, name))
         if changes.gone or changes.forgotten:
             with self.store.transaction() as db:
                 if self._removed_meanwhile(db, col, report):
@@ -6933,11 +6920,8 @@ class Syncer:
             self._pdf_reader = None
 
     def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
-        """Embed every passage that has no vector yet, shortest first, in small batches.
-
-        Why embedding was impossible is kept in the index, so a later search
-        can say it in its one-line notice.
-        """
+        """Embed every passage that has no vector yet; why that was impossible is kept in the
+        index, so a later search can say it."""
         self._embed_pending(report, progress, cancel, reembed)
         with self.store.transaction():
             self.store.set_meta("embed_error", report.embed_error)
@@ -6979,9 +6963,8 @@ class Syncer:
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
                                   model_dir=embedder.config().get("dir"),
                                   query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
-        # Most recently modified notes first, in windows of EMBED_WINDOW passages read as they
-        # are needed (a big vault's text never sits in memory at once); inside a window,
-        # shortest first, so each batch pads to a similar length (~2x throughput).
+        # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
+        # window, shortest first, so each batch pads to a similar length.
         order = store.pending_embedding_ids()
         total = len(order)
         t0 = time.monotonic()
@@ -7007,8 +6990,7 @@ class Syncer:
             report.embedded += len(rows)
             rows = []
             if progress:
-                rate = done / max(time.monotonic() - t0, 1e-6)
-                progress(SyncProgress("embed", done, total, rate, (total - done) / rate if rate else None))
+                progress(SyncProgress.since(t0, "embed", done, total))
             if cancel is not None and cancel.is_set() and done < total:
                 raise SyncCancelled()
 
@@ -7020,8 +7002,7 @@ class Syncer:
             except StopIteration:
                 break
             except EmbeddingUnavailable as exc:
-                # A server that failed mid-way: what was embedded is kept (whole groups, each one
-                # transaction), the reason is told, and the next sync embeds the rest.
+                # A server that failed mid-way: what was embedded is kept; the next sync embeds the rest.
                 if rows:
                     store.write_vectors(rows)
                     report.embedded += len(rows)
@@ -7783,11 +7764,9 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
 # API: KnowledgeBase ##############################################################
 ###############################################################################
 
-# At most this many phrasings in one search (KnowledgeBase.search's queries).
-MAX_QUERIES = 5
-# An answer for a model (get and multi_get over MCP, multi_get everywhere): about
-# 5,000 tokens, a few whole notes; what does not fit is marked truncated and says
-# how to ask for the rest.
+MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
+# An answer for a model (get and multi_get over MCP, multi_get everywhere): a few whole
+# notes; what does not fit is marked truncated and says how to ask for the rest.
 ANSWER_MAX_BYTES = 20_000
 MULTI_GET_MAX_BYTES = ANSWER_MAX_BYTES
 MULTI_GET_MAX_FILES = 50
@@ -7903,15 +7882,10 @@ class Collection:
              force: bool = False, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES,
              embed: bool = True, pdf: bytes | None = None, keep_original: bool = False) -> ClippedNote:
         """Clip a web page or a PDF into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
-
-        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) or
-        ``pdf`` (a PDF's bytes) is given, in which case it is only recorded (None:
-        the page's canonical URL, if it names one; with ``pdf`` it may be the PDF's
-        file path). A PDF becomes a note of its text, ``## Page N`` per page; with
-        ``keep_original`` the PDF itself is saved beside it. A URL already clipped
-        into the collection raises ``AlreadyClipped`` unless ``force``. Never
-        overwrites a file.
-        """
+        ``source``, the page's URL, is fetched unless ``html`` (a saved page) or ``pdf`` (its
+        bytes) is given (None: the page's canonical URL, if it names one). A PDF becomes a note
+        of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
+        already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
             _import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
@@ -7967,10 +7941,6 @@ class Collection:
                            docid=rows[0].docid if rows else None, page=page, original=original,
                            index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
 
-    def add_from_url(self, url: str, **kwargs) -> ClippedNote:
-        """``clip(url, ...)``: a web page into this collection."""
-        return self.clip(url, **kwargs)
-
 
 class Collections:
     """``kb.collections``: create, list, get, rename, delete."""
@@ -7982,10 +7952,9 @@ class Collections:
 
     def create(self, path: str | os.PathLike, name: str | None = None, glob: str = DEFAULT_GLOB, description: str = "",
                force: bool = False, exclude: Sequence[str] = ()) -> Collection:
-        """Add a folder as a collection (named after the folder unless ``name``: see
-        ``free_name``). A folder that is (or is inside, or holds) another collection's
-        folder is refused unless ``force``: every note would be found twice.
-        ``exclude``: globs of notes and folders never to index (see Exclusions)."""
+        """Add a folder as a collection (named after the folder unless ``name``). A folder that
+        is, is inside or holds another collection's is refused unless ``force``: every note
+        would be found twice. ``exclude``: globs of notes and folders never to index."""
         folder = Path(path).expanduser()
         if not folder.is_dir():
             raise PMSError(f"{folder} is not a folder (give the folder that holds your notes)")
@@ -8057,9 +8026,7 @@ class Collections:
         return self.get(new)
 
     def move(self, name: str, path: str | os.PathLike) -> Collection:
-        """The collection's folder moved (another disk, a renamed folder): point it at
-        ``path``. The next sync compares the notes there with the index, so
-        unchanged passages keep their vectors."""
+        """Point the collection at its moved folder ``path``; unchanged passages keep their vectors."""
         self.get(name)
         folder = Path(path).expanduser()
         if not folder.is_dir():
@@ -8090,27 +8057,21 @@ def _relative_to(path: Path, root: Path) -> str | None:
 
 
 class KnowledgeBase:
-    """The whole engine behind one object; the CLI and the GUI only call this.
-
-    Thread-safe for one writer (sync) and any number of readers (search): each
-    thread gets its own SQLite connection.
-    """
+    """The whole engine behind one object; the CLI, MCP and the GUI only call this.
+    Thread-safe for one writer (sync) and any number of readers: each thread gets its
+    own SQLite connection."""
 
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
                  vector_memory_mb: float | None = None, embedding: dict | None = None):
-        """``notice`` receives one-line news while work goes on (a model
-        download starting, waiting for another sync), possibly from a worker
-        thread; the CLI prints it. It may be set later too (``kb.notice = f``).
-        ``embedder``: an EmbeddingProvider of your own (batch size, model) instead of
-        the one ``model``/``model_dir`` describe. ``embedding``: an embedding
-        server for this index, e.g. ``{"url": "http://127.0.0.1:11434", "kind":
-        "ollama", "model": "bge-m3"}`` (keys of ``HTTPEmbedder.config()``; also
-        PMS_EMBED_URL...); the index remembers it at sync, as it does a model. ``vector_memory_mb``:
-        keep the vectors in memory, up to this many MB, as keep_vectors_in_memory does
-        (None or 0: never)."""
+        """``notice`` receives one-line news while work goes on (a model download, waiting for
+        another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
+        your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
+        embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
+        "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
@@ -8146,11 +8107,9 @@ class KnowledgeBase:
             self.keep_vectors_in_memory(vector_memory_mb)
 
     def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
-        """For a process that searches many times (the app, the MCP server): from its
-        second vector search on, the vectors are held in memory (4 MB per 10k passages of
-        MiniLM; none over ``max_mb``), so each search costs a scan of memory instead of
-        sqlite-vec's (see VectorMemory). ``ann``: KNN without filters by an HNSW graph
-        (needs usearch; for ~1M passages, where an exact scan passes 100 ms). A one-shot
+        """For a process that searches many times (the app, the MCP server): from its second
+        vector search on, the vectors (up to ``max_mb``) are held in memory (VectorMemory).
+        ``ann``: KNN without filters by an HNSW graph (usearch), for very big vaults. A one-shot
         process leaves this off: its single search never reads every vector."""
         self.retrieval.vectors = VectorMemory(self.store, max_mb, ann=ann)
 
@@ -8161,8 +8120,7 @@ class KnowledgeBase:
 
     @property
     def embeddings_enabled(self) -> bool:
-        """Whether this KnowledgeBase was opened to embed (``embeddings=True``);
-        ``search_mode()`` says whether vector search can run now."""
+        """Whether this KnowledgeBase was opened to embed; ``search_mode()`` says if vectors can run now."""
         return self.embedder is not None
 
     def _notify(self, text: str) -> None:
@@ -8192,12 +8150,9 @@ class KnowledgeBase:
     def sync(self, collections: Sequence[str] | None = None, *, paths: Sequence[str | os.PathLike] | None = None,
              embed: bool = True, reembed: bool = False, progress: Callable[[SyncProgress], None] | None = None,
              cancel: threading.Event | None = None) -> SyncReport:
-        """Index new and changed notes, drop deleted ones, then embed new passages.
-
-        ``paths`` (absolute or collection-relative) limits the work to those
-        files, e.g. the ones a file watcher reported. ``cancel`` (a
-        threading.Event) stops between batches, leaving a consistent index.
-        """
+        """Index new and changed notes, drop deleted ones, then embed new passages. ``paths``
+        (absolute or collection-relative) limits the work to those files; ``cancel`` (an
+        Event) stops between batches, leaving a consistent index."""
         self.store.require_writable()
         rows = self._collection_rows(collections)
         by_collection: dict | None = None
@@ -8225,9 +8180,9 @@ class KnowledgeBase:
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
               sync_lock: contextlib.AbstractContextManager | None = None, catch_up: bool = True,
               interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
-        """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then)
-        the collections whose folders changed, after a quiet second (FolderWatcher).
-        ``on_sync`` gets each report, ``on_error`` each failed sync's one line."""
+        """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then) the
+        collections whose folders changed (FolderWatcher); ``on_sync`` gets each report,
+        ``on_error`` each failed sync's one line."""
         self.store.require_writable()
         self.collections.list() if collections is None else [self.collections.get(n) for n in collections]  # they exist
 
@@ -8288,24 +8243,16 @@ class KnowledgeBase:
                where: str | Sequence[str] | dict | None = None, min_score: float | None = None,
                intent: str = "", queries: Sequence[str] = ()) -> SearchResult:
         """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
+        ``min_score`` leaves out hits whose ``relevance`` (absolute, 0-1) is below it; the
+        result's ``weak`` says when none reaches RankingSettings.relevance_floor. ``intent``
+        (what the search is for, in words) is context for the vector list only; ``queries``
+        are other phrasings searched in the same call, their lists fused into one.
 
-        Every hit carries an absolute ``relevance`` (0-1; see Hit); ``min_score``
-        leaves out hits below it, and the result's ``weak`` says when none reaches
-        RankingSettings.relevance_floor (the notes may not cover the query).
-        ``intent`` (what the search is for, in words) is context for the vector list
-        only. ``queries``: other phrasings searched in the same call, each list fused
-        with the query's (RRF, RankingSettings) into one.
-
-        Filters narrow every mode inside the query, so ``k`` results come back
-        whenever that many notes match: ``tags`` (all of them; ``area`` matches
-        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or
-        folder in the collection), ``after``/``before`` (the note's date,
-        inclusive, YYYY-MM-DD), ``where`` ("key=value", "key!=value", "key").
-        With a filter and no words, the matching notes are listed newest first.
-        Any query is accepted: undecodable bytes, control characters and
-        overlong input are cleaned first (``clean_query``). The result is a
-        SearchResult: the hits (it is their list), the mode used and why, timings.
-        """
+        Filters narrow every mode inside the query: ``tags`` (all of them; ``area`` matches
+        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or folder),
+        ``after``/``before`` (the note's date, YYYY-MM-DD, inclusive), ``where`` ("key=value",
+        "key!=value", "key"). A filter and no words lists the matching notes, newest first.
+        Any query is accepted (``clean_query``)."""
         note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
         if min_score is not None:
             try:
@@ -8336,8 +8283,8 @@ class KnowledgeBase:
 
     def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool, filters: dict,
                         min_score: float | None, intent: str) -> SearchResult:
-        """Each query searched alone (twice as deep), their hit lists fused by the ranking
-        stage's RRF into one; a hit keeps its best passage and relevance of all the queries."""
+        """Each query searched alone (twice as deep), their hit lists fused by RRF into one; a
+        hit keeps its best passage and relevance of all the queries."""
         results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
                                **filters) for q in queries if q.strip()]
         if not results:
@@ -8377,9 +8324,8 @@ class KnowledgeBase:
         return refs
 
     def resolve_link(self, note: str, target: str, kind: str = "wiki") -> NoteRef:
-        """The note that a link written in ``note`` points to, by the rule ``links`` uses:
-        ``target`` as written in ``[[target]]`` (kind "wiki") or ``[text](target)``
-        ("markdown", relative to the note's folder); ``path`` None when it points nowhere."""
+        """The note a link written in ``note`` points to, by the rule ``links`` uses: ``target``
+        as in ``[[target]]`` (kind "wiki") or ``[text](target)`` ("markdown"); path None: nowhere."""
         row = self._resolve(note)
         written = note_links(f"[[{target}]]" if kind == "wiki" else f"[link](<{target}>)", row.path)
         if not written:  # [[#heading]] in the note itself, or no note link at all
@@ -8415,10 +8361,9 @@ class KnowledgeBase:
         return out
 
     def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
-        """The notes closest in meaning to ``note`` (``collection/path.md`` or ``#docid``),
-        each as a Hit on its passage that makes it related. Uses the note's passage
-        vectors; without embeddings, the rare terms the notes share. By default from
-        the note's own collection (a book's chapters are no kin of one's reading notes)."""
+        """The notes closest in meaning to ``note``, each as a Hit on its passage that makes it
+        related: by the note's passage vectors, without embeddings by the rare terms the notes
+        share. By default from the note's own collection."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
 
@@ -8443,8 +8388,8 @@ class KnowledgeBase:
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
 
     def _model_for_languages(self) -> EmbeddingProvider | None:
-        """At the first sync of an index whose model nobody chose: a multilingual model
-        when at least MULTILINGUAL_PICK_SHARE of the notes are not in English."""
+        """At the first sync of an index whose model nobody chose: a multilingual model when
+        at least MULTILINGUAL_PICK_SHARE of the notes are not in English."""
         self._model_by_default = False
         if self.store.get_meta("embed_model") is not None:
             return None
@@ -8464,11 +8409,9 @@ class KnowledgeBase:
         return language_advice(self.store.language_counts(), model)
 
     def load_embedder(self, retry: bool = False) -> bool:
-        """Make ready what a search embeds its query with, now (e.g. in a background
-        thread, so the first search is fast); False if unavailable. When the index
-        remembers its model's files that is the query encoder alone, optimised and
-        run once: fastembed (about 260 MB resident) loads only when a sync has
-        passages to embed, or here when the encoder cannot be made."""
+        """Make ready what a search embeds its query with, now (in a background thread, so the
+        first search is fast); False if unavailable. When the index remembers its model's
+        files that is the query encoder alone: fastembed loads only when it cannot be made."""
         embedder: _typing.Any = self.embedder  # a provider with a query encoder (fastembed's, a local folder)
         if retry and embedder is not None:  # a load that failed is tried again (the files are back, or the network)
             embedder.clear_error()
@@ -8492,8 +8435,8 @@ class KnowledgeBase:
     @staticmethod
     @contextlib.contextmanager
     def time_limit(seconds: float | None, what: str = "the call"):
-        """Stop what runs inside (in this thread) once ``seconds`` have passed: its
-        SQLite queries are interrupted and it raises DeadlineExceeded (one line)."""
+        """Stop what runs inside (in this thread) once ``seconds`` have passed: its SQLite
+        queries are interrupted and it raises DeadlineExceeded."""
         if seconds is None:
             yield
             return
@@ -8515,9 +8458,9 @@ class KnowledgeBase:
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None,
             max_bytes: int | None = None) -> Document:
-        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines
-        (of a PDF, pages: ``file.pdf:12`` is page 12's text). With ``max_bytes``, the text
-        stops at the last whole line (page) that fits (``truncated``)."""
+        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects
+        lines (of a PDF, pages). With ``max_bytes`` the text stops at the last whole line
+        (page) that fits (``truncated``)."""
         target, ref_from, ref_count = self._split_ref(ref)
         from_line = from_line if from_line is not None else ref_from
         count = count if count is not None else ref_count
@@ -8583,9 +8526,8 @@ class KnowledgeBase:
 
     def _read_pdf(self, row: DocumentRow, abspath: Path, first_page: int | None, count: int | None,
                   max_bytes: int | None) -> Document:
-        """A PDF's text as indexed (fast, and without the PDF library): the pages asked
-        for (``file.pdf:12`` is page 12 alone), each after a ``--- p. N ---`` line when
-        there are several. A page without text is empty."""
+        """A PDF's text as indexed (without the PDF library): the pages asked for (``file.pdf:12``
+        is page 12 alone), each after a ``--- p. N ---`` line when there are several."""
         pages, texts = self.store.pdf_pages(row.id)
         first = max(1, first_page or 1)
         count = 1 if first_page and count is None else count
@@ -8608,15 +8550,10 @@ class KnowledgeBase:
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
-        """Several indexed notes at once: (documents, skipped as (ref, why)).
-
-        ``pattern`` is a glob over ``collection/path.md`` (``journal/2024-*.md``,
-        ``**/meeting*``) or a comma-separated list of refs as ``get`` takes them
-        (``:FROM:COUNT`` included). ``max_bytes`` bounds the whole answer: notes
-        are added whole while they fit (the first one at least in part, then
-        ``truncated``), the others are skipped with a reason starting with
-        OVER_BUDGET; at most ``max_files`` are returned.
-        """
+        """Several indexed notes at once: (documents, skipped as (ref, why)). ``pattern`` is a
+        glob over ``collection/path.md`` or a comma-separated list of refs as ``get`` takes
+        them. ``max_bytes`` bounds the whole answer: notes are added whole while they fit (the
+        first at least in part), the others skipped with a reason starting OVER_BUDGET."""
         limit = min(checked_number(max_bytes, "max_bytes"), max_file_bytes())  # never a read past the file limit
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
@@ -8696,8 +8633,8 @@ class KnowledgeBase:
         return self._resolve_loosely(target)
 
     def _resolve_loosely(self, target: str) -> DocumentRow:
-        """A note named loosely: its file name alone, without '.md', in any case; else an
-        error that suggests the closest names ("did you mean")."""
+        """A note named loosely (its file name alone, without '.md', in any case); else an
+        error that suggests the closest names."""
         import difflib
 
         want = target.replace("\\", "/").strip().strip("/").lower()
@@ -8726,8 +8663,7 @@ class KnowledgeBase:
 
     # -- status -----------------------------------------------------------------------------
     def tell_once(self, topic: str, text: str) -> bool:
-        """True the first time ``text`` is told about ``topic`` for this index
-        (remembered in the index), so a notice is said once, not on every query."""
+        """True the first time ``text`` is told about ``topic`` for this index (remembered in it)."""
         key = f"told_{topic}"
         if not text or self.store.get_meta(key) == text:
             return False
@@ -8739,8 +8675,8 @@ class KnowledgeBase:
         return Syncer.lock(self.store).held_elsewhere()
 
     def _embedding_progress(self, totals: dict) -> dict | None:
-        """A running sync's embedding: passages done of total, rate (passages/s) and seconds
-        left, from what it writes with each batch (any process); None when none runs."""
+        """A running sync's embedding (any process): passages done of total, rate and seconds
+        left; None when none runs."""
         p = self.store.embedding_progress()
         if not p or p["done"] >= p["total"] or not self.sync_running() or totals["chunks"] == totals["embedded"]:
             return None
@@ -8749,8 +8685,8 @@ class KnowledgeBase:
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
-        """Counts, search mode, collections; with ``pending`` what a sync would change,
-        with ``links`` (default: as ``pending``) the links that point to no note."""
+        """Counts, search mode, collections; with ``pending`` what a sync would change, with
+        ``links`` (default: as ``pending``) the links that point to no note."""
         if self.embedder is not None:
             self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
