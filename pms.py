@@ -7163,15 +7163,9 @@ def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
 
 
 def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> tuple[bytes | str, str]:
-    """Download a web page: (its HTML, the URL it ended at after redirects).
-
-    Standard library only (trafilatura's fetcher refuses local addresses).
-    Redirects are followed up to CLIP_MAX_REDIRECTS; the download stops past
-    ``max_bytes``; ``timeout`` bounds each network wait and the whole download
-    (DNS, connection, headers and body): the work runs in a daemon thread the
-    caller stops waiting for, since a server that trickles bytes, or a stuck
-    name lookup, is never interrupted by a socket timeout.
-    """
+    """Download a web page: (its HTML, the URL it ended at after redirects). Standard library
+    only (trafilatura's fetcher refuses local addresses). ``timeout`` bounds the whole
+    download too: a trickling server or a stuck name lookup never hits a socket timeout."""
     url = check_clip_url(url)
     timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
@@ -7373,12 +7367,9 @@ def _unwrap_code_tables(tree) -> None:
 
 
 def _stash_code_blocks(tree) -> tuple[str, dict[int, tuple[str, str]]]:
-    """Replace each <pre> with a paragraph "START<n> flattened code END<n>".
-
-    trafilatura flattens <pre> into inline code; the marked paragraph keeps the
-    code's words where they were (so the extractor judges the page as before),
-    and ``_restore_code_blocks`` puts the original lines back as a fence.
-    """
+    """Replace each <pre> with a paragraph "START<n> flattened code END<n>": trafilatura
+    flattens <pre> into inline code, so ``_restore_code_blocks`` puts the lines back as a
+    fence; the code's words stay where they were for the extractor to judge the page."""
     import secrets
 
     _unwrap_code_tables(tree)
@@ -7431,8 +7422,8 @@ _PERMALINK_LABELS = ("#", "¶", "§", "🔗", "link", "permalink")
 
 
 def _without_permalink(line: str) -> str:
-    """A heading without its trailing permalink (``## Title [#](url#title)``).
-    String code: ``\\s*\\[(?:#|…)\\]\\([^)]*\\)\\s*$`` was quadratic on spaces."""
+    """A heading without its trailing permalink (``## Title [#](url#title)``); string code,
+    linear where a pattern would backtrack on spaces."""
     text = line.rstrip()
     if not text.endswith(")"):
         return line
@@ -7508,9 +7499,8 @@ def _one_line(value) -> str | None:
     return text or None
 
 
-# No article has an element with this many attributes; lxml's parser takes
-# quadratic time in them (25,000: 0.5 s of CPU, 100,000: 14.7 s), before any
-# deadline can be checked, so a page with more is refused before parsing.
+# No article has an element with this many attributes; lxml's parser takes quadratic
+# time in them before any deadline can be checked, so a page with more is refused.
 CLIP_MAX_ATTRIBUTES = 2_000
 
 
@@ -7531,11 +7521,8 @@ def _refuse_hostile_markup(html: bytes | str) -> None:
 
 
 def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPage:
-    """The main text of a page as Markdown, with its metadata (no network, no index).
-
-    Keeps headings, lists, links, tables, images (as links) and code blocks
-    (as fences, with their lines); drops navigation, ads and boilerplate.
-    """
+    """The main text of a page as Markdown, with its metadata (no network, no index): headings,
+    lists, links, tables, images and code blocks (as fences); no navigation or boilerplate."""
     import copy
 
     trafilatura = _import_trafilatura()
@@ -7669,8 +7656,7 @@ def _same_page_key(url: str) -> str:
 
 
 def _clip_source_values(block: str) -> list[str]:
-    """The values of a frontmatter's ``source:`` lines (string code: the pattern
-    ``^source:[ \\t]*(.+?)[ \\t]*$`` was quadratic on a long run of spaces)."""
+    """The values of a frontmatter's ``source:`` lines (string code: linear on runs of spaces)."""
     return [value for line in block.split("\n") if line.startswith("source:") and (value := line[7:].strip(" \t"))]
 
 
@@ -8738,11 +8724,8 @@ class Judgment(Record):
 
 
 def load_fixture(path: str | os.PathLike) -> list[Judgment]:
-    """Read qmd's fixture format or its graded form.
-
-    ``{"queries": [{"query": "...", "expected_files": [...], "expected_in_top_k": 3}]}``;
-    graded: ``relevant_paths`` (full credit) and ``partial_paths`` (half credit).
-    """
+    """Read qmd's fixture format (``{"queries": [{"query": ..., "expected_files": [...],
+    "expected_in_top_k": 3}]}``) or its graded form: ``relevant_paths``, ``partial_paths`` (half credit)."""
     import json
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -8796,13 +8779,9 @@ def query_metrics(gains: Sequence[float], judged: Sequence[float]) -> dict[str, 
 
 
 def resolve_targets(targets: Iterable[str], notes: Sequence[tuple[str, str]]) -> tuple[dict[str, tuple[str, str]], list[str]]:
-    """Map fixture paths to indexed notes ``(collection, path)``: (found, missing).
-
-    A target matches, in this order: ``collection/path`` or the collection-relative
-    path; then a path suffix (``docs/a.md`` matches ``notes/docs/a.md``); then the
-    file name or its stem (``a.md``, ``a``). A non-exact target must match one
-    note only, else PMSError names the candidates.
-    """
+    """Map fixture paths to indexed notes ``(collection, path)``: (found, missing). A target
+    matches ``collection/path`` or the collection-relative path, else a path suffix, else the
+    file name or its stem; a non-exact one must match one note only (else a PMSError)."""
     exact: dict[str, list] = {}
     by_name: dict[str, list] = {}
     for col, path in notes:
@@ -8846,12 +8825,9 @@ BENCH_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "ndcg@5", "ndcg@10", "recall@
 
 def run_benchmark(kb: KnowledgeBase, judgments: Sequence[Judgment], modes: Sequence[str] = BENCH_MODES,
                   collections: Sequence[str] | None = None, k: int = 10) -> dict:
-    """Search every judged query in each mode and average the metrics.
-
-    Refuses (PMSError) rather than reporting zeros when there is nothing to
-    measure: no collection, no indexed notes, or expected notes not indexed.
-    A mode that cannot run (no embeddings) is reported as unavailable.
-    """
+    """Search every judged query in each mode and average the metrics. Refuses (PMSError)
+    rather than report zeros when expected notes are not indexed; a mode that cannot run
+    is reported as unavailable."""
     names = list(collections or [c.name for c in kb.collections.list()])
     if not names:
         raise PMSError(f"no collections to measure (add one: {pms_command(ADD_COLLECTION_ARGS)})")
@@ -9114,12 +9090,9 @@ class UnknownTool(PMSError):
 
 
 class MCPService:
-    """The MCP tools over one KnowledgeBase, independent of the transport.
-
-    ``call`` takes a tool name and JSON arguments and returns a JSON object or
-    raises PMSError with a one-line message. Calls may come from several
-    threads at once (one per concurrent request); syncs take turns.
-    """
+    """The MCP tools over one KnowledgeBase, independent of the transport: ``call`` takes a
+    tool name and JSON arguments and returns a JSON object or raises a one-line PMSError.
+    Calls may come from several threads at once; syncs take turns."""
 
     def __init__(self, kb: KnowledgeBase, allow_sync: bool = False, call_timeout: float | None = MCP_CALL_TIMEOUT):
         self.kb = kb
@@ -9131,11 +9104,8 @@ class MCPService:
         self._asked = threading.Event()
 
     def warm_up(self, wait: float = 2.0) -> threading.Thread:
-        """Load the model in a background thread, so the first search is fast.
-
-        It starts once a client has listed the tools (or after ``wait`` seconds):
-        importing ONNX Runtime holds the GIL for a while and must not delay the handshake.
-        """
+        """Load the model in a background thread, so the first search is fast, once a client
+        has listed the tools (or after ``wait`` seconds): importing ONNX Runtime holds the GIL."""
         def load():
             self._asked.wait(wait)
             with contextlib.suppress(PMSError):
@@ -9646,12 +9616,8 @@ SERVER_PROBE_TIMEOUT = 0.5
 def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
                       chunks: bool, filters: dict | None = None, timeout: float = 10.0,
                       min_score: float | None = None) -> SearchResult | None:
-    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm.
-
-    None when there is none (or none can answer): the caller searches in-process.
-    Announcements of servers that are gone are removed; a server that wants a token
-    this process lacks is named in a notice. Standard library only, like the rest of the CLI.
-    """
+    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm;
+    None when none can answer (the caller searches in-process). Standard library only."""
     try:
         announced = sorted(mcp_server_file(0).parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
@@ -9858,7 +9824,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     except OSError as exc:
         raise PMSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)") from None
-    # Measured: without it, each answer waited ~40 ms for a delayed ACK (Nagle); accepted sockets inherit it.
+    # Without it each answer waits for a delayed ACK (Nagle); accepted sockets inherit it.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
@@ -10427,12 +10393,10 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
 
 SETUP_PIP = "pip>=24.2"
 # What `setup` installs, pinned (as requirements.txt): a newer sqlite-vec may lay out its
-# tables otherwise (VectorMemory then scans them, ~10x slower to read), a newer fastembed
-# may embed differently from the vectors already stored.
+# tables otherwise, a newer fastembed may embed differently from the vectors stored.
 SETUP_PACKAGES = ["fastembed==0.9.1", "sqlite-vec==0.1.9", "sqlean-py==3.50.4.5", "trafilatura==2.3.1",
                   "lxml_html_clean==0.4.6", "mcp==2.3.0", f"{PDF_PACKAGE}==5.15.2"]
-# The desktop app's, as requirements-dev.txt (6.12.0 loses a reference to None per call on
-# Python < 3.12, and the app aborts); markdown-it for its note preview.
+# The desktop app's, as requirements-dev.txt (PySide6 6.12 aborts on Python < 3.12).
 SETUP_GUI_PACKAGES = ["PySide6-Essentials==6.11.3", "markdown-it-py==4.3.0", "mdit-py-plugins==0.7.0"]
 
 
@@ -10465,13 +10429,8 @@ main_and_exit()
 
 
 def install_command(bin_dir: Path) -> Path:
-    """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode.
-
-    ``python3 pms.py`` compiles the whole file on every run (Python never caches
-    a script's bytecode: 60-120 ms for pms.py); ``pms`` imports it as
-    a module, from the cached bytecode in __pycache__ next to pms.py. The
-    command runs this file where it is now, with this Python.
-    """
+    """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode: Python never
+    caches a script's, so ``pms`` imports this file as a module, with this Python."""
     import importlib.util
     import py_compile
 
@@ -10522,8 +10481,7 @@ def cmd_setup(args) -> int:
     if not (target / ("Scripts" if sys.platform == "win32" else "bin")).exists():
         venv.EnvBuilder(with_pip=True).create(target)
     python = target / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-    # The pip that venv bundles (23.x on Python 3.11) does not match extra names as PEP 685
-    # says and warns that lxml lacks 'html_clean' (justext asks for it): a newer pip first.
+    # The pip venv bundles on Python 3.11 does not match extra names as PEP 685 says: a newer one first.
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, SETUP_PIP], stdout=subprocess.DEVNULL)
     result = subprocess.run([*pip, *packages])
@@ -10591,13 +10549,11 @@ class _OnlyCommand:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The CLI's parser. ``only``: a command name whose parser alone is built, as
-    when it runs (building every command's parser took 5 ms of a 75 ms start);
-    the full tree is built for ``--help``, a mistyped command, or no command."""
+    """The CLI's parser. ``only``: a command name whose parser alone is built, as when it runs
+    (building them all is a cost at every start); else the full tree (``--help``, a typo)."""
     import argparse
 
-    # Told the width, argparse's help formatter does not import shutil (with bz2 and lzma) to
-    # ask for it, which it does on every add_argument: 2 ms of a 75 ms start.
+    # Told the width, argparse's help formatter does not import shutil to ask for it.
     width: dict[str, _typing.Any] = {"width": _terminal_columns() - 2}
     raw_description = functools.partial(argparse.RawDescriptionHelpFormatter, **width)
     p = argparse.ArgumentParser(
@@ -10902,10 +10858,8 @@ LONG_RUNNING_COMMANDS = {"gui", "mcp"}
 
 
 def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
-    """``main()``, then end the process at once: Python's own teardown (freeing
-    every module and object one at a time) took 8-10 ms of a 75 ms keyword search
-    (docs/benchmarks.md). The output is flushed first and the index is closed by
-    then; a long-running command, or one that left a thread running, exits the usual way."""
+    """``main()``, then end the process at once, output flushed: Python's own teardown is a
+    cost on every command. A long-running command, or one that left a thread, exits the usual way."""
     argv = list(sys.argv[1:] if argv is None else argv)
     at = _command_position(argv)
     code = main(argv)  # argparse's SystemExit (--help, a usage error) exits the usual way
