@@ -7800,6 +7800,10 @@ class Document(Record):
         """How to read on after a truncated text: the ref of its next line."""
         return f"{self.ref}:{self.to_line + 1}"
 
+    def numbered(self) -> str:
+        """The text with each line's number in front (of a PDF, the page's)."""
+        return "\n".join(f"{n:>5}  {line}" for n, line in enumerate(self.text.split("\n"), self.from_line))
+
 
 @named_tuple
 class SearchMode(TupleFields):
@@ -9248,11 +9252,8 @@ class MCPService:
 
     @staticmethod
     def _document(doc: Document, line_numbers: bool = False) -> dict:
-        text = doc.text
-        if line_numbers:
-            text = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(doc.text.split("\n"), doc.from_line))
         out = {"path": doc.ref, "docid": doc.docid, "title": doc.title, "tags": doc.tags, "from_line": doc.from_line,
-               "to_line": doc.to_line, "total_lines": doc.total_lines, "text": text}
+               "to_line": doc.to_line, "total_lines": doc.total_lines, "text": doc.numbered() if line_numbers else doc.text}
         if doc.truncated:
             out.update(truncated=True, next=doc.rest())
         if doc.page is not None:
@@ -9428,19 +9429,11 @@ def serve_mcp_stdio(service: MCPService) -> None:
         made a line the SDK rejects, so answer_malformed answers it (-32600, id null)."""
 
         def __init__(self):
-
             self.lines = _capped_stdin()  # lines of at most MCP_MAX_MESSAGE_BYTES
 
         async def __aiter__(self):
-            import json
-
             async for line in self.lines:
-                if '"id"' in line:
-                    with contextlib.suppress(ValueError):
-                        data = json.loads(line)
-                        if any(bad_request_id(m) for m in (data if isinstance(data, list) else [data])):
-                            line = '{"pms": "invalid request id"}\n'
-                yield line
+                yield '{"pms": "invalid request id"}\n' if '"id"' in line and bad_request_id(line) else line
 
     async def run():
         async with stdio_server(stdin=CheckedLines()) as (read_stream, write_stream):
@@ -9511,23 +9504,6 @@ def _capped_stdin():
     return anyio.wrap_file(io.TextIOWrapper(_CappedLines(sys.stdin.buffer), encoding="utf-8", errors="replace"))
 
 
-async def _request_json(request, limit: int = MCP_MAX_MESSAGE_BYTES):
-    """An HTTP request's JSON body, read up to ``limit`` bytes; PMSError past it or when it is not JSON."""
-    import json
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
-    try:
-        return json.loads(body)
-    except ValueError:
-        raise PMSError("the request body is not JSON") from None
-
-
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
     """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
     time.sleep(seconds)
@@ -9561,6 +9537,8 @@ def _process_alive(pid: int) -> bool:
 def _search_route(service: MCPService, security):
     """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format).
     Its arguments are checked against the search tool's schema, as /mcp checks them."""
+    import json
+
     import anyio
     from mcp.server.transport_security import TransportSecurityMiddleware
     from starlette.responses import JSONResponse
@@ -9573,11 +9551,14 @@ def _search_route(service: MCPService, security):
         if refused is not None:
             return refused
         try:
-            ask = await _request_json(request)
+            try:
+                ask = json.loads(await request.body())  # its size is capped by _checked_requests
+            except ValueError:
+                raise PMSError("the request body is not JSON") from None
             if not isinstance(ask, dict):
                 raise PMSError("bad search request: a JSON object is expected")
             kb = service.kb
-            if not isinstance(ask, dict) or ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
+            if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
             filters = ask.get("filters") or {}
             if not isinstance(filters, dict):
@@ -9691,16 +9672,20 @@ def _bearer_guard(app, token: str):
     return guarded
 
 
-# Limits at the HTTP boundary: a request body (/mcp and /search alike, the SDK's own
-# limit), and how long an unused session lives (abandoned ones must not pile up).
-MCP_SESSION_IDLE = 300.0
+MCP_SESSION_IDLE = 300.0  # how long an unused HTTP session lives: abandoned ones must not pile up
 
 
-def bad_request_id(message) -> bool:
-    """A JSON-RPC request whose id is neither a string nor an integer (null, an object, a list):
-    the SDK takes it for a notification and never answers, so it gets -32600 here."""
-    return (isinstance(message, dict) and "method" in message and "id" in message
-            and (isinstance(message["id"], bool) or not isinstance(message["id"], (str, int))))
+def bad_request_id(raw: str | bytes) -> bool:
+    """Whether a JSON-RPC message or batch holds a request whose id is neither a string nor an
+    integer (null, an object, a list): the SDK takes it for a notification and never answers."""
+    import json
+
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return False
+    return any(isinstance(m, dict) and "method" in m and "id" in m and (isinstance(m["id"], bool) or not isinstance(m["id"], (str, int)))
+               for m in (data if isinstance(data, list) else [data]))
 
 
 INVALID_ID = {"jsonrpc": "2.0", "id": None,
@@ -9734,13 +9719,8 @@ def _checked_requests(app):
             if not message.get("more_body"):
                 break
         body = b"".join(parts)
-        if scope.get("path", "").rstrip("/") == "/mcp" and b'"id"' in body:
-            import json
-
-            with contextlib.suppress(ValueError):
-                data = json.loads(body)
-                if any(bad_request_id(m) for m in (data if isinstance(data, list) else [data])):
-                    return await _send_json(send, 400, INVALID_ID)
+        if scope.get("path", "").rstrip("/") == "/mcp" and b'"id"' in body and bad_request_id(body):
+            return await _send_json(send, 400, INVALID_ID)
         replayed = False
 
         async def replay():
@@ -9923,11 +9903,6 @@ class ProgressPrinter:
         self.stream.flush()
 
 
-def one_line(text: str) -> str:
-    """Control characters (a newline in a file name) shown as \\xNN, so one result stays one line."""
-    return terminal_safe(text)
-
-
 def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:
     if args.json:
         import json
@@ -9936,7 +9911,7 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
         return
     if args.files:
         for h in hits:
-            print(one_line(h.abspath))
+            print(terminal_safe(h.abspath))
         return
     if not hits:
         print("No results.")
@@ -9954,9 +9929,9 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed and h.date else _ranks(h, lists)
         where = f" p. {h.page}" if h.page else f":{h.start_line}-{h.end_line}"  # a PDF's page; get file.pdf:N reads it
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{one_line(h.collection)}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
+        print(f"{i:>2}. {bold(terminal_safe(h.title))}  {dim(f'{terminal_safe(h.collection)}/{terminal_safe(h.path)}{where}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
-            print(f"    {dim(one_line(h.heading_path))}")
+            print(f"    {dim(terminal_safe(h.heading_path))}")
         if h.snippet:
             shown = render_snippet(h.snippet, h.marks, style)  # "plain" is the raw text: escape it here too
             print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
@@ -9964,7 +9939,7 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
             print(f"    {dim(_explain(h, lists))}")
         same = copies.get(f"{h.collection}/{h.path}", [])
         if same:
-            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(one_line(c.path) for c in same))}")
+            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in same))}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -10212,12 +10187,11 @@ def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
 
 
 def cmd_links(kb: KnowledgeBase, args) -> int:
-    _print_refs(kb.links(args.note), args, "No links in this note.")
-    return 0
-
-
-def cmd_backlinks(kb: KnowledgeBase, args) -> int:
-    _print_refs(kb.backlinks(args.note), args, "No note links here.")
+    """``links`` and ``backlinks``."""
+    if args.command == "backlinks":
+        _print_refs(kb.backlinks(args.note), args, "No note links here.")
+    else:
+        _print_refs(kb.links(args.note), args, "No links in this note.")
     return 0
 
 
@@ -10244,11 +10218,7 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     if args.json:
         print(json.dumps(doc.to_dict(), indent=2, ensure_ascii=False))
     else:
-        if args.line_numbers:
-            for i, line in enumerate(doc.text.split("\n"), doc.from_line):
-                print(f"{i:>5}  {_note_text_out(line)}")
-        else:
-            print(_note_text_out(doc.text))
+        print(_note_text_out(doc.numbered() if args.line_numbers else doc.text))
     return 0
 
 
@@ -10260,9 +10230,9 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
                           "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}, indent=2, ensure_ascii=False))
         return 0
     for d in documents:
-        print(f"==> {one_line(d.collection)}/{one_line(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
+        print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
     for ref, why in skipped:
-        _notice(f"skipped {one_line(ref)}: {one_line(why)}")
+        _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
     return 0 if documents or not skipped else 1
 
 
@@ -10751,7 +10721,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
             "get": cmd_get, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
-            "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_backlinks, "related": cmd_related,
+            "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_links, "related": cmd_related,
             "multi-get": cmd_multi_get, "mcp": cmd_mcp, "watch": cmd_watch}
 
 
