@@ -7949,17 +7949,21 @@ class Collections:
         if not folder.is_dir():
             raise PMSError(f"{folder} is not a folder (give the folder that holds your notes)")
         folder = folder.resolve()
-        name = name or self.free_name(folder.name)
-        if not self._NAME.match(name) or "/" in name:
-            raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
-        if self.kb.store.collection_row(name):
-            raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
+        name = self._new_name(name or self.free_name(folder.name))
         compile_glob(glob or DEFAULT_GLOB, "--glob")
         excludes = self._checked_excludes(exclude)
         if not force:
             self._refuse_overlap(folder)
         self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "", excludes)
         return self.get(name)
+
+    def _new_name(self, name: str) -> str:
+        """``name``, checked as the name of a new collection."""
+        if not self._NAME.match(name) or "/" in name:
+            raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
+        if self.kb.store.collection_row(name):
+            raise PMSError(f"a collection named {name!r} already exists (choose another name, or remove that one first)")
+        return name
 
     @staticmethod
     def _checked_excludes(exclude: Sequence[str] | str) -> str:
@@ -8008,11 +8012,7 @@ class Collections:
 
     def rename(self, old: str, new: str) -> Collection:
         self.get(old)
-        if not self._NAME.match(new) or "/" in new:
-            raise PMSError(f"collection name {new!r} is not valid (letters, digits, space, '.', '_' or '-')")
-        if self.kb.store.collection_row(new):
-            raise PMSError(f"a collection named {new!r} already exists")
-        self.kb.store.rename_collection(old, new)
+        self.kb.store.rename_collection(old, self._new_name(new))
         return self.get(new)
 
     def move(self, name: str, path: str | os.PathLike) -> Collection:
@@ -8525,15 +8525,16 @@ class KnowledgeBase:
             raise PMSError(f"{row.collection}/{row.path} has {pages} pages; page {first} is past its end")
         last = pages if count is None else min(pages, first - 1 + max(0, count))
         chosen = [(n, texts.get(n, "")) for n in range(first, max(last, first) + 1)]
-        text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
         truncated = False
-        while max_bytes is not None and len(text.encode("utf-8")) > max_bytes:  # whole pages while they fit
+        while True:  # whole pages while they fit
+            text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
+            if max_bytes is None or len(text.encode("utf-8")) <= max_bytes:
+                break
             truncated = True
             if len(chosen) == 1:
                 text = text.encode("utf-8")[: max(1, int(max_bytes))].decode("utf-8", "ignore")
                 break
             chosen = chosen[:-1]
-            text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, page=first, from_line=first,
                         to_line=chosen[-1][0], total_lines=pages, truncated=truncated)
