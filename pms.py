@@ -6994,24 +6994,19 @@ class Syncer:
             if cancel is not None and cancel.is_set() and done < total:
                 raise SyncCancelled()
 
-        # One stream through the model; each text is dropped once it is embedded.
-        vectors = embedder.embed_stream(texts())
-        while True:
-            try:
-                vector = next(vectors)
-            except StopIteration:
-                break
-            except EmbeddingUnavailable as exc:
-                # A server that failed mid-way: what was embedded is kept; the next sync embeds the rest.
-                if rows:
-                    store.write_vectors(rows)
-                    report.embedded += len(rows)
-                report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
-                return
-            p = queued.popleft()
-            rows.append((p.id, p.collection_id, vector))
-            if len(rows) >= group:
-                write()
+        try:  # one stream through the model; each text is dropped once it is embedded
+            for vector in embedder.embed_stream(texts()):
+                p = queued.popleft()
+                rows.append((p.id, p.collection_id, vector))
+                if len(rows) >= group:
+                    write()
+        except EmbeddingUnavailable as exc:
+            # A server that failed mid-way: what was embedded is kept; the next sync embeds the rest.
+            if rows:
+                store.write_vectors(rows)
+                report.embedded += len(rows)
+            report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
+            return
         if rows:
             write()
         if queued:  # the model's stream ended before the last passage
@@ -9835,7 +9830,6 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     try:  # from the announcement on: a SIGTERM at any point withdraws it
         with contextlib.suppress(OSError):
             announce.parent.mkdir(parents=True, exist_ok=True)
-            (data_dir() / "mcp-http.json").unlink(missing_ok=True)  # the one shared file of older versions
             announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
                                             "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
         if not token and host not in ("127.0.0.1", "localhost", "::1"):
