@@ -8891,11 +8891,10 @@ def format_benchmark(result: dict) -> str:
 
 
 def cmd_bench(kb: KnowledgeBase, args) -> int:
-    import json
     judgments = load_fixture(args.fixture)
     result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
     if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        _print_json(result)
     else:
         print(f"{result['queries']} queries over {result['notes']} notes in {', '.join(result['collections'])}")
         print(format_benchmark(result))
@@ -9900,9 +9899,7 @@ class ProgressPrinter:
 
 def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:
     if args.json:
-        import json
-
-        print(json.dumps([h.to_dict(explain=args.explain) for h in hits], indent=2, ensure_ascii=False))
+        _print_json([h.to_dict(explain=args.explain) for h in hits])
         return
     if args.files:
         for h in hits:
@@ -9968,6 +9965,13 @@ def _notice(text: str) -> None:
     print(f"pms: {text}", file=sys.stderr)
 
 
+def _print_json(data, ensure_ascii: bool = False) -> None:
+    """What --json prints."""
+    import json
+
+    print(json.dumps(data, indent=2, ensure_ascii=ensure_ascii))
+
+
 def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
     """Why search is keyword-only: said once per index and reason (status always says it)."""
     if why and kb.tell_once("keyword_only", why):
@@ -9975,7 +9979,6 @@ def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
 
 
 def cmd_collection(kb: KnowledgeBase, args) -> int:
-    import json
     action = args.collection_command
     if action == "add":
         col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force,
@@ -9987,7 +9990,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     if action == "list":
         cols = kb.collections.list()
         if args.json:
-            print(json.dumps([c.to_dict() for c in cols], indent=2))
+            _print_json([c.to_dict() for c in cols], ensure_ascii=True)
         elif not cols:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
@@ -9998,7 +10001,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
         c = kb.collections.get(args.name)
         d = c.to_dict()
         if args.json:
-            print(json.dumps(d, indent=2))
+            _print_json(d, ensure_ascii=True)
         else:
             for key, value in d.items():
                 if key == "exclusions":
@@ -10075,10 +10078,9 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_status(kb: KnowledgeBase, args) -> int:
-    import json
     info = kb.status()
     if args.json:
-        print(json.dumps(info, indent=2))
+        _print_json(info, ensure_ascii=True)
         return 0
     print(f"Index:       {info['index']} ({_human_bytes(info['index_bytes'])}, schema {info['schema_version']})")
     print(f"Notes:       {info['documents']} notes, {info['chunks']} passages, {info['embedded']} embedded")
@@ -10156,10 +10158,9 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_tags(kb: KnowledgeBase, args) -> int:
-    import json
     counts = kb.tags(args.collection or None)
     if args.json:
-        print(json.dumps([{"tag": t, "notes": n} for t, n in counts], indent=2, ensure_ascii=False))
+        _print_json([{"tag": t, "notes": n} for t, n in counts])
     elif not counts:
         print("No tags yet (frontmatter tags: and inline #tags are indexed by sync).")
     for tag, n in counts if not args.json else []:
@@ -10168,9 +10169,8 @@ def cmd_tags(kb: KnowledgeBase, args) -> int:
 
 
 def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
-    import json
     if args.json:
-        print(json.dumps([r.to_dict() for r in refs], indent=2, ensure_ascii=False))
+        _print_json([r.to_dict() for r in refs])
         return
     if not refs:
         print(empty)
@@ -10205,24 +10205,21 @@ def _note_text_out(text: str) -> str:
 
 
 def cmd_get(kb: KnowledgeBase, args) -> int:
-    import json
     doc = kb.get(args.ref, max_bytes=args.max_bytes)
     if doc.truncated:
         _notice(f"stopped at --max-bytes {args.max_bytes}: lines {doc.from_line}-{doc.to_line} of {doc.total_lines} "
                 f"(the rest: {pms_command('get ' + repr(doc.rest()))})")
     if args.json:
-        print(json.dumps(doc.to_dict(), indent=2, ensure_ascii=False))
+        _print_json(doc.to_dict())
     else:
         print(_note_text_out(doc.numbered() if args.line_numbers else doc.text))
     return 0
 
 
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
-    import json
     documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
-        print(json.dumps({"documents": [d.to_dict() for d in documents],
-                          "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}, indent=2, ensure_ascii=False))
+        _print_json({"documents": [d.to_dict() for d in documents], "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]})
         return 0
     for d in documents:
         print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
@@ -10287,7 +10284,6 @@ def _read_saved_page(stream, what: str, limit: int = CLIP_MAX_BYTES) -> bytes:
 
 def cmd_clip(kb: KnowledgeBase, args) -> int:
     """Clip a URL, a saved page or standard input into a collection; print the new note's path."""
-    import json
     checked_number(args.timeout, "--timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     collection = _clip_target(kb, args.collection)
     html, pdf, source = None, None, args.url
@@ -10319,7 +10315,10 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
         _notice("--keep-pdf: the page was not a PDF, so there is no original to keep")
     if not note.source and not args.json:
         _notice("the page names no URL of its own, so the note has no source (pass --url to record it)")
-    print(json.dumps(note.to_dict(), indent=2, ensure_ascii=False) if args.json else note.path)
+    if args.json:
+        _print_json(note.to_dict())
+    else:
+        print(note.path)
     return 0
 
 
