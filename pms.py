@@ -8501,10 +8501,7 @@ class KnowledgeBase:
                     chosen = [chosen[0].encode("utf-8")[: max(1, int(max_bytes))].decode("utf-8", "ignore")]
                     kept = 1
                 chosen = chosen[:kept]
-        if from_line is None and count is None and not truncated:
-            body = text  # the whole note, as on disk
-        else:
-            body = "\n".join(chosen)
+        body = text if from_line is None and count is None and not truncated else "\n".join(chosen)  # whole: as on disk
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=body, from_line=first,
                         to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated)
