@@ -7889,12 +7889,11 @@ class Collection:
                 raise AlreadyClipped(f"{urls[0]} is already clipped into {self.name!r} as {rel} "
                                      "(nothing written; use --force to clip it again)", existing)
 
+        refuse_duplicate(source)
         if pdf is not None:
-            refuse_duplicate(source)
             page = extract_from_pdf(pdf, url=source)
         elif html is None:
             assert source is not None  # checked above: a URL or a page
-            refuse_duplicate(source)
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
             if isinstance(fetched, bytes) and fetched.startswith(b"%PDF-"):
                 pdf = fetched
@@ -7904,7 +7903,6 @@ class Collection:
             refuse_duplicate(source, final_url)
             source = final_url
         else:
-            refuse_duplicate(source)
             page = extract_within(html, source, deadline, timeout)
             if not source and page.url:  # a saved page that names its canonical URL
                 source = page.url
