@@ -8885,17 +8885,6 @@ def format_benchmark(result: dict) -> str:
     return "\n".join(lines)
 
 
-def cmd_bench(kb: KnowledgeBase, args) -> int:
-    judgments = load_fixture(args.fixture)
-    result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
-    if args.json:
-        _print_json(result)
-    else:
-        print(f"{result['queries']} queries over {result['notes']} notes in {', '.join(result['collections'])}")
-        print(format_benchmark(result))
-    return 0
-
-
 ###############################################################################
 # MCP server: the API for AI assistants (pms mcp) ##############################
 ###############################################################################
@@ -10160,6 +10149,17 @@ def cmd_tags(kb: KnowledgeBase, args) -> int:
         print("No tags yet (frontmatter tags: and inline #tags are indexed by sync).")
     for tag, n in counts if not args.json else []:
         print(f"{n:>6}  #{tag}")
+    return 0
+
+
+def cmd_bench(kb: KnowledgeBase, args) -> int:
+    judgments = load_fixture(args.fixture)
+    result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"{result['queries']} queries over {result['notes']} notes in {', '.join(result['collections'])}")
+        print(format_benchmark(result))
     return 0
 
 
