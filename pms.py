@@ -4890,7 +4890,7 @@ class ParsedQuery(Record):
 
     terms: list[Term]
     excluded: list[Term]
-    text: str = ""  # the query without its -excluded pieces (parse_query)
+    text: str = ""  # the query without its -excluded pieces: what names and the query vector read
 
     @property
     def words(self) -> list[str]:
@@ -4914,14 +4914,9 @@ class ParsedQuery(Record):
 
 
 def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:
-    """Parse what a user typed: words, "exact phrases", -excluded, prefix*.
-
-    Every piece becomes a quoted FTS5 string, so quotes, C++, don't, AND/OR/NOT,
-    NEAR, title:x, emoji or a lone * can never be an SQL or FTS5 syntax error.
-    ``cleaned``: ``query`` already went through clean_query (a SearchRequest's has).
-    ``text`` is the query without its excluded pieces: what names, the exact-title
-    rule and the query vector read, so "rust -borrowing" looks for "rust".
-    """
+    """Parse what a user typed: words, "exact phrases", -excluded, prefix*. Every piece
+    becomes a quoted FTS5 string, so no input is an SQL or FTS5 syntax error.
+    ``cleaned``: ``query`` already went through clean_query (a SearchRequest's has)."""
     terms: list[Term] = []
     excluded: list[Term] = []
     query = query if cleaned else clean_query(query)
@@ -5011,44 +5006,17 @@ class Hit(Record):
 
 
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
-# Markup a snippet may carry from the note's source, removed so that every front
-# end shows readable text (applied with the \x02..\x03 marks still in place).
-# Some of these patterns backtrack on long runs of brackets or spaces ('[[' * 10,000
-# took 3.6 s), so a snippet is cut to this many characters before they run:
-# a snippet shows about 220, FTS5's rarely exceed 400.
+# A snippet shows about 220 characters; one longer than this is cut around its first match.
 SNIPPET_MAX_CHARS = 600
-_SNIPPET_MARKUP = [
-    (r"`{3,}[\w+-]*|~{3,}", " "),                                                  # fence markers
-    (r"!?\[([^\]]*)\]\([^)]*\)", r"\1"),                                          # [text](url), ![alt](src)
-    (r"\[([^\]]*)\]\[[^\]]*\]", r"\1"),                                           # [text][ref]
-    (r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]", r"\1"),                                    # [[target|label]]
-    (r"\[\[|\]\]", ""),                                                           # one the snippet cut in two
-    (r"\]\([^)]*$", "]…"),                                                        # a link target cut by the snippet's end
-    (r"!?\[([^\]]*)\]", r"\1"),                                                   # ...and its text
-    (r"<!--.*?-->", " "),                                                         # <!-- comment -->
-    ((r"(?i)</?(?:[a-z][\w-]*\s[^<>]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
-      r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?>"), " "),  # tags, not Vec<T>
-    (r"(?i)<[a-z][\w-]*\s[^<>]*?(?=…|$)", " "),                                   # a tag the snippet cut off
-    (r"(\*\*|__|~~|`+)", ""),                                                     # bold, strike, code ticks
-    (r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])", ""),                           # *em* and _em_ (not snake_case)
-    (r"(^|\s)(?:#{1,6}|>|[-+*]|\d+[.)])\s+(?:\[[ xX]\]\s+)?", r"\1"),              # heading, quote, list markers
-    (r"\|", " "),                                                                 # table pipes
-    (r"\{\{#\w+[^}]*\}\}", " "),                                                  # mdBook {{#include …}}
-]
 
 
-def snippet_spans(marked: str, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
-    """A snippet with \x02..\x03 around matched words -> (readable text without the
-    note's Markdown or HTML markup, the (start, end) of each marked span in it).
-    ``markup`` False: the text is already as a reader sees it (passage_display_text);
-    only the marks are read (the markup rules would take the "_" of snake_case
-    next to a mark for emphasis)."""
-    if len(marked) > SNIPPET_MAX_CHARS:  # a window around the first match: the patterns below never see more
+def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
+    """Text of a passage as a reader sees it (passage_display_text) with \x02..\x03
+    around matched words -> (the text, the (start, end) of each marked span in it)."""
+    if len(marked) > SNIPPET_MAX_CHARS:
         first = marked.find(_MARK_OPEN)
         start = max(0, first - SNIPPET_MAX_CHARS // 3) if first > 0 else 0
         marked = ("…" if start else "") + marked[start : start + SNIPPET_MAX_CHARS] + "…"
-    for pattern, replacement in _SNIPPET_MARKUP if markup else ():
-        marked = re.sub(pattern, replacement, marked)
     marked = " ".join(marked.split())
     text, marks, start = [], [], None  # type: ignore[assignment]  # None: no mark open
     length = 0
@@ -5065,8 +5033,7 @@ def snippet_spans(marked: str, markup: bool = True) -> tuple[str, list[tuple[int
     return "".join(text), marks
 
 
-# HTML escapes only &, < and > (html.escape with quote=False), written out:
-# importing html and its entity table took 2 ms of a cold search.
+# html.escape(quote=False) written out: importing html is a cost on a cold search.
 def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -5104,7 +5071,7 @@ def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = 
     return "".join(out)
 
 
-def mark_terms(text: str, words: Sequence[str], max_chars: int = 220, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
+def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
     query word (by prefix, so 'sync' marks 'syncing'), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
@@ -5122,7 +5089,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220, markup: bo
         window = "\u2026" + window
     if pattern:
         window = pattern.sub(lambda m: _MARK_OPEN + m.group(0) + _MARK_CLOSE, window)
-    return snippet_spans(window, markup)
+    return snippet_spans(window)
 
 
 @named_tuple
@@ -5171,25 +5138,17 @@ def name_similarity(query: str | set[str], name: str, coverage_min: float = 0.6)
 
 
 class RankingSettings(Record):
-    """Every knob of ranking, each with why it has its value (the dev suite,
-    bench/suite.py: every set, mean and worst set; docs/benchmarks.md).
+    """Every knob of ranking. Defaults are chosen on the whole dev suite (bench/suite.py:
+    every set, mean and worst set); docs/decisions.md holds the figures behind each.
 
-    Fusion: weighted RRF, keyword x2, a small bonus for each list's #1, plus a
-    small share of the convex score (``score_share``), which mostly orders notes
-    RRF places close together by how strong their scores are (suite mean 0.729
-    -> 0.731, worst set NFCorpus 0.349 -> 0.353). The convex combination alone
-    (``method="convex"``) has the same mean but falls 0.021 below keyword alone
-    on the Rust book; no other weighting, normalisation or per-query weights
-    did better on both the mean and the worst set.
+    Fusion: weighted RRF, keyword x2, a bonus for each list's #1, plus a small share of
+    the convex score, which orders notes RRF places close together by score strength.
     """
 
     method: str = "rrf"  # or "convex"
     keyword_weight: float = 2.0
     vector_weight: float = 1.0
-    # Notes the query names (title, alias, file name; near misses too); 0 turns
-    # name search off. It changes SciFact, NFCorpus and the sample notes by
-    # nothing, tldr by -0.001, the Rust book by -0.005 (old-edition stubs).
-    name_weight: float = 1.0
+    name_weight: float = 1.0  # notes the query names (title, alias, file name; near misses too); 0: off
     k: int = 60  # rrf only: the rank offset
     top_bonus: float = 0.005  # rrf only: added for each list's #1
     # rrf only: plus score_share x (value / the list's best) from the keyword
@@ -5202,82 +5161,58 @@ class RankingSettings(Record):
     # best passage per note needs a few passages per hit.
     single_depth_per_k: int = 8
     single_min_depth: int = 50
-    # The complete step, per note: the first max(complete_depth, k x 2) notes of the
-    # fusion are re-scored on BOTH signals (a note below a list's top 100 had no
-    # vote from it): the BM25 of its best passage and the cosine of its best
-    # passage to the query vector moved towards the passages nearest the query
-    # of the first fusion's top ``feedback_notes`` notes (Rocchio: q +
-    # feedback_weight x their mean), ranked by complete_keyword_share x BM25 /
-    # best + the rest x cosine / best (+ complete_name_weight x name
-    # similarity). 0: the fusion is the ranking. Against 0: suite mean 0.715 ->
-    # 0.721, worst set NFCorpus 0.353 -> 0.364; feedback from the top 3 cost the
-    # Rust book and tldr 0.004 each.
+    # The complete step (``complete_scores``): the first max(complete_depth, k x 2) notes of
+    # the fusion re-scored on both signals, since a note below a list's top 100 had no vote
+    # from it: complete_keyword_share x BM25 / best + the rest x cosine / best (+
+    # complete_name_weight x name similarity), the query vector moved towards the passages
+    # nearest it of the top ``feedback_notes`` notes (Rocchio, ``feedback_weight``). 0: off.
     complete_depth: int = 20
     complete_keyword_share: float = 0.5
     complete_name_weight: float = 0.0
     feedback_notes: int = 1
     feedback_weight: float = 0.5
-    # bm25 column weights: title, headings, body. 3/3/1 beat 4/2/1, 2/2/1 and
-    # 1/1/1 in hybrid search on both sets (README, "Search quality").
-    field_weights: tuple[float, float, float] = (3.0, 3.0, 1.0)
-    # Passages with every term rank first for queries of up to this many terms;
-    # for 4+ (questions, pasted claims) it cost nDCG, so BM25 alone ranks them.
+    field_weights: tuple[float, float, float] = (3.0, 3.0, 1.0)  # bm25 columns: title, headings, body
+    # Passages with every term rank first for queries of up to this many terms; longer
+    # ones (questions, pasted claims) are ranked by BM25 alone.
     and_first_max_terms: int = 3
-    # A note's focus on the query (Retrieval.keyword_stage): focus_weight x (its
-    # passages' scores in the list, summed) / (its passage count ** focus_power).
-    # The Rust book's sections beat the print-edition chapters holding the same
-    # passage (keyword 0.893 -> 0.949); no other set moves by more than 0.001.
+    # A note's focus on the query (Retrieval._focused): focus_weight x (its passages'
+    # scores in the list, summed) / (its passage count ** focus_power), so a section about
+    # the query beats a whole chapter holding the same passage.
     focus_weight: float = 0.5
     focus_power: float = 0.75
-    # Keyword mode: the names list's weight against BM25's (x2), so a note the
-    # query names beats BM25's #1 ("regex cheatsheet"): sample 0.807 -> 0.813.
+    # Keyword mode: the names list's weight against BM25's, so a note the query names beats BM25's #1.
     keyword_name_weight: float = 3.0
-    # Names: a query of more words names no note (and scanning the trigrams of a
-    # pasted sentence cost SciFact 20 ms a query); trigram candidates scored exactly.
+    # Names: a query of more words names no note; the trigram candidates are scored exactly.
     name_query_max_words: int = 6
     name_candidates: int = 40
-    # The pre-check before the ranked name search (Retrieval._may_name_a_note) runs
-    # when a name must share at least this many of the query's trigrams (with fewer,
-    # most notes do), and scores at most name_precheck_max notes.
+    # Retrieval._may_name_a_note runs when a name must share at least this many of the
+    # query's trigrams (with fewer, most notes do), and scores at most name_precheck_max notes.
     name_precheck_min_shared: int = 3
     name_precheck_max: int = 100
     # A query names a note when this share of its trigrams is in the name (pg_trgm's
-    # word_similarity_threshold) and name_similarity reaches name_match_min: with
-    # 0.6 the list cost SciFact 0.027 (short topics named dozens of titles).
+    # word_similarity_threshold) and name_similarity reaches name_match_min.
     name_coverage_min: float = 0.6
     name_match_min: float = 0.7
-    # A note named this closely (one wrong letter, a plural) comes first, like an
-    # exact title (the exact-title rule: typing a note's name is the commonest way
-    # to look for it). No suite query reaches it; the tests show what it is for.
+    # A note named this closely (one wrong letter, a plural) comes first, like an exact
+    # title: typing a note's name is the commonest way to look for it.
     name_first_min: float = 0.85
     # Relevance (Hit.relevance, absolute, 0-1): the larger of the shown passage's cosine
     # similarity to the query and the share of the query's words it holds, that share
     # times partial_match_weight unless it holds them all (common words match anything).
-    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak). Chosen on
-    # the Rust book's and the sample notes' judged queries against 7 the notes cannot
-    # answer (docs/benchmarks.md, "Relevance"): see the figures there.
+    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak).
     partial_match_weight: float = 0.5
     relevance_floor: float = 0.35
-    # A static model's vector list (Model2Vec; StaticModel) is weaker than a
-    # transformer's (the test model distilled from MiniLM: vector mode 0.460
-    # nDCG@10 on the suite mean, MiniLM 0.647), so its vote and its share of
-    # the complete scores are these instead of vector_weight and 1 -
-    # complete_keyword_share (chosen on the whole suite; docs/benchmarks.md,
-    # "Static models"): see ``for_vectors``.
+    # A static model's vector list (Model2Vec) is weaker than a transformer's: its vote and
+    # its share of the complete scores are these instead (``for_vectors``).
     static_vector_weight: float = 0.5
     static_complete_keyword_share: float = 0.7
 
-    # The note-level prior (``order_by_note_prior``): a stub is a note that links
-    # elsewhere and has under ``stub_words`` words of its own (outside quotes and
-    # link lines: a redirect, an old edition's "this moved" page, an index of
-    # links), or under ``name_body_words`` words at all. A stub's place in a
-    # result list is divided by ``stub_weight`` (0.5: from #1 to #2, from #3 to
-    # #6), it never stays above a note it links to that is in the list, and the
-    # exact-name rules pass it by. On the Rust book the old editions' stubs have
-    # 16-25 words of their own, its redirects 15-117 (most under 70), its
-    # shortest real chapters 84; the sample notes that link anywhere 107 or more.
-    # A note of fewer than ``name_body_words`` words (its heading included) is
-    # nearly empty: a title alone.
+    # The note-level prior (``order_by_note_prior``): a stub is a note that links elsewhere
+    # and has under ``stub_words`` words of its own (outside quotes and link lines: a
+    # redirect, an old edition's "this moved" page, an index of links), or under
+    # ``name_body_words`` words at all (a title alone). A stub's place in a result list is
+    # divided by ``stub_weight``, it never stays above a note it links to that is in the
+    # list, and the exact-name rules pass it by.
     stub_words: int = 70
     stub_weight: float = 0.5
     name_body_words: int = 3
@@ -5376,12 +5311,11 @@ class Fused(Record):
 def fuse(rankings: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings,
          weights: dict[str, float] | None = None) -> list[Fused]:
     """Fuse ranked lists (name -> (unit, value) best first, higher better; a unit listed
-    twice counts at its first place) into one, best first. Pure: no SQLite, no model.
-    ``weights`` (default the settings'; a list without one weighs 1) scale each vote.
-    ``rrf``: weight / (k + rank) + top_bonus for a #1 + score_share x the list's share x
-    value / its best. ``convex``: weight x value / the list's best ("TM2C2", Bruch et
-    al. 2023; a value above the one before it counts as that one, so order holds).
-    Ties go to the unit ranked best by any list, then to the earlier list."""
+    twice counts at its first place) into one, best first. Pure. ``weights`` (default the
+    settings'; a list without one weighs 1) scale each vote. ``rrf``: weight / (k + rank)
+    + top_bonus for a #1 + score_share x the list's share x value / its best. ``convex``:
+    weight x value / the list's best (TM2C2; a value above the one before it counts as
+    that one, so order holds). Ties go to the unit ranked best by any list."""
     weights = settings.weights() if weights is None else weights
     shares = settings.score_shares() if settings.method == "rrf" and settings.score_share else {}
     fused: dict[object, Fused] = {}
@@ -5463,11 +5397,11 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
 
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
          evidence: Callable[[list], Evidence] | None = None, stubs: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
-    """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on
-    both signals when ``evidence`` (head units -> Evidence) is given, then a note
-    named almost exactly (name_first_min) first, unless it is one of ``stubs``
-    (is_stub). Returns the best k x 2 (the exact-title rule and the note prior may
-    still reorder them) and what was done, for --explain."""
+    """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
+    signals when ``evidence`` (head units -> Evidence) is given, then a note named almost
+    exactly (name_first_min) first unless it is one of ``stubs``. Returns the best k x 2
+    (the exact-title rule and the note prior may still reorder them) and, for --explain,
+    what was done."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
     explained = settings.describe(weights)
     best = fuse(lists, settings, weights)
@@ -5488,10 +5422,8 @@ def _holds(words: list[str], tokens: tuple[str, ...]) -> bool:
 
 class SearchRequest(Record):
     """One search, parsed and resolved once: every stage reads it, none parses again.
-
-    ``query`` is clean (clean_query); ``parsed`` its terms, phrases and
-    exclusions (``parsed.text``: the query without them); ``mode`` what was asked,
-    ``used`` the mode that runs and ``reason`` why it is not hybrid."""
+    ``query`` is clean (clean_query); ``mode`` is what was asked, ``used`` the mode that
+    runs and ``reason`` why it is not hybrid."""
 
     query: str
     parsed: ParsedQuery
@@ -5515,8 +5447,8 @@ class SearchRequest(Record):
 
 
 class SearchResult(Record):
-    """A search's hits, the mode it ran in and why, each stage's time in ms, and
-    how ranking was done (--explain). It is also the list of its hits."""
+    """A search's hits (it is also their list), the mode it ran in and why, each stage's
+    time in ms, and how ranking was done (--explain)."""
 
     hits: list[Hit]
     mode: str = "keyword"
@@ -5541,7 +5473,6 @@ class SearchResult(Record):
 
     def __eq__(self, other):
         return self.hits == other if isinstance(other, list) else Record.__eq__(self, other)
-
 
 
 class Retrieval:
@@ -5600,14 +5531,10 @@ class Retrieval:
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
-        """Chunk ids with BM25 scores (higher is better), best first.
-
-        For short queries (up to and_first_max_terms terms), passages that
-        contain every term come before those that contain some; the any-term
-        list fills the rest, so recall is never lost when no passage has them
-        all. Within each group a passage's score adds its note's focus.
-        ``owners`` receives chunk id -> document id of the passages it looked up.
-        """
+        """Chunk ids with BM25 scores (higher is better), best first: for short queries
+        (and_first_max_terms), passages with every term before those with some, each
+        group ordered with its note's focus (_focused). ``owners`` receives chunk id ->
+        document id of the passages it looked up."""
         parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
         match_any = parsed.match_any()
         if not match_any:
@@ -5622,9 +5549,7 @@ class Retrieval:
         match_all = parsed.match_all() if len(parsed.terms) <= s.and_first_max_terms else None
         all_rows = self._fts(match_all, limit, ids, note_filter) if match_all else []
         first = {cid for cid, _ in all_rows}
-        if len(all_rows) >= limit:
-            # Passages with every term fill the list: the any-term query (the
-            # costly one, its common words match most notes) could add nothing.
+        if len(all_rows) >= limit:  # the costly any-term query could add nothing
             return self._focused([(cid, -r) for cid, r in all_rows], first, owners)
         any_rows = self._fts(match_any, limit, ids, note_filter)
         if not match_all or not any_rows:
@@ -5698,12 +5623,10 @@ class Retrieval:
         return bool(grams) and len(grams & wanted) / len(grams) >= self.settings.alias_coverage
 
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
-        """False when no note's name can reach name_match_min, so names_stage can skip
-        its ranked search (bm25 over every note sharing one trigram with the query:
-        5-10 ms on tldr's 38k notes) with the same result. A name that reaches it
-        holds at least that share of the query's padded trigrams, so at least
-        ``need`` of the word-inner ones, which the trigram index can find. ASCII
-        only: Python lower-cases "İ" to "i" and a combining dot, FTS5 does not."""
+        """False when no note's name can reach name_match_min, so names_stage can skip its
+        costly ranked search: a name that reaches it holds at least ``need`` of the query's
+        word-inner trigrams, which the trigram index finds. ASCII only: Python lower-cases
+        "İ" to "i" and a combining dot, FTS5 does not."""
         s = self.settings
         if not query.isascii():
             return True
@@ -5829,10 +5752,8 @@ class Retrieval:
         return max(h.relevance or 0.0 for h in hits)
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings):
-        # The BM25 ranking and the name list (SQLite, each in a worker thread)
-        # run while the query is embedded (ONNX): all release the GIL, so a
-        # hybrid query costs about the longest of the three. Each thread maps its
-        # own list's passages to notes, so fusion starts with every passage mapped.
+        # The BM25 and name lists (SQLite, in worker threads) run while the query is
+        # embedded (ONNX): all release the GIL, so a hybrid query costs about the longest.
         def keyword_list():
             owners: dict[int, int] = {}
             return self.keyword_stage(req, depth, owners=owners), owners
@@ -5941,10 +5862,9 @@ class Retrieval:
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
-        # A note's score: its best similarity to any passage, plus its mean best
-        # similarity over all sampled passages (a note missing from a passage's
-        # list gets that list's last similarity), so a note related throughout
-        # beats one that shares a single paragraph.
+        # A note's score: its best similarity to any passage plus its mean best similarity
+        # over the sampled passages (missing from a list: that list's last), so a note
+        # related throughout beats one that shares a single paragraph.
         best: dict[int, tuple[float, int]] = {}  # document -> (best similarity, its chunk)
         sums: dict[int, list[float]] = {}
         for ranking in per_passage:
@@ -6019,8 +5939,7 @@ class Retrieval:
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
-        # str(Path(folder) / path) for a resolved folder and a clean relative path, at a quarter of
-        # the cost (a search makes 80 of them: 1 ms of a cold one).
+        # str(Path(folder) / path) for a resolved folder and a clean relative path, cheaper.
         abspath = os.path.join(row.collection_path, *row.path.split("/"))
         return Hit(path=row.path, collection=row.collection, abspath=abspath,
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
@@ -6048,8 +5967,8 @@ class Retrieval:
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked, markup=False) if marked and _MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words, markup=False))
+            hit.snippet, hit.marks = (snippet_spans(marked) if marked and _MARK_OPEN in marked
+                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
 
 
@@ -6127,6 +6046,12 @@ class SyncProgress(Record):
     eta: float | None = None
     current: str = ""
 
+    @classmethod
+    def since(cls, started: float, phase: str, done: int, total: int, current: str = "") -> SyncProgress:
+        """``done`` of ``total`` since ``started`` (time.monotonic), with the rate and time left."""
+        rate = done / max(time.monotonic() - started, 1e-6)
+        return cls(phase, done, total, rate, (total - done) / rate if rate else None, current)
+
     @property
     def eta_text(self) -> str:
         """The time left, "42s" or "3m05s"; "?" while it is unknown."""
@@ -6169,12 +6094,8 @@ class SyncCancelled(Exception):
 
 
 class FileLock:
-    """An advisory lock on a file, so two syncs of one index take turns.
-
-    Hand-written over fcntl/msvcrt because the standard library has no
-    portable one; the lock dies with the process, so a killed sync never
-    leaves it stuck.
-    """
+    """An advisory lock on a file, so two syncs of one index take turns. Hand-written over
+    fcntl/msvcrt: the standard library has no portable one. It dies with its process."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -6229,8 +6150,7 @@ class FileLock:
             self._fh = None
 
 
-# SQLite's INTEGER is 64-bit signed: a file dated past the year 2262 (mtime in
-# nanoseconds) does not fit, and one such note used to fail every sync.
+# SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.
 SQLITE_INT_MAX = 2**63 - 1
 
 
@@ -6242,8 +6162,6 @@ def _file_state(st: os.stat_result) -> tuple[int, int, int]:
 
 class NotRegularFileError(PMSError, OSError):
     """A named pipe, device or socket where a note was: never read (it could block forever)."""
-
-
 
 
 def open_regular_file(path: Path):
@@ -6270,25 +6188,19 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
     return data
 
 
-# Watching folders (the desktop app, `pms watch`, `pms mcp --watch`): how often the
-# folders and notes are looked at, and how long they must stay quiet before a sync
-# (an editor saving, a git checkout, Syncthing: many changes become one sync).
+# Watching folders: how often they are looked at, and how long they must stay quiet
+# before a sync (an editor saving, a git checkout: many changes become one sync).
 WATCH_INTERVAL = 1.0
 WATCH_QUIET = 1.0
-# At most this many folders and notes are looked at per collection (about 10 ms a pass per 2,000).
 WATCH_MAX_PATHS = 20_000
 
 
 class FolderWatcher:
-    """Watches collections' folders (recursively) and their indexed notes, and after
-    ``quiet`` seconds without a further change calls ``on_change(names)`` with the
-    collections that changed. One implementation for every front end.
-
-    By polling modification times, standard library only and alike on every OS: a
-    note added, removed or renamed changes its folder's time, an edit the note's own
-    (a new folder changes its parent's, and is watched from then on). ``source``
-    returns the collections to watch; they are read again after each change.
-    """
+    """Watches collections' folders (recursively) and indexed notes; after ``quiet`` seconds
+    without a further change calls ``on_change(names)`` with the collections that changed.
+    By polling modification times (stdlib only, alike on every OS): a note added, removed or
+    renamed changes its folder's time, an edit the note's own. ``source`` returns the
+    collections to watch; they are read again after each change."""
 
     def __init__(self, on_change: Callable[[list[str]], None], source: Callable[[], list],
                  interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET):
@@ -6388,8 +6300,7 @@ def pdf_available() -> bool:
 
 
 def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
-    """Each page's text and the metadata title, read in this process (PdfReader runs
-    it in a worker: a damaged or hostile file must not hang or crash a sync)."""
+    """Each page's text and the metadata title, read in this process (PdfReader runs it in a worker)."""
     try:
         import pypdfium2 as pdfium
     except ImportError:
@@ -6427,8 +6338,7 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
         doc.close()
 
 
-# Address space of the PDF worker (Linux): a file that balloons in memory fails
-# alone instead of pushing the machine into swap.
+# Address space of the PDF worker (Linux): a file that balloons in memory fails alone.
 PDF_WORKER_MEMORY = 4 << 30
 
 
@@ -6458,9 +6368,8 @@ def _pdf_worker(conn) -> None:
 
 
 class PdfReader:
-    """Reads PDFs in one worker process (started on first use, reused for the next
-    file), each within a deadline: past it the worker is killed and the file
-    reported, so a hostile PDF cannot hang a sync. Use as a context manager."""
+    """Reads PDFs in one worker process (started on first use, then reused), each within a
+    deadline past which the worker is killed: a hostile PDF cannot hang a sync."""
 
     STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
 
@@ -6525,8 +6434,8 @@ class PdfReader:
 
 
 def file_digest(path: Path, limit: int) -> str:
-    """SHA-256 of a file read in blocks (a PDF may be hundreds of MB), refusing one over ``limit``
-    (by its size before any read, and by what was read: it may grow meanwhile)."""
+    """SHA-256 of a file read in blocks, refusing one over ``limit`` (by its size, and by what
+    was read: it may grow meanwhile)."""
     import hashlib
 
     digest, size = hashlib.sha256(), 0
@@ -6564,15 +6473,11 @@ def file_sha(path: Path) -> str:
 
 
 class Syncer:
-    """Brings the index in line with the collection folders, incrementally.
+    """Brings the index in line with the collection folders, incrementally: unchanged files
+    by size and mtime before any read, changed ones by SHA-256. Work is committed in
+    batches, so a killed sync loses at most one batch."""
 
-    Unchanged files are recognised by size and mtime before any read; changed
-    ones by SHA-256. Work is committed in batches, so a killed sync loses at
-    most one batch and the next sync picks up where it stopped.
-    """
-
-    # A write transaction takes at most this many files and this much of their text:
-    # other writers (an embedding sync, the app) never wait on the index for long.
+    # A write transaction's most files and text: other writers never wait long on the index.
     BATCH_FILES = 200
     BATCH_BYTES = 1_000_000
 
@@ -6768,8 +6673,7 @@ class Syncer:
                         report.deleted += 1
             if progress:
                 done += len(items)
-                rate = done / max(time.monotonic() - t0, 1e-6)
-                progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
+                progress(SyncProgress.since(t0, "index", done, total, name))
         if changes.gone or changes.forgotten:
             with self.store.transaction() as db:
                 if self._removed_meanwhile(db, col, report):
@@ -6841,11 +6745,8 @@ class Syncer:
             self._pdf_reader = None
 
     def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
-        """Embed every passage that has no vector yet, shortest first, in small batches.
-
-        Why embedding was impossible is kept in the index, so a later search
-        can say it in its one-line notice.
-        """
+        """Embed every passage that has no vector yet; why that was impossible is kept in the
+        index, so a later search can say it."""
         self._embed_pending(report, progress, cancel, reembed)
         with self.store.transaction():
             self.store.set_meta("embed_error", report.embed_error)
@@ -6887,9 +6788,8 @@ class Syncer:
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
                                   model_dir=embedder.config().get("dir"),
                                   query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
-        # Most recently modified notes first, in windows of EMBED_WINDOW passages read as they
-        # are needed (a big vault's text never sits in memory at once); inside a window,
-        # shortest first, so each batch pads to a similar length (~2x throughput).
+        # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
+        # window, shortest first, so each batch pads to a similar length.
         order = store.pending_embedding_ids()
         total = len(order)
         t0 = time.monotonic()
@@ -6915,30 +6815,23 @@ class Syncer:
             report.embedded += len(rows)
             rows = []
             if progress:
-                rate = done / max(time.monotonic() - t0, 1e-6)
-                progress(SyncProgress("embed", done, total, rate, (total - done) / rate if rate else None))
+                progress(SyncProgress.since(t0, "embed", done, total))
             if cancel is not None and cancel.is_set() and done < total:
                 raise SyncCancelled()
 
-        # One stream through the model; each text is dropped once it is embedded.
-        vectors = embedder.embed_stream(texts())
-        while True:
-            try:
-                vector = next(vectors)
-            except StopIteration:
-                break
-            except EmbeddingUnavailable as exc:
-                # A server that failed mid-way: what was embedded is kept (whole groups, each one
-                # transaction), the reason is told, and the next sync embeds the rest.
-                if rows:
-                    store.write_vectors(rows)
-                    report.embedded += len(rows)
-                report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
-                return
-            p = queued.popleft()
-            rows.append((p.id, p.collection_id, vector))
-            if len(rows) >= group:
-                write()
+        try:  # one stream through the model; each text is dropped once it is embedded
+            for vector in embedder.embed_stream(texts()):
+                p = queued.popleft()
+                rows.append((p.id, p.collection_id, vector))
+                if len(rows) >= group:
+                    write()
+        except EmbeddingUnavailable as exc:
+            # A server that failed mid-way: what was embedded is kept; the next sync embeds the rest.
+            if rows:
+                store.write_vectors(rows)
+                report.embedded += len(rows)
+            report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
+            return
         if rows:
             write()
         if queued:  # the model's stream ended before the last passage
@@ -7090,15 +6983,9 @@ def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
 
 
 def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> tuple[bytes | str, str]:
-    """Download a web page: (its HTML, the URL it ended at after redirects).
-
-    Standard library only (trafilatura's fetcher refuses local addresses).
-    Redirects are followed up to CLIP_MAX_REDIRECTS; the download stops past
-    ``max_bytes``; ``timeout`` bounds each network wait and the whole download
-    (DNS, connection, headers and body): the work runs in a daemon thread the
-    caller stops waiting for, since a server that trickles bytes, or a stuck
-    name lookup, is never interrupted by a socket timeout.
-    """
+    """Download a web page: (its HTML, the URL it ended at after redirects). Standard library
+    only (trafilatura's fetcher refuses local addresses). ``timeout`` bounds the whole
+    download too: a trickling server or a stuck name lookup never hits a socket timeout."""
     url = check_clip_url(url)
     timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
@@ -7300,12 +7187,9 @@ def _unwrap_code_tables(tree) -> None:
 
 
 def _stash_code_blocks(tree) -> tuple[str, dict[int, tuple[str, str]]]:
-    """Replace each <pre> with a paragraph "START<n> flattened code END<n>".
-
-    trafilatura flattens <pre> into inline code; the marked paragraph keeps the
-    code's words where they were (so the extractor judges the page as before),
-    and ``_restore_code_blocks`` puts the original lines back as a fence.
-    """
+    """Replace each <pre> with a paragraph "START<n> flattened code END<n>": trafilatura
+    flattens <pre> into inline code, so ``_restore_code_blocks`` puts the lines back as a
+    fence; the code's words stay where they were for the extractor to judge the page."""
     import secrets
 
     _unwrap_code_tables(tree)
@@ -7358,8 +7242,8 @@ _PERMALINK_LABELS = ("#", "¶", "§", "🔗", "link", "permalink")
 
 
 def _without_permalink(line: str) -> str:
-    """A heading without its trailing permalink (``## Title [#](url#title)``).
-    String code: ``\\s*\\[(?:#|…)\\]\\([^)]*\\)\\s*$`` was quadratic on spaces."""
+    """A heading without its trailing permalink (``## Title [#](url#title)``); string code,
+    linear where a pattern would backtrack on spaces."""
     text = line.rstrip()
     if not text.endswith(")"):
         return line
@@ -7402,8 +7286,6 @@ def _tidy_markdown(markdown: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-
-
 def _with_table_headers(lines: list[str]) -> list[str]:
     """A table whose first row was not <th> comes out of trafilatura without
     the |---| rule, which Markdown needs to see a table: add it."""
@@ -7437,9 +7319,8 @@ def _one_line(value) -> str | None:
     return text or None
 
 
-# No article has an element with this many attributes; lxml's parser takes
-# quadratic time in them (25,000: 0.5 s of CPU, 100,000: 14.7 s), before any
-# deadline can be checked, so a page with more is refused before parsing.
+# No article has an element with this many attributes; lxml's parser takes quadratic
+# time in them before any deadline can be checked, so a page with more is refused.
 CLIP_MAX_ATTRIBUTES = 2_000
 
 
@@ -7460,11 +7341,8 @@ def _refuse_hostile_markup(html: bytes | str) -> None:
 
 
 def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPage:
-    """The main text of a page as Markdown, with its metadata (no network, no index).
-
-    Keeps headings, lists, links, tables, images (as links) and code blocks
-    (as fences, with their lines); drops navigation, ads and boilerplate.
-    """
+    """The main text of a page as Markdown, with its metadata (no network, no index): headings,
+    lists, links, tables, images and code blocks (as fences); no navigation or boilerplate."""
     import copy
 
     trafilatura = _import_trafilatura()
@@ -7598,8 +7476,7 @@ def _same_page_key(url: str) -> str:
 
 
 def _clip_source_values(block: str) -> list[str]:
-    """The values of a frontmatter's ``source:`` lines (string code: the pattern
-    ``^source:[ \\t]*(.+?)[ \\t]*$`` was quadratic on a long run of spaces)."""
+    """The values of a frontmatter's ``source:`` lines (string code: linear on runs of spaces)."""
     return [value for line in block.split("\n") if line.startswith("source:") and (value := line[7:].strip(" \t"))]
 
 
@@ -7693,11 +7570,9 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
 # API: KnowledgeBase ##############################################################
 ###############################################################################
 
-# At most this many phrasings in one search (KnowledgeBase.search's queries).
-MAX_QUERIES = 5
-# An answer for a model (get and multi_get over MCP, multi_get everywhere): about
-# 5,000 tokens, a few whole notes; what does not fit is marked truncated and says
-# how to ask for the rest.
+MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
+# An answer for a model (get and multi_get over MCP, multi_get everywhere): a few whole
+# notes; what does not fit is marked truncated and says how to ask for the rest.
 ANSWER_MAX_BYTES = 20_000
 MULTI_GET_MAX_BYTES = ANSWER_MAX_BYTES
 MULTI_GET_MAX_FILES = 50
@@ -7744,6 +7619,10 @@ class Document(Record):
     def rest(self) -> str:
         """How to read on after a truncated text: the ref of its next line."""
         return f"{self.ref}:{self.to_line + 1}"
+
+    def numbered(self) -> str:
+        """The text with each line's number in front (of a PDF, the page's)."""
+        return "\n".join(f"{n:>5}  {line}" for n, line in enumerate(self.text.split("\n"), self.from_line))
 
 
 @named_tuple
@@ -7813,15 +7692,10 @@ class Collection:
              force: bool = False, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES,
              embed: bool = True, pdf: bytes | None = None, keep_original: bool = False) -> ClippedNote:
         """Clip a web page or a PDF into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
-
-        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) or
-        ``pdf`` (a PDF's bytes) is given, in which case it is only recorded (None:
-        the page's canonical URL, if it names one; with ``pdf`` it may be the PDF's
-        file path). A PDF becomes a note of its text, ``## Page N`` per page; with
-        ``keep_original`` the PDF itself is saved beside it. A URL already clipped
-        into the collection raises ``AlreadyClipped`` unless ``force``. Never
-        overwrites a file.
-        """
+        ``source``, the page's URL, is fetched unless ``html`` (a saved page) or ``pdf`` (its
+        bytes) is given (None: the page's canonical URL, if it names one). A PDF becomes a note
+        of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
+        already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
             _import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
@@ -7840,12 +7714,11 @@ class Collection:
                 raise AlreadyClipped(f"{urls[0]} is already clipped into {self.name!r} as {rel} "
                                      "(nothing written; use --force to clip it again)", existing)
 
+        refuse_duplicate(source)
         if pdf is not None:
-            refuse_duplicate(source)
             page = extract_from_pdf(pdf, url=source)
         elif html is None:
             assert source is not None  # checked above: a URL or a page
-            refuse_duplicate(source)
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
             if isinstance(fetched, bytes) and fetched.startswith(b"%PDF-"):
                 pdf = fetched
@@ -7855,7 +7728,6 @@ class Collection:
             refuse_duplicate(source, final_url)
             source = final_url
         else:
-            refuse_duplicate(source)
             page = extract_within(html, source, deadline, timeout)
             if not source and page.url:  # a saved page that names its canonical URL
                 source = page.url
@@ -7877,10 +7749,6 @@ class Collection:
                            docid=rows[0].docid if rows else None, page=page, original=original,
                            index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
 
-    def add_from_url(self, url: str, **kwargs) -> ClippedNote:
-        """``clip(url, ...)``: a web page into this collection."""
-        return self.clip(url, **kwargs)
-
 
 class Collections:
     """``kb.collections``: create, list, get, rename, delete."""
@@ -7892,25 +7760,28 @@ class Collections:
 
     def create(self, path: str | os.PathLike, name: str | None = None, glob: str = DEFAULT_GLOB, description: str = "",
                force: bool = False, exclude: Sequence[str] = ()) -> Collection:
-        """Add a folder as a collection (named after the folder unless ``name``: see
-        ``free_name``). A folder that is (or is inside, or holds) another collection's
-        folder is refused unless ``force``: every note would be found twice.
-        ``exclude``: globs of notes and folders never to index (see Exclusions)."""
+        """Add a folder as a collection (named after the folder unless ``name``). A folder that
+        is, is inside or holds another collection's is refused unless ``force``: every note
+        would be found twice. ``exclude``: globs of notes and folders never to index."""
         folder = Path(path).expanduser()
         if not folder.is_dir():
             raise PMSError(f"{folder} is not a folder (give the folder that holds your notes)")
         folder = folder.resolve()
-        name = name or self.free_name(folder.name)
-        if not self._NAME.match(name) or "/" in name:
-            raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
-        if self.kb.store.collection_row(name):
-            raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
+        name = self._new_name(name or self.free_name(folder.name))
         compile_glob(glob or DEFAULT_GLOB, "--glob")
         excludes = self._checked_excludes(exclude)
         if not force:
             self._refuse_overlap(folder)
         self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "", excludes)
         return self.get(name)
+
+    def _new_name(self, name: str) -> str:
+        """``name``, checked as the name of a new collection."""
+        if not self._NAME.match(name) or "/" in name:
+            raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
+        if self.kb.store.collection_row(name):
+            raise PMSError(f"a collection named {name!r} already exists (choose another name, or remove that one first)")
+        return name
 
     @staticmethod
     def _checked_excludes(exclude: Sequence[str] | str) -> str:
@@ -7959,17 +7830,11 @@ class Collections:
 
     def rename(self, old: str, new: str) -> Collection:
         self.get(old)
-        if not self._NAME.match(new) or "/" in new:
-            raise PMSError(f"collection name {new!r} is not valid (letters, digits, space, '.', '_' or '-')")
-        if self.kb.store.collection_row(new):
-            raise PMSError(f"a collection named {new!r} already exists")
-        self.kb.store.rename_collection(old, new)
+        self.kb.store.rename_collection(old, self._new_name(new))
         return self.get(new)
 
     def move(self, name: str, path: str | os.PathLike) -> Collection:
-        """The collection's folder moved (another disk, a renamed folder): point it at
-        ``path``. The next sync compares the notes there with the index, so
-        unchanged passages keep their vectors."""
+        """Point the collection at its moved folder ``path``; unchanged passages keep their vectors."""
         self.get(name)
         folder = Path(path).expanduser()
         if not folder.is_dir():
@@ -8000,27 +7865,21 @@ def _relative_to(path: Path, root: Path) -> str | None:
 
 
 class KnowledgeBase:
-    """The whole engine behind one object; the CLI and the GUI only call this.
-
-    Thread-safe for one writer (sync) and any number of readers (search): each
-    thread gets its own SQLite connection.
-    """
+    """The whole engine behind one object; the CLI, MCP and the GUI only call this.
+    Thread-safe for one writer (sync) and any number of readers: each thread gets its
+    own SQLite connection."""
 
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
                  vector_memory_mb: float | None = None, embedding: dict | None = None):
-        """``notice`` receives one-line news while work goes on (a model
-        download starting, waiting for another sync), possibly from a worker
-        thread; the CLI prints it. It may be set later too (``kb.notice = f``).
-        ``embedder``: an EmbeddingProvider of your own (batch size, model) instead of
-        the one ``model``/``model_dir`` describe. ``embedding``: an embedding
-        server for this index, e.g. ``{"url": "http://127.0.0.1:11434", "kind":
-        "ollama", "model": "bge-m3"}`` (keys of ``HTTPEmbedder.config()``; also
-        PMS_EMBED_URL...); the index remembers it at sync, as it does a model. ``vector_memory_mb``:
-        keep the vectors in memory, up to this many MB, as keep_vectors_in_memory does
-        (None or 0: never)."""
+        """``notice`` receives one-line news while work goes on (a model download, waiting for
+        another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
+        your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
+        embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
+        "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
@@ -8056,11 +7915,9 @@ class KnowledgeBase:
             self.keep_vectors_in_memory(vector_memory_mb)
 
     def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
-        """For a process that searches many times (the app, the MCP server): from its
-        second vector search on, the vectors are held in memory (4 MB per 10k passages of
-        MiniLM; none over ``max_mb``), so each search costs a scan of memory instead of
-        sqlite-vec's (see VectorMemory). ``ann``: KNN without filters by an HNSW graph
-        (needs usearch; for ~1M passages, where an exact scan passes 100 ms). A one-shot
+        """For a process that searches many times (the app, the MCP server): from its second
+        vector search on, the vectors (up to ``max_mb``) are held in memory (VectorMemory).
+        ``ann``: KNN without filters by an HNSW graph (usearch), for very big vaults. A one-shot
         process leaves this off: its single search never reads every vector."""
         self.retrieval.vectors = VectorMemory(self.store, max_mb, ann=ann)
 
@@ -8071,8 +7928,7 @@ class KnowledgeBase:
 
     @property
     def embeddings_enabled(self) -> bool:
-        """Whether this KnowledgeBase was opened to embed (``embeddings=True``);
-        ``search_mode()`` says whether vector search can run now."""
+        """Whether this KnowledgeBase was opened to embed; ``search_mode()`` says if vectors can run now."""
         return self.embedder is not None
 
     def _notify(self, text: str) -> None:
@@ -8102,12 +7958,9 @@ class KnowledgeBase:
     def sync(self, collections: Sequence[str] | None = None, *, paths: Sequence[str | os.PathLike] | None = None,
              embed: bool = True, reembed: bool = False, progress: Callable[[SyncProgress], None] | None = None,
              cancel: threading.Event | None = None) -> SyncReport:
-        """Index new and changed notes, drop deleted ones, then embed new passages.
-
-        ``paths`` (absolute or collection-relative) limits the work to those
-        files, e.g. the ones a file watcher reported. ``cancel`` (a
-        threading.Event) stops between batches, leaving a consistent index.
-        """
+        """Index new and changed notes, drop deleted ones, then embed new passages. ``paths``
+        (absolute or collection-relative) limits the work to those files; ``cancel`` (an
+        Event) stops between batches, leaving a consistent index."""
         self.store.require_writable()
         rows = self._collection_rows(collections)
         by_collection: dict | None = None
@@ -8135,9 +7988,9 @@ class KnowledgeBase:
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
               sync_lock: contextlib.AbstractContextManager | None = None, catch_up: bool = True,
               interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
-        """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then)
-        the collections whose folders changed, after a quiet second (FolderWatcher).
-        ``on_sync`` gets each report, ``on_error`` each failed sync's one line."""
+        """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then) the
+        collections whose folders changed (FolderWatcher); ``on_sync`` gets each report,
+        ``on_error`` each failed sync's one line."""
         self.store.require_writable()
         self.collections.list() if collections is None else [self.collections.get(n) for n in collections]  # they exist
 
@@ -8198,24 +8051,16 @@ class KnowledgeBase:
                where: str | Sequence[str] | dict | None = None, min_score: float | None = None,
                intent: str = "", queries: Sequence[str] = ()) -> SearchResult:
         """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
+        ``min_score`` leaves out hits whose ``relevance`` (absolute, 0-1) is below it; the
+        result's ``weak`` says when none reaches RankingSettings.relevance_floor. ``intent``
+        (what the search is for, in words) is context for the vector list only; ``queries``
+        are other phrasings searched in the same call, their lists fused into one.
 
-        Every hit carries an absolute ``relevance`` (0-1; see Hit); ``min_score``
-        leaves out hits below it, and the result's ``weak`` says when none reaches
-        RankingSettings.relevance_floor (the notes may not cover the query).
-        ``intent`` (what the search is for, in words) is context for the vector list
-        only. ``queries``: other phrasings searched in the same call, each list fused
-        with the query's (RRF, RankingSettings) into one.
-
-        Filters narrow every mode inside the query, so ``k`` results come back
-        whenever that many notes match: ``tags`` (all of them; ``area`` matches
-        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or
-        folder in the collection), ``after``/``before`` (the note's date,
-        inclusive, YYYY-MM-DD), ``where`` ("key=value", "key!=value", "key").
-        With a filter and no words, the matching notes are listed newest first.
-        Any query is accepted: undecodable bytes, control characters and
-        overlong input are cleaned first (``clean_query``). The result is a
-        SearchResult: the hits (it is their list), the mode used and why, timings.
-        """
+        Filters narrow every mode inside the query: ``tags`` (all of them; ``area`` matches
+        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or folder),
+        ``after``/``before`` (the note's date, YYYY-MM-DD, inclusive), ``where`` ("key=value",
+        "key!=value", "key"). A filter and no words lists the matching notes, newest first.
+        Any query is accepted (``clean_query``)."""
         note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
         if min_score is not None:
             try:
@@ -8246,8 +8091,8 @@ class KnowledgeBase:
 
     def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool, filters: dict,
                         min_score: float | None, intent: str) -> SearchResult:
-        """Each query searched alone (twice as deep), their hit lists fused by the ranking
-        stage's RRF into one; a hit keeps its best passage and relevance of all the queries."""
+        """Each query searched alone (twice as deep), their hit lists fused by RRF into one; a
+        hit keeps its best passage and relevance of all the queries."""
         results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
                                **filters) for q in queries if q.strip()]
         if not results:
@@ -8287,9 +8132,8 @@ class KnowledgeBase:
         return refs
 
     def resolve_link(self, note: str, target: str, kind: str = "wiki") -> NoteRef:
-        """The note that a link written in ``note`` points to, by the rule ``links`` uses:
-        ``target`` as written in ``[[target]]`` (kind "wiki") or ``[text](target)``
-        ("markdown", relative to the note's folder); ``path`` None when it points nowhere."""
+        """The note a link written in ``note`` points to, by the rule ``links`` uses: ``target``
+        as in ``[[target]]`` (kind "wiki") or ``[text](target)`` ("markdown"); path None: nowhere."""
         row = self._resolve(note)
         written = note_links(f"[[{target}]]" if kind == "wiki" else f"[link](<{target}>)", row.path)
         if not written:  # [[#heading]] in the note itself, or no note link at all
@@ -8325,10 +8169,9 @@ class KnowledgeBase:
         return out
 
     def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
-        """The notes closest in meaning to ``note`` (``collection/path.md`` or ``#docid``),
-        each as a Hit on its passage that makes it related. Uses the note's passage
-        vectors; without embeddings, the rare terms the notes share. By default from
-        the note's own collection (a book's chapters are no kin of one's reading notes)."""
+        """The notes closest in meaning to ``note``, each as a Hit on its passage that makes it
+        related: by the note's passage vectors, without embeddings by the rare terms the notes
+        share. By default from the note's own collection."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
 
@@ -8353,8 +8196,8 @@ class KnowledgeBase:
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
 
     def _model_for_languages(self) -> EmbeddingProvider | None:
-        """At the first sync of an index whose model nobody chose: a multilingual model
-        when at least MULTILINGUAL_PICK_SHARE of the notes are not in English."""
+        """At the first sync of an index whose model nobody chose: a multilingual model when
+        at least MULTILINGUAL_PICK_SHARE of the notes are not in English."""
         self._model_by_default = False
         if self.store.get_meta("embed_model") is not None:
             return None
@@ -8374,11 +8217,9 @@ class KnowledgeBase:
         return language_advice(self.store.language_counts(), model)
 
     def load_embedder(self, retry: bool = False) -> bool:
-        """Make ready what a search embeds its query with, now (e.g. in a background
-        thread, so the first search is fast); False if unavailable. When the index
-        remembers its model's files that is the query encoder alone, optimised and
-        run once: fastembed (about 260 MB resident) loads only when a sync has
-        passages to embed, or here when the encoder cannot be made."""
+        """Make ready what a search embeds its query with, now (in a background thread, so the
+        first search is fast); False if unavailable. When the index remembers its model's
+        files that is the query encoder alone: fastembed loads only when it cannot be made."""
         embedder: _typing.Any = self.embedder  # a provider with a query encoder (fastembed's, a local folder)
         if retry and embedder is not None:  # a load that failed is tried again (the files are back, or the network)
             embedder.clear_error()
@@ -8402,8 +8243,8 @@ class KnowledgeBase:
     @staticmethod
     @contextlib.contextmanager
     def time_limit(seconds: float | None, what: str = "the call"):
-        """Stop what runs inside (in this thread) once ``seconds`` have passed: its
-        SQLite queries are interrupted and it raises DeadlineExceeded (one line)."""
+        """Stop what runs inside (in this thread) once ``seconds`` have passed: its SQLite
+        queries are interrupted and it raises DeadlineExceeded."""
         if seconds is None:
             yield
             return
@@ -8425,9 +8266,9 @@ class KnowledgeBase:
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None,
             max_bytes: int | None = None) -> Document:
-        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines
-        (of a PDF, pages: ``file.pdf:12`` is page 12's text). With ``max_bytes``, the text
-        stops at the last whole line (page) that fits (``truncated``)."""
+        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects
+        lines (of a PDF, pages). With ``max_bytes`` the text stops at the last whole line
+        (page) that fits (``truncated``)."""
         target, ref_from, ref_count = self._split_ref(ref)
         from_line = from_line if from_line is not None else ref_from
         count = count if count is not None else ref_count
@@ -8483,19 +8324,15 @@ class KnowledgeBase:
                     chosen = [chosen[0].encode("utf-8")[: max(1, int(max_bytes))].decode("utf-8", "ignore")]
                     kept = 1
                 chosen = chosen[:kept]
-        if from_line is None and count is None and not truncated:
-            body = text  # the whole note, as on disk
-        else:
-            body = "\n".join(chosen)
+        body = text if from_line is None and count is None and not truncated else "\n".join(chosen)  # whole: as on disk
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=body, from_line=first,
                         to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated)
 
     def _read_pdf(self, row: DocumentRow, abspath: Path, first_page: int | None, count: int | None,
                   max_bytes: int | None) -> Document:
-        """A PDF's text as indexed (fast, and without the PDF library): the pages asked
-        for (``file.pdf:12`` is page 12 alone), each after a ``--- p. N ---`` line when
-        there are several. A page without text is empty."""
+        """A PDF's text as indexed (without the PDF library): the pages asked for (``file.pdf:12``
+        is page 12 alone), each after a ``--- p. N ---`` line when there are several."""
         pages, texts = self.store.pdf_pages(row.id)
         first = max(1, first_page or 1)
         count = 1 if first_page and count is None else count
@@ -8503,30 +8340,26 @@ class KnowledgeBase:
             raise PMSError(f"{row.collection}/{row.path} has {pages} pages; page {first} is past its end")
         last = pages if count is None else min(pages, first - 1 + max(0, count))
         chosen = [(n, texts.get(n, "")) for n in range(first, max(last, first) + 1)]
-        text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
         truncated = False
-        while max_bytes is not None and len(text.encode("utf-8")) > max_bytes:  # whole pages while they fit
+        while True:  # whole pages while they fit
+            text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
+            if max_bytes is None or len(text.encode("utf-8")) <= max_bytes:
+                break
             truncated = True
             if len(chosen) == 1:
                 text = text.encode("utf-8")[: max(1, int(max_bytes))].decode("utf-8", "ignore")
                 break
             chosen = chosen[:-1]
-            text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, page=first, from_line=first,
                         to_line=chosen[-1][0], total_lines=pages, truncated=truncated)
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
-        """Several indexed notes at once: (documents, skipped as (ref, why)).
-
-        ``pattern`` is a glob over ``collection/path.md`` (``journal/2024-*.md``,
-        ``**/meeting*``) or a comma-separated list of refs as ``get`` takes them
-        (``:FROM:COUNT`` included). ``max_bytes`` bounds the whole answer: notes
-        are added whole while they fit (the first one at least in part, then
-        ``truncated``), the others are skipped with a reason starting with
-        OVER_BUDGET; at most ``max_files`` are returned.
-        """
+        """Several indexed notes at once: (documents, skipped as (ref, why)). ``pattern`` is a
+        glob over ``collection/path.md`` or a comma-separated list of refs as ``get`` takes
+        them. ``max_bytes`` bounds the whole answer: notes are added whole while they fit (the
+        first at least in part), the others skipped with a reason starting OVER_BUDGET."""
         limit = min(checked_number(max_bytes, "max_bytes"), max_file_bytes())  # never a read past the file limit
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
@@ -8606,8 +8439,8 @@ class KnowledgeBase:
         return self._resolve_loosely(target)
 
     def _resolve_loosely(self, target: str) -> DocumentRow:
-        """A note named loosely: its file name alone, without '.md', in any case; else an
-        error that suggests the closest names ("did you mean")."""
+        """A note named loosely (its file name alone, without '.md', in any case); else an
+        error that suggests the closest names."""
         import difflib
 
         want = target.replace("\\", "/").strip().strip("/").lower()
@@ -8636,8 +8469,7 @@ class KnowledgeBase:
 
     # -- status -----------------------------------------------------------------------------
     def tell_once(self, topic: str, text: str) -> bool:
-        """True the first time ``text`` is told about ``topic`` for this index
-        (remembered in the index), so a notice is said once, not on every query."""
+        """True the first time ``text`` is told about ``topic`` for this index (remembered in it)."""
         key = f"told_{topic}"
         if not text or self.store.get_meta(key) == text:
             return False
@@ -8649,8 +8481,8 @@ class KnowledgeBase:
         return Syncer.lock(self.store).held_elsewhere()
 
     def _embedding_progress(self, totals: dict) -> dict | None:
-        """A running sync's embedding: passages done of total, rate (passages/s) and seconds
-        left, from what it writes with each batch (any process); None when none runs."""
+        """A running sync's embedding (any process): passages done of total, rate and seconds
+        left; None when none runs."""
         p = self.store.embedding_progress()
         if not p or p["done"] >= p["total"] or not self.sync_running() or totals["chunks"] == totals["embedded"]:
             return None
@@ -8659,8 +8491,8 @@ class KnowledgeBase:
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
-        """Counts, search mode, collections; with ``pending`` what a sync would change,
-        with ``links`` (default: as ``pending``) the links that point to no note."""
+        """Counts, search mode, collections; with ``pending`` what a sync would change, with
+        ``links`` (default: as ``pending``) the links that point to no note."""
         if self.embedder is not None:
             self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
@@ -8712,11 +8544,8 @@ class Judgment(Record):
 
 
 def load_fixture(path: str | os.PathLike) -> list[Judgment]:
-    """Read qmd's fixture format or its graded form.
-
-    ``{"queries": [{"query": "...", "expected_files": [...], "expected_in_top_k": 3}]}``;
-    graded: ``relevant_paths`` (full credit) and ``partial_paths`` (half credit).
-    """
+    """Read qmd's fixture format (``{"queries": [{"query": ..., "expected_files": [...],
+    "expected_in_top_k": 3}]}``) or its graded form: ``relevant_paths``, ``partial_paths`` (half credit)."""
     import json
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -8770,13 +8599,9 @@ def query_metrics(gains: Sequence[float], judged: Sequence[float]) -> dict[str, 
 
 
 def resolve_targets(targets: Iterable[str], notes: Sequence[tuple[str, str]]) -> tuple[dict[str, tuple[str, str]], list[str]]:
-    """Map fixture paths to indexed notes ``(collection, path)``: (found, missing).
-
-    A target matches, in this order: ``collection/path`` or the collection-relative
-    path; then a path suffix (``docs/a.md`` matches ``notes/docs/a.md``); then the
-    file name or its stem (``a.md``, ``a``). A non-exact target must match one
-    note only, else PMSError names the candidates.
-    """
+    """Map fixture paths to indexed notes ``(collection, path)``: (found, missing). A target
+    matches ``collection/path`` or the collection-relative path, else a path suffix, else the
+    file name or its stem; a non-exact one must match one note only (else a PMSError)."""
     exact: dict[str, list] = {}
     by_name: dict[str, list] = {}
     for col, path in notes:
@@ -8820,12 +8645,9 @@ BENCH_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "ndcg@5", "ndcg@10", "recall@
 
 def run_benchmark(kb: KnowledgeBase, judgments: Sequence[Judgment], modes: Sequence[str] = BENCH_MODES,
                   collections: Sequence[str] | None = None, k: int = 10) -> dict:
-    """Search every judged query in each mode and average the metrics.
-
-    Refuses (PMSError) rather than reporting zeros when there is nothing to
-    measure: no collection, no indexed notes, or expected notes not indexed.
-    A mode that cannot run (no embeddings) is reported as unavailable.
-    """
+    """Search every judged query in each mode and average the metrics. Refuses (PMSError)
+    rather than report zeros when expected notes are not indexed; a mode that cannot run
+    is reported as unavailable."""
     names = list(collections or [c.name for c in kb.collections.list()])
     if not names:
         raise PMSError(f"no collections to measure (add one: {pms_command(ADD_COLLECTION_ARGS)})")
@@ -8886,18 +8708,6 @@ def format_benchmark(result: dict) -> str:
         tail = f"  {m['expected_in_top_k_passed']}/{m['expected_in_top_k_total']}" if has_pass else ""
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
-
-
-def cmd_bench(kb: KnowledgeBase, args) -> int:
-    import json
-    judgments = load_fixture(args.fixture)
-    result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
-    if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-    else:
-        print(f"{result['queries']} queries over {result['notes']} notes in {', '.join(result['collections'])}")
-        print(format_benchmark(result))
-    return 0
 
 
 ###############################################################################
@@ -9088,12 +8898,9 @@ class UnknownTool(PMSError):
 
 
 class MCPService:
-    """The MCP tools over one KnowledgeBase, independent of the transport.
-
-    ``call`` takes a tool name and JSON arguments and returns a JSON object or
-    raises PMSError with a one-line message. Calls may come from several
-    threads at once (one per concurrent request); syncs take turns.
-    """
+    """The MCP tools over one KnowledgeBase, independent of the transport: ``call`` takes a
+    tool name and JSON arguments and returns a JSON object or raises a one-line PMSError.
+    Calls may come from several threads at once; syncs take turns."""
 
     def __init__(self, kb: KnowledgeBase, allow_sync: bool = False, call_timeout: float | None = MCP_CALL_TIMEOUT):
         self.kb = kb
@@ -9105,11 +8912,8 @@ class MCPService:
         self._asked = threading.Event()
 
     def warm_up(self, wait: float = 2.0) -> threading.Thread:
-        """Load the model in a background thread, so the first search is fast.
-
-        It starts once a client has listed the tools (or after ``wait`` seconds):
-        importing ONNX Runtime holds the GIL for a while and must not delay the handshake.
-        """
+        """Load the model in a background thread, so the first search is fast, once a client
+        has listed the tools (or after ``wait`` seconds): importing ONNX Runtime holds the GIL."""
         def load():
             self._asked.wait(wait)
             with contextlib.suppress(PMSError):
@@ -9252,11 +9056,8 @@ class MCPService:
 
     @staticmethod
     def _document(doc: Document, line_numbers: bool = False) -> dict:
-        text = doc.text
-        if line_numbers:
-            text = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(doc.text.split("\n"), doc.from_line))
         out = {"path": doc.ref, "docid": doc.docid, "title": doc.title, "tags": doc.tags, "from_line": doc.from_line,
-               "to_line": doc.to_line, "total_lines": doc.total_lines, "text": text}
+               "to_line": doc.to_line, "total_lines": doc.total_lines, "text": doc.numbered() if line_numbers else doc.text}
         if doc.truncated:
             out.update(truncated=True, next=doc.rest())
         if doc.page is not None:
@@ -9432,19 +9233,11 @@ def serve_mcp_stdio(service: MCPService) -> None:
         made a line the SDK rejects, so answer_malformed answers it (-32600, id null)."""
 
         def __init__(self):
-
             self.lines = _capped_stdin()  # lines of at most MCP_MAX_MESSAGE_BYTES
 
         async def __aiter__(self):
-            import json
-
             async for line in self.lines:
-                if '"id"' in line:
-                    with contextlib.suppress(ValueError):
-                        data = json.loads(line)
-                        if any(bad_request_id(m) for m in (data if isinstance(data, list) else [data])):
-                            line = '{"pms": "invalid request id"}\n'
-                yield line
+                yield '{"pms": "invalid request id"}\n' if '"id"' in line and bad_request_id(line) else line
 
     async def run():
         async with stdio_server(stdin=CheckedLines()) as (read_stream, write_stream):
@@ -9515,23 +9308,6 @@ def _capped_stdin():
     return anyio.wrap_file(io.TextIOWrapper(_CappedLines(sys.stdin.buffer), encoding="utf-8", errors="replace"))
 
 
-async def _request_json(request, limit: int = MCP_MAX_MESSAGE_BYTES):
-    """An HTTP request's JSON body, read up to ``limit`` bytes; PMSError past it or when it is not JSON."""
-    import json
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
-    try:
-        return json.loads(body)
-    except ValueError:
-        raise PMSError("the request body is not JSON") from None
-
-
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
     """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
     time.sleep(seconds)
@@ -9565,6 +9341,8 @@ def _process_alive(pid: int) -> bool:
 def _search_route(service: MCPService, security):
     """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format).
     Its arguments are checked against the search tool's schema, as /mcp checks them."""
+    import json
+
     import anyio
     from mcp.server.transport_security import TransportSecurityMiddleware
     from starlette.responses import JSONResponse
@@ -9577,11 +9355,14 @@ def _search_route(service: MCPService, security):
         if refused is not None:
             return refused
         try:
-            ask = await _request_json(request)
+            try:
+                ask = json.loads(await request.body())  # its size is capped by _checked_requests
+            except ValueError:
+                raise PMSError("the request body is not JSON") from None
             if not isinstance(ask, dict):
                 raise PMSError("bad search request: a JSON object is expected")
             kb = service.kb
-            if not isinstance(ask, dict) or ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
+            if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
             filters = ask.get("filters") or {}
             if not isinstance(filters, dict):
@@ -9620,12 +9401,8 @@ SERVER_PROBE_TIMEOUT = 0.5
 def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
                       chunks: bool, filters: dict | None = None, timeout: float = 10.0,
                       min_score: float | None = None) -> SearchResult | None:
-    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm.
-
-    None when there is none (or none can answer): the caller searches in-process.
-    Announcements of servers that are gone are removed; a server that wants a token
-    this process lacks is named in a notice. Standard library only, like the rest of the CLI.
-    """
+    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm;
+    None when none can answer (the caller searches in-process). Standard library only."""
     try:
         announced = sorted(mcp_server_file(0).parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
@@ -9699,16 +9476,20 @@ def _bearer_guard(app, token: str):
     return guarded
 
 
-# Limits at the HTTP boundary: a request body (/mcp and /search alike, the SDK's own
-# limit), and how long an unused session lives (abandoned ones must not pile up).
-MCP_SESSION_IDLE = 300.0
+MCP_SESSION_IDLE = 300.0  # how long an unused HTTP session lives: abandoned ones must not pile up
 
 
-def bad_request_id(message) -> bool:
-    """A JSON-RPC request whose id is neither a string nor an integer (null, an object, a list):
-    the SDK takes it for a notification and never answers, so it gets -32600 here."""
-    return (isinstance(message, dict) and "method" in message and "id" in message
-            and (isinstance(message["id"], bool) or not isinstance(message["id"], (str, int))))
+def bad_request_id(raw: str | bytes) -> bool:
+    """Whether a JSON-RPC message or batch holds a request whose id is neither a string nor an
+    integer (null, an object, a list): the SDK takes it for a notification and never answers."""
+    import json
+
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return False
+    return any(isinstance(m, dict) and "method" in m and "id" in m and (isinstance(m["id"], bool) or not isinstance(m["id"], (str, int)))
+               for m in (data if isinstance(data, list) else [data]))
 
 
 INVALID_ID = {"jsonrpc": "2.0", "id": None,
@@ -9742,13 +9523,8 @@ def _checked_requests(app):
             if not message.get("more_body"):
                 break
         body = b"".join(parts)
-        if scope.get("path", "").rstrip("/") == "/mcp" and b'"id"' in body:
-            import json
-
-            with contextlib.suppress(ValueError):
-                data = json.loads(body)
-                if any(bad_request_id(m) for m in (data if isinstance(data, list) else [data])):
-                    return await _send_json(send, 400, INVALID_ID)
+        if scope.get("path", "").rstrip("/") == "/mcp" and b'"id"' in body and bad_request_id(body):
+            return await _send_json(send, 400, INVALID_ID)
         replayed = False
 
         async def replay():
@@ -9832,7 +9608,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     except OSError as exc:
         raise PMSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)") from None
-    # Measured: without it, each answer waited ~40 ms for a delayed ACK (Nagle); accepted sockets inherit it.
+    # Without it each answer waits for a delayed ACK (Nagle); accepted sockets inherit it.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
@@ -9862,7 +9638,6 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     try:  # from the announcement on: a SIGTERM at any point withdraws it
         with contextlib.suppress(OSError):
             announce.parent.mkdir(parents=True, exist_ok=True)
-            (data_dir() / "mcp-http.json").unlink(missing_ok=True)  # the one shared file of older versions
             announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
                                             "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
         if not token and host not in ("127.0.0.1", "localhost", "::1"):
@@ -9931,20 +9706,13 @@ class ProgressPrinter:
         self.stream.flush()
 
 
-def one_line(text: str) -> str:
-    """Control characters (a newline in a file name) shown as \\xNN, so one result stays one line."""
-    return terminal_safe(text)
-
-
 def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:
     if args.json:
-        import json
-
-        print(json.dumps([h.to_dict(explain=args.explain) for h in hits], indent=2, ensure_ascii=False))
+        _print_json([h.to_dict(explain=args.explain) for h in hits])
         return
     if args.files:
         for h in hits:
-            print(one_line(h.abspath))
+            print(terminal_safe(h.abspath))
         return
     if not hits:
         print("No results.")
@@ -9962,9 +9730,9 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed and h.date else _ranks(h, lists)
         where = f" p. {h.page}" if h.page else f":{h.start_line}-{h.end_line}"  # a PDF's page; get file.pdf:N reads it
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{one_line(h.collection)}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
+        print(f"{i:>2}. {bold(terminal_safe(h.title))}  {dim(f'{terminal_safe(h.collection)}/{terminal_safe(h.path)}{where}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
-            print(f"    {dim(one_line(h.heading_path))}")
+            print(f"    {dim(terminal_safe(h.heading_path))}")
         if h.snippet:
             shown = render_snippet(h.snippet, h.marks, style)  # "plain" is the raw text: escape it here too
             print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
@@ -9972,7 +9740,7 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
             print(f"    {dim(_explain(h, lists))}")
         same = copies.get(f"{h.collection}/{h.path}", [])
         if same:
-            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(one_line(c.path) for c in same))}")
+            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in same))}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -10006,6 +9774,13 @@ def _notice(text: str) -> None:
     print(f"pms: {text}", file=sys.stderr)
 
 
+def _print_json(data, ensure_ascii: bool = False) -> None:
+    """What --json prints."""
+    import json
+
+    print(json.dumps(data, indent=2, ensure_ascii=ensure_ascii))
+
+
 def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
     """Why search is keyword-only: said once per index and reason (status always says it)."""
     if why and kb.tell_once("keyword_only", why):
@@ -10013,7 +9788,6 @@ def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
 
 
 def cmd_collection(kb: KnowledgeBase, args) -> int:
-    import json
     action = args.collection_command
     if action == "add":
         col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force,
@@ -10025,7 +9799,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     if action == "list":
         cols = kb.collections.list()
         if args.json:
-            print(json.dumps([c.to_dict() for c in cols], indent=2))
+            _print_json([c.to_dict() for c in cols], ensure_ascii=True)
         elif not cols:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
@@ -10036,7 +9810,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
         c = kb.collections.get(args.name)
         d = c.to_dict()
         if args.json:
-            print(json.dumps(d, indent=2))
+            _print_json(d, ensure_ascii=True)
         else:
             for key, value in d.items():
                 if key == "exclusions":
@@ -10113,10 +9887,9 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_status(kb: KnowledgeBase, args) -> int:
-    import json
     info = kb.status()
     if args.json:
-        print(json.dumps(info, indent=2))
+        _print_json(info, ensure_ascii=True)
         return 0
     print(f"Index:       {info['index']} ({_human_bytes(info['index_bytes'])}, schema {info['schema_version']})")
     print(f"Notes:       {info['documents']} notes, {info['chunks']} passages, {info['embedded']} embedded")
@@ -10194,10 +9967,9 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_tags(kb: KnowledgeBase, args) -> int:
-    import json
     counts = kb.tags(args.collection or None)
     if args.json:
-        print(json.dumps([{"tag": t, "notes": n} for t, n in counts], indent=2, ensure_ascii=False))
+        _print_json([{"tag": t, "notes": n} for t, n in counts])
     elif not counts:
         print("No tags yet (frontmatter tags: and inline #tags are indexed by sync).")
     for tag, n in counts if not args.json else []:
@@ -10205,10 +9977,20 @@ def cmd_tags(kb: KnowledgeBase, args) -> int:
     return 0
 
 
-def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
-    import json
+def cmd_bench(kb: KnowledgeBase, args) -> int:
+    judgments = load_fixture(args.fixture)
+    result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
     if args.json:
-        print(json.dumps([r.to_dict() for r in refs], indent=2, ensure_ascii=False))
+        _print_json(result)
+    else:
+        print(f"{result['queries']} queries over {result['notes']} notes in {', '.join(result['collections'])}")
+        print(format_benchmark(result))
+    return 0
+
+
+def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
+    if args.json:
+        _print_json([r.to_dict() for r in refs])
         return
     if not refs:
         print(empty)
@@ -10220,12 +10002,11 @@ def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
 
 
 def cmd_links(kb: KnowledgeBase, args) -> int:
-    _print_refs(kb.links(args.note), args, "No links in this note.")
-    return 0
-
-
-def cmd_backlinks(kb: KnowledgeBase, args) -> int:
-    _print_refs(kb.backlinks(args.note), args, "No note links here.")
+    """``links`` and ``backlinks``."""
+    if args.command == "backlinks":
+        _print_refs(kb.backlinks(args.note), args, "No note links here.")
+    else:
+        _print_refs(kb.links(args.note), args, "No links in this note.")
     return 0
 
 
@@ -10244,33 +10025,26 @@ def _note_text_out(text: str) -> str:
 
 
 def cmd_get(kb: KnowledgeBase, args) -> int:
-    import json
     doc = kb.get(args.ref, max_bytes=args.max_bytes)
     if doc.truncated:
         _notice(f"stopped at --max-bytes {args.max_bytes}: lines {doc.from_line}-{doc.to_line} of {doc.total_lines} "
                 f"(the rest: {pms_command('get ' + repr(doc.rest()))})")
     if args.json:
-        print(json.dumps(doc.to_dict(), indent=2, ensure_ascii=False))
+        _print_json(doc.to_dict())
     else:
-        if args.line_numbers:
-            for i, line in enumerate(doc.text.split("\n"), doc.from_line):
-                print(f"{i:>5}  {_note_text_out(line)}")
-        else:
-            print(_note_text_out(doc.text))
+        print(_note_text_out(doc.numbered() if args.line_numbers else doc.text))
     return 0
 
 
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
-    import json
     documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
-        print(json.dumps({"documents": [d.to_dict() for d in documents],
-                          "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}, indent=2, ensure_ascii=False))
+        _print_json({"documents": [d.to_dict() for d in documents], "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]})
         return 0
     for d in documents:
-        print(f"==> {one_line(d.collection)}/{one_line(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
+        print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
     for ref, why in skipped:
-        _notice(f"skipped {one_line(ref)}: {one_line(why)}")
+        _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
     return 0 if documents or not skipped else 1
 
 
@@ -10330,7 +10104,6 @@ def _read_saved_page(stream, what: str, limit: int = CLIP_MAX_BYTES) -> bytes:
 
 def cmd_clip(kb: KnowledgeBase, args) -> int:
     """Clip a URL, a saved page or standard input into a collection; print the new note's path."""
-    import json
     checked_number(args.timeout, "--timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     collection = _clip_target(kb, args.collection)
     html, pdf, source = None, None, args.url
@@ -10362,7 +10135,10 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
         _notice("--keep-pdf: the page was not a PDF, so there is no original to keep")
     if not note.source and not args.json:
         _notice("the page names no URL of its own, so the note has no source (pass --url to record it)")
-    print(json.dumps(note.to_dict(), indent=2, ensure_ascii=False) if args.json else note.path)
+    if args.json:
+        _print_json(note.to_dict())
+    else:
+        print(note.path)
     return 0
 
 
@@ -10401,12 +10177,10 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
 
 SETUP_PIP = "pip>=24.2"
 # What `setup` installs, pinned (as requirements.txt): a newer sqlite-vec may lay out its
-# tables otherwise (VectorMemory then scans them, ~10x slower to read), a newer fastembed
-# may embed differently from the vectors already stored.
+# tables otherwise, a newer fastembed may embed differently from the vectors stored.
 SETUP_PACKAGES = ["fastembed==0.9.1", "sqlite-vec==0.1.9", "sqlean-py==3.50.4.5", "trafilatura==2.3.1",
                   "lxml_html_clean==0.4.6", "mcp==2.3.0", f"{PDF_PACKAGE}==5.15.2"]
-# The desktop app's, as requirements-dev.txt (6.12.0 loses a reference to None per call on
-# Python < 3.12, and the app aborts); markdown-it for its note preview.
+# The desktop app's, as requirements-dev.txt (PySide6 6.12 aborts on Python < 3.12).
 SETUP_GUI_PACKAGES = ["PySide6-Essentials==6.11.3", "markdown-it-py==4.3.0", "mdit-py-plugins==0.7.0"]
 
 
@@ -10439,13 +10213,8 @@ main_and_exit()
 
 
 def install_command(bin_dir: Path) -> Path:
-    """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode.
-
-    ``python3 pms.py`` compiles the whole file on every run (Python never caches
-    a script's bytecode: 60-120 ms for pms.py); ``pms`` imports it as
-    a module, from the cached bytecode in __pycache__ next to pms.py. The
-    command runs this file where it is now, with this Python.
-    """
+    """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode: Python never
+    caches a script's, so ``pms`` imports this file as a module, with this Python."""
     import importlib.util
     import py_compile
 
@@ -10496,8 +10265,7 @@ def cmd_setup(args) -> int:
     if not (target / ("Scripts" if sys.platform == "win32" else "bin")).exists():
         venv.EnvBuilder(with_pip=True).create(target)
     python = target / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-    # The pip that venv bundles (23.x on Python 3.11) does not match extra names as PEP 685
-    # says and warns that lxml lacks 'html_clean' (justext asks for it): a newer pip first.
+    # The pip venv bundles on Python 3.11 does not match extra names as PEP 685 says: a newer one first.
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, SETUP_PIP], stdout=subprocess.DEVNULL)
     result = subprocess.run([*pip, *packages])
@@ -10565,13 +10333,11 @@ class _OnlyCommand:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The CLI's parser. ``only``: a command name whose parser alone is built, as
-    when it runs (building every command's parser took 5 ms of a 75 ms start);
-    the full tree is built for ``--help``, a mistyped command, or no command."""
+    """The CLI's parser. ``only``: a command name whose parser alone is built, as when it runs
+    (building them all is a cost at every start); else the full tree (``--help``, a typo)."""
     import argparse
 
-    # Told the width, argparse's help formatter does not import shutil (with bz2 and lzma) to
-    # ask for it, which it does on every add_argument: 2 ms of a 75 ms start.
+    # Told the width, argparse's help formatter does not import shutil to ask for it.
     width: dict[str, _typing.Any] = {"width": _terminal_columns() - 2}
     raw_description = functools.partial(argparse.RawDescriptionHelpFormatter, **width)
     p = argparse.ArgumentParser(
@@ -10769,7 +10535,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
             "get": cmd_get, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
-            "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_backlinks, "related": cmd_related,
+            "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_links, "related": cmd_related,
             "multi-get": cmd_multi_get, "mcp": cmd_mcp, "watch": cmd_watch}
 
 
@@ -10876,10 +10642,8 @@ LONG_RUNNING_COMMANDS = {"gui", "mcp"}
 
 
 def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
-    """``main()``, then end the process at once: Python's own teardown (freeing
-    every module and object one at a time) took 8-10 ms of a 75 ms keyword search
-    (docs/benchmarks.md). The output is flushed first and the index is closed by
-    then; a long-running command, or one that left a thread running, exits the usual way."""
+    """``main()``, then end the process at once, output flushed: Python's own teardown is a
+    cost on every command. A long-running command, or one that left a thread, exits the usual way."""
     argv = list(sys.argv[1:] if argv is None else argv)
     at = _command_position(argv)
     code = main(argv)  # argparse's SystemExit (--help, a usage error) exits the usual way
