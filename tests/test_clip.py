@@ -84,7 +84,7 @@ def test_slug_folds_to_ascii_and_falls_back_on_the_url():
 
 @pytest.mark.parametrize("title", ["../../../outside", "..\\..\\outside", "CON", "/etc/cron.d/x", "a/../../b"])
 def test_hostile_title_never_writes_outside_the_collection(kb, clips, tmp_path, title):
-    note = clips.add_from_url("https://example.org/post", html=article(title))
+    note = clips.clip("https://example.org/post", html=article(title))
     assert note.path.parent == clips.path
     assert note.path.resolve().is_relative_to(clips.path.resolve())
     assert [p.parent for p in tmp_path.rglob("*.md")] == [clips.path]
@@ -205,7 +205,7 @@ def test_clipped_note_is_searchable_at_once_and_embedded(shared_html, server, hy
     folder = tmp_path / "agents"
     folder.mkdir()
     col = hybrid_kb.collections.create(folder, name="agents")
-    note = col.add_from_url(f"{server}/html/v8-blog/source.html")
+    note = col.clip(f"{server}/html/v8-blog/source.html")
     assert note.path.is_file() and note.index_error is None
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}-outside-the-web-standalone-webassembly-binaries-using-emscripten\.md", note.path.name)
     assert note.title == "Outside the web: standalone WebAssembly binaries using Emscripten"
@@ -231,15 +231,15 @@ def test_redirects_are_followed_up_to_the_limit(server):
 # -- never overwrite ----------------------------------------------------------------------
 def test_duplicate_url_is_refused_unless_forced(kb, clips, server):
     Handler.pages["dup"] = article("Duplicate me")
-    first = clips.add_from_url(f"{server}/page/dup")
+    first = clips.clip(f"{server}/page/dup")
     before = {p: p.read_bytes() for p in md_files(clips.path)}
     with pytest.raises(pms.AlreadyClipped, match="already clipped.*--force") as err:
-        clips.add_from_url(f"{server}/page/dup#another-fragment")
+        clips.clip(f"{server}/page/dup#another-fragment")
     assert err.value.path == first.path
     with pytest.raises(pms.AlreadyClipped):  # a saved copy of the same URL too
-        clips.add_from_url(f"{server}/page/dup", html=article("Duplicate me"))
+        clips.clip(f"{server}/page/dup", html=article("Duplicate me"))
     assert {p: p.read_bytes() for p in md_files(clips.path)} == before
-    again = clips.add_from_url(f"{server}/page/dup", force=True)
+    again = clips.clip(f"{server}/page/dup", force=True)
     assert again.path.name == first.path.name.replace(".md", "-2.md")
     assert first.path.read_bytes() == before[first.path]
 
@@ -255,17 +255,17 @@ def test_name_clash_gets_a_suffix_and_the_old_file_is_untouched(kb, clips):
 
 
 def test_subfolder_is_created_and_cannot_escape(kb, clips):
-    note = clips.add_from_url("https://example.org/sub", html=article("In a subfolder"), subfolder="web/2026")
+    note = clips.clip("https://example.org/sub", html=article("In a subfolder"), subfolder="web/2026")
     assert note.relpath.startswith("web/2026/") and note.docid
     for bad in ("../outside", "/tmp", "web/../../x", ".hidden"):
         with pytest.raises(pms.PMSError, match="subfolder"):
-            clips.add_from_url("https://example.org/bad", html=article("Bad"), subfolder=bad)
+            clips.clip("https://example.org/bad", html=article("Bad"), subfolder=bad)
 
 
 def test_missing_collection_folder_is_an_error(kb, clips):
     shutil.rmtree(clips.path)
     with pytest.raises(pms.PMSError, match="folder of collection 'clips' is missing"):
-        clips.add_from_url("https://example.org/x", html=article("Nowhere"))
+        clips.clip("https://example.org/x", html=article("Nowhere"))
 
 
 @pytest.fixture
@@ -287,7 +287,7 @@ def read_only(clips):
 
 def test_read_only_collection_folder_is_an_error_and_writes_nothing(kb, clips, read_only):
     with pytest.raises(pms.PMSError, match="cannot write"):
-        clips.add_from_url("https://example.org/x", html=article("Read only"))
+        clips.clip("https://example.org/x", html=article("Read only"))
     assert md_files(read_only) == []
 
 

@@ -536,7 +536,8 @@ def test_clipping_a_page_twice_shows_the_note_without_command_line_advice(vault,
     message = window.status_line.message
     assert message.startswith("Already clipped") and first.args[0].name in message
     assert "--" not in message and "pms.py" not in message
-    assert window.preview.abspath == first.args[0]
+    # The preview renders in steps (Markdown to HTML in a worker thread): wait for the note to land.
+    qtbot.waitUntil(lambda: window.preview.abspath == first.args[0], timeout=WAIT_MS)
 
 
 def test_launcher_keys_enter_opens_ctrl_enter_reveals_ctrl_k_focuses_esc_hides(vault, open_window, qtbot):

@@ -198,7 +198,7 @@ def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
     hit = vault.search("syncthing conflict", mode="keyword")[0]
     match = pms.parse_query("syncthing conflict").match_any()
     shown = {hit.chunk_id: pms.passage_display_text(bodies[hit.chunk_id])}  # cut from the passage as a reader sees it
-    assert (hit.snippet, hit.marks) == pms.snippet_spans(store.fts_snippets(match, shown)[hit.chunk_id], markup=False)
+    assert (hit.snippet, hit.marks) == pms.snippet_spans(store.fts_snippets(match, shown)[hit.chunk_id])
     assert "Syncthing" in [hit.snippet[s:e] for s, e in hit.marks]
 
 
