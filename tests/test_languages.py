@@ -165,8 +165,11 @@ def test_a_query_in_another_language_than_the_notes_trusts_the_keyword_list_less
         result = retrieval.search(req)
         if model == "fake-english-model":  # its vector list cannot read Spanish: the keyword list keeps its vote
             assert [h.path for h in result] == [h.path for h in before]
+            assert "keyword x2 " in result.explain and "re-scored" in result.explain
         else:
             assert result[0].path == "fdupes.md" and "in another language" in result.explain
+            # A multilingual model: both lists vote alike, no complete step (RankingSettings.multilingual_*).
+            assert "keyword x1 " in result.explain and "re-scored" not in result.explain
         # A query in the notes' language, or one too short to tell, keeps the keyword list at full weight.
         for query in ("delete the duplicate files in the folder", "borrar archivos duplicados"):
             req = retrieval.request(query, k=4, mode="hybrid", used="hybrid")
