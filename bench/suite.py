@@ -66,8 +66,6 @@ def rustbook(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
 
 
 def rustnames(workdir: Path) -> tuple[Path, list[pms.Judgment]]:
-    from rustbook import extract_book
-
     return extract_book(workdir), pms.load_fixture(REPO / "bench" / "rustbook_chapters.json")
 
 
