@@ -299,8 +299,8 @@ def render(out: Path, book_index: Path | None = None) -> None:
     capture(window, app, out / "filter.png")
     window.filter_bar.field.clear()
     settle(app, 0.5)
-    type_query(window, app, "operators overloadable")
-    select(window, "src/appendix-02-operators.md")
+    type_query(window, app, "integer types signed unsigned")
+    select(window, "src/ch03-02-data-types.md")  # its table of integer types
     wait_for_preview(window, app)
     capture(window, app, out / "rust-book-table.png")
     for _ in range(3):  # as a user drags the corner: each folded pane lowers the minimum
@@ -339,6 +339,7 @@ def render(out: Path, book_index: Path | None = None) -> None:
             print(f"screenshots: clipping failed: {error}", file=sys.stderr)
         else:
             wait_for(window.results_shown, app)
+            wait_for_preview(window, app)
             capture(window, app, out / "clip.png")
     else:
         print(f"screenshots: {pages} not found; no clip screenshot", file=sys.stderr)
