@@ -3374,12 +3374,14 @@ class Store:
 
     def indexed_times(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
         """(collection, path) -> (mtime_ns, size) as last indexed."""
+        paths: dict[str, list[str]] = {}
+        for name, path in notes:
+            paths.setdefault(name, []).append(path)
         out = {}
-        for part in in_parts(list(notes), SQLITE_MAX_VARS // 2):
-            where = " OR ".join(["(c.name = ? AND d.path = ?)"] * len(part))
-            for name, path, mtime, size in self.db.execute(
-                    f"SELECT c.name, d.path, d.mtime_ns, d.size FROM documents d JOIN collections c ON c.id = d.collection_id "
-                    f"WHERE {where}", [v for pair in part for v in pair]):
+        for name, names_paths in paths.items():  # per collection, so that (collection_id, path)'s index is used
+            for path, mtime, size in self.rows_in(
+                    "SELECT d.path, d.mtime_ns, d.size FROM documents d JOIN collections c ON c.id = d.collection_id "
+                    "WHERE c.name = ? AND d.path IN ({ids})", names_paths, name):
                 out[(name, path)] = (mtime, size)
         return out
 
@@ -5689,7 +5691,7 @@ def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: Rankin
         stub = hits[i]
         targets = [j for j, h in enumerate(out) if not h.stub and h.collection == stub.collection
                    and h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower() in names]
-        here = out.index(stub)
+        here = next(j for j, h in enumerate(out) if h is stub)  # by identity: Record equality compares every field
         if targets and targets[-1] > here:
             out.insert(targets[-1], out.pop(here))  # just after its last target (which moved up one)
     return out
@@ -5777,9 +5779,9 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
         if feedback:  # Rocchio: q + weight x the mean of those passages, all unit vectors
             moved = q + settings.feedback_weight * vectors[feedback].mean(axis=0)
             similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
+        values = similarity.tolist()
         for i in np.argsort(-similarity, kind="stable").tolist():  # nearest first: ties keep the head's order
-            doc = evidence.owner[ids[i]]
-            cosine.setdefault(doc, similarity[i].item())
+            cosine.setdefault(evidence.owner[ids[i]], values[i])
     wanted = set(docs)
     bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
     for doc, value in evidence.bm25.items():
@@ -6149,7 +6151,7 @@ class Retrieval:
 
                 q = np.frombuffer(self.query_vector(req.meaning), dtype=np.int8).astype(np.float32)
                 q /= max(float(np.linalg.norm(q)), 1e-9)
-                for cid, blob in self.store.vectors_of(ids).items():
+                for cid, blob in self.vectors.vectors_of(ids).items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
         for hit in hits:
@@ -6387,7 +6389,7 @@ class Retrieval:
         folders = self.store.folder_descriptions() if hits else {}
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
         # without its heading line when every front end shows that heading above it.
-        shown = {hit.chunk_id or 0: without_heading_line(passage_display_text(hit.text), hit.heading_path) for hit in hits}
+        shown = {hit.chunk_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path) for hit in hits}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
@@ -6395,6 +6397,11 @@ class Retrieval:
             hit.snippet, hit.marks = (snippet_spans(marked, markup=False) if marked and _MARK_OPEN in marked
                                       else mark_terms(shown[hit.chunk_id or 0], parsed.words, markup=False))
         return hits
+
+
+# Typing searches the same passages keystroke after keystroke: their display text
+# is kept (a passage is at most a few KB; a note body, as note_substance reads, never).
+_shown_passage = functools.lru_cache(maxsize=1024)(passage_display_text)
 
 
 def folder_description(described: dict[str, str], path: str) -> str:

@@ -5,7 +5,7 @@
     .venv/bin/python bench/perf.py embed       # part of the rust-book: embedding chunks/s and peak RSS per batch size
     .venv/bin/python bench/perf.py embed --embed-experiments   # the same without ONNX's memory arena, at 512 and 256 tokens
     .venv/bin/python bench/perf.py hybrid      # warm hybrid latency, CLI one-shot with model load
-    .venv/bin/python bench/perf.py size        # index bytes per chunk beyond the text, and what changes it
+    .venv/bin/python bench/perf.py size        # index bytes per chunk beyond the text, as built, vacuumed and without vectors
     .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes; keyword on tldr, python3 pms.py vs the pms command, by part
     .venv/bin/python bench/perf.py static      # the static test model against MiniLM: passages/s, RSS, query time; a 10,000-note vault's collection add
     .venv/bin/python bench/perf.py all
@@ -578,9 +578,6 @@ def table_sizes(db: Path) -> dict[str, int]:
     return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
 
 
-FTS_COLUMNS = "title, headings, body, content='chunks', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'"
-
-
 def variant(source: Path, target: Path, statements: list[str]) -> dict:
     """Copy an index, apply SQL, VACUUM, and measure bytes per chunk beyond the text."""
     shutil.copyfile(source, fresh(target))
@@ -590,18 +587,6 @@ def variant(source: Path, target: Path, statements: list[str]) -> dict:
     con.execute("VACUUM")
     con.close()
     return overhead(target)
-
-
-def rebuild_fts(options: str) -> list[str]:
-    return ["DROP TABLE chunks_fts", f"CREATE VIRTUAL TABLE chunks_fts USING fts5({FTS_COLUMNS}{options})",
-            "INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')"]
-
-
-def rebuild_vectors(options: str = "", kind: str = "float", convert: str = "embedding") -> list[str]:
-    return ["CREATE VIRTUAL TABLE v2 USING vec0(chunk_id INTEGER PRIMARY KEY, "
-            f"embedding {kind}[384] distance_metric=cosine, collection_id INTEGER{options})",
-            f"INSERT INTO v2(chunk_id, embedding, collection_id) SELECT chunk_id, {convert}, collection_id FROM chunk_vectors",
-            "DROP TABLE chunk_vectors", "ALTER TABLE v2 RENAME TO chunk_vectors"]
 
 
 def bench_size(args) -> dict:
@@ -614,18 +599,10 @@ def bench_size(args) -> dict:
     scratch = args.work / "size-variant.sqlite"
     for label, db in indexes.items():
         res = {"as built": overhead(db), "tables": table_sizes(db)}
-        experiments = {
-            "VACUUM": [],
-            "FTS5 columnsize=0": rebuild_fts(", columnsize=0"),
-            "FTS5 detail=column": rebuild_fts(", detail=column"),
-            **{f"page_size={size}": ["PRAGMA journal_mode=DELETE", f"PRAGMA page_size={size}"] for size in (1024, 8192, 16384)},
-        }
+        # The index as a user's copy settles (VACUUM), and what the vectors weigh.
+        experiments: dict[str, list[str]] = {"VACUUM": []}
         if "vectors" in label:
             experiments["without vectors"] = ["DROP TABLE chunk_vectors"]
-            experiments["vec0 chunk_size=256"] = rebuild_vectors(", chunk_size=256")
-            experiments["vec0 chunk_size=128"] = rebuild_vectors(", chunk_size=128")
-            experiments["vec0 int8[384] (quantized)"] = rebuild_vectors(kind="int8", convert="vec_quantize_int8(embedding, 'unit')")
-            experiments["chunk_size=256 + FTS5 columnsize=0"] = rebuild_vectors(", chunk_size=256") + rebuild_fts(", columnsize=0")
         for name, sql in experiments.items():
             res[name] = variant(db, scratch, sql)
         out[label] = res

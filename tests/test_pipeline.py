@@ -146,3 +146,18 @@ def test_keyword_only_reasons_carry_a_hint_not_a_command_line(vault):
     assert used.mode == "keyword" and used.reason == status.reason and "run:" not in used.reason
     if status.code in ("not-installed", "not-embedded"):
         assert used.hint is not None and used.hint.command in ("setup", "sync")
+
+
+def test_a_hit_is_flagged_changed_on_disk_only_in_its_own_collection(kb, tmp_path):
+    """Two collections with the same file name: editing one marks only its hit (the lookup is per collection)."""
+    for name in ("one", "two"):
+        write(tmp_path / name / "a.md", f"# A\n\nwombat notes of {name}\n")
+        kb.collections.create(tmp_path / name, name=name)
+    kb.sync()
+    assert kb.changed_on_disk(kb.search("wombat", mode="keyword").hits) == []
+    (tmp_path / "two" / "a.md").write_text("# A\n\nwombat notes of two, edited at length\n", encoding="utf-8")
+    stale = kb.changed_on_disk(kb.search("wombat", mode="keyword").hits)
+    assert [(h.collection, h.path) for h in stale] == [("two", "a.md")]
+    (tmp_path / "one" / "a.md").unlink()
+    stale = kb.changed_on_disk(kb.search("wombat", mode="keyword").hits)
+    assert sorted(h.collection for h in stale) == ["one", "two"]
