@@ -6272,7 +6272,8 @@ class Retrieval:
         hits = [h for h in hits if not h.stub and not h.copy_of and copy_key(h.title, h.path) != own_key]
         if own and hits:
             prints = self.store.paragraph_prints([own[2], *(h.docid for h in hits)])
-            mine, none = prints.get(own[2], frozenset()), frozenset()
+            none: frozenset[int] = frozenset()
+            mine = prints.get(own[2], none)
             hits = [h for h in hits if not holds_most_of(prints.get(h.docid, none), mine, self.settings)
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
         return hits[:k]
