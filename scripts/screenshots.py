@@ -249,6 +249,13 @@ def render(out: Path, book_index: Path | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="pms-shots-"))
     notes = work / "notes"
     shutil.copytree(REPO / "sample-notes", notes)
+    with pms.KnowledgeBase(work / "empty.sqlite") as empty:  # the first start: no folder yet
+        first = MainWindow(empty, QSettings(str(work / "first.ini"), QSettings.IniFormat))
+        first.resize(*SIZE)
+        first.move(0, 0)
+        first.show()
+        capture(first, app, out / "welcome.png")
+        first.close()
     if book_index is not None:
         shutil.copy(book_index, work / "index.sqlite")
     kb = pms.KnowledgeBase(work / "index.sqlite")
@@ -256,8 +263,6 @@ def render(out: Path, book_index: Path | None = None) -> None:
     window.resize(*SIZE)
     window.move(0, 0)
     window.show()
-    if not kb.collections.list():
-        capture(window, app, out / "welcome.png")
     book = rust_book(work)
     if book is None:
         print("screenshots: rust-book.tar.gz not found; the sample notes alone", file=sys.stderr)
