@@ -82,7 +82,8 @@ def test_the_migration_makes_old_colliding_ids_unique(colliding, db_path):
     db.execute("DROP INDEX documents_docid")
     db.execute("UPDATE documents SET docid = substr(docid, 1, 6)")
     db.execute("CREATE INDEX documents_docid ON documents(docid)")
-    db.execute(f"PRAGMA user_version = {len(pms.MIGRATIONS) - 3}")  # the docid, exclusions and note-substance migrations are the last three
+    # the docid migration, then exclusions, note substance and paragraph prints: the last four
+    db.execute(f"PRAGMA user_version = {len(pms.MIGRATIONS) - 4}")
     db.commit()
     db.close()
     with pms.KnowledgeBase(db_path, embeddings=False) as again:
