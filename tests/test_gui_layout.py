@@ -153,3 +153,17 @@ def test_rows_wrap_again_when_the_list_narrows_so_no_text_runs_into_the_next_row
 
     view.viewport().update()
     qtbot.waitUntil(row_heights_fit, timeout=WAIT_MS)
+
+
+def test_a_path_filter_that_lists_nothing_says_how_to_match_names_that_start_so(kb, tmp_path, open_window, qtbot):
+    write(tmp_path / "v" / "src" / "ch04-01-ownership.md", "# Ownership\n\nRules.\n")
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    window = open_window(kb)
+    with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS):
+        window.filter_bar.field.setText("path:src/ch04")
+    assert window.results_message.text() == ("No notes match the filter. path:src/ch04 is a folder; "
+                                             "path:'src/ch04*' matches names that start with it.")
+    with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS):
+        window.filter_bar.field.setText("path:'src/ch04*'")  # as the message says
+    assert [h.path for h in window.results_model.hits] == ["src/ch04-01-ownership.md"]
