@@ -1231,6 +1231,7 @@ class ParsedNote(Record):
     words: int = -1  # words a reader sees in the body (note_substance); -1: not counted (a PDF)
     own_words: int = -1  # of them, those outside quotes and link lines
     links_out: int = 0  # links in the body, to notes, pages or web addresses
+    paragraphs: bytes = b""  # paragraph_prints(): what tells that this note holds another's text
     pages: int | None = None  # a PDF's page count; None for a note
     language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
 
@@ -1251,7 +1252,8 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
     words, own_words, links_out = note_substance(body)
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
                       date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
-                      words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"))
+                      words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"),
+                      paragraphs=paragraph_prints(body))
 
 
 # A passage as a reader sees it --------------------------------------------------
@@ -1358,10 +1360,11 @@ def _display_prose(text: str, first: bool = False) -> list[str]:
     lines = text.split("\n")
     if "]:" in text or "--" in text:  # link definitions and table rules are left out
         lines = [line for line in lines if not _LINK_DEFINITION.match(line) and not ("-" in line and _is_table_rule(line))]
-    if "|" in text:  # a table row as "cell · cell"
-        lines = [" · ".join(c.strip() for c in line.strip().strip("|").split("|") if c.strip())
-                 if line.lstrip().startswith("|") or line.count("|") >= 2 else line for line in lines]
     text = _LINE_MARKERS.sub("", "\n".join(line.strip() for line in lines))
+    if "|" in text:  # a table row as "cell · cell" (after the line markers: a "#" cell is no heading)
+        text = "\n".join(" · ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
+                         if line.startswith("|") or line.count("|") >= 2 else line for line in text.split("\n")
+                         if not ("-" in line and _is_table_rule(line)))  # a quoted table's rule too
     if "*" in text or "_" in text or "~" in text or "`" in text:
         text = _EMPHASIS.sub("", text)
     text = _SPACE_BEFORE_PUNCTUATION.sub("", _SPACES.sub(" ", text))
@@ -1393,6 +1396,29 @@ def note_substance(body: str) -> tuple[int, int, int]:
             own_lines.append(line)
     own = _reader_words(passage_display_text("\n".join(own_lines))) if links else words
     return words, own, links
+
+
+# A paragraph shorter than this ("Filename: src/main.rs", a lone heading) is too
+# common to tell that one note copies another; prose paragraphs are longer.
+COPY_PARAGRAPH_WORDS = 8
+_PARAGRAPH_BREAK = LazyPattern(r"\n(?:[ \t>]*\n)+")  # blank lines, inside a block quote too
+_PRINT_WORD = LazyPattern(r"[^\W_]+")
+
+
+def paragraph_prints(body: str) -> bytes:
+    """What tells that a note holds another's text (``holds_most_of``): an 8-byte
+    hash of each paragraph of COPY_PARAGRAPH_WORDS words or more, as a reader sees
+    it (lower case, markup and links left out, wrapped anyhow), sorted, unique.
+    A note that concatenates others (a print edition's chapter, a "book.md"
+    export of chapter notes) holds their hashes. Pure: no I/O."""
+    from array import array
+
+    prints = set()
+    for paragraph in _PARAGRAPH_BREAK.split(body):
+        shown = passage_display_text(paragraph).lower()
+        if _reader_words(shown) >= COPY_PARAGRAPH_WORDS:
+            prints.add(int(hex_digest(" ".join(_PRINT_WORD.findall(shown)).encode(), "sha1")[:16], 16))
+    return array("Q", sorted(prints)).tobytes()
 
 
 # The language of a note, cheaply: its letters' Unicode script, then small stop-word
@@ -2121,26 +2147,75 @@ class Exclusions:
     from the collection's root (``archive/2019/**``); a trailing '/' only folders.
     Obsidian's filters are path prefixes (``Templates/``), as Obsidian reads them."""
 
+    IGNORE_FILE_MAX_LINES = 1000  # patterns read from .pmsignore (a generated file of more is no ignore list)
+    IGNORE_FILE_MAX_BYTES = 1 << 20  # and bytes: reading is bounded
+    WARNINGS_MAX = 10  # lines that cannot be read, named one by one
+
     def __init__(self, root: Path, own: Sequence[str] = ()):
         self.sources: dict[str, list[str]] = {"exclude": [g for g in own if g.strip()]}
-        with contextlib.suppress(OSError):
-            lines = (root / ".pmsignore").read_text(encoding="utf-8", errors="replace").splitlines()
-            self.sources[".pmsignore"] = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")][:1000]
-        with contextlib.suppress(OSError, ValueError, AttributeError):
+        # One line each for what cannot be read (file and line named): a bad line
+        # excludes nothing and never stops a sync; sync and status show these.
+        self.warnings: list[str] = []
+        self._globs: list[tuple[GlobPattern, bool]] = []
+        for glob in self.sources["exclude"]:  # checked when set: never a warning
+            with contextlib.suppress(PMSError):
+                self._add(glob)
+        ignore = root / ".pmsignore"
+        data: bytes | None = None
+        try:
+            with open(ignore, "rb") as handle:
+                data = handle.read(self.IGNORE_FILE_MAX_BYTES)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            self.warnings.append(f"{display_path(ignore)}: cannot read ({exc.strerror or exc}); nothing is excluded by it")
+        patterns: list[str] = []
+        for number, raw in enumerate((data or b"").split(b"\n"), 1):
+            line = raw.decode("utf-8", errors="replace").strip()
+            if not line or line.startswith("#"):
+                continue
+            where = f"{display_path(ignore)}:{number}"
+            if len(self.warnings) == self.WARNINGS_MAX:
+                self.warnings.append(f"{display_path(ignore)}: more lines cannot be read; only the first {self.WARNINGS_MAX} are named")
+                break
+            if len(patterns) == self.IGNORE_FILE_MAX_LINES:
+                self.warnings.append(f"{where}: only the first {self.IGNORE_FILE_MAX_LINES} patterns are read; this line and those below are ignored")
+                break
+            if "\ufffd" in line:
+                self.warnings.append(f"{where}: not valid UTF-8; the line is ignored")
+            elif line.startswith("!"):
+                self.warnings.append(f"{where}: {_error_excerpt(line)}: '!' (include again) is not supported; the line is ignored")
+            else:
+                try:
+                    compile_glob(line.strip("/") or line, ".pmsignore")  # a bad one named as written, not as '**/line'
+                    self._add(line, ".pmsignore")
+                    patterns.append(line)
+                except PMSError as exc:
+                    self.warnings.append(f"{where}: {exc}; the line is ignored")
+        if data is not None:
+            self.sources[".pmsignore"] = patterns
+        settings = root / ".obsidian" / "app.json"
+        try:
             import json
 
-            filters = json.loads((root / ".obsidian" / "app.json").read_text(encoding="utf-8")).get("userIgnoreFilters")
+            filters = json.loads(settings.read_text(encoding="utf-8")).get("userIgnoreFilters")
             if isinstance(filters, list):
-                self.sources["obsidian"] = [f for f in filters if isinstance(f, str) and f.strip()][:1000]
-        self._globs: list[tuple[GlobPattern, bool]] = []
-        for glob in self.sources["exclude"] + self.sources.get(".pmsignore", []):
-            glob = glob.strip()
-            folders_only = glob.endswith("/")
-            glob = glob.strip("/")
-            if glob:
-                with contextlib.suppress(PMSError):  # a bad line of .pmsignore excludes nothing (own globs are checked when set)
-                    self._globs.append((compile_glob(glob if "/" in glob else "**/" + glob, "exclude"), folders_only))
+                self.sources["obsidian"] = [f for f in filters if isinstance(f, str) and f.strip()][: self.IGNORE_FILE_MAX_LINES]
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            self.warnings.append(f"{display_path(settings)}: cannot read ({exc.strerror or exc}); Obsidian's excluded files are not applied")
+        except (ValueError, AttributeError):
+            self.warnings.append(f"{display_path(settings)}: not a JSON object; Obsidian's excluded files are not applied")
         self._prefixes = tuple(f.strip().lstrip("/").lower() for f in self.sources.get("obsidian", []))
+
+    def _add(self, glob: str, source: str = "exclude") -> None:
+        """One exclusion glob; a PMSError for a malformed one."""
+        glob = glob.strip()
+        folders_only = glob.endswith("/")
+        glob = glob.strip("/")
+        if glob:
+            self._globs.append((compile_glob(glob if "/" in glob else "**/" + glob, source), folders_only))
 
     def __bool__(self) -> bool:
         return bool(self._globs or self._prefixes)
@@ -2642,10 +2717,13 @@ MIGRATIONS: list[str | Callable] = [
     # 10: a note's substance (note_substance): ranking tells a stub that points
     # elsewhere from a note with content. -1: not read yet (NOTE_PARSER_VERSION 4).
     _note_substance_columns,
+    # 11: a note's paragraph prints (paragraph_prints): ranking tells a note that holds
+    # another's text (a print edition's chapter) from it. NULL: not read yet (NOTE_PARSER_VERSION 5).
+    lambda db: _add_column(db, "documents", "paragraphs", "BLOB"),
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
-NOTE_PARSER_VERSION = 4
+NOTE_PARSER_VERSION = 5
 
 
 def sqlite_module(want_extensions: bool):
@@ -3285,7 +3363,8 @@ class Store:
         fields = {"title": note.title, "tags": ",".join(note.tags), "aliases": ",".join(note.aliases), "size": size,
                   "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
                   "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
-                  "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages}
+                  "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
+                  "paragraphs": note.paragraphs or None}
         if row:
             doc_id = row[0]
             db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), doc_id))
@@ -3719,6 +3798,18 @@ class Store:
     def note_languages(self, document_ids: Iterable[int]) -> dict[int, str]:
         """document id -> its language (note_language), for notes whose language was counted."""
         return dict(self.rows_in("SELECT id, language FROM documents WHERE id IN ({ids}) AND language IS NOT NULL", document_ids))
+
+    def paragraph_prints(self, docids: Iterable[str]) -> dict[str, frozenset[int]]:
+        """docid -> its paragraph prints (paragraph_prints; empty for a note not read since they were added)."""
+        from array import array
+
+        out: dict[str, frozenset[int]] = {}
+        for docid, blob in self.rows_in("SELECT docid, paragraphs FROM documents WHERE docid IN ({ids}) AND paragraphs IS NOT NULL",
+                                        docids):
+            prints = array("Q")
+            prints.frombytes(blob[: len(blob) // 8 * 8])
+            out[docid] = frozenset(prints)
+        return out
 
     def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
         """document id -> (words, own words, links out): what is_stub reads."""
@@ -5096,6 +5187,16 @@ def render_snippet(text: str, marks: Sequence[Sequence[int]] = (), style: str = 
     return "".join(out)
 
 
+def without_heading_line(shown: str, heading_path: str) -> str:
+    """A passage as shown (passage_display_text) without its first line when that line
+    is the passage's heading (the last of ``heading_path``, which hits carry and every
+    front end shows above the snippet) and more text follows. A pure function."""
+    first, _, rest = shown.partition("\n")
+    heading = heading_path.rsplit(" > ", 1)[-1]
+    same = _TOKEN.findall(first.lower()) == _TOKEN.findall(heading.lower())
+    return rest if same and rest.strip() else shown
+
+
 def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
     query word (by prefix, so 'sync' marks 'syncing'), with marks."""
@@ -5265,6 +5366,17 @@ class RankingSettings(Record):
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
     alias_coverage: float = 0.8
+    # Copies by content (``order_copies``): a note that holds at least
+    # ``copy_containment`` of another hit's paragraph prints (paragraph_prints; that
+    # hit has ``copy_min_paragraphs`` or more and is no stub) copies it: a print
+    # edition's chapter holds each of its sections, a "book.md" export its chapter
+    # notes. The held note takes the first of the two places and the holder
+    # follows it as its copy, among the first ``copy_depth`` hits (or k). The Rust
+    # book's print chapters hold 0.67-1.0 of each section of theirs; redirect stubs
+    # share 0.5 of their boilerplate with one another.
+    copy_containment: float = 0.6
+    copy_min_paragraphs: int = 2
+    copy_depth: int = 20
 
     def for_vectors(self, static: bool, multilingual: bool = False) -> RankingSettings:
         """These settings for a vector list from a static model (``static``) or a transformer,
@@ -5319,8 +5431,53 @@ def mark_copies(hits: list) -> list:
     first: dict[tuple, Hit] = {}
     for hit in hits:
         original = first.setdefault(copy_key(hit.title, hit.path), hit)
-        hit.copy_of = "" if original is hit else f"{original.collection}/{original.path}"
+        if original is not hit:  # a copy of a copy (order_copies) is grouped with the same original
+            hit.copy_of = original.copy_of or f"{original.collection}/{original.path}"
     return hits
+
+
+def holds_most_of(holder: frozenset[int], held: frozenset[int], settings: RankingSettings) -> bool:
+    """Whether a note with the paragraph prints ``holder`` holds the text of one with ``held``
+    (RankingSettings.copy_containment, copy_min_paragraphs). A pure function."""
+    return (len(held) >= settings.copy_min_paragraphs and len(holder) >= len(held)
+            and len(holder & held) >= settings.copy_containment * len(held))
+
+
+def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: RankingSettings) -> list:
+    """``hits`` (best first) with each note that holds another hit's text (a print
+    edition's chapter, a "book.md" export of chapter notes: ``holds_most_of``)
+    right after the best hit it holds, as its copy (``copy_of``): the focused
+    note takes the holder's place if it was below it. Two notes that hold each
+    other (the same text twice) keep their order. ``prints``: docid -> paragraph
+    prints (the caller reads the first RankingSettings.copy_depth hits'). Stubs are
+    left to the note prior. A pure function."""
+    window = [h for h in hits if not h.stub and len(prints.get(h.docid, ())) >= settings.copy_min_paragraphs]
+    held_by: dict[int, Hit] = {}  # id(holder) -> the best hit it holds
+    for holder in window:
+        mine = prints[holder.docid]
+        for held in window:
+            if held is holder or held.docid == holder.docid or not holds_most_of(mine, prints[held.docid], settings):
+                continue
+            if len(prints[held.docid]) == len(mine) and hits.index(held) > hits.index(holder):
+                continue  # the same text twice: the lower one is the copy
+            held_by[id(holder)] = held
+            break
+    if not held_by:
+        return hits
+    out: list = []
+    placed: set[int] = set()
+    for hit in hits:
+        if id(hit) in placed:
+            continue
+        held = held_by.get(id(hit))
+        if held is not None:
+            if id(held) not in placed:  # the held note was below: it moves up to this place
+                out.append(held)
+                placed.add(id(held))
+            hit.copy_of = held.copy_of or f"{held.collection}/{held.path}"
+        out.append(hit)
+        placed.add(id(hit))
+    return out
 
 
 def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: RankingSettings) -> list:
@@ -5930,10 +6087,18 @@ class Retrieval:
             hits = self._related_by_vectors(document_id, vectors, wider, ids)
         else:
             hits = self._related_by_terms(document_id, wider, collections)
-        # Stubs point elsewhere, copies repeat a note above them or the note itself.
+        # Stubs point elsewhere, copies repeat a note above them or the note itself
+        # (by name, or by text: a print chapter that holds this section, or a section it holds).
         own = self.store.document_rows([document_id]).get(document_id)
         own_key = copy_key(own[3], own[1]) if own else None
-        return [h for h in hits if not h.stub and not h.copy_of and copy_key(h.title, h.path) != own_key][:k]
+        hits = [h for h in hits if not h.stub and not h.copy_of and copy_key(h.title, h.path) != own_key]
+        if own and hits:
+            prints = self.store.paragraph_prints([own[2], *(h.docid for h in hits)])
+            none: frozenset[int] = frozenset()
+            mine = prints.get(own[2], none)
+            hits = [h for h in hits if not holds_most_of(prints.get(h.docid, none), mine, self.settings)
+                    and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
+        return hits[:k]
 
     def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
@@ -6037,11 +6202,15 @@ class Retrieval:
         wanted = " ".join(_TOKEN.findall(query.lower()))
         if wanted:
             hits.sort(key=lambda h: h.stub or " ".join(_TOKEN.findall(h.title.lower())) != wanted)
+        if len(hits) > 1:
+            head = hits[: max(self.settings.copy_depth, k)]
+            hits = order_copies(head, self.store.paragraph_prints([h.docid for h in head]), self.settings) + hits[len(head):]
         hits = mark_copies(hits[:k])
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
-        # Snippets are cut from the passage as a reader sees it (passage_display_text).
-        shown = {hit.chunk_id or 0: _shown_passage(hit.text) for hit in hits}
+        # Snippets are cut from the passage as a reader sees it (passage_display_text),
+        # without its heading line when every front end shows that heading above it.
+        shown = {hit.chunk_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path) for hit in hits}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
@@ -6098,6 +6267,7 @@ class SyncPlan(Record):
     skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
     reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
     pdfs_unread: int = 0                              # PDFs left out: the PDF library is not installed
+    warnings: list[str] = Factory(list)               # lines of .pmsignore (or Obsidian's settings) that cannot be read
 
     @property
     def pending(self) -> int:
@@ -6153,6 +6323,7 @@ class SyncReport(Record):
     seconds: float = 0.0
     reread: int = 0  # unchanged notes read again because an older PMS indexed them (tags, dates, links)
     pdfs_unread: int = 0  # PDFs left out: the PDF library is not installed
+    warnings: list[str] = Factory(list)  # lines of .pmsignore (or Obsidian's settings) that cannot be read: ignored
 
     def summary(self) -> str:
         parts = [f"+{self.added} new, ~{self.updated} modified, -{self.deleted} deleted, {self.unchanged} unchanged"]
@@ -6583,6 +6754,7 @@ class Syncer:
         self.choose_embedder = choose_embedder  # called once the notes are read, before embedding
         self.read_pdfs = pdf_available()  # without the PDF library, PDFs are left as they are (one notice)
         self.pdfs_unread = 0
+        self.warnings: list[str] = []  # Exclusions.warnings of the collections scanned (plan, run)
         self._pdf_reader: PdfReader | None = None
 
     @staticmethod
@@ -6600,6 +6772,7 @@ class Syncer:
         found: dict[str, tuple[str | Path, int, int, int]] = {}
         pdfs = pdf_glob(pattern)
         exclude = Exclusions(root, collection.excludes.split("\n") if collection.excludes else ())
+        self.warnings.extend(w for w in exclude.warnings if w not in self.warnings)
         if paths is None:
             for rel, full, st in walk_markdown(root, pattern, errors, skipped, exclude, also=pdfs):
                 found[rel] = (full, *_file_state(st))
@@ -6656,7 +6829,7 @@ class Syncer:
 
     def plan(self, collections: Sequence[CollectionRow]) -> SyncPlan:
         plan = SyncPlan()
-        self.pdfs_unread = 0
+        self.pdfs_unread, self.warnings = 0, []
         for col in collections:
             changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
@@ -6678,7 +6851,7 @@ class Syncer:
                 else:
                     plan.updated.append((col.name, rel))
             plan.deleted.extend((col.name, rel) for rel in changes.gone)
-        plan.pdfs_unread = self.pdfs_unread
+        plan.pdfs_unread, plan.warnings = self.pdfs_unread, list(self.warnings)
         return plan
 
     def run(self, collections: Sequence[CollectionRow], *, paths: dict[str, list[str]] | None = None, embed: bool = True,
@@ -6689,7 +6862,7 @@ class Syncer:
         if not lock.acquire(blocking=False):
             self.notice("another sync of this index is running; waiting for it to finish")
             lock.acquire(blocking=True)
-        self.pdfs_unread = 0
+        self.pdfs_unread, self.warnings = 0, []
         try:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
@@ -6702,7 +6875,7 @@ class Syncer:
             report.cancelled = True
         finally:
             self._close_pdf_reader()
-            report.pdfs_unread = self.pdfs_unread
+            report.pdfs_unread, report.warnings = self.pdfs_unread, list(self.warnings)
             if self.pdfs_unread:
                 self.notice(f"{self.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
             lock.release()
@@ -7745,6 +7918,10 @@ class Collection:
         '.pmsignore' and 'obsidian' (Obsidian's excluded files), when present."""
         return Exclusions(self.path, self.exclude).sources
 
+    def exclusion_warnings(self) -> list[str]:
+        """One line each for what of .pmsignore or Obsidian's settings cannot be read (file:line: why); ignored."""
+        return Exclusions(self.path, self.exclude).warnings
+
     def __repr__(self) -> str:
         return f"<Collection {self.name!r} {str(self.path)!r} {self.glob!r}>"
 
@@ -7762,10 +7939,11 @@ class Collection:
 
     def to_dict(self) -> dict:
         notes, chunks = self.counts()
+        exclusions = Exclusions(self.path, self.exclude)
         return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
                 "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
                 "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync,
-                "exclusions": self.exclusions()}
+                "exclusions": exclusions.sources, "exclusion_warnings": exclusions.warnings}
 
     def clip(self, source: str | None, *, html: bytes | str | None = None, subfolder: str | None = None,
              force: bool = False, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES,
@@ -8600,6 +8778,8 @@ class KnowledgeBase:
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
+        # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
+        info["warnings"] = [w for c in info["collections_detail"] for w in c["exclusion_warnings"]]
         if pending if links is None else links:
             info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
         if pending:
@@ -8949,7 +9129,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
          "input": {"type": "object", "additionalProperties": False, "properties": {}},
          "output": {"type": "object", "properties": {
              "search_mode": {"type": "string"}, "documents": {"type": "integer"},
-             "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"}}}},
+             "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"},
+             "warnings": {"type": "array", "items": {"type": "string"},
+                          "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"}}}},
     ]
     if allow_sync:
         tools.append(
@@ -9934,6 +10116,8 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
         _notice(f"{path}: {why}")
     for path, why in report.errors:
         _notice(f"error: {path}: {why}")
+    for warning in report.warnings:
+        _notice(f"warning: {warning}")
     if report.embed_error and getattr(args, "reembed", False):
         print(report.summary())
         raise PMSError(f"cannot re-embed: {report.embed_error}")
@@ -9959,6 +10143,8 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             _notice(f"{path}: {why}")
         for path, why in plan.errors:
             _notice(f"error: {path}: {why}")
+        for warning in plan.warnings:
+            _notice(f"warning: {warning}")
         if plan.pdfs_unread:
             _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
         return 1 if plan.errors else 0
@@ -10004,6 +10190,8 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
     if info.get("pdfs_unread"):
         print(f"PDFs:        {info['pdfs_unread']} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
+    for warning in info["warnings"]:
+        print(f"Warning:     {terminal_safe(warning)}")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
         print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QModelIndex, QSize, Qt
+from PySide6.QtCore import QModelIndex, QSize, Qt, QTimer
 from PySide6.QtGui import QAbstractTextDocumentLayout, QPalette, QStandardItem, QStandardItemModel, QTextDocument
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
@@ -172,8 +172,14 @@ class HitDelegate(QStyledItemDelegate):
         model = index.model()
         drawn_for = (model.generation, self._row_width(option), option.font.key())
         if drawn_for != self.drawn_for:
+            # The same rows at another width (a scroll bar came or went, a pane was resized):
+            # QListView lays rows out again only when its height changes, so the rows would
+            # keep the heights of the old width and their text would run into the next row.
+            rewrap = bool(self.drawn_for) and self.drawn_for[0] == drawn_for[0] and option.widget is not None
             self.documents.clear()
             self.drawn_for = drawn_for
+            if rewrap:
+                QTimer.singleShot(0, option.widget, option.widget.doItemsLayout)
         selected = bool(option.state & QStyle.State_Selected)
         key = (index.row(), selected, option.palette.cacheKey())
         doc = self.documents.get(key)

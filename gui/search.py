@@ -179,8 +179,17 @@ class SearchController(QObject):
         else:
             w.preview.clear_note()
             w.related.clear()
-            self._show_message(f"No notes match “{query.strip()}”." if query.strip() else "No notes match the filter.")
+            self._show_message(f"No notes match “{query.strip()}”." if query.strip() else self._no_listing_message())
         w.results_shown.emit(query)
+
+    def _no_listing_message(self) -> str:
+        """A filter that lists nothing; a ``path:`` without a glob names a folder, so
+        ``path:src/ch04`` finds nothing in src/: say how to match names that start so."""
+        folder = next((word[5:].strip("'\"") for word in self.w.filter_bar.field.text().split()
+                       if word.startswith("path:") and not any(c in word for c in "*?[{")), "")
+        if folder:
+            return f"No notes match the filter. path:{folder} is a folder; path:'{folder}*' matches names that start with it."
+        return "No notes match the filter."
 
     def _search_failed(self, seq: int, message: str) -> None:
         if seq == self.search_seq:

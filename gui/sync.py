@@ -77,6 +77,7 @@ class SyncController(QObject):
         self.rate = RateMeter()                 # the sync's recent pace, for an ETA that follows it
         self.watcher = FolderWatcher(window)
         self.fix_code = ""
+        self.warnings_shown: list[str] = []    # .pmsignore lines that cannot be read, said once until they change
 
     def connect(self) -> None:
         w = self.w
@@ -254,7 +255,10 @@ class SyncController(QObject):
         w = self.w
         self.sync_job = None  # its thread is about to end: the sync is over for the window
         self._hide_progress()
-        if error or report.cancelled or report.added or report.updated or report.deleted or report.errors or report.embedded:
+        warnings = [] if error or report is None else report.warnings
+        if warnings and warnings != self.warnings_shown:
+            self.show_warnings(warnings)
+        elif error or report.cancelled or report.added or report.updated or report.deleted or report.errors or report.embedded:
             w.flash(error or report.summary())  # a watcher's sync that found nothing new stays quiet
         self.refresh_collections()
         self.update_badge()
@@ -265,6 +269,16 @@ class SyncController(QObject):
             w.search.search_now()  # new and changed notes show up in the open search
         w.sync_done.emit(report)
         self._run_queued()
+
+    def show_warnings(self, warnings: list[str]) -> None:
+        """Lines of a .pmsignore (or Obsidian's settings) that cannot be read: the first in the
+        status line (each is ignored; the sync went on), all of them behind a button."""
+        w = self.w
+        self.warnings_shown = list(warnings)
+        more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
+        w.flash(f"Ignored: {warnings[0]}{more}", "Details…",
+                lambda: QMessageBox.information(w, "Lines PMS cannot read", "Each line is ignored; the rest is indexed.\n\n"
+                                                + "\n".join(warnings)))
 
     def offer_multilingual_model(self, error: str = "") -> None:
         """When a fair share of the notes is not in English and the model reads English only:

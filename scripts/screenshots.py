@@ -8,8 +8,10 @@ whole Rust book (../shared/data/corpora/rust-book.tar.gz, with its redirect
 stubs, old editions and print copy) plus a copy of sample-notes/ and
 captures: the welcome panel, a search (light and dark), a deep passage of a
 chapter in the preview, Related, a small window, a filter listing, the start
-page, a table, a sync in progress and a freshly clipped page (served from
-../shared/data/html by a local http.server; skipped without it). Embedding
+page, a table, a sync in progress, the clip dialog with its URL and the
+freshly clipped page (served from ../shared/data/html by a local http.server;
+skipped without it). The PNGs are quantized to 256 colours (Pillow, when
+installed) to stay small. Embedding
 the book takes minutes: ``--book-index`` starts from an index of it already
 embedded (bench/suite.py's cache: .cache/bench/rustbook/*.sqlite), copied.
 Everything is written to a temporary folder except the PNGs.
@@ -33,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 APT_PACKAGES = ["xvfb", "libxcb-icccm4", "libxcb-keysyms1", "libxcb-xinerama0", "libxcb-cursor0", "libxcb-image0",
                 "libxcb-render-util0", "libxcb-randr0", "libxcb-shape0", "libxkbcommon-x11-0", "libegl1", "libgl1",
-                "fonts-dejavu-core"]
+                "fonts-dejavu-core", "fonts-noto-color-emoji"]
 SIZE = (1180, 760)
 
 
@@ -99,13 +101,47 @@ def settle(app, seconds: float = 0.4) -> None:
         time.sleep(0.02)
 
 
-def capture(window, app, path: Path) -> None:
+def capture(window, app, path: Path, with_dialogs: bool = False) -> None:
+    """The window as the X server shows it (``with_dialogs``: the screen over it, so a
+    dialog on top shows too), saved small."""
     settle(app)
-    picture = window.screen().grabWindow(window.winId())  # what the X server shows, not a re-render
+    if with_dialogs:
+        at = window.frameGeometry()
+        picture = window.screen().grabWindow(0, at.x(), at.y(), at.width(), at.height())
+    else:
+        picture = window.screen().grabWindow(window.winId())  # what the X server shows, not a re-render
     if picture.isNull() or picture.width() < 100:
         picture = window.grab()
     picture.save(str(path))
-    print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path} ({picture.width()}x{picture.height()})")
+    shrink(path)
+    kb = path.stat().st_size // 1024
+    print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path} ({picture.width()}x{picture.height()}, {kb} KB)")
+
+
+def shrink(path: Path) -> None:
+    """A palette of 256 colours, no dithering (flat UI colours stay crisp): a third of the bytes."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    small.save(path, optimize=True)
+
+
+def while_modal(app, action, seconds: float = 10.0) -> None:
+    """Run ``action(dialog)`` once a modal dialog is up within ``seconds`` (the call
+    that opens it blocks until it closes, so this waits on timers)."""
+    from PySide6.QtCore import QTimer
+
+    def poll(left: int) -> None:
+        dialog = app.activeModalWidget()
+        if dialog is not None and dialog.isVisible():
+            QTimer.singleShot(300, lambda: action(dialog))
+        elif left:
+            QTimer.singleShot(100, lambda: poll(left - 1))
+
+    poll(int(seconds * 10))
 
 
 def type_query(window, app, text: str) -> None:
@@ -213,6 +249,13 @@ def render(out: Path, book_index: Path | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="pms-shots-"))
     notes = work / "notes"
     shutil.copytree(REPO / "sample-notes", notes)
+    with pms.KnowledgeBase(work / "empty.sqlite") as empty:  # the first start: no folder yet
+        first = MainWindow(empty, QSettings(str(work / "first.ini"), QSettings.IniFormat))
+        first.resize(*SIZE)
+        first.move(0, 0)
+        first.show()
+        capture(first, app, out / "welcome.png")
+        first.close()
     if book_index is not None:
         shutil.copy(book_index, work / "index.sqlite")
     kb = pms.KnowledgeBase(work / "index.sqlite")
@@ -220,8 +263,6 @@ def render(out: Path, book_index: Path | None = None) -> None:
     window.resize(*SIZE)
     window.move(0, 0)
     window.show()
-    if not kb.collections.list():
-        capture(window, app, out / "welcome.png")
     book = rust_book(work)
     if book is None:
         print("screenshots: rust-book.tar.gz not found; the sample notes alone", file=sys.stderr)
@@ -259,11 +300,12 @@ def render(out: Path, book_index: Path | None = None) -> None:
     capture(window, app, out / "idle.png")
     window.filter_bar.field.setText("#pkm")  # a filter and no words: the notes it matches, newest first
     wait_for(window.results_shown, app)
+    wait_for_preview(window, app)
     capture(window, app, out / "filter.png")
     window.filter_bar.field.clear()
     settle(app, 0.5)
-    type_query(window, app, "operators overloadable")
-    select(window, "src/appendix-02-operators.md")
+    type_query(window, app, "integer types signed unsigned")
+    select(window, "src/ch03-02-data-types.md")  # its table of integer types
     wait_for_preview(window, app)
     capture(window, app, out / "rust-book-table.png")
     for _ in range(3):  # as a user drags the corner: each folded pane lowers the minimum
@@ -289,12 +331,20 @@ def render(out: Path, book_index: Path | None = None) -> None:
     if pages.is_dir():
         mime = QMimeData()
         mime.setUrls([QUrl(serve(pages) + "/dropbox-blog/source.html")])
+
+        def choose_notes(dialog) -> None:  # "Clip into": the URL, and which collection
+            capture(window, app, out / "clip-dialog.png", with_dialogs=True)
+            dialog.setTextValue("notes")
+            dialog.accept()
+
+        while_modal(app, choose_notes)
         window.clipper.handle_drop(mime)  # what dropping a browser link onto the window does
         path, error = wait_for(window.clip_done, app, timeout=120)
         if error:
             print(f"screenshots: clipping failed: {error}", file=sys.stderr)
         else:
             wait_for(window.results_shown, app)
+            wait_for_preview(window, app)
             capture(window, app, out / "clip.png")
     else:
         print(f"screenshots: {pages} not found; no clip screenshot", file=sys.stderr)

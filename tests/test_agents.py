@@ -82,7 +82,8 @@ def test_the_migration_makes_old_colliding_ids_unique(colliding, db_path):
     db.execute("DROP INDEX documents_docid")
     db.execute("UPDATE documents SET docid = substr(docid, 1, 6)")
     db.execute("CREATE INDEX documents_docid ON documents(docid)")
-    db.execute(f"PRAGMA user_version = {len(pms.MIGRATIONS) - 3}")  # the docid, exclusions and note-substance migrations are the last three
+    # the docid migration, then exclusions, note substance and paragraph prints: the last four
+    db.execute(f"PRAGMA user_version = {len(pms.MIGRATIONS) - 4}")
     db.commit()
     db.close()
     with pms.KnowledgeBase(db_path, embeddings=False) as again:
@@ -392,6 +393,33 @@ def test_exclusions_from_the_collection_pmsignore_and_obsidian(tmp_path, cli, db
     assert cli("sync", db=db_path).returncode == 0
     found = json.loads(cli("search", "platypus", "--json", "-n", "20", db=db_path).stdout)
     assert sorted(h["path"] for h in found) == ["archive/2020/new.md", "keep.md", "x.tmp.md"]
+
+
+def test_pmsignore_lines_that_cannot_be_read_are_warnings_naming_file_and_line(tmp_path, pms_main, db_path):
+    root = tmp_path / "vault"
+    for rel in ("keep.md", "drafts/d.md", "odd.md"):
+        write(root / rel, f"# {rel}\n\nplatypus\n")
+    ignore = root / ".pmsignore"
+    ignore.write_bytes(b"# comment\ndrafts/\n[z-a]*.md\n!keep.md\n\xff\xfe.md\n")
+    write(root / ".obsidian" / "app.json", "{not json")
+    with pms.KnowledgeBase(db_path, embeddings=False) as kb:
+        kb.collections.create(root, name="v")
+        report = kb.sync()  # the sync goes on: the good line applies, the bad ones exclude nothing
+        assert not report.errors and sorted(kb.collections.get("v").files) == ["keep.md", "odd.md"]
+        expected = [f"{ignore}:3: bad pattern for .pmsignore: '[z-a]*.md' (the range z-a is backwards); the line is ignored",
+                    f"{ignore}:4: '!keep.md': '!' (include again) is not supported; the line is ignored",
+                    f"{ignore}:5: not valid UTF-8; the line is ignored",
+                    f"{root / '.obsidian' / 'app.json'}: not a JSON object; Obsidian's excluded files are not applied"]
+        assert report.warnings == expected
+        assert kb.status()["warnings"] == expected  # what MCP's status tool returns
+        assert kb.status(pending=False)["collections_detail"][0]["exclusion_warnings"] == expected
+    synced = pms_main("sync", db=db_path)
+    assert synced.returncode == 0 and f"pms: warning: {ignore}:3: bad pattern" in synced.stderr
+    assert synced.stderr.count("pms: warning: ") == 4
+    status = pms_main("status", db=db_path)
+    assert status.returncode == 0 and f"Warning:     {ignore}:4: '!keep.md'" in status.stdout
+    dry = pms_main("sync", "--dry-run", db=db_path)
+    assert dry.returncode == 0 and dry.stderr.count("pms: warning: ") == 4
 
 
 def test_a_symlink_out_of_the_collection_is_not_indexed_nor_served(tmp_path, kb):

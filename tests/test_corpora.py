@@ -62,3 +62,14 @@ def test_tldr_pages_many_small_files_same_names_and_cjk(corpora, tmp_path):
         ko = kb.search("압축", k=10)
         assert ko
         assert kb.sync().unchanged == report.added
+
+
+def test_rust_book_print_chapters_come_after_the_section_they_copy(rust_book):
+    kb, _ = rust_book
+    for query in ("ownership", "what is ownership", "references and borrowing"):
+        hits = kb.search(query, k=10)
+        paths = [h.path for h in hits]
+        assert paths[0].startswith("src/"), (query, paths)
+        for at, hit in enumerate(hits):
+            if hit.path.startswith("nostarch/chapter"):  # a print chapter: grouped under a section above it that it holds
+                assert hit.copy_of.startswith("book/src/ch") and hit.copy_of.removeprefix("book/") in paths[:at], (query, paths)

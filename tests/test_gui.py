@@ -481,6 +481,24 @@ def test_the_idle_message_counts_notes_while_the_first_sync_runs(kb, tmp_path, o
     assert window.results_message.text() == "Type to search 600 notes."
 
 
+def test_a_pmsignore_line_that_cannot_be_read_is_a_status_message_once(kb, tmp_path, open_window, qtbot):
+    folder = tmp_path / "v"
+    write(folder / "a.md", "# A\n\nalpha\n")
+    write(folder / ".pmsignore", "drafts/\n[z-a].md\n")
+    kb.collections.create(folder, name="v")
+    window = open_window(kb)
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        window.sync.request_sync(None)
+    message = window.status_line.message
+    assert message.startswith("Ignored: ") and f"{folder / '.pmsignore'}:2: bad pattern" in message
+    assert not window.message_button.isHidden() and window.message_button.text() == "Details…"
+    window.status_line.clear_message()
+    write(folder / "b.md", "# B\n\nbeta\n")
+    with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
+        window.sync.request_sync(None)
+    assert window.status_line.message.startswith("Synced: +1 new")  # said once, until the lines change
+
+
 def test_an_embed_only_sync_reports_what_it_did(hybrid_kb, notes, open_window, qtbot):
     hybrid_kb.collections.create(notes, name="notes")
     hybrid_kb.sync(embed=False)

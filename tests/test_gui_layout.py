@@ -127,3 +127,43 @@ def test_the_keyword_only_badge_offers_its_fix_as_a_button(hybrid_kb, notes, ope
         qtbot.mouseClick(window.fix_button, Qt.LeftButton)
     qtbot.waitUntil(lambda: window.badge.text() == "Hybrid", timeout=WAIT_MS)
     assert not window.fix_button.isVisible()
+
+
+def test_rows_wrap_again_when_the_list_narrows_so_no_text_runs_into_the_next_row(kb, tmp_path, open_window, qtbot):
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    for i in range(20):
+        write(tmp_path / "v" / f"n{i:02d}.md", f"# Note {i}\n\n" + "alpha words that wrap over several lines of the row " * 4)
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    window = open_window(kb)
+    window.resize(1100, 720)
+    type_query(qtbot, window, "alpha")  # rows laid out in batches: the scroll bar comes after the first ones
+    view = window.results_view
+    qtbot.waitUntil(lambda: view.verticalScrollBar().isVisible(), timeout=WAIT_MS)
+
+    def row_heights_fit() -> bool:
+        option = QStyleOptionViewItem()
+        option.widget, option.font, option.palette = view, view.font(), view.palette()
+        for row in range(window.results_model.rowCount()):
+            index = window.results_model.index(row, 0)
+            if view.visualRect(index).height() < view.itemDelegate().sizeHint(option, index).height():
+                return False
+        return True
+
+    view.viewport().update()
+    qtbot.waitUntil(row_heights_fit, timeout=WAIT_MS)
+
+
+def test_a_path_filter_that_lists_nothing_says_how_to_match_names_that_start_so(kb, tmp_path, open_window, qtbot):
+    write(tmp_path / "v" / "src" / "ch04-01-ownership.md", "# Ownership\n\nRules.\n")
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    window = open_window(kb)
+    with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS):
+        window.filter_bar.field.setText("path:src/ch04")
+    assert window.results_message.text() == ("No notes match the filter. path:src/ch04 is a folder; "
+                                             "path:'src/ch04*' matches names that start with it.")
+    with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS):
+        window.filter_bar.field.setText("path:'src/ch04*'")  # as the message says
+    assert [h.path for h in window.results_model.hits] == ["src/ch04-01-ownership.md"]

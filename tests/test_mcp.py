@@ -151,6 +151,7 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     assert [(c["name"], c["description"], c["notes"]) for c in status["collections_detail"]] == \
         [("samples", DESCRIPTION, len(list(SAMPLES.rglob("*.md"))))]
     assert status["pending"] == {"added": 0, "updated": 0, "deleted": 0}
+    assert status["warnings"] == []  # lines of a .pmsignore that cannot be read (tests/test_agents.py)
 
     synced = await client.call_tool("sync", {})
     if sync_allowed:

@@ -108,6 +108,9 @@ def test_passage_display_text_renders_markup_as_a_reader_sees_it():
     assert "See the references chapter and lifetimes." in shown  # links as their text
     assert "let s: Rc<T> = Weak<T>::new();" in shown  # code as written: generics are not tags
     assert pms.passage_display_text("% Title\n\n> quoted `code` and <b>bold</b>") == "Title\nquoted code and bold"
+    # A "#" cell is no heading marker; a quoted table loses its rule row too.
+    assert pms.passage_display_text("| # | Milestone |\n|---|---|\n| 1 | Parsing |") == "# · Milestone\n1 · Parsing"
+    assert pms.passage_display_text("> | a | b |\n> |---|---|\n> | 1 | 2 |") == "a · b\n1 · 2"
 
 
 def test_snake_case_next_to_a_marked_word_keeps_its_underscore(kb, tmp_path):
@@ -221,3 +224,81 @@ def test_a_short_note_in_chinese_has_words_and_is_no_stub():
     """Chinese is written without spaces: each character counts as a word, so a short note is no empty stub."""
     words, own, links = pms.note_substance("# 火车\n\n火车时刻表很重要")
     assert words >= 8 and not pms.is_stub(words, own, links, pms.RankingSettings())
+
+
+SECTIONS = {  # three chapter notes; book.md below holds them all, wrapped and marked up otherwise
+    "ownership.md": ("What Is Ownership?", [
+        "Ownership is a set of rules that govern how a program manages memory while it runs.",
+        "Some languages have a garbage collector that looks for memory no longer used; in others the programmer frees it.",
+        "Rust manages memory through ownership with rules that the compiler checks, and none of them slows the program.",
+        "Each value has an owner, there can only be one owner at a time, and the value is dropped with its owner."]),
+    "borrowing.md": ("References and Borrowing", [
+        "A reference is like a pointer to a value that another variable owns, and it is guaranteed to be valid.",
+        "Creating a reference is called borrowing: as in real life, you give the thing back when you are done with it.",
+        "At any given time you can have either one mutable reference or any number of immutable references to data."]),
+    "slices.md": ("The Slice Type", [
+        "Slices let you reference a contiguous sequence of elements in a collection rather than the whole collection.",
+        "A string slice is a reference to part of a String, written with a range inside square brackets after it.",
+        "Slices are a kind of reference, so they do not have ownership of the data they point into at all."]),
+}
+
+
+def _concatenated_book(folder):
+    """The sections as one chapter-long export (a print edition's chapter, a "book.md"), rewrapped, *em* for _em_."""
+    parts = ["<!-- generated from the chapter notes -->\n\n# Understanding Ownership"]
+    for title, paragraphs in SECTIONS.values():
+        parts.append(f"## {title}")
+        parts += [p.replace(" rules ", " *rules*\n").replace(", ", ",\n") for p in paragraphs]
+    write(folder / "book.md", "\n\n".join(parts) + "\n")
+    for name, (title, paragraphs) in SECTIONS.items():
+        write(folder / name, f"# {title}\n\n" + "\n\n".join(p.replace(" rules ", " _rules_ ") for p in paragraphs) + "\n")
+
+
+def test_a_note_that_concatenates_others_comes_after_the_section_it_holds_as_its_copy(kb, tmp_path, pms_main):
+    _concatenated_book(tmp_path / "v")
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    for query in ("ownership rules memory", "owner value dropped", "borrowing reference"):
+        hits = kb.search(query, mode="keyword", k=5)
+        paths = [h.path for h in hits]
+        assert paths.index("book.md") == 1, (query, paths)  # right below the section it holds...
+        assert hits[1].copy_of == f"v/{paths[0]}" and paths[0] != "book.md"  # ...as its copy
+        assert all(h.copy_of == "" for h in hits if h.path != "book.md")
+    # Related to a section: not the export that holds it (nor is the export related to its own sections).
+    assert "book.md" not in [h.path for h in kb.related("v/ownership.md")]
+    assert not {"ownership.md", "borrowing.md", "slices.md"} & {h.path for h in kb.related("v/book.md")}
+    db = kb.index_path
+    kb.close()
+    r = pms_main("search", "ownership rules memory", "--mode", "keyword", db=db)
+    assert "+1 copy: book.md" in r.stdout and "v/book.md:" not in r.stdout  # grouped, not a row of its own
+
+
+def test_order_copies_is_a_pure_rule():
+    settings = pms.RankingSettings(copy_containment=0.6, copy_min_paragraphs=2)
+
+    def hit(path, stub=False):
+        return pms.Hit(path=path, collection="c", abspath=path, docid=path, title=path, heading_path="", start_line=1,
+                       end_line=1, score=1.0, snippet="", stub=stub)
+
+    prints = {"book.md": frozenset(range(10)), "a.md": frozenset({1, 2, 3}), "b.md": frozenset({4, 5, 99}),
+              "other.md": frozenset({50, 51}), "twin.md": frozenset(range(10)), "stub.md": frozenset({1, 2})}
+    hits = [hit("book.md"), hit("other.md"), hit("b.md"), hit("a.md")]
+    ordered = pms.order_copies(hits, prints, settings)
+    assert [h.path for h in ordered] == ["b.md", "book.md", "other.md", "a.md"]  # the best held note takes its place
+    assert ordered[1].copy_of == "c/b.md" and [h.copy_of for h in ordered if h.path != "book.md"] == ["", "", ""]
+    hits = [hit("twin.md"), hit("book.md"), hit("stub.md", stub=True)]  # the same text twice: the order stays
+    ordered = pms.order_copies(hits, prints, settings)
+    assert [h.path for h in ordered] == ["twin.md", "book.md", "stub.md"] and ordered[1].copy_of == "c/twin.md"
+    assert ordered[0].copy_of == "" and ordered[2].copy_of == ""  # a stub is left to the note prior
+    strict = pms.RankingSettings(copy_containment=0.9)
+    assert not pms.holds_most_of(prints["book.md"], prints["b.md"], strict)  # 2 of 3 paragraphs
+
+
+def test_a_snippet_leaves_out_the_heading_its_row_shows_above_it(kb, tmp_path):
+    write(tmp_path / "n" / "o.md", "# What Is Ownership?\n\nOwnership is a set of rules that govern memory.\n")
+    write(tmp_path / "n" / "t.md", "# Title only\n")
+    kb.collections.create(tmp_path / "n", name="n")
+    kb.sync()
+    hit = kb.search("ownership rules", mode="keyword")[0]
+    assert (hit.heading_path, hit.snippet) == ("What Is Ownership?", "Ownership is a set of rules that govern memory.")
+    assert kb.search("title only", mode="keyword")[0].snippet == "Title only"  # nothing else to show

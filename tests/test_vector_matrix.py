@@ -197,7 +197,8 @@ def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
     store._local.snippet_columns = None
     hit = vault.search("syncthing conflict", mode="keyword")[0]
     match = pms.parse_query("syncthing conflict").match_any()
-    shown = {hit.chunk_id: pms.passage_display_text(bodies[hit.chunk_id])}  # cut from the passage as a reader sees it
+    # cut from the passage as a reader sees it, without the heading line its row shows above it
+    shown = {hit.chunk_id: pms.without_heading_line(pms.passage_display_text(bodies[hit.chunk_id]), hit.heading_path)}
     assert (hit.snippet, hit.marks) == pms.snippet_spans(store.fts_snippets(match, shown)[hit.chunk_id])
     assert "Syncthing" in [hit.snippet[s:e] for s, e in hit.marks]
 
