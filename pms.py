@@ -1435,8 +1435,8 @@ _SCRIPT_RANGES = (
 _SCRIPT_STARTS = [r[0] for r in _SCRIPT_RANGES]
 # Frequent short words, each distinctive enough of its language among these.
 _STOPWORD_PROFILES = {
-    "en": "the and of to is in that it for with you this are be on or as from by not can your",
-    "de": "der die und das ist nicht ein eine mit von zu den für auf sie ich auch sich dem werden",
+    "en": "the and of to is in that it for with you this are be on or as from by not can your what when how which if all",
+    "de": "der die und das ist nicht ein eine mit von zu den für auf sie ich auch sich dem werden des im aus oder",
     "es": "el la los las que de y es en un una por para con se del no al como",
     "fr": "le la les des et est une un du que en pour dans pas sur ce qui avec sont au",
     "it": "il di che la è e per un una non con del della sono gli le si nel",
@@ -1464,6 +1464,14 @@ _SCRIPT_DEFAULT = {"Cyrillic": "ru", "Devanagari": "hi", "Arabic": "ar", "Han": 
 _DISTINCT_STOPWORDS = {script: {lang: _STOPWORDS_BY_LANGUAGE[lang] - frozenset().union(
     *(_STOPWORDS_BY_LANGUAGE[other] for other in langs if other != lang)) for lang in langs}
     for script, langs in _SCRIPT_LANGUAGES.items()}
+# Per script, how many of its languages' profiles hold each stop word: a short text (a query)
+# with no distinct word votes with shared ones, each worth 1 / that many ("para un que": Spanish).
+_STOPWORD_SHARES = {script: collections.Counter(w for lang in langs for w in _STOPWORDS_BY_LANGUAGE[lang])
+                    for script, langs in _SCRIPT_LANGUAGES.items()}
+
+
+# A word with its combining marks: \w alone splits Hindi or Arabic words at each vowel sign.
+_LANGUAGE_WORD = re.compile(r"[\w\u0300-\u036f\u064b-\u065f\u0900-\u0dff]+")
 
 
 def _script_of(ch: str) -> str | None:
@@ -1500,12 +1508,25 @@ def note_language(text: str) -> str:
     candidates = _SCRIPT_LANGUAGES.get(script)
     if not candidates:
         return _SCRIPT_DEFAULT.get(script, script)
-    words = collections.Counter(w for w in re.findall(r"\w+", sample.lower()) if len(w) > 1 or script != "Latin")
+    words = collections.Counter(w for w in _LANGUAGE_WORD.findall(sample.lower()) if len(w) > 1 or script != "Latin")
     hits = {lang: sum(n for w, n in words.items() if w in _DISTINCT_STOPWORDS[script][lang]) for lang in candidates}
     best = max(hits, key=lambda name: hits[name])
-    if hits[best] >= 2 or (hits[best] and sum(words.values()) < 20):
+    short = sum(words.values()) < 20
+    if hits[best] >= 2 or (hits[best] and short):
         return best
+    if short and not hits[best]:
+        shares = _STOPWORD_SHARES[script]
+        votes = sorted(((sum(n / shares[w] for w, n in words.items() if w in _STOPWORDS_BY_LANGUAGE[lang]), lang)
+                        for lang in candidates), reverse=True)
+        if votes[0][0] >= 1.0 and votes[0][0] > votes[1][0]:
+            return votes[0][1]
     return _SCRIPT_DEFAULT.get(script, "und")
+
+
+def language_script(language: str) -> str:
+    """The script a language (note_language's code) is written in, or the code itself for
+    a script of one language here (zh, ja, ko, el...)."""
+    return next((script for script, languages in _SCRIPT_LANGUAGES.items() if language in languages), language)
 
 
 LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian", "pt": "Portuguese",
@@ -3774,6 +3795,10 @@ class Store:
             out.setdefault(docid, set()).add(key.rsplit("/", 1)[-1])
         return out
 
+    def note_languages(self, document_ids: Iterable[int]) -> dict[int, str]:
+        """document id -> its language (note_language), for notes whose language was counted."""
+        return dict(self.rows_in("SELECT id, language FROM documents WHERE id IN ({ids}) AND language IS NOT NULL", document_ids))
+
     def paragraph_prints(self, docids: Iterable[str]) -> dict[str, frozenset[int]]:
         """docid -> its paragraph prints (paragraph_prints; empty for a note not read since they were added)."""
         from array import array
@@ -5307,6 +5332,27 @@ class RankingSettings(Record):
     # its share of the complete scores are these instead (``for_vectors``).
     static_vector_weight: float = 0.5
     static_complete_keyword_share: float = 0.7
+    # Across languages (docs/benchmarks.md, "Languages"; only with a multilingual model,
+    # is_multilingual_model: an English model's vector list cannot read the query, and
+    # the keyword list is then the better half). A query matching a note in another
+    # language of the same script (note_language of each) by words alone shares false
+    # friends with it: a Spanish caption's "de", "la", "con" pull unrelated English
+    # pages up the keyword list. Such a note's keyword vote, in fusion and in the
+    # complete step, is multiplied by cross_language_keyword (1: off). Across scripts
+    # (a Russian query, an English note) the words in common are commands and names,
+    # real evidence, so the vote stays; so it does when the keyword list found a note in
+    # the query's language (a mixed vault), or when the query's or the note's language is
+    # not told ("und"): a short English query is never taken for another language's.
+    # mlcross with e5, Spanish queries: 0.474 -> 0.603 (vector list alone 0.674).
+    cross_language_keyword: float = 0.25
+    # With a multilingual model the head of the fusion is not re-scored (the complete
+    # step): multilingual-e5's cosines crowd together (unrelated passages ~0.75), so
+    # cosine / best barely tells the head apart and BM25 / best decides it (mlcross
+    # with e5: 0.527 -> 0.569, every language up, English 0.772 -> 0.768); and its
+    # vector list, which reads every language, votes as much as the keyword list
+    # (mlcross 0.586 -> 0.594, mlmixed 0.569 -> 0.575; x0.7 did no better on both).
+    multilingual_complete_depth: int = 0
+    multilingual_keyword_weight: float = 1.0
 
     # The note-level prior (``order_by_note_prior``): a stub is a note that links elsewhere
     # and has under ``stub_words`` words of its own (outside quotes and link lines: a
@@ -5332,10 +5378,13 @@ class RankingSettings(Record):
     copy_min_paragraphs: int = 2
     copy_depth: int = 20
 
-    def for_vectors(self, static: bool) -> RankingSettings:
-        """These settings for a vector list from a static model (``static``) or a transformer."""
-        return self.replace(vector_weight=self.static_vector_weight,
-                            complete_keyword_share=self.static_complete_keyword_share) if static else self
+    def for_vectors(self, static: bool, multilingual: bool = False) -> RankingSettings:
+        """These settings for a vector list from a static model (``static``) or a transformer,
+        and from a multilingual model (``multilingual``)."""
+        s = self.replace(complete_depth=self.multilingual_complete_depth,
+                         keyword_weight=self.multilingual_keyword_weight) if multilingual else self
+        return s.replace(vector_weight=self.static_vector_weight,
+                         complete_keyword_share=self.static_complete_keyword_share) if static else s
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
@@ -5466,10 +5515,11 @@ class Fused(Record):
 
 
 def fuse(rankings: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings,
-         weights: dict[str, float] | None = None) -> list[Fused]:
+         weights: dict[str, float] | None = None, scaled: Mapping[str, Mapping[object, float]] | None = None) -> list[Fused]:
     """Fuse ranked lists (name -> (unit, value) best first, higher better; a unit listed
     twice counts at its first place) into one, best first. Pure. ``weights`` (default the
-    settings'; a list without one weighs 1) scale each vote. ``rrf``: weight / (k + rank)
+    settings'; a list without one weighs 1) scale each vote, ``scaled`` (list -> unit ->
+    factor) some units' votes in a list further. ``rrf``: weight / (k + rank)
     + top_bonus for a #1 + score_share x the list's share x value / its best. ``convex``:
     weight x value / the list's best (TM2C2; a value above the one before it counts as
     that one, so order holds). Ties go to the unit ranked best by any list."""
@@ -5478,6 +5528,7 @@ def fuse(rankings: Mapping[str, Sequence[tuple[object, float]]], settings: Ranki
     fused: dict[object, Fused] = {}
     for name, ranking in rankings.items():
         weight = weights.get(name, 1.0)
+        factors = (scaled or {}).get(name, {})
         top = ranking[0][1] if ranking else 0.0
         rank, floor = 0, top
         for unit, value in ranking:
@@ -5494,6 +5545,7 @@ def fuse(rankings: Mapping[str, Sequence[tuple[object, float]]], settings: Ranki
                 part = weight / (settings.k + rank) + (settings.top_bonus if rank == 1 else 0.0)
                 if shares.get(name) and top > 0:
                     part += settings.score_share * shares[name] * floor / top
+            part *= factors.get(unit, 1.0)
             entry.ranks[name], entry.values[name], entry.parts[name] = rank, value, part
             entry.score += part
     return sorted(fused.values(), key=lambda e: (-e.score, min(e.ranks.values())))
@@ -5511,10 +5563,10 @@ class Evidence(Record):
 
 
 def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[object, float]]], evidence: Evidence,
-                    settings: RankingSettings) -> list[Fused]:
+                    settings: RankingSettings, scaled: Mapping[str, Mapping[object, float]] | None = None) -> list[Fused]:
     """The notes of ``first`` (the head of a fusion) re-scored on both signals
-    (RankingSettings.complete_depth). Pure: numpy over ``evidence``. The ranks and
-    values each entry shows stay those of the lists it came from."""
+    (RankingSettings.complete_depth), ``scaled`` as in ``fuse``. Pure: numpy over
+    ``evidence``. The ranks and values each entry shows stay those of the lists it came from."""
     import numpy as np
 
     docs = [e.unit for e in first]
@@ -5548,23 +5600,28 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
     weights = {"keyword": settings.complete_keyword_share, "vector": 1.0 - settings.complete_keyword_share,
                "name": settings.complete_name_weight}
     before = {e.unit: e for e in first}
-    rescored = fuse({n: r for n, r in complete.items() if r}, RankingSettings(method="convex"), weights)
+    rescored = fuse({n: r for n, r in complete.items() if r}, RankingSettings(method="convex"), weights, scaled)
     return [Fused(e.unit, e.score, before[e.unit].ranks, before[e.unit].values, e.parts) for e in rescored if e.unit in before]
 
 
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
-         evidence: Callable[[list], Evidence] | None = None, stubs: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
+         evidence: Callable[[list], Evidence] | None = None, stubs: frozenset | set = frozenset(),
+         foreign: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
     """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
     signals when ``evidence`` (head units -> Evidence) is given, then a note named almost
-    exactly (name_first_min) first unless it is one of ``stubs``. Returns the best k x 2
-    (the exact-title rule and the note prior may still reorder them) and, for --explain,
-    what was done."""
+    exactly (name_first_min) first unless it is one of ``stubs``. The keyword votes of
+    ``foreign`` units (in another language than the query) count cross_language_keyword
+    times. Returns the best k x 2 (the exact-title rule and the note prior may still
+    reorder them) and, for --explain, what was done."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
     explained = settings.describe(weights)
-    best = fuse(lists, settings, weights)
+    scaled = {"keyword": dict.fromkeys(foreign, settings.cross_language_keyword)} if foreign else None
+    if scaled:
+        explained += f"; keyword votes x{settings.cross_language_keyword:g} for notes in another language than the query"
+    best = fuse(lists, settings, weights, scaled)
     if evidence is not None and settings.complete_depth:
         head = max(settings.complete_depth, k * 2)  # every hit built is re-scored
-        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings)
+        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled)
         explained += "; " + settings.describe_complete(head)
     named = settings.name_first_min
     return sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0)
@@ -5841,7 +5898,8 @@ class Retrieval:
 
         t0 = time.perf_counter()
         if req.used == "hybrid":
-            s = s.for_vectors(getattr(self.embedder, "static", False))  # only a local model can be static
+            s = s.for_vectors(getattr(self.embedder, "static", False),  # only a local model can be static
+                              self.embedder is not None and is_multilingual_model(self.embedder.model_name))
             lists, owners = self._hybrid_lists(req, max(s.depth, req.k * s.hybrid_depth_per_k), s)
         else:
             depth = max(req.k * s.single_depth_per_k, s.single_min_depth)
@@ -5962,7 +6020,8 @@ class Retrieval:
         named = [doc for doc, value in names if value >= s.name_first_min]
         stubs = {first_chunk.get(doc) if chunks else doc
                  for doc, substance in self.store.note_substance(named).items() if is_stub(*substance, s)} if named else set()
-        best, explained = rank(lists, s, k, (lambda docs: self._evidence(req, docs, lists)) if complete else None, stubs)
+        foreign = self._foreign_units(req, lists, owner, s)
+        best, explained = rank(lists, s, k, (lambda docs: self._evidence(req, docs, lists)) if complete else None, stubs, foreign)
         shown = {}
         for entry in best[: k * 2]:
             # The passage shown: the one from the list whose vote counted most.
@@ -5978,6 +6037,26 @@ class Retrieval:
                                               if e.values.get("name", 0.0) >= name_first and e.unit not in stubs else ""))
                 for cid, e in shown.items() if cid in info]
         return hits, explained
+
+    def _foreign_units(self, req: SearchRequest, lists: dict[str, list[tuple[int, float]]], owner: dict[int, int],
+                       s: RankingSettings) -> set[int]:
+        """The units of the lists whose note is in another language of the query's script
+        (RankingSettings.cross_language_keyword), when a multilingual model reads the query
+        for the vector list; none when the query's language is not told or its words found
+        a note in that language."""
+        if s.cross_language_keyword == 1.0 or not lists.get("keyword") or self.embedder is None \
+                or not is_multilingual_model(self.embedder.model_name):
+            return set()
+        language = note_language(req.parsed.text)
+        if language == "und":
+            return set()
+        doc_of = {unit: owner.get(unit, 0) if req.chunks else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
+        script = language_script(language)
+        languages = self.store.note_languages(set(doc_of.values()))
+        if any(languages.get(doc_of[unit]) == language for unit, _ in lists["keyword"]):
+            return set()  # the words found notes in the query's language: the list is no false friends' list
+        return {unit for unit, doc in doc_of.items()
+                if languages.get(doc, "und") not in ("und", language) and language_script(languages[doc]) == script}
 
     def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]]) -> Evidence:
         """What the complete step reads for the head notes ``docs``: their passages'

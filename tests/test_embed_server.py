@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 import threading
 import time
@@ -34,6 +35,7 @@ class FakeServer:
     def __init__(self):
         self.mode, self.dim, self.fail_first, self.die_after = "ok", DIM, 0, None
         self.takes_input_type = False
+        self.words: dict[str, str] = {}  # a multilingual model's stand-in: each word's meaning, "" for none
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         fake = self
@@ -62,6 +64,8 @@ class FakeServer:
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 if fake.takes_input_type and "input_type" in body:
                     texts = [("query: " if body["input_type"] == "query" else "passage: ") + t for t in texts]
+                if fake.words:
+                    texts = [" ".join(fake.words.get(w, w) for w in re.findall(r"\w+", t.lower())) for t in texts]
                 dim = fake.dim + (1 if fake.mode == "wrong_dim" else 0)
                 vectors = [hashed_vector(t, dim) for t in texts]
                 if fake.mode == "short":

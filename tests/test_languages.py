@@ -125,3 +125,53 @@ def test_keyword_search_folds_case_in_every_cased_script_and_latin_diacritics(tm
     for query, path in [("cafe creme brulee", "cafe.md"), ("KRAKOW", "cafe.md"), ("tokyo", "cafe.md"),
                         ("ёлка", "elka.md"), ("новогодняя", "elka.md"), ("ΑΘΉΝΑ", "elka.md")]:
         assert [h.path for h in kb.search(query, mode="keyword")][:1] == [path], query
+
+
+# A multilingual model's stand-in (test_embed_server.FakeServer): Spanish words mean their English
+# ones, function words nothing. English notes; a Spanish query whose only words in common with
+# them are "de" and "la" (`ls -la`, `de_DE`): the keyword list holds the wrong notes only.
+MEANINGS = {"borrar": "delete", "archivos": "files", "duplicados": "duplicate", "carpeta": "folder",
+            "los": "", "de": "", "la": "", "the": "", "and": "", "a": "", "in": "", "its": "", "with": ""}
+SPANISH_QUERY = "Borrar los archivos duplicados de la carpeta"  # "delete the duplicate files in the folder"
+
+
+@pytest.fixture
+def english_tools(tmp_path):
+    from test_embed_server import FakeServer
+
+    root = tmp_path / "tools"
+    write(root / "fdupes.md", "# fdupes\n\nFind and delete the duplicate files in a folder and its subfolders.\n")
+    write(root / "ls.md", "# ls\n\nList the contents of a directory with the hidden entries and the details: ls -la\n")
+    write(root / "date.md", "# date\n\nShow the date and the time in the German way: LANG=de_DE date, and de_AT for Austria.\n")
+    write(root / "tar.md", "# tar\n\nPack the files of a folder into an archive and unpack it again.\n")
+    server = FakeServer()
+    server.dim, server.words = 64, MEANINGS
+    yield root, server
+    server.stop()
+
+
+@pytest.mark.parametrize("model", ["fake-multilingual-model", "fake-english-model"])
+def test_a_query_in_another_language_than_the_notes_trusts_the_keyword_list_less(english_tools, db_path, model):
+    root, server = english_tools
+    with pms.KnowledgeBase(db_path, embedder=pms.HTTPEmbedder(server.url, model)) as kb:
+        kb.collections.create(root, name="tools")
+        assert kb.sync().embed_error is None and kb.status(pending=False)["languages"] == {"en": 4}
+        retrieval = kb.retrieval
+        keyword = [h.path for h in kb.search(SPANISH_QUERY, mode="keyword")]
+        assert "fdupes.md" not in keyword and {"ls.md", "date.md"} <= set(keyword)  # what misleads
+        req = retrieval.request(SPANISH_QUERY, k=4, mode="hybrid", used="hybrid")
+        before = retrieval.search(req, retrieval.settings.replace(cross_language_keyword=1.0))
+        assert before[0].path != "fdupes.md", "the keyword list's wrong notes win at full weight"
+        result = retrieval.search(req)
+        if model == "fake-english-model":  # its vector list cannot read Spanish: the keyword list keeps its vote
+            assert [h.path for h in result] == [h.path for h in before]
+            assert "keyword x2 " in result.explain and "re-scored" in result.explain
+        else:
+            assert result[0].path == "fdupes.md" and "in another language" in result.explain
+            # A multilingual model: both lists vote alike, no complete step (RankingSettings.multilingual_*).
+            assert "keyword x1 " in result.explain and "re-scored" not in result.explain
+        # A query in the notes' language, or one too short to tell, keeps the keyword list at full weight.
+        for query in ("delete the duplicate files in the folder", "borrar archivos duplicados"):
+            req = retrieval.request(query, k=4, mode="hybrid", used="hybrid")
+            same = retrieval.search(req, retrieval.settings.replace(cross_language_keyword=1.0))
+            assert [h.path for h in retrieval.search(req)] == [h.path for h in same] and "another language" not in retrieval.search(req).explain

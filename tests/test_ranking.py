@@ -193,3 +193,15 @@ def test_cli_explain_says_how_the_lists_were_fused(cli, named_vault, db_path):
     r = cli("search", "kubectl cheatsheet", "--mode", "keyword", "--explain", db=db_path)
     assert r.returncode == 0, r.stderr
     assert "name #1 (the query names this note" in r.stdout and "fused by rrf k=60: keyword x2 + name x3" in r.stdout
+
+
+def test_keyword_votes_of_notes_in_another_language_than_the_query_count_less():
+    # A Spanish query: the keyword list's #1 matched an English note by "la" alone; the vector list read it.
+    lists = {"keyword": [("ls", 9.0), ("fdupes", 1.0)], "vector": [("fdupes", 0.9), ("ls", 0.5)]}
+    settings = pms.RankingSettings()
+    assert pms.rank(lists, settings, 2)[0][0].unit == "ls"
+    best, explained = pms.rank(lists, settings, 2, foreign={"ls", "fdupes"})
+    assert best[0].unit == "fdupes" and f"keyword votes x{settings.cross_language_keyword:g} for notes in another language" in explained
+    assert best[0].parts["keyword"] == pytest.approx(settings.cross_language_keyword * pms.fuse(lists, settings)[1].parts["keyword"])
+    off = settings.replace(cross_language_keyword=1.0)
+    assert [e.unit for e in pms.rank(lists, off, 2, foreign={"ls"})[0]] == ["ls", "fdupes"]
