@@ -17,7 +17,7 @@ when the model is available, then reports:
   until typing pauses, then renders in steps);
 * the longest event-loop stall (a 5 ms timer that notes how late it fires)
   while typing (keys, results and the preview after each pause), while
-  clearing the search bar, and while syncing;
+  clearing the search bar, while typing as a sync embeds, and while syncing;
 * RSS after 10 and after 1,000 searches in one window.
 """
 
@@ -83,10 +83,10 @@ def typing_while_syncing(window, kb, app, stalls, typed, hybrid, args) -> None:
             time.sleep(0.005)
     embedding = window.sync.sync_running() and window.sync.sync_phase == "embed"
     if embedding:
-        with stalls.during("typing"), mode(window, "keyword"):
+        with stalls.during("typing while embedding"), mode(window, "keyword"):
             typing_report("keyword, while embedding", window, next(typed), stalls)
         if hybrid:
-            with stalls.during("typing"), mode(window, "hybrid"):
+            with stalls.during("typing while embedding"), mode(window, "hybrid"):
                 typing_report("hybrid, while embedding", window, next(typed), stalls)
     else:
         print("while embedding: the background sync ended before typing began (no model?)")
@@ -363,7 +363,7 @@ def main() -> int:
     if args.background_pages:
         typing_while_syncing(window, kb, app, stalls, typed, hybrid, args)
 
-    for label in ("typing", "previewing", "typing slowly", "clearing", "syncing"):
+    for label in ("typing", "previewing", "typing slowly", "clearing", "typing while embedding", "syncing"):
         print(f"longest event-loop stall while {label}: {stalls.report(label)}")
 
     memory_queries = queries_from_titles(kb, args.searches, seed=11)
