@@ -5451,14 +5451,14 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     other (the same text twice) keep their order. ``prints``: docid -> paragraph
     prints (the caller reads the first RankingSettings.copy_depth hits'). Stubs are
     left to the note prior. A pure function."""
-    window = [h for h in hits if not h.stub and len(prints.get(h.docid, ())) >= settings.copy_min_paragraphs]
+    window = [(i, h) for i, h in enumerate(hits) if not h.stub and len(prints.get(h.docid, ())) >= settings.copy_min_paragraphs]
     held_by: dict[int, Hit] = {}  # id(holder) -> the best hit it holds
-    for holder in window:
+    for holder_at, holder in window:
         mine = prints[holder.docid]
-        for held in window:
+        for held_at, held in window:
             if held is holder or held.docid == holder.docid or not holds_most_of(mine, prints[held.docid], settings):
                 continue
-            if len(prints[held.docid]) == len(mine) and hits.index(held) > hits.index(holder):
+            if len(prints[held.docid]) == len(mine) and held_at > holder_at:
                 continue  # the same text twice: the lower one is the copy
             held_by[id(holder)] = held
             break
