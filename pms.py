@@ -2171,8 +2171,11 @@ class Exclusions:
             self.warnings.append(f"{display_path(ignore)}: cannot read ({exc.strerror or exc}); nothing is excluded by it")
         patterns: list[str] = []
         for number, raw in enumerate((data or b"").split(b"\n"), 1):
-            line = raw.decode("utf-8", errors="replace").strip()
-            if not line or line.startswith("#"):
+            try:
+                line: str | None = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                line = None
+            if line is not None and (not line or line.startswith("#")):
                 continue
             where = f"{display_path(ignore)}:{number}"
             if len(self.warnings) == self.WARNINGS_MAX:
@@ -2181,13 +2184,12 @@ class Exclusions:
             if len(patterns) == self.IGNORE_FILE_MAX_LINES:
                 self.warnings.append(f"{where}: only the first {self.IGNORE_FILE_MAX_LINES} patterns are read; this line and those below are ignored")
                 break
-            if "\ufffd" in line:
+            if line is None:
                 self.warnings.append(f"{where}: not valid UTF-8; the line is ignored")
             elif line.startswith("!"):
                 self.warnings.append(f"{where}: {_error_excerpt(line)}: '!' (include again) is not supported; the line is ignored")
             else:
                 try:
-                    compile_glob(line.strip("/") or line, ".pmsignore")  # a bad one named as written, not as '**/line'
                     self._add(line, ".pmsignore")
                     patterns.append(line)
                 except PMSError as exc:
@@ -2215,7 +2217,12 @@ class Exclusions:
         folders_only = glob.endswith("/")
         glob = glob.strip("/")
         if glob:
-            self._globs.append((compile_glob(glob if "/" in glob else "**/" + glob, source), folders_only))
+            try:
+                compiled = compile_glob(glob if "/" in glob else "**/" + glob, source)
+            except PMSError:
+                compile_glob(glob, source)  # a bad one named as written, not as '**/glob'
+                raise
+            self._globs.append((compiled, folders_only))
 
     def __bool__(self) -> bool:
         return bool(self._globs or self._prefixes)

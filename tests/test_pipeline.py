@@ -161,3 +161,14 @@ def test_a_hit_is_flagged_changed_on_disk_only_in_its_own_collection(kb, tmp_pat
     (tmp_path / "one" / "a.md").unlink()
     stale = kb.changed_on_disk(kb.search("wombat", mode="keyword").hits)
     assert sorted(h.collection for h in stale) == ["one", "two"]
+
+
+def test_a_pmsignore_line_that_holds_a_replacement_character_is_a_pattern(kb, tmp_path):
+    """U+FFFD written as valid UTF-8 is a character like any other, not an undecodable line."""
+    root = tmp_path / "vault"
+    for name in ("keep.md", "\ufffddraft.md"):
+        write(root / name, "# note\n\nplatypus\n")
+    (root / ".pmsignore").write_text("\ufffddraft.md\n", encoding="utf-8")
+    kb.collections.create(root, name="v")
+    report = kb.sync()
+    assert report.warnings == [] and kb.collections.get("v").files == ["keep.md"]
