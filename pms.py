@@ -104,7 +104,7 @@ __all__ = [
     # the engine behind one object, and what it returns
     "KnowledgeBase", "Collection", "Collections", "Document", "SearchMode", "Hit", "NoteFilter", "NoteRef",
     "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage", "FolderWatcher",
-    "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
+    "path_prefix_glob", "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
     # errors: everything a user can cause is a PMSError
     "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
     "DeadlineExceeded",
@@ -2128,6 +2128,15 @@ def path_filter(pattern: str) -> GlobPattern | _FolderPrefix:
     if not re.search(r"[*?\[{]", pattern):
         return _FolderPrefix(pattern.rstrip("/"))
     return compile_glob(pattern, "path")
+
+
+def path_prefix_glob(pattern: str | None) -> str | None:
+    """For a --path filter that names a folder (no glob: ``src/ch04`` is everything in
+    src/ch04/), the glob of the names that start with it (``src/ch04*``), which a user
+    whose filter matched nothing may have meant; None for a glob or no filter."""
+    if not pattern or not isinstance(path_filter(pattern), _FolderPrefix):
+        return None
+    return pattern.strip().rstrip("/") + "*"
 
 
 def _path_matches(pattern: str, path: str) -> int:
@@ -10231,6 +10240,8 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     if args.mode == "auto" and not args.json:
         _keyword_only_notice(kb, reason_text(hits.reason, hits.hint))
     _print_hits(hits, args, kb)
+    if not hits and not args.json and path_prefix_glob(args.path):
+        _notice(f"--path {args.path} is a folder; --path '{path_prefix_glob(args.path)}' matches names that start with it")
     if hits.weak and hits.best_relevance is not None and not args.json:
         _notice(f"nothing looks clearly relevant (best relevance {hits.best_relevance:.2f} of 1): your notes may not cover this")
     stale = kb.changed_on_disk(hits)

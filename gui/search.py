@@ -183,12 +183,12 @@ class SearchController(QObject):
         w.results_shown.emit(query)
 
     def _no_listing_message(self) -> str:
-        """A filter that lists nothing; a ``path:`` without a glob names a folder, so
-        ``path:src/ch04`` finds nothing in src/: say how to match names that start so."""
-        folder = next((word[5:].strip("'\"") for word in self.w.filter_bar.field.text().split()
-                       if word.startswith("path:") and not any(c in word for c in "*?[{")), "")
-        if folder:
-            return f"No notes match the filter. path:{folder} is a folder; path:'{folder}*' matches names that start with it."
+        """A filter that lists nothing; a ``path:`` that names a folder (pms.path_prefix_glob):
+        say how to match names that start with it."""
+        path = self.w.filter_bar.search_kwargs().get("path")
+        glob = pms.path_prefix_glob(path)
+        if glob:
+            return f"No notes match the filter. path:{path} is a folder; path:'{glob}' matches names that start with it."
         return "No notes match the filter."
 
     def _search_failed(self, seq: int, message: str) -> None:

@@ -172,3 +172,17 @@ def test_a_pmsignore_line_that_holds_a_replacement_character_is_a_pattern(kb, tm
     kb.collections.create(root, name="v")
     report = kb.sync()
     assert report.warnings == [] and kb.collections.get("v").files == ["keep.md"]
+
+
+def test_a_path_filter_naming_a_folder_that_matches_nothing_says_how_to_match_names(tmp_path):
+    from conftest import run_cli
+
+    write(tmp_path / "v" / "src" / "ch04-01-ownership.md", "# Ownership\n\nRules of ownership.\n")
+    db = tmp_path / "i.sqlite"
+    assert run_cli("collection", "add", tmp_path / "v", "--name", "v", "--no-embed", db=db).returncode == 0
+    done = run_cli("search", "ownership", "--path", "src/ch04", "--mode", "keyword", db=db)
+    assert done.returncode == 0 and "No results." in done.stdout
+    assert "--path src/ch04 is a folder; --path 'src/ch04*' matches names that start with it" in done.stderr
+    found = run_cli("search", "ownership", "--path", "src/ch04*", "--mode", "keyword", db=db)
+    assert "src/ch04-01-ownership.md" in found.stdout and "is a folder" not in found.stderr
+    assert pms.path_prefix_glob("src/ch04*") is None and pms.path_prefix_glob(None) is None
