@@ -9275,6 +9275,8 @@ class MCPService:
         if not found:
             filtered = path_filter or any(filters.get(key) for key in SEARCH_FILTERS)
             notices.append("nothing in the notes matches this query" + (" and these filters" if filtered else ""))
+            if path_prefix_glob(path_filter):
+                notices.append(f"path_filter {path_filter} is a folder; '{path_prefix_glob(path_filter)}' matches names that start with it")
         elif found.weak and found.best_relevance is not None:
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
                            "below 0.35 is likely unrelated): the notes may not cover this")

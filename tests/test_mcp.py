@@ -116,6 +116,8 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     assert tagged["hits"] and all("security" in h["tags"] for h in tagged["hits"])
     in_home = (await client.call_tool("search", {"query": "list", "k": 10, "path_filter": "home/"})).structured_content
     assert in_home["hits"] and all(h["path"].startswith("samples/home/") for h in in_home["hits"])
+    in_prefix = (await client.call_tool("search", {"query": "list", "path_filter": "hom"})).structured_content
+    assert not in_prefix["hits"] and "path_filter hom is a folder; 'hom*' matches names that start with it" in in_prefix["notice"]
     listed_by_tag = (await client.call_tool("search", {"query": "", "tags": ["security"]})).structured_content
     assert {h["path"] for h in listed_by_tag["hits"]} >= {"samples/dev/ssh-key-rotation.md"}
 
