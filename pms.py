@@ -5297,13 +5297,17 @@ class RankingSettings(Record):
     # (share score_keyword_share) and vector (the rest) lists; 0 turns it off.
     score_share: float = 0.01
     score_keyword_share: float = 0.6
-    depth: int = 100  # how deep each list is read before fusing (hybrid: at least k x hybrid_depth_per_k)
+    # A search ranks as if it asked for at least ``steady_k`` results (the depths below
+    # count from it), then keeps the first k: asking for fewer cuts the same ranking
+    # (-n 5 shows the first 5 of -n 20), so no depth, pool or window depends on a small k.
+    steady_k: int = 20
+    depth: int = 100  # how deep each list is read before fusing (hybrid: at least steady k x hybrid_depth_per_k)
     hybrid_depth_per_k: int = 4
-    # Keyword and vector modes read max(k x this, single_min_depth) passages: a note's
+    # Keyword and vector modes read max(steady k x this, single_min_depth) passages: a note's
     # best passage per note needs a few passages per hit.
     single_depth_per_k: int = 8
     single_min_depth: int = 50
-    # The complete step (``complete_scores``): the first max(complete_depth, k x 2) notes of
+    # The complete step (``complete_scores``): the first complete_depth notes of
     # the fusion re-scored on both signals, since a note below a list's top 100 had no vote
     # from it: complete_keyword_share x BM25 / best + the rest x cosine / best (+
     # complete_name_weight x name similarity), the query vector moved towards the passages
@@ -5387,7 +5391,7 @@ class RankingSettings(Record):
     # hit has ``copy_min_paragraphs`` or more and is no stub) copies it: a print
     # edition's chapter holds each of its sections, a "book.md" export its chapter
     # notes. The held note takes the first of the two places and the holder
-    # follows it as its copy, among the first ``copy_depth`` hits (or k). The Rust
+    # follows it as its copy, among the first ``copy_depth`` hits (or steady k). The Rust
     # book's print chapters hold 0.67-1.0 of each section of theirs; redirect stubs
     # share 0.5 of their boilerplate with one another.
     copy_containment: float = 0.6
@@ -5447,9 +5451,22 @@ def mark_copies(hits: list) -> list:
     first: dict[tuple, Hit] = {}
     for hit in hits:
         original = first.setdefault(copy_key(hit.title, hit.path), hit)
-        if original is not hit:  # a copy of a copy (order_copies) is grouped with the same original
+        # (a copy of a copy, by order_copies, is grouped with the same original; another passage of the same note is none)
+        if original is not hit and (original.collection, original.path) != (hit.collection, hit.path):
             hit.copy_of = original.copy_of or f"{original.collection}/{original.path}"
     return hits
+
+
+def first_results(hits: list, k: int) -> list:
+    """The first ``k`` hits that copy no hit of the list (``copy_of``), with the hits that
+    copy them where they stand: a copy is shown under its original, not counted among the
+    k results. A copy whose original is not in the list counts as a result. A pure function."""
+    present = {f"{h.collection}/{h.path}" for h in hits}
+    originals = [h for h in hits if not h.copy_of or h.copy_of not in present][:k]
+    chosen = {id(h) for h in originals}
+    kept = {f"{h.collection}/{h.path}" for h in originals}
+    return [(hit.replace(copy_of="") if hit.copy_of else hit) if id(hit) in chosen else hit
+            for hit in hits if id(hit) in chosen or (hit.copy_of and hit.copy_of in kept)]
 
 
 def holds_most_of(holder: frozenset[int], held: frozenset[int], settings: RankingSettings) -> bool:
@@ -5628,7 +5645,8 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
     exactly (name_first_min) first unless it is one of ``stubs``. The keyword votes of
     ``foreign`` units (in another language than the query) count cross_language_keyword
     times. Returns the best k x 2 (the exact-title rule and the note prior may still
-    reorder them) and, for --explain, what was done."""
+    reorder them; notes below the complete step's head follow it in fusion order) and,
+    for --explain, what was done."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
     explained = settings.describe(weights)
     scaled = {"keyword": dict.fromkeys(foreign, settings.cross_language_keyword)} if foreign else None
@@ -5636,8 +5654,9 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
         explained += f"; keyword votes x{settings.cross_language_keyword:g} for notes in another language than the query"
     best = fuse(lists, settings, weights, scaled)
     if evidence is not None and settings.complete_depth:
-        head = max(settings.complete_depth, k * 2)  # every hit built is re-scored
-        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled)
+        # A fixed head, whatever k: asking for more results must not reorder the first ones.
+        head = settings.complete_depth
+        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled) + best[head:]
         explained += "; " + settings.describe_complete(head)
     named = settings.name_first_min
     return sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0)
@@ -5913,12 +5932,13 @@ class Retrieval:
             timings[stage] = round((time.perf_counter() - start) * 1000, 2)
 
         t0 = time.perf_counter()
+        ranked = max(req.k, s.steady_k)  # what is ranked; the first req.k are kept
         if req.used == "hybrid":
             s = s.for_vectors(getattr(self.embedder, "static", False),  # only a local model can be static
                               self.embedder is not None and is_multilingual_model(self.embedder.model_name))
-            lists, owners = self._hybrid_lists(req, max(s.depth, req.k * s.hybrid_depth_per_k), s)
+            lists, owners = self._hybrid_lists(req, max(s.depth, ranked * s.hybrid_depth_per_k), s)
         else:
-            depth = max(req.k * s.single_depth_per_k, s.single_min_depth)
+            depth = max(ranked * s.single_depth_per_k, s.single_min_depth)
             owners = {}
             if req.used == "vector":
                 lists = {"vector": self.vector_stage(req, depth)}
@@ -5938,15 +5958,16 @@ class Retrieval:
                     for place, (cid, value) in enumerate((r for r in ranking if r[0] in info), 1)]
             hits, explained = (hits if req.chunks else _best_per_note(hits)), ""
         else:
-            hits, explained = self._ranked_hits(req, lists, owners, s)
+            hits, explained = self._ranked_hits(req, lists, owners, s, ranked)
         timed("ranking", t0)
         t0 = time.perf_counter()
-        hits = self._finish(hits, req.parsed, req.parsed.text, req.k)
+        hits = self._finish(hits, req.parsed, req.parsed.text, req.k, ranked)
         timed("snippets", t0)
         t0 = time.perf_counter()
         best = self.relevance_stage(req, hits)
-        if req.min_score is not None:
-            hits = [h for h in hits if (h.relevance or 0.0) >= req.min_score]
+        if req.min_score is not None:  # a copy goes with its original
+            kept = {f"{h.collection}/{h.path}" for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
+            hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
         return SearchResult(hits, req.used, req.reason, req.hint, timings, explained,
                             weak=best is None or best < s.relevance_floor, best_relevance=best)
@@ -6002,10 +6023,10 @@ class Retrieval:
         return {"keyword": kw, "vector": vec, "name": names}, owners
 
     def _ranked_hits(self, req: SearchRequest, rankings: dict[str, list[tuple[int, float]]], owners: dict[int, int],
-                     s: RankingSettings) -> tuple[list[Hit], str]:
+                     s: RankingSettings, k: int) -> tuple[list[Hit], str]:
         """Hits from the ranking stage over the chunk rankings (``keyword``, ``vector``) and
-        the document ranking ``name``, per note (or per passage with ``chunks``)."""
-        chunks, k = req.chunks, req.k
+        the document ranking ``name``, per note (or per passage with ``chunks``), ranked for ``k`` results."""
+        chunks = req.chunks
         names = rankings.pop("name", [])
         owner = dict(owners)
         unmapped = {cid for r in rankings.values() for cid, _ in r} - owner.keys()
@@ -6208,7 +6229,9 @@ class Retrieval:
                    collection_description=row.collection_description or "", page=row.page,
                    stub=is_stub(row.words, row.own_words, row.links_out, self.settings), **ranks)
 
-    def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int) -> list[Hit]:
+    def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int, ranked: int = 0) -> list[Hit]:
+        """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
+        followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
         stubs = [h.docid for h in hits if h.stub]
         if stubs and query:
             targets = self.store.link_names(stubs)
@@ -6218,10 +6241,11 @@ class Retrieval:
         wanted = " ".join(_TOKEN.findall(query.lower()))
         if wanted:
             hits.sort(key=lambda h: h.stub or " ".join(_TOKEN.findall(h.title.lower())) != wanted)
+        ranked = max(ranked, k)
         if len(hits) > 1:
-            head = hits[: max(self.settings.copy_depth, k)]
+            head = hits[: max(self.settings.copy_depth, ranked)]
             hits = order_copies(head, self.store.paragraph_prints([h.docid for h in head]), self.settings) + hits[len(head):]
-        hits = mark_copies(hits[:k])
+        hits = first_results(mark_copies(hits[: ranked * 2]), k)
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
@@ -8323,7 +8347,9 @@ class KnowledgeBase:
                after: str | _dt.date | None = None, before: str | _dt.date | None = None,
                where: str | Sequence[str] | dict | None = None, min_score: float | None = None,
                intent: str = "", queries: Sequence[str] = ()) -> SearchResult:
-        """Search notes. ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
+        """Search notes: the best ``k`` results, each followed by its copies (hits whose ``copy_of``
+        names it: the same text elsewhere, not counted among the k; asking for fewer results
+        gives the first ones of a longer list). ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
         ``min_score`` leaves out hits whose ``relevance`` (absolute, 0-1) is below it; the
         result's ``weak`` says when none reaches RankingSettings.relevance_floor. ``intent``
         (what the search is for, in words) is context for the vector list only; ``queries``
@@ -8386,7 +8412,7 @@ class KnowledgeBase:
                 hits.append(hit.replace(score=entry.score / fused[0].score if fused[0].score else 0.0))
         top = max((r.best_relevance for r in results if r.best_relevance is not None), default=None)
         first = results[0]
-        return SearchResult(hits[: max(1, int(k))], first.mode, first.reason, first.hint,
+        return SearchResult(first_results(hits, max(1, int(k))), first.mode, first.reason, first.hint,
                             explain=f"{len(results)} queries, fused by RRF", best_relevance=top,
                             weak=top is None or top < self.retrieval.settings.relevance_floor)
 
@@ -9027,6 +9053,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "snippet": {"type": "string"}, "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "page": {"type": "integer", "description": "a PDF's page the passage is on (get 'path:page' reads it); "
                                                    "only for PDFs"},
+        "copies": {"type": "array", "items": {"type": "string"},
+                   "description": "notes that copy this one (the page in another edition or folder, a print "
+                                  "chapter holding its text): not counted among the k results"},
         # detail=true
         "collection": {"type": "string"}, "heading_path": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string"}}, "date": {"type": ["string", "null"]},
@@ -9266,7 +9295,8 @@ class MCPService:
                     chunks: bool = False, detail: bool = False, path_filter: str | None = None, **filters) -> dict:
         found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks,
                                path=path_filter, **filters)
-        result = {"query": query, "mode": found.mode, "count": len(found), "hits": self._hit_rows(found, detail)}
+        rows = self._hit_rows(found, detail)
+        result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
         notices = [f"keyword-only search: {reason_text(found.reason, found.hint, 'mcp')}"] if found.reason else []
         stale = self.kb.changed_on_disk(found.hits)
         if stale:
@@ -9287,12 +9317,20 @@ class MCPService:
     @classmethod
     def _hit_rows(cls, hits: Iterable[Hit], detail: bool = False) -> list[dict]:
         """Hits as JSON: 'collection/path.md' as path, snippets as plain text (an assistant reads them, not a browser)."""
-        rows = []
+        hits, rows = list(hits), []
+        copies: dict[str, list[str]] = {}
         for h in hits:
+            if h.copy_of:  # the same text under another name (mark_copies): named on its original's row
+                copies.setdefault(h.copy_of, []).append(f"{h.collection}/{h.path}")
+        for h in hits:
+            if h.copy_of:
+                continue
             row = {"path": f"{h.collection}/{h.path}", "title": h.title, "lines": [h.start_line, h.end_line],
                    "score": round(h.score, 3), "relevance": h.relevance, "snippet": h.snippet, "docid": h.docid}
             if h.page is not None:
                 row["page"] = h.page
+            if copies.get(row["path"]):
+                row["copies"] = copies.pop(row["path"])  # (with chunks, on the note's first passage)
             if detail:
                 full = h.to_dict()
                 row.update({key: full[key] for key in ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date",
@@ -9388,6 +9426,8 @@ class MCPService:
                 lines.append(f"{i}. {h['path']}:{where} #{h['docid']}{relevance} - {h['title']}")
                 if h["snippet"]:
                     lines.append(f"   {h['snippet']}")
+                if h.get("copies"):
+                    lines.append(f"   copies: {', '.join(h['copies'])}")
             return "\n".join(lines)
         if name == "get":
             head = (f"{result['path']} #{result['docid']} lines {result['from_line']}-{result['to_line']} "
@@ -9989,9 +10029,10 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
     if args.json:
         _print_json([h.to_dict(explain=args.explain) for h in hits])
         return
-    if args.files:
+    if args.files:  # one line a result: a copy is the same text
         for h in hits:
-            print(terminal_safe(h.abspath))
+            if not h.copy_of:
+                print(terminal_safe(h.abspath))
         return
     if not hits:
         print("No results.")

@@ -73,3 +73,13 @@ def test_rust_book_print_chapters_come_after_the_section_they_copy(rust_book):
         for at, hit in enumerate(hits):
             if hit.path.startswith("nostarch/chapter"):  # a print chapter: grouped under a section above it that it holds
                 assert hit.copy_of.startswith("book/src/ch") and hit.copy_of.removeprefix("book/") in paths[:at], (query, paths)
+
+
+def test_rust_book_n_results_are_distinct_and_the_first_of_more(rust_book):
+    """-n 5 shows 5 results (the print chapters and old editions grouped under them, not counted),
+    the first 5 of -n 20."""
+    kb, _ = rust_book
+    for query in ("ownership", "what is ownership", "references and borrowing", "closures", "smart pointers", "Rc<T>"):
+        five = [h.path for h in kb.search(query, k=5) if not h.copy_of]
+        twenty = [h.path for h in kb.search(query, k=20) if not h.copy_of]
+        assert len(five) == 5 and len(twenty) == 20 and five == twenty[:5], (query, five, twenty[:5])

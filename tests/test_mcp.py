@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mcp_http_server, model_dir, run_cli
+from conftest import REPO, mcp_http_server, model_dir, run_cli, write
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -r requirements-dev.txt)")
 anyio = pytest.importorskip("anyio")
@@ -182,6 +182,31 @@ def test_http_client_lists_and_calls_every_tool(index):
     with http_server(home, db, "--allow-sync") as url:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url)
         run(main, url)
+
+
+def test_search_k_counts_results_and_names_their_copies(tmp_path, embedding_model_dir):
+    """A copy (a print chapter holding a section's text) is named on its original's row, not counted in k."""
+    folder = tmp_path / "v"
+    paragraphs = ["Ownership is a set of rules that govern how a program manages memory while it runs.",
+                  "Each value has an owner, there can only be one owner at a time, and the value is dropped with its owner."]
+    write(folder / "ownership.md", "# What Is Ownership?\n\n" + "\n\n".join(paragraphs) + "\n")
+    write(folder / "book.md", "# Understanding Ownership\n\n## What Is Ownership?\n\n" + "\n\n".join(paragraphs)
+          + "\n\n## Slices\n\nSlices let you reference a contiguous sequence of elements rather than the whole collection.\n")
+    for i in range(3):
+        write(folder / f"memory-{i}.md", f"# Memory {i}\n\nHow a program manages memory by the rules, note {i}.\n")
+    home, db = build_index(tmp_path, folder)
+
+    async def main():
+        async with stdio(home, db) as client:
+            found = await client.call_tool("search", {"query": "ownership rules memory", "k": 2, "mode": "keyword"})
+            assert not found.is_error, found.content
+            answer = found.structured_content
+            paths = [h["path"] for h in answer["hits"]]
+            assert answer["count"] == len(paths) == 2 and paths[0] == "samples/ownership.md", paths
+            assert answer["hits"][0]["copies"] == ["samples/book.md"] and "copies" not in answer["hits"][1]
+            assert "   copies: samples/book.md" in found.content[0].text
+
+    run(main)
 
 
 # -- bad requests: a clean one-line error, and the next call still works --------------

@@ -273,6 +273,43 @@ def test_a_note_that_concatenates_others_comes_after_the_section_it_holds_as_its
     assert "+1 copy: book.md" in r.stdout and "v/book.md:" not in r.stdout  # grouped, not a row of its own
 
 
+def _book_and_more(folder):
+    """The concatenated book plus notes that match its words less well: more results than its sections."""
+    _concatenated_book(folder)
+    for i in range(6):
+        write(folder / f"memory-{i}.md", f"# Memory note {i}\n\n" + f"Some words on memory and the rules of program {i}. " * (i + 2))
+
+
+def test_k_counts_results_not_their_copies_and_fewer_results_are_the_first_of_more(kb, tmp_path, pms_main):
+    _book_and_more(tmp_path / "v")
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    query = "ownership rules memory"
+    hits = kb.search(query, mode="keyword", k=2)
+    results = [h.path for h in hits if not h.copy_of]
+    assert len(results) == 2 and "book.md" in [h.path for h in hits]  # two results; the copy comes too, grouped
+    assert next(h for h in hits if h.path == "book.md").copy_of == f"v/{results[0]}"
+    longest = [h.path for h in kb.search(query, mode="keyword", k=7) if not h.copy_of]
+    assert len(longest) == 7
+    for k in range(1, 7):
+        assert [h.path for h in kb.search(query, mode="keyword", k=k) if not h.copy_of] == longest[:k], k
+    db = kb.index_path
+    kb.close()
+    shown = pms_main("search", query, "--mode", "keyword", "-n", "2", db=db).stdout
+    assert " 1. " in shown and " 2. " in shown and " 3. " not in shown and "+1 copy: book.md" in shown
+    files = pms_main("search", query, "--mode", "keyword", "-n", "2", "--files", db=db).stdout.split()
+    assert len(files) == 2 and not any(f.endswith("book.md") for f in files)  # one line a result
+
+
+def test_passages_of_one_note_are_no_copies_of_it(kb, tmp_path):
+    sections = "\n\n".join(f"## Part {i}\n\n" + f"Ownership moves the value {i} and memory is freed. " * 30 for i in range(4))
+    write(tmp_path / "v" / "long.md", "# Long\n\n" + sections + "\n")
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    hits = kb.search("ownership memory", mode="keyword", chunks=True, k=3)
+    assert len(hits) == 3 and {h.path for h in hits} == {"long.md"} and not any(h.copy_of for h in hits)
+
+
 def test_order_copies_is_a_pure_rule():
     settings = pms.RankingSettings(copy_containment=0.6, copy_min_paragraphs=2)
 
