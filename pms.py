@@ -5299,14 +5299,23 @@ class RankingSettings(Record):
     score_keyword_share: float = 0.6
     # A search ranks as if it asked for at least ``steady_k`` results (the depths below
     # count from it), then keeps the first k: asking for fewer cuts the same ranking
-    # (-n 5 shows the first 5 of -n 20), so no depth, pool or window depends on a small k.
-    steady_k: int = 20
-    depth: int = 100  # how deep each list is read before fusing (hybrid: at least steady k x hybrid_depth_per_k)
-    hybrid_depth_per_k: int = 4
+    # (-n 5 shows the first 5 of -n 30), so no depth, pool or window depends on a small k.
+    # 30 is what the app asks for: the CLI's and MCP's first ten (their default) are the app's.
+    steady_k: int = 30
+    # Hits built per result (of the steady k): a copy is not counted among the k, and a
+    # vault with old editions holds copies of most notes (the Rust book: 4 of 10 hits).
+    pool_per_k: int = 3
+    # How deep each list is read before fusing (hybrid: at least steady k x hybrid_depth_per_k;
+    # 120 for 30 x 4 cost the Rust book's hybrid nDCG@10 0.986 -> 0.978).
+    depth: int = 100
+    hybrid_depth_per_k: int = 3
     # Keyword and vector modes read max(steady k x this, single_min_depth) passages: a note's
-    # best passage per note needs a few passages per hit.
+    # best passage per note needs a few passages per hit. There a note's focus (below)
+    # counts its passages among the first ``single_focus_depth`` only: over a deeper list
+    # long chapters gather more (the Rust book's keyword nDCG@10 0.974 over 80, 0.966 over 160).
     single_depth_per_k: int = 8
     single_min_depth: int = 50
+    single_focus_depth: int = 80
     # The complete step (``complete_scores``): the first complete_depth notes of
     # the fusion re-scored on both signals, since a note below a list's top 100 had no vote
     # from it: complete_keyword_share x BM25 / best + the rest x cosine / best (+
@@ -5644,7 +5653,7 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
     signals when ``evidence`` (head units -> Evidence) is given, then a note named almost
     exactly (name_first_min) first unless it is one of ``stubs``. The keyword votes of
     ``foreign`` units (in another language than the query) count cross_language_keyword
-    times. Returns the best k x 2 (the exact-title rule and the note prior may still
+    times. Returns the best k x pool_per_k (the exact-title rule and the note prior may still
     reorder them; notes below the complete step's head follow it in fusion order) and,
     for --explain, what was done."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
@@ -5659,7 +5668,7 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
         best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled) + best[head:]
         explained += "; " + settings.describe_complete(head)
     named = settings.name_first_min
-    return sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0)
+    return sorted(best[: k * settings.pool_per_k], key=lambda e: -e.values.get("name", 0.0)
                   if e.values.get("name", 0.0) >= named and e.unit not in stubs else 0.0), explained
 
 
@@ -5779,11 +5788,12 @@ class Retrieval:
                              used or mode, reason)
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
-    def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
+    def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
+                      focus_depth: int | None = None) -> list[tuple[int, float]]:
         """Chunk ids with BM25 scores (higher is better), best first: for short queries
         (and_first_max_terms), passages with every term before those with some, each
-        group ordered with its note's focus (_focused). ``owners`` receives chunk id ->
-        document id of the passages it looked up."""
+        group ordered with its note's focus (_focused, over the first ``focus_depth``
+        passages; default all). ``owners`` receives chunk id -> document id of the passages it looked up."""
         parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
         match_any = parsed.match_any()
         if not match_any:
@@ -5799,18 +5809,20 @@ class Retrieval:
         all_rows = self._fts(match_all, limit, ids, note_filter) if match_all else []
         first = {cid for cid, _ in all_rows}
         if len(all_rows) >= limit:  # the costly any-term query could add nothing
-            return self._focused([(cid, -r) for cid, r in all_rows], first, owners)
+            return self._focused([(cid, -r) for cid, r in all_rows], first, owners, focus_depth)
         any_rows = self._fts(match_any, limit, ids, note_filter)
         if not match_all or not any_rows:
-            return self._focused([(cid, -r) for cid, r in any_rows], set(), owners)
+            return self._focused([(cid, -r) for cid, r in any_rows], set(), owners, focus_depth)
         ranked = [(cid, -r) for cid, r in all_rows]
         ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
-        return self._focused(ranked[:limit], first, owners)
+        return self._focused(ranked[:limit], first, owners, focus_depth)
 
-    def _focused(self, ranked: list[tuple[int, float]], first: set[int], owners: dict[int, int] | None = None) -> list[tuple[int, float]]:
+    def _focused(self, ranked: list[tuple[int, float]], first: set[int], owners: dict[int, int] | None = None,
+                 depth: int | None = None) -> list[tuple[int, float]]:
         """``ranked`` reordered by each passage's score plus its note's focus on the
-        query (RankingSettings.focus_weight, focus_power): a note about the query
-        beats a long note with one passage like it. ``first`` stays ahead."""
+        query (RankingSettings.focus_weight, focus_power) from its passages among the
+        first ``depth``: a note about the query beats a long note with one passage like it.
+        ``first`` stays ahead."""
         s = self.settings
         if not ranked or not s.focus_weight:
             return ranked
@@ -5819,7 +5831,7 @@ class Retrieval:
             owners.update(owner)
         sizes = self.store.passages_per_document(set(owner.values()))
         sums: dict[int, float] = {}
-        for cid, value in ranked:
+        for cid, value in ranked[:depth]:
             if cid in owner:
                 sums[owner[cid]] = sums.get(owner[cid], 0.0) + value
         focus = {doc: s.focus_weight * total / sizes.get(doc, 1) ** s.focus_power for doc, total in sums.items()}
@@ -5943,7 +5955,7 @@ class Retrieval:
             if req.used == "vector":
                 lists = {"vector": self.vector_stage(req, depth)}
             else:
-                lists = {"keyword": self.keyword_stage(req, depth)}
+                lists = {"keyword": self.keyword_stage(req, depth, focus_depth=s.single_focus_depth)}
                 names = self.names_stage(req, s.depth) if s.name_weight else []
                 if names:
                     lists["name"] = names
@@ -5953,9 +5965,15 @@ class Retrieval:
         if len(lists) == 1:  # one list: its own order, each note at its best passage
             (name, ranking), = lists.items()
             info = self.store.chunk_info([cid for cid, _ in ranking])
+            rows = [r for r in ranking if r[0] in info]
+            if not req.chunks:  # each note at its best passage (the first): hits only for those
+                firsts: dict[tuple[str, str], tuple[int, float]] = {}
+                for row in rows:
+                    firsts.setdefault((info[row[0]].collection, info[row[0]].path), row)
+                rows = list(firsts.values())
             hits = [self._hit(cid, info[cid], value, **({"bm25_rank": place, "bm25_score": value} if name == "keyword"
                                                          else {"vector_rank": place, "vector_distance": 1.0 - value}))
-                    for place, (cid, value) in enumerate((r for r in ranking if r[0] in info), 1)]
+                    for place, (cid, value) in enumerate(rows, 1)]
             hits, explained = (hits if req.chunks else _best_per_note(hits)), ""
         else:
             hits, explained = self._ranked_hits(req, lists, owners, s, ranked)
@@ -6060,7 +6078,7 @@ class Retrieval:
         foreign = self._foreign_units(req, lists, owner, s)
         best, explained = rank(lists, s, k, (lambda docs: self._evidence(req, docs, lists)) if complete else None, stubs, foreign)
         shown = {}
-        for entry in best[: k * 2]:
+        for entry in best[: k * s.pool_per_k]:
             # The passage shown: the one from the list whose vote counted most.
             name = max((n for n in passage if entry.unit in passage[n]), key=lambda n: entry.parts.get(n, 0.0))
             shown[passage[name][entry.unit]] = entry
@@ -6245,7 +6263,7 @@ class Retrieval:
         if len(hits) > 1:
             head = hits[: max(self.settings.copy_depth, ranked)]
             hits = order_copies(head, self.store.paragraph_prints([h.docid for h in head]), self.settings) + hits[len(head):]
-        hits = first_results(mark_copies(hits[: ranked * 2]), k)
+        hits = first_results(mark_copies(hits[: ranked * self.settings.pool_per_k]), k)
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
         # Snippets are cut from the passage as a reader sees it (passage_display_text),

@@ -35,8 +35,8 @@ def test_the_lists_as_the_fixture_intends(plant_vault):
 
 def test_a_note_the_keyword_list_did_not_reach_still_gets_its_bm25(plant_vault):
     retrieval = plant_vault.retrieval
-    # Lists read 4 passages deep (k=1): plants.md, keyword #7, is in the vector list only.
-    no_feedback = retrieval.settings.replace(depth=1, feedback_weight=0.0)
+    # Lists read 4 passages deep (k=1, ranked as for 1): plants.md, keyword #7, is in the vector list only.
+    no_feedback = retrieval.settings.replace(depth=1, steady_k=1, feedback_weight=0.0)
     hit = retrieval.search(retrieval.request(QUERY, k=1, mode="hybrid"), no_feedback)[0]
     assert hit.path == "plants.md" and hit.vector_rank == 1 and hit.bm25_rank is None  # ranks: the lists it came from
     # 0.5 x cosine / best (it is the best: 0.5) + 0.5 x its own BM25 / the best BM25 (> 0: counted though unlisted)
