@@ -192,7 +192,7 @@ def test_a_hybrid_search_looks_up_each_lists_notes_once_and_checks_vectors_once(
     hybrid_kb.collections.create(tmp_path / "n", name="n")
     assert hybrid_kb.sync().embed_error is None
     retrieval = hybrid_kb.retrieval
-    fusion = retrieval.settings.replace(depth=3, steady_k=1)  # shallow lists (4 passages for k=1), so each has passages the other lacks
+    fusion = retrieval.settings.replace(depth=4, steady_k=1)  # shallow lists (4 passages for k=1), so each has passages the other lacks
     monkeypatch.setattr(retrieval, "settings", fusion)
     query = "apple harvest"
     keyword = {cid for cid, _ in retrieval.keyword_stage(retrieval.request(query), 4)}

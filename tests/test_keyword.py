@@ -66,7 +66,7 @@ def test_notes_with_all_terms_rank_above_notes_with_some(kb, tmp_path):
     assert len(kb.search("kafka zeppelin")) == 6
 
 
-def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_run(kb, tmp_path):
+def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_run(kb, tmp_path, monkeypatch):
     """The any-term list only fills places after the all-terms one: when that is full,
     running it (BM25 over every passage with a common word) cannot change the result."""
     root = tmp_path / "n"
@@ -75,6 +75,7 @@ def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_r
     write(root / "one.md", "# Only kafka\n\nkafka kafka kafka.\n")
     kb.collections.create(root, name="n")
     kb.sync()
+    monkeypatch.setattr(kb.retrieval, "settings", kb.retrieval.settings.replace(steady_k=5))  # lists as deep as k asks
     statements = []
     kb.store.db.set_trace_callback(statements.append)
     full = kb.search("kafka postgres", k=5, mode="keyword")  # asks for 50 passages: 60 have both words
