@@ -9343,12 +9343,13 @@ class MCPService:
         for h in hits:
             if h.copy_of:
                 continue
-            row = {"path": f"{h.collection}/{h.path}", "title": h.title, "lines": [h.start_line, h.end_line],
+            path = f"{h.collection}/{h.path}"
+            row = {"path": path, "title": h.title, "lines": [h.start_line, h.end_line],
                    "score": round(h.score, 3), "relevance": h.relevance, "snippet": h.snippet, "docid": h.docid}
             if h.page is not None:
                 row["page"] = h.page
-            if copies.get(row["path"]):
-                row["copies"] = copies.pop(row["path"])  # (with chunks, on the note's first passage)
+            if copies.get(path):
+                row["copies"] = copies.pop(path)  # (with chunks, on the note's first passage)
             if detail:
                 full = h.to_dict()
                 row.update({key: full[key] for key in ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date",
