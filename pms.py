@@ -5369,6 +5369,22 @@ class RankingSettings(Record):
     # (mlcross 0.586 -> 0.594, mlmixed 0.569 -> 0.575; x0.7 did no better on both).
     multilingual_complete_depth: int = 0
     multilingual_keyword_weight: float = 1.0
+    # In a mixed-language vault (a multilingual model; the keyword list found notes in the
+    # query's language and the lists hold notes in others) the keyword list cannot reach a
+    # note in another language: its words differ, so missing from that list says nothing.
+    # Such a note is ranked by meaning alone (rank, ``other``): its vector vote counts for
+    # the keyword list too, times other_language_vote (0: off), when that is more than its
+    # own keyword vote; and its place in the vector list is its nearness to the query moved
+    # towards the fusion's #1 (Rocchio, weight other_language_feedback; 0: off): that note
+    # is the one both lists agree on, and its translations lie near it. The #1 stays first.
+    # A query too short to tell its language (note_language "und") is taken to be in the
+    # language of most of the keyword list's first query_language_from_keyword notes.
+    # mlmixed with e5 (docs/benchmarks.md, "Languages"): 0.575 -> 0.677, every non-English
+    # language at least +0.10 over keyword (de +0.107 the least), English 0.727 -> 0.717;
+    # mlcross (English notes only) unchanged.
+    other_language_vote: float = 1.0
+    other_language_feedback: float = 1.0
+    query_language_from_keyword: int = 5
 
     # The note-level prior (``order_by_note_prior``): a stub is a note that links elsewhere
     # and has under ``stub_words`` words of its own (outside quotes and link lines: a
@@ -5620,21 +5636,70 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
     return [Fused(e.unit, e.score, before[e.unit].ranks, before[e.unit].values, e.parts) for e in rescored if e.unit in before]
 
 
+def count_for_both(fused: list[Fused], units: frozenset | set, weights: Mapping[str, float], factor: float) -> list[Fused]:
+    """``fused`` with each of ``units`` (notes the keyword list cannot reach: in another
+    language than the query) scored as if the keyword list placed it as the vector list
+    does: its vector vote x factor (x the keyword weight / the vector weight) stands for its
+    keyword vote when larger (RankingSettings.other_language_vote). Pure."""
+    ratio = factor * weights.get("keyword", 0.0) / max(weights.get("vector", 1.0), 1e-9)
+    for e in fused:
+        if e.unit in units and "vector" in e.parts:
+            stand_in = e.parts["vector"] * ratio
+            if stand_in > e.parts.get("keyword", 0.0):
+                e.score += stand_in - e.parts.get("keyword", 0.0)
+    return sorted(fused, key=lambda e: (-e.score, min(e.ranks.values())))
+
+
+def feedback_ranking(vector: Sequence[tuple[object, float]], units: frozenset | set, evidence: Evidence, toward: object,
+                     weight: float, depth: int) -> list[tuple[object, float]]:
+    """The vector list ``vector`` (unit, cosine) with each of ``units`` moved to its place by
+    nearness to the query moved towards ``toward``'s passage nearest it (Rocchio, ``weight``)
+    among the notes of ``evidence`` (first ``depth``); the other notes keep theirs
+    (RankingSettings.other_language_feedback). Pure: numpy over ``evidence``."""
+    import numpy as np
+
+    ids = [cid for cid in evidence.vectors if cid in evidence.owner]
+    mine = [i for i, cid in enumerate(ids) if evidence.owner[cid] == toward]
+    if not mine:
+        return list(vector)
+    vectors = np.frombuffer(b"".join(evidence.vectors[c] for c in ids), dtype=np.int8).reshape(len(ids), -1).astype(np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+    q = np.frombuffer(evidence.query_vector, dtype=np.int8).astype(np.float32)
+    q /= max(float(np.linalg.norm(q)), 1e-9)
+    similarity = vectors @ q
+    moved = q + weight * vectors[max(mine, key=lambda i: float(similarity[i]))]
+    similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
+    values = similarity.tolist()
+    nearest: dict[object, float] = {}  # note -> its best cosine to the moved query, nearest first
+    for i in np.argsort(-similarity, kind="stable").tolist():
+        nearest.setdefault(evidence.owner[ids[i]], values[i])
+    moved_order = list(nearest.items())[:depth]
+    place = {unit: float(i) for i, (unit, _) in enumerate(vector)}
+    place.update({unit: i - 0.5 for i, (unit, _) in enumerate(moved_order) if unit in units})
+    value = dict(moved_order) | dict(vector)
+    return sorted(((unit, value[unit]) for unit in place), key=lambda x: place[x[0]])
+
+
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
-         evidence: Callable[[list], Evidence] | None = None, stubs: frozenset | set = frozenset(),
-         foreign: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
+         evidence: Callable[..., Evidence] | None = None, stubs: frozenset | set = frozenset(),
+         foreign: frozenset | set = frozenset(), other: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
     """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
-    signals when ``evidence`` (head units -> Evidence) is given, then a note named almost
-    exactly (name_first_min) first unless it is one of ``stubs``. The keyword votes of
-    ``foreign`` units (in another language than the query) count cross_language_keyword
-    times. Returns the best k x 2 (the exact-title rule and the note prior may still
-    reorder them) and, for --explain, what was done."""
+    signals when ``evidence`` (units, with BM25 or not -> Evidence) is given, then a note
+    named almost exactly (name_first_min) first unless it is one of ``stubs``. The keyword
+    votes of ``foreign`` units (in another language than the query) count
+    cross_language_keyword times; ``other`` units (in another language than the query, in a
+    vault that has notes in both) are ranked by meaning alone (other_language_vote,
+    other_language_feedback). Returns the best k x 2 (the exact-title rule and the note
+    prior may still reorder them) and, for --explain, what was done."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
     explained = settings.describe(weights)
     scaled = {"keyword": dict.fromkeys(foreign, settings.cross_language_keyword)} if foreign else None
     if scaled:
         explained += f"; keyword votes x{settings.cross_language_keyword:g} for notes in another language than the query"
     best = fuse(lists, settings, weights, scaled)
+    if other and "vector" in weights and (settings.other_language_vote or settings.other_language_feedback):
+        best = _by_meaning_alone(best, lists, weights, settings, other, evidence)
+        explained += "; notes in another language than the query ranked by meaning alone"
     if evidence is not None and settings.complete_depth:
         head = max(settings.complete_depth, k * 2)  # every hit built is re-scored
         best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled)
@@ -5642,6 +5707,26 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
     named = settings.name_first_min
     return sorted(best[: k * 2], key=lambda e: -e.values.get("name", 0.0)
                   if e.values.get("name", 0.0) >= named and e.unit not in stubs else 0.0), explained
+
+
+def _by_meaning_alone(best: list[Fused], lists: Mapping[str, Sequence[tuple[object, float]]], weights: dict[str, float],
+                      settings: RankingSettings, other: frozenset | set, evidence: Callable[..., Evidence] | None) -> list[Fused]:
+    """``rank``'s rule for ``other`` units (RankingSettings.other_language_vote and
+    other_language_feedback): the fusion ``best`` with their vector votes counted for both
+    lists, then fused again with their vector places by the query moved towards the #1,
+    which stays first."""
+    vote = settings.other_language_vote
+    if vote:
+        best = count_for_both(best, other, weights, vote)
+    if not (settings.other_language_feedback and evidence is not None and best and lists.get("vector")):
+        return best
+    top = best[0].unit
+    units = list(dict.fromkeys(unit for ranking in lists.values() for unit, _ in ranking))
+    moved = feedback_ranking(lists["vector"], other, evidence(units, False), top, settings.other_language_feedback, settings.depth)
+    again = fuse({**lists, "vector": moved}, settings, weights)
+    if vote:
+        again = count_for_both(again, other, weights, vote)
+    return [e for e in again if e.unit == top][:1] + [e for e in again if e.unit != top]
 
 
 def _holds(words: list[str], tokens: tuple[str, ...]) -> bool:
@@ -6036,8 +6121,9 @@ class Retrieval:
         named = [doc for doc, value in names if value >= s.name_first_min]
         stubs = {first_chunk.get(doc) if chunks else doc
                  for doc, substance in self.store.note_substance(named).items() if is_stub(*substance, s)} if named else set()
-        foreign = self._foreign_units(req, lists, owner, s)
-        best, explained = rank(lists, s, k, (lambda docs: self._evidence(req, docs, lists)) if complete else None, stubs, foreign)
+        foreign, other = self._units_in_other_languages(req, lists, owner, s)
+        best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword)) if complete else None,
+                               stubs, foreign, other)
         shown = {}
         for entry in best[: k * 2]:
             # The passage shown: the one from the list whose vote counted most.
@@ -6054,34 +6140,44 @@ class Retrieval:
                 for cid, e in shown.items() if cid in info]
         return hits, explained
 
-    def _foreign_units(self, req: SearchRequest, lists: dict[str, list[tuple[int, float]]], owner: dict[int, int],
-                       s: RankingSettings) -> set[int]:
-        """The units of the lists whose note is in another language of the query's script
-        (RankingSettings.cross_language_keyword), when a multilingual model reads the query
-        for the vector list; none when the query's language is not told or its words found
-        a note in that language."""
-        if s.cross_language_keyword == 1.0 or not lists.get("keyword") or self.embedder is None \
-                or not is_multilingual_model(self.embedder.model_name):
-            return set()
-        language = note_language(req.parsed.text)
-        if language == "und":
-            return set()
+    def _units_in_other_languages(self, req: SearchRequest, lists: dict[str, list[tuple[int, float]]], owner: dict[int, int],
+                                  s: RankingSettings) -> tuple[set[int], set[int]]:
+        """(foreign, other), when a multilingual model reads the query for the vector list.
+        ``foreign``: when the keyword list found no note in the query's language, the units
+        whose note is in another language of its script (RankingSettings.cross_language_keyword).
+        ``other``: when it did, the units whose note is in another language (a mixed vault:
+        other_language_vote, other_language_feedback). Neither when the query's language is
+        not told, by its words nor by the keyword list's first notes (query_language_from_keyword)."""
+        if not lists.get("keyword") or self.embedder is None or not is_multilingual_model(self.embedder.model_name):
+            return set(), set()
         doc_of = {unit: owner.get(unit, 0) if req.chunks else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
-        script = language_script(language)
         languages = self.store.note_languages(set(doc_of.values()))
-        if any(languages.get(doc_of[unit]) == language for unit, _ in lists["keyword"]):
-            return set()  # the words found notes in the query's language: the list is no false friends' list
+        language = note_language(req.parsed.text)
+        if language == "und" and s.query_language_from_keyword:
+            # Too short to tell: the words found notes in the query's language, if most of the first ones are in one.
+            first = [languages.get(doc_of[unit], "und") for unit, _ in lists["keyword"][: s.query_language_from_keyword]]
+            most = max(set(first), key=first.count)
+            language = most if first.count(most) * 2 >= len(first) else "und"
+        if language == "und":
+            return set(), set()
+        if any(languages.get(doc_of[unit]) == language for unit, _ in lists["keyword"]):  # the vault has notes in it
+            if not (s.other_language_vote or s.other_language_feedback):
+                return set(), set()
+            return set(), {unit for unit, doc in doc_of.items() if languages.get(doc, "und") not in ("und", language)}
+        if s.cross_language_keyword == 1.0:
+            return set(), set()
+        script = language_script(language)
         return {unit for unit, doc in doc_of.items()
-                if languages.get(doc, "und") not in ("und", language) and language_script(languages[doc]) == script}
+                if languages.get(doc, "und") not in ("und", language) and language_script(languages[doc]) == script}, set()
 
-    def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]]) -> Evidence:
+    def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]], keyword: bool = True) -> Evidence:
         """What the complete step reads for the head notes ``docs``: their passages'
         vectors by id (never a KNN: a one-shot process keeps no matrix for a second
-        search), the query vector the vector list used, and FTS5's BM25 of the notes
-        the keyword list missed (with the request's exclusions)."""
+        search), the query vector the vector list used, and (``keyword``) FTS5's BM25 of
+        the notes the keyword list missed (with the request's exclusions)."""
         owner = self.store.document_chunks_of(docs)
         in_keyword = {doc for doc, _ in lists.get("keyword", ())}
-        missed = [doc for doc in docs if doc not in in_keyword]
+        missed = [doc for doc in docs if doc not in in_keyword] if keyword else []
         match = req.parsed.match_any()
         bm25: dict[int, float] = {}
         if missed and match:
