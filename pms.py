@@ -1963,8 +1963,14 @@ class GlobPattern:
 
     def __init__(self, pattern: str, alternatives: list[list[_GlobFolder | None]]):
         self.pattern, self.alternatives = pattern, alternatives
+        # "**/X" (every collection's default "**/*.md"): X against the file name alone, what
+        # _match_folders would find (a sync or status matches every file of the vault).
+        self._names_only = [folders[1] for folders in alternatives if len(folders) == 2 and folders[0] is None and folders[1]]
 
     def match(self, path: str) -> bool:
+        if len(self._names_only) == len(self.alternatives):
+            name = path.rsplit("/", 1)[-1]
+            return any(folder.match(name) for folder in self._names_only)
         names = path.split("/")
         return any(_match_folders(folders, names) for folders in self.alternatives)
 
