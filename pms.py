@@ -10966,6 +10966,9 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
     os._exit(code)
 
 
+# What loading made (functions, classes, constants) lives as long as the process: frozen, the
+# collector never walks it again (in a one-shot search it did a few times: 6 ms of 25).
+gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
