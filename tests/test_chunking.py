@@ -165,6 +165,11 @@ def test_empty_note_is_findable_by_title():
     ("**/*.{md,markdown}", "a/b.markdown", True),
     ("**/*.md", "UPPER.MD", True),
     ("notes/[ab].md", "notes/a.md", True),
+    ("**/*.md", "x/y.md/a.txt", False),
+    ("**/a*", "b/a", True),
+    ("**/a*", "a/b", False),
+    ("{**/*.md,notes/*.txt}", "notes/a.txt", True),
+    ("{**/*.md,notes/*.txt}", "x/notes/a.txt", False),
 ])
 def test_glob(pattern, path, ok):
     assert bool(pms.compile_glob(pattern).match(path)) is ok

@@ -234,3 +234,21 @@ def test_the_linear_rewrites_agree_with_the_patterns_they_replace(text):
         m = OLD_WHERE.match(line)
         expected = (m.group(1), m.group(2), m.group(3) if m.group(2) else None) if m and m.group(1).strip() else None
         assert pms._where_condition(line) == expected, line
+
+
+glob_names = st.text(st.sampled_from("ab.*?[]!{},-"), max_size=6)
+path_names = st.text(st.sampled_from("ab.-"), max_size=4)
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(name_glob=glob_names, names=st.lists(path_names, min_size=1, max_size=4))
+def test_a_glob_under_every_folder_matches_by_the_file_name_alone(name_glob, names):
+    """"**/X" matches a path exactly when X matches its file name, at any depth (and is an error exactly when X is)."""
+    try:
+        alone = pms.compile_glob(name_glob)
+    except pms.PMSError:
+        with pytest.raises(pms.PMSError):
+            pms.compile_glob("**/" + name_glob)
+        return
+    anywhere = pms.compile_glob("**/" + name_glob)
+    assert bool(anywhere.match("/".join(names))) == bool(alone.match(names[-1]))

@@ -86,6 +86,26 @@ def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_r
     assert [h.path for h in some[:5]] == [h.path for h in full] and "one.md" not in [h.path for h in some]
 
 
+def test_relevance_looks_up_only_the_words_of_passages_not_found_holding_them_all(kb, tmp_path):
+    """A hit the all-terms query found holds every word: its share is 1 without a lookup per word;
+    hits that hold some words are looked up, and their shares are exact."""
+    root = tmp_path / "n"
+    write(root / "both.md", "# Queues\n\nkafka and postgres.\n")
+    write(root / "one.md", "# Only kafka\n\nkafka consumer lag.\n")
+    kb.collections.create(root, name="n")
+    kb.sync()
+    statements = []
+    kb.store.db.set_trace_callback(statements.append)
+    both = kb.search("kafka postgres", k=1, mode="keyword")
+    assert [(h.path, h.matched) for h in both] == [("both.md", 1.0)]
+    lookups = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH"
+    assert not any(s.startswith(lookups) for s in statements)
+    statements.clear()
+    hits = kb.search("kafka postgres", k=5, mode="keyword")
+    assert [(h.path, h.matched) for h in hits] == [("both.md", 1.0), ("one.md", 0.5)]
+    assert sum(s.startswith(lookups) for s in statements) == 2  # one per word, for one.md only
+
+
 def test_title_and_headings_weigh_more_than_body(kb, tmp_path):
     root = tmp_path / "n"
     write(root / "a.md", "# Walrus\n\nAn animal.\n")

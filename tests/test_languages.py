@@ -175,3 +175,51 @@ def test_a_query_in_another_language_than_the_notes_trusts_the_keyword_list_less
             req = retrieval.request(query, k=4, mode="hybrid", used="hybrid")
             same = retrieval.search(req, retrieval.settings.replace(cross_language_keyword=1.0))
             assert [h.path for h in retrieval.search(req)] == [h.path for h in same] and "another language" not in retrieval.search(req).explain
+
+
+# A mixed vault: each tool's page in Russian and in English. A Russian query's words reach the
+# Russian pages only; the English page of the same tool is found by meaning alone, and the
+# Russian pages that share a word or two with the query come first unless that is allowed for.
+RUSSIAN = {"упаковать": "pack", "распаковать": "unpack", "файлы": "files", "папки": "folder", "архив": "archive",
+           "снова": "again", "скопировать": "copy", "другую": "another", "папку": "folder", "удалить": "remove",
+           "без": "without", "вопроса": "asking", "показать": "show", "подробностями": "details",
+           "в": "", "и": "", "с": "", "the": "", "of": "", "a": "", "and": "", "into": "", "to": "", "with": ""}
+MIXED_TOOLS = {"tar": ("Упаковать файлы папки в архив и распаковать архив снова.",
+                       "Pack the files of a folder into an archive and unpack the archive again."),
+               "cp": ("Скопировать файлы папки в другую папку.", "Copy the files of a folder to another folder."),
+               "rm": ("Удалить файлы и папки без вопроса.", "Remove the files and the folders without asking."),
+               "ls": ("Показать файлы папки с подробностями.", "Show the files of a folder with the details.")}
+
+
+@pytest.mark.parametrize("model", ["fake-multilingual-model", "fake-english-model"])
+def test_in_a_mixed_vault_a_note_in_another_language_is_ranked_by_meaning_alone(tmp_path, db_path, model):
+    from test_embed_server import FakeServer
+
+    root = tmp_path / "mixed"
+    for tool, (russian, english) in MIXED_TOOLS.items():
+        write(root / "ru" / f"{tool}.md", f"# {tool}\n\n{russian}\n")
+        write(root / "en" / f"{tool}.md", f"# {tool}\n\n{english}\n")
+    server = FakeServer()
+    server.dim, server.words = 64, RUSSIAN
+    try:
+        with pms.KnowledgeBase(db_path, embedder=pms.HTTPEmbedder(server.url, model)) as kb:
+            kb.collections.create(root, name="tools")
+            assert kb.sync().embed_error is None and kb.status(pending=False)["languages"] == {"en": 4, "ru": 4}
+            retrieval = kb.retrieval
+            off = retrieval.settings.replace(other_language_vote=0.0, other_language_feedback=0.0)
+            # The first query tells its language; the second is too short to, and the keyword list's notes tell it.
+            for query in ("Упаковать файлы папки в архив", "архив файлы"):
+                req = retrieval.request(query, k=8, mode="hybrid", used="hybrid")
+                before = [h.path for h in retrieval.search(req, off)]
+                result = retrieval.search(req)
+                if model == "fake-english-model":  # its vector list cannot read Russian: the rule is off
+                    assert [h.path for h in result] == before and "meaning alone" not in result.explain
+                else:
+                    assert before[0] == "ru/tar.md" and before.index("en/tar.md") > 2, "words alone put the Russian pages first"
+                    assert [h.path for h in result][:2] == ["ru/tar.md", "en/tar.md"], query
+                    assert "another language than the query ranked by meaning alone" in result.explain
+            # An English query in the same vault: its page first, the Russian one next to it.
+            req = retrieval.request("pack the files into an archive", k=8, mode="hybrid", used="hybrid")
+            assert [h.path for h in retrieval.search(req)][0] == "en/tar.md"
+    finally:
+        server.stop()

@@ -113,6 +113,18 @@ def test_passage_display_text_renders_markup_as_a_reader_sees_it():
     assert pms.passage_display_text("> | a | b |\n> |---|---|\n> | 1 | 2 |") == "a · b\n1 · 2"
 
 
+def test_each_markup_alone_renders_away_and_its_look_alikes_stay():
+    # One construct per text: nothing else in it may trigger the markup rules.
+    rendered = {"a <br> b": "a b", "a <br/> b": "a b", "x </p>": "x", "<kbd>Ctrl</kbd>": "Ctrl", "<Listing number=\"1\">": "",
+                "end </Listing>": "end", "<img src=\"x.png\"/>": "", "{{#include a.rs}}": "", "[[Note|label]]": "label",
+                "[[Note]]": "Note", "![alt](x.png)": "alt", "[text](https://x.org)": "text", "[text][ref]": "text"}
+    for raw, shown in rendered.items():
+        assert pms.passage_display_text(raw) == shown, raw
+    for raw in ("More information: <https://tldr.sh>.", "cat < file.txt", "Vec<T>", "[r]ecursive", "tar {{path/to/file}}",
+                "a <= b", "[x] done"):
+        assert pms.passage_display_text(raw) == raw, raw
+
+
 def test_snake_case_next_to_a_marked_word_keeps_its_underscore(kb, tmp_path):
     write(tmp_path / "n" / "f.md", "# Functions\n\nIf we tried to use s after the call to `takes_ownership`, Rust would complain.\n")
     kb.collections.create(tmp_path / "n", name="n")
