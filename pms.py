@@ -5120,7 +5120,7 @@ class Hit(Record):
     start_line: int
     end_line: int
     score: float
-    snippet: str  # readable text: the passage's words around the match, without Markdown
+    snippet: str  # readable text: the passage's words around the match, without Markdown ("" for a copy)
     marks: list[tuple[int, int]] = Factory(list)  # (start, end) of each matched word in snippet (render_snippet)
     bm25_rank: int | None = None
     vector_rank: int | None = None
@@ -5936,7 +5936,7 @@ class Retrieval:
         owner = self.store.chunk_documents(cid for cid, _ in ranked)
         if owners is not None:
             owners.update(owner)
-        sizes = self.store.passages_per_document(set(owner.values()))
+        sizes = self.store.passages_per_document({owner[cid] for cid, _ in ranked[:depth] if cid in owner})
         sums: dict[int, float] = {}
         for cid, value in ranked[:depth]:
             if cid in owner:
@@ -6063,7 +6063,7 @@ class Retrieval:
             if req.used == "vector":
                 lists = {"vector": self.vector_stage(req, depth)}
             else:
-                lists = {"keyword": self.keyword_stage(req, depth, every_term=every_term, focus_depth=s.single_focus_depth)}
+                lists = {"keyword": self.keyword_stage(req, depth, owners=owners, every_term=every_term, focus_depth=s.single_focus_depth)}
                 names = self.names_stage(req, s.depth) if s.name_weight else []
                 if names:
                     lists["name"] = names
@@ -6072,13 +6072,16 @@ class Retrieval:
         t0 = time.perf_counter()
         if len(lists) == 1:  # one list: its own order, each note at its best passage
             (name, ranking), = lists.items()
-            info = self.store.chunk_info([cid for cid, _ in ranking])
-            rows = [r for r in ranking if r[0] in info]
+            rows = list(ranking)
             if not req.chunks:  # each note at its best passage (the first): hits only for those
-                firsts: dict[tuple[str, str], tuple[int, float]] = {}
+                owner = owners or self.store.chunk_documents(cid for cid, _ in rows)
+                firsts: dict[int, tuple[int, float]] = {}
                 for row in rows:
-                    firsts.setdefault((info[row[0]].collection, info[row[0]].path), row)
-                rows = list(firsts.values())
+                    if row[0] in owner:
+                        firsts.setdefault(owner[row[0]], row)
+                rows = list(firsts.values())[: ranked * s.pool_per_k]  # _finish reads no further
+            info = self.store.chunk_info([cid for cid, _ in rows])
+            rows = [r for r in rows if r[0] in info]
             hits = [self._hit(cid, info[cid], value, **({"bm25_rank": place, "bm25_score": value} if name == "keyword"
                                                          else {"vector_rank": place, "vector_distance": 1.0 - value}))
                     for place, (cid, value) in enumerate(rows, 1)]
@@ -6101,7 +6104,10 @@ class Retrieval:
     def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset()) -> float | None:
         """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.
         One FTS5 lookup per query term over the hits' passages (but those ``every_term``
-        names), and their vectors' dot products with the query's (when the search embedded it)."""
+        names), and their vectors' dot products with the query's (when the search embedded
+        it). A copy (copy_of) takes its original's: it is shown and filtered with it."""
+        copies = [h for h in hits if h.copy_of]
+        hits = [h for h in hits if not h.copy_of]
         if not hits:
             return None
         ids = [h.chunk_id for h in hits if h.chunk_id is not None]
@@ -6128,6 +6134,11 @@ class Retrieval:
             # Every word held is strong evidence; some of them weak (common words match anything).
             words = words if words >= 1.0 else words * self.settings.partial_match_weight
             hit.relevance = round(max(words, hit.similarity or 0.0, 0.0), 3)
+        originals = {f"{h.collection}/{h.path}": h for h in hits}
+        for copy in copies:
+            if copy.copy_of in originals:
+                original = originals[copy.copy_of]
+                copy.matched, copy.similarity, copy.relevance = original.matched, original.similarity, original.relevance
         return max(h.relevance or 0.0 for h in hits)
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings, every_term: set[int]):
@@ -6387,11 +6398,15 @@ class Retrieval:
         match = parsed.match_any()
         folders = self.store.folder_descriptions() if hits else {}
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
-        # without its heading line when every front end shows that heading above it.
-        shown = {hit.chunk_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path) for hit in hits}
+        # without its heading line when every front end shows that heading above it. A copy
+        # has none: every front end shows it as a line under its original.
+        shown = {hit.chunk_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
+                 for hit in hits if not hit.copy_of}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
+            if hit.copy_of:
+                continue
             marked = snippets.get(hit.chunk_id or 0)
             hit.snippet, hit.marks = (snippet_spans(marked) if marked and _MARK_OPEN in marked
                                       else mark_terms(shown[hit.chunk_id or 0], parsed.words))

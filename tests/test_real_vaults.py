@@ -313,6 +313,21 @@ def test_k_counts_results_not_their_copies_and_fewer_results_are_the_first_of_mo
     assert len(files) == 2 and not any(f.endswith("book.md") for f in files)  # one line a result
 
 
+def test_a_copy_is_shown_and_scored_with_its_original(kb, tmp_path):
+    """Every front end shows a copy as a line under its original: it carries no snippet, and its
+    relevance is its original's (a min_score keeps or drops both)."""
+    _book_and_more(tmp_path / "v")
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    hits = kb.search("ownership rules memory", mode="keyword", k=2)
+    copy = next(h for h in hits if h.path == "book.md")
+    original = next(h for h in hits if f"v/{h.path}" == copy.copy_of)
+    assert original.snippet and original.marks and copy.snippet == "" and copy.marks == []
+    assert (copy.matched, copy.relevance) == (original.matched, original.relevance) and original.relevance > 0
+    kept = kb.search("ownership rules memory", mode="keyword", k=2, min_score=original.relevance)
+    assert "book.md" in [h.path for h in kept]
+
+
 def test_passages_of_one_note_are_no_copies_of_it(kb, tmp_path):
     sections = "\n\n".join(f"## Part {i}\n\n" + f"Ownership moves the value {i} and memory is freed. " * 30 for i in range(4))
     write(tmp_path / "v" / "long.md", "# Long\n\n" + sections + "\n")
