@@ -94,7 +94,7 @@ class _LazyModule:
 if not TYPE_CHECKING:
     argparse, _dt, _typing = _LazyModule("argparse"), _LazyModule("datetime"), _LazyModule("typing")
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 VERSION = __version__  # the public spelling
 
 # The public API: what gui/, build/, bench/, scripts/ and your own code may use
