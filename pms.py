@@ -5144,6 +5144,11 @@ class Hit(Record):
     matched: float | None = None
     relevance: float | None = None
 
+    @property
+    def ref(self) -> str:
+        """The note, "collection/path": what ``copy_of`` names and get/links/related read."""
+        return f"{self.collection}/{self.path}"
+
     def to_dict(self, explain: bool = False) -> dict:
         d = self.as_dict()
         d.pop("text")
@@ -5494,7 +5499,7 @@ def mark_copies(hits: list) -> list:
         original = first.setdefault(copy_key(hit.title, hit.path), hit)
         # (a copy of a copy, by order_copies, is grouped with the same original; another passage of the same note is none)
         if original is not hit and (original.collection, original.path) != (hit.collection, hit.path):
-            hit.copy_of = original.copy_of or f"{original.collection}/{original.path}"
+            hit.copy_of = original.copy_of or original.ref
     return hits
 
 
@@ -5502,10 +5507,10 @@ def first_results(hits: list, k: int) -> list:
     """The first ``k`` hits that copy no hit of the list (``copy_of``), with the hits that
     copy them where they stand: a copy is shown under its original, not counted among the
     k results. A copy whose original is not in the list counts as a result. A pure function."""
-    present = {f"{h.collection}/{h.path}" for h in hits}
+    present = {h.ref for h in hits}
     originals = [h for h in hits if not h.copy_of or h.copy_of not in present][:k]
     chosen = {id(h) for h in originals}
-    kept = {f"{h.collection}/{h.path}" for h in originals}
+    kept = {h.ref for h in originals}
     return [(hit.replace(copy_of="") if hit.copy_of else hit) if id(hit) in chosen else hit
             for hit in hits if id(hit) in chosen or (hit.copy_of and hit.copy_of in kept)]
 
@@ -5548,7 +5553,7 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
             if id(held) not in placed:  # the held note was below: it moves up to this place
                 out.append(held)
                 placed.add(id(held))
-            hit.copy_of = held.copy_of or f"{held.collection}/{held.path}"
+            hit.copy_of = held.copy_of or held.ref
         out.append(hit)
         placed.add(id(hit))
     return out
@@ -5636,34 +5641,54 @@ class Evidence(Record):
     bm25: dict[int, float]
 
 
+def _passage_space(evidence: Evidence, ids: Sequence[int]):
+    """(the int8 vectors of passages ``ids`` as unit rows, the query's unit vector): numpy."""
+    import numpy as np
+
+    vectors = np.frombuffer(b"".join(evidence.vectors[c] for c in ids), dtype=np.int8).reshape(len(ids), -1).astype(np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+    q = np.frombuffer(evidence.query_vector, dtype=np.int8).astype(np.float32)
+    return vectors, q / max(float(np.linalg.norm(q)), 1e-9)
+
+
+def _rocchio(q, toward, weight: float):
+    """The unit query moved towards the unit vector ``toward`` (Rocchio, ``weight``), a unit vector again."""
+    import numpy as np
+
+    moved = q + weight * toward
+    return moved / max(float(np.linalg.norm(moved)), 1e-9)
+
+
+def _nearest_passages(similarity, ids: Sequence[int], owner: Mapping[int, object]) -> dict[object, int]:
+    """Note -> the row of its passage nearest the query (highest ``similarity``), nearest
+    note first; ties keep ``ids``' order."""
+    import numpy as np
+
+    nearest: dict[object, int] = {}
+    for i in np.argsort(-similarity, kind="stable").tolist():
+        nearest.setdefault(owner[ids[i]], i)
+    return nearest
+
+
 def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[object, float]]], evidence: Evidence,
                     settings: RankingSettings, scaled: Mapping[str, Mapping[object, float]] | None = None) -> list[Fused]:
     """The notes of ``first`` (the head of a fusion) re-scored on both signals
     (RankingSettings.complete_depth), ``scaled`` as in ``fuse``. Pure: numpy over
     ``evidence``. The ranks and values each entry shows stay those of the lists it came from."""
-    import numpy as np
-
     docs = [e.unit for e in first]
     cosine: dict[object, float] = {}
     place = {doc: i for i, doc in enumerate(docs)}
     # Passages in the head's order, so that notes tied on cosine (copies) keep the fusion's order.
     ids = sorted((cid for cid in evidence.vectors if cid in evidence.owner), key=lambda c: (place.get(evidence.owner[c], len(docs)), c))
     if ids:
-        vectors = np.frombuffer(b"".join(evidence.vectors[c] for c in ids), dtype=np.int8).reshape(len(ids), -1).astype(np.float32)
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
-        q = np.frombuffer(evidence.query_vector, dtype=np.int8).astype(np.float32)
-        q /= max(float(np.linalg.norm(q)), 1e-9)
+        vectors, q = _passage_space(evidence, ids)
         similarity = vectors @ q
-        nearest: dict[int, int] = {}  # note -> its passage nearest the query
-        for i in np.argsort(-similarity, kind="stable").tolist():
-            nearest.setdefault(evidence.owner[ids[i]], i)
+        nearest = _nearest_passages(similarity, ids, evidence.owner)
         feedback = [nearest[doc] for doc in docs[: settings.feedback_notes] if doc in nearest] if settings.feedback_weight else []
-        if feedback:  # Rocchio: q + weight x the mean of those passages, all unit vectors
-            moved = q + settings.feedback_weight * vectors[feedback].mean(axis=0)
-            similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
-        values = similarity.tolist()
-        for i in np.argsort(-similarity, kind="stable").tolist():  # nearest first: ties keep the head's order
-            cosine.setdefault(evidence.owner[ids[i]], values[i])
+        if feedback:  # the query moved towards the mean of those passages
+            similarity = vectors @ _rocchio(q, vectors[feedback].mean(axis=0), settings.feedback_weight)
+        values = similarity.tolist()  # nearest first: ties keep the head's order
+        cosine = {doc: values[i] for doc, i in _nearest_passages(similarity, ids, evidence.owner).items()}
     wanted = set(docs)
     bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
     for doc, value in evidence.bm25.items():
@@ -5698,24 +5723,15 @@ def feedback_ranking(vector: Sequence[tuple[object, float]], units: frozenset | 
     nearness to the query moved towards ``toward``'s passage nearest it (Rocchio, ``weight``)
     among the notes of ``evidence`` (first ``depth``); the other notes keep theirs
     (RankingSettings.other_language_feedback). Pure: numpy over ``evidence``."""
-    import numpy as np
-
     ids = [cid for cid in evidence.vectors if cid in evidence.owner]
     mine = [i for i, cid in enumerate(ids) if evidence.owner[cid] == toward]
     if not mine:
         return list(vector)
-    vectors = np.frombuffer(b"".join(evidence.vectors[c] for c in ids), dtype=np.int8).reshape(len(ids), -1).astype(np.float32)
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
-    q = np.frombuffer(evidence.query_vector, dtype=np.int8).astype(np.float32)
-    q /= max(float(np.linalg.norm(q)), 1e-9)
+    vectors, q = _passage_space(evidence, ids)
     similarity = vectors @ q
-    moved = q + weight * vectors[max(mine, key=lambda i: float(similarity[i]))]
-    similarity = vectors @ (moved / max(float(np.linalg.norm(moved)), 1e-9))
-    values = similarity.tolist()
-    nearest: dict[object, float] = {}  # note -> its best cosine to the moved query, nearest first
-    for i in np.argsort(-similarity, kind="stable").tolist():
-        nearest.setdefault(evidence.owner[ids[i]], values[i])
-    moved_order = list(nearest.items())[:depth]
+    similarity = vectors @ _rocchio(q, vectors[max(mine, key=lambda i: float(similarity[i]))], weight)
+    values = similarity.tolist()  # note -> its best cosine to the moved query, nearest first
+    moved_order = [(doc, values[i]) for doc, i in _nearest_passages(similarity, ids, evidence.owner).items()][:depth]
     place = {unit: float(i) for i, (unit, _) in enumerate(vector)}
     place.update({unit: i - 0.5 for i, (unit, _) in enumerate(moved_order) if unit in units})
     value = dict(moved_order) | dict(vector)
@@ -6095,7 +6111,7 @@ class Retrieval:
         t0 = time.perf_counter()
         best = self.relevance_stage(req, hits, every_term)
         if req.min_score is not None:  # a copy goes with its original
-            kept = {f"{h.collection}/{h.path}" for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
+            kept = {h.ref for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
         return SearchResult(hits, req.used, req.reason, req.hint, timings, explained,
@@ -6134,7 +6150,7 @@ class Retrieval:
             # Every word held is strong evidence; some of them weak (common words match anything).
             words = words if words >= 1.0 else words * self.settings.partial_match_weight
             hit.relevance = round(max(words, hit.similarity or 0.0, 0.0), 3)
-        originals = {f"{h.collection}/{h.path}": h for h in hits}
+        originals = {h.ref: h for h in hits}
         for copy in copies:
             if copy.copy_of in originals:
                 original = originals[copy.copy_of]
@@ -9474,11 +9490,11 @@ class MCPService:
         copies: dict[str, list[str]] = {}
         for h in hits:
             if h.copy_of:  # the same text under another name (mark_copies): named on its original's row
-                copies.setdefault(h.copy_of, []).append(f"{h.collection}/{h.path}")
+                copies.setdefault(h.copy_of, []).append(h.ref)
         for h in hits:
             if h.copy_of:
                 continue
-            path = f"{h.collection}/{h.path}"
+            path = h.ref
             row = {"path": path, "title": h.title, "lines": [h.start_line, h.end_line],
                    "score": round(h.score, 3), "relevance": h.relevance, "snippet": h.snippet, "docid": h.docid}
             if h.page is not None:
@@ -10212,7 +10228,7 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
             print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
-        same = copies.get(f"{h.collection}/{h.path}", [])
+        same = copies.get(h.ref, [])
         if same:
             print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in same))}")
 

@@ -69,7 +69,7 @@ class ResultsModel(QStandardItemModel):
             if original is not None:
                 copies.setdefault(id(original), []).append(hit)
                 continue
-            originals[f"{hit.collection}/{hit.path}"] = hit
+            originals[hit.ref] = hit
             shown.append(hit)
         rows: list = list(shown)
         if divide and shown:
