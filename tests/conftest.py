@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -117,8 +118,14 @@ def static_model_dir(embedding_model_dir) -> Path:
     scripts/make_static_model.py (scripts/test.sh makes it; here, once, if missing)."""
     folder = REPO / ".cache" / "minilm-static"
     if not (folder / "pms-model.txt").exists():
-        subprocess.run([sys.executable, str(REPO / "scripts" / "make_static_model.py"), str(embedding_model_dir), str(folder)],
+        # Made beside it and renamed into place: another test worker may be making it too.
+        made = folder.with_name(f"{folder.name}.{os.getpid()}")
+        subprocess.run([sys.executable, str(REPO / "scripts" / "make_static_model.py"), str(embedding_model_dir), str(made)],
                        check=True, capture_output=True)
+        try:
+            made.rename(folder)
+        except OSError:  # the other worker's is in place
+            shutil.rmtree(made)
     return folder
 
 
