@@ -1428,6 +1428,8 @@ def paragraph_prints(body: str) -> bytes:
 # The language of a note, cheaply: its letters' Unicode script, then small stop-word
 # profiles. Hand-written: a detection library would be a heavy import for a count.
 LANGUAGE_SAMPLE_CHARS = 2000  # a note's first characters tell its language; more costs sync time
+# Web addresses are no language's words: "github.com" links made a list of translations Portuguese ("com").
+_WEB_ADDRESS = LazyPattern(r"(?:https?|ftp)://\S+|www\.\S+")
 # (first code point, last, script): the scripts with one main language here; others by stop words.
 _SCRIPT_RANGES = (
     (0x0370, 0x03FF, "el"), (0x0400, 0x052F, "Cyrillic"), (0x0590, 0x05FF, "he"), (0x0600, 0x06FF, "Arabic"),
@@ -1494,7 +1496,7 @@ def note_language(text: str) -> str:
     """The main language of ``text`` as an ISO 639-1 code ("en", "ru", "zh", ...), or
     "und" when too little text tells. Code blocks count too: a note of mostly
     code with English comments is an English note for search's purposes."""
-    sample = text[:LANGUAGE_SAMPLE_CHARS]
+    sample = _WEB_ADDRESS.sub(" ", text[:LANGUAGE_SAMPLE_CHARS])
     # ASCII letters counted by one regex, only the rest looked up one by one (sync reads every note).
     scripts = collections.Counter(s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
     scripts["Latin"] += len(re.findall(r"[A-Za-z]", sample))
@@ -2749,7 +2751,8 @@ MIGRATIONS: list[str | Callable] = [
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
-NOTE_PARSER_VERSION = 5
+# 6: note_language leaves web addresses out.
+NOTE_PARSER_VERSION = 6
 
 
 def sqlite_module(want_extensions: bool):

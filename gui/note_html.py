@@ -204,8 +204,13 @@ def style_sheet(colours: Colours) -> str:
             f".header {{ color: {c.muted}; }}")
 
 
+# mdBook's and Pandoc's title line ("% Title" first in the note): shown as the heading it is
+# (the index takes it for the note's title too), on the same line, so line numbers still hold.
+_TITLE_LINE = re.compile(r"\A(\s*)% (?=\S)")
+
+
 def markdown_to_html(markdown: str, folder: Path | None = None) -> str:
     """The body of a note (frontmatter already removed) as HTML for QTextDocument;
     ``folder`` (the note's) is where relative image paths are looked up."""
-    return _MD.render(markdown, {"folder": folder})
+    return _MD.render(_TITLE_LINE.sub(r"\1# ", markdown, count=1), {"folder": folder})
 

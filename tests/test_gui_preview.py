@@ -90,6 +90,16 @@ def test_angle_brackets_and_raw_html_show_as_text_and_allowed_tags_render(previe
     assert grid[0].cellAt(1, 0).firstCursorPosition().block().text() == "Vec<T>"
 
 
+def test_an_mdbook_title_line_shows_as_the_notes_heading(preview, tmp_path):
+    note = write(tmp_path / "old-link.md", "% Trait Objects\n\nThere is a new edition of the book.\n\n% not a title here\n")
+    preview.show_note(note)
+    text = preview.toPlainText()
+    assert text.startswith("Trait Objects") and "% Trait" not in text
+    title = preview.document().findBlock(0)
+    assert title.charFormat().font().pointSizeF() > preview.font().pointSizeF() or title.blockFormat().headingLevel() == 1
+    assert "% not a title here" in text  # only the note's first line is its title
+
+
 def passage_on_screen(preview: NotePreview) -> bool:
     """Is the block the preview scrolled to inside the visible part of the view?"""
     if preview.passage_block <= 0:

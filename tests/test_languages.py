@@ -34,6 +34,14 @@ def test_code_and_commands_do_not_hide_the_language():
     assert pms.note_language("ok") == "und"
 
 
+def test_web_addresses_are_not_words_of_a_language():
+    # The Rust book's list of its translations: "com" of github.com is a Portuguese word.
+    links = "\n".join(f"- [Translation {i}](https://github.com/team{i}/book), www.example{i}.com" for i in range(12))
+    note = f"## Translations of the Book\n\nFor resources in languages other than English, see the list.\n\n{links}\n"
+    assert pms.note_language(note) == "en"
+    assert pms.note_language(note.replace("https://", "").replace("www.", "")) == "pt"  # as plain words, "com" still is
+
+
 def vault(root, counts):
     for lang, n in counts.items():
         for i in range(n):
