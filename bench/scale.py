@@ -297,20 +297,41 @@ def run_child(step: str, *args) -> dict:
     return {**json.loads(out.strip().splitlines()[-1]), "process_wall_s": wall}
 
 
+# Linux counts a child's peak memory from the process that spawned it: os.wait4 reports 313 MB
+# for `python -c pass` spawned by a 300 MB process. This benchmark grows to hundreds of MB (it
+# pads indexes with vectors), so one-shot commands are spawned by a small helper of their own
+# (python -S, ~10 MB), which reports each command's wall time, peak resident memory and output.
+_SPAWNER = r"""
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    t = time.perf_counter()
+    proc = subprocess.Popen(json.loads(line), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    print(json.dumps({"wall_s": time.perf_counter() - t, "peak_rss_mb": usage.ru_maxrss / 1024, "status": status,
+                      "stdout": out.decode(errors="replace")}), flush=True)
+"""
+
+
 def oneshot(argv_for, queries: list[str]) -> dict:
-    """Wall time and peak RSS of one-shot processes, ``argv_for(query)`` each (os.wait4 reads each child's own peak)."""
+    """Wall time and peak RSS of one-shot processes, ``argv_for(query)`` each, spawned by _SPAWNER."""
     wall, rss, extra = [], [], {}
-    for q in queries:
-        t = time.perf_counter()
-        proc = subprocess.Popen(argv_for(q), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall.append(time.perf_counter() - t)
-        rss.append(usage.ru_maxrss / 1024)
-        if status != 0:
-            raise SystemExit(f"{argv_for(q)} failed with status {status}")
-        if out.strip().startswith("{"):
-            extra = json.loads(out.strip().splitlines()[-1])
+    spawner = subprocess.Popen([sys.executable, "-S", "-c", _SPAWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert spawner.stdin is not None and spawner.stdout is not None
+    try:
+        for q in queries:
+            spawner.stdin.write(json.dumps(argv_for(q)) + "\n")
+            spawner.stdin.flush()
+            done = json.loads(spawner.stdout.readline())
+            if done["status"] != 0:
+                raise SystemExit(f"{argv_for(q)} failed with status {done['status']}")
+            wall.append(done["wall_s"])
+            rss.append(done["peak_rss_mb"])
+            if done["stdout"].strip().startswith("{"):
+                extra = json.loads(done["stdout"].strip().splitlines()[-1])
+    finally:
+        spawner.stdin.close()
+        spawner.wait()
     return {**percentiles(wall), "peak_rss_mb": max(rss), **extra}
 
 
