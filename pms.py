@@ -10699,17 +10699,19 @@ PMS_COMMAND_SCRIPT = """\
 import gc
 import sys
 
-gc.disable()  # while pms loads: reading its bytecode set off the collector in vain (about 2 ms)
-sys.path.insert(0, {folder!r})
-sys.argv[0] = "pms"  # messages then name `pms ...` (pms_command)
-try:
-    from pms import main_and_exit
-except ModuleNotFoundError as exc:
-    if exc.name != "pms":
-        raise
-    sys.exit("pms: " + {source!r} + " is gone (moved or deleted?); where it is now, run its setup --command-only")
-gc.enable()
-main_and_exit()
+# Only as the command: a worker process (PDFs are read in one) runs this file again, as __mp_main__.
+if __name__ == "__main__":
+    gc.disable()  # while pms loads: reading its bytecode set off the collector in vain (about 2 ms)
+    sys.path.insert(0, {folder!r})
+    sys.argv[0] = "pms"  # messages then name `pms ...` (pms_command)
+    try:
+        from pms import main_and_exit
+    except ModuleNotFoundError as exc:
+        if exc.name != "pms":
+            raise
+        sys.exit("pms: " + {source!r} + " is gone (moved or deleted?); where it is now, run its setup --command-only")
+    gc.enable()
+    main_and_exit()
 """
 
 
@@ -11145,6 +11147,11 @@ LONG_RUNNING_COMMANDS = {"gui", "mcp"}
 def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
     """``main()``, then end the process at once, output flushed: Python's own teardown is a
     cost on every command. A long-running command, or one that left a thread, exits the usual way."""
+    if sys._getframe(1).f_globals.get("__name__") == "__mp_main__":
+        # A worker process starting (multiprocessing's spawn runs the main script again, as
+        # __mp_main__) from a pms command written before 0.3.1, whose lines are not guarded:
+        # running the command again there would repeat it (a second `collection add`, a sync).
+        return  # type: ignore[misc]
     argv = list(sys.argv[1:] if argv is None else argv)
     at = _command_position(argv)
     code = main(argv)  # argparse's SystemExit (--help, a usage error) exits the usual way

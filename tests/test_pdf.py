@@ -8,6 +8,8 @@ own client, the app in a real (offscreen) Qt window.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import multiprocessing
 import sys
 from pathlib import Path
@@ -395,3 +397,40 @@ def test_a_pdf_with_too_much_text_is_refused_while_read(tmp_path, monkeypatch):
     monkeypatch.setattr(pms, "PDF_MAX_TEXT_CHARS", 1000)
     with pytest.raises(pms.PMSError, match="more than 1,000 characters of text by page 3"):
         pms.read_pdf(manual, max_pages=10)
+
+
+# The pms command as 0.3.0's setup wrote it: its lines run again in a worker process (spawn).
+OLD_PMS_COMMAND = """\
+import gc
+import sys
+
+gc.disable()
+sys.path.insert(0, {folder!r})
+sys.argv[0] = "pms"
+from pms import main_and_exit
+gc.enable()
+main_and_exit()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the Windows command is a pms.cmd batch file")
+def test_the_pms_command_reads_pdfs_also_when_an_older_setup_wrote_it(tmp_path):
+    vault = tmp_path / "vault"
+    make_pdf(vault / "keepers.pdf", ["Quarterly report about lighthouse keepers and their lamps."])
+    write(vault / "note.md", "# A note\n\nNothing about the sea.\n")
+    r = run_cli("setup", "--command-only", "--bin-dir", tmp_path / "bin")
+    assert r.returncode == 0, r.stderr
+    old = tmp_path / "old-bin" / "pms"
+    old.parent.mkdir()
+    old.write_text(f"#!{sys.executable}\n" + OLD_PMS_COMMAND.format(folder=str(REPO)), encoding="utf-8")
+    old.chmod(0o755)
+    for command in (tmp_path / "bin" / "pms", old):
+        env = {**os.environ, "PMS_HOME": str(tmp_path / f"home-{command.parent.name}")}
+        added = subprocess.run([str(command), "collection", "add", str(vault), "--name", "vault", "--no-embed"],
+                               capture_output=True, text=True, env=env, timeout=180)
+        # The PDF worker once ran the command again: "a collection named 'vault' already exists", the PDF failed.
+        assert added.returncode == 0 and "+2 new" in added.stdout and "failed" not in added.stdout, added.stdout + added.stderr
+        assert "already exists" not in added.stderr and "did not start" not in added.stderr, added.stderr
+        found = subprocess.run([str(command), "search", "lighthouse keepers", "--mode", "keyword", "--json"],
+                               capture_output=True, text=True, env=env, timeout=180)
+        assert found.returncode == 0 and json.loads(found.stdout)[0]["path"] == "keepers.pdf", found.stderr
