@@ -94,7 +94,7 @@ class _LazyModule:
 if not TYPE_CHECKING:
     argparse, _dt, _typing = _LazyModule("argparse"), _LazyModule("datetime"), _LazyModule("typing")
 
-__version__ = "0.3.0"
+__version__ = "0.3.1"
 VERSION = __version__  # the public spelling
 
 # The public API: what gui/, build/, bench/, scripts/ and your own code may use
@@ -6743,6 +6743,38 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
+# Worker processes ------------------------------------------------------------------
+
+_SPAWN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def spawning_workers():
+    """Around starting worker processes (multiprocessing's spawn: a fresh Python). Spawn runs the
+    main script again in each worker, to find what was pickled there; our workers need only this
+    module, and the main script may be a user's own that is not guarded (``if __name__ ==
+    "__main__"``): run again, it would sync again and wait on the sync in progress (a PDF worker
+    then never started; the script hung). So unless this file is the main script (``python3
+    pms.py``, which is guarded) or the packaged app (freeze_support), the workers are started
+    with a main module that is nothing but its name, and this file's folder on their path."""
+    script = sys.modules.get("__main__")
+    if __name__ == "__main__" or getattr(sys, "frozen", False) or script is None:
+        yield
+        return
+    import types
+
+    with _SPAWN_LOCK:
+        folder = str(Path(__file__).resolve().parent)
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        sys.path.insert(0, folder)
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = script
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
+
+
 # PDFs: read in a worker process with a deadline ------------------------------------
 
 PDF_NO_TEXT = "skipped: this PDF has no text layer (a scan? run OCR on it to make it searchable)"
@@ -6854,7 +6886,8 @@ class PdfReader:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
-        self._process.start()
+        with spawning_workers():
+            self._process.start()
         child.close()
         try:
             started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
@@ -6932,6 +6965,57 @@ def max_pdf_bytes() -> int:
 def file_sha(path: Path) -> str:
     """The hash sync compares: a note's bytes, or a PDF's read in blocks."""
     return file_digest(path, max_pdf_bytes()) if is_pdf(path) else hex_digest(read_note_file(path))
+
+
+PARSE_WORKERS_MAX = 4  # processes that parse notes during a big sync (no more than the cores)
+
+
+def prepare_file(item: tuple, chunk_chars: int, parse_pdf: Callable[[str, str], ParsedNote] | None = None) -> tuple:
+    """One changed file (a scan's todo item) read and parsed: (rel, outcome, problem); the
+    outcome is what Syncer writes ("write", "touch", "skip", "remove", "none"), the problem
+    (failed, path shown, reason) what its report lists, or None. A PDF needs ``parse_pdf``.
+    Runs in the sync's process or in a parsing worker (Syncer._prepared_batches)."""
+    rel, full, stat_key, state = item
+    size, mtime = stat_key[0], stat_key[1]
+
+    def skip(reason: str, failed: bool = False) -> tuple:
+        return rel, ("skip", stat_key, failed, reason, state is not None), (failed, display_path(full), reason)
+
+    pdf = is_pdf(rel)
+    try:
+        if pdf:
+            sha = file_digest(full, max_pdf_bytes())
+        else:
+            data = read_note_file(full)
+            sha = hex_digest(data)
+    except FileNotFoundError:
+        return rel, ("remove",) if state else ("none",), None  # deleted while we were syncing
+    except FileTooLargeError as exc:
+        return skip(str(exc))
+    except NotRegularFileError:
+        return skip(NOT_REGULAR)
+    except OSError as exc:
+        return skip(f"cannot read: {exc.strerror or exc}", failed=True)
+    if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
+        return rel, ("touch", state.id, size, mtime), None
+    try:
+        if pdf:
+            if parse_pdf is None:
+                raise PdfError("PDFs are read by the sync's own process", failed=True)
+            note = parse_pdf(full, Path(rel).stem)
+        else:
+            note = parse_note(decode_text(data), Path(rel).stem, chunk_chars, path=rel)
+    except PdfError as exc:
+        return skip(str(exc), failed=exc.failed)
+    except (BinaryFileError, FrontmatterError) as exc:
+        return skip(f"skipped: {exc}")
+    existed = "reread" if state is not None and state.sha256 == sha else state is not None
+    return rel, ("write", note, size, mtime, sha, existed), None
+
+
+def prepare_files(items: list, chunk_chars: int) -> list[tuple]:
+    """prepare_file for each Markdown file of a write batch: a parsing worker's job."""
+    return [prepare_file(item, chunk_chars) for item in items]
 
 
 class Syncer:
@@ -7104,10 +7188,9 @@ class Syncer:
         total = len(todo)
         t0 = time.monotonic()
         done = 0
-        for items in self.batches(todo):
+        for items, batch in self._prepared_batches(todo, report):
             if cancel is not None and cancel.is_set():
                 raise SyncCancelled()
-            batch = [self._prepare(item, report) for item in items]
             with self.store.transaction() as db:
                 if self._removed_meanwhile(db, col, report):
                     return
@@ -7156,44 +7239,66 @@ class Syncer:
         report.skipped.append((col.path, f"collection {col.name!r} was removed during the sync; its sync stopped"))
         return True
 
+    # Markdown files to parse before the other cores help: fewer are parsed here (starting a
+    # worker, a fresh Python that imports this file, costs more than it saves).
+    PARALLEL_PARSE_MIN_FILES = 1000
+
+    def _prepared_batches(self, todo: list, report: SyncReport) -> Iterator[tuple[list, list]]:
+        """Each write batch of ``todo`` with its files read and parsed (``_prepare``), in order.
+        With many Markdown files, on every core (PARSE_WORKERS_MAX): spawned workers parse
+        batches ahead of the one being written (PDFs stay here: their reader is a worker of its
+        own). A worker that cannot start or dies leaves the rest to this process."""
+        batches = list(self.batches(todo))
+        workers = min(os.cpu_count() or 1, PARSE_WORKERS_MAX)
+        if workers < 2 or sum(not is_pdf(item[0]) for item in todo) < self.PARALLEL_PARSE_MIN_FILES:
+            yield from ((items, [self._prepare(item, report) for item in items]) for items in batches)
+            return
+        import concurrent.futures
+        import multiprocessing
+
+        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        ahead: collections.deque = collections.deque()
+        pending = iter(batches)
+
+        def submit() -> None:
+            items = next(pending, None)
+            if items is not None:
+                with spawning_workers():  # the pool starts its workers in its first submit
+                    job = pool.submit(prepare_files, [i for i in items if not is_pdf(i[0])], self.chunk_chars)
+                ahead.append((items, job))
+
+        try:
+            for _ in range(2 * workers):  # each worker busy, the next batch waiting
+                submit()
+            while ahead:
+                items, job = ahead.popleft()
+                try:
+                    parsed = iter(job.result())
+                except concurrent.futures.process.BrokenProcessPool:
+                    yield from ((items, [self._prepare(item, report) for item in items])
+                                for items in [items, *(i for i, _ in ahead), *pending])
+                    return
+                submit()
+                batch = []
+                for item in items:
+                    if is_pdf(item[0]):
+                        batch.append(self._prepare(item, report))
+                        continue
+                    rel, outcome, problem = next(parsed)
+                    if problem:
+                        (report.errors if problem[0] else report.skipped).append(problem[1:])
+                    batch.append((rel, outcome))
+                yield items, batch
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
     def _prepare(self, item, report: SyncReport):
-        """Read and parse one changed file outside the write transaction."""
-        rel, full, stat_key, state = item
-        size, mtime = stat_key[0], stat_key[1]
-
-        def skip(reason: str, failed: bool = False):
-            (report.errors if failed else report.skipped).append((display_path(full), reason))
-            return rel, ("skip", stat_key, failed, reason, state is not None)
-
-        pdf = is_pdf(rel)
-        try:
-            if pdf:
-                sha = file_digest(full, max_pdf_bytes())
-            else:
-                data = read_note_file(full)
-                sha = hex_digest(data)
-        except FileNotFoundError:
-            return rel, ("remove",) if state else ("none",)  # deleted while we were syncing
-        except FileTooLargeError as exc:
-            return skip(str(exc))
-        except NotRegularFileError:
-            return skip(NOT_REGULAR)
-        except OSError as exc:
-            return skip(f"cannot read: {exc.strerror or exc}", failed=True)
-        if state is not None and state.sha256 == sha and state.parsed_version >= NOTE_PARSER_VERSION:
-            return rel, ("touch", state.id, size, mtime)
-        try:
-            if pdf:
-                note = self._parse_pdf(full, Path(rel).stem)
-            else:
-                text = decode_text(data)
-                note = parse_note(text, Path(rel).stem, self.chunk_chars, path=rel)
-        except PdfError as exc:
-            return skip(str(exc), failed=exc.failed)
-        except (BinaryFileError, FrontmatterError) as exc:
-            return skip(f"skipped: {exc}")
-        existed = "reread" if state is not None and state.sha256 == sha else state is not None
-        return rel, ("write", note, size, mtime, sha, existed)
+        """Read and parse one changed file outside the write transaction: (rel, outcome)."""
+        rel, outcome, problem = prepare_file(item, self.chunk_chars, self._parse_pdf)
+        if problem:
+            (report.errors if problem[0] else report.skipped).append(problem[1:])
+        return rel, outcome
 
     def _parse_pdf(self, full: str, fallback_title: str) -> ParsedNote:
         if self._pdf_reader is None:
@@ -11147,11 +11252,6 @@ LONG_RUNNING_COMMANDS = {"gui", "mcp"}
 def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
     """``main()``, then end the process at once, output flushed: Python's own teardown is a
     cost on every command. A long-running command, or one that left a thread, exits the usual way."""
-    if sys._getframe(1).f_globals.get("__name__") == "__mp_main__":
-        # A worker process starting (multiprocessing's spawn runs the main script again, as
-        # __mp_main__) from a pms command written before 0.3.1, whose lines are not guarded:
-        # running the command again there would repeat it (a second `collection add`, a sync).
-        return  # type: ignore[misc]
     argv = list(sys.argv[1:] if argv is None else argv)
     at = _command_position(argv)
     code = main(argv)  # argparse's SystemExit (--help, a usage error) exits the usual way

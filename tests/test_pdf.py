@@ -434,3 +434,23 @@ def test_the_pms_command_reads_pdfs_also_when_an_older_setup_wrote_it(tmp_path):
         found = subprocess.run([str(command), "search", "lighthouse keepers", "--mode", "keyword", "--json"],
                                capture_output=True, text=True, env=env, timeout=180)
         assert found.returncode == 0 and json.loads(found.stdout)[0]["path"] == "keepers.pdf", found.stderr
+
+
+def test_an_unguarded_api_script_indexes_a_pdf_and_runs_once(tmp_path):
+    """The PDF reader's worker is spawned: a script's lines outside `if __name__ == "__main__"` must
+    not run again there (they once did, and the second sync waited on the first: a hang)."""
+    make_pdf(tmp_path / "vault" / "keepers.pdf", ["Quarterly report about lighthouse keepers and their lamps."])
+    script = tmp_path / "script.py"
+    script.write_text(f"""import sys
+sys.path.insert(0, {str(REPO)!r})
+import pms
+print("the script runs")
+with pms.KnowledgeBase({str(tmp_path / 'index.sqlite')!r}, embeddings=False) as kb:
+    kb.collections.create({str(tmp_path / 'vault')!r}, name="vault")
+    report = kb.sync()
+    print(report.added, report.errors, [hit.path for hit in kb.search("lighthouse keepers", mode="keyword")])
+""", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | {"PMS_HOME": str(tmp_path / "home")}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=150)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines() == ["the script runs", "1 [] ['keepers.pdf']"], run.stdout + run.stderr[-2000:]

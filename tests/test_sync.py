@@ -1,4 +1,5 @@
 """Incremental sync and every kind of bad file or interruption, on real index files."""
+import multiprocessing
 import os
 import signal
 import sqlite3
@@ -301,3 +302,33 @@ def test_notes_are_never_modified(vault, notes):
     vault.sync()
     vault.search("sync")
     assert {p: p.read_bytes() for p in notes.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="parsing on several cores needs two of them")
+def test_a_big_sync_parses_on_every_core_and_indexes_the_same_as_one(tmp_path, monkeypatch):
+    vault = tmp_path / "vault"
+    for i in range(120):
+        write(vault / f"topic{i % 7}" / f"note{i:03}.md",
+              f"---\ntags: [t{i % 5}]\naliases: [alias {i}]\n---\n# Note {i}\n\nAbout harbour number {i} and "
+              f"[[note{(i + 1) % 120:03}]].\n\n## Details\n\n" + "Lighthouse keepers write logs. " * (i % 9 + 1) + "\n")
+    (vault / "binary.md").write_bytes(b"\x00\x01\x02 not text" * 50)
+    searched = ["harbour 17", "lighthouse keepers", "alias 42", "details"]
+
+    def indexed(name: str, progress=None):
+        with pms.KnowledgeBase(tmp_path / f"{name}.sqlite", embeddings=False) as kb:
+            kb.collections.create(vault, name="vault")
+            report = kb.sync(progress=progress)
+            hits = [[(h.ref, h.title, h.heading_path, h.start_line, h.end_line, h.tags, h.snippet)
+                     for h in kb.search(q, k=20, mode="keyword")] for q in searched]
+            return report, hits, kb.tags(), kb.status(pending=False)["chunks"]
+
+    one_core = indexed("serial")
+    workers: list[int] = []
+    monkeypatch.setattr(pms.Syncer, "PARALLEL_PARSE_MIN_FILES", 50)  # 121 files: parsed by workers,
+    monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 10)  # in 13 write batches
+    every_core = indexed("parallel", progress=lambda p: workers.append(len(multiprocessing.active_children())))
+    assert max(workers) >= 2  # the workers parsed while batches were written
+    serial_report, parallel_report = one_core[0], every_core[0]
+    assert (serial_report.added, serial_report.skipped) == (parallel_report.added, parallel_report.skipped) == (120, serial_report.skipped)
+    assert [reason for _, reason in serial_report.skipped] and "binary.md" in serial_report.skipped[0][0]
+    assert one_core[1:] == every_core[1:]  # the same passages, titles, lines, tags and snippets
