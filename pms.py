@@ -110,7 +110,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (chunking, the desktop app's preview)
     "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
@@ -976,6 +976,16 @@ def first_heading(body: str, level: int | None = None) -> str | None:
             if level is None and line.startswith("% ") and line[2:].strip():
                 return clean_heading(line[2:])
     return None
+
+
+# mdBook's and Pandoc's title line, first in a note ("% Trait Objects").
+_TITLE_LINE = LazyPattern(r"\A(\s*)% (?=\S)")
+
+
+def title_line_as_heading(body: str) -> str:
+    """``body`` with its leading ``% Title`` line (which first_heading takes for a heading)
+    written as the ``# Title`` heading it stands for, on the same line (line numbers hold)."""
+    return _TITLE_LINE.sub(r"\1# ", body, count=1)
 
 
 def clean_heading(text: str) -> str:
@@ -7248,10 +7258,14 @@ class Syncer:
         With many Markdown files, on every core (PARSE_WORKERS_MAX): spawned workers parse
         batches ahead of the one being written (PDFs stay here: their reader is a worker of its
         own). A worker that cannot start or dies leaves the rest to this process."""
+        def here(rest) -> Iterator[tuple[list, list]]:
+            for items in rest:
+                yield items, [self._prepare(item, report) for item in items]
+
         batches = list(self.batches(todo))
         workers = min(os.cpu_count() or 1, PARSE_WORKERS_MAX)
         if workers < 2 or sum(not is_pdf(item[0]) for item in todo) < self.PARALLEL_PARSE_MIN_FILES:
-            yield from ((items, [self._prepare(item, report) for item in items]) for items in batches)
+            yield from here(batches)
             return
         import concurrent.futures
         import multiprocessing
@@ -7276,26 +7290,17 @@ class Syncer:
                 try:
                     parsed = iter(job.result())
                 except concurrent.futures.process.BrokenProcessPool:
-                    yield from ((items, [self._prepare(item, report) for item in items])
-                                for items in [items, *(i for i, _ in ahead), *pending])
+                    yield from here([items, *(queued for queued, _ in ahead), *pending])
                     return
                 submit()
-                batch = []
-                for item in items:
-                    if is_pdf(item[0]):
-                        batch.append(self._prepare(item, report))
-                        continue
-                    rel, outcome, problem = next(parsed)
-                    if problem:
-                        (report.errors if problem[0] else report.skipped).append(problem[1:])
-                    batch.append((rel, outcome))
-                yield items, batch
+                yield items, [self._prepare(item, report, None if is_pdf(item[0]) else next(parsed)) for item in items]
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _prepare(self, item, report: SyncReport):
-        """Read and parse one changed file outside the write transaction: (rel, outcome)."""
-        rel, outcome, problem = prepare_file(item, self.chunk_chars, self._parse_pdf)
+    def _prepare(self, item, report: SyncReport, prepared: tuple | None = None):
+        """Read and parse one changed file outside the write transaction (``prepared``: a
+        worker did, prepare_file's answer), its problem reported: (rel, outcome)."""
+        rel, outcome, problem = prepared or prepare_file(item, self.chunk_chars, self._parse_pdf)
         if problem:
             (report.errors if problem[0] else report.skipped).append(problem[1:])
         return rel, outcome

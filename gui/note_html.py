@@ -23,6 +23,8 @@ from urllib.parse import unquote, urlsplit
 from markdown_it import MarkdownIt
 from mdit_py_plugins.tasklists import tasklists_plugin
 
+import pms
+
 # Inline tags a note may use that cannot hide text; emitted bare (no attributes).
 ALLOWED_TAGS = {"br", "kbd", "sub", "sup", "b", "i", "em", "strong", "u", "s", "small", "big", "code", "tt", "var", "samp"}
 # Wrappers whose text is what matters (mdBook captions, anchors, centred divs): the tag goes, the text stays.
@@ -204,13 +206,8 @@ def style_sheet(colours: Colours) -> str:
             f".header {{ color: {c.muted}; }}")
 
 
-# mdBook's and Pandoc's title line ("% Title" first in the note): shown as the heading it is
-# (the index takes it for the note's title too), on the same line, so line numbers still hold.
-_TITLE_LINE = re.compile(r"\A(\s*)% (?=\S)")
-
-
 def markdown_to_html(markdown: str, folder: Path | None = None) -> str:
     """The body of a note (frontmatter already removed) as HTML for QTextDocument;
     ``folder`` (the note's) is where relative image paths are looked up."""
-    return _MD.render(_TITLE_LINE.sub(r"\1# ", markdown, count=1), {"folder": folder})
+    return _MD.render(pms.title_line_as_heading(markdown), {"folder": folder})  # "% Title": the note's heading
 

@@ -173,3 +173,11 @@ def test_empty_note_is_findable_by_title():
 ])
 def test_glob(pattern, path, ok):
     assert bool(pms.compile_glob(pattern).match(path)) is ok
+
+
+def test_a_leading_title_line_reads_as_the_heading_first_heading_takes_it_for():
+    body = "% Trait Objects\n\nText about 50% of it.\n% not a title\n"
+    shown = pms.title_line_as_heading(body)
+    assert shown.split("\n")[0] == "# Trait Objects" and shown.count("\n") == body.count("\n")
+    assert pms.first_heading(shown) == pms.first_heading(body) == "Trait Objects"
+    assert "% not a title" in shown and pms.title_line_as_heading("# Title\n% x\n") == "# Title\n% x\n"
