@@ -23,6 +23,7 @@ step's own. The embedding benchmarks need the .venv and a model folder
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -96,6 +97,32 @@ def fresh(path: Path) -> Path:
 def peak_rss_mb() -> float:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def workers_peak_rss_mb(fn, *args, **kwargs):
+    """(fn(...), the largest peak resident memory of the worker processes it started): each
+    worker's VmHWM (Linux), read every 50 ms while fn runs; 0.0 when it started none. (A
+    child's ru_maxrss would count the size of the process that spawned it.)"""
+    import multiprocessing
+    import threading
+
+    peaks: dict[int, int] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.05):
+            for pid in (worker.pid for worker in multiprocessing.active_children() if worker.pid):
+                with contextlib.suppress(OSError, AttributeError):
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    peaks[pid] = max(peaks.get(pid, 0), int(re.search(r"VmHWM:\s+(\d+)", status).group(1)))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        return fn(*args, **kwargs), max(peaks.values(), default=0) / 1024
+    finally:
+        done.set()
+        watcher.join()
 
 
 def cpu_seconds() -> float:
@@ -240,9 +267,10 @@ def child_index(db: str, folder: str, name: str, glob: str = pms.DEFAULT_GLOB, e
     db_path = fresh(Path(db))
     kb = pms.KnowledgeBase(db_path, embeddings=False)
     kb.collections.create(path=folder, name=name, glob=glob)
-    report, seconds = timed(kb.sync, embed=False)
+    (report, seconds), workers_mb = workers_peak_rss_mb(timed, kb.sync, embed=False)
     result = {"files": report.added, "skipped": len(report.skipped), "errors": len(report.errors),
-              "seconds": seconds, "files_per_s": report.added / seconds, "peak_rss_mb": peak_rss_mb()}
+              "seconds": seconds, "files_per_s": report.added / seconds, "peak_rss_mb": peak_rss_mb(),
+              "parse_worker_peak_rss_mb": workers_mb}
     info = kb.status(pending=False)
     result.update({key: info[key] for key in ("collections", "documents", "chunks", "embedded")})
     resyncs = [timed(kb.sync, embed=False) for _ in range(3)]
@@ -426,7 +454,8 @@ def bench_keyword(args) -> dict:
     out = {"index": run_child("index", db=str(db), folder=str(root), name="tldr", edit="pages/common/tar.md")}
     ix = out["index"]
     print(f"  {ix['files']} files, {ix['chunks']} chunks in {ix['seconds']:.1f}s = {ix['files_per_s']:.0f} files/s "
-          f"(skipped {ix['skipped']}, errors {ix['errors']}); peak RSS {ix['peak_rss_mb']:.0f} MB")
+          f"(skipped {ix['skipped']}, errors {ix['errors']}); peak RSS {ix['peak_rss_mb']:.0f} MB, "
+          f"each parsing worker's at most {ix['parse_worker_peak_rss_mb']:.0f} MB")
     print(f"  re-sync unchanged {ix['resync_unchanged_s']:.2f}s; dry run {ix['dry_run_s']:.2f}s; "
           f"re-sync after editing one file {ix['resync_one_edit_s']:.2f}s")
     out["size"] = overhead(db)

@@ -262,6 +262,7 @@ def test_perf_tiny_keyword_run(tmp_path):
     assert result.returncode == 0, result.stderr
     figures = json.loads((tmp_path / "out.json").read_text())["keyword"]
     assert figures["index"]["files"] == 3 and figures["latency"]["keyword"]["n"] > 0
+    assert figures["index"]["parse_worker_peak_rss_mb"] == 0  # three notes: parsed without workers
 
 
 @pytest.mark.slow
