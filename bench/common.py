@@ -28,6 +28,18 @@ def percentile(values, q: float) -> float:
     return ordered[min(len(ordered), max(int(-(-len(ordered) * q // 1)), 1)) - 1]
 
 
+def process_memory_mb(pid: int) -> dict:
+    """A running process's current and peak resident memory in MB (Linux /proc: VmRSS, VmHWM).
+    The peak of the process itself: a child's ru_maxrss also counts the process that spawned it."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = round(int(value.split()[0]) / 1024, 1)
+    return {"rss_mb": fields.get("VmRSS"), "peak_rss_mb": fields.get("VmHWM")}
+
+
 def timing_summary(seconds) -> dict:
     """Median, p95, min and max of timings in seconds, as milliseconds."""
     ms = [s * 1000 for s in seconds]

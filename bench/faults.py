@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import pms  # noqa: E402
+from common import process_memory_mb  # noqa: E402
 
 PMS = [sys.executable, str(REPO / "pms.py")]
 failures: list[str] = []
@@ -406,7 +407,7 @@ def hostile_test(work: Path, env: dict) -> None:
         proc.stdin.write(b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n')
         proc.stdin.flush()
         answers = [proc.stdout.readline() for _ in range(2)]
-        peak = int(re.search(r"VmHWM:\s+(\d+)", Path(f"/proc/{proc.pid}/status").read_text()).group(1)) // 1024
+        peak = process_memory_mb(proc.pid)["peak_rss_mb"]
     finally:
         proc.kill()
         proc.wait()

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, percentile, pms, timing_summary  # noqa: E402
+from common import REPO, percentile, pms, process_memory_mb, timing_summary  # noqa: E402
 from suite import load_set  # noqa: E402
 
 PMS = str(REPO / "pms.py")
@@ -49,17 +49,6 @@ PMS = str(REPO / "pms.py")
 
 def summary(seconds: list[float]) -> dict:
     return {key: round(value, 1) if isinstance(value, float) else value for key, value in timing_summary(seconds).items()}
-
-
-def rss_kb(pid: int) -> dict:
-    """Current and peak resident memory of a process (Linux /proc), in MB."""
-    fields = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                fields[key] = round(int(value.split()[0]) / 1024, 1)
-    return {"rss_mb": fields.get("VmRSS"), "peak_rss_mb": fields.get("VmHWM")}
 
 
 def start_http(db: Path, env: dict) -> tuple[subprocess.Popen, str]:
@@ -101,7 +90,7 @@ def http_search_latency(db: Path, queries: list[str], k: int, home: Path) -> tup
         anyio.run(main)
         raw = raw_http_latency(url, queries, k)
         cli = summary([wall([sys.executable, PMS, "--db", str(db), "search", q, "--json"], env) for q in queries[:5]])
-        memory = rss_kb(proc.pid)
+        memory = process_memory_mb(proc.pid)
     finally:
         proc.terminate()
         proc.wait(30)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, pms, timing_summary  # noqa: E402
+from common import REPO, pms, process_memory_mb, timing_summary  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "corpora"
 DEFAULT_MODEL_DIR = REPO / ".cache" / "minilm"
@@ -106,20 +106,19 @@ def workers_peak_rss_mb(fn, *args, **kwargs):
     import multiprocessing
     import threading
 
-    peaks: dict[int, int] = {}
+    peaks: dict[int, float] = {}
     done = threading.Event()
 
     def watch() -> None:
         while not done.wait(0.05):
             for pid in (worker.pid for worker in multiprocessing.active_children() if worker.pid):
-                with contextlib.suppress(OSError, AttributeError):
-                    status = Path(f"/proc/{pid}/status").read_text()
-                    peaks[pid] = max(peaks.get(pid, 0), int(re.search(r"VmHWM:\s+(\d+)", status).group(1)))
+                with contextlib.suppress(OSError, TypeError):  # a worker gone meanwhile
+                    peaks[pid] = max(peaks.get(pid, 0.0), process_memory_mb(pid)["peak_rss_mb"])
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        return fn(*args, **kwargs), max(peaks.values(), default=0) / 1024
+        return fn(*args, **kwargs), max(peaks.values(), default=0.0)
     finally:
         done.set()
         watcher.join()
