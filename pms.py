@@ -11,13 +11,15 @@
 #     "pypdfium2>=4.30",
 # ]
 # ///
+# GENERATED FILE: made from the modules in src/pms/ by scripts/amalgamate.py. Edit those and run it;
+# a '# ---- pms/NAME.py (+N) ----' line starts each module: this file's line L is its line L - N.
 """PMS: a local-first, private search engine for folders of Markdown notes.
 
 The contract
 ------------
-* One file. ``python3 pms.py`` runs on any Python >= 3.10 with the standard
-  library alone: collections, incremental sync and keyword search (SQLite FTS5,
-  BM25). When ``fastembed`` and ``sqlite-vec`` (plus ``sqlean-py`` where the
+* One file to download. ``python3 pms.py`` runs on any Python >= 3.10 with the
+  standard library alone: collections, incremental sync and keyword search (SQLite
+  FTS5, BM25). When ``fastembed`` and ``sqlite-vec`` (plus ``sqlean-py`` where the
   standard ``sqlite3`` cannot load extensions) are importable, search becomes
   hybrid: BM25, embeddings and note names fused (``fuse``). A missing
   optional package is a one-line notice, never a traceback.
@@ -28,10 +30,13 @@ The contract
 * Bad input (any query string, any file, a dead URL, a killed sync) gets a
   one-line error naming the cause and loses nothing.
 
-The sections below read top to bottom, each usable without the later ones:
-config -> markdown & chunking -> store -> embedding -> retrieval -> sync ->
-clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> MCP server
-(``pms mcp``, for AI assistants) -> CLI.
+The source is the package src/pms/, one module per concern, each importing only
+the layers below it (its docstring says which); pms.py is made from it by
+scripts/amalgamate.py, modules in this order:
+config -> frontmatter -> markdown -> language -> notes -> pdf -> paths -> filters
+-> schema -> store -> embedding -> query -> ranking -> retrieval -> sync -> watch
+-> clip -> api (``KnowledgeBase``) -> evaluation (``pms bench``) -> mcp_server
+(``pms mcp``, for AI assistants) -> cli. docs/design.md maps them.
 
     from pms import KnowledgeBase
     kb = KnowledgeBase()                       # default index in the data folder
@@ -43,28 +48,40 @@ clipping -> API (``KnowledgeBase``) -> evaluation (``pms bench``) -> MCP server
 
 from __future__ import annotations
 
-# Only what most commands use is imported here, for a fast CLI start: modules that one
-# feature needs are imported inside the functions that use them (see Record for typing).
-# No garbage collection while the module loads (it would free nothing); it resumes at the end.
+# No garbage collection while the package loads (it would free nothing); it resumes at the end.
 import gc
 
 _GC_WAS_ENABLED = gc.isenabled()
 gc.disable()
 
+# ---- pms/config.py (+57) ----
+"""Settings and the building blocks every other module stands on.
+
+Owns: the version; defaults and limits (PMS_* variables, ``env_number``); the data
+folder and the private environment of ``pms setup``; the errors a user can act on
+(``PMSError`` with its ``Hint``, ``DeadlineExceeded``) and a call's deadline;
+``Record`` and ``named_tuple`` (dataclasses and NamedTuple written by hand: importing
+those modules slows every start); ``LazyPattern`` and ``LazyModule``; finding optional
+packages without importing them; where this code runs from; starting worker processes.
+
+May import: the standard library only.
+"""
+
+# from __future__ import annotations
+
 import collections
 import contextlib
 import functools
-import io
 import os
 import re
-import stat as _stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence  # for annotations; already loaded by collections
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-# Type checkers only; at run time these names resolve through _LazyModule (typing.get_type_hints works).
+
+# Type checkers only; at run time these names resolve through LazyModule (typing.get_type_hints works).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -80,7 +97,7 @@ else:
         return lambda decorated: decorated
 
 
-class _LazyModule:
+class LazyModule:
     """A module imported at its first attribute access (for annotations only)."""
 
     def __init__(self, name: str):
@@ -92,42 +109,10 @@ class _LazyModule:
 
 
 if not TYPE_CHECKING:
-    argparse, _dt, _typing = _LazyModule("argparse"), _LazyModule("datetime"), _LazyModule("typing")
+    argparse, _dt, _typing = LazyModule("argparse"), LazyModule("datetime"), LazyModule("typing")
 
-__version__ = "0.3.1"
-VERSION = __version__  # the public spelling
+VERSION = "0.3.1"
 
-# The public API: what gui/, build/, bench/, scripts/ and your own code may use
-# (tests/test_layers.py checks those folders). Everything else may change.
-__all__ = [
-    "VERSION",
-    # the engine behind one object, and what it returns
-    "KnowledgeBase", "Collection", "Collections", "Document", "SearchMode", "Hit", "NoteFilter", "NoteRef",
-    "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage", "FolderWatcher",
-    "path_prefix_glob", "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
-    # errors: everything a user can cause is a PMSError
-    "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
-    "DeadlineExceeded",
-    # Markdown without an index (chunking, the desktop app's preview)
-    "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
-    # web pages without an index
-    "extract_from_url", "extract_from_html", "clip_filename",
-    # settings, the embedding model, evaluation: bench/ and build/
-    "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
-    "EmbeddingProvider", "HTTPEmbedder", "EMBEDDING_PROVIDERS", "make_embedder", "EMBED_HTTP_BATCH_SIZE",
-    "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "BENCH_MODES",
-    # ranking: fusion as a pure function, and note-name similarity
-    "RankingSettings", "Fused", "fuse", "rank", "name_similarity", "SearchRequest", "SearchResult", "render_snippet",
-    "Hint", "hint_text", "reason_text",
-    # running PMS: the CLI entry point, its progress bar, the optional extras
-    "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
-    "private_env_dir",
-]
-
-###############################################################################
-# Config #######################################################################
-###############################################################################
 
 APP_NAME = "pms"
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
@@ -139,14 +124,6 @@ VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format n
 EMBED_BATCH_SIZE = 4  # passages per ONNX call: as fast as 8 with a quarter less memory (docs/decisions.md)
 # Passages read from the index at a time while embedding, sorted by length inside it (little padding).
 EMBED_WINDOW = 2048
-# PDFs (optional: pypdfium2), each read in a worker process killed past its deadline.
-PDF_PACKAGE = "pypdfium2"
-PDF_SUFFIX = ".pdf"
-PDF_TIMEOUT_DEFAULT = 60.0      # seconds per file (PMS_PDF_TIMEOUT)
-PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
-PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
-PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
-PDF_MAX_TEXT_CHARS = 30_000_000  # text per file (3,000 dense pages hold about 10 million): bounds memory
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 
 
@@ -378,10 +355,6 @@ def env_number(name: str, default: float) -> float:
     return value if value > 0 else default
 
 
-def is_pdf(path: str | os.PathLike) -> bool:
-    return str(path).lower().endswith(PDF_SUFFIX)
-
-
 def private_env_dir() -> Path:
     """The virtual environment that ``pms.py setup`` fills with the optional extras."""
     return data_dir() / "venv"
@@ -405,6 +378,23 @@ def use_private_env() -> None:
     for site in candidates:
         if site.is_dir() and str(site) not in sys.path:
             sys.path.append(str(site))
+
+
+def source_path() -> Path:
+    """What this code runs from: the one file pms.py, or the package folder (src/pms in a clone)."""
+    here = Path(__file__).resolve()
+    return here.parent if __package__ else here  # the one file has no package ("" or None)
+
+
+def import_root() -> Path:
+    """The folder that, on sys.path, makes ``import pms`` load this code."""
+    return source_path().parent
+
+
+def checkout_dir() -> Path:
+    """The folder that holds pms.py and, in a clone or an unpacked release, gui/ and sample-notes/."""
+    source = source_path()
+    return source.parent.parent if source.is_dir() else source.parent
 
 
 def bundled_model_dir() -> Path | None:
@@ -500,43 +490,80 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
-###############################################################################
-# Markdown: decoding, frontmatter, titles, chunking ############################
-###############################################################################
-
-class BinaryFileError(PMSError, ValueError):
-    """A file named like a note holds binary data."""
+def error_excerpt(value, limit: int = 80) -> str:
+    """A user's value quoted in a one-line error, cut to ``limit`` characters."""
+    text = repr(str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class FileTooLargeError(PMSError, OverflowError):
-    """A note is over the size limit (PMS_MAX_FILE_MB)."""
+# A call's deadline (KnowledgeBase.time_limit), per thread: SQLite asks every
+# DEADLINE_STEPS steps of its virtual machine whether to go on, so that no query
+# of a call past its deadline keeps running; long Python loops ask check_deadline.
+CALL_DEADLINE = threading.local()
+DEADLINE_STEPS = 1_000
 
 
-def decode_text(data: bytes) -> str:
-    """Bytes of a note -> text with '\\n' line ends: UTF-32 or UTF-16 with a BOM (UTF-32's
-    first: its BOM starts like UTF-16's), else UTF-8, Windows-1252, Latin-1 (which cannot
-    fail). NUL bytes in a file without a UTF-16/32 BOM mean it is binary.
-    """
-    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
-        text = data.decode("utf-32", errors="replace")
-    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        text = data.decode("utf-16", errors="replace")
-    else:
-        if b"\x00" in data[:8192]:
-            raise BinaryFileError("looks like a binary file (NUL bytes), not Markdown")
-        if data.startswith(b"\xef\xbb\xbf"):
-            data = data[3:]
+def past_deadline() -> int:
+    at = getattr(CALL_DEADLINE, "at", None)
+    return 1 if at is not None and time.monotonic() > at else 0
+
+
+class DeadlineExceeded(PMSError):
+    """A call ran past the time it was given (KnowledgeBase.time_limit)."""
+
+
+def check_deadline() -> None:
+    """Raise DeadlineExceeded when this thread's call is past its deadline."""
+    if past_deadline():
+        raise DeadlineExceeded(getattr(CALL_DEADLINE, "message", "took too long and was stopped"))
+
+# Worker processes ------------------------------------------------------------------
+
+_SPAWN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def spawning_workers():
+    """Around starting worker processes (multiprocessing's spawn: a fresh Python). Spawn runs the
+    main script again in each worker, to find what was pickled there; our workers need only this
+    module, and the main script may be a user's own that is not guarded (``if __name__ ==
+    "__main__"``): run again, it would sync again and wait on the sync in progress (a PDF worker
+    then never started; the script hung). So unless this file is the main script (``python3
+    pms.py``, which is guarded) or the packaged app (freeze_support), the workers are started
+    with a main module that is nothing but its name, and ``import_root()`` on their path."""
+    script = sys.modules.get("__main__")
+    if __name__ == "__main__" or getattr(sys, "frozen", False) or script is None:
+        yield
+        return
+    import types
+
+    with _SPAWN_LOCK:
+        folder = str(import_root())
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        sys.path.insert(0, folder)
         try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            try:
-                text = data.decode("cp1252")
-            except UnicodeDecodeError:
-                text = data.decode("latin-1")
-    text = text.lstrip("\ufeff")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
+            yield
+        finally:
+            sys.modules["__main__"] = script
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
+
+# ---- pms/frontmatter.py (+551) ----
+"""A note's YAML frontmatter, read without a YAML library.
+
+Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
+(scalars, flow and block lists and maps, quoting), with budgets on size, depth and nodes
+so that no block can cost unbounded work (``FrontmatterError`` names the line at fault).
+Written by hand: the stdlib-only core has no YAML reader, and PyYAML would be a dependency.
+
+May import: config.
+"""
+
+# from __future__ import annotations
+
+import re
+
+# from .config import LazyPattern, PMSError
 
 
 _FRONTMATTER_END = LazyPattern(r"^(---|\.\.\.)[ \t]*$", re.M)
@@ -636,7 +663,7 @@ def _unquote(text: str) -> str:
     return inner.replace("''", "'") if text[0] == "'" else _yaml_double_quoted(inner)
 
 
-def _yaml_scalar(text: str):
+def yaml_scalar(text: str):
     """One scalar as written on a line: quoted, or plain without its ``# comment``."""
     text = text.strip()
     if text[:1] in ("'", '"') and _quoted_end(text, 0) == len(text) - 1:
@@ -919,12 +946,65 @@ def parse_frontmatter(block: str | None) -> dict:
     return meta
 
 
-def _as_list(value) -> list[str]:
+def as_list(value) -> list[str]:
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
+
+# ---- pms/markdown.py (+956) ----
+"""Markdown text: decoding, headings, fences, passages, and what a reader sees.
+
+Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
+``chunk_markdown`` (a note cut into passages along its headings, with their lines), a
+passage's display text (snippets show prose, not markup), what a note holds of its own
+(``note_substance``) and the paragraph prints that tell one note holds another's text.
+
+May import: config.
+"""
+
+# from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# from .config import LazyPattern, PMSError, Record, hex_digest
+
+
+class BinaryFileError(PMSError, ValueError):
+    """A file named like a note holds binary data."""
+
+
+class FileTooLargeError(PMSError, OverflowError):
+    """A note is over the size limit (PMS_MAX_FILE_MB)."""
+
+
+def decode_text(data: bytes) -> str:
+    """Bytes of a note -> text with '\\n' line ends: UTF-32 or UTF-16 with a BOM (UTF-32's
+    first: its BOM starts like UTF-16's), else UTF-8, Windows-1252, Latin-1 (which cannot
+    fail). NUL bytes in a file without a UTF-16/32 BOM mean it is binary.
+    """
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        text = data.decode("utf-32", errors="replace")
+    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = data.decode("utf-16", errors="replace")
+    else:
+        if b"\x00" in data[:8192]:
+            raise BinaryFileError("looks like a binary file (NUL bytes), not Markdown")
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                text = data.decode("cp1252")
+            except UnicodeDecodeError:
+                text = data.decode("latin-1")
+    text = text.lstrip("\ufeff")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def parse_heading(line: str) -> tuple[int, str] | None:
@@ -939,17 +1019,17 @@ def parse_heading(line: str) -> tuple[int, str] | None:
     return hashes, text.rstrip(" \t").rstrip("#").rstrip(" \t") or text[0]
 
 
-_FENCE = LazyPattern(r"^[ \t]{0,3}(`{3,}|~{3,})")
+FENCE = LazyPattern(r"^[ \t]{0,3}(`{3,}|~{3,})")
 
 
-def _fence_states(lines: Sequence[str]) -> tuple[list[bool], list[bool]]:
+def fence_states(lines: Sequence[str]) -> tuple[list[bool], list[bool]]:
     """(fenced, open_after): is each line part of a fenced code block (fences
     included), and is a fence still open after it. An unclosed fence runs to
     the end of the text, as CommonMark says."""
     fenced, open_after = [], []
     fence = None
     for line in lines:
-        m = _FENCE.match(line)
+        m = FENCE.match(line)
         if fence is None:
             if m:
                 fence = m.group(1)
@@ -967,7 +1047,7 @@ def first_heading(body: str, level: int | None = None) -> str | None:
     """The first heading outside code (of ``level`` only, if given); a leading
     ``% Title`` line (mdBook's and Pandoc's title) counts as one."""
     lines = body.split("\n")
-    in_fence, _ = _fence_states(lines)
+    in_fence, _ = fence_states(lines)
     for line, fenced in zip(lines, in_fence):
         if not fenced:
             heading = parse_heading(line)
@@ -995,7 +1075,7 @@ def clean_heading(text: str) -> str:
     return text.replace("`", "").replace("**", "").strip()
 
 
-class _Finder:
+class TextFinder:
     """``text.find(what, start)`` (``what`` a string or a compiled pattern) for
     starts that mostly grow: each answer is remembered and reused while it is
     still ahead, so scanning a whole text costs about one pass per thing sought."""
@@ -1021,7 +1101,7 @@ def _links_to_labels(text: str, wiki: bool) -> str:
     if "[" not in text:
         return text
     opener = "[[" if wiki else "["
-    find = _Finder(text)
+    find = TextFinder(text)
     out, done, i = [], 0, text.find(opener)
     while i >= 0:
         inner = i + len(opener)
@@ -1105,7 +1185,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     n = len(lines)
     if n == 0 or not markdown.strip():
         return []
-    fenced, open_after = _fence_states(lines)
+    fenced, open_after = fence_states(lines)
     # A paragraph of several targets (one long line) is cut into sentences, which keep
     # their physical line number; shorter ones stay whole (docs/decisions.md).
     phys = list(range(n))
@@ -1113,7 +1193,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
         pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
         for i, line in enumerate(lines):
             whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or parse_heading(line)
-            parts = [line] if whole else _sentences(line, target_chars)
+            parts = [line] if whole else split_sentences(line, target_chars)
             pieces += parts
             piece_phys += [i] * len(parts)
             piece_fenced += [fenced[i]] * len(parts)
@@ -1212,7 +1292,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
 _SENTENCE_END = LazyPattern(r"(?<=[.!?:;])\s+(?=\S)")
 
 
-def _sentences(line: str, target_chars: int) -> list[str]:
+def split_sentences(line: str, target_chars: int) -> list[str]:
     """A long line as its sentences; a sentence longer than the target is
     wrapped at spaces (or, with none, cut) so no piece exceeds it."""
     out = []
@@ -1225,45 +1305,6 @@ def _sentences(line: str, target_chars: int) -> list[str]:
         if sentence:
             out.append(sentence)
     return out or [line]
-
-
-class ParsedNote(Record):
-    """A note (or a PDF) as the index stores it."""
-
-    title: str
-    tags: list[str]
-    aliases: list[str]
-    metadata: dict
-    body: str
-    chunks: list[Chunk]
-    date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
-    links: list[NoteLink] = Factory(list)
-    words: int = -1  # words a reader sees in the body (note_substance); -1: not counted (a PDF)
-    own_words: int = -1  # of them, those outside quotes and link lines
-    links_out: int = 0  # links in the body, to notes, pages or web addresses
-    paragraphs: bytes = b""  # paragraph_prints(): what tells that this note holds another's text
-    pages: int | None = None  # a PDF's page count; None for a note
-    language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
-
-
-def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
-    """Frontmatter, title (frontmatter > first heading of any level or ``% Title`` > file name), tags (frontmatter
-    and inline), date, links and chunks of a note. ``path`` (relative to the
-    collection) resolves relative Markdown links."""
-    block, body, consumed = split_frontmatter(text)
-    meta = parse_frontmatter(block)
-    title = meta.get("title")
-    title = str(title).strip() if title not in (None, "") else (first_heading(body) or fallback_title)
-    tags = _unique(_as_list(meta.get("tags") or meta.get("tag")) + inline_tags(body))
-    aliases = _as_list(meta.get("aliases") or meta.get("alias")) if not isinstance(meta.get("aliases"), str) else [meta["aliases"]]
-    chunks = chunk_markdown(body, title=title, target_chars=target_chars, first_line=consumed + 1)
-    if not chunks:  # an empty note is still findable by its title
-        chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
-    words, own_words, links_out = note_substance(body)
-    return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
-                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
-                      words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"),
-                      paragraphs=paragraph_prints(body))
 
 
 # A passage as a reader sees it --------------------------------------------------
@@ -1301,7 +1342,7 @@ _LINK_MARK = LazyPattern(r"\]\(|\]\[|\[\[|^ {0,3}\[[^\]]+\]:\s|^[^\[]*\]\(")
 _TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
 
 
-def _is_table_rule(line: str) -> bool:
+def is_table_rule(line: str) -> bool:
     """``| --- | :---: |``, checked by cells (a pattern for the whole row is quadratic)."""
     text = line.strip().removeprefix("|").removesuffix("|")
     return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
@@ -1339,7 +1380,7 @@ def passage_display_text(text: str) -> str:
     as written (its fence lines dropped). What is indexed is the raw passage:
     every word shown here stays searchable. Pure: no I/O."""
     lines = text.split("\n")
-    fenced, _ = _fence_states(lines)
+    fenced, _ = fence_states(lines)
     out: list[str] = []
     prose: list[str] = []  # the prose lines since the last fence: a comment or tag may span them
     for line, in_fence in [*zip(lines, fenced), ("", True)]:
@@ -1349,7 +1390,7 @@ def passage_display_text(text: str) -> str:
         if prose:
             out.extend(_display_prose("\n".join(prose), first=len(out) == 0))
             prose = []
-        if not _FENCE.match(line):
+        if not FENCE.match(line):
             out.append(_DIRECTIVE.sub("", line) if "{{" in line else line)  # mdBook includes sit in code blocks
     return "\n".join(out).strip("\n")
 
@@ -1373,12 +1414,12 @@ def _display_prose(text: str, first: bool = False) -> list[str]:
     # Whole-text passes, not a line at a time: hits are rendered as one types.
     lines = text.split("\n")
     if "]:" in text or "--" in text:  # link definitions and table rules are left out
-        lines = [line for line in lines if not _LINK_DEFINITION.match(line) and not ("-" in line and _is_table_rule(line))]
+        lines = [line for line in lines if not LINK_DEFINITION.match(line) and not ("-" in line and is_table_rule(line))]
     text = _LINE_MARKERS.sub("", "\n".join(line.strip() for line in lines))
     if "|" in text:  # a table row as "cell · cell" (after the line markers: a "#" cell is no heading)
         text = "\n".join(" · ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
                          if line.startswith("|") or line.count("|") >= 2 else line for line in text.split("\n")
-                         if not ("-" in line and _is_table_rule(line)))  # a quoted table's rule too
+                         if not ("-" in line and is_table_rule(line)))  # a quoted table's rule too
     if "*" in text or "_" in text or "~" in text or "`" in text:
         text = _EMPHASIS.sub("", text)
     text = _SPACE_BEFORE_PUNCTUATION.sub("", _SPACES.sub(" ", text))
@@ -1401,7 +1442,7 @@ def note_substance(body: str) -> tuple[int, int, int]:
     words of its own. What tells a stub from a note with content (``is_stub``)."""
     words = _reader_words(passage_display_text(body))
     lines = body.split("\n")
-    fenced, _ = _fence_states(lines)
+    fenced, _ = fence_states(lines)
     own_lines, links = [], 0
     for line, in_fence in zip(lines, fenced):
         found = 0 if in_fence else len(_LINK_MARK.findall(line))
@@ -1433,6 +1474,26 @@ def paragraph_prints(body: str) -> bytes:
         if _reader_words(shown) >= COPY_PARAGRAPH_WORDS:
             prints.add(int(hex_digest(" ".join(_PRINT_WORD.findall(shown)).encode(), "sha1")[:16], 16))
     return array("Q", sorted(prints)).tobytes()
+
+
+# A reference-link definition ("[label]: target 'title'"), up to three spaces in.
+LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
+
+# ---- pms/language.py (+1482) ----
+"""Which language a note is written in, told by its script and stopwords (no model).
+
+Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
+that status and the multilingual advice print.
+
+May import: config.
+"""
+
+# from __future__ import annotations
+
+import collections
+import re
+
+# from .config import LazyPattern
 
 
 # The language of a note, cheaply: its letters' Unicode script, then small stop-word
@@ -1552,91 +1613,72 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
+# ---- pms/notes.py (+1616) ----
+"""What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
-# PDFs: pages of text -> passages (the text comes from read_pdf, in the sync section) ---
+Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
+filters, links (``[[wikilinks]]``, ``[text](note.md)``) and how they resolve to notes
+(``LinkResolver``), ``replace_wikilinks``, and ``ParsedNote``: a note as the index stores it.
 
-class PdfText(Record):
-    """What a PDF holds for the index: its metadata title and each page's text."""
+May import: config, frontmatter, markdown, language.
+"""
+
+# from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+
+# from .config import Factory, LazyPattern, Record
+# from .frontmatter import as_list, parse_frontmatter, split_frontmatter
+# from .markdown import (
+# DEFAULT_CHUNK_CHARS, LINK_DEFINITION, Chunk, TextFinder, chunk_markdown, fence_states, first_heading, note_substance,
+# paragraph_prints,
+# )
+# from .language import note_language
+
+
+class ParsedNote(Record):
+    """A note (or a PDF) as the index stores it."""
 
     title: str
-    pages: list[str]
-    page_count: int = 0
+    tags: list[str]
+    aliases: list[str]
+    metadata: dict
+    body: str
+    chunks: list[Chunk]
+    date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
+    links: list[NoteLink] = Factory(list)
+    words: int = -1  # words a reader sees in the body (note_substance); -1: not counted (a PDF)
+    own_words: int = -1  # of them, those outside quotes and link lines
+    links_out: int = 0  # links in the body, to notes, pages or web addresses
+    paragraphs: bytes = b""  # paragraph_prints(): what tells that this note holds another's text
+    pages: int | None = None  # a PDF's page count; None for a note
+    language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
 
 
-# Characters that carry no text: zero-width ones, soft hyphens, controls (PDFs with
-# broken fonts or hidden layers are full of them).
-_PDF_NOISE = LazyPattern("[\u00ad\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# A page's text is unreadable when most of its letters are these (a font without a
-# usable character map yields replacement or private-use characters).
-_PDF_UNREADABLE = LazyPattern("[\ufffd\ue000-\uf8ff]")
-
-
-def clean_pdf_page(text: str) -> str:
-    """A page's extracted text, tidy: one line per line, no noise characters, no
-    trailing spaces, no runs of blank lines; "" when unreadable (broken fonts)."""
-    text = _PDF_NOISE.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))[:PDF_PAGE_MAX_CHARS]
-    text = re.sub(r"[ \t]+\n", "\n", text)
-    text = re.sub(r"\n{3,}", "\n\n", text).strip()
-    visible = sum(1 for ch in text if not ch.isspace())
-    if visible and len(_PDF_UNREADABLE.findall(text)) * 2 > visible:
-        return ""
-    return text
-
-
-def pdf_title(meta_title: str, pages: Sequence[str], fallback: str) -> str:
-    """The PDF's metadata title, else its first heading-like line (short, not a
-    sentence, with letters), else ``fallback`` (the file name)."""
-    title = " ".join((meta_title or "").split())
-    if title and not re.fullmatch(r"(?i)(untitled|microsoft word - .*|.*\.(docx?|pdf|tex|dvi))", title):
-        return title[:200]
-    for page in pages[:1]:
-        for line in page.split("\n")[:8]:
-            line = " ".join(line.split())
-            if 3 <= len(line) <= 120 and re.search(r"[^\W\d_]{2}", line) and not line.endswith((".", ",", ";")):
-                return line
-    return fallback
-
-
-def chunk_pdf_pages(pages: Sequence[str], title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> list[Chunk]:
-    """Passages of a PDF, never across pages: each page's lines packed up to
-    ``target_chars``, a longer line cut between sentences. Lines count within the page."""
-    chunks: list[Chunk] = []
-    for number, text in enumerate(pages, 1):
-        if not text:
-            continue
-        pieces: list[tuple[int, str]] = []
-        for line_no, line in enumerate(text.split("\n"), 1):
-            if len(line) > target_chars:
-                pieces.extend((line_no, part) for part in _sentences(line, target_chars))
-            else:
-                pieces.append((line_no, line))
-        current: list = []
-        start, prev, size = pieces[0][0], pieces[0][0], 0
-        for line_no, piece in pieces:
-            if current and size + len(piece) > target_chars:
-                chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev,
-                                    heading_path=title, text="\n".join(current).strip(), title=title, page=number))
-                current, size, start = [], 0, line_no
-            current.append(piece)
-            size += len(piece) + 1
-            prev = line_no
-        if current and "".join(current).strip():
-            chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev, heading_path=title,
-                                text="\n".join(current).strip(), title=title, page=number))
-    return chunks
-
-
-def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> ParsedNote:
-    """A PDF's pages as a note: its title (metadata > first heading-like line > file
-    name) and passages that each stay on one page."""
-    title = pdf_title(pdf.title, pdf.pages, fallback_title)
-    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", chunks=chunk_pdf_pages(pdf.pages, title, target_chars),
-                      pages=pdf.page_count or len(pdf.pages))
+def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
+    """Frontmatter, title (frontmatter > first heading of any level or ``% Title`` > file name), tags (frontmatter
+    and inline), date, links and chunks of a note. ``path`` (relative to the
+    collection) resolves relative Markdown links."""
+    block, body, consumed = split_frontmatter(text)
+    meta = parse_frontmatter(block)
+    title = meta.get("title")
+    title = str(title).strip() if title not in (None, "") else (first_heading(body) or fallback_title)
+    tags = unique_ignoring_case(as_list(meta.get("tags") or meta.get("tag")) + inline_tags(body))
+    aliases = as_list(meta.get("aliases") or meta.get("alias")) if not isinstance(meta.get("aliases"), str) else [meta["aliases"]]
+    chunks = chunk_markdown(body, title=title, target_chars=target_chars, first_line=consumed + 1)
+    if not chunks:  # an empty note is still findable by its title
+        chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
+    words, own_words, links_out = note_substance(body)
+    return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
+                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
+                      words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"),
+                      paragraphs=paragraph_prints(body))
 
 
 # Notes-native metadata: inline tags, dates, frontmatter fields, links ---------
 
-def _unique(items: Iterable[str]) -> list[str]:
+def unique_ignoring_case(items: Iterable[str]) -> list[str]:
     """Items in first-seen order, without case-insensitive repeats."""
     seen, out = set(), []
     for item in items:
@@ -1686,14 +1728,10 @@ def _without_code_spans(line: str) -> str:
 def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
     """(0-based line number, line without inline code) of lines outside code fences."""
     lines = body.split("\n")
-    fenced, _ = _fence_states(lines)
+    fenced, _ = fence_states(lines)
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
         if not in_fence and not line.startswith(("    ", "\t")):
             yield i, _without_code_spans(line) if "`" in line else line
-
-
-# A reference-link definition ("[label]: target 'title'"), up to three spaces in.
-_LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
 
 def inline_tags(body: str) -> list[str]:
@@ -1701,9 +1739,9 @@ def inline_tags(body: str) -> list[str]:
     link definition's target such as ``[x]: #a-heading``)."""
     found: list[str] = []
     for _, line in _prose_lines(body):
-        if "#" in line and not _LINK_DEFINITION.match(line):
+        if "#" in line and not LINK_DEFINITION.match(line):
             found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
-    return _unique(t for t in found if t)
+    return unique_ignoring_case(t for t in found if t)
 
 
 def normalize_tag(tag: str) -> str:
@@ -1786,8 +1824,8 @@ _NOT_SPACE = LazyPattern(r"\S")
 
 def _markdown_link_targets(line: str) -> Iterator[str]:
     """The target of each ``[label](target "title")`` in the line, left to right, in one
-    pass (see _Finder; a pattern is quadratic on a long run of '[')."""
-    find = _Finder(line)
+    pass (see TextFinder; a pattern is quadratic on a long run of '[')."""
+    find = TextFinder(line)
     i = line.find("[")
     while i >= 0:
         close = find.find("]", i + 1)
@@ -1801,7 +1839,7 @@ def _markdown_link_targets(line: str) -> Iterator[str]:
         i = line.find("[", end)
 
 
-def _markdown_link_end(line: str, start: int, find: _Finder) -> tuple[int, str]:
+def _markdown_link_end(line: str, start: int, find: TextFinder) -> tuple[int, str]:
     """After ``[label](``: (the index after the closing ')', the target), or (-1, '')."""
     q = find.find(_NOT_SPACE, start)
     if q < 0:
@@ -1846,7 +1884,7 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
         tail = _MD_LINK_TAIL.match(line) if "](" in line else None
         if tail:  # a link whose text began on the line above
             targets.append(tail.group(1))
-        definition = _LINK_DEFINITION.match(line) if "]:" in line else None
+        definition = LINK_DEFINITION.match(line) if "]:" in line else None
         if definition:
             targets.append(definition.group(2))
         for raw in targets:
@@ -1878,7 +1916,7 @@ def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str]) 
     code) replaced by ``replace(target, fragment, label, embedded)``: the rule
     ``note_links`` reads links by, for front ends that render them (the app's preview)."""
     lines = body.split("\n")
-    fenced, _ = _fence_states(lines)
+    fenced, _ = fence_states(lines)
 
     def sub(m: re.Match) -> str:
         return replace(*_wikilink_parts(m))
@@ -1935,6 +1973,316 @@ class LinkResolver:
         parts = _note_key(path).split("/")
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
+
+# ---- pms/pdf.py (+1977) ----
+"""PDFs: their text as pages and passages, read in a worker process under limits.
+
+Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
+limits (time, pages, size: PMS_PDF_*), and ``PdfReader``: pypdfium2 in a child process
+with a deadline and a memory cap, so a hostile PDF costs one line, never the sync.
+
+May import: config, markdown, notes.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Sequence
+
+# from .config import LazyPattern, PMSError, Record, _typing, env_number, module_available, pms_command, spawning_workers
+# from .markdown import DEFAULT_CHUNK_CHARS, Chunk, split_sentences
+# from .notes import ParsedNote
+
+
+# PDFs (optional: pypdfium2), each read in a worker process killed past its deadline.
+PDF_PACKAGE = "pypdfium2"
+PDF_SUFFIX = ".pdf"
+PDF_TIMEOUT_DEFAULT = 60.0      # seconds per file (PMS_PDF_TIMEOUT)
+PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
+PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
+PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
+PDF_MAX_TEXT_CHARS = 30_000_000  # text per file (3,000 dense pages hold about 10 million): bounds memory
+
+
+def is_pdf(path: str | os.PathLike) -> bool:
+    return str(path).lower().endswith(PDF_SUFFIX)
+
+
+# PDFs: pages of text -> passages (the text comes from read_pdf, in the sync section) ---
+
+class PdfText(Record):
+    """What a PDF holds for the index: its metadata title and each page's text."""
+
+    title: str
+    pages: list[str]
+    page_count: int = 0
+
+
+# Characters that carry no text: zero-width ones, soft hyphens, controls (PDFs with
+# broken fonts or hidden layers are full of them).
+_PDF_NOISE = LazyPattern("[\u00ad\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A page's text is unreadable when most of its letters are these (a font without a
+# usable character map yields replacement or private-use characters).
+_PDF_UNREADABLE = LazyPattern("[\ufffd\ue000-\uf8ff]")
+
+
+def clean_pdf_page(text: str) -> str:
+    """A page's extracted text, tidy: one line per line, no noise characters, no
+    trailing spaces, no runs of blank lines; "" when unreadable (broken fonts)."""
+    text = _PDF_NOISE.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))[:PDF_PAGE_MAX_CHARS]
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    visible = sum(1 for ch in text if not ch.isspace())
+    if visible and len(_PDF_UNREADABLE.findall(text)) * 2 > visible:
+        return ""
+    return text
+
+
+def pdf_title(meta_title: str, pages: Sequence[str], fallback: str) -> str:
+    """The PDF's metadata title, else its first heading-like line (short, not a
+    sentence, with letters), else ``fallback`` (the file name)."""
+    title = " ".join((meta_title or "").split())
+    if title and not re.fullmatch(r"(?i)(untitled|microsoft word - .*|.*\.(docx?|pdf|tex|dvi))", title):
+        return title[:200]
+    for page in pages[:1]:
+        for line in page.split("\n")[:8]:
+            line = " ".join(line.split())
+            if 3 <= len(line) <= 120 and re.search(r"[^\W\d_]{2}", line) and not line.endswith((".", ",", ";")):
+                return line
+    return fallback
+
+
+def chunk_pdf_pages(pages: Sequence[str], title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> list[Chunk]:
+    """Passages of a PDF, never across pages: each page's lines packed up to
+    ``target_chars``, a longer line cut between sentences. Lines count within the page."""
+    chunks: list[Chunk] = []
+    for number, text in enumerate(pages, 1):
+        if not text:
+            continue
+        pieces: list[tuple[int, str]] = []
+        for line_no, line in enumerate(text.split("\n"), 1):
+            if len(line) > target_chars:
+                pieces.extend((line_no, part) for part in split_sentences(line, target_chars))
+            else:
+                pieces.append((line_no, line))
+        current: list = []
+        start, prev, size = pieces[0][0], pieces[0][0], 0
+        for line_no, piece in pieces:
+            if current and size + len(piece) > target_chars:
+                chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev,
+                                    heading_path=title, text="\n".join(current).strip(), title=title, page=number))
+                current, size, start = [], 0, line_no
+            current.append(piece)
+            size += len(piece) + 1
+            prev = line_no
+        if current and "".join(current).strip():
+            chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev, heading_path=title,
+                                text="\n".join(current).strip(), title=title, page=number))
+    return chunks
+
+
+def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> ParsedNote:
+    """A PDF's pages as a note: its title (metadata > first heading-like line > file
+    name) and passages that each stay on one page."""
+    title = pdf_title(pdf.title, pdf.pages, fallback_title)
+    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", chunks=chunk_pdf_pages(pdf.pages, title, target_chars),
+                      pages=pdf.page_count or len(pdf.pages))
+
+
+# PDFs: read in a worker process with a deadline ------------------------------------
+
+PDF_NO_TEXT = "skipped: this PDF has no text layer (a scan? run OCR on it to make it searchable)"
+INSTALL_PDF = f"pip install {PDF_PACKAGE} (or run: {pms_command('setup')})"
+
+
+class PdfError(PMSError):
+    """A PDF that cannot be indexed as it is; ``failed`` when it is damaged (not a choice of its author)."""
+
+    def __init__(self, message: str, failed: bool = False):
+        super().__init__(message)
+        self.failed = failed
+
+
+def pdf_available() -> bool:
+    return module_available(PDF_PACKAGE)
+
+
+def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
+    """Each page's text and the metadata title, read in this process (PdfReader runs it in a worker)."""
+    try:
+        import pypdfium2 as pdfium
+    except ImportError:
+        raise PdfError(f"reading PDFs needs {PDF_PACKAGE}: {INSTALL_PDF}") from None
+    try:
+        doc = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise PdfError("skipped: this PDF is encrypted (save a copy without a password to index it)") from None
+        raise PdfError(f"cannot read this PDF: {str(exc).rstrip('.')} (is it damaged?)", failed=True) from None
+    try:
+        count = len(doc)
+        if count > max_pages:
+            raise PdfError(f"skipped: {count} pages, over the limit (PMS_PDF_MAX_PAGES={max_pages}; raise it to index this PDF)")
+        title = ""
+        with contextlib.suppress(Exception):
+            title = str(doc.get_metadata_dict(skip_empty=True).get("Title", ""))
+        pages, chars = [], 0
+        for i in range(count):
+            page = doc[i]
+            try:
+                textpage = page.get_textpage()
+                pages.append(clean_pdf_page(textpage.get_text_bounded()))
+                textpage.close()
+                chars += len(pages[-1])
+                if chars > PDF_MAX_TEXT_CHARS:
+                    raise PdfError(f"skipped: more than {PDF_MAX_TEXT_CHARS:,} characters of text "
+                                   f"by page {i + 1} (not a document PMS can index whole)")
+            except pdfium.PdfiumError:
+                pages.append("")  # one bad page loses that page only
+            finally:
+                page.close()
+        return PdfText(title=title, pages=pages, page_count=count)
+    finally:
+        doc.close()
+
+
+# Address space of the PDF worker (Linux): a file that balloons in memory fails alone.
+PDF_WORKER_MEMORY = 4 << 30
+
+
+def _pdf_worker(conn) -> None:
+    """The PDF worker process: (path, max pages) in, ("ok", PdfText fields) or ("error", message, failed) out."""
+    if sys.platform.startswith("linux"):
+        import resource
+
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (PDF_WORKER_MEMORY, PDF_WORKER_MEMORY))
+    conn.send(("ready",))
+    while True:
+        try:
+            path, max_pages = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        try:
+            pdf = read_pdf(path, max_pages)
+            answer: tuple = ("ok", pdf.title, pdf.pages, pdf.page_count)
+        except PdfError as exc:
+            answer = ("error", str(exc), exc.failed)
+        except MemoryError:
+            answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
+        except Exception as exc:  # noqa: BLE001 - a library bug on one odd file must not end the sync
+            answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
+        conn.send(answer)
+
+
+class PdfReader:
+    """Reads PDFs in one worker process (started on first use, then reused), each within a
+    deadline past which the worker is killed: a hostile PDF cannot hang a sync."""
+
+    STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
+
+    def __init__(self, timeout: float | None = None, max_pages: int | None = None):
+        self.timeout = timeout or env_number("PMS_PDF_TIMEOUT", PDF_TIMEOUT_DEFAULT)
+        self.max_pages = int(max_pages or env_number("PMS_PDF_MAX_PAGES", PDF_MAX_PAGES_DEFAULT))
+        self._process: _typing.Any = None
+        self._conn: _typing.Any = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
+        with spawning_workers():
+            self._process.start()
+        child.close()
+        try:
+            started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
+        except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
+            started = False
+        if not started:
+            self.close()
+            raise PdfError("the PDF reader (a worker process) did not start", failed=True)
+
+    def read(self, path: str | os.PathLike) -> PdfText:
+        if self._process is None or not self._process.is_alive():
+            self.close()
+            self._start()
+        try:
+            self._conn.send((str(path), self.max_pages))
+            ready = self._conn.poll(self.timeout)
+            answer = self._conn.recv() if ready else None
+        except (EOFError, OSError):
+            self.close()
+            raise PdfError("skipped: the PDF reader crashed on this file (is it damaged?)", failed=True) from None
+        if answer is None:
+            self.close()
+            raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
+                           f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)", failed=True)
+        if answer[0] == "error":
+            raise PdfError(answer[1], failed=answer[2])
+        return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+
+
+PDF_LIMITS = {"PMS_PDF_TIMEOUT": PDF_TIMEOUT_DEFAULT, "PMS_PDF_MAX_PAGES": PDF_MAX_PAGES_DEFAULT,
+              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT}
+
+
+def limit_raised(reason: str) -> bool:
+    """Whether a PDF skipped for a limit (its reason names it: ``PMS_PDF_TIMEOUT=60``)
+    is under another limit now, so the next sync reads it again."""
+    return any(float(value) != env_number(name, PDF_LIMITS[name])
+               for name, value in re.findall(r"\b(PMS_PDF_[A-Z_]+)=(\d+(?:\.\d+)?)", reason) if name in PDF_LIMITS)
+
+
+def max_pdf_bytes() -> int:
+    return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
+
+# ---- pms/paths.py (+2262) ----
+"""Folders and files: globs, exclusions, walking a collection, reading one file safely.
+
+Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
+(``--exclude``, ``.pmsignore``, Obsidian's excluded files), ``walk_markdown`` (what a
+collection holds, with the reason for each file left out) and ``read_note_file``
+(regular files only, within the size limit).
+
+May import: config, markdown, pdf.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import stat as _stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+# from .config import SKIP_DIRS, PMSError, display_path, error_excerpt, is_valid_utf8, max_file_bytes
+# from .markdown import FileTooLargeError
+# from .pdf import PDF_SUFFIX
 
 
 # Globs are matched by hand, not as one regular expression (which backtracks on its
@@ -2030,7 +2378,7 @@ def compile_glob(pattern: str, argument: str = "pattern") -> GlobPattern:
             raise _BadGlob(f"longer than {GLOB_MAX_CHARS} characters")
         alternatives = [_glob_folders(alt) for alt in _expand_braces(pattern)]
     except _BadGlob as exc:
-        raise PMSError(f"bad pattern for {argument}: {_error_excerpt(pattern)} ({exc})") from None
+        raise PMSError(f"bad pattern for {argument}: {error_excerpt(pattern)} ({exc})") from None
     return GlobPattern(pattern, alternatives)
 
 
@@ -2161,7 +2509,7 @@ def path_prefix_glob(pattern: str | None) -> str | None:
     return pattern.strip().rstrip("/") + "*"
 
 
-def _path_matches(pattern: str, path: str) -> int:
+def path_matches(pattern: str, path: str) -> int:
     return 1 if path_filter(pattern).match(path or "") else 0
 
 
@@ -2218,7 +2566,7 @@ class Exclusions:
             if line is None:
                 self.warnings.append(f"{where}: not valid UTF-8; the line is ignored")
             elif line.startswith("!"):
-                self.warnings.append(f"{where}: {_error_excerpt(line)}: '!' (include again) is not supported; the line is ignored")
+                self.warnings.append(f"{where}: {error_excerpt(line)}: '!' (include again) is not supported; the line is ignored")
             else:
                 try:
                     self._add(line, ".pmsignore")
@@ -2367,6 +2715,60 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             yield rel, full, st
 
 
+# SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.
+SQLITE_INT_MAX = 2**63 - 1
+
+
+def file_state(st: os.stat_result) -> tuple[int, int, int]:
+    """(size, mtime_ns, ctime_ns) of a file, clamped to what SQLite can store."""
+    size, mtime, ctime = (max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, v)) for v in (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return size, mtime, ctime
+
+
+class NotRegularFileError(PMSError, OSError):
+    """A named pipe, device or socket where a note was: never read (it could block forever)."""
+
+
+def open_regular_file(path: Path):
+    """``open(path, "rb")`` that never blocks: opened non-blocking and checked
+    with fstat, a named pipe (or device, socket) is a NotRegularFileError."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(NOT_REGULAR_FILE)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_note_file(path: Path, limit: int | None = None) -> bytes:
+    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)
+    and anything but a regular file: opened without blocking, checked with fstat."""
+    limit = limit or max_file_bytes()
+    with open_regular_file(path) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
+    return data
+
+# ---- pms/filters.py (+2755) ----
+"""``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
+
+Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
+validated filter that every mode applies inside its query.
+
+May import: config, notes, paths.
+"""
+
+# from __future__ import annotations
+
+
+# from .config import PMSError, Record, error_excerpt
+# from .notes import normalize_tag, unique_ignoring_case
+# from .paths import path_filter
+
+
 class NoteFilter(Record, frozen=True):
     """What a search is narrowed to, besides its words: every condition must hold.
 
@@ -2405,12 +2807,12 @@ class NoteFilter(Record, frozen=True):
         for item in items:
             condition = _where_condition(item)
             if not condition:
-                raise PMSError(f"where {_error_excerpt(item)} is not KEY=VALUE, KEY!=VALUE or KEY", argument="where")
+                raise PMSError(f"where {error_excerpt(item)} is not KEY=VALUE, KEY!=VALUE or KEY", argument="where")
             conditions.append(condition)
         path = str(path).strip() if path not in (None, "") else None
         if path:
             path_filter(path)  # a bad pattern is an error here, not inside the SQL that uses it
-        return cls(tuple(_unique(include)), tuple(_unique(exclude)), path,
+        return cls(tuple(unique_ignoring_case(include)), tuple(unique_ignoring_case(exclude)), path,
                    _filter_date(after, "after"), _filter_date(before, "before"), tuple(conditions))
 
     # The filter language of the app's filter field (and of anyone's own front end).
@@ -2468,12 +2870,6 @@ def _where_condition(item: str) -> tuple[str, str | None, str | None] | None:
     return key, op, text[at + len(op):].strip()
 
 
-def _error_excerpt(value, limit: int = 80) -> str:
-    """A user's value quoted in a one-line error, cut to ``limit`` characters."""
-    text = repr(str(value))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _as_items(value) -> list[str]:
     if value is None:
         return []
@@ -2495,7 +2891,7 @@ def checked_number(value, name: str, minimum: float = 1, maximum: float | None =
     if not ok:
         kind = "a whole number" if whole else "a number"
         span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
-        raise PMSError(f"{name} must be {kind} {span}, not {_error_excerpt(value)}")
+        raise PMSError(f"{name} must be {kind} {span}, not {error_excerpt(value)}")
     return int(number) if whole else float(number)
 
 
@@ -2510,10 +2906,27 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
+# ---- pms/schema.py (+2909) ----
+"""The index file's schema: tables, migrations, ids, and which SQLite to use.
 
-###############################################################################
-# Store: the SQLite index (schema, migrations, writes) #########################
-###############################################################################
+Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
+opened), ``NOTE_PARSER_VERSION``, docids, the CJK side table's spacing, and
+``sqlite_module`` / ``sqlite_vec_path`` (the standard sqlite3, or sqlean where it cannot
+load extensions).
+
+May import: config.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+from collections.abc import Callable
+
+# from .config import find_module_spec, hex_digest
+
 
 # Chinese and Japanese are written without spaces, so FTS5's unicode61 tokenizer takes
 # a whole run of characters for one token. The cjk_fts table holds those passages with
@@ -2784,6 +3197,39 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
+# ---- pms/store.py (+3200) ----
+"""``Store``: every read and write of the index (one SQLite file), and vectors in memory.
+
+Owns: the connection and its settings, collections, documents and passages, the FTS5
+keyword lists, vectors (sqlite-vec, or ``VectorMatrix`` / ``VectorMemory`` in memory),
+links and tags as stored, and turning SQLite's errors into one-line ``PMSError``s.
+Schema changes go to schema.py; what a search does with these lists, to retrieval.py.
+
+May import: config, markdown, notes, paths, filters, schema.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat as _stat
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+# from .config import (
+# DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
+# module_available, named_tuple, now_iso, past_deadline, pms_command,
+# )
+# from .markdown import passage_display_text
+# from .notes import ParsedNote, frontmatter_fields, normalize_tag
+# from .paths import path_matches
+# from .filters import NoteFilter
+# from .schema import MIGRATIONS, NOTE_PARSER_VERSION, note_docid, spaced_cjk, sqlite_module, sqlite_vec_path
+
 
 # SQLite's limit on "?" parameters in one statement is 999 in builds before
 # 3.32 (32,766 after): lists of ids are sent in parts of this many.
@@ -2873,28 +3319,6 @@ class ChunkInfo(TupleFields):
 
 # The note's date: its frontmatter date when it has one, else the file's mtime (local time).
 _NOTE_DATE_SQL = "coalesce(d.note_date, strftime('%Y-%m-%dT%H:%M:%S', d.mtime_ns / 1000000000, 'unixepoch', 'localtime'))"
-
-
-# A call's deadline (KnowledgeBase.time_limit), per thread: SQLite asks every
-# DEADLINE_STEPS steps of its virtual machine whether to go on, so that no query
-# of a call past its deadline keeps running; long Python loops ask check_deadline.
-_DEADLINE = threading.local()
-DEADLINE_STEPS = 1_000
-
-
-def _past_deadline() -> int:
-    at = getattr(_DEADLINE, "at", None)
-    return 1 if at is not None and time.monotonic() > at else 0
-
-
-class DeadlineExceeded(PMSError):
-    """A call ran past the time it was given (KnowledgeBase.time_limit)."""
-
-
-def check_deadline() -> None:
-    """Raise DeadlineExceeded when this thread's call is past its deadline."""
-    if _past_deadline():
-        raise DeadlineExceeded(getattr(_DEADLINE, "message", "took too long and was stopped"))
 
 
 # Over this many MB of vectors, VectorMemory leaves searches to sqlite-vec.
@@ -3165,8 +3589,8 @@ class Store:
         conn.execute("PRAGMA foreign_keys=ON")
         conn.create_function("pms_spaced_cjk", 1, spaced_cjk, deterministic=True)  # used by the cjk_fts triggers
         conn.execute("PRAGMA busy_timeout=30000")
-        conn.create_function("pms_path_match", 2, _path_matches, deterministic=True)
-        conn.set_progress_handler(_past_deadline, DEADLINE_STEPS)
+        conn.create_function("pms_path_match", 2, path_matches, deterministic=True)
+        conn.set_progress_handler(past_deadline, DEADLINE_STEPS)
         loaded, error = self._load_vectors(conn, want)
         with self._lock:
             # The first connection decides for every thread: a connection that a
@@ -4070,10 +4494,33 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
+# ---- pms/embedding.py (+4497) ----
+"""Embeddings: the model that turns text into vectors, local or behind a server.
 
-###############################################################################
-# Embedding (optional: fastembed, ONNX) ########################################
-###############################################################################
+Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
+loaded lazily), ``HTTPEmbedder`` (an OpenAI-compatible or Ollama server the user chose;
+loopback only unless allowed), ``StaticModel``, the registry ``EMBEDDING_PROVIDERS``,
+model settings (query prefixes) and the multilingual advice.
+
+May import: config, language, store.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+
+# from .config import (
+# DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
+# display_path, module_available, pms_command,
+# )
+# from .language import LANGUAGE_NAMES
+# from .store import in_parts
+
 
 # Query instructions of known model families: retrieval models trained with an
 # instruction score worse without it. MiniLM and others take the query as is.
@@ -4654,7 +5101,7 @@ class HTTPEmbedder(EmbeddingProvider):
             body = {"model": self.model_name, "input": texts, "encoding_format": "float"}
             if input_type:
                 body["input_type"] = "query" if query else "passage"
-        headers = {"Content-Type": "application/json", "User-Agent": f"PMS/{__version__}"}
+        headers = {"Content-Type": "application/json", "User-Agent": f"PMS/{VERSION}"}
         if self.api_key_env and os.environ.get(self.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
         data = json.dumps(body).encode("utf-8")
@@ -5020,10 +5467,23 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
+# ---- pms/query.py (+5470) ----
+"""A query as words, and a hit as front ends show it.
 
-###############################################################################
-# Retrieval: query parsing, keyword, vector, fusion ############################
-###############################################################################
+Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
+snippet and its marks (``mark_terms``: one highlighting rule for every front end),
+terminal-safe text, and ``VectorStatus``.
+
+May import: config.
+"""
+
+# from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# from .config import Factory, Hint, LazyPattern, Record, TupleFields, clean_query, named_tuple
+
 
 # Words too common to carry meaning; dropped from keyword queries unless the
 # query has nothing else (a query of only stopwords still searches them).
@@ -5031,7 +5491,7 @@ STOPWORDS = frozenset("""a an and are as at be been but by can could did do does
 its me my no not of on or our so such than that the their them then there these they this to was we were what when where which
 who whom why will with would you your""".split())
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
+WORD_TOKEN = re.compile(r"\w+", re.UNICODE)
 # Scripts written without spaces between words: Han, Hiragana, Katakana.
 MAX_CJK_WORDS = 8  # Chinese/Japanese words of one query searched in cjk_fts; more add nothing but work
 
@@ -5089,13 +5549,13 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
             negative = raw.startswith("-") and len(raw) > 1 and not raw.startswith("--")
             if negative:
                 raw = raw[1:]
-            tokens = tuple(t.lower() for t in _TOKEN.findall(raw))
+            tokens = tuple(t.lower() for t in WORD_TOKEN.findall(raw))
             if not tokens:
                 continue
             term = Term(tokens, phrase=len(tokens) > 1, prefix=raw.endswith("*"))
         else:
             negative = bool(m.group(1))
-            tokens = tuple(t.lower() for t in _TOKEN.findall(m.group(2)))
+            tokens = tuple(t.lower() for t in WORD_TOKEN.findall(m.group(2)))
             if not tokens:
                 continue
             term = Term(tokens, phrase=True)
@@ -5171,7 +5631,7 @@ class Hit(Record):
         return d
 
 
-_MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
+MARK_OPEN, MARK_CLOSE = "\x02", "\x03"
 # A snippet shows about 220 characters; one longer than this is cut around its first match.
 SNIPPET_MAX_CHARS = 600
 
@@ -5180,16 +5640,16 @@ def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     """Text of a passage as a reader sees it (passage_display_text) with \x02..\x03
     around matched words -> (the text, the (start, end) of each marked span in it)."""
     if len(marked) > SNIPPET_MAX_CHARS:
-        first = marked.find(_MARK_OPEN)
+        first = marked.find(MARK_OPEN)
         start = max(0, first - SNIPPET_MAX_CHARS // 3) if first > 0 else 0
         marked = ("…" if start else "") + marked[start : start + SNIPPET_MAX_CHARS] + "…"
     marked = " ".join(marked.split())
     text, marks, start = [], [], None  # type: ignore[assignment]  # None: no mark open
     length = 0
     for piece in re.split("([\x02\x03])", marked):
-        if piece == _MARK_OPEN:
+        if piece == MARK_OPEN:
             start = length
-        elif piece == _MARK_CLOSE:
+        elif piece == MARK_CLOSE:
             if start is not None and length > start:
                 marks.append((start, length))
             start = None  # type: ignore[assignment]  # None: no mark open
@@ -5243,7 +5703,7 @@ def without_heading_line(shown: str, heading_path: str) -> str:
     front end shows above the snippet) and more text follows. A pure function."""
     first, _, rest = shown.partition("\n")
     heading = heading_path.rsplit(" > ", 1)[-1]
-    same = _TOKEN.findall(first.lower()) == _TOKEN.findall(heading.lower())
+    same = WORD_TOKEN.findall(first.lower()) == WORD_TOKEN.findall(heading.lower())
     return rest if same and rest.strip() else shown
 
 
@@ -5264,7 +5724,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[s
     if start:
         window = "\u2026" + window
     if pattern:
-        window = pattern.sub(lambda m: _MARK_OPEN + m.group(0) + _MARK_CLOSE, window)
+        window = pattern.sub(lambda m: MARK_OPEN + m.group(0) + MARK_CLOSE, window)
     return snippet_spans(window)
 
 
@@ -5290,10 +5750,37 @@ VECTOR_UNAVAILABLE = {
 }
 
 
+def folder_description(described: dict[str, str], path: str) -> str:
+    """The description of the deepest described folder that holds ``path``."""
+    folder = path
+    while "/" in folder:
+        folder = folder.rsplit("/", 1)[0]
+        if folder in described:
+            return described[folder]
+    return ""
+
+# ---- pms/ranking.py (+5762) ----
+"""Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
+
+Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
+one order), ``rank`` and the feedback steps that complete vector scores. Nothing here
+reads the index: retrieval.py hands in the lists and facts.
+
+May import: config, query.
+"""
+
+# from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+# from .config import Factory, Record
+# from .query import WORD_TOKEN, Hit
+
+
 def name_trigrams(text: str) -> set[str]:
     """The trigrams of each word, padded as PostgreSQL's pg_trgm does ("  w", " wo", ..., "rd ")."""
     out: set[str] = set()
-    for word in _TOKEN.findall(text.lower()):
+    for word in WORD_TOKEN.findall(text.lower()):
         padded = f"  {word} "
         out.update(padded[i : i + 3] for i in range(len(padded) - 2))
     return out
@@ -5500,7 +5987,7 @@ def is_stub(words: int, own_words: int, links_out: int, settings: RankingSetting
 
 def copy_key(title: str, path: str) -> tuple[str, str]:
     """What two copies of a note share: their title's words and their file name."""
-    return " ".join(_TOKEN.findall((title or "").lower())), path.rsplit("/", 1)[-1].lower()
+    return " ".join(WORD_TOKEN.findall((title or "").lower())), path.rsplit("/", 1)[-1].lower()
 
 
 def mark_copies(hits: list) -> list:
@@ -5802,10 +6289,45 @@ def _by_meaning_alone(best: list[Fused], lists: Mapping[str, Sequence[tuple[obje
     return [e for e in again if e.unit == top][:1] + [e for e in again if e.unit != top]
 
 
-def _holds(words: list[str], tokens: tuple[str, ...]) -> bool:
+def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     """Whether ``tokens`` come in this order, one after another, in ``words``."""
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
+
+# ---- pms/retrieval.py (+6297) ----
+"""A search: request -> candidate lists -> ranking -> result.
+
+Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
+vector and name lists from the store, the ranking step, snippets for what is shown) and
+``SearchResult``.
+
+May import: config, markdown, language, filters, schema, store, embedding, query, ranking.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+# from .config import VECTOR_FORMAT, Factory, Hint, Record, clean_query
+# from .markdown import passage_display_text
+# from .language import language_script, note_language
+# from .filters import NoteFilter, checked_number
+# from .schema import has_unspaced_chars, spaced_cjk
+# from .store import ChunkInfo, Store, VectorMemory
+# from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
+# from .query import (
+# MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
+# parse_query, snippet_spans, without_heading_line,
+# )
+# from .ranking import (
+# Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
+# name_trigrams, order_by_note_prior, order_copies, rank,
+# )
 
 
 class SearchRequest(Record):
@@ -5987,7 +6509,7 @@ class Retrieval:
         exclusions) names, even with a typo or a word missing (trigrams), with
         name_similarity, best first; a note whose name holds an excluded word is left out."""
         s, text = self.settings, req.parsed.text
-        words = _TOKEN.findall(text.lower())
+        words = WORD_TOKEN.findall(text.lower())
         if len(words) > s.name_query_max_words:
             return []
         wanted = name_trigrams(text)
@@ -5999,7 +6521,7 @@ class Retrieval:
         ranked = []
         # The candidates sharing most trigrams (FTS5's bm25 over trigrams) are scored exactly.
         for doc_id, names in self.store.name_search(match, min(limit, s.name_candidates), req.collection_ids, req.note_filter):
-            if excluded and any(_holds(_TOKEN.findall(names.lower()), tokens) for tokens in excluded):
+            if excluded and any(holds_phrase(WORD_TOKEN.findall(names.lower()), tokens) for tokens in excluded):
                 continue
             lines = names.split("\n")  # title, aliases..., file name
             best = max((name_similarity(wanted, name, s.name_coverage_min) for i, name in enumerate(lines)
@@ -6353,7 +6875,7 @@ class Retrieval:
 
         counts: dict[str, int] = {}
         for _, headings, body in self.store.document_chunks(document_id):
-            for word in _TOKEN.findall(f"{headings}\n{body}".lower()):
+            for word in WORD_TOKEN.findall(f"{headings}\n{body}".lower()):
                 if len(word) > 2 and not word.isdigit() and word not in STOPWORDS:
                     counts[word] = counts.get(word, 0) + 1
         # The note's most frequent words are the candidates; their rarity comes from the index.
@@ -6416,9 +6938,9 @@ class Retrieval:
             hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.settings)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
-        wanted = " ".join(_TOKEN.findall(query.lower()))
+        wanted = " ".join(WORD_TOKEN.findall(query.lower()))
         if wanted:
-            hits.sort(key=lambda h: h.stub or " ".join(_TOKEN.findall(h.title.lower())) != wanted)
+            hits.sort(key=lambda h: h.stub or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
         ranked = max(ranked, k)
         if len(hits) > 1:
             head = hits[: max(self.settings.copy_depth, ranked)]
@@ -6437,7 +6959,7 @@ class Retrieval:
             if hit.copy_of:
                 continue
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked) if marked and _MARK_OPEN in marked
+            hit.snippet, hit.marks = (snippet_spans(marked) if marked and MARK_OPEN in marked
                                       else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
 
@@ -6445,16 +6967,6 @@ class Retrieval:
 # Typing searches the same passages keystroke after keystroke: their display text
 # is kept (a passage is at most a few KB; a note body, as note_substance reads, never).
 _shown_passage = functools.lru_cache(maxsize=1024)(passage_display_text)
-
-
-def folder_description(described: dict[str, str], path: str) -> str:
-    """The description of the deepest described folder that holds ``path``."""
-    folder = path
-    while "/" in folder:
-        folder = folder.rsplit("/", 1)[0]
-        if folder in described:
-            return described[folder]
-    return ""
 
 
 def _best_per_note(hits: list[Hit]) -> list[Hit]:
@@ -6473,10 +6985,45 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
+# ---- pms/sync.py (+6988) ----
+"""Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
-###############################################################################
-# Sync: folders -> index ########################################################
-###############################################################################
+Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
+/ ``SyncProgress``, the index's ``FileLock`` and the parse workers.
+
+May import: config, frontmatter, markdown, notes, pdf, paths, schema, store, embedding.
+"""
+
+# from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+# from .config import (
+# EMBED_WINDOW, VECTOR_FORMAT, Factory, Hint, Record, _typing, display_path, hex_digest, is_valid_utf8, now_iso,
+# pms_command, reason_text, spawning_workers,
+# )
+# from .frontmatter import FrontmatterError
+# from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
+# from .notes import ParsedNote, parse_note
+# from .pdf import (
+# INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PdfError, PdfReader, is_pdf, limit_raised, max_pdf_bytes, parse_pdf,
+# pdf_available,
+# )
+# from .paths import (
+# BAD_NAME, NOT_REGULAR, OUTSIDE, Exclusions, NotRegularFileError, compile_glob, file_state, inside, open_regular_file,
+# pdf_glob, read_note_file, walk_markdown,
+# )
+# from .schema import NOTE_PARSER_VERSION
+# from .store import CollectionRow, Store
+# from .embedding import EmbeddingProvider, EmbeddingUnavailable, model_mismatch
+
 
 class SyncPlan(Record):
     """What a sync would do (``pms sync --dry-run``)."""
@@ -6622,322 +7169,6 @@ class FileLock:
             self._fh = None
 
 
-# SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.
-SQLITE_INT_MAX = 2**63 - 1
-
-
-def _file_state(st: os.stat_result) -> tuple[int, int, int]:
-    """(size, mtime_ns, ctime_ns) of a file, clamped to what SQLite can store."""
-    size, mtime, ctime = (max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, v)) for v in (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    return size, mtime, ctime
-
-
-class NotRegularFileError(PMSError, OSError):
-    """A named pipe, device or socket where a note was: never read (it could block forever)."""
-
-
-def open_regular_file(path: Path):
-    """``open(path, "rb")`` that never blocks: opened non-blocking and checked
-    with fstat, a named pipe (or device, socket) is a NotRegularFileError."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    try:
-        if not _stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegularFileError(NOT_REGULAR_FILE)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def read_note_file(path: Path, limit: int | None = None) -> bytes:
-    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)
-    and anything but a regular file: opened without blocking, checked with fstat."""
-    limit = limit or max_file_bytes()
-    with open_regular_file(path) as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
-    return data
-
-
-# Watching folders: how often they are looked at, and how long they must stay quiet
-# before a sync (an editor saving, a git checkout: many changes become one sync).
-WATCH_INTERVAL = 1.0
-WATCH_QUIET = 1.0
-WATCH_MAX_PATHS = 20_000
-
-
-class FolderWatcher:
-    """Watches collections' folders (recursively) and indexed notes; after ``quiet`` seconds
-    without a further change calls ``on_change(names)`` with the collections that changed.
-    By polling modification times (stdlib only, alike on every OS): a note added, removed or
-    renamed changes its folder's time, an edit the note's own. ``source`` returns the
-    collections to watch; they are read again after each change."""
-
-    def __init__(self, on_change: Callable[[list[str]], None], source: Callable[[], list],
-                 interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET):
-        self.on_change, self.source = on_change, source
-        self.interval, self.quiet = interval, quiet
-        self._lock = threading.Lock()
-        self._snapshot: dict[str, dict[str, tuple[int, int] | None]] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    @staticmethod
-    def _stat(path: str) -> tuple[int, int] | None:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        return st.st_mtime_ns, st.st_size
-
-    def _paths(self, collection) -> list[str]:
-        root = str(collection.path)
-        found = []
-        for folder, subdirs, _files in os.walk(root):
-            subdirs[:] = [d for d in subdirs if not is_skipped_folder(d)]
-            found.append(folder)
-            if len(found) >= WATCH_MAX_PATHS:
-                break
-        found += [os.path.join(root, rel) for rel in collection.files[: max(0, WATCH_MAX_PATHS - len(found))]]
-        return found
-
-    def watch(self, collections=None) -> None:
-        """(Re)read what to watch: ``collections``, or what ``source`` returns."""
-        collections = self.source() if collections is None else collections
-        snapshot = {c.name: {p: self._stat(p) for p in self._paths(c)} for c in collections}
-        with self._lock:
-            self._snapshot = snapshot
-
-    def changed(self) -> list[str]:
-        """The collections with a folder or note changed since the last look (one pass)."""
-        with self._lock:
-            snapshot = self._snapshot
-        names = []
-        for name, paths in snapshot.items():
-            for path, seen in paths.items():
-                if self._stat(path) != seen:
-                    names.append(name)
-                    break
-        return names
-
-    def run(self, stop: threading.Event | None = None, look_first: bool = True) -> None:
-        """Watch until ``stop`` (or ``stop()``) is set, calling on_change after each quiet spell.
-        ``look_first=False``: compare with what ``watch()`` saw before (changes meanwhile count)."""
-        stop = stop or self._stop
-        if look_first:
-            self._rewatch()
-        pending: set[str] = set()
-        last_change = 0.0
-        while not stop.wait(self.interval) and not self._stop.is_set():
-            names = self.changed()
-            if names:
-                pending.update(names)
-                last_change = time.monotonic()
-                self._rewatch()  # a new folder is watched from now on; the same change is not counted twice
-            elif pending and time.monotonic() - last_change >= self.quiet:
-                changed, pending = sorted(pending), set()
-                self.on_change(changed)
-                self._rewatch()
-
-    def _rewatch(self) -> None:
-        with contextlib.suppress(Exception):  # an index closing under a watcher: keep the last snapshot
-            self.watch()
-
-    def start(self) -> threading.Thread:
-        """``run()`` in a daemon thread."""
-        self._thread = threading.Thread(target=self.run, name="pms-watch", daemon=True)
-        self._thread.start()
-        return self._thread
-
-    def stop(self) -> None:
-        self._stop.set()
-
-# Worker processes ------------------------------------------------------------------
-
-_SPAWN_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def spawning_workers():
-    """Around starting worker processes (multiprocessing's spawn: a fresh Python). Spawn runs the
-    main script again in each worker, to find what was pickled there; our workers need only this
-    module, and the main script may be a user's own that is not guarded (``if __name__ ==
-    "__main__"``): run again, it would sync again and wait on the sync in progress (a PDF worker
-    then never started; the script hung). So unless this file is the main script (``python3
-    pms.py``, which is guarded) or the packaged app (freeze_support), the workers are started
-    with a main module that is nothing but its name, and this file's folder on their path."""
-    script = sys.modules.get("__main__")
-    if __name__ == "__main__" or getattr(sys, "frozen", False) or script is None:
-        yield
-        return
-    import types
-
-    with _SPAWN_LOCK:
-        folder = str(Path(__file__).resolve().parent)
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        sys.path.insert(0, folder)
-        try:
-            yield
-        finally:
-            sys.modules["__main__"] = script
-            with contextlib.suppress(ValueError):
-                sys.path.remove(folder)
-
-
-# PDFs: read in a worker process with a deadline ------------------------------------
-
-PDF_NO_TEXT = "skipped: this PDF has no text layer (a scan? run OCR on it to make it searchable)"
-_INSTALL_PDF = f"pip install {PDF_PACKAGE} (or run: {pms_command('setup')})"
-
-
-class PdfError(PMSError):
-    """A PDF that cannot be indexed as it is; ``failed`` when it is damaged (not a choice of its author)."""
-
-    def __init__(self, message: str, failed: bool = False):
-        super().__init__(message)
-        self.failed = failed
-
-
-def pdf_available() -> bool:
-    return module_available(PDF_PACKAGE)
-
-
-def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
-    """Each page's text and the metadata title, read in this process (PdfReader runs it in a worker)."""
-    try:
-        import pypdfium2 as pdfium
-    except ImportError:
-        raise PdfError(f"reading PDFs needs {PDF_PACKAGE}: {_INSTALL_PDF}") from None
-    try:
-        doc = pdfium.PdfDocument(str(path))
-    except pdfium.PdfiumError as exc:
-        if "password" in str(exc).lower():
-            raise PdfError("skipped: this PDF is encrypted (save a copy without a password to index it)") from None
-        raise PdfError(f"cannot read this PDF: {str(exc).rstrip('.')} (is it damaged?)", failed=True) from None
-    try:
-        count = len(doc)
-        if count > max_pages:
-            raise PdfError(f"skipped: {count} pages, over the limit (PMS_PDF_MAX_PAGES={max_pages}; raise it to index this PDF)")
-        title = ""
-        with contextlib.suppress(Exception):
-            title = str(doc.get_metadata_dict(skip_empty=True).get("Title", ""))
-        pages, chars = [], 0
-        for i in range(count):
-            page = doc[i]
-            try:
-                textpage = page.get_textpage()
-                pages.append(clean_pdf_page(textpage.get_text_bounded()))
-                textpage.close()
-                chars += len(pages[-1])
-                if chars > PDF_MAX_TEXT_CHARS:
-                    raise PdfError(f"skipped: more than {PDF_MAX_TEXT_CHARS:,} characters of text "
-                                   f"by page {i + 1} (not a document PMS can index whole)")
-            except pdfium.PdfiumError:
-                pages.append("")  # one bad page loses that page only
-            finally:
-                page.close()
-        return PdfText(title=title, pages=pages, page_count=count)
-    finally:
-        doc.close()
-
-
-# Address space of the PDF worker (Linux): a file that balloons in memory fails alone.
-PDF_WORKER_MEMORY = 4 << 30
-
-
-def _pdf_worker(conn) -> None:
-    """The PDF worker process: (path, max pages) in, ("ok", PdfText fields) or ("error", message, failed) out."""
-    if sys.platform.startswith("linux"):
-        import resource
-
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_AS, (PDF_WORKER_MEMORY, PDF_WORKER_MEMORY))
-    conn.send(("ready",))
-    while True:
-        try:
-            path, max_pages = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        try:
-            pdf = read_pdf(path, max_pages)
-            answer: tuple = ("ok", pdf.title, pdf.pages, pdf.page_count)
-        except PdfError as exc:
-            answer = ("error", str(exc), exc.failed)
-        except MemoryError:
-            answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
-        except Exception as exc:  # noqa: BLE001 - a library bug on one odd file must not end the sync
-            answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
-        conn.send(answer)
-
-
-class PdfReader:
-    """Reads PDFs in one worker process (started on first use, then reused), each within a
-    deadline past which the worker is killed: a hostile PDF cannot hang a sync."""
-
-    STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
-
-    def __init__(self, timeout: float | None = None, max_pages: int | None = None):
-        self.timeout = timeout or env_number("PMS_PDF_TIMEOUT", PDF_TIMEOUT_DEFAULT)
-        self.max_pages = int(max_pages or env_number("PMS_PDF_MAX_PAGES", PDF_MAX_PAGES_DEFAULT))
-        self._process: _typing.Any = None
-        self._conn: _typing.Any = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _start(self) -> None:
-        import multiprocessing
-
-        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
-        with spawning_workers():
-            self._process.start()
-        child.close()
-        try:
-            started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
-        except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
-            started = False
-        if not started:
-            self.close()
-            raise PdfError("the PDF reader (a worker process) did not start", failed=True)
-
-    def read(self, path: str | os.PathLike) -> PdfText:
-        if self._process is None or not self._process.is_alive():
-            self.close()
-            self._start()
-        try:
-            self._conn.send((str(path), self.max_pages))
-            ready = self._conn.poll(self.timeout)
-            answer = self._conn.recv() if ready else None
-        except (EOFError, OSError):
-            self.close()
-            raise PdfError("skipped: the PDF reader crashed on this file (is it damaged?)", failed=True) from None
-        if answer is None:
-            self.close()
-            raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
-                           f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)", failed=True)
-        if answer[0] == "error":
-            raise PdfError(answer[1], failed=answer[2])
-        return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
-
-    def close(self) -> None:
-        process, self._process = self._process, None
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
-        if process is not None:
-            if process.is_alive():
-                process.kill()
-            process.join(5)
-
-
 def file_digest(path: Path, limit: int) -> str:
     """SHA-256 of a file read in blocks, refusing one over ``limit`` (by its size, and by what
     was read: it may grow meanwhile)."""
@@ -6955,21 +7186,6 @@ def file_digest(path: Path, limit: int) -> str:
         raise FileTooLargeError(f"skipped: larger than {limit / (1024 * 1024):g} MB "
                                 f"(PMS_PDF_MAX_MB={limit / (1024 * 1024):g}; raise it to index this PDF)")
     return digest.hexdigest()
-
-
-PDF_LIMITS = {"PMS_PDF_TIMEOUT": PDF_TIMEOUT_DEFAULT, "PMS_PDF_MAX_PAGES": PDF_MAX_PAGES_DEFAULT,
-              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT}
-
-
-def limit_raised(reason: str) -> bool:
-    """Whether a PDF skipped for a limit (its reason names it: ``PMS_PDF_TIMEOUT=60``)
-    is under another limit now, so the next sync reads it again."""
-    return any(float(value) != env_number(name, PDF_LIMITS[name])
-               for name, value in re.findall(r"\b(PMS_PDF_[A-Z_]+)=(\d+(?:\.\d+)?)", reason) if name in PDF_LIMITS)
-
-
-def max_pdf_bytes() -> int:
-    return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
 
 def file_sha(path: Path) -> str:
@@ -7081,7 +7297,7 @@ class Syncer:
         self.warnings.extend(w for w in exclude.warnings if w not in self.warnings)
         if paths is None:
             for rel, full, st in walk_markdown(root, pattern, errors, skipped, exclude, also=pdfs):
-                found[rel] = (full, *_file_state(st))
+                found[rel] = (full, *file_state(st))
         else:
             regex, pdf_regex = compile_glob(pattern, "--glob"), compile_glob(pdfs, "--glob")
             real_root = os.path.realpath(root)
@@ -7096,7 +7312,7 @@ class Syncer:
                     if skipped is not None:
                         skipped.append((display_path(path), OUTSIDE))
                 elif (regex.match(rel) or pdf_regex.match(rel)) and path.is_file():
-                    found[rel] = (path, *_file_state(path.stat()))
+                    found[rel] = (path, *file_state(path.stat()))
         if not self.read_pdfs:
             unread = [rel for rel in found if is_pdf(rel)]
             self.pdfs_unread += len(unread)
@@ -7183,7 +7399,7 @@ class Syncer:
             self._close_pdf_reader()
             report.pdfs_unread, report.warnings = self.pdfs_unread, list(self.warnings)
             if self.pdfs_unread:
-                self.notice(f"{self.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
+                self.notice(f"{self.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({INSTALL_PDF})")
             lock.release()
             report.seconds = time.monotonic() - started
         return report
@@ -7411,10 +7627,145 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
+# ---- pms/watch.py (+7630) ----
+"""``FolderWatcher``: notices changes in collections' folders and says which.
 
-###############################################################################
-# Clipping: URL -> Markdown note (optional: trafilatura) #######################
-###############################################################################
+Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
+saves is one sync.
+
+May import: paths.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+
+# from .paths import is_skipped_folder
+
+
+# Watching folders: how often they are looked at, and how long they must stay quiet
+# before a sync (an editor saving, a git checkout: many changes become one sync).
+WATCH_INTERVAL = 1.0
+WATCH_QUIET = 1.0
+WATCH_MAX_PATHS = 20_000
+
+
+class FolderWatcher:
+    """Watches collections' folders (recursively) and indexed notes; after ``quiet`` seconds
+    without a further change calls ``on_change(names)`` with the collections that changed.
+    By polling modification times (stdlib only, alike on every OS): a note added, removed or
+    renamed changes its folder's time, an edit the note's own. ``source`` returns the
+    collections to watch; they are read again after each change."""
+
+    def __init__(self, on_change: Callable[[list[str]], None], source: Callable[[], list],
+                 interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET):
+        self.on_change, self.source = on_change, source
+        self.interval, self.quiet = interval, quiet
+        self._lock = threading.Lock()
+        self._snapshot: dict[str, dict[str, tuple[int, int] | None]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def _stat(path: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _paths(self, collection) -> list[str]:
+        root = str(collection.path)
+        found = []
+        for folder, subdirs, _files in os.walk(root):
+            subdirs[:] = [d for d in subdirs if not is_skipped_folder(d)]
+            found.append(folder)
+            if len(found) >= WATCH_MAX_PATHS:
+                break
+        found += [os.path.join(root, rel) for rel in collection.files[: max(0, WATCH_MAX_PATHS - len(found))]]
+        return found
+
+    def watch(self, collections=None) -> None:
+        """(Re)read what to watch: ``collections``, or what ``source`` returns."""
+        collections = self.source() if collections is None else collections
+        snapshot = {c.name: {p: self._stat(p) for p in self._paths(c)} for c in collections}
+        with self._lock:
+            self._snapshot = snapshot
+
+    def changed(self) -> list[str]:
+        """The collections with a folder or note changed since the last look (one pass)."""
+        with self._lock:
+            snapshot = self._snapshot
+        names = []
+        for name, paths in snapshot.items():
+            for path, seen in paths.items():
+                if self._stat(path) != seen:
+                    names.append(name)
+                    break
+        return names
+
+    def run(self, stop: threading.Event | None = None, look_first: bool = True) -> None:
+        """Watch until ``stop`` (or ``stop()``) is set, calling on_change after each quiet spell.
+        ``look_first=False``: compare with what ``watch()`` saw before (changes meanwhile count)."""
+        stop = stop or self._stop
+        if look_first:
+            self._rewatch()
+        pending: set[str] = set()
+        last_change = 0.0
+        while not stop.wait(self.interval) and not self._stop.is_set():
+            names = self.changed()
+            if names:
+                pending.update(names)
+                last_change = time.monotonic()
+                self._rewatch()  # a new folder is watched from now on; the same change is not counted twice
+            elif pending and time.monotonic() - last_change >= self.quiet:
+                changed, pending = sorted(pending), set()
+                self.on_change(changed)
+                self._rewatch()
+
+    def _rewatch(self) -> None:
+        with contextlib.suppress(Exception):  # an index closing under a watcher: keep the last snapshot
+            self.watch()
+
+    def start(self) -> threading.Thread:
+        """``run()`` in a daemon thread."""
+        self._thread = threading.Thread(target=self.run, name="pms-watch", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self) -> None:
+        self._stop.set()
+
+# ---- pms/clip.py (+7743) ----
+"""Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
+
+Owns: fetching with limits and private-address checks on every redirect, extracting the
+article, tidying its Markdown, file names, and writing a new file (never over another).
+
+May import: config, frontmatter, markdown, pdf, paths, filters.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+# from .config import VERSION, LazyPattern, PMSError, Record, _dt, hex_digest, now_iso, pms_command
+# from .frontmatter import split_frontmatter, yaml_scalar
+# from .markdown import FENCE, fence_states, first_heading, is_table_rule
+# from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PDF_SUFFIX, PdfError, PdfReader, pdf_available, pdf_title
+# from .paths import is_skipped_folder, walk_markdown
+# from .filters import checked_number
+
 
 CLIP_TIMEOUT = 20.0  # seconds without an answer before a fetch gives up
 CLIP_MAX_BYTES = 10 * 1024 * 1024  # a web page bigger than this is not an article
@@ -7424,7 +7775,7 @@ CLIP_MAX_REDIRECTS = 5
 CLIP_MAX_TIMEOUT = 3600.0  # --timeout above an hour is a typo, not a wish
 CLIP_MIN_TEXT_CHARS = 80  # letters and digits; "It works!" and app shells are not notes
 CLIP_SLUG_CHARS = 80
-CLIP_USER_AGENT = f"Mozilla/5.0 (compatible; PMS/{__version__}; personal note clipper)"
+CLIP_USER_AGENT = f"Mozilla/5.0 (compatible; PMS/{VERSION}; personal note clipper)"
 HTML_CONTENT_TYPES = {"text/html", "application/xhtml+xml"}
 # Device names Windows refuses as file names, whatever the extension.
 WINDOWS_RESERVED_NAMES = {"con", "prn", "aux", "nul", "conin$", "conout$",
@@ -7477,7 +7828,7 @@ class ClippedNote(Record):
                 **{k: v for k, v in self.page.metadata.items() if k not in ("title", "url")}}
 
 
-def _import_trafilatura():
+def import_trafilatura():
     try:
         import trafilatura
         from lxml import etree  # noqa: F401  (trafilatura's parser; checked here for a clear message)
@@ -7840,15 +8191,15 @@ def _tidy_markdown(markdown: str) -> str:
     """Blank lines around fences, no source-code indentation outside them
     (it would turn paragraphs into code blocks), no inline data: images."""
     lines = markdown.split("\n")
-    fenced, _ = _fence_states(lines)
+    fenced, _ = fence_states(lines)
     out: list[str] = []
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
         if in_fence:
-            opening = _FENCE.match(line) and (i == 0 or not fenced[i - 1])
+            opening = FENCE.match(line) and (i == 0 or not fenced[i - 1])
             if opening and out and out[-1].strip():
                 out.append("")
             out.append(line)
-            closing = _FENCE.match(line) and not opening and (i + 1 >= len(lines) or not fenced[i + 1])
+            closing = FENCE.match(line) and not opening and (i + 1 >= len(lines) or not fenced[i + 1])
             if closing and i + 1 < len(lines) and lines[i + 1].strip():
                 out.append("")
             continue
@@ -7863,12 +8214,12 @@ def _tidy_markdown(markdown: str) -> str:
 def _with_table_headers(lines: list[str]) -> list[str]:
     """A table whose first row was not <th> comes out of trafilatura without
     the |---| rule, which Markdown needs to see a table: add it."""
-    fenced, _ = _fence_states(lines)
+    fenced, _ = fence_states(lines)
     out: list[str] = []
     for i, line in enumerate(lines):
         out.append(line)
         starts_table = line.startswith("|") and not fenced[i] and (i == 0 or not lines[i - 1].startswith("|"))
-        if starts_table and not (i + 1 < len(lines) and _is_table_rule(lines[i + 1])):
+        if starts_table and not (i + 1 < len(lines) and is_table_rule(lines[i + 1])):
             cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
             out.append("|" + "---|" * cells)
     return out
@@ -7884,7 +8235,7 @@ def _page_language(tree) -> str | None:
     return None
 
 
-def _one_line(value) -> str | None:
+def one_line(value) -> str | None:
     """Metadata as one clean line: no control or format characters, single spaces."""
     if value is None:
         return None
@@ -7919,7 +8270,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
     lists, links, tables, images and code blocks (as fences); no navigation or boilerplate."""
     import copy
 
-    trafilatura = _import_trafilatura()
+    trafilatura = import_trafilatura()
     if not html or not (html.strip() if isinstance(html, str) else html.strip()):
         raise PMSError("the page is empty: nothing to clip")
     _refuse_hostile_markup(html)
@@ -7940,21 +8291,21 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
     if len(re.sub(r"[\W_]+", "", plain)) < CLIP_MIN_TEXT_CHARS:
         raise PMSError(f"nothing to clip at {url or 'this page'}: no article text found "
                        "(the page may need JavaScript or a login; save it from your browser and clip the file)")
-    title = _one_line(meta.title) or _one_line(first_heading(markdown, level=1)) or None
+    title = one_line(meta.title) or one_line(first_heading(markdown, level=1)) or None
     if not title and url:
-        title = _one_line(url.rstrip("/").rsplit("/", 1)[-1])
+        title = one_line(url.rstrip("/").rsplit("/", 1)[-1])
     title = title or "Untitled page"
     if not markdown.lstrip().startswith("# "):
         markdown = f"# {title}\n\n{markdown}"
     page_url = url or (meta.url if meta.url and re.match(r"https?://", meta.url) else None)
-    return ExtractedPage(content=markdown, title=title, url=page_url, author=_one_line(meta.author),
-                         published=_one_line(meta.date), site=_one_line(meta.sitename or meta.hostname),
-                         description=_one_line(meta.description), lang=_one_line(lang))
+    return ExtractedPage(content=markdown, title=title, url=page_url, author=one_line(meta.author),
+                         published=one_line(meta.date), site=one_line(meta.sitename or meta.hostname),
+                         description=one_line(meta.description), lang=one_line(lang))
 
 
 def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
     """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
-    _import_trafilatura()  # say so before any download
+    import_trafilatura()  # say so before any download
     deadline = time.monotonic() + checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
     return extract_within(html, final_url, deadline, timeout)
@@ -7967,7 +8318,7 @@ def extract_from_pdf(data: bytes, url: str | None = None, fallback_title: str = 
     import tempfile
 
     if not pdf_available():
-        raise PMSError(f"clipping a PDF needs {PDF_PACKAGE}: {_INSTALL_PDF}")
+        raise PMSError(f"clipping a PDF needs {PDF_PACKAGE}: {INSTALL_PDF}")
     fd, tmp = tempfile.mkstemp(prefix="pms-clip-", suffix=PDF_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -8031,7 +8382,7 @@ def render_clip_note(page: ExtractedPage, source: str | None, clipped: str | Non
     fields = {"title": page.title, "source": source, "clipped": clipped or now_iso(), "author": page.author,
               "published": page.published, "site": page.site, "description": page.description, "lang": page.lang,
               "sha256": hex_digest(body.encode("utf-8"))}
-    lines = [f"{key}: {_yaml_quote(clean)}" for key, value in fields.items() if (clean := _one_line(value))]
+    lines = [f"{key}: {_yaml_quote(clean)}" for key, value in fields.items() if (clean := one_line(value))]
     return "---\n" + "\n".join(lines) + "\n---\n" + body
 
 
@@ -8067,13 +8418,13 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
             continue
         block, _, _ = split_frontmatter(head.replace("\r\n", "\n"))
         for raw in _clip_source_values(block or ""):
-            value = _yaml_scalar(raw)
+            value = yaml_scalar(raw)
             if isinstance(value, str) and _same_page_key(value) in wanted:
                 return Path(full)
     return None
 
 
-def _clip_folder(root: Path, collection_name: str, subfolder: str | None) -> Path:
+def clip_target_folder(root: Path, collection_name: str, subfolder: str | None) -> Path:
     """The folder a clip goes to, checked: inside the collection folder ``root``,
     existing (the collection folder) or creatable (the sub-folder), and writable."""
     if not root.is_dir():
@@ -8095,7 +8446,7 @@ def _clip_folder(root: Path, collection_name: str, subfolder: str | None) -> Pat
     return folder
 
 
-def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
+def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
     """Write ``data`` to ``folder/filename`` (or ``-2``, ``-3``... when taken), atomically:
     a temp file in the same folder, then a hard link to the free name, which
     fails instead of overwriting. A failure leaves no partial file."""
@@ -8139,10 +8490,53 @@ def _write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
+# ---- pms/api.py (+8493) ----
+"""``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
-###############################################################################
-# API: KnowledgeBase ##############################################################
-###############################################################################
+Owns: collections, sync, search, get, links, related notes, clipping and status, each a
+call with a deadline; ``Document`` and ``NoteRef``. It wires store, retrieval, sync and
+clip together and holds no rule of its own that a front end should repeat.
+
+May import: config, markdown, notes, pdf, paths, filters, schema, store, embedding, query,
+ranking, retrieval, sync, watch, clip.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+# from .config import (
+# CALL_DEADLINE, DEFAULT_GLOB, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, Record, TupleFields, _dt, _typing,
+# check_deadline, clean_query, default_db_path, max_file_bytes, named_tuple, past_deadline,
+# )
+# from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
+# from .notes import LinkResolver, note_links
+# from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
+# from .paths import Exclusions, compile_glob, inside, read_note_file
+# from .filters import NoteFilter, checked_number
+# from .schema import MIGRATIONS
+# from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
+# from .embedding import (
+# LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
+# embedding_choice_from_env, language_advice, make_embedder, model_configured,
+# )
+# from .query import Hit
+# from .ranking import first_results, fuse
+# from .retrieval import Retrieval, SearchResult
+# from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
+# from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
+# from .clip import (
+# CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
+# clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
+# write_new_file,
+# )
+
 
 MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
 # An answer for a model (get and multi_get over MCP, multi_get everywhere): a few whole
@@ -8276,13 +8670,13 @@ class Collection:
         of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
         already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
-            _import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
+            import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
         if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
         elif html is None and pdf is None:
             raise PMSError("nothing to clip: give a URL, the HTML of a saved page, or a PDF")
-        folder = _clip_folder(self.path, self.name, subfolder)
+        folder = clip_target_folder(self.path, self.name, subfolder)
         timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
         deadline = time.monotonic() + timeout  # the download and the extraction share it
 
@@ -8317,10 +8711,10 @@ class Collection:
         if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
-        target = _write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
+        target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
         # The PDF beside its note, named after it; not indexed now (its text is the note's).
-        original = _write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
+        original = write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
         report = self.kb.sync(collections=[self.name], paths=[target], embed=embed)
         problems = [why for _path, why in report.errors + report.skipped]
         rows = self.kb.store.find_documents(collection=self.name, path=rel)
@@ -8829,20 +9223,20 @@ class KnowledgeBase:
         if seconds is None:
             yield
             return
-        saved = getattr(_DEADLINE, "at", None), getattr(_DEADLINE, "message", None)
-        _DEADLINE.at = time.monotonic() + max(0.0, float(seconds))
-        _DEADLINE.message = (f"{what} took longer than {seconds:g} s and was stopped "
+        saved = getattr(CALL_DEADLINE, "at", None), getattr(CALL_DEADLINE, "message", None)
+        CALL_DEADLINE.at = time.monotonic() + max(0.0, float(seconds))
+        CALL_DEADLINE.message = (f"{what} took longer than {seconds:g} s and was stopped "
                              "(narrow it: fewer notes, a smaller k, a more specific pattern)")
         try:
             yield
         except DeadlineExceeded:
             raise
         except Exception:
-            if _past_deadline():  # an interrupted query, whatever error it surfaced as
-                raise DeadlineExceeded(_DEADLINE.message) from None
+            if past_deadline():  # an interrupted query, whatever error it surfaced as
+                raise DeadlineExceeded(CALL_DEADLINE.message) from None
             raise
         finally:
-            _DEADLINE.at, _DEADLINE.message = saved
+            CALL_DEADLINE.at, CALL_DEADLINE.message = saved
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None,
@@ -9083,7 +9477,7 @@ class KnowledgeBase:
             "index": str(self.db_path),
             "index_bytes": self.store.size_bytes(),
             "schema_version": len(MIGRATIONS),
-            "version": __version__,
+            "version": VERSION,
             **totals,
             "search_mode": mode,
             "search_mode_reason": why,
@@ -9113,10 +9507,23 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
+# ---- pms/evaluation.py (+9510) ----
+"""Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
-###############################################################################
-# Evaluation: search quality on judged queries (pms bench) ####################
-###############################################################################
+May import: config, embedding, api.
+"""
+
+# from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+# from .config import ADD_COLLECTION_ARGS, Hint, PMSError, Record, pms_command
+# from .embedding import EmbeddingUnavailable
+# from .api import KnowledgeBase
+
 
 class Judgment(Record):
     """One judged query: the notes that answer it, with their credit (1.0 full, 0.5 partial)."""
@@ -9292,10 +9699,36 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
+# ---- pms/mcp_server.py (+9702) ----
+"""The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
-###############################################################################
-# MCP server: the API for AI assistants (pms mcp) ##############################
-###############################################################################
+Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
+budgets and errors, and serving them with the official ``mcp`` SDK (imported lazily).
+
+May import: config, paths, query, retrieval, sync, clip, api.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+# from .config import SEARCH_MODES, VERSION, Hint, PMSError, data_dir, reason_text
+# from .paths import path_prefix_glob
+# from .query import Hit
+# from .retrieval import SearchResult
+# from .sync import SyncReport
+# from .clip import one_line
+# from .api import ANSWER_MAX_BYTES, MAX_QUERIES, OVER_BUDGET, Document, KnowledgeBase
+
+
 # The tools are plain functions over one KnowledgeBase (JSON in, JSON out); the
 # official ``mcp`` SDK, imported lazily, speaks the protocol over stdio or
 # Streamable HTTP. The process keeps the embedding model loaded, so every
@@ -9728,8 +10161,8 @@ class MCPService:
 
 
 def _error_line(text, limit: int = 300) -> str:
-    """An error as one printable line (the clipper's _one_line), cut at ``limit``."""
-    text = _one_line(text) or ""
+    """An error as one printable line (the clipper's one_line), cut at ``limit``."""
+    text = one_line(text) or ""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -9802,7 +10235,7 @@ def mcp_server(service: MCPService):
 
     from urllib.parse import quote, unquote
 
-    return Server("pms", version=__version__, title="PMS notes", instructions=service.instructions(),
+    return Server("pms", version=VERSION, title="PMS notes", instructions=service.instructions(),
                   on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
                   on_list_resource_templates=list_templates, on_read_resource=read_resource)
 
@@ -10020,7 +10453,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
                 with contextlib.suppress(OSError):
                     path.unlink()  # a server that ended without withdrawing its announcement
                 continue
-            if Path(info["db"]) != kb.index_path.resolve() or info.get("version") != __version__:
+            if Path(info["db"]) != kb.index_path.resolve() or info.get("version") != VERSION:
                 continue
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -10241,7 +10674,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         with contextlib.suppress(OSError):
             announce.parent.mkdir(parents=True, exist_ok=True)
             announce.write_text(json.dumps({"url": url, "search_url": url[: -len("/mcp")] + "/search", "pid": os.getpid(),
-                                            "db": str(service.kb.db_path.resolve()), "version": __version__}), encoding="utf-8")
+                                            "db": str(service.kb.db_path.resolve()), "version": VERSION}), encoding="utf-8")
         if not token and host not in ("127.0.0.1", "localhost", "::1"):
             service.say(f"warning: serving on {host} without --token: anyone who reaches this address can read your notes")
         service.say(f"MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)")
@@ -10250,10 +10683,49 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
+# ---- pms/cli.py (+10686) ----
+"""The command line: one KnowledgeBase call per command, and what it prints.
 
-###############################################################################
-# CLI ###########################################################################
-###############################################################################
+Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
+environment and the ``pms`` command) and ``main``. The only module that imports gui/
+(``pms gui``).
+
+May import: config, language, pdf, paths, filters, store, embedding, query, retrieval,
+sync, clip, api, evaluation, mcp_server.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+# from .config import (
+# ADD_COLLECTION_ARGS, DEFAULT_GLOB, SEARCH_MODES, VERSION, Hint, PMSError, _typing, argparse, checkout_dir, data_dir,
+# import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
+# )
+# from .language import LANGUAGE_NAMES
+# from .pdf import INSTALL_PDF, PDF_PACKAGE
+# from .paths import path_prefix_glob
+# from .filters import checked_number
+# from .store import storage_errors
+# from .embedding import embedding_choice_from_env
+# from .query import Hit, render_snippet, terminal_safe
+# from .retrieval import SearchResult
+# from .sync import SyncProgress, SyncReport
+# from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
+# from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
+# from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
+# from .mcp_server import (
+# MCP_CALL_TIMEOUT, MCP_DEFAULT_PORT, MCP_SESSION_IDLE, MCPService, search_via_server, serve_mcp_http, serve_mcp_stdio,
+# )
+
 
 def _human_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
@@ -10488,7 +10960,7 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
         for warning in plan.warnings:
             _notice(f"warning: {warning}")
         if plan.pdfs_unread:
-            _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
+            _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({INSTALL_PDF})")
         return 1 if plan.errors else 0
     return _run_sync(kb, names, args)
 
@@ -10531,7 +11003,7 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
     if info.get("pdfs_without_text"):
         print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
     if info.get("pdfs_unread"):
-        print(f"PDFs:        {info['pdfs_unread']} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({_INSTALL_PDF})")
+        print(f"PDFs:        {info['pdfs_unread']} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({INSTALL_PDF})")
     for warning in info["warnings"]:
         print(f"Warning:     {terminal_safe(warning)}")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
@@ -10755,7 +11227,7 @@ def cmd_clip(kb: KnowledgeBase, args) -> int:
 
 def sample_notes_dir() -> Path:
     base = getattr(sys, "_MEIPASS", None)
-    return Path(base) / "sample-notes" if base else Path(__file__).resolve().parent / "sample-notes"
+    return Path(base) / "sample-notes" if base else checkout_dir() / "sample-notes"
 
 
 DEMO_QUERIES = ["sync notes across devices", "rust ownership borrow", '"3-2-1" backup -docker', "what should I pack for a trip"]
@@ -10803,7 +11275,7 @@ def default_bin_dir() -> Path:
     return Path.home() / ".local" / "bin"
 
 
-# The pms command: a few lines that import pms.py as a module, so Python loads its cached bytecode.
+# The pms command: a few lines that import pms (the one file or the package) as a module, so Python loads its cached bytecode.
 PMS_COMMAND_SCRIPT = """\
 # The pms command, written by `pms.py setup`: {source}, started from its cached bytecode.
 import gc
@@ -10826,18 +11298,20 @@ if __name__ == "__main__":
 
 
 def install_command(bin_dir: Path) -> Path:
-    """Write the ``pms`` command into ``bin_dir`` and cache pms.py's bytecode: Python never
-    caches a script's, so ``pms`` imports this file as a module, with this Python."""
+    """Write the ``pms`` command into ``bin_dir`` and cache the bytecode of what runs now (pms.py,
+    or the package's modules): Python never caches a script's, so ``pms`` imports it as a module,
+    with this Python."""
     import importlib.util
     import py_compile
 
-    source = Path(__file__).resolve()
+    source = source_path()
     try:
-        py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)), doraise=True)
+        for module in sorted(source.glob("*.py")) if source.is_dir() else [source]:
+            py_compile.compile(str(module), cfile=importlib.util.cache_from_source(str(module)), doraise=True)
     except (OSError, py_compile.PyCompileError) as exc:
         print(f"pms: cannot cache the bytecode of {source} ({exc}); the pms command works, compiling it on every run",
               file=sys.stderr)
-    launcher = PMS_COMMAND_SCRIPT.format(source=str(source), folder=str(source.parent))
+    launcher = PMS_COMMAND_SCRIPT.format(source=str(source), folder=str(import_root()))
     try:
         bin_dir.mkdir(parents=True, exist_ok=True)
         if sys.platform == "win32":  # a batch file runs the script (its short compile is the price on Windows)
@@ -10856,7 +11330,7 @@ def install_command(bin_dir: Path) -> Path:
 def _setup_command(bin_dir: Path | None) -> None:
     command = install_command(bin_dir or default_bin_dir())
     on_path = any(Path(folder).expanduser() == command.parent for folder in os.environ.get("PATH", "").split(os.pathsep) if folder)
-    print(f"Installed the pms command: {command} (`pms search ...` runs {Path(__file__).resolve()}, starting faster)"
+    print(f"Installed the pms command: {command} (`pms search ...` runs {source_path()}, starting faster)"
           + ("" if on_path else f"; add {command.parent} to your PATH to type just `pms`"))
 
 
@@ -10895,8 +11369,8 @@ def cmd_gui(kb: KnowledgeBase, args) -> int:
     if not (module_available("PySide6") and module_available("markdown_it") and module_available("mdit_py_plugins")):
         raise PMSError("the desktop app needs PySide6 and markdown-it-py (pip install PySide6-Essentials "
                        f"markdown-it-py mdit-py-plugins, or run: {pms_command('setup --gui')})")
-    sys.modules.setdefault("pms", sys.modules[__name__])  # run as a script, this file is __main__: the GUI's "import pms" must find it
-    root = str(Path(__file__).resolve().parent)
+    sys.modules.setdefault("pms", sys.modules[__name__])  # run as a script, pms.py is __main__: the GUI's "import pms" must find it
+    root = str(checkout_dir())
     if root not in sys.path:
         sys.path.insert(0, root)
     from gui.app import run
@@ -10966,7 +11440,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     emb.add_argument("--embed-key-env", metavar="VAR", help="environment variable holding the server's API key")
     emb.add_argument("--allow-remote-embedding", action="store_true",
                      help="allow a server off this machine: your notes' text is sent to it")
-    p.add_argument("--version", action="version", version=f"pms {__version__}")
+    p.add_argument("--version", action="version", version=f"pms {VERSION}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=functools.partial(  # type: ignore[call-overload]
         argparse.ArgumentParser, formatter_class=functools.partial(argparse.HelpFormatter, **width)))
     if only in COMMANDS or only == "setup":
@@ -11267,12 +11741,72 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
+# ---- pms/__init__.py (+11691) ----
+# from .config import (
+# DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
+# hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
+# )
+# from .frontmatter import FrontmatterError, parse_frontmatter, split_frontmatter
+# from .markdown import (
+# DEFAULT_CHUNK_CHARS, BinaryFileError, Chunk, FileTooLargeError, chunk_markdown, decode_text, first_heading,
+# passage_display_text, title_line_as_heading,
+# )
+# from .notes import replace_wikilinks
+# from .paths import is_skipped_folder, path_prefix_glob, read_note_file
+# from .filters import NoteFilter
+# from .schema import sqlite_module
+# from .embedding import (
+# EMBED_HTTP_BATCH_SIZE, EMBEDDING_PROVIDERS, Embedder, EmbeddingProvider, EmbeddingUnavailable, HTTPEmbedder,
+# make_embedder, model_settings, quiet_logs,
+# )
+# from .query import STOPWORDS, VECTOR_UNAVAILABLE, Hit, ParsedQuery, VectorStatus, parse_query, render_snippet
+# from .ranking import Fused, RankingSettings, fuse, name_similarity, rank
+# from .retrieval import SearchRequest, SearchResult
+# from .sync import SyncPlan, SyncProgress, SyncReport
+# from .watch import FolderWatcher
+# from .clip import AlreadyClipped, ClippedNote, ExtractedPage, clip_filename, extract_from_html, extract_from_url
+# from .api import Collection, Collections, Document, KnowledgeBase, NoteRef, SearchMode
+# from .evaluation import BENCH_MODES, Judgment, load_fixture, run_benchmark
+# from .cli import ProgressPrinter, main, main_and_exit
+
+__version__ = VERSION
+
+__all__ = [
+    "VERSION",
+    # the engine behind one object, and what it returns
+    "KnowledgeBase", "Collection", "Collections", "Document", "SearchMode", "Hit", "NoteFilter", "NoteRef",
+    "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage", "FolderWatcher",
+    "path_prefix_glob", "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
+    # errors: everything a user can cause is a PMSError
+    "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
+    "DeadlineExceeded",
+    # Markdown without an index (chunking, the desktop app's preview)
+    "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
+    # web pages without an index
+    "extract_from_url", "extract_from_html", "clip_filename",
+    # settings, the embedding model, evaluation: bench/ and build/
+    "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
+    "EmbeddingProvider", "HTTPEmbedder", "EMBEDDING_PROVIDERS", "make_embedder", "EMBED_HTTP_BATCH_SIZE",
+    "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "BENCH_MODES",
+    # ranking: fusion as a pure function, and note-name similarity
+    "RankingSettings", "Fused", "fuse", "rank", "name_similarity", "SearchRequest", "SearchResult", "render_snippet",
+    "Hint", "hint_text", "reason_text",
+    # running PMS: the CLI entry point, its progress bar, the optional extras
+    "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
+    "private_env_dir",
+]
 
 # What loading made (functions, classes, constants) lives as long as the process: frozen, the
 # collector never walks it again (in a one-shot search it did a few times: 6 ms of 25).
 gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
+
+# ---- pms/__main__.py (+11806) ----
+"""python -m pms: the command line."""
+
+# from .cli import main_and_exit
 
 if __name__ == "__main__":
     main_and_exit()

@@ -5,7 +5,7 @@ import multiprocessing
 import sys
 from pathlib import Path
 
-# PDFs are read in a worker process (pms.PdfReader): in a frozen program that
+# PDFs are read in a worker process (pms.pdf.PdfReader): in a frozen program that
 # worker is this program again, and freeze_support() makes it run the worker.
 multiprocessing.freeze_support()
 if Path(sys.argv[0]).name.startswith("pms-gui"):

@@ -3,7 +3,7 @@ title, place, heading breadcrumb and a plain-text snippet (query terms marked).
 
 Rows are notes, plus (in hybrid mode) one divider between the notes that
 contain the query's words and those only related in meaning. Near-duplicate
-notes (pms.mark_copies: the same title and file name in several places, such
+notes (pms.ranking.mark_copies: the same title and file name in several places, such
 as four editions of a book) share one row that says how many copies it stands for.
 """
 
@@ -65,7 +65,7 @@ class ResultsModel(QStandardItemModel):
         copies: dict = {}
         originals: dict = {}
         for hit in hits:
-            original = originals.get(hit.copy_of) if hit.copy_of else None  # the engine's grouping (pms.mark_copies)
+            original = originals.get(hit.copy_of) if hit.copy_of else None  # the engine's grouping (pms.ranking.mark_copies)
             if original is not None:
                 copies.setdefault(id(original), []).append(hit)
                 continue

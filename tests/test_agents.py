@@ -83,7 +83,7 @@ def test_the_migration_makes_old_colliding_ids_unique(colliding, db_path):
     db.execute("UPDATE documents SET docid = substr(docid, 1, 6)")
     db.execute("CREATE INDEX documents_docid ON documents(docid)")
     # the docid migration, then exclusions, note substance and paragraph prints: the last four
-    db.execute(f"PRAGMA user_version = {len(pms.MIGRATIONS) - 4}")
+    db.execute(f"PRAGMA user_version = {len(pms.schema.MIGRATIONS) - 4}")
     db.commit()
     db.close()
     with pms.KnowledgeBase(db_path, embeddings=False) as again:

@@ -55,7 +55,7 @@ def test_repository_query_sets_are_valid():
     assert all(any(g == 1.0 for g in j.relevant.values()) for j in judgments)
     sample = pms.load_fixture(REPO / "bench" / "sample_notes_queries.json")
     notes = [("sample-notes", p.relative_to(REPO / "sample-notes").as_posix()) for p in (REPO / "sample-notes").rglob("*.md")]
-    assert pms.resolve_targets({t for j in sample for t in j.relevant}, notes)[1] == []  # every expected note exists
+    assert pms.evaluation.resolve_targets({t for j in sample for t in j.relevant}, notes)[1] == []  # every expected note exists
 
 
 def test_sample_queries_cover_every_kind_of_vault_query():
@@ -73,7 +73,7 @@ def test_sample_queries_cover_every_kind_of_vault_query():
 # -- metrics ------------------------------------------------------------------------------
 def test_metrics_on_a_hand_computed_example():
     # Ranked hits: miss, full, partial, miss. Judged: two full notes (one never found) and one partial.
-    m = pms.query_metrics([0, 1, 0.5, 0], [1, 1, 0.5])
+    m = pms.evaluation.query_metrics([0, 1, 0.5, 0], [1, 1, 0.5])
     # DCG@5  = 1/log2(3) + 0.5/log2(4)         = 0.63093 + 0.25 = 0.88093
     # IDCG@5 = 1 + 1/log2(3) + 0.5/log2(4)     = 1.88093
     assert m["ndcg@5"] == pytest.approx(0.88093 / 1.88093, abs=1e-5)
@@ -81,22 +81,22 @@ def test_metrics_on_a_hand_computed_example():
     assert (m["hit@1"], m["hit@3"], m["hit@5"]) == (0, 1, 1)
     assert m["mrr"] == pytest.approx(0.5)  # best of 1/2 (full at rank 2) and 0.5/3 (partial at 3)
     assert m["recall@10"] == pytest.approx(1.5 / 2.5)
-    perfect = pms.query_metrics([1, 1, 0.5], [1, 1, 0.5])
+    perfect = pms.evaluation.query_metrics([1, 1, 0.5], [1, 1, 0.5])
     assert perfect["ndcg@10"] == pytest.approx(1.0) and perfect["mrr"] == 1.0
-    assert pms.query_metrics([], [1])["ndcg@10"] == 0.0
-    assert pms._percentile([5, 1, 3, 2, 4], 0.5) == 3 and pms._percentile(list(range(1, 101)), 0.95) == 95
+    assert pms.evaluation.query_metrics([], [1])["ndcg@10"] == 0.0
+    assert pms.evaluation._percentile([5, 1, 3, 2, 4], 0.5) == 3 and pms.evaluation._percentile(list(range(1, 101)), 0.95) == 95
 
 
 def test_path_matching_rules():
     notes = [("notes", "a.md"), ("notes", "dev/rust.md"), ("notes", "dev/b.md"), ("notes", "old/b.md"), ("other", "a.md")]
-    found, missing = pms.resolve_targets(["notes/a.md", "dev/rust.md", "rust.md", "rust", "rust/x.md", "nope.md"], notes)
+    found, missing = pms.evaluation.resolve_targets(["notes/a.md", "dev/rust.md", "rust.md", "rust", "rust/x.md", "nope.md"], notes)
     assert found == {"notes/a.md": ("notes", "a.md"), "dev/rust.md": ("notes", "dev/rust.md"),
                      "rust.md": ("notes", "dev/rust.md"), "rust": ("notes", "dev/rust.md")}
     assert sorted(missing) == ["nope.md", "rust/x.md"]
-    assert pms.resolve_targets(["rust.md"], [("n", "x/dev/rust.md")])[0] == {"rust.md": ("n", "x/dev/rust.md")}
+    assert pms.evaluation.resolve_targets(["rust.md"], [("n", "x/dev/rust.md")])[0] == {"rust.md": ("n", "x/dev/rust.md")}
     for ambiguous in ("b.md", "b", "a.md"):  # a.md is in two collections
         with pytest.raises(pms.PMSError, match="matches 2 notes"):
-            pms.resolve_targets([ambiguous], notes)
+            pms.evaluation.resolve_targets([ambiguous], notes)
 
 
 # -- refusing to report zeros ---------------------------------------------------------------------
@@ -125,7 +125,7 @@ def test_keyword_only_index_reports_other_modes_unavailable(vault):
     assert keyword["hit@1"] == 1.0 and keyword["expected_in_top_k_passed"] == 1
     vector = result["modes"]["vector"]
     assert not vector["available"] and vector["reason"].startswith("vector search is unavailable")
-    assert "unavailable" in pms.format_benchmark(result)
+    assert "unavailable" in pms.evaluation.format_benchmark(result)
 
 
 # -- a real run with the real model ----------------------------------------------------------

@@ -55,7 +55,7 @@ def other_writer_gets_in(db_path) -> bool:
 
 
 def test_the_most_recently_modified_notes_are_embedded_first(tmp_path, model, monkeypatch):
-    monkeypatch.setattr(pms, "EMBED_WINDOW", 1)  # each passage its own window: the order is recency alone
+    monkeypatch.setattr(pms.sync, "EMBED_WINDOW", 1)  # each passage its own window: the order is recency alone
     root = dated_notes(tmp_path / "vault", 6, words=3)
     os.utime(root / "n2.md", (time.time(), time.time()))  # edited just now
     embedder = RecordingEmbedder()
@@ -95,7 +95,7 @@ def test_indexing_commits_big_notes_a_few_at_a_time(tmp_path):
         kb.collections.create(root, name="v")
         assert kb.sync(progress=progress).added == 6
     per_transaction = [b - a for a, b in zip([0, *steps], steps)]
-    assert max(per_transaction) <= pms.Syncer.BATCH_BYTES // 400_000 and len(steps) >= 3
+    assert max(per_transaction) <= pms.sync.Syncer.BATCH_BYTES // 400_000 and len(steps) >= 3
     assert all(free)
 
 

@@ -45,7 +45,7 @@ def bundle_test_model(frozen, monkeypatch, model_dir) -> str:
 def test_bundled_model_is_found_and_named(frozen, monkeypatch, embedding_model_dir):
     name = bundle_test_model(frozen, monkeypatch, embedding_model_dir)
     assert (frozen / "model" / "pms-model.txt").read_text().strip() == name == "sentence-transformers/all-MiniLM-L6-v2"
-    assert pms.bundled_model_dir() == frozen / "model"
+    assert pms.config.bundled_model_dir() == frozen / "model"
     assert pms.model_settings() == (name, frozen / "model")
 
 
@@ -57,7 +57,7 @@ def test_bundled_model_embeds_offline(frozen, monkeypatch, embedding_model_dir):
 
 
 def test_sample_notes_are_found_where_the_app_bundles_them(frozen):
-    assert pms.sample_notes_dir() == frozen / "sample-notes"
+    assert pms.cli.sample_notes_dir() == frozen / "sample-notes"
 
 
 def test_runtime_hook_switches_the_hub_off(monkeypatch):

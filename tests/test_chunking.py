@@ -127,7 +127,7 @@ Body.
 
 
 def test_frontmatter_gives_title_tags_aliases_and_file_line_numbers():
-    note = pms.parse_note(FRONTMATTER, "file")
+    note = pms.notes.parse_note(FRONTMATTER, "file")
     assert note.title == "Quoted: title"
     assert note.tags == ["alpha", "beta"]
     assert note.aliases == ["First alias", "Second"]
@@ -136,22 +136,22 @@ def test_frontmatter_gives_title_tags_aliases_and_file_line_numbers():
 
 
 def test_broken_yaml_is_read_as_far_as_it_goes():
-    note = pms.parse_note("---\ntitle: ok\nbad: [unclosed\n---\nbody\n", "f")
+    note = pms.notes.parse_note("---\ntitle: ok\nbad: [unclosed\n---\nbody\n", "f")
     assert note.title == "ok"
 
 
 def test_title_falls_back_to_h1_then_file_name():
-    assert pms.parse_note("intro\n\n# The H1\n\ntext", "file").title == "The H1"
-    assert pms.parse_note("no heading here", "file-name").title == "file-name"
-    assert pms.parse_note("```\n# not a heading\n```\n", "f").title == "f"
+    assert pms.notes.parse_note("intro\n\n# The H1\n\ntext", "file").title == "The H1"
+    assert pms.notes.parse_note("no heading here", "file-name").title == "file-name"
+    assert pms.notes.parse_note("```\n# not a heading\n```\n", "f").title == "f"
 
 
 def test_tags_as_a_string():
-    assert pms.parse_note("---\ntags: one, two  three\n---\nx", "f").tags == ["one", "two", "three"]
+    assert pms.notes.parse_note("---\ntags: one, two  three\n---\nx", "f").tags == ["one", "two", "three"]
 
 
 def test_empty_note_is_findable_by_title():
-    note = pms.parse_note("", "empty-note")
+    note = pms.notes.parse_note("", "empty-note")
     assert len(note.chunks) == 1 and note.chunks[0].heading_path == "empty-note"
 
 
@@ -172,7 +172,7 @@ def test_empty_note_is_findable_by_title():
     ("{**/*.md,notes/*.txt}", "x/notes/a.txt", False),
 ])
 def test_glob(pattern, path, ok):
-    assert bool(pms.compile_glob(pattern).match(path)) is ok
+    assert bool(pms.paths.compile_glob(pattern).match(path)) is ok
 
 
 def test_a_leading_title_line_reads_as_the_heading_first_heading_takes_it_for():

@@ -143,7 +143,7 @@ def all_commands(parser: argparse.ArgumentParser, prefix=()) -> list[tuple[str, 
 
 
 def test_every_command_has_help(pms_main):
-    commands = all_commands(pms.build_parser())
+    commands = all_commands(pms.cli.build_parser())
     assert {"collection", "sync", "status", "search", "get", "clip", "gui", "bench", "demo", "setup"} <= {c[0] for c in commands}
     assert ("collection", "add") in commands
     for command in commands:

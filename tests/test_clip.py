@@ -65,20 +65,20 @@ HOSTILE_TITLES = ["../../../etc/passwd", "..\\..\\Windows\\System32\\drivers", "
 
 @pytest.mark.parametrize("title", HOSTILE_TITLES)
 def test_slug_is_safe_on_every_os(title):
-    slug = pms.clip_slug(title)
+    slug = pms.clip.clip_slug(title)
     assert re.fullmatch(r"([a-z0-9]+(-[a-z0-9]+)*)?", slug), slug
-    assert len(slug) <= pms.CLIP_SLUG_CHARS
-    assert slug not in pms.WINDOWS_RESERVED_NAMES
+    assert len(slug) <= pms.clip.CLIP_SLUG_CHARS
+    assert slug not in pms.clip.WINDOWS_RESERVED_NAMES
     name = pms.clip_filename(title, "https://example.org/2024/some-post.html")
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}-[a-z0-9]+(-[a-z0-9]+)*\.md", name), name
 
 
 def test_slug_folds_to_ascii_and_falls_back_on_the_url():
-    assert pms.clip_slug("Ünïcödé naïve café — déjà vu") == "unicode-naive-cafe-deja-vu"
+    assert pms.clip.clip_slug("Ünïcödé naïve café — déjà vu") == "unicode-naive-cafe-deja-vu"
     assert pms.clip_filename("Подольски", "https://football.ua/germany/311510-podolski.html").endswith("-311510-podolski.md")
     assert pms.clip_filename("中文", "https://news.qq.com/").endswith("-news-qq-com.md")
     assert pms.clip_filename("中文").endswith("-clipped-page.md")
-    long = pms.clip_slug("word " * 40)
+    long = pms.clip.clip_slug("word " * 40)
     assert len(long) <= 80 and long.endswith("word")  # cut at a word boundary
 
 
@@ -101,18 +101,18 @@ NASTY = ["It's: a \"quoted\" #title", "- starts like a list", "null", "yes", "20
 def test_frontmatter_parses_the_same_with_pyyaml_and_the_engine(value):
     page = pms.ExtractedPage(content="# T\n\nBody text.\n", title=value, author=value, description=value,
                              site="Site", published="2020-01-01", lang="en")
-    text = pms.render_clip_note(page, "https://example.org/a?b=1&c='2'#frag", clipped="2026-01-02T03:04:05+00:00")
+    text = pms.clip.render_clip_note(page, "https://example.org/a?b=1&c='2'#frag", clipped="2026-01-02T03:04:05+00:00")
     yaml = pytest.importorskip("yaml")
     block, body, _ = pms.split_frontmatter(text)
     by_yaml, by_engine = yaml.safe_load(block), pms.parse_frontmatter(block)
     assert by_yaml == by_engine
-    assert by_yaml["title"] == pms._one_line(value)
+    assert by_yaml["title"] == pms.clip.one_line(value)
     assert "\n" not in by_yaml["title"] and all(ch.isprintable() for ch in by_yaml["title"])
     assert by_yaml["source"] == "https://example.org/a?b=1&c='2'#frag"
     assert by_yaml["published"] == "2020-01-01" and by_yaml["clipped"] == "2026-01-02T03:04:05+00:00"
     assert by_yaml["sha256"] == hashlib.sha256(body.encode()).hexdigest()
     # an empty title is not written, so the note's H1 names it
-    assert pms.parse_note(text, "fallback").title == (pms._one_line(value) or "T")
+    assert pms.notes.parse_note(text, "fallback").title == (pms.clip.one_line(value) or "T")
 
 
 def test_code_blocks_become_fences_with_their_lines():
@@ -132,7 +132,7 @@ def test_code_blocks_become_fences_with_their_lines():
 
 
 def test_fence_is_longer_than_backticks_in_the_code():
-    assert pms._fence("md", "```\ninner\n```").startswith("````md\n")
+    assert pms.clip._fence("md", "```\ninner\n```").startswith("````md\n")
 
 
 # -- real pages, served over HTTP ---------------------------------------------------------
@@ -225,7 +225,7 @@ def test_redirects_are_followed_up_to_the_limit(server):
     page = pms.extract_from_url(f"{server}/hops/3")
     assert page.title == "Arrived after hops" and page.url == f"{server}/hops/0"
     with pytest.raises(pms.PMSError, match="too many redirects"):
-        pms.extract_from_url(f"{server}/hops/{pms.CLIP_MAX_REDIRECTS + 1}")
+        pms.extract_from_url(f"{server}/hops/{pms.clip.CLIP_MAX_REDIRECTS + 1}")
 
 
 # -- never overwrite ----------------------------------------------------------------------

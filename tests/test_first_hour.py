@@ -161,7 +161,7 @@ def test_status_during_a_running_sync_does_not_advise_a_sync(notes, tmp_path):
     plain("collection", "add", notes, "--name", "notes", "--no-embed", db=db)
     write(notes / "new.md", "# New\n")
     assert "(run: python3 pms.py sync)" in plain("status", db=db).stdout
-    lock = pms.FileLock(Path(str(db) + ".sync.lock"))
+    lock = pms.sync.FileLock(Path(str(db) + ".sync.lock"))
     assert lock.acquire(blocking=False)
     try:
         r = plain("status", db=db)
@@ -206,7 +206,7 @@ def test_the_pip_setup_uses_resolves_the_clipper_without_the_html_clean_warning(
     venv.EnvBuilder(with_pip=True).create(tmp_path / "env")
     python = str(tmp_path / "env" / "bin" / "python")
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    if subprocess.run([*pip, pms.SETUP_PIP], capture_output=True, timeout=300).returncode != 0:
+    if subprocess.run([*pip, pms.cli.SETUP_PIP], capture_output=True, timeout=300).returncode != 0:
         pytest.skip("no package index reachable to install a newer pip")
     r = subprocess.run([*pip, "--dry-run", "justext", "lxml"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

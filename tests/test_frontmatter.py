@@ -84,10 +84,10 @@ def test_what_is_indexed_from_the_forms(kb, tmp_path):
                                "draft: true\n---\n# A\n\nbody\n", encoding="utf-8")
     kb.collections.create(root, name="v")
     kb.sync()
-    note = pms.parse_note((root / "a.md").read_text(encoding="utf-8"), "a")
+    note = pms.notes.parse_note((root / "a.md").read_text(encoding="utf-8"), "a")
     assert note.aliases == ["yes"] and note.date == "2024-01-02"
-    assert ("description", "folded words here") in pms.frontmatter_fields(note.metadata)
-    assert ("draft", "true") in pms.frontmatter_fields(note.metadata)
+    assert ("description", "folded words here") in pms.notes.frontmatter_fields(note.metadata)
+    assert ("draft", "true") in pms.notes.frontmatter_fields(note.metadata)
     assert [h.path for h in kb.search("", where="draft=true")] == ["a.md"]
     assert [h.path for h in kb.search("", where="description=folded words here")] == ["a.md"]
 

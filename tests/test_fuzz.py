@@ -121,7 +121,7 @@ note_texts = st.tuples(st.booleans(), frontmatter_lines, st.lists(markdown_lines
 @given(text=note_texts)
 def test_any_note_text_parses(text):
     try:
-        note = pms.parse_note(text, "fallback", target_chars=200)
+        note = pms.notes.parse_note(text, "fallback", target_chars=200)
     except pms.FrontmatterError as exc:
         assert "\n" not in str(exc)
         return
@@ -183,7 +183,7 @@ def test_any_files_sync_without_exception(names, texts):
         for name in written:
             if name.startswith("."):
                 continue
-            assert name in indexed or pms.display_path(name) in shown
+            assert name in indexed or pms.config.display_path(name) in shown
         for rel in indexed:
             assert kb.get(f"fuzz/{rel}").path == rel
         assert kb.check_sync_status().pending == 0
@@ -205,10 +205,10 @@ def runs(longest: int):
 @settings(max_examples=60, **SETTINGS)
 @given(text=runs(20_000))
 def test_note_text_with_long_runs_of_spaces_and_brackets_parses(text):
-    note = pms.parse_note(text, "fallback", target_chars=200)
+    note = pms.notes.parse_note(text, "fallback", target_chars=200)
     assert note.chunks and note.title.strip()
-    assert all(isinstance(link.target, str) for link in pms.note_links(text))
-    assert isinstance(pms._tidy_markdown(text), str) and isinstance(pms.render_snippet(text, "ansi"), str)
+    assert all(isinstance(link.target, str) for link in pms.notes.note_links(text))
+    assert isinstance(pms.clip._tidy_markdown(text), str) and isinstance(pms.render_snippet(text, "ansi"), str)
 
 
 # The patterns the linear code replaced: on short text they are the reference.
@@ -228,12 +228,12 @@ def old_clean_heading(text: str) -> str:
 def test_the_linear_rewrites_agree_with_the_patterns_they_replace(text):
     for line in text.split("\n"):
         m = OLD_HEADING.match(line)
-        assert pms.parse_heading(line) == ((len(m.group(1)), m.group(2)) if m else None), line
-        assert [m.group(1) for m in OLD_MD_LINK.finditer(line)] == list(pms._markdown_link_targets(line)), line
-        assert pms.clean_heading(line) == old_clean_heading(line), line
+        assert pms.markdown.parse_heading(line) == ((len(m.group(1)), m.group(2)) if m else None), line
+        assert [m.group(1) for m in OLD_MD_LINK.finditer(line)] == list(pms.notes._markdown_link_targets(line)), line
+        assert pms.markdown.clean_heading(line) == old_clean_heading(line), line
         m = OLD_WHERE.match(line)
         expected = (m.group(1), m.group(2), m.group(3) if m.group(2) else None) if m and m.group(1).strip() else None
-        assert pms._where_condition(line) == expected, line
+        assert pms.filters._where_condition(line) == expected, line
 
 
 glob_names = st.text(st.sampled_from("ab.*?[]!{},-"), max_size=6)
@@ -245,12 +245,12 @@ path_names = st.text(st.sampled_from("ab.-"), max_size=4)
 def test_a_glob_under_every_folder_matches_by_the_file_name_alone(name_glob, names):
     """"**/X" matches a path exactly when X matches its file name, at any depth (and is an error exactly when X is)."""
     try:
-        alone = pms.compile_glob(name_glob)
+        alone = pms.paths.compile_glob(name_glob)
     except pms.PMSError:
         with pytest.raises(pms.PMSError):
-            pms.compile_glob("**/" + name_glob)
+            pms.paths.compile_glob("**/" + name_glob)
         return
-    anywhere = pms.compile_glob("**/" + name_glob)
+    anywhere = pms.paths.compile_glob("**/" + name_glob)
     assert bool(anywhere.match("/".join(names))) == bool(alone.match(names[-1]))
 
 
@@ -264,5 +264,5 @@ MARKUP_PIECES = ["<", ">", "/", "[", "]", "(", ")", "{", "}", "#", "!", "|", "="
 def test_text_the_markup_prefilter_passes_over_has_no_markup_to_render(text):
     # passage_display_text runs its markup rules only on text a cheap prefilter flags; a rule
     # that could match text the prefilter passes over would leave its markup in snippets.
-    if not pms._MAY_HOLD_MARKUP.search(text):
-        assert pms._DISPLAY_RULES.sub(pms._display_piece, text) == text
+    if not pms.markdown._MAY_HOLD_MARKUP.search(text):
+        assert pms.markdown._DISPLAY_RULES.sub(pms.markdown._display_piece, text) == text

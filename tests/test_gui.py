@@ -22,7 +22,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent, QTextDocument  # noqa: E4
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import pms  # noqa: E402
-from conftest import WAIT_MS, preview_of_a_note, type_query, wait_for_preview, write  # noqa: E402
+from conftest import REPO, WAIT_MS, preview_of_a_note, type_query, wait_for_preview, write  # noqa: E402
 from gui.preview import wikilinks_to_markdown  # noqa: E402
 from gui.window import MainWindow  # noqa: E402
 
@@ -219,7 +219,7 @@ def test_engine_notices_reach_the_status_bar(kb, notes, open_window, qtbot):
     """A sync that waits for another one (another window, the CLI) says so in the window."""
     kb.collections.create(notes, name="notes")
     window = open_window(kb)
-    other_sync = pms.FileLock(kb.index_path.with_name(kb.index_path.name + ".sync.lock"))
+    other_sync = pms.sync.FileLock(kb.index_path.with_name(kb.index_path.name + ".sync.lock"))
     assert other_sync.acquire(blocking=False)
     with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
         window.sync.request_sync(None)
@@ -317,7 +317,7 @@ def test_the_app_starts_from_its_entry_point(vault, db_path):
     import sys
 
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    out = subprocess.run([sys.executable, "-m", "gui", "--db", str(db_path), "--quit-after-show"], cwd=pms.__file__.rsplit("/", 1)[0],
+    out = subprocess.run([sys.executable, "-m", "gui", "--db", str(db_path), "--quit-after-show"], cwd=REPO,
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("window-shown")  # how fast: bench/gui_bench.py (docs/benchmarks.md)
@@ -656,7 +656,7 @@ def test_the_setup_button_runs_setup_with_progress_and_can_be_cancelled(vault, o
 
     window = open_window(vault)
 
-    assert window.sync.setup_command == [sys.executable, str(Path(pms.__file__).resolve()), "setup"]  # what the button runs
+    assert window.sync.setup_command == [sys.executable, str(REPO / "pms.py"), "setup"]  # what the button runs
     # The real command downloads hundreds of MB: a stand-in child process that talks like pip and takes long.
     window.sync.setup_command = [sys.executable, "-c", "import time; print('Collecting fastembed', flush=True); time.sleep(60)"]
     window.sync.run_setup()

@@ -262,7 +262,7 @@ def test_the_preview_lands_on_every_passage_of_the_rust_book_by_its_line_numbers
     checked, missed = 0, []
     for path in sorted(root.rglob("*.md")):
         text = pms.decode_text(path.read_bytes())
-        note = pms.parse_note(text, path.stem, path=str(path.relative_to(root)))
+        note = pms.notes.parse_note(text, path.stem, path=str(path.relative_to(root)))
         for chunk in note.chunks:
             first = first_words_seen(chunk.text)
             if chunk.start_line <= 1 or not first:

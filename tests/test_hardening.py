@@ -52,8 +52,8 @@ def test_a_file_name_that_is_not_utf8_is_skipped_with_one_line_and_the_rest_inde
     assert not report.errors
     assert sorted(kb.collections.get("names").files) == ["a.md"] + [f"z{i}.md" for i in range(5)]
     why = {path: reason for path, reason in report.skipped}
-    assert why[str(root / "bad") + "\\xff\\xfe.md"] == pms.BAD_NAME
-    assert why[str(root / "dir") + "\\xfe"] == pms.BAD_FOLDER_NAME
+    assert why[str(root / "bad") + "\\xff\\xfe.md"] == pms.paths.BAD_NAME
+    assert why[str(root / "dir") + "\\xfe"] == pms.paths.BAD_FOLDER_NAME
     assert kb.check_sync_status().pending == 0
     assert kb.sync().added == 0
 
@@ -65,7 +65,7 @@ def test_cli_sync_with_a_bad_file_name_says_one_line_and_succeeds(tmp_path, env)
     bytes_name(root, b"caf\xe9.md", b"# Latin-1 name\n\ntext\n")
     r = run_cli("collection", "add", root, "--name", "n", "--no-embed", env=env)
     assert r.returncode == 0, r.stderr
-    assert r.stderr.strip() == f"pms: {root}/caf\\xe9.md: {pms.BAD_NAME}"
+    assert r.stderr.strip() == f"pms: {root}/caf\\xe9.md: {pms.paths.BAD_NAME}"
     assert "+1 new" in r.stdout and "1 skipped" in r.stdout
 
 
@@ -171,13 +171,13 @@ def slow_server():
 def test_clip_timeout_bounds_the_whole_download(slow_server):
     started = time.monotonic()
     with pytest.raises(pms.PMSError, match="did not finish downloading within 2 s"):
-        pms.fetch_html(f"{slow_server}/trickle", timeout=2)
+        pms.clip.fetch_html(f"{slow_server}/trickle", timeout=2)
     assert time.monotonic() - started < 6
 
 
 def test_redirect_to_a_file_url_is_named_as_such(slow_server):
     with pytest.raises(pms.PMSError, match="redirects to 'file:///etc/passwd', which is not a web page"):
-        pms.fetch_html(f"{slow_server}/to-file", timeout=5)
+        pms.clip.fetch_html(f"{slow_server}/to-file", timeout=5)
 
 
 # -- 7. smaller ones --------------------------------------------------------------------------------------
@@ -273,10 +273,10 @@ def test_an_index_made_before_cjk_fts_is_filled_when_opened(tmp_path, monkeypatc
     # An index from before the CJK migration: its schema stops just before it,
     # and its passages were written by that older code (plain SQL here, since
     # today's sync writes columns that later migrations add).
-    (cjk_migration,) = [m for m in pms.MIGRATIONS if isinstance(m, str) and "cjk_fts" in m]
+    (cjk_migration,) = [m for m in pms.schema.MIGRATIONS if isinstance(m, str) and "cjk_fts" in m]
     with monkeypatch.context() as m:
-        m.setattr(pms, "MIGRATIONS", pms.MIGRATIONS[: pms.MIGRATIONS.index(cjk_migration)])
-        old = pms.Store(tmp_path / "old.sqlite", vectors=False)
+        m.setattr(pms.store, "MIGRATIONS", pms.schema.MIGRATIONS[: pms.schema.MIGRATIONS.index(cjk_migration)])
+        old = pms.store.Store(tmp_path / "old.sqlite", vectors=False)
         with old.transaction() as db:
             db.execute("INSERT INTO collections(id, name, path) VALUES (1, 'cjk', ?)", (str(tmp_path),))
             db.execute("INSERT INTO documents(id, collection_id, path, docid, title) VALUES (1, 1, 'zh.md', 'abc123', '筆記')")

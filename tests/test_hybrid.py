@@ -165,7 +165,7 @@ def test_a_worker_threads_connection_never_changes_whether_vectors_are_available
     """The first connection decides: a later one (a search worker, the GUI's threads) must not flip it."""
     store = hybrid_vault.store
     assert store.vec_loaded
-    monkeypatch.setattr(pms, "sqlite_vec_path", lambda: "/nonexistent/vec0")  # this thread's load will fail
+    monkeypatch.setattr(pms.store, "sqlite_vec_path", lambda: "/nonexistent/vec0")  # this thread's load will fail
     worker = threading.Thread(target=lambda: store.db.execute("SELECT 1"))
     worker.start()
     worker.join()

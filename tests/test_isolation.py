@@ -14,7 +14,7 @@ def test_probe_environment_is_clean(isolated_pms_env, tmp_path_factory):
     assert leaked == []
     assert pms.data_dir() == isolated_pms_env
     assert isolated_pms_env.is_relative_to(tmp_path_factory.getbasetemp())
-    assert pms.default_db_path() == isolated_pms_env / "index.sqlite"
+    assert pms.config.default_db_path() == isolated_pms_env / "index.sqlite"
 
 
 def test_each_test_gets_its_own_home(isolated_pms_env, tmp_path):

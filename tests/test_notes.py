@@ -51,14 +51,14 @@ def paths(hits):
 # -- parsing ---------------------------------------------------------------------------------
 
 def test_tags_come_from_frontmatter_lists_strings_and_inline_text_but_not_code_urls_or_anchors():
-    note = pms.parse_note("---\ntags: work, draft\n---\n# T\n\nText #infra/ci and #idea.\n`#code` http://x.org/#frag "
+    note = pms.notes.parse_note("---\ntags: work, draft\n---\n# T\n\nText #infra/ci and #idea.\n`#code` http://x.org/#frag "
                           "[a](#anchor) #2024\n\n```\n#incode\n```\n", "t")
     assert note.tags == ["work", "draft", "infra/ci", "idea"]
-    assert pms.parse_note("---\ntags: [a, '#b']\n---\nx #c\n", "t").tags == ["a", "b", "c"]
+    assert pms.notes.parse_note("---\ntags: [a, '#b']\n---\nx #c\n", "t").tags == ["a", "b", "c"]
 
 
 def test_links_cover_wikilink_forms_and_relative_markdown_links_but_not_web_links_or_images():
-    note = pms.parse_note("[[a]] [[b|label]] [[c#Head]] [[d^blk]] [[e#^blk|x]] ![[img.png]] [w](https://x.org/a.md) "
+    note = pms.notes.parse_note("[[a]] [[b|label]] [[c#Head]] [[d^blk]] [[e#^blk|x]] ![[img.png]] [w](https://x.org/a.md) "
                           "[m](../other/m.md#sec) [n](<n n.md>)\n", "t", path="dir/note.md")
     assert [(link.target, link.fragment, link.kind) for link in note.links] == [
         ("a", "", "wiki"), ("b", "", "wiki"), ("c", "#Head", "wiki"), ("d", "#^blk", "wiki"), ("e", "#^blk", "wiki"),
@@ -66,9 +66,9 @@ def test_links_cover_wikilink_forms_and_relative_markdown_links_but_not_web_link
 
 
 def test_note_date_prefers_frontmatter_date_then_created_then_updated():
-    assert pms.parse_note("---\nupdated: 2021-01-01\ncreated: 2020-05-06\n---\nx", "t").date == "2020-05-06"
-    assert pms.parse_note("---\ndate: 2019-02-03T10:11\n---\nx", "t").date == "2019-02-03T10:11"
-    assert pms.parse_note("---\ndate: someday\n---\nx", "t").date is None
+    assert pms.notes.parse_note("---\nupdated: 2021-01-01\ncreated: 2020-05-06\n---\nx", "t").date == "2020-05-06"
+    assert pms.notes.parse_note("---\ndate: 2019-02-03T10:11\n---\nx", "t").date == "2019-02-03T10:11"
+    assert pms.notes.parse_note("---\ndate: someday\n---\nx", "t").date is None
 
 
 def test_bad_filters_are_one_line_errors(tagged_kb):
@@ -210,8 +210,8 @@ def test_cli_filter_flags_and_tags_command(tagged_kb, cli, db_path):
 
 def downgrade_to_before_notes_migration(kb) -> None:
     """Make the index what a PMS without the notes migration wrote: its objects gone, user_version before it."""
-    number = next(i for i, m in enumerate(pms.MIGRATIONS) if isinstance(m, str) and "CREATE TABLE note_tags" in m)
-    later = "".join(m for m in pms.MIGRATIONS[number + 1:] if isinstance(m, str))
+    number = next(i for i, m in enumerate(pms.schema.MIGRATIONS) if isinstance(m, str) and "CREATE TABLE note_tags" in m)
+    later = "".join(m for m in pms.schema.MIGRATIONS[number + 1:] if isinstance(m, str))
     # A later migration runs again here: it must be one that can (IF NOT EXISTS, as note_names is;
     # the functions among them, such as the docid one, can).
     assert later.count("CREATE ") == later.count("IF NOT EXISTS"), "a later migration would fail to run twice: drop its objects too"

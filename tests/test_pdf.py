@@ -225,12 +225,12 @@ def test_without_the_pdf_library_pdfs_are_left_with_one_notice(pdf_vault, tmp_pa
 
 def test_chunks_of_a_page_keep_within_it_and_the_title_rules():
     pages = ["Title line\n" + "word " * 400, "", "x" * 3000]
-    chunks = pms.chunk_pdf_pages(pages, "T", target_chars=500)
+    chunks = pms.pdf.chunk_pdf_pages(pages, "T", target_chars=500)
     assert {c.page for c in chunks} == {1, 3} and all(len(c.text) <= 500 for c in chunks)
     assert "".join(c.text for c in chunks if c.page == 3) == "x" * 3000
-    assert pms.pdf_title("Microsoft Word - draft.docx", ["Real Title\nbody"], "file") == "Real Title"
-    assert pms.pdf_title("", ["A sentence that ends with a full stop.\n"], "file") == "file"
-    assert pms.clean_pdf_page("a\u200bb\r\nc\u00ad d  \n\n\n\ne") == "ab\nc d\n\ne"
+    assert pms.pdf.pdf_title("Microsoft Word - draft.docx", ["Real Title\nbody"], "file") == "Real Title"
+    assert pms.pdf.pdf_title("", ["A sentence that ends with a full stop.\n"], "file") == "file"
+    assert pms.pdf.clean_pdf_page("a\u200bb\r\nc\u00ad d  \n\n\n\ne") == "ab\nc d\n\ne"
 
 
 @pytest.fixture
@@ -371,7 +371,7 @@ def test_a_pdf_dropped_on_the_app_becomes_a_note_and_is_kept_when_asked(pdf_kb, 
     assert window.settings.value("clip/keep_pdf", type=bool)  # remembered for the next drop
 
 
-PDF_MIGRATION = next(i for i, m in enumerate(pms.MIGRATIONS) if isinstance(m, str) and "ADD COLUMN page" in m)
+PDF_MIGRATION = next(i for i, m in enumerate(pms.schema.MIGRATIONS) if isinstance(m, str) and "ADD COLUMN page" in m)
 
 
 def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
@@ -384,7 +384,7 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
                           f"PRAGMA user_version = {PDF_MIGRATION}"):  # what the PMS before PDFs wrote
             kb.store.db.execute(statement)
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
-        assert kb.store.db.execute("PRAGMA user_version").fetchone()[0] == len(pms.MIGRATIONS)
+        assert kb.store.db.execute("PRAGMA user_version").fetchone()[0] == len(pms.schema.MIGRATIONS)
         assert kb.search("coolant", mode="keyword")[0].page is None  # the note, as indexed before
         assert kb.sync().added == 3
         assert kb.search("coolant pump primed", mode="keyword")[0].page == 2
@@ -393,10 +393,10 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
 def test_a_pdf_with_too_much_text_is_refused_while_read(tmp_path, monkeypatch):
     """The cap on a file's text bounds the worker's memory (read_pdf is what the worker runs)."""
     manual = make_pdf(tmp_path / "manual.pdf", list(MANUAL.values()))
-    assert len(pms.read_pdf(manual, max_pages=10).pages) == 4
-    monkeypatch.setattr(pms, "PDF_MAX_TEXT_CHARS", 1000)
+    assert len(pms.pdf.read_pdf(manual, max_pages=10).pages) == 4
+    monkeypatch.setattr(pms.pdf, "PDF_MAX_TEXT_CHARS", 1000)
     with pytest.raises(pms.PMSError, match="more than 1,000 characters of text by page 3"):
-        pms.read_pdf(manual, max_pages=10)
+        pms.pdf.read_pdf(manual, max_pages=10)
 
 
 # The pms command as 0.3.0's setup wrote it: its lines run again in a worker process (spawn).

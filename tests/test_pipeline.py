@@ -24,9 +24,12 @@ def rust_vault(kb, tmp_path):
 
 def test_a_search_cleans_and_parses_its_query_once_and_says_how_it_ran(rust_vault, monkeypatch):
     calls = {"parse": 0, "clean": 0}
-    parse, clean = pms.parse_query, pms.clean_query
-    monkeypatch.setattr(pms, "parse_query", lambda *a, **kw: calls.__setitem__("parse", calls["parse"] + 1) or parse(*a, **kw))
-    monkeypatch.setattr(pms, "clean_query", lambda *a, **kw: calls.__setitem__("clean", calls["clean"] + 1) or clean(*a, **kw))
+    parse, clean = pms.parse_query, pms.config.clean_query
+    for module in (pms.query, pms.retrieval, pms.api):  # each module that calls them
+        monkeypatch.setattr(module, "parse_query", lambda *a, **kw: calls.__setitem__("parse", calls["parse"] + 1) or parse(*a, **kw),
+                            raising=False)
+        monkeypatch.setattr(module, "clean_query", lambda *a, **kw: calls.__setitem__("clean", calls["clean"] + 1) or clean(*a, **kw),
+                            raising=False)
     result = rust_vault.search("rust -borrowing", k=3)
     assert calls == {"parse": 1, "clean": 1}
     assert isinstance(result, pms.SearchResult) and result.mode == "keyword" and result.reason
@@ -71,7 +74,7 @@ def test_ranking_is_pure_every_knob_in_one_record():
     assert [e.unit for e in best][0] == "a"
     # The complete step reads only what the evidence gives it: one vector per note here.
     vectors = {1: bytes([100, 0]), 2: bytes([0, 100]), 3: bytes([90, 10])}
-    evidence = pms.Evidence(owner={1: "a", 2: "b", 3: "c"}, vectors=vectors, query_vector=bytes([0, 100]), bm25={"c": 1.0})
+    evidence = pms.ranking.Evidence(owner={1: "a", 2: "b", 3: "c"}, vectors=vectors, query_vector=bytes([0, 100]), bm25={"c": 1.0})
     lists = {"keyword": [("a", 4.0), ("b", 3.0)], "vector": [("b", 0.9), ("a", 0.1)]}
     best, explained = pms.rank(lists, settings.replace(feedback_weight=0.0), k=5, evidence=lambda units: evidence)
     assert [e.unit for e in best] == ["b", "a"] and "re-scored" in explained

@@ -21,10 +21,11 @@ WATCHED = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
 import pms
-root = pms.Path(sys.argv[2])
+from pathlib import Path
+root = Path(sys.argv[2])
 root.mkdir()
 (root / "note.md").write_text("# Backups\n\nrestic copies files to a disk every night\n")
-with pms.KnowledgeBase(pms.Path(sys.argv[3])) as kb:
+with pms.KnowledgeBase(Path(sys.argv[3])) as kb:
     kb.collections.create(root, name="v")
     report = kb.sync()
     assert report.embedded == 1, report.embed_error

@@ -103,7 +103,7 @@ def test_a_query_that_can_name_no_note_skips_the_ranked_name_search_with_the_sam
     ranked_searches = sum("ORDER BY n.rank" in s for s in statements)
     assert checked["paperwork deadlines receipts"] == [] and checked["Kubernets trubleshooting"]
     assert ranked_searches == len(queries) - 1  # all but the one that shares trigrams with a title and names nothing
-    monkeypatch.setattr(pms.Retrieval, "_may_name_a_note", lambda *args: True)
+    monkeypatch.setattr(pms.retrieval.Retrieval, "_may_name_a_note", lambda *args: True)
     assert {q: kb.retrieval.names_stage(kb.retrieval.request(q), 10) for q in queries} == checked
 
 

@@ -94,9 +94,9 @@ def test_the_title_is_the_first_heading_of_any_level_or_a_percent_title_line(boo
     titles = {h.path: h.title for h in book.search("ownership", mode="keyword", k=10)}
     assert titles["src/ch04-01-what-is-ownership.md"] == "What Is Ownership?"
     assert titles["redirects/ownership.md"] == "Ownership"  # mdBook's "% Title"
-    note = pms.parse_note("Some text first.\n\n### Deep heading\n\nMore.\n", "file-name")
+    note = pms.notes.parse_note("Some text first.\n\n### Deep heading\n\nMore.\n", "file-name")
     assert note.title == "Deep heading"
-    assert pms.parse_note("No heading at all.\n", "file-name").title == "file-name"
+    assert pms.notes.parse_note("No heading at all.\n", "file-name").title == "file-name"
 
 
 def test_passage_display_text_renders_markup_as_a_reader_sees_it():
@@ -161,9 +161,9 @@ def test_order_by_note_prior_is_a_pure_rule():
                        end_line=1, score=1.0, snippet="", stub=stub)
 
     hits = [hit("stub.md", True), hit("a.md", False), hit("b.md", False), hit("target.md", False)]
-    order = [h.path for h in pms.order_by_note_prior(hits, {0: {"target"}}, settings)]
+    order = [h.path for h in pms.ranking.order_by_note_prior(hits, {0: {"target"}}, settings)]
     assert order == ["a.md", "b.md", "target.md", "stub.md"]  # below its target, wherever that is
-    order = [h.path for h in pms.order_by_note_prior(hits, {}, settings)]
+    order = [h.path for h in pms.ranking.order_by_note_prior(hits, {}, settings)]
     assert order == ["a.md", "stub.md", "b.md", "target.md"]  # place 1 / 0.5 = 2: behind #2
 
 
@@ -177,7 +177,7 @@ def test_the_exact_name_rule_needs_a_real_body(kb, tmp_path):
 
 
 def test_an_alias_names_its_note_only_when_the_query_is_the_whole_alias(kb):
-    kb.collections.create(pms.sample_notes_dir(), name="sample")
+    kb.collections.create(pms.cli.sample_notes_dir(), name="sample")
     kb.sync()
     assert kb.search("keys", mode="keyword", path="dev")[0].path == "dev/ssh-key-rotation.md"
     assert kb.search("neovim keys", mode="keyword")[0].path == "dev/vim-cheatsheet.md"  # the whole alias still names it
@@ -224,7 +224,7 @@ def test_a_clipped_note_gets_the_permissions_of_any_new_file_there(kb, tmp_path)
 
 
 def test_related_notes_come_from_the_notes_own_collection_by_default(book):
-    book.collections.create(pms.sample_notes_dir(), name="sample")
+    book.collections.create(pms.cli.sample_notes_dir(), name="sample")
     book.sync()
     related = book.related("sample/reading/how-to-take-smart-notes.md", k=8)
     assert related and {h.collection for h in related} == {"sample"}
@@ -234,8 +234,8 @@ def test_related_notes_come_from_the_notes_own_collection_by_default(book):
 
 def test_a_short_note_in_chinese_has_words_and_is_no_stub():
     """Chinese is written without spaces: each character counts as a word, so a short note is no empty stub."""
-    words, own, links = pms.note_substance("# 火车\n\n火车时刻表很重要")
-    assert words >= 8 and not pms.is_stub(words, own, links, pms.RankingSettings())
+    words, own, links = pms.markdown.note_substance("# 火车\n\n火车时刻表很重要")
+    assert words >= 8 and not pms.ranking.is_stub(words, own, links, pms.RankingSettings())
 
 
 SECTIONS = {  # three chapter notes; book.md below holds them all, wrapped and marked up otherwise
@@ -347,15 +347,15 @@ def test_order_copies_is_a_pure_rule():
     prints = {"book.md": frozenset(range(10)), "a.md": frozenset({1, 2, 3}), "b.md": frozenset({4, 5, 99}),
               "other.md": frozenset({50, 51}), "twin.md": frozenset(range(10)), "stub.md": frozenset({1, 2})}
     hits = [hit("book.md"), hit("other.md"), hit("b.md"), hit("a.md")]
-    ordered = pms.order_copies(hits, prints, settings)
+    ordered = pms.ranking.order_copies(hits, prints, settings)
     assert [h.path for h in ordered] == ["b.md", "book.md", "other.md", "a.md"]  # the best held note takes its place
     assert ordered[1].copy_of == "c/b.md" and [h.copy_of for h in ordered if h.path != "book.md"] == ["", "", ""]
     hits = [hit("twin.md"), hit("book.md"), hit("stub.md", stub=True)]  # the same text twice: the order stays
-    ordered = pms.order_copies(hits, prints, settings)
+    ordered = pms.ranking.order_copies(hits, prints, settings)
     assert [h.path for h in ordered] == ["twin.md", "book.md", "stub.md"] and ordered[1].copy_of == "c/twin.md"
     assert ordered[0].copy_of == "" and ordered[2].copy_of == ""  # a stub is left to the note prior
     strict = pms.RankingSettings(copy_containment=0.9)
-    assert not pms.holds_most_of(prints["book.md"], prints["b.md"], strict)  # 2 of 3 paragraphs
+    assert not pms.ranking.holds_most_of(prints["book.md"], prints["b.md"], strict)  # 2 of 3 paragraphs
 
 
 def test_a_snippet_leaves_out_the_heading_its_row_shows_above_it(kb, tmp_path):

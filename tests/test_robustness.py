@@ -32,7 +32,7 @@ def within_cpu_budget(code: str, seconds: int = CPU_SECONDS) -> subprocess.Compl
     prog = textwrap.dedent(f"""
         import resource, sys
         resource.setrlimit(resource.RLIMIT_CPU, ({seconds}, {seconds}))
-        sys.path.insert(0, {str(REPO)!r})
+        sys.path.insert(0, {str(REPO / "src")!r})
         import pms
         N = {N}
     """) + textwrap.dedent(code)
@@ -42,35 +42,35 @@ def within_cpu_budget(code: str, seconds: int = CPU_SECONDS) -> subprocess.Compl
 # -- 1. every pattern over note text runs in linear time ------------------------------------------------
 # (what the pattern is for, an expression that runs it on adversarial input)
 ADVERSARIAL = {
-    "heading: '# a' + spaces + 'b'": "pms.parse_note('# a' + ' ' * N + 'b', 'f')",
-    "heading: trailing hashes and spaces": "pms.parse_note('## a' + ' #' * N + 'x', 'f')",
-    "clean_heading: '# ' + '[' * N + ']('": "pms.parse_note('# ' + '[' * N + '](', 'f')",
-    "clean_heading: wikilink '[[' * N": "pms.clean_heading('[[' * N + ']')",
-    "markdown link: 'x ' + '[' * 5N + ']('": "pms.parse_note('x ' + '[' * 5 * N + '](', 'f')",
-    "markdown link: '](' * N": "pms.note_links('x [a' + '](' * N)",
-    "markdown link: title quotes": "pms.note_links('[a](b.md ' + '\"' * N)",
-    "wikilink: '[[#' + '#' * N": "pms.note_links('[[#' + '#^' * N)",
-    "inline code: backticks": "pms.inline_tags('`' * N + 'x #tag')",
-    "inline code: '``x' runs": "pms.inline_tags('``x' * (N // 3) + ' #tag')",
-    "inline tag: '#' + digits": "pms.inline_tags(' #' + '1' * N)",
-    "inline tag: ' #1' repeated": "pms.inline_tags(' #1-' * (N // 4))",
-    "sentence split: spaces after a full stop": "pms.parse_note('a.' + ' ' * N + '.', 'f', target_chars=200)",
-    "list item: spaces": "pms.parse_note(('para\\n' + ' ' * N + '\\n') * 3, 'f', target_chars=200)",
+    "heading: '# a' + spaces + 'b'": "pms.notes.parse_note('# a' + ' ' * N + 'b', 'f')",
+    "heading: trailing hashes and spaces": "pms.notes.parse_note('## a' + ' #' * N + 'x', 'f')",
+    "clean_heading: '# ' + '[' * N + ']('": "pms.notes.parse_note('# ' + '[' * N + '](', 'f')",
+    "clean_heading: wikilink '[[' * N": "pms.markdown.clean_heading('[[' * N + ']')",
+    "markdown link: 'x ' + '[' * 5N + ']('": "pms.notes.parse_note('x ' + '[' * 5 * N + '](', 'f')",
+    "markdown link: '](' * N": "pms.notes.note_links('x [a' + '](' * N)",
+    "markdown link: title quotes": "pms.notes.note_links('[a](b.md ' + '\"' * N)",
+    "wikilink: '[[#' + '#' * N": "pms.notes.note_links('[[#' + '#^' * N)",
+    "inline code: backticks": "pms.notes.inline_tags('`' * N + 'x #tag')",
+    "inline code: '``x' runs": "pms.notes.inline_tags('``x' * (N // 3) + ' #tag')",
+    "inline tag: '#' + digits": "pms.notes.inline_tags(' #' + '1' * N)",
+    "inline tag: ' #1' repeated": "pms.notes.inline_tags(' #1-' * (N // 4))",
+    "sentence split: spaces after a full stop": "pms.notes.parse_note('a.' + ' ' * N + '.', 'f', target_chars=200)",
+    "list item: spaces": "pms.notes.parse_note(('para\\n' + ' ' * N + '\\n') * 3, 'f', target_chars=200)",
     "frontmatter: key line of spaces": "pms.parse_frontmatter('a' + ' ' * 1000 + 'b\\n' * 200)",
     "frontmatter end: '---' + spaces": "pms.split_frontmatter('---\\n' + ('---' + ' ' * N + 'x\\n'))",
     "snippet: spaces and hashes": "pms.render_snippet(' #' * N + '```' * N)",
-    "snippet marks: spaces": "pms.mark_terms(' ' * N + 'x', ['backup'])",
+    "snippet marks: spaces": "pms.query.mark_terms(' ' * N + 'x', ['backup'])",
     "snippet markup: '[[' * N": "pms.passage_display_text('[[' * N)",
     "snippet markup: '![' * N": "pms.passage_display_text('![' * N)",
     "snippet markup: '<!--' * N": "pms.passage_display_text('<!--' * N)",
     "snippet markup: spaces in a tag": "pms.passage_display_text('<a b' + ' ' * N + 'c')",
-    "snippet marks: a long match window": "pms.snippet_spans('x ' * N + '\x02backup\x03' + ' [' * N)",
-    "clip tidy: data image '![' * N": "pms._tidy_markdown('![' * N + '](data:')",
-    "clip tidy: '![](data:' * N": "pms._tidy_markdown('![](data:' * (N // 8))",
-    "clip tidy: permalink spaces": "pms._tidy_markdown('## a' + ' ' * N + 'x')",
-    "clip table rule: '|---' + spaces": "pms._with_table_headers(['|a|b', '|---' + ' ' * N + 'x'])",
+    "snippet marks: a long match window": "pms.query.snippet_spans('x ' * N + '\x02backup\x03' + ' [' * N)",
+    "clip tidy: data image '![' * N": "pms.clip._tidy_markdown('![' * N + '](data:')",
+    "clip tidy: '![](data:' * N": "pms.clip._tidy_markdown('![](data:' * (N // 8))",
+    "clip tidy: permalink spaces": "pms.clip._tidy_markdown('## a' + ' ' * N + 'x')",
+    "clip table rule: '|---' + spaces": "pms.clip._with_table_headers(['|a|b', '|---' + ' ' * N + 'x'])",
     "clip text check: '](' * N": "pms.extract_from_html('<html><body><p>' + '](' * N + '</p></body></html>')",
-    "clip source line: 'source: a' + spaces": "pms._clip_source_values('source: a' + ' ' * N + 'b')",
+    "clip source line: 'source: a' + spaces": "pms.clip._clip_source_values('source: a' + ' ' * N + 'b')",
     "--where: key + spaces": "pms.NoteFilter.build(where='a' + ' ' * N + 'b')",
     "--where: value + spaces": "pms.NoteFilter.build(where='a=' + 'b' + ' ' * N + 'c')",
 }
@@ -93,20 +93,20 @@ def test_each_pattern_over_note_text_runs_in_linear_time(name):
 
 def test_adversarial_notes_still_parse_as_before():
     """The linear rewrites read ordinary notes exactly as the patterns did."""
-    note = pms.parse_note("# Title [link](x.md) [[t|Label]] ##\n\ntext #tag #123 `#code` #a/b-c\n\n## Sub ##  \nbody\n", "f")
+    note = pms.notes.parse_note("# Title [link](x.md) [[t|Label]] ##\n\ntext #tag #123 `#code` #a/b-c\n\n## Sub ##  \nbody\n", "f")
     assert note.title == "Title link Label"
     assert note.tags == ["tag", "a/b-c"]
     assert pms.first_heading("x\n## Sub `c` ##  \n", 2) == "Sub c" and pms.first_heading("#  #\n# #x\n") == "#"
-    links = pms.note_links("see [a](b.md#x) and [[c#h|C]] ![[img.png]] [w](https://e.com) [q](d.md \"title\")")
+    links = pms.notes.note_links("see [a](b.md#x) and [[c#h|C]] ![[img.png]] [w](https://e.com) [q](d.md \"title\")")
     assert [(lk.target, lk.fragment, lk.kind) for lk in links] == [
         ("c", "#h", "wiki"), ("b.md", "#x", "markdown"), ("d.md", "", "markdown")]
     assert pms.parse_frontmatter("title : x\nkey.with-dots: 1\n- skipped\nlist:\n - a\n - b") == {
         "title": "x", "key.with-dots": "1", "list": ["a", "b"]}
     assert pms.NoteFilter.build(where=[" status = done ", "draft", "kind != x "]).where == (
         ("status", "=", "done"), ("draft", None, None), ("kind", "!=", "x"))
-    assert pms._with_table_headers(["| a | b |", "| --- | :---: |"]) == ["| a | b |", "| --- | :---: |"]
-    assert pms._with_table_headers(["| a | b |", "| -- | x |"]) == ["| a | b |", "|---|---|", "| -- | x |"]
-    assert pms._tidy_markdown("## Title [#](#title)\n\n![x](data:abc) text\n") == "## Title\n\ntext\n"
+    assert pms.clip._with_table_headers(["| a | b |", "| --- | :---: |"]) == ["| a | b |", "| --- | :---: |"]
+    assert pms.clip._with_table_headers(["| a | b |", "| -- | x |"]) == ["| a | b |", "|---|---|", "| -- | x |"]
+    assert pms.clip._tidy_markdown("## Title [#](#title)\n\n![x](data:abc) text\n") == "## Title\n\ntext\n"
 
 
 # -- issue 23 item 2: globs in linear time, errors on one line ------------------------------------------
@@ -120,12 +120,12 @@ def test_adversarial_notes_still_parse_as_before():
     ("***********#", "a" * 400, False), ("*a" * 60 + "b", "a" * 4000, False),
 ])
 def test_globs_match_as_before_and_in_linear_time(pattern, path, ok):
-    assert pms.compile_glob(pattern).match(path) is ok
+    assert pms.paths.compile_glob(pattern).match(path) is ok
 
 
 def test_a_glob_with_many_stars_on_long_paths_runs_in_linear_time():
     r = within_cpu_budget("""
-        g = pms.compile_glob('*a' * 100 + '*b')
+        g = pms.paths.compile_glob('*a' * 100 + '*b')
         paths = ['a' * 4000] * 50 + ['x/' * 2000]
         print(sum(g.match(p) for p in paths))
     """)
@@ -135,7 +135,7 @@ def test_a_glob_with_many_stars_on_long_paths_runs_in_linear_time():
 @pytest.mark.parametrize("pattern", ["[z-a]", "[]", "[!]", "{a,[z-a]}", "x/[]x", "*" * 600, "{a,b}" * 10])
 def test_a_bad_glob_is_a_one_line_bad_pattern_error(pattern):
     with pytest.raises(pms.PMSError, match=r"^bad pattern for multi-get: ") as exc:
-        pms.compile_glob(pattern, "multi-get")
+        pms.paths.compile_glob(pattern, "multi-get")
     assert "\n" not in str(exc.value)
 
 
@@ -187,7 +187,7 @@ def test_a_named_pipe_is_skipped_at_scan_with_one_line(kb, tmp_path):
     kb.collections.create(root, name="v")
     report = kb.sync()
     assert not report.errors and report.added == 1
-    assert (str(root / "pipe.md"), pms.NOT_REGULAR) in report.skipped
+    assert (str(root / "pipe.md"), pms.paths.NOT_REGULAR) in report.skipped
 
 
 @fifo_only
@@ -203,7 +203,7 @@ def test_get_and_sync_refuse_a_named_pipe_where_a_note_was(tmp_path):
     with pms.KnowledgeBase(db, embeddings=False) as kb:
         documents, skipped = kb.multi_get("v/*.md")
         assert [d.path for d in documents] == ["a.md"] and "not a regular file" in skipped[0][1]
-        with pytest.raises(pms.NotRegularFileError):
+        with pytest.raises(pms.paths.NotRegularFileError):
             pms.read_note_file(root / "b.md")
 
 
@@ -242,7 +242,7 @@ def test_api_tags_as_a_number_and_huge_byte_budgets_are_accepted(vault):
         with pytest.raises(pms.PMSError, match="max_bytes must be"):
             vault.multi_get("notes/*.md", max_bytes=bad)
     with pytest.raises(pms.PMSError, match="timeout must be"):
-        pms.fetch_html("http://127.0.0.1:9/", timeout=float("nan"))
+        pms.clip.fetch_html("http://127.0.0.1:9/", timeout=float("nan"))
 
 
 # -- 9. terminal output shows control characters, never obeys them ------------------------------------------------
@@ -260,7 +260,7 @@ def test_search_and_multi_get_escape_control_characters_from_notes_and_names(kb,
     assert "\x1b]0;pwned" in r.stdout  # into a pipe or file, the note's bytes as they are
     on_a_terminal = on_tty([sys.executable, str(REPO / "pms.py"), "--db", str(db_path), "get", "v/evil\r\x1b[2Jname.md"])
     assert "\x1b" not in on_a_terminal and "# Title \\x1b]0;pwned\\x07 \\x9b31m" in on_a_terminal
-    assert pms.terminal_safe("a\x1b[31mb\u202ec\td\n", keep="\n") == "a\\x1b[31mb\\u202ec\\x09d\n"
+    assert pms.query.terminal_safe("a\x1b[31mb\u202ec\td\n", keep="\n") == "a\\x1b[31mb\\u202ec\\x09d\n"
 
 
 def on_tty(cmd: list[str]) -> str:
@@ -288,7 +288,7 @@ def test_a_collection_removed_during_a_sync_ends_that_sync_cleanly(db_path, tmp_
     root = tmp_path / "v"
     for i in range(6):
         write(root / f"n{i}.md", f"# Note {i}\n\nwords {i}\n")
-    monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 2)
+    monkeypatch.setattr(pms.sync.Syncer, "BATCH_FILES", 2)
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
         kb.collections.create(root, name="v")
         removed = []
@@ -332,7 +332,7 @@ def test_a_redirect_to_a_more_private_address_is_refused_before_connecting(redir
 
 
 def test_the_redirect_rule_compares_kinds_of_address():
-    allowed = lambda a, b: pms.redirect_allowed(a, b)[0]
+    allowed = lambda a, b: pms.clip.redirect_allowed(a, b)[0]
     assert allowed("http://93.184.216.34/a", "https://151.101.1.69/b")        # public to public
     assert not allowed("http://93.184.216.34/a", "http://127.0.0.1:6379/")    # public to this machine
     assert not allowed("http://93.184.216.34/a", "http://192.168.1.1/")       # public to the home network
@@ -363,7 +363,7 @@ def test_extraction_runs_under_the_clip_deadline(kb, tmp_path, monkeypatch):
         gate.wait(60)  # a parse that would run past any deadline
         raise AssertionError("not reached")
 
-    monkeypatch.setattr(pms, "extract_from_html", stuck_extractor)
+    monkeypatch.setattr(pms.clip, "extract_from_html", stuck_extractor)
     (tmp_path / "clips").mkdir()
     clips = kb.collections.create(tmp_path / "clips", name="clips")
     try:
@@ -523,7 +523,7 @@ def test_an_overlong_stdio_line_is_a_parse_error_and_memory_stays_bounded(built,
 def test_capped_lines_cut_each_overlong_line_and_keep_the_rest():
     import io
     raw = io.BytesIO(b"short\n" + b"x" * 25 + b"\nnext\n" + b"y" * 7 + b"\nend")
-    out = io.BufferedReader(pms._CappedLines(raw, limit=10), buffer_size=4).read()
+    out = io.BufferedReader(pms.mcp_server._CappedLines(raw, limit=10), buffer_size=4).read()
     assert out == b"short\n" + b"x" * 10 + b"\nnext\n" + b"y" * 7 + b"\nend"
 
 

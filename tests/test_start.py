@@ -28,24 +28,26 @@ FEATURE_MODULES = {"argparse", "hashlib", "urllib.request", "http.client", "shut
 NEVER_AT_START = {"dataclasses", "inspect", "ast", "dis", "typing", "html", "importlib.util"}
 
 
-def loaded_by(code: str, *args: str) -> dict:
+def loaded_by(code: str, *args: str, folder: str = ".") -> dict:
     """Run ``code`` in a fresh interpreter without site-packages (so nothing is
-    preloaded by .pth files); it prints a dict's repr last (not JSON: importing
-    json there would hide whether pms imports it)."""
-    r = subprocess.run([sys.executable, "-S", "-c", textwrap.dedent(code), str(REPO), *args],
+    preloaded by .pth files), with ``folder`` (pms.py's, or src for the package) as
+    its argv[1]; it prints a dict's repr last (not JSON: importing json there would
+    hide whether pms imports it)."""
+    r = subprocess.run([sys.executable, "-S", "-c", textwrap.dedent(code), str(REPO / folder), *args],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return ast.literal_eval(r.stdout.strip().splitlines()[-1])
 
 
-def test_importing_pms_loads_no_module_of_a_single_feature():
+@pytest.mark.parametrize("folder", [".", "src"], ids=["pms.py", "package"])
+def test_importing_pms_loads_no_module_of_a_single_feature(folder):
     found = loaded_by("""
         import sys
         before = set(sys.modules)
         sys.path.insert(0, sys.argv[1])
         import pms
         print(repr({"new": sorted(set(sys.modules) - before)}))
-        """)
+        """, folder=folder)
     assert "pms" in found["new"]
     assert sorted((FEATURE_MODULES | NEVER_AT_START | {"datetime"}) & set(found["new"])) == []
 
@@ -124,7 +126,7 @@ def test_the_pms_command_says_in_one_line_when_pms_py_is_gone(tmp_path):
 
 
 def test_the_api_records_behave_as_the_dataclasses_they_replaced():
-    """pms writes its records by hand (pms.Record, for the start): construction by
+    """pms writes its records by hand (pms.config.Record, for the start): construction by
     position and keyword, defaults made fresh, equality, repr, replace, as_dict,
     and NoteFilter frozen and hashable, as with @dataclasses.dataclass."""
     import pms
@@ -160,7 +162,7 @@ def test_the_api_records_behave_as_the_dataclasses_they_replaced():
                              "target": "", "line": 0, "resolved": True}
     assert json.dumps(ref.to_dict())  # what --json and MCP print
 
-    class Nested(pms.Record):  # as_dict converts what dataclasses.asdict converts
+    class Nested(pms.config.Record):  # as_dict converts what dataclasses.asdict converts
         mode: pms.SearchMode
         refs: dict
     nested = Nested(pms.SearchMode("keyword", "why"), {"a": [ref]}).as_dict()
@@ -197,6 +199,6 @@ def test_setup_installs_the_pinned_versions_the_project_tests():
             if "==" in spec:
                 package, version = spec.split("==")
                 pinned[package.lower()] = version
-    for spec in pms.SETUP_PACKAGES + pms.SETUP_GUI_PACKAGES:
+    for spec in pms.cli.SETUP_PACKAGES + pms.cli.SETUP_GUI_PACKAGES:
         package, version = spec.split("==")
         assert pinned[package.lower()] == version, spec

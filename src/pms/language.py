@@ -1,0 +1,132 @@
+"""Which language a note is written in, told by its script and stopwords (no model).
+
+Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
+that status and the multilingual advice print.
+
+May import: config.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+
+from .config import LazyPattern
+
+
+# The language of a note, cheaply: its letters' Unicode script, then small stop-word
+# profiles. Hand-written: a detection library would be a heavy import for a count.
+LANGUAGE_SAMPLE_CHARS = 2000  # a note's first characters tell its language; more costs sync time
+# Web addresses are no language's words: "github.com" links made a list of translations Portuguese ("com").
+_WEB_ADDRESS = LazyPattern(r"(?:https?|ftp)://\S+|www\.\S+")
+# (first code point, last, script): the scripts with one main language here; others by stop words.
+_SCRIPT_RANGES = (
+    (0x0370, 0x03FF, "el"), (0x0400, 0x052F, "Cyrillic"), (0x0590, 0x05FF, "he"), (0x0600, 0x06FF, "Arabic"),
+    (0x0750, 0x077F, "Arabic"), (0x0900, 0x097F, "Devanagari"), (0x0980, 0x09FF, "bn"), (0x0B80, 0x0BFF, "ta"),
+    (0x0C00, 0x0C7F, "te"), (0x0D00, 0x0D7F, "ml"), (0x0E00, 0x0E7F, "th"), (0x0E80, 0x0EFF, "lo"),
+    (0x10A0, 0x10FF, "ka"), (0x1100, 0x11FF, "ko"), (0x3040, 0x30FF, "Kana"), (0x3400, 0x4DBF, "Han"),
+    (0x4E00, 0x9FFF, "Han"), (0xAC00, 0xD7AF, "ko"), (0xF900, 0xFAFF, "Han"),
+)
+_SCRIPT_STARTS = [r[0] for r in _SCRIPT_RANGES]
+# Frequent short words, each distinctive enough of its language among these.
+_STOPWORD_PROFILES = {
+    "en": "the and of to is in that it for with you this are be on or as from by not can your what when how which if all",
+    "de": "der die und das ist nicht ein eine mit von zu den für auf sie ich auch sich dem werden des im aus oder",
+    "es": "el la los las que de y es en un una por para con se del no al como",
+    "fr": "le la les des et est une un du que en pour dans pas sur ce qui avec sont au",
+    "it": "il di che la è e per un una non con del della sono gli le si nel",
+    "pt": "o a os as que de e do da em um uma para com não é no na se",
+    "nl": "de het een en van is dat niet op te met voor zijn je die naar ook",
+    "pl": "i w z na się nie to że do jest jak co ale po czy od",
+    "tr": "ve bir bu da de için ile ne çok olarak gibi daha olan",
+    "id": "yang dan di ini itu dengan untuk dari tidak ke ada akan pada",
+    "sv": "och att det som en på är av för med till den inte har",
+    "ru": "и в не на что я с он как это по но из у за от то же все",
+    "uk": "і в не на що я з він як це по але із у за від та й є",
+    "bg": "и в не на че да се с за от по е като са",
+    "hi": "है के में की और का को से यह हैं एक पर",
+    "ne": "छ र को मा लाई यो पनि गर्न हो",
+    "ar": "في من على أن إلى عن هذا التي مع هو ما",
+    "fa": "و در به از که این را با است برای می",
+}
+_STOPWORDS_BY_LANGUAGE = {lang: frozenset(words.split()) for lang, words in _STOPWORD_PROFILES.items()}
+# Which profiles can tell a script's languages apart (the script decides the rest).
+_SCRIPT_LANGUAGES = {"Latin": ("en", "de", "es", "fr", "it", "pt", "nl", "pl", "tr", "id", "sv"),
+                     "Cyrillic": ("ru", "uk", "bg"), "Devanagari": ("hi", "ne"), "Arabic": ("ar", "fa")}
+_SCRIPT_DEFAULT = {"Cyrillic": "ru", "Devanagari": "hi", "Arabic": "ar", "Han": "zh", "Kana": "ja"}
+# Per script, each language's stop words that no other language of that script has: shared
+# words ("la", "de", "en") would count for several and blur the vote.
+_DISTINCT_STOPWORDS = {script: {lang: _STOPWORDS_BY_LANGUAGE[lang] - frozenset().union(
+    *(_STOPWORDS_BY_LANGUAGE[other] for other in langs if other != lang)) for lang in langs}
+    for script, langs in _SCRIPT_LANGUAGES.items()}
+# Per script, how many of its languages' profiles hold each stop word: a short text (a query)
+# with no distinct word votes with shared ones, each worth 1 / that many ("para un que": Spanish).
+_STOPWORD_SHARES = {script: collections.Counter(w for lang in langs for w in _STOPWORDS_BY_LANGUAGE[lang])
+                    for script, langs in _SCRIPT_LANGUAGES.items()}
+
+
+# A word with its combining marks: \w alone splits Hindi or Arabic words at each vowel sign.
+_LANGUAGE_WORD = LazyPattern(r"[\w\u0300-\u036f\u064b-\u065f\u0900-\u0dff]+")
+
+
+def _script_of(ch: str) -> str | None:
+    import bisect
+
+    code = ord(ch)
+    if code < 0x250:
+        return "Latin" if ch.isalpha() else None
+    i = bisect.bisect_right(_SCRIPT_STARTS, code) - 1
+    if i >= 0 and code <= _SCRIPT_RANGES[i][1]:
+        return _SCRIPT_RANGES[i][2]
+    return None
+
+
+def note_language(text: str) -> str:
+    """The main language of ``text`` as an ISO 639-1 code ("en", "ru", "zh", ...), or
+    "und" when too little text tells. Code blocks count too: a note of mostly
+    code with English comments is an English note for search's purposes."""
+    sample = _WEB_ADDRESS.sub(" ", text[:LANGUAGE_SAMPLE_CHARS])
+    # ASCII letters counted by one regex, only the rest looked up one by one (sync reads every note).
+    scripts = collections.Counter(s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
+    scripts["Latin"] += len(re.findall(r"[A-Za-z]", sample))
+    for script in ("Han", "Kana", "ko"):  # one character of these is about a word, three Latin letters
+        scripts[script] *= 3
+    letters = sum(scripts.values())
+    if letters < 12:
+        return "und"
+    # Commands, code and names are Latin in every language's notes: another script
+    # with a fair share of the letters is the note's language.
+    others = [(n, s) for s, n in scripts.items() if s != "Latin"]
+    script = max(others)[1] if others and max(others)[0] >= 0.25 * letters else "Latin"
+    if script in ("Han", "Kana"):  # Japanese mixes kana into Han; Chinese has none
+        return "ja" if scripts["Kana"] >= 0.1 * (scripts["Han"] + scripts["Kana"]) else "zh"
+    candidates = _SCRIPT_LANGUAGES.get(script)
+    if not candidates:
+        return _SCRIPT_DEFAULT.get(script, script)
+    words = collections.Counter(w for w in _LANGUAGE_WORD.findall(sample.lower()) if len(w) > 1 or script != "Latin")
+    hits = {lang: sum(n for w, n in words.items() if w in _DISTINCT_STOPWORDS[script][lang]) for lang in candidates}
+    best = max(hits, key=lambda name: hits[name])
+    short = sum(words.values()) < 20
+    if hits[best] >= 2 or (hits[best] and short):
+        return best
+    if short and not hits[best]:
+        shares = _STOPWORD_SHARES[script]
+        votes = sorted(((sum(n / shares[w] for w, n in words.items() if w in _STOPWORDS_BY_LANGUAGE[lang]), lang)
+                        for lang in candidates), reverse=True)
+        if votes[0][0] >= 1.0 and votes[0][0] > votes[1][0]:
+            return votes[0][1]
+    return _SCRIPT_DEFAULT.get(script, "und")
+
+
+def language_script(language: str) -> str:
+    """The script a language (note_language's code) is written in, or the code itself for
+    a script of one language here (zh, ja, ko, el...)."""
+    return next((script for script, languages in _SCRIPT_LANGUAGES.items() if language in languages), language)
+
+
+LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian", "pt": "Portuguese",
+                  "nl": "Dutch", "pl": "Polish", "tr": "Turkish", "id": "Indonesian", "sv": "Swedish", "ru": "Russian",
+                  "uk": "Ukrainian", "bg": "Bulgarian", "hi": "Hindi", "ne": "Nepali", "ar": "Arabic", "fa": "Persian",
+                  "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "el": "Greek", "he": "Hebrew", "bn": "Bengali",
+                  "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
+                  "und": "undetermined"}

@@ -1,0 +1,524 @@
+"""Markdown text: decoding, headings, fences, passages, and what a reader sees.
+
+Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
+``chunk_markdown`` (a note cut into passages along its headings, with their lines), a
+passage's display text (snippets show prose, not markup), what a note holds of its own
+(``note_substance``) and the paragraph prints that tell one note holds another's text.
+
+May import: config.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .config import LazyPattern, PMSError, Record, hex_digest
+
+
+class BinaryFileError(PMSError, ValueError):
+    """A file named like a note holds binary data."""
+
+
+class FileTooLargeError(PMSError, OverflowError):
+    """A note is over the size limit (PMS_MAX_FILE_MB)."""
+
+
+def decode_text(data: bytes) -> str:
+    """Bytes of a note -> text with '\\n' line ends: UTF-32 or UTF-16 with a BOM (UTF-32's
+    first: its BOM starts like UTF-16's), else UTF-8, Windows-1252, Latin-1 (which cannot
+    fail). NUL bytes in a file without a UTF-16/32 BOM mean it is binary.
+    """
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        text = data.decode("utf-32", errors="replace")
+    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = data.decode("utf-16", errors="replace")
+    else:
+        if b"\x00" in data[:8192]:
+            raise BinaryFileError("looks like a binary file (NUL bytes), not Markdown")
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                text = data.decode("cp1252")
+            except UnicodeDecodeError:
+                text = data.decode("latin-1")
+    text = text.lstrip("\ufeff")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def parse_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an ATX heading line (``## Text ##``), else None (string code:
+    a pattern took cubic time on a long run of spaces)."""
+    hashes = len(line) - len(line.lstrip("#"))
+    if not 1 <= hashes <= 6 or line[hashes : hashes + 1] not in (" ", "\t"):
+        return None
+    text = line[hashes:].lstrip(" \t")
+    if not text:
+        return (hashes, line[-1]) if len(line) - hashes >= 2 else None  # one blank
+    return hashes, text.rstrip(" \t").rstrip("#").rstrip(" \t") or text[0]
+
+
+FENCE = LazyPattern(r"^[ \t]{0,3}(`{3,}|~{3,})")
+
+
+def fence_states(lines: Sequence[str]) -> tuple[list[bool], list[bool]]:
+    """(fenced, open_after): is each line part of a fenced code block (fences
+    included), and is a fence still open after it. An unclosed fence runs to
+    the end of the text, as CommonMark says."""
+    fenced, open_after = [], []
+    fence = None
+    for line in lines:
+        m = FENCE.match(line)
+        if fence is None:
+            if m:
+                fence = m.group(1)
+            fenced.append(fence is not None)
+        else:
+            fenced.append(True)
+            rest = line.strip()[len(m.group(1)):] if m else ""
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not rest.strip():
+                fence = None
+        open_after.append(fence is not None)
+    return fenced, open_after
+
+
+def first_heading(body: str, level: int | None = None) -> str | None:
+    """The first heading outside code (of ``level`` only, if given); a leading
+    ``% Title`` line (mdBook's and Pandoc's title) counts as one."""
+    lines = body.split("\n")
+    in_fence, _ = fence_states(lines)
+    for line, fenced in zip(lines, in_fence):
+        if not fenced:
+            heading = parse_heading(line)
+            if heading and (level is None or heading[0] == level):
+                return clean_heading(heading[1])
+            if level is None and line.startswith("% ") and line[2:].strip():
+                return clean_heading(line[2:])
+    return None
+
+
+# mdBook's and Pandoc's title line, first in a note ("% Trait Objects").
+_TITLE_LINE = LazyPattern(r"\A(\s*)% (?=\S)")
+
+
+def title_line_as_heading(body: str) -> str:
+    """``body`` with its leading ``% Title`` line (which first_heading takes for a heading)
+    written as the ``# Title`` heading it stands for, on the same line (line numbers hold)."""
+    return _TITLE_LINE.sub(r"\1# ", body, count=1)
+
+
+def clean_heading(text: str) -> str:
+    """A heading's words: links become their labels, no code ticks or bold marks."""
+    text = _links_to_labels(text, wiki=False)  # [label](url) -> label
+    text = _links_to_labels(text, wiki=True)   # [[target|label]] -> label
+    return text.replace("`", "").replace("**", "").strip()
+
+
+class TextFinder:
+    """``text.find(what, start)`` (``what`` a string or a compiled pattern) for
+    starts that mostly grow: each answer is remembered and reused while it is
+    still ahead, so scanning a whole text costs about one pass per thing sought."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.found: dict = {}
+
+    def find(self, what, start: int) -> int:
+        since, at = self.found.get(what, (None, None))
+        if since is None or start < since or (0 <= at < start):
+            if isinstance(what, str):
+                at = self.text.find(what, start)
+            else:
+                m = what.search(self.text, start)
+                at = m.start() if m else -1
+            self.found[what] = (start, at)
+        return at
+
+
+def _links_to_labels(text: str, wiki: bool) -> str:
+    """``[label](url)`` (or ``[[target|label]]``) replaced by its label, in one pass (a pattern is quadratic)."""
+    if "[" not in text:
+        return text
+    opener = "[[" if wiki else "["
+    find = TextFinder(text)
+    out, done, i = [], 0, text.find(opener)
+    while i >= 0:
+        inner = i + len(opener)
+        close = find.find("]", inner)
+        if close < 0:
+            break
+        end = -1
+        if wiki and text.startswith("]]", close):
+            label = text[inner:close]
+            label, end = label.partition("|")[2] if "|" in label else label, close + 2
+        elif not wiki and text.startswith("](", close):
+            paren = find.find(")", close + 2)
+            if paren < 0:
+                break
+            label, end = text[inner:close], paren + 1
+        if end < 0:  # every '[' before ``close`` meets the same ']': none of them opens a link
+            i = text.find(opener, close + 1)
+            continue
+        out += [text[done:i], label]
+        done = end
+        i = text.find(opener, end)
+    return "".join(out) + text[done:] if out else text
+
+
+class Chunk(Record):
+    """A passage of a note: what is indexed, embedded and returned by search."""
+
+    seq: int
+    start_line: int
+    end_line: int
+    heading_path: str
+    text: str
+    title: str = ""
+    page: int | None = None  # a PDF's page (1-based): its lines count within that page
+
+    @property
+    def headings(self) -> str:
+        """The heading path without the note's title."""
+        prefix = self.title + " > "
+        if self.title and self.heading_path.startswith(prefix):
+            return self.heading_path[len(prefix):]
+        return "" if self.heading_path == self.title else self.heading_path
+
+    @property
+    def embed_text(self) -> str:
+        return passage_embed_text(self.heading_path, self.text, self.title)
+
+
+def passage_embed_text(heading_path: str, text: str, title: str = "") -> str:
+    """What is embedded for a passage: its breadcrumb, then its text without a
+    first H1 that only repeats the title (no tokens spent on it twice)."""
+    first, _, rest = text.partition("\n")
+    if title and first.startswith("# ") and clean_heading(first[2:]) == title:
+        text = rest.lstrip("\n")
+    return f"{heading_path}\n\n{text}" if heading_path else text
+
+
+DEFAULT_CHUNK_CHARS = 1200  # passage size: inside the model's window, best measured (docs/decisions.md)
+DEFAULT_OVERLAP_LINES = 2
+LONG_PARAGRAPH = 4  # a line over this many targets is cut between sentences
+
+# Break-point scores (qmd's idea): a cut before an H1 is worth most, then
+# smaller headings, code-fence edges, paragraph breaks, list items, any line.
+_BREAK_SCORES = {1: 100, 2: 90, 3: 80, 4: 60, 5: 55, 6: 50}
+
+
+def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_CHUNK_CHARS,
+                   overlap_lines: int = DEFAULT_OVERLAP_LINES, first_line: int = 1) -> list[Chunk]:
+    """Split Markdown into passages of about ``target_chars`` characters.
+
+    Cuts go preferably before H1-H3 headings, then at code-fence edges, blank
+    lines and line breaks: every line boundary is scored and the best one near
+    the target size wins (a heading at half the target beats a blank line at
+    the target). Cuts never fall inside a fenced code block unless the block
+    alone is over 8 x the target. ``first_line`` is the file line number of
+    the first line of ``markdown`` (after frontmatter). Needs no database.
+    """
+    lines = markdown.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    n = len(lines)
+    if n == 0 or not markdown.strip():
+        return []
+    fenced, open_after = fence_states(lines)
+    # A paragraph of several targets (one long line) is cut into sentences, which keep
+    # their physical line number; shorter ones stay whole (docs/decisions.md).
+    phys = list(range(n))
+    if any(len(line) > LONG_PARAGRAPH * target_chars for line in lines):
+        pieces, piece_phys, piece_fenced, piece_open = [], [], [], []
+        for i, line in enumerate(lines):
+            whole = fenced[i] or len(line) <= LONG_PARAGRAPH * target_chars or parse_heading(line)
+            parts = [line] if whole else split_sentences(line, target_chars)
+            pieces += parts
+            piece_phys += [i] * len(parts)
+            piece_fenced += [fenced[i]] * len(parts)
+            piece_open += [False] * (len(parts) - 1) + [open_after[i]]
+        lines, phys, fenced, open_after, n = pieces, piece_phys, piece_fenced, piece_open, len(pieces)
+    levels = [0] * n
+    stacks: list[tuple[str, ...]] = []
+    stack: list[tuple[int, str]] = []
+    for i, line in enumerate(lines):
+        if not fenced[i]:
+            heading = parse_heading(line)
+            if heading:
+                level = heading[0]
+                levels[i] = level
+                while stack and stack[-1][0] >= level:
+                    stack.pop()
+                stack.append((level, clean_heading(heading[1])))
+        stacks.append(tuple(h for _, h in stack))
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+
+    def allowed(b: int) -> bool:  # may a chunk start at line b (not inside a fence)?
+        return b == 0 or b >= n or not open_after[b - 1]
+
+    def score(b: int) -> float:
+        if levels[b]:
+            return _BREAK_SCORES[levels[b]]
+        prev, cur = lines[b - 1], lines[b]
+        if fenced[b] != fenced[b - 1] or (fenced[b] and not open_after[b - 1]):
+            return 30  # the edge of a code block
+        if not prev.strip():
+            return 20
+        if phys[b] == phys[b - 1]:
+            return 15  # a sentence end inside a long paragraph
+        if re.match(r"^\s*([-*+]|\d+[.)])\s", cur):
+            return 10
+        return 1
+
+    chunks: list[Chunk] = []
+    start = 0
+    target = max(100, target_chars)
+    while start < n:
+        remaining = offsets[n] - offsets[start]
+        if remaining <= target * 1.15:
+            end = n
+        else:
+            ideal = offsets[start] + target
+            lo = offsets[start] + target * 0.35
+            best, best_value = None, -1.0
+            b = start + 1
+            while b < n and offsets[b] <= ideal:
+                if offsets[b] >= lo and allowed(b):
+                    distance = (ideal - offsets[b]) / (ideal - lo)
+                    value = score(b) * (1 - 0.7 * distance * distance)
+                    if value > best_value:
+                        best, best_value = b, value
+                b += 1
+            if best is None:  # no allowed cut in the window: first allowed one after it
+                b = start + 1
+                while b < n and (offsets[b] < lo or not allowed(b)):
+                    if offsets[b] - offsets[start] > target * 8:
+                        break  # a giant code block: cut at a line break after all
+                    b += 1
+                best = b
+            end = best
+        first, last = start, end  # blank lines at either edge belong to no passage
+        while first < last and not lines[first].strip():
+            first += 1
+        while last > first and not lines[last - 1].strip():
+            last -= 1
+        if first < last:
+            text = "".join(lines[i] + (" " if phys[i] == phys[i + 1] else "\n") for i in range(first, last - 1)) + lines[last - 1]
+            path = list(stacks[first])  # the headings in force at the chunk's first line
+            if path and title and path[0] == title:
+                path = path[1:]
+            heading_path = " > ".join([p for p in [title] + path if p])
+            chunks.append(Chunk(seq=len(chunks), start_line=first_line + phys[first], end_line=first_line + phys[last - 1],
+                                heading_path=heading_path, text=text, title=title))
+        if end >= n:
+            break
+        # Overlap: repeat a few short lines of context, never a heading, never
+        # more than a fifth of the target.
+        nxt = end
+        if overlap_lines and not levels[end]:
+            back, budget = end, target // 5
+            while (back > start + 1 and end - back < overlap_lines and allowed(back - 1) and not levels[back - 1]
+                   and len(lines[back - 1]) < budget):
+                budget -= len(lines[back - 1]) + 1
+                back -= 1
+            nxt = back
+        start = max(nxt, start + 1)
+    return chunks
+
+
+_SENTENCE_END = LazyPattern(r"(?<=[.!?:;])\s+(?=\S)")
+
+
+def split_sentences(line: str, target_chars: int) -> list[str]:
+    """A long line as its sentences; a sentence longer than the target is
+    wrapped at spaces (or, with none, cut) so no piece exceeds it."""
+    out = []
+    for sentence in _SENTENCE_END.split(line.strip()):
+        while len(sentence) > target_chars:
+            cut = sentence.rfind(" ", 0, target_chars)
+            cut = cut if cut > target_chars // 2 else target_chars
+            out.append(sentence[:cut].rstrip())
+            sentence = sentence[cut:].lstrip()
+        if sentence:
+            out.append(sentence)
+    return out or [line]
+
+
+# A passage as a reader sees it --------------------------------------------------
+
+# HTML elements a note's prose may hold. A tag of another name counts only with
+# attributes (<Listing number="1">): "Vec<T>" and "Rc<T>" are words, not tags.
+_HTML_NAMES = ("a|abbr|b|br|blockquote|caption|center|code|col|colgroup|dd|del|details|div|dl|dt|em|figcaption|figure|"
+               "font|h[1-6]|hr|i|img|ins|kbd|li|mark|ol|p|pre|q|s|samp|section|small|span|strike|strong|sub|summary|"
+               "sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr")
+_DISPLAY_RULES = LazyPattern(
+    r"(?=[<\[{!])"  # most positions start none of these: one test, not every branch
+    # Every repeat is bounded, so a pathological line costs a constant per position (linear, as the notes section must be).
+    r"(?:(?P<tag>(?<![\w<])<(?:" + _HTML_NAMES + r")(?:\s[^<>]{0,3000})?/?>|</(?:" + _HTML_NAMES + r")\s*>"
+    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}\s[^<>]{0,500}?=[\"'][^<>]{0,3000}>)"
+    r"|(?P<closing>(?-i:</[A-Z][\w-]{0,40}>))"  # </Listing>: a component closing, not </script>
+    r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
+    r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
+    r"|(?P<link>\[([^\]]{1,200})\](?:\([^)]{0,500}\)|\[[^\]]{0,200}\]))"
+    r"|(?P<wiki>\[\[(?:[^\]|]{0,200}\|)?([^\]]{0,200})\]\]))",
+    re.DOTALL | re.IGNORECASE)
+# What every match of _DISPLAY_RULES holds; most passages (a tldr page's "[r]ecursive", "{{file}}",
+# "cmd < file", "<https://…>") hold none, and the costly pattern is then neither compiled nor run.
+_MAY_HOLD_MARKUP = LazyPattern(r"<[A-Za-z][\w-]{0,40}[\s/>]|</|\]\(|\]\[|\[\[|\{\{#")
+_COMMENT_TAIL = LazyPattern(r"\A(?:(?!<!--).)*?-->[ \t]*$", re.DOTALL | re.MULTILINE)
+_DIRECTIVE = LazyPattern(r"\{\{#\w+[^}]*\}\}")
+# Block markers at a line's start, nested ("> 1. [ ] "): quote, heading, list item, task box, "% Title".
+_LINE_MARKERS = LazyPattern(r"^(?:(?:%|#{1,6}|>+|[-+*]|\d+[.)])(?:[ \t]+|$)(?:\[[ xX]\][ \t]+)?)+", re.MULTILINE)
+# Bold, strike and code ticks; *em* and _em_ (not snake_case). The lookahead lets the
+# scan pass every other character with one test (8x faster on prose).
+_EMPHASIS = LazyPattern(r"(?=[*_~`])(?:\*\*|__|~~|`+|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*]))")
+_SPACES = LazyPattern(r"[ \t]{2,}")
+_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!?)](?:\s|$))")
+# A link's mark in a line: "](", "][", "[[", a definition, or the tail of a link whose text began on the line above.
+_LINK_MARK = LazyPattern(r"\]\(|\]\[|\[\[|^ {0,3}\[[^\]]+\]:\s|^[^\[]*\]\(")
+_TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
+
+
+def is_table_rule(line: str) -> bool:
+    """``| --- | :---: |``, checked by cells (a pattern for the whole row is quadratic)."""
+    text = line.strip().removeprefix("|").removesuffix("|")
+    return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
+
+
+def _display_piece(m: re.Match) -> str:
+    kind = m.lastgroup
+    if kind in ("tag", "closing", "directive"):
+        return " "
+    if kind == "image":
+        return m.group(5)
+    if kind == "link":
+        return m.group(7)
+    return m.group(9)  # a wikilink's label or target
+
+
+def _without_comments(text: str) -> str:
+    """HTML comments left out, by hand in one pass (a pattern retried at every "<!--" is quadratic)."""
+    out, at = [], 0
+    while (start := text.find("<!--", at)) >= 0:
+        out.append(text[at:start])
+        end = text.find("-->", start + 4)
+        at = len(text) if end < 0 else end + 3
+        out.append(" ")
+    out.append(text[at:])
+    return "".join(out)
+
+
+def passage_display_text(text: str) -> str:
+    """A passage as a reader sees it, for snippets and listings: HTML comments,
+    tags (<small>, <Listing …>), mdBook directives ({{#include …}}),
+    reference-link definitions and table rules left out; links and images as
+    their text; a table row as "cell · cell"; a ``% Title`` or heading line as
+    its words; emphasis and code ticks removed. Code inside fences is kept
+    as written (its fence lines dropped). What is indexed is the raw passage:
+    every word shown here stays searchable. Pure: no I/O."""
+    lines = text.split("\n")
+    fenced, _ = fence_states(lines)
+    out: list[str] = []
+    prose: list[str] = []  # the prose lines since the last fence: a comment or tag may span them
+    for line, in_fence in [*zip(lines, fenced), ("", True)]:
+        if not in_fence:
+            prose.append(line)
+            continue
+        if prose:
+            out.extend(_display_prose("\n".join(prose), first=len(out) == 0))
+            prose = []
+        if not FENCE.match(line):
+            out.append(_DIRECTIVE.sub("", line) if "{{" in line else line)  # mdBook includes sit in code blocks
+    return "\n".join(out).strip("\n")
+
+
+# Markup is rendered away in prose up to this long (a passage is about 1,200
+# characters); a longer run, only pathological text, is shown as written.
+DISPLAY_MARKUP_MAX_CHARS = 100_000
+
+
+def _display_prose(text: str, first: bool = False) -> list[str]:
+    if first and "-->" in text:
+        text = _COMMENT_TAIL.sub("", text, count=1)  # a passage that starts inside an HTML comment
+    if "<!--" in text:
+        text = _without_comments(text)
+    if _MAY_HOLD_MARKUP.search(text) and len(text) <= DISPLAY_MARKUP_MAX_CHARS:
+        text = _DISPLAY_RULES.sub(_display_piece, text)
+    if "&" in text and ";" in text:  # &vert;, &lt;: as the reader sees them (html only imported then)
+        import html
+
+        text = html.unescape(text)
+    # Whole-text passes, not a line at a time: hits are rendered as one types.
+    lines = text.split("\n")
+    if "]:" in text or "--" in text:  # link definitions and table rules are left out
+        lines = [line for line in lines if not LINK_DEFINITION.match(line) and not ("-" in line and is_table_rule(line))]
+    text = _LINE_MARKERS.sub("", "\n".join(line.strip() for line in lines))
+    if "|" in text:  # a table row as "cell · cell" (after the line markers: a "#" cell is no heading)
+        text = "\n".join(" · ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
+                         if line.startswith("|") or line.count("|") >= 2 else line for line in text.split("\n")
+                         if not ("-" in line and is_table_rule(line)))  # a quoted table's rule too
+    if "*" in text or "_" in text or "~" in text or "`" in text:
+        text = _EMPHASIS.sub("", text)
+    text = _SPACE_BEFORE_PUNCTUATION.sub("", _SPACES.sub(" ", text))
+    return [line.strip() for line in text.split("\n") if line.strip()]
+
+
+_CJK_CHAR = LazyPattern(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _reader_words(text: str) -> int:
+    """Words as a reader counts them: each Chinese or Japanese character is one too (no spaces there)."""
+    return len(re.findall(r"\w+", text)) + len(_CJK_CHAR.findall(text))
+
+
+def note_substance(body: str) -> tuple[int, int, int]:
+    """(words a reader sees, the note's own words, links out) of a note's body.
+    Its own words are those outside quotes and outside lines that hold a link
+    (to a note, a page or a web address): a redirect or an old edition's "this
+    moved" page quotes a paragraph of the real one and links to it, and has few
+    words of its own. What tells a stub from a note with content (``is_stub``)."""
+    words = _reader_words(passage_display_text(body))
+    lines = body.split("\n")
+    fenced, _ = fence_states(lines)
+    own_lines, links = [], 0
+    for line, in_fence in zip(lines, fenced):
+        found = 0 if in_fence else len(_LINK_MARK.findall(line))
+        links += found
+        if in_fence or not (found or line.lstrip().startswith(">") or ("[" in line and "]" not in line)):
+            own_lines.append(line)
+    own = _reader_words(passage_display_text("\n".join(own_lines))) if links else words
+    return words, own, links
+
+
+# A paragraph shorter than this ("Filename: src/main.rs", a lone heading) is too
+# common to tell that one note copies another; prose paragraphs are longer.
+COPY_PARAGRAPH_WORDS = 8
+_PARAGRAPH_BREAK = LazyPattern(r"\n(?:[ \t>]*\n)+")  # blank lines, inside a block quote too
+_PRINT_WORD = LazyPattern(r"[^\W_]+")
+
+
+def paragraph_prints(body: str) -> bytes:
+    """What tells that a note holds another's text (``holds_most_of``): an 8-byte
+    hash of each paragraph of COPY_PARAGRAPH_WORDS words or more, as a reader sees
+    it (lower case, markup and links left out, wrapped anyhow), sorted, unique.
+    A note that concatenates others (a print edition's chapter, a "book.md"
+    export of chapter notes) holds their hashes. Pure: no I/O."""
+    from array import array
+
+    prints = set()
+    for paragraph in _PARAGRAPH_BREAK.split(body):
+        shown = passage_display_text(paragraph).lower()
+        if _reader_words(shown) >= COPY_PARAGRAPH_WORDS:
+            prints.add(int(hex_digest(" ".join(_PRINT_WORD.findall(shown)).encode(), "sha1")[:16], 16))
+    return array("Q", sorted(prints)).tobytes()
+
+
+# A reference-link definition ("[label]: target 'title'"), up to three spaces in.
+LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")

@@ -1,0 +1,491 @@
+"""Folders and files: globs, exclusions, walking a collection, reading one file safely.
+
+Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
+(``--exclude``, ``.pmsignore``, Obsidian's excluded files), ``walk_markdown`` (what a
+collection holds, with the reason for each file left out) and ``read_note_file``
+(regular files only, within the size limit).
+
+May import: config, markdown, pdf.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import stat as _stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from .config import SKIP_DIRS, PMSError, display_path, error_excerpt, is_valid_utf8, max_file_bytes
+from .markdown import FileTooLargeError
+from .pdf import PDF_SUFFIX
+
+
+# Globs are matched by hand, not as one regular expression (which backtracks on its
+# stars): folder by folder, a run of '*' is one star, and the fixed pieces between a
+# folder's stars are found at their leftmost places, which is always right (linear).
+# The pattern's length and its {a,b} expansions are capped.
+GLOB_MAX_CHARS = 512
+GLOB_MAX_ALTERNATIVES = 64
+
+
+class _GlobFolder:
+    """One folder's part of a glob: fixed pieces (each a list of one-character
+    regexes: literals, '?', classes) with a star between each two."""
+
+    def __init__(self, pieces: list[list[str]]):
+        self.pieces = [(re.compile("".join(p), re.I | re.S), len(p)) for p in pieces]
+        self.starred = len(pieces) > 1
+
+    def match(self, name: str) -> bool:
+        if not self.starred:
+            return self.pieces[0][0].fullmatch(name) is not None
+        (first, first_len), *middle, (last, last_len) = self.pieces
+        end = len(name) - last_len
+        if end < first_len or not first.match(name, 0, first_len):
+            return False
+        pos = first_len
+        for piece, _ in middle:  # leftmost is right: the next star takes up whatever is skipped
+            m = piece.search(name, pos, end)
+            if not m:
+                return False
+            pos = m.end()
+        return last.fullmatch(name, end) is not None
+
+
+class GlobPattern:
+    """A compiled glob (``**/``, ``*``, ``?``, ``[..]``, ``[!..]``, ``{a,b}``),
+    case-insensitive; ``match(path)`` is True when the whole path matches."""
+
+    def __init__(self, pattern: str, alternatives: list[list[_GlobFolder | None]]):
+        self.pattern, self.alternatives = pattern, alternatives
+        # "**/X" (every collection's default "**/*.md"): X against the file name alone, what
+        # _match_folders would find (a sync or status matches every file of the vault).
+        self._names_only = [folders[1] for folders in alternatives if len(folders) == 2 and folders[0] is None and folders[1]]
+
+    def match(self, path: str) -> bool:
+        if len(self._names_only) == len(self.alternatives):
+            name = path.rsplit("/", 1)[-1]
+            return any(folder.match(name) for folder in self._names_only)
+        names = path.split("/")
+        return any(_match_folders(folders, names) for folders in self.alternatives)
+
+    def __repr__(self) -> str:
+        return f"GlobPattern({self.pattern!r})"
+
+
+def _match_folders(folders: list[_GlobFolder | None], names: list[str]) -> bool:
+    """The glob's folders against the path's names: a set of positions in the
+    glob, advanced name by name (``**`` stays or moves on): no backtracking."""
+    def closure(states: set[int]) -> set[int]:
+        out, todo = set(), list(states)
+        while todo:
+            i = todo.pop()
+            if i not in out:
+                out.add(i)
+                if i < len(folders) and folders[i] is None:
+                    todo.append(i + 1)
+        return out
+
+    states = closure({0})
+    for name in names:
+        nxt = set()
+        for i in states:
+            if i < len(folders):
+                if folders[i] is None:
+                    nxt.add(i)
+                elif folders[i].match(name):
+                    nxt.add(i + 1)
+        states = closure(nxt)
+        if not states:
+            return False
+    return len(folders) in states
+
+
+class _BadGlob(ValueError):
+    pass
+
+
+def compile_glob(pattern: str, argument: str = "pattern") -> GlobPattern:
+    """A glob as a GlobPattern; a PMSError "bad pattern for ARGUMENT: …" when it
+    is malformed (``[z-a]``, ``[]``), too long or expands to too many alternatives."""
+    try:
+        if len(pattern) > GLOB_MAX_CHARS:
+            raise _BadGlob(f"longer than {GLOB_MAX_CHARS} characters")
+        alternatives = [_glob_folders(alt) for alt in _expand_braces(pattern)]
+    except _BadGlob as exc:
+        raise PMSError(f"bad pattern for {argument}: {error_excerpt(pattern)} ({exc})") from None
+    return GlobPattern(pattern, alternatives)
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """``a{b,c}d`` -> ['abd', 'acd'], each pair of braces in turn (not nested)."""
+    start = pattern.find("{")
+    end = pattern.find("}", start + 1) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return [pattern]
+    if "{" in pattern[start + 1 : end]:
+        raise _BadGlob("braces inside braces")
+    out = []
+    for rest in _expand_braces(pattern[end + 1 :]):
+        for alt in pattern[start + 1 : end].split(","):
+            out.append(pattern[:start] + alt + rest)
+            if len(out) > GLOB_MAX_ALTERNATIVES:
+                raise _BadGlob(f"more than {GLOB_MAX_ALTERNATIVES} alternatives in braces")
+    return out
+
+
+def _glob_folders(pattern: str) -> list[_GlobFolder | None]:
+    """One brace-free glob as its folders; a trailing ``**`` needs at least one name."""
+    tokens = _glob_tokens(pattern)
+    folders: list[_GlobFolder | None] = []
+    current: list[str] = []
+    for token in tokens + ["/"]:
+        if token != "/":
+            current.append(token)
+            continue
+        if current == ["**"]:
+            if not folders or folders[-1] is not None:  # **/**/ is one **/
+                folders.append(None)
+        else:
+            if current[:1] == ["**"]:  # '**.md': any folders, then '*.md'
+                folders.append(None)
+            folders.append(_glob_folder(current))
+        current = []
+    if folders and folders[-1] is None:
+        folders.append(_glob_folder(["*"]))  # 'journal/**' is everything inside journal, not journal itself
+    return folders
+
+
+def _glob_tokens(pattern: str) -> list[str]:
+    """'/', '*' (a run of stars; '**' alone stays '**'), or a regex for one character."""
+    tokens, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            j = i
+            while j < len(pattern) and pattern[j] == "*":
+                j += 1
+            tokens.append("**" if j - i >= 2 else "*")
+            i = j
+            continue
+        if c == "?":
+            tokens.append(".")
+        elif c == "[" and pattern.find("]", i + 1) >= 0:
+            i, token = _glob_class(pattern, i)
+            tokens.append(token)
+        elif c == "/":
+            tokens.append("/")
+        else:
+            tokens.append(re.escape(c))
+        i += 1
+    return tokens
+
+
+def _glob_class(pattern: str, i: int) -> tuple[int, str]:
+    """``[..]`` at ``i`` -> (index of its ']', a regex class); ranges checked."""
+    j = pattern.find("]", i + 1)
+    body = pattern[i + 1 : j]
+    negate = body[:1] in ("!", "^")
+    body = body[1:] if negate else body
+    if not body:
+        raise _BadGlob(f"empty class {pattern[i : j + 1]}")
+    parts, k = [], 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            if lo > hi:
+                raise _BadGlob(f"the range {lo}-{hi} is backwards")
+            parts.append(f"{re.escape(lo)}-{re.escape(hi)}")
+            k += 3
+        else:
+            parts.append(re.escape(body[k]))
+            k += 1
+    return j, "[" + ("^/" if negate else "") + "".join(parts) + "]"
+
+
+def _glob_folder(tokens: list[str]) -> _GlobFolder:
+    """A folder's tokens (a '**' inside a name is a '*') as fixed pieces around stars."""
+    pieces: list[list[str]] = [[]]
+    for token in tokens:
+        if token not in ("*", "**"):
+            pieces[-1].append(token)
+        elif pieces[-1] or len(pieces) == 1:  # '*' right after '*' adds nothing
+            pieces.append([])
+    return _GlobFolder(pieces)
+
+
+class _FolderPrefix:
+    """A --path that is no glob: that file, or everything in or under that folder."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix.lower()
+
+    def match(self, path: str) -> bool:
+        path = path.lower()
+        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+
+
+@functools.lru_cache(maxsize=64)
+def path_filter(pattern: str) -> GlobPattern | _FolderPrefix:
+    """A --path filter: a glob, or a folder or file name meaning everything in or
+    under it; a bad glob is a PMSError naming ``path``."""
+    pattern = pattern.strip().replace("\\", "/").lstrip("/")
+    if not re.search(r"[*?\[{]", pattern):
+        return _FolderPrefix(pattern.rstrip("/"))
+    return compile_glob(pattern, "path")
+
+
+def path_prefix_glob(pattern: str | None) -> str | None:
+    """For a --path filter that names a folder (no glob: ``src/ch04`` is everything in
+    src/ch04/), the glob of the names that start with it (``src/ch04*``), which a user
+    whose filter matched nothing may have meant; None for a glob or no filter."""
+    if not pattern or not isinstance(path_filter(pattern), _FolderPrefix):
+        return None
+    return pattern.strip().rstrip("/") + "*"
+
+
+def path_matches(pattern: str, path: str) -> int:
+    return 1 if path_filter(pattern).match(path or "") else 0
+
+
+def is_skipped_folder(name: str) -> bool:
+    """Folders never indexed (nor watched): hidden ones and SKIP_DIRS."""
+    return name.startswith(".") or name in SKIP_DIRS
+
+
+class Exclusions:
+    """Which notes of a collection are never indexed: its own ``--exclude`` globs, the
+    lines of a ``.pmsignore`` file at its root, and Obsidian's "Excluded files"
+    (``.obsidian/app.json``, ``userIgnoreFilters``). A glob without '/' matches a
+    file or folder name at any depth (``drafts``, ``*.tmp.md``); with '/', a path
+    from the collection's root (``archive/2019/**``); a trailing '/' only folders.
+    Obsidian's filters are path prefixes (``Templates/``), as Obsidian reads them."""
+
+    IGNORE_FILE_MAX_LINES = 1000  # patterns read from .pmsignore (a generated file of more is no ignore list)
+    IGNORE_FILE_MAX_BYTES = 1 << 20  # and bytes: reading is bounded
+    WARNINGS_MAX = 10  # lines that cannot be read, named one by one
+
+    def __init__(self, root: Path, own: Sequence[str] = ()):
+        self.sources: dict[str, list[str]] = {"exclude": [g for g in own if g.strip()]}
+        # One line each for what cannot be read (file and line named): a bad line
+        # excludes nothing and never stops a sync; sync and status show these.
+        self.warnings: list[str] = []
+        self._globs: list[tuple[GlobPattern, bool]] = []
+        for glob in self.sources["exclude"]:  # checked when set: never a warning
+            with contextlib.suppress(PMSError):
+                self._add(glob)
+        ignore = root / ".pmsignore"
+        data: bytes | None = None
+        try:
+            with open(ignore, "rb") as handle:
+                data = handle.read(self.IGNORE_FILE_MAX_BYTES)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            self.warnings.append(f"{display_path(ignore)}: cannot read ({exc.strerror or exc}); nothing is excluded by it")
+        patterns: list[str] = []
+        for number, raw in enumerate((data or b"").split(b"\n"), 1):
+            try:
+                line: str | None = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                line = None
+            if line is not None and (not line or line.startswith("#")):
+                continue
+            where = f"{display_path(ignore)}:{number}"
+            if len(self.warnings) == self.WARNINGS_MAX:
+                self.warnings.append(f"{display_path(ignore)}: more lines cannot be read; only the first {self.WARNINGS_MAX} are named")
+                break
+            if len(patterns) == self.IGNORE_FILE_MAX_LINES:
+                self.warnings.append(f"{where}: only the first {self.IGNORE_FILE_MAX_LINES} patterns are read; this line and those below are ignored")
+                break
+            if line is None:
+                self.warnings.append(f"{where}: not valid UTF-8; the line is ignored")
+            elif line.startswith("!"):
+                self.warnings.append(f"{where}: {error_excerpt(line)}: '!' (include again) is not supported; the line is ignored")
+            else:
+                try:
+                    self._add(line, ".pmsignore")
+                    patterns.append(line)
+                except PMSError as exc:
+                    self.warnings.append(f"{where}: {exc}; the line is ignored")
+        if data is not None:
+            self.sources[".pmsignore"] = patterns
+        settings = root / ".obsidian" / "app.json"
+        try:
+            import json
+
+            filters = json.loads(settings.read_text(encoding="utf-8")).get("userIgnoreFilters")
+            if isinstance(filters, list):
+                self.sources["obsidian"] = [f for f in filters if isinstance(f, str) and f.strip()][: self.IGNORE_FILE_MAX_LINES]
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            self.warnings.append(f"{display_path(settings)}: cannot read ({exc.strerror or exc}); Obsidian's excluded files are not applied")
+        except (ValueError, AttributeError):
+            self.warnings.append(f"{display_path(settings)}: not a JSON object; Obsidian's excluded files are not applied")
+        self._prefixes = tuple(f.strip().lstrip("/").lower() for f in self.sources.get("obsidian", []))
+
+    def _add(self, glob: str, source: str = "exclude") -> None:
+        """One exclusion glob; a PMSError for a malformed one."""
+        glob = glob.strip()
+        folders_only = glob.endswith("/")
+        glob = glob.strip("/")
+        if glob:
+            try:
+                compiled = compile_glob(glob if "/" in glob else "**/" + glob, source)
+            except PMSError:
+                compile_glob(glob, source)  # a bad one named as written, not as '**/glob'
+                raise
+            self._globs.append((compiled, folders_only))
+
+    def __bool__(self) -> bool:
+        return bool(self._globs or self._prefixes)
+
+    def folder(self, rel: str) -> bool:
+        """Is the folder ``rel`` ('a/b', no trailing '/') left out?"""
+        low = rel.lower() + "/"
+        return (any(regex.match(rel) for regex, _ in self._globs)
+                or any(low.startswith(p if p.endswith("/") else p + "/") or low.startswith(p) for p in self._prefixes))
+
+    def file(self, rel: str) -> bool:
+        """Is the note ``rel`` left out (by a glob on it, or on a folder above it)?"""
+        if any(regex.match(rel) for regex, folders_only in self._globs if not folders_only):
+            return True
+        low = rel.lower()
+        if any(low.startswith(p) for p in self._prefixes):
+            return True
+        parts = rel.split("/")[:-1]
+        return any(self.folder("/".join(parts[: i + 1])) for i in range(len(parts)))
+
+
+def inside(path: str | os.PathLike, real_root: str) -> bool:
+    """Does ``path``, symlinks resolved, stay inside the folder ``real_root`` (itself resolved)?"""
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+OUTSIDE = "skipped: a symlink that leads outside the collection's folder"
+BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
+NOT_REGULAR_FILE = "not a regular file (a named pipe, device or socket)"
+NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
+BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
+
+
+def pdf_glob(pattern: str) -> str:
+    """Which PDFs a collection holds: its glob with the file extension made .pdf
+    (``**/*.md`` -> ``**/*.pdf``); a glob without one (``**/*``) already names them."""
+    return re.sub(r"\.(\{[^{}/]*\}|[^./*?{}\[\]]+)\Z", PDF_SUFFIX, pattern)
+
+
+def walk_markdown(root: Path, pattern: str, errors: list | None = None,
+                  skipped: list | None = None, exclude: Exclusions | None = None,
+                  also: str | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
+    """Yield (relative posix path, absolute path, stat) of files matching ``pattern``
+    (or the glob ``also``: a collection's PDFs); paths are plain strings (speed).
+
+    Skips hidden folders, SKIP_DIRS and what ``exclude`` leaves out; follows
+    symlinks that stay inside ``root``, never loops (each real folder is visited
+    once). Unreadable folders go to ``errors``; symlink loops, symlinks leading
+    outside ``root`` and names that are not UTF-8 (which the index cannot store)
+    go to ``skipped``, as (path, why).
+    """
+    errors = [] if errors is None else errors
+    skipped = errors if skipped is None else skipped
+    regex = compile_glob(pattern, "--glob")
+    if also and also != pattern:
+        regex = GlobPattern(f"{pattern} or {also}", regex.alternatives + compile_glob(also, "--glob").alternatives)
+    seen: set = set()
+    real_root = os.path.realpath(root)
+
+    def onerror(exc: OSError):
+        errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=onerror):
+        try:
+            st = os.stat(dirpath)
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            dirnames[:] = []
+            continue
+        if key in seen:
+            skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
+            dirnames[:] = []
+            continue
+        seen.add(key)
+        if dirpath != str(root) and os.path.islink(dirpath) and not inside(dirpath, real_root):
+            skipped.append((display_path(dirpath), OUTSIDE))
+            dirnames[:] = []
+            continue
+        dirnames[:] = sorted(d for d in dirnames if not is_skipped_folder(d))
+        if not all(map(is_valid_utf8, dirnames)):
+            skipped.extend((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME) for d in dirnames if not is_valid_utf8(d))
+            dirnames[:] = [d for d in dirnames if is_valid_utf8(d)]
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+        if exclude:
+            dirnames[:] = [d for d in dirnames if not exclude.folder(rel_dir + d)]
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            rel = rel_dir + name
+            if not regex.match(rel) or (exclude and exclude.file(rel)):
+                continue
+            if not is_valid_utf8(name):
+                skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
+                continue
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+                if _stat.S_ISLNK(st.st_mode):
+                    if not inside(full, real_root):
+                        skipped.append((display_path(full), OUTSIDE))
+                        continue
+                    st = os.stat(full)
+            except OSError as exc:
+                errors.append((full, f"cannot read: {exc.strerror or exc}"))
+                continue
+            if not _stat.S_ISREG(st.st_mode):
+                skipped.append((display_path(full), NOT_REGULAR))
+                continue
+            yield rel, full, st
+
+
+# SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.
+SQLITE_INT_MAX = 2**63 - 1
+
+
+def file_state(st: os.stat_result) -> tuple[int, int, int]:
+    """(size, mtime_ns, ctime_ns) of a file, clamped to what SQLite can store."""
+    size, mtime, ctime = (max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, v)) for v in (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return size, mtime, ctime
+
+
+class NotRegularFileError(PMSError, OSError):
+    """A named pipe, device or socket where a note was: never read (it could block forever)."""
+
+
+def open_regular_file(path: Path):
+    """``open(path, "rb")`` that never blocks: opened non-blocking and checked
+    with fstat, a named pipe (or device, socket) is a NotRegularFileError."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(NOT_REGULAR_FILE)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_note_file(path: Path, limit: int | None = None) -> bytes:
+    """Read a note's bytes, refusing files over the size limit (PMS_MAX_FILE_MB)
+    and anything but a regular file: opened without blocking, checked with fstat."""
+    limit = limit or max_file_bytes()
+    with open_regular_file(path) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
+    return data

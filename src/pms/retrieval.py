@@ -1,0 +1,689 @@
+"""A search: request -> candidate lists -> ranking -> result.
+
+Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
+vector and name lists from the store, the ranking step, snippets for what is shown) and
+``SearchResult``.
+
+May import: config, markdown, language, filters, schema, store, embedding, query, ranking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from .config import VECTOR_FORMAT, Factory, Hint, Record, clean_query
+from .markdown import passage_display_text
+from .language import language_script, note_language
+from .filters import NoteFilter, checked_number
+from .schema import has_unspaced_chars, spaced_cjk
+from .store import ChunkInfo, Store, VectorMemory
+from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
+from .query import (
+    MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
+    parse_query, snippet_spans, without_heading_line,
+)
+from .ranking import (
+    Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
+    name_trigrams, order_by_note_prior, order_copies, rank,
+)
+
+
+class SearchRequest(Record):
+    """One search, parsed and resolved once: every stage reads it, none parses again.
+    ``query`` is clean (clean_query); ``mode`` is what was asked, ``used`` the mode that
+    runs and ``reason`` why it is not hybrid."""
+
+    query: str
+    parsed: ParsedQuery
+    note_filter: NoteFilter | None = None
+    collections: tuple[str, ...] = ()
+    collection_ids: list[int] | None = None
+    k: int = 10
+    chunks: bool = False
+    prefix_last: bool = False
+    mode: str = "auto"
+    used: str = "keyword"
+    reason: str = ""
+    hint: Hint | None = None  # what makes hybrid run, when it does not
+    min_score: float | None = None  # leave out hits whose relevance is below this (0-1)
+    intent: str = ""  # what the searcher is after, said in words: context for the vector list only
+
+    @property
+    def meaning(self) -> str:
+        """What the vector list embeds: the query without its exclusions, after the intent."""
+        return f"{self.intent}: {self.parsed.text}" if self.intent and self.parsed.text.strip() else self.parsed.text
+
+
+class SearchResult(Record):
+    """A search's hits (it is also their list), the mode it ran in and why, each stage's
+    time in ms, and how ranking was done (--explain)."""
+
+    hits: list[Hit]
+    mode: str = "keyword"
+    reason: str = ""
+    hint: Hint | None = None
+    timings: dict[str, float] = Factory(dict)
+    explain: str = ""
+    weak: bool = False  # no hit reaches RankingSettings.relevance_floor: the notes may not cover the query
+    best_relevance: float | None = None  # before min_score left hits out
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, index: int) -> Hit:
+        return self.hits[index]
+
+    def __bool__(self) -> bool:
+        return bool(self.hits)
+
+    def __eq__(self, other):
+        return self.hits == other if isinstance(other, list) else Record.__eq__(self, other)
+
+
+class Retrieval:
+    """The search pipeline over a Store: ``request`` -> candidate stages (keyword,
+    names, vector) -> ``rank`` -> ``SearchResult``. Stateless apart from caches."""
+
+    def __init__(self, store: Store, embedder: EmbeddingProvider | None = None, settings: RankingSettings | None = None):
+        self.store = store
+        # Where vector calls go: the Store (SQL), or the VectorMemory a long-running process made.
+        self.vectors: Store | VectorMemory = store
+        self.embedder = embedder
+        self.settings = settings or RankingSettings()
+        self._pool = None
+        self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
+        self._query_vectors_lock = threading.Lock()
+
+    # -- helpers ---------------------------------------------------------------
+    def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
+        if not names:
+            return None
+        return [self.store.require_collection(name).id for name in names]
+
+    def vector_status(self) -> VectorStatus:
+        """Whether vector search can run now, and why not, without loading the model."""
+        store = self.store
+        store.db  # opens the connection, which tries to load sqlite-vec
+        missing = (self.embedder or Embedder).missing_packages()
+        if missing:
+            return VectorStatus(False, f"embeddings not installed ({', '.join(missing)})", "not-installed", Hint(command="setup"))
+        if self.embedder is None:
+            return VectorStatus(False, "embeddings disabled", "disabled")
+        if not store.vec_loaded:
+            return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
+        if self.embedder.error:
+            return VectorStatus(False, self.embedder.error, "model-unavailable")
+        indexed_model = store.get_meta("embed_model")
+        if not indexed_model or not store.has_vector_table():
+            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet", "not-embedded",
+                                None if store.read_only else Hint(command="sync"))
+        if store.get_meta("embed_format") != VECTOR_FORMAT:
+            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
+        if indexed_model != self.embedder.model_name:
+            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed",
+                                Hint(command="sync --reembed"))
+        return VectorStatus(True)
+
+    def request(self, query, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
+                prefix_last: bool = False, note_filter: NoteFilter | None = None, mode: str = "keyword",
+                used: str | None = None, reason: str = "") -> SearchRequest:
+        """A SearchRequest: the query cleaned and parsed, the collections looked up (an unknown
+        name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
+        query = clean_query(query)
+        return SearchRequest(query, parse_query(query, prefix_last, cleaned=True), note_filter, tuple(collections or ()),
+                             self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
+                             used or mode, reason)
+
+    # -- candidate stages: each a function of the request returning a ranking -----------------
+    def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
+                      every_term: set[int] | None = None, focus_depth: int | None = None) -> list[tuple[int, float]]:
+        """Chunk ids with BM25 scores (higher is better), best first: for short queries
+        (and_first_max_terms), passages with every term before those with some, each
+        group ordered with its note's focus (_focused, over the first ``focus_depth``
+        passages; default all). ``owners`` receives chunk id -> document id of the passages
+        it looked up, ``every_term`` the ids of those known to hold every term
+        (relevance_stage then need not look them up again)."""
+        parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
+        match_any = parsed.match_any()
+        if not match_any:
+            return []
+        cjk = [" ".join(t.tokens) for t in parsed.terms if has_unspaced_chars(" ".join(t.tokens))][:MAX_CJK_WORDS]
+        if cjk:  # Chinese/Japanese: whole-token matches first, then passages holding every word
+            ranked = [(cid, -r) for cid, r in self._fts(match_any, limit, ids, note_filter)]
+            seen = {cid for cid, _ in ranked}
+            phrases = " AND ".join('"' + spaced_cjk(word).replace('"', '""') + '"' for word in cjk)
+            ranked += [(cid, -r) for cid, r in self.store.cjk_search(phrases, limit, ids, note_filter) if cid not in seen]
+            return ranked[:limit]
+        match_all = parsed.match_all() if len(parsed.terms) <= s.and_first_max_terms else None
+        all_rows = self._fts(match_all, limit, ids, note_filter) if match_all else []
+        first = {cid for cid, _ in all_rows}
+        if every_term is not None:
+            every_term.update(first)
+        if len(all_rows) >= limit:  # the costly any-term query could add nothing
+            return self._focused([(cid, -r) for cid, r in all_rows], first, owners, focus_depth)
+        any_rows = self._fts(match_any, limit, ids, note_filter)
+        if every_term is not None and len(parsed.terms) == 1:
+            every_term.update(cid for cid, _ in any_rows)
+        if not match_all or not any_rows:
+            return self._focused([(cid, -r) for cid, r in any_rows], set(), owners, focus_depth)
+        ranked = [(cid, -r) for cid, r in all_rows]
+        ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
+        return self._focused(ranked[:limit], first, owners, focus_depth)
+
+    def _focused(self, ranked: list[tuple[int, float]], first: set[int], owners: dict[int, int] | None = None,
+                 depth: int | None = None) -> list[tuple[int, float]]:
+        """``ranked`` reordered by each passage's score plus its note's focus on the
+        query (RankingSettings.focus_weight, focus_power) from its passages among the
+        first ``depth``: a note about the query beats a long note with one passage like it.
+        ``first`` stays ahead."""
+        s = self.settings
+        if not ranked or not s.focus_weight:
+            return ranked
+        owner = self.store.chunk_documents(cid for cid, _ in ranked)
+        if owners is not None:
+            owners.update(owner)
+        sizes = self.store.passages_per_document({owner[cid] for cid, _ in ranked[:depth] if cid in owner})
+        sums: dict[int, float] = {}
+        for cid, value in ranked[:depth]:
+            if cid in owner:
+                sums[owner[cid]] = sums.get(owner[cid], 0.0) + value
+        focus = {doc: s.focus_weight * total / sizes.get(doc, 1) ** s.focus_power for doc, total in sums.items()}
+        scored = [(cid, value + focus.get(owner.get(cid, -1), 0.0)) for cid, value in ranked]
+        return sorted(scored, key=lambda r: (r[0] not in first, -r[1]))
+
+    def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
+        try:
+            return self.store.fts_search(match, limit, ids, self.settings.field_weights, note_filter)
+        except Exception as exc:  # defensive: a parser gap must never surface as an SQL error
+            if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
+                return []
+            raise
+
+    def names_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
+        """Document ids whose title, an alias or the file name the query (without its
+        exclusions) names, even with a typo or a word missing (trigrams), with
+        name_similarity, best first; a note whose name holds an excluded word is left out."""
+        s, text = self.settings, req.parsed.text
+        words = WORD_TOKEN.findall(text.lower())
+        if len(words) > s.name_query_max_words:
+            return []
+        wanted = name_trigrams(text)
+        grams = list(dict.fromkeys(w[i : i + 3] for w in words if len(w) >= 3 for i in range(len(w) - 2)))
+        if not grams or not self._may_name_a_note(text, wanted, grams):
+            return []
+        match = " OR ".join('"' + g.replace('"', '""') + '"' for g in grams)
+        excluded = [t.tokens for t in req.parsed.excluded]
+        ranked = []
+        # The candidates sharing most trigrams (FTS5's bm25 over trigrams) are scored exactly.
+        for doc_id, names in self.store.name_search(match, min(limit, s.name_candidates), req.collection_ids, req.note_filter):
+            if excluded and any(holds_phrase(WORD_TOKEN.findall(names.lower()), tokens) for tokens in excluded):
+                continue
+            lines = names.split("\n")  # title, aliases..., file name
+            best = max((name_similarity(wanted, name, s.name_coverage_min) for i, name in enumerate(lines)
+                        if name.strip() and (i in (0, len(lines) - 1) or self._names_whole_alias(wanted, name))), default=0.0)
+            if best >= s.name_match_min:
+                ranked.append((doc_id, best))
+        if excluded and ranked:  # as in the keyword list: a note stays when one of its passages lacks them
+            owner = self.store.document_chunks_of(doc for doc, _ in ranked)
+            hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
+            kept = {doc for cid, doc in owner.items() if cid not in hit}
+            ranked = [r for r in ranked if r[0] in kept]
+        ranked.sort(key=lambda r: -r[1])
+        return ranked[:limit]
+
+    def _names_whole_alias(self, wanted: set[str], alias: str) -> bool:
+        """The query holds (almost) all of the alias, not one word of it (RankingSettings.alias_coverage)."""
+        grams = name_trigrams(alias)
+        return bool(grams) and len(grams & wanted) / len(grams) >= self.settings.alias_coverage
+
+    def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
+        """False when no note's name can reach name_match_min, so names_stage can skip its
+        costly ranked search: a name that reaches it holds at least ``need`` of the query's
+        word-inner trigrams, which the trigram index finds. ASCII only: Python lower-cases
+        "İ" to "i" and a combining dot, FTS5 does not."""
+        s = self.settings
+        if not query.isascii():
+            return True
+        findable = [g for g in grams if not g.endswith("i")]
+        need = int(s.name_match_min * len(wanted)) - (len(wanted) - len(findable))
+        if need < s.name_precheck_min_shared:
+            return True
+        found = self.store.names_sharing(findable, need, s.name_precheck_max)
+        if found is None:  # too many to score here
+            return True
+        return any(name_similarity(wanted, name, s.name_coverage_min) >= s.name_match_min
+                   for _, names in found for name in names.split("\n") if name.strip())
+
+    def vector_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
+        """Chunk ids with cosine similarity to the query (without its exclusions),
+        nearest first, filters inside the KNN; passages holding an excluded word are
+        left out, as the keyword list leaves them out. Call once vector_status is ok."""
+        if not req.parsed.text.strip():
+            return []
+        found = self.vectors.vector_search(self.query_vector(req.meaning), limit, req.collection_ids, req.note_filter)
+        if req.parsed.excluded and found:
+            excluded = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), [cid for cid, _ in found])
+            found = [row for row in found if row[0] not in excluded]
+        return [(cid, 1.0 - distance) for cid, distance in found]
+
+    QUERY_VECTORS_KEPT = 8
+
+    def query_vector(self, query: str) -> bytes:
+        """The (clean) query's int8 vector, as the index stores passages'. The last few
+        queries' vectors are kept, so a search typed again embeds nothing."""
+        key = (self.embedder.model_name, query)
+        with self._query_vectors_lock:
+            blob = self._query_vectors.pop(key, None)
+        if blob is None:
+            blob = self.embedder.embed_query(query)
+            held = self.store.get_meta("embed_dim")
+            if held and len(blob) != int(held):  # int8: one byte a dimension
+                raise EmbeddingUnavailable(f"{self.embedder.source()} returned {len(blob)}-dimensional vectors, the index "
+                                           f"holds {held} (another model under the same name?)", Hint(command="sync --reembed"))
+        with self._query_vectors_lock:
+            self._query_vectors[key] = blob  # (re)inserted: dicts keep insertion order, so the oldest is first
+            while len(self._query_vectors) > self.QUERY_VECTORS_KEPT:
+                del self._query_vectors[next(iter(self._query_vectors))]
+        return blob
+
+    # -- the pipeline ------------------------------------------------------------------
+    def search(self, req: SearchRequest, settings: RankingSettings | None = None) -> SearchResult:
+        """Run a request: its mode's candidate stages, the ranking stage, then hits.
+        Vector and hybrid raise EmbeddingUnavailable when vectors cannot be read."""
+        s = settings or self.settings
+        timings: dict[str, float] = {}
+
+        def timed(stage: str, start: float) -> None:
+            timings[stage] = round((time.perf_counter() - start) * 1000, 2)
+
+        t0 = time.perf_counter()
+        ranked = max(req.k, s.steady_k)  # what is ranked; the first req.k are kept
+        every_term: set[int] = set()  # passages the keyword stage found holding every term
+        if req.used == "hybrid":
+            s = s.for_vectors(getattr(self.embedder, "static", False),  # only a local model can be static
+                              self.embedder is not None and is_multilingual_model(self.embedder.model_name))
+            lists, owners = self._hybrid_lists(req, max(s.depth, ranked * s.hybrid_depth_per_k), s, every_term)
+        else:
+            depth = max(ranked * s.single_depth_per_k, s.single_min_depth)
+            owners = {}
+            if req.used == "vector":
+                lists = {"vector": self.vector_stage(req, depth)}
+            else:
+                lists = {"keyword": self.keyword_stage(req, depth, owners=owners, every_term=every_term, focus_depth=s.single_focus_depth)}
+                names = self.names_stage(req, s.depth) if s.name_weight else []
+                if names:
+                    lists["name"] = names
+                    s = s.replace(name_weight=s.keyword_name_weight)
+        timed("candidates", t0)
+        t0 = time.perf_counter()
+        if len(lists) == 1:  # one list: its own order, each note at its best passage
+            (name, ranking), = lists.items()
+            rows = list(ranking)
+            if not req.chunks:  # each note at its best passage (the first): hits only for those
+                owner = owners or self.store.chunk_documents(cid for cid, _ in rows)
+                firsts: dict[int, tuple[int, float]] = {}
+                for row in rows:
+                    if row[0] in owner:
+                        firsts.setdefault(owner[row[0]], row)
+                rows = list(firsts.values())[: ranked * s.pool_per_k]  # _finish reads no further
+            info = self.store.chunk_info([cid for cid, _ in rows])
+            rows = [r for r in rows if r[0] in info]
+            hits = [self._hit(cid, info[cid], value, **({"bm25_rank": place, "bm25_score": value} if name == "keyword"
+                                                         else {"vector_rank": place, "vector_distance": 1.0 - value}))
+                    for place, (cid, value) in enumerate(rows, 1)]
+            hits, explained = (hits if req.chunks else _best_per_note(hits)), ""
+        else:
+            hits, explained = self._ranked_hits(req, lists, owners, s, ranked)
+        timed("ranking", t0)
+        t0 = time.perf_counter()
+        hits = self._finish(hits, req.parsed, req.parsed.text, req.k, ranked)
+        timed("snippets", t0)
+        t0 = time.perf_counter()
+        best = self.relevance_stage(req, hits, every_term)
+        if req.min_score is not None:  # a copy goes with its original
+            kept = {h.ref for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
+            hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
+        timed("relevance", t0)
+        return SearchResult(hits, req.used, req.reason, req.hint, timings, explained,
+                            weak=best is None or best < s.relevance_floor, best_relevance=best)
+
+    def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset()) -> float | None:
+        """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.
+        One FTS5 lookup per query term over the hits' passages (but those ``every_term``
+        names), and their vectors' dot products with the query's (when the search embedded
+        it). A copy (copy_of) takes its original's: it is shown and filtered with it."""
+        copies = [h for h in hits if h.copy_of]
+        hits = [h for h in hits if not h.copy_of]
+        if not hits:
+            return None
+        ids = [h.chunk_id for h in hits if h.chunk_id is not None]
+        terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
+        held = {cid: len(terms) if cid in every_term else 0 for cid in ids}
+        unknown = [cid for cid in ids if cid not in every_term]
+        for term in terms if unknown else ():
+            for cid in self.store.chunks_matching(term.fts(), unknown):
+                held[cid] += 1
+        similarity: dict[int, float] = {}
+        if req.used != "keyword" and self.embedder is not None and req.parsed.text.strip():
+            with contextlib.suppress(Exception):  # no vectors to read: words alone say it
+                import numpy as np
+
+                q = np.frombuffer(self.query_vector(req.meaning), dtype=np.int8).astype(np.float32)
+                q /= max(float(np.linalg.norm(q)), 1e-9)
+                for cid, blob in self.vectors.vectors_of(ids).items():
+                    v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
+                    similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
+        for hit in hits:
+            hit.matched = round(held.get(hit.chunk_id or 0, 0) / len(terms), 3) if terms else None
+            hit.similarity = round(similarity[hit.chunk_id], 3) if hit.chunk_id in similarity else None
+            words = hit.matched or 0.0
+            # Every word held is strong evidence; some of them weak (common words match anything).
+            words = words if words >= 1.0 else words * self.settings.partial_match_weight
+            hit.relevance = round(max(words, hit.similarity or 0.0, 0.0), 3)
+        originals = {h.ref: h for h in hits}
+        for copy in copies:
+            if copy.copy_of in originals:
+                original = originals[copy.copy_of]
+                copy.matched, copy.similarity, copy.relevance = original.matched, original.similarity, original.relevance
+        return max(h.relevance or 0.0 for h in hits)
+
+    def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings, every_term: set[int]):
+        # The BM25 and name lists (SQLite, in worker threads) run while the query is
+        # embedded (ONNX): all release the GIL, so a hybrid query costs about the longest.
+        def keyword_list():
+            owners: dict[int, int] = {}
+            return self.keyword_stage(req, depth, owners=owners, every_term=every_term), owners
+
+        workers = self._background()
+        keyword_job = workers.submit(keyword_list)
+        name_job = workers.submit(self.names_stage, req, depth) if s.name_weight else None
+        try:
+            vec = self.vector_stage(req, depth)
+            vector_owners = self.store.chunk_documents(cid for cid, _ in vec)
+        finally:
+            names = name_job.result() if name_job else []
+            kw, owners = keyword_job.result()
+        owners.update(vector_owners)
+        return {"keyword": kw, "vector": vec, "name": names}, owners
+
+    def _ranked_hits(self, req: SearchRequest, rankings: dict[str, list[tuple[int, float]]], owners: dict[int, int],
+                     s: RankingSettings, k: int) -> tuple[list[Hit], str]:
+        """Hits from the ranking stage over the chunk rankings (``keyword``, ``vector``) and
+        the document ranking ``name``, per note (or per passage with ``chunks``), ranked for ``k`` results."""
+        chunks = req.chunks
+        names = rankings.pop("name", [])
+        owner = dict(owners)
+        unmapped = {cid for r in rankings.values() for cid, _ in r} - owner.keys()
+        if unmapped:
+            owner.update(self.store.chunk_documents(unmapped))
+        first_chunk = self.store.first_chunks(doc for doc, _ in names) if names else {}
+        # Each list collapsed to units (a note votes with its best passage); a
+        # vector whose passage is gone is skipped. passage[name][unit] = chunk shown.
+        lists: dict[str, list[tuple[int, float]]] = {}
+        passage: dict[str, dict[object, int]] = {}
+        for name, ranking in rankings.items():
+            lists[name], passage[name] = [], {}
+            for cid, value in ranking:
+                if cid in owner:
+                    unit = cid if chunks else owner[cid]
+                    if unit not in passage[name]:
+                        passage[name][unit] = cid
+                        lists[name].append((unit, value))
+        if names:
+            lists["name"], passage["name"] = [], {}
+            for doc, value in names:
+                if doc in first_chunk:
+                    unit = first_chunk[doc] if chunks else doc
+                    passage["name"][unit] = first_chunk[doc]
+                    lists["name"].append((unit, value))
+        complete = not chunks and lists.get("vector") and self.embedder is not None
+        # The exact-name rule needs a real body: a stub the query names is not lifted to the top.
+        named = [doc for doc, value in names if value >= s.name_first_min]
+        stubs = {first_chunk.get(doc) if chunks else doc
+                 for doc, substance in self.store.note_substance(named).items() if is_stub(*substance, s)} if named else set()
+        foreign, other = self._units_in_other_languages(req, lists, owner, s)
+        best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword)) if complete else None,
+                               stubs, foreign, other)
+        shown = {}
+        for entry in best[: k * s.pool_per_k]:
+            # The passage shown: the one from the list whose vote counted most.
+            name = max((n for n in passage if entry.unit in passage[n]), key=lambda n: entry.parts.get(n, 0.0))
+            shown[passage[name][entry.unit]] = entry
+        info = self.store.chunk_info(list(shown))
+        name_first = s.name_first_min
+        hits = [self._hit(cid, info[cid], e.score, bm25_rank=e.ranks.get("keyword"), bm25_score=e.values.get("keyword"),
+                          vector_rank=e.ranks.get("vector"),
+                          vector_distance=1.0 - e.values["vector"] if "vector" in e.values else None,
+                          name_rank=e.ranks.get("name"),
+                          fusion=explained + ("; named almost exactly, so first"
+                                              if e.values.get("name", 0.0) >= name_first and e.unit not in stubs else ""))
+                for cid, e in shown.items() if cid in info]
+        return hits, explained
+
+    def _units_in_other_languages(self, req: SearchRequest, lists: dict[str, list[tuple[int, float]]], owner: dict[int, int],
+                                  s: RankingSettings) -> tuple[set[int], set[int]]:
+        """(foreign, other), when a multilingual model reads the query for the vector list.
+        ``foreign``: when the keyword list found no note in the query's language, the units
+        whose note is in another language of its script (RankingSettings.cross_language_keyword).
+        ``other``: when it did, the units whose note is in another language (a mixed vault:
+        other_language_vote, other_language_feedback). Neither when the query's language is
+        not told, by its words nor by the keyword list's first notes (query_language_from_keyword)."""
+        if not lists.get("keyword") or self.embedder is None or not is_multilingual_model(self.embedder.model_name):
+            return set(), set()
+        doc_of = {unit: owner.get(unit, 0) if req.chunks else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
+        languages = self.store.note_languages(set(doc_of.values()))
+        language = note_language(req.parsed.text)
+        if language == "und" and s.query_language_from_keyword:
+            # Too short to tell: the words found notes in the query's language, if most of the first ones are in one.
+            first = [languages.get(doc_of[unit], "und") for unit, _ in lists["keyword"][: s.query_language_from_keyword]]
+            most = max(set(first), key=first.count)
+            language = most if first.count(most) * 2 >= len(first) else "und"
+        if language == "und":
+            return set(), set()
+        if any(languages.get(doc_of[unit]) == language for unit, _ in lists["keyword"]):  # the vault has notes in it
+            if not (s.other_language_vote or s.other_language_feedback):
+                return set(), set()
+            return set(), {unit for unit, doc in doc_of.items() if languages.get(doc, "und") not in ("und", language)}
+        if s.cross_language_keyword == 1.0:
+            return set(), set()
+        script = language_script(language)
+        return {unit for unit, doc in doc_of.items()
+                if languages.get(doc, "und") not in ("und", language) and language_script(languages[doc]) == script}, set()
+
+    def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]], keyword: bool = True) -> Evidence:
+        """What the complete step reads for the head notes ``docs``: their passages'
+        vectors by id (never a KNN: a one-shot process keeps no matrix for a second
+        search), the query vector the vector list used, and (``keyword``) FTS5's BM25 of
+        the notes the keyword list missed (with the request's exclusions)."""
+        owner = self.store.document_chunks_of(docs)
+        in_keyword = {doc for doc, _ in lists.get("keyword", ())}
+        missed = [doc for doc in docs if doc not in in_keyword] if keyword else []
+        match = req.parsed.match_any()
+        bm25: dict[int, float] = {}
+        if missed and match:
+            for doc, value in self.store.documents_bm25(match, missed, self.settings.field_weights):
+                bm25[doc] = max(-value, bm25.get(doc, 0.0))
+        return Evidence(owner, self.vectors.vectors_of(list(owner)), self.query_vector(req.meaning), bm25)
+
+    # -- related notes ----------------------------------------------------------------------
+    RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
+
+    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+        """The notes closest in meaning to a note, each with its passage that is
+        closest to one of the note's passages. By vectors when the note has
+        them; otherwise by the rare terms the notes share (keyword only)."""
+        ids = self.collection_ids(collections)
+        vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
+        wider = k * 2 + 5  # stubs and copies are left out of what comes back
+        if vectors:
+            hits = self._related_by_vectors(document_id, vectors, wider, ids)
+        else:
+            hits = self._related_by_terms(document_id, wider, collections)
+        # Stubs point elsewhere, copies repeat a note above them or the note itself
+        # (by name, or by text: a print chapter that holds this section, or a section it holds).
+        own = self.store.document_rows([document_id]).get(document_id)
+        own_key = copy_key(own[3], own[1]) if own else None
+        hits = [h for h in hits if not h.stub and not h.copy_of and copy_key(h.title, h.path) != own_key]
+        if own and hits:
+            prints = self.store.paragraph_prints([own[2], *(h.docid for h in hits)])
+            none: frozenset[int] = frozenset()
+            mine = prints.get(own[2], none)
+            hits = [h for h in hits if not holds_most_of(prints.get(h.docid, none), mine, self.settings)
+                    and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
+        return hits[:k]
+
+    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
+        step = max(1, len(vectors) / self.RELATED_PASSAGES)
+        sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
+        depth = k * 6 + len(vectors)  # own passages come back too and are dropped
+        per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
+        owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        # A note's score: its best similarity to any passage plus its mean best similarity
+        # over the sampled passages (missing from a list: that list's last), so a note
+        # related throughout beats one that shares a single paragraph.
+        best: dict[int, tuple[float, int]] = {}  # document -> (best similarity, its chunk)
+        sums: dict[int, list[float]] = {}
+        for ranking in per_passage:
+            floor = 1.0 - ranking[-1][1] if ranking else 0.0
+            seen: dict[int, float] = {}
+            for cid, dist in ranking:
+                doc = owner.get(cid)
+                if doc is None or doc == document_id or doc in seen:
+                    continue
+                seen[doc] = 1.0 - dist
+                if doc not in best or 1.0 - dist > best[doc][0]:
+                    best[doc] = (1.0 - dist, cid)
+            for doc in set(best) | set(seen):
+                sums.setdefault(doc, []).append(seen.get(doc, floor))
+        n = len(per_passage)
+        scored = sorted(((0.5 * best[doc][0] + 0.5 * sum(sums[doc]) / n, best[doc][1], best[doc][0]) for doc in best), reverse=True)[:k]
+        info = self.store.chunk_info([cid for _, cid, _ in scored])
+        # The rank and distance shown are those of the closest passage pair.
+        hits = [self._hit(cid, info[cid], score, vector_rank=rank, vector_distance=1.0 - similarity)
+                for rank, (score, cid, similarity) in enumerate(scored, 1) if cid in info]
+        return self._finish(hits, parse_query(""), "", k)
+
+    RELATED_TERMS = 16
+
+    def _related_by_terms(self, document_id: int, k: int, collections) -> list[Hit]:
+        import math
+
+        counts: dict[str, int] = {}
+        for _, headings, body in self.store.document_chunks(document_id):
+            for word in WORD_TOKEN.findall(f"{headings}\n{body}".lower()):
+                if len(word) > 2 and not word.isdigit() and word not in STOPWORDS:
+                    counts[word] = counts.get(word, 0) + 1
+        # The note's most frequent words are the candidates; their rarity comes from the index.
+        candidates = sorted(counts, key=lambda w: -counts[w])[: self.RELATED_TERMS * 8]
+        df = self.store.passage_counts(candidates)
+        total = max(self.store.totals()["chunks"], 1)
+        # Rare in the index, frequent in the note; a term no other passage has is no link.
+        weighted = sorted(((counts[w] * math.log(total / df[w]), w) for w in candidates if df[w] >= 2), reverse=True)
+        words = [w for _, w in weighted[: self.RELATED_TERMS]]
+        if not words:
+            return []
+        parsed = ParsedQuery([Term((w,)) for w in words], [])
+        ranking = self.keyword_stage(SearchRequest("", parsed, collection_ids=self.collection_ids(collections)), k * 8 + 50)
+        owner = self.store.chunk_documents([cid for cid, _ in ranking])
+        ranking = [(cid, score) for cid, score in ranking if owner.get(cid) not in (None, document_id)]
+        info = self.store.chunk_info([cid for cid, _ in ranking])
+        hits = _best_per_note([self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score)
+                               for rank, (cid, score) in enumerate(ranking, 1) if cid in info])
+        return self._finish(hits, parsed, "", k)
+
+    # -- filters without words ------------------------------------------------------------
+    def listing(self, k: int = 10, collections: Sequence[str] | None = None, note_filter: NoteFilter | None = None) -> list[Hit]:
+        """The notes a filter matches, newest first (a search with a filter and no words)."""
+        ids = self.store.filtered_notes(k, self.collection_ids(collections), note_filter)
+        info = self.store.chunk_info(ids)
+        hits = [self._hit(cid, info[cid], 0.0) for cid in ids if cid in info]
+        return self._finish(hits, parse_query(""), "", k)
+
+    def _background(self):
+        """Two worker threads (each with its own SQLite connection) for work done side by side."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pms-retrieval")
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    # -- hits ----------------------------------------------------------------------------
+    def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
+        heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
+        # str(Path(folder) / path) for a resolved folder and a clean relative path, cheaper.
+        abspath = os.path.join(row.collection_path, *row.path.split("/"))
+        return Hit(path=row.path, collection=row.collection, abspath=abspath,
+                   docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
+                   end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
+                   tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
+                   collection_description=row.collection_description or "", page=row.page,
+                   stub=is_stub(row.words, row.own_words, row.links_out, self.settings), **ranks)
+
+    def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int, ranked: int = 0) -> list[Hit]:
+        """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
+        followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
+        stubs = [h.docid for h in hits if h.stub]
+        if stubs and query:
+            targets = self.store.link_names(stubs)
+            hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.settings)
+        # A note whose title is exactly what was typed comes first: typing a
+        # note's name is the most common way to look for it (not a stub's).
+        wanted = " ".join(WORD_TOKEN.findall(query.lower()))
+        if wanted:
+            hits.sort(key=lambda h: h.stub or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
+        ranked = max(ranked, k)
+        if len(hits) > 1:
+            head = hits[: max(self.settings.copy_depth, ranked)]
+            hits = order_copies(head, self.store.paragraph_prints([h.docid for h in head]), self.settings) + hits[len(head):]
+        hits = first_results(mark_copies(hits[: ranked * self.settings.pool_per_k]), k)
+        match = parsed.match_any()
+        folders = self.store.folder_descriptions() if hits else {}
+        # Snippets are cut from the passage as a reader sees it (passage_display_text),
+        # without its heading line when every front end shows that heading above it. A copy
+        # has none: every front end shows it as a line under its original.
+        shown = {hit.chunk_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
+                 for hit in hits if not hit.copy_of}
+        snippets = self.store.fts_snippets(match, shown) if match else {}
+        for hit in hits:
+            hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
+            if hit.copy_of:
+                continue
+            marked = snippets.get(hit.chunk_id or 0)
+            hit.snippet, hit.marks = (snippet_spans(marked) if marked and MARK_OPEN in marked
+                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
+        return hits
+
+
+# Typing searches the same passages keystroke after keystroke: their display text
+# is kept (a passage is at most a few KB; a note body, as note_substance reads, never).
+_shown_passage = functools.lru_cache(maxsize=1024)(passage_display_text)
+
+
+def _best_per_note(hits: list[Hit]) -> list[Hit]:
+    """Each note's best passage, in the list's order; its rank becomes the note's
+    place among notes (as in hybrid search), not its passage's place among passages."""
+    seen, out = set(), []
+    for hit in hits:
+        key = (hit.collection, hit.path)
+        if key not in seen:
+            seen.add(key)
+            out.append(hit)
+    for place, hit in enumerate(out, 1):
+        if hit.bm25_rank is not None:
+            hit.bm25_rank = place
+        if hit.vector_rank is not None:
+            hit.vector_rank = place
+    return out

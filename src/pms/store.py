@@ -1,0 +1,1295 @@
+"""``Store``: every read and write of the index (one SQLite file), and vectors in memory.
+
+Owns: the connection and its settings, collections, documents and passages, the FTS5
+keyword lists, vectors (sqlite-vec, or ``VectorMatrix`` / ``VectorMemory`` in memory),
+links and tags as stored, and turning SQLite's errors into one-line ``PMSError``s.
+Schema changes go to schema.py; what a search does with these lists, to retrieval.py.
+
+May import: config, markdown, notes, paths, filters, schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat as _stat
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from .config import (
+    DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
+    module_available, named_tuple, now_iso, past_deadline, pms_command,
+)
+from .markdown import passage_display_text
+from .notes import ParsedNote, frontmatter_fields, normalize_tag
+from .paths import path_matches
+from .filters import NoteFilter
+from .schema import MIGRATIONS, NOTE_PARSER_VERSION, note_docid, spaced_cjk, sqlite_module, sqlite_vec_path
+
+
+# SQLite's limit on "?" parameters in one statement is 999 in builds before
+# 3.32 (32,766 after): lists of ids are sent in parts of this many.
+SQLITE_MAX_VARS = 500
+
+
+def placeholders(values: Sequence) -> str:
+    """The ``?,?,?`` of an SQL ``IN (...)`` list, one per value."""
+    return ",".join("?" * len(values))
+
+
+def in_parts(values: Iterable, size: int = SQLITE_MAX_VARS) -> Iterator[list]:
+    """``values`` as lists of at most ``size`` (one per statement, or batch), read as they come."""
+    import itertools
+
+    iterator = iter(values)
+    while part := list(itertools.islice(iterator, size)):
+        yield part
+
+
+# Rows at the Store's boundary, named instead of unpacked by position.
+@named_tuple
+class CollectionRow(TupleFields):
+    id: int
+    name: str
+    path: str
+    glob: str
+    description: str
+    created_at: str
+    last_sync: str | None
+    excludes: str = ""  # the collection's own exclusion globs, one a line
+
+
+@named_tuple
+class DocumentState(TupleFields):
+    """What sync compares to decide whether a file changed."""
+    id: int
+    size: int
+    mtime_ns: int
+    sha256: str
+    parsed_version: int  # below NOTE_PARSER_VERSION: tags, dates and links are missing until it is read again
+
+
+@named_tuple
+class DocumentRow(TupleFields):
+    id: int
+    collection: str
+    collection_path: str
+    path: str            # relative to the collection folder, "/" separators
+    docid: str
+    title: str
+    tags: str            # comma-separated
+    aliases: str         # comma-separated
+
+
+@named_tuple
+class PendingChunk(TupleFields):
+    """A passage without a vector yet."""
+    id: int
+    collection_id: int
+    title: str
+    headings: str
+    body: str
+
+
+@named_tuple
+class ChunkInfo(TupleFields):
+    """What a search hit needs to know about a passage."""
+    document_id: int
+    collection: str
+    collection_path: str
+    path: str
+    docid: str
+    title: str
+    headings: str
+    start_line: int
+    end_line: int
+    body: str
+    tags: str                    # comma-separated
+    date: str | None             # the note's date: frontmatter date/created/updated, else the file's mtime
+    collection_description: str
+    words: int                   # the note's substance (note_substance); -1: not read yet
+    own_words: int
+    links_out: int
+    page: int | None             # a PDF passage's page; None for a note's
+
+
+# The note's date: its frontmatter date when it has one, else the file's mtime (local time).
+_NOTE_DATE_SQL = "coalesce(d.note_date, strftime('%Y-%m-%dT%H:%M:%S', d.mtime_ns / 1000000000, 'unixepoch', 'localtime'))"
+
+
+# Over this many MB of vectors, VectorMemory leaves searches to sqlite-vec.
+VECTOR_MATRIX_MAX_MB = 1024
+# sqlite-vec's own limit on k; the matrix keeps it, so both answer alike.
+VECTOR_KNN_MAX = 4096
+# HNSW's candidates kept while searching (VectorMemory with ann): recall@10 against
+# exact search >= 0.99 on bench/scale.py's clustered vectors.
+VECTOR_ANN_EF = 256
+
+
+class VectorMatrix:
+    """The index's vectors in memory: exact KNN and any passage's distance by numpy
+    (einsum in int32: exact and single-threaded), faster than sqlite-vec's scan.
+
+    Distances are computed as sqlite-vec's ``distance_cosine_int8`` computes them, and
+    equal distances come in its order (``tie_order``), so a search returns what
+    sqlite-vec returns. ``version`` is the index's ``vectors_version`` when read.
+    """
+
+    def __init__(self, version, ids, collection_ids, vectors, tie_order=None):
+        import numpy as np
+
+        self.np, self.version = np, version
+        self.ids = np.ascontiguousarray(ids, dtype=np.int64)
+        self.tie_order = np.arange(len(self.ids)) if tie_order is None else np.ascontiguousarray(tie_order, dtype=np.int64)
+        self.collection_ids = np.ascontiguousarray(collection_ids, dtype=np.int64)
+        self.matrix = np.ascontiguousarray(vectors, dtype=np.int8)
+        self.norms = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.int64).astype(np.float64))
+        self._by_id = np.argsort(self.ids, kind="stable")                  # for lookups by chunk id
+        self._sorted_ids = self.ids[self._by_id]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.ids, self.tie_order, self.collection_ids, self.matrix, self.norms, self._by_id,
+                                      self._sorted_ids))
+
+    def _distances(self, query_blob: bytes, rows=None):
+        """float32 cosine distances of every vector (or of ``rows``) to the query, as sqlite-vec computes them."""
+        np = self.np
+        query = np.frombuffer(query_blob, dtype=np.int8)
+        if rows is not None and len(rows) * 4 > len(self.ids):
+            return self._distances(query_blob)[rows]  # cheaper than copying most of the matrix
+        matrix, norms = (self.matrix, self.norms) if rows is None else (self.matrix[rows], self.norms[rows])
+        dots = np.einsum("ij,j->i", matrix, query, dtype=np.int32)
+        query_norm = np.sqrt(float(np.dot(query.astype(np.int32), query.astype(np.int32))))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (1.0 - dots / (norms * query_norm)).astype(np.float32)
+
+    def search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None = None,
+               chunk_ids: Iterable[int] | None = None) -> list[tuple[int, float]]:
+        """(chunk id, cosine distance) nearest first, among the passages of
+        ``collection_ids`` and, when given, ``chunk_ids``."""
+        np = self.np
+        rows = None
+        if collection_ids or chunk_ids is not None:
+            keep = np.ones(len(self.ids), dtype=bool)
+            if collection_ids:
+                keep &= np.isin(self.collection_ids, np.asarray(list(collection_ids), dtype=np.int64))
+            if chunk_ids is not None:
+                keep &= np.isin(self.ids, np.fromiter(chunk_ids, dtype=np.int64))
+            rows = np.flatnonzero(keep)
+        distances = self._distances(query_blob, rows)
+        limit = min(int(limit), VECTOR_KNN_MAX, len(distances))
+        if limit <= 0:
+            return []
+        best = np.argpartition(distances, limit - 1)[:limit] if limit < len(distances) else np.arange(len(distances))
+        # Every passage tied with the last one kept competes for its place, in sqlite-vec's order.
+        cut = distances[best].max()
+        if not np.isnan(cut):  # (NaN: a zero vector, which has no distance; it sorts last)
+            best = np.union1d(best[distances[best] < cut], np.flatnonzero(distances == cut))
+        found = best if rows is None else rows[best]
+        order = np.lexsort((self.tie_order[found], distances[best]))[:limit]
+        return list(zip(self.ids[found[order]].tolist(), distances[best[order]].astype(np.float64).tolist()))
+
+    def _rows(self, chunk_ids: Iterable[int]):
+        """(the chunk ids that have a vector, their rows in the matrix)."""
+        np = self.np
+        wanted = np.unique(np.fromiter(chunk_ids, dtype=np.int64))
+        at = np.searchsorted(self._sorted_ids, wanted)
+        at[at >= len(self._sorted_ids)] = 0
+        found = self._sorted_ids[at] == wanted if len(self._sorted_ids) else np.zeros(len(wanted), dtype=bool)
+        return wanted[found], self._by_id[at[found]]
+
+    def distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
+        """chunk id -> cosine distance to the query (a passage without a vector is left out)."""
+        ids, rows = self._rows(chunk_ids)
+        return dict(zip(ids.tolist(), self._distances(query_blob, rows).astype(self.np.float64).tolist()))
+
+    def vectors(self, chunk_ids: Iterable[int]) -> dict[int, bytes]:
+        """chunk id -> its int8 vector, as sqlite-vec stores it (a passage without one is left out)."""
+        ids, rows = self._rows(chunk_ids)
+        return {cid: self.matrix[row].tobytes() for cid, row in zip(ids.tolist(), rows.tolist())}
+
+
+def damaged_index(path: Path, why: str) -> PMSError:
+    """One line for a damaged index: what is wrong, that the notes are safe, and how to rebuild it."""
+    db = "" if Path(path) == default_db_path() else f"--db {display_path(path)} "
+    return PMSError(f"the index {display_path(path)} is damaged ({why}); your notes are safe (the index only mirrors them): "
+                    f"rebuild it by deleting that file and adding your folders again: {pms_command(db + 'collection add FOLDER')}")
+
+
+def _is_sqlite_error(exc: BaseException) -> bool:
+    """An error of the stdlib sqlite3 or of sqlean (the same DB-API classes)."""
+    return any(cls.__name__ == "DatabaseError" and cls.__module__.split(".")[-1] in ("sqlite3", "dbapi2")
+               for cls in type(exc).__mro__)
+
+
+def storage_error(exc: BaseException, path: Path) -> PMSError:
+    """An SQLite error as one line: a full disk (what was kept), a damaged index
+    (how to rebuild it), or the error itself."""
+    import shutil
+    text = str(exc)
+    folder = Path(path).parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    full = "full" in text or (("disk I/O" in text or "I/O error" in text) and free is not None and free < 1024 * 1024)
+    if full:
+        mount = folder.resolve()
+        while not os.path.ismount(mount) and mount.parent != mount:
+            mount = mount.parent
+        left = f", {free / 1048576:.1f} MB free" if free is not None else ""
+        return PMSError(f"the disk holding the index ({mount}{left}) is full: the index keeps everything done before "
+                        f"this step and your notes are untouched; free some space and run: {pms_command('sync')}")
+    if any(sign in text for sign in ("malformed", "not a database", "no such table", "no such column", "already exists",
+                                     "duplicate column")):
+        return damaged_index(path, text)
+    return PMSError(f"the index {display_path(path)}: {text}")
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path):
+    """SQLite errors inside become one-line PMSErrors (storage_error)."""
+    try:
+        yield
+    except Exception as exc:
+        if _is_sqlite_error(exc):
+            raise storage_error(exc, path) from None
+        raise
+
+
+class Store:
+    """The index file: one connection per thread, WAL so readers never wait."""
+
+    def __init__(self, path: str | os.PathLike, *, vectors: bool = True):
+        self.path = Path(path).expanduser()
+        self.want_vectors = vectors
+        self._local = threading.local()
+        self._connections: list = []
+        self._lock = threading.Lock()
+        self.vec_loaded = False
+        self.vec_error: str | None = None  # why vectors are unavailable, if they are
+        self._vectors_checked = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PMSError(f"cannot create the folder {self.path.parent} for the index: {exc.strerror or exc} "
+                           f"(pass --db with a path in a folder you can write)") from None
+        # Why this index cannot be written (None when it can): search, get and
+        # status still work on a read-only index; writes say this reason.
+        self.read_only: str | None = self._why_read_only()
+        self._check_file()
+        self._schema_checked = False  # by the first connection (_check_schema), before it writes anything
+        with storage_errors(self.path):
+            self.migrate()
+
+    def _check_file(self) -> None:
+        """Refuse, with one line and before anything is written, a file that is no
+        PMS index or a damaged one: empty, cut short, not SQLite (the rest is
+        _check_schema's)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return  # a new index (or a path SQLite will name in its own error)
+        if not _stat.S_ISREG(st.st_mode):
+            raise PMSError(f"{self.path} is not a regular file, so it cannot hold an index (pass --db with a file path)")
+        if st.st_size == 0:
+            raise damaged_index(self.path, "the file is empty: 0 bytes")
+        try:
+            with open(self.path, "rb") as fh:
+                header = fh.read(100)
+        except OSError:
+            return  # unreadable: the connection says why
+        if not header.startswith(b"SQLite format 3\x00") or len(header) < 100:
+            raise damaged_index(self.path, "it is not an SQLite file")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big") if header[92:96] == header[24:28] else 0
+        wal = Path(str(self.path) + "-wal")
+        if page_size < 512 or page_size & (page_size - 1) or st.st_size % page_size or (
+                st.st_size < pages * page_size and not wal.exists()):
+            raise damaged_index(self.path, "it was cut short or its header is overwritten")
+
+    def _check_schema(self, conn, mod) -> None:
+        """Refuse, with one line, another program's database, a schema version out of
+        range or a core table missing. Run on the first connection before it writes
+        (not even the journal mode of another program's file changes)."""
+        self._schema_checked = True
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except mod.DatabaseError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                conn.close()
+                raise damaged_index(self.path, str(exc)) from None
+            return  # locked, unreadable: the connection says why
+        missing = sorted({"collections", "documents", "chunks"} - tables) if version else []
+        problem = (PMSError(f"{self.path} is a database of another program, not a PMS index: left untouched "
+                            "(pass --db with another path)") if version == 0 and tables
+                   else damaged_index(self.path, f"its schema version {version} is impossible") if version < 0
+                   else damaged_index(self.path, f"the table {missing[0]} is missing") if missing and version <= len(MIGRATIONS)
+                   else None)
+        if problem:
+            conn.close()
+            raise problem
+
+    def _why_read_only(self) -> str | None:
+        folder = self.path.parent
+        if not self.path.exists():
+            if not os.access(folder, os.W_OK):
+                raise PMSError(f"cannot create the index {self.path}: the folder {folder} is read-only "
+                               f"(pass --db with a path in a folder you can write)")
+            return None
+        if not os.access(self.path, os.W_OK):
+            return f"the index file {self.path} is read-only"
+        if not os.access(folder, os.W_OK):
+            return f"the folder {folder} is read-only (SQLite needs to create files next to the index)"
+        return None
+
+    def require_writable(self) -> None:
+        if self.read_only:
+            raise PMSError(f"cannot write to the index: {self.read_only}; search, get and status still work "
+                           f"(to change it, make it writable or pass --db with a copy elsewhere)")
+
+    # -- connections -----------------------------------------------------------
+    @property
+    def db(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def _connect(self):
+        want = self.want_vectors and module_available("sqlite_vec")
+        mod = sqlite_module(want)
+        try:
+            conn = self._open(mod)
+        except mod.DatabaseError as exc:
+            if self.read_only or "unable to open" in str(exc) or "readonly" in str(exc):
+                raise PMSError(f"cannot open the index {self.path}: {exc}") from None  # a permission problem: keep the index
+            error = storage_error(exc, self.path)  # a full disk, a damaged file: each its own line
+            if " is full" not in str(error):
+                raise error from None
+            self.read_only = str(error).split(":", 1)[0]  # searches still work; writes say why they cannot
+            try:
+                conn = self._open(mod)
+            except mod.DatabaseError:
+                raise error from None
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.create_function("pms_spaced_cjk", 1, spaced_cjk, deterministic=True)  # used by the cjk_fts triggers
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.create_function("pms_path_match", 2, path_matches, deterministic=True)
+        conn.set_progress_handler(past_deadline, DEADLINE_STEPS)
+        loaded, error = self._load_vectors(conn, want)
+        with self._lock:
+            # The first connection decides for every thread: a connection that a
+            # worker thread opens later must never flip the flag while the main
+            # thread is reading it.
+            if not self._vectors_checked:
+                self.vec_loaded, self.vec_error, self._vectors_checked = loaded, error, True
+        return conn
+
+    def _open(self, mod):
+        """A connection: read-write (WAL), or read-only when the index cannot be written."""
+        options = dict(timeout=30, isolation_level=None, check_same_thread=False)
+        if not self.read_only:
+            conn = mod.connect(str(self.path), **options)
+            if not self._schema_checked:
+                self._check_schema(conn, mod)
+            conn.execute("PRAGMA journal_mode=WAL")
+            return conn
+        from urllib.parse import quote
+
+        uri = "file:" + quote(self.path.resolve().as_posix())
+        try:
+            conn = mod.connect(uri + "?mode=ro", uri=True, **options)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except mod.OperationalError:
+            # A WAL index needs its -shm file; in a read-only folder it cannot be
+            # created, so read the file as it is (nothing can write it meanwhile).
+            conn = mod.connect(uri + "?mode=ro&immutable=1", uri=True, **options)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if not self._schema_checked:
+            self._check_schema(conn, mod)
+        return conn
+
+    def _load_vectors(self, conn, want: bool) -> tuple[bool, str | None]:
+        """Load sqlite-vec into ``conn``: (loaded, why not)."""
+        if not self.want_vectors:
+            return False, "vectors disabled"
+        if not want:
+            return False, "sqlite-vec is not installed"
+        if not hasattr(conn, "enable_load_extension"):
+            return False, "this Python's sqlite3 cannot load extensions and sqlean-py is not installed"
+        try:
+            conn.enable_load_extension(True)
+            conn.load_extension(sqlite_vec_path())
+            conn.enable_load_extension(False)
+            return True, None
+        except Exception as exc:  # a broken wheel must not break keyword search
+            return False, f"sqlite-vec failed to load: {exc}"
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """BEGIN IMMEDIATE ... COMMIT: one writer at a time, readers unaffected."""
+        self.require_writable()
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            if db.in_transaction:  # SQLite already rolled back on some errors (a full disk)
+                db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def migrate(self) -> None:
+        db = self.db
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise PMSError(f"the index {self.path} was written by a newer PMS (schema {version}); upgrade PMS or use another --db")
+        if version < len(MIGRATIONS) and self.read_only:
+            raise PMSError(f"the index {self.path} needs an upgrade (schema {version} to {len(MIGRATIONS)}) but cannot be "
+                           f"written: {self.read_only}")
+        for number in range(version, len(MIGRATIONS)):
+            with self.transaction():
+                if db.execute("PRAGMA user_version").fetchone()[0] > number:
+                    continue  # another process ran this migration while we waited for the lock
+                migration = MIGRATIONS[number]
+                if isinstance(migration, str):
+                    for statement in _split_sql(migration):
+                        db.execute(statement)
+                else:
+                    migration(db)
+                db.execute(f"PRAGMA user_version = {number + 1}")
+
+    # -- meta ------------------------------------------------------------------
+    def get_meta(self, key: str, default=None):
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta_if_free(self, key: str, value) -> bool:
+        """set_meta in its own transaction, unless that means waiting for another
+        writer (a running sync): then nothing is written and False returned."""
+        if self.read_only:
+            return False
+        db = self.db
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            with self.transaction():
+                self.set_meta(key, value)
+            return True
+        except self.db_module_errors():
+            return False
+        finally:
+            db.execute("PRAGMA busy_timeout=30000")
+
+    def json_meta(self, key: str):
+        """A meta value written as JSON; None when it is missing or not JSON."""
+        raw = self.get_meta(key)
+        if not raw:
+            return None  # json is not imported for nothing: a cold keyword search never loads it
+        import json
+
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return None
+
+    def db_module_errors(self):
+        """The OperationalError class of the sqlite module in use (sqlite3 or sqlean)."""
+        return sys.modules[type(self.db).__module__.split(".")[0]].OperationalError
+
+    def set_meta(self, key: str, value) -> None:
+        self.db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (key, None if value is None else str(value)))
+
+    # -- collections -------------------------------------------------------------
+    _COLLECTION_SQL = "SELECT id, name, path, glob, description, created_at, last_sync, excludes FROM collections"
+
+    def collection_rows(self) -> list[CollectionRow]:
+        return [CollectionRow(*r) for r in self.db.execute(self._COLLECTION_SQL + " ORDER BY name")]
+
+    def require_collection(self, name: str) -> CollectionRow:
+        """The collection's row, or a PMSError that lists the ones there are."""
+        row = self.collection_row(name)
+        if not row:
+            known = ", ".join(r.name for r in self.collection_rows()) or "none yet"
+            raise PMSError(f"no collection named {name!r} (collections: {known})")
+        return row
+
+    def collection_row(self, name: str) -> CollectionRow | None:
+        row = self.db.execute(self._COLLECTION_SQL + " WHERE name = ?", (name,)).fetchone()
+        return CollectionRow(*row) if row else None
+
+    def add_collection(self, name: str, path: str, glob: str, description: str, excludes: str = "") -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO collections(name, path, glob, description, created_at, excludes) VALUES (?, ?, ?, ?, ?, ?)",
+                       (name, path, glob, description, now_iso(), excludes))
+
+    def rename_collection(self, old: str, new: str) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE collections SET name = ? WHERE name = ?", (new, old))
+
+    def update_collection(self, name: str, **fields) -> None:
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        with self.transaction() as db:
+            db.execute(f"UPDATE collections SET {sets} WHERE name = ?", (*fields.values(), name))
+
+    def delete_collection(self, collection_id: int) -> None:
+        with self.transaction() as db:
+            if self.vec_loaded and self.has_vector_table():
+                db.execute("DELETE FROM chunk_vectors WHERE collection_id = ?", (collection_id,))
+                self._vectors_changed()
+            self._delete_documents(db, "collection_id = ?", (collection_id,))
+            db.execute("DELETE FROM folder_descriptions WHERE collection_id = ?", (collection_id,))
+            db.execute("DELETE FROM collections WHERE id = ?", (collection_id,))
+
+    def collection_counts(self, collection_id: int) -> tuple[int, int]:
+        docs = self.db.execute("SELECT count(*) FROM documents WHERE collection_id = ?", (collection_id,)).fetchone()[0]
+        chunks = self.db.execute("SELECT count(*) FROM chunks JOIN documents d ON d.id = chunks.document_id WHERE d.collection_id = ?",
+                                 (collection_id,)).fetchone()[0]
+        return docs, chunks
+
+    # -- documents -----------------------------------------------------------------
+    def document_states(self, collection_id: int) -> dict[str, DocumentState]:
+        """path -> its state, for one collection."""
+        rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256, parsed_version FROM documents WHERE collection_id = ?", (collection_id,))
+        return {r[0]: DocumentState(*r[1:]) for r in rows}
+
+    def indexed_times(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
+        """(collection, path) -> (mtime_ns, size) as last indexed."""
+        paths: dict[str, list[str]] = {}
+        for name, path in notes:
+            paths.setdefault(name, []).append(path)
+        out = {}
+        for name, names_paths in paths.items():  # per collection, so that (collection_id, path)'s index is used
+            for path, mtime, size in self.rows_in(
+                    "SELECT d.path, d.mtime_ns, d.size FROM documents d JOIN collections c ON c.id = d.collection_id "
+                    "WHERE c.name = ? AND d.path IN ({ids})", names_paths, name):
+                out[(name, path)] = (mtime, size)
+        return out
+
+    def document_paths(self, collection_id: int) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT path FROM documents WHERE collection_id = ? ORDER BY path", (collection_id,))]
+
+    def skipped_states(self, collection_id: int) -> dict[str, tuple[int, int, int, bool, str]]:
+        """path -> (size, mtime_ns, ctime_ns, failed, reason) of files a sync skipped."""
+        rows = self.db.execute("SELECT path, size, mtime_ns, ctime_ns, failed, reason FROM skipped_files WHERE collection_id = ?",
+                               (collection_id,))
+        return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
+
+    def count_skipped(self, reason: str) -> int:
+        """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
+        return self.db.execute("SELECT count(*) FROM skipped_files WHERE reason = ?", (reason,)).fetchone()[0]
+
+    def remember_skipped(self, db, collection_id: int, path: str, stat_key: tuple[int, int, int], failed: bool, reason: str) -> None:
+        db.execute("INSERT OR REPLACE INTO skipped_files(collection_id, path, size, mtime_ns, ctime_ns, failed, reason) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)", (collection_id, path, *stat_key, int(failed), reason))
+
+    def forget_skipped(self, db, collection_id: int, paths: Iterable[str]) -> None:
+        db.executemany("DELETE FROM skipped_files WHERE collection_id = ? AND path = ?", ((collection_id, p) for p in paths))
+
+    def touch_document(self, db, doc_id: int, size: int, mtime_ns: int) -> None:
+        db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id))
+
+    def delete_document(self, db, collection_id: int, path: str) -> None:
+        self._delete_documents(db, "collection_id = ? AND path = ?", (collection_id, path))
+
+    @staticmethod
+    def _delete_documents(db, where: str, args: tuple) -> None:
+        """Delete the notes ``where`` (SQL on documents) selects, and their rows in the tables that hang off them."""
+        for table in ("chunks", "note_tags", "note_fields", "note_links"):
+            db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE {where})", args)
+        db.execute(f"DELETE FROM documents WHERE {where}", args)
+
+    def write_document(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
+        """Insert or replace one note and its chunks, inside the caller's transaction.
+
+        Chunks whose text did not change keep their row (and so their vector):
+        only new or edited passages need embedding again.
+        """
+        row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
+        fields = {"title": note.title, "tags": ",".join(note.tags), "aliases": ",".join(note.aliases), "size": size,
+                  "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
+                  "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
+                  "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
+                  "paragraphs": note.paragraphs or None}
+        if row:
+            doc_id = row[0]
+            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), doc_id))
+            old: dict[str, list[int]] = {}
+            for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
+                old.setdefault(h, []).append(chunk_id)
+            for table in ("note_tags", "note_fields", "note_links"):
+                db.execute(f"DELETE FROM {table} WHERE document_id = ?", (doc_id,))
+        else:
+            docid = note_docid(collection_id, path,
+                               lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
+            cur = db.execute(f"INSERT INTO documents(collection_id, path, docid, {', '.join(fields)}) "
+                             f"VALUES (?, ?, ?, {placeholders(list(fields))})", (collection_id, path, docid, *fields.values()))
+            doc_id = cur.lastrowid
+            old = {}
+        db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
+                       [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
+        db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
+                       [(doc_id, k, v) for k, v in frontmatter_fields(note.metadata)])
+        db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)",
+                       [(doc_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
+        for chunk in note.chunks:
+            headings = chunk.headings
+            h = hex_digest(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode(), "sha1")
+            kept = old.get(h)
+            if kept:
+                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
+                           (chunk.seq, chunk.start_line, chunk.end_line, chunk.page, kept.pop(0)))
+            else:
+                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text, chunk.page))
+        stale = [i for ids in old.values() for i in ids]
+        for part in in_parts(stale):
+            db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
+
+    def pdf_pages(self, document_id: int) -> tuple[int, dict[int, str]]:
+        """A PDF's page count and each page's text as indexed (its passages, in order)."""
+        row = self.db.execute("SELECT pages FROM documents WHERE id = ?", (document_id,)).fetchone()
+        texts: dict[int, list[str]] = {}
+        for page, body in self.db.execute("SELECT page, body FROM chunks WHERE document_id = ? AND page IS NOT NULL ORDER BY seq",
+                                          (document_id,)):
+            texts.setdefault(page, []).append(body)
+        return (row[0] or 0) if row else 0, {page: "\n".join(parts) for page, parts in texts.items()}
+
+    def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None,
+                       docid_prefix: str | None = None, limit: int | None = None) -> list[DocumentRow]:
+        sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
+               "JOIN collections c ON c.id = d.collection_id WHERE 1=1")
+        args: list = []
+        # docid_prefix: a range, so the docid index answers it ('g' sorts after every hex digit)
+        for given, condition, values in ((docid, "d.docid = ?", [docid]),
+                                         (docid_prefix, "d.docid >= ? AND d.docid < ?", [docid_prefix, f"{docid_prefix}g"]),
+                                         (collection, "c.name = ?", [collection]), (path, "d.path = ?", [path])):
+            if given:
+                sql += f" AND {condition}"
+                args += values
+        sql += " ORDER BY c.name, d.path" + (f" LIMIT {int(limit)}" if limit else "")
+        return [DocumentRow(*r) for r in self.db.execute(sql, args)]
+
+    def language_counts(self) -> dict[str, int]:
+        """Notes per language (note_language), most first; notes not re-read since languages were counted are left out."""
+        return dict(self.db.execute("SELECT language, count(*) FROM documents WHERE language IS NOT NULL "
+                                    "GROUP BY language ORDER BY count(*) DESC, language"))
+
+    def totals(self) -> dict:
+        db = self.db
+        return {
+            "collections": db.execute("SELECT count(*) FROM collections").fetchone()[0],
+            "documents": db.execute("SELECT count(*) FROM documents").fetchone()[0],
+            "chunks": db.execute("SELECT count(*) FROM chunks").fetchone()[0],
+            "embedded": db.execute("SELECT count(*) FROM chunks WHERE embedded = 1").fetchone()[0],
+        }
+
+    # -- vectors ---------------------------------------------------------------------
+    def has_vector_table(self) -> bool:
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
+
+    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
+                            query_spec: dict | None = None, provider: dict | None = None) -> None:
+        """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
+
+        The model's name and local folder are remembered, so a later process
+        with no PMS_MODEL* settings embeds queries with the same model. The
+        collection is a plain metadata column (a PARTITION KEY bloats small indexes).
+        """
+        import json
+        with self.transaction() as db:
+            if reset and self.has_vector_table():
+                db.execute("DROP TABLE chunk_vectors")
+                db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
+            if not self.has_vector_table():
+                db.execute(f"CREATE VIRTUAL TABLE chunk_vectors USING vec0(chunk_id INTEGER PRIMARY KEY, "
+                           f"embedding int8[{int(dim)}] distance_metric=cosine, collection_id INTEGER)")
+                db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
+            self._vectors_changed()
+            self.set_meta("embed_model", model)
+            self.set_meta("embed_model_dir", model_dir)
+            self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
+            # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
+            self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
+            self.set_meta("embed_dim", dim)
+            self.set_meta("embed_format", VECTOR_FORMAT)
+
+    def query_spec(self, model: str) -> dict | None:
+        """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
+        spec = self.json_meta("embed_query_spec")
+        return spec if isinstance(spec, dict) and spec.get("model") == model and self.get_meta("embed_model") == model else None
+
+    def remembered_provider(self) -> dict | None:
+        """The config of the embedding provider the index's vectors came from, when it is not fastembed."""
+        config = self.json_meta("embed_provider")
+        return config if isinstance(config, dict) and config.get("model") == self.get_meta("embed_model") else None
+
+    def remembered_model(self) -> tuple[str | None, str | None]:
+        """(model name, local model folder) the index's vectors were made with."""
+        if self.get_meta("embed_model") is None:
+            return None, None
+        return self.get_meta("embed_model"), self.get_meta("embed_model_dir")
+
+    def remove_orphan_vectors(self) -> int:
+        """Vectors whose chunk is gone (deleted by a sync without sqlite-vec)."""
+        with self.transaction() as db:
+            cur = db.execute("DELETE FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)")
+            if cur.rowcount:
+                self._vectors_changed()
+            return cur.rowcount
+
+    def pending_embedding_ids(self) -> list[int]:
+        """The ids of the chunks without a vector, the most recently modified notes'
+        first (so meaning search covers what the user works on soonest)."""
+        return [r[0] for r in self.db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.embedded = 0 "
+            "ORDER BY d.mtime_ns DESC, c.document_id, c.seq")]
+
+    def pending_embeddings(self, chunk_ids: Sequence[int]) -> list[PendingChunk]:
+        """These chunks' text, for those still without a vector."""
+        return [PendingChunk(*r) for r in self.rows_in(
+            "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE c.embedded = 0 AND c.id IN ({ids})", chunk_ids)]
+
+    def count_pending_embeddings(self) -> int:
+        return self.db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
+
+    def write_vectors(self, rows: Sequence[tuple[int, int, bytes]], progress: tuple[int, int, float] | None = None) -> None:
+        """Store (chunk id, collection id, int8 bytes); vec0 ignores OR REPLACE, so delete first.
+        ``progress``: (passages done, of total, seconds so far) of the sync writing them,
+        kept for ``status`` in any process (embedding_progress)."""
+        import json
+        with self.transaction() as db:
+            if progress:
+                self.set_meta("embed_progress", json.dumps({"done": progress[0], "total": progress[1],
+                                                            "seconds": round(progress[2], 3), "at": time.time()}))
+            for chunk_id, collection_id, blob in rows:
+                if db.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk_id,)).fetchone() is None:
+                    continue  # the note changed while we were embedding
+                db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (chunk_id,))
+                db.execute("INSERT INTO chunk_vectors(chunk_id, embedding, collection_id) VALUES (?, vec_int8(?), ?)",
+                           (chunk_id, blob, collection_id))
+                db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+            self._vectors_changed()
+
+    def embedding_progress(self) -> dict | None:
+        """What the last embedding sync wrote: passages done, of total, seconds, when (epoch s)."""
+        return self.json_meta("embed_progress")
+
+    def _vectors_changed(self) -> None:
+        """Count a change of the vectors, inside the writing transaction: every
+        process's VectorMatrix sees the count move and reads the vectors again."""
+        self.db.execute("INSERT INTO meta(key, value) VALUES ('vectors_version', 1) "
+                        "ON CONFLICT(key) DO UPDATE SET value = value + 1")
+
+    def vectors_version(self) -> str | None:
+        return self.get_meta("vectors_version")
+
+    def read_vectors(self) -> tuple:
+        """(chunk ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix),
+        from vec0's own tables (fast); an index whose layout is not the one expected is scanned.
+        """
+        import numpy as np
+
+        dim = int(self.get_meta("embed_dim") or 0)
+        try:
+            return self._read_vector_blocks(np, dim)
+        except (ValueError, LookupError, self.db_module_errors()):
+            rows = self.db.execute("SELECT chunk_id, collection_id, embedding FROM chunk_vectors").fetchall()
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(len(rows), dim)
+            return [r[0] for r in rows], [r[1] for r in rows], matrix, None
+
+    def _read_vector_blocks(self, np, dim: int):
+        db = self.db
+        created = dict(db.execute("SELECT key, value FROM chunk_vectors_info").fetchall()).get("CREATE_VERSION", "")
+        if not str(created).startswith("v0.1.") or dim <= 0:
+            raise ValueError(f"unknown vec0 layout {created!r}")
+        # Filled in place, block by block, so that no vector is held twice.
+        count = db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0]
+        ids, collection_ids = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+        matrix, ties = np.empty((count, dim), dtype=np.int8), np.empty(count, dtype=np.int64)
+        at = 0
+        blocks_sql = db.execute(
+                "SELECT c.size, c.validity, c.rowids, v.vectors, m.data FROM chunk_vectors_chunks c "
+                "JOIN chunk_vectors_vector_chunks00 v ON v.rowid = c.chunk_id "
+                "JOIN chunk_vectors_metadatachunks00 m ON m.rowid = c.chunk_id ORDER BY c.chunk_id")
+        for number, (size, validity, rowids, vectors, metadata) in enumerate(blocks_sql):
+            if len(validity) * 8 != size or len(rowids) != size * 8 or len(vectors) != size * dim or len(metadata) != size * 8:
+                raise ValueError("unexpected vec0 block sizes")
+            valid = np.flatnonzero(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little"))
+            end = at + len(valid)
+            if end > count:
+                raise ValueError("vec0 blocks and rowids disagree")
+            ids[at:end] = np.frombuffer(rowids, dtype="<i8")[valid]
+            collection_ids[at:end] = np.frombuffer(metadata, dtype="<i8")[valid]
+            matrix[at:end] = np.frombuffer(vectors, dtype=np.int8).reshape(size, dim)[valid]
+            ties[at:end] = number * (1 << 32) + size - valid  # sqlite-vec's min_idx takes the last of equals first
+            at = end
+        if at != count:
+            raise ValueError("vec0 blocks and rowids disagree")
+        return ids, collection_ids, matrix, (ties if count else None)
+
+    # -- search ------------------------------------------------------------------------
+    def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
+                   note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
+        """(chunk id, bm25) best first; bm25 is FTS5's (negative: lower is better).
+        Collections and the note filter narrow the FTS query itself."""
+        return self._bm25_search("chunks_fts", weights, match, limit, collection_ids, note_filter)
+
+    def cjk_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
+                   note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
+        """(chunk id, bm25) of Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text), best first."""
+        return self._bm25_search("cjk_fts", (3.0, 1.0), match, limit, collection_ids, note_filter)
+
+    def _bm25_search(self, table: str, weights: Sequence[float], match: str, limit: int,
+                     collection_ids: Sequence[int] | None, note_filter: NoteFilter | None) -> list[tuple[int, float]]:
+        sql = f"SELECT f.rowid, bm25({table}, {', '.join(str(float(x)) for x in weights)}) AS r FROM {table} f"
+        args: list = [match]
+        if collection_ids or note_filter:
+            conditions, where_args = self._note_conditions(collection_ids, note_filter)
+            sql += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE {table} MATCH ? AND {conditions}"
+            args.extend(where_args)
+        else:
+            sql += f" WHERE {table} MATCH ?"
+        return self.db.execute(sql + " ORDER BY r LIMIT ?", (*args, limit)).fetchall()
+
+    def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
+                    note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
+        """(document id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
+        sql = "SELECT n.rowid, n.names FROM note_names n"
+        args: list = []
+        if collection_ids or note_filter:
+            conditions, args = self._note_conditions(collection_ids, note_filter)
+            sql += f" JOIN documents d ON d.id = n.rowid WHERE {conditions} AND note_names MATCH ?"
+        else:
+            sql += " WHERE note_names MATCH ?"
+        return self.db.execute(sql + " ORDER BY n.rank LIMIT ?", (*args, match, limit)).fetchall()
+
+    def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
+        """(document id, its names) of the notes whose names hold at least ``at_least``
+        of the trigrams ``grams``; None when more than ``limit`` notes do. Each trigram's
+        notes are read from the index, unranked: far cheaper than ranking them (name_search)."""
+        each = " UNION ALL ".join(["SELECT rowid FROM note_names WHERE note_names MATCH ?"] * len(grams))
+        rows = self.db.execute(f"SELECT rowid, names FROM note_names WHERE rowid IN (SELECT rowid FROM ({each}) "
+                               "GROUP BY rowid HAVING count(*) >= ? LIMIT ?)",
+                               (*('"' + g.replace('"', '""') + '"' for g in grams), at_least, limit + 1)).fetchall()
+        return None if len(rows) > limit else rows
+
+    def first_chunks(self, doc_ids: Iterable[int]) -> dict[int, int]:
+        """document id -> its first chunk's id (the passage shown for a note found by name)."""
+        rows = self.rows_in("SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", doc_ids)
+        return {doc: cid for doc, cid, _ in rows}  # SQLite: id comes from the min(seq) row
+
+    def fts_snippet(self, match: str, chunk_id: int, tokens: int = 24) -> str | None:
+        row = self.db.execute("SELECT snippet(chunks_fts, 2, '\x02', '\x03', '\u2026', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
+                              (tokens, match, chunk_id)).fetchone()
+        return row[0] if row else None
+
+    def _snippet_table(self, db) -> list[str]:
+        """This connection's temporary copy of chunks_fts's definition (its columns and
+        options, without its content table), made once; its column names."""
+        columns = getattr(self._local, "snippet_columns", None)
+        if columns is None:
+            sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
+            args = [a.strip() for a in re.findall(r"(?:[^,']|'(?:[^']|'')*')+", sql[sql.index("(") + 1 : sql.rindex(")")])]
+            definitions = [a for a in args if a and "=" not in a]
+            options = [a for a in args if "=" in a and not re.match(r"content(_rowid)?\s*=", a)]
+            db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_snippets USING fts5({', '.join(definitions + options)})")
+            columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
+        return columns
+
+    def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
+        """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
+        place of its body) for ``match`` (a passage that does not match is left out).
+
+        Matched in a small temporary FTS5 table with chunks_fts's columns and tokenizer:
+        in chunks_fts one row costs every query term's whole posting list (one row at a
+        time there when the copy cannot be made).
+        """
+        if not texts:
+            return {}
+        db = self.db
+        try:
+            columns = self._snippet_table(db)
+            names = ", ".join(columns)
+            if "body" not in columns:
+                raise ValueError("the snippet table has no body column")
+            values = ", ".join("?" if c == "body" else c for c in columns)
+            # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
+            db.execute("SAVEPOINT pms_snippets")
+            try:
+                db.executemany(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT id, {values} FROM chunks WHERE id = ?",
+                               [(text, cid) for cid, text in texts.items()])
+                return dict(db.execute(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
+                                       "FROM temp.pms_snippets WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
+            finally:
+                db.execute("ROLLBACK TO pms_snippets")
+                db.execute("RELEASE pms_snippets")
+        except (ValueError, self.db_module_errors()):
+            out = {}
+            for cid in texts:
+                raw = self.fts_snippet(match, cid, tokens)
+                if raw is not None:
+                    out[cid] = passage_display_text(raw)
+            return out
+
+    def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
+                      note_filter: NoteFilter | None = None) -> list[tuple]:
+        """(chunk id, cosine distance) nearest first, by sqlite-vec. The note filter becomes a
+        ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
+        so ``limit`` passages come back whenever that many match."""
+        sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
+        args: list = [query_blob, min(int(limit), VECTOR_KNN_MAX)]
+        if collection_ids:
+            sql += f" AND collection_id IN ({placeholders(collection_ids)})"
+            args.extend(collection_ids)
+        if note_filter:
+            where, where_args = self._note_conditions(None, note_filter)
+            sql += f" AND chunk_id IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {where})"
+            args.extend(where_args)
+        return self.db.execute(sql + " ORDER BY distance", args).fetchall()
+
+    def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
+        """chunk id -> cosine distance between its vector and the query's (a passage
+        without a vector is left out), by sqlite-vec's own function."""
+        return dict(self.rows_in("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
+                                 "WHERE chunk_id IN ({ids})", chunk_ids, query_blob))
+
+    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        """chunk id -> its int8 vector, looked up by id (a passage without one is left out)."""
+        return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", chunk_ids))
+
+    def chunks_matching(self, match: str, chunk_ids: Sequence[int]) -> set[int]:
+        """Which of these passages match an FTS5 expression (a search's exclusions)."""
+        return {r[0] for r in self.rows_in("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({ids})", chunk_ids, match)}
+
+    def rows_in(self, sql: str, ids: Iterable, *args) -> list[tuple]:
+        """The rows of ``sql`` (after ``args``) for every id in ``IN ({ids})``, a statement per SQLITE_MAX_VARS ids."""
+        out: list[tuple] = []
+        for part in in_parts(ids):
+            out += self.db.execute(sql.format(ids=placeholders(part)), (*args, *part)).fetchall()
+        return out
+
+    def filtered_chunks(self, note_filter: NoteFilter) -> list[int]:
+        """The ids of every passage of the notes a filter matches."""
+        where, args = self._note_conditions(None, note_filter)
+        return [r[0] for r in self.db.execute(f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {where}", args)]
+
+    # -- notes: filters, tags, links, folders --------------------------------------------
+    def _note_conditions(self, collection_ids: Sequence[int] | None, f: NoteFilter | None) -> tuple[str, list]:
+        """SQL conditions on ``documents d`` (and their arguments) for a collection list and a note filter."""
+        conds, args = ["1"], list[object]()
+        if collection_ids:
+            conds.append(f"d.collection_id IN ({','.join('?' * len(collection_ids))})")
+            args.extend(collection_ids)
+        if not f:
+            return " AND ".join(conds), args
+        # A tag matches itself and its nested tags (area matches area/sub): a range on the primary key.
+        has_tag = "EXISTS (SELECT 1 FROM note_tags t WHERE t.document_id = d.id AND (t.tag = ? OR (t.tag > ? AND t.tag < ?)))"
+        for tag in f.tags:
+            conds.append(has_tag)
+            args.extend((tag, tag + "/", tag + "0"))  # '0' sorts right after '/'
+        for tag in f.exclude_tags:
+            conds.append("NOT " + has_tag)
+            args.extend((tag, tag + "/", tag + "0"))
+        if f.path:
+            conds.append("pms_path_match(?, d.path)")
+            args.append(f.path)
+        if f.after:
+            conds.append(f"{_NOTE_DATE_SQL} >= ?")
+            args.append(f.after)
+        if f.before:
+            conds.append(f"substr({_NOTE_DATE_SQL}, 1, 10) <= ?")
+            args.append(f.before)
+        for key, op, value in f.where:
+            field = "SELECT 1 FROM note_fields m WHERE m.document_id = d.id AND m.key = ?"
+            if op is None:
+                conds.append(f"EXISTS ({field})")
+                args.append(key)
+            else:
+                conds.append(f"{'NOT ' if op == '!=' else ''}EXISTS ({field} AND m.value = ?)")
+                args.extend((key, value))
+        return " AND ".join(conds), args
+
+    def filtered_notes(self, limit: int, collection_ids: Sequence[int] | None, note_filter: NoteFilter | None) -> list[int]:
+        """The first passage of each matching note, newest note first."""
+        where, args = self._note_conditions(collection_ids, note_filter)
+        sql = (f"SELECT c.id FROM documents d JOIN chunks c ON c.document_id = d.id AND c.seq = 0 WHERE {where} "
+               f"ORDER BY {_NOTE_DATE_SQL} DESC, d.path LIMIT ?")
+        return [r[0] for r in self.db.execute(sql, (*args, limit))]
+
+    def tag_counts(self, collection_ids: Sequence[int] | None = None) -> list[tuple[str, int]]:
+        """(tag, notes) most used first."""
+        where, args = self._note_conditions(collection_ids, None)
+        return self.db.execute(f"SELECT t.tag, count(*) AS n FROM note_tags t JOIN documents d ON d.id = t.document_id WHERE {where} "
+                               "GROUP BY t.tag ORDER BY n DESC, t.tag", args).fetchall()
+
+    def count_stale_notes(self) -> int:
+        """Notes indexed by an older parser (their tags, dates and links are missing until sync)."""
+        return self.db.execute("SELECT count(*) FROM documents WHERE parsed_version < ?", (NOTE_PARSER_VERSION,)).fetchone()[0]
+
+    def link_targets(self, collection_id: int) -> list[tuple[int, str, str]]:
+        """(document id, path, aliases) of every note in a collection: what links resolve against."""
+        return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
+
+    def link_names(self, docids: Sequence[str]) -> dict[str, set[str]]:
+        """docid -> the file names (lower case, no extension) its links point to."""
+        out: dict[str, set[str]] = {}
+        for docid, key in self.rows_in("SELECT d.docid, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
+                                       "WHERE d.docid IN ({ids})", docids):
+            out.setdefault(docid, set()).add(key.rsplit("/", 1)[-1])
+        return out
+
+    def note_languages(self, document_ids: Iterable[int]) -> dict[int, str]:
+        """document id -> its language (note_language), for notes whose language was counted."""
+        return dict(self.rows_in("SELECT id, language FROM documents WHERE id IN ({ids}) AND language IS NOT NULL", document_ids))
+
+    def paragraph_prints(self, docids: Iterable[str]) -> dict[str, frozenset[int]]:
+        """docid -> its paragraph prints (paragraph_prints; empty for a note not read since they were added)."""
+        from array import array
+
+        out: dict[str, frozenset[int]] = {}
+        for docid, blob in self.rows_in("SELECT docid, paragraphs FROM documents WHERE docid IN ({ids}) AND paragraphs IS NOT NULL",
+                                        docids):
+            prints = array("Q")
+            prints.frombytes(blob[: len(blob) // 8 * 8])
+            out[docid] = frozenset(prints)
+        return out
+
+    def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
+        """document id -> (words, own words, links out): what is_stub reads."""
+        return {r[0]: r[1:] for r in self.rows_in("SELECT id, words, own_words, links_out FROM documents WHERE id IN ({ids})",
+                                                  document_ids)}
+
+    def links_from(self, document_id: int) -> list[tuple[str, str, str, str, int]]:
+        """(target, target key, fragment, kind, line) of a note's links, in order."""
+        return self.db.execute("SELECT target, target_key, fragment, kind, line FROM note_links WHERE document_id = ? ORDER BY line",
+                               (document_id,)).fetchall()
+
+    def links_to(self, collection_id: int, keys: Sequence[str], file_name: str = "") -> list[tuple[int, str, str, str, int]]:
+        """(source document id, target, target key, kind, line) of links in a collection whose key is one of ``keys``,
+        or (with ``file_name``) links to a page's HTML name whose key ends in that file name (LinkResolver)."""
+        if not keys:
+            return []
+        by_name = " OR (l.kind = 'html' AND (l.target_key = ? OR l.target_key LIKE ? ESCAPE '\\'))" if file_name else ""
+        like = "%/" + re.sub(r"([%_\\])", r"\\\1", file_name)
+        return self.db.execute(
+            "SELECT l.document_id, l.target, l.target_key, l.kind, l.line FROM note_links l JOIN documents d ON d.id = l.document_id "
+            f"WHERE d.collection_id = ? AND (l.target_key IN ({','.join('?' * len(keys))}){by_name}) ORDER BY d.path, l.line",
+            (collection_id, *keys, *((file_name, like) if file_name else ()))).fetchall()
+
+    def collection_links(self, collection_id: int) -> list[tuple[int, str, str, str, int]]:
+        """(source document id, target, target key, kind, line) of every link in a collection."""
+        return self.db.execute(
+            "SELECT l.document_id, l.target, l.target_key, l.kind, l.line FROM note_links l JOIN documents d ON d.id = l.document_id "
+            "WHERE d.collection_id = ? ORDER BY d.path, l.line", (collection_id,)).fetchall()
+
+    def document_rows(self, document_ids: Sequence[int]) -> dict[int, tuple]:
+        """document id -> (collection name, rel path, docid, title)."""
+        return {r[0]: r[1:] for r in self.rows_in("SELECT d.id, c.name, d.path, d.docid, d.title FROM documents d JOIN collections c "
+                                                  "ON c.id = d.collection_id WHERE d.id IN ({ids})", document_ids)}
+
+    def set_folder_description(self, collection_id: int, folder: str, description: str) -> None:
+        with self.transaction() as db:
+            if description:
+                db.execute("INSERT INTO folder_descriptions(collection_id, folder, description) VALUES (?, ?, ?) "
+                           "ON CONFLICT(collection_id, folder) DO UPDATE SET description = excluded.description",
+                           (collection_id, folder, description))
+            else:
+                db.execute("DELETE FROM folder_descriptions WHERE collection_id = ? AND folder = ?", (collection_id, folder))
+
+    def folder_descriptions(self) -> dict[str, dict[str, str]]:
+        """collection name -> {folder: description}."""
+        out: dict[str, dict[str, str]] = {}
+        for name, folder, text in self.db.execute("SELECT c.name, f.folder, f.description FROM folder_descriptions f "
+                                                  "JOIN collections c ON c.id = f.collection_id"):
+            out.setdefault(name, {})[folder] = text
+        return out
+
+    # -- related notes ----------------------------------------------------------------------
+    def document_vectors(self, document_id: int) -> list[tuple[int, bytes]]:
+        """(chunk id, int8 vector) of a note's embedded passages, in reading order."""
+        return self.db.execute("SELECT v.chunk_id, v.embedding FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
+                               "WHERE c.document_id = ? ORDER BY c.seq", (document_id,)).fetchall()
+
+    def document_chunks_of(self, document_ids: Iterable[int]) -> dict[int, int]:
+        """chunk id -> document id, for every passage of these notes."""
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE document_id IN ({ids})", document_ids))
+
+    def documents_bm25(self, match: str, document_ids: Iterable[int], weights: tuple[float, float, float]) -> list[tuple[int, float]]:
+        """(document id, bm25) of every passage of these notes that matches ``match`` (FTS5's bm25: lower is better)."""
+        w = ", ".join(str(float(x)) for x in weights)
+        return self.rows_in(f"SELECT c.document_id, bm25(chunks_fts, {w}) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+                            "WHERE chunks_fts MATCH ? AND c.document_id IN ({ids})", document_ids, match)
+
+    def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
+        """(chunk id, headings, body) of a note, in reading order."""
+        return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (document_id,)).fetchall()
+
+    def passage_counts(self, words: Sequence[str]) -> dict[str, int]:
+        """word -> number of passages that contain it, as the keyword index sees it (stemmed)."""
+        count = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+        return {w: self.db.execute(count, ('"' + w.replace('"', '""') + '"',)).fetchone()[0] for w in words}
+
+    def passages_per_document(self, document_ids: Iterable[int]) -> dict[int, int]:
+        """document id -> how many passages the note has."""
+        return dict(self.rows_in("SELECT document_id, count(*) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", document_ids))
+
+    def chunk_documents(self, chunk_ids: Iterable[int]) -> dict[int, int]:
+        """chunk id -> document id (a missing chunk is left out)."""
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE id IN ({ids})", chunk_ids))
+
+    def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
+        """chunk id -> what a hit shows of it (a missing chunk is left out)."""
+        rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
+                            f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page FROM chunks c "
+                            "JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
+        return {r[0]: ChunkInfo(*r[1:]) for r in rows}
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
+
+class VectorMemory:
+    """The index's vectors held in memory by a long-running process, made only on request
+    (KnowledgeBase.keep_vectors_in_memory): a one-shot CLI search never reads every vector.
+
+    It answers the Store's three vector calls from memory once the vectors are held, else
+    by the Store's SQL. Never stale: a writer moves ``vectors_version``, and they are read
+    again. sqlite-vec answers before ``after`` searches with the same vectors, within
+    SETTLE_S of a change (a sync adding vectors), and when they would take more than
+    ``max_mb`` (or numpy is missing).
+
+    ``ann``: a KNN without filters goes to an HNSW graph (usearch, an optional extra),
+    its passages' distances then computed exactly.
+    """
+
+    SETTLE_S = 2.0
+
+    def __init__(self, store: Store, max_mb: float = VECTOR_MATRIX_MAX_MB, after: int = 1, ann: bool = False):
+        if ann and not module_available("usearch"):
+            raise PMSError("approximate vector search needs usearch: pip install usearch")
+        self.store, self.max_mb, self.after, self.ann = store, max_mb, after, ann
+        self._matrix: VectorMatrix | None = None
+        self._graph: _typing.Any = None  # usearch Index over the matrix, when ann (an optional package)
+        self._lock = threading.Lock()
+        # (vectors_version, searches with it, when it was first seen, whether it replaced another)
+        self._unread: tuple[str | None, int, float, bool] | None = None
+
+    @property
+    def matrix(self) -> VectorMatrix | None:
+        """The vectors held now, if they are the index's current ones."""
+        matrix = self._matrix
+        return matrix if matrix is not None and matrix.version == self.store.vectors_version() else None
+
+    @property
+    def nbytes(self) -> int:
+        """What the vectors held take (0 before they are read)."""
+        matrix, graph = self._matrix, self._graph
+        return (matrix.nbytes if matrix is not None else 0) + (int(graph.memory_usage) if graph is not None else 0)
+
+    def current(self) -> VectorMatrix | None:
+        """The vectors in memory, read now if it is time to (see the class)."""
+        store = self.store
+        version = store.vectors_version()
+        matrix = self._matrix
+        if matrix is not None and matrix.version == version:
+            return matrix
+        with self._lock:
+            matrix = self._matrix
+            if matrix is not None and matrix.version == version:
+                return matrix
+            replaced = matrix is not None or self._unread is not None
+            self._matrix = self._graph = None
+            seen, searches, since, changed = self._unread or (None, 0, 0.0, False)
+            if seen != version:
+                seen, searches, since, changed = version, 0, time.monotonic(), replaced
+            searches += 1
+            self._unread = (seen, searches, since, changed)
+            if searches <= self.after or (changed and time.monotonic() - since < self.SETTLE_S):
+                return None
+            dim = int(store.get_meta("embed_dim") or 0)
+            count = store.db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0] if dim else 0
+            if not dim or count * dim > self.max_mb * 1e6 or not module_available("numpy"):
+                self._unread = (version, -(1 << 62), since, changed)  # not again for these vectors
+                return None
+            matrix = VectorMatrix(version, *store.read_vectors())
+            if self.ann and len(matrix):
+                from usearch.index import Index
+
+                graph = Index(ndim=matrix.matrix.shape[1], metric="cos", dtype="i8", connectivity=16,
+                              expansion_add=128, expansion_search=VECTOR_ANN_EF)
+                graph.add(matrix.ids, matrix.matrix, threads=os.cpu_count() or 1)
+                self._graph = graph
+            self._matrix = matrix
+            return matrix
+
+    def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
+                      note_filter: NoteFilter | None = None) -> list[tuple]:
+        """As Store.vector_search."""
+        matrix = self.current()
+        if matrix is None:
+            return self.store.vector_search(query_blob, limit, collection_ids, note_filter)
+        graph = self._graph
+        if graph is not None and not collection_ids and not note_filter:
+            import numpy as np
+
+            keys = graph.search(np.frombuffer(query_blob, dtype=np.int8), min(int(limit), VECTOR_KNN_MAX)).keys
+            found = matrix.distances(query_blob, keys.tolist())
+            return sorted(found.items(), key=lambda item: item[1])
+        chunk_ids = set(self.store.filtered_chunks(note_filter)) if note_filter else None
+        return matrix.search(query_blob, limit, collection_ids, chunk_ids)
+
+    def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
+        """As Store.vector_distances."""
+        matrix = self.current()
+        return matrix.distances(query_blob, chunk_ids) if matrix is not None else self.store.vector_distances(query_blob, chunk_ids)
+
+    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        """As Store.vectors_of; never reads the vectors in (only a KNN does)."""
+        matrix = self.matrix
+        return matrix.vectors(chunk_ids) if matrix is not None else self.store.vectors_of(chunk_ids)
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements (triggers contain ';' inside BEGIN..END)."""
+    import sqlite3
+
+    statements, current = [], ""
+    for line in script.strip().split("\n"):
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current)
+    return statements
