@@ -1453,6 +1453,39 @@ def note_substance(body: str) -> tuple[int, int, int]:
     return words, own, links
 
 
+# A link or an embed whole, its label too: [[note]], ![[note#part]], [label](target), [label][ref],
+# <https://...>, a bare web address. Bounded, so a line of brackets costs a constant per position.
+_WHOLE_LINK = LazyPattern(r"!?\[\[[^\[\]]{0,300}\]\]|!?\[[^\[\]]{0,300}\](?:\([^()]{0,500}\)|\[[^\[\]]{0,200}\])"
+                          r"|<https?://[^>\s]{1,500}>|https?://\S{1,500}")
+
+
+def own_prose(body: str) -> tuple[str, int, int]:
+    """(a note's own prose as a reader sees it, how many words it shows besides: quotes and
+    code, how many links to notes it holds: embeds and web addresses are none). Its own prose is what lies outside code
+    blocks, quotes, headings, link definitions, links and embeds (their labels too) and HTML
+    tags: what a redirect, an old edition's "no longer distributed" page or a page of links
+    lacks, and a short note has. Pure."""
+    lines = body.split("\n")
+    fenced, _ = fence_states(lines)
+    prose, held = [], []
+    for line, in_fence in zip(lines, fenced):
+        start = line.lstrip()
+        if in_fence or start.startswith(">"):
+            held.append(line)
+        elif not start.startswith(("#", "% ")) and not LINK_DEFINITION.match(line):
+            prose.append(line)
+    links = 0
+
+    def gone(m: re.Match) -> str:
+        nonlocal links
+        link = m.group()
+        links += not link.startswith(("!", "<", "http")) and "](http" not in link  # a link to a note
+        return " "
+
+    text = passage_display_text(_WHOLE_LINK.sub(gone, "\n".join(prose)))
+    return text, _reader_words(passage_display_text("\n".join(held))), links
+
+
 # A paragraph shorter than this ("Filename: src/main.rs", a lone heading) is too
 # common to tell that one note copies another; prose paragraphs are longer.
 COPY_PARAGRAPH_WORDS = 8
@@ -1479,7 +1512,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+1482) ----
+# ---- pms/language.py (+1515) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -1613,7 +1646,75 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
-# ---- pms/notes.py (+1616) ----
+
+# Suffix folding for languages that inflect (a keyword fallback): a query word is also
+# searched as the prefix of its stem, so "полумарафон" finds "полумарафону" and
+# "Häuser" finds "Haus". FTS5's porter tokenizer stems English only; a stemmed copy of
+# every passage would be a schema change, and a prefix needs none. Light stemmers
+# written by hand (the core is stdlib-only; Snowball's full rules are more than a prefix
+# match needs): the inflectional endings of Russian (any Cyrillic word), German and Spanish.
+_RU_VOWELS = "аеиоуыэюя"
+_RU_ENDINGS = sorted(set("""
+    ее ие ые ое ими ыми ей ий ый ой ем им ым ом его ого ему ому их ых ую юю ая яя ою ею
+    ившись ывшись ивши ывши ив ыв ующ ивш ывш
+    ила ыла ена ейте уйте ите или ыли ей уй ил ыл им ым ен ило ыло ено ят ует уют ит ыт ены ить ыть ишь ую ю
+    а ев ов ие ье е иями ями ами еи ии и ией ей ой ий й иям ям ием ем ам ом о у ах иях ях ы ь ию ью ю ия ья я
+    ейш ейше ость ости остью
+""".split()) | {"+" + e for e in "вшись вши в ющ щ вш ем нн ла на ете йте ли й л н ло но ет ют ны ть ешь нно".split()},
+                     key=lambda e: len(e.lstrip("+")), reverse=True)  # "+": only after а or я (Snowball's group 1)
+_DE_ENDINGS = ("ern", "em", "er", "en", "es", "e", "est", "st")
+_DE_S_AFTER = "bdfghklmnrt"  # a final s is an ending only after these (Snowball)
+_ES_ENDINGS = sorted(set("""
+    amientos imientos amiento imiento aciones uciones acion ucion mente ando iendo ados idos adas idas ado ido ada ida
+    ar er ir as es os a e o s
+""".split()), key=len, reverse=True)
+FOLDED_STEM_MIN = 4  # a shorter stem, as a prefix, would find unrelated words
+_LATIN_FOLDS = str.maketrans("äöüáéíóúñàèìòùâêîôûç", "aouaeiounaeiouaeiouc")
+
+
+def folded_stem(word: str, language: str) -> str | None:
+    """What to search as a prefix for ``word`` (lower case) in an inflecting language: its
+    stem, or the word itself when no ending is cut ("файл" finds "файлы"). Russian for a
+    Cyrillic word, German or Spanish when ``language`` (the query's, note_language) says so;
+    None for other words and for stems under FOLDED_STEM_MIN letters. Pure."""
+    if len(word) < FOLDED_STEM_MIN:
+        return None
+    if any("\u0400" <= c <= "\u04ff" for c in word):
+        stem = _russian_stem(word.replace("ё", "е"))
+    elif language == "de":
+        folded = word.translate(_LATIN_FOLDS).replace("ß", "ss")
+        stem = folded[:-1] if folded.endswith("s") and folded[-2:-1] in tuple(_DE_S_AFTER) else _cut(folded, _DE_ENDINGS)
+    elif language == "es":
+        stem = _cut(word.translate(_LATIN_FOLDS), _ES_ENDINGS)
+    else:
+        return None
+    return stem if len(stem) >= FOLDED_STEM_MIN else None
+
+
+def _cut(word: str, endings) -> str:
+    """``word`` without its longest ending of ``endings`` that leaves FOLDED_STEM_MIN letters."""
+    for ending in endings:
+        if word.endswith(ending) and len(word) - len(ending) >= FOLDED_STEM_MIN:
+            return word[: -len(ending)]
+    return word
+
+
+def _russian_stem(word: str) -> str:
+    """Snowball's Russian region rule, lightly: endings are cut only after the first vowel."""
+    first = next((i for i, c in enumerate(word) if c in _RU_VOWELS), None)
+    if first is None:
+        return word
+    head, region = word[: first + 1], word[first + 1 :]
+    for endings in (("ся", "сь"), _RU_ENDINGS):  # a reflexive ending, then an inflectional one
+        for ending in endings:
+            bare = ending.lstrip("+")
+            if (region.endswith(bare) and len(head) + len(region) - len(bare) >= FOLDED_STEM_MIN
+                    and (bare == ending or (head + region)[-len(bare) - 1 : -len(bare)] in ("а", "я"))):
+                region = region[: -len(bare)]
+                break
+    return head + region
+
+# ---- pms/notes.py (+1717) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -1974,7 +2075,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+1977) ----
+# ---- pms/pdf.py (+2078) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2259,7 +2360,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2262) ----
+# ---- pms/paths.py (+2363) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -2752,7 +2853,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+2755) ----
+# ---- pms/filters.py (+2856) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -2906,7 +3007,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+2909) ----
+# ---- pms/schema.py (+3010) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3197,7 +3298,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3200) ----
+# ---- pms/store.py (+3301) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -3219,6 +3320,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 # from .config import (
 # DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
@@ -4280,6 +4382,26 @@ class Store:
             out[docid] = frozenset(prints)
         return out
 
+    def without_vectors(self, ids: Iterable[int], chunks: bool = False) -> set[int]:
+        """The notes (``chunks``: the passages) among ``ids`` that have no vector yet."""
+        sql = ("SELECT id FROM chunks WHERE id IN ({ids}) AND embedded = 0" if chunks else
+               "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
+        return {row[0] for row in self.rows_in(sql, ids)}
+
+    def note_facts(self, keys: Iterable, body_below_words: int, by: str = "docid") -> dict[Any, tuple[str, str, int, int, str | None]]:
+        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, links out,
+        body): what note_kind reads. The body (its passages joined in order) only for a note that
+        links elsewhere with under ``body_below_words`` words."""
+        column = {"docid": "docid", "id": "id"}[by]
+        rows = self.rows_in(f"SELECT {column}, id, title, path, words, links_out FROM documents WHERE {column} IN ({{ids}})", keys)
+        short = {doc_id: key for key, doc_id, _, _, words, links in rows if links and 0 <= words < body_below_words}
+        bodies: dict[object, list[str]] = {}
+        for doc_id, body in self.rows_in("SELECT document_id, body FROM chunks WHERE document_id IN ({ids}) ORDER BY document_id, seq",
+                                         short):
+            bodies.setdefault(short[doc_id], []).append(body)
+        return {key: (title, path, words, links, "\n".join(bodies[key]) if key in bodies else None)
+                for key, _, title, path, words, links in rows}
+
     def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
         """document id -> (words, own words, links out): what is_stub reads."""
         return {r[0]: r[1:] for r in self.rows_in("SELECT id, words, own_words, links_out FROM documents WHERE id IN ({ids})",
@@ -4349,6 +4471,48 @@ class Store:
     def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
         """(chunk id, headings, body) of a note, in reading order."""
         return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (document_id,)).fetchall()
+
+    # -- the keyword index's vocabulary (typo fallbacks) ---------------------------------
+    def _vocabulary(self, db) -> None:
+        """This connection's views of the vocabulary (FTS5's fts5vocab, in its temp schema, so a
+        read-only index has them too) and a scratch FTS5 table that stems words as the index does."""
+        if getattr(self._local, "vocabulary", None) is not db:
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_vocabulary USING fts5vocab(main, chunks_fts, 'row')")
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_stemmer USING fts5(words, tokenize='porter unicode61 remove_diacritics 2')")
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_stems USING fts5vocab(temp, pms_stemmer, 'instance')")
+            self._local.vocabulary = db
+
+    def index_terms(self, words: Sequence[str]) -> list[str]:
+        """Each of ``words`` as the keyword index holds it (tokenized and stemmed: "closures" ->
+        "closur"; "" for a word that is no single term)."""
+        db = self.db
+        self._vocabulary(db)
+        db.executemany("INSERT INTO temp.pms_stemmer(rowid, words) VALUES (?, ?)", enumerate(words, 1))
+        try:
+            terms: dict[int, list[str]] = {}
+            for term, row in db.execute("SELECT term, doc FROM temp.pms_stems"):
+                terms.setdefault(row, []).append(term)
+        finally:
+            db.execute("DELETE FROM temp.pms_stemmer")
+        return [found[0] if len(found := terms.get(i, [])) == 1 else "" for i in range(1, len(words) + 1)]
+
+    def term_passages(self, term: str, prefix: bool = False) -> int:
+        """How many passages hold ``term`` (an index term; ``prefix``: any term starting with it)."""
+        db = self.db
+        self._vocabulary(db)
+        if prefix:
+            row = db.execute("SELECT sum(doc) FROM temp.pms_vocabulary WHERE term >= ? AND term < ?", (term, term + "\U0010ffff")).fetchone()
+        else:
+            row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
+        """(term, passages holding it) of the vocabulary's terms that start with ``start`` and have
+        ``shortest`` to ``longest`` characters: where a typo's intended word is looked for."""
+        db = self.db
+        self._vocabulary(db)
+        return db.execute("SELECT term, doc FROM temp.pms_vocabulary WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
+                          (start, start + "\U0010ffff", shortest, longest)).fetchall()
 
     def passage_counts(self, words: Sequence[str]) -> dict[str, int]:
         """word -> number of passages that contain it, as the keyword index sees it (stemmed)."""
@@ -4494,7 +4658,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4497) ----
+# ---- pms/embedding.py (+4661) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5467,14 +5631,14 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5470) ----
+# ---- pms/query.py (+5634) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
 snippet and its marks (``mark_terms``: one highlighting rule for every front end),
 terminal-safe text, and ``VectorStatus``.
 
-May import: config.
+May import: config, language.
 """
 
 # from __future__ import annotations
@@ -5483,6 +5647,7 @@ import re
 from collections.abc import Sequence
 
 # from .config import Factory, Hint, LazyPattern, Record, TupleFields, clean_query, named_tuple
+# from .language import folded_stem, note_language
 
 
 # Words too common to carry meaning; dropped from keyword queries unless the
@@ -5500,10 +5665,19 @@ class Term(Record):
     tokens: tuple[str, ...]
     phrase: bool = False
     prefix: bool = False
+    # Other words that count as this one (word, as a prefix): its stem in an inflecting
+    # language (folded_stem), the vault's words a typo stands for (Retrieval.request).
+    variants: tuple[tuple[str, bool], ...] = ()
 
     def fts(self) -> str:
-        quoted = '"' + " ".join(self.tokens).replace('"', '""') + '"'
-        return quoted + ("*" if self.prefix else "")
+        quoted = _fts_word(" ".join(self.tokens), self.prefix)
+        if not self.variants:
+            return quoted
+        return "(" + " OR ".join([quoted, *(_fts_word(word, prefix) for word, prefix in self.variants)]) + ")"
+
+
+def _fts_word(text: str, prefix: bool) -> str:
+    return '"' + text.replace('"', '""') + '"' + ("*" if prefix else "")
 
 
 class ParsedQuery(Record):
@@ -5575,6 +5749,13 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
             unique.append(t)
     if not unique:
         excluded = []  # "-foo" alone: nothing to search, not "everything but foo"
+    language = ""
+    for term in unique:  # suffix folding: an inflected word also finds its other forms
+        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
+            language = language or note_language(query)
+            stem = folded_stem(term.tokens[0], language)
+            if stem:
+                term.variants = ((stem, True),)
     text = query
     for start, end in reversed(dropped):
         text = text[:start] + text[end:]
@@ -5759,14 +5940,14 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5762) ----
+# ---- pms/ranking.py (+5943) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
 one order), ``rank`` and the feedback steps that complete vector scores. Nothing here
 reads the index: retrieval.py hands in the lists and facts.
 
-May import: config, query.
+May import: config, markdown, notes, query.
 """
 
 # from __future__ import annotations
@@ -5774,7 +5955,9 @@ May import: config, query.
 from collections.abc import Callable, Mapping, Sequence
 
 # from .config import Factory, Record
-# from .query import WORD_TOKEN, Hit
+# from .markdown import own_prose
+# from .notes import note_links
+# from .query import STOPWORDS, WORD_TOKEN, Hit
 
 
 def name_trigrams(text: str) -> set[str]:
@@ -5858,6 +6041,14 @@ class RankingSettings(Record):
     focus_power: float = 0.75
     # Keyword mode: the names list's weight against BM25's, so a note the query names beats BM25's #1.
     keyword_name_weight: float = 3.0
+    # Typos (Retrieval.request): a query word of ``typo_min_letters`` letters or more that no
+    # passage holds also stands for the vault's words (the keyword index's terms) within one
+    # edit of its stem, two from a stem of ``typo_two_edits_letters`` letters (a letter added, left out,
+    # changed or two swapped; the first letter as typed), at most ``typo_alternatives`` of
+    # them, the closest and commonest first. typo_min_letters 0: off.
+    typo_min_letters: int = 5
+    typo_two_edits_letters: int = 8
+    typo_alternatives: int = 3
     # Names: a query of more words names no note; the trigram candidates are scored exactly.
     name_query_max_words: int = 6
     name_candidates: int = 40
@@ -5919,15 +6110,31 @@ class RankingSettings(Record):
     other_language_vote: float = 1.0
     other_language_feedback: float = 1.0
     query_language_from_keyword: int = 5
+    # A note without a vector in hybrid search (embedding under way, a failed batch, a note
+    # added since; ``vote_without_vectors``) is ranked by what it has: the vector list's vote
+    # it could not get is its best other list's, x this (0: off, the vote missing).
+    unembedded_vote: float = 1.0
 
-    # The note-level prior (``order_by_note_prior``): a stub is a note that links elsewhere
-    # and has under ``stub_words`` words of its own (outside quotes and link lines: a
-    # redirect, an old edition's "this moved" page, an index of links), or under
-    # ``name_body_words`` words at all (a title alone). A stub's place in a result list is
-    # divided by ``stub_weight``, it never stays above a note it links to that is in the
-    # list, and the exact-name rules pass it by.
+    # The note-level prior (``order_by_note_prior``, ``note_kind``): a note with under
+    # ``name_body_words`` words is empty (a title alone); one that shows nothing of its own
+    # but links to notes and headings is a page of links (an index, a table of contents);
+    # one with under ``stub_words`` words of its own prose (outside quotes, code, headings
+    # and links) that links to notes is a pointer (an old edition's "no longer distributed"
+    # page, a "see [[X]]" note) when that prose never names its subject (a word of its
+    # title) and it has under ``pointer_words`` words, and a redirect when it links to its
+    # own file name elsewhere or to a note whose name carries its title (under
+    # ``redirect_words`` words). A short note with its own sentences is a note. An empty
+    # note's and a page of links' place is divided by ``stub_weight``, a pointer's by
+    # ``pointer_weight``; a page of links and a pointer never stay above a hit they link to;
+    # a redirect, and a pointer whose target carries its name, go below every note. The
+    # exact-name rules pass empty notes, pointers and redirects by, and the names list
+    # leaves pointers out unless ``pointer_names``.
     stub_words: int = 70
+    pointer_words: int = 150
+    redirect_words: int = 300
     stub_weight: float = 0.5
+    pointer_weight: float = 0.5
+    pointer_names: bool = False
     name_body_words: int = 3
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
@@ -5979,10 +6186,88 @@ class RankingSettings(Record):
         return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
 
 
-def is_stub(words: int, own_words: int, links_out: int, settings: RankingSettings) -> bool:
-    """A note whose body is a pointer elsewhere or nearly empty (RankingSettings.stub_words);
-    ``words`` -1: not read by this version yet, so not known to be one."""
-    return words >= 0 and ((links_out > 0 and own_words < settings.stub_words) or words < settings.name_body_words)
+def note_kind(title: str, path: str, words: int, links_out: int, body: str | None, settings: RankingSettings) -> str:
+    """What a note is to the note prior (RankingSettings.stub_words): "empty", "links" (a page
+    of links), "redirect" (a pointer to a note of its own name: a link to its file name
+    elsewhere, or to a note whose name carries its title), "pointer" or "note". ``words`` -1:
+    not read by this version yet, a note; ``body`` (its text) is read only for a short note
+    that links elsewhere (``Store.note_facts``). Pure."""
+    if 0 <= words < settings.name_body_words:
+        return "empty"
+    if words < 0 or not links_out or words >= settings.redirect_words or body is None:
+        return "note"
+    prose, held, links = own_prose(body)
+    if not links:  # embeds and web addresses only: the page shows the notes it embeds
+        return "note"
+    own = WORD_TOKEN.findall(prose.lower())
+    if len(own) < settings.name_body_words and held < settings.name_body_words and links > 1:
+        return "links"
+    if len(own) >= settings.stub_words:
+        return "note"
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+    targets = {link.key.rsplit("/", 1)[-1] for link in note_links(body)}
+    if stem in targets:
+        return "redirect"
+    if names_subject(title, own):
+        return "note"
+    if any(carries_name(title, "", target) for target in targets):
+        return "redirect"
+    return "pointer" if words < settings.pointer_words else "note"
+
+
+def _subject_words(text: str) -> set[str]:
+    return {w for w in WORD_TOKEN.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS and not w.isdigit()}
+
+
+def _same_word(a: str, b: str) -> bool:
+    """The same word, or words of one stem: the first five letters alike and at most three more
+    letters after them in the shorter (lifetime, lifetimes; extend, extension; not internet, interface)."""
+    return a == b or (min(len(a), len(b)) >= 5 and a[:5] == b[:5] and min(len(a), len(b)) - len(_common_prefix(a, b)) <= 1)
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+SUBJECT_SHARE_NUM, SUBJECT_SHARE_DEN = 0, 1
+
+
+def names_subject(title: str, words: Sequence[str]) -> bool:
+    """Whether ``words`` (a note's own prose) name the note's subject: more than half of its
+    title's words ("Unsafe Rust" is not named by an old edition's "Rust's documentation"; a
+    title of stop words alone names nothing, so any prose does). Pure."""
+    subject = _subject_words(title)
+    held = set(words)
+    return not subject or sum(any(_same_word(s, w) for w in held) for s in subject) * SUBJECT_SHARE_DEN > len(subject) * SUBJECT_SHARE_NUM
+
+
+def carries_name(title: str, target_title: str, target_path: str) -> bool:
+    """Whether a note (its title and path) carries the name ``title``: every one of its
+    words is in the note's title or file name (a pointer's target). Pure."""
+    wanted = _subject_words(title)
+    held = _subject_words(target_title) | _subject_words(target_path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " "))
+    return bool(wanted) and all(any(_same_word(w, h) for h in held) for w in wanted)
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Edits (a character added, left out or changed, two neighbours swapped) from ``a`` to
+    ``b``, or ``limit`` + 1 when more than ``limit``. Pure; rows stop early past the limit."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    before, row = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (a[i - 1] != b[j - 1]))
+            if before is not None and i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > limit:
+            return limit + 1
+        before, row = row, current
+    return row[-1] if row[-1] <= limit else limit + 1
 
 
 def copy_key(title: str, path: str) -> tuple[str, str]:
@@ -6059,23 +6344,31 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     return out
 
 
-def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: RankingSettings) -> list:
-    """``hits`` (best first) reordered by the note-level prior: a stub's place is
-    divided by ``settings.stub_weight``, and a stub follows every hit it links to
-    (``links``: a stub's position -> the file names, lower case without
-    extension, of what it links to). A pure function."""
-    if not any(h.stub for h in hits):
+def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str, set[str]], settings: RankingSettings) -> list:
+    """``hits`` (best first) reordered by the note prior (RankingSettings.stub_words): an empty
+    note's and a page of links' place divided by ``settings.stub_weight``, a page of links after
+    every hit it links to, and a pointer to its namesake (a note it links to carries its name:
+    a redirect, an old edition's page) below every note. ``kinds``: docid -> note_kind (a note
+    when missing); ``links``: docid -> the file names (lower case, no extension) it links to.
+    A pure function."""
+    def kind(hit) -> str:
+        return kinds.get(hit.docid, "note")
+
+    def stem(hit) -> str:
+        return hit.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+
+    def linked(stub, hit) -> bool:
+        return hit is not stub and kind(hit) == "note" and hit.collection == stub.collection and stem(hit) in links.get(stub.docid, ())
+
+    if all(kind(h) == "note" for h in hits):
         return hits
-    weight = max(settings.stub_weight, 1e-6)
-    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / weight if hits[i].stub else i + 1, hits[i].stub, i))
-    out = [hits[i] for i in order]
-    for i in order:
-        names = links.get(i)
-        if not names:
-            continue
-        stub = hits[i]
-        targets = [j for j, h in enumerate(out) if not h.stub and h.collection == stub.collection
-                   and h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower() in names]
+    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(
+        linked(h, t) and carries_name(h.title, t.title, t.path) for t in hits))}
+    weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
+    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
+    out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]
+    for stub in [h for h in out if kind(h) in ("links", "pointer") and id(h) not in redirects]:
+        targets = [j for j, h in enumerate(out) if linked(stub, h)]
         here = next(j for j, h in enumerate(out) if h is stub)  # by identity: Record equality compares every field
         if targets and targets[-1] > here:
             out.insert(targets[-1], out.pop(here))  # just after its last target (which moved up one)
@@ -6171,10 +6464,12 @@ def _nearest_passages(similarity, ids: Sequence[int], owner: Mapping[int, object
 
 
 def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[object, float]]], evidence: Evidence,
-                    settings: RankingSettings, scaled: Mapping[str, Mapping[object, float]] | None = None) -> list[Fused]:
+                    settings: RankingSettings, scaled: Mapping[str, Mapping[object, float]] | None = None,
+                    unembedded: frozenset | set = frozenset()) -> list[Fused]:
     """The notes of ``first`` (the head of a fusion) re-scored on both signals
-    (RankingSettings.complete_depth), ``scaled`` as in ``fuse``. Pure: numpy over
-    ``evidence``. The ranks and values each entry shows stay those of the lists it came from."""
+    (RankingSettings.complete_depth), ``scaled`` as in ``fuse``, a note of ``unembedded`` by
+    what it has (vote_without_vectors). Pure: numpy over ``evidence``. The ranks and values
+    each entry shows stay those of the lists it came from."""
     docs = [e.unit for e in first]
     cosine: dict[object, float] = {}
     place = {doc: i for i, doc in enumerate(docs)}
@@ -6200,7 +6495,24 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
                "name": settings.complete_name_weight}
     before = {e.unit: e for e in first}
     rescored = fuse({n: r for n, r in complete.items() if r}, RankingSettings(method="convex"), weights, scaled)
+    if unembedded and settings.unembedded_vote:
+        rescored = vote_without_vectors(rescored, unembedded, weights, settings.unembedded_vote)
     return [Fused(e.unit, e.score, before[e.unit].ranks, before[e.unit].values, e.parts) for e in rescored if e.unit in before]
+
+
+def vote_without_vectors(fused: list[Fused], units: frozenset | set, weights: Mapping[str, float], factor: float) -> list[Fused]:
+    """``fused`` with each of ``units`` (notes without a vector: embedding under way, a failed
+    batch, a note added since) scored as if the vector list placed it where its best other
+    list does: that list's vote x the vector weight / its weight x ``factor`` stands for the
+    vector vote it could not get (RankingSettings.unembedded_vote). Pure."""
+    vector = weights.get("vector", 0.0)
+    for e in fused:
+        if e.unit in units and "vector" not in e.parts:
+            stand_in = max((e.parts[name] * vector / weights[name] for name in ("keyword", "name")
+                            if name in e.parts and weights.get(name)), default=0.0) * factor
+            e.parts["vector"] = stand_in
+            e.score += stand_in
+    return sorted(fused, key=lambda e: (-e.score, min(e.ranks.values())))
 
 
 def count_for_both(fused: list[Fused], units: frozenset | set, weights: Mapping[str, float], factor: float) -> list[Fused]:
@@ -6240,7 +6552,8 @@ def feedback_ranking(vector: Sequence[tuple[object, float]], units: frozenset | 
 
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
          evidence: Callable[..., Evidence] | None = None, stubs: frozenset | set = frozenset(),
-         foreign: frozenset | set = frozenset(), other: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
+         foreign: frozenset | set = frozenset(), other: frozenset | set = frozenset(),
+         unembedded: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
     """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
     signals when ``evidence`` (units, with BM25 or not -> Evidence) is given, then a note
     named almost exactly (name_first_min) first unless it is one of ``stubs``. The keyword
@@ -6256,13 +6569,16 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
     if scaled:
         explained += f"; keyword votes x{settings.cross_language_keyword:g} for notes in another language than the query"
     best = fuse(lists, settings, weights, scaled)
+    if unembedded and "vector" in weights and settings.unembedded_vote:
+        best = vote_without_vectors(best, unembedded, weights, settings.unembedded_vote)
+        explained += f"; {len(unembedded)} notes without vectors ranked by their other lists"
     if other and "vector" in weights and (settings.other_language_vote or settings.other_language_feedback):
         best = _by_meaning_alone(best, lists, weights, settings, other, evidence)
         explained += "; notes in another language than the query ranked by meaning alone"
     if evidence is not None and settings.complete_depth:
         # A fixed head, whatever k: asking for more results must not reorder the first ones.
         head = settings.complete_depth
-        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled) + best[head:]
+        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled, unembedded) + best[head:]
         explained += "; " + settings.describe_complete(head)
     named = settings.name_first_min
     return sorted(best[: k * settings.pool_per_k], key=lambda e: -e.values.get("name", 0.0)
@@ -6294,7 +6610,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6297) ----
+# ---- pms/retrieval.py (+6613) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -6325,8 +6641,8 @@ from collections.abc import Iterator, Sequence
 # parse_query, snippet_spans, without_heading_line,
 # )
 # from .ranking import (
-# Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
-# name_trigrams, order_by_note_prior, order_copies, rank,
+# Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
+# edit_distance, name_trigrams, note_kind, order_by_note_prior, order_copies, rank,
 # )
 
 
@@ -6435,9 +6751,36 @@ class Retrieval:
         """A SearchRequest: the query cleaned and parsed, the collections looked up (an unknown
         name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
         query = clean_query(query)
-        return SearchRequest(query, parse_query(query, prefix_last, cleaned=True), note_filter, tuple(collections or ()),
+        return SearchRequest(query, self.with_typo_fallbacks(parse_query(query, prefix_last, cleaned=True)), note_filter, tuple(collections or ()),
                              self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
                              used or mode, reason)
+
+    def with_typo_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
+        """``parsed`` with each word no passage holds (RankingSettings.typo_min_letters) standing
+        for the vault's closest words too: "ownershp" also finds "ownership"."""
+        s = self.settings
+        words = [t for t in parsed.terms if s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
+                 and len(t.tokens[0]) >= s.typo_min_letters and not has_unspaced_chars(t.tokens[0])]
+        if not words:
+            return parsed
+        try:
+            stems = self.store.index_terms([t.tokens[0] for t in words])
+            lost = [(t, stem) for t, stem in zip(words, stems) if stem and not self.store.term_passages(stem)
+                    and not any(prefix and self.store.term_passages(word, prefix=True) for word, prefix in t.variants)]
+            if not lost:
+                return parsed
+            terms = list(parsed.terms)
+            for term, stem in lost:
+                limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
+                near = sorted((edit_distance(stem, word, limit), -count, word)
+                              for word, count in self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit))
+                fixes = tuple((word, False) for distance, _, word in near if distance <= min(limit, near[0][0] if near else 0))
+                fixes = fixes[: s.typo_alternatives]
+                if fixes:
+                    terms[terms.index(term)] = term.replace(variants=term.variants + fixes)
+        except self.store.db_module_errors():  # an index without FTS5's vocabulary: the words as typed
+            return parsed
+        return parsed.replace(terms=terms)
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
@@ -6533,6 +6876,9 @@ class Retrieval:
             hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
+        if ranked and not s.pointer_names:
+            facts = self.store.note_facts([doc for doc, _ in ranked], s.redirect_words, by="id")
+            ranked = [r for r in ranked if note_kind(*facts[r[0]], s) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
 
@@ -6742,13 +7088,16 @@ class Retrieval:
                     passage["name"][unit] = first_chunk[doc]
                     lists["name"].append((unit, value))
         complete = not chunks and lists.get("vector") and self.embedder is not None
-        # The exact-name rule needs a real body: a stub the query names is not lifted to the top.
+        # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_chunk.get(doc) if chunks else doc
-                 for doc, substance in self.store.note_substance(named).items() if is_stub(*substance, s)} if named else set()
+        stubs = {first_chunk.get(doc) if chunks else doc for doc, fact in self.store.note_facts(named, s.redirect_words, by="id").items()
+                 if note_kind(*fact, s) in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
+        # Notes the keyword or name list found that the vector list could not: those without a vector yet.
+        missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
+        unembedded = self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote else set()
         best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword)) if complete else None,
-                               stubs, foreign, other)
+                               stubs, foreign, other, unembedded)
         shown = {}
         for entry in best[: k * s.pool_per_k]:
             # The passage shown: the one from the list whose vote counted most.
@@ -6926,21 +7275,25 @@ class Retrieval:
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
-                   collection_description=row.collection_description or "", page=row.page,
-                   stub=is_stub(row.words, row.own_words, row.links_out, self.settings), **ranks)
+                   collection_description=row.collection_description or "", page=row.page, **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int, ranked: int = 0) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
         followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
-        stubs = [h.docid for h in hits if h.stub]
-        if stubs and query:
-            targets = self.store.link_names(stubs)
-            hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.settings)
+        s = self.settings
+        facts = self.store.note_facts({h.docid for h in hits}, s.redirect_words) if hits else {}
+        kinds = {docid: note_kind(*fact, s) for docid, fact in facts.items()}
+        for hit in hits:
+            hit.stub = kinds.get(hit.docid, "note") != "note"
+        stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
+        if query and any(hit.stub for hit in hits):
+            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
         wanted = " ".join(WORD_TOKEN.findall(query.lower()))
         if wanted:
-            hits.sort(key=lambda h: h.stub or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
+            hits.sort(key=lambda h: kinds.get(h.docid) in ("empty", "pointer", "redirect")
+                      or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
         ranked = max(ranked, k)
         if len(hits) > 1:
             head = hits[: max(self.settings.copy_depth, ranked)]
@@ -6985,7 +7338,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+6988) ----
+# ---- pms/sync.py (+7341) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7627,7 +7980,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7630) ----
+# ---- pms/watch.py (+7983) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -7740,7 +8093,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+7743) ----
+# ---- pms/clip.py (+8096) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8490,7 +8843,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8493) ----
+# ---- pms/api.py (+8846) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -8527,7 +8880,7 @@ from pathlib import Path
 # embedding_choice_from_env, language_advice, make_embedder, model_configured,
 # )
 # from .query import Hit
-# from .ranking import first_results, fuse
+# from .ranking import RankingSettings, first_results, fuse
 # from .retrieval import Retrieval, SearchResult
 # from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
 # from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
@@ -8846,13 +9199,15 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float | None = None, embedding: dict | None = None):
+                 vector_memory_mb: float | None = None, embedding: dict | None = None,
+                 ranking: RankingSettings | None = None):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
         embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
         "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
-        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``ranking``: other
+        ranking knobs than the defaults (RankingSettings; what bench/suite.py --setting measures)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
@@ -8881,7 +9236,7 @@ class KnowledgeBase:
         # sync may pick a multilingual one when most notes are not English (_model_for_languages).
         self._model_by_default = bool(embeddings and chosen_by_default and self.store.get_meta("embed_model") is None)
         self._allow_download = allow_download
-        self.retrieval = Retrieval(self.store, self.embedder)
+        self.retrieval = Retrieval(self.store, self.embedder, ranking)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
         if vector_memory_mb:
@@ -9507,7 +9862,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9510) ----
+# ---- pms/evaluation.py (+9865) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -9699,7 +10054,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+9702) ----
+# ---- pms/mcp_server.py (+10057) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -10683,7 +11038,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+10686) ----
+# ---- pms/cli.py (+11041) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11741,7 +12096,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+11691) ----
+# ---- pms/__init__.py (+12046) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -11803,7 +12158,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+11806) ----
+# ---- pms/__main__.py (+12161) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

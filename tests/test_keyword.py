@@ -48,7 +48,7 @@ def test_a_command_line_option_is_a_word_not_an_exclusion(kb, tmp_path):
 
 def test_prefix(vault):
     assert vault.search("sync")[0].path == "sync.md"
-    assert vault.search("restic") and not vault.search("resti")
+    assert vault.search("restic") and not vault.search("rest")
     assert vault.search("resti*")[0].path == "backup.md"
     assert vault.search("resti", prefix_last=True)[0].path == "backup.md"
 

@@ -4,7 +4,7 @@ Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``H
 snippet and its marks (``mark_terms``: one highlighting rule for every front end),
 terminal-safe text, and ``VectorStatus``.
 
-May import: config.
+May import: config, language.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from .config import Factory, Hint, LazyPattern, Record, TupleFields, clean_query, named_tuple
+from .language import folded_stem, note_language
 
 
 # Words too common to carry meaning; dropped from keyword queries unless the
@@ -30,10 +31,19 @@ class Term(Record):
     tokens: tuple[str, ...]
     phrase: bool = False
     prefix: bool = False
+    # Other words that count as this one (word, as a prefix): its stem in an inflecting
+    # language (folded_stem), the vault's words a typo stands for (Retrieval.request).
+    variants: tuple[tuple[str, bool], ...] = ()
 
     def fts(self) -> str:
-        quoted = '"' + " ".join(self.tokens).replace('"', '""') + '"'
-        return quoted + ("*" if self.prefix else "")
+        quoted = _fts_word(" ".join(self.tokens), self.prefix)
+        if not self.variants:
+            return quoted
+        return "(" + " OR ".join([quoted, *(_fts_word(word, prefix) for word, prefix in self.variants)]) + ")"
+
+
+def _fts_word(text: str, prefix: bool) -> str:
+    return '"' + text.replace('"', '""') + '"' + ("*" if prefix else "")
 
 
 class ParsedQuery(Record):
@@ -105,6 +115,13 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
             unique.append(t)
     if not unique:
         excluded = []  # "-foo" alone: nothing to search, not "everything but foo"
+    language = ""
+    for term in unique:  # suffix folding: an inflected word also finds its other forms
+        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
+            language = language or note_language(query)
+            stem = folded_stem(term.tokens[0], language)
+            if stem:
+                term.variants = ((stem, True),)
     text = query
     for start, end in reversed(dropped):
         text = text[:start] + text[end:]

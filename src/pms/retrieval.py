@@ -28,8 +28,8 @@ from .query import (
     parse_query, snippet_spans, without_heading_line,
 )
 from .ranking import (
-    Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
-    name_trigrams, order_by_note_prior, order_copies, rank,
+    Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
+    edit_distance, name_trigrams, note_kind, order_by_note_prior, order_copies, rank,
 )
 
 
@@ -138,9 +138,36 @@ class Retrieval:
         """A SearchRequest: the query cleaned and parsed, the collections looked up (an unknown
         name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
         query = clean_query(query)
-        return SearchRequest(query, parse_query(query, prefix_last, cleaned=True), note_filter, tuple(collections or ()),
+        return SearchRequest(query, self.with_typo_fallbacks(parse_query(query, prefix_last, cleaned=True)), note_filter, tuple(collections or ()),
                              self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
                              used or mode, reason)
+
+    def with_typo_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
+        """``parsed`` with each word no passage holds (RankingSettings.typo_min_letters) standing
+        for the vault's closest words too: "ownershp" also finds "ownership"."""
+        s = self.settings
+        words = [t for t in parsed.terms if s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
+                 and len(t.tokens[0]) >= s.typo_min_letters and not has_unspaced_chars(t.tokens[0])]
+        if not words:
+            return parsed
+        try:
+            stems = self.store.index_terms([t.tokens[0] for t in words])
+            lost = [(t, stem) for t, stem in zip(words, stems) if stem and not self.store.term_passages(stem)
+                    and not any(prefix and self.store.term_passages(word, prefix=True) for word, prefix in t.variants)]
+            if not lost:
+                return parsed
+            terms = list(parsed.terms)
+            for term, stem in lost:
+                limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
+                near = sorted((edit_distance(stem, word, limit), -count, word)
+                              for word, count in self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit))
+                fixes = tuple((word, False) for distance, _, word in near if distance <= min(limit, near[0][0] if near else 0))
+                fixes = fixes[: s.typo_alternatives]
+                if fixes:
+                    terms[terms.index(term)] = term.replace(variants=term.variants + fixes)
+        except self.store.db_module_errors():  # an index without FTS5's vocabulary: the words as typed
+            return parsed
+        return parsed.replace(terms=terms)
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
@@ -236,6 +263,9 @@ class Retrieval:
             hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
+        if ranked and not s.pointer_names:
+            facts = self.store.note_facts([doc for doc, _ in ranked], s.redirect_words, by="id")
+            ranked = [r for r in ranked if note_kind(*facts[r[0]], s) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
 
@@ -445,13 +475,16 @@ class Retrieval:
                     passage["name"][unit] = first_chunk[doc]
                     lists["name"].append((unit, value))
         complete = not chunks and lists.get("vector") and self.embedder is not None
-        # The exact-name rule needs a real body: a stub the query names is not lifted to the top.
+        # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_chunk.get(doc) if chunks else doc
-                 for doc, substance in self.store.note_substance(named).items() if is_stub(*substance, s)} if named else set()
+        stubs = {first_chunk.get(doc) if chunks else doc for doc, fact in self.store.note_facts(named, s.redirect_words, by="id").items()
+                 if note_kind(*fact, s) in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
+        # Notes the keyword or name list found that the vector list could not: those without a vector yet.
+        missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
+        unembedded = self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote else set()
         best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword)) if complete else None,
-                               stubs, foreign, other)
+                               stubs, foreign, other, unembedded)
         shown = {}
         for entry in best[: k * s.pool_per_k]:
             # The passage shown: the one from the list whose vote counted most.
@@ -629,21 +662,25 @@ class Retrieval:
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
-                   collection_description=row.collection_description or "", page=row.page,
-                   stub=is_stub(row.words, row.own_words, row.links_out, self.settings), **ranks)
+                   collection_description=row.collection_description or "", page=row.page, **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int, ranked: int = 0) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
         followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
-        stubs = [h.docid for h in hits if h.stub]
-        if stubs and query:
-            targets = self.store.link_names(stubs)
-            hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.settings)
+        s = self.settings
+        facts = self.store.note_facts({h.docid for h in hits}, s.redirect_words) if hits else {}
+        kinds = {docid: note_kind(*fact, s) for docid, fact in facts.items()}
+        for hit in hits:
+            hit.stub = kinds.get(hit.docid, "note") != "note"
+        stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
+        if query and any(hit.stub for hit in hits):
+            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
         wanted = " ".join(WORD_TOKEN.findall(query.lower()))
         if wanted:
-            hits.sort(key=lambda h: h.stub or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
+            hits.sort(key=lambda h: kinds.get(h.docid) in ("empty", "pointer", "redirect")
+                      or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
         ranked = max(ranked, k)
         if len(hits) > 1:
             head = hits[: max(self.settings.copy_depth, ranked)]

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from .config import (
     DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
@@ -1080,6 +1081,26 @@ class Store:
             out[docid] = frozenset(prints)
         return out
 
+    def without_vectors(self, ids: Iterable[int], chunks: bool = False) -> set[int]:
+        """The notes (``chunks``: the passages) among ``ids`` that have no vector yet."""
+        sql = ("SELECT id FROM chunks WHERE id IN ({ids}) AND embedded = 0" if chunks else
+               "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
+        return {row[0] for row in self.rows_in(sql, ids)}
+
+    def note_facts(self, keys: Iterable, body_below_words: int, by: str = "docid") -> dict[Any, tuple[str, str, int, int, str | None]]:
+        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, links out,
+        body): what note_kind reads. The body (its passages joined in order) only for a note that
+        links elsewhere with under ``body_below_words`` words."""
+        column = {"docid": "docid", "id": "id"}[by]
+        rows = self.rows_in(f"SELECT {column}, id, title, path, words, links_out FROM documents WHERE {column} IN ({{ids}})", keys)
+        short = {doc_id: key for key, doc_id, _, _, words, links in rows if links and 0 <= words < body_below_words}
+        bodies: dict[object, list[str]] = {}
+        for doc_id, body in self.rows_in("SELECT document_id, body FROM chunks WHERE document_id IN ({ids}) ORDER BY document_id, seq",
+                                         short):
+            bodies.setdefault(short[doc_id], []).append(body)
+        return {key: (title, path, words, links, "\n".join(bodies[key]) if key in bodies else None)
+                for key, _, title, path, words, links in rows}
+
     def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
         """document id -> (words, own words, links out): what is_stub reads."""
         return {r[0]: r[1:] for r in self.rows_in("SELECT id, words, own_words, links_out FROM documents WHERE id IN ({ids})",
@@ -1149,6 +1170,48 @@ class Store:
     def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
         """(chunk id, headings, body) of a note, in reading order."""
         return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (document_id,)).fetchall()
+
+    # -- the keyword index's vocabulary (typo fallbacks) ---------------------------------
+    def _vocabulary(self, db) -> None:
+        """This connection's views of the vocabulary (FTS5's fts5vocab, in its temp schema, so a
+        read-only index has them too) and a scratch FTS5 table that stems words as the index does."""
+        if getattr(self._local, "vocabulary", None) is not db:
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_vocabulary USING fts5vocab(main, chunks_fts, 'row')")
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_stemmer USING fts5(words, tokenize='porter unicode61 remove_diacritics 2')")
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_stems USING fts5vocab(temp, pms_stemmer, 'instance')")
+            self._local.vocabulary = db
+
+    def index_terms(self, words: Sequence[str]) -> list[str]:
+        """Each of ``words`` as the keyword index holds it (tokenized and stemmed: "closures" ->
+        "closur"; "" for a word that is no single term)."""
+        db = self.db
+        self._vocabulary(db)
+        db.executemany("INSERT INTO temp.pms_stemmer(rowid, words) VALUES (?, ?)", enumerate(words, 1))
+        try:
+            terms: dict[int, list[str]] = {}
+            for term, row in db.execute("SELECT term, doc FROM temp.pms_stems"):
+                terms.setdefault(row, []).append(term)
+        finally:
+            db.execute("DELETE FROM temp.pms_stemmer")
+        return [found[0] if len(found := terms.get(i, [])) == 1 else "" for i in range(1, len(words) + 1)]
+
+    def term_passages(self, term: str, prefix: bool = False) -> int:
+        """How many passages hold ``term`` (an index term; ``prefix``: any term starting with it)."""
+        db = self.db
+        self._vocabulary(db)
+        if prefix:
+            row = db.execute("SELECT sum(doc) FROM temp.pms_vocabulary WHERE term >= ? AND term < ?", (term, term + "\U0010ffff")).fetchone()
+        else:
+            row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
+        """(term, passages holding it) of the vocabulary's terms that start with ``start`` and have
+        ``shortest`` to ``longest`` characters: where a typo's intended word is looked for."""
+        db = self.db
+        self._vocabulary(db)
+        return db.execute("SELECT term, doc FROM temp.pms_vocabulary WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
+                          (start, start + "\U0010ffff", shortest, longest)).fetchall()
 
     def passage_counts(self, words: Sequence[str]) -> dict[str, int]:
         """word -> number of passages that contain it, as the keyword index sees it (stemmed)."""
