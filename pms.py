@@ -4388,19 +4388,21 @@ class Store:
                "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
         return {row[0] for row in self.rows_in(sql, ids)}
 
-    def note_facts(self, keys: Iterable, body_below_words: int, by: str = "docid") -> dict[Any, tuple[str, str, int, int, str | None]]:
+    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[Any, tuple[str, str, int, int, str]]:
         """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, links out,
-        body): what note_kind reads. The body (its passages joined in order) only for a note that
-        links elsewhere with under ``body_below_words`` words."""
+        content hash): what note_kind reads besides the note's text (note_bodies)."""
         column = {"docid": "docid", "id": "id"}[by]
-        rows = self.rows_in(f"SELECT {column}, id, title, path, words, links_out FROM documents WHERE {column} IN ({{ids}})", keys)
-        short = {doc_id: key for key, doc_id, _, _, words, links in rows if links and 0 <= words < body_below_words}
-        bodies: dict[object, list[str]] = {}
-        for doc_id, body in self.rows_in("SELECT document_id, body FROM chunks WHERE document_id IN ({ids}) ORDER BY document_id, seq",
-                                         short):
-            bodies.setdefault(short[doc_id], []).append(body)
-        return {key: (title, path, words, links, "\n".join(bodies[key]) if key in bodies else None)
-                for key, _, title, path, words, links in rows}
+        return {row[0]: row[1:] for row in self.rows_in(
+            f"SELECT {column}, title, path, words, links_out, coalesce(sha256, '') FROM documents WHERE {column} IN ({{ids}})", keys)}
+
+    def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[Any, str]:
+        """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
+        column = {"docid": "d.docid", "id": "d.id"}[by]
+        bodies: dict[Any, list[str]] = {}
+        for key, body in self.rows_in(f"SELECT {column}, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+                                      f"WHERE {column} IN ({{ids}}) ORDER BY c.document_id, c.seq", keys):
+            bodies.setdefault(key, []).append(body)
+        return {key: "\n".join(parts) for key, parts in bodies.items()}
 
     def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
         """document id -> (words, own words, links out): what is_stub reads."""
@@ -4505,6 +4507,17 @@ class Store:
         else:
             row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
         return int(row[0] or 0) if row else 0
+
+    def passage_total(self) -> int:
+        """How many passages the index holds (kept until the index changes: PRAGMA data_version
+        counts other connections' writes, total_changes this one's)."""
+        db = self.db
+        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+        cached = getattr(self._local, "passage_total", None)
+        if cached is None or cached[0] != version:
+            cached = (version, db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            self._local.passage_total = cached
+        return cached[1]
 
     def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
         """(term, passages holding it) of the vocabulary's terms that start with ``start`` and have
@@ -4658,7 +4671,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4661) ----
+# ---- pms/embedding.py (+4674) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5631,7 +5644,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5634) ----
+# ---- pms/query.py (+5647) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5666,7 +5679,7 @@ class Term(Record):
     phrase: bool = False
     prefix: bool = False
     # Other words that count as this one (word, as a prefix): its stem in an inflecting
-    # language (folded_stem), the vault's words a typo stands for (Retrieval.request).
+    # language (with_folded_suffixes), the vault's words a typo stands for (Retrieval.request).
     variants: tuple[tuple[str, bool], ...] = ()
 
     def fts(self) -> str:
@@ -5706,6 +5719,20 @@ class ParsedQuery(Record):
         if self.excluded:
             expr += " NOT (" + " OR ".join(t.fts() for t in self.excluded) + ")"
         return expr
+
+
+def with_folded_suffixes(parsed: ParsedQuery) -> ParsedQuery:
+    """``parsed`` with each word of an inflecting language also searched as the prefix of its
+    stem (folded_stem: "полумарафон" finds "полумарафону"). Pure."""
+    language = ""
+    terms = []
+    for term in parsed.terms:
+        stem = None
+        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
+            language = language or note_language(parsed.text)
+            stem = folded_stem(term.tokens[0], language)
+        terms.append(term.replace(variants=(*term.variants, (stem, True))) if stem else term)
+    return parsed.replace(terms=terms)
 
 
 def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:
@@ -5749,13 +5776,6 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
             unique.append(t)
     if not unique:
         excluded = []  # "-foo" alone: nothing to search, not "everything but foo"
-    language = ""
-    for term in unique:  # suffix folding: an inflected word also finds its other forms
-        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
-            language = language or note_language(query)
-            stem = folded_stem(term.tokens[0], language)
-            if stem:
-                term.variants = ((stem, True),)
     text = query
     for start, end in reversed(dropped):
         text = text[:start] + text[end:]
@@ -5940,7 +5960,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5943) ----
+# ---- pms/ranking.py (+5963) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6041,7 +6061,11 @@ class RankingSettings(Record):
     focus_power: float = 0.75
     # Keyword mode: the names list's weight against BM25's, so a note the query names beats BM25's #1.
     keyword_name_weight: float = 3.0
-    # Typos (Retrieval.request): a query word of ``typo_min_letters`` letters or more that no
+    # Suffix folding (Retrieval.with_fallbacks): a query word of an inflecting language (a
+    # Cyrillic word; German, Spanish when note_language tells the query's) is also searched as
+    # the prefix of its stem (folded_stem): "полумарафон" finds "полумарафону".
+    fold_suffixes: bool = True
+    # Typos (Retrieval.with_fallbacks): a query word of ``typo_min_letters`` letters or more that no
     # passage holds also stands for the vault's words (the keyword index's terms) within one
     # edit of its stem, two from a stem of ``typo_two_edits_letters`` letters (a letter added, left out,
     # changed or two swapped; the first letter as typed), at most ``typo_alternatives`` of
@@ -6063,12 +6087,18 @@ class RankingSettings(Record):
     # A note named this closely (one wrong letter, a plural) comes first, like an exact
     # title: typing a note's name is the commonest way to look for it.
     name_first_min: float = 0.85
+    # A note whose title is what was typed, word for word, comes first (Retrieval._finish).
+    exact_title_first: bool = True
     # Relevance (Hit.relevance, absolute, 0-1): the larger of the shown passage's cosine
-    # similarity to the query and the share of the query's words it holds, that share
-    # times partial_match_weight unless it holds them all (common words match anything).
-    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak).
+    # similarity to the query and the share of the query's words it holds (each word
+    # weighing its rarity in the vault, BM25's idf, with ``relevance_idf``; else alike),
+    # that share times partial_match_weight unless it holds them all (common words match
+    # anything); then made non-increasing down the list (non_increasing: the closest such
+    # values), so a hit never looks more relevant than one ranked above it. Below
+    # relevance_floor the first hit's is "nothing relevant" (SearchResult.weak).
     partial_match_weight: float = 0.5
     relevance_floor: float = 0.35
+    relevance_idf: bool = True
     # A static model's vector list (Model2Vec) is weaker than a transformer's: its vote and
     # its share of the complete scores are these instead (``for_vectors``).
     static_vector_weight: float = 0.5
@@ -6268,6 +6298,19 @@ def edit_distance(a: str, b: str, limit: int) -> int:
             return limit + 1
         before, row = row, current
     return row[-1] if row[-1] <= limit else limit + 1
+
+
+def non_increasing(values: Sequence[float]) -> list[float]:
+    """The non-increasing sequence closest to ``values`` (least squares: isotonic regression by
+    pooling adjacent violators, each pool its mean). Pure."""
+    pools: list[list[float]] = []  # [sum, count]
+    for value in values:
+        pools.append([value, 1])
+        while len(pools) > 1 and pools[-2][0] / pools[-2][1] < pools[-1][0] / pools[-1][1]:
+            total, count = pools.pop()
+            pools[-1][0] += total
+            pools[-1][1] += count
+    return [total / count for total, count in pools for _ in range(int(count))]
 
 
 def copy_key(title: str, path: str) -> tuple[str, str]:
@@ -6610,7 +6653,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6613) ----
+# ---- pms/retrieval.py (+6656) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -6638,11 +6681,11 @@ from collections.abc import Iterator, Sequence
 # from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
 # from .query import (
 # MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
-# parse_query, snippet_spans, without_heading_line,
+# parse_query, snippet_spans, with_folded_suffixes, without_heading_line,
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-# edit_distance, name_trigrams, note_kind, order_by_note_prior, order_copies, rank,
+# edit_distance, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 # )
 
 
@@ -6714,6 +6757,7 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
+        self._kinds: dict[tuple[str, str], str] = {}  # (content hash, path) -> note_kind, for self.settings
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -6751,14 +6795,18 @@ class Retrieval:
         """A SearchRequest: the query cleaned and parsed, the collections looked up (an unknown
         name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
         query = clean_query(query)
-        return SearchRequest(query, self.with_typo_fallbacks(parse_query(query, prefix_last, cleaned=True)), note_filter, tuple(collections or ()),
+        return SearchRequest(query, self.with_fallbacks(parse_query(query, prefix_last, cleaned=True)), note_filter, tuple(collections or ()),
                              self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
                              used or mode, reason)
 
-    def with_typo_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
-        """``parsed`` with each word no passage holds (RankingSettings.typo_min_letters) standing
-        for the vault's closest words too: "ownershp" also finds "ownership"."""
+    def with_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
+        """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
+        other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and a word no passage
+        holds (RankingSettings.typo_min_letters) stands for the vault's closest words too:
+        "ownershp" also finds "ownership"."""
         s = self.settings
+        if s.fold_suffixes:
+            parsed = with_folded_suffixes(parsed)
         words = [t for t in parsed.terms if s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
                  and len(t.tokens[0]) >= s.typo_min_letters and not has_unspaced_chars(t.tokens[0])]
         if not words:
@@ -6877,8 +6925,8 @@ class Retrieval:
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
         if ranked and not s.pointer_names:
-            facts = self.store.note_facts([doc for doc, _ in ranked], s.redirect_words, by="id")
-            ranked = [r for r in ranked if note_kind(*facts[r[0]], s) not in ("pointer", "redirect")]
+            kinds = self.note_kinds([doc for doc, _ in ranked], by="id")
+            ranked = [r for r in ranked if kinds.get(r[0]) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
 
@@ -7009,11 +7057,13 @@ class Retrieval:
             return None
         ids = [h.chunk_id for h in hits if h.chunk_id is not None]
         terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
-        held = {cid: len(terms) if cid in every_term else 0 for cid in ids}
+        weight = self._term_weights(terms)
+        total = sum(weight) or 1.0
+        held = {cid: total if cid in every_term else 0.0 for cid in ids}
         unknown = [cid for cid in ids if cid not in every_term]
-        for term in terms if unknown else ():
+        for term, w in zip(terms if unknown else (), weight):
             for cid in self.store.chunks_matching(term.fts(), unknown):
-                held[cid] += 1
+                held[cid] += w
         similarity: dict[int, float] = {}
         if req.used != "keyword" and self.embedder is not None and req.parsed.text.strip():
             with contextlib.suppress(Exception):  # no vectors to read: words alone say it
@@ -7024,19 +7074,44 @@ class Retrieval:
                 for cid, blob in self.vectors.vectors_of(ids).items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
+        raw = []
         for hit in hits:
-            hit.matched = round(held.get(hit.chunk_id or 0, 0) / len(terms), 3) if terms else None
+            hit.matched = round(min(held.get(hit.chunk_id or 0, 0.0) / total, 1.0), 3) if terms else None
             hit.similarity = round(similarity[hit.chunk_id], 3) if hit.chunk_id in similarity else None
             words = hit.matched or 0.0
             # Every word held is strong evidence; some of them weak (common words match anything).
             words = words if words >= 1.0 else words * self.settings.partial_match_weight
-            hit.relevance = round(max(words, hit.similarity or 0.0, 0.0), 3)
+            raw.append(max(words, hit.similarity or 0.0, 0.0))
+        for hit, value in zip(hits, non_increasing(raw)):
+            hit.relevance = round(value, 3)
         originals = {h.ref: h for h in hits}
         for copy in copies:
             if copy.copy_of in originals:
                 original = originals[copy.copy_of]
                 copy.matched, copy.similarity, copy.relevance = original.matched, original.similarity, original.relevance
-        return max(h.relevance or 0.0 for h in hits)
+        return hits[0].relevance
+
+    def _term_weights(self, terms: Sequence[Term]) -> list[float]:
+        """Each query term's weight in a hit's relevance: its rarity in the vault (BM25's idf of
+        its rarest word, RankingSettings.relevance_idf), or 1 each."""
+        if not (self.settings.relevance_idf and terms):
+            return [1.0] * len(terms)
+        import math
+
+        try:
+            words = [t.tokens for t in terms]
+            stems = self.store.index_terms([w for tokens in words for w in tokens])
+            passages = max(self.store.passage_total(), 1)
+        except self.store.db_module_errors():
+            return [1.0] * len(terms)
+        weights, at = [], 0
+        for term, tokens in zip(terms, words):
+            counts = [self.store.term_passages(stem) for stem in stems[at : at + len(tokens)] if stem]
+            counts += [self.store.term_passages(word, prefix=True) for word, prefix in term.variants if prefix]
+            at += len(tokens)
+            rarest = min((c for c in counts if c), default=0)
+            weights.append(math.log(1 + (passages - rarest + 0.5) / (rarest + 0.5)))
+        return weights
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings, every_term: set[int]):
         # The BM25 and name lists (SQLite, in worker threads) run while the query is
@@ -7090,8 +7165,8 @@ class Retrieval:
         complete = not chunks and lists.get("vector") and self.embedder is not None
         # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_chunk.get(doc) if chunks else doc for doc, fact in self.store.note_facts(named, s.redirect_words, by="id").items()
-                 if note_kind(*fact, s) in ("empty", "pointer", "redirect")} if named else set()
+        stubs = {first_chunk.get(doc) if chunks else doc for doc, kind in self.note_kinds(named, by="id").items()
+                 if kind in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
         missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
@@ -7266,6 +7341,31 @@ class Retrieval:
             self._pool.shutdown(wait=True)
             self._pool = None
 
+    # -- the note prior's facts ----------------------------------------------------------------
+    NOTE_KINDS_KEPT = 20_000
+
+    def note_kinds(self, keys, by: str = "docid") -> dict:
+        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind). A
+        note's kind is kept by its content hash and path, so typing the same search again reads
+        no note's text; only a short note that links elsewhere is read at all."""
+        s = self.settings
+        kinds, wanted = {}, {}
+        for key, (title, path, words, links, digest) in self.store.note_facts(keys, by).items():
+            if not links or not 0 <= words < s.redirect_words:
+                kinds[key] = note_kind(title, path, words, links, None, s)
+            elif (digest, path) in self._kinds:
+                kinds[key] = self._kinds[(digest, path)]
+            else:
+                wanted[key] = (title, path, words, links, digest)
+        for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
+            title, path, words, links, digest = wanted[key]
+            kinds[key] = note_kind(title, path, words, links, body, s)
+            if digest:
+                if len(self._kinds) >= self.NOTE_KINDS_KEPT:
+                    self._kinds.clear()
+                self._kinds[(digest, path)] = kinds[key]
+        return kinds
+
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
@@ -7281,8 +7381,7 @@ class Retrieval:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
         followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
         s = self.settings
-        facts = self.store.note_facts({h.docid for h in hits}, s.redirect_words) if hits else {}
-        kinds = {docid: note_kind(*fact, s) for docid, fact in facts.items()}
+        kinds = self.note_kinds({h.docid for h in hits}) if hits else {}
         for hit in hits:
             hit.stub = kinds.get(hit.docid, "note") != "note"
         stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
@@ -7290,7 +7389,7 @@ class Retrieval:
             hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
-        wanted = " ".join(WORD_TOKEN.findall(query.lower()))
+        wanted = " ".join(WORD_TOKEN.findall(query.lower())) if s.exact_title_first else ""
         if wanted:
             hits.sort(key=lambda h: kinds.get(h.docid) in ("empty", "pointer", "redirect")
                       or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
@@ -7338,7 +7437,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7341) ----
+# ---- pms/sync.py (+7440) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7980,7 +8079,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7983) ----
+# ---- pms/watch.py (+8082) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -8093,7 +8192,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8096) ----
+# ---- pms/clip.py (+8195) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8843,7 +8942,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8846) ----
+# ---- pms/api.py (+8945) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9862,7 +9961,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9865) ----
+# ---- pms/evaluation.py (+9964) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -10054,7 +10153,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10057) ----
+# ---- pms/mcp_server.py (+10156) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -11038,7 +11137,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+11041) ----
+# ---- pms/cli.py (+11140) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -12096,7 +12195,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12046) ----
+# ---- pms/__init__.py (+12145) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12158,7 +12257,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12161) ----
+# ---- pms/__main__.py (+12260) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

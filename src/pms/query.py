@@ -32,7 +32,7 @@ class Term(Record):
     phrase: bool = False
     prefix: bool = False
     # Other words that count as this one (word, as a prefix): its stem in an inflecting
-    # language (folded_stem), the vault's words a typo stands for (Retrieval.request).
+    # language (with_folded_suffixes), the vault's words a typo stands for (Retrieval.request).
     variants: tuple[tuple[str, bool], ...] = ()
 
     def fts(self) -> str:
@@ -72,6 +72,20 @@ class ParsedQuery(Record):
         if self.excluded:
             expr += " NOT (" + " OR ".join(t.fts() for t in self.excluded) + ")"
         return expr
+
+
+def with_folded_suffixes(parsed: ParsedQuery) -> ParsedQuery:
+    """``parsed`` with each word of an inflecting language also searched as the prefix of its
+    stem (folded_stem: "полумарафон" finds "полумарафону"). Pure."""
+    language = ""
+    terms = []
+    for term in parsed.terms:
+        stem = None
+        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
+            language = language or note_language(parsed.text)
+            stem = folded_stem(term.tokens[0], language)
+        terms.append(term.replace(variants=(*term.variants, (stem, True))) if stem else term)
+    return parsed.replace(terms=terms)
 
 
 def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:
@@ -115,13 +129,6 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
             unique.append(t)
     if not unique:
         excluded = []  # "-foo" alone: nothing to search, not "everything but foo"
-    language = ""
-    for term in unique:  # suffix folding: an inflected word also finds its other forms
-        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
-            language = language or note_language(query)
-            stem = folded_stem(term.tokens[0], language)
-            if stem:
-                term.variants = ((stem, True),)
     text = query
     for start, end in reversed(dropped):
         text = text[:start] + text[end:]

@@ -98,7 +98,11 @@ class RankingSettings(Record):
     focus_power: float = 0.75
     # Keyword mode: the names list's weight against BM25's, so a note the query names beats BM25's #1.
     keyword_name_weight: float = 3.0
-    # Typos (Retrieval.request): a query word of ``typo_min_letters`` letters or more that no
+    # Suffix folding (Retrieval.with_fallbacks): a query word of an inflecting language (a
+    # Cyrillic word; German, Spanish when note_language tells the query's) is also searched as
+    # the prefix of its stem (folded_stem): "полумарафон" finds "полумарафону".
+    fold_suffixes: bool = True
+    # Typos (Retrieval.with_fallbacks): a query word of ``typo_min_letters`` letters or more that no
     # passage holds also stands for the vault's words (the keyword index's terms) within one
     # edit of its stem, two from a stem of ``typo_two_edits_letters`` letters (a letter added, left out,
     # changed or two swapped; the first letter as typed), at most ``typo_alternatives`` of
@@ -120,12 +124,18 @@ class RankingSettings(Record):
     # A note named this closely (one wrong letter, a plural) comes first, like an exact
     # title: typing a note's name is the commonest way to look for it.
     name_first_min: float = 0.85
+    # A note whose title is what was typed, word for word, comes first (Retrieval._finish).
+    exact_title_first: bool = True
     # Relevance (Hit.relevance, absolute, 0-1): the larger of the shown passage's cosine
-    # similarity to the query and the share of the query's words it holds, that share
-    # times partial_match_weight unless it holds them all (common words match anything).
-    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak).
+    # similarity to the query and the share of the query's words it holds (each word
+    # weighing its rarity in the vault, BM25's idf, with ``relevance_idf``; else alike),
+    # that share times partial_match_weight unless it holds them all (common words match
+    # anything); then made non-increasing down the list (non_increasing: the closest such
+    # values), so a hit never looks more relevant than one ranked above it. Below
+    # relevance_floor the first hit's is "nothing relevant" (SearchResult.weak).
     partial_match_weight: float = 0.5
     relevance_floor: float = 0.35
+    relevance_idf: bool = True
     # A static model's vector list (Model2Vec) is weaker than a transformer's: its vote and
     # its share of the complete scores are these instead (``for_vectors``).
     static_vector_weight: float = 0.5
@@ -325,6 +335,19 @@ def edit_distance(a: str, b: str, limit: int) -> int:
             return limit + 1
         before, row = row, current
     return row[-1] if row[-1] <= limit else limit + 1
+
+
+def non_increasing(values: Sequence[float]) -> list[float]:
+    """The non-increasing sequence closest to ``values`` (least squares: isotonic regression by
+    pooling adjacent violators, each pool its mean). Pure."""
+    pools: list[list[float]] = []  # [sum, count]
+    for value in values:
+        pools.append([value, 1])
+        while len(pools) > 1 and pools[-2][0] / pools[-2][1] < pools[-1][0] / pools[-1][1]:
+            total, count = pools.pop()
+            pools[-1][0] += total
+            pools[-1][1] += count
+    return [total / count for total, count in pools for _ in range(int(count))]
 
 
 def copy_key(title: str, path: str) -> tuple[str, str]:

@@ -25,11 +25,11 @@ from .store import ChunkInfo, Store, VectorMemory
 from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
 from .query import (
     MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
-    parse_query, snippet_spans, without_heading_line,
+    parse_query, snippet_spans, with_folded_suffixes, without_heading_line,
 )
 from .ranking import (
     Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-    edit_distance, name_trigrams, note_kind, order_by_note_prior, order_copies, rank,
+    edit_distance, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 )
 
 
@@ -101,6 +101,7 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
+        self._kinds: dict[tuple[str, str], str] = {}  # (content hash, path) -> note_kind, for self.settings
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -138,14 +139,18 @@ class Retrieval:
         """A SearchRequest: the query cleaned and parsed, the collections looked up (an unknown
         name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
         query = clean_query(query)
-        return SearchRequest(query, self.with_typo_fallbacks(parse_query(query, prefix_last, cleaned=True)), note_filter, tuple(collections or ()),
+        return SearchRequest(query, self.with_fallbacks(parse_query(query, prefix_last, cleaned=True)), note_filter, tuple(collections or ()),
                              self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
                              used or mode, reason)
 
-    def with_typo_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
-        """``parsed`` with each word no passage holds (RankingSettings.typo_min_letters) standing
-        for the vault's closest words too: "ownershp" also finds "ownership"."""
+    def with_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
+        """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
+        other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and a word no passage
+        holds (RankingSettings.typo_min_letters) stands for the vault's closest words too:
+        "ownershp" also finds "ownership"."""
         s = self.settings
+        if s.fold_suffixes:
+            parsed = with_folded_suffixes(parsed)
         words = [t for t in parsed.terms if s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
                  and len(t.tokens[0]) >= s.typo_min_letters and not has_unspaced_chars(t.tokens[0])]
         if not words:
@@ -264,8 +269,8 @@ class Retrieval:
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
         if ranked and not s.pointer_names:
-            facts = self.store.note_facts([doc for doc, _ in ranked], s.redirect_words, by="id")
-            ranked = [r for r in ranked if note_kind(*facts[r[0]], s) not in ("pointer", "redirect")]
+            kinds = self.note_kinds([doc for doc, _ in ranked], by="id")
+            ranked = [r for r in ranked if kinds.get(r[0]) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
 
@@ -396,11 +401,13 @@ class Retrieval:
             return None
         ids = [h.chunk_id for h in hits if h.chunk_id is not None]
         terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
-        held = {cid: len(terms) if cid in every_term else 0 for cid in ids}
+        weight = self._term_weights(terms)
+        total = sum(weight) or 1.0
+        held = {cid: total if cid in every_term else 0.0 for cid in ids}
         unknown = [cid for cid in ids if cid not in every_term]
-        for term in terms if unknown else ():
+        for term, w in zip(terms if unknown else (), weight):
             for cid in self.store.chunks_matching(term.fts(), unknown):
-                held[cid] += 1
+                held[cid] += w
         similarity: dict[int, float] = {}
         if req.used != "keyword" and self.embedder is not None and req.parsed.text.strip():
             with contextlib.suppress(Exception):  # no vectors to read: words alone say it
@@ -411,19 +418,44 @@ class Retrieval:
                 for cid, blob in self.vectors.vectors_of(ids).items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
+        raw = []
         for hit in hits:
-            hit.matched = round(held.get(hit.chunk_id or 0, 0) / len(terms), 3) if terms else None
+            hit.matched = round(min(held.get(hit.chunk_id or 0, 0.0) / total, 1.0), 3) if terms else None
             hit.similarity = round(similarity[hit.chunk_id], 3) if hit.chunk_id in similarity else None
             words = hit.matched or 0.0
             # Every word held is strong evidence; some of them weak (common words match anything).
             words = words if words >= 1.0 else words * self.settings.partial_match_weight
-            hit.relevance = round(max(words, hit.similarity or 0.0, 0.0), 3)
+            raw.append(max(words, hit.similarity or 0.0, 0.0))
+        for hit, value in zip(hits, non_increasing(raw)):
+            hit.relevance = round(value, 3)
         originals = {h.ref: h for h in hits}
         for copy in copies:
             if copy.copy_of in originals:
                 original = originals[copy.copy_of]
                 copy.matched, copy.similarity, copy.relevance = original.matched, original.similarity, original.relevance
-        return max(h.relevance or 0.0 for h in hits)
+        return hits[0].relevance
+
+    def _term_weights(self, terms: Sequence[Term]) -> list[float]:
+        """Each query term's weight in a hit's relevance: its rarity in the vault (BM25's idf of
+        its rarest word, RankingSettings.relevance_idf), or 1 each."""
+        if not (self.settings.relevance_idf and terms):
+            return [1.0] * len(terms)
+        import math
+
+        try:
+            words = [t.tokens for t in terms]
+            stems = self.store.index_terms([w for tokens in words for w in tokens])
+            passages = max(self.store.passage_total(), 1)
+        except self.store.db_module_errors():
+            return [1.0] * len(terms)
+        weights, at = [], 0
+        for term, tokens in zip(terms, words):
+            counts = [self.store.term_passages(stem) for stem in stems[at : at + len(tokens)] if stem]
+            counts += [self.store.term_passages(word, prefix=True) for word, prefix in term.variants if prefix]
+            at += len(tokens)
+            rarest = min((c for c in counts if c), default=0)
+            weights.append(math.log(1 + (passages - rarest + 0.5) / (rarest + 0.5)))
+        return weights
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings, every_term: set[int]):
         # The BM25 and name lists (SQLite, in worker threads) run while the query is
@@ -477,8 +509,8 @@ class Retrieval:
         complete = not chunks and lists.get("vector") and self.embedder is not None
         # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_chunk.get(doc) if chunks else doc for doc, fact in self.store.note_facts(named, s.redirect_words, by="id").items()
-                 if note_kind(*fact, s) in ("empty", "pointer", "redirect")} if named else set()
+        stubs = {first_chunk.get(doc) if chunks else doc for doc, kind in self.note_kinds(named, by="id").items()
+                 if kind in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
         missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
@@ -653,6 +685,31 @@ class Retrieval:
             self._pool.shutdown(wait=True)
             self._pool = None
 
+    # -- the note prior's facts ----------------------------------------------------------------
+    NOTE_KINDS_KEPT = 20_000
+
+    def note_kinds(self, keys, by: str = "docid") -> dict:
+        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind). A
+        note's kind is kept by its content hash and path, so typing the same search again reads
+        no note's text; only a short note that links elsewhere is read at all."""
+        s = self.settings
+        kinds, wanted = {}, {}
+        for key, (title, path, words, links, digest) in self.store.note_facts(keys, by).items():
+            if not links or not 0 <= words < s.redirect_words:
+                kinds[key] = note_kind(title, path, words, links, None, s)
+            elif (digest, path) in self._kinds:
+                kinds[key] = self._kinds[(digest, path)]
+            else:
+                wanted[key] = (title, path, words, links, digest)
+        for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
+            title, path, words, links, digest = wanted[key]
+            kinds[key] = note_kind(title, path, words, links, body, s)
+            if digest:
+                if len(self._kinds) >= self.NOTE_KINDS_KEPT:
+                    self._kinds.clear()
+                self._kinds[(digest, path)] = kinds[key]
+        return kinds
+
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
@@ -668,8 +725,7 @@ class Retrieval:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
         followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
         s = self.settings
-        facts = self.store.note_facts({h.docid for h in hits}, s.redirect_words) if hits else {}
-        kinds = {docid: note_kind(*fact, s) for docid, fact in facts.items()}
+        kinds = self.note_kinds({h.docid for h in hits}) if hits else {}
         for hit in hits:
             hit.stub = kinds.get(hit.docid, "note") != "note"
         stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
@@ -677,7 +733,7 @@ class Retrieval:
             hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
-        wanted = " ".join(WORD_TOKEN.findall(query.lower()))
+        wanted = " ".join(WORD_TOKEN.findall(query.lower())) if s.exact_title_first else ""
         if wanted:
             hits.sort(key=lambda h: kinds.get(h.docid) in ("empty", "pointer", "redirect")
                       or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)

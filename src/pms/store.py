@@ -1087,19 +1087,21 @@ class Store:
                "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
         return {row[0] for row in self.rows_in(sql, ids)}
 
-    def note_facts(self, keys: Iterable, body_below_words: int, by: str = "docid") -> dict[Any, tuple[str, str, int, int, str | None]]:
+    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[Any, tuple[str, str, int, int, str]]:
         """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, links out,
-        body): what note_kind reads. The body (its passages joined in order) only for a note that
-        links elsewhere with under ``body_below_words`` words."""
+        content hash): what note_kind reads besides the note's text (note_bodies)."""
         column = {"docid": "docid", "id": "id"}[by]
-        rows = self.rows_in(f"SELECT {column}, id, title, path, words, links_out FROM documents WHERE {column} IN ({{ids}})", keys)
-        short = {doc_id: key for key, doc_id, _, _, words, links in rows if links and 0 <= words < body_below_words}
-        bodies: dict[object, list[str]] = {}
-        for doc_id, body in self.rows_in("SELECT document_id, body FROM chunks WHERE document_id IN ({ids}) ORDER BY document_id, seq",
-                                         short):
-            bodies.setdefault(short[doc_id], []).append(body)
-        return {key: (title, path, words, links, "\n".join(bodies[key]) if key in bodies else None)
-                for key, _, title, path, words, links in rows}
+        return {row[0]: row[1:] for row in self.rows_in(
+            f"SELECT {column}, title, path, words, links_out, coalesce(sha256, '') FROM documents WHERE {column} IN ({{ids}})", keys)}
+
+    def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[Any, str]:
+        """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
+        column = {"docid": "d.docid", "id": "d.id"}[by]
+        bodies: dict[Any, list[str]] = {}
+        for key, body in self.rows_in(f"SELECT {column}, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+                                      f"WHERE {column} IN ({{ids}}) ORDER BY c.document_id, c.seq", keys):
+            bodies.setdefault(key, []).append(body)
+        return {key: "\n".join(parts) for key, parts in bodies.items()}
 
     def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
         """document id -> (words, own words, links out): what is_stub reads."""
@@ -1204,6 +1206,17 @@ class Store:
         else:
             row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
         return int(row[0] or 0) if row else 0
+
+    def passage_total(self) -> int:
+        """How many passages the index holds (kept until the index changes: PRAGMA data_version
+        counts other connections' writes, total_changes this one's)."""
+        db = self.db
+        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+        cached = getattr(self._local, "passage_total", None)
+        if cached is None or cached[0] != version:
+            cached = (version, db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            self._local.passage_total = cached
+        return cached[1]
 
     def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
         """(term, passages holding it) of the vocabulary's terms that start with ``start`` and have
