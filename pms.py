@@ -4508,6 +4508,17 @@ class Store:
             row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
         return int(row[0] or 0) if row else 0
 
+    def embedded_share(self) -> float:
+        """The share of passages that have a vector (kept until the index changes, as passage_total)."""
+        db = self.db
+        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+        cached = getattr(self._local, "embedded_share", None)
+        if cached is None or cached[0] != version:
+            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+            cached = (version, embedded / total if total else 1.0)
+            self._local.embedded_share = cached
+        return cached[1]
+
     def passage_total(self) -> int:
         """How many passages the index holds (kept until the index changes: PRAGMA data_version
         counts other connections' writes, total_changes this one's)."""
@@ -4671,7 +4682,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4674) ----
+# ---- pms/embedding.py (+4685) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5644,7 +5655,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5647) ----
+# ---- pms/query.py (+5658) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5960,7 +5971,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5963) ----
+# ---- pms/ranking.py (+5974) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6653,7 +6664,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6656) ----
+# ---- pms/retrieval.py (+6667) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -6727,6 +6738,9 @@ class SearchResult(Record):
     explain: str = ""
     weak: bool = False  # no hit reaches RankingSettings.relevance_floor: the notes may not cover the query
     best_relevance: float | None = None  # before min_score left hits out
+    # The share of passages with a vector when a hybrid or vector search ran on an index not
+    # wholly embedded (embedding under way or stopped): notes without one are ranked by their words.
+    embedded: float | None = None
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)
@@ -7043,8 +7057,10 @@ class Retrieval:
             kept = {h.ref for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
+        share = self.store.embedded_share() if req.used != "keyword" else 1.0
         return SearchResult(hits, req.used, req.reason, req.hint, timings, explained,
-                            weak=best is None or best < s.relevance_floor, best_relevance=best)
+                            weak=best is None or best < s.relevance_floor, best_relevance=best,
+                            embedded=round(share, 4) if share < 1.0 else None)
 
     def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset()) -> float | None:
         """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.
@@ -7437,7 +7453,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7440) ----
+# ---- pms/sync.py (+7456) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8079,7 +8095,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8082) ----
+# ---- pms/watch.py (+8098) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -8192,7 +8208,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8195) ----
+# ---- pms/clip.py (+8211) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8942,7 +8958,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8945) ----
+# ---- pms/api.py (+8961) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9961,7 +9977,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9964) ----
+# ---- pms/evaluation.py (+9980) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -10153,13 +10169,13 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10156) ----
+# ---- pms/mcp_server.py (+10172) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
 budgets and errors, and serving them with the official ``mcp`` SDK (imported lazily).
 
-May import: config, paths, query, retrieval, sync, clip, api.
+May import: config, paths, query, ranking, retrieval, sync, clip, api.
 """
 
 # from __future__ import annotations
@@ -10177,6 +10193,7 @@ from pathlib import Path
 # from .config import SEARCH_MODES, VERSION, Hint, PMSError, data_dir, reason_text
 # from .paths import path_prefix_glob
 # from .query import Hit
+# from .ranking import RankingSettings
 # from .retrieval import SearchResult
 # from .sync import SyncReport
 # from .clip import one_line
@@ -10217,8 +10234,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "lines": {"type": "array", "items": {"type": "integer"}, "description": "[first, last] line of the passage"},
         "score": {"type": "number", "description": "rank within this search only (the best is near 1 whatever its match)"},
         "relevance": {"type": ["number", "null"], "description": "absolute, 0-1: how well the passage matches the query "
-                      "(the larger of its similarity in meaning and the share of the query's words it holds); "
-                      "below 0.35 it is likely unrelated"},
+                      "(the larger of its similarity in meaning and the share of the query's words it holds, rare "
+                      "words weighing more), never more than a hit ranked above it; below "
+                      f"{RankingSettings().relevance_floor:g} it is likely unrelated"},
         "snippet": {"type": "string"}, "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "page": {"type": "integer", "description": "a PDF's page the passage is on (get 'path:page' reads it); "
                                                    "only for PDFs"},
@@ -10288,6 +10306,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
              "count": {"type": "integer", "description": "number of hits"},
              "notice": {"type": "string", "description": "something to know about these results"},
+             "embedded": {"type": "number", "description": "the share of passages with vectors, when not all have one "
+                          "(notes without one are ranked by their words and names)"},
              "hits": {"type": "array", "items": hit}}}},
         {"name": "get", "title": "Read a note",
          "description": ("Read an indexed note, whole or a line range (use the path and lines of a search hit). "
@@ -10467,6 +10487,10 @@ class MCPService:
         rows = self._hit_rows(found, detail)
         result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
         notices = [f"keyword-only search: {reason_text(found.reason, found.hint, 'mcp')}"] if found.reason else []
+        if found.embedded is not None:
+            result["embedded"] = found.embedded
+            notices.append(f"only {found.embedded:.0%} of passages have vectors yet: notes without one are ranked by their "
+                           "words and names (a sync is embedding them, or call sync)")
         stale = self.kb.changed_on_disk(found.hits)
         if stale:
             notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(f'{h.collection}/{h.path}' for h in stale[:3])}"
@@ -10477,8 +10501,9 @@ class MCPService:
             if path_prefix_glob(path_filter):
                 notices.append(f"path_filter {path_filter} is a folder; '{path_prefix_glob(path_filter)}' matches names that start with it")
         elif found.weak and found.best_relevance is not None:
+            floor = self.kb.retrieval.settings.relevance_floor
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
-                           "below 0.35 is likely unrelated): the notes may not cover this")
+                           f"below {floor:g} is likely unrelated): the notes may not cover this")
         if notices:
             result["notice"] = self.for_assistant("; ".join(notices))
         return result
@@ -11137,7 +11162,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+11140) ----
+# ---- pms/cli.py (+11165) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11308,6 +11333,12 @@ def _print_json(data, ensure_ascii: bool = False) -> None:
     import json
 
     print(json.dumps(data, indent=2, ensure_ascii=ensure_ascii))
+
+
+def _share(value: float) -> str:
+    """A share as a reader reads it: "3 %", "0.4 %", "under 0.1 %"."""
+    percent = value * 100
+    return f"{percent:.0f} %" if percent >= 1 else f"{percent:.1f} %" if percent >= 0.1 else "under 0.1 %"
 
 
 def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
@@ -11494,6 +11525,9 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     _print_hits(hits, args, kb)
     if not hits and not args.json and path_prefix_glob(args.path):
         _notice(f"--path {args.path} is a folder; --path '{path_prefix_glob(args.path)}' matches names that start with it")
+    if hits.embedded is not None and not args.json:
+        _notice(f"{hits.mode} search on a partly embedded index: {_share(hits.embedded)} of passages have vectors; notes "
+                f"without one are ranked by their words and names until a sync embeds them (run: {pms_command('sync')})")
     if hits.weak and hits.best_relevance is not None and not args.json:
         _notice(f"nothing looks clearly relevant (best relevance {hits.best_relevance:.2f} of 1): your notes may not cover this")
     stale = kb.changed_on_disk(hits)
@@ -12195,7 +12229,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12145) ----
+# ---- pms/__init__.py (+12179) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12257,7 +12291,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12260) ----
+# ---- pms/__main__.py (+12294) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

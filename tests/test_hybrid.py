@@ -219,7 +219,7 @@ def test_a_hybrid_search_looks_up_each_lists_notes_once_and_checks_vectors_once(
 
 
 @pytest.mark.slow
-def test_a_partly_embedded_index_ranks_by_what_each_note_has(hybrid_kb, tmp_path):
+def test_a_partly_embedded_index_ranks_by_what_each_note_has(hybrid_kb, tmp_path, pms_main):
     """3 % embedded, as an interrupted or --no-embed sync leaves an index: one sample note synced
     with the model, the 36 others without embedding. In hybrid (auto) search a note without a
     vector is ranked by its keyword and name lists, not below every note that has one: for each
@@ -262,3 +262,8 @@ def test_a_partly_embedded_index_ranks_by_what_each_note_has(hybrid_kb, tmp_path
     assert [q for q, (hybrid, keyword) in shipped.items() if hybrid != keyword] == []
     without = firsts(hybrid_kb.retrieval.settings.replace(unembedded_vote=0.0))
     assert [q for q, (hybrid, keyword) in without.items() if hybrid != keyword], "the rule is what makes them agree"
+    # The mode line says how much is embedded: the result carries the share, the CLI says it.
+    assert 0 < hybrid_kb.search(rare[0]).embedded == pytest.approx(totals["embedded"] / totals["chunks"], abs=1e-4)
+    assert hybrid_kb.search(rare[0], mode="keyword").embedded is None
+    out = pms_main("search", rare[0], db=hybrid_kb.index_path)
+    assert out.returncode == 0 and "partly embedded index" in out.stderr and "% of passages have vectors" in out.stderr

@@ -71,6 +71,9 @@ class SearchResult(Record):
     explain: str = ""
     weak: bool = False  # no hit reaches RankingSettings.relevance_floor: the notes may not cover the query
     best_relevance: float | None = None  # before min_score left hits out
+    # The share of passages with a vector when a hybrid or vector search ran on an index not
+    # wholly embedded (embedding under way or stopped): notes without one are ranked by their words.
+    embedded: float | None = None
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)
@@ -387,8 +390,10 @@ class Retrieval:
             kept = {h.ref for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
+        share = self.store.embedded_share() if req.used != "keyword" else 1.0
         return SearchResult(hits, req.used, req.reason, req.hint, timings, explained,
-                            weak=best is None or best < s.relevance_floor, best_relevance=best)
+                            weak=best is None or best < s.relevance_floor, best_relevance=best,
+                            embedded=round(share, 4) if share < 1.0 else None)
 
     def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset()) -> float | None:
         """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.

@@ -1207,6 +1207,17 @@ class Store:
             row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
         return int(row[0] or 0) if row else 0
 
+    def embedded_share(self) -> float:
+        """The share of passages that have a vector (kept until the index changes, as passage_total)."""
+        db = self.db
+        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+        cached = getattr(self._local, "embedded_share", None)
+        if cached is None or cached[0] != version:
+            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+            cached = (version, embedded / total if total else 1.0)
+            self._local.embedded_share = cached
+        return cached[1]
+
     def passage_total(self) -> int:
         """How many passages the index holds (kept until the index changes: PRAGMA data_version
         counts other connections' writes, total_changes this one's)."""
