@@ -34,12 +34,10 @@ ratio, not the absolute figures). --json writes every timing.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -161,6 +159,19 @@ def generated_vault(folder: Path, notes: int, seed: int = 35) -> Path:
     return folder
 
 
+def note_titles(folder: Path) -> list[str]:
+    """Each note's title as its file gives it (frontmatter title:, else the first heading), two words or more, sorted."""
+    titles = set()
+    for path in folder.rglob("*.md"):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:40]:
+            if line.startswith(("title:", "# ")):
+                title = line.split(":", 1)[1] if line.startswith("title:") else line[2:]
+                if len(title.split()) >= 2:
+                    titles.add(title.strip().strip("'\""))
+                break
+    return sorted(titles)
+
+
 class Side:
     """One commit's pms.py, its own PMS_HOME, pms command and index copies."""
 
@@ -221,7 +232,7 @@ def in_process(sides: list[Side], dbs: dict[str, Path], mode: str, queries: list
             w.stdin.close()  # type: ignore[union-attr]
             w.wait()
     a, b = (lists[s.label] for s in sides)
-    result = {label: summary(ms) for label, ms in times.items()}
+    result: dict = {label: summary(ms) for label, ms in times.items()}
     result["same_top10"] = f"{sum(x == y for x, y in zip(a, b))}/{len(queries)}"
     return result
 
@@ -310,8 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfile(built, db)
             side.prepare(db, folder, corpus, embed)
             dbs[corpus][side.label] = db
-        with contextlib.closing(sqlite3.connect(built)) as con:
-            titles = sorted({t for (t,) in con.execute("SELECT title FROM documents") if len(t.split()) >= 2})
+        titles = note_titles(folder)
         rng = random.Random(7)
         queries[corpus] = (QUESTIONS[corpus] + rng.sample(titles, min(len(titles), args.queries)))[: args.queries]
     for mode in ("keyword", "hybrid"):

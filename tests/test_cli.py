@@ -13,6 +13,7 @@ import pytest
 
 import pms
 from conftest import REPO, write
+from scripts import amalgamate
 
 
 def test_runs_on_the_standard_library_alone(cli, notes, tmp_path):
@@ -164,7 +165,7 @@ def test_messages_name_the_command_the_user_runs(pms_main, tmp_path, monkeypatch
 
 def test_no_message_spells_the_command_by_hand():
     """Every message that names a command builds it with pms_command."""
-    tree = ast.parse((REPO / "pms.py").read_text(encoding="utf-8"))
+    tree = ast.parse(amalgamate.engine((REPO / "pms.py").read_text(encoding="utf-8")))
     helper = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "pms_command")
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                   if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(n) is not None}

@@ -622,6 +622,11 @@ def install_command(bin_dir: Path) -> Path:
     try:
         for module in sorted(source.glob("*.py")) if source.is_dir() else [source]:
             py_compile.compile(str(module), cfile=importlib.util.cache_from_source(str(module)), doraise=True)
+        # In pms.py the engine is a string that its last lines compile and cache (scripts/amalgamate.py): cached
+        # here even where Python writes no bytecode (-B, PYTHONDONTWRITEBYTECODE), as py_compile does.
+        engine_code = globals().get("_engine_code")
+        if engine_code:
+            engine_code(write=True)
     except (OSError, py_compile.PyCompileError) as exc:
         print(f"pms: cannot cache the bytecode of {source} ({exc}); the pms command works, compiling it on every run",
               file=sys.stderr)
