@@ -7077,10 +7077,13 @@ class SyncProgress(Record):
     @property
     def eta_text(self) -> str:
         """The time left, "42s" or "3m05s"; "?" while it is unknown."""
-        if self.eta is None:
-            return "?"
-        seconds = int(self.eta)
-        return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+        return "?" if self.eta is None else duration_text(self.eta)
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as "42s" or "3m05s"."""
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{whole}s"
 
 
 class SyncReport(Record):
@@ -7631,7 +7634,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7634) ----
+# ---- pms/watch.py (+7637) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -7744,7 +7747,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+7747) ----
+# ---- pms/clip.py (+7750) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8494,7 +8497,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8497) ----
+# ---- pms/api.py (+8500) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9511,7 +9514,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9514) ----
+# ---- pms/evaluation.py (+9517) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -9703,7 +9706,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+9706) ----
+# ---- pms/mcp_server.py (+9709) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -10687,7 +10690,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+10690) ----
+# ---- pms/cli.py (+10693) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -10722,7 +10725,7 @@ from pathlib import Path
 # from .embedding import embedding_choice_from_env
 # from .query import Hit, render_snippet, terminal_safe
 # from .retrieval import SearchResult
-# from .sync import SyncProgress, SyncReport
+# from .sync import SyncProgress, SyncReport, duration_text
 # from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
 # from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 # from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
@@ -10749,14 +10752,19 @@ def _pad(text: str, width: int) -> str:
 
 
 class ProgressPrinter:
-    """A one-line progress bar on a terminal's stderr; silent when not a TTY."""
+    """Progress on stderr: a one-line bar redrawn on a terminal; elsewhere (a log, a pipe, a service) a
+    plain line every LOG_EVERY seconds once a phase has run that long, and one when it ends, so a
+    long embedding says how far it is and when it will be done wherever its output goes."""
 
     line_open = None  # the stream whose bar is drawn and not yet ended by a newline
+    LOG_EVERY = 5.0  # seconds between two plain lines; a phase shorter than this prints none
 
     def __init__(self, stream=sys.stderr):
         self.stream = stream
         self.enabled = stream.isatty()
         self.last = 0.0
+        self.phase_started: tuple[str, float] | None = None  # the phase being logged and when it began
+        self.logged = False  # whether this phase printed a plain line yet
 
     @classmethod
     def end_line(cls) -> None:
@@ -10768,12 +10776,15 @@ class ProgressPrinter:
             cls.line_open = None
 
     def __call__(self, p: SyncProgress) -> None:
-        if not self.enabled or (time.monotonic() - self.last < 0.1 and p.done < p.total):
+        unit = "passages" if p.phase == "embed" else "files"
+        if not self.enabled:
+            self._log(p, unit)
+            return
+        if time.monotonic() - self.last < 0.1 and p.done < p.total:
             return
         self.last = time.monotonic()
         width = 24
         filled = int(width * p.done / p.total) if p.total else width
-        unit = "passages" if p.phase == "embed" else "files"
         label = "Embedding" if p.phase == "embed" else f"Indexing {p.current}".rstrip()
         ProgressPrinter.line_open = self.stream  # before the write: Ctrl-C may land right after it
         self.stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total} {unit} "
@@ -10782,6 +10793,20 @@ class ProgressPrinter:
             self.stream.write("\n")
             ProgressPrinter.line_open = None
         self.stream.flush()
+
+    def _log(self, p: SyncProgress, unit: str) -> None:
+        now = time.monotonic()
+        if self.phase_started is None or self.phase_started[0] != p.phase:
+            self.phase_started, self.last, self.logged = (p.phase, now), now, False
+        finished = p.done >= p.total
+        if not (finished and self.logged) and now - self.last < self.LOG_EVERY:
+            return
+        self.last, self.logged = now, True
+        label = "Embedding" if p.phase == "embed" else "Indexing"
+        tail = f"done in {duration_text(now - self.phase_started[1])}" if finished else f"ETA {p.eta_text}"
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream never stops the sync
+            self.stream.write(f"{label}: {p.done:,}/{p.total:,} {unit}, {p.rate:.1f}/s, {tail}\n")
+            self.stream.flush()
 
 
 def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:
@@ -11750,7 +11775,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+11700) ----
+# ---- pms/__init__.py (+11725) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -11812,7 +11837,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+11815) ----
+# ---- pms/__main__.py (+11840) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -200,3 +200,24 @@ def test_setup_environment_is_used_by_later_runs(tmp_path):
     (tmp_path / "venv" / "pms-python-version.txt").write_text(tag)
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env)
     assert r.stdout.strip() == "42", r.stderr
+
+
+def test_progress_off_a_terminal_is_a_plain_line_every_few_seconds_and_one_at_the_end():
+    """A log or a pipe gets no bar (carriage returns) but lines with the count, rate and time left;
+    a phase shorter than LOG_EVERY prints nothing at all."""
+    import io
+
+    quiet = io.StringIO()
+    printer = pms.ProgressPrinter(quiet)
+    for done in range(0, 101, 10):
+        printer(pms.SyncProgress("embed", done, 100, rate=50.0, eta=(100 - done) / 50))
+    assert quiet.getvalue() == ""
+    log = io.StringIO()
+    printer = pms.ProgressPrinter(log)
+    printer.LOG_EVERY = 0.0  # every call is "a few seconds later"
+    printer(pms.SyncProgress("embed", 1200, 17000, rate=45.2, eta=349.6))
+    printer(pms.SyncProgress("embed", 17000, 17000, rate=45.0, eta=0.0))
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "Embedding: 1,200/17,000 passages, 45.2/s, ETA 5m49s"
+    assert lines[1].startswith("Embedding: 17,000/17,000 passages, 45.0/s, done in ") and len(lines) == 2
+    assert "\r" not in log.getvalue()

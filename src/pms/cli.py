@@ -32,7 +32,7 @@ from .store import storage_errors
 from .embedding import embedding_choice_from_env
 from .query import Hit, render_snippet, terminal_safe
 from .retrieval import SearchResult
-from .sync import SyncProgress, SyncReport
+from .sync import SyncProgress, SyncReport, duration_text
 from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
 from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
@@ -59,14 +59,19 @@ def _pad(text: str, width: int) -> str:
 
 
 class ProgressPrinter:
-    """A one-line progress bar on a terminal's stderr; silent when not a TTY."""
+    """Progress on stderr: a one-line bar redrawn on a terminal; elsewhere (a log, a pipe, a service) a
+    plain line every LOG_EVERY seconds once a phase has run that long, and one when it ends, so a
+    long embedding says how far it is and when it will be done wherever its output goes."""
 
     line_open = None  # the stream whose bar is drawn and not yet ended by a newline
+    LOG_EVERY = 5.0  # seconds between two plain lines; a phase shorter than this prints none
 
     def __init__(self, stream=sys.stderr):
         self.stream = stream
         self.enabled = stream.isatty()
         self.last = 0.0
+        self.phase_started: tuple[str, float] | None = None  # the phase being logged and when it began
+        self.logged = False  # whether this phase printed a plain line yet
 
     @classmethod
     def end_line(cls) -> None:
@@ -78,12 +83,15 @@ class ProgressPrinter:
             cls.line_open = None
 
     def __call__(self, p: SyncProgress) -> None:
-        if not self.enabled or (time.monotonic() - self.last < 0.1 and p.done < p.total):
+        unit = "passages" if p.phase == "embed" else "files"
+        if not self.enabled:
+            self._log(p, unit)
+            return
+        if time.monotonic() - self.last < 0.1 and p.done < p.total:
             return
         self.last = time.monotonic()
         width = 24
         filled = int(width * p.done / p.total) if p.total else width
-        unit = "passages" if p.phase == "embed" else "files"
         label = "Embedding" if p.phase == "embed" else f"Indexing {p.current}".rstrip()
         ProgressPrinter.line_open = self.stream  # before the write: Ctrl-C may land right after it
         self.stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total} {unit} "
@@ -92,6 +100,20 @@ class ProgressPrinter:
             self.stream.write("\n")
             ProgressPrinter.line_open = None
         self.stream.flush()
+
+    def _log(self, p: SyncProgress, unit: str) -> None:
+        now = time.monotonic()
+        if self.phase_started is None or self.phase_started[0] != p.phase:
+            self.phase_started, self.last, self.logged = (p.phase, now), now, False
+        finished = p.done >= p.total
+        if not (finished and self.logged) and now - self.last < self.LOG_EVERY:
+            return
+        self.last, self.logged = now, True
+        label = "Embedding" if p.phase == "embed" else "Indexing"
+        tail = f"done in {duration_text(now - self.phase_started[1])}" if finished else f"ETA {p.eta_text}"
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream never stops the sync
+            self.stream.write(f"{label}: {p.done:,}/{p.total:,} {unit}, {p.rate:.1f}/s, {tail}\n")
+            self.stream.flush()
 
 
 def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:

@@ -85,10 +85,13 @@ class SyncProgress(Record):
     @property
     def eta_text(self) -> str:
         """The time left, "42s" or "3m05s"; "?" while it is unknown."""
-        if self.eta is None:
-            return "?"
-        seconds = int(self.eta)
-        return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+        return "?" if self.eta is None else duration_text(self.eta)
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as "42s" or "3m05s"."""
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{whole}s"
 
 
 class SyncReport(Record):
