@@ -3,6 +3,8 @@ stage (RankingSettings) -> a SearchResult; exclusions in every list; snippets as
 plus marked spans with a renderer per front end; error hints worded per front end."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import pms
@@ -189,3 +191,44 @@ def test_a_path_filter_naming_a_folder_that_matches_nothing_says_how_to_match_na
     found = run_cli("search", "ownership", "--path", "src/ch04*", "--mode", "keyword", db=db)
     assert "src/ch04-01-ownership.md" in found.stdout and "is a folder" not in found.stderr
     assert pms.path_prefix_glob("src/ch04*") is None and pms.path_prefix_glob(None) is None
+
+
+# SQL statements a search runs (docs/design.md, "SQL per search"): the index is read in a fixed number
+# of statements whatever the number of hits; issue 35's goal is 6 for keyword and 8 for hybrid.
+KEYWORD_STATEMENTS = 14
+HYBRID_STATEMENTS = 17
+
+
+def statements_of(kb, query: str, mode: str, k: int) -> list[str]:
+    """The SQL statements a search sends to the index (SQLite's nested ones, '-- ...', left out)."""
+    kb.search(query, k=k, mode=mode)  # the first search of a process also reads settings once
+    sent: list[str] = []
+    kb.store.db.set_trace_callback(sent.append)
+    try:
+        kb.search(query, k=k, mode=mode)
+    finally:
+        kb.store.db.set_trace_callback(None)
+    return [s for s in sent if not s.lstrip().startswith("--")]
+
+
+def forty_notes(folder: Path) -> Path:
+    for i in range(40):
+        write(folder / f"trip{i:02d}.md", f"# Trip {i}\n\nPacking list for a hiking trip number {i}: boots, tent and a map.\n\n"
+              f"## Food\n\nOats and coffee for the trip, day {i}.\n")
+    return folder
+
+
+def test_a_keyword_search_reads_the_index_in_a_fixed_number_of_statements(kb, tmp_path):
+    kb.collections.create(forty_notes(tmp_path / "trips"), name="trips")
+    kb.sync()
+    one, thirty = (statements_of(kb, "hiking trip", "keyword", k) for k in (1, 30))
+    assert len(kb.search("hiking trip", k=30, mode="keyword")) == 30
+    assert len(thirty) == len(one) <= KEYWORD_STATEMENTS, "\n".join(thirty)
+
+
+@pytest.mark.slow
+def test_a_hybrid_search_reads_the_index_in_a_fixed_number_of_statements(hybrid_kb, tmp_path):
+    hybrid_kb.collections.create(forty_notes(tmp_path / "trips"), name="trips")
+    hybrid_kb.sync()
+    one, thirty = (statements_of(hybrid_kb, "what to pack for a hike", "hybrid", k) for k in (1, 30))
+    assert len(thirty) == len(one) <= HYBRID_STATEMENTS, "\n".join(thirty)

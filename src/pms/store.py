@@ -922,6 +922,8 @@ class Store:
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
         return columns
 
+    SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
+
     def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
         """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
         place of its body) for ``match`` (a passage that does not match is left out).
@@ -938,12 +940,16 @@ class Store:
             names = ", ".join(columns)
             if "body" not in columns:
                 raise ValueError("the snippet table has no body column")
-            values = ", ".join("?" if c == "body" else c for c in columns)
+            values = ", ".join("v.column2" if c == "body" else f"c.{c}" for c in columns)
             # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
             db.execute("SAVEPOINT pms_snippets")
             try:
-                db.executemany(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT id, {values} FROM chunks WHERE id = ?",
-                               [(text, cid) for cid, text in texts.items()])
+                items = list(texts.items())
+                for start in range(0, len(items), self.SNIPPET_ROWS_PER_INSERT):  # one statement for a page of hits
+                    part = items[start : start + self.SNIPPET_ROWS_PER_INSERT]
+                    db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT c.id, {values} "
+                               f"FROM (VALUES {', '.join(['(?, ?)'] * len(part))}) v JOIN chunks c ON c.id = v.column1",
+                               [value for pair in part for value in pair])
                 return dict(db.execute(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
                                        "FROM temp.pms_snippets WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
             finally:
