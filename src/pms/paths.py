@@ -435,7 +435,8 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
         except OSError as exc:
             errors.append((getattr(exc, "filename", None) or folder, f"cannot read folder: {exc.strerror or exc}"))
             continue
-        folders, files = [], []
+        folders: list[os.DirEntry] = []
+        files: list[os.DirEntry] = []
         for entry in entries:
             try:
                 is_folder = entry.is_dir()  # a symlink to a folder too, as os.walk(followlinks=True)
