@@ -5809,6 +5809,7 @@ May import: config, query.
 
 # from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 # from .config import Factory, Record
@@ -5824,13 +5825,19 @@ def name_trigrams(text: str) -> set[str]:
     return out
 
 
+# A warm process (the app, MCP) meets the same note names search after search: their trigrams are kept.
+@functools.lru_cache(maxsize=65536)
+def _name_trigrams_held(name: str) -> frozenset[str]:
+    return frozenset(name_trigrams(name))
+
+
 def name_similarity(query: str | set[str], name: str, coverage_min: float = 0.6) -> float:
     """How well a query names a note, 0..1: the mean of the share of the query's
     trigrams found in the name (pg_trgm's word similarity, simplified) and of
     their Jaccard similarity (so "rust" prefers the note called "Rust" to "Rust
     ownership"). 0 when under ``coverage_min`` (RankingSettings.name_coverage_min)."""
     q = name_trigrams(query) if isinstance(query, str) else query
-    n = name_trigrams(name)
+    n = _name_trigrams_held(name)
     if not q or not n:
         return 0.0
     shared = len(q & n)
@@ -6332,7 +6339,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6335) ----
+# ---- pms/retrieval.py (+6342) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -7023,7 +7030,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7026) ----
+# ---- pms/sync.py (+7033) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7668,7 +7675,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7671) ----
+# ---- pms/watch.py (+7678) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -7781,7 +7788,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+7784) ----
+# ---- pms/clip.py (+7791) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8531,7 +8538,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8534) ----
+# ---- pms/api.py (+8541) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9548,7 +9555,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9551) ----
+# ---- pms/evaluation.py (+9558) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -9740,7 +9747,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+9743) ----
+# ---- pms/mcp_server.py (+9750) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -10724,7 +10731,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+10727) ----
+# ---- pms/cli.py (+10734) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11809,7 +11816,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+11759) ----
+# ---- pms/__init__.py (+11766) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -11871,7 +11878,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+11874) ----
+# ---- pms/__main__.py (+11881) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit
