@@ -178,7 +178,9 @@ class Side:
     def __init__(self, label: str, folder: Path, work: Path, python: str):
         self.label, self.folder, self.python = label, folder, python
         self.home = work / f"home-{label}"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_") and k != "PYTHONPATH"}
+        # A user's shell: no PMS_* settings, no PYTHONPATH, and Python allowed to cache bytecode.
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("PMS_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
         self.env.update(PMS_HOME=str(self.home), PMS_MODEL_DIR=str(MODEL_DIR.resolve()))
         bin_dir = work / f"bin-{label}"
         self.run([python, str(folder / "pms.py"), "setup", "--command-only", "--bin-dir", str(bin_dir)])
