@@ -226,7 +226,7 @@ def bench(script: str, *args, tmp_path: Path, timeout: int = 600) -> subprocess.
 
 def test_the_maintained_bench_scripts_are_these():
     """Studies that shipped nothing are not kept in bench/ (git history keeps them; docs/decisions.md says what they found)."""
-    assert BENCH_SCRIPTS == ["embed_server.py", "faults.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "related.py", "relevance.py", "scale.py", "suite.py"]
+    assert BENCH_SCRIPTS == ["compare.py", "embed_server.py", "faults.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "related.py", "relevance.py", "scale.py", "suite.py"]
 
 
 @pytest.mark.parametrize("script", BENCH_SCRIPTS)
@@ -234,6 +234,19 @@ def test_every_bench_script_answers_help(script, tmp_path):
     result = bench(script, "--help", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage:") and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_compare_finds_one_commit_as_fast_as_itself_with_the_same_lists(tmp_path, shared_data):
+    """bench/compare.py HEAD against this checkout: a worktree made, both sides index the same notes and
+    every query's top 10 agrees (the sides differ in nothing the search reads)."""
+    result = bench("compare.py", "HEAD", "--work", tmp_path / "w", "--corpora", "dendron", "--hybrid", "", "--only",
+                   "keyword", "--queries", "6", "--rounds", "2", tmp_path=tmp_path, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    row = next(line for line in result.stdout.splitlines() if line.startswith("| in-process keyword: dendron"))
+    assert "same top 10: 6/6" in row and "x |" in row and "load average" in result.stdout
+    for worktree in (tmp_path / "w").glob("rev-*"):
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], check=False)
 
 
 def test_suite_tiny_run_by_kind(tmp_path):
