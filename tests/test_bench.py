@@ -226,7 +226,7 @@ def bench(script: str, *args, tmp_path: Path, timeout: int = 600) -> subprocess.
 
 def test_the_maintained_bench_scripts_are_these():
     """Studies that shipped nothing are not kept in bench/ (git history keeps them; docs/decisions.md says what they found)."""
-    assert BENCH_SCRIPTS == ["embed_server.py", "faults.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "related.py", "relevance.py", "scale.py", "suite.py"]
+    assert BENCH_SCRIPTS == ["embed_server.py", "faults.py", "figures.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "related.py", "relevance.py", "scale.py", "suite.py"]
 
 
 @pytest.mark.parametrize("script", BENCH_SCRIPTS)

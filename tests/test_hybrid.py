@@ -5,7 +5,7 @@ import threading
 import pytest
 
 import pms
-from conftest import index_rows, write
+from conftest import write
 
 
 @pytest.fixture
@@ -17,7 +17,9 @@ def hybrid_vault(hybrid_kb, notes):
 
 
 def vector_rows(kb):
-    return index_rows(kb, "SELECT count(*) FROM chunk_vectors")[0][0]
+    # Internal contract: no vector outlives its passage. The vectors' table is sqlite-vec's (a
+    # virtual table), readable only through a connection that loaded it: the KnowledgeBase's.
+    return kb.store.db.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
 
 
 def test_hybrid_is_the_default_and_finds_by_meaning(hybrid_vault):
