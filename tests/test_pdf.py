@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli, write
+from conftest import REPO, index_rows, run_cli, write
 from conftest import Handler  # the server and open_window fixtures come from conftest too
 
 import pms
@@ -386,7 +386,7 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
                           f"PRAGMA user_version = {PDF_MIGRATION}"):  # what the PMS before PDFs wrote
             kb.store.db.execute(statement)
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
-        assert kb.store.db.execute("PRAGMA user_version").fetchone()[0] == len(pms.schema.MIGRATIONS)
+        assert index_rows(kb, "PRAGMA user_version") == [(len(pms.schema.MIGRATIONS),)]  # the file, migrated on open
         assert kb.search("coolant", mode="keyword")[0].page is None  # the note, as indexed before
         assert kb.sync().added == 3
         assert kb.search("coolant pump primed", mode="keyword")[0].page == 2

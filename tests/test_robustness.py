@@ -302,7 +302,7 @@ def test_a_collection_removed_during_a_sync_ends_that_sync_cleanly(db_path, tmp_
         report = kb.sync(progress=remove_after_first_batch)
         assert removed and not report.errors
         assert any("was removed during the sync" in why for _, why in report.skipped)
-        assert kb.collections.list() == [] and kb.store.find_documents() == []
+        assert kb.collections.list() == [] and kb.status(pending=False)["documents"] == 0
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == [] and conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
