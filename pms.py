@@ -366,6 +366,11 @@ def use_private_env() -> None:
     Only a venv built by the same Python minor version is used (compiled wheels
     such as onnxruntime are ABI-specific); anything else is ignored silently.
     A packaged app (PyInstaller) carries its own extras and never mixes in others.
+
+    Its packages come before the system's and the user's site-packages: setup installed
+    them together, at versions that work together, and an older copy of one of them in
+    the system site (Debian's typing_extensions) must not shadow it. The script's folder,
+    PYTHONPATH and the standard library stay in front.
     """
     if getattr(sys, "frozen", False):
         return
@@ -377,7 +382,15 @@ def use_private_env() -> None:
         return
     for site in candidates:
         if site.is_dir() and str(site) not in sys.path:
-            sys.path.append(str(site))
+            sys.path.insert(_first_site_dir(), str(site))
+
+
+def _first_site_dir() -> int:
+    """Where the site-packages folders start on sys.path (its end when there are none: ``python -S``)."""
+    for at, entry in enumerate(sys.path):
+        if os.path.basename(entry.rstrip("/\\")) in ("site-packages", "dist-packages"):
+            return at
+    return len(sys.path)
 
 
 def source_path() -> Path:
@@ -548,7 +561,7 @@ def spawning_workers():
             with contextlib.suppress(ValueError):
                 sys.path.remove(folder)
 
-# ---- pms/frontmatter.py (+551) ----
+# ---- pms/frontmatter.py (+564) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -953,7 +966,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+956) ----
+# ---- pms/markdown.py (+969) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -1479,7 +1492,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+1482) ----
+# ---- pms/language.py (+1495) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -1613,7 +1626,7 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
-# ---- pms/notes.py (+1616) ----
+# ---- pms/notes.py (+1629) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -1974,7 +1987,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+1977) ----
+# ---- pms/pdf.py (+1990) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2259,7 +2272,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2262) ----
+# ---- pms/paths.py (+2275) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -2752,7 +2765,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+2755) ----
+# ---- pms/filters.py (+2768) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -2906,7 +2919,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+2909) ----
+# ---- pms/schema.py (+2922) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3197,7 +3210,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3200) ----
+# ---- pms/store.py (+3213) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -4494,7 +4507,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4497) ----
+# ---- pms/embedding.py (+4510) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5467,7 +5480,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5470) ----
+# ---- pms/query.py (+5483) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5759,7 +5772,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5762) ----
+# ---- pms/ranking.py (+5775) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6294,7 +6307,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6297) ----
+# ---- pms/retrieval.py (+6310) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -6985,7 +6998,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+6988) ----
+# ---- pms/sync.py (+7001) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7627,7 +7640,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7630) ----
+# ---- pms/watch.py (+7643) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -7740,7 +7753,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+7743) ----
+# ---- pms/clip.py (+7756) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8490,7 +8503,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8493) ----
+# ---- pms/api.py (+8506) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9507,7 +9520,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9510) ----
+# ---- pms/evaluation.py (+9523) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -9699,7 +9712,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+9702) ----
+# ---- pms/mcp_server.py (+9715) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -10683,7 +10696,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+10686) ----
+# ---- pms/cli.py (+10699) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11741,7 +11754,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+11691) ----
+# ---- pms/__init__.py (+11704) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -11803,7 +11816,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+11806) ----
+# ---- pms/__main__.py (+11819) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -367,10 +367,12 @@ def server():
 
 
 @contextlib.contextmanager
-def mcp_http_server(db: Path, env: dict, *flags: str):
-    """A `pms.py mcp --http` process on a free port; yields (its URL, the process, its stderr lines).
+def mcp_http_server(db: Path, env: dict, *flags: str, command: list[str] | None = None):
+    """A `pms.py mcp --http` process on a free port (``command``: what starts PMS, e.g. the `pms`
+    command setup writes); yields (its URL, the process, its stderr lines).
     It is stopped at the end, and its log must hold no traceback."""
-    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
+    command = command or [sys.executable, str(REPO / "pms.py")]
+    proc = subprocess.Popen([*command, "--db", str(db), "mcp", "--http", "--port", "0", *flags],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     found = threading.Event()
     url: list[str] = []
@@ -384,9 +386,14 @@ def mcp_http_server(db: Path, env: dict, *flags: str):
                 url.append(m.group(1))
                 found.set()
 
-    threading.Thread(target=read_stderr, daemon=True).start()
+    started = time.monotonic()
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        assert found.wait(60), f"the HTTP server did not start: {''.join(log)}"
+        while not found.wait(0.2):  # polled: a server that dies at start fails at once, with its message
+            if proc.poll() is not None or time.monotonic() - started > 60:
+                reader.join(5)
+                raise AssertionError(f"the HTTP server did not start: {''.join(log)}")
         yield url[0], proc, log
     finally:
         if proc.poll() is None:
