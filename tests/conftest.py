@@ -44,6 +44,52 @@ def isolated_pms_env(tmp_path_factory, monkeypatch) -> Path:
     return home
 
 
+# Every process the test run starts carries this variable (set once by the process that runs the
+# session, inherited by the test workers and everything they start); at the end no process may
+# still carry it: a server, a parse worker or a resource tracker left running is a failure.
+SESSION_MARK = "PMS_TEST_SESSION"
+LEFTOVER_GRACE_S = 10.0  # a process stopping as the run ends is given this long
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or the only process): its workers inherit the mark
+        os.environ[SESSION_MARK] = f"{os.getpid()}-{time.time_ns()}"
+
+
+def processes_marked(mark: str) -> dict[int, str]:
+    """pid -> command line of every process (but this one) whose environment holds SESSION_MARK=mark."""
+    found = {}
+    wanted = f"{SESSION_MARK}={mark}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if wanted not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                continue
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if stat[stat.rindex(")") + 2] == "Z":  # a zombie has ended; its parent has yet to reap it
+                continue
+            found[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return found
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """The process-tree check at the end of the run: nothing the tests started outlives it."""
+    mark = os.environ.get(SESSION_MARK, "")
+    if hasattr(session.config, "workerinput") or not mark.startswith(f"{os.getpid()}-") or not Path("/proc/self/environ").exists():
+        return
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while (left := processes_marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # polled: a worker's children end a moment after it
+    if left:
+        lines = "\n".join(f"  {pid}: {cmd}" for pid, cmd in sorted(left.items()))
+        session.config.get_terminal_writer().line(f"processes left running by the tests:\n{lines}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_collection_modifyitems(items):
     """Markers that follow from what a test uses: `model` for the real
     embedding model, `gui` for Qt. `slow` is set by hand on the tests."""

@@ -74,3 +74,35 @@ def test_the_pms_command_serves_mcp_over_http_when_the_system_site_holds_an_olde
 
     with mcp_http_server(db, env, "--no-watch", command=[str(command)]) as (url, _proc, _log):
         assert anyio.run(search, url)["hits"][0]["path"] == "notes/keys.md"
+
+
+# -- 6: the test command is repeatable offline and leaves nothing running ----------------------------
+LEAKY_TEST = '''
+import subprocess, sys
+
+def test_leaves_a_process():
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+'''
+# The project's conftest (its session mark and end-of-run check) under another module name.
+LOAD_PROJECT_CONFTEST = f'''
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("project_conftest", {str(REPO / "tests" / "conftest.py")!r})
+project = sys.modules["project_conftest"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(project)
+pytest_configure, pytest_sessionfinish = project.pytest_configure, project.pytest_sessionfinish
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="the process check reads /proc (Linux)")
+def test_the_end_of_run_check_fails_a_run_that_leaves_a_process_behind(tmp_path):
+    write(tmp_path / "conftest.py", LOAD_PROJECT_CONFTEST)
+    write(tmp_path / "test_leaky.py", LEAKY_TEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_TEST_SESSION")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    leftover = [line.split(":")[0].strip() for line in done.stdout.splitlines() if "time.sleep(60)" in line]
+    for pid in leftover:
+        os.kill(int(pid), 9)
+    assert "1 passed" in done.stdout and done.returncode == 1, done.stdout + done.stderr
+    assert "processes left running by the tests" in done.stdout and len(leftover) == 1, done.stdout
