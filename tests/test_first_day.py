@@ -10,7 +10,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mcp_http_server, run_cli, write
+from conftest import REPO, mcp_http_server, write
 
 WHEELS = REPO / ".cache" / "wheels"
 OLD_TYPING_EXTENSIONS = "typing_extensions==4.15.0"  # lacks `sentinel`, which anyio (under mcp) imports
@@ -106,3 +106,72 @@ def test_the_end_of_run_check_fails_a_run_that_leaves_a_process_behind(tmp_path)
         os.kill(int(pid), 9)
     assert "1 passed" in done.stdout and done.returncode == 1, done.stdout + done.stderr
     assert "processes left running by the tests" in done.stdout and len(leftover) == 1, done.stdout
+
+
+STUB = """#!/bin/sh
+echo "$(basename "$0") $*" >> {log}
+{body}
+"""
+
+
+def fake_checkout(tmp: Path, log: Path, with_model: bool = True) -> Path:
+    """A checkout holding the real scripts/test.sh, with stand-ins that record what it runs: .venv's
+    python (pip, the scripts, pytest) and, first on PATH, apt-get, dpkg (nothing installed) and id (root)."""
+    root = tmp / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "test.sh").write_bytes((REPO / "scripts" / "test.sh").read_bytes())
+    for name in ("requirements.txt", "requirements-dev.txt"):
+        (root / name).write_bytes((REPO / name).read_bytes())
+    stubs = {root / ".venv" / "bin" / "python": "exit 0", tmp / "bin" / "apt-get": "exit 0",
+             tmp / "bin" / "dpkg": "exit 1", tmp / "bin" / "id": "echo 0"}
+    for path, body in stubs.items():
+        write(path, STUB.format(log=log, body=body)).chmod(0o755)
+    if with_model:
+        write(root / ".cache" / "minilm" / "model.onnx", b"onnx")
+        write(root / ".cache" / "minilm" / "pms-model.txt", "sentence-transformers/all-MiniLM-L6-v2\n")
+    return root
+
+
+def run_test_command(root: Path, tmp: Path, log: Path, *args: str, env: dict | None = None) -> list[str]:
+    log.write_text("")
+    done = subprocess.run(["bash", str(root / "scripts" / "test.sh"), *args], capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{tmp / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp), **(env or {})})
+    assert done.returncode == 0, done.stderr
+    return log.read_text().splitlines()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="scripts/test.sh is a bash script")
+def test_the_test_command_installs_system_packages_only_when_asked_and_runs_pip_once(tmp_path):
+    log = tmp_path / "ran.log"
+    root = fake_checkout(tmp_path, log)
+    first = run_test_command(root, tmp_path, log)
+    assert not [line for line in first if line.startswith(("apt-get", "dpkg"))]  # root, libraries missing: not asked
+    pip = [line for line in first if " -m pip " in line]
+    assert pip == ["python -m pip install -q --disable-pip-version-check -r requirements-dev.txt"]  # no pip upgrade
+    assert not [line for line in first if "fetch_test_model" in line]  # the model is there
+    assert first[-1].startswith("python -m pytest -q -p no:cacheprovider -n 2")
+    again = run_test_command(root, tmp_path, log, "-k", "keyword")
+    assert not [line for line in again if " -m pip " in line]  # nothing changed: offline
+    assert again[-1].endswith("-n 2 -k keyword")
+    asked = run_test_command(root, tmp_path, log, "--system-packages", "-k", "keyword")
+    assert any(line.startswith("apt-get install") and "xvfb" in line for line in asked) and asked[-1].endswith("-n 2 -k keyword")
+    by_variable = run_test_command(root, tmp_path, log, env={"PMS_TEST_SYSTEM_PACKAGES": "1"})
+    assert any(line.startswith("apt-get install") for line in by_variable)
+
+
+def test_the_test_command_assembles_the_model_only_when_it_is_missing(tmp_path):
+    log = tmp_path / "ran.log"
+    root = fake_checkout(tmp_path, log, with_model=False)
+    ran = run_test_command(root, tmp_path, log)
+    assert any("scripts/fetch_test_model.py .cache/minilm" in line for line in ran)
+
+
+@pytest.mark.parametrize("script", ["fetch_test_model.py", "make_static_model.py"])
+def test_the_model_scripts_print_their_usage_for_help_and_make_no_folder(script, tmp_path):
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--help"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith(f"usage: {script}"), done.stderr
+    assert list(tmp_path.iterdir()) == []
+    wrong = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--dir"], capture_output=True, text=True,
+                           cwd=tmp_path, timeout=60)
+    assert wrong.returncode == 2 and "unrecognized arguments: --dir" in wrong.stderr and list(tmp_path.iterdir()) == []
