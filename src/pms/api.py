@@ -333,6 +333,12 @@ class Collections:
         return len(self.kb.store.collection_rows())
 
 
+def _examples(info: dict, key: str, entries: list, examples: int | None) -> None:
+    """``info[key]``: ``entries``, or their first ``examples``; ``info[key + "_count"]``: how many there are."""
+    info[key] = entries if examples is None else entries[: max(0, examples)]
+    info[f"{key}_count"] = len(entries)
+
+
 def _relative_to(path: Path, root: Path) -> str | None:
     """``path`` as a posix path relative to ``root`` (relative paths are taken as
     already relative), or None when it lies outside."""
@@ -972,9 +978,11 @@ class KnowledgeBase:
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
-    def status(self, pending: bool = True, links: bool | None = None) -> dict:
+    def status(self, pending: bool = True, links: bool | None = None, examples: int | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change, with
-        ``links`` (default: as ``pending``) the links that point to no note."""
+        ``links`` (default: as ``pending``) the links that point to no note. ``examples``: at
+        most that many entries of each list that grows with the vault (``unresolved_links``,
+        ``warnings``), each list's whole length in ``<name>_count`` (None: every entry)."""
         if self.embedder is not None:
             self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
@@ -1004,9 +1012,9 @@ class KnowledgeBase:
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
         # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
-        info["warnings"] = [w for c in info["collections_detail"] for w in c["exclusion_warnings"]]
+        _examples(info, "warnings", [w for c in info["collections_detail"] for w in c["exclusion_warnings"]], examples)
         if pending if links is None else links:
-            info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
+            _examples(info, "unresolved_links", [r.to_dict() for r in self.unresolved_links()], examples)
         if pending:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
