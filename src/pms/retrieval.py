@@ -119,17 +119,23 @@ class Retrieval:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
             return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
+        indexed_model = store.get_meta("embed_model")
+        embedded = bool(indexed_model) and store.has_vector_table()
+        # What the index holds first: a model of its own that differs is not fixed by loading this one.
+        if embedded and store.get_meta("embed_format") != VECTOR_FORMAT:
+            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
+        if embedded and indexed_model != self.embedder.model_name:
+            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
+                                "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
             return VectorStatus(False, self.embedder.error, "model-unavailable")
-        indexed_model = store.get_meta("embed_model")
-        if not indexed_model or not store.has_vector_table():
-            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet", "not-embedded",
-                                None if store.read_only else Hint(command="sync"))
-        if store.get_meta("embed_format") != VECTOR_FORMAT:
-            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
-        if indexed_model != self.embedder.model_name:
-            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed",
-                                Hint(command="sync --reembed"))
+        gone = self.embedder.missing()
+        if gone is not None:
+            return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
+        if not embedded:
+            failed = store.get_meta("embed_error")  # why the last sync could not embed: it says what to do
+            return VectorStatus(False, failed or "no embeddings in the index yet", "not-embedded",
+                                None if store.read_only or failed else Hint(command="sync"))
         return VectorStatus(True)
 
     def request(self, query, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,

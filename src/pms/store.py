@@ -712,13 +712,13 @@ class Store:
     def has_vector_table(self) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
-    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
-                            query_spec: dict | None = None, provider: dict | None = None) -> None:
+    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, provider: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
-        The model's name and local folder are remembered, so a later process
-        with no PMS_MODEL* settings embeds queries with the same model. The
-        collection is a plain metadata column (a PARTITION KEY bloats small indexes).
+        The model's name (and a provider's settings) are remembered, so a later process
+        with no PMS_MODEL* settings embeds queries with the same model (its files:
+        remember_model_files). The collection is a plain metadata column (a PARTITION KEY
+        bloats small indexes).
         """
         import json
         with self.transaction() as db:
@@ -731,12 +731,18 @@ class Store:
                 db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             self._vectors_changed()
             self.set_meta("embed_model", model)
-            self.set_meta("embed_model_dir", model_dir)
-            self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
             # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
             self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
+
+    def remember_model_files(self, model_dir: str | None, query_spec: dict | None) -> None:
+        """Where the index's model came from (its local folder; None: fastembed's download cache)
+        and how its queries are embedded without fastembed (QueryEncoder), inside a transaction."""
+        import json
+
+        self.set_meta("embed_model_dir", model_dir)
+        self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
 
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""

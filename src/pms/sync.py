@@ -553,6 +553,15 @@ class Syncer:
         with self.store.transaction():
             self.store.set_meta("embed_error", report.embed_error)
 
+    def _replaces_model_folder(self) -> bool:
+        """Whether the folder this sync's model came from becomes the one the index records for
+        its vectors (same model): only when the index records none (made before PMS recorded
+        folders) or the one it records is gone (PMS_MODEL_DIR now names where it moved). Another
+        copy of the model (the packaged app's own) never replaces a folder that is still there:
+        every other front end would follow it, and lose the model when the app moves."""
+        recorded = self.store.get_meta("embed_model_dir", default=...)
+        return recorded is ... or (recorded is not None and not Path(recorded).is_dir())
+
     def _embed_pending(self, report: SyncReport, progress, cancel, reembed: bool) -> None:
         store, embedder = self.store, self.embedder
         store.db
@@ -564,10 +573,11 @@ class Syncer:
         if store.has_vector_table():
             store.remove_orphan_vectors()
             if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
-                folder = embedder.config().get("dir")
-                if store.get_meta("embed_model_dir") != folder:  # an index from before PMS remembered folders
+                if self._replaces_model_folder():
+                    with contextlib.suppress(EmbeddingUnavailable):
+                        embedder.load()  # which files embed its queries (query_spec) is learnt as it loads
                     with store.transaction():
-                        store.set_meta("embed_model_dir", folder)
+                        store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
                 return
         try:
             embedder.load()
@@ -577,7 +587,7 @@ class Syncer:
         indexed = store.get_meta("embed_model")
         stale_format = store.has_vector_table() and store.get_meta("embed_format") != VECTOR_FORMAT
         if indexed and (indexed != embedder.model_name or stale_format) and not reembed and store.has_vector_table():
-            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name) if not stale_format else
+            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name, embedder.chosen_by) if not stale_format else
                                              "the index's vectors were stored by an older PMS", Hint(command="sync --reembed"))
             return
         held = store.get_meta("embed_dim")
@@ -586,10 +596,11 @@ class Syncer:
                                              f"{held} (another model under the same name?)", Hint(command="sync --reembed"))
             return
         assert embedder.dim is not None  # set by load() above
-        store.ensure_vector_table(embedder.model_name, embedder.dim,
-                                  reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
-                                  model_dir=embedder.config().get("dir"),
-                                  query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
+        reset = reembed or stale_format or (indexed not in (None, embedder.model_name))
+        store.ensure_vector_table(embedder.model_name, embedder.dim, reset=reset, provider=embedder.config())
+        if reset or indexed is None or self._replaces_model_folder():
+            with store.transaction():
+                store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
         # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
         # window, shortest first, so each batch pads to a similar length.
         order = store.pending_embedding_ids()
