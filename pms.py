@@ -3811,6 +3811,12 @@ class Store:
                                (collection_id,))
         return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
 
+    def skipped_files(self) -> list[tuple[str, str, bool, str]]:
+        """(collection, path, failed, reason) of every file a sync could not index, by collection and path."""
+        return [(c, p, bool(f), r) for c, p, f, r in self.db.execute(
+            "SELECT c.name, s.path, s.failed, s.reason FROM skipped_files s JOIN collections c ON c.id = s.collection_id "
+            "ORDER BY c.name, s.path")]
+
     def count_skipped(self, reason: str) -> int:
         """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
         return self.db.execute("SELECT count(*) FROM skipped_files WHERE reason = ?", (reason,)).fetchone()[0]
@@ -4513,7 +4519,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4516) ----
+# ---- pms/embedding.py (+4522) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5626,7 +5632,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5629) ----
+# ---- pms/query.py (+5635) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5918,7 +5924,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5921) ----
+# ---- pms/ranking.py (+5927) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6453,7 +6459,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6456) ----
+# ---- pms/retrieval.py (+6462) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -7150,7 +7156,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7153) ----
+# ---- pms/sync.py (+7159) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7197,8 +7203,10 @@ class SyncPlan(Record):
     updated: list[tuple[str, str]] = Factory(list)
     deleted: list[tuple[str, str]] = Factory(list)
     unchanged: int = 0
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): files that cannot be read, new or changed since
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design; new or changed since
+    not_indexed: int = 0                              # files skipped before and unchanged since (status lists them)
+    collection_errors: list[tuple[str, str]] = Factory(list)  # (folder, cause): a collection that cannot be synced
     reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
     pdfs_unread: int = 0                              # PDFs left out: the PDF library is not installed
     warnings: list[str] = Factory(list)               # lines of .pmsignore (or Obsidian's settings) that cannot be read
@@ -7217,6 +7225,7 @@ class SyncChanges(Record):
 
     todo: list = Factory(list)       # (rel path, abs path, (size, mtime_ns, ctime_ns), indexed state or None)
     unchanged: int = 0                                          # same size and mtime
+    not_indexed: int = 0                  # skipped before and unchanged since: not read, not said again
     gone: list[str] = Factory(list)       # indexed, no longer there
     forgotten: list[str] = Factory(list)  # skipped before, no longer there
 
@@ -7249,8 +7258,12 @@ class SyncReport(Record):
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): binary, too large
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
+    # Files not indexed, said once: when first seen and when changed since (the index remembers them; status lists them).
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): by design (binary, too large, no text layer)
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): cannot be read (damaged, no permission)
+    not_indexed: int = 0  # files skipped before and unchanged since: not read again, not said again
+    # Collections that could not be synced (the folder is missing): the one thing that fails a sync.
+    collection_errors: list[tuple[str, str]] = Factory(list)
     embedded: int = 0
     embed_error: str | None = None
     cancelled: bool = False
@@ -7268,7 +7281,11 @@ class SyncReport(Record):
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
         if self.errors:
-            parts.append(f"{len(self.errors)} failed")
+            parts.append(f"{len(self.errors)} cannot be read")
+        if self.not_indexed:
+            parts.append(f"{self.not_indexed} still not indexed (status lists them)")
+        if self.collection_errors:
+            parts.append(f"{len(self.collection_errors)} collection{'s' * (len(self.collection_errors) > 1)} not synced")
         text = "Synced: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
         return text + (" (cancelled; run sync again to finish)" if self.cancelled else "")
 
@@ -7332,6 +7349,12 @@ class FileLock:
                     fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None
+
+
+def missing_folder(collection: CollectionRow) -> tuple[str, str]:
+    """(folder, why) for a collection whose folder is gone: its notes stay in the index."""
+    return (collection.path, f"collection folder is missing (collection {collection.name!r} kept as is; "
+                             "restore the folder or remove the collection)")
 
 
 def file_digest(path: Path, limit: int) -> str:
@@ -7452,9 +7475,8 @@ class Syncer:
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
              skipped: list | None = None) -> dict[str, tuple[str | Path, int, int, int]] | None:
         """rel path -> (abs path, size, mtime_ns, ctime_ns); None when the folder is missing."""
-        name, root, pattern = collection.name, Path(collection.path), collection.glob
+        root, pattern = Path(collection.path), collection.glob
         if not root.is_dir():
-            errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found: dict[str, tuple[str | Path, int, int, int]] = {}
         pdfs = pdf_glob(pattern)
@@ -7487,8 +7509,8 @@ class Syncer:
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
         """What differs between a collection's folder and the index, or None when
-        the folder is missing. Files skipped before and unchanged since are
-        reported again (to ``errors`` or ``skipped``) without being read."""
+        the folder is missing. Files skipped before and unchanged since are neither
+        read nor reported again (``not_indexed`` counts them)."""
         found = self.scan(col, paths, errors, skipped)
         if found is None:
             return None
@@ -7499,7 +7521,7 @@ class Syncer:
             state = known.get(rel)
             was_skipped = known_skipped.get(rel)
             if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime) and not limit_raised(was_skipped[4]):
-                (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
+                changes.not_indexed += 1  # said when first seen; status lists it
             elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
                 changes.unchanged += 1
             else:
@@ -7520,8 +7542,10 @@ class Syncer:
         for col in collections:
             changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
+                plan.collection_errors.append(missing_folder(col))
                 continue
             plan.unchanged += changes.unchanged
+            plan.not_indexed += changes.not_indexed
             for rel, full, _stat_key, state in changes.todo:
                 if state is None:
                     plan.added.append((col.name, rel))
@@ -7573,9 +7597,11 @@ class Syncer:
         col_id, name = col.id, col.name
         changes = self.changes(col, paths, report.errors, report.skipped)
         if changes is None:
+            report.collection_errors.append(missing_folder(col))
             return
         todo = changes.todo
         report.unchanged += changes.unchanged
+        report.not_indexed += changes.not_indexed
         total = len(todo)
         t0 = time.monotonic()
         done = 0
@@ -7803,7 +7829,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7806) ----
+# ---- pms/watch.py (+7832) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -7916,7 +7942,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+7919) ----
+# ---- pms/clip.py (+7945) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8666,7 +8692,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8669) ----
+# ---- pms/api.py (+8695) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9696,6 +9722,10 @@ class KnowledgeBase:
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
+        # Files a sync could not index (binary, damaged, too large...): each said once by sync, all listed here.
+        not_indexed = [{"collection": c, "path": p, "reason": why, "failed": failed}
+                       for c, p, failed, why in self.store.skipped_files()]
+        _examples(info, "not_indexed", not_indexed, examples)
         # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
         _examples(info, "warnings", [w for c in info["collections_detail"] for w in c["exclusion_warnings"]], examples)
         if pending if links is None else links:
@@ -9703,11 +9733,12 @@ class KnowledgeBase:
         if pending:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
-            info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
+            # Not indexable as they are: those a sync met before, and those it would meet now.
+            info["skipped"] = len(not_indexed) + len(plan.skipped) + len(plan.errors)
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9710) ----
+# ---- pms/evaluation.py (+9741) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -9899,7 +9930,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+9902) ----
+# ---- pms/mcp_server.py (+9933) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -10087,8 +10118,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                  "resolved": {"type": "boolean"}}}}}}},
         {"name": "status", "title": "Index status",
          "description": ("The collections (name, folder, description, counts), the search mode (hybrid or "
-                         "keyword, and why), changes on disk not yet indexed, and links to no note (their count "
-                         "and the first 20)."),
+                         "keyword, and why), changes on disk not yet indexed, files that cannot be indexed and "
+                         "links to no note (of each, the count and the first 20)."),
          "input": {"type": "object", "additionalProperties": False, "properties": {}},
          "output": {"type": "object", "properties": {
              "search_mode": {"type": "string"}, "documents": {"type": "integer"},
@@ -10098,7 +10129,10 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "warnings_count": {"type": "integer"},
              "unresolved_links": {"type": "array", "items": {"type": "object"},
                                   "description": f"the first {STATUS_EXAMPLES} links to no note (linking note, line, target)"},
-             "unresolved_links_count": {"type": "integer", "description": "how many links point to no note"}}}},
+             "unresolved_links_count": {"type": "integer", "description": "how many links point to no note"},
+             "not_indexed": {"type": "array", "items": {"type": "object"},
+                             "description": f"the first {STATUS_EXAMPLES} files a sync could not index (collection, path, reason)"},
+             "not_indexed_count": {"type": "integer", "description": "how many files a sync could not index"}}}},
     ]
     if allow_sync:
         tools.append(
@@ -10890,7 +10924,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+10893) ----
+# ---- pms/cli.py (+10927) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -10918,14 +10952,14 @@ from pathlib import Path
 # import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
 # )
 # from .language import LANGUAGE_NAMES
-# from .pdf import INSTALL_PDF, PDF_PACKAGE
+# from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE
 # from .paths import path_prefix_glob
 # from .filters import checked_number
 # from .store import storage_errors
 # from .embedding import embedding_choice_from_env
 # from .query import Hit, render_snippet, terminal_safe
 # from .retrieval import SearchResult
-# from .sync import SyncProgress, SyncReport
+# from .sync import SyncPlan, SyncProgress, SyncReport
 # from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
 # from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 # from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
@@ -11133,12 +11167,7 @@ def _language_notice(kb: KnowledgeBase) -> None:
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
-    for path, why in report.skipped:
-        _notice(f"{path}: {why}")
-    for path, why in report.errors:
-        _notice(f"error: {path}: {why}")
-    for warning in report.warnings:
-        _notice(f"warning: {warning}")
+    _tell_problems(report)
     if report.embed_error and getattr(args, "reembed", False):
         print(report.summary())
         raise PMSError(f"cannot re-embed: {report.embed_error}")
@@ -11146,7 +11175,21 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
         _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
     _language_notice(kb)
-    return 1 if report.errors else (130 if report.cancelled else 0)
+    return 1 if report.collection_errors else (130 if report.cancelled else 0)
+
+
+def _tell_problems(found: SyncReport | SyncPlan) -> None:
+    """What a sync (or a dry run) met, one line each: files not indexed, new or changed since
+    (each said once: the index remembers them, status lists them), unreadable .pmsignore lines,
+    and collections that could not be synced, the one thing that fails it."""
+    for path, why in found.skipped:
+        _notice(f"{path}: {why}")
+    for path, why in found.errors:
+        _notice(f"warning: {path}: {why}")
+    for warning in found.warnings:
+        _notice(f"warning: {warning}")
+    for path, why in found.collection_errors:
+        _notice(f"error: {path}: {why}")
 
 
 def cmd_sync(kb: KnowledgeBase, args) -> int:
@@ -11160,15 +11203,10 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             for sign, items in (("+", plan.added), ("~", plan.updated), ("-", plan.deleted)):
                 for col, rel in items:
                     print(f"  {sign} {col}/{rel}")
-        for path, why in plan.skipped:
-            _notice(f"{path}: {why}")
-        for path, why in plan.errors:
-            _notice(f"error: {path}: {why}")
-        for warning in plan.warnings:
-            _notice(f"warning: {warning}")
+        _tell_problems(plan)
         if plan.pdfs_unread:
             _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({INSTALL_PDF})")
-        return 1 if plan.errors else 0
+        return 1 if plan.collection_errors else 0
     return _run_sync(kb, names, args)
 
 
@@ -11205,8 +11243,14 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         e = info["embedding"]
         eta = SyncProgress("embed", e["done"], e["total"], e["rate"], e["eta_s"]).eta_text
         print(f"Embedding:   {e['done']:,} of {e['total']:,} passages, {e['rate']:.0f}/s, {eta} left (newest notes first)")
-    if info.get("skipped"):
-        print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
+    listed = [f for f in info["not_indexed"] if f["reason"] != PDF_NO_TEXT]  # those have their own line below
+    if listed or info.get("skipped"):
+        print(f"Not indexed: {info['skipped']} files cannot be indexed as they are"
+              + (f" ({pms_command('sync')} says why)" if not listed else ":"))
+    for f in listed[:10]:
+        print(f"  {terminal_safe(f['collection'])}/{terminal_safe(f['path'])}: {terminal_safe(f['reason'])}")
+    if len(listed) > 10:
+        print(f"  ... and {len(listed) - 10} more (status --json lists them all)")
     if info.get("pdfs_without_text"):
         print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
     if info.get("pdfs_unread"):
@@ -11949,7 +11993,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+11899) ----
+# ---- pms/__init__.py (+11943) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12011,7 +12055,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12014) ----
+# ---- pms/__main__.py (+12058) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

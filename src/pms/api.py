@@ -1027,6 +1027,10 @@ class KnowledgeBase:
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
+        # Files a sync could not index (binary, damaged, too large...): each said once by sync, all listed here.
+        not_indexed = [{"collection": c, "path": p, "reason": why, "failed": failed}
+                       for c, p, failed, why in self.store.skipped_files()]
+        _examples(info, "not_indexed", not_indexed, examples)
         # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
         _examples(info, "warnings", [w for c in info["collections_detail"] for w in c["exclusion_warnings"]], examples)
         if pending if links is None else links:
@@ -1034,6 +1038,7 @@ class KnowledgeBase:
         if pending:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
-            info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
+            # Not indexable as they are: those a sync met before, and those it would meet now.
+            info["skipped"] = len(not_indexed) + len(plan.skipped) + len(plan.errors)
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info

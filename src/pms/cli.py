@@ -25,14 +25,14 @@ from .config import (
     import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
 )
 from .language import LANGUAGE_NAMES
-from .pdf import INSTALL_PDF, PDF_PACKAGE
+from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE
 from .paths import path_prefix_glob
 from .filters import checked_number
 from .store import storage_errors
 from .embedding import embedding_choice_from_env
 from .query import Hit, render_snippet, terminal_safe
 from .retrieval import SearchResult
-from .sync import SyncProgress, SyncReport
+from .sync import SyncPlan, SyncProgress, SyncReport
 from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
 from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
@@ -240,12 +240,7 @@ def _language_notice(kb: KnowledgeBase) -> None:
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
-    for path, why in report.skipped:
-        _notice(f"{path}: {why}")
-    for path, why in report.errors:
-        _notice(f"error: {path}: {why}")
-    for warning in report.warnings:
-        _notice(f"warning: {warning}")
+    _tell_problems(report)
     if report.embed_error and getattr(args, "reembed", False):
         print(report.summary())
         raise PMSError(f"cannot re-embed: {report.embed_error}")
@@ -253,7 +248,21 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
         _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
     _language_notice(kb)
-    return 1 if report.errors else (130 if report.cancelled else 0)
+    return 1 if report.collection_errors else (130 if report.cancelled else 0)
+
+
+def _tell_problems(found: SyncReport | SyncPlan) -> None:
+    """What a sync (or a dry run) met, one line each: files not indexed, new or changed since
+    (each said once: the index remembers them, status lists them), unreadable .pmsignore lines,
+    and collections that could not be synced, the one thing that fails it."""
+    for path, why in found.skipped:
+        _notice(f"{path}: {why}")
+    for path, why in found.errors:
+        _notice(f"warning: {path}: {why}")
+    for warning in found.warnings:
+        _notice(f"warning: {warning}")
+    for path, why in found.collection_errors:
+        _notice(f"error: {path}: {why}")
 
 
 def cmd_sync(kb: KnowledgeBase, args) -> int:
@@ -267,15 +276,10 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             for sign, items in (("+", plan.added), ("~", plan.updated), ("-", plan.deleted)):
                 for col, rel in items:
                     print(f"  {sign} {col}/{rel}")
-        for path, why in plan.skipped:
-            _notice(f"{path}: {why}")
-        for path, why in plan.errors:
-            _notice(f"error: {path}: {why}")
-        for warning in plan.warnings:
-            _notice(f"warning: {warning}")
+        _tell_problems(plan)
         if plan.pdfs_unread:
             _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({INSTALL_PDF})")
-        return 1 if plan.errors else 0
+        return 1 if plan.collection_errors else 0
     return _run_sync(kb, names, args)
 
 
@@ -312,8 +316,14 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         e = info["embedding"]
         eta = SyncProgress("embed", e["done"], e["total"], e["rate"], e["eta_s"]).eta_text
         print(f"Embedding:   {e['done']:,} of {e['total']:,} passages, {e['rate']:.0f}/s, {eta} left (newest notes first)")
-    if info.get("skipped"):
-        print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
+    listed = [f for f in info["not_indexed"] if f["reason"] != PDF_NO_TEXT]  # those have their own line below
+    if listed or info.get("skipped"):
+        print(f"Not indexed: {info['skipped']} files cannot be indexed as they are"
+              + (f" ({pms_command('sync')} says why)" if not listed else ":"))
+    for f in listed[:10]:
+        print(f"  {terminal_safe(f['collection'])}/{terminal_safe(f['path'])}: {terminal_safe(f['reason'])}")
+    if len(listed) > 10:
+        print(f"  ... and {len(listed) - 10} more (status --json lists them all)")
     if info.get("pdfs_without_text"):
         print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
     if info.get("pdfs_unread"):

@@ -185,8 +185,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                  "resolved": {"type": "boolean"}}}}}}},
         {"name": "status", "title": "Index status",
          "description": ("The collections (name, folder, description, counts), the search mode (hybrid or "
-                         "keyword, and why), changes on disk not yet indexed, and links to no note (their count "
-                         "and the first 20)."),
+                         "keyword, and why), changes on disk not yet indexed, files that cannot be indexed and "
+                         "links to no note (of each, the count and the first 20)."),
          "input": {"type": "object", "additionalProperties": False, "properties": {}},
          "output": {"type": "object", "properties": {
              "search_mode": {"type": "string"}, "documents": {"type": "integer"},
@@ -196,7 +196,10 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "warnings_count": {"type": "integer"},
              "unresolved_links": {"type": "array", "items": {"type": "object"},
                                   "description": f"the first {STATUS_EXAMPLES} links to no note (linking note, line, target)"},
-             "unresolved_links_count": {"type": "integer", "description": "how many links point to no note"}}}},
+             "unresolved_links_count": {"type": "integer", "description": "how many links point to no note"},
+             "not_indexed": {"type": "array", "items": {"type": "object"},
+                             "description": f"the first {STATUS_EXAMPLES} files a sync could not index (collection, path, reason)"},
+             "not_indexed_count": {"type": "integer", "description": "how many files a sync could not index"}}}},
     ]
     if allow_sync:
         tools.append(

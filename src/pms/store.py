@@ -598,6 +598,12 @@ class Store:
                                (collection_id,))
         return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
 
+    def skipped_files(self) -> list[tuple[str, str, bool, str]]:
+        """(collection, path, failed, reason) of every file a sync could not index, by collection and path."""
+        return [(c, p, bool(f), r) for c, p, f, r in self.db.execute(
+            "SELECT c.name, s.path, s.failed, s.reason FROM skipped_files s JOIN collections c ON c.id = s.collection_id "
+            "ORDER BY c.name, s.path")]
+
     def count_skipped(self, reason: str) -> int:
         """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
         return self.db.execute("SELECT count(*) FROM skipped_files WHERE reason = ?", (reason,)).fetchone()[0]

@@ -44,8 +44,10 @@ class SyncPlan(Record):
     updated: list[tuple[str, str]] = Factory(list)
     deleted: list[tuple[str, str]] = Factory(list)
     unchanged: int = 0
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): files that cannot be read, new or changed since
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design; new or changed since
+    not_indexed: int = 0                              # files skipped before and unchanged since (status lists them)
+    collection_errors: list[tuple[str, str]] = Factory(list)  # (folder, cause): a collection that cannot be synced
     reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
     pdfs_unread: int = 0                              # PDFs left out: the PDF library is not installed
     warnings: list[str] = Factory(list)               # lines of .pmsignore (or Obsidian's settings) that cannot be read
@@ -64,6 +66,7 @@ class SyncChanges(Record):
 
     todo: list = Factory(list)       # (rel path, abs path, (size, mtime_ns, ctime_ns), indexed state or None)
     unchanged: int = 0                                          # same size and mtime
+    not_indexed: int = 0                  # skipped before and unchanged since: not read, not said again
     gone: list[str] = Factory(list)       # indexed, no longer there
     forgotten: list[str] = Factory(list)  # skipped before, no longer there
 
@@ -96,8 +99,12 @@ class SyncReport(Record):
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): binary, too large
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
+    # Files not indexed, said once: when first seen and when changed since (the index remembers them; status lists them).
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): by design (binary, too large, no text layer)
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): cannot be read (damaged, no permission)
+    not_indexed: int = 0  # files skipped before and unchanged since: not read again, not said again
+    # Collections that could not be synced (the folder is missing): the one thing that fails a sync.
+    collection_errors: list[tuple[str, str]] = Factory(list)
     embedded: int = 0
     embed_error: str | None = None
     cancelled: bool = False
@@ -115,7 +122,11 @@ class SyncReport(Record):
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
         if self.errors:
-            parts.append(f"{len(self.errors)} failed")
+            parts.append(f"{len(self.errors)} cannot be read")
+        if self.not_indexed:
+            parts.append(f"{self.not_indexed} still not indexed (status lists them)")
+        if self.collection_errors:
+            parts.append(f"{len(self.collection_errors)} collection{'s' * (len(self.collection_errors) > 1)} not synced")
         text = "Synced: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
         return text + (" (cancelled; run sync again to finish)" if self.cancelled else "")
 
@@ -179,6 +190,12 @@ class FileLock:
                     fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None
+
+
+def missing_folder(collection: CollectionRow) -> tuple[str, str]:
+    """(folder, why) for a collection whose folder is gone: its notes stay in the index."""
+    return (collection.path, f"collection folder is missing (collection {collection.name!r} kept as is; "
+                             "restore the folder or remove the collection)")
 
 
 def file_digest(path: Path, limit: int) -> str:
@@ -299,9 +316,8 @@ class Syncer:
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
              skipped: list | None = None) -> dict[str, tuple[str | Path, int, int, int]] | None:
         """rel path -> (abs path, size, mtime_ns, ctime_ns); None when the folder is missing."""
-        name, root, pattern = collection.name, Path(collection.path), collection.glob
+        root, pattern = Path(collection.path), collection.glob
         if not root.is_dir():
-            errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found: dict[str, tuple[str | Path, int, int, int]] = {}
         pdfs = pdf_glob(pattern)
@@ -334,8 +350,8 @@ class Syncer:
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
         """What differs between a collection's folder and the index, or None when
-        the folder is missing. Files skipped before and unchanged since are
-        reported again (to ``errors`` or ``skipped``) without being read."""
+        the folder is missing. Files skipped before and unchanged since are neither
+        read nor reported again (``not_indexed`` counts them)."""
         found = self.scan(col, paths, errors, skipped)
         if found is None:
             return None
@@ -346,7 +362,7 @@ class Syncer:
             state = known.get(rel)
             was_skipped = known_skipped.get(rel)
             if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime) and not limit_raised(was_skipped[4]):
-                (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
+                changes.not_indexed += 1  # said when first seen; status lists it
             elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
                 changes.unchanged += 1
             else:
@@ -367,8 +383,10 @@ class Syncer:
         for col in collections:
             changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
+                plan.collection_errors.append(missing_folder(col))
                 continue
             plan.unchanged += changes.unchanged
+            plan.not_indexed += changes.not_indexed
             for rel, full, _stat_key, state in changes.todo:
                 if state is None:
                     plan.added.append((col.name, rel))
@@ -420,9 +438,11 @@ class Syncer:
         col_id, name = col.id, col.name
         changes = self.changes(col, paths, report.errors, report.skipped)
         if changes is None:
+            report.collection_errors.append(missing_folder(col))
             return
         todo = changes.todo
         report.unchanged += changes.unchanged
+        report.not_indexed += changes.not_indexed
         total = len(todo)
         t0 = time.monotonic()
         done = 0
