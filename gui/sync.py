@@ -87,15 +87,15 @@ class SyncController(QObject):
         w.bridge.sync_progress.connect(self._sync_progress)
         w.bridge.sync_finished.connect(self._sync_finished)
         self.watcher.collections_changed.connect(self.request_sync)
+        self.watcher.told.connect(self.w.flash)
 
     def start_background_work(self, sync: bool = True) -> None:
         """After the window is on screen: load the model, catch up with the folders, watch them."""
         if self.w.kb.embeddings_enabled:
             load_model_in_background(self.w.kb, self.w.bridge)
+        self.watch_folders()  # before the catch-up sync: a note written while it runs is synced after it
         if sync and self.w.kb.collections.list():
             self.request_sync(None)
-        else:
-            self.watch_folders()
 
     # -- collections -----------------------------------------------------------------------
     def fill_menu(self) -> None:

@@ -299,11 +299,12 @@ class FolderWatcher(QObject):
     collections changed, in the UI thread."""
 
     collections_changed = Signal(list)
+    told = Signal(str)  # how long a change may take to be seen, once, when the vault is past the watcher's budget
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.collections: list = []
-        self.engine = pms.FolderWatcher(self._changed, lambda: self.collections)
+        self.engine = pms.FolderWatcher(self._changed, lambda: self.collections, notice=self.told.emit)
         self.started = False
 
     def watch(self, collections) -> None:

@@ -37,7 +37,7 @@ from .query import Hit
 from .ranking import first_results, fuse
 from .retrieval import Retrieval, SearchResult
 from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
-from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
+from .watch import WATCH_INTERVAL, WATCH_PATHS_PER_LOOK, WATCH_QUIET, FolderWatcher
 from .clip import (
     CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
     clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
@@ -152,6 +152,10 @@ class Collection:
     def files(self) -> list[str]:
         """Indexed notes, as collection-relative paths."""
         return self.kb.store.document_paths(self.id)
+
+    def indexed_stats(self) -> dict[str, tuple[int, int]]:
+        """Each indexed note's (mtime_ns, size) as the index has it (what a watcher compares the file with)."""
+        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.document_states(self.id).items()}
 
     def counts(self) -> tuple[int, int]:
         """(notes, passages) in the index."""
@@ -489,10 +493,13 @@ class KnowledgeBase:
     def watch(self, collections: Sequence[str] | None = None, *, stop: threading.Event | None = None,
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
               sync_lock: contextlib.AbstractContextManager | None = None, catch_up: bool = True,
-              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
+              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET,
+              paths_per_look: int = WATCH_PATHS_PER_LOOK) -> None:
         """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then) the
         collections whose folders changed (FolderWatcher); ``on_sync`` gets each report,
-        ``on_error`` each failed sync's one line."""
+        ``on_error`` each failed sync's one line. A change made while a sync runs is synced
+        after it. Past ``paths_per_look`` folders and notes, they are looked at in turns and
+        ``notice`` hears once how long a change may take to be seen."""
         self.store.require_writable()
         self.collections.list() if collections is None else [self.collections.get(n) for n in collections]  # they exist
 
@@ -510,7 +517,8 @@ class KnowledgeBase:
             if on_sync is not None:
                 on_sync(report)
 
-        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet)
+        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet, paths_per_look=paths_per_look,
+                                notice=self._notify)
         watcher.watch()  # before the first sync: a change while it runs is seen, and synced after it
         if catch_up:
             sync([c.name for c in source()])
