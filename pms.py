@@ -1199,6 +1199,12 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if n == 0 or not markdown.strip():
         return []
     fenced, open_after = fence_states(lines)
+    # Reference-link definitions ("[label]: url", mdBook chapters end with dozens) are no prose: as
+    # passage text every linked chapter's words matched them, and a closing sentence with them
+    # became a passage of their own. Blank, they keep the line numbers and leave the passages.
+    if "]:" in markdown:
+        lines = ["" if not fenced[i] and line.lstrip(" ").startswith("[") and LINK_DEFINITION.match(line) else line
+                 for i, line in enumerate(lines)]
     # A paragraph of several targets (one long line) is cut into sentences, which keep
     # their physical line number; shorter ones stay whole (docs/decisions.md).
     phys = list(range(n))
@@ -1327,11 +1333,15 @@ def split_sentences(line: str, target_chars: int) -> list[str]:
 _HTML_NAMES = ("a|abbr|b|br|blockquote|caption|center|code|col|colgroup|dd|del|details|div|dl|dt|em|figcaption|figure|"
                "font|h[1-6]|hr|i|img|ins|kbd|li|mark|ol|p|pre|q|s|samp|section|small|span|strike|strong|sub|summary|"
                "sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr")
+_QUOTED_ATTRIBUTE = r"""\s+[\w:.-]{1,60}\s*=\s*(?:"[^"]{0,3000}"|'[^']{0,3000}')"""
+_ATTRIBUTE = r"""\s+[\w:.-]{1,60}(?:\s*=\s*(?:"[^"]{0,3000}"|'[^']{0,3000}'|[^\s"'<>=]{1,500}))?"""
 _DISPLAY_RULES = LazyPattern(
     r"(?=[<\[{!])"  # most positions start none of these: one test, not every branch
     # Every repeat is bounded, so a pathological line costs a constant per position (linear, as the notes section must be).
     r"(?:(?P<tag>(?<![\w<])<(?:" + _HTML_NAMES + r")(?:\s[^<>]{0,3000})?/?>|</(?:" + _HTML_NAMES + r")\s*>"
-    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}\s[^<>]{0,500}?=[\"'][^<>]{0,3000}>)"
+    # A tag of another name, with a quoted attribute at least: its quoted values may hold < and >
+    # (caption="Result<(), E>"), while "<T as Trait>" stays words.
+    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}(?:" + _ATTRIBUTE + r"){0,40}?" + _QUOTED_ATTRIBUTE + r"(?:" + _ATTRIBUTE + r"){0,40}\s*/?>)"
     r"|(?P<closing>(?-i:</[A-Z][\w-]{0,40}>))"  # </Listing>: a component closing, not </script>
     r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
     r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
@@ -1349,7 +1359,8 @@ _LINE_MARKERS = LazyPattern(r"^(?:(?:%|#{1,6}|>+|[-+*]|\d+[.)])(?:[ \t]+|$)(?:\[
 # scan pass every other character with one test (8x faster on prose).
 _EMPHASIS = LazyPattern(r"(?=[*_~`])(?:\*\*|__|~~|`+|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*]))")
 _SPACES = LazyPattern(r"[ \t]{2,}")
-_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!?)](?:\s|$))")
+# A space markup left before punctuation; not before a "?" a word follows (Rust's `?` operator).
+_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!)](?:\s|$)|\?(?:[ \t]*$|[ \t]+[^\w\s]|\n))", re.MULTILINE)
 # A link's mark in a line: "](", "][", "[[", a definition, or the tail of a link whose text began on the line above.
 _LINK_MARK = LazyPattern(r"\]\(|\]\[|\[\[|^ {0,3}\[[^\]]+\]:\s|^[^\[]*\]\(")
 _TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
@@ -1492,7 +1503,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+1495) ----
+# ---- pms/language.py (+1506) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -1626,7 +1637,7 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
-# ---- pms/notes.py (+1629) ----
+# ---- pms/notes.py (+1640) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -1705,6 +1716,22 @@ def unique_ignoring_case(items: Iterable[str]) -> list[str]:
 # '_', '-' or '/' (nesting), with at least one character that is not a digit (checked apart).
 _INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
 _TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
+# What looks like a tag and is not one: a colour (#fff, #43b02a, #FFFFFF, #bfcbda88, the notation
+# #RRGGBB), a C preprocessor directive in prose about C (#include), and anything inside an HTML
+# tag (style="border: 1px solid #ccc"). Short hex words stay tags (#add, #cafe, #beef).
+_COLOUR = LazyPattern(r"[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8}|r{1,2}g{1,2}b{1,2}(?:a{1,2})?", re.IGNORECASE)
+_PREPROCESSOR_WORDS = frozenset({"include", "includes", "define", "defines", "ifdef", "ifndef", "endif", "elif", "undef",
+                                 "pragma"})
+_HTML_TAG = LazyPattern(r"<[A-Za-z][\w-]{0,40}(?:\s[^<>]{0,3000})?>")
+
+
+def _is_tag(word: str) -> bool:
+    if not _TAG_LETTER.search(word) or word.lower() in _PREPROCESSOR_WORDS:
+        return False
+    if _COLOUR.fullmatch(word):
+        lower = word.lower()
+        return not (len(lower) >= 6 or lower.startswith("r") or len(set(lower)) == 1 or any(c.isdigit() for c in lower))
+    return True
 _BACKTICKS = LazyPattern(r"`+")
 
 
@@ -1749,11 +1776,13 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
 
 def inline_tags(body: str) -> list[str]:
     """``#tags`` in the text (not in code, not headings, not URL anchors, not a
-    link definition's target such as ``[x]: #a-heading``)."""
+    link definition's target such as ``[x]: #a-heading``, not colours, not in HTML tags)."""
     found: list[str] = []
+    if "<" in body and "#" in body:  # an HTML tag's attributes blanked, its lines kept (a tag may span several)
+        body = _HTML_TAG.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), body)
     for _, line in _prose_lines(body):
         if "#" in line and not LINK_DEFINITION.match(line):
-            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
+            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _is_tag(m.group(1)))
     return unique_ignoring_case(t for t in found if t)
 
 
@@ -1987,7 +2016,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+1990) ----
+# ---- pms/pdf.py (+2019) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2272,7 +2301,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2275) ----
+# ---- pms/paths.py (+2304) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -2765,7 +2794,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+2768) ----
+# ---- pms/filters.py (+2797) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -2919,7 +2948,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+2922) ----
+# ---- pms/schema.py (+2951) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3188,7 +3217,8 @@ MIGRATIONS: list[str | Callable] = [
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
 # 6: note_language leaves web addresses out.
-NOTE_PARSER_VERSION = 6
+# 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
+NOTE_PARSER_VERSION = 7
 
 
 def sqlite_module(want_extensions: bool):
@@ -3210,7 +3240,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3213) ----
+# ---- pms/store.py (+3243) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -4519,7 +4549,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4522) ----
+# ---- pms/embedding.py (+4552) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5632,7 +5662,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5635) ----
+# ---- pms/query.py (+5665) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5824,6 +5854,29 @@ def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(text), marks
 
 
+SNIPPET_MIN_CHARS = 100  # a snippet shorter than this, cut short by its passage's end, takes the words before it
+
+
+def snippet_with_lead(marked: str, shown: str, want: int = SNIPPET_MIN_CHARS) -> str:
+    """A snippet (with its \x02..\x03 marks) that FTS5 cut short at the end of ``shown``, the
+    passage it comes from, given the words before it up to ``want`` characters: matches in a
+    passage's closing words made a snippet of them alone ("…sync-notes-across-devices.")."""
+    if not marked.startswith("\u2026") or marked.endswith("\u2026"):
+        return marked
+    body = " ".join(marked[1:].split())
+    core = body.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+    if len(core) >= want:
+        return marked
+    flat = " ".join(shown.split())
+    at = flat.rfind(core)
+    if at <= 0:
+        return marked
+    start = max(0, at - (want - len(core)))
+    if start:
+        start = flat.find(" ", start) + 1 or at  # from a word's start
+    return ("\u2026" if start else "") + flat[start:at] + body
+
+
 # html.escape(quote=False) written out: importing html is a cost on a cold search.
 def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -5924,7 +5977,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5927) ----
+# ---- pms/ranking.py (+5980) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6459,7 +6512,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6462) ----
+# ---- pms/retrieval.py (+6515) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -6487,7 +6540,7 @@ from collections.abc import Iterator, Sequence
 # from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
 # from .query import (
 # MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
-# parse_query, snippet_spans, without_heading_line,
+# parse_query, snippet_spans, snippet_with_lead, without_heading_line,
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
@@ -7130,8 +7183,8 @@ class Retrieval:
             if hit.copy_of:
                 continue
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked) if marked and MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
+            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.chunk_id or 0]))
+                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
 
 
@@ -7156,7 +7209,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7159) ----
+# ---- pms/sync.py (+7212) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7829,7 +7882,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7832) ----
+# ---- pms/watch.py (+7885) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -8017,7 +8070,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8020) ----
+# ---- pms/clip.py (+8073) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8767,7 +8820,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8770) ----
+# ---- pms/api.py (+8823) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9821,7 +9874,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9824) ----
+# ---- pms/evaluation.py (+9877) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -10013,7 +10066,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10016) ----
+# ---- pms/mcp_server.py (+10069) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -11007,7 +11060,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+11010) ----
+# ---- pms/cli.py (+11063) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -12076,7 +12129,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12026) ----
+# ---- pms/__init__.py (+12079) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12138,7 +12191,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12141) ----
+# ---- pms/__main__.py (+12194) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -25,7 +25,7 @@ from .store import ChunkInfo, Store, VectorMemory
 from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
 from .query import (
     MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
-    parse_query, snippet_spans, without_heading_line,
+    parse_query, snippet_spans, snippet_with_lead, without_heading_line,
 )
 from .ranking import (
     Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
@@ -668,8 +668,8 @@ class Retrieval:
             if hit.copy_of:
                 continue
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked) if marked and MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
+            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.chunk_id or 0]))
+                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
 
 
