@@ -4628,13 +4628,27 @@ def is_multilingual_model(name: str) -> bool:
     return any(key in name.lower() for key in _MULTILINGUAL_NAMES)
 
 
+# This many notes in one language the model cannot read are enough for the advice, however big the
+# vault (a few Russian notes in an English wiki); fewer are more likely stray words (the Rust book: 2).
+LANGUAGE_ADVICE_NOTES = 3
+
+
+def model_reads(model: str | None, language: str) -> bool:
+    """Whether ``model`` finds meaning in text of ``language`` (a note_language code): a multilingual
+    model in any language, another in English (and in text too short to tell, "und")."""
+    return language in ("en", "und") or bool(model and is_multilingual_model(model))
+
+
 def language_advice(counts: dict[str, int], model: str | None) -> str | None:
-    """One line for status (and after a sync): which model to switch to, and how, when at least
-    MULTILINGUAL_SHARE of the notes are not in English and ``model`` reads English only."""
+    """One line for status (and after a sync): which model to switch to, and how, when ``model``
+    reads English only and the notes hold another language: LANGUAGE_ADVICE_NOTES notes of one,
+    or MULTILINGUAL_SHARE of all the notes."""
     known = {lang: n for lang, n in counts.items() if lang != "und"}
     total = sum(known.values())
     other = total - known.get("en", 0)
-    if total < LANGUAGE_MIN_NOTES or other < MULTILINGUAL_SHARE * total or (model and is_multilingual_model(model)):
+    unread = [n for lang, n in known.items() if not model_reads(model, lang)]
+    share = total >= LANGUAGE_MIN_NOTES and other >= MULTILINGUAL_SHARE * total
+    if not unread or not (share or max(unread) >= LANGUAGE_ADVICE_NOTES):
         return None
     top = ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in known.items() if lang != "en")
     return (f"{other} of {total} notes are not in English ({top}), and {model or 'the model'} finds meaning in English only: "
@@ -5662,7 +5676,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5665) ----
+# ---- pms/query.py (+5679) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5977,7 +5991,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5980) ----
+# ---- pms/ranking.py (+5994) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6512,7 +6526,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6515) ----
+# ---- pms/retrieval.py (+6529) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -6537,7 +6551,9 @@ from collections.abc import Iterator, Sequence
 # from .filters import NoteFilter, checked_number
 # from .schema import has_unspaced_chars, spaced_cjk
 # from .store import ChunkInfo, Store, VectorMemory
-# from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
+# from .embedding import (
+# Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
+# )
 # from .query import (
 # MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
 # parse_query, snippet_spans, snippet_with_lead, without_heading_line,
@@ -7044,8 +7060,11 @@ class Retrieval:
         ids = self.collection_ids(collections)
         vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
         wider = k * 2 + 5  # stubs and copies are left out of what comes back
+        model = self.embedder.model_name if self.embedder is not None else None
+        if vectors and not model_reads(model, self.store.note_languages([document_id]).get(document_id, "und")):
+            vectors = []  # the model's vectors of this note's language say little of its meaning: by its words
         if vectors:
-            hits = self._related_by_vectors(document_id, vectors, wider, ids)
+            hits = self._related_by_vectors(document_id, vectors, wider, ids, model)
         else:
             hits = self._related_by_terms(document_id, wider, collections)
         # Stubs point elsewhere, copies repeat a note above them or the note itself
@@ -7061,12 +7080,17 @@ class Retrieval:
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
         return hits[:k]
 
-    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
+    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
+                            model: str | None) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        # Only notes the model can compare: an English model's vectors put text of another language
+        # near other text of that alphabet, whatever it says.
+        languages = self.store.note_languages(set(owner.values()))
+        owner = {cid: doc for cid, doc in owner.items() if model_reads(model, languages.get(doc, "und"))}
         # A note's score: its best similarity to any passage plus its mean best similarity
         # over the sampled passages (missing from a list: that list's last), so a note
         # related throughout beats one that shares a single paragraph.
@@ -7209,7 +7233,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7212) ----
+# ---- pms/sync.py (+7236) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7882,7 +7906,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7885) ----
+# ---- pms/watch.py (+7909) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -8070,7 +8094,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8073) ----
+# ---- pms/clip.py (+8097) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8820,7 +8844,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8823) ----
+# ---- pms/api.py (+8847) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9874,7 +9898,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9877) ----
+# ---- pms/evaluation.py (+9901) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -10066,7 +10090,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10069) ----
+# ---- pms/mcp_server.py (+10093) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -11060,7 +11084,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+11063) ----
+# ---- pms/cli.py (+11087) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -12129,7 +12153,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12079) ----
+# ---- pms/__init__.py (+12103) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12191,7 +12215,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12194) ----
+# ---- pms/__main__.py (+12218) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

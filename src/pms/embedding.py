@@ -76,13 +76,27 @@ def is_multilingual_model(name: str) -> bool:
     return any(key in name.lower() for key in _MULTILINGUAL_NAMES)
 
 
+# This many notes in one language the model cannot read are enough for the advice, however big the
+# vault (a few Russian notes in an English wiki); fewer are more likely stray words (the Rust book: 2).
+LANGUAGE_ADVICE_NOTES = 3
+
+
+def model_reads(model: str | None, language: str) -> bool:
+    """Whether ``model`` finds meaning in text of ``language`` (a note_language code): a multilingual
+    model in any language, another in English (and in text too short to tell, "und")."""
+    return language in ("en", "und") or bool(model and is_multilingual_model(model))
+
+
 def language_advice(counts: dict[str, int], model: str | None) -> str | None:
-    """One line for status (and after a sync): which model to switch to, and how, when at least
-    MULTILINGUAL_SHARE of the notes are not in English and ``model`` reads English only."""
+    """One line for status (and after a sync): which model to switch to, and how, when ``model``
+    reads English only and the notes hold another language: LANGUAGE_ADVICE_NOTES notes of one,
+    or MULTILINGUAL_SHARE of all the notes."""
     known = {lang: n for lang, n in counts.items() if lang != "und"}
     total = sum(known.values())
     other = total - known.get("en", 0)
-    if total < LANGUAGE_MIN_NOTES or other < MULTILINGUAL_SHARE * total or (model and is_multilingual_model(model)):
+    unread = [n for lang, n in known.items() if not model_reads(model, lang)]
+    share = total >= LANGUAGE_MIN_NOTES and other >= MULTILINGUAL_SHARE * total
+    if not unread or not (share or max(unread) >= LANGUAGE_ADVICE_NOTES):
         return None
     top = ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in known.items() if lang != "en")
     return (f"{other} of {total} notes are not in English ({top}), and {model or 'the model'} finds meaning in English only: "

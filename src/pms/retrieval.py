@@ -22,7 +22,9 @@ from .language import language_script, note_language
 from .filters import NoteFilter, checked_number
 from .schema import has_unspaced_chars, spaced_cjk
 from .store import ChunkInfo, Store, VectorMemory
-from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
+from .embedding import (
+    Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
+)
 from .query import (
     MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
     parse_query, snippet_spans, snippet_with_lead, without_heading_line,
@@ -529,8 +531,11 @@ class Retrieval:
         ids = self.collection_ids(collections)
         vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
         wider = k * 2 + 5  # stubs and copies are left out of what comes back
+        model = self.embedder.model_name if self.embedder is not None else None
+        if vectors and not model_reads(model, self.store.note_languages([document_id]).get(document_id, "und")):
+            vectors = []  # the model's vectors of this note's language say little of its meaning: by its words
         if vectors:
-            hits = self._related_by_vectors(document_id, vectors, wider, ids)
+            hits = self._related_by_vectors(document_id, vectors, wider, ids, model)
         else:
             hits = self._related_by_terms(document_id, wider, collections)
         # Stubs point elsewhere, copies repeat a note above them or the note itself
@@ -546,12 +551,17 @@ class Retrieval:
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
         return hits[:k]
 
-    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
+    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
+                            model: str | None) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        # Only notes the model can compare: an English model's vectors put text of another language
+        # near other text of that alphabet, whatever it says.
+        languages = self.store.note_languages(set(owner.values()))
+        owner = {cid: doc for cid, doc in owner.items() if model_reads(model, languages.get(doc, "und"))}
         # A note's score: its best similarity to any passage plus its mean best similarity
         # over the sampled passages (missing from a list: that list's last), so a note
         # related throughout beats one that shares a single paragraph.
