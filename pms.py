@@ -4425,6 +4425,34 @@ class Store:
                             "JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
+    # When this share of the notes (or passages) went at once (a removed collection, a folder
+    # excluded), the index is rewritten to give their space back.
+    RECLAIM_SHARE = 0.2
+    _FTS_TABLES = ("chunks_fts", "cjk_fts", "note_names")
+
+    def reclaim_space(self, removed_share: float) -> bool:
+        """Give the space of removed notes back to the disk when they were ``removed_share`` of
+        the index, at least RECLAIM_SHARE: the full-text indexes keep a deleted row until
+        their segments merge ('optimize'), and SQLite keeps freed pages for reuse (VACUUM), so
+        a removed collection's 40 MB stayed in the file. Skipped, and tried the next time,
+        while another process uses the index (VACUUM needs it alone)."""
+        if removed_share < self.RECLAIM_SHARE or self.read_only:
+            return False
+        db = self.db
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            with self.transaction():
+                for table in self._FTS_TABLES:
+                    if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                        db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the rewritten pages leave the -wal file too
+            return True
+        except self.db_module_errors():
+            return False
+        finally:
+            db.execute("PRAGMA busy_timeout=30000")
+
     def size_bytes(self) -> int:
         total = 0
         for suffix in ("", "-wal", "-shm"):
@@ -4549,7 +4577,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4552) ----
+# ---- pms/embedding.py (+4580) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5676,7 +5704,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5679) ----
+# ---- pms/query.py (+5707) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5991,7 +6019,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5994) ----
+# ---- pms/ranking.py (+6022) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6526,7 +6554,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6529) ----
+# ---- pms/retrieval.py (+6557) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -7233,7 +7261,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7236) ----
+# ---- pms/sync.py (+7264) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7655,6 +7683,8 @@ class Syncer:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             self._close_pdf_reader()
+            if report.deleted:  # many notes gone (a folder excluded): their space back to the disk
+                self.store.reclaim_space(report.deleted / (report.deleted + self.store.totals()["documents"]))
             if embed and self.embedder is not None and not report.cancelled:
                 if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
                     self.embedder = self.choose_embedder() or self.embedder
@@ -7906,7 +7936,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7909) ----
+# ---- pms/watch.py (+7939) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -8094,7 +8124,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8097) ----
+# ---- pms/clip.py (+8127) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8844,7 +8874,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8847) ----
+# ---- pms/api.py (+8877) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -8872,7 +8902,7 @@ from pathlib import Path
 # from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
 # from .notes import LinkResolver, note_links
 # from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
-# from .paths import Exclusions, compile_glob, inside, read_note_file
+# from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 # from .filters import NoteFilter, checked_number
 # from .schema import MIGRATIONS
 # from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
@@ -8983,6 +9013,12 @@ class Collection:
         self.path = Path(row.path)
         self.exclude = [g for g in row.excludes.split("\n") if g]
 
+    @property
+    def patterns(self) -> list[str]:
+        """The globs of the files it indexes: its glob, and the PDFs that glob names (``pdf_glob``)."""
+        pdfs = pdf_glob(self.glob)
+        return [self.glob] if pdfs == self.glob else [self.glob, pdfs]
+
     def exclusions(self) -> dict[str, list[str]]:
         """What is never indexed, by source: 'exclude' (the collection's own globs),
         '.pmsignore' and 'obsidian' (Obsidian's excluded files), when present."""
@@ -9014,7 +9050,8 @@ class Collection:
     def to_dict(self) -> dict:
         notes, chunks = self.counts()
         exclusions = Exclusions(self.path, self.exclude)
-        return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
+        return {"name": self.name, "path": str(self.path), "glob": self.glob, "patterns": self.patterns,
+                "description": self.description,
                 "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
                 "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync,
                 "exclusions": exclusions.sources, "exclusion_warnings": exclusions.warnings}
@@ -9174,8 +9211,11 @@ class Collections:
         return self.get(name)
 
     def delete(self, name: str) -> None:
-        """Forget a collection: its notes leave the index; the files stay untouched."""
-        self.kb.store.delete_collection(self.get(name).id)
+        """Forget a collection: its notes leave the index, which gives their space back; the files stay untouched."""
+        collection = self.get(name)
+        passages, total = collection.counts()[1], self.kb.store.totals()["chunks"]
+        self.kb.store.delete_collection(collection.id)
+        self.kb.store.reclaim_space(passages / total if total else 0.0)
 
     def __iter__(self):
         return iter(self.list())
@@ -9898,7 +9938,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9901) ----
+# ---- pms/evaluation.py (+9941) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -10090,7 +10130,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10093) ----
+# ---- pms/mcp_server.py (+10133) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -11084,7 +11124,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+11087) ----
+# ---- pms/cli.py (+11127) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11268,7 +11308,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     if action == "add":
         col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force,
                                     exclude=args.exclude or ())
-        print(f"Added collection {col.name!r}: {col.path} ({col.glob})")
+        print(f"Added collection {col.name!r}: {col.path} ({', '.join(col.patterns)})")
         if not args.no_sync:
             return _run_sync(kb, [col.name], args)
         return 0
@@ -11280,7 +11320,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
             notes, chunks = c.counts()
-            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {c.glob}")
+            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {', '.join(c.patterns)}")
         return 0
     if action == "show":
         c = kb.collections.get(args.name)
@@ -11745,6 +11785,13 @@ def _setup_command(bin_dir: Path | None) -> None:
           + ("" if on_path else f"; add {command.parent} to your PATH to type just `pms`"))
 
 
+def setup_done_line(gui: bool) -> str:
+    """What setup says at the end: what the packages bring, and how to start the app it installed."""
+    brings = "hybrid search, clipping, PDFs, the MCP server" + (", the desktop app" if gui else "")
+    start = f"; start the app with: {pms_command('gui')}" if gui else ""
+    return f"Done: PMS now uses these packages ({brings}){start}. Remove the folder to undo."
+
+
 def cmd_setup(args) -> int:
     """Create the private virtual environment with the optional extras, and the ``pms`` command."""
     import subprocess
@@ -11770,7 +11817,7 @@ def cmd_setup(args) -> int:
     if result.returncode != 0:
         raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
-    print("Done: PMS now uses these packages (hybrid search, clipping). Remove the folder to undo.")
+    print(setup_done_line(args.gui))
     _setup_command(args.bin_dir)
     return 0
 
@@ -12153,7 +12200,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12103) ----
+# ---- pms/__init__.py (+12150) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12215,7 +12262,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12218) ----
+# ---- pms/__main__.py (+12265) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -3,6 +3,7 @@ the system's Python holds, the test command is repeatable and tidy, and the smal
 new user meets on the first day behave."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mcp_http_server, write
+from conftest import REPO, mcp_http_server, run_cli, write
 
 WHEELS = REPO / ".cache" / "wheels"
 OLD_TYPING_EXTENSIONS = "typing_extensions==4.15.0"  # lacks `sentinel`, which anyio (under mcp) imports
@@ -175,3 +176,41 @@ def test_the_model_scripts_print_their_usage_for_help_and_make_no_folder(script,
     wrong = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--dir"], capture_output=True, text=True,
                            cwd=tmp_path, timeout=60)
     assert wrong.returncode == 2 and "unrecognized arguments: --dir" in wrong.stderr and list(tmp_path.iterdir()) == []
+
+
+# -- 11: the small things ------------------------------------------------------------------------
+def test_a_collection_names_the_pdfs_it_holds_where_it_is_listed(tmp_path):
+    folder = write(tmp_path / "papers" / "notes.md", "# Notes\n\nabout the papers\n").parent
+    db = tmp_path / "i.sqlite"
+    added = run_cli("collection", "add", folder, "--name", "papers", "--no-embed", db=db)
+    assert added.returncode == 0 and "(**/*.md, **/*.pdf)" in added.stdout, added.stdout
+    assert "**/*.md, **/*.pdf" in run_cli("collection", "list", db=db).stdout
+    only_md = run_cli("collection", "add", write(tmp_path / "other" / "a.txt", "x").parent, "--name", "texts",
+                      "--glob", "**/*.txt", "--no-embed", db=db)
+    assert "(**/*.txt, **/*.pdf)" in only_md.stdout
+    everything = run_cli("collection", "add", write(tmp_path / "all" / "a.md", "# A\n").parent, "--name", "all",
+                         "--glob", "**/*", "--no-embed", db=db)
+    assert "(**/*)" in everything.stdout  # a glob without an extension names the PDFs already
+
+
+def test_removing_a_collection_gives_its_space_back(tmp_path):
+    big = tmp_path / "big"
+    for i in range(400):
+        write(big / f"n{i:03d}.md", f"# Note {i}\n\n" + " ".join(f"word{i}x{j}" for j in range(300)) + "\n")
+    small = write(tmp_path / "small" / "a.md", "# Small\n\nthe one note that stays\n").parent
+    db = tmp_path / "i.sqlite"
+    for folder, name in ((big, "big"), (small, "small")):
+        assert run_cli("collection", "add", folder, "--name", name, "--no-embed", db=db).returncode == 0
+    before = json.loads(run_cli("status", "--json", db=db).stdout)["index_bytes"]
+    assert run_cli("collection", "remove", "big", db=db).returncode == 0
+    after = json.loads(run_cli("status", "--json", db=db).stdout)["index_bytes"]
+    assert after < before * 0.4, (before, after)
+    found = run_cli("search", "stays", "--json", db=db)
+    assert json.loads(found.stdout)[0]["path"] == "a.md"
+
+
+def test_setup_says_how_to_start_the_app_it_installed():
+    import pms
+
+    assert pms.cli.pms_command("gui") in pms.cli.setup_done_line(gui=True)
+    assert "gui" not in pms.cli.setup_done_line(gui=False)

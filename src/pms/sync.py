@@ -419,6 +419,8 @@ class Syncer:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             self._close_pdf_reader()
+            if report.deleted:  # many notes gone (a folder excluded): their space back to the disk
+                self.store.reclaim_space(report.deleted / (report.deleted + self.store.totals()["documents"]))
             if embed and self.embedder is not None and not report.cancelled:
                 if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
                     self.embedder = self.choose_embedder() or self.embedder
