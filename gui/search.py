@@ -143,6 +143,7 @@ class SearchController(QObject):
         self.debounce.stop()
         query = self.w.search_box.text()
         filters = self.w.filter_bar.search_kwargs()
+        self.w.layout_controller.end_view_message(query)
         if not query.strip() and not filters:
             return
         self.search_seq += 1

@@ -62,6 +62,7 @@ class Bridge(QObject):
     results = Signal(int, str, object, float)     # seq, query, hits, seconds
     search_failed = Signal(int, str)
     model_loaded = Signal(bool)
+    embedding_chosen = Signal(str)                # "" once the chosen model or server is loaded, else why not
     sync_progress = Signal(object)                # pms.SyncProgress
     sync_finished = Signal(object, str)           # SyncReport or None, error message
     clip_finished = Signal(object, str, str)      # the clipped note or None, source, error message
@@ -188,6 +189,18 @@ class SearchThread(NewestOnlyThread):
 
 def load_model_in_background(kb, bridge: Bridge, retry: bool = False) -> threading.Thread:
     return start_thread(lambda: emit(bridge.model_loaded, kb.load_embedder(retry=retry)), "pms-load-model")
+
+
+def choose_embedding_in_background(kb, bridge: Bridge, **choice) -> threading.Thread:
+    """``kb.use_embedding(**choice)`` (a model folder or a server, loaded: seconds) in a thread."""
+    def run() -> None:
+        try:
+            kb.use_embedding(**choice)
+        except pms.PMSError as exc:
+            emit(bridge.embedding_chosen, str(exc))
+            return
+        emit(bridge.embedding_chosen, "")
+    return start_thread(run, "pms-choose-model")
 
 
 class SyncJob:

@@ -430,6 +430,30 @@ class KnowledgeBase:
         if vector_memory_mb:
             self.keep_vectors_in_memory(vector_memory_mb)
 
+    def use_embedding(self, *, model_dir: str | os.PathLike | None = None, embedding: dict | None = None,
+                      keyword_only: bool = False) -> SearchMode:
+        """Change how this KnowledgeBase finds meaning, as a long-running front end offers it (the
+        app, offline with no model): a local model folder (any, recognised by what it holds), an
+        embedding server (``embedding``: keys of ``HTTPEmbedder.config()``, e.g. ``{"url": ...,
+        "model": ...}``), or ``keyword_only``: none. The model is loaded first: when it cannot be,
+        EmbeddingUnavailable says why and nothing changes. The next sync embeds with it, and the
+        index remembers it for later runs. Returns the mode searches use now (a model other than
+        the index's: keyword, with the hint to re-embed)."""
+        if [bool(model_dir), bool(embedding), keyword_only].count(True) != 1:
+            raise PMSError("choose one: a model folder, an embedding server, or keyword search only")
+        provider: EmbeddingProvider | None = None
+        if model_dir:
+            provider = Embedder(model_dir=Path(model_dir).expanduser().resolve(), allow_download=False, notice=self._notify)
+            provider.chosen_by = "the chosen model folder"
+        elif embedding:
+            provider = make_embedder(embedding, notice=self._notify)
+            provider.chosen_by = "the chosen embedding server"
+        if provider is not None:
+            provider.load()
+        self.embedder = self.retrieval.embedder = provider
+        self._model_by_default = False
+        return self.search_mode()
+
     def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
         """For a process that searches many times (the app, the MCP server): from its second
         vector search on, the vectors (up to ``max_mb``) are held in memory (VectorMemory).
