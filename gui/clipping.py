@@ -107,10 +107,10 @@ class ClipController(QObject):
         w = self.w
         if error:
             if note is not None:  # already clipped: nothing new was written; show the note it is
-                w.flash(f"Already clipped: this page is the note “{Path(note).name}”, shown here")
+                w.flash(f"Already clipped: this page is the note “{Path(note).name}”, shown here", view=True)
                 w.preview.show_note(note)
-            else:
-                w.flash(f"Could not clip {first_line(source, 60)}: {error}")
+            else:  # the engine's message names the page when it is about the page
+                w.flash(f"Could not clip: {error}" if source in error else f"Could not clip {first_line(source, 60)}: {error}")
             w.clip_done.emit(None, error)
             return
         name, path = note.collection, Path(note.path)

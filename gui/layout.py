@@ -277,10 +277,12 @@ class LayoutController(QObject):
         w.preview.setVisible(not folded[1])
 
     # -- the status line ---------------------------------------------------------------
-    def flash(self, text: str, action: str = "", callback=None) -> None:
-        """A status message in the stats' place; with ``action``, a button next to it that runs ``callback``."""
+    def flash(self, text: str, action: str = "", callback=None, view: bool = False) -> None:
+        """A status message in the stats' place; with ``action``, a button next to it that runs ``callback``.
+        ``view``: it is about what the window shows now ("… shown here"), so the next search ends it."""
         w = self.w
         w.status_line.show_message(first_line(text, 300), MESSAGE_MS * (2 if action else 1))
+        self.view_query = w.search_box.text() if view else None
         self.message_callback = callback
         w.message_button.setText(action)
         w.message_button.setVisible(bool(action))
@@ -290,6 +292,13 @@ class LayoutController(QObject):
 
     def message(self) -> str:
         return self.w.status_line.message
+
+    def end_view_message(self, query: str) -> None:
+        """A search for other words than those shown when a message about the view came: it ends."""
+        if getattr(self, "view_query", None) is not None and query != self.view_query:
+            self.view_query = None
+            self.w.status_line.clear_message()
+            self.w.message_button.hide()
 
     def _message_action(self) -> None:
         callback, self.message_callback = self.message_callback, None

@@ -184,6 +184,7 @@ class SearchController(QObject):
         self.debounce.stop()
         query = self.w.search_box.text()
         note_filter = self.w.filter_bar.note_filter()
+        self.w.layout_controller.end_view_message(query)
         if not query.strip() and not note_filter:
             return
         self.search_seq += 1

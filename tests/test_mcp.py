@@ -426,3 +426,27 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
     assert printed.stdout == run_cli(*query[:-1], "--explain", db=db, env=with_model).stdout
     alone = run_cli(*query, db=db, env=no_model)
     assert all(h["vector_rank"] is None for h in json.loads(alone.stdout))  # no server, no model: keyword
+
+
+def test_status_summarises_long_lists_with_their_counts(tmp_path):
+    """A wiki with many links to missing notes: status over MCP carries the counts and at
+    most 20 examples of each list, not thousands of entries (issue 36: 14.5 KB, 13.5 of them links)."""
+    folder = tmp_path / "wiki"
+    for i in range(60):
+        write(folder / f"page-{i:02d}.md", f"# Page {i}\n\nSee [[missing page {i}]], [[gone {i}]] and [[page-{(i + 1) % 60:02d}]].\n")
+    home, db = tmp_path / "home", tmp_path / "index.sqlite"
+    home.mkdir()
+    assert run_cli("collection", "add", folder, "--name", "wiki", "--no-embed", db=db, env=mcp_env(home)).returncode == 0
+    whole = json.loads(run_cli("status", "--json", db=db, env=mcp_env(home)).stdout)
+    assert whole["unresolved_links_count"] == 120 and len(whole["unresolved_links"]) == 120  # the CLI's JSON: all of them
+
+    async def status():
+        async with mcp_stdio(home, db) as client:
+            return await client.call_tool("status", {})
+
+    answer = run(status)
+    summary = answer.structured_content
+    assert summary["unresolved_links_count"] == 120 and len(summary["unresolved_links"]) == 20
+    assert summary["unresolved_links"][0] == whole["unresolved_links"][0]
+    assert summary["documents"] == 60 and summary["collections_detail"][0]["notes"] == 60
+    assert len(answer.content[0].text.encode()) < 6000

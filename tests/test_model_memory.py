@@ -49,7 +49,7 @@ def test_a_remembered_folder_that_is_gone_is_named(embedded_index, tmp_path, emb
 def test_an_explicit_other_model_gives_advice_that_does_not_loop(embedded_index, tmp_path):
     other = {"PMS_MODEL": "BAAI/bge-small-en-v1.5"}  # not downloaded, and there is no network here
     r = run_cli("status", db=embedded_index, env=other)
-    assert "unset them" in r.stdout and "--reembed" in r.stdout
+    assert "unset PMS_MODEL" in r.stdout and "--reembed" in r.stdout
     # Following the advice to switch, without the model at hand, fails and says why ...
     r = run_cli("sync", "--reembed", db=embedded_index, env={"PMS_MODEL_DIR": str(tmp_path / "no-such-model")})
     assert r.returncode == 1 and "cannot re-embed" in r.stderr and "no-such-model" in r.stderr

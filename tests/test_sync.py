@@ -1,4 +1,5 @@
 """Incremental sync and every kind of bad file or interruption, on real index files."""
+import json
 import multiprocessing
 import os
 import signal
@@ -111,7 +112,7 @@ def test_missing_collection_folder_keeps_the_index(vault, notes, tmp_path):
     moved = tmp_path / "moved"
     notes.rename(moved)
     report = vault.sync()
-    assert report.errors and "collection folder is missing" in report.errors[0][1]
+    assert report.collection_errors and "collection folder is missing" in report.collection_errors[0][1]
     assert len(vault.collections.get("notes").files) == 3  # nothing deleted
     moved.rename(notes)
     report = vault.sync()  # the folder is back: its notes were never dropped, so nothing to redo
@@ -332,3 +333,42 @@ def test_a_big_sync_parses_on_every_core_and_indexes_the_same_as_one(tmp_path, m
     assert (serial_report.added, serial_report.skipped) == (parallel_report.added, parallel_report.skipped) == (120, serial_report.skipped)
     assert [reason for _, reason in serial_report.skipped] and "binary.md" in serial_report.skipped[0][0]
     assert one_core[1:] == every_core[1:]  # the same passages, titles, lines, tags and snippets
+
+
+DAMAGED_PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 99 0 R >> endobj\ntrailer << >>\n%%EOF"
+
+
+def test_a_file_that_cannot_be_read_is_a_warning_said_once_remembered_and_retried_when_it_changes(tmp_path):
+    """Issue 36, item 3: one damaged PDF failed every sync (exit 1, the error printed each time,
+    also by --dry-run and watch) for a file the user cannot fix."""
+    pytest.importorskip("pypdfium2", reason="reading PDFs needs pypdfium2 (pip install -r requirements-dev.txt)")
+    root = tmp_path / "vault"
+    write(root / "manual.md", "# Manual\n\nThe handbook explains the coolant valves.\n")
+    write(root / "damaged-handbook.pdf", DAMAGED_PDF)
+    write(root / "picture.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    db = tmp_path / "i.sqlite"
+    first = run_cli("collection", "add", root, "--name", "vault", "--no-embed", db=db)
+    assert first.returncode == 0, first.stderr  # everything else was indexed
+    told = [line for line in first.stderr.splitlines() if "damaged-handbook.pdf" in line]
+    assert len(told) == 1 and told[0].startswith("pms: warning:") and "damaged" in told[0], first.stderr
+    assert "picture.md" in first.stderr
+    for again in (run_cli("sync", db=db), run_cli("sync", "--dry-run", db=db)):
+        assert again.returncode == 0 and "damaged-handbook" not in again.stderr + again.stdout, again.stderr
+        assert "picture.md" not in again.stderr
+    status = run_cli("status", db=db)
+    assert "damaged-handbook.pdf" in status.stdout and "picture.md" in status.stdout, status.stdout
+    info = json.loads(run_cli("status", "--json", db=db).stdout)
+    assert info["not_indexed_count"] == 2 and info["skipped"] == 2
+    assert {(f["path"], f["failed"]) for f in info["not_indexed"]} == {("damaged-handbook.pdf", True), ("picture.md", False)}
+    write(root / "damaged-handbook.pdf", DAMAGED_PDF + b"\n% touched\n")  # changed: read again, and said again
+    retried = run_cli("sync", db=db)
+    assert retried.returncode == 0 and retried.stderr.count("damaged-handbook.pdf") == 1
+    os.remove(root / "damaged-handbook.pdf")  # gone: gone from the list
+    assert run_cli("sync", db=db).returncode == 0
+    assert json.loads(run_cli("status", "--json", db=db).stdout)["not_indexed_count"] == 1
+
+
+def test_a_missing_collection_folder_still_fails_the_sync(vault, notes, tmp_path):
+    notes.rename(tmp_path / "away")
+    done = run_cli("sync", db=vault.db_path)
+    assert done.returncode == 1 and "collection folder is missing" in done.stderr

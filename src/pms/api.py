@@ -25,7 +25,7 @@ from .config import (
 from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
 from .notes import LinkResolver, note_links
 from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
-from .paths import Exclusions, compile_glob, inside, read_note_file
+from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 from .filters import NoteFilter, checked_number
 from .schema import MIGRATIONS
 from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
@@ -37,7 +37,7 @@ from .query import Hit
 from .ranking import first_results, fuse
 from .retrieval import Retrieval, SearchMode, SearchResult, checked_min_score
 from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
-from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
+from .watch import WATCH_INTERVAL, WATCH_PATHS_PER_LOOK, WATCH_QUIET, FolderWatcher
 from .clip import (
     CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
     clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
@@ -125,6 +125,12 @@ class Collection:
         self.path = Path(row.path)
         self.exclude = [g for g in row.excludes.split("\n") if g]
 
+    @property
+    def patterns(self) -> list[str]:
+        """The globs of the files it indexes: its glob, and the PDFs that glob names (``pdf_glob``)."""
+        pdfs = pdf_glob(self.glob)
+        return [self.glob] if pdfs == self.glob else [self.glob, pdfs]
+
     def exclusions(self) -> dict[str, list[str]]:
         """What is never indexed, by source: 'exclude' (the collection's own globs),
         '.pmsignore' and 'obsidian' (Obsidian's excluded files), when present."""
@@ -142,6 +148,10 @@ class Collection:
         """Indexed notes, as collection-relative paths."""
         return self.kb.store.document_paths(self.id)
 
+    def indexed_stats(self) -> dict[str, tuple[int, int]]:
+        """Each indexed note's (mtime_ns, size) as the index has it (what a watcher compares the file with)."""
+        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.document_states(self.id).items()}
+
     def counts(self) -> tuple[int, int]:
         """(notes, passages) in the index."""
         return self.kb.store.collection_counts(self.id)
@@ -152,7 +162,8 @@ class Collection:
     def to_dict(self) -> dict:
         notes, chunks = self.counts()
         exclusions = Exclusions(self.path, self.exclude)
-        return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
+        return {"name": self.name, "path": str(self.path), "glob": self.glob, "patterns": self.patterns,
+                "description": self.description,
                 "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
                 "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync,
                 "exclusions": exclusions.sources, "exclusion_warnings": exclusions.warnings}
@@ -312,14 +323,34 @@ class Collections:
         return self.get(name)
 
     def delete(self, name: str) -> None:
-        """Forget a collection: its notes leave the index; the files stay untouched."""
-        self.kb.store.delete_collection(self.get(name).id)
+        """Forget a collection: its notes leave the index, which gives their space back; the files stay untouched."""
+        collection = self.get(name)
+        passages, total = collection.counts()[1], self.kb.store.totals()["chunks"]
+        self.kb.store.delete_collection(collection.id)
+        self.kb.store.reclaim_space(passages / total if total else 0.0)
 
     def __iter__(self):
         return iter(self.list())
 
     def __len__(self) -> int:
         return len(self.kb.store.collection_rows())
+
+
+def _examples(info: dict, key: str, entries: list, examples: int | None) -> None:
+    """``info[key]``: ``entries``, or their first ``examples``; ``info[key + "_count"]``: how many there are."""
+    info[key] = entries if examples is None else entries[: max(0, examples)]
+    info[f"{key}_count"] = len(entries)
+
+
+def _what_chose(embedder: bool, embedding: dict | None, model: str | None, model_dir, words: str = "") -> str:
+    """What chose the embedding provider, named for messages (model_mismatch): the argument (as
+    ``words`` name it), or the setting."""
+    if embedder or embedding or model or model_dir:
+        return words or f"the {'embedder' if embedder else 'embedding' if embedding else 'model' if model else 'model_dir'} argument"
+    settings = [name for name in ("PMS_EMBED_URL", "PMS_MODEL", "PMS_MODEL_DIR") if os.environ.get(name)]
+    if settings:
+        return " and ".join(settings[:1] if settings[0] == "PMS_EMBED_URL" else settings)
+    return "the packaged app's model" if model_configured() else ""
 
 
 def _relative_to(path: Path, root: Path) -> str | None:
@@ -342,17 +373,20 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float | None = None, embedding: dict | None = None):
+                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = ""):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
         embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
         "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
-        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
+        messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
+        default: the argument's name)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self._listeners: list[Callable[[str], None]] = []  # listen()
         self.store = Store(self.db_path, vectors=embeddings)
+        embedder_given = embedder is not None
         chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
         if embeddings and embedder is None and chosen:
             embedder = make_embedder(chosen, notice=self._notify)
@@ -373,6 +407,8 @@ class KnowledgeBase:
             spec = self.store.query_spec(embedder.model_name)
             if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
                 embedder.query_spec = spec  # a search can embed its query without loading fastembed
+        if embeddings and embedder is not None and not embedder.remembered:
+            embedder.chosen_by = _what_chose(embedder_given, embedding, model, model_dir, chosen_by)
         self.embedder = embedder if embeddings else None
         # Nothing chose the model (no setting, no bundled model, nothing remembered): the first
         # sync may pick a multilingual one when most notes are not English (_model_for_languages).
@@ -383,6 +419,30 @@ class KnowledgeBase:
         self.chunk_chars = chunk_chars
         if vector_memory_mb:
             self.keep_vectors_in_memory(vector_memory_mb)
+
+    def use_embedding(self, *, model_dir: str | os.PathLike | None = None, embedding: dict | None = None,
+                      keyword_only: bool = False) -> SearchMode:
+        """Change how this KnowledgeBase finds meaning, as a long-running front end offers it (the
+        app, offline with no model): a local model folder (any, recognised by what it holds), an
+        embedding server (``embedding``: keys of ``HTTPEmbedder.config()``, e.g. ``{"url": ...,
+        "model": ...}``), or ``keyword_only``: none. The model is loaded first: when it cannot be,
+        EmbeddingUnavailable says why and nothing changes. The next sync embeds with it, and the
+        index remembers it for later runs. Returns the mode searches use now (a model other than
+        the index's: keyword, with the hint to re-embed)."""
+        if [bool(model_dir), bool(embedding), keyword_only].count(True) != 1:
+            raise PMSError("choose one: a model folder, an embedding server, or keyword search only")
+        provider: EmbeddingProvider | None = None
+        if model_dir:
+            provider = Embedder(model_dir=Path(model_dir).expanduser().resolve(), allow_download=False, notice=self._notify)
+            provider.chosen_by = "the chosen model folder"
+        elif embedding:
+            provider = make_embedder(embedding, notice=self._notify)
+            provider.chosen_by = "the chosen embedding server"
+        if provider is not None:
+            provider.load()
+        self.embedder = self.retrieval.embedder = provider
+        self._model_by_default = False
+        return self.search_mode()
 
     def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
         """For a process that searches many times (the app, the MCP server): from its second
@@ -464,10 +524,13 @@ class KnowledgeBase:
     def watch(self, collections: Sequence[str] | None = None, *, stop: threading.Event | None = None,
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
               sync_lock: contextlib.AbstractContextManager | None = None, catch_up: bool = True,
-              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
+              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET,
+              paths_per_look: int = WATCH_PATHS_PER_LOOK) -> None:
         """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then) the
         collections whose folders changed (FolderWatcher); ``on_sync`` gets each report,
-        ``on_error`` each failed sync's one line."""
+        ``on_error`` each failed sync's one line. A change made while a sync runs is synced
+        after it. Past ``paths_per_look`` folders and notes, they are looked at in turns and
+        ``notice`` hears once how long a change may take to be seen."""
         self.store.require_writable()
         self.collections.list() if collections is None else [self.collections.get(n) for n in collections]  # they exist
 
@@ -485,7 +548,8 @@ class KnowledgeBase:
             if on_sync is not None:
                 on_sync(report)
 
-        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet)
+        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet, paths_per_look=paths_per_look,
+                                notice=self._notify)
         watcher.watch()  # before the first sync: a change while it runs is seen, and synced after it
         if catch_up:
             sync([c.name for c in source()])
@@ -945,9 +1009,11 @@ class KnowledgeBase:
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
-    def status(self, pending: bool = True, links: bool | None = None) -> dict:
+    def status(self, pending: bool = True, links: bool | None = None, examples: int | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change, with
-        ``links`` (default: as ``pending``) the links that point to no note."""
+        ``links`` (default: as ``pending``) the links that point to no note. ``examples``: at
+        most that many entries of each list that grows with the vault (``unresolved_links``,
+        ``warnings``), each list's whole length in ``<name>_count`` (None: every entry)."""
         if self.embedder is not None:
             self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
@@ -976,13 +1042,18 @@ class KnowledgeBase:
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
         }
+        # Files a sync could not index (binary, damaged, too large...): each said once by sync, all listed here.
+        not_indexed = [{"collection": c, "path": p, "reason": why, "failed": failed}
+                       for c, p, failed, why in self.store.skipped_files()]
+        _examples(info, "not_indexed", not_indexed, examples)
         # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
-        info["warnings"] = [w for c in info["collections_detail"] for w in c["exclusion_warnings"]]
+        _examples(info, "warnings", [w for c in info["collections_detail"] for w in c["exclusion_warnings"]], examples)
         if pending if links is None else links:
-            info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
+            _examples(info, "unresolved_links", [r.to_dict() for r in self.unresolved_links()], examples)
         if pending:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
-            info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
+            # Not indexable as they are: those a sync met before, and those it would meet now.
+            info["skipped"] = len(not_indexed) + len(plan.skipped) + len(plan.errors)
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info

@@ -25,14 +25,14 @@ from .config import (
     import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
 )
 from .language import LANGUAGE_NAMES
-from .pdf import INSTALL_PDF, PDF_PACKAGE
+from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE
 from .paths import path_prefix_glob
 from .filters import NoteFilter, checked_number
 from .store import storage_errors
 from .embedding import embedding_choice_from_env
 from .query import Hit, render_snippet, terminal_safe
 from .retrieval import SearchResult
-from .sync import SyncProgress, SyncReport, duration_text
+from .sync import SyncPlan, SyncProgress, SyncReport, duration_text
 from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
 from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
@@ -198,7 +198,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     if action == "add":
         col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force,
                                     exclude=args.exclude or ())
-        print(f"Added collection {col.name!r}: {col.path} ({col.glob})")
+        print(f"Added collection {col.name!r}: {col.path} ({', '.join(col.patterns)})")
         if not args.no_sync:
             return _run_sync(kb, [col.name], args)
         return 0
@@ -210,7 +210,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
             notes, chunks = c.counts()
-            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {c.glob}")
+            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {', '.join(c.patterns)}")
         return 0
     if action == "show":
         c = kb.collections.get(args.name)
@@ -257,12 +257,7 @@ def _language_notice(kb: KnowledgeBase) -> None:
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
-    for path, why in report.skipped:
-        _notice(f"{path}: {why}")
-    for path, why in report.errors:
-        _notice(f"error: {path}: {why}")
-    for warning in report.warnings:
-        _notice(f"warning: {warning}")
+    _tell_problems(report)
     if report.embed_error and getattr(args, "reembed", False):
         print(report.summary())
         raise PMSError(f"cannot re-embed: {report.embed_error}")
@@ -270,7 +265,21 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
         _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
     _language_notice(kb)
-    return 1 if report.errors else (130 if report.cancelled else 0)
+    return 1 if report.collection_errors else (130 if report.cancelled else 0)
+
+
+def _tell_problems(found: SyncReport | SyncPlan) -> None:
+    """What a sync (or a dry run) met, one line each: files not indexed, new or changed since
+    (each said once: the index remembers them, status lists them), unreadable .pmsignore lines,
+    and collections that could not be synced, the one thing that fails it."""
+    for path, why in found.skipped:
+        _notice(f"{path}: {why}")
+    for path, why in found.errors:
+        _notice(f"warning: {path}: {why}")
+    for warning in found.warnings:
+        _notice(f"warning: {warning}")
+    for path, why in found.collection_errors:
+        _notice(f"error: {path}: {why}")
 
 
 def cmd_sync(kb: KnowledgeBase, args) -> int:
@@ -284,15 +293,10 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             for sign, items in (("+", plan.added), ("~", plan.updated), ("-", plan.deleted)):
                 for col, rel in items:
                     print(f"  {sign} {col}/{rel}")
-        for path, why in plan.skipped:
-            _notice(f"{path}: {why}")
-        for path, why in plan.errors:
-            _notice(f"error: {path}: {why}")
-        for warning in plan.warnings:
-            _notice(f"warning: {warning}")
+        _tell_problems(plan)
         if plan.pdfs_unread:
             _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({INSTALL_PDF})")
-        return 1 if plan.errors else 0
+        return 1 if plan.collection_errors else 0
     return _run_sync(kb, names, args)
 
 
@@ -329,8 +333,14 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         e = info["embedding"]
         eta = SyncProgress("embed", e["done"], e["total"], e["rate"], e["eta_s"]).eta_text
         print(f"Embedding:   {e['done']:,} of {e['total']:,} passages, {e['rate']:.0f}/s, {eta} left (newest notes first)")
-    if info.get("skipped"):
-        print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
+    listed = [f for f in info["not_indexed"] if f["reason"] != PDF_NO_TEXT]  # those have their own line below
+    if listed or info.get("skipped"):
+        print(f"Not indexed: {info['skipped']} files cannot be indexed as they are"
+              + (f" ({pms_command('sync')} says why)" if not listed else ":"))
+    for f in listed[:10]:
+        print(f"  {terminal_safe(f['collection'])}/{terminal_safe(f['path'])}: {terminal_safe(f['reason'])}")
+    if len(listed) > 10:
+        print(f"  ... and {len(listed) - 10} more (status --json lists them all)")
     if info.get("pdfs_without_text"):
         print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
     if info.get("pdfs_unread"):
@@ -670,6 +680,13 @@ def _setup_command(bin_dir: Path | None) -> None:
           + ("" if on_path else f"; add {command.parent} to your PATH to type just `pms`"))
 
 
+def setup_done_line(gui: bool) -> str:
+    """What setup says at the end: what the packages bring, and how to start the app it installed."""
+    brings = "hybrid search, clipping, PDFs, the MCP server" + (", the desktop app" if gui else "")
+    start = f"; start the app with: {pms_command('gui')}" if gui else ""
+    return f"Done: PMS now uses these packages ({brings}){start}. Remove the folder to undo."
+
+
 def cmd_setup(args) -> int:
     """Create the private virtual environment with the optional extras, and the ``pms`` command."""
     import subprocess
@@ -695,7 +712,7 @@ def cmd_setup(args) -> int:
     if result.returncode != 0:
         raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
-    print("Done: PMS now uses these packages (hybrid search, clipping). Remove the folder to undo.")
+    print(setup_done_line(args.gui))
     _setup_command(args.bin_dir)
     return 0
 
@@ -1046,7 +1063,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
+        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
+                           chosen_by="--embed-url and --embed-model") as kb, storage_errors(kb.db_path):
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)

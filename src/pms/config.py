@@ -309,6 +309,11 @@ def use_private_env() -> None:
     Only a venv built by the same Python minor version is used (compiled wheels
     such as onnxruntime are ABI-specific); anything else is ignored silently.
     A packaged app (PyInstaller) carries its own extras and never mixes in others.
+
+    Its packages come before the system's and the user's site-packages: setup installed
+    them together, at versions that work together, and an older copy of one of them in
+    the system site (Debian's typing_extensions) must not shadow it. The script's folder,
+    PYTHONPATH and the standard library stay in front.
     """
     if getattr(sys, "frozen", False):
         return
@@ -320,7 +325,15 @@ def use_private_env() -> None:
         return
     for site in candidates:
         if site.is_dir() and str(site) not in sys.path:
-            sys.path.append(str(site))
+            sys.path.insert(_first_site_dir(), str(site))
+
+
+def _first_site_dir() -> int:
+    """Where the site-packages folders start on sys.path (its end when there are none: ``python -S``)."""
+    for at, entry in enumerate(sys.path):
+        if os.path.basename(entry.rstrip("/\\")) in ("site-packages", "dist-packages"):
+            return at
+    return len(sys.path)
 
 
 def source_path() -> Path:

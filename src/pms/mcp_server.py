@@ -42,6 +42,8 @@ MCP_CALL_TIMEOUT = 30.0
 MCP_EXIT_GRACE = 1.5
 # resources/list names at most this many notes (the template reaches every note).
 RESOURCES_LISTED = 200
+# status: at most this many entries of a list that grows with the vault (unresolved links, warnings), with its count.
+STATUS_EXAMPLES = 20
 MCP_INSTRUCTIONS = (
     "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
     "each hit names the note ('collection/path.md'), its lines, a score and a snippet. "
@@ -191,13 +193,21 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                  "resolved": {"type": "boolean"}}}}}}},
         {"name": "status", "title": "Index status",
          "description": ("The collections (name, folder, description, counts), the search mode (hybrid or "
-                         "keyword, and why), and changes on disk not yet indexed."),
+                         "keyword, and why), changes on disk not yet indexed, files that cannot be indexed and "
+                         "links to no note (of each, the count and the first 20)."),
          "input": {"type": "object", "additionalProperties": False, "properties": {}},
          "output": {"type": "object", "properties": {
              "search_mode": {"type": "string"}, "documents": {"type": "integer"},
              "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"},
              "warnings": {"type": "array", "items": {"type": "string"},
-                          "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"}}}},
+                          "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"},
+             "warnings_count": {"type": "integer"},
+             "unresolved_links": {"type": "array", "items": {"type": "object"},
+                                  "description": f"the first {STATUS_EXAMPLES} links to no note (linking note, line, target)"},
+             "unresolved_links_count": {"type": "integer", "description": "how many links point to no note"},
+             "not_indexed": {"type": "array", "items": {"type": "object"},
+                             "description": f"the first {STATUS_EXAMPLES} files a sync could not index (collection, path, reason)"},
+             "not_indexed_count": {"type": "integer", "description": "how many files a sync could not index"}}}},
     ]
     if allow_sync:
         tools.append(
@@ -380,7 +390,7 @@ class MCPService:
                 "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}
 
     def tool_status(self) -> dict:
-        return self.kb.status()
+        return self.kb.status(examples=STATUS_EXAMPLES)
 
     def tool_sync(self, collections: list[str] | None = None) -> dict:
         if not self.allow_sync:

@@ -190,6 +190,29 @@ def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(text), marks
 
 
+SNIPPET_MIN_CHARS = 100  # a snippet shorter than this, cut short by its passage's end, takes the words before it
+
+
+def snippet_with_lead(marked: str, shown: str, want: int = SNIPPET_MIN_CHARS) -> str:
+    """A snippet (with its \x02..\x03 marks) that FTS5 cut short at the end of ``shown``, the
+    passage it comes from, given the words before it up to ``want`` characters: matches in a
+    passage's closing words made a snippet of them alone ("…sync-notes-across-devices.")."""
+    if not marked.startswith("\u2026") or marked.endswith("\u2026"):
+        return marked
+    body = " ".join(marked[1:].split())
+    core = body.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+    if len(core) >= want:
+        return marked
+    flat = " ".join(shown.split())
+    at = flat.rfind(core)
+    if at <= 0:
+        return marked
+    start = max(0, at - (want - len(core)))
+    if start:
+        start = flat.find(" ", start) + 1 or at  # from a word's start
+    return ("\u2026" if start else "") + flat[start:at] + body
+
+
 # html.escape(quote=False) written out: importing html is a cost on a cold search.
 def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -24,10 +24,12 @@ from .language import language_script, note_language
 from .filters import NoteFilter, checked_number
 from .schema import has_unspaced_chars, spaced_cjk
 from .store import ChunkInfo, Store, VectorMemory
-from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
+from .embedding import (
+    Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
+)
 from .query import (
     MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, copy_groups, folder_description,
-    highlight_pattern, mark_terms, parse_query, snippet_spans, without_heading_line,
+    highlight_pattern, mark_terms, parse_query, snippet_spans, snippet_with_lead, without_heading_line,
 )
 from .ranking import (
     Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
@@ -179,17 +181,23 @@ class Retrieval:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
             return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
+        indexed_model = store.get_meta("embed_model")
+        embedded = bool(indexed_model) and store.has_vector_table()
+        # What the index holds first: a model of its own that differs is not fixed by loading this one.
+        if embedded and store.get_meta("embed_format") != VECTOR_FORMAT:
+            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
+        if embedded and indexed_model != self.embedder.model_name:
+            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
+                                "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
             return VectorStatus(False, self.embedder.error, "model-unavailable")
-        indexed_model = store.get_meta("embed_model")
-        if not indexed_model or not store.has_vector_table():
-            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet", "not-embedded",
-                                None if store.read_only else Hint(command="sync"))
-        if store.get_meta("embed_format") != VECTOR_FORMAT:
-            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
-        if indexed_model != self.embedder.model_name:
-            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed",
-                                Hint(command="sync --reembed"))
+        gone = self.embedder.missing()
+        if gone is not None:
+            return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
+        if not embedded:
+            failed = store.get_meta("embed_error")  # why the last sync could not embed: it says what to do
+            return VectorStatus(False, failed or "no embeddings in the index yet", "not-embedded",
+                                None if store.read_only or failed else Hint(command="sync"))
         return VectorStatus(True)
 
     def search_mode(self, mode: str = "auto") -> SearchMode:
@@ -609,8 +617,11 @@ class Retrieval:
         ids = self.collection_ids(collections)
         vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
         wider = k * 2 + 5  # stubs and copies are left out of what comes back
+        model = self.embedder.model_name if self.embedder is not None else None
+        if vectors and not model_reads(model, self.store.note_languages([document_id]).get(document_id, "und")):
+            vectors = []  # the model's vectors of this note's language say little of its meaning: by its words
         if vectors:
-            hits = self._related_by_vectors(document_id, vectors, wider, ids)
+            hits = self._related_by_vectors(document_id, vectors, wider, ids, model)
         else:
             hits = self._related_by_terms(document_id, wider, collections)
         # Stubs point elsewhere, copies repeat a note above them or the note itself
@@ -626,12 +637,17 @@ class Retrieval:
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
         return SearchResult(hits[:k], "vector" if vectors else "keyword")
 
-    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
+    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
+                            model: str | None) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        # Only notes the model can compare: an English model's vectors put text of another language
+        # near other text of that alphabet, whatever it says.
+        languages = self.store.note_languages(set(owner.values()))
+        owner = {cid: doc for cid, doc in owner.items() if model_reads(model, languages.get(doc, "und"))}
         # A note's score: its best similarity to any passage plus its mean best similarity
         # over the sampled passages (missing from a list: that list's last), so a note
         # related throughout beats one that shares a single paragraph.
@@ -748,8 +764,8 @@ class Retrieval:
             if hit.copy_of:
                 continue
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked) if marked and MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
+            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.chunk_id or 0]))
+                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
 
 

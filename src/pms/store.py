@@ -598,6 +598,12 @@ class Store:
                                (collection_id,))
         return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
 
+    def skipped_files(self) -> list[tuple[str, str, bool, str]]:
+        """(collection, path, failed, reason) of every file a sync could not index, by collection and path."""
+        return [(c, p, bool(f), r) for c, p, f, r in self.db.execute(
+            "SELECT c.name, s.path, s.failed, s.reason FROM skipped_files s JOIN collections c ON c.id = s.collection_id "
+            "ORDER BY c.name, s.path")]
+
     def count_skipped(self, reason: str) -> int:
         """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
         return self.db.execute("SELECT count(*) FROM skipped_files WHERE reason = ?", (reason,)).fetchone()[0]
@@ -712,13 +718,13 @@ class Store:
     def has_vector_table(self) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
-    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
-                            query_spec: dict | None = None, provider: dict | None = None) -> None:
+    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, provider: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
-        The model's name and local folder are remembered, so a later process
-        with no PMS_MODEL* settings embeds queries with the same model. The
-        collection is a plain metadata column (a PARTITION KEY bloats small indexes).
+        The model's name (and a provider's settings) are remembered, so a later process
+        with no PMS_MODEL* settings embeds queries with the same model (its files:
+        remember_model_files). The collection is a plain metadata column (a PARTITION KEY
+        bloats small indexes).
         """
         import json
         with self.transaction() as db:
@@ -731,12 +737,18 @@ class Store:
                 db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             self._vectors_changed()
             self.set_meta("embed_model", model)
-            self.set_meta("embed_model_dir", model_dir)
-            self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
             # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
             self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
+
+    def remember_model_files(self, model_dir: str | None, query_spec: dict | None) -> None:
+        """Where the index's model came from (its local folder; None: fastembed's download cache)
+        and how its queries are embedded without fastembed (QueryEncoder), inside a transaction."""
+        import json
+
+        self.set_meta("embed_model_dir", model_dir)
+        self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
 
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
@@ -1175,6 +1187,34 @@ class Store:
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page FROM chunks c "
                             "JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
+
+    # When this share of the notes (or passages) went at once (a removed collection, a folder
+    # excluded), the index is rewritten to give their space back.
+    RECLAIM_SHARE = 0.2
+    _FTS_TABLES = ("chunks_fts", "cjk_fts", "note_names")
+
+    def reclaim_space(self, removed_share: float) -> bool:
+        """Give the space of removed notes back to the disk when they were ``removed_share`` of
+        the index, at least RECLAIM_SHARE: the full-text indexes keep a deleted row until
+        their segments merge ('optimize'), and SQLite keeps freed pages for reuse (VACUUM), so
+        a removed collection's 40 MB stayed in the file. Skipped, and tried the next time,
+        while another process uses the index (VACUUM needs it alone)."""
+        if removed_share < self.RECLAIM_SHARE or self.read_only:
+            return False
+        db = self.db
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            with self.transaction():
+                for table in self._FTS_TABLES:
+                    if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                        db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the rewritten pages leave the -wal file too
+            return True
+        except self.db_module_errors():
+            return False
+        finally:
+            db.execute("PRAGMA busy_timeout=30000")
 
     def size_bytes(self) -> int:
         total = 0
