@@ -9,7 +9,6 @@ import os
 import sqlite3
 import threading
 import weakref
-from pathlib import Path
 
 import pytest
 
