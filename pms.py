@@ -548,7 +548,541 @@ def spawning_workers():
             with contextlib.suppress(ValueError):
                 sys.path.remove(folder)
 
-# ---- pms/frontmatter.py (+551) ----
+
+def watch_parent() -> None:
+    """In a spawned worker: end this process when the one that started it ends, even by kill -9
+    (a daemon thread waits on the pipe multiprocessing keeps open to the parent, which the kernel
+    closes when the parent dies). Without it, a worker blocked on its queue outlives a killed sync,
+    and multiprocessing's resource tracker with it (the workers hold its pipe open)."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def wait_for_the_parent() -> None:
+        import multiprocessing.connection
+
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=wait_for_the_parent, name="pms-watch-parent", daemon=True).start()
+
+
+def limit_memory(max_bytes: int | None) -> None:
+    """Cap this process's address space (RLIMIT_AS; Linux, where it is enforced): past it an
+    allocation fails (MemoryError in Python) instead of the machine swapping."""
+    if not max_bytes or not sys.platform.startswith("linux"):
+        return
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
+
+class WorkerStopped(PMSError):
+    """A Worker's call ended without an answer: ``why`` is "time" (past its timeout), "memory"
+    (past the worker's memory cap: MemoryError, or native code aborting under the cap), "crashed"
+    (the process died otherwise) or "start" (it never started)."""
+
+    def __init__(self, message: str, why: str = "crashed"):
+        super().__init__(message)
+        self.why = why
+
+
+def _worker_loop(conn, max_bytes: int | None) -> None:
+    """A Worker's process: (function, args) in; ("ok", result), ("raised", exception) or ("memory",) out."""
+    watch_parent()
+    limit_memory(max_bytes)
+    conn.send(("ready",))
+    while True:
+        try:
+            function, args = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        except Exception as exc:  # a function this process cannot find (AttributeError), say
+            conn.send(("raised", PMSError(f"the worker cannot run it: {type(exc).__name__}: {str(exc)[:200]}")))
+            continue
+        try:
+            answer: tuple = ("ok", function(*args))
+        except MemoryError:
+            answer = ("memory",)
+        except Exception as exc:  # noqa: BLE001 - the caller words it; a library's bug on one file must not end the worker
+            answer = ("raised", exc)
+        try:
+            conn.send(answer)
+        except MemoryError:  # the answer itself was too big to send within the cap
+            del answer
+            conn.send(("memory",))
+        except Exception as exc:  # an exception that does not pickle
+            conn.send(("raised", PMSError(f"{type(exc).__name__}: {str(exc)[:200]}")))
+
+
+class Worker:
+    """A child process that runs module-level functions for this one, reused call after call (a
+    fresh Python, spawned). It runs under an address-space cap (``max_bytes``: a file or page that
+    balloons fails alone, with MemoryError), is killed when a call runs past its ``timeout``, and
+    ends itself when this process ends, even by kill -9 (``watch_parent``). ``call`` returns what
+    the function returned, raises what it raised, or WorkerStopped."""
+
+    STARTUP_SECONDS = 120.0  # starting Python and importing this module, on a busy machine
+
+    def __init__(self, name: str, max_bytes: int | None = None):
+        self.name, self.max_bytes = name, max_bytes
+        self._process: _typing.Any = None
+        self._conn: _typing.Any = None
+        self._started = False  # its "ready" was read
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the process now (``call`` starts it when needed), e.g. while a download runs."""
+        if self._process is not None and self._process.is_alive():
+            return
+        self.close()
+        import multiprocessing
+
+        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_worker_loop, args=(child, self.max_bytes), name=self.name, daemon=True)
+        with spawning_workers():
+            self._process.start()
+        child.close()
+
+    def call(self, function: Callable, *args, timeout: float):
+        """``function(*args)`` in the worker, given ``timeout`` seconds (the start-up aside)."""
+        self.start()
+        if not self._started:
+            try:
+                self._started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
+            except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
+                pass
+            if not self._started:
+                self.close()
+                raise WorkerStopped(f"the {self.name} worker process did not start", "start")
+        try:
+            self._conn.send((function, args))
+            answer = self._conn.recv() if self._conn.poll(max(timeout, 0.0)) else None
+        except (EOFError, OSError):
+            process = self._process
+            self.close()
+            # Native code that cannot allocate (PDFium, lxml) aborts: under a cap, that is the likely cause.
+            why = "memory" if self.max_bytes and process.exitcode == -6 else "crashed"
+            raise WorkerStopped(f"the {self.name} worker process stopped (exit {process.exitcode})", why) from None
+        if answer is None:
+            self.close()
+            raise WorkerStopped(f"the {self.name} worker process ran past {timeout:g} s", "time")
+        if answer[0] == "ok":
+            return answer[1]
+        if answer[0] == "memory":
+            self.close()  # what is left of its heap is no use to the next call
+            raise WorkerStopped(f"the {self.name} worker process ran out of its memory", "memory")
+        raise answer[1]
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        self._started = False
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+
+# ---- pms/outbound.py (+699) ----
+"""Outbound HTTP: the one policy every request PMS makes follows (the embedding server, the clipper).
+
+Owns: what kind of address a host is (loopback, link-local, private, public); name lookups made
+once, with the connection made to the address that was checked (a name that resolves again to
+another address, DNS rebinding, is never asked twice); proxies (none unless the user opts in with
+PMS_USE_PROXY=1, and never for this machine); redirects (followed only when the caller allows,
+each hop checked by the caller, credentials never carried to another host); a deadline over the
+whole call: lookup, connection, TLS, headers and body, so a server that trickles a byte at a time
+cannot stretch it.
+
+Written on http.client and socket rather than urllib: urllib reads proxies from the environment,
+looks names up again at connect time, and its timeouts are per read, not per call.
+
+May import: config.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+
+# from .config import PMSError, Record, _typing
+
+PROXY_SETTING = "PMS_USE_PROXY"  # =1: requests that leave the machine use the system's proxy (HTTPS_PROXY, ...)
+# Headers that carry a credential: dropped when a redirect leads to another scheme, host or port.
+CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+# Kinds of address, the most private first.
+ADDRESS_KINDS = ("loopback", "link-local", "private", "public")
+
+if _typing.TYPE_CHECKING:
+    import http.client
+    import ipaddress
+
+    IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def address_kind(address: str | IPAddress) -> str:
+    """'loopback', 'link-local', 'private' or 'public'. Only globally routable unicast
+    addresses are public: shared (100.64/10, carrier NAT and tailnets), site-local
+    (fec0::/10), unique-local, documentation, benchmarking, multicast and reserved ranges
+    are private. IPv4 carried in IPv6 (mapped, NAT64, 6to4) is judged as that IPv4 address."""
+    import ipaddress
+
+    ip = ipaddress.ip_address(str(address).split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and ip in ipaddress.IPv6Network("64:ff9b::/96"):
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            ip = embedded
+    if ip.is_loopback or ip.is_unspecified:  # 0.0.0.0 and :: reach this machine
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"
+    site_local = isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local
+    return "public" if ip.is_global and not (ip.is_multicast or ip.is_reserved or site_local) else "private"
+
+
+def most_private(addresses: Sequence[str | IPAddress]) -> str:
+    return min((address_kind(a) for a in addresses), key=ADDRESS_KINDS.index, default="public")
+
+
+def is_loopback_name(host: str) -> bool:
+    """Whether a host names this machine as written: a loopback address, ``localhost`` or a
+    ``*.localhost`` name. A name is still looked up before any request, which goes only where
+    it resolves: a ``*.localhost`` name that resolves elsewhere is off this machine."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return address_kind(host) == "loopback"
+    except ValueError:
+        return False
+
+
+def time_left(deadline: float) -> float:
+    """Seconds until ``deadline`` (time.monotonic); TimeoutError when none are left."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("timed out")
+    return left
+
+
+def resolve(host: str, port: int, deadline: float) -> list[str]:
+    """The addresses of ``host``, looked up once (a literal address needs no lookup). The lookup
+    runs in a daemon thread the caller stops waiting for at ``deadline``: a resolver that hangs
+    cannot be interrupted. socket.gaierror when the name does not resolve."""
+    import ipaddress
+
+    bare = host.strip("[]")
+    with contextlib.suppress(ValueError):
+        return [str(ipaddress.ip_address(bare.split("%")[0]))]
+    import threading
+
+    outcome: dict = {}
+
+    def look_up() -> None:
+        try:
+            infos = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM)
+            outcome["addresses"] = list(dict.fromkeys(info[4][0] for info in infos))
+        except UnicodeError:  # a name IDNA cannot encode
+            outcome["error"] = socket.gaierror(socket.EAI_NONAME, "not a valid host name")
+        except OSError as exc:
+            outcome["error"] = exc
+
+    lookup = threading.Thread(target=look_up, name="pms-name-lookup", daemon=True)
+    lookup.start()
+    lookup.join(time_left(deadline))
+    if lookup.is_alive():
+        raise TimeoutError("the name lookup timed out")
+    if "error" in outcome:
+        raise outcome["error"]
+    if not outcome["addresses"]:
+        raise socket.gaierror(socket.EAI_NONAME, "no address")
+    return outcome["addresses"]
+
+
+class _DeadlineSocket(socket.socket):
+    """A socket whose every wait ends at ``deadline``: each call gets the time left as its timeout."""
+
+    deadline = float("inf")
+
+    def _in_time(self) -> None:
+        self.settimeout(time_left(self.deadline))
+
+    def recv_into(self, *args, **kwargs):
+        self._in_time()
+        return super().recv_into(*args, **kwargs)
+
+    def recv(self, *args, **kwargs):
+        self._in_time()
+        return super().recv(*args, **kwargs)
+
+    def sendall(self, *args, **kwargs):
+        self._in_time()
+        return super().sendall(*args, **kwargs)
+
+
+def _tls_socket_class():
+    import ssl
+
+    class DeadlineTLSSocket(ssl.SSLSocket):
+        """The TLS socket of a _DeadlineSocket: the handshake, reads and writes end at ``deadline``
+        (the ssl module counts one timeout across the retries of a call)."""
+
+        deadline = float("inf")
+        _in_time = _DeadlineSocket._in_time
+
+        def do_handshake(self, *args, **kwargs):
+            self._in_time()
+            return super().do_handshake(*args, **kwargs)
+
+        def recv_into(self, *args, **kwargs):
+            self._in_time()
+            return super().recv_into(*args, **kwargs)
+
+        def recv(self, *args, **kwargs):
+            self._in_time()
+            return super().recv(*args, **kwargs)
+
+        def sendall(self, *args, **kwargs):
+            self._in_time()
+            return super().sendall(*args, **kwargs)
+
+    return DeadlineTLSSocket
+
+
+def _connect(addresses: Sequence[str], port: int, deadline: float) -> _DeadlineSocket:
+    """A TCP connection to the first of ``addresses`` that answers, within the deadline."""
+    import ipaddress
+
+    error: OSError | None = None
+    for address in addresses:
+        family = socket.AF_INET6 if ipaddress.ip_address(address.split("%")[0]).version == 6 else socket.AF_INET
+        sock = _DeadlineSocket(family, socket.SOCK_STREAM)
+        sock.deadline = deadline
+        try:
+            sock.settimeout(time_left(deadline))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.connect((address, port))
+            return sock
+        except OSError as exc:
+            sock.close()
+            if isinstance(exc, TimeoutError):
+                raise
+            error = exc
+    assert error is not None
+    raise error
+
+
+def _tls(sock: _DeadlineSocket, host: str, deadline: float):
+    import ssl
+
+    context = ssl.create_default_context()
+    context.sslsocket_class = _tls_socket_class()
+    tls = context.wrap_socket(sock, server_hostname=host.strip("[]"), do_handshake_on_connect=False)
+    tls.deadline = deadline  # type: ignore[attr-defined]  # our SSLSocket subclass
+    tls.do_handshake()
+    return tls
+
+
+def _tunnel(sock, address: str, port: int, proxy_headers: dict) -> None:
+    """CONNECT through an HTTP proxy to ``address`` (the checked address, never the name: the proxy
+    looks nothing up); an OSError when the proxy refuses."""
+    import http.client
+
+    target = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in proxy_headers.items())
+    sock.sendall((head + "\r\n").encode("latin-1"))
+    answer = http.client.HTTPResponse(sock, method="CONNECT")
+    answer.begin()
+    if answer.status != 200:
+        raise OSError(f"the proxy refused the connection (HTTP {answer.status} {answer.reason})")
+
+
+class Proxy(Record, frozen=True):
+    """An HTTP proxy from the system's settings (``PMS_USE_PROXY=1``)."""
+
+    host: str
+    port: int
+    headers: dict  # Proxy-Authorization, from user:password in the proxy's URL
+
+
+def proxy_for(scheme: str, host: str, addresses: Sequence[str]) -> Proxy | None:
+    """The proxy a request to ``host`` goes through: none unless the user set PMS_USE_PROXY=1
+    (a proxy set for other programs would see every passage and query), none for an address
+    of this machine, none for a host the system's no-proxy list names."""
+    if os.environ.get(PROXY_SETTING, "").lower() not in ("1", "true", "yes") or most_private(addresses) == "loopback":
+        return None
+    import base64
+    import urllib.request
+    from urllib.parse import unquote, urlsplit
+
+    url = urllib.request.getproxies().get(scheme)
+    if not url or urllib.request.proxy_bypass(host):
+        return None
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise PMSError(f"the proxy {url!r} is not an http:// proxy, the only kind PMS can use ({PROXY_SETTING}=1)")
+    headers = {}
+    if parts.username is not None:
+        login = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(login).decode()
+    return Proxy(host=parts.hostname, port=parts.port or 80, headers=headers)
+
+
+def _connection(scheme: str, host: str, port: int, addresses: Sequence[str], deadline: float) -> http.client.HTTPConnection:
+    """An http.client connection to ``host`` (its Host header and TLS name) whose socket goes to
+    one of ``addresses``, directly or through the opted-in proxy, within ``deadline``."""
+    import http.client
+
+    proxy = proxy_for(scheme, host, addresses)
+
+    def open_socket():
+        if proxy is None:
+            sock = _connect(addresses, port, deadline)
+        else:
+            sock = _connect(resolve(proxy.host, proxy.port, deadline), proxy.port, deadline)
+            if scheme == "https":
+                _tunnel(sock, addresses[0], port, proxy.headers)
+        return _tls(sock, host, deadline) if scheme == "https" else sock
+
+    class Connection(http.client.HTTPConnection):
+        default_port = 443 if scheme == "https" else 80
+
+        def connect(self) -> None:
+            self.sock = open_socket()
+
+    return Connection(host, port)
+
+
+class Answer:
+    """An HTTP answer being read: ``status``, ``reason``, ``headers``, ``url`` (after any redirects);
+    ``body(max_bytes)`` reads the rest within the call's deadline. A context manager (closes the connection)."""
+
+    def __init__(self, response: http.client.HTTPResponse, connection: http.client.HTTPConnection, url: str):
+        self.response, self.connection, self.url = response, connection, url
+        self.status, self.reason, self.headers = response.status, response.reason, response.headers
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.response.close()
+        with contextlib.suppress(Exception):
+            self.connection.close()
+
+    def read1(self, size: int = 64 * 1024) -> bytes:
+        """What one wait brings (at most ``size`` bytes): b"" at the end."""
+        return self.response.read1(size)
+
+    def body(self, max_bytes: int) -> bytes | None:
+        """The body, or None when it is longer than ``max_bytes`` (the rest stays unread)."""
+        parts, size = [], 0
+        while block := self.read1():
+            size += len(block)
+            if size > max_bytes:
+                return None
+            parts.append(block)
+        return b"".join(parts)
+
+
+# The addresses a request may connect to: (url, host, the host's addresses, hop: 0 for the URL
+# given, 1... for redirects) -> the ones allowed, in order, or a PMSError naming why none is.
+AddressCheck = Callable[[str, str, list[str], int], list[str]]
+
+
+def reachable(url: str, deadline: float, allowed: AddressCheck) -> None:
+    """Connect to ``url``'s host as a request would (TLS included), send nothing, close:
+    OSError (or the check's PMSError) when that fails."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), parts.hostname or ""
+    port = parts.port or (443 if scheme == "https" else 80)
+    connection = _connection(scheme, host, port, allowed(url, host, resolve(host, port, deadline), 0), deadline)
+    try:
+        connection.connect()
+    finally:
+        connection.close()
+
+
+def open_url(url: str, *, deadline: float, allowed: AddressCheck, method: str = "GET", body: bytes | None = None,
+             headers: dict[str, str] | None = None, redirects: int = 0) -> Answer:
+    """Send one request (and follow up to ``redirects`` redirects) within ``deadline``: each host
+    looked up once, its addresses passed through ``allowed``, the connection made to one of those.
+    Any status is returned (a 3xx too once the redirects are spent); the caller reads the body.
+    Raises what the network raises (socket.gaierror, ConnectionRefusedError, TimeoutError,
+    ssl.SSLError, http.client.HTTPException), or a PMSError for a refused redirect."""
+    from urllib.parse import urljoin, urlsplit
+
+    headers = dict(headers or {})
+    seen: set[str] = set()
+    for hop in range(redirects + 1):
+        parts = urlsplit(url)
+        scheme, host = parts.scheme.lower(), parts.hostname or ""
+        port = parts.port or (443 if scheme == "https" else 80)
+        addresses = allowed(url, host, resolve(host, port, deadline), hop)
+        connection = _connection(scheme, host, port, addresses, deadline)
+        target = urlsplit(url)._replace(scheme="", netloc="", fragment="").geturl() or "/"
+        proxied = scheme == "http" and proxy_for(scheme, host, addresses) is not None
+        if proxied:  # an HTTP proxy gets the whole URL, its host the checked address (the proxy looks nothing up)
+            address = addresses[0]
+            target = f"http://{'[' + address + ']' if ':' in address else address}:{port}{target}"
+            headers.setdefault("Host", parts.netloc.rpartition("@")[2])
+        try:
+            connection.request(method, target, body=body, headers=headers)
+            response = connection.getresponse()
+        except BaseException:
+            connection.close()
+            raise
+        answer = Answer(response, connection, url)
+        location = response.headers.get("Location")
+        if response.status not in REDIRECT_STATUSES or not location or hop == redirects:
+            return answer
+        answer.close()
+        seen.add(url)
+        following = urljoin(url, location.strip())
+        if urlsplit(following).scheme.lower() not in ("http", "https"):
+            raise PMSError(f"{url} redirects to {following!r}, which is not a web page (only http and https are followed)")
+        if following in seen:
+            raise PMSError(f"too many redirects: {url} leads back to {following} (a redirect loop): "
+                           "open it in a browser and use the address it ends at")
+        if _origin(following) != _origin(url):  # a credential is for the host it was given to
+            headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS and k.lower() != "host"}
+        if response.status in (301, 302, 303) and method not in ("GET", "HEAD"):
+            method, body = "GET", None
+        url = following
+    raise AssertionError("unreachable: the last hop returns")
+
+
+def _origin(url: str) -> tuple:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or (443 if parts.scheme.lower() == "https" else 80)
+
+# ---- pms/frontmatter.py (+1085) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -953,7 +1487,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+956) ----
+# ---- pms/markdown.py (+1490) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -1479,7 +2013,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+1482) ----
+# ---- pms/language.py (+2016) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -1613,7 +2147,7 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
-# ---- pms/notes.py (+1616) ----
+# ---- pms/notes.py (+2150) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -1974,7 +2508,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+1977) ----
+# ---- pms/pdf.py (+2511) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -1989,10 +2523,9 @@ May import: config, markdown, notes.
 import contextlib
 import os
 import re
-import sys
 from collections.abc import Sequence
 
-# from .config import LazyPattern, PMSError, Record, _typing, env_number, module_available, pms_command, spawning_workers
+# from .config import LazyPattern, PMSError, Record, Worker, WorkerStopped, env_number, module_available, pms_command
 # from .markdown import DEFAULT_CHUNK_CHARS, Chunk, split_sentences
 # from .notes import ParsedNote
 
@@ -2005,6 +2538,7 @@ PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
 PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
 PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
 PDF_MAX_TEXT_CHARS = 30_000_000  # text per file (3,000 dense pages hold about 10 million): bounds memory
+PDF_MEMORY_MB_DEFAULT = 1024    # the reader's address space (PMS_PDF_MEMORY_MB): docs/robustness.md, "Memory budgets"
 
 
 def is_pdf(path: str | os.PathLike) -> bool:
@@ -2110,17 +2644,20 @@ def pdf_available() -> bool:
     return module_available(PDF_PACKAGE)
 
 
-def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
-    """Each page's text and the metadata title, read in this process (PdfReader runs it in a worker)."""
+def read_pdf(source: str | os.PathLike | bytes, max_pages: int) -> PdfText:
+    """Each page's text and the metadata title of a PDF file (or its bytes), read in this
+    process (PdfReader runs it in a worker)."""
     try:
         import pypdfium2 as pdfium
     except ImportError:
         raise PdfError(f"reading PDFs needs {PDF_PACKAGE}: {INSTALL_PDF}") from None
     try:
-        doc = pdfium.PdfDocument(str(path))
+        doc = pdfium.PdfDocument(source if isinstance(source, bytes) else str(source))
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise PdfError("skipped: this PDF is encrypted (save a copy without a password to index it)") from None
+        if "(PDFium: Success)" in str(exc):  # PDFium refuses a document with no page and gives no error
+            raise PdfError("skipped: this PDF has no pages (nothing to index)") from None
         raise PdfError(f"cannot read this PDF: {str(exc).rstrip('.')} (is it damaged?)", failed=True) from None
     try:
         count = len(doc)
@@ -2134,7 +2671,10 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
             page = doc[i]
             try:
                 textpage = page.get_textpage()
-                pages.append(clean_pdf_page(textpage.get_text_bounded()))
+                # A page of more text than a page holds is cut before it becomes one string.
+                over = textpage.count_chars() > PDF_PAGE_MAX_CHARS
+                text = textpage.get_text_range(0, PDF_PAGE_MAX_CHARS) if over else textpage.get_text_bounded()
+                pages.append(clean_pdf_page(text))
                 textpage.close()
                 chars += len(pages[-1])
                 if chars > PDF_MAX_TEXT_CHARS:
@@ -2149,46 +2689,16 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
         doc.close()
 
 
-# Address space of the PDF worker (Linux): a file that balloons in memory fails alone.
-PDF_WORKER_MEMORY = 4 << 30
-
-
-def _pdf_worker(conn) -> None:
-    """The PDF worker process: (path, max pages) in, ("ok", PdfText fields) or ("error", message, failed) out."""
-    if sys.platform.startswith("linux"):
-        import resource
-
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_AS, (PDF_WORKER_MEMORY, PDF_WORKER_MEMORY))
-    conn.send(("ready",))
-    while True:
-        try:
-            path, max_pages = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        try:
-            pdf = read_pdf(path, max_pages)
-            answer: tuple = ("ok", pdf.title, pdf.pages, pdf.page_count)
-        except PdfError as exc:
-            answer = ("error", str(exc), exc.failed)
-        except MemoryError:
-            answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
-        except Exception as exc:  # noqa: BLE001 - a library bug on one odd file must not end the sync
-            answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
-        conn.send(answer)
-
-
 class PdfReader:
     """Reads PDFs in one worker process (started on first use, then reused), each within a
-    deadline past which the worker is killed: a hostile PDF cannot hang a sync."""
+    deadline past which the worker is killed, under a memory cap: a hostile PDF costs one
+    line, never the sync (nor the machine's memory)."""
 
-    STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
-
-    def __init__(self, timeout: float | None = None, max_pages: int | None = None):
+    def __init__(self, timeout: float | None = None, max_pages: int | None = None, memory_mb: float | None = None):
         self.timeout = timeout or env_number("PMS_PDF_TIMEOUT", PDF_TIMEOUT_DEFAULT)
         self.max_pages = int(max_pages or env_number("PMS_PDF_MAX_PAGES", PDF_MAX_PAGES_DEFAULT))
-        self._process: _typing.Any = None
-        self._conn: _typing.Any = None
+        self.memory_mb = int(memory_mb or env_number("PMS_PDF_MEMORY_MB", PDF_MEMORY_MB_DEFAULT))
+        self._worker = Worker("pms-pdf-reader", self.memory_mb << 20)
 
     def __enter__(self):
         return self
@@ -2196,57 +2706,31 @@ class PdfReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _start(self) -> None:
-        import multiprocessing
-
-        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
-        with spawning_workers():
-            self._process.start()
-        child.close()
+    def read(self, source: str | os.PathLike | bytes) -> PdfText:
+        """The text of a PDF file (a path) or of its bytes."""
         try:
-            started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
-        except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
-            started = False
-        if not started:
-            self.close()
-            raise PdfError("the PDF reader (a worker process) did not start", failed=True)
+            return self._worker.call(read_pdf, source if isinstance(source, bytes) else str(source), self.max_pages,
+                                     timeout=self.timeout)
+        except WorkerStopped as exc:
+            raise PdfError(self._stopped(exc.why), failed=True) from None
 
-    def read(self, path: str | os.PathLike) -> PdfText:
-        if self._process is None or not self._process.is_alive():
-            self.close()
-            self._start()
-        try:
-            self._conn.send((str(path), self.max_pages))
-            ready = self._conn.poll(self.timeout)
-            answer = self._conn.recv() if ready else None
-        except (EOFError, OSError):
-            self.close()
-            raise PdfError("skipped: the PDF reader crashed on this file (is it damaged?)", failed=True) from None
-        if answer is None:
-            self.close()
-            raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
-                           f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)", failed=True)
-        if answer[0] == "error":
-            raise PdfError(answer[1], failed=answer[2])
-        return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
+    def _stopped(self, why: str) -> str:
+        memory = f"PMS_PDF_MEMORY_MB={self.memory_mb}; raise it to index this PDF"
+        if why == "time":
+            return (f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
+                    f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)")
+        if why == "memory":
+            return f"skipped: reading it needs more than {self.memory_mb} MB of memory ({memory})"
+        if why == "start":
+            return "the PDF reader (a worker process) did not start"
+        return "skipped: the PDF reader crashed on this file (is it damaged?)"
 
     def close(self) -> None:
-        process, self._process = self._process, None
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
-        if process is not None:
-            if process.is_alive():
-                process.kill()
-            process.join(5)
+        self._worker.close()
 
 
 PDF_LIMITS = {"PMS_PDF_TIMEOUT": PDF_TIMEOUT_DEFAULT, "PMS_PDF_MAX_PAGES": PDF_MAX_PAGES_DEFAULT,
-              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT}
+              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT, "PMS_PDF_MEMORY_MB": PDF_MEMORY_MB_DEFAULT}
 
 
 def limit_raised(reason: str) -> bool:
@@ -2259,7 +2743,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2262) ----
+# ---- pms/paths.py (+2746) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -2752,7 +3236,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+2755) ----
+# ---- pms/filters.py (+3239) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -2906,7 +3390,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+2909) ----
+# ---- pms/schema.py (+3393) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3197,7 +3681,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3200) ----
+# ---- pms/store.py (+3684) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -4494,7 +4978,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4497) ----
+# ---- pms/embedding.py (+4981) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -4502,7 +4986,7 @@ loaded lazily), ``HTTPEmbedder`` (an OpenAI-compatible or Ollama server the user
 loopback only unless allowed), ``StaticModel``, the registry ``EMBEDDING_PROVIDERS``,
 model settings (query prefixes) and the multilingual advice.
 
-May import: config, language, store.
+May import: config, outbound, language, store.
 """
 
 # from __future__ import annotations
@@ -4516,8 +5000,9 @@ from pathlib import Path
 
 # from .config import (
 # DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
-# display_path, module_available, pms_command,
+# display_path, error_excerpt, module_available, now_iso, pms_command,
 # )
+# from .outbound import address_kind, is_loopback_name, open_url, reachable
 # from .language import LANGUAGE_NAMES
 # from .store import in_parts
 
@@ -4908,28 +5393,15 @@ class Embedder(EmbeddingProvider):
         return self._static_folder
 
 
-# Seconds one batch may take. A batch that takes longer is split in halves, down to one
-# passage, which is retried; only then is the server too slow.
+# Seconds one request may take, answer included. A batch that takes longer is split in halves,
+# down to one passage, within the batch's deadline.
 EMBED_HTTP_TIMEOUT = 60.0
-EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
+EMBED_BATCH_DEADLINE = 180.0  # one batch of a sync in all: requests, retries, splits, Retry-After waits
+EMBED_QUERY_TIMEOUT = 2.0  # a search waits this long in all for its query's vector, then searches by keywords
 EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
 EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
 EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
 EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for localhost and loopback addresses: no name lookup, so a name that
-    merely resolves to 127.0.0.1 still counts as leaving the machine."""
-    import ipaddress
-
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
@@ -4939,9 +5411,13 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
     from urllib.parse import urlsplit, urlunsplit
 
     url = (url or "").strip()
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise PMSError(f"embedding server URL {error_excerpt(url)} is not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PMSError(f"embedding server URL {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
+        raise PMSError(f"embedding server URL {error_excerpt(url)} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
     if api not in (None, "openai", "ollama"):
         raise PMSError(f"unknown embedding API {api!r} (choose openai or ollama)")
     path = parts.path.rstrip("/")
@@ -4958,11 +5434,16 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
 
 class HTTPEmbedder(EmbeddingProvider):
     """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings`` or
-    Ollama's own ``/api/embed``. Stdlib only (urllib).
+    Ollama's own ``/api/embed``. Stdlib only (the ``outbound`` module's policy).
 
-    Every request has a timeout and is retried with backoff; every answer is checked
-    before a vector reaches the index. A URL off this machine is refused unless
-    ``allow_remote`` says the user chose it: it sends note text away.
+    Every call has a deadline in all (a query ``query_timeout``, a sync's batch
+    ``batch_deadline``), within which requests are retried with backoff (or as long as
+    the server's Retry-After asks); every answer is checked before a vector reaches the
+    index. A URL off this machine is refused unless ``allow_remote`` says the user chose
+    it: it sends note text away. A name is looked up once and the request goes to the
+    address checked; redirects are never followed (they would carry the notes, and the
+    API key, to another host); no proxy unless the user opts in (PMS_USE_PROXY=1), and
+    never for this machine.
 
     Model instruction prefixes are applied once: a server that takes ``input_type`` adds
     its own (the first connection finds out by embedding one text both ways, and the
@@ -4975,7 +5456,7 @@ class HTTPEmbedder(EmbeddingProvider):
                  allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
                  notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
                  query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
-                 input_type: bool | None = None, dim: int | None = None):
+                 input_type: bool | None = None, dim: int | None = None, batch_deadline: float = EMBED_BATCH_DEADLINE):
         from urllib.parse import urlsplit
 
         if not (model or "").strip():
@@ -4984,16 +5465,19 @@ class HTTPEmbedder(EmbeddingProvider):
         self.url, self.api = embedding_endpoint(url, api)
         self.kind = self.api
         self.host = urlsplit(self.url).hostname or ""
-        self.remote = not is_loopback_host(self.host)
+        self.remote = not is_loopback_name(self.host)
         self.allow_remote = bool(allow_remote)
         self.api_key_env = api_key_env or None
         self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        self.batch_deadline = max(batch_deadline, timeout)
         # Whether the server applies the model's prefixes from input_type (None: find out at load).
         self.input_type = input_type
         if input_type:
             self.query_prefix = self.passage_prefix = ""
         self.dim = dim
         self._failed_at = 0.0
+        self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
+        self._call = threading.local()  # the deadline of the call in progress in this thread
 
     @classmethod
     def from_config(cls, config: dict, **common) -> HTTPEmbedder:
@@ -5017,7 +5501,37 @@ class HTTPEmbedder(EmbeddingProvider):
 
     def _fail(self, message: str) -> EmbeddingUnavailable:
         self._error, self._failed_at = message, time.monotonic()
+        self.last_failure = (now_iso(), message)
         return EmbeddingUnavailable(message)
+
+    def _off_machine(self, where: str) -> EmbeddingUnavailable:
+        return self._fail(f"embedding server {self.url} is off this machine{where}: it " + self.remote_notice.format(host=self.host))
+
+    def _reachable(self, url: str, host: str, addresses: list[str], hop: int) -> list[str]:
+        """The outbound check: without the user's consent, only addresses of this machine (a
+        ``*.localhost`` name or any other must resolve to loopback and nothing else)."""
+        if self.allow_remote:
+            return addresses
+        elsewhere = [a for a in addresses if address_kind(a) != "loopback"]
+        if elsewhere:
+            raise self._off_machine(f" ({host} resolves to {elsewhere[0]})")
+        return addresses
+
+    def _deadline(self, seconds: float) -> float:
+        """The deadline of this thread's call in progress, else one ``seconds`` from now."""
+        return getattr(self._call, "deadline", None) or time.monotonic() + seconds
+
+    @contextlib.contextmanager
+    def _within(self, seconds: float):
+        """The requests made inside share one deadline, ``seconds`` from now (the outermost call's)."""
+        if getattr(self._call, "deadline", None):
+            yield
+            return
+        self._call.deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._call.deadline = None
 
     def _load(self) -> None:
         self._failed_at = time.monotonic()
@@ -5029,72 +5543,84 @@ class HTTPEmbedder(EmbeddingProvider):
                                        Hint(setting=self.api_key_env))
         if self.input_type is not None and self.dim:
             return  # remembered by the index: nothing to find out
+        with self._within(self.batch_deadline):
+            self._probe()
+
+    def _probe(self) -> None:
+        """Find out the vectors' dimension and whether the server applies the model's prefixes itself."""
         probe = "probe"
         if self.api == "openai":
             try:
-                as_query = self._post([probe], query=True, input_type=True)
-                as_passage = self._post([probe], query=False, input_type=True)
-                import numpy as np
-
-                differ = float(np.abs(np.asarray(as_query[0], dtype=np.float32) - np.asarray(as_passage[0], dtype=np.float32)).max()) > 1e-4
+                as_query = self._probe_vector(self._post([probe], query=True, input_type=True))
+                as_passage = self._probe_vector(self._post([probe], query=False, input_type=True))
+                if len(as_query) != len(as_passage):
+                    raise self._fail(f"embedding server {self.url} returned vectors of {len(as_query)} and {len(as_passage)} "
+                                     f"dimensions for the same text: is it one model?")
+                differ = max(abs(q - p) for q, p in zip(as_query, as_passage)) > 1e-4
             except _BadRequest:  # the server refuses the field: PMS adds the prefixes
-                differ, as_query = False, self._post([probe], query=True, input_type=False)
+                differ, as_query = False, self._probe_vector(self._post([probe], query=True, input_type=False))
         else:
-            differ, as_query = False, self._post([probe], query=True, input_type=False)
+            differ, as_query = False, self._probe_vector(self._post([probe], query=True, input_type=False))
         self.input_type = differ
         if differ:
             self.query_prefix = self.passage_prefix = ""
-        dim = len(as_query[0]) if len(as_query) == 1 and hasattr(as_query[0], "__len__") else 0
+        dim = len(as_query)
         if self.dim and dim != self.dim:
             raise EmbeddingUnavailable(f"embedding server {self.url} returns {dim}-dimensional vectors for {self.model_name}, "
                                        f"not {self.dim} as the index holds", Hint(command="sync --reembed"))
-        if dim < 2:
-            raise EmbeddingUnavailable(f"embedding server {self.url} returned no usable vector for a test text")
         self.dim = dim
+
+    def _probe_vector(self, vectors: list) -> list[float]:
+        """The one vector of a probe, as finite floats, or EmbeddingUnavailable (objects, strings, nothing)."""
+        import math
+
+        vector = vectors[0] if len(vectors) == 1 else None
+        if (not isinstance(vector, list) or len(vector) < 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector)):
+            raise self._fail(f"embedding server {self.url} returned no usable vector for a test text")
+        return vector
 
     def check(self) -> None:
         """Whether the server accepts a connection (no text is sent): status tells a server that
         is down before a search finds out."""
-        import socket
-        from urllib.parse import urlsplit
-
         if self.error or (self.remote and not self.allow_remote):
             return
-        parts = urlsplit(self.url)
         try:
-            socket.create_connection((self.host, parts.port or (443 if parts.scheme == "https" else 80)), timeout=2).close()
+            reachable(self.url, time.monotonic() + 2.0, self._reachable)
+        except EmbeddingUnavailable:
+            return  # _reachable kept the reason
         except OSError as exc:
-            reason = ("connection refused (is the server running?)" if isinstance(exc, ConnectionRefusedError)
-                      else " ".join(str(exc).split())[:160])
-            self._fail(f"embedding server {self.url} failed: {reason}")
+            self._fail(f"embedding server {self.url} failed: {_network_cause(exc, self.host, 2.0)}")
 
     def embed_query(self, text: str) -> bytes:
         if self.error:  # failed moments ago: say why at once rather than wait for the server again
             raise EmbeddingUnavailable(self.error)
-        return super().embed_query(text)
+        with self._within(self.query_timeout):
+            return super().embed_query(text)
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
-        try:
-            vectors = self._post(texts, query=query, input_type=bool(self.input_type))
-        except _TooSlow:
-            if len(texts) == 1:
-                raise
-            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
-            return [*self._vectors(texts[:half], query), *self._vectors(texts[half:], query)]
+        with self._within(self.query_timeout if query else self.batch_deadline):
+            vectors = self._split_when_slow(texts, query)
         try:
             return self._checked(vectors, len(texts))
         except EmbeddingUnavailable as exc:
             raise self._fail(str(exc)) from None
 
+    def _split_when_slow(self, texts: list[str], query: bool) -> list:
+        try:
+            return self._post(texts, query=query, input_type=bool(self.input_type))
+        except _TooSlow:
+            if len(texts) == 1:
+                raise
+            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
+
     def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
-        """One request, retried with backoff; the vectors as the server sent them."""
-        import http.client
+        """One request, retried with backoff within the call's deadline; the vectors as the server sent them."""
         import json
-        import urllib.error
-        import urllib.request
 
         if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
-            raise self._fail(f"embedding server {self.url} is off this machine: it " + self.remote_notice.format(host=self.host))
+            raise self._off_machine("")
         if self.api == "ollama":
             body = {"model": self.model_name, "input": texts, "truncate": True}
         else:
@@ -5105,55 +5631,102 @@ class HTTPEmbedder(EmbeddingProvider):
         if self.api_key_env and os.environ.get(self.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
         data = json.dumps(body).encode("utf-8")
-        timeout = self.query_timeout if query and len(texts) == 1 else self.timeout
-        cause = ""
+        deadline = self._deadline(self.query_timeout if query else self.batch_deadline)
+        cause, wait = "", 0.0
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as answer:
-                    raw = answer.read(EMBED_HTTP_MAX_BYTES + 1)
-            except urllib.error.HTTPError as exc:
-                detail = _http_error_detail(exc)
-                if exc.code == 400 and input_type:
-                    raise _BadRequest(detail) from None
-                cause = f"HTTP {exc.code}{': ' + detail if detail else ''}"
-                if exc.code in (429,) or exc.code >= 500:
-                    continue
+                wait = max(wait, min(0.5 * 2 ** (attempt - 1), 4.0))  # backoff, or as long as Retry-After asked
+                if time.monotonic() + wait >= deadline:
+                    break  # no time for another try: the last cause stands
+                time.sleep(wait)
+            if deadline - time.monotonic() <= 0:
+                cause = cause or f"no answer within {self.query_timeout if query else self.batch_deadline:g} s"
                 break
-            except (TimeoutError, OSError) as exc:  # URLError, refused, reset, timeout
-                reason = getattr(exc, "reason", exc)
-                if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-                    cause = f"no answer within {timeout:g} s"
-                    if len(texts) > 1:  # the caller splits the batch
-                        raise _TooSlow(f"embedding server {self.url} failed: {cause}") from None
-                elif isinstance(reason, ConnectionRefusedError):
-                    cause = "connection refused (is the server running?)"
-                else:
-                    cause = " ".join(str(reason).split())[:160] or type(reason).__name__
-                continue
-            except (http.client.HTTPException, ValueError) as exc:  # IncompleteRead, BadStatusLine: it died mid-answer
-                cause = f"broken answer ({type(exc).__name__})"
-                continue
-            if len(raw) > EMBED_HTTP_MAX_BYTES:
-                cause = "answer too large"
+            answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline)
+            if isinstance(answer, list):
+                self._failed_at, self._error = 0.0, None
+                return answer
+            cause, retry, wait = answer
+            if not retry:
                 break
-            try:
-                answer = json.loads(raw)
-                if self.api == "ollama":
-                    vectors = answer["embeddings"]
-                else:
-                    items = sorted(answer["data"], key=lambda item: item.get("index", 0))
-                    vectors = [item["embedding"] for item in items]
-                if not isinstance(vectors, list):
-                    raise TypeError
-            except (ValueError, TypeError, KeyError, AttributeError):
-                cause = "the answer is not embeddings JSON"
-                break
-            self._failed_at, self._error = 0.0, None
-            return vectors
+        if wait and time.monotonic() + wait >= deadline:
+            cause += f" (it asked to wait {wait:g} s, Retry-After, longer than this call may take)"
         raise self._fail(f"embedding server {self.url} failed: {cause}")
+
+    def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float
+                ) -> list | tuple[str, bool, float]:
+        """One request of at most ``timeout`` seconds: the vectors, or (why not, whether to try
+        again, seconds the server asked to wait)."""
+        import http.client
+        import json
+        import socket
+
+        try:
+            with open_url(self.url, method="POST", body=data, headers=headers, deadline=time.monotonic() + timeout,
+                          allowed=self._reachable) as answer:
+                status, raw = answer.status, answer.body(EMBED_HTTP_MAX_BYTES)
+                location, retry_after = answer.headers.get("Location"), answer.headers.get("Retry-After")
+        except TimeoutError:
+            if count > 1 and time.monotonic() < call_deadline - 1.0:  # the caller splits the batch, in the time left
+                raise _TooSlow(f"embedding server {self.url} failed: no answer within {timeout:g} s") from None
+            return f"no answer within {timeout:g} s", True, 0.0
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, broken answer
+            return _network_cause(exc, self.host, timeout), not isinstance(exc, socket.gaierror), 0.0
+        if raw is None:
+            return "answer too large", False, 0.0
+        if 300 <= status < 400:
+            return (f"it answered with a redirect (HTTP {status} to {error_excerpt(location or '?')}), which PMS does not "
+                    "follow for an embedding server (it would carry the notes and the key elsewhere): give the final URL", False, 0.0)
+        if status >= 400:
+            detail = _http_error_detail(raw)
+            if status == 400 and b'"input_type"' in data:
+                raise _BadRequest(detail)
+            wait = _retry_after(retry_after) if status in (429, 503) else 0.0
+            return f"HTTP {status}{': ' + detail if detail else ''}", status == 429 or status >= 500, wait
+        try:
+            answer_json = json.loads(raw)
+            if self.api == "ollama":
+                vectors = answer_json["embeddings"]
+            else:
+                items = sorted(answer_json["data"], key=lambda item: item.get("index", 0))
+                vectors = [item["embedding"] for item in items]
+            if not isinstance(vectors, list):
+                raise TypeError
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return "the answer is not embeddings JSON", False, 0.0
+        return vectors
+
+
+def _network_cause(exc: BaseException, host: str, timeout: float) -> str:
+    """Why a request failed, in a few words."""
+    import http.client
+    import socket
+
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the server running?)"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot find {host!r} (the name does not resolve)"
+    if isinstance(exc, (http.client.HTTPException, ValueError)):  # IncompleteRead, BadStatusLine: it died mid-answer
+        return f"broken answer ({type(exc).__name__})"
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds a Retry-After header asks for (a number or an HTTP date); 0 when absent or unreadable."""
+    if not value:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        import email.utils
+
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return 0.0
+    return min(max(seconds, 0.0), 3600.0) if seconds == seconds else 0.0
 
 
 class _TooSlow(EmbeddingUnavailable):
@@ -5164,19 +5737,16 @@ class _BadRequest(Exception):
     """The server refused a request (HTTP 400): used to find out whether it takes ``input_type``."""
 
 
-def _http_error_detail(exc) -> str:
+def _http_error_detail(body: bytes) -> str:
     import json
 
+    text = body[:4096].decode("utf-8", "replace")
     try:
-        body = exc.read(4096).decode("utf-8", "replace")
-    except OSError:
-        return ""
-    try:
-        parsed = json.loads(body)
+        parsed = json.loads(text)
         error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
         message = error.get("message", "") if isinstance(error, dict) else str(error)
-    except ValueError:
-        message = body
+    except (ValueError, RecursionError):
+        message = text
     return " ".join(str(message).split())[:160]
 
 
@@ -5467,7 +6037,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5470) ----
+# ---- pms/query.py (+6040) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -5759,7 +6329,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5762) ----
+# ---- pms/ranking.py (+6332) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6294,7 +6864,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6297) ----
+# ---- pms/retrieval.py (+6867) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -6985,7 +7555,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+6988) ----
+# ---- pms/sync.py (+7558) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7007,7 +7577,7 @@ from pathlib import Path
 
 # from .config import (
 # EMBED_WINDOW, VECTOR_FORMAT, Factory, Hint, Record, _typing, display_path, hex_digest, is_valid_utf8, now_iso,
-# pms_command, reason_text, spawning_workers,
+# pms_command, reason_text, spawning_workers, watch_parent,
 # )
 # from .frontmatter import FrontmatterError
 # from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
@@ -7487,7 +8057,9 @@ class Syncer:
         import multiprocessing
 
         # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        # Each worker ends with this process, even when it is killed (watch_parent).
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=watch_parent)
         ahead: collections.deque = collections.deque()
         pending = iter(batches)
 
@@ -7627,7 +8199,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+7630) ----
+# ---- pms/watch.py (+8202) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -7740,13 +8312,14 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+7743) ----
+# ---- pms/clip.py (+8315) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
-Owns: fetching with limits and private-address checks on every redirect, extracting the
-article, tidying its Markdown, file names, and writing a new file (never over another).
+Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
+size limits), extracting the article in a worker process under memory and element budgets,
+tidying its Markdown, file names, and writing a new file (never over another).
 
-May import: config, frontmatter, markdown, pdf, paths, filters.
+May import: config, outbound, frontmatter, markdown, pdf, paths, filters.
 """
 
 # from __future__ import annotations
@@ -7754,12 +8327,15 @@ May import: config, frontmatter, markdown, pdf, paths, filters.
 import contextlib
 import os
 import re
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-# from .config import VERSION, LazyPattern, PMSError, Record, _dt, hex_digest, now_iso, pms_command
+# from .config import (
+# VERSION, LazyPattern, PMSError, Record, Worker, WorkerStopped, _dt, env_number, hex_digest, module_available, now_iso,
+# pms_command,
+# )
+# from .outbound import AddressCheck, Answer, address_kind, most_private, open_url
 # from .frontmatter import split_frontmatter, yaml_scalar
 # from .markdown import FENCE, fence_states, first_heading, is_table_rule
 # from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PDF_SUFFIX, PdfError, PdfReader, pdf_available, pdf_title
@@ -7829,6 +8405,7 @@ class ClippedNote(Record):
 
 
 def import_trafilatura():
+    require_clipper()
     try:
         import trafilatura
         from lxml import etree  # noqa: F401  (trafilatura's parser; checked here for a clear message)
@@ -7838,6 +8415,13 @@ def import_trafilatura():
 
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)  # its warnings are not the user's business
     return trafilatura
+
+
+def require_clipper() -> None:
+    """A PMSError unless trafilatura and lxml are installed (found, not imported: the page is read in a worker)."""
+    for module in ("trafilatura", "lxml"):
+        if not module_available(module):
+            raise PMSError(f"clipping needs the trafilatura package ({module} is missing): {_INSTALL_CLIPPER}")
 
 
 def check_clip_url(url: str) -> str:
@@ -7871,197 +8455,96 @@ def _describe_content_type(ctype: str) -> str:
     return f"{kind} ({ctype})" if kind else ctype
 
 
+def _http_status_error(url: str, status: int, reason: str) -> PMSError:
+    """One line for an HTTP error status, with what to try."""
+    if 300 <= status < 400:
+        return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}): "
+                        "open it in a browser and clip the address it ends at")
+    hint = {401: "the page needs a login: save it from your browser and clip the file",
+            403: "the site refuses access: save the page from your browser and clip the file",
+            404: "page not found: check the URL", 410: "the page was removed",
+            429: "too many requests: wait a little and try again"}.get(status)
+    hint = hint or ("server error: try again later" if status >= 500 else "the server refused the request")
+    return PMSError(f"{url} answered HTTP {status} {one_line(reason) or ''} ({hint})".replace("  (", " ("))
+
+
 def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
     """One line for each way a fetch can fail, naming the cause and what to try."""
     import socket
     import ssl
-    import urllib.error
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     host = parts.hostname or url
-    if isinstance(exc, urllib.error.HTTPError):
-        if 300 <= exc.code < 400:
-            return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}, or a redirect loop): "
-                            "open it in a browser and clip the address it ends at")
-        hint = {401: "the page needs a login: save it from your browser and clip the file",
-                403: "the site refuses access: save the page from your browser and clip the file",
-                404: "page not found: check the URL", 410: "the page was removed",
-                429: "too many requests: wait a little and try again"}.get(exc.code)
-        hint = hint or ("server error: try again later" if exc.code >= 500 else "the server refused the request")
-        return PMSError(f"{url} answered HTTP {exc.code} {exc.reason} ({hint})")
-    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # what urllib wrapped
-    if isinstance(reason, socket.gaierror):
+    if isinstance(exc, socket.gaierror):
         return PMSError(f"cannot find the server {host!r} (DNS lookup failed: check the URL and your internet connection)")
-    if isinstance(reason, ConnectionRefusedError):
+    if isinstance(exc, ConnectionRefusedError):
         return PMSError(f"connection refused by {host}:{parts.port or (443 if parts.scheme == 'https' else 80)} "
                         "(the site is down or the URL has the wrong port)")
-    if isinstance(reason, (TimeoutError, socket.timeout)):
+    if isinstance(exc, TimeoutError):
         return PMSError(f"no answer from {host} within {timeout:g} s (try again later, or allow longer with --timeout)")
-    if isinstance(reason, ssl.SSLError):
-        return PMSError(f"secure connection to {host} failed ({getattr(reason, 'reason', None) or reason}): check the URL")
-    if isinstance(reason, (ConnectionError, EOFError)) or type(reason).__name__ in ("IncompleteRead", "RemoteDisconnected"):
+    if isinstance(exc, ssl.SSLError):
+        return PMSError(f"secure connection to {host} failed ({getattr(exc, 'reason', None) or exc}): check the URL")
+    if isinstance(exc, (ConnectionError, EOFError)) or type(exc).__name__ in ("IncompleteRead", "RemoteDisconnected"):
         return PMSError(f"the connection to {host} was cut while downloading {url} (try again)")
-    if type(reason).__name__ == "InvalidURL":
-        return PMSError(f"{url!r} is not a valid URL ({reason})")
-    return PMSError(f"cannot fetch {url}: {reason}")
+    if type(exc).__name__ == "InvalidURL":
+        return PMSError(f"{url!r} is not a valid URL ({exc})")
+    return PMSError(f"cannot fetch {url}: {one_line(exc) or type(exc).__name__}")
+
+
+def clip_address_check() -> AddressCheck:
+    """The clipper's outbound rule (for ``open_url``): the URL the user gave may be any address
+    they chose (its public addresses first, when its name has both); a redirect only public
+    addresses, or ones of the kind the user's URL was (loopback, link-local, private): a page
+    must not steer PMS to a cloud metadata address or a service on the user's own network.
+    100.64/10 (shared), fec0::/10 (site-local) and every other range that is not globally
+    routable count as private."""
+    given: list[str] = []  # the kind of address the user's URL reached
+
+    def allowed(url: str, host: str, addresses: list[str], hop: int) -> list[str]:
+        public = [a for a in addresses if address_kind(a) == "public"]
+        if hop == 0:
+            chosen = public or addresses
+            given.append(most_private(chosen))
+            return chosen
+        chosen = [a for a in addresses if address_kind(a) in ("public", given[0])]
+        if not chosen:
+            raise PMSError(f"the page redirects to {url!r}, a {most_private(addresses)} address: redirects are followed only "
+                           "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
+        return chosen
+
+    return allowed
 
 
 def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> tuple[bytes | str, str]:
-    """Download a web page: (its HTML, the URL it ended at after redirects). Standard library
-    only (trafilatura's fetcher refuses local addresses). ``timeout`` bounds the whole
-    download too: a trickling server or a stuck name lookup never hits a socket timeout."""
+    """Download a web page: (its HTML, the URL it ended at after redirects), by the outbound
+    policy (names looked up once, every redirect checked). ``timeout`` bounds the whole
+    download: name lookup, connection, headers and body (a trickling server cannot stretch it)."""
     url = check_clip_url(url)
     timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
-    # a little grace, so the worker's own, more precise error wins
-    return _within_deadline(lambda: _download(url, timeout, max_bytes, deadline), deadline + 0.5,
-                            "pms-clip-download", lambda: _too_slow(url, timeout))
-
-
-def _within_deadline(work: Callable[[], object], deadline: float, name: str, too_slow: Callable[[], PMSError]):
-    """``work()`` in a daemon thread the caller stops waiting for at ``deadline``
-    (time.monotonic): then ``too_slow()`` is raised. Neither a stalled socket nor
-    a long parse can be interrupted, so the caller walks away instead."""
-    outcome: dict = {}
-
-    def run():
-        try:
-            outcome["value"] = work()
-        except BaseException as exc:  # handed to the caller's thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=run, name=name, daemon=True)
-    worker.start()
-    worker.join(max(0.0, deadline - time.monotonic()))
-    if worker.is_alive():
-        raise too_slow()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def _too_slow(url: str, timeout: float) -> PMSError:
-    return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
-                    "try again later, or allow longer with --timeout)")
-
-
-def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
-    """extract_from_html, given up at ``deadline``: a clip's download and
-    extraction share one --timeout."""
-    return _within_deadline(lambda: extract_from_html(html, url=url), deadline, "pms-clip-extract",
-                            lambda: PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
-                                             "(a very complex page; allow longer with --timeout)"))
-
-
-_PRIVACY_ORDER = ("loopback", "link-local", "private", "public")
-
-
-def _address_kind(url: str) -> str:
-    """'loopback', 'link-local', 'private' or 'public': the most private kind
-    among the addresses of the URL's host (a literal address needs no lookup)."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        addresses = [ipaddress.ip_address(host)]
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
-        except (OSError, UnicodeError):
-            return "public"  # unresolvable: the connection fails with its own message
-        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-    kinds = []
-    for address in addresses:
-        address = getattr(address, "ipv4_mapped", None) or address
-        kinds.append("loopback" if address.is_loopback or address.is_unspecified else
-                     "link-local" if address.is_link_local else
-                     "private" if address.is_private or address.is_reserved or address.is_multicast else "public")
-    return min(kinds, key=_PRIVACY_ORDER.index) if kinds else "public"
-
-
-def redirect_allowed(original_url: str, target_url: str) -> tuple[bool, str]:
-    """(may the clipper follow a redirect from ``original_url`` to ``target_url``,
-    the target's kind of address): to public addresses always, else only to the
-    same kind as the URL the user gave (a page must not steer PMS to a cloud
-    metadata address or a service on the user's own network)."""
-    target = _address_kind(target_url)
-    return target == "public" or target == _address_kind(original_url), target
-
-
-def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tuple[bytes | str, str]:
     import http.client
-    import urllib.error
-    import urllib.parse
-    import urllib.request
 
-    def refuse_scheme(req, newurl: str) -> None:
-        if newurl.split(":", 1)[0].lower() not in ("http", "https"):
-            raise PMSError(f"{req.full_url} redirects to {newurl!r}, which is not a web page (only http and https are followed)")
-
-    class LimitedRedirects(urllib.request.HTTPRedirectHandler):
-        max_redirections = CLIP_MAX_REDIRECTS
-        max_repeats = 1  # the same URL twice is a loop
-
-        def http_error_302(self, req, fp, code, msg, headers):
-            # urllib refuses file:// and others itself, with an HTTPError that reads like a redirect loop
-            target = headers.get("location") or headers.get("uri")
-            if target:
-                refuse_scheme(req, urllib.parse.urljoin(req.full_url, target))
-            return super().http_error_302(req, fp, code, msg, headers)
-
-        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
-
-        def redirect_request(self, req, fp, code, msg, headers, newurl):
-            refuse_scheme(req, newurl)
-            allowed, kind = redirect_allowed(url, newurl)  # checked at every hop, against the user's URL
-            if not allowed:
-                raise PMSError(f"{req.full_url} redirects to {newurl!r}, a {kind} address: redirects are followed only "
-                               "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
-            return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-    opener = urllib.request.build_opener(LimitedRedirects)
-    request = urllib.request.Request(url, headers={
-        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5",
-        "Accept-Encoding": "identity"})
+    answered = False
     try:
-        with opener.open(request, timeout=timeout) as response:
-            final_url = response.geturl()
-            ctype = (response.headers.get_content_type() or "").lower()
-            declared = response.headers.get("Content-Type")
-            if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
-                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
-            if ctype in PDF_CONTENT_TYPES or urllib.parse.urlsplit(final_url).path.lower().endswith(PDF_SUFFIX):
-                max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
-            length = response.headers.get("Content-Length")
-            if length and length.isdigit() and int(length) > max_bytes:
-                raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
-            chunks, size = [], 0
-            while True:
-                block = response.read1(64 * 1024)  # what one wait brought: a trickle cannot hold the loop
-                if not block:
-                    break
-                size += len(block)
-                if size > max_bytes:
-                    raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
-                if time.monotonic() > deadline:
-                    raise _too_slow(url, timeout)
-                chunks.append(block)
-            charset = response.headers.get_content_charset()
+        with open_url(url, deadline=deadline, allowed=clip_address_check(), redirects=CLIP_MAX_REDIRECTS, headers={
+                "User-Agent": CLIP_USER_AGENT, "Accept-Encoding": "identity",
+                "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5"}) as response:
+            answered = True
+            final_url, ctype, declared, data = response.url, *_page_body(url, response, max_bytes)
     except PMSError:
         raise
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+    except TimeoutError:
+        raise (_too_slow(url, timeout) if answered else _fetch_error(url, TimeoutError(), timeout)) from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         raise _fetch_error(url, exc, timeout) from None
-    data = b"".join(chunks)
     if data.startswith(b"%PDF-"):
         return data, final_url  # bytes: Collection.clip reads it as a PDF
     if declared and ctype in PDF_CONTENT_TYPES:
         raise PMSError(f"{url} says it is a PDF but is not one (the server sent something else)")
     if not declared and not re.search(rb"<(!doctype\s+html|html|head|body|p|div|article)\b", data[:4096], re.I):
         raise PMSError(f"{url} does not look like a web page (no content type and no HTML): only HTML pages can be clipped")
+    charset = response.headers.get_content_charset()
     if charset:  # the HTTP header outranks the page's own <meta charset>
         import codecs
 
@@ -8069,6 +8552,59 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
             codecs.lookup(charset)
             return data.decode(charset, errors="replace"), final_url
     return data, final_url
+
+
+def _page_body(url: str, response: Answer, max_bytes: int) -> tuple[str, str | None, bytes]:
+    """(content type, the declared Content-Type header, the body) of an answer that is a page or a
+    PDF within ``max_bytes``; a PMSError for anything else."""
+    from urllib.parse import urlsplit
+
+    if response.status >= 300:
+        raise _http_status_error(url, response.status, response.reason)
+    ctype = (response.headers.get_content_type() or "").lower()
+    declared = response.headers.get("Content-Type")
+    if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
+        raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
+    if ctype in PDF_CONTENT_TYPES or urlsplit(response.url).path.lower().endswith(PDF_SUFFIX):
+        max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
+    length = response.headers.get("Content-Length")
+    if length and length.isdigit() and int(length) > max_bytes:
+        raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
+    data = response.body(max_bytes)
+    if data is None:
+        raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
+    return ctype, declared, data
+
+
+def _too_slow(url: str, timeout: float) -> PMSError:
+    return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
+                    "try again later, or allow longer with --timeout)")
+
+
+# The worker that reads a page (lxml and trafilatura) runs under this address space: a page
+# built to balloon fails alone. Its size and element budgets: docs/robustness.md, "Memory budgets".
+CLIP_MEMORY_MB_DEFAULT = 1024
+# Elements a page may have (start tags, counted before parsing): a long Wikipedia article has
+# tens of thousands; a page of a million costs the extractor gigabytes.
+CLIP_MAX_ELEMENTS = 200_000
+
+
+def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
+    """extract_from_html in a worker process under a memory cap (PMS_CLIP_MEMORY_MB), stopped at
+    ``deadline``: a clip's download and extraction share one --timeout."""
+    _refuse_hostile_markup(html)  # here first: a page refused by its size needs no worker
+    memory_mb = int(env_number("PMS_CLIP_MEMORY_MB", CLIP_MEMORY_MB_DEFAULT))
+    with Worker("pms-clip-reader", memory_mb << 20) as worker:
+        try:
+            return worker.call(extract_from_html, html, url, timeout=deadline - time.monotonic())
+        except WorkerStopped as exc:
+            if exc.why == "time":
+                raise PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
+                               "(a very complex page; allow longer with --timeout)") from None
+            if exc.why == "start":
+                raise PMSError(f"cannot read {url or 'the page'}: {exc}") from None
+            raise PMSError(f"reading {url or 'the page'} needs more than {memory_mb} MB of memory "
+                           f"(PMS_CLIP_MEMORY_MB={memory_mb}): too big to be an article") from None
 
 
 # -- HTML -> Markdown ---------------------------------------------------------------------
@@ -8250,8 +8786,14 @@ CLIP_MAX_ATTRIBUTES = 2_000
 
 
 def _refuse_hostile_markup(html: bytes | str) -> None:
-    """A PMSError for a page with an element built to stall the parser: one linear
-    scan counting the '=' of each start tag (an upper bound on its attributes)."""
+    """A PMSError for a page built to stall or balloon the parser: more than CLIP_MAX_ELEMENTS
+    elements (start tags, counted without parsing), or an element with more than
+    CLIP_MAX_ATTRIBUTES attributes (one linear scan counting the '=' of each start tag, an
+    upper bound on its attributes)."""
+    start_tag = re.compile(r"<[A-Za-z]" if isinstance(html, str) else rb"<[A-Za-z]")
+    for count, _ in enumerate(start_tag.finditer(html), 1):  # type: ignore[arg-type]  # str or bytes alike
+        if count > CLIP_MAX_ELEMENTS:
+            raise PMSError(f"the page has more than {CLIP_MAX_ELEMENTS:,} elements: too big to be an article")
     lt, gt, eq = ("<", ">", "=") if isinstance(html, str) else (b"<", b">", b"=")
     i = html.find(lt)  # type: ignore[arg-type]  # str or bytes alike
     while i >= 0:
@@ -8305,7 +8847,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
 
 def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
     """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
-    import_trafilatura()  # say so before any download
+    require_clipper()  # say so before any download
     deadline = time.monotonic() + checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
     return extract_within(html, final_url, deadline, timeout)
@@ -8314,22 +8856,14 @@ def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = C
 # -- the note on disk ---------------------------------------------------------------------
 def extract_from_pdf(data: bytes, url: str | None = None, fallback_title: str = "") -> ExtractedPage:
     """A PDF's text as Markdown, one ``## Page N`` section per page with text (the
-    reading runs in the PDF worker, within its deadline). Needs pypdfium2."""
-    import tempfile
-
+    reading runs in the PDF worker, within its deadline and memory cap). Needs pypdfium2."""
     if not pdf_available():
         raise PMSError(f"clipping a PDF needs {PDF_PACKAGE}: {INSTALL_PDF}")
-    fd, tmp = tempfile.mkstemp(prefix="pms-clip-", suffix=PDF_SUFFIX)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
         with PdfReader() as reader:
-            pdf = reader.read(tmp)
+            pdf = reader.read(bytes(data))  # its bytes, not a temp file: nothing is left behind if PMS is killed
     except PdfError as exc:
         raise PMSError(str(exc).removeprefix("skipped: ")) from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
     if not any(pdf.pages):
         raise PMSError(PDF_NO_TEXT.removeprefix("skipped: ") + "; nothing clipped")
     if not fallback_title and url:
@@ -8425,8 +8959,9 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
 
 
 def clip_target_folder(root: Path, collection_name: str, subfolder: str | None) -> Path:
-    """The folder a clip goes to, checked: inside the collection folder ``root``,
-    existing (the collection folder) or creatable (the sub-folder), and writable."""
+    """The folder a clip goes to, checked but not made yet (``made_folder`` makes it as the note
+    is written, so a clip that fails leaves no empty folders): inside the collection folder
+    ``root``, existing or creatable, and writable."""
     if not root.is_dir():
         raise PMSError(f"the folder of collection {collection_name!r} is missing ({root}): restore it, or remove the collection")
     folder = root
@@ -8437,13 +8972,38 @@ def clip_target_folder(root: Path, collection_name: str, subfolder: str | None) 
         folder = root.joinpath(*parts)
         if not folder.resolve().is_relative_to(root.resolve()):
             raise PMSError(f"--subfolder {subfolder!r} leads outside the collection folder {root}")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise PMSError(f"cannot create {folder}: {exc.strerror or exc} (check the folder's permissions)") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PMSError(f"cannot write to {folder} (read-only folder: check its permissions)")
+    existing = folder
+    try:
+        while not existing.exists():
+            existing = existing.parent
+    except OSError as exc:  # a name too long for the file system, say
+        raise PMSError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    if not existing.is_dir():
+        raise PMSError(f"cannot create {folder}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PMSError(f"cannot write to {existing} (read-only folder: check its permissions)")
     return folder
+
+
+@contextlib.contextmanager
+def made_folder(folder: Path):
+    """``folder`` made, with its parents, for the block; the folders made are removed again when the block fails."""
+    made = []
+    missing = folder
+    while not missing.exists():
+        made.append(missing)
+        missing = missing.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PMSError(f"cannot create {folder}: {exc.strerror or exc} (check the folder's permissions)") from None
+    try:
+        yield folder
+    except BaseException:
+        for path in made:  # the deepest first; only if still empty
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
 
 
 def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
@@ -8490,7 +9050,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8493) ----
+# ---- pms/api.py (+9053) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -8533,8 +9093,8 @@ from pathlib import Path
 # from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
 # from .clip import (
 # CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
-# clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
-# write_new_file,
+# clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, made_folder, render_clip_note,
+# require_clipper, write_new_file,
 # )
 
 
@@ -8670,7 +9230,7 @@ class Collection:
         of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
         already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
-            import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
+            require_clipper()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
         if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
@@ -8711,7 +9271,8 @@ class Collection:
         if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
-        target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
+        with made_folder(folder):
+            target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
         # The PDF beside its note, named after it; not indexed now (its text is the note's).
         original = write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
@@ -9507,7 +10068,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9510) ----
+# ---- pms/evaluation.py (+10071) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -9699,7 +10260,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+9702) ----
+# ---- pms/mcp_server.py (+10263) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -9720,7 +10281,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-# from .config import SEARCH_MODES, VERSION, Hint, PMSError, data_dir, reason_text
+# from .config import SEARCH_MODES, VERSION, Hint, PMSError, _typing, data_dir, reason_text
 # from .paths import path_prefix_glob
 # from .query import Hit
 # from .retrieval import SearchResult
@@ -9931,6 +10492,8 @@ class MCPService:
         self._sync_lock = threading.Lock()
         self._validators: dict = {}
         self._asked = threading.Event()
+        self._calls = 0  # tool calls in progress (the process ends once they are done: end_process)
+        self._idle = threading.Condition()
 
     def warm_up(self, wait: float = 2.0) -> threading.Thread:
         """Load the model in a background thread, so the first search is fast, once a client
@@ -9975,6 +10538,21 @@ class MCPService:
         self._asked.set()
 
     def call(self, name: str, arguments: dict | None) -> dict:
+        with self._idle:
+            self._calls += 1
+        try:
+            return self._call(name, arguments)
+        finally:
+            with self._idle:
+                self._calls -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, seconds: float) -> bool:
+        """Wait until no tool call is in progress, at most ``seconds``; whether none is."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._calls == 0, timeout=seconds)
+
+    def _call(self, name: str, arguments: dict | None) -> dict:
         self._asked.set()
         tool = self.tools.get(name)
         if tool is None and name == "sync":
@@ -10283,13 +10861,11 @@ def serve_mcp_stdio(service: MCPService) -> None:
                 tasks.cancel_scope.cancel()
 
     service.warm_up()
-    # The client has gone when its end of stdin closes: calls still running get a moment to
-    # answer, then the process ends, even if a worker thread is still busy (no orphan).
-    end_soon = threading.Thread(target=_exit_after, args=(MCP_EXIT_GRACE,), name="pms-mcp-exit", daemon=True)
     try:
         anyio.run(run)
     finally:
-        end_soon.start()
+        # The client has gone (its end of stdin closed): calls still running get a moment to finish.
+        end_process(service)
 
 
 # The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
@@ -10346,6 +10922,19 @@ def _capped_stdin():
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
     """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
     time.sleep(seconds)
+    _exit_now(cleanup)
+
+
+def end_process(service: MCPService, cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
+    """End a server's process once its tool calls are done (at most MCP_EXIT_GRACE seconds): with
+    os._exit, output flushed. Python's usual teardown would run while a worker thread may still be in
+    native code (ONNX Runtime loading the model or embedding a query), whose C++ destructors then
+    abort the process (exit 134, "terminate called without an active exception")."""
+    service.wait_idle(MCP_EXIT_GRACE)
+    _exit_now(cleanup)
+
+
+def _exit_now(cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
     if cleanup is not None:
         with contextlib.suppress(Exception):
             cleanup()
@@ -10682,8 +11271,9 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     finally:
         sock.close()
         unannounce()
+    end_process(service)
 
-# ---- pms/cli.py (+10686) ----
+# ---- pms/cli.py (+11276) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11741,7 +12331,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+11691) ----
+# ---- pms/__init__.py (+12281) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -11803,7 +12393,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+11806) ----
+# ---- pms/__main__.py (+12396) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -40,8 +40,8 @@ from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
 from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
 from .clip import (
     CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
-    clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
-    write_new_file,
+    clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, made_folder, render_clip_note,
+    require_clipper, write_new_file,
 )
 
 
@@ -177,7 +177,7 @@ class Collection:
         of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
         already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
-            import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
+            require_clipper()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
         if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
@@ -218,7 +218,8 @@ class Collection:
         if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
-        target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
+        with made_folder(folder):
+            target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
         # The PDF beside its note, named after it; not indexed now (its text is the note's).
         original = write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None

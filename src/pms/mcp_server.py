@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from .config import SEARCH_MODES, VERSION, Hint, PMSError, data_dir, reason_text
+from .config import SEARCH_MODES, VERSION, Hint, PMSError, _typing, data_dir, reason_text
 from .paths import path_prefix_glob
 from .query import Hit
 from .retrieval import SearchResult
@@ -229,6 +229,8 @@ class MCPService:
         self._sync_lock = threading.Lock()
         self._validators: dict = {}
         self._asked = threading.Event()
+        self._calls = 0  # tool calls in progress (the process ends once they are done: end_process)
+        self._idle = threading.Condition()
 
     def warm_up(self, wait: float = 2.0) -> threading.Thread:
         """Load the model in a background thread, so the first search is fast, once a client
@@ -273,6 +275,21 @@ class MCPService:
         self._asked.set()
 
     def call(self, name: str, arguments: dict | None) -> dict:
+        with self._idle:
+            self._calls += 1
+        try:
+            return self._call(name, arguments)
+        finally:
+            with self._idle:
+                self._calls -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, seconds: float) -> bool:
+        """Wait until no tool call is in progress, at most ``seconds``; whether none is."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._calls == 0, timeout=seconds)
+
+    def _call(self, name: str, arguments: dict | None) -> dict:
         self._asked.set()
         tool = self.tools.get(name)
         if tool is None and name == "sync":
@@ -581,13 +598,11 @@ def serve_mcp_stdio(service: MCPService) -> None:
                 tasks.cancel_scope.cancel()
 
     service.warm_up()
-    # The client has gone when its end of stdin closes: calls still running get a moment to
-    # answer, then the process ends, even if a worker thread is still busy (no orphan).
-    end_soon = threading.Thread(target=_exit_after, args=(MCP_EXIT_GRACE,), name="pms-mcp-exit", daemon=True)
     try:
         anyio.run(run)
     finally:
-        end_soon.start()
+        # The client has gone (its end of stdin closed): calls still running get a moment to finish.
+        end_process(service)
 
 
 # The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
@@ -644,6 +659,19 @@ def _capped_stdin():
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
     """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
     time.sleep(seconds)
+    _exit_now(cleanup)
+
+
+def end_process(service: MCPService, cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
+    """End a server's process once its tool calls are done (at most MCP_EXIT_GRACE seconds): with
+    os._exit, output flushed. Python's usual teardown would run while a worker thread may still be in
+    native code (ONNX Runtime loading the model or embedding a query), whose C++ destructors then
+    abort the process (exit 134, "terminate called without an active exception")."""
+    service.wait_idle(MCP_EXIT_GRACE)
+    _exit_now(cleanup)
+
+
+def _exit_now(cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
     if cleanup is not None:
         with contextlib.suppress(Exception):
             cleanup()
@@ -980,3 +1008,4 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     finally:
         sock.close()
         unannounce()
+    end_process(service)
