@@ -716,6 +716,7 @@ May import: config.
 # from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import time
@@ -729,6 +730,11 @@ CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 # Kinds of address, the most private first.
 ADDRESS_KINDS = ("loopback", "link-local", "private", "public")
+# Ranges that are never public, whatever a Python version's ipaddress tables say (they changed in 3.13):
+# this network, shared (carrier NAT, tailnets), protocol assignments, documentation, benchmarking,
+# reserved, IPv6 site-local, unique-local, documentation, protocol assignments, discard.
+NOT_PUBLIC = ("0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24",
+              "203.0.113.0/24", "240.0.0.0/4", "fec0::/10", "fc00::/7", "2001:db8::/32", "2001::/23", "100::/64")
 
 if _typing.TYPE_CHECKING:
     import http.client
@@ -755,8 +761,15 @@ def address_kind(address: str | IPAddress) -> str:
         return "loopback"
     if ip.is_link_local:
         return "link-local"
-    site_local = isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local
-    return "public" if ip.is_global and not (ip.is_multicast or ip.is_reserved or site_local) else "private"
+    listed = any(ip in network for network in _not_public(ip.version))
+    return "public" if ip.is_global and not (ip.is_multicast or ip.is_reserved or listed) else "private"
+
+
+@functools.cache
+def _not_public(version: int) -> tuple:
+    import ipaddress
+
+    return tuple(network for network in map(ipaddress.ip_network, NOT_PUBLIC) if network.version == version)
 
 
 def most_private(addresses: Sequence[str | IPAddress]) -> str:
@@ -1082,7 +1095,7 @@ def _origin(url: str) -> tuple:
     parts = urlsplit(url)
     return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or (443 if parts.scheme.lower() == "https" else 80)
 
-# ---- pms/frontmatter.py (+1085) ----
+# ---- pms/frontmatter.py (+1098) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -1487,7 +1500,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+1490) ----
+# ---- pms/markdown.py (+1503) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -2013,7 +2026,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2016) ----
+# ---- pms/language.py (+2029) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -2147,7 +2160,7 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
-# ---- pms/notes.py (+2150) ----
+# ---- pms/notes.py (+2163) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2508,7 +2521,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2511) ----
+# ---- pms/pdf.py (+2524) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2743,7 +2756,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2746) ----
+# ---- pms/paths.py (+2759) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3236,7 +3249,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3239) ----
+# ---- pms/filters.py (+3252) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3390,7 +3403,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3393) ----
+# ---- pms/schema.py (+3406) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3681,7 +3694,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3684) ----
+# ---- pms/store.py (+3697) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -4978,7 +4991,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4981) ----
+# ---- pms/embedding.py (+4994) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5002,7 +5015,7 @@ from pathlib import Path
 # DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
 # display_path, error_excerpt, module_available, now_iso, pms_command,
 # )
-# from .outbound import address_kind, is_loopback_name, open_url, reachable
+# from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
 # from .language import LANGUAGE_NAMES
 # from .store import in_parts
 
@@ -5465,7 +5478,7 @@ class HTTPEmbedder(EmbeddingProvider):
         self.url, self.api = embedding_endpoint(url, api)
         self.kind = self.api
         self.host = urlsplit(self.url).hostname or ""
-        self.remote = not is_loopback_name(self.host)
+        self._remote: bool | None = None
         self.allow_remote = bool(allow_remote)
         self.api_key_env = api_key_env or None
         self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
@@ -5493,6 +5506,17 @@ class HTTPEmbedder(EmbeddingProvider):
         return f"{self.url} ({'off this machine' if self.remote else 'this machine'}, model {self.model_name})"
 
     @property
+    def remote(self) -> bool:  # type: ignore[override]
+        """Whether the server is off this machine: a host other than a loopback address,
+        ``localhost`` or a ``*.localhost`` name, or such a name that resolves elsewhere."""
+        if self._remote is None:
+            self._remote = not is_loopback_name(self.host)
+            if not self._remote and self.host.rstrip(".").lower().endswith(".localhost"):
+                with contextlib.suppress(OSError):  # unresolvable: nothing can reach it, nothing leaves
+                    self._remote = most_private(resolve(self.host, 80, time.monotonic() + 2.0)) != "loopback"
+        return self._remote
+
+    @property
     def error(self) -> str | None:
         # A server may come back: a failure is told (and searches use keywords) for a while, then tried again.
         if self._error and time.monotonic() - self._failed_at > EMBED_RETRY_AFTER:
@@ -5504,7 +5528,9 @@ class HTTPEmbedder(EmbeddingProvider):
         self.last_failure = (now_iso(), message)
         return EmbeddingUnavailable(message)
 
-    def _off_machine(self, where: str) -> EmbeddingUnavailable:
+    def _off_machine(self, where: str = "") -> EmbeddingUnavailable:
+        if not where and is_loopback_name(self.host):  # a *.localhost name that resolves elsewhere
+            where = f" ({self.host} does not resolve to this machine)"
         return self._fail(f"embedding server {self.url} is off this machine{where}: it " + self.remote_notice.format(host=self.host))
 
     def _reachable(self, url: str, host: str, addresses: list[str], hop: int) -> list[str]:
@@ -5536,8 +5562,7 @@ class HTTPEmbedder(EmbeddingProvider):
     def _load(self) -> None:
         self._failed_at = time.monotonic()
         if self.remote and not self.allow_remote:
-            raise EmbeddingUnavailable(f"embedding server {self.url} is off this machine: it "
-                                       + self.remote_notice.format(host=self.host))
+            raise self._off_machine()
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise EmbeddingUnavailable(f"embedding server {self.url} needs an API key in ${self.api_key_env}, which is not set",
                                        Hint(setting=self.api_key_env))
@@ -5620,7 +5645,7 @@ class HTTPEmbedder(EmbeddingProvider):
         import json
 
         if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
-            raise self._off_machine("")
+            raise self._off_machine()
         if self.api == "ollama":
             body = {"model": self.model_name, "input": texts, "truncate": True}
         else:
@@ -5642,7 +5667,8 @@ class HTTPEmbedder(EmbeddingProvider):
             if deadline - time.monotonic() <= 0:
                 cause = cause or f"no answer within {self.query_timeout if query else self.batch_deadline:g} s"
                 break
-            answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline)
+            answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline,
+                                  min(self.timeout, self.query_timeout if query else self.batch_deadline))
             if isinstance(answer, list):
                 self._failed_at, self._error = 0.0, None
                 return answer
@@ -5653,10 +5679,10 @@ class HTTPEmbedder(EmbeddingProvider):
             cause += f" (it asked to wait {wait:g} s, Retry-After, longer than this call may take)"
         raise self._fail(f"embedding server {self.url} failed: {cause}")
 
-    def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float
+    def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float, allowed: float
                 ) -> list | tuple[str, bool, float]:
-        """One request of at most ``timeout`` seconds: the vectors, or (why not, whether to try
-        again, seconds the server asked to wait)."""
+        """One request of at most ``timeout`` seconds (what is left of the ``allowed`` seconds): the
+        vectors, or (why not, whether to try again, seconds the server asked to wait)."""
         import http.client
         import json
         import socket
@@ -5668,10 +5694,10 @@ class HTTPEmbedder(EmbeddingProvider):
                 location, retry_after = answer.headers.get("Location"), answer.headers.get("Retry-After")
         except TimeoutError:
             if count > 1 and time.monotonic() < call_deadline - 1.0:  # the caller splits the batch, in the time left
-                raise _TooSlow(f"embedding server {self.url} failed: no answer within {timeout:g} s") from None
-            return f"no answer within {timeout:g} s", True, 0.0
+                raise _TooSlow(f"embedding server {self.url} failed: no answer within {allowed:g} s") from None
+            return f"no answer within {allowed:g} s", True, 0.0
         except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, broken answer
-            return _network_cause(exc, self.host, timeout), not isinstance(exc, socket.gaierror), 0.0
+            return _network_cause(exc, self.host, allowed), not isinstance(exc, socket.gaierror), 0.0
         if raw is None:
             return "answer too large", False, 0.0
         if 300 <= status < 400:
@@ -6037,7 +6063,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6040) ----
+# ---- pms/query.py (+6066) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6329,7 +6355,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6332) ----
+# ---- pms/ranking.py (+6358) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6864,7 +6890,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6867) ----
+# ---- pms/retrieval.py (+6893) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -7555,7 +7581,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7558) ----
+# ---- pms/sync.py (+7584) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8199,7 +8225,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8202) ----
+# ---- pms/watch.py (+8228) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -8312,7 +8338,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8315) ----
+# ---- pms/clip.py (+8341) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -9050,7 +9076,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+9053) ----
+# ---- pms/api.py (+9079) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -10026,6 +10052,19 @@ class KnowledgeBase:
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
+    def embedding_failure(self) -> dict | None:
+        """The last time embedding failed, ``{"at": ISO time or None, "error": why}``: in this process
+        (a search that fell back to keywords; an embedding server's last failure is kept after it
+        recovers), else the last sync's, as the index remembers it; None when neither failed."""
+        failure = getattr(self.embedder, "last_failure", None)
+        if failure:
+            return {"at": failure[0], "error": failure[1]}
+        error = self.store.get_meta("embed_error")
+        if not error:
+            return None
+        synced = [c.last_sync for c in self.collections.list() if c.last_sync]
+        return {"at": max(synced) if synced else None, "error": error}
+
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change, with
         ``links`` (default: as ``pending``) the links that point to no note."""
@@ -10056,6 +10095,7 @@ class KnowledgeBase:
             "vectors_in_memory_bytes": getattr(self.retrieval.vectors, "nbytes", 0),
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
+            "embedding_last_failure": self.embedding_failure(),
         }
         # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
         info["warnings"] = [w for c in info["collections_detail"] for w in c["exclusion_warnings"]]
@@ -10068,7 +10108,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+10071) ----
+# ---- pms/evaluation.py (+10111) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, embedding, api.
@@ -10260,7 +10300,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10263) ----
+# ---- pms/mcp_server.py (+10303) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -11273,7 +11313,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+11276) ----
+# ---- pms/cli.py (+11316) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11571,6 +11611,9 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
           + (f", model {info['model']}" if mode != "keyword" else ""))
     if info["vectors_from"]:
         print(f"Vectors:     from {info['vectors_from']}")
+    failed = info["embedding_last_failure"]
+    if failed and failed["error"] != info["search_mode_reason"]:
+        print(f"Last failure: {failed['at'] or 'at the last sync'}: {failed['error']}")
     if info["languages"]:
         print("Languages:   " + ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in list(info["languages"].items())[:8]))
     if info["language_advice"]:
@@ -12331,7 +12374,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12281) ----
+# ---- pms/__init__.py (+12324) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12393,7 +12436,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12396) ----
+# ---- pms/__main__.py (+12439) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -973,6 +973,19 @@ class KnowledgeBase:
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
+    def embedding_failure(self) -> dict | None:
+        """The last time embedding failed, ``{"at": ISO time or None, "error": why}``: in this process
+        (a search that fell back to keywords; an embedding server's last failure is kept after it
+        recovers), else the last sync's, as the index remembers it; None when neither failed."""
+        failure = getattr(self.embedder, "last_failure", None)
+        if failure:
+            return {"at": failure[0], "error": failure[1]}
+        error = self.store.get_meta("embed_error")
+        if not error:
+            return None
+        synced = [c.last_sync for c in self.collections.list() if c.last_sync]
+        return {"at": max(synced) if synced else None, "error": error}
+
     def status(self, pending: bool = True, links: bool | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change, with
         ``links`` (default: as ``pending``) the links that point to no note."""
@@ -1003,6 +1016,7 @@ class KnowledgeBase:
             "vectors_in_memory_bytes": getattr(self.retrieval.vectors, "nbytes", 0),
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
+            "embedding_last_failure": self.embedding_failure(),
         }
         # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
         info["warnings"] = [w for c in info["collections_detail"] for w in c["exclusion_warnings"]]

@@ -295,6 +295,9 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
           + (f", model {info['model']}" if mode != "keyword" else ""))
     if info["vectors_from"]:
         print(f"Vectors:     from {info['vectors_from']}")
+    failed = info["embedding_last_failure"]
+    if failed and failed["error"] != info["search_mode_reason"]:
+        print(f"Last failure: {failed['at'] or 'at the last sync'}: {failed['error']}")
     if info["languages"]:
         print("Languages:   " + ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in list(info["languages"].items())[:8]))
     if info["language_advice"]:

@@ -21,7 +21,7 @@ from .config import (
     DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
     display_path, error_excerpt, module_available, now_iso, pms_command,
 )
-from .outbound import address_kind, is_loopback_name, open_url, reachable
+from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
 from .language import LANGUAGE_NAMES
 from .store import in_parts
 
@@ -484,7 +484,7 @@ class HTTPEmbedder(EmbeddingProvider):
         self.url, self.api = embedding_endpoint(url, api)
         self.kind = self.api
         self.host = urlsplit(self.url).hostname or ""
-        self.remote = not is_loopback_name(self.host)
+        self._remote: bool | None = None
         self.allow_remote = bool(allow_remote)
         self.api_key_env = api_key_env or None
         self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
@@ -512,6 +512,17 @@ class HTTPEmbedder(EmbeddingProvider):
         return f"{self.url} ({'off this machine' if self.remote else 'this machine'}, model {self.model_name})"
 
     @property
+    def remote(self) -> bool:  # type: ignore[override]
+        """Whether the server is off this machine: a host other than a loopback address,
+        ``localhost`` or a ``*.localhost`` name, or such a name that resolves elsewhere."""
+        if self._remote is None:
+            self._remote = not is_loopback_name(self.host)
+            if not self._remote and self.host.rstrip(".").lower().endswith(".localhost"):
+                with contextlib.suppress(OSError):  # unresolvable: nothing can reach it, nothing leaves
+                    self._remote = most_private(resolve(self.host, 80, time.monotonic() + 2.0)) != "loopback"
+        return self._remote
+
+    @property
     def error(self) -> str | None:
         # A server may come back: a failure is told (and searches use keywords) for a while, then tried again.
         if self._error and time.monotonic() - self._failed_at > EMBED_RETRY_AFTER:
@@ -523,7 +534,9 @@ class HTTPEmbedder(EmbeddingProvider):
         self.last_failure = (now_iso(), message)
         return EmbeddingUnavailable(message)
 
-    def _off_machine(self, where: str) -> EmbeddingUnavailable:
+    def _off_machine(self, where: str = "") -> EmbeddingUnavailable:
+        if not where and is_loopback_name(self.host):  # a *.localhost name that resolves elsewhere
+            where = f" ({self.host} does not resolve to this machine)"
         return self._fail(f"embedding server {self.url} is off this machine{where}: it " + self.remote_notice.format(host=self.host))
 
     def _reachable(self, url: str, host: str, addresses: list[str], hop: int) -> list[str]:
@@ -555,8 +568,7 @@ class HTTPEmbedder(EmbeddingProvider):
     def _load(self) -> None:
         self._failed_at = time.monotonic()
         if self.remote and not self.allow_remote:
-            raise EmbeddingUnavailable(f"embedding server {self.url} is off this machine: it "
-                                       + self.remote_notice.format(host=self.host))
+            raise self._off_machine()
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise EmbeddingUnavailable(f"embedding server {self.url} needs an API key in ${self.api_key_env}, which is not set",
                                        Hint(setting=self.api_key_env))
@@ -639,7 +651,7 @@ class HTTPEmbedder(EmbeddingProvider):
         import json
 
         if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
-            raise self._off_machine("")
+            raise self._off_machine()
         if self.api == "ollama":
             body = {"model": self.model_name, "input": texts, "truncate": True}
         else:
@@ -661,7 +673,8 @@ class HTTPEmbedder(EmbeddingProvider):
             if deadline - time.monotonic() <= 0:
                 cause = cause or f"no answer within {self.query_timeout if query else self.batch_deadline:g} s"
                 break
-            answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline)
+            answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline,
+                                  min(self.timeout, self.query_timeout if query else self.batch_deadline))
             if isinstance(answer, list):
                 self._failed_at, self._error = 0.0, None
                 return answer
@@ -672,10 +685,10 @@ class HTTPEmbedder(EmbeddingProvider):
             cause += f" (it asked to wait {wait:g} s, Retry-After, longer than this call may take)"
         raise self._fail(f"embedding server {self.url} failed: {cause}")
 
-    def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float
+    def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float, allowed: float
                 ) -> list | tuple[str, bool, float]:
-        """One request of at most ``timeout`` seconds: the vectors, or (why not, whether to try
-        again, seconds the server asked to wait)."""
+        """One request of at most ``timeout`` seconds (what is left of the ``allowed`` seconds): the
+        vectors, or (why not, whether to try again, seconds the server asked to wait)."""
         import http.client
         import json
         import socket
@@ -687,10 +700,10 @@ class HTTPEmbedder(EmbeddingProvider):
                 location, retry_after = answer.headers.get("Location"), answer.headers.get("Retry-After")
         except TimeoutError:
             if count > 1 and time.monotonic() < call_deadline - 1.0:  # the caller splits the batch, in the time left
-                raise _TooSlow(f"embedding server {self.url} failed: no answer within {timeout:g} s") from None
-            return f"no answer within {timeout:g} s", True, 0.0
+                raise _TooSlow(f"embedding server {self.url} failed: no answer within {allowed:g} s") from None
+            return f"no answer within {allowed:g} s", True, 0.0
         except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, broken answer
-            return _network_cause(exc, self.host, timeout), not isinstance(exc, socket.gaierror), 0.0
+            return _network_cause(exc, self.host, allowed), not isinstance(exc, socket.gaierror), 0.0
         if raw is None:
             return "answer too large", False, 0.0
         if 300 <= status < 400:

@@ -17,6 +17,7 @@ May import: config.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import time
@@ -30,6 +31,11 @@ CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 # Kinds of address, the most private first.
 ADDRESS_KINDS = ("loopback", "link-local", "private", "public")
+# Ranges that are never public, whatever a Python version's ipaddress tables say (they changed in 3.13):
+# this network, shared (carrier NAT, tailnets), protocol assignments, documentation, benchmarking,
+# reserved, IPv6 site-local, unique-local, documentation, protocol assignments, discard.
+NOT_PUBLIC = ("0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24",
+              "203.0.113.0/24", "240.0.0.0/4", "fec0::/10", "fc00::/7", "2001:db8::/32", "2001::/23", "100::/64")
 
 if _typing.TYPE_CHECKING:
     import http.client
@@ -56,8 +62,15 @@ def address_kind(address: str | IPAddress) -> str:
         return "loopback"
     if ip.is_link_local:
         return "link-local"
-    site_local = isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local
-    return "public" if ip.is_global and not (ip.is_multicast or ip.is_reserved or site_local) else "private"
+    listed = any(ip in network for network in _not_public(ip.version))
+    return "public" if ip.is_global and not (ip.is_multicast or ip.is_reserved or listed) else "private"
+
+
+@functools.cache
+def _not_public(version: int) -> tuple:
+    import ipaddress
+
+    return tuple(network for network in map(ipaddress.ip_network, NOT_PUBLIC) if network.version == version)
 
 
 def most_private(addresses: Sequence[str | IPAddress]) -> str:
