@@ -215,7 +215,8 @@ class RetryAfterServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, wait: str):
-        self.wait, self.times = wait, []
+        self.wait = wait
+        self.times: list[float] = []
         super().__init__(("127.0.0.1", 0), RetryAfterHandler)
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
         threading.Thread(target=self.serve_forever, daemon=True).start()
