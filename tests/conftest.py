@@ -367,10 +367,10 @@ def server():
 
 
 @contextlib.contextmanager
-def mcp_http_server(db: Path, env: dict, *flags: str):
+def mcp_http_server(db: Path, env: dict, *flags: str, prefix: tuple[str, ...] = ()):
     """A `pms.py mcp --http` process on a free port; yields (its URL, the process, its stderr lines).
-    It is stopped at the end, and its log must hold no traceback."""
-    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
+    It is stopped at the end, and its log must hold no traceback. ``prefix``: a command it runs under."""
+    proc = subprocess.Popen([*prefix, sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     found = threading.Event()
     url: list[str] = []
