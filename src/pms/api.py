@@ -27,7 +27,7 @@ from .notes import LinkResolver, note_links
 from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
 from .paths import Exclusions, compile_glob, inside, read_note_file
 from .filters import NoteFilter, checked_number
-from .schema import MIGRATIONS
+from .schema import DOCID_CHARS, MIGRATIONS
 from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
 from .embedding import (
     LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
@@ -892,7 +892,12 @@ class KnowledgeBase:
         store = self.store
         docid = target[1:].strip().lower() if target.startswith("#") else target.lower()
         if re.fullmatch(r"[0-9a-f]{6,40}", docid):
-            rows = store.find_documents(docid=docid) or store.find_documents(docid_prefix=docid, limit=6)
+            rows = store.find_documents(docid=docid)
+            if not rows and len(docid) < DOCID_CHARS:
+                # Shorter than any id: an old 6-digit one, or typed short. An id of DOCID_CHARS or more
+                # digits is whole: it never names another note whose id it starts (a deleted note's
+                # 783ec005 is not 783ec0057).
+                rows = store.find_documents(docid_prefix=docid, limit=6)
             if len(rows) == 1:
                 return rows[0]
             if len(rows) > 1:  # an old 6-digit id that now starts several notes' ids
