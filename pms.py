@@ -340,19 +340,19 @@ def default_db_path() -> Path:
 
 
 def max_file_bytes() -> int:
-    try:
-        return int(float(os.environ.get("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)) * 1024 * 1024)
-    except ValueError:
-        return MAX_FILE_MB_DEFAULT * 1024 * 1024
+    return int(env_number("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT) * 1024 * 1024)
 
 
 def env_number(name: str, default: float) -> float:
-    """A positive number from the environment, else ``default`` (a typo must not disable a limit)."""
+    """A positive, finite number from the environment, else ``default`` (a typo, -1 or inf must not
+    disable a limit)."""
+    import math
+
     try:
         value = float(os.environ.get(name, default))
     except ValueError:
         return default
-    return value if value > 0 else default
+    return value if 0 < value and math.isfinite(value) and value < 1e12 else default
 
 
 def private_env_dir() -> Path:
@@ -3388,7 +3388,7 @@ def checked_number(value, name: str, minimum: float = 1, maximum: float | None =
     if not ok:
         kind = "a whole number" if whole else "a number"
         span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
-        raise PMSError(f"{name} must be {kind} {span}, not {error_excerpt(value)}")
+        raise PMSError(f"{name} must be {kind} {span}, not {error_excerpt(value)}", argument=name)
     return int(number) if whole else float(number)
 
 
@@ -3719,7 +3719,7 @@ from pathlib import Path
 
 # from .config import (
 # DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
-# module_available, named_tuple, now_iso, past_deadline, pms_command,
+# is_valid_utf8, module_available, named_tuple, now_iso, past_deadline, pms_command,
 # )
 # from .markdown import passage_display_text
 # from .notes import ParsedNote, frontmatter_fields, normalize_tag
@@ -4231,10 +4231,12 @@ class Store:
         row = self.collection_row(name)
         if not row:
             known = ", ".join(r.name for r in self.collection_rows()) or "none yet"
-            raise PMSError(f"no collection named {name!r} (collections: {known})")
+            raise PMSError(f"no collection named '{display_path(name)}' (collections: {known})")
         return row
 
     def collection_row(self, name: str) -> CollectionRow | None:
+        if not is_valid_utf8(name):  # bytes that are not UTF-8 (a command line's): no collection has such a name
+            return None
         row = self.db.execute(self._COLLECTION_SQL + " WHERE name = ?", (name,)).fetchone()
         return CollectionRow(*row) if row else None
 
@@ -4991,7 +4993,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4994) ----
+# ---- pms/embedding.py (+4996) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6063,7 +6065,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6066) ----
+# ---- pms/query.py (+6068) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6355,7 +6357,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6358) ----
+# ---- pms/ranking.py (+6360) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6890,7 +6892,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6893) ----
+# ---- pms/retrieval.py (+6895) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
@@ -7581,7 +7583,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7584) ----
+# ---- pms/sync.py (+7586) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8225,7 +8227,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8228) ----
+# ---- pms/watch.py (+8230) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -8338,7 +8340,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8341) ----
+# ---- pms/clip.py (+8343) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -9076,7 +9078,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+9079) ----
+# ---- pms/api.py (+9081) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9130,6 +9132,7 @@ MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
 ANSWER_MAX_BYTES = 20_000
 MULTI_GET_MAX_BYTES = ANSWER_MAX_BYTES
 MULTI_GET_MAX_FILES = 50
+MULTI_GET_MAX_NAMES = 1000  # notes a comma-separated list may name (each is looked up)
 # A multi_get note left out because the answer was full starts its reason with this.
 OVER_BUDGET = "does not fit in max_bytes"
 
@@ -9834,6 +9837,8 @@ class KnowledgeBase:
         target, ref_from, ref_count = self._split_ref(ref)
         from_line = from_line if from_line is not None else ref_from
         count = count if count is not None else ref_count
+        if max_bytes is not None:
+            max_bytes = checked_number(max_bytes, "max_bytes")
         return self._read_document(self._resolve(target), from_line, count, max_bytes)
 
     @staticmethod
@@ -9926,14 +9931,21 @@ class KnowledgeBase:
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
+        if len(items) > MULTI_GET_MAX_NAMES:
+            raise PMSError(f"the pattern names {len(items):,} notes: at most {MULTI_GET_MAX_NAMES:,} at a time "
+                           "(or a glob such as journal/*.md)", argument="pattern")
         rows: dict[tuple[str, str], tuple[DocumentRow, int | None, int | None]] = {}
         skipped: list[tuple[str, str]] = []
         every = None
+        names: dict[str, list[DocumentRow]] | None = None  # the loose names of every note, made once for the list
         for item in items:
             if not re.search(r"[*?\[{]", item):
                 try:
                     target, start, count = self._split_ref(item)
-                    row = self._resolve(target)
+                    if names is None and len(items) > 1:
+                        names = self._loose_names()
+                    # Close names are suggested for the first few unknown ones only: each costs a pass over every note.
+                    row = self._resolve(target, names, suggest=len(skipped) < 5)
                 except PMSError as exc:
                     skipped.append((item, str(exc)))
                     continue
@@ -9967,7 +9979,7 @@ class KnowledgeBase:
             left -= len(doc.text.encode("utf-8")) + 1
         return documents, skipped
 
-    def _resolve(self, target: str) -> DocumentRow:
+    def _resolve(self, target: str, names: dict[str, list[DocumentRow]] | None = None, suggest: bool = True) -> DocumentRow:
         store = self.store
         docid = target[1:].strip().lower() if target.startswith("#") else target.lower()
         if re.fullmatch(r"[0-9a-f]{6,40}", docid):
@@ -9980,8 +9992,8 @@ class KnowledgeBase:
             if len(rows) == 1:
                 return rows[0]
             if len(rows) > 1:  # an old 6-digit id that now starts several notes' ids
-                names = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
-                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {names}{' ...' if len(rows) > 5 else ''}; "
+                listed = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
+                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {listed}{' ...' if len(rows) > 5 else ''}; "
                                "give the whole id")
             if target.startswith("#"):
                 raise PMSError(f"no indexed note has the id #{docid} (ids change when a note is renamed; search again)")
@@ -10003,35 +10015,44 @@ class KnowledgeBase:
                 rows = store.find_documents(collection=c.name, path=inside) if inside else []
                 if rows:
                     return rows[0]
-        return self._resolve_loosely(target)
+        return self._resolve_loosely(target, names, suggest)
 
-    def _resolve_loosely(self, target: str) -> DocumentRow:
+    def _loose_names(self) -> dict[str, list[DocumentRow]]:
+        """Every note under each name it answers to loosely: ``collection/path`` and ``path`` without
+        '.md', in lower case, and every tail of them after a '/' (so ``rust`` finds ``dev/rust.md``)."""
+        names: dict[str, list[DocumentRow]] = {}
+        for row in self.store.find_documents():
+            check_deadline()
+            keys: set[str] = set()
+            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
+                bare = name[:-3] if name.endswith(".md") else name
+                keys.update(bare.split("/", n)[-1] for n in range(bare.count("/") + 1))
+            for key in keys:
+                names.setdefault(key, []).append(row)
+        return names
+
+    def _resolve_loosely(self, target: str, names: dict[str, list[DocumentRow]] | None = None,
+                         suggest: bool = True) -> DocumentRow:
         """A note named loosely (its file name alone, without '.md', in any case); else an
-        error that suggests the closest names."""
+        error that suggests the closest names (when ``suggest``)."""
         import difflib
 
         want = target.replace("\\", "/").strip().strip("/").lower()
         stem = want[:-3] if want.endswith(".md") else want
-        every = self.store.find_documents()
-        matches = []
-        for row in every:
-            check_deadline()
-            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
-                bare = name[:-3] if name.endswith(".md") else name
-                if bare == stem or bare.endswith("/" + stem):
-                    matches.append(row)
-                    break
+        matches = (names if names is not None else self._loose_names()).get(stem, [])
         if len(matches) == 1:
             return matches[0]
         if matches:
-            names = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
-            raise PMSError(f"{target!r} names {len(matches)} notes: {names}{' ...' if len(matches) > 5 else ''}; give the folder too")
-        by_name: dict[str, DocumentRow] = {}
-        for row in every:
-            name = row.path.rsplit("/", 1)[-1].lower()
-            by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
-        close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
-        hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
+            names_text = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
+            raise PMSError(f"{target!r} names {len(matches)} notes: {names_text}{' ...' if len(matches) > 5 else ''}; give the folder too")
+        hint = ""
+        if suggest:
+            by_name: dict[str, DocumentRow] = {}
+            for row in self.store.find_documents():
+                name = row.path.rsplit("/", 1)[-1].lower()
+                by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
+            close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
+            hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
         raise PMSError(f"no indexed note matches {target!r};{hint or ' use collection/path.md or the #docid shown in results'}")
 
     # -- status -----------------------------------------------------------------------------
@@ -10113,10 +10134,10 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+10116) ----
+# ---- pms/evaluation.py (+10137) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
-May import: config, embedding, api.
+May import: config, filters, embedding, api.
 """
 
 # from __future__ import annotations
@@ -10127,6 +10148,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 # from .config import ADD_COLLECTION_ARGS, Hint, PMSError, Record, pms_command
+# from .filters import checked_number
 # from .embedding import EmbeddingUnavailable
 # from .api import KnowledgeBase
 
@@ -10149,22 +10171,27 @@ def load_fixture(path: str | os.PathLike) -> list[Judgment]:
         raise PMSError(f"cannot read fixture {path}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise PMSError(f"fixture {path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise PMSError(f"fixture {path} is not a fixture: its JSON is nested too deep") from None
     items = data.get("queries") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise PMSError(f'fixture {path} has no queries (expected {{"queries": [{{"query": ..., "expected_files": [...]}}]}})')
     judgments = []
     for i, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not str(item.get("query") or "").strip():
+        if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
             raise PMSError(f'fixture {path}: query #{i} has no "query" text')
         relevant: dict[str, float] = {}
         for key, gain in (("partial_paths", 0.5), ("expected_files", 1.0), ("relevant_paths", 1.0)):
             value = item.get(key) or []
+            if not isinstance(value, (str, list)):
+                raise PMSError(f"fixture {path}: query #{i}: {key} must be a path or a list of paths")
             for target in [value] if isinstance(value, str) else value:
                 relevant[str(target)] = gain  # listed as both: full credit wins
         if not relevant:
             raise PMSError(f"fixture {path}: query #{i} ({item['query']!r}) lists no expected_files or relevant_paths")
         top = item.get("expected_in_top_k")
-        judgments.append(Judgment(str(item["query"]), relevant, int(top) if top else None))
+        top = checked_number(top, f"fixture {path}: query #{i}: expected_in_top_k") if top is not None else None
+        judgments.append(Judgment(item["query"], relevant, top))
     return judgments
 
 
@@ -10305,7 +10332,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10308) ----
+# ---- pms/mcp_server.py (+10335) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -11026,8 +11053,8 @@ def _search_route(service: MCPService, security):
         try:
             try:
                 ask = json.loads(await request.body())  # its size is capped by _checked_requests
-            except ValueError:
-                raise PMSError("the request body is not JSON") from None
+            except (ValueError, RecursionError):
+                raise PMSError("the request body is not JSON (or nested too deep)") from None
             if not isinstance(ask, dict):
                 raise PMSError("bad search request: a JSON object is expected")
             kb = service.kb
@@ -11155,7 +11182,7 @@ def bad_request_id(raw: str | bytes) -> bool:
 
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return any(isinstance(m, dict) and "method" in m and "id" in m and (isinstance(m["id"], bool) or not isinstance(m["id"], (str, int)))
                for m in (data if isinstance(data, list) else [data]))
@@ -11492,7 +11519,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+11495) ----
+# ---- pms/cli.py (+11522) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11517,7 +11544,8 @@ from pathlib import Path
 
 # from .config import (
 # ADD_COLLECTION_ARGS, DEFAULT_GLOB, SEARCH_MODES, VERSION, Hint, PMSError, _typing, argparse, checkout_dir, data_dir,
-# import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
+# default_db_path, display_path, error_excerpt, import_root, module_available, pms_command, private_env_dir, reason_text,
+# source_path, use_private_env,
 # )
 # from .language import LANGUAGE_NAMES
 # from .pdf import INSTALL_PDF, PDF_PACKAGE
@@ -11528,7 +11556,7 @@ from pathlib import Path
 # from .query import Hit, render_snippet, terminal_safe
 # from .retrieval import SearchResult
 # from .sync import SyncProgress, SyncReport
-# from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
+# from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, one_line
 # from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 # from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
 # from .mcp_server import (
@@ -11752,6 +11780,8 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
 
 
 def cmd_sync(kb: KnowledgeBase, args) -> int:
+    if args.reembed and args.no_embed:
+        raise PMSError("--reembed embeds every passage again and --no-embed embeds none: give one of them")
     names = args.collection or None
     if not kb.collections.list():
         raise PMSError(f"no collections yet (add one: {pms_command(ADD_COLLECTION_ARGS)})")
@@ -11931,6 +11961,9 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+SKIPPED_SHOWN = 10  # multi-get names this many notes it skipped, then counts the rest
+
+
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
     documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
@@ -11938,8 +11971,10 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
         return 0
     for d in documents:
         print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
-    for ref, why in skipped:
+    for ref, why in skipped[:SKIPPED_SHOWN]:
         _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
+    if len(skipped) > SKIPPED_SHOWN:
+        _notice(f"skipped {len(skipped) - SKIPPED_SHOWN:,} more (--json lists every one and why)")
     return 0 if documents or not skipped else 1
 
 
@@ -12512,7 +12547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.query.strip() and not any((args.tag, args.no_tag, args.path, args.after, args.before, args.where)):
             args.usage_error("nothing to search: give words, or a filter (--tag, --path, --after, --before, --where)")
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(f"unrecognized arguments: {terminal_safe(' '.join(extra))}")
     if not args.command:
         parser.print_help()
         return 0
@@ -12521,7 +12556,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
+        # Opening the index reads it too: a damaged one is one line from the first query on.
+        with storage_errors(Path(args.db).expanduser() if args.db else default_db_path()), \
+                KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb:
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)
@@ -12534,6 +12571,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the file system refused something no check above words (a name too long, say)
+        where = f": {error_excerpt(display_path(exc.filename), 200)}" if exc.filename else ""
+        print(f"pms: error: {exc.strerror or one_line(exc) or type(exc).__name__}{where}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: one line, not a traceback (PMS_DEBUG=1 shows it)
+        if os.environ.get("PMS_DEBUG"):
+            raise
+        print(f"pms: internal error (a bug in PMS: please report it; PMS_DEBUG=1 shows where): {type(exc).__name__}: "
+              f"{(one_line(exc) or '')[:300]}", file=sys.stderr)
+        return 2
 
 
 # Commands that run until stopped, and whose libraries (Qt, the MCP server) clean up at exit.
@@ -12553,7 +12600,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12503) ----
+# ---- pms/__init__.py (+12550) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12615,7 +12662,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12618) ----
+# ---- pms/__main__.py (+12665) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

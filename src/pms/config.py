@@ -283,19 +283,19 @@ def default_db_path() -> Path:
 
 
 def max_file_bytes() -> int:
-    try:
-        return int(float(os.environ.get("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)) * 1024 * 1024)
-    except ValueError:
-        return MAX_FILE_MB_DEFAULT * 1024 * 1024
+    return int(env_number("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT) * 1024 * 1024)
 
 
 def env_number(name: str, default: float) -> float:
-    """A positive number from the environment, else ``default`` (a typo must not disable a limit)."""
+    """A positive, finite number from the environment, else ``default`` (a typo, -1 or inf must not
+    disable a limit)."""
+    import math
+
     try:
         value = float(os.environ.get(name, default))
     except ValueError:
         return default
-    return value if value > 0 else default
+    return value if 0 < value and math.isfinite(value) and value < 1e12 else default
 
 
 def private_env_dir() -> Path:

@@ -718,8 +718,8 @@ def _search_route(service: MCPService, security):
         try:
             try:
                 ask = json.loads(await request.body())  # its size is capped by _checked_requests
-            except ValueError:
-                raise PMSError("the request body is not JSON") from None
+            except (ValueError, RecursionError):
+                raise PMSError("the request body is not JSON (or nested too deep)") from None
             if not isinstance(ask, dict):
                 raise PMSError("bad search request: a JSON object is expected")
             kb = service.kb
@@ -847,7 +847,7 @@ def bad_request_id(raw: str | bytes) -> bool:
 
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return any(isinstance(m, dict) and "method" in m and "id" in m and (isinstance(m["id"], bool) or not isinstance(m["id"], (str, int)))
                for m in (data if isinstance(data, list) else [data]))

@@ -1,0 +1,192 @@
+"""No traceback anywhere (issue 37): every command line, however odd its arguments, and every
+command on a damaged index ends with one line saying what is wrong and an exit code.
+
+Two generators: argv fuzz (Hypothesis: commands, flags, and values that are surrogates of bytes
+that are not UTF-8, names too long for the file system, odd numbers) run in this process by
+``pms.main``; and damaged index files (truncated, overwritten pages, dropped tables and columns,
+wrong versions) run by every command. The cases the fault pass found are listed first.
+"""
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, write
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pms
+
+ODD_NUMBERS = ["nan", "inf", "-inf", "1e400", "-1e999", "-5", "0", "-0", "9" * 40, str(2**63), "0x10", "1_000", "", " ",
+               "٣", "1e-400", "3.5", "NaN", "+7"]
+LONG = "n" * 300  # longer than a file name may be (255 bytes)
+SURROGATE = os.fsdecode(b"\xff\xfe")  # what a command line's bytes that are not UTF-8 become
+
+
+def one_line_end(code: int, err: str) -> bool:
+    """An exit code and, when it failed, a last line on stderr that says so; no traceback, no bug."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    if "Traceback" in err or "internal error" in err:
+        return False
+    if code == 0:
+        return True
+    return bool(lines) and (lines[-1].startswith("pms: ") or ": error: " in lines[-1])
+
+
+def run_main(*argv: str, db: Path | None = None) -> tuple[int, str]:
+    """``pms.main(argv)`` in this process with standard streams as a real process has them (UTF-8;
+    stdout strict, stderr backslashreplace): (exit code, what it printed on stderr)."""
+    import contextlib
+    import io
+
+    out, err = io.BytesIO(), io.BytesIO()
+    stdout = io.TextIOWrapper(out, encoding="utf-8", errors="strict", write_through=True)
+    stderr = io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True)
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = pms.main([*(["--db", str(db)] if db else []), *argv])
+        except SystemExit as exc:  # argparse: a usage error, --help
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, err.getvalue().decode("utf-8")
+
+
+@pytest.fixture
+def env_home(tmp_path, monkeypatch):
+    """A small keyword index; clips, the network and the model out of the way."""
+    write(tmp_path / "v" / "a.md", "# A\n\nrestic copies the laptop every night #backup\n")
+    write(tmp_path / "v" / "b.md", "# B\n\n[[a]] links to a\n")
+    db = tmp_path / "index.sqlite"
+    with pms.KnowledgeBase(db, embeddings=False) as kb:
+        kb.collections.create(tmp_path / "v", name="v")
+        kb.sync()
+    return tmp_path, db
+
+
+# The cases the fault pass on 0.3.1 found (issue 37, items 12 and 13): each ends in one line.
+FOUND = [
+    ["sync", "--reembed", "--no-embed"],
+    ["sync", "-c", SURROGATE], ["search", "restic", "-c", SURROGATE], ["collection", "describe", SURROGATE, "x"],
+    ["collection", "add", "{tmp}/" + LONG], ["collection", "add", "{tmp}/v", "--name", LONG],
+    ["--db", "{tmp}/" + LONG + ".sqlite", "status"], ["--db", "{tmp}/" + LONG + "/i.sqlite", "status"],
+    ["get", "v/a.md", "--max-bytes", "-5"], ["get", "#" + "f" * 8], ["multi-get", ",".join(f"nope{i}" for i in range(1000))],
+    ["bench", "{tmp}/deep.json"], ["bench", "{tmp}/inf.json"], ["search", "-n", "1e400", "x"], ["search", "--min-score", "nan", "x"],
+]
+
+
+@pytest.mark.parametrize("argv", FOUND, ids=lambda argv: " ".join(argv)[:60])
+def test_what_the_fault_pass_found_is_one_line(argv, env_home):
+    tmp, db = env_home
+    (tmp / "deep.json").write_text("[" * 5000)
+    (tmp / "inf.json").write_text('{"queries": [{"query": "restic", "relevant_paths": ["a.md"], "expected_in_top_k": -1e999}]}')
+    argv = [a.replace("{tmp}", str(tmp)) for a in argv]
+    code, err = run_main(*argv, db=db if "--db" not in argv else None)
+    assert one_line_end(code, err), (code, err[-500:])
+    if argv[0] == "multi-get":
+        assert err.count("\n") <= 12, "a thousand unknown names are counted, not listed"
+
+
+@pytest.mark.parametrize("variable,value", [("PMS_PDF_TIMEOUT", "inf"), ("PMS_MAX_FILE_MB", "-1"), ("PMS_PDF_MEMORY_MB", "nan"),
+                                            ("PMS_MCP_MAX_SESSIONS", "1e999"), ("PMS_MAX_FILE_MB", "abc")])
+def test_odd_settings_fall_back_to_the_default(variable, value, monkeypatch):
+    default = pms.config.env_number(variable, 7.0)
+    monkeypatch.setenv(variable, value)
+    assert pms.config.env_number(variable, 7.0) == default == 7.0
+    assert pms.config.max_file_bytes() == 20 * 1024 * 1024
+
+
+COMMANDS = [["search"], ["get"], ["multi-get"], ["status"], ["sync"], ["sync", "--dry-run"], ["tags"], ["links"],
+            ["backlinks"], ["related"], ["collection", "list"], ["collection", "show"], ["collection", "describe"],
+            ["collection", "rename"], ["collection", "remove"], ["collection", "add"], ["collection", "exclude"], ["bench"]]
+FLAGS = ["-n", "-c", "--mode", "--tag", "--path", "--after", "--before", "--where", "--min-score", "--max-bytes", "--json",
+         "--name", "--glob", "--line-numbers", "--chunks", "--also", "--files", "-k"]
+odd_text = st.one_of(
+    st.sampled_from(ODD_NUMBERS),
+    st.binary(min_size=1, max_size=12).map(os.fsdecode),  # bytes as a POSIX command line gives them
+    st.text(min_size=1, max_size=20),
+    st.integers(min_value=250, max_value=5000).map(lambda n: "x" * n),
+    st.sampled_from(["v", "v/a.md", "a", "#", "#abc", "[z-a]", "{a,b", "*", "../..", "~nosuchuser/x", "-", "--", "=",
+                     "a=b", "2024-13-45", "\x00", "\n", "v/a.md:0:0", "v/a.md:99999999999999999999"]),
+)
+argv_strategy = st.tuples(
+    st.sampled_from(COMMANDS),
+    st.lists(st.one_of(st.sampled_from(FLAGS), odd_text), max_size=6),
+).map(lambda parts: [*parts[0], *parts[1]])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+          derandomize=True)
+@given(argv=argv_strategy)
+def test_any_command_line_ends_in_one_line_and_an_exit_code(argv, env_home):
+    argv = [a.replace("\x00", " ") for a in argv]  # a command line cannot hold NUL
+    code, err = run_main(*argv, db=env_home[1])
+    assert one_line_end(code, err), (argv, code, err[-600:])
+
+
+# -- damaged index files --------------------------------------------------------------------------------------------
+def damaged_copies(clean: Path, folder: Path, count: int, seed: int = 37) -> list[tuple[str, Path]]:
+    """``count`` damaged copies of the index ``clean``: cut short, pages overwritten with noise, a
+    table or index dropped, a column renamed, the version changed, a header garbled."""
+    rng = random.Random(seed)
+    data = clean.read_bytes()
+    page = 4096
+    tables = [row[0] for row in sqlite3.connect(clean).execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite_%'")]
+    first = [name for name in ("meta", "collections", "documents", "chunks", "chunks_fts") if name in tables]
+    made = []
+    for n in range(count):
+        kind = ["truncate", "noise", "drop", "version", "header", "empty"][n % 6]
+        path = folder / f"damaged-{n}-{kind}.sqlite"
+        if kind == "truncate":
+            path.write_bytes(data[: rng.randrange(1, len(data))])
+        elif kind == "noise":
+            damaged = bytearray(data)
+            for _ in range(rng.randint(1, 4)):
+                at = rng.randrange(0, max(1, len(data) // page)) * page
+                damaged[at : at + page] = rng.randbytes(page)
+            path.write_bytes(bytes(damaged))
+        elif kind in ("drop", "version"):
+            path.write_bytes(data)
+            db = sqlite3.connect(path)
+            if kind == "drop":  # the tables every command reads first, then any
+                name = first.pop(0) if first else rng.choice(tables)
+                kind += f" {name}"
+                for what in ("TABLE", "INDEX", "VIEW"):
+                    try:
+                        db.execute(f'DROP {what} IF EXISTS "{name}"')
+                    except sqlite3.DatabaseError:
+                        continue
+            else:
+                db.execute(f"PRAGMA user_version = {rng.choice([-1, 0, 3, 999, 2**31 - 1])}")
+            db.commit()
+            db.close()
+        elif kind == "header":
+            damaged = bytearray(data)
+            damaged[rng.randrange(0, 100)] ^= 0xFF
+            path.write_bytes(bytes(damaged))
+        else:
+            path.write_bytes(b"")
+        made.append((kind, path))
+    return made
+
+
+@pytest.mark.slow
+def test_every_command_on_a_damaged_index_ends_in_one_line(env_home, tmp_path):
+    _, clean = env_home
+    sqlite3.connect(clean).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
+    cases = damaged_copies(clean, tmp_path, 36)
+    commands = [["status"], ["search", "restic"], ["search", "restic", "--mode", "keyword", "--json"], ["get", "v/a.md"],
+                ["sync"], ["collection", "list"], ["tags"], ["related", "v/a.md"], ["multi-get", "v/*.md"]]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | {"PMS_HOME": str(tmp_path / "home")}
+    failures = []
+    for kind, path in cases:
+        for command in commands:
+            r = subprocess.run([sys.executable, str(REPO / "pms.py"), "--db", str(path), *command], capture_output=True,
+                               text=True, env=env, timeout=300)
+            if not one_line_end(r.returncode, r.stderr):
+                failures.append((kind, command, r.returncode, r.stderr[-400:]))
+    assert not failures, failures[:5]
