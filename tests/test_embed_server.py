@@ -61,6 +61,12 @@ class FakeServer:
                     return self._send(200, b"<html>not json</html>")
                 if fake.mode == "strings":
                     return self._send(200, json.dumps({"data": [{"index": 0, "embedding": ["a"] * fake.dim}]}).encode())
+                if fake.mode == "objects":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [{"x": 1}] * fake.dim}]}).encode())
+                if fake.mode == "deep":
+                    return self._send(200, b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+                if fake.mode == "probes_disagree" and body.get("input_type") == "passage":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [0.5] * (fake.dim + 3)}]}).encode())
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 if fake.takes_input_type and "input_type" in body:
                     texts = [("query: " if body["input_type"] == "query" else "passage: ") + t for t in texts]
@@ -253,6 +259,17 @@ def test_garbage_answers_are_refused(server, vault_dir, db_path, mode):
         assert server.url in report.embed_error
         assert vector_count(kb) == 0
         assert kb.search("railway")[0].path == "trains.md"
+
+
+@pytest.mark.parametrize("mode,says", [("objects", "no usable vector"), ("deep", "not embeddings JSON"),
+                                       ("probes_disagree", "vectors of 16 and 19 dimensions for the same text")])
+def test_a_provider_whose_probes_make_no_sense_is_one_line(server, mode, says, vault_dir, db_path, pms_main):
+    server.mode = mode
+    with pytest.raises(pms.EmbeddingUnavailable, match=says):
+        provider(server).load()
+    r = pms_main("--embed-url", server.url, "--embed-model", "m", "collection", "add", vault_dir, db=db_path)
+    assert says in r.stderr and "Traceback" not in r.stderr and "internal error" not in r.stderr
+    assert r.returncode == 0, "the notes are indexed for keyword search"
 
 
 def test_connection_refused_is_one_line_in_the_cli(vault_dir, db_path, pms_main):

@@ -190,3 +190,17 @@ def test_every_command_on_a_damaged_index_ends_in_one_line(env_home, tmp_path):
             if not one_line_end(r.returncode, r.stderr):
                 failures.append((kind, command, r.returncode, r.stderr[-400:]))
     assert not failures, failures[:5]
+
+
+def test_a_list_of_a_thousand_names_and_more_is_refused_at_once(env_home):
+    """MCP multi_get with a 200 KB list spent 30 s of CPU looking each name up loosely."""
+    from pms.mcp_server import MCPService
+
+    with pms.KnowledgeBase(env_home[1], embeddings=False) as kb:
+        service = MCPService(kb)
+        pattern = ",".join(f"nope{i}" for i in range(30_000))
+        assert len(pattern) > 200_000
+        with pytest.raises(pms.PMSError, match="names 30,000 notes: at most 1,000 at a time"):
+            service.call("multi_get", {"pattern": pattern})
+        answer = service.call("multi_get", {"pattern": ",".join(["v/a.md", *(f"nope{i}" for i in range(999))])})
+        assert [d["path"] for d in answer["documents"]] == ["v/a.md"] and len(answer["skipped"]) == 999
