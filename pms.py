@@ -3341,8 +3341,9 @@ class NoteFilter(Record, frozen=True):
                 raise PMSError(f"{piece!r} is not a filter ({cls.FILTER_SYNTAX})")
         return cls.build(tags, exclude, where=where, **fields)
 
-    def search_args(self) -> dict:
-        """This filter as keyword arguments of ``KnowledgeBase.search`` (only the conditions set)."""
+    def build_args(self) -> dict:
+        """This filter as ``build``'s keyword arguments (only the conditions set; JSON as it is):
+        ``NoteFilter.build(**f.build_args()) == f``."""
         where = [key if op is None else f"{key}{op}{value}" for key, op, value in self.where]
         args = {"tags": list(self.tags), "exclude_tags": list(self.exclude_tags), "path": self.path,
                 "after": self.after, "before": self.before, "where": where}
@@ -3403,7 +3404,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3406) ----
+# ---- pms/schema.py (+3407) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3694,7 +3695,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3697) ----
+# ---- pms/store.py (+3698) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -4993,7 +4994,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4996) ----
+# ---- pms/embedding.py (+4997) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6065,11 +6066,12 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6068) ----
+# ---- pms/query.py (+6069) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
-snippet and its marks (``mark_terms``: one highlighting rule for every front end),
+snippet and its marks (``highlight_pattern``: one highlighting rule for every front end),
+``copy_groups`` (copies shown under their original),
 terminal-safe text, and ``VectorStatus``.
 
 May import: config.
@@ -6305,12 +6307,22 @@ def without_heading_line(shown: str, heading_path: str) -> str:
     return rest if same and rest.strip() else shown
 
 
+def highlight_pattern(words: Sequence[str]) -> re.Pattern | None:
+    """The one rule for marking a query's words in text (snippets, the app's preview):
+    words of four letters or more by their stem, so 'sync' lights up 'syncing' (the
+    last two letters of a longer word dropped, at least four kept); two- and
+    three-letter words whole, so 'ai' leaves 'aim' alone. None: nothing to mark."""
+    whole = sorted({re.escape(w) for w in words if 2 <= len(w) <= 3})
+    stems = sorted({re.escape(w[: max(4, len(w) - 2)]) for w in words if len(w) > 3}, key=len, reverse=True)
+    parts = ([r"\b(?:" + "|".join(stems) + r")\w*"] if stems else []) + ([r"\b(?:" + "|".join(whole) + r")\b"] if whole else [])
+    return re.compile("|".join(parts), re.I) if parts else None
+
+
 def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
-    query word (by prefix, so 'sync' marks 'syncing'), with marks."""
+    query word (highlight_pattern), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
-    stems = [w[:max(3, len(w) - 2)] for w in words if len(w) >= 2]
-    pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")\w*", re.I) if stems else None
+    pattern = highlight_pattern(words)
     start = 0
     if pattern:
         m = pattern.search(flat)
@@ -6324,6 +6336,24 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[s
     if pattern:
         window = pattern.sub(lambda m: MARK_OPEN + m.group(0) + MARK_CLOSE, window)
     return snippet_spans(window)
+
+
+def copy_groups(hits: Sequence[Hit]) -> list[tuple[Hit, list[Hit]]]:
+    """Hits as front ends show them: each original, in order, with the hits that copy
+    it (``copy_of``, mark_copies) under the first hit of its note (with chunks, the
+    note's first passage). A copy whose original is not among ``hits`` stands alone."""
+    copies: dict[str, list[Hit]] = {hit.ref: [] for hit in hits if not hit.copy_of}
+    groups: list[tuple[Hit, list[Hit]]] = []
+    placed: set[str] = set()
+    for hit in hits:
+        if hit.copy_of and hit.copy_of in copies:
+            copies[hit.copy_of].append(hit)
+        elif hit.copy_of or hit.ref in placed:
+            groups.append((hit, []))
+        else:
+            placed.add(hit.ref)
+            groups.append((hit, copies[hit.ref]))
+    return groups
 
 
 @named_tuple
@@ -6357,7 +6387,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6360) ----
+# ---- pms/ranking.py (+6390) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6892,12 +6922,13 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6895) ----
+# ---- pms/retrieval.py (+6925) ----
 """A search: request -> candidate lists -> ranking -> result.
 
-Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
-vector and name lists from the store, the ranking step, snippets for what is shown) and
-``SearchResult``.
+Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
+before the search runs, frozen), ``Retrieval`` (the keyword, vector and name lists from the
+store, the ranking step, snippets for what is shown) and ``SearchResult`` (what every front
+end shows: hits, copy groups, the query's words and their highlighting, the mode and why).
 
 May import: config, markdown, language, filters, schema, store, embedding, query, ranking.
 """
@@ -6907,11 +6938,12 @@ May import: config, markdown, language, filters, schema, store, embedding, query
 import contextlib
 import functools
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 
-# from .config import VECTOR_FORMAT, Factory, Hint, Record, clean_query
+# from .config import SEARCH_MODES, VECTOR_FORMAT, Factory, Hint, PMSError, Record, TupleFields, clean_query, named_tuple
 # from .markdown import passage_display_text
 # from .language import language_script, note_language
 # from .filters import NoteFilter, checked_number
@@ -6919,8 +6951,8 @@ from collections.abc import Iterator, Sequence
 # from .store import ChunkInfo, Store, VectorMemory
 # from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
 # from .query import (
-# MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
-# parse_query, snippet_spans, without_heading_line,
+# MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, copy_groups, folder_description,
+# highlight_pattern, mark_terms, parse_query, snippet_spans, without_heading_line,
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
@@ -6928,10 +6960,23 @@ from collections.abc import Iterator, Sequence
 # )
 
 
-class SearchRequest(Record):
-    """One search, parsed and resolved once: every stage reads it, none parses again.
-    ``query`` is clean (clean_query); ``mode`` is what was asked, ``used`` the mode that
-    runs and ``reason`` why it is not hybrid."""
+@named_tuple
+class SearchMode(TupleFields):
+    """The mode a search will use; when hybrid is not available, why (a
+    sentence) and a stable code from VECTOR_UNAVAILABLE."""
+
+    mode: str
+    reason: str = ""
+    code: str = ""
+    hint: Hint | None = None  # what makes hybrid run (a command)
+
+
+class SearchRequest(Record, frozen=True):
+    """One search, parsed and resolved before it runs (Retrieval.request), never changed
+    after: every stage reads it, none parses again. ``query`` is clean (clean_query);
+    ``mode`` is what was asked, ``used`` the mode that runs, ``reason`` why it is not
+    hybrid and ``hint`` what makes hybrid run. A filter without words lists notes
+    (``used`` keyword)."""
 
     query: str
     parsed: ParsedQuery
@@ -6953,10 +6998,17 @@ class SearchRequest(Record):
         """What the vector list embeds: the query without its exclusions, after the intent."""
         return f"{self.intent}: {self.parsed.text}" if self.intent and self.parsed.text.strip() else self.parsed.text
 
+    @property
+    def lists_notes(self) -> bool:
+        """A filter without words: the notes it matches, newest first (Retrieval.listing)."""
+        return bool(self.note_filter) and not self.parsed.terms
+
 
 class SearchResult(Record):
-    """A search's hits (it is also their list), the mode it ran in and why, each stage's
-    time in ms, and how ranking was done (--explain)."""
+    """A search's hits (it is also their list) and what front ends show with them:
+    the query as searched and its ``words`` (marked with ``highlight``), the mode it ran
+    in and why not hybrid, the copies grouped under their originals (``groups``), each
+    stage's time in ms, and how ranking was done (--explain)."""
 
     hits: list[Hit]
     mode: str = "keyword"
@@ -6966,6 +7018,31 @@ class SearchResult(Record):
     explain: str = ""
     weak: bool = False  # no hit reaches RankingSettings.relevance_floor: the notes may not cover the query
     best_relevance: float | None = None  # before min_score left hits out
+    query: str = ""  # as searched (clean_query)
+    words: list[str] = Factory(list)  # the query's words (ParsedQuery.words; of every phrasing searched)
+
+    @property
+    def groups(self) -> list[tuple[Hit, list[Hit]]]:
+        """Each hit to show, best first, with the hits that copy it (copy_groups)."""
+        return copy_groups(self.hits)
+
+    @property
+    def highlight(self) -> re.Pattern | None:
+        """What marks the query's words in a note's text (highlight_pattern, as the snippets' marks)."""
+        return highlight_pattern(self.words)
+
+    def to_dict(self, explain: bool = False) -> dict:
+        """As JSON: every field, each hit's as Hit.to_dict."""
+        return {**self.replace(hits=[]).as_dict(), "hits": [hit.to_dict(explain) for hit in self.hits]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SearchResult:
+        """A result as to_dict wrote it (a field this version does not know is left out)."""
+        known = set(Hit._fields)
+        fields = {key: value for key, value in data.items() if key in cls._fields}
+        fields["hits"] = [Hit(**{key: value for key, value in hit.items() if key in known}) for hit in data["hits"]]
+        fields["hint"] = Hint(**data["hint"]) if data.get("hint") else None
+        return cls(**fields)
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)
@@ -6981,6 +7058,19 @@ class SearchResult(Record):
 
     def __eq__(self, other):
         return self.hits == other if isinstance(other, list) else Record.__eq__(self, other)
+
+
+def checked_min_score(value) -> float | None:
+    """A search's min_score checked at the boundary: None, or a relevance from 0 to 1."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise PMSError(f"min_score wants a number from 0 to 1, not {value!r}", argument="min_score") from None
+    if not 0.0 <= number <= 1.0:
+        raise PMSError(f"min_score wants a number from 0 to 1, not {number:g}", argument="min_score")
+    return number
 
 
 class Retrieval:
@@ -7027,15 +7117,35 @@ class Retrieval:
                                 Hint(command="sync --reembed"))
         return VectorStatus(True)
 
+    def search_mode(self, mode: str = "auto") -> SearchMode:
+        """The mode a search asked for ``mode`` will use, and why hybrid is not available;
+        EmbeddingUnavailable when ``mode`` (hybrid, vector) cannot run."""
+        if mode not in SEARCH_MODES:
+            raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
+        if mode == "keyword":
+            return SearchMode("keyword")
+        status = self.vector_status()
+        if status.ok:
+            return SearchMode("hybrid" if mode == "auto" else mode)
+        if mode == "auto":
+            return SearchMode("keyword", status.reason, status.code, status.hint)
+        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
+
     def request(self, query, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
                 prefix_last: bool = False, note_filter: NoteFilter | None = None, mode: str = "keyword",
-                used: str | None = None, reason: str = "") -> SearchRequest:
-        """A SearchRequest: the query cleaned and parsed, the collections looked up (an unknown
-        name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
+                min_score: float | None = None, intent: str = "") -> SearchRequest:
+        """A complete SearchRequest: the query cleaned and parsed, the collections looked up
+        (an unknown name fails here, before any work), the mode that runs resolved
+        (search_mode; a filter without words lists notes), min_score and intent checked."""
         query = clean_query(query)
-        return SearchRequest(query, parse_query(query, prefix_last, cleaned=True), note_filter, tuple(collections or ()),
-                             self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
-                             used or mode, reason)
+        parsed = parse_query(query, prefix_last, cleaned=True)
+        ids = self.collection_ids(collections)
+        k = min(checked_number(k, "k"), 1000)
+        min_score = checked_min_score(min_score)
+        resolved = self.search_mode(mode) if not (note_filter and not parsed.terms) else SearchMode("keyword")
+        return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
+                             resolved.mode, resolved.reason, resolved.hint, min_score,
+                             clean_query(intent).strip() if intent else "")
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
@@ -7193,6 +7303,8 @@ class Retrieval:
     def search(self, req: SearchRequest, settings: RankingSettings | None = None) -> SearchResult:
         """Run a request: its mode's candidate stages, the ranking stage, then hits.
         Vector and hybrid raise EmbeddingUnavailable when vectors cannot be read."""
+        if req.lists_notes:
+            return self._result(req, self.listing(req.k, req.collection_ids, req.note_filter))
         s = settings or self.settings
         timings: dict[str, float] = {}
 
@@ -7247,8 +7359,12 @@ class Retrieval:
             kept = {h.ref for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
-        return SearchResult(hits, req.used, req.reason, req.hint, timings, explained,
-                            weak=best is None or best < s.relevance_floor, best_relevance=best)
+        return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.relevance_floor,
+                            best_relevance=best)
+
+    @staticmethod
+    def _result(req: SearchRequest, hits: list[Hit], **fields) -> SearchResult:
+        return SearchResult(hits, req.used, req.reason, req.hint, query=req.query, words=req.parsed.words, **fields)
 
     def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset()) -> float | None:
         """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.
@@ -7411,10 +7527,10 @@ class Retrieval:
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
 
-    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
         """The notes closest in meaning to a note, each with its passage that is
         closest to one of the note's passages. By vectors when the note has
-        them; otherwise by the rare terms the notes share (keyword only)."""
+        them (mode vector); otherwise by the rare terms the notes share (keyword)."""
         ids = self.collection_ids(collections)
         vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
         wider = k * 2 + 5  # stubs and copies are left out of what comes back
@@ -7433,7 +7549,7 @@ class Retrieval:
             mine = prints.get(own[2], none)
             hits = [h for h in hits if not holds_most_of(prints.get(h.docid, none), mine, self.settings)
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
-        return hits[:k]
+        return SearchResult(hits[:k], "vector" if vectors else "keyword")
 
     def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
@@ -7495,9 +7611,9 @@ class Retrieval:
         return self._finish(hits, parsed, "", k)
 
     # -- filters without words ------------------------------------------------------------
-    def listing(self, k: int = 10, collections: Sequence[str] | None = None, note_filter: NoteFilter | None = None) -> list[Hit]:
+    def listing(self, k: int, collection_ids: list[int] | None, note_filter: NoteFilter | None) -> list[Hit]:
         """The notes a filter matches, newest first (a search with a filter and no words)."""
-        ids = self.store.filtered_notes(k, self.collection_ids(collections), note_filter)
+        ids = self.store.filtered_notes(k, collection_ids, note_filter)
         info = self.store.chunk_info(ids)
         hits = [self._hit(cid, info[cid], 0.0) for cid in ids if cid in info]
         return self._finish(hits, parse_query(""), "", k)
@@ -7583,7 +7699,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7586) ----
+# ---- pms/sync.py (+7702) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8227,7 +8343,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8230) ----
+# ---- pms/watch.py (+8346) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -8340,7 +8456,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8343) ----
+# ---- pms/clip.py (+8459) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -9078,7 +9194,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+9081) ----
+# ---- pms/api.py (+9197) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9100,8 +9216,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 # from .config import (
-# CALL_DEADLINE, DEFAULT_GLOB, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, Record, TupleFields, _dt, _typing,
-# check_deadline, clean_query, default_db_path, max_file_bytes, named_tuple, past_deadline,
+# CALL_DEADLINE, DEFAULT_GLOB, VERSION, DeadlineExceeded, Hint, PMSError, Record, _typing,
+# check_deadline, clean_query, default_db_path, max_file_bytes, past_deadline,
 # )
 # from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
 # from .notes import LinkResolver, note_links
@@ -9116,7 +9232,7 @@ from pathlib import Path
 # )
 # from .query import Hit
 # from .ranking import first_results, fuse
-# from .retrieval import Retrieval, SearchResult
+# from .retrieval import Retrieval, SearchMode, SearchResult, checked_min_score
 # from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
 # from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
 # from .clip import (
@@ -9180,17 +9296,6 @@ class Document(Record):
     def numbered(self) -> str:
         """The text with each line's number in front (of a PDF, the page's)."""
         return "\n".join(f"{n:>5}  {line}" for n, line in enumerate(self.text.split("\n"), self.from_line))
-
-
-@named_tuple
-class SearchMode(TupleFields):
-    """The mode a search will use; when hybrid is not available, why (a
-    sentence) and a stable code from VECTOR_UNAVAILABLE."""
-
-    mode: str
-    reason: str = ""
-    code: str = ""
-    hint: Hint | None = None  # what makes hybrid run (a command)
 
 
 class NoteRef(Record):
@@ -9445,6 +9550,7 @@ class KnowledgeBase:
         ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
+        self._listeners: list[Callable[[str], None]] = []  # listen()
         self.store = Store(self.db_path, vectors=embeddings)
         chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
         if embeddings and embedder is None and chosen:
@@ -9494,9 +9600,16 @@ class KnowledgeBase:
         """Whether this KnowledgeBase was opened to embed; ``search_mode()`` says if vectors can run now."""
         return self.embedder is not None
 
+    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Send one-line news to ``callback`` too (besides ``notice``), possibly from a worker
+        thread: a front end that shows it (the app's status line). Returns what stops it."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
     def _notify(self, text: str) -> None:
-        if self.notice is not None:
-            self.notice(text)
+        for receive in (self.notice, *self._listeners):
+            if receive is not None:
+                receive(text)
 
     def close(self) -> None:
         self.retrieval.close()
@@ -9596,57 +9709,35 @@ class KnowledgeBase:
     # -- search ------------------------------------------------------------------------
     def search_mode(self, mode: str = "auto") -> SearchMode:
         """The mode a search asked for ``mode`` will use, and why hybrid is not available."""
-        if mode not in SEARCH_MODES:
-            raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
-        if mode == "keyword":
-            return SearchMode("keyword")
-        status = self.retrieval.vector_status()
-        if status.ok:
-            return SearchMode("hybrid" if mode == "auto" else mode)
-        if mode == "auto":
-            return SearchMode("keyword", status.reason, status.code, status.hint)
-        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
+        return self.retrieval.search_mode(mode)
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
-               chunks: bool = False, prefix_last: bool = False, *, tags: str | Sequence[str] | None = None,
-               exclude_tags: str | Sequence[str] | None = None, path: str | None = None,
-               after: str | _dt.date | None = None, before: str | _dt.date | None = None,
-               where: str | Sequence[str] | dict | None = None, min_score: float | None = None,
-               intent: str = "", queries: Sequence[str] = ()) -> SearchResult:
+               chunks: bool = False, prefix_last: bool = False, *, note_filter: NoteFilter | None = None,
+               min_score: float | None = None, intent: str = "", queries: Sequence[str] = (),
+               **filter_fields) -> SearchResult:
         """Search notes: the best ``k`` results, each followed by its copies (hits whose ``copy_of``
-        names it: the same text elsewhere, not counted among the k; asking for fewer results
-        gives the first ones of a longer list). ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
-        ``min_score`` leaves out hits whose ``relevance`` (absolute, 0-1) is below it; the
-        result's ``weak`` says when none reaches RankingSettings.relevance_floor. ``intent``
-        (what the search is for, in words) is context for the vector list only; ``queries``
-        are other phrasings searched in the same call, their lists fused into one.
+        names it: the same text elsewhere, not counted among the k; ``result.groups`` pairs
+        them; asking for fewer results gives the first ones of a longer list). ``mode``: auto
+        (hybrid when embeddings are ready), hybrid, keyword, vector. ``min_score`` leaves out
+        hits whose ``relevance`` (absolute, 0-1) is below it; the result's ``weak`` says when
+        none reaches RankingSettings.relevance_floor. ``intent`` (what the search is for, in
+        words) is context for the vector list only; ``queries`` are other phrasings searched
+        in the same call, their lists fused into one.
 
-        Filters narrow every mode inside the query: ``tags`` (all of them; ``area`` matches
-        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or folder),
-        ``after``/``before`` (the note's date, YYYY-MM-DD, inclusive), ``where`` ("key=value",
-        "key!=value", "key"). A filter and no words lists the matching notes, newest first.
-        Any query is accepted (``clean_query``)."""
-        note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
-        if min_score is not None:
-            try:
-                min_score = float(min_score)
-            except (TypeError, ValueError):
-                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score!r}", argument="min_score") from None
-            if not 0.0 <= min_score <= 1.0:
-                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score:g}", argument="min_score")
-        intent = clean_query(intent).strip() if intent else ""
+        ``note_filter`` (a NoteFilter) narrows every mode inside the query; its fields may be
+        given instead as keywords (``tags=``, ``exclude_tags=``, ``path=``, ``after=``,
+        ``before=``, ``where=``, as NoteFilter.build takes them). A filter and no words lists
+        the matching notes, newest first. Any query is accepted (``clean_query``)."""
+        if filter_fields:
+            if note_filter is not None:
+                raise PMSError("give note_filter or its fields (tags=, path=, ...), not both")
+            note_filter = NoteFilter.build(**filter_fields)
         if queries:
-            if isinstance(queries, str) or len(queries) > MAX_QUERIES:
+            if isinstance(queries, str) or len(queries) > MAX_QUERIES or not all(isinstance(q, str) for q in queries):
                 raise PMSError(f"queries wants a list of at most {MAX_QUERIES} phrasings", argument="queries")
             return self._search_several([query, *queries], k=k, mode=mode, collections=collections, chunks=chunks,
-                                        filters=dict(tags=tags, exclude_tags=exclude_tags, path=path, after=after,
-                                                     before=before, where=where), min_score=min_score, intent=intent)
-        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode).replace(
-            min_score=min_score, intent=intent)
-        if note_filter and not req.parsed.terms:
-            return SearchResult(self.retrieval.listing(req.k, collections, note_filter), "keyword")
-        resolved = self.search_mode(mode)
-        req.used, req.reason, req.hint = resolved.mode, resolved.reason, resolved.hint
+                                        note_filter=note_filter, min_score=checked_min_score(min_score), intent=intent)
+        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode, min_score, intent)
         try:
             return self.retrieval.search(req)
         except EmbeddingUnavailable as exc:  # the model failed to load just now
@@ -9654,14 +9745,14 @@ class KnowledgeBase:
                 raise
             return self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
 
-    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool, filters: dict,
-                        min_score: float | None, intent: str) -> SearchResult:
+    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool,
+                        note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:
         """Each query searched alone (twice as deep), their hit lists fused by RRF into one; a
         hit keeps its best passage and relevance of all the queries."""
         results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
-                               **filters) for q in queries if q.strip()]
+                               note_filter=note_filter) for q in queries if q.strip()]
         if not results:
-            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, **filters)
+            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, note_filter=note_filter)
         unit = (lambda h: (h.collection, h.path, h.start_line)) if chunks else (lambda h: (h.collection, h.path))
         best: dict[object, Hit] = {}
         for result in results:
@@ -9671,16 +9762,14 @@ class KnowledgeBase:
                     best[unit(hit)] = hit
         fused = fuse({f"query {i}": [(unit(h), h.score) for h in r] for i, r in enumerate(results)},
                      self.retrieval.settings.replace(method="rrf", score_share=0.0))
-        hits = []
-        for entry in fused:
-            hit = best[entry.unit]
-            if min_score is None or (hit.relevance or 0.0) >= min_score:
-                hits.append(hit.replace(score=entry.score / fused[0].score if fused[0].score else 0.0))
+        hits = [best[entry.unit].replace(score=entry.score / fused[0].score if fused[0].score else 0.0) for entry in fused
+                if min_score is None or (best[entry.unit].relevance or 0.0) >= min_score]
         top = max((r.best_relevance for r in results if r.best_relevance is not None), default=None)
         first = results[0]
         return SearchResult(first_results(hits, max(1, int(k))), first.mode, first.reason, first.hint,
                             explain=f"{len(results)} queries, fused by RRF", best_relevance=top,
-                            weak=top is None or top < self.retrieval.settings.relevance_floor)
+                            weak=top is None or top < self.retrieval.settings.relevance_floor, query=first.query,
+                            words=list(dict.fromkeys(word for r in results for word in r.words)))
 
     def tags(self, collections: Sequence[str] | None = None) -> list[tuple[str, int]]:
         """(tag, number of notes) for every tag (frontmatter and inline), most used first."""
@@ -9733,10 +9822,10 @@ class KnowledgeBase:
                     for s, t, line in broken if s in rows]
         return out
 
-    def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+    def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
         """The notes closest in meaning to ``note``, each as a Hit on its passage that makes it
-        related: by the note's passage vectors, without embeddings by the rare terms the notes
-        share. By default from the note's own collection."""
+        related: by the note's passage vectors (the result's mode vector), without embeddings
+        by the rare terms the notes share (keyword). By default from the note's own collection."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
 
@@ -10134,7 +10223,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+10137) ----
+# ---- pms/evaluation.py (+10226) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -10332,13 +10421,13 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10335) ----
+# ---- pms/mcp_server.py (+10424) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
 budgets and errors, and serving them with the official ``mcp`` SDK (imported lazily).
 
-May import: config, paths, query, retrieval, sync, clip, api.
+May import: config, paths, filters, query, retrieval, sync, clip, api.
 """
 
 # from __future__ import annotations
@@ -10353,8 +10442,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-# from .config import SEARCH_MODES, VERSION, Hint, PMSError, _typing, data_dir, env_number, reason_text
+# from .config import SEARCH_MODES, VERSION, PMSError, _typing, data_dir, env_number, reason_text
 # from .paths import path_prefix_glob
+# from .filters import NoteFilter
 # from .query import Hit
 # from .retrieval import SearchResult
 # from .sync import SyncReport
@@ -10380,6 +10470,23 @@ MCP_INSTRUCTIONS = (
     "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
     "each hit names the note ('collection/path.md'), its lines, a score and a snippet. "
     "Then call get with that path (and ':FROM:COUNT' for a passage) to read it, related to explore around it.")
+
+
+# The search tool's arguments that make its NoteFilter: each field's schema, and the
+# argument's name where it is not the field's (get's "path" is a note).
+NOTE_FILTER_SCHEMA = {
+    "tags": {"type": "array", "items": {"type": "string"},
+             "description": "only notes with all these tags ('area' also matches 'area/sub')"},
+    "exclude_tags": {"type": "array", "items": {"type": "string"}, "description": "leave out notes with any of these tags"},
+    "path": {"type": "string", "description": "only notes under this folder or matching this glob inside the collection, "
+                                              "e.g. 'journal/' or 'projects/*.md'"},
+    "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the frontmatter date, "
+                                               "else the file's time)"},
+    "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
+    "where": {"type": "array", "items": {"type": "string"},
+              "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"},
+}
+SEARCH_TOOL_FILTERS = {"path": "path_filter"}
 
 
 def _mcp_tools(allow_sync: bool) -> list[dict]:
@@ -10452,17 +10559,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                                                          "for the meaning search, not words to match"},
              "min_score": {"type": "number", "minimum": 0, "maximum": 1,
                            "description": "only hits at least this relevant (0-1; 0.35 leaves out what is likely unrelated)"},
-             "tags": {"type": "array", "items": {"type": "string"},
-                      "description": "only notes with all these tags ('area' also matches 'area/sub')"},
-             "exclude_tags": {"type": "array", "items": {"type": "string"},
-                              "description": "leave out notes with any of these tags"},
-             "path_filter": {"type": "string", "description": "only notes under this folder or matching this glob "
-                                                              "inside the collection, e.g. 'journal/' or 'projects/*.md'"},
-             "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the "
-                                                        "frontmatter date, else the file's time)"},
-             "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
-             "where": {"type": "array", "items": {"type": "string"},
-                       "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"}}},
+             **{SEARCH_TOOL_FILTERS.get(name, name): spec for name, spec in NOTE_FILTER_SCHEMA.items()}}},
          "output": {"type": "object", "required": ["query", "mode", "count", "hits"], "properties": {
              "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
              "count": {"type": "integer", "description": "number of hits"},
@@ -10543,8 +10640,6 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
     return tools
 
 
-# KnowledgeBase.search's filters, offered by the search tool and by POST /search.
-SEARCH_FILTERS = ("tags", "exclude_tags", "path", "after", "before", "where")
 
 
 class UnknownTool(PMSError):
@@ -10657,21 +10752,24 @@ class MCPService:
 
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
-                    chunks: bool = False, detail: bool = False, path_filter: str | None = None, **filters) -> dict:
-        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks,
-                               path=path_filter, **filters)
-        rows = self._hit_rows(found, detail)
+                    chunks: bool = False, detail: bool = False, queries: Sequence[str] = (), intent: str = "",
+                    min_score: float | None = None, **filter_arguments) -> dict:
+        names = {argument: field for field, argument in SEARCH_TOOL_FILTERS.items()}
+        note_filter = NoteFilter.build(**{names.get(key, key): value for key, value in filter_arguments.items()})
+        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, note_filter=note_filter,
+                               queries=queries, intent=intent, min_score=min_score)
+        rows = self._hit_rows(found.groups, detail)
         result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
         notices = [f"keyword-only search: {reason_text(found.reason, found.hint, 'mcp')}"] if found.reason else []
         stale = self.kb.changed_on_disk(found.hits)
         if stale:
-            notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(f'{h.collection}/{h.path}' for h in stale[:3])}"
+            notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(h.ref for h in stale[:3])}"
                            f"{' ...' if len(stale) > 3 else ''}): read them with get for their current text")
         if not found:
-            filtered = path_filter or any(filters.get(key) for key in SEARCH_FILTERS)
-            notices.append("nothing in the notes matches this query" + (" and these filters" if filtered else ""))
-            if path_prefix_glob(path_filter):
-                notices.append(f"path_filter {path_filter} is a folder; '{path_prefix_glob(path_filter)}' matches names that start with it")
+            notices.append("nothing in the notes matches this query" + (" and these filters" if note_filter else ""))
+            if path_prefix_glob(note_filter.path):
+                notices.append(f"path_filter {note_filter.path} is a folder; '{path_prefix_glob(note_filter.path)}' "
+                               "matches names that start with it")
         elif found.weak and found.best_relevance is not None:
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
                            "below 0.35 is likely unrelated): the notes may not cover this")
@@ -10679,36 +10777,31 @@ class MCPService:
             result["notice"] = self.for_assistant("; ".join(notices))
         return result
 
+    # What a hit's row holds with detail=true, besides path, title, lines, score, relevance, snippet and docid.
+    DETAIL_FIELDS = ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date", "collection_description",
+                     "folder_description", "abspath", "bm25_rank", "vector_rank", "name_rank", "bm25_score", "vector_distance")
+
     @classmethod
-    def _hit_rows(cls, hits: Iterable[Hit], detail: bool = False) -> list[dict]:
-        """Hits as JSON: 'collection/path.md' as path, snippets as plain text (an assistant reads them, not a browser)."""
-        hits, rows = list(hits), []
-        copies: dict[str, list[str]] = {}
-        for h in hits:
-            if h.copy_of:  # the same text under another name (mark_copies): named on its original's row
-                copies.setdefault(h.copy_of, []).append(h.ref)
-        for h in hits:
-            if h.copy_of:
-                continue
-            path = h.ref
-            row = {"path": path, "title": h.title, "lines": [h.start_line, h.end_line],
+    def _hit_rows(cls, groups: Iterable[tuple[Hit, list[Hit]]], detail: bool = False) -> list[dict]:
+        """Hits (SearchResult.groups) as JSON: 'collection/path.md' as path, the copies named on
+        their original's row, snippets as plain text (an assistant reads them, not a browser)."""
+        rows = []
+        for h, copies in groups:
+            row = {"path": h.ref, "title": h.title, "lines": [h.start_line, h.end_line],
                    "score": round(h.score, 3), "relevance": h.relevance, "snippet": h.snippet, "docid": h.docid}
             if h.page is not None:
                 row["page"] = h.page
-            if copies.get(path):
-                row["copies"] = copies.pop(path)  # (with chunks, on the note's first passage)
+            if copies:
+                row["copies"] = [c.ref for c in copies]
             if detail:
                 full = h.to_dict()
-                row.update({key: full[key] for key in ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date",
-                                                       "collection_description",
-                                                       "folder_description", "abspath", "bm25_rank", "vector_rank",
-                                                       "name_rank", "bm25_score", "vector_distance") if key in full})
+                row.update({key: full[key] for key in cls.DETAIL_FIELDS if key in full})
             rows.append(row)
         return rows
 
     def tool_related(self, path: str, k: int = 10, detail: bool = False) -> dict:
-        hits = self.kb.related(path, k=k)
-        return {"note": path, "count": len(hits), "hits": self._hit_rows(hits, detail)}
+        rows = self._hit_rows(self.kb.related(path, k=k).groups, detail)
+        return {"note": path, "count": len(rows), "hits": rows}
 
     def tool_links(self, path: str, direction: str = "links") -> dict:
         refs = self.kb.backlinks(path) if direction == "backlinks" else self.kb.links(path)
@@ -11035,8 +11128,8 @@ def _process_alive(pid: int) -> bool:
 
 
 def _search_route(service: MCPService, security):
-    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format).
-    Its arguments are checked against the search tool's schema, as /mcp checks them."""
+    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (the model warm
+    here): its arguments as search_via_server sends them, its SearchResult as to_dict."""
     import json
 
     import anyio
@@ -11055,29 +11148,16 @@ def _search_route(service: MCPService, security):
                 ask = json.loads(await request.body())  # its size is capped by _checked_requests
             except (ValueError, RecursionError):
                 raise PMSError("the request body is not JSON (or nested too deep)") from None
-            if not isinstance(ask, dict):
-                raise PMSError("bad search request: a JSON object is expected")
+            if not isinstance(ask, dict) or not isinstance(ask.get("search"), dict):
+                raise PMSError("bad search request: a JSON object with the search's arguments is expected")
             kb = service.kb
             if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
-            filters = ask.get("filters") or {}
-            if not isinstance(filters, dict):
-                raise PMSError("bad search request: filters must be an object")
-            arguments = {key: ask[key] for key in ("query", "k", "mode", "collections", "chunks", "min_score") if key in ask}
-            arguments.update({("path_filter" if key == "path" else key): value for key, value in filters.items()
-                              if key in SEARCH_FILTERS and value not in (None, [], "")})
-            if filters.keys() - set(SEARCH_FILTERS):
-                raise PMSError(f"bad search request: unknown filters {sorted(filters.keys() - set(SEARCH_FILTERS))}")
-            service._check_arguments(service.tools["search"], arguments)
+            arguments = search_arguments_from_json(ask["search"])
 
             def run():
                 with kb.time_limit(service.call_timeout, "search"):
-                    found = kb.search(str(arguments["query"]), k=int(arguments.get("k", 10)), mode=arguments.get("mode", "auto"),
-                                      collections=arguments.get("collections") or None, chunks=bool(arguments.get("chunks")),
-                                      min_score=arguments.get("min_score"), **{key: filters.get(key) for key in SEARCH_FILTERS})
-                return {"mode": found.mode, "reason": found.reason, "hint": found.hint.as_dict() if found.hint else None,
-                        "explain": found.explain, "weak": found.weak, "best_relevance": found.best_relevance,
-                        "hits": [h.to_dict(explain=True) for h in found]}
+                    return kb.search(**arguments).to_dict(explain=True)
 
             return JSONResponse(await anyio.to_thread.run_sync(run))
         except PMSError as exc:
@@ -11088,17 +11168,40 @@ def _search_route(service: MCPService, security):
     return Route("/search", search, methods=["POST"])
 
 
+# KnowledgeBase.search's arguments, as POST /search takes them.
+SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "chunks", "prefix_last", "note_filter", "min_score", "intent",
+                           "queries")
+
+
+def search_arguments_to_json(arguments: dict) -> dict:
+    """KnowledgeBase.search's keyword arguments as JSON (the NoteFilter as NoteFilter.build's)."""
+    note_filter = arguments.get("note_filter")
+    return {**arguments, "note_filter": note_filter.build_args() if note_filter else None,
+            "collections": list(arguments.get("collections") or []), "queries": list(arguments.get("queries") or [])}
+
+
+def search_arguments_from_json(data: dict) -> dict:
+    """search_arguments_to_json's answer back as KnowledgeBase.search's keyword arguments; a
+    PMSError for an argument it does not take or a filter that is not one."""
+    unknown = sorted(set(data) - set(SERVED_SEARCH_ARGUMENTS))
+    if unknown:
+        raise PMSError(f"bad search request: unknown arguments {unknown}")
+    fields = data.get("note_filter") or {}
+    if not isinstance(fields, dict) or set(fields) - set(NoteFilter._fields):
+        raise PMSError("bad search request: note_filter must be an object of NoteFilter's fields")
+    return {**data, "note_filter": NoteFilter.build(**fields)}
+
+
 # A server announced for this index gets this long (seconds) to answer a first, empty
 # request (GET /search, which its event loop answers at once), else the CLI searches by
 # itself: a hung or stopped server costs at most this. The search then gets 10 s.
 SERVER_PROBE_TIMEOUT = 0.5
 
 
-def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
-                      chunks: bool, filters: dict | None = None, timeout: float = 10.0,
-                      min_score: float | None = None) -> SearchResult | None:
-    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm;
-    None when none can answer (the caller searches in-process). Standard library only."""
+def search_via_server(kb: KnowledgeBase, arguments: dict, timeout: float = 10.0) -> SearchResult | None:
+    """``kb.search(**arguments)`` run by a running ``pms.py mcp --http`` on the same index,
+    whose model is warm: the same SearchResult; None when none can answer (the caller
+    searches in-process, which also words any error). Standard library only."""
     try:
         announced = sorted(mcp_server_file(0).parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
@@ -11124,10 +11227,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
         headers = {"Content-Type": "application/json"}
         if os.environ.get("PMS_MCP_TOKEN"):
             headers["Authorization"] = f"Bearer {os.environ['PMS_MCP_TOKEN']}"
-        ask = {"query": query, "k": k, "mode": mode, "collections": list(collections or []), "chunks": chunks,
-               "filters": filters or {}, "db": info["db"]}
-        if min_score is not None:
-            ask["min_score"] = min_score
+        ask = {"db": info["db"], "search": search_arguments_to_json(arguments)}
         request = urllib.request.Request(info["search_url"], data=json.dumps(ask).encode(), headers=headers, method="POST")
         try:
             try:
@@ -11136,12 +11236,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
                 if exc.code == 401:
                     raise
             with urllib.request.urlopen(request, timeout=timeout) as answer:
-                result = json.loads(answer.read())
-            fields = set(Hit._fields)
-            hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
-            hint = Hint(**result["hint"]) if result.get("hint") else None
-            return SearchResult(hits, result["mode"], result.get("reason", ""), hint, explain=result.get("explain", ""),
-                                weak=bool(result.get("weak")), best_relevance=result.get("best_relevance"))
+                return SearchResult.from_dict(json.loads(answer.read()))
         except urllib.error.HTTPError as exc:
             if exc.code == 401 and kb.notice is not None:
                 kb.notice(f"the PMS server at {info['url']} wants its token (set PMS_MCP_TOKEN): searching without it")
@@ -11519,7 +11614,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+11522) ----
+# ---- pms/cli.py (+11617) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11550,7 +11645,7 @@ from pathlib import Path
 # from .language import LANGUAGE_NAMES
 # from .pdf import INSTALL_PDF, PDF_PACKAGE
 # from .paths import path_prefix_glob
-# from .filters import checked_number
+# from .filters import NoteFilter, checked_number
 # from .store import storage_errors
 # from .embedding import embedding_choice_from_env
 # from .query import Hit, render_snippet, terminal_safe
@@ -11617,27 +11712,23 @@ class ProgressPrinter:
         self.stream.flush()
 
 
-def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:
+def _print_hits(result: SearchResult, args) -> None:
+    """A search's (or related notes') result: each hit to show with its copies on one line under it."""
     if args.json:
-        _print_json([h.to_dict(explain=args.explain) for h in hits])
+        _print_json([h.to_dict(explain=args.explain) for h in result])
         return
     if args.files:  # one line a result: a copy is the same text
-        for h in hits:
-            if not h.copy_of:
-                print(terminal_safe(h.abspath))
+        for h, _copies in result.groups:
+            print(terminal_safe(h.abspath))
         return
-    if not hits:
+    if not result:
         print("No results.")
         return
     style = "ansi" if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else "plain"
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
-    lists = _LISTS_OF_MODE[getattr(args, "used_mode", None) or "hybrid"]
-    copies: dict[str, list[Hit]] = {}
-    for h in hits:
-        if h.copy_of:
-            copies.setdefault(h.copy_of, []).append(h)
-    for i, h in enumerate((h for h in hits if not h.copy_of), 1):
+    lists = _LISTS_OF_MODE[result.mode]
+    for i, (h, copies) in enumerate(result.groups, 1):
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed and h.date else _ranks(h, lists)
@@ -11650,9 +11741,8 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
             print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
-        same = copies.get(h.ref, [])
-        if same:
-            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in same))}")
+        if copies:
+            print(f"    {dim(f'+{len(copies)} cop' + ('y' if len(copies) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in copies))}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -11867,28 +11957,31 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
 def cmd_search(kb: KnowledgeBase, args) -> int:
     if not kb.collections.list():
         raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
-    filters = dict(tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before,
-                   where=args.where)
-    # A running `pms.py mcp --http` on this index has the model loaded: seconds saved per hybrid search.
-    served = None if args.mode == "keyword" or args.also or args.intent else search_via_server(
-        kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters,
-        min_score=args.min_score)
-    hits = served if served is not None else kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None,
-                               chunks=args.chunks, min_score=args.min_score, intent=args.intent, queries=args.also or (),
-                               **filters)
-    args.used_mode = hits.mode
+    note_filter = NoteFilter.build(**_filter_fields(args))
+    search = dict(query=args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
+                  note_filter=note_filter, min_score=args.min_score, intent=args.intent, queries=args.also or ())
+    # A running `pms.py mcp --http` on this index has the model loaded: a third of a second saved per
+    # hybrid search (docs/decisions.md). A keyword search is faster here than a request is.
+    result = search_via_server(kb, search) if args.mode != "keyword" else None
+    if result is None:
+        result = kb.search(**search)
     if args.mode == "auto" and not args.json:
-        _keyword_only_notice(kb, reason_text(hits.reason, hits.hint))
-    _print_hits(hits, args, kb)
-    if not hits and not args.json and path_prefix_glob(args.path):
-        _notice(f"--path {args.path} is a folder; --path '{path_prefix_glob(args.path)}' matches names that start with it")
-    if hits.weak and hits.best_relevance is not None and not args.json:
-        _notice(f"nothing looks clearly relevant (best relevance {hits.best_relevance:.2f} of 1): your notes may not cover this")
-    stale = kb.changed_on_disk(hits)
+        _keyword_only_notice(kb, reason_text(result.reason, result.hint))
+    _print_hits(result, args)
+    if not result and not args.json and path_prefix_glob(note_filter.path):
+        _notice(f"--path {note_filter.path} is a folder; --path '{path_prefix_glob(note_filter.path)}' matches names that start with it")
+    if result.weak and result.best_relevance is not None and not args.json:
+        _notice(f"nothing looks clearly relevant (best relevance {result.best_relevance:.2f} of 1): your notes may not cover this")
+    stale = kb.changed_on_disk(result.hits)
     if stale:
         _notice(f"{len(stale)} of these notes changed on disk since they were indexed "
                 f"(run: {pms_command('sync')}, or keep it fresh: {pms_command('watch')})")
     return 0
+
+
+def _filter_fields(args) -> dict:
+    """The search flags that make its NoteFilter, as NoteFilter.build takes them (their dest is the field's name)."""
+    return {name: getattr(args, name) for name in NoteFilter._fields}
 
 
 def cmd_tags(kb: KnowledgeBase, args) -> int:
@@ -11936,10 +12029,8 @@ def cmd_links(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_related(kb: KnowledgeBase, args) -> int:
-    hits = kb.related(args.note, k=args.n, collections=args.collection or None)
     args.files = False
-    args.used_mode = "vector" if any(h.vector_rank for h in hits) else "keyword"
-    _print_hits(hits, args, kb)
+    _print_hits(kb.related(args.note, k=args.n, collections=args.collection or None), args)
     return 0
 
 
@@ -12093,11 +12184,10 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
     mode, why = used.mode, reason_text(used.reason, used.hint)
     print(f"Search mode: {mode}" + (f" - {why}" if why else ""))
     kb.tell_once("keyword_only", why)  # said here; later searches need not repeat it
-    args.used_mode = kb.search_mode(args.mode).mode
     for q in args.queries or DEMO_QUERIES:
         print(f"\n$ {pms_command('search')} {json.dumps(q)}")
         args.query = q
-        _print_hits(kb.search(q, k=3, mode=args.mode), args, kb)
+        _print_hits(kb.search(q, k=3, mode=args.mode), args)
     print("\nThe sample notes are now a collection named 'sample-notes' in your index. Next:\n"
           f"  add your own notes:     {pms_command(ADD_COLLECTION_ARGS)}\n"
           f"  search everything:      {pms_command('search')} \"what you remember\"\n"
@@ -12369,8 +12459,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     se.add_argument("--min-score", type=float, metavar="R",
                     help="only hits at least this relevant (0-1: the larger of meaning similarity and share of words held)")
     flt = se.add_argument_group("filters (all must hold)")
-    flt.add_argument("--tag", action="append", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
-    flt.add_argument("--no-tag", action="append", metavar="TAG", help="leave out notes with this tag (repeatable)")
+    # Each filter flag's dest is the NoteFilter field it sets (_filter_fields).
+    flt.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
+    flt.add_argument("--no-tag", action="append", dest="exclude_tags", metavar="TAG", help="leave out notes with this tag (repeatable)")
     flt.add_argument("--path", metavar="GLOB", help="a folder or glob inside the collection: projects, 'projects/**/*.md'")
     flt.add_argument("--after", metavar="YYYY-MM-DD", help="notes dated on or after this day")
     flt.add_argument("--before", metavar="YYYY-MM-DD", help="notes dated on or before this day")
@@ -12544,7 +12635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "search":
         # "-word" excludes a word; argparse would take it for an option.
         args.query = " ".join([*args.query, *extra])
-        if not args.query.strip() and not any((args.tag, args.no_tag, args.path, args.after, args.before, args.where)):
+        if not args.query.strip() and not any(_filter_fields(args).values()):
             args.usage_error("nothing to search: give words, or a filter (--tag, --path, --after, --before, --where)")
     elif extra:
         parser.error(f"unrecognized arguments: {terminal_safe(' '.join(extra))}")
@@ -12600,7 +12691,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12550) ----
+# ---- pms/__init__.py (+12641) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12618,13 +12709,15 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # EMBED_HTTP_BATCH_SIZE, EMBEDDING_PROVIDERS, Embedder, EmbeddingProvider, EmbeddingUnavailable, HTTPEmbedder,
 # make_embedder, model_settings, quiet_logs,
 # )
-# from .query import STOPWORDS, VECTOR_UNAVAILABLE, Hit, ParsedQuery, VectorStatus, parse_query, render_snippet
+# from .query import (
+# STOPWORDS, VECTOR_UNAVAILABLE, Hit, ParsedQuery, VectorStatus, copy_groups, highlight_pattern, parse_query, render_snippet,
+# )
 # from .ranking import Fused, RankingSettings, fuse, name_similarity, rank
-# from .retrieval import SearchRequest, SearchResult
+# from .retrieval import SearchMode, SearchRequest, SearchResult
 # from .sync import SyncPlan, SyncProgress, SyncReport
 # from .watch import FolderWatcher
 # from .clip import AlreadyClipped, ClippedNote, ExtractedPage, clip_filename, extract_from_html, extract_from_url
-# from .api import Collection, Collections, Document, KnowledgeBase, NoteRef, SearchMode
+# from .api import Collection, Collections, Document, KnowledgeBase, NoteRef
 # from .evaluation import BENCH_MODES, Judgment, load_fixture, run_benchmark
 # from .cli import ProgressPrinter, main, main_and_exit
 
@@ -12650,6 +12743,7 @@ __all__ = [
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "BENCH_MODES",
     # ranking: fusion as a pure function, and note-name similarity
     "RankingSettings", "Fused", "fuse", "rank", "name_similarity", "SearchRequest", "SearchResult", "render_snippet",
+    "highlight_pattern", "copy_groups",
     "Hint", "hint_text", "reason_text",
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
@@ -12662,7 +12756,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12665) ----
+# ---- pms/__main__.py (+12759) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

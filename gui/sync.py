@@ -7,7 +7,7 @@ import datetime as dt
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
 
@@ -65,6 +65,14 @@ class SyncController(QObject):
         "retry": ("Retry the model", "Load the embedding model again (after connecting, or once its files are back)"),
     }
 
+    # What the other controllers follow (MainWindow connects them).
+    index_changed = Signal()            # notes came, changed or went: a search shown is out of date
+    notes_indexed = Signal()            # a sync's indexing moves on (twice a second): more notes are searchable
+    collections_changed = Signal(list)  # the collections' names, after one was added, renamed or removed
+    model_ready_changed = Signal(bool)  # the embedding model is loaded: searches may read meaning
+    running_changed = Signal(bool)      # a sync started (True) or ended
+    open_requested = Signal(object)     # a folder to open in the system's file manager (a Path)
+
     def __init__(self, window):
         super().__init__(window)
         self.w = window
@@ -81,6 +89,10 @@ class SyncController(QObject):
 
     def connect(self) -> None:
         w = self.w
+        w.add_action.triggered.connect(self.add_folder_dialog)
+        w.welcome.add_folder_requested.connect(self.add_folder_dialog)
+        w.collections_menu.aboutToShow.connect(self.fill_menu)
+        w.sync_shortcut.activated.connect(lambda: self.request_sync(None))
         w.fix_button.clicked.connect(self._fix_clicked)
         w.cancel_button.clicked.connect(self.cancel_sync)
         w.bridge.model_loaded.connect(self._model_loaded)
@@ -114,7 +126,7 @@ class SyncController(QObject):
             sub = menu.addMenu(f"{col.name}  ({notes:,} notes)")
             sub.setToolTip(str(col.path))
             sub.addAction("Sync now", lambda name=col.name: self.request_sync([name]))
-            sub.addAction("Open folder", lambda path=col.path: w.search.open_path(path))
+            sub.addAction("Open folder", lambda path=col.path: self.open_requested.emit(path))
             for label, handler in (("Rename…", self.rename_collection_dialog), ("Remove…", self.remove_collection_dialog)):
                 action = sub.addAction(label, lambda name=col.name, handler=handler: handler(name))
                 action.setEnabled(not busy)
@@ -138,8 +150,7 @@ class SyncController(QObject):
         w.badge.setVisible(bool(collections))
         w.filter_bar.setVisible(bool(collections))
         w.filter_bar.refresh_tags()
-        if collections and not w.search_box.text().strip():
-            w.search.show_start_page()
+        self.collections_changed.emit([col.name for col in collections])
 
     def add_folder_dialog(self) -> None:
         folder = QFileDialog.getExistingDirectory(self.w, "Add a folder of notes", str(Path.home()))
@@ -170,7 +181,7 @@ class SyncController(QObject):
                 return
             self.refresh_collections()
             self.watch_folders()
-            w.search.search_now()
+            self.index_changed.emit()
 
     def remove_collection_dialog(self, name: str) -> None:
         w = self.w
@@ -182,7 +193,7 @@ class SyncController(QObject):
             self.refresh_collections()
             self.watch_folders()
             self.update_stats()
-            w.search.search_now()
+            self.index_changed.emit()
 
     def watch_folders(self) -> None:
         self.watcher.watch(self.w.kb.collections.list())
@@ -218,6 +229,7 @@ class SyncController(QObject):
         self.sync_job = SyncJob(self.w.kb, self.w.bridge, names, reembed=reembed)
         self.sync_phase = ""
         self._show_progress("Scanning folders…")
+        self.running_changed.emit(True)
 
     def cancel_sync(self) -> None:
         """Cancel what the progress line shows: the setup, or the sync."""
@@ -236,8 +248,8 @@ class SyncController(QObject):
             return
         unit, verb = ("passages", "Embedding") if p.phase == "embed" else ("files", "Indexing" if p.phase == "index" else "Scanning")
         if p.phase != self.sync_phase:
-            if self.sync_phase == "index" and w.search_box.text().strip():
-                w.search.search_now()  # the new notes are searchable by keyword before they are embedded
+            if self.sync_phase == "index":
+                self.index_changed.emit()  # the new notes are searchable by keyword before they are embedded
             self.sync_phase = p.phase
             self.rate.restart()
             self.update_stats()
@@ -245,8 +257,8 @@ class SyncController(QObject):
         self.rate.add(p.done)
         left = self.rate.eta(p.total)
         eta = f" · {p.replace(eta=left).eta_text} left" if left is not None and p.done < p.total else ""
-        if p.phase == "index" and not w.search_box.text().strip() and self.rate.due("idle", 0.5):
-            w.search.show_idle_text()  # the notes indexed so far are searchable already
+        if p.phase == "index" and self.rate.due("idle", 0.5):
+            self.notes_indexed.emit()  # the notes indexed so far are searchable already
         w.progress_label.setText(f"{verb} {p.done:,}/{p.total:,} {unit}{eta}")
         w.progress_bar.setRange(0, max(1, p.total))
         w.progress_bar.setValue(p.done)
@@ -255,6 +267,7 @@ class SyncController(QObject):
         w = self.w
         self.sync_job = None  # its thread is about to end: the sync is over for the window
         self._hide_progress()
+        self.running_changed.emit(False)
         warnings = [] if error or report is None else report.warnings
         if warnings and warnings != self.warnings_shown:
             self.show_warnings(warnings)
@@ -265,8 +278,7 @@ class SyncController(QObject):
         self.update_stats()
         self.offer_multilingual_model(error)
         self.watch_folders()
-        if w.search_box.text().strip():
-            w.search.search_now()  # new and changed notes show up in the open search
+        self.index_changed.emit()  # new and changed notes show up in the open search
         w.sync_done.emit(report)
         self._run_queued()
 
@@ -301,7 +313,7 @@ class SyncController(QObject):
         elif self.fix_code in ("sync", "sync --reembed"):
             self.request_sync(None, reembed=self.fix_code == "sync --reembed")
         elif self.fix_code == "retry":
-            self.model_state = "loading"
+            self._set_model_state("loading")
             load_model_in_background(self.w.kb, self.w.bridge, retry=True)
             self.update_badge()
 
@@ -338,10 +350,14 @@ class SyncController(QObject):
 
     # -- badge and stats ---------------------------------------------------------------------
     def _model_loaded(self, ok: bool) -> None:
-        self.model_state = "ready" if ok else "unavailable"
+        self._set_model_state("ready" if ok else "unavailable")
         self.update_badge()
         self.update_stats()
-        self.w.search.search_now()  # the same words, now with meaning
+        self.index_changed.emit()  # the same words, now with meaning
+
+    def _set_model_state(self, state: str) -> None:
+        self.model_state = state
+        self.model_ready_changed.emit(state == "ready")
 
     def update_badge(self) -> None:
         w = self.w

@@ -59,7 +59,7 @@ class Bridge(QObject):
     """Signals the worker threads emit. Parentless and held by the threads, so a
     late emit after the window closed goes nowhere instead of crashing."""
 
-    results = Signal(int, str, object, float)     # seq, query, hits, seconds
+    results = Signal(int, str, object, float)     # seq, query as typed, pms.SearchResult, seconds
     search_failed = Signal(int, str)
     model_loaded = Signal(bool)
     sync_progress = Signal(object)                # pms.SyncProgress
@@ -168,22 +168,22 @@ class SearchThread(NewestOnlyThread):
         self.kb, self.bridge = kb, bridge
 
     def submit(self, seq: int, query: str, mode: str, collections, k: int = 30, prefix_last: bool = True,
-               filters: dict | None = None) -> None:
-        """``filters``: keyword arguments of kb.search (tags, path, after, ...)."""
-        self._submit((seq, query, mode, collections, k, prefix_last, filters or {}))
+               note_filter: pms.NoteFilter | None = None) -> None:
+        self._submit((seq, query, mode, collections, k, prefix_last, note_filter))
 
     def handle(self, request) -> None:
-        seq, query, mode, collections, k, prefix_last, filters = request
+        seq, query, mode, collections, k, prefix_last, note_filter = request
         started = time.perf_counter()
         try:
-            hits = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=prefix_last, **filters)
+            result = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=prefix_last,
+                                    note_filter=note_filter)
         except pms.PMSError as exc:
             emit(self.bridge.search_failed, seq, str(exc))
             return
         except Exception as exc:  # a bug must show up as a message, not kill searching
             emit(self.bridge.search_failed, seq, f"search failed: {exc!r}")
             return
-        emit(self.bridge.results, seq, query, hits, time.perf_counter() - started)
+        emit(self.bridge.results, seq, query, result, time.perf_counter() - started)
 
 
 def load_model_in_background(kb, bridge: Bridge, retry: bool = False) -> threading.Thread:

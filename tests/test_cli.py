@@ -12,9 +12,10 @@ import sys
 import pytest
 
 import pms
-from conftest import REPO, write
+from conftest import REPO, STDLIB_PYTHON, write
 
 
+@pytest.mark.stdlib
 def test_runs_on_the_standard_library_alone(cli, notes, tmp_path):
     """python3 -S: no site-packages at all, so no fastembed, sqlite-vec, yaml or numpy."""
     db = tmp_path / "plain.sqlite"
@@ -184,18 +185,20 @@ def test_demo_runs_on_the_shipped_sample_notes(pms_main, tmp_path, monkeypatch, 
     assert "Synced:" in r.stdout and "$ python3 pms.py search" in r.stdout
 
 
+@pytest.mark.stdlib
 def test_setup_environment_is_used_by_later_runs(tmp_path):
     """`pms.py setup` fills <data>/venv; pms.py then imports from it, if it was built by the same Python."""
     import subprocess
 
-    tag = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    tag = subprocess.run([STDLIB_PYTHON, "-S", "-c", "import sys; print('python%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, check=True).stdout.strip()  # the Python that runs pms.py
     site = tmp_path / "venv" / "lib" / tag / "site-packages"
     (site / "pms_extra_probe.py").parent.mkdir(parents=True)
     (site / "pms_extra_probe.py").write_text("VALUE = 42\n")
     code = f"import sys; sys.path.insert(0, {str(REPO)!r}); import pms; pms.use_private_env(); import pms_extra_probe; print(pms_extra_probe.VALUE)"
     env = {"PMS_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env)
+    r = subprocess.run([STDLIB_PYTHON, "-S", "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode != 0  # no marker: a venv of unknown origin is ignored
     (tmp_path / "venv" / "pms-python-version.txt").write_text(tag)
-    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env)
+    r = subprocess.run([STDLIB_PYTHON, "-S", "-c", code], capture_output=True, text=True, env=env)
     assert r.stdout.strip() == "42", r.stderr

@@ -2,102 +2,13 @@
 a real server shows (500s, slow, wrong dimension, garbage, refused, killed mid-sync)."""
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import write
+from conftest import FakeServer, write
 
 import pms
-
-DIM = 16
-
-
-def hashed_vector(text: str, dim: int = DIM) -> list[float]:
-    """A bag of hashed words: texts sharing words get close vectors."""
-    v = [0.0] * dim
-    for word in text.lower().split():
-        h = int(hashlib.sha256(word.encode()).hexdigest(), 16)
-        v[h % dim] += 1.0 if (h >> 8) % 2 else -1.0
-    v[0] += 0.01
-    return v
-
-
-class FakeServer:
-    """An embeddings server whose behaviour a test sets: ``mode`` for every request,
-    ``fail_first`` requests answered with 500, ``die_after`` requests then refused."""
-
-    def __init__(self):
-        self.mode, self.dim, self.fail_first, self.die_after = "ok", DIM, 0, None
-        self.takes_input_type = False
-        self.words: dict[str, str] = {}  # a multilingual model's stand-in: each word's meaning, "" for none
-        self.requests: list[dict] = []
-        self.headers: list[dict] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                fake.requests.append(body)
-                fake.headers.append(dict(self.headers))
-                n = len(fake.requests)
-                if fake.die_after is not None and n > fake.die_after:
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)  # killed: no answer at all
-                    return
-                if n <= fake.fail_first or fake.mode == "500":
-                    return self._send(500, b'{"error": {"message": "model crashed"}}')
-                if fake.mode == "slow" or (fake.mode == "slow_batches" and len(body["input"]) > 2):
-                    time.sleep(2.0)
-                if fake.mode == "garbage":
-                    return self._send(200, b"<html>not json</html>")
-                if fake.mode == "strings":
-                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": ["a"] * fake.dim}]}).encode())
-                if fake.mode == "objects":
-                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [{"x": 1}] * fake.dim}]}).encode())
-                if fake.mode == "deep":
-                    return self._send(200, b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
-                if fake.mode == "probes_disagree" and body.get("input_type") == "passage":
-                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [0.5] * (fake.dim + 3)}]}).encode())
-                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                if fake.takes_input_type and "input_type" in body:
-                    texts = [("query: " if body["input_type"] == "query" else "passage: ") + t for t in texts]
-                if fake.words:
-                    texts = [" ".join(fake.words.get(w, w) for w in re.findall(r"\w+", t.lower())) for t in texts]
-                dim = fake.dim + (1 if fake.mode == "wrong_dim" else 0)
-                vectors = [hashed_vector(t, dim) for t in texts]
-                if fake.mode == "short":
-                    vectors = vectors[:-1]
-                if self.path.endswith("/api/embed"):
-                    return self._send(200, json.dumps({"model": body["model"], "embeddings": vectors}).encode())
-                data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
-                self._send(200, json.dumps({"object": "list", "data": data[::-1]}).encode())  # out of order: index counts
-
-            def _send(self, code, payload):
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
 
 @pytest.fixture
 def server():

@@ -1,6 +1,9 @@
 """The search pipeline: a SearchRequest parsed once -> candidate stages -> a pure ranking
 stage (RankingSettings) -> a SearchResult; exclusions in every list; snippets as text
-plus marked spans with a renderer per front end; error hints worded per front end."""
+plus marked spans with a renderer per front end; error hints worded per front end.
+
+The stages are reached through ``kb.retrieval``: each is a contract of the pipeline (a
+function of the frozen request), tested on its own; front ends only call kb.search."""
 from __future__ import annotations
 
 import pytest
@@ -38,17 +41,28 @@ def test_a_search_cleans_and_parses_its_query_once_and_says_how_it_ran(rust_vaul
     assert "name x3" in result.explain  # keyword mode fuses BM25 with the names list
 
 
-def test_the_request_holds_everything_parsed(rust_vault):
+def test_the_request_is_complete_before_the_search_and_frozen(rust_vault):
     req = rust_vault.retrieval.request(' Rust  "borrow checker" -lifetimes car', k=5000, collections=["rust"],
-                                       prefix_last=True, mode="auto", used="keyword", reason="why")
+                                       prefix_last=True, mode="auto", intent=" what\x00 ")
     assert req.query == ' Rust  "borrow checker" -lifetimes car' and req.k == 1000 and req.collections == ("rust",)
     assert [t.tokens for t in req.parsed.terms] == [("rust",), ("borrow", "checker"), ("car",)]
     assert req.parsed.terms[-1].prefix and req.parsed.terms[1].phrase
     assert [t.tokens for t in req.parsed.excluded] == [("lifetimes",)]
     assert req.parsed.text == 'Rust "borrow checker" car'  # what names, the exact-title rule and the query vector read
-    assert (req.mode, req.used, req.reason) == ("auto", "keyword", "why") and req.collection_ids
+    # The mode that runs, and why not hybrid, are resolved before the search (no embeddings here).
+    assert (req.mode, req.used, req.reason) == ("auto", "keyword", "embeddings disabled") and req.collection_ids
+    assert req.intent == "what" and req.meaning == 'what: Rust "borrow checker" car'
+    with pytest.raises(AttributeError, match="frozen"):
+        req.used = "hybrid"  # never written after it is made: a change is a new request
+    assert req.replace(used="hybrid").used == "hybrid" and req.used == "keyword"
     with pytest.raises(pms.PMSError, match="nope"):
         rust_vault.retrieval.request("x", collections=["nope"])  # an unknown collection fails before any work
+    with pytest.raises(pms.PMSError, match="unknown search mode"):
+        rust_vault.retrieval.request("x", mode="fast")
+    with pytest.raises(pms.EmbeddingUnavailable, match="hybrid search is unavailable"):
+        rust_vault.retrieval.request("x", mode="hybrid")
+    listing = rust_vault.retrieval.request("", mode="hybrid", note_filter=pms.NoteFilter.build(path="*"))
+    assert listing.lists_notes and listing.used == "keyword"  # a filter without words lists notes: no vectors needed
 
 
 def test_each_candidate_stage_is_a_function_of_the_request(rust_vault):

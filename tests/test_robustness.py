@@ -19,7 +19,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli, write
+from conftest import REPO, mcp_http, run_cli, write
 
 import pms
 
@@ -456,6 +456,7 @@ def test_a_full_disk_during_a_sync_is_one_line_and_the_index_stays_whole(kb, db_
     for i in range(300):
         write(root / f"n{i:03}.md", f"# Note {i}\n\n" + " ".join(f"word{j}x{i}" for j in range(400)) + "\n")
     kb.collections.create(root, name="big")
+    # Fault injection: the index may grow by 40 pages only (a disk that fills up), set on its own connection.
     pages = kb.store.db.execute("PRAGMA page_count").fetchone()[0]
     kb.store.db.execute(f"PRAGMA max_page_count = {pages + 40}")  # the disk fills up a few batches in
     with pytest.raises(pms.PMSError) as exc:
@@ -542,12 +543,10 @@ def test_the_http_search_route_caps_its_body_and_answers_bad_requests_with_one_l
     import urllib.error
     import urllib.request
 
-    from test_mcp import http_server
-
     db, _notes = built
     home = tmp_path / "home"
     home.mkdir()
-    with http_server(home, db) as _url:
+    with mcp_http(home, db) as (_url, _proc, _log):
         announcement = next((home / "mcp-servers").glob("*.json"))  # one file per server
         search_url = json.loads(announcement.read_text(encoding="utf-8"))["search_url"]
         index = str(db.resolve())
@@ -560,16 +559,18 @@ def test_the_http_search_route_caps_its_body_and_answers_bad_requests_with_one_l
             except urllib.error.HTTPError as exc:
                 return exc.code, json.loads(exc.read())
 
+        def search(**arguments) -> bytes:
+            return json.dumps({"db": index, "search": {"query": "restic", **arguments}}).replace("1e+400", "1e400").encode()
+
         try:  # refused unread: the server may answer 400 or close the connection before the client is done sending
-            status, answer = post(json.dumps({"query": "x" * (5 * 1024 * 1024), "db": index}).encode())
+            status, answer = post(search(query="x" * (5 * 1024 * 1024)))
             assert status in (400, 413) and "larger than" in answer["error"]
         except (urllib.error.URLError, ConnectionError):
             pass
-        for ask in ({"query": "restic", "k": 1e400, "db": index}, {"query": "restic", "filters": [1], "db": index},
-                    {"query": "restic", "filters": {"path": "[z-a]"}, "db": index}):
-            status, answer = post(json.dumps(ask).replace("1e+400", "1e400").encode())
+        for bad in ({"k": 1e400}, {"note_filter": [1]}, {"note_filter": {"path": "[z-a]"}}):
+            status, answer = post(search(**bad))
             assert status == 400 and "\n" not in answer["error"], answer
-        status, answer = post(json.dumps({"query": "restic", "mode": "keyword", "collections": "notes", "db": index}).encode())
-        assert status == 400 and "\n" not in answer["error"]  # a list of names, as the search tool's schema says
-        status, answer = post(json.dumps({"query": "restic", "mode": "keyword", "collections": ["notes"], "db": index}).encode())
+        status, answer = post(search(mode="keyword", collections="notes"))
+        assert status == 400 and "\n" not in answer["error"]  # a list of names: "notes" is none
+        status, answer = post(search(mode="keyword", collections=["notes"]))
         assert status == 200 and answer["hits"][0]["path"] == "backup.md"

@@ -15,7 +15,9 @@ import textwrap
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, STDLIB_PYTHON, run_cli
+
+pytestmark = pytest.mark.stdlib  # each test runs pms.py with python -S
 
 # Modules that one feature needs: sync hashes (hashlib), the CLI parses (argparse),
 # clipping and the MCP client fetch (urllib.request, http.client), --json and the
@@ -33,7 +35,7 @@ def loaded_by(code: str, *args: str, folder: str = ".") -> dict:
     preloaded by .pth files), with ``folder`` (pms.py's, or src for the package) as
     its argv[1]; it prints a dict's repr last (not JSON: importing json there would
     hide whether pms imports it)."""
-    r = subprocess.run([sys.executable, "-S", "-c", textwrap.dedent(code), str(REPO / folder), *args],
+    r = subprocess.run([STDLIB_PYTHON, "-S", "-c", textwrap.dedent(code), str(REPO / folder), *args],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return ast.literal_eval(r.stdout.strip().splitlines()[-1])

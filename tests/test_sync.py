@@ -10,7 +10,7 @@ import time
 import pytest
 
 import pms
-from conftest import REPO, run_cli, write
+from conftest import REPO, index_rows, run_cli, write
 
 
 def paths_of(kb, name="notes"):
@@ -23,19 +23,19 @@ def test_first_sync_indexes_notes_and_skips_hidden_and_dependency_folders(vault)
 
 
 def test_resync_of_unchanged_vault_does_no_work(vault):
-    before = vault.store.db.execute("SELECT path, indexed_at FROM documents ORDER BY path").fetchall()
+    before = index_rows(vault, "SELECT path, indexed_at FROM documents ORDER BY path")
     report = vault.sync()
     assert (report.added, report.updated, report.deleted, report.unchanged) == (0, 0, 0, 3)
-    assert vault.store.db.execute("SELECT path, indexed_at FROM documents ORDER BY path").fetchall() == before
+    assert index_rows(vault, "SELECT path, indexed_at FROM documents ORDER BY path") == before
 
 
 def test_touched_but_unchanged_file_is_not_reindexed(vault, notes):
-    before = vault.store.db.execute("SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'").fetchone()
+    (before,) = index_rows(vault, "SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'")
     time.sleep(0.01)
     os.utime(notes / "sync.md")
     report = vault.sync()
     assert report.updated == 0 and report.unchanged == 3
-    after = vault.store.db.execute("SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'").fetchone()
+    (after,) = index_rows(vault, "SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'")
     assert after[0] == before[0] and after[1] != before[1]
 
 
@@ -60,10 +60,10 @@ def test_unchanged_passages_keep_their_rows_when_a_note_is_edited(kb, tmp_path):
     write(root / "long.md", f"# Long\n\n{sections}\n")
     kb.collections.create(root, name="n")
     kb.sync()
-    ids = dict(kb.store.db.execute("SELECT body, id FROM chunks").fetchall())
+    ids = dict(index_rows(kb, "SELECT body, id FROM chunks"))
     write(root / "long.md", f"# Long\n\n{sections}\n\n## Part new\n\nAppended text.\n")
     kb.sync()
-    after = dict(kb.store.db.execute("SELECT body, id FROM chunks").fetchall())
+    after = dict(index_rows(kb, "SELECT body, id FROM chunks"))
     kept = [body for body in ids if after.get(body) == ids[body]]
     assert len(kept) >= len(ids) - 1  # only the passage that changed got a new row
 
@@ -148,7 +148,7 @@ def test_cancel_leaves_a_consistent_index(kb, tmp_path, monkeypatch):
     cancel = threading.Event()
     report = kb.sync(progress=lambda p: cancel.set() if p.done >= 10 else None, cancel=cancel)
     assert report.cancelled and 0 < len(kb.collections.get("c").files) < 30
-    assert kb.store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert index_rows(kb, "PRAGMA integrity_check") == [("ok",)]
     assert kb.sync().added == 30 - 10 and len(kb.collections.get("c").files) == 30
 
 
@@ -287,7 +287,7 @@ def test_collections_crud(kb, notes, tmp_path):
     assert [c.name for c in kb.collections.list()] == ["vault"]
     assert kb.search("restic")[0].collection == "vault"
     kb.collections.delete("vault")
-    assert kb.search("restic") == [] and kb.store.totals()["chunks"] == 0
+    assert kb.search("restic") == [] and kb.status(pending=False)["chunks"] == 0
     assert (notes / "backup.md").exists()  # the files are never touched
 
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .config import (
-    CALL_DEADLINE, DEFAULT_GLOB, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, Record, TupleFields, _dt, _typing,
-    check_deadline, clean_query, default_db_path, max_file_bytes, named_tuple, past_deadline,
+    CALL_DEADLINE, DEFAULT_GLOB, VERSION, DeadlineExceeded, Hint, PMSError, Record, _typing,
+    check_deadline, clean_query, default_db_path, max_file_bytes, past_deadline,
 )
 from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
 from .notes import LinkResolver, note_links
@@ -35,7 +35,7 @@ from .embedding import (
 )
 from .query import Hit
 from .ranking import first_results, fuse
-from .retrieval import Retrieval, SearchResult
+from .retrieval import Retrieval, SearchMode, SearchResult, checked_min_score
 from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
 from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
 from .clip import (
@@ -99,17 +99,6 @@ class Document(Record):
     def numbered(self) -> str:
         """The text with each line's number in front (of a PDF, the page's)."""
         return "\n".join(f"{n:>5}  {line}" for n, line in enumerate(self.text.split("\n"), self.from_line))
-
-
-@named_tuple
-class SearchMode(TupleFields):
-    """The mode a search will use; when hybrid is not available, why (a
-    sentence) and a stable code from VECTOR_UNAVAILABLE."""
-
-    mode: str
-    reason: str = ""
-    code: str = ""
-    hint: Hint | None = None  # what makes hybrid run (a command)
 
 
 class NoteRef(Record):
@@ -364,6 +353,7 @@ class KnowledgeBase:
         ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
+        self._listeners: list[Callable[[str], None]] = []  # listen()
         self.store = Store(self.db_path, vectors=embeddings)
         chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
         if embeddings and embedder is None and chosen:
@@ -413,9 +403,16 @@ class KnowledgeBase:
         """Whether this KnowledgeBase was opened to embed; ``search_mode()`` says if vectors can run now."""
         return self.embedder is not None
 
+    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Send one-line news to ``callback`` too (besides ``notice``), possibly from a worker
+        thread: a front end that shows it (the app's status line). Returns what stops it."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
     def _notify(self, text: str) -> None:
-        if self.notice is not None:
-            self.notice(text)
+        for receive in (self.notice, *self._listeners):
+            if receive is not None:
+                receive(text)
 
     def close(self) -> None:
         self.retrieval.close()
@@ -515,57 +512,35 @@ class KnowledgeBase:
     # -- search ------------------------------------------------------------------------
     def search_mode(self, mode: str = "auto") -> SearchMode:
         """The mode a search asked for ``mode`` will use, and why hybrid is not available."""
-        if mode not in SEARCH_MODES:
-            raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
-        if mode == "keyword":
-            return SearchMode("keyword")
-        status = self.retrieval.vector_status()
-        if status.ok:
-            return SearchMode("hybrid" if mode == "auto" else mode)
-        if mode == "auto":
-            return SearchMode("keyword", status.reason, status.code, status.hint)
-        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
+        return self.retrieval.search_mode(mode)
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
-               chunks: bool = False, prefix_last: bool = False, *, tags: str | Sequence[str] | None = None,
-               exclude_tags: str | Sequence[str] | None = None, path: str | None = None,
-               after: str | _dt.date | None = None, before: str | _dt.date | None = None,
-               where: str | Sequence[str] | dict | None = None, min_score: float | None = None,
-               intent: str = "", queries: Sequence[str] = ()) -> SearchResult:
+               chunks: bool = False, prefix_last: bool = False, *, note_filter: NoteFilter | None = None,
+               min_score: float | None = None, intent: str = "", queries: Sequence[str] = (),
+               **filter_fields) -> SearchResult:
         """Search notes: the best ``k`` results, each followed by its copies (hits whose ``copy_of``
-        names it: the same text elsewhere, not counted among the k; asking for fewer results
-        gives the first ones of a longer list). ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
-        ``min_score`` leaves out hits whose ``relevance`` (absolute, 0-1) is below it; the
-        result's ``weak`` says when none reaches RankingSettings.relevance_floor. ``intent``
-        (what the search is for, in words) is context for the vector list only; ``queries``
-        are other phrasings searched in the same call, their lists fused into one.
+        names it: the same text elsewhere, not counted among the k; ``result.groups`` pairs
+        them; asking for fewer results gives the first ones of a longer list). ``mode``: auto
+        (hybrid when embeddings are ready), hybrid, keyword, vector. ``min_score`` leaves out
+        hits whose ``relevance`` (absolute, 0-1) is below it; the result's ``weak`` says when
+        none reaches RankingSettings.relevance_floor. ``intent`` (what the search is for, in
+        words) is context for the vector list only; ``queries`` are other phrasings searched
+        in the same call, their lists fused into one.
 
-        Filters narrow every mode inside the query: ``tags`` (all of them; ``area`` matches
-        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or folder),
-        ``after``/``before`` (the note's date, YYYY-MM-DD, inclusive), ``where`` ("key=value",
-        "key!=value", "key"). A filter and no words lists the matching notes, newest first.
-        Any query is accepted (``clean_query``)."""
-        note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
-        if min_score is not None:
-            try:
-                min_score = float(min_score)
-            except (TypeError, ValueError):
-                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score!r}", argument="min_score") from None
-            if not 0.0 <= min_score <= 1.0:
-                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score:g}", argument="min_score")
-        intent = clean_query(intent).strip() if intent else ""
+        ``note_filter`` (a NoteFilter) narrows every mode inside the query; its fields may be
+        given instead as keywords (``tags=``, ``exclude_tags=``, ``path=``, ``after=``,
+        ``before=``, ``where=``, as NoteFilter.build takes them). A filter and no words lists
+        the matching notes, newest first. Any query is accepted (``clean_query``)."""
+        if filter_fields:
+            if note_filter is not None:
+                raise PMSError("give note_filter or its fields (tags=, path=, ...), not both")
+            note_filter = NoteFilter.build(**filter_fields)
         if queries:
-            if isinstance(queries, str) or len(queries) > MAX_QUERIES:
+            if isinstance(queries, str) or len(queries) > MAX_QUERIES or not all(isinstance(q, str) for q in queries):
                 raise PMSError(f"queries wants a list of at most {MAX_QUERIES} phrasings", argument="queries")
             return self._search_several([query, *queries], k=k, mode=mode, collections=collections, chunks=chunks,
-                                        filters=dict(tags=tags, exclude_tags=exclude_tags, path=path, after=after,
-                                                     before=before, where=where), min_score=min_score, intent=intent)
-        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode).replace(
-            min_score=min_score, intent=intent)
-        if note_filter and not req.parsed.terms:
-            return SearchResult(self.retrieval.listing(req.k, collections, note_filter), "keyword")
-        resolved = self.search_mode(mode)
-        req.used, req.reason, req.hint = resolved.mode, resolved.reason, resolved.hint
+                                        note_filter=note_filter, min_score=checked_min_score(min_score), intent=intent)
+        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode, min_score, intent)
         try:
             return self.retrieval.search(req)
         except EmbeddingUnavailable as exc:  # the model failed to load just now
@@ -573,14 +548,14 @@ class KnowledgeBase:
                 raise
             return self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
 
-    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool, filters: dict,
-                        min_score: float | None, intent: str) -> SearchResult:
+    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool,
+                        note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:
         """Each query searched alone (twice as deep), their hit lists fused by RRF into one; a
         hit keeps its best passage and relevance of all the queries."""
         results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
-                               **filters) for q in queries if q.strip()]
+                               note_filter=note_filter) for q in queries if q.strip()]
         if not results:
-            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, **filters)
+            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, note_filter=note_filter)
         unit = (lambda h: (h.collection, h.path, h.start_line)) if chunks else (lambda h: (h.collection, h.path))
         best: dict[object, Hit] = {}
         for result in results:
@@ -590,16 +565,14 @@ class KnowledgeBase:
                     best[unit(hit)] = hit
         fused = fuse({f"query {i}": [(unit(h), h.score) for h in r] for i, r in enumerate(results)},
                      self.retrieval.settings.replace(method="rrf", score_share=0.0))
-        hits = []
-        for entry in fused:
-            hit = best[entry.unit]
-            if min_score is None or (hit.relevance or 0.0) >= min_score:
-                hits.append(hit.replace(score=entry.score / fused[0].score if fused[0].score else 0.0))
+        hits = [best[entry.unit].replace(score=entry.score / fused[0].score if fused[0].score else 0.0) for entry in fused
+                if min_score is None or (best[entry.unit].relevance or 0.0) >= min_score]
         top = max((r.best_relevance for r in results if r.best_relevance is not None), default=None)
         first = results[0]
         return SearchResult(first_results(hits, max(1, int(k))), first.mode, first.reason, first.hint,
                             explain=f"{len(results)} queries, fused by RRF", best_relevance=top,
-                            weak=top is None or top < self.retrieval.settings.relevance_floor)
+                            weak=top is None or top < self.retrieval.settings.relevance_floor, query=first.query,
+                            words=list(dict.fromkeys(word for r in results for word in r.words)))
 
     def tags(self, collections: Sequence[str] | None = None) -> list[tuple[str, int]]:
         """(tag, number of notes) for every tag (frontmatter and inline), most used first."""
@@ -652,10 +625,10 @@ class KnowledgeBase:
                     for s, t, line in broken if s in rows]
         return out
 
-    def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+    def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
         """The notes closest in meaning to ``note``, each as a Hit on its passage that makes it
-        related: by the note's passage vectors, without embeddings by the rare terms the notes
-        share. By default from the note's own collection."""
+        related: by the note's passage vectors (the result's mode vector), without embeddings
+        by the rare terms the notes share (keyword). By default from the note's own collection."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
 

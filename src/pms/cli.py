@@ -28,7 +28,7 @@ from .config import (
 from .language import LANGUAGE_NAMES
 from .pdf import INSTALL_PDF, PDF_PACKAGE
 from .paths import path_prefix_glob
-from .filters import checked_number
+from .filters import NoteFilter, checked_number
 from .store import storage_errors
 from .embedding import embedding_choice_from_env
 from .query import Hit, render_snippet, terminal_safe
@@ -95,27 +95,23 @@ class ProgressPrinter:
         self.stream.flush()
 
 
-def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:
+def _print_hits(result: SearchResult, args) -> None:
+    """A search's (or related notes') result: each hit to show with its copies on one line under it."""
     if args.json:
-        _print_json([h.to_dict(explain=args.explain) for h in hits])
+        _print_json([h.to_dict(explain=args.explain) for h in result])
         return
     if args.files:  # one line a result: a copy is the same text
-        for h in hits:
-            if not h.copy_of:
-                print(terminal_safe(h.abspath))
+        for h, _copies in result.groups:
+            print(terminal_safe(h.abspath))
         return
-    if not hits:
+    if not result:
         print("No results.")
         return
     style = "ansi" if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else "plain"
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
-    lists = _LISTS_OF_MODE[getattr(args, "used_mode", None) or "hybrid"]
-    copies: dict[str, list[Hit]] = {}
-    for h in hits:
-        if h.copy_of:
-            copies.setdefault(h.copy_of, []).append(h)
-    for i, h in enumerate((h for h in hits if not h.copy_of), 1):
+    lists = _LISTS_OF_MODE[result.mode]
+    for i, (h, copies) in enumerate(result.groups, 1):
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed and h.date else _ranks(h, lists)
@@ -128,9 +124,8 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
             print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
-        same = copies.get(h.ref, [])
-        if same:
-            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in same))}")
+        if copies:
+            print(f"    {dim(f'+{len(copies)} cop' + ('y' if len(copies) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in copies))}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -345,28 +340,31 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
 def cmd_search(kb: KnowledgeBase, args) -> int:
     if not kb.collections.list():
         raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
-    filters = dict(tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before,
-                   where=args.where)
-    # A running `pms.py mcp --http` on this index has the model loaded: seconds saved per hybrid search.
-    served = None if args.mode == "keyword" or args.also or args.intent else search_via_server(
-        kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters,
-        min_score=args.min_score)
-    hits = served if served is not None else kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None,
-                               chunks=args.chunks, min_score=args.min_score, intent=args.intent, queries=args.also or (),
-                               **filters)
-    args.used_mode = hits.mode
+    note_filter = NoteFilter.build(**_filter_fields(args))
+    search = dict(query=args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
+                  note_filter=note_filter, min_score=args.min_score, intent=args.intent, queries=args.also or ())
+    # A running `pms.py mcp --http` on this index has the model loaded: a third of a second saved per
+    # hybrid search (docs/decisions.md). A keyword search is faster here than a request is.
+    result = search_via_server(kb, search) if args.mode != "keyword" else None
+    if result is None:
+        result = kb.search(**search)
     if args.mode == "auto" and not args.json:
-        _keyword_only_notice(kb, reason_text(hits.reason, hits.hint))
-    _print_hits(hits, args, kb)
-    if not hits and not args.json and path_prefix_glob(args.path):
-        _notice(f"--path {args.path} is a folder; --path '{path_prefix_glob(args.path)}' matches names that start with it")
-    if hits.weak and hits.best_relevance is not None and not args.json:
-        _notice(f"nothing looks clearly relevant (best relevance {hits.best_relevance:.2f} of 1): your notes may not cover this")
-    stale = kb.changed_on_disk(hits)
+        _keyword_only_notice(kb, reason_text(result.reason, result.hint))
+    _print_hits(result, args)
+    if not result and not args.json and path_prefix_glob(note_filter.path):
+        _notice(f"--path {note_filter.path} is a folder; --path '{path_prefix_glob(note_filter.path)}' matches names that start with it")
+    if result.weak and result.best_relevance is not None and not args.json:
+        _notice(f"nothing looks clearly relevant (best relevance {result.best_relevance:.2f} of 1): your notes may not cover this")
+    stale = kb.changed_on_disk(result.hits)
     if stale:
         _notice(f"{len(stale)} of these notes changed on disk since they were indexed "
                 f"(run: {pms_command('sync')}, or keep it fresh: {pms_command('watch')})")
     return 0
+
+
+def _filter_fields(args) -> dict:
+    """The search flags that make its NoteFilter, as NoteFilter.build takes them (their dest is the field's name)."""
+    return {name: getattr(args, name) for name in NoteFilter._fields}
 
 
 def cmd_tags(kb: KnowledgeBase, args) -> int:
@@ -414,10 +412,8 @@ def cmd_links(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_related(kb: KnowledgeBase, args) -> int:
-    hits = kb.related(args.note, k=args.n, collections=args.collection or None)
     args.files = False
-    args.used_mode = "vector" if any(h.vector_rank for h in hits) else "keyword"
-    _print_hits(hits, args, kb)
+    _print_hits(kb.related(args.note, k=args.n, collections=args.collection or None), args)
     return 0
 
 
@@ -571,11 +567,10 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
     mode, why = used.mode, reason_text(used.reason, used.hint)
     print(f"Search mode: {mode}" + (f" - {why}" if why else ""))
     kb.tell_once("keyword_only", why)  # said here; later searches need not repeat it
-    args.used_mode = kb.search_mode(args.mode).mode
     for q in args.queries or DEMO_QUERIES:
         print(f"\n$ {pms_command('search')} {json.dumps(q)}")
         args.query = q
-        _print_hits(kb.search(q, k=3, mode=args.mode), args, kb)
+        _print_hits(kb.search(q, k=3, mode=args.mode), args)
     print("\nThe sample notes are now a collection named 'sample-notes' in your index. Next:\n"
           f"  add your own notes:     {pms_command(ADD_COLLECTION_ARGS)}\n"
           f"  search everything:      {pms_command('search')} \"what you remember\"\n"
@@ -847,8 +842,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     se.add_argument("--min-score", type=float, metavar="R",
                     help="only hits at least this relevant (0-1: the larger of meaning similarity and share of words held)")
     flt = se.add_argument_group("filters (all must hold)")
-    flt.add_argument("--tag", action="append", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
-    flt.add_argument("--no-tag", action="append", metavar="TAG", help="leave out notes with this tag (repeatable)")
+    # Each filter flag's dest is the NoteFilter field it sets (_filter_fields).
+    flt.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
+    flt.add_argument("--no-tag", action="append", dest="exclude_tags", metavar="TAG", help="leave out notes with this tag (repeatable)")
     flt.add_argument("--path", metavar="GLOB", help="a folder or glob inside the collection: projects, 'projects/**/*.md'")
     flt.add_argument("--after", metavar="YYYY-MM-DD", help="notes dated on or after this day")
     flt.add_argument("--before", metavar="YYYY-MM-DD", help="notes dated on or before this day")
@@ -1022,7 +1018,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "search":
         # "-word" excludes a word; argparse would take it for an option.
         args.query = " ".join([*args.query, *extra])
-        if not args.query.strip() and not any((args.tag, args.no_tag, args.path, args.after, args.before, args.where)):
+        if not args.query.strip() and not any(_filter_fields(args).values()):
             args.usage_error("nothing to search: give words, or a filter (--tag, --path, --after, --before, --where)")
     elif extra:
         parser.error(f"unrecognized arguments: {terminal_safe(' '.join(extra))}")

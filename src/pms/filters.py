@@ -89,8 +89,9 @@ class NoteFilter(Record, frozen=True):
                 raise PMSError(f"{piece!r} is not a filter ({cls.FILTER_SYNTAX})")
         return cls.build(tags, exclude, where=where, **fields)
 
-    def search_args(self) -> dict:
-        """This filter as keyword arguments of ``KnowledgeBase.search`` (only the conditions set)."""
+    def build_args(self) -> dict:
+        """This filter as ``build``'s keyword arguments (only the conditions set; JSON as it is):
+        ``NoteFilter.build(**f.build_args()) == f``."""
         where = [key if op is None else f"{key}{op}{value}" for key, op, value in self.where]
         args = {"tags": list(self.tags), "exclude_tags": list(self.exclude_tags), "path": self.path,
                 "after": self.after, "before": self.before, "where": where}

@@ -3,7 +3,7 @@
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
 budgets and errors, and serving them with the official ``mcp`` SDK (imported lazily).
 
-May import: config, paths, query, retrieval, sync, clip, api.
+May import: config, paths, filters, query, retrieval, sync, clip, api.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from .config import SEARCH_MODES, VERSION, Hint, PMSError, _typing, data_dir, env_number, reason_text
+from .config import SEARCH_MODES, VERSION, PMSError, _typing, data_dir, env_number, reason_text
 from .paths import path_prefix_glob
+from .filters import NoteFilter
 from .query import Hit
 from .retrieval import SearchResult
 from .sync import SyncReport
@@ -45,6 +46,23 @@ MCP_INSTRUCTIONS = (
     "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
     "each hit names the note ('collection/path.md'), its lines, a score and a snippet. "
     "Then call get with that path (and ':FROM:COUNT' for a passage) to read it, related to explore around it.")
+
+
+# The search tool's arguments that make its NoteFilter: each field's schema, and the
+# argument's name where it is not the field's (get's "path" is a note).
+NOTE_FILTER_SCHEMA = {
+    "tags": {"type": "array", "items": {"type": "string"},
+             "description": "only notes with all these tags ('area' also matches 'area/sub')"},
+    "exclude_tags": {"type": "array", "items": {"type": "string"}, "description": "leave out notes with any of these tags"},
+    "path": {"type": "string", "description": "only notes under this folder or matching this glob inside the collection, "
+                                              "e.g. 'journal/' or 'projects/*.md'"},
+    "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the frontmatter date, "
+                                               "else the file's time)"},
+    "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
+    "where": {"type": "array", "items": {"type": "string"},
+              "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"},
+}
+SEARCH_TOOL_FILTERS = {"path": "path_filter"}
 
 
 def _mcp_tools(allow_sync: bool) -> list[dict]:
@@ -117,17 +135,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                                                          "for the meaning search, not words to match"},
              "min_score": {"type": "number", "minimum": 0, "maximum": 1,
                            "description": "only hits at least this relevant (0-1; 0.35 leaves out what is likely unrelated)"},
-             "tags": {"type": "array", "items": {"type": "string"},
-                      "description": "only notes with all these tags ('area' also matches 'area/sub')"},
-             "exclude_tags": {"type": "array", "items": {"type": "string"},
-                              "description": "leave out notes with any of these tags"},
-             "path_filter": {"type": "string", "description": "only notes under this folder or matching this glob "
-                                                              "inside the collection, e.g. 'journal/' or 'projects/*.md'"},
-             "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the "
-                                                        "frontmatter date, else the file's time)"},
-             "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
-             "where": {"type": "array", "items": {"type": "string"},
-                       "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"}}},
+             **{SEARCH_TOOL_FILTERS.get(name, name): spec for name, spec in NOTE_FILTER_SCHEMA.items()}}},
          "output": {"type": "object", "required": ["query", "mode", "count", "hits"], "properties": {
              "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
              "count": {"type": "integer", "description": "number of hits"},
@@ -208,8 +216,6 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
     return tools
 
 
-# KnowledgeBase.search's filters, offered by the search tool and by POST /search.
-SEARCH_FILTERS = ("tags", "exclude_tags", "path", "after", "before", "where")
 
 
 class UnknownTool(PMSError):
@@ -322,21 +328,24 @@ class MCPService:
 
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
-                    chunks: bool = False, detail: bool = False, path_filter: str | None = None, **filters) -> dict:
-        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks,
-                               path=path_filter, **filters)
-        rows = self._hit_rows(found, detail)
+                    chunks: bool = False, detail: bool = False, queries: Sequence[str] = (), intent: str = "",
+                    min_score: float | None = None, **filter_arguments) -> dict:
+        names = {argument: field for field, argument in SEARCH_TOOL_FILTERS.items()}
+        note_filter = NoteFilter.build(**{names.get(key, key): value for key, value in filter_arguments.items()})
+        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, note_filter=note_filter,
+                               queries=queries, intent=intent, min_score=min_score)
+        rows = self._hit_rows(found.groups, detail)
         result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
         notices = [f"keyword-only search: {reason_text(found.reason, found.hint, 'mcp')}"] if found.reason else []
         stale = self.kb.changed_on_disk(found.hits)
         if stale:
-            notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(f'{h.collection}/{h.path}' for h in stale[:3])}"
+            notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(h.ref for h in stale[:3])}"
                            f"{' ...' if len(stale) > 3 else ''}): read them with get for their current text")
         if not found:
-            filtered = path_filter or any(filters.get(key) for key in SEARCH_FILTERS)
-            notices.append("nothing in the notes matches this query" + (" and these filters" if filtered else ""))
-            if path_prefix_glob(path_filter):
-                notices.append(f"path_filter {path_filter} is a folder; '{path_prefix_glob(path_filter)}' matches names that start with it")
+            notices.append("nothing in the notes matches this query" + (" and these filters" if note_filter else ""))
+            if path_prefix_glob(note_filter.path):
+                notices.append(f"path_filter {note_filter.path} is a folder; '{path_prefix_glob(note_filter.path)}' "
+                               "matches names that start with it")
         elif found.weak and found.best_relevance is not None:
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
                            "below 0.35 is likely unrelated): the notes may not cover this")
@@ -344,36 +353,31 @@ class MCPService:
             result["notice"] = self.for_assistant("; ".join(notices))
         return result
 
+    # What a hit's row holds with detail=true, besides path, title, lines, score, relevance, snippet and docid.
+    DETAIL_FIELDS = ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date", "collection_description",
+                     "folder_description", "abspath", "bm25_rank", "vector_rank", "name_rank", "bm25_score", "vector_distance")
+
     @classmethod
-    def _hit_rows(cls, hits: Iterable[Hit], detail: bool = False) -> list[dict]:
-        """Hits as JSON: 'collection/path.md' as path, snippets as plain text (an assistant reads them, not a browser)."""
-        hits, rows = list(hits), []
-        copies: dict[str, list[str]] = {}
-        for h in hits:
-            if h.copy_of:  # the same text under another name (mark_copies): named on its original's row
-                copies.setdefault(h.copy_of, []).append(h.ref)
-        for h in hits:
-            if h.copy_of:
-                continue
-            path = h.ref
-            row = {"path": path, "title": h.title, "lines": [h.start_line, h.end_line],
+    def _hit_rows(cls, groups: Iterable[tuple[Hit, list[Hit]]], detail: bool = False) -> list[dict]:
+        """Hits (SearchResult.groups) as JSON: 'collection/path.md' as path, the copies named on
+        their original's row, snippets as plain text (an assistant reads them, not a browser)."""
+        rows = []
+        for h, copies in groups:
+            row = {"path": h.ref, "title": h.title, "lines": [h.start_line, h.end_line],
                    "score": round(h.score, 3), "relevance": h.relevance, "snippet": h.snippet, "docid": h.docid}
             if h.page is not None:
                 row["page"] = h.page
-            if copies.get(path):
-                row["copies"] = copies.pop(path)  # (with chunks, on the note's first passage)
+            if copies:
+                row["copies"] = [c.ref for c in copies]
             if detail:
                 full = h.to_dict()
-                row.update({key: full[key] for key in ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date",
-                                                       "collection_description",
-                                                       "folder_description", "abspath", "bm25_rank", "vector_rank",
-                                                       "name_rank", "bm25_score", "vector_distance") if key in full})
+                row.update({key: full[key] for key in cls.DETAIL_FIELDS if key in full})
             rows.append(row)
         return rows
 
     def tool_related(self, path: str, k: int = 10, detail: bool = False) -> dict:
-        hits = self.kb.related(path, k=k)
-        return {"note": path, "count": len(hits), "hits": self._hit_rows(hits, detail)}
+        rows = self._hit_rows(self.kb.related(path, k=k).groups, detail)
+        return {"note": path, "count": len(rows), "hits": rows}
 
     def tool_links(self, path: str, direction: str = "links") -> dict:
         refs = self.kb.backlinks(path) if direction == "backlinks" else self.kb.links(path)
@@ -700,8 +704,8 @@ def _process_alive(pid: int) -> bool:
 
 
 def _search_route(service: MCPService, security):
-    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format).
-    Its arguments are checked against the search tool's schema, as /mcp checks them."""
+    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (the model warm
+    here): its arguments as search_via_server sends them, its SearchResult as to_dict."""
     import json
 
     import anyio
@@ -720,29 +724,16 @@ def _search_route(service: MCPService, security):
                 ask = json.loads(await request.body())  # its size is capped by _checked_requests
             except (ValueError, RecursionError):
                 raise PMSError("the request body is not JSON (or nested too deep)") from None
-            if not isinstance(ask, dict):
-                raise PMSError("bad search request: a JSON object is expected")
+            if not isinstance(ask, dict) or not isinstance(ask.get("search"), dict):
+                raise PMSError("bad search request: a JSON object with the search's arguments is expected")
             kb = service.kb
             if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
-            filters = ask.get("filters") or {}
-            if not isinstance(filters, dict):
-                raise PMSError("bad search request: filters must be an object")
-            arguments = {key: ask[key] for key in ("query", "k", "mode", "collections", "chunks", "min_score") if key in ask}
-            arguments.update({("path_filter" if key == "path" else key): value for key, value in filters.items()
-                              if key in SEARCH_FILTERS and value not in (None, [], "")})
-            if filters.keys() - set(SEARCH_FILTERS):
-                raise PMSError(f"bad search request: unknown filters {sorted(filters.keys() - set(SEARCH_FILTERS))}")
-            service._check_arguments(service.tools["search"], arguments)
+            arguments = search_arguments_from_json(ask["search"])
 
             def run():
                 with kb.time_limit(service.call_timeout, "search"):
-                    found = kb.search(str(arguments["query"]), k=int(arguments.get("k", 10)), mode=arguments.get("mode", "auto"),
-                                      collections=arguments.get("collections") or None, chunks=bool(arguments.get("chunks")),
-                                      min_score=arguments.get("min_score"), **{key: filters.get(key) for key in SEARCH_FILTERS})
-                return {"mode": found.mode, "reason": found.reason, "hint": found.hint.as_dict() if found.hint else None,
-                        "explain": found.explain, "weak": found.weak, "best_relevance": found.best_relevance,
-                        "hits": [h.to_dict(explain=True) for h in found]}
+                    return kb.search(**arguments).to_dict(explain=True)
 
             return JSONResponse(await anyio.to_thread.run_sync(run))
         except PMSError as exc:
@@ -753,17 +744,40 @@ def _search_route(service: MCPService, security):
     return Route("/search", search, methods=["POST"])
 
 
+# KnowledgeBase.search's arguments, as POST /search takes them.
+SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "chunks", "prefix_last", "note_filter", "min_score", "intent",
+                           "queries")
+
+
+def search_arguments_to_json(arguments: dict) -> dict:
+    """KnowledgeBase.search's keyword arguments as JSON (the NoteFilter as NoteFilter.build's)."""
+    note_filter = arguments.get("note_filter")
+    return {**arguments, "note_filter": note_filter.build_args() if note_filter else None,
+            "collections": list(arguments.get("collections") or []), "queries": list(arguments.get("queries") or [])}
+
+
+def search_arguments_from_json(data: dict) -> dict:
+    """search_arguments_to_json's answer back as KnowledgeBase.search's keyword arguments; a
+    PMSError for an argument it does not take or a filter that is not one."""
+    unknown = sorted(set(data) - set(SERVED_SEARCH_ARGUMENTS))
+    if unknown:
+        raise PMSError(f"bad search request: unknown arguments {unknown}")
+    fields = data.get("note_filter") or {}
+    if not isinstance(fields, dict) or set(fields) - set(NoteFilter._fields):
+        raise PMSError("bad search request: note_filter must be an object of NoteFilter's fields")
+    return {**data, "note_filter": NoteFilter.build(**fields)}
+
+
 # A server announced for this index gets this long (seconds) to answer a first, empty
 # request (GET /search, which its event loop answers at once), else the CLI searches by
 # itself: a hung or stopped server costs at most this. The search then gets 10 s.
 SERVER_PROBE_TIMEOUT = 0.5
 
 
-def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
-                      chunks: bool, filters: dict | None = None, timeout: float = 10.0,
-                      min_score: float | None = None) -> SearchResult | None:
-    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm;
-    None when none can answer (the caller searches in-process). Standard library only."""
+def search_via_server(kb: KnowledgeBase, arguments: dict, timeout: float = 10.0) -> SearchResult | None:
+    """``kb.search(**arguments)`` run by a running ``pms.py mcp --http`` on the same index,
+    whose model is warm: the same SearchResult; None when none can answer (the caller
+    searches in-process, which also words any error). Standard library only."""
     try:
         announced = sorted(mcp_server_file(0).parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
@@ -789,10 +803,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
         headers = {"Content-Type": "application/json"}
         if os.environ.get("PMS_MCP_TOKEN"):
             headers["Authorization"] = f"Bearer {os.environ['PMS_MCP_TOKEN']}"
-        ask = {"query": query, "k": k, "mode": mode, "collections": list(collections or []), "chunks": chunks,
-               "filters": filters or {}, "db": info["db"]}
-        if min_score is not None:
-            ask["min_score"] = min_score
+        ask = {"db": info["db"], "search": search_arguments_to_json(arguments)}
         request = urllib.request.Request(info["search_url"], data=json.dumps(ask).encode(), headers=headers, method="POST")
         try:
             try:
@@ -801,12 +812,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
                 if exc.code == 401:
                     raise
             with urllib.request.urlopen(request, timeout=timeout) as answer:
-                result = json.loads(answer.read())
-            fields = set(Hit._fields)
-            hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
-            hint = Hint(**result["hint"]) if result.get("hint") else None
-            return SearchResult(hits, result["mode"], result.get("reason", ""), hint, explain=result.get("explain", ""),
-                                weak=bool(result.get("weak")), best_relevance=result.get("best_relevance"))
+                return SearchResult.from_dict(json.loads(answer.read()))
         except urllib.error.HTTPError as exc:
             if exc.code == 401 and kb.notice is not None:
                 kb.notice(f"the PMS server at {info['url']} wants its token (set PMS_MCP_TOKEN): searching without it")

@@ -1,7 +1,8 @@
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
-snippet and its marks (``mark_terms``: one highlighting rule for every front end),
+snippet and its marks (``highlight_pattern``: one highlighting rule for every front end),
+``copy_groups`` (copies shown under their original),
 terminal-safe text, and ``VectorStatus``.
 
 May import: config.
@@ -237,12 +238,22 @@ def without_heading_line(shown: str, heading_path: str) -> str:
     return rest if same and rest.strip() else shown
 
 
+def highlight_pattern(words: Sequence[str]) -> re.Pattern | None:
+    """The one rule for marking a query's words in text (snippets, the app's preview):
+    words of four letters or more by their stem, so 'sync' lights up 'syncing' (the
+    last two letters of a longer word dropped, at least four kept); two- and
+    three-letter words whole, so 'ai' leaves 'aim' alone. None: nothing to mark."""
+    whole = sorted({re.escape(w) for w in words if 2 <= len(w) <= 3})
+    stems = sorted({re.escape(w[: max(4, len(w) - 2)]) for w in words if len(w) > 3}, key=len, reverse=True)
+    parts = ([r"\b(?:" + "|".join(stems) + r")\w*"] if stems else []) + ([r"\b(?:" + "|".join(whole) + r")\b"] if whole else [])
+    return re.compile("|".join(parts), re.I) if parts else None
+
+
 def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
-    query word (by prefix, so 'sync' marks 'syncing'), with marks."""
+    query word (highlight_pattern), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
-    stems = [w[:max(3, len(w) - 2)] for w in words if len(w) >= 2]
-    pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")\w*", re.I) if stems else None
+    pattern = highlight_pattern(words)
     start = 0
     if pattern:
         m = pattern.search(flat)
@@ -256,6 +267,24 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[s
     if pattern:
         window = pattern.sub(lambda m: MARK_OPEN + m.group(0) + MARK_CLOSE, window)
     return snippet_spans(window)
+
+
+def copy_groups(hits: Sequence[Hit]) -> list[tuple[Hit, list[Hit]]]:
+    """Hits as front ends show them: each original, in order, with the hits that copy
+    it (``copy_of``, mark_copies) under the first hit of its note (with chunks, the
+    note's first passage). A copy whose original is not among ``hits`` stands alone."""
+    copies: dict[str, list[Hit]] = {hit.ref: [] for hit in hits if not hit.copy_of}
+    groups: list[tuple[Hit, list[Hit]]] = []
+    placed: set[str] = set()
+    for hit in hits:
+        if hit.copy_of and hit.copy_of in copies:
+            copies[hit.copy_of].append(hit)
+        elif hit.copy_of or hit.ref in placed:
+            groups.append((hit, []))
+        else:
+            placed.add(hit.ref)
+            groups.append((hit, copies[hit.ref]))
+    return groups
 
 
 @named_tuple
