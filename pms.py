@@ -722,7 +722,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-# from .config import PMSError, Record, _typing
+# from .config import TYPE_CHECKING, PMSError, Record
 
 PROXY_SETTING = "PMS_USE_PROXY"  # =1: requests that leave the machine use the system's proxy (HTTPS_PROXY, ...)
 # Headers that carry a credential: dropped when a redirect leads to another scheme, host or port.
@@ -736,7 +736,7 @@ ADDRESS_KINDS = ("loopback", "link-local", "private", "public")
 NOT_PUBLIC = ("0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24",
               "203.0.113.0/24", "240.0.0.0/4", "fec0::/10", "fc00::/7", "2001:db8::/32", "2001::/23", "100::/64")
 
-if _typing.TYPE_CHECKING:
+if TYPE_CHECKING:
     import http.client
     import ipaddress
 
@@ -5016,7 +5016,7 @@ from pathlib import Path
 
 # from .config import (
 # DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
-# display_path, error_excerpt, module_available, now_iso, pms_command,
+# display_path, env_number, error_excerpt, module_available, now_iso, pms_command,
 # )
 # from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
 # from .language import LANGUAGE_NAMES
@@ -5413,7 +5413,8 @@ class Embedder(EmbeddingProvider):
 # down to one passage, within the batch's deadline.
 EMBED_HTTP_TIMEOUT = 60.0
 EMBED_BATCH_DEADLINE = 180.0  # one batch of a sync in all: requests, retries, splits, Retry-After waits
-EMBED_QUERY_TIMEOUT = 2.0  # a search waits this long in all for its query's vector, then searches by keywords
+# A search waits this long in all for its query's vector, then searches by keywords (PMS_EMBED_QUERY_TIMEOUT).
+EMBED_QUERY_TIMEOUT = 2.0
 EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
 EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
 EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
@@ -5471,7 +5472,7 @@ class HTTPEmbedder(EmbeddingProvider):
     def __init__(self, url: str, model: str, api: str | None = None, api_key_env: str | None = None,
                  allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
                  notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
-                 query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
+                 query_timeout: float | None = None, retries: int = EMBED_HTTP_RETRIES,
                  input_type: bool | None = None, dim: int | None = None, batch_deadline: float = EMBED_BATCH_DEADLINE):
         from urllib.parse import urlsplit
 
@@ -5484,7 +5485,8 @@ class HTTPEmbedder(EmbeddingProvider):
         self._remote: bool | None = None
         self.allow_remote = bool(allow_remote)
         self.api_key_env = api_key_env or None
-        self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        self.timeout, self.retries = timeout, max(0, int(retries))
+        self.query_timeout = query_timeout or env_number("PMS_EMBED_QUERY_TIMEOUT", EMBED_QUERY_TIMEOUT)
         self.batch_deadline = max(batch_deadline, timeout)
         # Whether the server applies the model's prefixes from input_type (None: find out at load).
         self.input_type = input_type
@@ -5571,7 +5573,9 @@ class HTTPEmbedder(EmbeddingProvider):
                                        Hint(setting=self.api_key_env))
         if self.input_type is not None and self.dim:
             return  # remembered by the index: nothing to find out
-        with self._within(self.batch_deadline):
+        # Two requests' time in all (a search's own deadline when a search asks): a server that
+        # does not answer a one-word probe is not worth a sync's batch deadline.
+        with self._within(min(self.batch_deadline, 2 * self.timeout)):
             self._probe()
 
     def _probe(self) -> None:
@@ -5660,11 +5664,13 @@ class HTTPEmbedder(EmbeddingProvider):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
         data = json.dumps(body).encode("utf-8")
         deadline = self._deadline(self.query_timeout if query else self.batch_deadline)
-        cause, wait = "", 0.0
+        cause, asked = "", 0.0
         for attempt in range(self.retries + 1):
             if attempt:
-                wait = max(wait, min(0.5 * 2 ** (attempt - 1), 4.0))  # backoff, or as long as Retry-After asked
+                wait = max(asked, min(0.5 * 2 ** (attempt - 1), 4.0))  # backoff, or as long as Retry-After asked
                 if time.monotonic() + wait >= deadline:
+                    if asked >= wait:
+                        cause += f" (it asked to wait {asked:g} s, Retry-After, longer than this call may take)"
                     break  # no time for another try: the last cause stands
                 time.sleep(wait)
             if deadline - time.monotonic() <= 0:
@@ -5675,11 +5681,9 @@ class HTTPEmbedder(EmbeddingProvider):
             if isinstance(answer, list):
                 self._failed_at, self._error = 0.0, None
                 return answer
-            cause, retry, wait = answer
+            cause, retry, asked = answer
             if not retry:
                 break
-        if wait and time.monotonic() + wait >= deadline:
-            cause += f" (it asked to wait {wait:g} s, Retry-After, longer than this call may take)"
         raise self._fail(f"embedding server {self.url} failed: {cause}")
 
     def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float, allowed: float
@@ -6066,7 +6070,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6069) ----
+# ---- pms/query.py (+6073) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6387,7 +6391,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6390) ----
+# ---- pms/ranking.py (+6394) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6922,7 +6926,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6925) ----
+# ---- pms/retrieval.py (+6929) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7699,7 +7703,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7702) ----
+# ---- pms/sync.py (+7706) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8343,7 +8347,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8346) ----
+# ---- pms/watch.py (+8350) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
@@ -8456,7 +8460,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8459) ----
+# ---- pms/clip.py (+8463) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -9194,7 +9198,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+9197) ----
+# ---- pms/api.py (+9201) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -10223,7 +10227,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+10226) ----
+# ---- pms/evaluation.py (+10230) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -10421,7 +10425,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10424) ----
+# ---- pms/mcp_server.py (+10428) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -11614,7 +11618,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+11617) ----
+# ---- pms/cli.py (+11621) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -12691,7 +12695,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12641) ----
+# ---- pms/__init__.py (+12645) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12756,7 +12760,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12759) ----
+# ---- pms/__main__.py (+12763) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .config import (
     DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
-    display_path, error_excerpt, module_available, now_iso, pms_command,
+    display_path, env_number, error_excerpt, module_available, now_iso, pms_command,
 )
 from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
 from .language import LANGUAGE_NAMES
@@ -416,7 +416,8 @@ class Embedder(EmbeddingProvider):
 # down to one passage, within the batch's deadline.
 EMBED_HTTP_TIMEOUT = 60.0
 EMBED_BATCH_DEADLINE = 180.0  # one batch of a sync in all: requests, retries, splits, Retry-After waits
-EMBED_QUERY_TIMEOUT = 2.0  # a search waits this long in all for its query's vector, then searches by keywords
+# A search waits this long in all for its query's vector, then searches by keywords (PMS_EMBED_QUERY_TIMEOUT).
+EMBED_QUERY_TIMEOUT = 2.0
 EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
 EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
 EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
@@ -474,7 +475,7 @@ class HTTPEmbedder(EmbeddingProvider):
     def __init__(self, url: str, model: str, api: str | None = None, api_key_env: str | None = None,
                  allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
                  notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
-                 query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
+                 query_timeout: float | None = None, retries: int = EMBED_HTTP_RETRIES,
                  input_type: bool | None = None, dim: int | None = None, batch_deadline: float = EMBED_BATCH_DEADLINE):
         from urllib.parse import urlsplit
 
@@ -487,7 +488,8 @@ class HTTPEmbedder(EmbeddingProvider):
         self._remote: bool | None = None
         self.allow_remote = bool(allow_remote)
         self.api_key_env = api_key_env or None
-        self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        self.timeout, self.retries = timeout, max(0, int(retries))
+        self.query_timeout = query_timeout or env_number("PMS_EMBED_QUERY_TIMEOUT", EMBED_QUERY_TIMEOUT)
         self.batch_deadline = max(batch_deadline, timeout)
         # Whether the server applies the model's prefixes from input_type (None: find out at load).
         self.input_type = input_type
@@ -574,7 +576,9 @@ class HTTPEmbedder(EmbeddingProvider):
                                        Hint(setting=self.api_key_env))
         if self.input_type is not None and self.dim:
             return  # remembered by the index: nothing to find out
-        with self._within(self.batch_deadline):
+        # Two requests' time in all (a search's own deadline when a search asks): a server that
+        # does not answer a one-word probe is not worth a sync's batch deadline.
+        with self._within(min(self.batch_deadline, 2 * self.timeout)):
             self._probe()
 
     def _probe(self) -> None:
@@ -663,11 +667,13 @@ class HTTPEmbedder(EmbeddingProvider):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
         data = json.dumps(body).encode("utf-8")
         deadline = self._deadline(self.query_timeout if query else self.batch_deadline)
-        cause, wait = "", 0.0
+        cause, asked = "", 0.0
         for attempt in range(self.retries + 1):
             if attempt:
-                wait = max(wait, min(0.5 * 2 ** (attempt - 1), 4.0))  # backoff, or as long as Retry-After asked
+                wait = max(asked, min(0.5 * 2 ** (attempt - 1), 4.0))  # backoff, or as long as Retry-After asked
                 if time.monotonic() + wait >= deadline:
+                    if asked >= wait:
+                        cause += f" (it asked to wait {asked:g} s, Retry-After, longer than this call may take)"
                     break  # no time for another try: the last cause stands
                 time.sleep(wait)
             if deadline - time.monotonic() <= 0:
@@ -678,11 +684,9 @@ class HTTPEmbedder(EmbeddingProvider):
             if isinstance(answer, list):
                 self._failed_at, self._error = 0.0, None
                 return answer
-            cause, retry, wait = answer
+            cause, retry, asked = answer
             if not retry:
                 break
-        if wait and time.monotonic() + wait >= deadline:
-            cause += f" (it asked to wait {wait:g} s, Retry-After, longer than this call may take)"
         raise self._fail(f"embedding server {self.url} failed: {cause}")
 
     def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float, allowed: float

@@ -23,7 +23,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-from .config import PMSError, Record, _typing
+from .config import TYPE_CHECKING, PMSError, Record
 
 PROXY_SETTING = "PMS_USE_PROXY"  # =1: requests that leave the machine use the system's proxy (HTTPS_PROXY, ...)
 # Headers that carry a credential: dropped when a redirect leads to another scheme, host or port.
@@ -37,7 +37,7 @@ ADDRESS_KINDS = ("loopback", "link-local", "private", "public")
 NOT_PUBLIC = ("0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24",
               "203.0.113.0/24", "240.0.0.0/4", "fec0::/10", "fc00::/7", "2001:db8::/32", "2001::/23", "100::/64")
 
-if _typing.TYPE_CHECKING:
+if TYPE_CHECKING:
     import http.client
     import ipaddress
 
