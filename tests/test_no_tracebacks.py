@@ -9,7 +9,6 @@ wrong versions) run by every command. The cases the fault pass found are listed 
 from __future__ import annotations
 
 import os
-import random
 import sqlite3
 import subprocess
 import sys
@@ -22,10 +21,11 @@ from hypothesis import strategies as st
 
 import pms
 
+sys.path.insert(0, str(REPO / "bench"))
+from faults import FOUND_ARGV, damaged_copies  # noqa: E402
+
 ODD_NUMBERS = ["nan", "inf", "-inf", "1e400", "-1e999", "-5", "0", "-0", "9" * 40, str(2**63), "0x10", "1_000", "", " ",
                "٣", "1e-400", "3.5", "NaN", "+7"]
-LONG = "n" * 300  # longer than a file name may be (255 bytes)
-SURROGATE = os.fsdecode(b"\xff\xfe")  # what a command line's bytes that are not UTF-8 become
 
 
 def one_line_end(code: int, err: str) -> bool:
@@ -67,15 +67,7 @@ def env_home(tmp_path, monkeypatch):
     return tmp_path, db
 
 
-# The cases the fault pass on 0.3.1 found (issue 37, items 12 and 13): each ends in one line.
-FOUND = [
-    ["sync", "--reembed", "--no-embed"],
-    ["sync", "-c", SURROGATE], ["search", "restic", "-c", SURROGATE], ["collection", "describe", SURROGATE, "x"],
-    ["collection", "add", "{tmp}/" + LONG], ["collection", "add", "{tmp}/v", "--name", LONG],
-    ["--db", "{tmp}/" + LONG + ".sqlite", "status"], ["--db", "{tmp}/" + LONG + "/i.sqlite", "status"],
-    ["get", "v/a.md", "--max-bytes", "-5"], ["get", "#" + "f" * 8], ["multi-get", ",".join(f"nope{i}" for i in range(1000))],
-    ["bench", "{tmp}/deep.json"], ["bench", "{tmp}/inf.json"], ["search", "-n", "1e400", "x"], ["search", "--min-score", "nan", "x"],
-]
+FOUND = FOUND_ARGV  # the cases the fault pass on 0.3.1 found (issue 37, items 12 and 13)
 
 
 @pytest.mark.parametrize("argv", FOUND, ids=lambda argv: " ".join(argv)[:60])
@@ -128,52 +120,6 @@ def test_any_command_line_ends_in_one_line_and_an_exit_code(argv, env_home):
 
 
 # -- damaged index files --------------------------------------------------------------------------------------------
-def damaged_copies(clean: Path, folder: Path, count: int, seed: int = 37) -> list[tuple[str, Path]]:
-    """``count`` damaged copies of the index ``clean``: cut short, pages overwritten with noise, a
-    table or index dropped, a column renamed, the version changed, a header garbled."""
-    rng = random.Random(seed)
-    data = clean.read_bytes()
-    page = 4096
-    tables = [row[0] for row in sqlite3.connect(clean).execute(
-        "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite_%'")]
-    first = [name for name in ("meta", "collections", "documents", "chunks", "chunks_fts") if name in tables]
-    made = []
-    for n in range(count):
-        kind = ["truncate", "noise", "drop", "version", "header", "empty"][n % 6]
-        path = folder / f"damaged-{n}-{kind}.sqlite"
-        if kind == "truncate":
-            path.write_bytes(data[: rng.randrange(1, len(data))])
-        elif kind == "noise":
-            damaged = bytearray(data)
-            for _ in range(rng.randint(1, 4)):
-                at = rng.randrange(0, max(1, len(data) // page)) * page
-                damaged[at : at + page] = rng.randbytes(page)
-            path.write_bytes(bytes(damaged))
-        elif kind in ("drop", "version"):
-            path.write_bytes(data)
-            db = sqlite3.connect(path)
-            if kind == "drop":  # the tables every command reads first, then any
-                name = first.pop(0) if first else rng.choice(tables)
-                kind += f" {name}"
-                for what in ("TABLE", "INDEX", "VIEW"):
-                    try:
-                        db.execute(f'DROP {what} IF EXISTS "{name}"')
-                    except sqlite3.DatabaseError:
-                        continue
-            else:
-                db.execute(f"PRAGMA user_version = {rng.choice([-1, 0, 3, 999, 2**31 - 1])}")
-            db.commit()
-            db.close()
-        elif kind == "header":
-            damaged = bytearray(data)
-            damaged[rng.randrange(0, 100)] ^= 0xFF
-            path.write_bytes(bytes(damaged))
-        else:
-            path.write_bytes(b"")
-        made.append((kind, path))
-    return made
-
-
 @pytest.mark.slow
 def test_every_command_on_a_damaged_index_ends_in_one_line(env_home, tmp_path):
     _, clean = env_home
