@@ -572,7 +572,7 @@ def deadlines_round3(work: Path, env: dict) -> None:
             r, seconds, _ = measured(["--db", db, "--embed-url", f"{base}/{kind}", "--embed-model", "m", "search", "backups",
                                       "--mode", "hybrid"], env)
             check(r.returncode == 0 and "a.md" in r.stdout, f"12. a search against a {kind} server: answered by keywords in "
-                  f"{seconds:.1f} s (query deadline {pms.embedding.EMBED_QUERY_TIMEOUT:g} s)")
+                  f"{seconds:.1f} s (query deadline {pms.EMBED_QUERY_TIMEOUT:g} s)")
         for kind in ("silent", "busy"):
             (vault / f"{kind}.md").write_text(f"# {kind}\n\na note to embed\n")
             r, seconds, _ = measured(["--db", db, "--embed-url", f"{base}/{kind}", "--embed-model", "m", "sync"], env)
@@ -703,7 +703,7 @@ def server_round3(work: Path, env: dict) -> None:
         for _ in range(10_000):
             initialize(connection)
         rss1 = process_memory_mb(proc.pid)["rss_mb"]
-        check(rss1 - rss0 < 300, f"14. 10,000 abandoned sessions (cap {pms.mcp_server.MCP_MAX_SESSIONS}): RSS {rss0:.0f} -> {rss1:.0f} MB")
+        check(rss1 - rss0 < 300, f"14. 10,000 abandoned sessions (cap {pms.MCP_MAX_SESSIONS}): RSS {rss0:.0f} -> {rss1:.0f} MB")
     finally:
         proc.terminate()
         proc.wait(30)
