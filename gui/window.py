@@ -32,28 +32,44 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("PMS — private search for your notes")
         self.setAcceptDrops(True)
         self.layout_controller = LayoutController(self)
-        self.search = SearchController(self)
-        self.sync = SyncController(self)
         self.clipper = ClipController(self)
+        self.sync = SyncController(self)
+        self.search = SearchController(self, offers=self.clipper)
         self.layout_controller.build()
         self.layout_controller.build_menus()
         self.layout_controller.build_tray()
         for controller in (self.search, self.sync, self.clipper):
             controller.connect()
+        self._connect_controllers()
         self.preview.status_message.connect(self.flash)
         self.bridge.notice.connect(self.flash)
-        self.kb.notice = lambda text: emit(self.bridge.notice, text)  # called from worker threads
+        # Engine notices come from worker threads too: through the bridge, queued into this one.
+        self.stop_notices = kb.listen(lambda text: emit(self.bridge.notice, text))
         self.sync.refresh_collections()
         self.sync.update_badge()
         self.sync.update_stats()
         self.layout_controller.restore_settings()
         self.search_box.setFocus()
 
+    def _connect_controllers(self) -> None:
+        """What each controller tells the others: signals, connected here, and nothing else."""
+        search, sync, clipper = self.search, self.sync, self.clipper
+        sync.index_changed.connect(search.search_now)
+        sync.notes_indexed.connect(search.notes_indexed)
+        sync.collections_changed.connect(search.collections_changed)
+        sync.model_ready_changed.connect(search.set_model_ready)
+        sync.running_changed.connect(search.set_indexing)
+        sync.open_requested.connect(search.open_path)
+        clipper.offer_shown.connect(search.hold_results)
+        clipper.offer_withdrawn.connect(search.offer_withdrawn)
+        clipper.note_clipped.connect(search.find_note)
+        clipper.folder_dropped.connect(sync.add_folder)
+
     def start_background_work(self, sync: bool = True) -> None:
         self.sync.start_background_work(sync)
 
-    def flash(self, text: str, action: str = "", callback=None) -> None:
-        self.layout_controller.flash(text, action, callback)
+    def flash(self, text: str, action: str = "", callback=None, view: bool = False) -> None:
+        self.layout_controller.flash(text, action, callback, view)
 
     def current_hit(self):
         return self.search.current_hit()
@@ -66,6 +82,7 @@ class MainWindow(QMainWindow):
         self.layout_controller.save_settings()
         if self.tray is not None:
             self.tray.hide()
+        self.stop_notices()
         self.searcher.stop()
         self.sync.watcher.stop()
         self.related.worker.stop()

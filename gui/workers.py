@@ -59,9 +59,10 @@ class Bridge(QObject):
     """Signals the worker threads emit. Parentless and held by the threads, so a
     late emit after the window closed goes nowhere instead of crashing."""
 
-    results = Signal(int, str, object, float)     # seq, query, hits, seconds
+    results = Signal(int, str, object, float)     # seq, query as typed, pms.SearchResult, seconds
     search_failed = Signal(int, str)
     model_loaded = Signal(bool)
+    embedding_chosen = Signal(str)                # "" once the chosen model or server is loaded, else why not
     sync_progress = Signal(object)                # pms.SyncProgress
     sync_finished = Signal(object, str)           # SyncReport or None, error message
     clip_finished = Signal(object, str, str)      # the clipped note or None, source, error message
@@ -168,26 +169,38 @@ class SearchThread(NewestOnlyThread):
         self.kb, self.bridge = kb, bridge
 
     def submit(self, seq: int, query: str, mode: str, collections, k: int = 30, prefix_last: bool = True,
-               filters: dict | None = None) -> None:
-        """``filters``: keyword arguments of kb.search (tags, path, after, ...)."""
-        self._submit((seq, query, mode, collections, k, prefix_last, filters or {}))
+               note_filter: pms.NoteFilter | None = None) -> None:
+        self._submit((seq, query, mode, collections, k, prefix_last, note_filter))
 
     def handle(self, request) -> None:
-        seq, query, mode, collections, k, prefix_last, filters = request
+        seq, query, mode, collections, k, prefix_last, note_filter = request
         started = time.perf_counter()
         try:
-            hits = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=prefix_last, **filters)
+            result = self.kb.search(query, k=k, mode=mode, collections=collections, prefix_last=prefix_last,
+                                    note_filter=note_filter)
         except pms.PMSError as exc:
             emit(self.bridge.search_failed, seq, str(exc))
             return
         except Exception as exc:  # a bug must show up as a message, not kill searching
             emit(self.bridge.search_failed, seq, f"search failed: {exc!r}")
             return
-        emit(self.bridge.results, seq, query, hits, time.perf_counter() - started)
+        emit(self.bridge.results, seq, query, result, time.perf_counter() - started)
 
 
 def load_model_in_background(kb, bridge: Bridge, retry: bool = False) -> threading.Thread:
     return start_thread(lambda: emit(bridge.model_loaded, kb.load_embedder(retry=retry)), "pms-load-model")
+
+
+def choose_embedding_in_background(kb, bridge: Bridge, **choice) -> threading.Thread:
+    """``kb.use_embedding(**choice)`` (a model folder or a server, loaded: seconds) in a thread."""
+    def run() -> None:
+        try:
+            kb.use_embedding(**choice)
+        except pms.PMSError as exc:
+            emit(bridge.embedding_chosen, str(exc))
+            return
+        emit(bridge.embedding_chosen, "")
+    return start_thread(run, "pms-choose-model")
 
 
 class SyncJob:
@@ -299,11 +312,12 @@ class FolderWatcher(QObject):
     collections changed, in the UI thread."""
 
     collections_changed = Signal(list)
+    told = Signal(str)  # how long a change may take to be seen, once, when the vault is past the watcher's budget
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.collections: list = []
-        self.engine = pms.FolderWatcher(self._changed, lambda: self.collections)
+        self.engine = pms.FolderWatcher(self._changed, lambda: self.collections, notice=self.told.emit)
         self.started = False
 
     def watch(self, collections) -> None:

@@ -16,6 +16,13 @@ count, so the offset holds for every line. ``__init__.py`` gives the head (the s
 metadata, the docstring, the garbage-collector switch) before the modules and its
 remaining lines (``__all__``) after them; ``__main__.py`` ends the file.
 
+The engine (everything after the docstring) is one raw string in pms.py, ENGINE_NAME,
+followed by a few lines (BOOTSTRAP) that compile it and keep the compiled code in
+``__pycache__`` beside pms.py, as Python keeps a module's: Python compiles a script's
+whole text before running its first line and never caches it, and compiling ~600 KB
+is most of what ``python3 pms.py search`` costs (docs/decisions.md). The string's lines
+are the file's lines, so line numbers, tracebacks and --where hold as before.
+
 Standard library only, Python >= 3.10 (the README's first command may run it).
 """
 from __future__ import annotations
@@ -32,7 +39,7 @@ TARGET = REPO / "pms.py"
 # The layers, bottom first: a module imports only modules before it (tests/test_layers.py
 # checks this and each module's "May import" line). The amalgamation follows this order.
 MODULES = (
-    "config", "frontmatter", "markdown", "language", "notes", "pdf", "paths", "filters", "schema", "store",
+    "config", "outbound", "frontmatter", "markdown", "language", "notes", "pdf", "paths", "filters", "schema", "store",
     "embedding", "query", "ranking", "retrieval", "sync", "watch", "clip", "api", "evaluation", "mcp_server", "cli",
 )
 SHEBANG = "#!/usr/bin/env python3"
@@ -72,20 +79,89 @@ def split_init(source: str) -> tuple[list[str], list[str]]:
     return lines[: first - 1], commented(source)[first - 1:]
 
 
+ENGINE_NAME = "_ENGINE"  # BOOTSTRAP and install_command (src/pms/cli.py) name it too
+# After the engine's string: compile it, or load what an earlier run compiled from this very text.
+# Standard library only; any failure to read or write the cache means compiling, never an error.
+BOOTSTRAP = """\
+'''
+_ENGINE_LINE = FIRST_LINE  # the line the string opens on: compiled, its lines keep their numbers in this file
+
+
+def _engine_code(write: bool = not sys.dont_write_bytecode):
+    \"\"\"The engine's code: from __pycache__ when this Python compiled this very text before, else
+    compiled, and kept there when ``write`` (Python's -B and PYTHONDONTWRITEBYTECODE say not to;
+    setup's pms command writes it all the same, as it writes pms.py's bytecode).\"\"\"
+    import marshal
+    import os
+    import zlib
+
+    path = os.path.abspath(__file__)
+    key = f"{sys.version}|{zlib.crc32(_ENGINE.encode('utf-8', 'surrogatepass'))}\\n".encode()
+    folder, name = os.path.split(os.path.splitext(path)[0])
+    if sys.pycache_prefix:  # PYTHONPYCACHEPREFIX: one tree of caches mirroring the source folders
+        cache_folder = os.path.join(sys.pycache_prefix, os.path.splitdrive(folder)[1].lstrip(os.sep))
+    else:
+        cache_folder = os.path.join(folder, "__pycache__")
+    tag = sys.implementation.cache_tag  # None: this Python caches no bytecode
+    cache = os.path.join(cache_folder, f"{name}.engine.{tag}.pyc") if tag else ""
+    try:
+        with open(cache, "rb") as f:
+            data = f.read()
+        if data.startswith(key):
+            code = marshal.loads(data[len(key):])
+            import _imp  # as importlib does: the code names this file even if compiled where it was before a move
+
+            _imp._fix_co_filename(code, path)
+            return code
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    code = compile("\\n" * (_ENGINE_LINE - 1) + _ENGINE, path, "exec", dont_inherit=True)
+    if cache and write:
+        partial = f"{cache}.{os.getpid()}"
+        try:
+            os.makedirs(cache_folder, exist_ok=True)
+            with open(partial, "wb") as f:
+                f.write(key + marshal.dumps(code))
+            os.replace(partial, cache)
+        except OSError:
+            pass
+    return code
+
+
+exec(_engine_code(), globals())
+"""
+
+
 def amalgamation(package: Path = PACKAGE) -> str:
-    """The text of pms.py, made from ``package``."""
+    """The text of pms.py, made from ``package``: the head, then the engine as the string ENGINE_NAME, then BOOTSTRAP."""
     missing = sorted({p.stem for p in package.glob("*.py")} - {*MODULES, "__init__", "__main__"})
     if missing:
         raise SystemExit(f"amalgamate: src/pms/{missing[0]}.py is in no layer: add it to MODULES in {Path(__file__).name}")
     head, tail = split_init((package / "__init__.py").read_text(encoding="utf-8"))
-    out = [SHEBANG, *head[:_after_comments(head)], *GENERATED.split("\n"), *head[_after_comments(head):]]
+    docstring_end = ast.parse("\n".join(head)).body[0].end_lineno or 0
+    out = [SHEBANG, *head[:_after_comments(head)], *GENERATED.split("\n"), *head[_after_comments(head):docstring_end],
+           "", "import sys", "", f"{ENGINE_NAME} = r'''"]
+    first_line = len(out) + 1  # the engine's first line; the string opens on the line before
+    out += head[docstring_end:]
     for name in (*MODULES, "__init__", "__main__"):
         source = (package / f"{name}.py").read_text(encoding="utf-8")
         lines = tail if name == "__init__" else commented(source)
-        first_line = len(source.split("\n")) - len(tail) + 1 if name == "__init__" else 1
-        out.append(f"# ---- pms/{name}.py (+{len(out) + 2 - first_line}) ----")
+        first = len(source.split("\n")) - len(tail) + 1 if name == "__init__" else 1
+        out.append(f"# ---- pms/{name}.py (+{len(out) + 2 - first}) ----")
         out += lines
-    return "\n".join(out).rstrip("\n") + "\n"
+    engine = "\n".join(out[first_line - 1:]).rstrip("\n")
+    if "'''" in engine or engine.endswith("\\"):
+        raise SystemExit("amalgamate: the engine holds ''' or ends with a backslash, so it cannot be one raw string")
+    return "\n".join(out[:first_line - 1]) + "\n" + engine + "\n" + BOOTSTRAP.replace("FIRST_LINE", str(first_line - 1))
+
+
+def engine(text: str) -> str:
+    """The engine's source in pms.py's ``text``, as BOOTSTRAP compiles it: its lines at their line numbers in pms.py."""
+    tree = ast.parse(text)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [ENGINE_NAME]:
+            return "\n" * (node.lineno - 1) + ast.literal_eval(node.value)
+    raise ValueError(f"no {ENGINE_NAME} in the text")
 
 
 def _after_comments(lines: list[str]) -> int:

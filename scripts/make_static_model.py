@@ -23,7 +23,6 @@ Usage (a few minutes on 2 cores; tests and .ci/run call it; skipped when made):
 """
 import json
 import struct
-import sys
 from pathlib import Path
 
 MODEL_NAME = "pms-test/minilm-static-256"
@@ -94,6 +93,14 @@ def make(source: Path, target: Path) -> Path:
 
 
 if __name__ == "__main__":
+    import argparse
+
     root = Path(__file__).resolve().parent.parent
-    source = Path(sys.argv[1]) if len(sys.argv) > 1 else root / ".cache" / "minilm"
-    print(make(source, Path(sys.argv[2]) if len(sys.argv) > 2 else root / ".cache" / "minilm-static"))
+    parser = argparse.ArgumentParser(prog="make_static_model.py", description="Distil a static (Model2Vec-format) model "
+                                     "from the offline MiniLM folder (nothing downloaded); prints the new folder.")
+    parser.add_argument("source", nargs="?", type=Path, default=root / ".cache" / "minilm",
+                        help="the MiniLM folder (default: .cache/minilm)")
+    parser.add_argument("target", nargs="?", type=Path, default=root / ".cache" / "minilm-static",
+                        help="the folder to make (default: .cache/minilm-static; kept when made already)")
+    args = parser.parse_args()
+    print(make(args.source, args.target))

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import dataclasses
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -43,6 +46,52 @@ def isolated_pms_env(tmp_path_factory, monkeypatch) -> Path:
     home = tmp_path_factory.mktemp("pms-home")
     monkeypatch.setenv("PMS_HOME", str(home))
     return home
+
+
+# Every process the test run starts carries this variable (set once by the process that runs the
+# session, inherited by the test workers and everything they start); at the end no process may
+# still carry it: a server, a parse worker or a resource tracker left running is a failure.
+SESSION_MARK = "PMS_TEST_SESSION"
+LEFTOVER_GRACE_S = 10.0  # a process stopping as the run ends is given this long
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or the only process): its workers inherit the mark
+        os.environ[SESSION_MARK] = f"{os.getpid()}-{time.time_ns()}"
+
+
+def processes_marked(mark: str) -> dict[int, str]:
+    """pid -> command line of every process (but this one) whose environment holds SESSION_MARK=mark."""
+    found = {}
+    wanted = f"{SESSION_MARK}={mark}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if wanted not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                continue
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if stat[stat.rindex(")") + 2] == "Z":  # a zombie has ended; its parent has yet to reap it
+                continue
+            found[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return found
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """The process-tree check at the end of the run: nothing the tests started outlives it."""
+    mark = os.environ.get(SESSION_MARK, "")
+    if hasattr(session.config, "workerinput") or not mark.startswith(f"{os.getpid()}-") or not Path("/proc/self/environ").exists():
+        return
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while (left := processes_marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # polled: a worker's children end a moment after it
+    if left:
+        lines = "\n".join(f"  {pid}: {cmd}" for pid, cmd in sorted(left.items()))
+        session.config.get_terminal_writer().line(f"processes left running by the tests:\n{lines}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(items):
@@ -147,18 +196,38 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
-def corpora(shared_data, tmp_path_factory) -> Path:
-    """rust-book and tldr extracted once per test session."""
+def corpora(corpus) -> Path:
+    """rust-book and tldr extracted once per test session (the folder that holds both)."""
+    corpus("rust-book")
+    return corpus("tldr").parent
+
+
+@pytest.fixture(scope="session")
+def corpus(shared_data, tmp_path_factory):
+    """``corpus(name)``: the folder of ../shared/data/corpora/<name>.tar.gz (rust-book, tldr,
+    dendron-vault), extracted once per test session; skips with the reason when it is absent."""
     out = tmp_path_factory.mktemp("corpora")
-    for name in ("rust-book", "tldr"):
-        with tarfile.open(shared_data / "corpora" / f"{name}.tar.gz") as tar:
-            tar.extractall(out, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(out)
-    return out
+
+    def extract(name: str) -> Path:
+        if not (out / name).is_dir():
+            archive = shared_data / "corpora" / f"{name}.tar.gz"
+            if not archive.is_file():
+                pytest.skip(f"{archive} not found (the corpora ship with the project's CI, not with a clone)")
+            with tarfile.open(archive) as tar:
+                tar.extractall(out, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(out)
+        return out / name
+    return extract
+
+
+# The interpreter of the standard-library-only subprocesses (``python -S``): this one, or
+# the one scripts/test.sh names when it runs the tests marked ``stdlib`` again on the oldest
+# and newest Python that PMS supports.
+STDLIB_PYTHON = os.environ.get("PMS_TEST_STDLIB_PYTHON") or sys.executable
 
 
 def run_cli(*args, db: Path | None = None, python_flags=(), env=None, input=None, timeout=120) -> subprocess.CompletedProcess:
-    """Run pms.py as a user would, in a subprocess."""
-    cmd = [sys.executable, *python_flags, str(REPO / "pms.py")]
+    """Run pms.py as a user would, in a subprocess (with -S, on STDLIB_PYTHON)."""
+    cmd = [STDLIB_PYTHON if "-S" in python_flags else sys.executable, *python_flags, str(REPO / "pms.py")]
     if db is not None:
         cmd += ["--db", str(db)]
     full_env = {**os.environ, **(env or {})}
@@ -253,6 +322,22 @@ def type_query(qtbot, window, text: str) -> None:
     window.search_box.clear()
     with qtbot.waitSignal(window.results_shown, timeout=WAIT_MS, check_params_cb=lambda query: query == text):
         qtbot.keyClicks(window.search_box, text)
+
+
+def drop(window, mime) -> bool:
+    """Drag ``mime`` (a QMimeData) over the window and drop it, as a user would; whether the window took it."""
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+    from PySide6.QtWidgets import QApplication
+
+    pos = QPointF(window.width() / 2, window.height() / 2)
+    enter = QDragEnterEvent(pos.toPoint(), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, enter)
+    if not enter.isAccepted():
+        return False
+    event = QDropEvent(pos, Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, event)
+    return event.isAccepted()
 
 
 def wait_for_preview(qtbot, window) -> None:
@@ -367,11 +452,155 @@ def server():
     httpd.server_close()
 
 
+def wait_for(check, what: str, seconds: float = 60.0, every: float = 0.1):
+    """Poll ``check`` until it returns something true (work going on in the background: a
+    watcher, a sync in another process), and return that; fail naming ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened within {seconds:g} s: {what}")
+        time.sleep(every)
+
+
+def index_rows(kb, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of a query on ``kb``'s index file (``kb.index_path``), read the way any program
+    reads it: a read-only connection of its own, not the KnowledgeBase's."""
+    import sqlite3
+
+    db = sqlite3.connect(f"{kb.index_path.as_uri()}?mode=ro", uri=True)
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+# -- an embeddings server whose answers a test chooses (test_embed_server.py, test_languages.py, the app's first start) --
+
+DIM = 16
+
+
+def hashed_vector(text: str, dim: int = DIM) -> list[float]:
+    """A bag of hashed words: texts sharing words get close vectors."""
+    v = [0.0] * dim
+    for word in text.lower().split():
+        h = int(hashlib.sha256(word.encode()).hexdigest(), 16)
+        v[h % dim] += 1.0 if (h >> 8) % 2 else -1.0
+    v[0] += 0.01
+    return v
+
+
+class FakeServer:
+    """An embeddings server whose behaviour a test sets: ``mode`` for every request,
+    ``fail_first`` requests answered with 500, ``die_after`` requests then refused."""
+
+    def __init__(self):
+        self.mode, self.dim, self.fail_first, self.die_after = "ok", DIM, 0, None
+        self.takes_input_type = False
+        self.words: dict[str, str] = {}  # a multilingual model's stand-in: each word's meaning, "" for none
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                fake.requests.append(body)
+                fake.headers.append(dict(self.headers))
+                n = len(fake.requests)
+                if fake.die_after is not None and n > fake.die_after:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)  # killed: no answer at all
+                    return
+                if n <= fake.fail_first or fake.mode == "500":
+                    return self._send(500, b'{"error": {"message": "model crashed"}}')
+                if fake.mode == "slow" or (fake.mode == "slow_batches" and len(body["input"]) > 2):
+                    time.sleep(2.0)
+                if fake.mode == "garbage":
+                    return self._send(200, b"<html>not json</html>")
+                if fake.mode == "strings":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": ["a"] * fake.dim}]}).encode())
+                if fake.mode == "objects":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [{"x": 1}] * fake.dim}]}).encode())
+                if fake.mode == "deep":
+                    return self._send(200, b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+                if fake.mode == "probes_disagree" and body.get("input_type") == "passage":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [0.5] * (fake.dim + 3)}]}).encode())
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                if fake.takes_input_type and "input_type" in body:
+                    texts = [("query: " if body["input_type"] == "query" else "passage: ") + t for t in texts]
+                if fake.words:
+                    texts = [" ".join(fake.words.get(w, w) for w in re.findall(r"\w+", t.lower())) for t in texts]
+                dim = fake.dim + (1 if fake.mode == "wrong_dim" else 0)
+                vectors = [hashed_vector(t, dim) for t in texts]
+                if fake.mode == "short":
+                    vectors = vectors[:-1]
+                if self.path.endswith("/api/embed"):
+                    return self._send(200, json.dumps({"model": body["model"], "embeddings": vectors}).encode())
+                data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+                self._send(200, json.dumps({"object": "list", "data": data[::-1]}).encode())  # out of order: index counts
+
+            def _send(self, code, payload):
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# -- the MCP server, as its clients reach it (test_mcp.py, test_agents.py) -----------------------------
+
+def mcp_env(home: Path) -> dict[str, str]:
+    """A server's environment: this one without PMS_* settings, its own data folder and the offline model."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | {
+        "PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())}
+
+
+def mcp_stdio(home: Path, db: Path, *flags: str):
+    """The MCP SDK's client of a `pms.py mcp` (stdio) subprocess."""
+    from mcp import Client, StdioServerParameters
+
+    return Client(StdioServerParameters(command=sys.executable, args=[str(REPO / "pms.py"), "--db", str(db), "mcp", *flags],
+                                        env=mcp_env(home)))
+
+
+def mcp_http(home: Path, db: Path, *flags: str, env: dict | None = None):
+    """A `pms.py mcp --http` on a free port (mcp_http_server) in mcp_env(home) unless ``env``."""
+    return mcp_http_server(db, env or mcp_env(home), *flags)
+
+
+def mcp_http_client(url: str, headers: dict | None = None):
+    """The MCP SDK's Streamable HTTP client of ``url``."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}, timeout=120)))
+
+
 @contextlib.contextmanager
-def mcp_http_server(db: Path, env: dict, *flags: str):
-    """A `pms.py mcp --http` process on a free port; yields (its URL, the process, its stderr lines).
-    It is stopped at the end, and its log must hold no traceback."""
-    proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--http", "--port", "0", *flags],
+def mcp_http_server(db: Path, env: dict, *flags: str, command: list[str] | None = None,
+                    prefix: tuple[str, ...] = ()):
+    """A `pms.py mcp --http` process on a free port (``command``: what starts PMS, e.g. the `pms`
+    command setup writes; ``prefix``: a command it runs under); yields (its URL, the process, its
+    stderr lines). It is stopped at the end, and its log must hold no traceback."""
+    command = command or [sys.executable, str(REPO / "pms.py")]
+    proc = subprocess.Popen([*prefix, *command, "--db", str(db), "mcp", "--http", "--port", "0", *flags],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     found = threading.Event()
     url: list[str] = []
@@ -385,9 +614,14 @@ def mcp_http_server(db: Path, env: dict, *flags: str):
                 url.append(m.group(1))
                 found.set()
 
-    threading.Thread(target=read_stderr, daemon=True).start()
+    started = time.monotonic()
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        assert found.wait(60), f"the HTTP server did not start: {''.join(log)}"
+        while not found.wait(0.2):  # polled: a server that dies at start fails at once, with its message
+            if proc.poll() is not None or time.monotonic() - started > 60:
+                reader.join(5)
+                raise AssertionError(f"the HTTP server did not start: {''.join(log)}")
         yield url[0], proc, log
     finally:
         if proc.poll() is None:

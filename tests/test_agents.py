@@ -18,15 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mcp_http_server, model_dir, run_cli, write
+from conftest import REPO, mcp_env, mcp_http, mcp_http_client, mcp_stdio, run_cli, wait_for, write
 
 import pms
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -r requirements-dev.txt)")
 anyio = pytest.importorskip("anyio")
 httpx2 = pytest.importorskip("httpx2")
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 # Two file names whose ids in collection 1 share their first 6 hex digits, and two that share 8.
 SAME_6 = ("n31.md", "n4718.md")
@@ -104,31 +102,16 @@ def test_a_note_found_by_its_file_name_alone_any_case_without_md(vault):
 
 
 
-def clean_env(home: Path) -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | {
-        "PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())}
-
 
 def keyword_index(tmp: Path, folder: Path, *flags: str, name: str = "vault") -> tuple[Path, Path]:
     home, db = tmp / "home", tmp / "index.sqlite"
     home.mkdir(exist_ok=True)
-    done = run_cli("collection", "add", folder, "--name", name, "--no-embed", *flags, db=db, env=clean_env(home), timeout=600)
+    done = run_cli("collection", "add", folder, "--name", name, "--no-embed", *flags, db=db, env=mcp_env(home), timeout=600)
     assert done.returncode == 0, done.stderr
     return home, db
 
 
-def stdio(home: Path, db: Path, *flags: str) -> Client:
-    return Client(StdioServerParameters(command=sys.executable, args=[str(REPO / "pms.py"), "--db", str(db), "mcp", *flags],
-                                        env=clean_env(home)))
 
-
-def http_server(home: Path, db: Path, *flags: str, env: dict | None = None):
-    """A `pms.py mcp --http` process on a free port; yields (url, process, log lines)."""
-    return mcp_http_server(db, env or clean_env(home), *flags)
-
-
-def http_client(url: str, headers: dict | None = None) -> Client:
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}, timeout=120)))
 
 
 def many_notes(root: Path, n: int = 300) -> Path:
@@ -143,7 +126,7 @@ def test_a_call_past_its_deadline_gets_one_line_and_the_server_goes_on(tmp_path)
     home, db = keyword_index(tmp_path, many_notes(tmp_path / "v", 60))
 
     async def main():
-        async with stdio(home, db, "--timeout", "0.000001") as client:
+        async with mcp_stdio(home, db, "--timeout", "0.000001") as client:
             stopped = await client.call_tool("multi_get", {"pattern": "**/*.md"})
             assert stopped.is_error and "\n" not in stopped.content[0].text
             assert "multi_get took longer than" in stopped.content[0].text
@@ -166,21 +149,22 @@ def unsynced(tmp_path, embedding_model_dir):
     """An index whose notes are registered, not yet indexed: a sync call embeds them (tens of seconds)."""
     home, db = tmp_path / "home", tmp_path / "index.sqlite"
     home.mkdir()
-    done = run_cli("collection", "add", many_notes(tmp_path / "v", 300), "--name", "v", "--no-sync", db=db, env=clean_env(home))
+    done = run_cli("collection", "add", many_notes(tmp_path / "v", 300), "--name", "v", "--no-sync", db=db, env=mcp_env(home))
     assert done.returncode == 0, done.stderr
     return home, db
 
 
 def test_sigterm_ends_an_http_server_in_the_middle_of_a_long_call(unsynced):
     home, db = unsynced
-    with http_server(home, db, "--allow-sync") as (url, proc, _log):
+    with mcp_http(home, db, "--allow-sync") as (url, proc, _log):
         async def call_sync():
             with contextlib.suppress(Exception):
-                async with http_client(url) as client:
+                async with mcp_http_client(url) as client:
                     await client.call_tool("sync", {})
 
         threading.Thread(target=anyio.run, args=(call_sync,), daemon=True).start()
-        time.sleep(3)  # the sync is under way
+        with pms.KnowledgeBase(db, embeddings=False) as index:
+            wait_for(index.sync_running, "the sync under way")
         assert proc.poll() is None
         announced = home / "mcp-servers" / f"{proc.pid}.json"
         assert announced.exists()
@@ -193,7 +177,7 @@ def test_a_stdio_server_exits_when_its_client_closes_stdin_mid_call(unsynced):
     home, db = unsynced
     proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp", "--allow-sync"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env=clean_env(home))
+                            env=mcp_env(home))
     try:
         for message in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}},
@@ -202,7 +186,8 @@ def test_a_stdio_server_exits_when_its_client_closes_stdin_mid_call(unsynced):
             proc.stdin.write(json.dumps(message) + "\n")
         proc.stdin.flush()
         assert json.loads(proc.stdout.readline())["id"] == 1
-        time.sleep(3)  # the sync is under way
+        with pms.KnowledgeBase(db, embeddings=False) as index:
+            wait_for(index.sync_running, "the sync under way")
         assert proc.poll() is None
         proc.stdin.close()
         proc.wait(10)  # an orphan that spins until the sync ends without the fix
@@ -231,7 +216,7 @@ def test_answers_are_lean_bounded_and_say_how_to_read_on(vault_index):
     home, db, root = vault_index
 
     async def main():
-        async with stdio(home, db) as client:
+        async with mcp_stdio(home, db) as client:
             found = await client.call_tool("search", {"query": "ownership", "k": 10})
             hits = found.structured_content["hits"]
             assert len(hits) == 10 and found.structured_content["count"] == 10
@@ -263,7 +248,7 @@ def test_lookup_lines_and_errors_are_worded_for_an_assistant(vault_index):
     home, db, _root = vault_index
 
     async def main():
-        async with stdio(home, db) as client:
+        async with mcp_stdio(home, db) as client:
             got = await client.call_tool("get", {"path": "ch04-01-what-is-ownership"})  # file name alone, no .md
             assert got.structured_content["path"] == "vault/book/ch04-01-what-is-ownership.md"
             docid = got.structured_content["docid"]
@@ -289,7 +274,7 @@ def test_the_server_describes_its_collections_tools_and_notes(vault_index):
     home, db, _root = vault_index
 
     async def main():
-        async with stdio(home, db) as client:
+        async with mcp_stdio(home, db) as client:
             assert "vault (14 notes: a test vault)" in client.instructions
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert "sync" not in tools  # off on this server, so not offered
@@ -311,28 +296,19 @@ def test_the_server_describes_its_collections_tools_and_notes(vault_index):
 
 # -- freshness: pms watch, mcp --watch, a search that says the index is older ---------------------
 
-def wait_for(check, what: str, tries: int = 120):
-    """Poll ``check`` every half second until it returns something true (a watcher works in the background)."""
-    for _ in range(tries):
-        found = check()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"never happened: {what}")
-
 
 def test_pms_watch_syncs_a_note_written_after_it_started(tmp_path):
     folder = tmp_path / "v"
     write(folder / "a.md", "# A\n\nalpha\n")
     home, db = keyword_index(tmp_path, folder)
     proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "watch"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=clean_env(home))
+                            stderr=subprocess.PIPE, text=True, env=mcp_env(home))
     try:
         assert "watching vault" in proc.stderr.readline()
         write(folder / "new" / "b.md", "# B\n\nthe quokka is a small marsupial\n")  # in a folder that did not exist
 
         def found():
-            done = run_cli("search", "quokka", "--json", "--mode", "keyword", db=db, env=clean_env(home))
+            done = run_cli("search", "quokka", "--json", "--mode", "keyword", db=db, env=mcp_env(home))
             return done.returncode == 0 and json.loads(done.stdout)
         assert wait_for(found, "the new note is searchable")[0]["path"] == "new/b.md"
         assert any("+1 new" in proc.stdout.readline() for _ in range(2))
@@ -350,17 +326,17 @@ def test_the_http_server_watches_by_default_and_a_search_says_when_the_index_is_
         return (await client.call_tool("search", {"query": query, "mode": "keyword"})).structured_content
 
     async def stale_notice():
-        async with stdio(home, db) as client:  # stdio: no watching unless asked
+        async with mcp_stdio(home, db) as client:  # stdio: no watching unless asked
             (folder / "a.md").write_text("# A\n\nalpha wombat, edited\n", encoding="utf-8")
             answer = await search(client, "wombat")
             assert "the index is older than 1 of these notes (vault/a.md)" in answer["notice"]
 
     anyio.run(stale_notice)
 
-    keyword_only = clean_env(home) | {"PMS_MODEL_DIR": str(tmp_path / "no-model")}  # syncs without embedding: quicker
-    with http_server(home, db, env=keyword_only) as (url, _proc, _log):
+    keyword_only = mcp_env(home) | {"PMS_MODEL_DIR": str(tmp_path / "no-model")}  # syncs without embedding: quicker
+    with mcp_http(home, db, env=keyword_only) as (url, _proc, _log):
         async def fresh():
-            async with http_client(url) as client:
+            async with mcp_http_client(url) as client:
                 write(folder / "b.md", "# B\n\nnumbat\n")
                 for _ in range(240):
                     answer = await search(client, "numbat")
@@ -456,7 +432,7 @@ def small_index(tmp_path):
 def test_sessions_expire_when_idle_and_bad_requests_get_the_codes_the_spec_names(small_index):
     home, db = small_index
     token = "s3cret-token"
-    with http_server(home, db, "--session-idle", "1", "--token", token) as (url, _proc, log), \
+    with mcp_http(home, db, "--session-idle", "1", "--token", token) as (url, _proc, log), \
             httpx2.Client(timeout=30) as http:
         auth = {**ACCEPT, "Authorization": f"bearer {token}"}  # the scheme in any case (RFC 9110)
         opened = http.post(url, json=INITIALIZE, headers=auth)
@@ -473,10 +449,13 @@ def test_sessions_expire_when_idle_and_bad_requests_get_the_codes_the_spec_names
         assert not_rpc.status_code == 400 and not_rpc.json()["error"]["code"] == -32600
 
         search = url[: -len("/mcp")] + "/search"
-        ok = {"query": "wombat", "k": 3, "db": str(db.resolve())}
+        ok = {"search": {"query": "wombat", "k": 3}, "db": str(db.resolve())}
         assert http.post(search, json=ok, headers=auth).json()["hits"][0]["path"] == "a.md"
-        for body in ({**ok, "k": 10**9}, {**ok, "k": -5}, [1], {**ok, "filters": "tags"}, {**ok, "collections": "vault"},
-                     {**ok, "filters": {"tags": "x"}}, {**ok, "query": 5}):
+        for bad in ({"k": -5}, {"k": "many"}, {"note_filter": "tags"}, {"collections": "vault"}, {"note_filter": {"colour": "x"}},
+                    {"note_filter": {"after": "March"}}, {"mode": "fast"}, {"prefix": True}, {"min_score": 2}, {"queries": [1, 2]}):
+            answer = http.post(search, json={**ok, "search": {**ok["search"], **bad}}, headers=auth)
+            assert answer.status_code == 400 and "\n" not in answer.json()["error"], (bad, answer.text)
+        for body in ([1], {"db": ok["db"]}, {**ok, "search": "wombat"}):
             answer = http.post(search, json=body, headers=auth)
             assert answer.status_code == 400 and "\n" not in answer.json()["error"], (body, answer.text)
         huge = http.post(search, content=b'{"query": "' + b"x" * (5 * 1024 * 1024) + b'"}', headers=auth)
@@ -490,7 +469,7 @@ def test_stdio_requests_with_bad_ids_are_answered_not_dropped(small_index):
              {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}, {"jsonrpc": "2.0", "id": None, "method": "tools/list"},
              {"jsonrpc": "2.0", "id": 5, "method": "ping"}]
     proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=clean_env(home))
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=mcp_env(home))
     try:
         proc.stdin.write("".join(json.dumps(m) + "\n" for m in lines))
         proc.stdin.flush()
@@ -505,9 +484,9 @@ def test_stdio_requests_with_bad_ids_are_answered_not_dropped(small_index):
 def test_each_server_announces_itself_and_the_cli_skips_stale_hung_and_token_servers(small_index, tmp_path):
     home, db = small_index
     announced = home / "mcp-servers"
-    env = clean_env(home) | {"PMS_MODEL_DIR": str(tmp_path / "no-model")}
-    with http_server(home, db, "--no-watch") as (_url1, first, _l1):
-        with http_server(home, db, "--no-watch") as (_url2, second, _l2):
+    env = mcp_env(home) | {"PMS_MODEL_DIR": str(tmp_path / "no-model")}
+    with mcp_http(home, db, "--no-watch") as (_url1, first, _l1):
+        with mcp_http(home, db, "--no-watch") as (_url2, second, _l2):
             assert {p.name for p in announced.glob("*.json")} == {f"{first.pid}.json", f"{second.pid}.json"}
         assert [p.name for p in announced.glob("*.json")] == [f"{first.pid}.json"]  # the second withdrew only its own
     assert not list(announced.glob("*.json"))
@@ -529,7 +508,7 @@ def test_each_server_announces_itself_and_the_cli_skips_stale_hung_and_token_ser
         hung.close()
         (announced / f"{os.getpid()}.json").unlink()
 
-    with http_server(home, db, "--no-watch", "--token", "abc") as (_url, _proc, _log):
+    with mcp_http(home, db, "--no-watch", "--token", "abc") as (_url, _proc, _log):
         done = run_cli("search", "wombat", "--json", db=db, env=env)
         assert done.returncode == 0 and "wants its token (set PMS_MCP_TOKEN)" in done.stderr
         with_token = run_cli("search", "wombat", "--json", db=db, env=env | {"PMS_MCP_TOKEN": "abc"})
@@ -543,7 +522,7 @@ def samples_hybrid(tmp_path_factory, embedding_model_dir):
     tmp = tmp_path_factory.mktemp("relevance")
     home, db = tmp / "home", tmp / "index.sqlite"
     home.mkdir()
-    done = run_cli("collection", "add", REPO / "sample-notes", "--name", "samples", db=db, env=clean_env(home), timeout=600)
+    done = run_cli("collection", "add", REPO / "sample-notes", "--name", "samples", db=db, env=mcp_env(home), timeout=600)
     assert done.returncode == 0, done.stderr
     return home, db
 
@@ -552,7 +531,7 @@ def test_a_query_the_notes_cannot_answer_is_said_to_be_so(samples_hybrid):
     home, db = samples_hybrid
 
     async def main():
-        async with stdio(home, db) as client:
+        async with mcp_stdio(home, db) as client:
             good = (await client.call_tool("search", {"query": "rotate my ssh keys", "k": 3})).structured_content
             assert good["hits"][0]["relevance"] >= 0.35 and "notice" not in good
             bread = (await client.call_tool("search", {"query": "best sourdough bread hydration", "k": 3})).structured_content
@@ -564,11 +543,11 @@ def test_a_query_the_notes_cannot_answer_is_said_to_be_so(samples_hybrid):
             assert all(h["relevance"] >= 0.35 and h["similarity"] is not None for h in kept.structured_content["hits"])
 
     anyio.run(main)
-    cli = run_cli("search", "best sourdough bread hydration", "--min-score", "0.35", db=db, env=clean_env(home))
+    cli = run_cli("search", "best sourdough bread hydration", "--min-score", "0.35", db=db, env=mcp_env(home))
     assert cli.returncode == 0 and cli.stdout.strip() == "No results."
-    weak = run_cli("search", "best sourdough bread hydration", db=db, env=clean_env(home))
+    weak = run_cli("search", "best sourdough bread hydration", db=db, env=mcp_env(home))
     assert "nothing looks clearly relevant" in weak.stderr
-    bad = run_cli("search", "x", "--min-score", "2", db=db, env=clean_env(home))
+    bad = run_cli("search", "x", "--min-score", "2", db=db, env=mcp_env(home))
     assert bad.returncode == 1 and "--min-score wants a number from 0 to 1" in bad.stderr
 
 
@@ -593,7 +572,7 @@ def test_mcp_search_takes_several_queries_and_an_intent(samples_hybrid):
     home, db = samples_hybrid
 
     async def main():
-        async with stdio(home, db) as client:
+        async with mcp_stdio(home, db) as client:
             found = (await client.call_tool("search", {
                 "query": "replace my ssh key", "queries": ["ssh key rotation", "lost laptop keys"],
                 "intent": "I lost my laptop and need to secure my servers", "k": 3})).structured_content

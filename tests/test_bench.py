@@ -226,7 +226,7 @@ def bench(script: str, *args, tmp_path: Path, timeout: int = 600) -> subprocess.
 
 def test_the_maintained_bench_scripts_are_these():
     """Studies that shipped nothing are not kept in bench/ (git history keeps them; docs/decisions.md says what they found)."""
-    assert BENCH_SCRIPTS == ["embed_server.py", "faults.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "related.py", "relevance.py", "scale.py", "suite.py"]
+    assert BENCH_SCRIPTS == ["compare.py", "embed_server.py", "faults.py", "figures.py", "gui_bench.py", "mcp_bench.py", "pdf_bench.py", "perf.py", "related.py", "relevance.py", "scale.py", "suite.py"]
 
 
 @pytest.mark.parametrize("script", BENCH_SCRIPTS)
@@ -234,6 +234,19 @@ def test_every_bench_script_answers_help(script, tmp_path):
     result = bench(script, "--help", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage:") and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_compare_finds_one_commit_as_fast_as_itself_with_the_same_lists(tmp_path, shared_data):
+    """bench/compare.py HEAD against this checkout: a worktree made, both sides index the same notes and
+    every query's top 10 agrees (the sides differ in nothing the search reads)."""
+    result = bench("compare.py", "HEAD", "--work", tmp_path / "w", "--corpora", "dendron", "--hybrid", "", "--only",
+                   "keyword", "--queries", "6", "--rounds", "2", tmp_path=tmp_path, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    row = next(line for line in result.stdout.splitlines() if line.startswith("| in-process keyword: dendron"))
+    assert "same top 10: 6/6" in row and "x |" in row and "load average" in result.stdout
+    for worktree in (tmp_path / "w").glob("rev-*"):
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], check=False)
 
 
 def test_suite_tiny_run_by_kind(tmp_path):
@@ -356,3 +369,24 @@ def test_the_rust_book_sets_load_their_notes_and_queries(tmp_path):
         folder, judgments = loader(tmp_path)
         judged = {path for j in judgments for path in j.relevant}
         assert judgments and judged and all((folder / path).is_file() for path in judged), loader.__name__
+
+
+def test_every_readme_figure_comes_from_the_bench_json():
+    """bench/figures.py --check: each README figure is a span written from bench/results/ (the bench's
+    own JSON, with the command that made it); a stale span, an unknown one, or a measured-looking
+    number in the prose without one fails."""
+    import figures
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert figures.problems(readme) == []
+    assert "<!-- figure suite.hybrid.ndcg10 -->" in readme  # the check has something to check
+    stale = readme.replace(f"<!-- figure suite.hybrid.ndcg10 -->{figures.value('suite.hybrid.ndcg10')}<",
+                           "<!-- figure suite.hybrid.ndcg10 -->0.999<")
+    assert any("suite.hybrid.ndcg10" in p and "0.999" in p for p in figures.problems(stale))
+    assert figures.problems(figures.rewrite(stale)) == []
+    made_up = readme + "\nTyping shows results in 35 ms (p95 64 ms), on 2 cores.\n<!-- figure nowhere -->1<!-- /figure -->\n"
+    found = figures.problems(made_up)
+    assert [p.split(" is a figure")[0] for p in found if "without a source" in p] == ["README.md: '35 ms'", "README.md: 'p95 64'"]
+    assert any("'nowhere' has no source" in p for p in found)
+    settings = "Set `PMS_PDF_TIMEOUT=60` seconds, or run `pms search -n 10` for 10 results.\n```\nsleep 5s\n```\n"
+    assert figures.problems(settings) == []  # settings, flags and examples are not figures

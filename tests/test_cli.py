@@ -12,9 +12,11 @@ import sys
 import pytest
 
 import pms
-from conftest import REPO, write
+from conftest import REPO, STDLIB_PYTHON, write
+from scripts import amalgamate
 
 
+@pytest.mark.stdlib
 def test_runs_on_the_standard_library_alone(cli, notes, tmp_path):
     """python3 -S: no site-packages at all, so no fastembed, sqlite-vec, yaml or numpy."""
     db = tmp_path / "plain.sqlite"
@@ -164,7 +166,7 @@ def test_messages_name_the_command_the_user_runs(pms_main, tmp_path, monkeypatch
 
 def test_no_message_spells_the_command_by_hand():
     """Every message that names a command builds it with pms_command."""
-    tree = ast.parse((REPO / "pms.py").read_text(encoding="utf-8"))
+    tree = ast.parse(amalgamate.engine((REPO / "pms.py").read_text(encoding="utf-8")))
     helper = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "pms_command")
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                   if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(n) is not None}
@@ -184,18 +186,41 @@ def test_demo_runs_on_the_shipped_sample_notes(pms_main, tmp_path, monkeypatch, 
     assert "Synced:" in r.stdout and "$ python3 pms.py search" in r.stdout
 
 
+@pytest.mark.stdlib
 def test_setup_environment_is_used_by_later_runs(tmp_path):
     """`pms.py setup` fills <data>/venv; pms.py then imports from it, if it was built by the same Python."""
     import subprocess
 
-    tag = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    tag = subprocess.run([STDLIB_PYTHON, "-S", "-c", "import sys; print('python%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, check=True).stdout.strip()  # the Python that runs pms.py
     site = tmp_path / "venv" / "lib" / tag / "site-packages"
     (site / "pms_extra_probe.py").parent.mkdir(parents=True)
     (site / "pms_extra_probe.py").write_text("VALUE = 42\n")
     code = f"import sys; sys.path.insert(0, {str(REPO)!r}); import pms; pms.use_private_env(); import pms_extra_probe; print(pms_extra_probe.VALUE)"
     env = {"PMS_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env)
+    r = subprocess.run([STDLIB_PYTHON, "-S", "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode != 0  # no marker: a venv of unknown origin is ignored
     (tmp_path / "venv" / "pms-python-version.txt").write_text(tag)
-    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env)
+    r = subprocess.run([STDLIB_PYTHON, "-S", "-c", code], capture_output=True, text=True, env=env)
     assert r.stdout.strip() == "42", r.stderr
+
+
+def test_progress_off_a_terminal_is_a_plain_line_every_few_seconds_and_one_at_the_end():
+    """A log or a pipe gets no bar (carriage returns) but lines with the count, rate and time left;
+    a phase shorter than LOG_EVERY prints nothing at all."""
+    import io
+
+    quiet = io.StringIO()
+    printer = pms.ProgressPrinter(quiet)
+    for done in range(0, 101, 10):
+        printer(pms.SyncProgress("embed", done, 100, rate=50.0, eta=(100 - done) / 50))
+    assert quiet.getvalue() == ""
+    log = io.StringIO()
+    printer = pms.ProgressPrinter(log)
+    printer.LOG_EVERY = 0.0  # every call is "a few seconds later"
+    printer(pms.SyncProgress("embed", 1200, 17000, rate=45.2, eta=349.6))
+    printer(pms.SyncProgress("embed", 17000, 17000, rate=45.0, eta=0.0))
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "Embedding: 1,200/17,000 passages, 45.2/s, ETA 5m49s"
+    assert lines[1].startswith("Embedding: 17,000/17,000 passages, 45.0/s, done in ") and len(lines) == 2
+    assert "\r" not in log.getvalue()

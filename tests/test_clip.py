@@ -375,6 +375,7 @@ def test_cli_failures_are_one_line_and_write_nothing(cli_env, server, pms_main, 
     assert md_files(folder) == []
 
 
+@pytest.mark.stdlib
 def test_cli_without_trafilatura_says_how_to_install(cli_env, tmp_path):
     folder, env = cli_env
     page = tmp_path / "page.html"

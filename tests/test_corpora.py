@@ -4,6 +4,7 @@ import shutil
 import pytest
 
 import pms
+from conftest import index_rows
 
 pytestmark = pytest.mark.slow  # extracts and indexes two real corpora
 
@@ -21,7 +22,7 @@ def rust_book(corpora, tmp_path_factory):
 def test_rust_book_indexes_cleanly(rust_book):
     kb, report = rust_book
     assert not report.errors and report.added >= 470
-    totals = kb.store.totals()
+    totals = kb.status(pending=False)
     assert totals["chunks"] > totals["documents"]  # long chapters are split into passages
 
 
@@ -37,7 +38,7 @@ def test_rust_book_answers(rust_book):
 
 def test_rust_book_passages_keep_code_fences_whole(rust_book):
     kb, _ = rust_book
-    for (body,) in kb.store.db.execute("SELECT body FROM chunks WHERE body LIKE '%```%' LIMIT 500"):
+    for (body,) in index_rows(kb, "SELECT body FROM chunks WHERE body LIKE '%```%' LIMIT 500"):
         fences = [line for line in body.split("\n") if line.lstrip().startswith("```")]
         assert len(fences) % 2 == 0 or len(body) > pms.DEFAULT_CHUNK_CHARS * 7
 

@@ -2,96 +2,13 @@
 a real server shows (500s, slow, wrong dimension, garbage, refused, killed mid-sync)."""
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import write
+from conftest import FakeServer, write
 
 import pms
-
-DIM = 16
-
-
-def hashed_vector(text: str, dim: int = DIM) -> list[float]:
-    """A bag of hashed words: texts sharing words get close vectors."""
-    v = [0.0] * dim
-    for word in text.lower().split():
-        h = int(hashlib.sha256(word.encode()).hexdigest(), 16)
-        v[h % dim] += 1.0 if (h >> 8) % 2 else -1.0
-    v[0] += 0.01
-    return v
-
-
-class FakeServer:
-    """An embeddings server whose behaviour a test sets: ``mode`` for every request,
-    ``fail_first`` requests answered with 500, ``die_after`` requests then refused."""
-
-    def __init__(self):
-        self.mode, self.dim, self.fail_first, self.die_after = "ok", DIM, 0, None
-        self.takes_input_type = False
-        self.words: dict[str, str] = {}  # a multilingual model's stand-in: each word's meaning, "" for none
-        self.requests: list[dict] = []
-        self.headers: list[dict] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                fake.requests.append(body)
-                fake.headers.append(dict(self.headers))
-                n = len(fake.requests)
-                if fake.die_after is not None and n > fake.die_after:
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)  # killed: no answer at all
-                    return
-                if n <= fake.fail_first or fake.mode == "500":
-                    return self._send(500, b'{"error": {"message": "model crashed"}}')
-                if fake.mode == "slow" or (fake.mode == "slow_batches" and len(body["input"]) > 2):
-                    time.sleep(2.0)
-                if fake.mode == "garbage":
-                    return self._send(200, b"<html>not json</html>")
-                if fake.mode == "strings":
-                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": ["a"] * fake.dim}]}).encode())
-                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                if fake.takes_input_type and "input_type" in body:
-                    texts = [("query: " if body["input_type"] == "query" else "passage: ") + t for t in texts]
-                if fake.words:
-                    texts = [" ".join(fake.words.get(w, w) for w in re.findall(r"\w+", t.lower())) for t in texts]
-                dim = fake.dim + (1 if fake.mode == "wrong_dim" else 0)
-                vectors = [hashed_vector(t, dim) for t in texts]
-                if fake.mode == "short":
-                    vectors = vectors[:-1]
-                if self.path.endswith("/api/embed"):
-                    return self._send(200, json.dumps({"model": body["model"], "embeddings": vectors}).encode())
-                data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
-                self._send(200, json.dumps({"object": "list", "data": data[::-1]}).encode())  # out of order: index counts
-
-            def _send(self, code, payload):
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
 
 @pytest.fixture
 def server():
@@ -222,7 +139,7 @@ def test_slow_query_falls_back_to_keywords(server, vault_dir, db_path, pms_main)
         assert kb.sync().embed_error is None
         server.mode = "slow"
         hits = kb.search("railway")
-        assert hits[0].path == "trains.md" and "no answer" in kb.embedder.error
+        assert hits[0].path == "trains.md" and "no answer" in hits.reason  # keyword, and why
         with pytest.raises(pms.EmbeddingUnavailable, match="no answer"):
             kb.search("railway", mode="vector")
 
@@ -253,6 +170,17 @@ def test_garbage_answers_are_refused(server, vault_dir, db_path, mode):
         assert server.url in report.embed_error
         assert vector_count(kb) == 0
         assert kb.search("railway")[0].path == "trains.md"
+
+
+@pytest.mark.parametrize("mode,says", [("objects", "no usable vector"), ("deep", "not embeddings JSON"),
+                                       ("probes_disagree", "vectors of 16 and 19 dimensions for the same text")])
+def test_a_provider_whose_probes_make_no_sense_is_one_line(server, mode, says, vault_dir, db_path, pms_main):
+    server.mode = mode
+    with pytest.raises(pms.EmbeddingUnavailable, match=says):
+        provider(server).load()
+    r = pms_main("--embed-url", server.url, "--embed-model", "m", "collection", "add", vault_dir, db=db_path)
+    assert says in r.stderr and "Traceback" not in r.stderr and "internal error" not in r.stderr
+    assert r.returncode == 0, "the notes are indexed for keyword search"
 
 
 def test_connection_refused_is_one_line_in_the_cli(vault_dir, db_path, pms_main):
@@ -297,10 +225,9 @@ def test_a_server_off_this_machine_needs_consent(server, db_path):
     with pytest.raises(pms.EmbeddingUnavailable, match="off this machine"):
         named.embed_query("secret")
     assert server.requests == []
-    allowed = pms.HTTPEmbedder("http://192.0.2.1:8080", "m", allow_remote=True, timeout=0.2, retries=0)
-    with pytest.raises(pms.EmbeddingUnavailable) as err:
-        allowed.embed_query("x")
-    assert "off this machine" not in str(err.value)
+    # With consent the server is used (tests/test_outbound.py, in a network namespace: no test sends
+    # anything off this machine); it still says where vectors come from.
+    allowed = pms.HTTPEmbedder("http://192.0.2.1:8080", "m", allow_remote=True)
     assert "off this machine" in allowed.source()
 
 

@@ -17,6 +17,8 @@ import pytest
 import pms
 from conftest import REPO, run_cli, write
 
+pytestmark = pytest.mark.stdlib  # each test runs pms.py with python -S
+
 
 def plain(*args, db=None, timeout=120):
     """The zero-install CLI: standard library only, keyword search."""

@@ -9,7 +9,6 @@ import os
 import sqlite3
 import threading
 import weakref
-from pathlib import Path
 
 import pytest
 
@@ -17,12 +16,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 pytest.importorskip("PySide6", reason="the desktop app needs PySide6 (pip install PySide6-Essentials)")
 pytest.importorskip("pytestqt", reason="GUI tests need pytest-qt (pip install pytest-qt)")
 
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl  # noqa: E402
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QTextDocument  # noqa: E402
+from PySide6.QtCore import QMimeData, Qt, QUrl  # noqa: E402
+from PySide6.QtGui import QTextDocument  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import pms  # noqa: E402
-from conftest import REPO, WAIT_MS, preview_of_a_note, type_query, wait_for_preview, write  # noqa: E402
+from conftest import REPO, WAIT_MS, drop, preview_of_a_note, type_query, wait_for_preview, write  # noqa: E402
 from gui.preview import wikilinks_to_markdown  # noqa: E402
 from gui.window import MainWindow  # noqa: E402
 
@@ -253,17 +252,6 @@ def clipping_available() -> str | None:
     return None
 
 
-def drop(window: MainWindow, mime: QMimeData) -> bool:
-    pos = QPointF(window.width() / 2, window.height() / 2)
-    enter = QDragEnterEvent(pos.toPoint(), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
-    QApplication.sendEvent(window, enter)
-    if not enter.isAccepted():
-        return False
-    event = QDropEvent(pos, Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
-    QApplication.sendEvent(window, event)
-    return event.isAccepted()
-
-
 @pytest.mark.parametrize("how", ["url", "saved-file"])
 def test_dropping_a_link_or_a_saved_page_clips_it_into_a_note(vault, notes, html_server, shared_data, tmp_path,
                                                               open_window, qtbot, how):
@@ -323,6 +311,7 @@ def test_the_app_starts_from_its_entry_point(vault, db_path):
     assert out.stdout.startswith("window-shown")  # how fast: bench/gui_bench.py (docs/benchmarks.md)
 
 
+@pytest.mark.stdlib
 def test_pms_gui_without_pyside6_says_how_to_install_it(cli, tmp_path):
     result = cli("gui", db=tmp_path / "i.sqlite", python_flags=["-S"], env={"PMS_HOME": str(tmp_path / "home")})
     assert result.returncode == 1
@@ -519,7 +508,7 @@ def test_the_badge_says_how_much_is_embedded_and_names_the_status_bar_model(hybr
     info = hybrid_kb.status(pending=False)
     assert 0 < info["embedded"] < info["chunks"]
     window = open_window(hybrid_kb)
-    window.sync._model_loaded(hybrid_kb.load_embedder())
+    window.bridge.model_loaded.emit(hybrid_kb.load_embedder())  # as the loading thread says it
     share = int(100 * info["embedded"] / info["chunks"])
     assert window.badge.text() == f"Hybrid · {share} % embedded"
     assert f"{info['embedded']:,} of {info['chunks']:,} passages" in window.badge.toolTip()
@@ -618,7 +607,7 @@ def test_hybrid_results_divide_notes_with_the_words_from_related_ones(hybrid_kb,
     hybrid_kb.collections.create(notes, name="notes")
     hybrid_kb.sync()
     window = open_window(hybrid_kb)
-    window.sync._model_loaded(hybrid_kb.load_embedder())
+    window.bridge.model_loaded.emit(hybrid_kb.load_embedder())  # as the loading thread says it
     type_query(qtbot, window, "laptop")
     rows = window.results_model.rows
     assert ONLY_MEANING in rows

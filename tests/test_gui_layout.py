@@ -25,7 +25,7 @@ def test_the_list_header_says_no_note_has_the_words_only_when_that_is_true(hybri
     hybrid_kb.collections.create(notes, name="notes")
     hybrid_kb.sync()
     window = open_window(hybrid_kb)
-    window.sync._model_loaded(hybrid_kb.load_embedder())
+    window.bridge.model_loaded.emit(hybrid_kb.load_embedder())  # as the loading thread says it
     type_query(qtbot, window, "zq")  # two letters still being typed: not a word yet, no prefix search
     assert NO_WORDS not in window.results_model.rows
     assert window.results_model.rows[0] == ONLY_MEANING
@@ -119,7 +119,7 @@ def test_the_keyword_only_badge_offers_its_fix_as_a_button(hybrid_kb, notes, ope
     hybrid_kb.collections.create(notes, name="notes")
     hybrid_kb.sync(embed=False)  # indexed, not embedded
     window = open_window(hybrid_kb)
-    window.sync._model_loaded(hybrid_kb.load_embedder())
+    window.bridge.model_loaded.emit(hybrid_kb.load_embedder())  # as the loading thread says it
     assert window.badge.text().startswith("Keyword only")
     assert window.fix_button.isVisible() and window.fix_button.text() == "Embed notes"
     assert "PMS_MODEL_DIR" not in window.badge.toolTip() and "pms" not in window.fix_button.toolTip().split()

@@ -13,11 +13,13 @@ from conftest import write
 def hybrid_vault(hybrid_kb, notes):
     hybrid_kb.collections.create(notes, name="notes")
     report = hybrid_kb.sync()
-    assert report.embed_error is None and report.embedded == hybrid_kb.store.totals()["chunks"]
+    assert report.embed_error is None and report.embedded == hybrid_kb.status(pending=False)["chunks"]
     return hybrid_kb
 
 
 def vector_rows(kb):
+    # Internal contract: no vector outlives its passage. The vectors' table is sqlite-vec's (a
+    # virtual table), readable only through a connection that loaded it: the KnowledgeBase's.
     return kb.store.db.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
 
 
@@ -57,7 +59,7 @@ def test_only_new_or_changed_passages_are_embedded(hybrid_kb, tmp_path):
     write(root / "long.md", f"# Long\n\n{sections}\n\n## Part new\n\nA short new section.\n")
     second = hybrid_kb.sync()
     assert second.updated == 1 and 1 <= second.embedded <= 2
-    assert vector_rows(hybrid_kb) == hybrid_kb.store.totals()["chunks"]
+    assert vector_rows(hybrid_kb) == hybrid_kb.status(pending=False)["chunks"]
     assert hybrid_kb.sync().embedded == 0  # nothing to do
 
 
@@ -65,7 +67,7 @@ def test_deleted_and_edited_notes_lose_their_old_vectors(hybrid_vault, notes):
     (notes / "backup.md").unlink()
     write(notes / "sync.md", "# Sync\n\nNow I use git to sync instead.\n")
     hybrid_vault.sync()
-    assert vector_rows(hybrid_vault) == hybrid_vault.store.totals()["chunks"] == 2
+    assert vector_rows(hybrid_vault) == hybrid_vault.status(pending=False)["chunks"] == 2
     assert all(h.path != "backup.md" for h in hybrid_vault.search("backup offsite copies", mode="vector"))
 
 
@@ -102,7 +104,7 @@ def test_a_different_model_is_detected_and_reembed_fixes_it(hybrid_vault, db_pat
     report = hybrid_vault.sync()
     assert report.embedded == 0 and "--reembed" in report.embed_error  # never mixes vectors
     report = hybrid_vault.sync(reembed=True)
-    assert report.embedded == hybrid_vault.store.totals()["chunks"]
+    assert report.embedded == hybrid_vault.status(pending=False)["chunks"]
     assert hybrid_vault.search_mode()[0] == "hybrid"
 
 
@@ -135,6 +137,7 @@ def test_query_instructions():
     assert pms.Embedder("sentence-transformers/all-MiniLM-L6-v2").query_prefix == ""
 
 
+@pytest.mark.stdlib
 def test_cli_explain_and_modes(hybrid_vault, db_path, cli, pms_main):
     r = pms_main("search", "restic offsite", "--json", "--explain", db=db_path)  # hybrid_kb set PMS_MODEL_DIR
     assert r.returncode == 0, r.stderr
@@ -152,7 +155,7 @@ def test_index_size_per_passage(hybrid_kb, tmp_path):
         write(root / f"n{i}.md", f"# Note {i}\n\n" + f"Sentence {i} about a subject worth noting. " * 12)
     hybrid_kb.collections.create(root, name="n")
     hybrid_kb.sync()
-    hybrid_kb.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    hybrid_kb.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # internal: the WAL folded in, so the file's size is the index's
     totals = hybrid_kb.store.totals()
     text = hybrid_kb.store.db.execute("SELECT sum(length(body) + length(title) + length(headings)) FROM chunks").fetchone()[0]
     overhead = (hybrid_kb.store.size_bytes() - text) / totals["chunks"]
@@ -164,7 +167,7 @@ def test_index_size_per_passage(hybrid_kb, tmp_path):
 
 def test_a_worker_threads_connection_never_changes_whether_vectors_are_available(hybrid_vault, monkeypatch):
     """The first connection decides: a later one (a search worker, the GUI's threads) must not flip it."""
-    store = hybrid_vault.store
+    store = hybrid_vault.store  # internal contract: the Store's connections per thread agree on sqlite-vec
     assert store.vec_loaded
     monkeypatch.setattr(pms.store, "sqlite_vec_path", lambda: "/nonexistent/vec0")  # this thread's load will fail
     worker = threading.Thread(target=lambda: store.db.execute("SELECT 1"))

@@ -77,6 +77,7 @@ def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_r
     kb.sync()
     monkeypatch.setattr(kb.retrieval, "settings", kb.retrieval.settings.replace(steady_k=5))  # lists as deep as k asks
     statements = []
+    # Internal contract: how many SQL statements a search runs (its cost), seen only by tracing its connection.
     kb.store.db.set_trace_callback(statements.append)
     full = kb.search("kafka postgres", k=5, mode="keyword")  # asks for 50 passages: 60 have both words
     assert sum("bm25(chunks_fts" in s for s in statements) == 1

@@ -3,7 +3,7 @@ advice (or, for a new index with no model chosen, the pick) of a multilingual mo
 from __future__ import annotations
 
 import pytest
-from conftest import write
+from conftest import FakeServer, write
 
 import pms
 
@@ -135,7 +135,7 @@ def test_keyword_search_folds_case_in_every_cased_script_and_latin_diacritics(tm
         assert [h.path for h in kb.search(query, mode="keyword")][:1] == [path], query
 
 
-# A multilingual model's stand-in (test_embed_server.FakeServer): Spanish words mean their English
+# A multilingual model's stand-in (conftest.FakeServer): Spanish words mean their English
 # ones, function words nothing. English notes; a Spanish query whose only words in common with
 # them are "de" and "la" (`ls -la`, `de_DE`): the keyword list holds the wrong notes only.
 MEANINGS = {"borrar": "delete", "archivos": "files", "repetidos": "duplicate", "carpeta": "folder",
@@ -145,7 +145,6 @@ SPANISH_QUERY = "Borrar los archivos repetidos de la carpeta"  # "delete the dup
 
 @pytest.fixture
 def english_tools(tmp_path):
-    from test_embed_server import FakeServer
 
     root = tmp_path / "tools"
     write(root / "fdupes.md", "# fdupes\n\nFind and delete the duplicate files in a folder and its subfolders.\n")
@@ -167,7 +166,7 @@ def test_a_query_in_another_language_than_the_notes_trusts_the_keyword_list_less
         retrieval = kb.retrieval
         keyword = [h.path for h in kb.search(SPANISH_QUERY, mode="keyword")]
         assert "fdupes.md" not in keyword and {"ls.md", "date.md"} <= set(keyword)  # what misleads
-        req = retrieval.request(SPANISH_QUERY, k=4, mode="hybrid", used="hybrid")
+        req = retrieval.request(SPANISH_QUERY, k=4, mode="hybrid")
         before = retrieval.search(req, retrieval.settings.replace(cross_language_keyword=1.0))
         assert before[0].path != "fdupes.md", "the keyword list's wrong notes win at full weight"
         result = retrieval.search(req)
@@ -180,7 +179,7 @@ def test_a_query_in_another_language_than_the_notes_trusts_the_keyword_list_less
             assert "keyword x1 " in result.explain and "re-scored" not in result.explain
         # A query in the notes' language, or one too short to tell, keeps the keyword list at full weight.
         for query in ("delete the duplicate files in the folder", "borrar archivos repetidos"):
-            req = retrieval.request(query, k=4, mode="hybrid", used="hybrid")
+            req = retrieval.request(query, k=4, mode="hybrid")
             same = retrieval.search(req, retrieval.settings.replace(cross_language_keyword=1.0))
             assert [h.path for h in retrieval.search(req)] == [h.path for h in same] and "another language" not in retrieval.search(req).explain
 
@@ -201,7 +200,6 @@ MIXED_TOOLS = {"tar": ("Упаковать файлы папки в архив �
 
 @pytest.mark.parametrize("model", ["fake-multilingual-model", "fake-english-model"])
 def test_in_a_mixed_vault_a_note_in_another_language_is_ranked_by_meaning_alone(tmp_path, db_path, model):
-    from test_embed_server import FakeServer
 
     root = tmp_path / "mixed"
     for tool, (russian, english) in MIXED_TOOLS.items():
@@ -217,7 +215,7 @@ def test_in_a_mixed_vault_a_note_in_another_language_is_ranked_by_meaning_alone(
             off = retrieval.settings.replace(other_language_vote=0.0, other_language_feedback=0.0)
             # The first query tells its language; the second is too short to, and the keyword list's notes tell it.
             for query in ("Упаковать файлы папки в архив", "архив файлы"):
-                req = retrieval.request(query, k=8, mode="hybrid", used="hybrid")
+                req = retrieval.request(query, k=8, mode="hybrid")
                 before = [h.path for h in retrieval.search(req, off)]
                 result = retrieval.search(req)
                 if model == "fake-english-model":  # its vector list cannot read Russian: the rule is off
@@ -227,7 +225,42 @@ def test_in_a_mixed_vault_a_note_in_another_language_is_ranked_by_meaning_alone(
                     assert [h.path for h in result][:2] == ["ru/tar.md", "en/tar.md"], query
                     assert "another language than the query ranked by meaning alone" in result.explain
             # An English query in the same vault: its page first, the Russian one next to it.
-            req = retrieval.request("pack the files into an archive", k=8, mode="hybrid", used="hybrid")
+            req = retrieval.request("pack the files into an archive", k=8, mode="hybrid")
             assert [h.path for h in retrieval.search(req)][0] == "en/tar.md"
     finally:
         server.stop()
+
+
+# -- issue 36, item 9: related notes within what the model can compare; advice from the first few notes --
+TOPICS_DE = ["Der Sauerteig braucht zwölf Stunden, bevor das Brot in den heißen Ofen kommt.",
+             "Die Steuererklärung muss bis Ende Juli beim Finanzamt sein, sonst gibt es eine Strafe.",
+             "Im Herbst fahren wir mit dem Zug an die Ostsee und wandern an der Küste entlang.",
+             "Der Verein trifft sich jeden Dienstag in der Turnhalle der alten Schule zum Training."]
+TOPICS_RU = ["Рецепт борща: свёкла, капуста и много укропа, варить два часа на медленном огне.",
+             "Отпуск в горах: палатка, спальник и карта перевала, который мы пройдём за три дня.",
+             "Как настроить резервное копирование ноутбука на внешний диск каждую ночь автоматически."]
+TOPICS_EN = ["Back up the laptop every night to the external drive with restic, and test a restore each month.",
+             "The sourdough starter needs feeding twice a day before the bread goes into the oven.",
+             "Our trip to the coast: trains, a tent and the map of the cliff path."]
+
+
+def test_related_notes_with_an_english_model_stay_within_what_it_can_compare(tmp_path, hybrid_kb):
+    root = tmp_path / "v"
+    for name, texts in (("en", TOPICS_EN), ("de", TOPICS_DE), ("ru", TOPICS_RU)):
+        for i, text in enumerate(texts):
+            write(root / f"{name}{i}.md", f"# {name} {i}\n\n{text} {text}\n")
+    hybrid_kb.collections.create(root, name="v")
+    hybrid_kb.sync()
+    assert hybrid_kb.store.language_counts() == {"de": 4, "en": 3, "ru": 3}
+    for hit in hybrid_kb.related("v/en0.md", k=10):  # an English note: English notes only, by meaning
+        assert hit.path.startswith("en") and hit.vector_rank, (hit.path, hit.vector_rank)
+    russian = hybrid_kb.related("v/ru2.md", k=10)  # English vectors of Russian text say nothing: by shared words
+    assert all(h.vector_rank is None for h in russian), [(h.path, h.vector_rank) for h in russian]
+
+
+def test_the_multilingual_advice_comes_with_the_first_few_notes_of_another_language():
+    advice = pms.embedding.language_advice
+    assert advice({"en": 1000, "ru": 3}, "sentence-transformers/all-MiniLM-L6-v2")  # a few Russian notes in a big wiki
+    assert "3 of 1003 notes are not in English (Russian 3)" in advice({"en": 1000, "ru": 3}, "BAAI/bge-small-en-v1.5")
+    assert advice({"en": 510, "de": 2, "fr": 1}, "BAAI/bge-small-en-v1.5") is None  # the Rust book: stray words
+    assert advice({"en": 1000, "ru": 3}, "multilingual-e5-small") is None

@@ -6,7 +6,6 @@ HTTP and raw stdin lines cover what a well-behaved client never sends.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -16,13 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mcp_http_server, model_dir, run_cli, write
+from conftest import REPO, mcp_env, mcp_http, mcp_http_client, mcp_stdio, model_dir, run_cli, write
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -r requirements-dev.txt)")
 anyio = pytest.importorskip("anyio")
 httpx2 = pytest.importorskip("httpx2")
-from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp import Client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 SAMPLES = REPO / "sample-notes"
@@ -30,16 +28,12 @@ DESCRIPTION = "sample notes shipped with PMS"
 TOOLS = {"search", "get", "multi_get", "status", "sync", "related", "links"}
 
 
-def server_env(home: Path) -> dict[str, str]:
-    """The server's whole PMS environment: its own data folder and the offline model."""
-    return {"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())}
-
 
 def build_index(tmp: Path, folder: Path) -> tuple[Path, Path]:
     home, db = tmp / "home", tmp / "index.sqlite"
     home.mkdir()
     done = run_cli("collection", "add", folder, "--name", "samples", "--description", DESCRIPTION, db=db,
-                   env={k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | server_env(home), timeout=600)
+                   env=mcp_env(home), timeout=600)
     assert done.returncode == 0, done.stderr
     return home, db
 
@@ -50,21 +44,7 @@ def index(tmp_path_factory, embedding_model_dir) -> tuple[Path, Path]:
     return build_index(tmp_path_factory.mktemp("mcp"), SAMPLES)
 
 
-def stdio(home: Path, db: Path, *flags: str) -> Client:
-    return Client(StdioServerParameters(command=sys.executable, args=[str(REPO / "pms.py"), "--db", str(db), "mcp", *flags],
-                                        env=server_env(home)))
 
-
-@contextlib.contextmanager
-def http_server(home: Path, db: Path, *flags: str):
-    """A `pms.py mcp --http` process on a free port; yields its URL."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | server_env(home)
-    with mcp_http_server(db, env, *flags) as (url, _proc, _log):
-        yield url
-
-
-def http_client(url: str, headers: dict | None = None) -> Client:
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}, timeout=120)))
 
 
 def run(coro_fn, *args):
@@ -166,7 +146,7 @@ def test_stdio_client_lists_and_calls_every_tool(index):
     home, db = index
 
     async def main():
-        async with stdio(home, db) as client:
+        async with mcp_stdio(home, db) as client:
             await exercise_every_tool(client, sync_allowed=False)
 
     run(main)
@@ -176,10 +156,10 @@ def test_http_client_lists_and_calls_every_tool(index):
     home, db = index
 
     async def main(url):
-        async with http_client(url) as client:
+        async with mcp_http_client(url) as client:
             await exercise_every_tool(client, sync_allowed=True)
 
-    with http_server(home, db, "--allow-sync") as url:
+    with mcp_http(home, db, "--allow-sync") as (url, _proc, _log):
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url)
         run(main, url)
 
@@ -197,7 +177,7 @@ def test_search_k_counts_results_and_names_their_copies(tmp_path, embedding_mode
     home, db = build_index(tmp_path, folder)
 
     async def main():
-        async with stdio(home, db) as client:
+        async with mcp_stdio(home, db) as client:
             found = await client.call_tool("search", {"query": "ownership rules memory", "k": 2, "mode": "keyword"})
             assert not found.is_error, found.content
             answer = found.structured_content
@@ -249,7 +229,7 @@ def test_stdio_bad_calls_get_clean_errors(index):
     home, db = index
 
     async def main():
-        async with stdio(home, db) as client:
+        async with mcp_stdio(home, db) as client:
             await check_bad_calls(client)
 
     run(main)
@@ -259,10 +239,10 @@ def test_http_bad_calls_get_clean_errors(index):
     home, db = index
 
     async def main(url):
-        async with http_client(url) as client:
+        async with mcp_http_client(url) as client:
             await check_bad_calls(client)
 
-    with http_server(home, db) as url:
+    with mcp_http(home, db) as (url, _proc, _log):
         run(main, url)
 
 
@@ -278,7 +258,7 @@ def test_stdio_malformed_lines_get_json_rpc_errors(index):
         json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                     "params": {"name": "get", "arguments": {"path": "samples/quick-capture.md:1:1"}}}),
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | server_env(home)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PMS_")} | mcp_env(home)
     proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "mcp"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -305,10 +285,10 @@ def test_http_rejects_foreign_hosts_bad_json_and_missing_token(index):
     good = {**accept, "Authorization": f"Bearer {token}"}
 
     async def session_works(url):
-        async with http_client(url, {"Authorization": f"Bearer {token}"}) as client:
+        async with mcp_http_client(url, {"Authorization": f"Bearer {token}"}) as client:
             await still_works(client)
 
-    with http_server(home, db, "--token", token) as url:
+    with mcp_http(home, db, "--token", token) as (url, _proc, _log):
         with httpx2.Client(timeout=30) as http:
             assert http.post(url, json=ping, headers=accept).status_code == 401
             assert http.post(url, json=ping, headers={**accept, "Authorization": "Bearer wrong"}).status_code == 401
@@ -331,6 +311,7 @@ def test_http_rejects_foreign_hosts_bad_json_and_missing_token(index):
             assert ok.status_code == 200 and '"serverInfo"' in ok.text
 
 
+@pytest.mark.stdlib
 def test_mcp_without_the_sdk_says_how_to_get_it(tmp_path):
     """The stdlib-only interpreter (-S: no site-packages) gets one line, not a traceback."""
     done = run_cli("mcp", db=tmp_path / "index.sqlite", python_flags=("-S",), env={"PMS_HOME": str(tmp_path)})
@@ -355,7 +336,7 @@ def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
     calls: dict[str, int] = {"reader-1": 0, "reader-2": 0}
 
     async def reader(url, name, sync_done):
-        async with http_client(url) as client:
+        async with mcp_http_client(url) as client:
             while not sync_done.is_set() or calls[name] == 0:
                 found = await client.call_tool("search", {"query": "ssh key rotation", "k": 3})
                 assert not found.is_error, found.content
@@ -369,7 +350,7 @@ def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
         report = {}
 
         async def syncer():
-            async with http_client(url) as client:
+            async with mcp_http_client(url) as client:
                 result = await client.call_tool("sync", {})
                 assert not result.is_error, result.content
                 report.update(result.structured_content)
@@ -380,11 +361,11 @@ def test_two_clients_search_while_a_sync_runs(tmp_path, embedding_model_dir):
             tasks.start_soon(reader, url, "reader-1", sync_done)
             tasks.start_soon(reader, url, "reader-2", sync_done)
         assert report["added"] == 150 and not report["errors"]
-        async with http_client(url) as client:
+        async with mcp_http_client(url) as client:
             found = await client.call_tool("search", {"query": "lighthouses tide tables", "k": 3, "mode": "keyword"})
             assert found.structured_content["hits"][0]["path"].startswith("samples/bulk/")
 
-    with http_server(home, db, "--allow-sync", "--no-watch") as url:  # the sync tool does the syncing here
+    with mcp_http(home, db, "--allow-sync", "--no-watch") as (url, _proc, _log):  # the sync tool does the syncing here
         run(main, url)
     assert min(calls.values()) >= 2, calls  # the readers really ran during the sync
 
@@ -407,17 +388,23 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
     home, db = index
     no_model = {"PMS_HOME": str(home), "PMS_MODEL_DIR": str(tmp_path / "no-model-here")}
     query = ["search", "rotate my ssh keys", "-n", "3", "--json"]
+    # Every flag travels (the server runs the same KnowledgeBase.search and answers its SearchResult).
+    every_flag_query = ["search", "rotate my ssh keys", "--also", "renew credentials", "--intent", "security chores",
+                        "--chunks", "--min-score", "0.1", "--no-tag", "nosuchtag", "--after", "1990-01-01", "-n", "4",
+                        "--json", "--explain"]
     other_db = tmp_path / "other.sqlite"
     (tmp_path / "other" / "keys.md").parent.mkdir()
     (tmp_path / "other" / "keys.md").write_text("# Other keys\n\nI rotate my ssh keys by hand.\n", encoding="utf-8")
     assert run_cli("collection", "add", tmp_path / "other", "--no-embed", db=other_db, env=no_model).returncode == 0
-    with http_server(home, db) as url:
+    with mcp_http(home, db) as (url, _proc, _log):
         (announcement,) = (home / "mcp-servers").glob("*.json")  # one file per server
         announced = json.loads(announcement.read_text(encoding="utf-8"))
         assert announced["url"] == url
         served = run_cli(*query, db=db, env=no_model)
         other_index = run_cli(*query, db=other_db, env=no_model)
         filtered = run_cli("search", "what to pack", "--path", "home/", "--json", db=db, env=no_model)
+        every_flag = run_cli(*every_flag_query, db=db, env=no_model)
+        printed = run_cli(*query[:-1], "--explain", db=db, env=no_model)
     assert filtered.returncode == 0, filtered.stderr
     filtered_hits = json.loads(filtered.stdout)
     assert filtered_hits and all(h["path"].startswith("home/") for h in filtered_hits)
@@ -430,7 +417,36 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
     assert [h["path"] for h in json.loads(other_index.stdout)] == ["keys.md"]
     assert not announcement.exists()  # the server withdrew its announcement when it stopped
 
-    in_process = run_cli(*query, db=db, env={"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())})
+    with_model = {"PMS_HOME": str(home), "PMS_MODEL_DIR": str(model_dir())}
+    in_process = run_cli(*query, db=db, env=with_model)
     assert json.loads(in_process.stdout) == hits  # the same answer, searched here
+    assert every_flag.returncode == 0 and json.loads(every_flag.stdout), every_flag.stderr
+    assert json.loads(every_flag.stdout) == json.loads(run_cli(*every_flag_query, db=db, env=with_model).stdout)
+    assert "meaning #1" in printed.stdout  # the rendering reads the served result's mode (hybrid)
+    assert printed.stdout == run_cli(*query[:-1], "--explain", db=db, env=with_model).stdout
     alone = run_cli(*query, db=db, env=no_model)
     assert all(h["vector_rank"] is None for h in json.loads(alone.stdout))  # no server, no model: keyword
+
+
+def test_status_summarises_long_lists_with_their_counts(tmp_path):
+    """A wiki with many links to missing notes: status over MCP carries the counts and at
+    most 20 examples of each list, not thousands of entries (issue 36: 14.5 KB, 13.5 of them links)."""
+    folder = tmp_path / "wiki"
+    for i in range(60):
+        write(folder / f"page-{i:02d}.md", f"# Page {i}\n\nSee [[missing page {i}]], [[gone {i}]] and [[page-{(i + 1) % 60:02d}]].\n")
+    home, db = tmp_path / "home", tmp_path / "index.sqlite"
+    home.mkdir()
+    assert run_cli("collection", "add", folder, "--name", "wiki", "--no-embed", db=db, env=mcp_env(home)).returncode == 0
+    whole = json.loads(run_cli("status", "--json", db=db, env=mcp_env(home)).stdout)
+    assert whole["unresolved_links_count"] == 120 and len(whole["unresolved_links"]) == 120  # the CLI's JSON: all of them
+
+    async def status():
+        async with mcp_stdio(home, db) as client:
+            return await client.call_tool("status", {})
+
+    answer = run(status)
+    summary = answer.structured_content
+    assert summary["unresolved_links_count"] == 120 and len(summary["unresolved_links"]) == 20
+    assert summary["unresolved_links"][0] == whole["unresolved_links"][0]
+    assert summary["documents"] == 60 and summary["collections_detail"][0]["notes"] == 60
+    assert len(answer.content[0].text.encode()) < 6000

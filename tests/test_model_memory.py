@@ -1,4 +1,8 @@
-"""The index remembers the embedding model it was made with (issue 13, item 1)."""
+"""The index remembers the embedding model it was made with (issue 13, item 1).
+
+Several tests read ``kb.embedder`` and ``kb.store``: what they check is an internal contract
+no public call shows, that a search embeds its query without loading the whole model
+(the query encoder) and what the index remembers for it."""
 import json
 import subprocess
 import sys
@@ -45,7 +49,7 @@ def test_a_remembered_folder_that_is_gone_is_named(embedded_index, tmp_path, emb
 def test_an_explicit_other_model_gives_advice_that_does_not_loop(embedded_index, tmp_path):
     other = {"PMS_MODEL": "BAAI/bge-small-en-v1.5"}  # not downloaded, and there is no network here
     r = run_cli("status", db=embedded_index, env=other)
-    assert "unset them" in r.stdout and "--reembed" in r.stdout
+    assert "unset PMS_MODEL" in r.stdout and "--reembed" in r.stdout
     # Following the advice to switch, without the model at hand, fails and says why ...
     r = run_cli("sync", "--reembed", db=embedded_index, env={"PMS_MODEL_DIR": str(tmp_path / "no-such-model")})
     assert r.returncode == 1 and "cannot re-embed" in r.stderr and "no-such-model" in r.stderr
@@ -53,6 +57,7 @@ def test_an_explicit_other_model_gives_advice_that_does_not_loop(embedded_index,
     assert json.loads(run_cli("status", "--json", db=embedded_index).stdout)["search_mode"] == "hybrid"
 
 
+@pytest.mark.stdlib
 def test_reembed_without_embedding_packages_fails(notes, tmp_path):
     db = tmp_path / "plain.sqlite"
     assert run_cli("collection", "add", notes, "--name", "notes", db=db, python_flags=["-S"]).returncode == 0

@@ -215,7 +215,7 @@ def downgrade_to_before_notes_migration(kb) -> None:
     # A later migration runs again here: it must be one that can (IF NOT EXISTS, as note_names is;
     # the functions among them, such as the docid one, can).
     assert later.count("CREATE ") == later.count("IF NOT EXISTS"), "a later migration would fail to run twice: drop its objects too"
-    db = kb.store.db
+    db = kb.store.db  # an index as an older schema left it: made by dropping what later migrations add
     for statement in ("DROP TABLE note_tags", "DROP TABLE note_fields", "DROP TABLE note_links", "DROP TABLE folder_descriptions",
                       "DROP INDEX documents_note_date", "ALTER TABLE documents DROP COLUMN note_date",
                       "ALTER TABLE documents DROP COLUMN parsed_version", "ALTER TABLE documents DROP COLUMN language",
@@ -228,7 +228,7 @@ def downgrade_to_before_notes_migration(kb) -> None:
 
 def test_an_old_index_upgrades_in_place_and_sync_rereads_notes_without_reembedding(tagged_hybrid, tmp_path, embedding_model_dir):
     copy = tmp_path / "old.sqlite"
-    tagged_hybrid.store.db.execute(f"VACUUM INTO '{copy}'")
+    tagged_hybrid.store.db.execute(f"VACUUM INTO '{copy}'")  # a consistent copy of the index file
     with open_with_model(copy, embedding_model_dir) as kb:
         downgrade_to_before_notes_migration(kb)
     with open_with_model(copy, embedding_model_dir) as kb:

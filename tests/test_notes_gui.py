@@ -18,7 +18,7 @@ from conftest import WAIT_MS, make_vault  # noqa: E402
 
 
 def test_the_filter_field_speaks_the_same_filters_as_the_command_line():
-    parse_filter_text = lambda text: pms.NoteFilter.parse(text).search_args()  # noqa: E731 - what the filter bar calls
+    parse_filter_text = lambda text: pms.NoteFilter.parse(text).build_args()  # noqa: E731 - what the filter bar reads
     assert parse_filter_text('#work -#archive path:"my projects" after:2024-01-01 status=draft owner!=me has:due') == {
         "tags": ["work"], "exclude_tags": ["archive"], "path": "my projects", "after": "2024-01-01",
         "where": ["status=draft", "owner!=me", "due"]}

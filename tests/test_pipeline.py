@@ -1,7 +1,12 @@
 """The search pipeline: a SearchRequest parsed once -> candidate stages -> a pure ranking
 stage (RankingSettings) -> a SearchResult; exclusions in every list; snippets as text
-plus marked spans with a renderer per front end; error hints worded per front end."""
+plus marked spans with a renderer per front end; error hints worded per front end.
+
+The stages are reached through ``kb.retrieval``: each is a contract of the pipeline (a
+function of the frozen request), tested on its own; front ends only call kb.search."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -38,17 +43,28 @@ def test_a_search_cleans_and_parses_its_query_once_and_says_how_it_ran(rust_vaul
     assert "name x3" in result.explain  # keyword mode fuses BM25 with the names list
 
 
-def test_the_request_holds_everything_parsed(rust_vault):
+def test_the_request_is_complete_before_the_search_and_frozen(rust_vault):
     req = rust_vault.retrieval.request(' Rust  "borrow checker" -lifetimes car', k=5000, collections=["rust"],
-                                       prefix_last=True, mode="auto", used="keyword", reason="why")
+                                       prefix_last=True, mode="auto", intent=" what\x00 ")
     assert req.query == ' Rust  "borrow checker" -lifetimes car' and req.k == 1000 and req.collections == ("rust",)
     assert [t.tokens for t in req.parsed.terms] == [("rust",), ("borrow", "checker"), ("car",)]
     assert req.parsed.terms[-1].prefix and req.parsed.terms[1].phrase
     assert [t.tokens for t in req.parsed.excluded] == [("lifetimes",)]
     assert req.parsed.text == 'Rust "borrow checker" car'  # what names, the exact-title rule and the query vector read
-    assert (req.mode, req.used, req.reason) == ("auto", "keyword", "why") and req.collection_ids
+    # The mode that runs, and why not hybrid, are resolved before the search (no embeddings here).
+    assert (req.mode, req.used, req.reason) == ("auto", "keyword", "embeddings disabled") and req.collection_ids
+    assert req.intent == "what" and req.meaning == 'what: Rust "borrow checker" car'
+    with pytest.raises(AttributeError, match="frozen"):
+        req.used = "hybrid"  # never written after it is made: a change is a new request
+    assert req.replace(used="hybrid").used == "hybrid" and req.used == "keyword"
     with pytest.raises(pms.PMSError, match="nope"):
         rust_vault.retrieval.request("x", collections=["nope"])  # an unknown collection fails before any work
+    with pytest.raises(pms.PMSError, match="unknown search mode"):
+        rust_vault.retrieval.request("x", mode="fast")
+    with pytest.raises(pms.EmbeddingUnavailable, match="hybrid search is unavailable"):
+        rust_vault.retrieval.request("x", mode="hybrid")
+    listing = rust_vault.retrieval.request("", mode="hybrid", note_filter=pms.NoteFilter.build(path="*"))
+    assert listing.lists_notes and listing.used == "keyword"  # a filter without words lists notes: no vectors needed
 
 
 def test_each_candidate_stage_is_a_function_of_the_request(rust_vault):
@@ -189,3 +205,44 @@ def test_a_path_filter_naming_a_folder_that_matches_nothing_says_how_to_match_na
     found = run_cli("search", "ownership", "--path", "src/ch04*", "--mode", "keyword", db=db)
     assert "src/ch04-01-ownership.md" in found.stdout and "is a folder" not in found.stderr
     assert pms.path_prefix_glob("src/ch04*") is None and pms.path_prefix_glob(None) is None
+
+
+# SQL statements a search runs (docs/design.md, "SQL per search"): the index is read in a fixed number
+# of statements whatever the number of hits; issue 35's goal is 6 for keyword and 8 for hybrid.
+KEYWORD_STATEMENTS = 14
+HYBRID_STATEMENTS = 17
+
+
+def statements_of(kb, query: str, mode: str, k: int) -> list[str]:
+    """The SQL statements a search sends to the index (SQLite's nested ones, '-- ...', left out)."""
+    kb.search(query, k=k, mode=mode)  # the first search of a process also reads settings once
+    sent: list[str] = []
+    kb.store.db.set_trace_callback(sent.append)
+    try:
+        kb.search(query, k=k, mode=mode)
+    finally:
+        kb.store.db.set_trace_callback(None)
+    return [s for s in sent if not s.lstrip().startswith("--")]
+
+
+def forty_notes(folder: Path) -> Path:
+    for i in range(40):
+        write(folder / f"trip{i:02d}.md", f"# Trip {i}\n\nPacking list for a hiking trip number {i}: boots, tent and a map.\n\n"
+              f"## Food\n\nOats and coffee for the trip, day {i}.\n")
+    return folder
+
+
+def test_a_keyword_search_reads_the_index_in_a_fixed_number_of_statements(kb, tmp_path):
+    kb.collections.create(forty_notes(tmp_path / "trips"), name="trips")
+    kb.sync()
+    one, thirty = (statements_of(kb, "hiking trip", "keyword", k) for k in (1, 30))
+    assert len(kb.search("hiking trip", k=30, mode="keyword")) == 30
+    assert len(thirty) == len(one) <= KEYWORD_STATEMENTS, "\n".join(thirty)
+
+
+@pytest.mark.slow
+def test_a_hybrid_search_reads_the_index_in_a_fixed_number_of_statements(hybrid_kb, tmp_path):
+    hybrid_kb.collections.create(forty_notes(tmp_path / "trips"), name="trips")
+    hybrid_kb.sync()
+    one, thirty = (statements_of(hybrid_kb, "what to pack for a hike", "hybrid", k) for k in (1, 30))
+    assert len(thirty) == len(one) <= HYBRID_STATEMENTS, "\n".join(thirty)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import pms
-from conftest import write
+from conftest import index_rows, write
 
 
 # -- fuse(): no SQLite, no model ------------------------------------------------------------
@@ -97,6 +97,7 @@ def test_a_query_that_can_name_no_note_skips_the_ranked_name_search_with_the_sam
     reach RankingSettings.name_match_min. A near miss of a title still runs the ranked search."""
     kb, _ = named_vault
     statements = []
+    # Internal contract: whether the costly ranked name search runs, seen only by tracing the connection.
     kb.store.db.set_trace_callback(statements.append)
     queries = ["paperwork deadlines receipts", "Kubernets trubleshooting", "snippets in obsidian", "taxes 2024", "pasta"]
     checked = {q: kb.retrieval.names_stage(kb.retrieval.request(q), 10) for q in queries}
@@ -128,7 +129,7 @@ def test_names_follow_edits_renames_and_deletions(named_vault):
     assert all(h.path != "k8s.md" for h in kb.search("kubectl cheatsheet", mode="keyword"))
     assert kb.retrieval.names_stage(kb.retrieval.request("taxes 2024"), 5) == []
     kb.collections.delete("vault")
-    assert kb.store.db.execute("SELECT count(*) FROM note_names").fetchone()[0] == 0
+    assert index_rows(kb, "SELECT count(*) FROM note_names") == [(0,)]
 
 
 def test_name_similarity():

@@ -397,3 +397,70 @@ def test_a_snippet_leaves_out_the_heading_its_row_shows_above_it(kb, tmp_path):
     hit = kb.search("ownership rules", mode="keyword")[0]
     assert (hit.heading_path, hit.snippet) == ("What Is Ownership?", "Ownership is a set of rules that govern memory.")
     assert kb.search("title only", mode="keyword")[0].snippet == "Title only"  # nothing else to show
+
+
+# -- issue 36, item 8: tags and snippets on real notes ---------------------------------------------
+def test_colour_codes_html_attributes_and_preprocessor_words_are_no_tags():
+    body = ("Tabs in [white, #FFFFFF](https://code.visualstudio.com/api) and #43b02a or #fff or #RRGGBB.\n"
+            "Rust's use is not like C++ #includes or #define.\n"
+            '<iframe src="https://airtable.com/embed" style="background: transparent; border: 1px solid #ccc;"></iframe>\n'
+            "<div\n  style=\"border:1px solid #aaa;\">\n</div>\n"
+            "Real tags: #todo #add #cafe #beef #2024-plan #project/alpha #ADD #FF-review\n")
+    assert pms.notes.inline_tags(body) == ["todo", "add", "cafe", "beef", "2024-plan", "project/alpha", "FF-review"]
+
+
+def test_the_dendron_vault_has_its_tags_and_no_colours_or_attributes(corpus, kb):
+    kb.collections.create(corpus("dendron-vault"), name="dendron")
+    kb.sync()
+    tags = dict(kb.tags())
+    assert tags["role"] >= 40 and tags["feature"] >= 10 and "todo" in tags and "office-hours" in tags
+    assert not {"ccc", "bfcbda88", "43b02a", "rrggbb", "ffffff"} & set(tags), sorted(tags)
+
+
+def test_a_listing_caption_holding_angle_brackets_is_left_out_whole():
+    text = ('<Listing number="9-12" file-name="src/main.rs" caption="Changing `main` to return `Result<(), E>` allows '
+            'the use of the `?` operator on `Result` values.">\n\nThe `Box<dyn Error>` type is a trait object.\n\n</Listing>\n')
+    assert pms.passage_display_text(text) == "The Box<dyn Error> type is a trait object."
+
+
+def test_rust_book_snippets_hold_no_piece_of_a_listing_tag(corpus, kb):
+    kb.collections.create(corpus("rust-book"), name="book")
+    kb.sync()
+    hits = kb.search("Box dyn Error trait object main", k=10, mode="keyword")
+    listing = [h for h in hits if h.path == "src/ch09-02-recoverable-errors-with-result.md"]
+    assert listing and '">' not in listing[0].snippet and "values.\"" not in listing[0].snippet, listing[0].snippet
+    for (body,) in kb.store.db.execute("SELECT body FROM chunks WHERE body LIKE '%<Listing%caption=%'"):
+        shown = pms.passage_display_text(body)
+        assert '">' not in shown and "caption=" not in shown, shown[:300]
+
+
+def test_link_definitions_are_not_passage_text(corpus, kb):
+    """A chapter's closing sentence followed by its link definitions was a passage of its own that every
+    linked chapter's words matched: "trait objects dyn" chose "Next, we'll talk about functions and closures!"."""
+    text = ("# Advanced Types\n\n" + "Every trait is a dynamically sized type: `&dyn Trait` or `Box<dyn Trait>`.\n\n" * 3
+            + "Next, we'll talk about functions and closures!\n\n"
+            + "".join(f"[trait-objects-{i}]: ch18-02-trait-objects.html#using-trait-objects-{i}\n" for i in range(12)))
+    chunks = pms.chunk_markdown(text, title="Advanced Types", target_chars=200)
+    assert all("ch18-02" not in c.text for c in chunks)
+    assert chunks[-1].text.endswith("Next, we'll talk about functions and closures!")
+    kb.collections.create(corpus("rust-book"), name="book")
+    kb.sync()
+    for hit in kb.search("trait objects dyn", k=10, mode="keyword"):
+        assert "Next, we’ll talk about functions and closures" not in hit.snippet, (hit.path, hit.start_line)
+    closing = kb.get("book/src/ch20-03-advanced-types.md")
+    assert "[using-trait-objects-to-abstract-over-shared-behavior]:" in closing.text  # the file is read as it is
+    rows = kb.store.db.execute("SELECT body FROM chunks c JOIN documents d ON d.id = c.document_id "
+                               "WHERE d.path = 'src/ch20-03-advanced-types.md'").fetchall()
+    assert rows and not any("ch18-02-trait-objects.html" in body for (body,) in rows)
+
+
+def test_a_snippet_whose_words_close_its_passage_shows_what_leads_to_them(kb):
+    """The demo: "sync notes across devices" found obsidian-setup.md by its last line, and the snippet
+    was "…sync-notes-across-devices." alone."""
+    from conftest import REPO
+
+    kb.collections.create(REPO / "sample-notes", name="sample-notes")
+    kb.sync()
+    hit = next(h for h in kb.search("sync notes across devices", k=10, mode="keyword") if h.path == "obsidian-setup.md")
+    assert "Syncing the vault to the phone: sync-notes-across-devices." in hit.snippet, hit.snippet
+    assert len(hit.snippet) > 60 and [hit.snippet[a:b] for a, b in hit.marks][-1] == "devices"

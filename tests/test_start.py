@@ -15,7 +15,9 @@ import textwrap
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, STDLIB_PYTHON, run_cli
+
+pytestmark = pytest.mark.stdlib  # each test runs pms.py with python -S
 
 # Modules that one feature needs: sync hashes (hashlib), the CLI parses (argparse),
 # clipping and the MCP client fetch (urllib.request, http.client), --json and the
@@ -33,7 +35,7 @@ def loaded_by(code: str, *args: str, folder: str = ".") -> dict:
     preloaded by .pth files), with ``folder`` (pms.py's, or src for the package) as
     its argv[1]; it prints a dict's repr last (not JSON: importing json there would
     hide whether pms imports it)."""
-    r = subprocess.run([sys.executable, "-S", "-c", textwrap.dedent(code), str(REPO / folder), *args],
+    r = subprocess.run([STDLIB_PYTHON, "-S", "-c", textwrap.dedent(code), str(REPO / folder), *args],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return ast.literal_eval(r.stdout.strip().splitlines()[-1])
@@ -202,3 +204,43 @@ def test_setup_installs_the_pinned_versions_the_project_tests():
     for spec in pms.cli.SETUP_PACKAGES + pms.cli.SETUP_GUI_PACKAGES:
         package, version = spec.split("==")
         assert pinned[package.lower()] == version, spec
+
+
+def _run_copy(script, *args, env=None):
+    return subprocess.run([sys.executable, "-S", str(script), *args], capture_output=True, text=True, timeout=120,
+                          env={**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, **(env or {})})
+
+
+def test_pms_py_compiles_its_engine_once_and_again_only_when_its_text_changes(tmp_path):
+    """python3 pms.py keeps its compiled engine in __pycache__ (scripts/amalgamate.py BOOTSTRAP); a cache
+    made from other text, or damaged, is compiled anew; a traceback still names pms.py's own lines."""
+    script = tmp_path / "a" / "pms.py"
+    script.parent.mkdir()
+    script.write_bytes((REPO / "pms.py").read_bytes())
+    assert _run_copy(script, "--version").stdout.startswith("pms ")
+    cache = tmp_path / "a" / "__pycache__" / f"pms.engine.{sys.implementation.cache_tag}.pyc"
+    assert cache.is_file()
+    moved = tmp_path / "b" / "pms.py"  # folder and cache moved together: the code names where it is now
+    (tmp_path / "a").rename(moved.parent)
+    lines = moved.read_text(encoding="utf-8").split("\n")
+    found = subprocess.run([sys.executable, "-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import pms; "
+                            "print(pms.fuse.__code__.co_filename, pms.fuse.__code__.co_firstlineno)", str(moved.parent)],
+                           capture_output=True, text=True, timeout=120)
+    filename, line = found.stdout.split()
+    assert filename == str(moved) and lines[int(line) - 1].startswith("def fuse(")
+    moved.write_text(moved.read_text(encoding="utf-8").replace('VERSION = "', 'VERSION = "9.9.9-', 1), encoding="utf-8")
+    assert _run_copy(moved, "--version").stdout.startswith("pms 9.9.9-")  # not the cached engine of the old text
+    cache = moved.parent / "__pycache__" / cache.name
+    cache.write_bytes(cache.read_bytes()[:200] + b"damaged")
+    damaged = _run_copy(moved, "--version")
+    assert damaged.returncode == 0 and damaged.stdout.startswith("pms 9.9.9-") and damaged.stderr == ""
+
+
+def test_pms_py_writes_no_cache_when_python_is_told_not_to_but_setup_does(tmp_path):
+    script = tmp_path / "pms.py"
+    script.write_bytes((REPO / "pms.py").read_bytes())
+    assert _run_copy(script, "--version", env={"PYTHONDONTWRITEBYTECODE": "1"}).returncode == 0
+    assert not (tmp_path / "__pycache__").exists()
+    r = _run_copy(script, "setup", "--command-only", "--bin-dir", str(tmp_path / "bin"), env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "__pycache__" / f"pms.engine.{sys.implementation.cache_tag}.pyc").is_file()

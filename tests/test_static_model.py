@@ -85,7 +85,7 @@ def test_the_python_api_remembers_a_static_model_and_switches_to_and_from_it(not
         assert kb.embedder.embed_query("cellphone") == kb.embedder.embed_query("cellphone")
     with pms.KnowledgeBase(db, model_dir=embedding_model_dir) as kb:  # and back to the transformer
         assert kb.sync(reembed=True).embedded
-        assert kb.store.remembered_model()[0] == (embedding_model_dir / "pms-model.txt").read_text().strip()
+        assert kb.status(pending=False)["model"] == (embedding_model_dir / "pms-model.txt").read_text().strip()
 
 
 def fastembed_cache(home: Path, repo: str, files: Path) -> None:

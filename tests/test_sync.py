@@ -1,4 +1,5 @@
 """Incremental sync and every kind of bad file or interruption, on real index files."""
+import json
 import multiprocessing
 import os
 import signal
@@ -10,7 +11,7 @@ import time
 import pytest
 
 import pms
-from conftest import REPO, run_cli, write
+from conftest import REPO, index_rows, run_cli, write
 
 
 def paths_of(kb, name="notes"):
@@ -23,19 +24,19 @@ def test_first_sync_indexes_notes_and_skips_hidden_and_dependency_folders(vault)
 
 
 def test_resync_of_unchanged_vault_does_no_work(vault):
-    before = vault.store.db.execute("SELECT path, indexed_at FROM documents ORDER BY path").fetchall()
+    before = index_rows(vault, "SELECT path, indexed_at FROM documents ORDER BY path")
     report = vault.sync()
     assert (report.added, report.updated, report.deleted, report.unchanged) == (0, 0, 0, 3)
-    assert vault.store.db.execute("SELECT path, indexed_at FROM documents ORDER BY path").fetchall() == before
+    assert index_rows(vault, "SELECT path, indexed_at FROM documents ORDER BY path") == before
 
 
 def test_touched_but_unchanged_file_is_not_reindexed(vault, notes):
-    before = vault.store.db.execute("SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'").fetchone()
+    (before,) = index_rows(vault, "SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'")
     time.sleep(0.01)
     os.utime(notes / "sync.md")
     report = vault.sync()
     assert report.updated == 0 and report.unchanged == 3
-    after = vault.store.db.execute("SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'").fetchone()
+    (after,) = index_rows(vault, "SELECT indexed_at, mtime_ns FROM documents WHERE path='sync.md'")
     assert after[0] == before[0] and after[1] != before[1]
 
 
@@ -60,10 +61,10 @@ def test_unchanged_passages_keep_their_rows_when_a_note_is_edited(kb, tmp_path):
     write(root / "long.md", f"# Long\n\n{sections}\n")
     kb.collections.create(root, name="n")
     kb.sync()
-    ids = dict(kb.store.db.execute("SELECT body, id FROM chunks").fetchall())
+    ids = dict(index_rows(kb, "SELECT body, id FROM chunks"))
     write(root / "long.md", f"# Long\n\n{sections}\n\n## Part new\n\nAppended text.\n")
     kb.sync()
-    after = dict(kb.store.db.execute("SELECT body, id FROM chunks").fetchall())
+    after = dict(index_rows(kb, "SELECT body, id FROM chunks"))
     kept = [body for body in ids if after.get(body) == ids[body]]
     assert len(kept) >= len(ids) - 1  # only the passage that changed got a new row
 
@@ -111,7 +112,7 @@ def test_missing_collection_folder_keeps_the_index(vault, notes, tmp_path):
     moved = tmp_path / "moved"
     notes.rename(moved)
     report = vault.sync()
-    assert report.errors and "collection folder is missing" in report.errors[0][1]
+    assert report.collection_errors and "collection folder is missing" in report.collection_errors[0][1]
     assert len(vault.collections.get("notes").files) == 3  # nothing deleted
     moved.rename(notes)
     report = vault.sync()  # the folder is back: its notes were never dropped, so nothing to redo
@@ -148,7 +149,7 @@ def test_cancel_leaves_a_consistent_index(kb, tmp_path, monkeypatch):
     cancel = threading.Event()
     report = kb.sync(progress=lambda p: cancel.set() if p.done >= 10 else None, cancel=cancel)
     assert report.cancelled and 0 < len(kb.collections.get("c").files) < 30
-    assert kb.store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert index_rows(kb, "PRAGMA integrity_check") == [("ok",)]
     assert kb.sync().added == 30 - 10 and len(kb.collections.get("c").files) == 30
 
 
@@ -287,7 +288,7 @@ def test_collections_crud(kb, notes, tmp_path):
     assert [c.name for c in kb.collections.list()] == ["vault"]
     assert kb.search("restic")[0].collection == "vault"
     kb.collections.delete("vault")
-    assert kb.search("restic") == [] and kb.store.totals()["chunks"] == 0
+    assert kb.search("restic") == [] and kb.status(pending=False)["chunks"] == 0
     assert (notes / "backup.md").exists()  # the files are never touched
 
 
@@ -332,3 +333,42 @@ def test_a_big_sync_parses_on_every_core_and_indexes_the_same_as_one(tmp_path, m
     assert (serial_report.added, serial_report.skipped) == (parallel_report.added, parallel_report.skipped) == (120, serial_report.skipped)
     assert [reason for _, reason in serial_report.skipped] and "binary.md" in serial_report.skipped[0][0]
     assert one_core[1:] == every_core[1:]  # the same passages, titles, lines, tags and snippets
+
+
+DAMAGED_PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 99 0 R >> endobj\ntrailer << >>\n%%EOF"
+
+
+def test_a_file_that_cannot_be_read_is_a_warning_said_once_remembered_and_retried_when_it_changes(tmp_path):
+    """Issue 36, item 3: one damaged PDF failed every sync (exit 1, the error printed each time,
+    also by --dry-run and watch) for a file the user cannot fix."""
+    pytest.importorskip("pypdfium2", reason="reading PDFs needs pypdfium2 (pip install -r requirements-dev.txt)")
+    root = tmp_path / "vault"
+    write(root / "manual.md", "# Manual\n\nThe handbook explains the coolant valves.\n")
+    write(root / "damaged-handbook.pdf", DAMAGED_PDF)
+    write(root / "picture.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    db = tmp_path / "i.sqlite"
+    first = run_cli("collection", "add", root, "--name", "vault", "--no-embed", db=db)
+    assert first.returncode == 0, first.stderr  # everything else was indexed
+    told = [line for line in first.stderr.splitlines() if "damaged-handbook.pdf" in line]
+    assert len(told) == 1 and told[0].startswith("pms: warning:") and "damaged" in told[0], first.stderr
+    assert "picture.md" in first.stderr
+    for again in (run_cli("sync", db=db), run_cli("sync", "--dry-run", db=db)):
+        assert again.returncode == 0 and "damaged-handbook" not in again.stderr + again.stdout, again.stderr
+        assert "picture.md" not in again.stderr
+    status = run_cli("status", db=db)
+    assert "damaged-handbook.pdf" in status.stdout and "picture.md" in status.stdout, status.stdout
+    info = json.loads(run_cli("status", "--json", db=db).stdout)
+    assert info["not_indexed_count"] == 2 and info["skipped"] == 2
+    assert {(f["path"], f["failed"]) for f in info["not_indexed"]} == {("damaged-handbook.pdf", True), ("picture.md", False)}
+    write(root / "damaged-handbook.pdf", DAMAGED_PDF + b"\n% touched\n")  # changed: read again, and said again
+    retried = run_cli("sync", db=db)
+    assert retried.returncode == 0 and retried.stderr.count("damaged-handbook.pdf") == 1
+    os.remove(root / "damaged-handbook.pdf")  # gone: gone from the list
+    assert run_cli("sync", db=db).returncode == 0
+    assert json.loads(run_cli("status", "--json", db=db).stdout)["not_indexed_count"] == 1
+
+
+def test_a_missing_collection_folder_still_fails_the_sync(vault, notes, tmp_path):
+    notes.rename(tmp_path / "away")
+    done = run_cli("sync", db=vault.db_path)
+    assert done.returncode == 1 and "collection folder is missing" in done.stderr

@@ -23,7 +23,7 @@ def two_collections(hybrid_kb, notes, tmp_path):
     hybrid_kb.collections.create(notes, name="notes")
     hybrid_kb.collections.create(other, name="other")
     report = hybrid_kb.sync()
-    assert report.embed_error is None and report.embedded == hybrid_kb.store.totals()["chunks"]
+    assert report.embed_error is None and report.embedded == hybrid_kb.status(pending=False)["chunks"]
     return hybrid_kb
 
 
@@ -76,7 +76,7 @@ def _synthetic(kb, tmp_path):
         write(root / f"p{i:04}.md", f"# Passage {i}\n\nText {i}.\n")
     kb.collections.create(root, name="many")
     kb.sync(embed=False)
-    store = kb.store
+    store = kb.store  # internal contract: VectorMemory against the Store's KNN, on vectors written directly
     store.ensure_vector_table("synthetic", 16)
     rng = random.Random(7)
     chunks = [cid for (cid,) in store.db.execute("SELECT id FROM chunks ORDER BY id")]
@@ -185,7 +185,7 @@ def test_approximate_search_agrees_with_exact_search(synthetic_vectors):
 
 
 def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
-    store = vault.store
+    store = vault.store  # internal contract: the Store's snippet query against FTS5's own
     bodies = dict(store.db.execute("SELECT id, body FROM chunks"))
     for query in ["sync", "syncthing conflict copy", '"three copies"', "own*", "rust -python", "restic OR phone"]:
         match = pms.parse_query(query).match_any()

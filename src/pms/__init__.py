@@ -68,13 +68,15 @@ from .embedding import (
     EMBED_HTTP_BATCH_SIZE, EMBEDDING_PROVIDERS, Embedder, EmbeddingProvider, EmbeddingUnavailable, HTTPEmbedder,
     make_embedder, model_settings, quiet_logs,
 )
-from .query import STOPWORDS, VECTOR_UNAVAILABLE, Hit, ParsedQuery, VectorStatus, parse_query, render_snippet
+from .query import (
+    STOPWORDS, VECTOR_UNAVAILABLE, Hit, ParsedQuery, VectorStatus, copy_groups, highlight_pattern, parse_query, render_snippet,
+)
 from .ranking import Fused, RankingSettings, fuse, name_similarity, rank
-from .retrieval import SearchRequest, SearchResult
+from .retrieval import SearchMode, SearchRequest, SearchResult
 from .sync import SyncPlan, SyncProgress, SyncReport
 from .watch import FolderWatcher
 from .clip import AlreadyClipped, ClippedNote, ExtractedPage, clip_filename, extract_from_html, extract_from_url
-from .api import Collection, Collections, Document, KnowledgeBase, NoteRef, SearchMode
+from .api import Collection, Collections, Document, KnowledgeBase, NoteRef
 from .evaluation import BENCH_MODES, Judgment, load_fixture, run_benchmark
 from .cli import ProgressPrinter, main, main_and_exit
 
@@ -100,6 +102,7 @@ __all__ = [
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "BENCH_MODES",
     # ranking: fusion as a pure function, and note-name similarity
     "RankingSettings", "Fused", "fuse", "rank", "name_similarity", "SearchRequest", "SearchResult", "render_snippet",
+    "highlight_pattern", "copy_groups",
     "Hint", "hint_text", "reason_text",
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",

@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .config import (
-    CALL_DEADLINE, DEFAULT_GLOB, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, Record, TupleFields, _dt, _typing,
-    check_deadline, clean_query, default_db_path, max_file_bytes, named_tuple, past_deadline,
+    CALL_DEADLINE, DEFAULT_GLOB, VERSION, DeadlineExceeded, Hint, PMSError, Record, _typing,
+    check_deadline, clean_query, default_db_path, max_file_bytes, past_deadline,
 )
 from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
 from .notes import LinkResolver, note_links
 from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
-from .paths import Exclusions, compile_glob, inside, read_note_file
+from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 from .filters import NoteFilter, checked_number
-from .schema import MIGRATIONS
+from .schema import DOCID_CHARS, MIGRATIONS
 from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
 from .embedding import (
     LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
@@ -35,13 +35,13 @@ from .embedding import (
 )
 from .query import Hit
 from .ranking import RankingSettings, first_results, fuse
-from .retrieval import Retrieval, SearchResult
+from .retrieval import Retrieval, SearchMode, SearchResult, checked_min_score
 from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
-from .watch import WATCH_INTERVAL, WATCH_QUIET, FolderWatcher
+from .watch import WATCH_INTERVAL, WATCH_PATHS_PER_LOOK, WATCH_QUIET, FolderWatcher
 from .clip import (
     CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
-    clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
-    write_new_file,
+    clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, made_folder, render_clip_note,
+    require_clipper, write_new_file,
 )
 
 
@@ -51,6 +51,7 @@ MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
 ANSWER_MAX_BYTES = 20_000
 MULTI_GET_MAX_BYTES = ANSWER_MAX_BYTES
 MULTI_GET_MAX_FILES = 50
+MULTI_GET_MAX_NAMES = 1000  # notes a comma-separated list may name (each is looked up)
 # A multi_get note left out because the answer was full starts its reason with this.
 OVER_BUDGET = "does not fit in max_bytes"
 
@@ -100,17 +101,6 @@ class Document(Record):
         return "\n".join(f"{n:>5}  {line}" for n, line in enumerate(self.text.split("\n"), self.from_line))
 
 
-@named_tuple
-class SearchMode(TupleFields):
-    """The mode a search will use; when hybrid is not available, why (a
-    sentence) and a stable code from VECTOR_UNAVAILABLE."""
-
-    mode: str
-    reason: str = ""
-    code: str = ""
-    hint: Hint | None = None  # what makes hybrid run (a command)
-
-
 class NoteRef(Record):
     """A note at one end of a link; an unresolved link has no path, title or docid."""
 
@@ -136,6 +126,12 @@ class Collection:
         self.path = Path(row.path)
         self.exclude = [g for g in row.excludes.split("\n") if g]
 
+    @property
+    def patterns(self) -> list[str]:
+        """The globs of the files it indexes: its glob, and the PDFs that glob names (``pdf_glob``)."""
+        pdfs = pdf_glob(self.glob)
+        return [self.glob] if pdfs == self.glob else [self.glob, pdfs]
+
     def exclusions(self) -> dict[str, list[str]]:
         """What is never indexed, by source: 'exclude' (the collection's own globs),
         '.pmsignore' and 'obsidian' (Obsidian's excluded files), when present."""
@@ -153,6 +149,10 @@ class Collection:
         """Indexed notes, as collection-relative paths."""
         return self.kb.store.document_paths(self.id)
 
+    def indexed_stats(self) -> dict[str, tuple[int, int]]:
+        """Each indexed note's (mtime_ns, size) as the index has it (what a watcher compares the file with)."""
+        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.document_states(self.id).items()}
+
     def counts(self) -> tuple[int, int]:
         """(notes, passages) in the index."""
         return self.kb.store.collection_counts(self.id)
@@ -163,7 +163,8 @@ class Collection:
     def to_dict(self) -> dict:
         notes, chunks = self.counts()
         exclusions = Exclusions(self.path, self.exclude)
-        return {"name": self.name, "path": str(self.path), "glob": self.glob, "description": self.description,
+        return {"name": self.name, "path": str(self.path), "glob": self.glob, "patterns": self.patterns,
+                "description": self.description,
                 "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
                 "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync,
                 "exclusions": exclusions.sources, "exclusion_warnings": exclusions.warnings}
@@ -177,7 +178,7 @@ class Collection:
         of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
         already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
-            import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
+            require_clipper()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
         if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
@@ -218,7 +219,8 @@ class Collection:
         if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
-        target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
+        with made_folder(folder):
+            target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
         # The PDF beside its note, named after it; not indexed now (its text is the note's).
         original = write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
@@ -323,14 +325,34 @@ class Collections:
         return self.get(name)
 
     def delete(self, name: str) -> None:
-        """Forget a collection: its notes leave the index; the files stay untouched."""
-        self.kb.store.delete_collection(self.get(name).id)
+        """Forget a collection: its notes leave the index, which gives their space back; the files stay untouched."""
+        collection = self.get(name)
+        passages, total = collection.counts()[1], self.kb.store.totals()["chunks"]
+        self.kb.store.delete_collection(collection.id)
+        self.kb.store.reclaim_space(passages / total if total else 0.0)
 
     def __iter__(self):
         return iter(self.list())
 
     def __len__(self) -> int:
         return len(self.kb.store.collection_rows())
+
+
+def _examples(info: dict, key: str, entries: list, examples: int | None) -> None:
+    """``info[key]``: ``entries``, or their first ``examples``; ``info[key + "_count"]``: how many there are."""
+    info[key] = entries if examples is None else entries[: max(0, examples)]
+    info[f"{key}_count"] = len(entries)
+
+
+def _what_chose(embedder: bool, embedding: dict | None, model: str | None, model_dir, words: str = "") -> str:
+    """What chose the embedding provider, named for messages (model_mismatch): the argument (as
+    ``words`` name it), or the setting."""
+    if embedder or embedding or model or model_dir:
+        return words or f"the {'embedder' if embedder else 'embedding' if embedding else 'model' if model else 'model_dir'} argument"
+    settings = [name for name in ("PMS_EMBED_URL", "PMS_MODEL", "PMS_MODEL_DIR") if os.environ.get(name)]
+    if settings:
+        return " and ".join(settings[:1] if settings[0] == "PMS_EMBED_URL" else settings)
+    return "the packaged app's model" if model_configured() else ""
 
 
 def _relative_to(path: Path, root: Path) -> str | None:
@@ -353,18 +375,22 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float | None = None, embedding: dict | None = None,
+                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = "",
                  ranking: RankingSettings | None = None):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
         embedding server, e.g. ``{"url": "http://127.0.0.1:11434", "kind": "ollama", "model":
         "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
-        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``ranking``: other
-        ranking knobs than the defaults (RankingSettings; what bench/suite.py --setting measures)."""
+        ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
+        messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
+        default: the argument's name). ``ranking``: other ranking knobs than the defaults
+        (RankingSettings; what bench/suite.py --setting measures)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
+        self._listeners: list[Callable[[str], None]] = []  # listen()
         self.store = Store(self.db_path, vectors=embeddings)
+        embedder_given = embedder is not None
         chosen = embedding or (None if model or model_dir else embedding_choice_from_env())
         if embeddings and embedder is None and chosen:
             embedder = make_embedder(chosen, notice=self._notify)
@@ -385,6 +411,8 @@ class KnowledgeBase:
             spec = self.store.query_spec(embedder.model_name)
             if spec and (embedder.model_dir is None or Path(spec["dir"]) == embedder.model_dir.resolve()):
                 embedder.query_spec = spec  # a search can embed its query without loading fastembed
+        if embeddings and embedder is not None and not embedder.remembered:
+            embedder.chosen_by = _what_chose(embedder_given, embedding, model, model_dir, chosen_by)
         self.embedder = embedder if embeddings else None
         # Nothing chose the model (no setting, no bundled model, nothing remembered): the first
         # sync may pick a multilingual one when most notes are not English (_model_for_languages).
@@ -395,6 +423,30 @@ class KnowledgeBase:
         self.chunk_chars = chunk_chars
         if vector_memory_mb:
             self.keep_vectors_in_memory(vector_memory_mb)
+
+    def use_embedding(self, *, model_dir: str | os.PathLike | None = None, embedding: dict | None = None,
+                      keyword_only: bool = False) -> SearchMode:
+        """Change how this KnowledgeBase finds meaning, as a long-running front end offers it (the
+        app, offline with no model): a local model folder (any, recognised by what it holds), an
+        embedding server (``embedding``: keys of ``HTTPEmbedder.config()``, e.g. ``{"url": ...,
+        "model": ...}``), or ``keyword_only``: none. The model is loaded first: when it cannot be,
+        EmbeddingUnavailable says why and nothing changes. The next sync embeds with it, and the
+        index remembers it for later runs. Returns the mode searches use now (a model other than
+        the index's: keyword, with the hint to re-embed)."""
+        if [bool(model_dir), bool(embedding), keyword_only].count(True) != 1:
+            raise PMSError("choose one: a model folder, an embedding server, or keyword search only")
+        provider: EmbeddingProvider | None = None
+        if model_dir:
+            provider = Embedder(model_dir=Path(model_dir).expanduser().resolve(), allow_download=False, notice=self._notify)
+            provider.chosen_by = "the chosen model folder"
+        elif embedding:
+            provider = make_embedder(embedding, notice=self._notify)
+            provider.chosen_by = "the chosen embedding server"
+        if provider is not None:
+            provider.load()
+        self.embedder = self.retrieval.embedder = provider
+        self._model_by_default = False
+        return self.search_mode()
 
     def keep_vectors_in_memory(self, max_mb: float = VECTOR_MATRIX_MAX_MB, ann: bool = False) -> None:
         """For a process that searches many times (the app, the MCP server): from its second
@@ -413,9 +465,16 @@ class KnowledgeBase:
         """Whether this KnowledgeBase was opened to embed; ``search_mode()`` says if vectors can run now."""
         return self.embedder is not None
 
+    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Send one-line news to ``callback`` too (besides ``notice``), possibly from a worker
+        thread: a front end that shows it (the app's status line). Returns what stops it."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
     def _notify(self, text: str) -> None:
-        if self.notice is not None:
-            self.notice(text)
+        for receive in (self.notice, *self._listeners):
+            if receive is not None:
+                receive(text)
 
     def close(self) -> None:
         self.retrieval.close()
@@ -469,10 +528,13 @@ class KnowledgeBase:
     def watch(self, collections: Sequence[str] | None = None, *, stop: threading.Event | None = None,
               on_sync: Callable[[SyncReport], None] | None = None, on_error: Callable[[str], None] | None = None,
               sync_lock: contextlib.AbstractContextManager | None = None, catch_up: bool = True,
-              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET) -> None:
+              interval: float = WATCH_INTERVAL, quiet: float = WATCH_QUIET,
+              paths_per_look: int = WATCH_PATHS_PER_LOOK) -> None:
         """Keep the index fresh until ``stop`` is set: sync (``catch_up``: once now, then) the
         collections whose folders changed (FolderWatcher); ``on_sync`` gets each report,
-        ``on_error`` each failed sync's one line."""
+        ``on_error`` each failed sync's one line. A change made while a sync runs is synced
+        after it. Past ``paths_per_look`` folders and notes, they are looked at in turns and
+        ``notice`` hears once how long a change may take to be seen."""
         self.store.require_writable()
         self.collections.list() if collections is None else [self.collections.get(n) for n in collections]  # they exist
 
@@ -490,7 +552,8 @@ class KnowledgeBase:
             if on_sync is not None:
                 on_sync(report)
 
-        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet)
+        watcher = FolderWatcher(sync, source, interval=interval, quiet=quiet, paths_per_look=paths_per_look,
+                                notice=self._notify)
         watcher.watch()  # before the first sync: a change while it runs is seen, and synced after it
         if catch_up:
             sync([c.name for c in source()])
@@ -515,57 +578,35 @@ class KnowledgeBase:
     # -- search ------------------------------------------------------------------------
     def search_mode(self, mode: str = "auto") -> SearchMode:
         """The mode a search asked for ``mode`` will use, and why hybrid is not available."""
-        if mode not in SEARCH_MODES:
-            raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
-        if mode == "keyword":
-            return SearchMode("keyword")
-        status = self.retrieval.vector_status()
-        if status.ok:
-            return SearchMode("hybrid" if mode == "auto" else mode)
-        if mode == "auto":
-            return SearchMode("keyword", status.reason, status.code, status.hint)
-        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
+        return self.retrieval.search_mode(mode)
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
-               chunks: bool = False, prefix_last: bool = False, *, tags: str | Sequence[str] | None = None,
-               exclude_tags: str | Sequence[str] | None = None, path: str | None = None,
-               after: str | _dt.date | None = None, before: str | _dt.date | None = None,
-               where: str | Sequence[str] | dict | None = None, min_score: float | None = None,
-               intent: str = "", queries: Sequence[str] = ()) -> SearchResult:
+               chunks: bool = False, prefix_last: bool = False, *, note_filter: NoteFilter | None = None,
+               min_score: float | None = None, intent: str = "", queries: Sequence[str] = (),
+               **filter_fields) -> SearchResult:
         """Search notes: the best ``k`` results, each followed by its copies (hits whose ``copy_of``
-        names it: the same text elsewhere, not counted among the k; asking for fewer results
-        gives the first ones of a longer list). ``mode``: auto (hybrid when embeddings are ready), hybrid, keyword, vector.
-        ``min_score`` leaves out hits whose ``relevance`` (absolute, 0-1) is below it; the
-        result's ``weak`` says when none reaches RankingSettings.relevance_floor. ``intent``
-        (what the search is for, in words) is context for the vector list only; ``queries``
-        are other phrasings searched in the same call, their lists fused into one.
+        names it: the same text elsewhere, not counted among the k; ``result.groups`` pairs
+        them; asking for fewer results gives the first ones of a longer list). ``mode``: auto
+        (hybrid when embeddings are ready), hybrid, keyword, vector. ``min_score`` leaves out
+        hits whose ``relevance`` (absolute, 0-1) is below it; the result's ``weak`` says when
+        none reaches RankingSettings.relevance_floor. ``intent`` (what the search is for, in
+        words) is context for the vector list only; ``queries`` are other phrasings searched
+        in the same call, their lists fused into one.
 
-        Filters narrow every mode inside the query: ``tags`` (all of them; ``area`` matches
-        ``area/sub``; ``-tag`` excludes), ``exclude_tags``, ``path`` (a glob or folder),
-        ``after``/``before`` (the note's date, YYYY-MM-DD, inclusive), ``where`` ("key=value",
-        "key!=value", "key"). A filter and no words lists the matching notes, newest first.
-        Any query is accepted (``clean_query``)."""
-        note_filter = NoteFilter.build(tags, exclude_tags, path, after, before, where)
-        if min_score is not None:
-            try:
-                min_score = float(min_score)
-            except (TypeError, ValueError):
-                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score!r}", argument="min_score") from None
-            if not 0.0 <= min_score <= 1.0:
-                raise PMSError(f"min_score wants a number from 0 to 1, not {min_score:g}", argument="min_score")
-        intent = clean_query(intent).strip() if intent else ""
+        ``note_filter`` (a NoteFilter) narrows every mode inside the query; its fields may be
+        given instead as keywords (``tags=``, ``exclude_tags=``, ``path=``, ``after=``,
+        ``before=``, ``where=``, as NoteFilter.build takes them). A filter and no words lists
+        the matching notes, newest first. Any query is accepted (``clean_query``)."""
+        if filter_fields:
+            if note_filter is not None:
+                raise PMSError("give note_filter or its fields (tags=, path=, ...), not both")
+            note_filter = NoteFilter.build(**filter_fields)
         if queries:
-            if isinstance(queries, str) or len(queries) > MAX_QUERIES:
+            if isinstance(queries, str) or len(queries) > MAX_QUERIES or not all(isinstance(q, str) for q in queries):
                 raise PMSError(f"queries wants a list of at most {MAX_QUERIES} phrasings", argument="queries")
             return self._search_several([query, *queries], k=k, mode=mode, collections=collections, chunks=chunks,
-                                        filters=dict(tags=tags, exclude_tags=exclude_tags, path=path, after=after,
-                                                     before=before, where=where), min_score=min_score, intent=intent)
-        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode).replace(
-            min_score=min_score, intent=intent)
-        if note_filter and not req.parsed.terms:
-            return SearchResult(self.retrieval.listing(req.k, collections, note_filter), "keyword")
-        resolved = self.search_mode(mode)
-        req.used, req.reason, req.hint = resolved.mode, resolved.reason, resolved.hint
+                                        note_filter=note_filter, min_score=checked_min_score(min_score), intent=intent)
+        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode, min_score, intent)
         try:
             return self.retrieval.search(req)
         except EmbeddingUnavailable as exc:  # the model failed to load just now
@@ -573,14 +614,14 @@ class KnowledgeBase:
                 raise
             return self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
 
-    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool, filters: dict,
-                        min_score: float | None, intent: str) -> SearchResult:
+    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool,
+                        note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:
         """Each query searched alone (twice as deep), their hit lists fused by RRF into one; a
         hit keeps its best passage and relevance of all the queries."""
         results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
-                               **filters) for q in queries if q.strip()]
+                               note_filter=note_filter) for q in queries if q.strip()]
         if not results:
-            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, **filters)
+            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, note_filter=note_filter)
         unit = (lambda h: (h.collection, h.path, h.start_line)) if chunks else (lambda h: (h.collection, h.path))
         best: dict[object, Hit] = {}
         for result in results:
@@ -590,16 +631,14 @@ class KnowledgeBase:
                     best[unit(hit)] = hit
         fused = fuse({f"query {i}": [(unit(h), h.score) for h in r] for i, r in enumerate(results)},
                      self.retrieval.settings.replace(method="rrf", score_share=0.0))
-        hits = []
-        for entry in fused:
-            hit = best[entry.unit]
-            if min_score is None or (hit.relevance or 0.0) >= min_score:
-                hits.append(hit.replace(score=entry.score / fused[0].score if fused[0].score else 0.0))
+        hits = [best[entry.unit].replace(score=entry.score / fused[0].score if fused[0].score else 0.0) for entry in fused
+                if min_score is None or (best[entry.unit].relevance or 0.0) >= min_score]
         top = max((r.best_relevance for r in results if r.best_relevance is not None), default=None)
         first = results[0]
         return SearchResult(first_results(hits, max(1, int(k))), first.mode, first.reason, first.hint,
                             explain=f"{len(results)} queries, fused by RRF", best_relevance=top,
-                            weak=top is None or top < self.retrieval.settings.relevance_floor)
+                            weak=top is None or top < self.retrieval.settings.relevance_floor, query=first.query,
+                            words=list(dict.fromkeys(word for r in results for word in r.words)))
 
     def tags(self, collections: Sequence[str] | None = None) -> list[tuple[str, int]]:
         """(tag, number of notes) for every tag (frontmatter and inline), most used first."""
@@ -652,10 +691,10 @@ class KnowledgeBase:
                     for s, t, line in broken if s in rows]
         return out
 
-    def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+    def related(self, note: str, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
         """The notes closest in meaning to ``note``, each as a Hit on its passage that makes it
-        related: by the note's passage vectors, without embeddings by the rare terms the notes
-        share. By default from the note's own collection."""
+        related: by the note's passage vectors (the result's mode vector), without embeddings
+        by the rare terms the notes share (keyword). By default from the note's own collection."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
         return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
 
@@ -756,6 +795,8 @@ class KnowledgeBase:
         target, ref_from, ref_count = self._split_ref(ref)
         from_line = from_line if from_line is not None else ref_from
         count = count if count is not None else ref_count
+        if max_bytes is not None:
+            max_bytes = checked_number(max_bytes, "max_bytes")
         return self._read_document(self._resolve(target), from_line, count, max_bytes)
 
     @staticmethod
@@ -848,14 +889,21 @@ class KnowledgeBase:
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
+        if len(items) > MULTI_GET_MAX_NAMES:
+            raise PMSError(f"the pattern names {len(items):,} notes: at most {MULTI_GET_MAX_NAMES:,} at a time "
+                           "(or a glob such as journal/*.md)", argument="pattern")
         rows: dict[tuple[str, str], tuple[DocumentRow, int | None, int | None]] = {}
         skipped: list[tuple[str, str]] = []
         every = None
+        names: dict[str, list[DocumentRow]] | None = None  # the loose names of every note, made once for the list
         for item in items:
             if not re.search(r"[*?\[{]", item):
                 try:
                     target, start, count = self._split_ref(item)
-                    row = self._resolve(target)
+                    if names is None and len(items) > 1:
+                        names = self._loose_names()
+                    # Close names are suggested for the first few unknown ones only: each costs a pass over every note.
+                    row = self._resolve(target, names, suggest=len(skipped) < 5)
                 except PMSError as exc:
                     skipped.append((item, str(exc)))
                     continue
@@ -889,16 +937,21 @@ class KnowledgeBase:
             left -= len(doc.text.encode("utf-8")) + 1
         return documents, skipped
 
-    def _resolve(self, target: str) -> DocumentRow:
+    def _resolve(self, target: str, names: dict[str, list[DocumentRow]] | None = None, suggest: bool = True) -> DocumentRow:
         store = self.store
         docid = target[1:].strip().lower() if target.startswith("#") else target.lower()
         if re.fullmatch(r"[0-9a-f]{6,40}", docid):
-            rows = store.find_documents(docid=docid) or store.find_documents(docid_prefix=docid, limit=6)
+            rows = store.find_documents(docid=docid)
+            if not rows and len(docid) < DOCID_CHARS:
+                # Shorter than any id: an old 6-digit one, or typed short. An id of DOCID_CHARS or more
+                # digits is whole: it never names another note whose id it starts (a deleted note's
+                # 783ec005 is not 783ec0057).
+                rows = store.find_documents(docid_prefix=docid, limit=6)
             if len(rows) == 1:
                 return rows[0]
             if len(rows) > 1:  # an old 6-digit id that now starts several notes' ids
-                names = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
-                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {names}{' ...' if len(rows) > 5 else ''}; "
+                listed = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
+                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {listed}{' ...' if len(rows) > 5 else ''}; "
                                "give the whole id")
             if target.startswith("#"):
                 raise PMSError(f"no indexed note has the id #{docid} (ids change when a note is renamed; search again)")
@@ -920,35 +973,44 @@ class KnowledgeBase:
                 rows = store.find_documents(collection=c.name, path=inside) if inside else []
                 if rows:
                     return rows[0]
-        return self._resolve_loosely(target)
+        return self._resolve_loosely(target, names, suggest)
 
-    def _resolve_loosely(self, target: str) -> DocumentRow:
+    def _loose_names(self) -> dict[str, list[DocumentRow]]:
+        """Every note under each name it answers to loosely: ``collection/path`` and ``path`` without
+        '.md', in lower case, and every tail of them after a '/' (so ``rust`` finds ``dev/rust.md``)."""
+        names: dict[str, list[DocumentRow]] = {}
+        for row in self.store.find_documents():
+            check_deadline()
+            keys: set[str] = set()
+            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
+                bare = name[:-3] if name.endswith(".md") else name
+                keys.update(bare.split("/", n)[-1] for n in range(bare.count("/") + 1))
+            for key in keys:
+                names.setdefault(key, []).append(row)
+        return names
+
+    def _resolve_loosely(self, target: str, names: dict[str, list[DocumentRow]] | None = None,
+                         suggest: bool = True) -> DocumentRow:
         """A note named loosely (its file name alone, without '.md', in any case); else an
-        error that suggests the closest names."""
+        error that suggests the closest names (when ``suggest``)."""
         import difflib
 
         want = target.replace("\\", "/").strip().strip("/").lower()
         stem = want[:-3] if want.endswith(".md") else want
-        every = self.store.find_documents()
-        matches = []
-        for row in every:
-            check_deadline()
-            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
-                bare = name[:-3] if name.endswith(".md") else name
-                if bare == stem or bare.endswith("/" + stem):
-                    matches.append(row)
-                    break
+        matches = (names if names is not None else self._loose_names()).get(stem, [])
         if len(matches) == 1:
             return matches[0]
         if matches:
-            names = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
-            raise PMSError(f"{target!r} names {len(matches)} notes: {names}{' ...' if len(matches) > 5 else ''}; give the folder too")
-        by_name: dict[str, DocumentRow] = {}
-        for row in every:
-            name = row.path.rsplit("/", 1)[-1].lower()
-            by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
-        close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
-        hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
+            names_text = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
+            raise PMSError(f"{target!r} names {len(matches)} notes: {names_text}{' ...' if len(matches) > 5 else ''}; give the folder too")
+        hint = ""
+        if suggest:
+            by_name: dict[str, DocumentRow] = {}
+            for row in self.store.find_documents():
+                name = row.path.rsplit("/", 1)[-1].lower()
+                by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
+            close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
+            hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
         raise PMSError(f"no indexed note matches {target!r};{hint or ' use collection/path.md or the #docid shown in results'}")
 
     # -- status -----------------------------------------------------------------------------
@@ -974,9 +1036,24 @@ class KnowledgeBase:
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
 
-    def status(self, pending: bool = True, links: bool | None = None) -> dict:
+    def embedding_failure(self) -> dict | None:
+        """The last time embedding failed, ``{"at": ISO time or None, "error": why}``: in this process
+        (a search that fell back to keywords; an embedding server's last failure is kept after it
+        recovers), else the last sync's, as the index remembers it; None when neither failed."""
+        failure = getattr(self.embedder, "last_failure", None)
+        if failure:
+            return {"at": failure[0], "error": failure[1]}
+        error = self.store.get_meta("embed_error")
+        if not error:
+            return None
+        synced = [c.last_sync for c in self.collections.list() if c.last_sync]
+        return {"at": max(synced) if synced else None, "error": error}
+
+    def status(self, pending: bool = True, links: bool | None = None, examples: int | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change, with
-        ``links`` (default: as ``pending``) the links that point to no note."""
+        ``links`` (default: as ``pending``) the links that point to no note. ``examples``: at
+        most that many entries of each list that grows with the vault (``unresolved_links``,
+        ``warnings``), each list's whole length in ``<name>_count`` (None: every entry)."""
         if self.embedder is not None:
             self.embedder.check()  # a server that is down: keyword mode, and why
         used = self.search_mode()
@@ -1004,14 +1081,20 @@ class KnowledgeBase:
             "vectors_in_memory_bytes": getattr(self.retrieval.vectors, "nbytes", 0),
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
+            "embedding_last_failure": self.embedding_failure(),
         }
+        # Files a sync could not index (binary, damaged, too large...): each said once by sync, all listed here.
+        not_indexed = [{"collection": c, "path": p, "reason": why, "failed": failed}
+                       for c, p, failed, why in self.store.skipped_files()]
+        _examples(info, "not_indexed", not_indexed, examples)
         # Lines of a .pmsignore (or Obsidian's settings) that cannot be read: each ignored, named by file and line.
-        info["warnings"] = [w for c in info["collections_detail"] for w in c["exclusion_warnings"]]
+        _examples(info, "warnings", [w for c in info["collections_detail"] for w in c["exclusion_warnings"]], examples)
         if pending if links is None else links:
-            info["unresolved_links"] = [r.to_dict() for r in self.unresolved_links()]
+            _examples(info, "unresolved_links", [r.to_dict() for r in self.unresolved_links()], examples)
         if pending:
             plan = self.check_sync_status()
             info["pending"] = {"added": len(plan.added), "updated": len(plan.updated), "deleted": len(plan.deleted)}
-            info["skipped"] = len(plan.skipped) + len(plan.errors)  # not indexable as they are (sync says why)
+            # Not indexable as they are: those a sync met before, and those it would meet now.
+            info["skipped"] = len(not_indexed) + len(plan.skipped) + len(plan.errors)
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info

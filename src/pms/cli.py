@@ -22,18 +22,19 @@ from pathlib import Path
 
 from .config import (
     ADD_COLLECTION_ARGS, DEFAULT_GLOB, SEARCH_MODES, VERSION, Hint, PMSError, _typing, argparse, checkout_dir, data_dir,
-    import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
+    default_db_path, display_path, error_excerpt, import_root, module_available, pms_command, private_env_dir, reason_text,
+    source_path, use_private_env,
 )
 from .language import LANGUAGE_NAMES
-from .pdf import INSTALL_PDF, PDF_PACKAGE
+from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE
 from .paths import path_prefix_glob
-from .filters import checked_number
+from .filters import NoteFilter, checked_number
 from .store import storage_errors
 from .embedding import embedding_choice_from_env
 from .query import Hit, render_snippet, terminal_safe
 from .retrieval import SearchResult
-from .sync import SyncProgress, SyncReport
-from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
+from .sync import SyncPlan, SyncProgress, SyncReport, duration_text
+from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, one_line
 from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
 from .mcp_server import (
@@ -59,14 +60,19 @@ def _pad(text: str, width: int) -> str:
 
 
 class ProgressPrinter:
-    """A one-line progress bar on a terminal's stderr; silent when not a TTY."""
+    """Progress on stderr: a one-line bar redrawn on a terminal; elsewhere (a log, a pipe, a service) a
+    plain line every LOG_EVERY seconds once a phase has run that long, and one when it ends, so a
+    long embedding says how far it is and when it will be done wherever its output goes."""
 
     line_open = None  # the stream whose bar is drawn and not yet ended by a newline
+    LOG_EVERY = 5.0  # seconds between two plain lines; a phase shorter than this prints none
 
     def __init__(self, stream=sys.stderr):
         self.stream = stream
         self.enabled = stream.isatty()
         self.last = 0.0
+        self.phase_started: tuple[str, float] | None = None  # the phase being logged and when it began
+        self.logged = False  # whether this phase printed a plain line yet
 
     @classmethod
     def end_line(cls) -> None:
@@ -78,12 +84,15 @@ class ProgressPrinter:
             cls.line_open = None
 
     def __call__(self, p: SyncProgress) -> None:
-        if not self.enabled or (time.monotonic() - self.last < 0.1 and p.done < p.total):
+        unit = "passages" if p.phase == "embed" else "files"
+        if not self.enabled:
+            self._log(p, unit)
+            return
+        if time.monotonic() - self.last < 0.1 and p.done < p.total:
             return
         self.last = time.monotonic()
         width = 24
         filled = int(width * p.done / p.total) if p.total else width
-        unit = "passages" if p.phase == "embed" else "files"
         label = "Embedding" if p.phase == "embed" else f"Indexing {p.current}".rstrip()
         ProgressPrinter.line_open = self.stream  # before the write: Ctrl-C may land right after it
         self.stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total} {unit} "
@@ -93,28 +102,38 @@ class ProgressPrinter:
             ProgressPrinter.line_open = None
         self.stream.flush()
 
+    def _log(self, p: SyncProgress, unit: str) -> None:
+        now = time.monotonic()
+        if self.phase_started is None or self.phase_started[0] != p.phase:
+            self.phase_started, self.last, self.logged = (p.phase, now), now, False
+        finished = p.done >= p.total
+        if not (finished and self.logged) and now - self.last < self.LOG_EVERY:
+            return
+        self.last, self.logged = now, True
+        label = "Embedding" if p.phase == "embed" else "Indexing"
+        tail = f"done in {duration_text(now - self.phase_started[1])}" if finished else f"ETA {p.eta_text}"
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream never stops the sync
+            self.stream.write(f"{label}: {p.done:,}/{p.total:,} {unit}, {p.rate:.1f}/s, {tail}\n")
+            self.stream.flush()
 
-def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> None:
+
+def _print_hits(result: SearchResult, args) -> None:
+    """A search's (or related notes') result: each hit to show with its copies on one line under it."""
     if args.json:
-        _print_json([h.to_dict(explain=args.explain) for h in hits])
+        _print_json([h.to_dict(explain=args.explain) for h in result])
         return
     if args.files:  # one line a result: a copy is the same text
-        for h in hits:
-            if not h.copy_of:
-                print(terminal_safe(h.abspath))
+        for h, _copies in result.groups:
+            print(terminal_safe(h.abspath))
         return
-    if not hits:
+    if not result:
         print("No results.")
         return
     style = "ansi" if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else "plain"
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
     dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if style == "ansi" else (lambda s: s)
-    lists = _LISTS_OF_MODE[getattr(args, "used_mode", None) or "hybrid"]
-    copies: dict[str, list[Hit]] = {}
-    for h in hits:
-        if h.copy_of:
-            copies.setdefault(h.copy_of, []).append(h)
-    for i, h in enumerate((h for h in hits if not h.copy_of), 1):
+    lists = _LISTS_OF_MODE[result.mode]
+    for i, (h, copies) in enumerate(result.groups, 1):
         # A filter with no words lists notes by date: the date says more than a rank.
         listed = h.date and not h.score and h.bm25_rank is None and h.vector_rank is None
         rank = h.date[:10] if listed and h.date else _ranks(h, lists)
@@ -127,9 +146,8 @@ def _print_hits(hits: Sequence[Hit] | SearchResult, args, kb: KnowledgeBase) -> 
             print(f"    {shown if style == 'ansi' else terminal_safe(shown)}")
         if args.explain:
             print(f"    {dim(_explain(h, lists))}")
-        same = copies.get(h.ref, [])
-        if same:
-            print(f"    {dim(f'+{len(same)} cop' + ('y' if len(same) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in same))}")
+        if copies:
+            print(f"    {dim(f'+{len(copies)} cop' + ('y' if len(copies) == 1 else 'ies') + ': ' + ', '.join(terminal_safe(c.path) for c in copies))}")
 
 
 # Which ranked lists a search mode reads: a hit's rank in each is what the CLI shows.
@@ -187,7 +205,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
     if action == "add":
         col = kb.collections.create(args.path, name=args.name, glob=args.glob, description=args.description, force=args.force,
                                     exclude=args.exclude or ())
-        print(f"Added collection {col.name!r}: {col.path} ({col.glob})")
+        print(f"Added collection {col.name!r}: {col.path} ({', '.join(col.patterns)})")
         if not args.no_sync:
             return _run_sync(kb, [col.name], args)
         return 0
@@ -199,7 +217,7 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
             notes, chunks = c.counts()
-            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {c.glob}")
+            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {', '.join(c.patterns)}")
         return 0
     if action == "show":
         c = kb.collections.get(args.name)
@@ -246,12 +264,7 @@ def _language_notice(kb: KnowledgeBase) -> None:
 def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
     report = kb.sync(collections=names, embed=not getattr(args, "no_embed", False), reembed=getattr(args, "reembed", False),
                      progress=ProgressPrinter())
-    for path, why in report.skipped:
-        _notice(f"{path}: {why}")
-    for path, why in report.errors:
-        _notice(f"error: {path}: {why}")
-    for warning in report.warnings:
-        _notice(f"warning: {warning}")
+    _tell_problems(report)
     if report.embed_error and getattr(args, "reembed", False):
         print(report.summary())
         raise PMSError(f"cannot re-embed: {report.embed_error}")
@@ -259,10 +272,26 @@ def _run_sync(kb: KnowledgeBase, names, args, notify: bool = True) -> int:
         _keyword_only_notice(kb, report.embed_error)
     print(report.summary())
     _language_notice(kb)
-    return 1 if report.errors else (130 if report.cancelled else 0)
+    return 1 if report.collection_errors else (130 if report.cancelled else 0)
+
+
+def _tell_problems(found: SyncReport | SyncPlan) -> None:
+    """What a sync (or a dry run) met, one line each: files not indexed, new or changed since
+    (each said once: the index remembers them, status lists them), unreadable .pmsignore lines,
+    and collections that could not be synced, the one thing that fails it."""
+    for path, why in found.skipped:
+        _notice(f"{path}: {why}")
+    for path, why in found.errors:
+        _notice(f"warning: {path}: {why}")
+    for warning in found.warnings:
+        _notice(f"warning: {warning}")
+    for path, why in found.collection_errors:
+        _notice(f"error: {path}: {why}")
 
 
 def cmd_sync(kb: KnowledgeBase, args) -> int:
+    if args.reembed and args.no_embed:
+        raise PMSError("--reembed embeds every passage again and --no-embed embeds none: give one of them")
     names = args.collection or None
     if not kb.collections.list():
         raise PMSError(f"no collections yet (add one: {pms_command(ADD_COLLECTION_ARGS)})")
@@ -273,15 +302,10 @@ def cmd_sync(kb: KnowledgeBase, args) -> int:
             for sign, items in (("+", plan.added), ("~", plan.updated), ("-", plan.deleted)):
                 for col, rel in items:
                     print(f"  {sign} {col}/{rel}")
-        for path, why in plan.skipped:
-            _notice(f"{path}: {why}")
-        for path, why in plan.errors:
-            _notice(f"error: {path}: {why}")
-        for warning in plan.warnings:
-            _notice(f"warning: {warning}")
+        _tell_problems(plan)
         if plan.pdfs_unread:
             _notice(f"{plan.pdfs_unread} PDFs not indexed: reading PDFs needs {PDF_PACKAGE} ({INSTALL_PDF})")
-        return 1 if plan.errors else 0
+        return 1 if plan.collection_errors else 0
     return _run_sync(kb, names, args)
 
 
@@ -301,6 +325,9 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
           + (f", model {info['model']}" if mode != "keyword" else ""))
     if info["vectors_from"]:
         print(f"Vectors:     from {info['vectors_from']}")
+    failed = info["embedding_last_failure"]
+    if failed and failed["error"] != info["search_mode_reason"]:
+        print(f"Last failure: {failed['at'] or 'at the last sync'}: {failed['error']}")
     if info["languages"]:
         print("Languages:   " + ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in list(info["languages"].items())[:8]))
     if info["language_advice"]:
@@ -318,8 +345,14 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         e = info["embedding"]
         eta = SyncProgress("embed", e["done"], e["total"], e["rate"], e["eta_s"]).eta_text
         print(f"Embedding:   {e['done']:,} of {e['total']:,} passages, {e['rate']:.0f}/s, {eta} left (newest notes first)")
-    if info.get("skipped"):
-        print(f"Skipped:     {info['skipped']} files cannot be indexed as they are ({pms_command('sync --dry-run')} says why)")
+    listed = [f for f in info["not_indexed"] if f["reason"] != PDF_NO_TEXT]  # those have their own line below
+    if listed or info.get("skipped"):
+        print(f"Not indexed: {info['skipped']} files cannot be indexed as they are"
+              + (f" ({pms_command('sync')} says why)" if not listed else ":"))
+    for f in listed[:10]:
+        print(f"  {terminal_safe(f['collection'])}/{terminal_safe(f['path'])}: {terminal_safe(f['reason'])}")
+    if len(listed) > 10:
+        print(f"  ... and {len(listed) - 10} more (status --json lists them all)")
     if info.get("pdfs_without_text"):
         print(f"PDFs:        {info['pdfs_without_text']} PDFs have no text (scans? run OCR on them to make them searchable)")
     if info.get("pdfs_unread"):
@@ -345,31 +378,34 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
 def cmd_search(kb: KnowledgeBase, args) -> int:
     if not kb.collections.list():
         raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
-    filters = dict(tags=args.tag, exclude_tags=args.no_tag, path=args.path, after=args.after, before=args.before,
-                   where=args.where)
-    # A running `pms.py mcp --http` on this index has the model loaded: seconds saved per hybrid search.
-    served = None if args.mode == "keyword" or args.also or args.intent else search_via_server(
-        kb, args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks, filters=filters,
-        min_score=args.min_score)
-    hits = served if served is not None else kb.search(args.query, k=args.n, mode=args.mode, collections=args.collection or None,
-                               chunks=args.chunks, min_score=args.min_score, intent=args.intent, queries=args.also or (),
-                               **filters)
-    args.used_mode = hits.mode
+    note_filter = NoteFilter.build(**_filter_fields(args))
+    search = dict(query=args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
+                  note_filter=note_filter, min_score=args.min_score, intent=args.intent, queries=args.also or ())
+    # A running `pms.py mcp --http` on this index has the model loaded: a third of a second saved per
+    # hybrid search (docs/decisions.md). A keyword search is faster here than a request is.
+    result = search_via_server(kb, search) if args.mode != "keyword" else None
+    if result is None:
+        result = kb.search(**search)
     if args.mode == "auto" and not args.json:
-        _keyword_only_notice(kb, reason_text(hits.reason, hits.hint))
-    _print_hits(hits, args, kb)
-    if not hits and not args.json and path_prefix_glob(args.path):
-        _notice(f"--path {args.path} is a folder; --path '{path_prefix_glob(args.path)}' matches names that start with it")
-    if hits.embedded is not None and not args.json:
-        _notice(f"{hits.mode} search on a partly embedded index: {_share(hits.embedded)} of passages have vectors; notes "
+        _keyword_only_notice(kb, reason_text(result.reason, result.hint))
+    _print_hits(result, args)
+    if not result and not args.json and path_prefix_glob(note_filter.path):
+        _notice(f"--path {note_filter.path} is a folder; --path '{path_prefix_glob(note_filter.path)}' matches names that start with it")
+    if result.embedded is not None and not args.json:
+        _notice(f"{result.mode} search on a partly embedded index: {_share(result.embedded)} of passages have vectors; notes "
                 f"without one are ranked by their words and names until a sync embeds them (run: {pms_command('sync')})")
-    if hits.weak and hits.best_relevance is not None and not args.json:
-        _notice(f"nothing looks clearly relevant (best relevance {hits.best_relevance:.2f} of 1): your notes may not cover this")
-    stale = kb.changed_on_disk(hits)
+    if result.weak and result.best_relevance is not None and not args.json:
+        _notice(f"nothing looks clearly relevant (best relevance {result.best_relevance:.2f} of 1): your notes may not cover this")
+    stale = kb.changed_on_disk(result.hits)
     if stale:
         _notice(f"{len(stale)} of these notes changed on disk since they were indexed "
                 f"(run: {pms_command('sync')}, or keep it fresh: {pms_command('watch')})")
     return 0
+
+
+def _filter_fields(args) -> dict:
+    """The search flags that make its NoteFilter, as NoteFilter.build takes them (their dest is the field's name)."""
+    return {name: getattr(args, name) for name in NoteFilter._fields}
 
 
 def cmd_tags(kb: KnowledgeBase, args) -> int:
@@ -417,10 +453,8 @@ def cmd_links(kb: KnowledgeBase, args) -> int:
 
 
 def cmd_related(kb: KnowledgeBase, args) -> int:
-    hits = kb.related(args.note, k=args.n, collections=args.collection or None)
     args.files = False
-    args.used_mode = "vector" if any(h.vector_rank for h in hits) else "keyword"
-    _print_hits(hits, args, kb)
+    _print_hits(kb.related(args.note, k=args.n, collections=args.collection or None), args)
     return 0
 
 
@@ -442,6 +476,9 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+SKIPPED_SHOWN = 10  # multi-get names this many notes it skipped, then counts the rest
+
+
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
     documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
@@ -449,8 +486,10 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
         return 0
     for d in documents:
         print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
-    for ref, why in skipped:
+    for ref, why in skipped[:SKIPPED_SHOWN]:
         _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
+    if len(skipped) > SKIPPED_SHOWN:
+        _notice(f"skipped {len(skipped) - SKIPPED_SHOWN:,} more (--json lists every one and why)")
     return 0 if documents or not skipped else 1
 
 
@@ -569,11 +608,10 @@ def cmd_demo(kb: KnowledgeBase, args) -> int:
     mode, why = used.mode, reason_text(used.reason, used.hint)
     print(f"Search mode: {mode}" + (f" - {why}" if why else ""))
     kb.tell_once("keyword_only", why)  # said here; later searches need not repeat it
-    args.used_mode = kb.search_mode(args.mode).mode
     for q in args.queries or DEMO_QUERIES:
         print(f"\n$ {pms_command('search')} {json.dumps(q)}")
         args.query = q
-        _print_hits(kb.search(q, k=3, mode=args.mode), args, kb)
+        _print_hits(kb.search(q, k=3, mode=args.mode), args)
     print("\nThe sample notes are now a collection named 'sample-notes' in your index. Next:\n"
           f"  add your own notes:     {pms_command(ADD_COLLECTION_ARGS)}\n"
           f"  search everything:      {pms_command('search')} \"what you remember\"\n"
@@ -631,6 +669,11 @@ def install_command(bin_dir: Path) -> Path:
     try:
         for module in sorted(source.glob("*.py")) if source.is_dir() else [source]:
             py_compile.compile(str(module), cfile=importlib.util.cache_from_source(str(module)), doraise=True)
+        # In pms.py the engine is a string that its last lines compile and cache (scripts/amalgamate.py): cached
+        # here even where Python writes no bytecode (-B, PYTHONDONTWRITEBYTECODE), as py_compile does.
+        engine_code = globals().get("_engine_code")
+        if engine_code:
+            engine_code(write=True)
     except (OSError, py_compile.PyCompileError) as exc:
         print(f"pms: cannot cache the bytecode of {source} ({exc}); the pms command works, compiling it on every run",
               file=sys.stderr)
@@ -655,6 +698,13 @@ def _setup_command(bin_dir: Path | None) -> None:
     on_path = any(Path(folder).expanduser() == command.parent for folder in os.environ.get("PATH", "").split(os.pathsep) if folder)
     print(f"Installed the pms command: {command} (`pms search ...` runs {source_path()}, starting faster)"
           + ("" if on_path else f"; add {command.parent} to your PATH to type just `pms`"))
+
+
+def setup_done_line(gui: bool) -> str:
+    """What setup says at the end: what the packages bring, and how to start the app it installed."""
+    brings = "hybrid search, clipping, PDFs, the MCP server" + (", the desktop app" if gui else "")
+    start = f"; start the app with: {pms_command('gui')}" if gui else ""
+    return f"Done: PMS now uses these packages ({brings}){start}. Remove the folder to undo."
 
 
 def cmd_setup(args) -> int:
@@ -682,7 +732,7 @@ def cmd_setup(args) -> int:
     if result.returncode != 0:
         raise PMSError(f"pip could not install the extras into {target} (see pip's message above)")
     (target / "pms-python-version.txt").write_text(f"python{sys.version_info.major}.{sys.version_info.minor}")
-    print("Done: PMS now uses these packages (hybrid search, clipping). Remove the folder to undo.")
+    print(setup_done_line(args.gui))
     _setup_command(args.bin_dir)
     return 0
 
@@ -845,8 +895,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     se.add_argument("--min-score", type=float, metavar="R",
                     help="only hits at least this relevant (0-1: the larger of meaning similarity and share of words held)")
     flt = se.add_argument_group("filters (all must hold)")
-    flt.add_argument("--tag", action="append", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
-    flt.add_argument("--no-tag", action="append", metavar="TAG", help="leave out notes with this tag (repeatable)")
+    # Each filter flag's dest is the NoteFilter field it sets (_filter_fields).
+    flt.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
+    flt.add_argument("--no-tag", action="append", dest="exclude_tags", metavar="TAG", help="leave out notes with this tag (repeatable)")
     flt.add_argument("--path", metavar="GLOB", help="a folder or glob inside the collection: projects, 'projects/**/*.md'")
     flt.add_argument("--after", metavar="YYYY-MM-DD", help="notes dated on or after this day")
     flt.add_argument("--before", metavar="YYYY-MM-DD", help="notes dated on or before this day")
@@ -1020,10 +1071,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "search":
         # "-word" excludes a word; argparse would take it for an option.
         args.query = " ".join([*args.query, *extra])
-        if not args.query.strip() and not any((args.tag, args.no_tag, args.path, args.after, args.before, args.where)):
+        if not args.query.strip() and not any(_filter_fields(args).values()):
             args.usage_error("nothing to search: give words, or a filter (--tag, --path, --after, --before, --where)")
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(f"unrecognized arguments: {terminal_safe(' '.join(extra))}")
     if not args.command:
         parser.print_help()
         return 0
@@ -1032,7 +1083,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args)) as kb, storage_errors(kb.db_path):
+        # Opening the index reads it too: a damaged one is one line from the first query on.
+        with storage_errors(Path(args.db).expanduser() if args.db else default_db_path()), \
+                KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
+                              chosen_by="--embed-url and --embed-model") as kb:
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)
@@ -1045,6 +1099,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the file system refused something no check above words (a name too long, say)
+        where = f": {error_excerpt(display_path(exc.filename), 200)}" if exc.filename else ""
+        print(f"pms: error: {exc.strerror or one_line(exc) or type(exc).__name__}{where}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: one line, not a traceback (PMS_DEBUG=1 shows it)
+        if os.environ.get("PMS_DEBUG"):
+            raise
+        print(f"pms: internal error (a bug in PMS: please report it; PMS_DEBUG=1 shows where): {type(exc).__name__}: "
+              f"{(one_line(exc) or '')[:300]}", file=sys.stderr)
+        return 2
 
 
 # Commands that run until stopped, and whose libraries (Qt, the MCP server) clean up at exit.

@@ -89,8 +89,9 @@ class NoteFilter(Record, frozen=True):
                 raise PMSError(f"{piece!r} is not a filter ({cls.FILTER_SYNTAX})")
         return cls.build(tags, exclude, where=where, **fields)
 
-    def search_args(self) -> dict:
-        """This filter as keyword arguments of ``KnowledgeBase.search`` (only the conditions set)."""
+    def build_args(self) -> dict:
+        """This filter as ``build``'s keyword arguments (only the conditions set; JSON as it is):
+        ``NoteFilter.build(**f.build_args()) == f``."""
         where = [key if op is None else f"{key}{op}{value}" for key, op, value in self.where]
         args = {"tags": list(self.tags), "exclude_tags": list(self.exclude_tags), "path": self.path,
                 "after": self.after, "before": self.before, "where": where}
@@ -136,7 +137,7 @@ def checked_number(value, name: str, minimum: float = 1, maximum: float | None =
     if not ok:
         kind = "a whole number" if whole else "a number"
         span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
-        raise PMSError(f"{name} must be {kind} {span}, not {error_excerpt(value)}")
+        raise PMSError(f"{name} must be {kind} {span}, not {error_excerpt(value)}", argument=name)
     return int(number) if whole else float(number)
 
 

@@ -230,6 +230,12 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     if n == 0 or not markdown.strip():
         return []
     fenced, open_after = fence_states(lines)
+    # Reference-link definitions ("[label]: url", mdBook chapters end with dozens) are no prose: as
+    # passage text every linked chapter's words matched them, and a closing sentence with them
+    # became a passage of their own. Blank, they keep the line numbers and leave the passages.
+    if "]:" in markdown:
+        lines = ["" if not fenced[i] and line.lstrip(" ").startswith("[") and LINK_DEFINITION.match(line) else line
+                 for i, line in enumerate(lines)]
     # A paragraph of several targets (one long line) is cut into sentences, which keep
     # their physical line number; shorter ones stay whole (docs/decisions.md).
     phys = list(range(n))
@@ -358,11 +364,15 @@ def split_sentences(line: str, target_chars: int) -> list[str]:
 _HTML_NAMES = ("a|abbr|b|br|blockquote|caption|center|code|col|colgroup|dd|del|details|div|dl|dt|em|figcaption|figure|"
                "font|h[1-6]|hr|i|img|ins|kbd|li|mark|ol|p|pre|q|s|samp|section|small|span|strike|strong|sub|summary|"
                "sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr")
+_QUOTED_ATTRIBUTE = r"""\s+[\w:.-]{1,60}\s*=\s*(?:"[^"]{0,3000}"|'[^']{0,3000}')"""
+_ATTRIBUTE = r"""\s+[\w:.-]{1,60}(?:\s*=\s*(?:"[^"]{0,3000}"|'[^']{0,3000}'|[^\s"'<>=]{1,500}))?"""
 _DISPLAY_RULES = LazyPattern(
     r"(?=[<\[{!])"  # most positions start none of these: one test, not every branch
     # Every repeat is bounded, so a pathological line costs a constant per position (linear, as the notes section must be).
     r"(?:(?P<tag>(?<![\w<])<(?:" + _HTML_NAMES + r")(?:\s[^<>]{0,3000})?/?>|</(?:" + _HTML_NAMES + r")\s*>"
-    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}\s[^<>]{0,500}?=[\"'][^<>]{0,3000}>)"
+    # A tag of another name, with a quoted attribute at least: its quoted values may hold < and >
+    # (caption="Result<(), E>"), while "<T as Trait>" stays words.
+    r"|(?<![\w<])<[A-Za-z][\w-]{0,40}(?:" + _ATTRIBUTE + r"){0,40}?" + _QUOTED_ATTRIBUTE + r"(?:" + _ATTRIBUTE + r"){0,40}\s*/?>)"
     r"|(?P<closing>(?-i:</[A-Z][\w-]{0,40}>))"  # </Listing>: a component closing, not </script>
     r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
     r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
@@ -380,7 +390,8 @@ _LINE_MARKERS = LazyPattern(r"^(?:(?:%|#{1,6}|>+|[-+*]|\d+[.)])(?:[ \t]+|$)(?:\[
 # scan pass every other character with one test (8x faster on prose).
 _EMPHASIS = LazyPattern(r"(?=[*_~`])(?:\*\*|__|~~|`+|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*]))")
 _SPACES = LazyPattern(r"[ \t]{2,}")
-_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!?)](?:\s|$))")
+# A space markup left before punctuation; not before a "?" a word follows (Rust's `?` operator).
+_SPACE_BEFORE_PUNCTUATION = LazyPattern(r"[ \t]+(?=[.,;:!)](?:\s|$)|\?(?:[ \t]*$|[ \t]+[^\w\s]|\n))", re.MULTILINE)
 # A link's mark in a line: "](", "][", "[[", a definition, or the tail of a link whose text began on the line above.
 _LINK_MARK = LazyPattern(r"\]\(|\]\[|\[\[|^ {0,3}\[[^\]]+\]:\s|^[^\[]*\]\(")
 _TABLE_CELL_RULE = LazyPattern(r":?-{3,}:?")

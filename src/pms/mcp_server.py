@@ -3,7 +3,7 @@
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
 budgets and errors, and serving them with the official ``mcp`` SDK (imported lazily).
 
-May import: config, paths, query, ranking, retrieval, sync, clip, api.
+May import: config, paths, filters, query, ranking, retrieval, sync, clip, api.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from .config import SEARCH_MODES, VERSION, Hint, PMSError, data_dir, reason_text
+from .config import SEARCH_MODES, VERSION, PMSError, _typing, data_dir, env_number, reason_text
 from .paths import path_prefix_glob
+from .filters import NoteFilter
 from .query import Hit
 from .ranking import RankingSettings
 from .retrieval import SearchResult
@@ -42,10 +43,29 @@ MCP_CALL_TIMEOUT = 30.0
 MCP_EXIT_GRACE = 1.5
 # resources/list names at most this many notes (the template reaches every note).
 RESOURCES_LISTED = 200
+# status: at most this many entries of a list that grows with the vault (unresolved links, warnings), with its count.
+STATUS_EXAMPLES = 20
 MCP_INSTRUCTIONS = (
     "Private Markdown notes of the user, searched locally. Call search first (hybrid keyword + meaning); "
     "each hit names the note ('collection/path.md'), its lines, a score and a snippet. "
     "Then call get with that path (and ':FROM:COUNT' for a passage) to read it, related to explore around it.")
+
+
+# The search tool's arguments that make its NoteFilter: each field's schema, and the
+# argument's name where it is not the field's (get's "path" is a note).
+NOTE_FILTER_SCHEMA = {
+    "tags": {"type": "array", "items": {"type": "string"},
+             "description": "only notes with all these tags ('area' also matches 'area/sub')"},
+    "exclude_tags": {"type": "array", "items": {"type": "string"}, "description": "leave out notes with any of these tags"},
+    "path": {"type": "string", "description": "only notes under this folder or matching this glob inside the collection, "
+                                              "e.g. 'journal/' or 'projects/*.md'"},
+    "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the frontmatter date, "
+                                               "else the file's time)"},
+    "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
+    "where": {"type": "array", "items": {"type": "string"},
+              "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"},
+}
+SEARCH_TOOL_FILTERS = {"path": "path_filter"}
 
 
 def _mcp_tools(allow_sync: bool) -> list[dict]:
@@ -119,17 +139,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                                                          "for the meaning search, not words to match"},
              "min_score": {"type": "number", "minimum": 0, "maximum": 1,
                            "description": "only hits at least this relevant (0-1; 0.35 leaves out what is likely unrelated)"},
-             "tags": {"type": "array", "items": {"type": "string"},
-                      "description": "only notes with all these tags ('area' also matches 'area/sub')"},
-             "exclude_tags": {"type": "array", "items": {"type": "string"},
-                              "description": "leave out notes with any of these tags"},
-             "path_filter": {"type": "string", "description": "only notes under this folder or matching this glob "
-                                                              "inside the collection, e.g. 'journal/' or 'projects/*.md'"},
-             "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the "
-                                                        "frontmatter date, else the file's time)"},
-             "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
-             "where": {"type": "array", "items": {"type": "string"},
-                       "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"}}},
+             **{SEARCH_TOOL_FILTERS.get(name, name): spec for name, spec in NOTE_FILTER_SCHEMA.items()}}},
          "output": {"type": "object", "required": ["query", "mode", "count", "hits"], "properties": {
              "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
              "count": {"type": "integer", "description": "number of hits"},
@@ -187,13 +197,21 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                  "resolved": {"type": "boolean"}}}}}}},
         {"name": "status", "title": "Index status",
          "description": ("The collections (name, folder, description, counts), the search mode (hybrid or "
-                         "keyword, and why), and changes on disk not yet indexed."),
+                         "keyword, and why), changes on disk not yet indexed, files that cannot be indexed and "
+                         "links to no note (of each, the count and the first 20)."),
          "input": {"type": "object", "additionalProperties": False, "properties": {}},
          "output": {"type": "object", "properties": {
              "search_mode": {"type": "string"}, "documents": {"type": "integer"},
              "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"},
              "warnings": {"type": "array", "items": {"type": "string"},
-                          "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"}}}},
+                          "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"},
+             "warnings_count": {"type": "integer"},
+             "unresolved_links": {"type": "array", "items": {"type": "object"},
+                                  "description": f"the first {STATUS_EXAMPLES} links to no note (linking note, line, target)"},
+             "unresolved_links_count": {"type": "integer", "description": "how many links point to no note"},
+             "not_indexed": {"type": "array", "items": {"type": "object"},
+                             "description": f"the first {STATUS_EXAMPLES} files a sync could not index (collection, path, reason)"},
+             "not_indexed_count": {"type": "integer", "description": "how many files a sync could not index"}}}},
     ]
     if allow_sync:
         tools.append(
@@ -212,8 +230,6 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
     return tools
 
 
-# KnowledgeBase.search's filters, offered by the search tool and by POST /search.
-SEARCH_FILTERS = ("tags", "exclude_tags", "path", "after", "before", "where")
 
 
 class UnknownTool(PMSError):
@@ -233,6 +249,8 @@ class MCPService:
         self._sync_lock = threading.Lock()
         self._validators: dict = {}
         self._asked = threading.Event()
+        self._calls = 0  # tool calls in progress (the process ends once they are done: end_process)
+        self._idle = threading.Condition()
 
     def warm_up(self, wait: float = 2.0) -> threading.Thread:
         """Load the model in a background thread, so the first search is fast, once a client
@@ -277,6 +295,21 @@ class MCPService:
         self._asked.set()
 
     def call(self, name: str, arguments: dict | None) -> dict:
+        with self._idle:
+            self._calls += 1
+        try:
+            return self._call(name, arguments)
+        finally:
+            with self._idle:
+                self._calls -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, seconds: float) -> bool:
+        """Wait until no tool call is in progress, at most ``seconds``; whether none is."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._calls == 0, timeout=seconds)
+
+    def _call(self, name: str, arguments: dict | None) -> dict:
         self._asked.set()
         tool = self.tools.get(name)
         if tool is None and name == "sync":
@@ -309,10 +342,13 @@ class MCPService:
 
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
-                    chunks: bool = False, detail: bool = False, path_filter: str | None = None, **filters) -> dict:
-        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks,
-                               path=path_filter, **filters)
-        rows = self._hit_rows(found, detail)
+                    chunks: bool = False, detail: bool = False, queries: Sequence[str] = (), intent: str = "",
+                    min_score: float | None = None, **filter_arguments) -> dict:
+        names = {argument: field for field, argument in SEARCH_TOOL_FILTERS.items()}
+        note_filter = NoteFilter.build(**{names.get(key, key): value for key, value in filter_arguments.items()})
+        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, note_filter=note_filter,
+                               queries=queries, intent=intent, min_score=min_score)
+        rows = self._hit_rows(found.groups, detail)
         result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
         notices = [f"keyword-only search: {reason_text(found.reason, found.hint, 'mcp')}"] if found.reason else []
         if found.embedded is not None:
@@ -321,13 +357,13 @@ class MCPService:
                            "words and names (a sync is embedding them, or call sync)")
         stale = self.kb.changed_on_disk(found.hits)
         if stale:
-            notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(f'{h.collection}/{h.path}' for h in stale[:3])}"
+            notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(h.ref for h in stale[:3])}"
                            f"{' ...' if len(stale) > 3 else ''}): read them with get for their current text")
         if not found:
-            filtered = path_filter or any(filters.get(key) for key in SEARCH_FILTERS)
-            notices.append("nothing in the notes matches this query" + (" and these filters" if filtered else ""))
-            if path_prefix_glob(path_filter):
-                notices.append(f"path_filter {path_filter} is a folder; '{path_prefix_glob(path_filter)}' matches names that start with it")
+            notices.append("nothing in the notes matches this query" + (" and these filters" if note_filter else ""))
+            if path_prefix_glob(note_filter.path):
+                notices.append(f"path_filter {note_filter.path} is a folder; '{path_prefix_glob(note_filter.path)}' "
+                               "matches names that start with it")
         elif found.weak and found.best_relevance is not None:
             floor = self.kb.retrieval.settings.relevance_floor
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
@@ -336,36 +372,31 @@ class MCPService:
             result["notice"] = self.for_assistant("; ".join(notices))
         return result
 
+    # What a hit's row holds with detail=true, besides path, title, lines, score, relevance, snippet and docid.
+    DETAIL_FIELDS = ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date", "collection_description",
+                     "folder_description", "abspath", "bm25_rank", "vector_rank", "name_rank", "bm25_score", "vector_distance")
+
     @classmethod
-    def _hit_rows(cls, hits: Iterable[Hit], detail: bool = False) -> list[dict]:
-        """Hits as JSON: 'collection/path.md' as path, snippets as plain text (an assistant reads them, not a browser)."""
-        hits, rows = list(hits), []
-        copies: dict[str, list[str]] = {}
-        for h in hits:
-            if h.copy_of:  # the same text under another name (mark_copies): named on its original's row
-                copies.setdefault(h.copy_of, []).append(h.ref)
-        for h in hits:
-            if h.copy_of:
-                continue
-            path = h.ref
-            row = {"path": path, "title": h.title, "lines": [h.start_line, h.end_line],
+    def _hit_rows(cls, groups: Iterable[tuple[Hit, list[Hit]]], detail: bool = False) -> list[dict]:
+        """Hits (SearchResult.groups) as JSON: 'collection/path.md' as path, the copies named on
+        their original's row, snippets as plain text (an assistant reads them, not a browser)."""
+        rows = []
+        for h, copies in groups:
+            row = {"path": h.ref, "title": h.title, "lines": [h.start_line, h.end_line],
                    "score": round(h.score, 3), "relevance": h.relevance, "snippet": h.snippet, "docid": h.docid}
             if h.page is not None:
                 row["page"] = h.page
-            if copies.get(path):
-                row["copies"] = copies.pop(path)  # (with chunks, on the note's first passage)
+            if copies:
+                row["copies"] = [c.ref for c in copies]
             if detail:
                 full = h.to_dict()
-                row.update({key: full[key] for key in ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date",
-                                                       "collection_description",
-                                                       "folder_description", "abspath", "bm25_rank", "vector_rank",
-                                                       "name_rank", "bm25_score", "vector_distance") if key in full})
+                row.update({key: full[key] for key in cls.DETAIL_FIELDS if key in full})
             rows.append(row)
         return rows
 
     def tool_related(self, path: str, k: int = 10, detail: bool = False) -> dict:
-        hits = self.kb.related(path, k=k)
-        return {"note": path, "count": len(hits), "hits": self._hit_rows(hits, detail)}
+        rows = self._hit_rows(self.kb.related(path, k=k).groups, detail)
+        return {"note": path, "count": len(rows), "hits": rows}
 
     def tool_links(self, path: str, direction: str = "links") -> dict:
         refs = self.kb.backlinks(path) if direction == "backlinks" else self.kb.links(path)
@@ -385,7 +416,7 @@ class MCPService:
                 "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}
 
     def tool_status(self) -> dict:
-        return self.kb.status()
+        return self.kb.status(examples=STATUS_EXAMPLES)
 
     def tool_sync(self, collections: list[str] | None = None) -> dict:
         if not self.allow_sync:
@@ -590,13 +621,11 @@ def serve_mcp_stdio(service: MCPService) -> None:
                 tasks.cancel_scope.cancel()
 
     service.warm_up()
-    # The client has gone when its end of stdin closes: calls still running get a moment to
-    # answer, then the process ends, even if a worker thread is still busy (no orphan).
-    end_soon = threading.Thread(target=_exit_after, args=(MCP_EXIT_GRACE,), name="pms-mcp-exit", daemon=True)
     try:
         anyio.run(run)
     finally:
-        end_soon.start()
+        # The client has gone (its end of stdin closed): calls still running get a moment to finish.
+        end_process(service)
 
 
 # The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
@@ -653,6 +682,19 @@ def _capped_stdin():
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
     """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
     time.sleep(seconds)
+    _exit_now(cleanup)
+
+
+def end_process(service: MCPService, cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
+    """End a server's process once its tool calls are done (at most MCP_EXIT_GRACE seconds): with
+    os._exit, output flushed. Python's usual teardown would run while a worker thread may still be in
+    native code (ONNX Runtime loading the model or embedding a query), whose C++ destructors then
+    abort the process (exit 134, "terminate called without an active exception")."""
+    service.wait_idle(MCP_EXIT_GRACE)
+    _exit_now(cleanup)
+
+
+def _exit_now(cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
     if cleanup is not None:
         with contextlib.suppress(Exception):
             cleanup()
@@ -681,8 +723,8 @@ def _process_alive(pid: int) -> bool:
 
 
 def _search_route(service: MCPService, security):
-    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (warm model, the CLI's own hit format).
-    Its arguments are checked against the search tool's schema, as /mcp checks them."""
+    """POST /search: ``KnowledgeBase.search`` over HTTP for ``pms.py search`` (the model warm
+    here): its arguments as search_via_server sends them, its SearchResult as to_dict."""
     import json
 
     import anyio
@@ -699,31 +741,18 @@ def _search_route(service: MCPService, security):
         try:
             try:
                 ask = json.loads(await request.body())  # its size is capped by _checked_requests
-            except ValueError:
-                raise PMSError("the request body is not JSON") from None
-            if not isinstance(ask, dict):
-                raise PMSError("bad search request: a JSON object is expected")
+            except (ValueError, RecursionError):
+                raise PMSError("the request body is not JSON (or nested too deep)") from None
+            if not isinstance(ask, dict) or not isinstance(ask.get("search"), dict):
+                raise PMSError("bad search request: a JSON object with the search's arguments is expected")
             kb = service.kb
             if ask.get("db") != str(kb.db_path.resolve()):  # a stale announcement of another server
                 return JSONResponse({"error": "this server serves another index"}, status_code=409)
-            filters = ask.get("filters") or {}
-            if not isinstance(filters, dict):
-                raise PMSError("bad search request: filters must be an object")
-            arguments = {key: ask[key] for key in ("query", "k", "mode", "collections", "chunks", "min_score") if key in ask}
-            arguments.update({("path_filter" if key == "path" else key): value for key, value in filters.items()
-                              if key in SEARCH_FILTERS and value not in (None, [], "")})
-            if filters.keys() - set(SEARCH_FILTERS):
-                raise PMSError(f"bad search request: unknown filters {sorted(filters.keys() - set(SEARCH_FILTERS))}")
-            service._check_arguments(service.tools["search"], arguments)
+            arguments = search_arguments_from_json(ask["search"])
 
             def run():
                 with kb.time_limit(service.call_timeout, "search"):
-                    found = kb.search(str(arguments["query"]), k=int(arguments.get("k", 10)), mode=arguments.get("mode", "auto"),
-                                      collections=arguments.get("collections") or None, chunks=bool(arguments.get("chunks")),
-                                      min_score=arguments.get("min_score"), **{key: filters.get(key) for key in SEARCH_FILTERS})
-                return {"mode": found.mode, "reason": found.reason, "hint": found.hint.as_dict() if found.hint else None,
-                        "explain": found.explain, "weak": found.weak, "best_relevance": found.best_relevance,
-                        "hits": [h.to_dict(explain=True) for h in found]}
+                    return kb.search(**arguments).to_dict(explain=True)
 
             return JSONResponse(await anyio.to_thread.run_sync(run))
         except PMSError as exc:
@@ -734,17 +763,40 @@ def _search_route(service: MCPService, security):
     return Route("/search", search, methods=["POST"])
 
 
+# KnowledgeBase.search's arguments, as POST /search takes them.
+SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "chunks", "prefix_last", "note_filter", "min_score", "intent",
+                           "queries")
+
+
+def search_arguments_to_json(arguments: dict) -> dict:
+    """KnowledgeBase.search's keyword arguments as JSON (the NoteFilter as NoteFilter.build's)."""
+    note_filter = arguments.get("note_filter")
+    return {**arguments, "note_filter": note_filter.build_args() if note_filter else None,
+            "collections": list(arguments.get("collections") or []), "queries": list(arguments.get("queries") or [])}
+
+
+def search_arguments_from_json(data: dict) -> dict:
+    """search_arguments_to_json's answer back as KnowledgeBase.search's keyword arguments; a
+    PMSError for an argument it does not take or a filter that is not one."""
+    unknown = sorted(set(data) - set(SERVED_SEARCH_ARGUMENTS))
+    if unknown:
+        raise PMSError(f"bad search request: unknown arguments {unknown}")
+    fields = data.get("note_filter") or {}
+    if not isinstance(fields, dict) or set(fields) - set(NoteFilter._fields):
+        raise PMSError("bad search request: note_filter must be an object of NoteFilter's fields")
+    return {**data, "note_filter": NoteFilter.build(**fields)}
+
+
 # A server announced for this index gets this long (seconds) to answer a first, empty
 # request (GET /search, which its event loop answers at once), else the CLI searches by
 # itself: a hung or stopped server costs at most this. The search then gets 10 s.
 SERVER_PROBE_TIMEOUT = 0.5
 
 
-def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collections: Sequence[str] | None,
-                      chunks: bool, filters: dict | None = None, timeout: float = 10.0,
-                      min_score: float | None = None) -> SearchResult | None:
-    """Search through a running ``pms.py mcp --http`` on the same index, whose model is warm;
-    None when none can answer (the caller searches in-process). Standard library only."""
+def search_via_server(kb: KnowledgeBase, arguments: dict, timeout: float = 10.0) -> SearchResult | None:
+    """``kb.search(**arguments)`` run by a running ``pms.py mcp --http`` on the same index,
+    whose model is warm: the same SearchResult; None when none can answer (the caller
+    searches in-process, which also words any error). Standard library only."""
     try:
         announced = sorted(mcp_server_file(0).parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
@@ -770,10 +822,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
         headers = {"Content-Type": "application/json"}
         if os.environ.get("PMS_MCP_TOKEN"):
             headers["Authorization"] = f"Bearer {os.environ['PMS_MCP_TOKEN']}"
-        ask = {"query": query, "k": k, "mode": mode, "collections": list(collections or []), "chunks": chunks,
-               "filters": filters or {}, "db": info["db"]}
-        if min_score is not None:
-            ask["min_score"] = min_score
+        ask = {"db": info["db"], "search": search_arguments_to_json(arguments)}
         request = urllib.request.Request(info["search_url"], data=json.dumps(ask).encode(), headers=headers, method="POST")
         try:
             try:
@@ -782,12 +831,7 @@ def search_via_server(kb: KnowledgeBase, query: str, k: int, mode: str, collecti
                 if exc.code == 401:
                     raise
             with urllib.request.urlopen(request, timeout=timeout) as answer:
-                result = json.loads(answer.read())
-            fields = set(Hit._fields)
-            hits = [Hit(**{key: value for key, value in hit.items() if key in fields}) for hit in result["hits"]]
-            hint = Hint(**result["hint"]) if result.get("hint") else None
-            return SearchResult(hits, result["mode"], result.get("reason", ""), hint, explain=result.get("explain", ""),
-                                weak=bool(result.get("weak")), best_relevance=result.get("best_relevance"))
+                return SearchResult.from_dict(json.loads(answer.read()))
         except urllib.error.HTTPError as exc:
             if exc.code == 401 and kb.notice is not None:
                 kb.notice(f"the PMS server at {info['url']} wants its token (set PMS_MCP_TOKEN): searching without it")
@@ -828,7 +872,7 @@ def bad_request_id(raw: str | bytes) -> bool:
 
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return any(isinstance(m, dict) and "method" in m and "id" in m and (isinstance(m["id"], bool) or not isinstance(m["id"], (str, int)))
                for m in (data if isinstance(data, list) else [data]))
@@ -916,9 +960,23 @@ def _one_line_errors(app):
     return wrapped
 
 
+# The HTTP server's limits (docs/robustness.md, "A server that cannot be starved"). A client has
+# MCP_REQUEST_TIMEOUT seconds to send a whole request (headers and body): a half-sent one is closed.
+MCP_REQUEST_TIMEOUT = 10.0
+MCP_KEEP_ALIVE = 5  # seconds an idle connection stays open after an answer
+# Open connections at most (PMS_MCP_MAX_CONNECTIONS; fewer if the descriptor limit is low): a new one
+# past it closes the connection that has waited longest for a request, so a flood of idle or half-sent
+# connections cannot lock out a client, nor run the process out of descriptors.
+MCP_MAX_CONNECTIONS = 256
+# Sessions at most (PMS_MCP_MAX_SESSIONS, about 40 KB each): a new one past it ends the session unused longest.
+MCP_MAX_SESSIONS = 500
+MCP_ACCEPT_BATCH = 64  # the listen backlog, and connections accepted at once: descriptors stay under the cap + this
+
+
 def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None = None,
-                 session_idle: float = MCP_SESSION_IDLE):
-    """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token."""
+                 session_idle: float = MCP_SESSION_IDLE, max_sessions: int = MCP_MAX_SESSIONS):
+    """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token,
+    at most ``max_sessions`` sessions."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = ["127.0.0.1", "localhost", "[::1]"]
@@ -930,11 +988,159 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
         allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
     app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
                                                  json_response=True, max_request_body_size=MCP_MAX_MESSAGE_BYTES,
-                                                 # idle sessions end; no cap, so new clients are never turned away
-                                                 session_idle_timeout=session_idle, max_sessions=None,
+                                                 # The SDK's own cap (a 503) only when every session is busy.
+                                                 session_idle_timeout=session_idle, max_sessions=max_sessions + 16,
                                                  custom_starlette_routes=[_search_route(service, security)])
-    app = _checked_requests(_one_line_errors(app))
+    app = _checked_requests(_one_line_errors(_capped_sessions(app, max_sessions, session_idle)))
     return _bearer_guard(app, token) if token else app
+
+
+def _capped_sessions(app, limit: int, idle: float):
+    """ASGI wrapper: at most ``limit`` MCP sessions. A request that opens one more ends the session
+    unused longest first, as a client ends one (DELETE /mcp with its id): new clients are never
+    turned away, and abandoned sessions cannot pile up in memory. A session in use is never ended."""
+    import collections
+
+    sessions: collections.OrderedDict = collections.OrderedDict()  # id -> [last used, requests in flight], oldest first
+
+    async def end_unused(scope) -> None:
+        idle_ones = [sid for sid, (_, busy) in sessions.items() if not busy]
+        if not idle_ones:
+            return  # every session is busy: the SDK's own cap answers
+        sid = idle_ones[0]
+        del sessions[sid]
+        keep = (b"host", b"origin", b"authorization", b"mcp-protocol-version")
+        headers = [(k, v) for k, v in scope.get("headers") or [] if k in keep] + [(b"mcp-session-id", sid)]
+
+        async def nothing():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def discard(message):
+            pass
+
+        await app({**scope, "method": "DELETE", "headers": headers, "query_string": b""}, nothing, discard)
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http" or scope.get("path", "").rstrip("/") != "/mcp":
+            return await app(scope, receive, send)
+        now = time.monotonic()
+        for sid in [sid for sid, (used, busy) in sessions.items() if not busy and now - used > idle]:
+            del sessions[sid]  # the SDK has ended it already
+        sid = dict(scope.get("headers") or []).get(b"mcp-session-id")
+        entry = sessions.get(sid) if sid else None
+        if entry is not None:
+            sessions.move_to_end(sid)
+            entry[1] += 1
+        elif sid is None and len(sessions) >= limit:
+            await end_unused(scope)
+        opened = []
+
+        async def watch(message):
+            if message["type"] == "http.response.start" and sid is None and message["status"] < 400:
+                opened.extend(v for k, v in message.get("headers") or [] if k.lower() == b"mcp-session-id")
+            await send(message)
+
+        try:
+            await app(scope, receive, watch)
+        finally:
+            if entry is not None:
+                entry[0], entry[1] = time.monotonic(), entry[1] - 1
+            for new in opened:
+                sessions[new] = [time.monotonic(), 0]
+            if sid is not None and scope.get("method") == "DELETE":
+                sessions.pop(sid, None)
+
+    return wrapped
+
+
+def _guarded_protocol(max_connections: int, request_timeout: float):
+    """uvicorn's HTTP/1.1 protocol (h11) with two limits it lacks: a client has ``request_timeout``
+    seconds to send a whole request, from the moment the connection waits for one; and at most
+    ``max_connections`` connections are open: one more closes the connection that has waited
+    longest for a request (idle or half-sent), or, when every one is busy, itself."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    waiting: dict = {}  # connection -> its timer, the one waiting longest first
+
+    class GuardedProtocol(H11Protocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._wait_for_request()
+            while len(self.connections) > max_connections:
+                oldest = next((c for c in waiting if c is not self), self)
+                oldest._close()
+                if oldest is self:
+                    return
+
+        def _wait_for_request(self) -> None:
+            self._stop_waiting()
+            waiting[self] = self.loop.call_later(request_timeout, self._too_slow)
+
+        def _stop_waiting(self) -> None:
+            timer = waiting.pop(self, None)
+            if timer is not None:
+                timer.cancel()
+
+        def _too_slow(self) -> None:
+            if self.conn.their_state is not h11.DONE:  # not a request being answered
+                self._close()
+
+        def _close(self) -> None:
+            self._stop_waiting()
+            self.connections.discard(self)
+            self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is h11.DONE:  # the whole request is in: it is being answered
+                self._stop_waiting()
+            elif self not in waiting and not self.transport.is_closing():
+                self._wait_for_request()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is not h11.DONE:
+                self._wait_for_request()  # keep-alive: the next request has its own time
+
+        def connection_lost(self, exc) -> None:
+            self._stop_waiting()
+            super().connection_lost(exc)
+
+    return GuardedProtocol
+
+
+def _descriptor_room(wanted: int) -> int:
+    """How many connections the process can hold: its descriptor limit raised to the hard limit
+    (as servers do), less some for the index, the model and the standard streams."""
+    if sys.platform == "win32":
+        return wanted
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            raised = min(hard, 65536) if hard != resource.RLIM_INFINITY else 65536
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    return max(8, min(wanted, soft - MCP_ACCEPT_BATCH - 64))
+
+
+def _accept_errors_once(say: Callable[[str], None]):
+    """An asyncio exception handler that tells 'cannot accept' (out of descriptors) in one line at
+    most once a minute, instead of a traceback on every try."""
+    told = [0.0]
+
+    def handler(loop, context) -> None:
+        if str(context.get("message", "")).startswith("socket.accept() out of system resource"):
+            if time.monotonic() - told[0] > 60:
+                told[0] = time.monotonic()
+                say(f"warning: cannot accept connections: {one_line(context.get('exception')) or 'out of resources'} "
+                    "(told once a minute)")
+            return
+        loop.default_exception_handler(context)
+
+    return handler
 
 
 def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP_DEFAULT_PORT,
@@ -954,8 +1160,20 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
-    config = uvicorn.Config(mcp_http_app(service, host, token, session_idle), log_level="warning", lifespan="on")
+    connections = _descriptor_room(int(env_number("PMS_MCP_MAX_CONNECTIONS", MCP_MAX_CONNECTIONS)))
+    sessions = int(env_number("PMS_MCP_MAX_SESSIONS", MCP_MAX_SESSIONS))
+    config = uvicorn.Config(mcp_http_app(service, host, token, session_idle, sessions), log_level="warning", lifespan="on",
+                            http=_guarded_protocol(connections, MCP_REQUEST_TIMEOUT), timeout_keep_alive=MCP_KEEP_ALIVE,
+                            # asyncio accepts up to this many connections at a time, before any is closed
+                            backlog=MCP_ACCEPT_BATCH)
     server = uvicorn.Server(config)
+
+    async def serve() -> None:
+        import asyncio
+
+        asyncio.get_running_loop().set_exception_handler(_accept_errors_once(service.say))
+        await server.serve([sock])
+
     service.warm_up()
     if threading.current_thread() is threading.main_thread():
         import signal
@@ -985,7 +1203,8 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         if not token and host not in ("127.0.0.1", "localhost", "::1"):
             service.say(f"warning: serving on {host} without --token: anyone who reaches this address can read your notes")
         service.say(f"MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)")
-        anyio.run(server.serve, [sock])
+        anyio.run(serve)
     finally:
         sock.close()
         unannounce()
+    end_process(service)

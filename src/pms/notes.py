@@ -76,6 +76,22 @@ def unique_ignoring_case(items: Iterable[str]) -> list[str]:
 # '_', '-' or '/' (nesting), with at least one character that is not a digit (checked apart).
 _INLINE_TAG = LazyPattern(r"(?:^|(?<=\s))#([\w/-]+)", re.UNICODE)
 _TAG_LETTER = LazyPattern(r"[^\W\d]", re.UNICODE)
+# What looks like a tag and is not one: a colour (#fff, #43b02a, #FFFFFF, #bfcbda88, the notation
+# #RRGGBB), a C preprocessor directive in prose about C (#include), and anything inside an HTML
+# tag (style="border: 1px solid #ccc"). Short hex words stay tags (#add, #cafe, #beef).
+_COLOUR = LazyPattern(r"[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8}|r{1,2}g{1,2}b{1,2}(?:a{1,2})?", re.IGNORECASE)
+_PREPROCESSOR_WORDS = frozenset({"include", "includes", "define", "defines", "ifdef", "ifndef", "endif", "elif", "undef",
+                                 "pragma"})
+_HTML_TAG = LazyPattern(r"<[A-Za-z][\w-]{0,40}(?:\s[^<>]{0,3000})?>")
+
+
+def _is_tag(word: str) -> bool:
+    if not _TAG_LETTER.search(word) or word.lower() in _PREPROCESSOR_WORDS:
+        return False
+    if _COLOUR.fullmatch(word):
+        lower = word.lower()
+        return not (len(lower) >= 6 or lower.startswith("r") or len(set(lower)) == 1 or any(c.isdigit() for c in lower))
+    return True
 _BACKTICKS = LazyPattern(r"`+")
 
 
@@ -120,11 +136,13 @@ def _prose_lines(body: str) -> Iterator[tuple[int, str]]:
 
 def inline_tags(body: str) -> list[str]:
     """``#tags`` in the text (not in code, not headings, not URL anchors, not a
-    link definition's target such as ``[x]: #a-heading``)."""
+    link definition's target such as ``[x]: #a-heading``, not colours, not in HTML tags)."""
     found: list[str] = []
+    if "<" in body and "#" in body:  # an HTML tag's attributes blanked, its lines kept (a tag may span several)
+        body = _HTML_TAG.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), body)
     for _, line in _prose_lines(body):
         if "#" in line and not LINK_DEFINITION.match(line):
-            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _TAG_LETTER.search(m.group(1)))
+            found.extend(m.group(1).strip("/") for m in _INLINE_TAG.finditer(line) if _is_tag(m.group(1)))
     return unique_ignoring_case(t for t in found if t)
 
 

@@ -38,6 +38,9 @@ class _GlobFolder:
     def __init__(self, pieces: list[list[str]]):
         self.pieces = [(re.compile("".join(p), re.I | re.S), len(p)) for p in pieces]
         self.starred = len(pieces) > 1
+        # At most one star ("*.md", every collection's default): the whole name is one regex, which
+        # with one '.*' cannot backtrack much (what the piece-by-piece match below is for).
+        self.regex = ".*".join("".join(p) for p in pieces) if len(pieces) <= 2 else None
 
     def match(self, name: str) -> bool:
         if not self.starred:
@@ -64,8 +67,15 @@ class GlobPattern:
         # "**/X" (every collection's default "**/*.md"): X against the file name alone, what
         # _match_folders would find (a sync or status matches every file of the vault).
         self._names_only = [folders[1] for folders in alternatives if len(folders) == 2 and folders[0] is None and folders[1]]
+        # ... and when each has at most one star ("**/*.md" and the PDFs' "**/*.pdf" a sync walks with),
+        # one regex for them all: a sync or status asks for every file of the vault.
+        sources = [folder.regex for folder in self._names_only]
+        self._name_regex = (re.compile("|".join(f"(?:{source})" for source in sources), re.I | re.S)
+                            if len(sources) == len(alternatives) and None not in sources else None)
 
     def match(self, path: str) -> bool:
+        if self._name_regex is not None:
+            return self._name_regex.fullmatch(path.rsplit("/", 1)[-1]) is not None
         if len(self._names_only) == len(self.alternatives):
             name = path.rsplit("/", 1)[-1]
             return any(folder.match(name) for folder in self._names_only)
@@ -399,46 +409,54 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
         regex = GlobPattern(f"{pattern} or {also}", regex.alternatives + compile_glob(also, "--glob").alternatives)
     seen: set = set()
     real_root = os.path.realpath(root)
-
-    def onerror(exc: OSError):
-        errors.append((getattr(exc, "filename", str(root)), f"cannot read folder: {exc.strerror or exc}"))
-
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=onerror):
+    # os.scandir by hand, not os.walk: each entry's kind comes with the listing, its path is built
+    # once and relative paths grow a folder at a time (no relpath, join or islink per folder); a
+    # vault of 50,000 folders is walked in half the time. Folders are visited in os.walk's order
+    # (a folder's files, then its subfolders, depth first, names sorted), from a stack: no recursion limit.
+    excluding = bool(exclude)
+    stack: list[tuple[str, str, bool]] = [(str(root), "", False)]  # (folder, its path from root + '/', reached by a symlink)
+    while stack:
+        folder, rel_dir, via_link = stack.pop()
         try:
-            st = os.stat(dirpath)
-            key = (st.st_dev, st.st_ino)
+            st = os.stat(folder)
         except OSError:
-            dirnames[:] = []
             continue
+        key = (st.st_dev, st.st_ino)
         if key in seen:
-            skipped.append((display_path(dirpath), "symlink loop: folder already indexed, skipped"))
-            dirnames[:] = []
+            skipped.append((display_path(folder), "symlink loop: folder already indexed, skipped"))
             continue
         seen.add(key)
-        if dirpath != str(root) and os.path.islink(dirpath) and not inside(dirpath, real_root):
-            skipped.append((display_path(dirpath), OUTSIDE))
-            dirnames[:] = []
+        if via_link and not inside(folder, real_root):
+            skipped.append((display_path(folder), OUTSIDE))
             continue
-        dirnames[:] = sorted(d for d in dirnames if not is_skipped_folder(d))
-        if not all(map(is_valid_utf8, dirnames)):
-            skipped.extend((display_path(os.path.join(dirpath, d)), BAD_FOLDER_NAME) for d in dirnames if not is_valid_utf8(d))
-            dirnames[:] = [d for d in dirnames if is_valid_utf8(d)]
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-        if exclude:
-            dirnames[:] = [d for d in dirnames if not exclude.folder(rel_dir + d)]
-        for name in sorted(filenames):
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            errors.append((getattr(exc, "filename", None) or folder, f"cannot read folder: {exc.strerror or exc}"))
+            continue
+        folders: list[os.DirEntry] = []
+        files: list[os.DirEntry] = []
+        for entry in entries:
+            try:
+                is_folder = entry.is_dir()  # a symlink to a folder too, as os.walk(followlinks=True)
+            except OSError:
+                is_folder = False
+            (folders if is_folder else files).append(entry)
+        files.sort(key=lambda e: e.name)
+        for entry in files:
+            name = entry.name
             if name.startswith("."):
                 continue
             rel = rel_dir + name
-            if not regex.match(rel) or (exclude and exclude.file(rel)):
+            if not regex.match(rel) or (excluding and exclude.file(rel)):  # type: ignore[union-attr]
                 continue
-            if not is_valid_utf8(name):
-                skipped.append((display_path(os.path.join(dirpath, name)), BAD_NAME))
+            full = entry.path
+            if not name.isascii() and not is_valid_utf8(name):
+                skipped.append((display_path(full), BAD_NAME))
                 continue
-            full = os.path.join(dirpath, name)
             try:
-                st = os.lstat(full)
+                st = entry.stat(follow_symlinks=False)
                 if _stat.S_ISLNK(st.st_mode):
                     if not inside(full, real_root):
                         skipped.append((display_path(full), OUTSIDE))
@@ -451,6 +469,13 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                 skipped.append((display_path(full), NOT_REGULAR))
                 continue
             yield rel, full, st
+        folders = sorted((e for e in folders if not is_skipped_folder(e.name)), key=lambda e: e.name)
+        if not all(is_valid_utf8(e.name) for e in folders):
+            skipped.extend((display_path(e.path), BAD_FOLDER_NAME) for e in folders if not is_valid_utf8(e.name))
+            folders = [e for e in folders if is_valid_utf8(e.name)]
+        if excluding:
+            folders = [e for e in folders if not exclude.folder(rel_dir + e.name)]  # type: ignore[union-attr]
+        stack.extend((e.path, f"{rel_dir}{e.name}/", e.is_symlink()) for e in reversed(folders))
 
 
 # SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.
@@ -459,8 +484,11 @@ SQLITE_INT_MAX = 2**63 - 1
 
 def file_state(st: os.stat_result) -> tuple[int, int, int]:
     """(size, mtime_ns, ctime_ns) of a file, clamped to what SQLite can store."""
-    size, mtime, ctime = (max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, v)) for v in (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    return size, mtime, ctime
+    size, mtime, ctime = st.st_size, st.st_mtime_ns, st.st_ctime_ns
+    if size <= SQLITE_INT_MAX and -SQLITE_INT_MAX <= mtime <= SQLITE_INT_MAX and -SQLITE_INT_MAX <= ctime <= SQLITE_INT_MAX:
+        return size, mtime, ctime  # every file of this century: no clamping to do (a re-sync asks for each)
+    return (max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, size)), max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, mtime)),
+            max(-SQLITE_INT_MAX, min(SQLITE_INT_MAX, ctime)))
 
 
 class NotRegularFileError(PMSError, OSError):

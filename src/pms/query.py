@@ -1,7 +1,8 @@
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
-snippet and its marks (``mark_terms``: one highlighting rule for every front end),
+snippet and its marks (``highlight_pattern``: one highlighting rule for every front end),
+``copy_groups`` (copies shown under their original),
 terminal-safe text, and ``VectorStatus``.
 
 May import: config, language.
@@ -213,6 +214,29 @@ def snippet_spans(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(text), marks
 
 
+SNIPPET_MIN_CHARS = 100  # a snippet shorter than this, cut short by its passage's end, takes the words before it
+
+
+def snippet_with_lead(marked: str, shown: str, want: int = SNIPPET_MIN_CHARS) -> str:
+    """A snippet (with its \x02..\x03 marks) that FTS5 cut short at the end of ``shown``, the
+    passage it comes from, given the words before it up to ``want`` characters: matches in a
+    passage's closing words made a snippet of them alone ("…sync-notes-across-devices.")."""
+    if not marked.startswith("\u2026") or marked.endswith("\u2026"):
+        return marked
+    body = " ".join(marked[1:].split())
+    core = body.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+    if len(core) >= want:
+        return marked
+    flat = " ".join(shown.split())
+    at = flat.rfind(core)
+    if at <= 0:
+        return marked
+    start = max(0, at - (want - len(core)))
+    if start:
+        start = flat.find(" ", start) + 1 or at  # from a word's start
+    return ("\u2026" if start else "") + flat[start:at] + body
+
+
 # html.escape(quote=False) written out: importing html is a cost on a cold search.
 def _escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -261,12 +285,22 @@ def without_heading_line(shown: str, heading_path: str) -> str:
     return rest if same and rest.strip() else shown
 
 
+def highlight_pattern(words: Sequence[str]) -> re.Pattern | None:
+    """The one rule for marking a query's words in text (snippets, the app's preview):
+    words of four letters or more by their stem, so 'sync' lights up 'syncing' (the
+    last two letters of a longer word dropped, at least four kept); two- and
+    three-letter words whole, so 'ai' leaves 'aim' alone. None: nothing to mark."""
+    whole = sorted({re.escape(w) for w in words if 2 <= len(w) <= 3})
+    stems = sorted({re.escape(w[: max(4, len(w) - 2)]) for w in words if len(w) > 3}, key=len, reverse=True)
+    parts = ([r"\b(?:" + "|".join(stems) + r")\w*"] if stems else []) + ([r"\b(?:" + "|".join(whole) + r")\b"] if whole else [])
+    return re.compile("|".join(parts), re.I) if parts else None
+
+
 def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[str, list[tuple[int, int]]]:
     """A snippet for a passage found by meaning: the window around the first
-    query word (by prefix, so 'sync' marks 'syncing'), with marks."""
+    query word (highlight_pattern), with marks."""
     flat = re.sub(r"\s+", " ", text).strip()
-    stems = [w[:max(3, len(w) - 2)] for w in words if len(w) >= 2]
-    pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")\w*", re.I) if stems else None
+    pattern = highlight_pattern(words)
     start = 0
     if pattern:
         m = pattern.search(flat)
@@ -280,6 +314,24 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[s
     if pattern:
         window = pattern.sub(lambda m: MARK_OPEN + m.group(0) + MARK_CLOSE, window)
     return snippet_spans(window)
+
+
+def copy_groups(hits: Sequence[Hit]) -> list[tuple[Hit, list[Hit]]]:
+    """Hits as front ends show them: each original, in order, with the hits that copy
+    it (``copy_of``, mark_copies) under the first hit of its note (with chunks, the
+    note's first passage). A copy whose original is not among ``hits`` stands alone."""
+    copies: dict[str, list[Hit]] = {hit.ref: [] for hit in hits if not hit.copy_of}
+    groups: list[tuple[Hit, list[Hit]]] = []
+    placed: set[str] = set()
+    for hit in hits:
+        if hit.copy_of and hit.copy_of in copies:
+            copies[hit.copy_of].append(hit)
+        elif hit.copy_of or hit.ref in placed:
+            groups.append((hit, []))
+        else:
+            placed.add(hit.ref)
+            groups.append((hit, copies[hit.ref]))
+    return groups
 
 
 @named_tuple

@@ -9,6 +9,7 @@ May import: config, markdown, notes, query.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 from .config import Factory, Record
@@ -26,13 +27,19 @@ def name_trigrams(text: str) -> set[str]:
     return out
 
 
+# A warm process (the app, MCP) meets the same note names search after search: their trigrams are kept.
+@functools.lru_cache(maxsize=65536)
+def _name_trigrams_held(name: str) -> frozenset[str]:
+    return frozenset(name_trigrams(name))
+
+
 def name_similarity(query: str | set[str], name: str, coverage_min: float = 0.6) -> float:
     """How well a query names a note, 0..1: the mean of the share of the query's
     trigrams found in the name (pg_trgm's word similarity, simplified) and of
     their Jaccard similarity (so "rust" prefers the note called "Rust" to "Rust
     ownership"). 0 when under ``coverage_min`` (RankingSettings.name_coverage_min)."""
     q = name_trigrams(query) if isinstance(query, str) else query
-    n = name_trigrams(name)
+    n = _name_trigrams_held(name)
     if not q or not n:
         return 0.0
     shared = len(q & n)

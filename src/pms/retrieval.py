@@ -1,8 +1,9 @@
 """A search: request -> candidate lists -> ranking -> result.
 
-Owns: ``SearchRequest`` (complete before the search runs), ``Retrieval`` (the keyword,
-vector and name lists from the store, the ranking step, snippets for what is shown) and
-``SearchResult``.
+Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
+before the search runs, frozen), ``Retrieval`` (the keyword, vector and name lists from the
+store, the ranking step, snippets for what is shown) and ``SearchResult`` (what every front
+end shows: hits, copy groups, the query's words and their highlighting, the mode and why).
 
 May import: config, markdown, language, filters, schema, store, embedding, query, ranking.
 """
@@ -12,20 +13,23 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 
-from .config import VECTOR_FORMAT, Factory, Hint, Record, clean_query
+from .config import SEARCH_MODES, VECTOR_FORMAT, Factory, Hint, PMSError, Record, TupleFields, clean_query, named_tuple
 from .markdown import passage_display_text
 from .language import language_script, note_language
 from .filters import NoteFilter, checked_number
 from .schema import has_unspaced_chars, spaced_cjk
 from .store import ChunkInfo, Store, VectorMemory
-from .embedding import Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch
+from .embedding import (
+    Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
+)
 from .query import (
-    MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, folder_description, mark_terms,
-    parse_query, snippet_spans, with_folded_suffixes, without_heading_line,
+    MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, copy_groups, folder_description,
+    highlight_pattern, mark_terms, parse_query, snippet_spans, snippet_with_lead, with_folded_suffixes, without_heading_line,
 )
 from .ranking import (
     Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
@@ -33,10 +37,23 @@ from .ranking import (
 )
 
 
-class SearchRequest(Record):
-    """One search, parsed and resolved once: every stage reads it, none parses again.
-    ``query`` is clean (clean_query); ``mode`` is what was asked, ``used`` the mode that
-    runs and ``reason`` why it is not hybrid."""
+@named_tuple
+class SearchMode(TupleFields):
+    """The mode a search will use; when hybrid is not available, why (a
+    sentence) and a stable code from VECTOR_UNAVAILABLE."""
+
+    mode: str
+    reason: str = ""
+    code: str = ""
+    hint: Hint | None = None  # what makes hybrid run (a command)
+
+
+class SearchRequest(Record, frozen=True):
+    """One search, parsed and resolved before it runs (Retrieval.request), never changed
+    after: every stage reads it, none parses again. ``query`` is clean (clean_query);
+    ``mode`` is what was asked, ``used`` the mode that runs, ``reason`` why it is not
+    hybrid and ``hint`` what makes hybrid run. A filter without words lists notes
+    (``used`` keyword)."""
 
     query: str
     parsed: ParsedQuery
@@ -58,10 +75,17 @@ class SearchRequest(Record):
         """What the vector list embeds: the query without its exclusions, after the intent."""
         return f"{self.intent}: {self.parsed.text}" if self.intent and self.parsed.text.strip() else self.parsed.text
 
+    @property
+    def lists_notes(self) -> bool:
+        """A filter without words: the notes it matches, newest first (Retrieval.listing)."""
+        return bool(self.note_filter) and not self.parsed.terms
+
 
 class SearchResult(Record):
-    """A search's hits (it is also their list), the mode it ran in and why, each stage's
-    time in ms, and how ranking was done (--explain)."""
+    """A search's hits (it is also their list) and what front ends show with them:
+    the query as searched and its ``words`` (marked with ``highlight``), the mode it ran
+    in and why not hybrid, the copies grouped under their originals (``groups``), each
+    stage's time in ms, and how ranking was done (--explain)."""
 
     hits: list[Hit]
     mode: str = "keyword"
@@ -74,6 +98,31 @@ class SearchResult(Record):
     # The share of passages with a vector when a hybrid or vector search ran on an index not
     # wholly embedded (embedding under way or stopped): notes without one are ranked by their words.
     embedded: float | None = None
+    query: str = ""  # as searched (clean_query)
+    words: list[str] = Factory(list)  # the query's words (ParsedQuery.words; of every phrasing searched)
+
+    @property
+    def groups(self) -> list[tuple[Hit, list[Hit]]]:
+        """Each hit to show, best first, with the hits that copy it (copy_groups)."""
+        return copy_groups(self.hits)
+
+    @property
+    def highlight(self) -> re.Pattern | None:
+        """What marks the query's words in a note's text (highlight_pattern, as the snippets' marks)."""
+        return highlight_pattern(self.words)
+
+    def to_dict(self, explain: bool = False) -> dict:
+        """As JSON: every field, each hit's as Hit.to_dict."""
+        return {**self.replace(hits=[]).as_dict(), "hits": [hit.to_dict(explain) for hit in self.hits]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SearchResult:
+        """A result as to_dict wrote it (a field this version does not know is left out)."""
+        known = set(Hit._fields)
+        fields = {key: value for key, value in data.items() if key in cls._fields}
+        fields["hits"] = [Hit(**{key: value for key, value in hit.items() if key in known}) for hit in data["hits"]]
+        fields["hint"] = Hint(**data["hint"]) if data.get("hint") else None
+        return cls(**fields)
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)
@@ -89,6 +138,19 @@ class SearchResult(Record):
 
     def __eq__(self, other):
         return self.hits == other if isinstance(other, list) else Record.__eq__(self, other)
+
+
+def checked_min_score(value) -> float | None:
+    """A search's min_score checked at the boundary: None, or a relevance from 0 to 1."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise PMSError(f"min_score wants a number from 0 to 1, not {value!r}", argument="min_score") from None
+    if not 0.0 <= number <= 1.0:
+        raise PMSError(f"min_score wants a number from 0 to 1, not {number:g}", argument="min_score")
+    return number
 
 
 class Retrieval:
@@ -123,28 +185,54 @@ class Retrieval:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
             return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
+        indexed_model = store.get_meta("embed_model")
+        embedded = bool(indexed_model) and store.has_vector_table()
+        # What the index holds first: a model of its own that differs is not fixed by loading this one.
+        if embedded and store.get_meta("embed_format") != VECTOR_FORMAT:
+            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
+        if embedded and indexed_model != self.embedder.model_name:
+            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
+                                "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
             return VectorStatus(False, self.embedder.error, "model-unavailable")
-        indexed_model = store.get_meta("embed_model")
-        if not indexed_model or not store.has_vector_table():
-            return VectorStatus(False, store.get_meta("embed_error") or "no embeddings in the index yet", "not-embedded",
-                                None if store.read_only else Hint(command="sync"))
-        if store.get_meta("embed_format") != VECTOR_FORMAT:
-            return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
-        if indexed_model != self.embedder.model_name:
-            return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name), "reembed-needed",
-                                Hint(command="sync --reembed"))
+        gone = self.embedder.missing()
+        if gone is not None:
+            return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
+        if not embedded:
+            failed = store.get_meta("embed_error")  # why the last sync could not embed: it says what to do
+            return VectorStatus(False, failed or "no embeddings in the index yet", "not-embedded",
+                                None if store.read_only or failed else Hint(command="sync"))
         return VectorStatus(True)
+
+    def search_mode(self, mode: str = "auto") -> SearchMode:
+        """The mode a search asked for ``mode`` will use, and why hybrid is not available;
+        EmbeddingUnavailable when ``mode`` (hybrid, vector) cannot run."""
+        if mode not in SEARCH_MODES:
+            raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
+        if mode == "keyword":
+            return SearchMode("keyword")
+        status = self.vector_status()
+        if status.ok:
+            return SearchMode("hybrid" if mode == "auto" else mode)
+        if mode == "auto":
+            return SearchMode("keyword", status.reason, status.code, status.hint)
+        raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
 
     def request(self, query, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
                 prefix_last: bool = False, note_filter: NoteFilter | None = None, mode: str = "keyword",
-                used: str | None = None, reason: str = "") -> SearchRequest:
-        """A SearchRequest: the query cleaned and parsed, the collections looked up (an unknown
-        name fails here, before any work). ``used``: the resolved mode (default ``mode``)."""
+                min_score: float | None = None, intent: str = "") -> SearchRequest:
+        """A complete SearchRequest: the query cleaned and parsed, the collections looked up
+        (an unknown name fails here, before any work), the mode that runs resolved
+        (search_mode; a filter without words lists notes), min_score and intent checked."""
         query = clean_query(query)
-        return SearchRequest(query, self.with_fallbacks(parse_query(query, prefix_last, cleaned=True)), note_filter, tuple(collections or ()),
-                             self.collection_ids(collections), min(checked_number(k, "k"), 1000), chunks, prefix_last, mode,
-                             used or mode, reason)
+        parsed = self.with_fallbacks(parse_query(query, prefix_last, cleaned=True))
+        ids = self.collection_ids(collections)
+        k = min(checked_number(k, "k"), 1000)
+        min_score = checked_min_score(min_score)
+        resolved = self.search_mode(mode) if not (note_filter and not parsed.terms) else SearchMode("keyword")
+        return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
+                             resolved.mode, resolved.reason, resolved.hint, min_score,
+                             clean_query(intent).strip() if intent else "")
 
     def with_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
         """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
@@ -336,6 +424,8 @@ class Retrieval:
     def search(self, req: SearchRequest, settings: RankingSettings | None = None) -> SearchResult:
         """Run a request: its mode's candidate stages, the ranking stage, then hits.
         Vector and hybrid raise EmbeddingUnavailable when vectors cannot be read."""
+        if req.lists_notes:
+            return self._result(req, self.listing(req.k, req.collection_ids, req.note_filter))
         s = settings or self.settings
         timings: dict[str, float] = {}
 
@@ -391,9 +481,12 @@ class Retrieval:
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
         share = self.store.embedded_share() if req.used != "keyword" else 1.0
-        return SearchResult(hits, req.used, req.reason, req.hint, timings, explained,
-                            weak=best is None or best < s.relevance_floor, best_relevance=best,
-                            embedded=round(share, 4) if share < 1.0 else None)
+        return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.relevance_floor,
+                            best_relevance=best, embedded=round(share, 4) if share < 1.0 else None)
+
+    @staticmethod
+    def _result(req: SearchRequest, hits: list[Hit], **fields) -> SearchResult:
+        return SearchResult(hits, req.used, req.reason, req.hint, query=req.query, words=req.parsed.words, **fields)
 
     def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset()) -> float | None:
         """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.
@@ -586,15 +679,18 @@ class Retrieval:
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
 
-    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> list[Hit]:
+    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
         """The notes closest in meaning to a note, each with its passage that is
         closest to one of the note's passages. By vectors when the note has
-        them; otherwise by the rare terms the notes share (keyword only)."""
+        them (mode vector); otherwise by the rare terms the notes share (keyword)."""
         ids = self.collection_ids(collections)
         vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
         wider = k * 2 + 5  # stubs and copies are left out of what comes back
+        model = self.embedder.model_name if self.embedder is not None else None
+        if vectors and not model_reads(model, self.store.note_languages([document_id]).get(document_id, "und")):
+            vectors = []  # the model's vectors of this note's language say little of its meaning: by its words
         if vectors:
-            hits = self._related_by_vectors(document_id, vectors, wider, ids)
+            hits = self._related_by_vectors(document_id, vectors, wider, ids, model)
         else:
             hits = self._related_by_terms(document_id, wider, collections)
         # Stubs point elsewhere, copies repeat a note above them or the note itself
@@ -608,14 +704,19 @@ class Retrieval:
             mine = prints.get(own[2], none)
             hits = [h for h in hits if not holds_most_of(prints.get(h.docid, none), mine, self.settings)
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
-        return hits[:k]
+        return SearchResult(hits[:k], "vector" if vectors else "keyword")
 
-    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids) -> list[Hit]:
+    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
+                            model: str | None) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
         owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        # Only notes the model can compare: an English model's vectors put text of another language
+        # near other text of that alphabet, whatever it says.
+        languages = self.store.note_languages(set(owner.values()))
+        owner = {cid: doc for cid, doc in owner.items() if model_reads(model, languages.get(doc, "und"))}
         # A note's score: its best similarity to any passage plus its mean best similarity
         # over the sampled passages (missing from a list: that list's last), so a note
         # related throughout beats one that shares a single paragraph.
@@ -670,9 +771,9 @@ class Retrieval:
         return self._finish(hits, parsed, "", k)
 
     # -- filters without words ------------------------------------------------------------
-    def listing(self, k: int = 10, collections: Sequence[str] | None = None, note_filter: NoteFilter | None = None) -> list[Hit]:
+    def listing(self, k: int, collection_ids: list[int] | None, note_filter: NoteFilter | None) -> list[Hit]:
         """The notes a filter matches, newest first (a search with a filter and no words)."""
-        ids = self.store.filtered_notes(k, self.collection_ids(collections), note_filter)
+        ids = self.store.filtered_notes(k, collection_ids, note_filter)
         info = self.store.chunk_info(ids)
         hits = [self._hit(cid, info[cid], 0.0) for cid in ids if cid in info]
         return self._finish(hits, parse_query(""), "", k)
@@ -760,8 +861,8 @@ class Retrieval:
             if hit.copy_of:
                 continue
             marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(marked) if marked and MARK_OPEN in marked
-                                      else mark_terms(shown[hit.chunk_id or 0], parsed.words))
+            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.chunk_id or 0]))
+                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.chunk_id or 0], parsed.words))
         return hits
 
 

@@ -266,7 +266,8 @@ MIGRATIONS: list[str | Callable] = [
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
 # 6: note_language leaves web addresses out.
-NOTE_PARSER_VERSION = 6
+# 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
+NOTE_PARSER_VERSION = 7
 
 
 def sqlite_module(want_extensions: bool):

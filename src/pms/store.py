@@ -23,7 +23,7 @@ from typing import Any
 
 from .config import (
     DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
-    module_available, named_tuple, now_iso, past_deadline, pms_command,
+    is_valid_utf8, module_available, named_tuple, now_iso, past_deadline, pms_command,
 )
 from .markdown import passage_display_text
 from .notes import ParsedNote, frontmatter_fields, normalize_tag
@@ -535,10 +535,12 @@ class Store:
         row = self.collection_row(name)
         if not row:
             known = ", ".join(r.name for r in self.collection_rows()) or "none yet"
-            raise PMSError(f"no collection named {name!r} (collections: {known})")
+            raise PMSError(f"no collection named '{display_path(name)}' (collections: {known})")
         return row
 
     def collection_row(self, name: str) -> CollectionRow | None:
+        if not is_valid_utf8(name):  # bytes that are not UTF-8 (a command line's): no collection has such a name
+            return None
         row = self.db.execute(self._COLLECTION_SQL + " WHERE name = ?", (name,)).fetchone()
         return CollectionRow(*row) if row else None
 
@@ -598,6 +600,12 @@ class Store:
         rows = self.db.execute("SELECT path, size, mtime_ns, ctime_ns, failed, reason FROM skipped_files WHERE collection_id = ?",
                                (collection_id,))
         return {r[0]: (r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows}
+
+    def skipped_files(self) -> list[tuple[str, str, bool, str]]:
+        """(collection, path, failed, reason) of every file a sync could not index, by collection and path."""
+        return [(c, p, bool(f), r) for c, p, f, r in self.db.execute(
+            "SELECT c.name, s.path, s.failed, s.reason FROM skipped_files s JOIN collections c ON c.id = s.collection_id "
+            "ORDER BY c.name, s.path")]
 
     def count_skipped(self, reason: str) -> int:
         """How many files the last syncs skipped for this reason (e.g. PDFs with no text)."""
@@ -713,13 +721,13 @@ class Store:
     def has_vector_table(self) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
-    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, model_dir: str | None = None,
-                            query_spec: dict | None = None, provider: dict | None = None) -> None:
+    def ensure_vector_table(self, model: str, dim: int, reset: bool = False, provider: dict | None = None) -> None:
         """Create the vec0 table for ``model``; with ``reset``, drop all vectors first.
 
-        The model's name and local folder are remembered, so a later process
-        with no PMS_MODEL* settings embeds queries with the same model. The
-        collection is a plain metadata column (a PARTITION KEY bloats small indexes).
+        The model's name (and a provider's settings) are remembered, so a later process
+        with no PMS_MODEL* settings embeds queries with the same model (its files:
+        remember_model_files). The collection is a plain metadata column (a PARTITION KEY
+        bloats small indexes).
         """
         import json
         with self.transaction() as db:
@@ -732,12 +740,18 @@ class Store:
                 db.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             self._vectors_changed()
             self.set_meta("embed_model", model)
-            self.set_meta("embed_model_dir", model_dir)
-            self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
             # Any provider but fastembed: its config (kind, URL, ...), so a later process asks the same server.
             self.set_meta("embed_provider", json.dumps(provider) if provider and provider.get("kind") != "fastembed" else None)
             self.set_meta("embed_dim", dim)
             self.set_meta("embed_format", VECTOR_FORMAT)
+
+    def remember_model_files(self, model_dir: str | None, query_spec: dict | None) -> None:
+        """Where the index's model came from (its local folder; None: fastembed's download cache)
+        and how its queries are embedded without fastembed (QueryEncoder), inside a transaction."""
+        import json
+
+        self.set_meta("embed_model_dir", model_dir)
+        self.set_meta("embed_query_spec", json.dumps(query_spec) if query_spec else None)
 
     def query_spec(self, model: str) -> dict | None:
         """How queries for ``model`` can be embedded without fastembed (QueryEncoder), if known."""
@@ -923,6 +937,8 @@ class Store:
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
         return columns
 
+    SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
+
     def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
         """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
         place of its body) for ``match`` (a passage that does not match is left out).
@@ -939,12 +955,16 @@ class Store:
             names = ", ".join(columns)
             if "body" not in columns:
                 raise ValueError("the snippet table has no body column")
-            values = ", ".join("?" if c == "body" else c for c in columns)
+            values = ", ".join("v.column2" if c == "body" else f"c.{c}" for c in columns)
             # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
             db.execute("SAVEPOINT pms_snippets")
             try:
-                db.executemany(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT id, {values} FROM chunks WHERE id = ?",
-                               [(text, cid) for cid, text in texts.items()])
+                items = list(texts.items())
+                for start in range(0, len(items), self.SNIPPET_ROWS_PER_INSERT):  # one statement for a page of hits
+                    part = items[start : start + self.SNIPPET_ROWS_PER_INSERT]
+                    db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT c.id, {values} "
+                               f"FROM (VALUES {', '.join(['(?, ?)'] * len(part))}) v JOIN chunks c ON c.id = v.column1",
+                               [value for pair in part for value in pair])
                 return dict(db.execute(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
                                        "FROM temp.pms_snippets WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
             finally:
@@ -1256,6 +1276,34 @@ class Store:
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page FROM chunks c "
                             "JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
+
+    # When this share of the notes (or passages) went at once (a removed collection, a folder
+    # excluded), the index is rewritten to give their space back.
+    RECLAIM_SHARE = 0.2
+    _FTS_TABLES = ("chunks_fts", "cjk_fts", "note_names")
+
+    def reclaim_space(self, removed_share: float) -> bool:
+        """Give the space of removed notes back to the disk when they were ``removed_share`` of
+        the index, at least RECLAIM_SHARE: the full-text indexes keep a deleted row until
+        their segments merge ('optimize'), and SQLite keeps freed pages for reuse (VACUUM), so
+        a removed collection's 40 MB stayed in the file. Skipped, and tried the next time,
+        while another process uses the index (VACUUM needs it alone)."""
+        if removed_share < self.RECLAIM_SHARE or self.read_only:
+            return False
+        db = self.db
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            with self.transaction():
+                for table in self._FTS_TABLES:
+                    if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                        db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the rewritten pages leave the -wal file too
+            return True
+        except self.db_module_errors():
+            return False
+        finally:
+            db.execute("PRAGMA busy_timeout=30000")
 
     def size_bytes(self) -> int:
         total = 0

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .config import (
     EMBED_WINDOW, VECTOR_FORMAT, Factory, Hint, Record, _typing, display_path, hex_digest, is_valid_utf8, now_iso,
-    pms_command, reason_text, spawning_workers,
+    pms_command, reason_text, spawning_workers, watch_parent,
 )
 from .frontmatter import FrontmatterError
 from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
@@ -44,8 +44,10 @@ class SyncPlan(Record):
     updated: list[tuple[str, str]] = Factory(list)
     deleted: list[tuple[str, str]] = Factory(list)
     unchanged: int = 0
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): files that cannot be read, new or changed since
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): not indexed, by design; new or changed since
+    not_indexed: int = 0                              # files skipped before and unchanged since (status lists them)
+    collection_errors: list[tuple[str, str]] = Factory(list)  # (folder, cause): a collection that cannot be synced
     reread: list[tuple[str, str]] = Factory(list)    # unchanged notes indexed by an older PMS
     pdfs_unread: int = 0                              # PDFs left out: the PDF library is not installed
     warnings: list[str] = Factory(list)               # lines of .pmsignore (or Obsidian's settings) that cannot be read
@@ -64,6 +66,7 @@ class SyncChanges(Record):
 
     todo: list = Factory(list)       # (rel path, abs path, (size, mtime_ns, ctime_ns), indexed state or None)
     unchanged: int = 0                                          # same size and mtime
+    not_indexed: int = 0                  # skipped before and unchanged since: not read, not said again
     gone: list[str] = Factory(list)       # indexed, no longer there
     forgotten: list[str] = Factory(list)  # skipped before, no longer there
 
@@ -85,10 +88,13 @@ class SyncProgress(Record):
     @property
     def eta_text(self) -> str:
         """The time left, "42s" or "3m05s"; "?" while it is unknown."""
-        if self.eta is None:
-            return "?"
-        seconds = int(self.eta)
-        return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+        return "?" if self.eta is None else duration_text(self.eta)
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as "42s" or "3m05s"."""
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{whole}s"
 
 
 class SyncReport(Record):
@@ -96,8 +102,12 @@ class SyncReport(Record):
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
-    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): binary, too large
-    errors: list[tuple[str, str]] = Factory(list)    # (path, cause)
+    # Files not indexed, said once: when first seen and when changed since (the index remembers them; status lists them).
+    skipped: list[tuple[str, str]] = Factory(list)   # (path, why): by design (binary, too large, no text layer)
+    errors: list[tuple[str, str]] = Factory(list)    # (path, cause): cannot be read (damaged, no permission)
+    not_indexed: int = 0  # files skipped before and unchanged since: not read again, not said again
+    # Collections that could not be synced (the folder is missing): the one thing that fails a sync.
+    collection_errors: list[tuple[str, str]] = Factory(list)
     embedded: int = 0
     embed_error: str | None = None
     cancelled: bool = False
@@ -115,7 +125,11 @@ class SyncReport(Record):
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
         if self.errors:
-            parts.append(f"{len(self.errors)} failed")
+            parts.append(f"{len(self.errors)} cannot be read")
+        if self.not_indexed:
+            parts.append(f"{self.not_indexed} still not indexed (status lists them)")
+        if self.collection_errors:
+            parts.append(f"{len(self.collection_errors)} collection{'s' * (len(self.collection_errors) > 1)} not synced")
         text = "Synced: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
         return text + (" (cancelled; run sync again to finish)" if self.cancelled else "")
 
@@ -179,6 +193,12 @@ class FileLock:
                     fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None
+
+
+def missing_folder(collection: CollectionRow) -> tuple[str, str]:
+    """(folder, why) for a collection whose folder is gone: its notes stay in the index."""
+    return (collection.path, f"collection folder is missing (collection {collection.name!r} kept as is; "
+                             "restore the folder or remove the collection)")
 
 
 def file_digest(path: Path, limit: int) -> str:
@@ -299,9 +319,8 @@ class Syncer:
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
              skipped: list | None = None) -> dict[str, tuple[str | Path, int, int, int]] | None:
         """rel path -> (abs path, size, mtime_ns, ctime_ns); None when the folder is missing."""
-        name, root, pattern = collection.name, Path(collection.path), collection.glob
+        root, pattern = Path(collection.path), collection.glob
         if not root.is_dir():
-            errors.append((str(root), f"collection folder is missing (collection {name!r} kept as is; restore the folder or remove the collection)"))
             return None
         found: dict[str, tuple[str | Path, int, int, int]] = {}
         pdfs = pdf_glob(pattern)
@@ -334,8 +353,8 @@ class Syncer:
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
         """What differs between a collection's folder and the index, or None when
-        the folder is missing. Files skipped before and unchanged since are
-        reported again (to ``errors`` or ``skipped``) without being read."""
+        the folder is missing. Files skipped before and unchanged since are neither
+        read nor reported again (``not_indexed`` counts them)."""
         found = self.scan(col, paths, errors, skipped)
         if found is None:
             return None
@@ -346,7 +365,7 @@ class Syncer:
             state = known.get(rel)
             was_skipped = known_skipped.get(rel)
             if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime) and not limit_raised(was_skipped[4]):
-                (errors if was_skipped[3] else skipped).append((display_path(full), was_skipped[4]))
+                changes.not_indexed += 1  # said when first seen; status lists it
             elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
                 changes.unchanged += 1
             else:
@@ -367,8 +386,10 @@ class Syncer:
         for col in collections:
             changes = self.changes(col, None, plan.errors, plan.skipped)
             if changes is None:
+                plan.collection_errors.append(missing_folder(col))
                 continue
             plan.unchanged += changes.unchanged
+            plan.not_indexed += changes.not_indexed
             for rel, full, _stat_key, state in changes.todo:
                 if state is None:
                     plan.added.append((col.name, rel))
@@ -401,6 +422,8 @@ class Syncer:
             for col in collections:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             self._close_pdf_reader()
+            if report.deleted:  # many notes gone (a folder excluded): their space back to the disk
+                self.store.reclaim_space(report.deleted / (report.deleted + self.store.totals()["documents"]))
             if embed and self.embedder is not None and not report.cancelled:
                 if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
                     self.embedder = self.choose_embedder() or self.embedder
@@ -420,9 +443,11 @@ class Syncer:
         col_id, name = col.id, col.name
         changes = self.changes(col, paths, report.errors, report.skipped)
         if changes is None:
+            report.collection_errors.append(missing_folder(col))
             return
         todo = changes.todo
         report.unchanged += changes.unchanged
+        report.not_indexed += changes.not_indexed
         total = len(todo)
         t0 = time.monotonic()
         done = 0
@@ -499,7 +524,9 @@ class Syncer:
         import multiprocessing
 
         # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        # Each worker ends with this process, even when it is killed (watch_parent).
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=watch_parent)
         ahead: collections.deque = collections.deque()
         pending = iter(batches)
 
@@ -553,6 +580,15 @@ class Syncer:
         with self.store.transaction():
             self.store.set_meta("embed_error", report.embed_error)
 
+    def _replaces_model_folder(self) -> bool:
+        """Whether the folder this sync's model came from becomes the one the index records for
+        its vectors (same model): only when the index records none (made before PMS recorded
+        folders) or the one it records is gone (PMS_MODEL_DIR now names where it moved). Another
+        copy of the model (the packaged app's own) never replaces a folder that is still there:
+        every other front end would follow it, and lose the model when the app moves."""
+        recorded = self.store.get_meta("embed_model_dir", default=...)
+        return recorded is ... or (recorded is not None and not Path(recorded).is_dir())
+
     def _embed_pending(self, report: SyncReport, progress, cancel, reembed: bool) -> None:
         store, embedder = self.store, self.embedder
         store.db
@@ -564,10 +600,11 @@ class Syncer:
         if store.has_vector_table():
             store.remove_orphan_vectors()
             if store.count_pending_embeddings() == 0 and not reembed and store.get_meta("embed_model") == embedder.model_name:
-                folder = embedder.config().get("dir")
-                if store.get_meta("embed_model_dir") != folder:  # an index from before PMS remembered folders
+                if self._replaces_model_folder():
+                    with contextlib.suppress(EmbeddingUnavailable):
+                        embedder.load()  # which files embed its queries (query_spec) is learnt as it loads
                     with store.transaction():
-                        store.set_meta("embed_model_dir", folder)
+                        store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
                 return
         try:
             embedder.load()
@@ -577,7 +614,7 @@ class Syncer:
         indexed = store.get_meta("embed_model")
         stale_format = store.has_vector_table() and store.get_meta("embed_format") != VECTOR_FORMAT
         if indexed and (indexed != embedder.model_name or stale_format) and not reembed and store.has_vector_table():
-            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name) if not stale_format else
+            report.embed_error = reason_text(model_mismatch(indexed, embedder.model_name, embedder.chosen_by) if not stale_format else
                                              "the index's vectors were stored by an older PMS", Hint(command="sync --reembed"))
             return
         held = store.get_meta("embed_dim")
@@ -586,10 +623,11 @@ class Syncer:
                                              f"{held} (another model under the same name?)", Hint(command="sync --reembed"))
             return
         assert embedder.dim is not None  # set by load() above
-        store.ensure_vector_table(embedder.model_name, embedder.dim,
-                                  reset=reembed or stale_format or (indexed not in (None, embedder.model_name)),
-                                  model_dir=embedder.config().get("dir"),
-                                  query_spec=getattr(embedder, "query_spec", None), provider=embedder.config())
+        reset = reembed or stale_format or (indexed not in (None, embedder.model_name))
+        store.ensure_vector_table(embedder.model_name, embedder.dim, reset=reset, provider=embedder.config())
+        if reset or indexed is None or self._replaces_model_folder():
+            with store.transaction():
+                store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
         # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
         # window, shortest first, so each batch pads to a similar length.
         order = store.pending_embedding_ids()
