@@ -4147,6 +4147,7 @@ class Store:
         self.path = Path(path).expanduser()
         self.want_vectors = vectors
         self._local = threading.local()
+        self._stems: dict[str, str] = {}  # index_terms
         self._connections: list = []
         self._lock = threading.Lock()
         self.vec_loaded = False
@@ -5079,17 +5080,34 @@ class Store:
 
     def index_terms(self, words: Sequence[str]) -> list[str]:
         """Each of ``words`` as the keyword index holds it (tokenized and stemmed: "closures" ->
-        "closur"; "" for a word that is no single term)."""
+        "closur"; "" for a word that is no single term). Kept per word (the stemmer is fixed), so
+        a query typed again stems nothing."""
+        stems = self._stems
+        new = [w for w in dict.fromkeys(words) if w not in stems]
+        if new:
+            if len(stems) > 10_000:
+                stems.clear()
+            db = self.db
+            self._vocabulary(db)
+            db.executemany("INSERT INTO temp.pms_stemmer(rowid, words) VALUES (?, ?)", enumerate(new, 1))
+            try:
+                terms: dict[int, list[str]] = {}
+                for term, row in db.execute("SELECT term, doc FROM temp.pms_stems"):
+                    terms.setdefault(row, []).append(term)
+            finally:
+                db.execute("DELETE FROM temp.pms_stemmer")
+            stems.update((word, found[0] if len(found := terms.get(i, [])) == 1 else "") for i, word in enumerate(new, 1))
+        return [stems[w] for w in words]
+
+    def terms_passages(self, terms: Iterable[str]) -> dict[str, int]:
+        """Index term -> how many passages hold it (a term none holds is left out), in one statement."""
+        wanted = sorted(set(terms) - {""})
+        if not wanted:
+            return {}
         db = self.db
         self._vocabulary(db)
-        db.executemany("INSERT INTO temp.pms_stemmer(rowid, words) VALUES (?, ?)", enumerate(words, 1))
-        try:
-            terms: dict[int, list[str]] = {}
-            for term, row in db.execute("SELECT term, doc FROM temp.pms_stems"):
-                terms.setdefault(row, []).append(term)
-        finally:
-            db.execute("DELETE FROM temp.pms_stemmer")
-        return [found[0] if len(found := terms.get(i, [])) == 1 else "" for i in range(1, len(words) + 1)]
+        return {term: count for part in in_parts(wanted) for term, count in
+                db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))})", part)}
 
     def term_passages(self, term: str, prefix: bool = False) -> int:
         """How many passages hold ``term`` (an index term; ``prefix``: any term starting with it)."""
@@ -5103,24 +5121,23 @@ class Store:
 
     def embedded_share(self) -> float:
         """The share of passages that have a vector (kept until the index changes, as passage_total)."""
-        db = self.db
-        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
-        cached = getattr(self._local, "embedded_share", None)
-        if cached is None or cached[0] != version:
-            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
-            cached = (version, embedded / total if total else 1.0)
-            self._local.embedded_share = cached
-        return cached[1]
+        total, embedded = self._passage_counts()
+        return embedded / total if total else 1.0
 
     def passage_total(self) -> int:
-        """How many passages the index holds (kept until the index changes: PRAGMA data_version
-        counts other connections' writes, total_changes this one's)."""
+        """How many passages the index holds (kept until the index changes)."""
+        return self._passage_counts()[0]
+
+    def _passage_counts(self) -> tuple[int, int]:
+        """(passages, passages with a vector), kept until the index changes: PRAGMA data_version
+        counts other connections' writes, total_changes this one's."""
         db = self.db
         version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
-        cached = getattr(self._local, "passage_total", None)
+        cached = getattr(self._local, "passage_counts", None)
         if cached is None or cached[0] != version:
-            cached = (version, db.execute("SELECT count(*) FROM chunks").fetchone()[0])
-            self._local.passage_total = cached
+            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+            cached = (version, (total, embedded))
+            self._local.passage_counts = cached
         return cached[1]
 
     def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
@@ -5303,7 +5320,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5306) ----
+# ---- pms/embedding.py (+5323) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6533,7 +6550,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6536) ----
+# ---- pms/query.py (+6553) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6901,7 +6918,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6904) ----
+# ---- pms/ranking.py (+6921) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7601,7 +7618,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7604) ----
+# ---- pms/retrieval.py (+7621) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7852,7 +7869,8 @@ class Retrieval:
             return parsed
         try:
             stems = self.store.index_terms([t.tokens[0] for t in words])
-            lost = [(t, stem) for t, stem in zip(words, stems) if stem and not self.store.term_passages(stem)
+            held = self.store.terms_passages(stems)
+            lost = [(t, stem) for t, stem in zip(words, stems) if stem and not held.get(stem)
                     and not any(prefix and self.store.term_passages(word, prefix=True) for word, prefix in t.variants)]
             if not lost:
                 return parsed
@@ -8148,11 +8166,12 @@ class Retrieval:
             words = [t.tokens for t in terms]
             stems = self.store.index_terms([w for tokens in words for w in tokens])
             passages = max(self.store.passage_total(), 1)
+            held = self.store.terms_passages(stems)
         except self.store.db_module_errors():
             return [1.0] * len(terms)
         weights, at = [], 0
         for term, tokens in zip(terms, words):
-            counts = [self.store.term_passages(stem) for stem in stems[at : at + len(tokens)] if stem]
+            counts = [held.get(stem, 0) for stem in stems[at : at + len(tokens)] if stem]
             counts += [self.store.term_passages(word, prefix=True) for word, prefix in term.variants if prefix]
             at += len(tokens)
             rarest = min((c for c in counts if c), default=0)
@@ -8491,7 +8510,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8494) ----
+# ---- pms/sync.py (+8513) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9171,7 +9190,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9174) ----
+# ---- pms/watch.py (+9193) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9359,7 +9378,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9362) ----
+# ---- pms/clip.py (+9381) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10097,7 +10116,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10100) ----
+# ---- pms/api.py (+10119) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11199,7 +11218,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11202) ----
+# ---- pms/evaluation.py (+11221) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11397,7 +11416,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11400) ----
+# ---- pms/mcp_server.py (+11419) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12609,7 +12628,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12612) ----
+# ---- pms/cli.py (+12631) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13740,7 +13759,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13690) ----
+# ---- pms/__init__.py (+13709) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13805,7 +13824,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13808) ----
+# ---- pms/__main__.py (+13827) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

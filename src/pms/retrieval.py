@@ -248,7 +248,8 @@ class Retrieval:
             return parsed
         try:
             stems = self.store.index_terms([t.tokens[0] for t in words])
-            lost = [(t, stem) for t, stem in zip(words, stems) if stem and not self.store.term_passages(stem)
+            held = self.store.terms_passages(stems)
+            lost = [(t, stem) for t, stem in zip(words, stems) if stem and not held.get(stem)
                     and not any(prefix and self.store.term_passages(word, prefix=True) for word, prefix in t.variants)]
             if not lost:
                 return parsed
@@ -544,11 +545,12 @@ class Retrieval:
             words = [t.tokens for t in terms]
             stems = self.store.index_terms([w for tokens in words for w in tokens])
             passages = max(self.store.passage_total(), 1)
+            held = self.store.terms_passages(stems)
         except self.store.db_module_errors():
             return [1.0] * len(terms)
         weights, at = [], 0
         for term, tokens in zip(terms, words):
-            counts = [self.store.term_passages(stem) for stem in stems[at : at + len(tokens)] if stem]
+            counts = [held.get(stem, 0) for stem in stems[at : at + len(tokens)] if stem]
             counts += [self.store.term_passages(word, prefix=True) for word, prefix in term.variants if prefix]
             at += len(tokens)
             rarest = min((c for c in counts if c), default=0)

@@ -273,6 +273,7 @@ class Store:
         self.path = Path(path).expanduser()
         self.want_vectors = vectors
         self._local = threading.local()
+        self._stems: dict[str, str] = {}  # index_terms
         self._connections: list = []
         self._lock = threading.Lock()
         self.vec_loaded = False
@@ -1205,17 +1206,34 @@ class Store:
 
     def index_terms(self, words: Sequence[str]) -> list[str]:
         """Each of ``words`` as the keyword index holds it (tokenized and stemmed: "closures" ->
-        "closur"; "" for a word that is no single term)."""
+        "closur"; "" for a word that is no single term). Kept per word (the stemmer is fixed), so
+        a query typed again stems nothing."""
+        stems = self._stems
+        new = [w for w in dict.fromkeys(words) if w not in stems]
+        if new:
+            if len(stems) > 10_000:
+                stems.clear()
+            db = self.db
+            self._vocabulary(db)
+            db.executemany("INSERT INTO temp.pms_stemmer(rowid, words) VALUES (?, ?)", enumerate(new, 1))
+            try:
+                terms: dict[int, list[str]] = {}
+                for term, row in db.execute("SELECT term, doc FROM temp.pms_stems"):
+                    terms.setdefault(row, []).append(term)
+            finally:
+                db.execute("DELETE FROM temp.pms_stemmer")
+            stems.update((word, found[0] if len(found := terms.get(i, [])) == 1 else "") for i, word in enumerate(new, 1))
+        return [stems[w] for w in words]
+
+    def terms_passages(self, terms: Iterable[str]) -> dict[str, int]:
+        """Index term -> how many passages hold it (a term none holds is left out), in one statement."""
+        wanted = sorted(set(terms) - {""})
+        if not wanted:
+            return {}
         db = self.db
         self._vocabulary(db)
-        db.executemany("INSERT INTO temp.pms_stemmer(rowid, words) VALUES (?, ?)", enumerate(words, 1))
-        try:
-            terms: dict[int, list[str]] = {}
-            for term, row in db.execute("SELECT term, doc FROM temp.pms_stems"):
-                terms.setdefault(row, []).append(term)
-        finally:
-            db.execute("DELETE FROM temp.pms_stemmer")
-        return [found[0] if len(found := terms.get(i, [])) == 1 else "" for i in range(1, len(words) + 1)]
+        return {term: count for part in in_parts(wanted) for term, count in
+                db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))})", part)}
 
     def term_passages(self, term: str, prefix: bool = False) -> int:
         """How many passages hold ``term`` (an index term; ``prefix``: any term starting with it)."""
@@ -1229,24 +1247,23 @@ class Store:
 
     def embedded_share(self) -> float:
         """The share of passages that have a vector (kept until the index changes, as passage_total)."""
-        db = self.db
-        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
-        cached = getattr(self._local, "embedded_share", None)
-        if cached is None or cached[0] != version:
-            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
-            cached = (version, embedded / total if total else 1.0)
-            self._local.embedded_share = cached
-        return cached[1]
+        total, embedded = self._passage_counts()
+        return embedded / total if total else 1.0
 
     def passage_total(self) -> int:
-        """How many passages the index holds (kept until the index changes: PRAGMA data_version
-        counts other connections' writes, total_changes this one's)."""
+        """How many passages the index holds (kept until the index changes)."""
+        return self._passage_counts()[0]
+
+    def _passage_counts(self) -> tuple[int, int]:
+        """(passages, passages with a vector), kept until the index changes: PRAGMA data_version
+        counts other connections' writes, total_changes this one's."""
         db = self.db
         version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
-        cached = getattr(self._local, "passage_total", None)
+        cached = getattr(self._local, "passage_counts", None)
         if cached is None or cached[0] != version:
-            cached = (version, db.execute("SELECT count(*) FROM chunks").fetchone()[0])
-            self._local.passage_total = cached
+            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+            cached = (version, (total, embedded))
+            self._local.passage_counts = cached
         return cached[1]
 
     def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
