@@ -7030,11 +7030,13 @@ class RankingSettings(Record):
     # Cyrillic word; German, Spanish when note_language tells the query's) is also searched as
     # the prefix of its stem (folded_stem): "полумарафон" finds "полумарафону".
     fold_suffixes: bool = True
-    # Typos (Retrieval.with_fallbacks): a query word of ``typo_min_letters`` letters or more that no
-    # passage holds also stands for the vault's words (the keyword index's terms) within one
-    # edit of its stem, two from a stem of ``typo_two_edits_letters`` letters (a letter added, left out,
-    # changed or two swapped; the first letter as typed), at most ``typo_alternatives`` of
-    # them, the closest and commonest first. typo_min_letters 0: off.
+    # Typos (Retrieval.with_fallbacks; keyword search only: in hybrid the vector list finds a
+    # misspelled word's meaning, and the fallback there cost the suite's mean): a query word of
+    # ``typo_min_letters`` letters or more that no passage holds also stands for the vault's
+    # words (the keyword index's terms) within one edit of its stem, two from a stem of
+    # ``typo_two_edits_letters`` letters (a letter added, left out, changed or two swapped; the
+    # first letter as typed), at most ``typo_alternatives`` of them, the closest and commonest
+    # first. typo_min_letters 0: off.
     typo_min_letters: int = 5
     typo_two_edits_letters: int = 8
     typo_alternatives: int = 3
@@ -7618,7 +7620,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7621) ----
+# ---- pms/retrieval.py (+7623) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7846,24 +7848,26 @@ class Retrieval:
         (an unknown name fails here, before any work), the mode that runs resolved
         (search_mode; a filter without words lists notes), min_score and intent checked."""
         query = clean_query(query)
-        parsed = self.with_fallbacks(parse_query(query, prefix_last, cleaned=True))
+        parsed = parse_query(query, prefix_last, cleaned=True)
         ids = self.collection_ids(collections)
         k = min(checked_number(k, "k"), 1000)
         min_score = checked_min_score(min_score)
         resolved = self.search_mode(mode) if not (note_filter and not parsed.terms) else SearchMode("keyword")
+        parsed = self.with_fallbacks(parsed, typos=resolved.mode == "keyword")
         return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
                              clean_query(intent).strip() if intent else "")
 
-    def with_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
+    def with_fallbacks(self, parsed: ParsedQuery, typos: bool = True) -> ParsedQuery:
         """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
-        other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and a word no passage
-        holds (RankingSettings.typo_min_letters) stands for the vault's closest words too:
-        "ownershp" also finds "ownership"."""
+        other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and with ``typos`` (a
+        keyword search: hybrid's vector list already finds a misspelled word's meaning) a word
+        no passage holds (RankingSettings.typo_min_letters) stands for the vault's closest words
+        too: "ownershp" also finds "ownership"."""
         s = self.settings
         if s.fold_suffixes:
             parsed = with_folded_suffixes(parsed)
-        words = [t for t in parsed.terms if s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
+        words = [t for t in parsed.terms if typos and s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
                  and len(t.tokens[0]) >= s.typo_min_letters and not has_unspaced_chars(t.tokens[0])]
         if not words:
             return parsed
@@ -8510,7 +8514,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8513) ----
+# ---- pms/sync.py (+8517) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9190,7 +9194,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9193) ----
+# ---- pms/watch.py (+9197) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9378,7 +9382,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9381) ----
+# ---- pms/clip.py (+9385) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10116,7 +10120,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10119) ----
+# ---- pms/api.py (+10123) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11218,7 +11222,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11221) ----
+# ---- pms/evaluation.py (+11225) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11416,7 +11420,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11419) ----
+# ---- pms/mcp_server.py (+11423) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12628,7 +12632,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12631) ----
+# ---- pms/cli.py (+12635) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13759,7 +13763,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13709) ----
+# ---- pms/__init__.py (+13713) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13824,7 +13828,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13827) ----
+# ---- pms/__main__.py (+13831) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -109,11 +109,13 @@ class RankingSettings(Record):
     # Cyrillic word; German, Spanish when note_language tells the query's) is also searched as
     # the prefix of its stem (folded_stem): "полумарафон" finds "полумарафону".
     fold_suffixes: bool = True
-    # Typos (Retrieval.with_fallbacks): a query word of ``typo_min_letters`` letters or more that no
-    # passage holds also stands for the vault's words (the keyword index's terms) within one
-    # edit of its stem, two from a stem of ``typo_two_edits_letters`` letters (a letter added, left out,
-    # changed or two swapped; the first letter as typed), at most ``typo_alternatives`` of
-    # them, the closest and commonest first. typo_min_letters 0: off.
+    # Typos (Retrieval.with_fallbacks; keyword search only: in hybrid the vector list finds a
+    # misspelled word's meaning, and the fallback there cost the suite's mean): a query word of
+    # ``typo_min_letters`` letters or more that no passage holds also stands for the vault's
+    # words (the keyword index's terms) within one edit of its stem, two from a stem of
+    # ``typo_two_edits_letters`` letters (a letter added, left out, changed or two swapped; the
+    # first letter as typed), at most ``typo_alternatives`` of them, the closest and commonest
+    # first. typo_min_letters 0: off.
     typo_min_letters: int = 5
     typo_two_edits_letters: int = 8
     typo_alternatives: int = 3

@@ -225,24 +225,26 @@ class Retrieval:
         (an unknown name fails here, before any work), the mode that runs resolved
         (search_mode; a filter without words lists notes), min_score and intent checked."""
         query = clean_query(query)
-        parsed = self.with_fallbacks(parse_query(query, prefix_last, cleaned=True))
+        parsed = parse_query(query, prefix_last, cleaned=True)
         ids = self.collection_ids(collections)
         k = min(checked_number(k, "k"), 1000)
         min_score = checked_min_score(min_score)
         resolved = self.search_mode(mode) if not (note_filter and not parsed.terms) else SearchMode("keyword")
+        parsed = self.with_fallbacks(parsed, typos=resolved.mode == "keyword")
         return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
                              clean_query(intent).strip() if intent else "")
 
-    def with_fallbacks(self, parsed: ParsedQuery) -> ParsedQuery:
+    def with_fallbacks(self, parsed: ParsedQuery, typos: bool = True) -> ParsedQuery:
         """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
-        other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and a word no passage
-        holds (RankingSettings.typo_min_letters) stands for the vault's closest words too:
-        "ownershp" also finds "ownership"."""
+        other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and with ``typos`` (a
+        keyword search: hybrid's vector list already finds a misspelled word's meaning) a word
+        no passage holds (RankingSettings.typo_min_letters) stands for the vault's closest words
+        too: "ownershp" also finds "ownership"."""
         s = self.settings
         if s.fold_suffixes:
             parsed = with_folded_suffixes(parsed)
-        words = [t for t in parsed.terms if s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
+        words = [t for t in parsed.terms if typos and s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
                  and len(t.tokens[0]) >= s.typo_min_letters and not has_unspaced_chars(t.tokens[0])]
         if not words:
             return parsed
