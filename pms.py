@@ -4952,12 +4952,13 @@ class Store:
         """(document id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
-    def link_names(self, docids: Sequence[str]) -> dict[str, set[str]]:
-        """docid -> the file names (lower case, no extension) its links point to."""
-        out: dict[str, set[str]] = {}
-        for docid, key in self.rows_in("SELECT d.docid, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
-                                       "WHERE d.docid IN ({ids})", docids):
-            out.setdefault(docid, set()).add(key.rsplit("/", 1)[-1])
+    def link_names(self, keys: Iterable, by: str = "docid") -> dict[Any, set[str]]:
+        """docid (or document id, ``by``) -> the file names (lower case, no extension) its links point to."""
+        column = {"docid": "d.docid", "id": "d.id"}[by]
+        out: dict[Any, set[str]] = {}
+        for key, target in self.rows_in(f"SELECT {column}, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
+                                        f"WHERE {column} IN ({{ids}})", keys):
+            out.setdefault(key, set()).add(target.rsplit("/", 1)[-1])
         return out
 
     def note_languages(self, document_ids: Iterable[int]) -> dict[int, str]:
@@ -4982,12 +4983,13 @@ class Store:
                "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
         return {row[0] for row in self.rows_in(sql, ids)}
 
-    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[Any, tuple[str, str, int, int, str]]:
-        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, links out,
-        content hash): what note_kind reads besides the note's text (note_bodies)."""
+    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[Any, tuple[str, str, int, int, int, str]]:
+        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, own words,
+        links out, content hash): what note_kind reads besides the note's text (note_bodies)."""
         column = {"docid": "docid", "id": "id"}[by]
         return {row[0]: row[1:] for row in self.rows_in(
-            f"SELECT {column}, title, path, words, links_out, coalesce(sha256, '') FROM documents WHERE {column} IN ({{ids}})", keys)}
+            f"SELECT {column}, title, path, words, own_words, links_out, coalesce(sha256, '') FROM documents "
+            f"WHERE {column} IN ({{ids}})", keys)}
 
     def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[Any, str]:
         """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
@@ -5320,7 +5322,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5323) ----
+# ---- pms/embedding.py (+5325) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6550,7 +6552,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6553) ----
+# ---- pms/query.py (+6555) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6918,7 +6920,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6921) ----
+# ---- pms/ranking.py (+6923) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7183,15 +7185,18 @@ class RankingSettings(Record):
         return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
 
 
-def note_kind(title: str, path: str, words: int, links_out: int, body: str | None, settings: RankingSettings) -> str:
+def note_kind(title: str, path: str, words: int, links_out: int, body: str | None, settings: RankingSettings,
+              targets: set[str] | None = None) -> str:
     """What a note is to the note prior (RankingSettings.stub_words): "empty", "links" (a page
     of links), "redirect" (a pointer to a note of its own name: a link to its file name
     elsewhere, or to a note whose name carries its title), "pointer" or "note". ``words`` -1:
-    not read by this version yet, a note; ``body`` (its text) is read only for a short note
-    that links elsewhere (``Store.note_facts``). Pure."""
+    not read by this version yet, a note; ``body`` (its text) is read only for a note that links
+    elsewhere and is short or has little prose of its own (``Retrieval.note_kinds``); ``targets``: the file names it links to, lower
+    case without extension (the index's links: a passage's text leaves link definitions out),
+    else read from ``body``. Pure."""
     if 0 <= words < settings.name_body_words:
         return "empty"
-    if words < 0 or not links_out or words >= settings.redirect_words or body is None:
+    if words < 0 or not links_out or body is None:
         return "note"
     prose, held, links = own_prose(body)
     if not links:  # embeds and web addresses only: the page shows the notes it embeds
@@ -7199,10 +7204,11 @@ def note_kind(title: str, path: str, words: int, links_out: int, body: str | Non
     own = WORD_TOKEN.findall(prose.lower())
     if len(own) < settings.name_body_words and held < settings.name_body_words and links > 1:
         return "links"
-    if len(own) >= settings.stub_words:
+    if len(own) >= settings.stub_words or words >= settings.redirect_words:
         return "note"
     stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
-    targets = {link.key.rsplit("/", 1)[-1] for link in note_links(body)}
+    if targets is None:
+        targets = {link.key.rsplit("/", 1)[-1] for link in note_links(body)}
     if stem in targets:
         return "redirect"
     if names_subject(title, own):
@@ -7372,8 +7378,8 @@ def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str
 
     if all(kind(h) == "note" for h in hits):
         return hits
-    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(
-        linked(h, t) and carries_name(h.title, t.title, t.path) for t in hits))}
+    # A pointer to a hit of this list adds nothing the hit does not show: below every note.
+    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
     weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
     order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
     out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]
@@ -7620,7 +7626,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7623) ----
+# ---- pms/retrieval.py (+7629) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8424,19 +8430,21 @@ class Retrieval:
     def note_kinds(self, keys, by: str = "docid") -> dict:
         """docid (or document id, ``by``) -> what the note is to the note prior (note_kind). A
         note's kind is kept by its content hash and path, so typing the same search again reads
-        no note's text; only a short note that links elsewhere is read at all."""
+        no note's text; only a note that links elsewhere and is short or has little prose of its
+        own (a table of contents) is read at all."""
         s = self.settings
         kinds, wanted = {}, {}
-        for key, (title, path, words, links, digest) in self.store.note_facts(keys, by).items():
-            if not links or not 0 <= words < s.redirect_words:
+        for key, (title, path, words, own_words, links, digest) in self.store.note_facts(keys, by).items():
+            if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
                 kinds[key] = note_kind(title, path, words, links, None, s)
             elif (digest, path) in self._kinds:
                 kinds[key] = self._kinds[(digest, path)]
             else:
                 wanted[key] = (title, path, words, links, digest)
+        targets = self.store.link_names(wanted, by) if wanted else {}
         for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
             title, path, words, links, digest = wanted[key]
-            kinds[key] = note_kind(title, path, words, links, body, s)
+            kinds[key] = note_kind(title, path, words, links, body, s, targets.get(key, set()))
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
@@ -8514,7 +8522,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8517) ----
+# ---- pms/sync.py (+8525) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9194,7 +9202,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9197) ----
+# ---- pms/watch.py (+9205) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9382,7 +9390,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9385) ----
+# ---- pms/clip.py (+9393) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10120,7 +10128,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10123) ----
+# ---- pms/api.py (+10131) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11222,7 +11230,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11225) ----
+# ---- pms/evaluation.py (+11233) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11420,7 +11428,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11423) ----
+# ---- pms/mcp_server.py (+11431) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12632,7 +12640,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12635) ----
+# ---- pms/cli.py (+12643) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13763,7 +13771,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13713) ----
+# ---- pms/__init__.py (+13721) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13828,7 +13836,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13831) ----
+# ---- pms/__main__.py (+13839) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

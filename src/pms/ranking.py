@@ -262,15 +262,18 @@ class RankingSettings(Record):
         return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
 
 
-def note_kind(title: str, path: str, words: int, links_out: int, body: str | None, settings: RankingSettings) -> str:
+def note_kind(title: str, path: str, words: int, links_out: int, body: str | None, settings: RankingSettings,
+              targets: set[str] | None = None) -> str:
     """What a note is to the note prior (RankingSettings.stub_words): "empty", "links" (a page
     of links), "redirect" (a pointer to a note of its own name: a link to its file name
     elsewhere, or to a note whose name carries its title), "pointer" or "note". ``words`` -1:
-    not read by this version yet, a note; ``body`` (its text) is read only for a short note
-    that links elsewhere (``Store.note_facts``). Pure."""
+    not read by this version yet, a note; ``body`` (its text) is read only for a note that links
+    elsewhere and is short or has little prose of its own (``Retrieval.note_kinds``); ``targets``: the file names it links to, lower
+    case without extension (the index's links: a passage's text leaves link definitions out),
+    else read from ``body``. Pure."""
     if 0 <= words < settings.name_body_words:
         return "empty"
-    if words < 0 or not links_out or words >= settings.redirect_words or body is None:
+    if words < 0 or not links_out or body is None:
         return "note"
     prose, held, links = own_prose(body)
     if not links:  # embeds and web addresses only: the page shows the notes it embeds
@@ -278,10 +281,11 @@ def note_kind(title: str, path: str, words: int, links_out: int, body: str | Non
     own = WORD_TOKEN.findall(prose.lower())
     if len(own) < settings.name_body_words and held < settings.name_body_words and links > 1:
         return "links"
-    if len(own) >= settings.stub_words:
+    if len(own) >= settings.stub_words or words >= settings.redirect_words:
         return "note"
     stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
-    targets = {link.key.rsplit("/", 1)[-1] for link in note_links(body)}
+    if targets is None:
+        targets = {link.key.rsplit("/", 1)[-1] for link in note_links(body)}
     if stem in targets:
         return "redirect"
     if names_subject(title, own):
@@ -451,8 +455,8 @@ def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str
 
     if all(kind(h) == "note" for h in hits):
         return hits
-    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(
-        linked(h, t) and carries_name(h.title, t.title, t.path) for t in hits))}
+    # A pointer to a hit of this list adds nothing the hit does not show: below every note.
+    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
     weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
     order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
     out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]

@@ -801,19 +801,21 @@ class Retrieval:
     def note_kinds(self, keys, by: str = "docid") -> dict:
         """docid (or document id, ``by``) -> what the note is to the note prior (note_kind). A
         note's kind is kept by its content hash and path, so typing the same search again reads
-        no note's text; only a short note that links elsewhere is read at all."""
+        no note's text; only a note that links elsewhere and is short or has little prose of its
+        own (a table of contents) is read at all."""
         s = self.settings
         kinds, wanted = {}, {}
-        for key, (title, path, words, links, digest) in self.store.note_facts(keys, by).items():
-            if not links or not 0 <= words < s.redirect_words:
+        for key, (title, path, words, own_words, links, digest) in self.store.note_facts(keys, by).items():
+            if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
                 kinds[key] = note_kind(title, path, words, links, None, s)
             elif (digest, path) in self._kinds:
                 kinds[key] = self._kinds[(digest, path)]
             else:
                 wanted[key] = (title, path, words, links, digest)
+        targets = self.store.link_names(wanted, by) if wanted else {}
         for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
             title, path, words, links, digest = wanted[key]
-            kinds[key] = note_kind(title, path, words, links, body, s)
+            kinds[key] = note_kind(title, path, words, links, body, s, targets.get(key, set()))
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()

@@ -1078,12 +1078,13 @@ class Store:
         """(document id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
-    def link_names(self, docids: Sequence[str]) -> dict[str, set[str]]:
-        """docid -> the file names (lower case, no extension) its links point to."""
-        out: dict[str, set[str]] = {}
-        for docid, key in self.rows_in("SELECT d.docid, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
-                                       "WHERE d.docid IN ({ids})", docids):
-            out.setdefault(docid, set()).add(key.rsplit("/", 1)[-1])
+    def link_names(self, keys: Iterable, by: str = "docid") -> dict[Any, set[str]]:
+        """docid (or document id, ``by``) -> the file names (lower case, no extension) its links point to."""
+        column = {"docid": "d.docid", "id": "d.id"}[by]
+        out: dict[Any, set[str]] = {}
+        for key, target in self.rows_in(f"SELECT {column}, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
+                                        f"WHERE {column} IN ({{ids}})", keys):
+            out.setdefault(key, set()).add(target.rsplit("/", 1)[-1])
         return out
 
     def note_languages(self, document_ids: Iterable[int]) -> dict[int, str]:
@@ -1108,12 +1109,13 @@ class Store:
                "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
         return {row[0] for row in self.rows_in(sql, ids)}
 
-    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[Any, tuple[str, str, int, int, str]]:
-        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, links out,
-        content hash): what note_kind reads besides the note's text (note_bodies)."""
+    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[Any, tuple[str, str, int, int, int, str]]:
+        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, own words,
+        links out, content hash): what note_kind reads besides the note's text (note_bodies)."""
         column = {"docid": "docid", "id": "id"}[by]
         return {row[0]: row[1:] for row in self.rows_in(
-            f"SELECT {column}, title, path, words, links_out, coalesce(sha256, '') FROM documents WHERE {column} IN ({{ids}})", keys)}
+            f"SELECT {column}, title, path, words, own_words, links_out, coalesce(sha256, '') FROM documents "
+            f"WHERE {column} IN ({{ids}})", keys)}
 
     def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[Any, str]:
         """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
