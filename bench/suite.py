@@ -58,7 +58,6 @@ import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -68,6 +67,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, SHARED_DATA, beir, extract_book, open_index, pms  # noqa: E402
+import compare  # noqa: E402
 
 SETS = ("scifact", "nfcorpus", "rustbook", "rustnames", "sample", "tldr", "mlcross", "mlmixed", "mlsplit", "dendron",
         "dendronnames")
@@ -460,22 +460,6 @@ def run_suite(args, embedding: dict | None) -> dict:
     return {"sets": results, "summary": summarize(results, args.modes)}
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-def checkout(rev: str, worktrees: Path) -> Path:
-    """A git worktree of ``rev`` under ``worktrees`` (made once per commit): its pms.py is the engine."""
-    sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
-    folder = worktrees / f"rev-{sha[:12]}"
-    if not (folder / "pms.py").exists():
-        if folder.exists():
-            shutil.rmtree(folder)
-        _git("worktree", "prune")
-        _git("worktree", "add", "--detach", str(folder), sha)
-    return folder
-
-
 def _side(argv: list[str], engine: Path | None) -> dict:
     """This suite run in a fresh process over ``engine``'s pms.py (None: this checkout's), as JSON."""
     env = dict(os.environ)
@@ -562,7 +546,7 @@ def main(argv=None) -> int:
         passed += [x for pair in args.setting for x in ("--setting", pair)]
         passed += [x for flag, value in (("--embed-url", args.embed_url), ("--embed-model", args.embed_model),
                                          ("--embed-api", args.embed_api)) if value for x in (flag, value)]
-        engine = checkout(args.compare, args.worktrees)
+        engine = compare.checkout(args.compare, args.worktrees)  # the speed bench's worktrees, one per commit
         before = _side(passed, engine)
         after = _side(passed, None)
         if args.json:
