@@ -5372,6 +5372,7 @@ class EmbeddingProvider:
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
         self._error: str | None = None
+        self._error_hint: Hint | None = None  # what fixes _error, worded by each front end (kept apart: said once)
         self._lock = threading.Lock()
 
     # -- what a provider implements -----------------------------------------------------
@@ -5412,17 +5413,21 @@ class EmbeddingProvider:
     def error(self) -> str | None:
         return self._error
 
+    @property
+    def error_hint(self) -> Hint | None:
+        return self._error_hint if self.error else None
+
     def load(self):
         """Make the provider ready (once); raise EmbeddingUnavailable."""
         with self._lock:
             if self._ready:
                 return self
             if self.error:
-                raise EmbeddingUnavailable(self.error)
+                raise EmbeddingUnavailable(self.error, self._error_hint)
             try:
                 self._load()
             except EmbeddingUnavailable as exc:
-                self._error = str(exc)
+                self._error, self._error_hint = exc.message, exc.hint
                 raise
             self._ready = True
             return self
@@ -5608,7 +5613,7 @@ class Embedder(EmbeddingProvider):
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   f"(connect once, or make a local copy: {OFFLINE_MODEL_COMMAND})",
                                                    Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -6345,7 +6350,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6348) ----
+# ---- pms/query.py (+6353) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6689,7 +6694,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6692) ----
+# ---- pms/ranking.py (+6697) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7231,7 +7236,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7234) ----
+# ---- pms/retrieval.py (+7239) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7424,7 +7429,7 @@ class Retrieval:
             return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
                                 "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
-            return VectorStatus(False, self.embedder.error, "model-unavailable")
+            return VectorStatus(False, self.embedder.error, "model-unavailable", self.embedder.error_hint)
         gone = self.embedder.missing()
         if gone is not None:
             return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
@@ -8024,7 +8029,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8027) ----
+# ---- pms/sync.py (+8032) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8704,7 +8709,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8707) ----
+# ---- pms/watch.py (+8712) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -8892,7 +8897,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8895) ----
+# ---- pms/clip.py (+8900) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -9630,7 +9635,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+9633) ----
+# ---- pms/api.py (+9638) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -10730,7 +10735,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+10733) ----
+# ---- pms/evaluation.py (+10738) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -10928,7 +10933,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10931) ----
+# ---- pms/mcp_server.py (+10936) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12131,7 +12136,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12134) ----
+# ---- pms/cli.py (+12139) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13253,7 +13258,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13203) ----
+# ---- pms/__init__.py (+13208) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13318,7 +13323,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13321) ----
+# ---- pms/__main__.py (+13326) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -254,6 +254,7 @@ class EmbeddingProvider:
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
         self._error: str | None = None
+        self._error_hint: Hint | None = None  # what fixes _error, worded by each front end (kept apart: said once)
         self._lock = threading.Lock()
 
     # -- what a provider implements -----------------------------------------------------
@@ -294,17 +295,21 @@ class EmbeddingProvider:
     def error(self) -> str | None:
         return self._error
 
+    @property
+    def error_hint(self) -> Hint | None:
+        return self._error_hint if self.error else None
+
     def load(self):
         """Make the provider ready (once); raise EmbeddingUnavailable."""
         with self._lock:
             if self._ready:
                 return self
             if self.error:
-                raise EmbeddingUnavailable(self.error)
+                raise EmbeddingUnavailable(self.error, self._error_hint)
             try:
                 self._load()
             except EmbeddingUnavailable as exc:
-                self._error = str(exc)
+                self._error, self._error_hint = exc.message, exc.hint
                 raise
             self._ready = True
             return self
@@ -490,7 +495,7 @@ class Embedder(EmbeddingProvider):
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   f"(connect once, or make a local copy: {OFFLINE_MODEL_COMMAND})",
                                                    Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
