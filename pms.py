@@ -848,52 +848,55 @@ def resolve(host: str, port: int, deadline: float) -> list[str]:
     return outcome["addresses"]
 
 
-class _DeadlineSocket(socket.socket):
-    """A socket whose every wait ends at ``deadline``: each call gets the time left as its timeout."""
+def split_url(url: str, named: str):
+    """``url`` split (urllib's SplitResult), its port checked; a PMSError naming it as ``named``
+    (e.g. "embedding server URL 'x'") when it cannot be parsed."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise PMSError(f"{named} is not a valid URL ({exc})") from None
+    return parts
+
+
+class _InTime:
+    """Reads and writes that end at ``deadline``: each call gets the time left as its timeout
+    (mixed into a plain socket and, when TLS is used, into ssl.SSLSocket)."""
 
     deadline = float("inf")
 
     def _in_time(self) -> None:
-        self.settimeout(time_left(self.deadline))
+        self.settimeout(time_left(self.deadline))  # type: ignore[attr-defined]
 
     def recv_into(self, *args, **kwargs):
         self._in_time()
-        return super().recv_into(*args, **kwargs)
+        return super().recv_into(*args, **kwargs)  # type: ignore[misc]
 
     def recv(self, *args, **kwargs):
         self._in_time()
-        return super().recv(*args, **kwargs)
+        return super().recv(*args, **kwargs)  # type: ignore[misc]
 
     def sendall(self, *args, **kwargs):
         self._in_time()
-        return super().sendall(*args, **kwargs)
+        return super().sendall(*args, **kwargs)  # type: ignore[misc]
+
+
+class _DeadlineSocket(_InTime, socket.socket):
+    """A socket whose every wait ends at ``deadline``."""
 
 
 def _tls_socket_class():
     import ssl
 
-    class DeadlineTLSSocket(ssl.SSLSocket):
+    class DeadlineTLSSocket(_InTime, ssl.SSLSocket):
         """The TLS socket of a _DeadlineSocket: the handshake, reads and writes end at ``deadline``
         (the ssl module counts one timeout across the retries of a call)."""
-
-        deadline = float("inf")
-        _in_time = _DeadlineSocket._in_time
 
         def do_handshake(self, *args, **kwargs):
             self._in_time()
             return super().do_handshake(*args, **kwargs)
-
-        def recv_into(self, *args, **kwargs):
-            self._in_time()
-            return super().recv_into(*args, **kwargs)
-
-        def recv(self, *args, **kwargs):
-            self._in_time()
-            return super().recv(*args, **kwargs)
-
-        def sendall(self, *args, **kwargs):
-            self._in_time()
-            return super().sendall(*args, **kwargs)
 
     return DeadlineTLSSocket
 
@@ -1112,7 +1115,7 @@ def _origin(url: str) -> tuple:
     parts = urlsplit(url)
     return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or (443 if parts.scheme.lower() == "https" else 80)
 
-# ---- pms/frontmatter.py (+1115) ----
+# ---- pms/frontmatter.py (+1118) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -1517,7 +1520,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+1520) ----
+# ---- pms/markdown.py (+1523) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -2087,7 +2090,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2090) ----
+# ---- pms/language.py (+2093) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -2289,7 +2292,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2292) ----
+# ---- pms/notes.py (+2295) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2668,7 +2671,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2671) ----
+# ---- pms/pdf.py (+2674) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2903,7 +2906,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2906) ----
+# ---- pms/paths.py (+2909) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3424,7 +3427,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3427) ----
+# ---- pms/filters.py (+3430) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3579,7 +3582,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3582) ----
+# ---- pms/schema.py (+3585) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3871,7 +3874,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3874) ----
+# ---- pms/store.py (+3877) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -5322,7 +5325,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5325) ----
+# ---- pms/embedding.py (+5328) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5347,7 +5350,7 @@ from pathlib import Path
 # DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
 # display_path, env_number, error_excerpt, hex_digest, module_available, now_iso, pms_command,
 # )
-# from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
+# from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve, split_url
 # from .language import LANGUAGE_NAMES
 # from .store import in_parts
 
@@ -5579,6 +5582,7 @@ class EmbeddingProvider:
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
         self._error: str | None = None
+        self._error_hint: Hint | None = None  # what fixes _error, worded by each front end (kept apart: said once)
         self._lock = threading.Lock()
 
     # -- what a provider implements -----------------------------------------------------
@@ -5619,17 +5623,21 @@ class EmbeddingProvider:
     def error(self) -> str | None:
         return self._error
 
+    @property
+    def error_hint(self) -> Hint | None:
+        return self._error_hint if self.error else None
+
     def load(self):
         """Make the provider ready (once); raise EmbeddingUnavailable."""
         with self._lock:
             if self._ready:
                 return self
             if self.error:
-                raise EmbeddingUnavailable(self.error)
+                raise EmbeddingUnavailable(self.error, self._error_hint)
             try:
                 self._load()
             except EmbeddingUnavailable as exc:
-                self._error = str(exc)
+                self._error, self._error_hint = exc.message, exc.hint
                 raise
             self._ready = True
             return self
@@ -5815,7 +5823,7 @@ class Embedder(EmbeddingProvider):
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   f"(connect once, or make a local copy: {OFFLINE_MODEL_COMMAND})",
                                                    Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -5896,14 +5904,10 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
     """(full endpoint URL, api) for a server address: ``http://host:port`` gets
     ``/v1/embeddings`` (OpenAI-compatible) or ``/api/embed`` (``api="ollama"``); a
     URL that already ends in one of them keeps it and says which API it is."""
-    from urllib.parse import urlsplit, urlunsplit
+    from urllib.parse import urlunsplit
 
     url = (url or "").strip()
-    try:
-        parts = urlsplit(url)
-        parts.port  # raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise PMSError(f"embedding server URL {error_excerpt(url)} is not a valid URL ({exc})") from None
+    parts = split_url(url, f"embedding server URL {error_excerpt(url)}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PMSError(f"embedding server URL {error_excerpt(url)} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
     if api not in (None, "openai", "ollama"):
@@ -6552,7 +6556,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6555) ----
+# ---- pms/query.py (+6559) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6920,7 +6924,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6923) ----
+# ---- pms/ranking.py (+6927) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7618,7 +7622,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7621) ----
+# ---- pms/retrieval.py (+7625) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7815,7 +7819,7 @@ class Retrieval:
             return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
                                 "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
-            return VectorStatus(False, self.embedder.error, "model-unavailable")
+            return VectorStatus(False, self.embedder.error, "model-unavailable", self.embedder.error_hint)
         gone = self.embedder.missing()
         if gone is not None:
             return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
@@ -8511,7 +8515,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8514) ----
+# ---- pms/sync.py (+8518) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9191,7 +9195,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9194) ----
+# ---- pms/watch.py (+9198) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9379,7 +9383,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9382) ----
+# ---- pms/clip.py (+9386) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -9402,7 +9406,7 @@ from pathlib import Path
 # VERSION, LazyPattern, PMSError, Record, Worker, WorkerStopped, _dt, env_number, hex_digest, module_available, now_iso,
 # pms_command,
 # )
-# from .outbound import AddressCheck, Answer, address_kind, most_private, open_url
+# from .outbound import AddressCheck, Answer, address_kind, most_private, open_url, split_url
 # from .frontmatter import split_frontmatter, yaml_scalar
 # from .markdown import FENCE, fence_states, first_heading, is_table_rule
 # from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PDF_SUFFIX, PdfError, PdfReader, pdf_available, pdf_title
@@ -9493,14 +9497,8 @@ def require_clipper() -> None:
 
 def check_clip_url(url: str) -> str:
     """The URL, stripped, if it is an http(s) URL with a host; a PMSError otherwise."""
-    from urllib.parse import urlsplit
-
     url = (url or "").strip()
-    try:
-        parts = urlsplit(url)
-        parts.port  # raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise PMSError(f"{url!r} is not a valid URL ({exc})") from None
+    parts = split_url(url, repr(url))
     if parts.scheme.lower() not in ("http", "https"):
         what = f"a {parts.scheme.lower()}: address, not a web page" if parts.scheme else "not a URL"
         raise PMSError(f"{url!r} is {what}: only http and https URLs can be clipped "
@@ -10117,7 +10115,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10120) ----
+# ---- pms/api.py (+10118) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11219,7 +11217,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11222) ----
+# ---- pms/evaluation.py (+11220) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11417,7 +11415,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11420) ----
+# ---- pms/mcp_server.py (+11418) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12629,7 +12627,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12632) ----
+# ---- pms/cli.py (+12630) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13760,7 +13758,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13710) ----
+# ---- pms/__init__.py (+13708) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13825,7 +13823,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13828) ----
+# ---- pms/__main__.py (+13826) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -22,7 +22,7 @@ from .config import (
     DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
     display_path, env_number, error_excerpt, hex_digest, module_available, now_iso, pms_command,
 )
-from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
+from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve, split_url
 from .language import LANGUAGE_NAMES
 from .store import in_parts
 
@@ -254,6 +254,7 @@ class EmbeddingProvider:
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
         self._error: str | None = None
+        self._error_hint: Hint | None = None  # what fixes _error, worded by each front end (kept apart: said once)
         self._lock = threading.Lock()
 
     # -- what a provider implements -----------------------------------------------------
@@ -294,17 +295,21 @@ class EmbeddingProvider:
     def error(self) -> str | None:
         return self._error
 
+    @property
+    def error_hint(self) -> Hint | None:
+        return self._error_hint if self.error else None
+
     def load(self):
         """Make the provider ready (once); raise EmbeddingUnavailable."""
         with self._lock:
             if self._ready:
                 return self
             if self.error:
-                raise EmbeddingUnavailable(self.error)
+                raise EmbeddingUnavailable(self.error, self._error_hint)
             try:
                 self._load()
             except EmbeddingUnavailable as exc:
-                self._error = str(exc)
+                self._error, self._error_hint = exc.message, exc.hint
                 raise
             self._ready = True
             return self
@@ -490,7 +495,7 @@ class Embedder(EmbeddingProvider):
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   f"(connect once, or make a local copy: {OFFLINE_MODEL_COMMAND})",
                                                    Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -571,14 +576,10 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
     """(full endpoint URL, api) for a server address: ``http://host:port`` gets
     ``/v1/embeddings`` (OpenAI-compatible) or ``/api/embed`` (``api="ollama"``); a
     URL that already ends in one of them keeps it and says which API it is."""
-    from urllib.parse import urlsplit, urlunsplit
+    from urllib.parse import urlunsplit
 
     url = (url or "").strip()
-    try:
-        parts = urlsplit(url)
-        parts.port  # raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise PMSError(f"embedding server URL {error_excerpt(url)} is not a valid URL ({exc})") from None
+    parts = split_url(url, f"embedding server URL {error_excerpt(url)}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PMSError(f"embedding server URL {error_excerpt(url)} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
     if api not in (None, "openai", "ollama"):
