@@ -7126,14 +7126,18 @@ class RankingSettings(Record):
     # page, a "see [[X]]" note) when that prose never names its subject (a word of its
     # title) and it has under ``pointer_words`` words, and a redirect when it links to its
     # own file name elsewhere or to a note whose name carries its title (under
-    # ``redirect_words`` words). A short note with its own sentences is a note. A page of
-    # links and a pointer never stay above a hit they link to; a redirect, and a pointer to a
-    # hit of the same list, go below every note; the exact-name rules pass empty notes,
-    # pointers and redirects by. (Dividing an empty note's, a page of links' or a pointer's
-    # place, and leaving pointers out of the names list, cost Dendron's sets: removed.)
+    # ``redirect_words`` words). A short note with its own sentences is a note. An empty
+    # note's and a page of links' place is divided by ``stub_weight``, a pointer's by
+    # ``pointer_weight``; a page of links and a pointer never stay above a hit they link to;
+    # a redirect, and a pointer whose target carries its name, go below every note. The
+    # exact-name rules pass empty notes, pointers and redirects by, and the names list
+    # leaves pointers out unless ``pointer_names``.
     stub_words: int = 70
     pointer_words: int = 150
     redirect_words: int = 300
+    stub_weight: float = 0.5
+    pointer_weight: float = 0.5
+    pointer_names: bool = False
     name_body_words: int = 3
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
@@ -7360,12 +7364,13 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     return out
 
 
-def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str, set[str]]) -> list:
-    """``hits`` (best first) reordered by the note prior (RankingSettings.stub_words): a page
-    of links and a pointer after every hit they link to, a redirect and a pointer to a hit of
-    the list below every note (it adds nothing its target does not show). ``kinds``: docid ->
-    note_kind (a note when missing); ``links``: docid -> the file names (lower case, no
-    extension) it links to. A pure function."""
+def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str, set[str]], settings: RankingSettings) -> list:
+    """``hits`` (best first) reordered by the note prior (RankingSettings.stub_words): an empty
+    note's and a page of links' place divided by ``settings.stub_weight``, a page of links after
+    every hit it links to, and a pointer to its namesake (a note it links to carries its name:
+    a redirect, an old edition's page) below every note. ``kinds``: docid -> note_kind (a note
+    when missing); ``links``: docid -> the file names (lower case, no extension) it links to.
+    A pure function."""
     def kind(hit) -> str:
         return kinds.get(hit.docid, "note")
 
@@ -7377,8 +7382,11 @@ def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str
 
     if all(kind(h) == "note" for h in hits):
         return hits
+    # A pointer to a hit of this list adds nothing the hit does not show: below every note.
     redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
-    out = [h for h in hits if id(h) not in redirects] + [h for h in hits if id(h) in redirects]
+    weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
+    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
+    out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]
     for stub in [h for h in out if kind(h) in ("links", "pointer") and id(h) not in redirects]:
         targets = [j for j, h in enumerate(out) if linked(stub, h)]
         here = next(j for j, h in enumerate(out) if h is stub)  # by identity: Record equality compares every field
@@ -7622,7 +7630,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7625) ----
+# ---- pms/retrieval.py (+7633) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7987,6 +7995,9 @@ class Retrieval:
             hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
+        if ranked and not s.pointer_names:
+            kinds = self.note_kinds([doc for doc, _ in ranked], by="id")
+            ranked = [r for r in ranked if kinds.get(r[0]) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
 
@@ -8464,7 +8475,7 @@ class Retrieval:
             hit.stub = kinds.get(hit.docid, "note") != "note"
         stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
         if query and any(hit.stub for hit in hits):
-            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {})
+            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
         wanted = " ".join(WORD_TOKEN.findall(query.lower())) if s.exact_title_first else ""
@@ -8515,7 +8526,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8518) ----
+# ---- pms/sync.py (+8529) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9195,7 +9206,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9198) ----
+# ---- pms/watch.py (+9209) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9383,7 +9394,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9386) ----
+# ---- pms/clip.py (+9397) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10115,7 +10126,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10118) ----
+# ---- pms/api.py (+10129) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11217,7 +11228,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11220) ----
+# ---- pms/evaluation.py (+11231) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11415,7 +11426,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11418) ----
+# ---- pms/mcp_server.py (+11429) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12627,7 +12638,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12630) ----
+# ---- pms/cli.py (+12641) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13758,7 +13769,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13708) ----
+# ---- pms/__init__.py (+13719) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13823,7 +13834,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13826) ----
+# ---- pms/__main__.py (+13837) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

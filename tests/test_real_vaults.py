@@ -154,19 +154,25 @@ def test_a_stub_never_outranks_the_chapter_it_points_to(book):
 
 
 def test_order_by_note_prior_is_a_pure_rule():
+    settings = pms.RankingSettings(stub_weight=0.5, pointer_weight=0.5)
+
     def hit(path, title=None):
         return pms.Hit(path=path, collection="c", abspath=path, docid=path, title=title or path, heading_path="", start_line=1,
                        end_line=1, score=1.0, snippet="")
 
-    def order(hits, kinds, links):
-        return [h.path for h in pms.ranking.order_by_note_prior(hits, kinds, links)]
-
-    hits = [hit("stub.md"), hit("a.md"), hit("target.md"), hit("b.md")]
-    assert order(hits, {"stub.md": "links"}, {"stub.md": {"target"}}) == ["a.md", "target.md", "stub.md", "b.md"]  # after its target
-    assert order(hits, {"stub.md": "pointer"}, {"stub.md": {"target"}}) == ["a.md", "target.md", "b.md", "stub.md"]  # below every note
-    assert order(hits, {"stub.md": "pointer"}, {}) == ["stub.md", "a.md", "target.md", "b.md"]  # its target not listed: its place
-    assert order(hits, {}, {"stub.md": {"target"}}) == ["stub.md", "a.md", "target.md", "b.md"]  # a note keeps its place, links or not
-    assert order(hits, {"stub.md": "redirect"}, {})[-1] == "stub.md"
+    hits = [hit("stub.md"), hit("a.md"), hit("b.md"), hit("target.md")]
+    pointer = {"stub.md": "pointer"}
+    order = [h.path for h in pms.ranking.order_by_note_prior(hits, pointer, {"stub.md": {"target"}}, settings)]
+    assert order == ["a.md", "b.md", "target.md", "stub.md"]  # below what it points to, wherever that is
+    order = [h.path for h in pms.ranking.order_by_note_prior(hits, pointer, {}, settings)]
+    assert order == ["a.md", "stub.md", "b.md", "target.md"]  # place 1 / 0.5 = 2: behind #2
+    order = [h.path for h in pms.ranking.order_by_note_prior(hits, {}, {"stub.md": {"target"}}, settings)]
+    assert order == ["stub.md", "a.md", "b.md", "target.md"]  # a note keeps its place, links or not
+    named = [hit("old.md", "Lifetimes"), hit("a.md"), hit("new.md", "Validating References with Lifetimes"), hit("b.md")]
+    order = [h.path for h in pms.ranking.order_by_note_prior(named, {"old.md": "pointer"}, {"old.md": {"new"}}, settings)]
+    assert order == ["a.md", "new.md", "b.md", "old.md"]  # its target carries its name: below every note
+    order = [h.path for h in pms.ranking.order_by_note_prior(named, {"old.md": "redirect"}, {}, settings)]
+    assert order[-1] == "old.md"
 
 
 def test_what_a_note_is_to_the_note_prior():
@@ -192,7 +198,7 @@ def test_what_a_note_is_to_the_note_prior():
 
 
 def test_the_exact_name_rule_needs_a_real_body(kb, tmp_path):
-    write(tmp_path / "v" / "tmux.md", "# tmux\n\nSee [[terminal-multiplexers]].\n")  # a title and a pointer
+    write(tmp_path / "v" / "tmux.md", "# tmux\n\nSee [[Terminal multiplexers]].\n")  # a title and a pointer
     write(tmp_path / "v" / "terminal-multiplexers.md", "# Terminal multiplexers\n\n" + "tmux and screen keep sessions "
           "alive after you log out; tmux splits the window into panes. " * 6)
     kb.collections.create(tmp_path / "v", name="v")

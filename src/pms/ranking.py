@@ -199,14 +199,18 @@ class RankingSettings(Record):
     # page, a "see [[X]]" note) when that prose never names its subject (a word of its
     # title) and it has under ``pointer_words`` words, and a redirect when it links to its
     # own file name elsewhere or to a note whose name carries its title (under
-    # ``redirect_words`` words). A short note with its own sentences is a note. A page of
-    # links and a pointer never stay above a hit they link to; a redirect, and a pointer to a
-    # hit of the same list, go below every note; the exact-name rules pass empty notes,
-    # pointers and redirects by. (Dividing an empty note's, a page of links' or a pointer's
-    # place, and leaving pointers out of the names list, cost Dendron's sets: removed.)
+    # ``redirect_words`` words). A short note with its own sentences is a note. An empty
+    # note's and a page of links' place is divided by ``stub_weight``, a pointer's by
+    # ``pointer_weight``; a page of links and a pointer never stay above a hit they link to;
+    # a redirect, and a pointer whose target carries its name, go below every note. The
+    # exact-name rules pass empty notes, pointers and redirects by, and the names list
+    # leaves pointers out unless ``pointer_names``.
     stub_words: int = 70
     pointer_words: int = 150
     redirect_words: int = 300
+    stub_weight: float = 0.5
+    pointer_weight: float = 0.5
+    pointer_names: bool = False
     name_body_words: int = 3
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
@@ -433,12 +437,13 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     return out
 
 
-def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str, set[str]]) -> list:
-    """``hits`` (best first) reordered by the note prior (RankingSettings.stub_words): a page
-    of links and a pointer after every hit they link to, a redirect and a pointer to a hit of
-    the list below every note (it adds nothing its target does not show). ``kinds``: docid ->
-    note_kind (a note when missing); ``links``: docid -> the file names (lower case, no
-    extension) it links to. A pure function."""
+def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str, set[str]], settings: RankingSettings) -> list:
+    """``hits`` (best first) reordered by the note prior (RankingSettings.stub_words): an empty
+    note's and a page of links' place divided by ``settings.stub_weight``, a page of links after
+    every hit it links to, and a pointer to its namesake (a note it links to carries its name:
+    a redirect, an old edition's page) below every note. ``kinds``: docid -> note_kind (a note
+    when missing); ``links``: docid -> the file names (lower case, no extension) it links to.
+    A pure function."""
     def kind(hit) -> str:
         return kinds.get(hit.docid, "note")
 
@@ -450,8 +455,11 @@ def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str
 
     if all(kind(h) == "note" for h in hits):
         return hits
+    # A pointer to a hit of this list adds nothing the hit does not show: below every note.
     redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
-    out = [h for h in hits if id(h) not in redirects] + [h for h in hits if id(h) in redirects]
+    weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
+    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
+    out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]
     for stub in [h for h in out if kind(h) in ("links", "pointer") and id(h) not in redirects]:
         targets = [j for j, h in enumerate(out) if linked(stub, h)]
         here = next(j for j, h in enumerate(out) if h is stub)  # by identity: Record equality compares every field

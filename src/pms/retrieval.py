@@ -362,6 +362,9 @@ class Retrieval:
             hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
+        if ranked and not s.pointer_names:
+            kinds = self.note_kinds([doc for doc, _ in ranked], by="id")
+            ranked = [r for r in ranked if kinds.get(r[0]) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
 
@@ -839,7 +842,7 @@ class Retrieval:
             hit.stub = kinds.get(hit.docid, "note") != "note"
         stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
         if query and any(hit.stub for hit in hits):
-            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {})
+            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
         wanted = " ".join(WORD_TOKEN.findall(query.lower())) if s.exact_title_first else ""
