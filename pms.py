@@ -3896,7 +3896,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 # from .config import (
 # DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
@@ -4955,10 +4954,10 @@ class Store:
         """(document id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
-    def link_names(self, keys: Iterable, by: str = "docid") -> dict[Any, set[str]]:
+    def link_names(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, set[str]]:
         """docid (or document id, ``by``) -> the file names (lower case, no extension) its links point to."""
         column = {"docid": "d.docid", "id": "d.id"}[by]
-        out: dict[Any, set[str]] = {}
+        out: dict[_typing.Any, set[str]] = {}
         for key, target in self.rows_in(f"SELECT {column}, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
                                         f"WHERE {column} IN ({{ids}})", keys):
             out.setdefault(key, set()).add(target.rsplit("/", 1)[-1])
@@ -4986,7 +4985,7 @@ class Store:
                "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
         return {row[0] for row in self.rows_in(sql, ids)}
 
-    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[Any, tuple[str, str, int, int, int, str]]:
+    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, tuple[str, str, int, int, int, str]]:
         """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, own words,
         links out, content hash): what note_kind reads besides the note's text (note_bodies)."""
         column = {"docid": "docid", "id": "id"}[by]
@@ -4994,10 +4993,10 @@ class Store:
             f"SELECT {column}, title, path, words, own_words, links_out, coalesce(sha256, '') FROM documents "
             f"WHERE {column} IN ({{ids}})", keys)}
 
-    def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[Any, str]:
+    def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, str]:
         """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
         column = {"docid": "d.docid", "id": "d.id"}[by]
-        bodies: dict[Any, list[str]] = {}
+        bodies: dict[_typing.Any, list[str]] = {}
         for key, body in self.rows_in(f"SELECT {column}, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
                                       f"WHERE {column} IN ({{ids}}) ORDER BY c.document_id, c.seq", keys):
             bodies.setdefault(key, []).append(body)
@@ -5325,7 +5324,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5328) ----
+# ---- pms/embedding.py (+5327) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6556,7 +6555,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6559) ----
+# ---- pms/query.py (+6558) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6924,7 +6923,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6927) ----
+# ---- pms/ranking.py (+6926) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7630,7 +7629,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7633) ----
+# ---- pms/retrieval.py (+7632) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8526,7 +8525,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8529) ----
+# ---- pms/sync.py (+8528) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9206,7 +9205,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9209) ----
+# ---- pms/watch.py (+9208) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9394,7 +9393,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9397) ----
+# ---- pms/clip.py (+9396) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10126,7 +10125,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10129) ----
+# ---- pms/api.py (+10128) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11228,7 +11227,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11231) ----
+# ---- pms/evaluation.py (+11230) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11426,7 +11425,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11429) ----
+# ---- pms/mcp_server.py (+11428) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12638,7 +12637,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12641) ----
+# ---- pms/cli.py (+12640) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13769,7 +13768,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13719) ----
+# ---- pms/__init__.py (+13718) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13834,7 +13833,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13837) ----
+# ---- pms/__main__.py (+13836) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from .config import (
     DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
@@ -1078,10 +1077,10 @@ class Store:
         """(document id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
-    def link_names(self, keys: Iterable, by: str = "docid") -> dict[Any, set[str]]:
+    def link_names(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, set[str]]:
         """docid (or document id, ``by``) -> the file names (lower case, no extension) its links point to."""
         column = {"docid": "d.docid", "id": "d.id"}[by]
-        out: dict[Any, set[str]] = {}
+        out: dict[_typing.Any, set[str]] = {}
         for key, target in self.rows_in(f"SELECT {column}, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
                                         f"WHERE {column} IN ({{ids}})", keys):
             out.setdefault(key, set()).add(target.rsplit("/", 1)[-1])
@@ -1109,7 +1108,7 @@ class Store:
                "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
         return {row[0] for row in self.rows_in(sql, ids)}
 
-    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[Any, tuple[str, str, int, int, int, str]]:
+    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, tuple[str, str, int, int, int, str]]:
         """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, own words,
         links out, content hash): what note_kind reads besides the note's text (note_bodies)."""
         column = {"docid": "docid", "id": "id"}[by]
@@ -1117,10 +1116,10 @@ class Store:
             f"SELECT {column}, title, path, words, own_words, links_out, coalesce(sha256, '') FROM documents "
             f"WHERE {column} IN ({{ids}})", keys)}
 
-    def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[Any, str]:
+    def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, str]:
         """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
         column = {"docid": "d.docid", "id": "d.id"}[by]
-        bodies: dict[Any, list[str]] = {}
+        bodies: dict[_typing.Any, list[str]] = {}
         for key, body in self.rows_in(f"SELECT {column}, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
                                       f"WHERE {column} IN ({{ids}}) ORDER BY c.document_id, c.seq", keys):
             bodies.setdefault(key, []).append(body)
