@@ -344,19 +344,19 @@ def default_db_path() -> Path:
 
 
 def max_file_bytes() -> int:
-    try:
-        return int(float(os.environ.get("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)) * 1024 * 1024)
-    except ValueError:
-        return MAX_FILE_MB_DEFAULT * 1024 * 1024
+    return int(env_number("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT) * 1024 * 1024)
 
 
 def env_number(name: str, default: float) -> float:
-    """A positive number from the environment, else ``default`` (a typo must not disable a limit)."""
+    """A positive, finite number from the environment, else ``default`` (a typo, -1 or inf must not
+    disable a limit)."""
+    import math
+
     try:
         value = float(os.environ.get(name, default))
     except ValueError:
         return default
-    return value if value > 0 else default
+    return value if 0 < value and math.isfinite(value) and value < 1e12 else default
 
 
 def private_env_dir() -> Path:
@@ -565,7 +565,554 @@ def spawning_workers():
             with contextlib.suppress(ValueError):
                 sys.path.remove(folder)
 
-# ---- pms/frontmatter.py (+568) ----
+
+def watch_parent() -> None:
+    """In a spawned worker: end this process when the one that started it ends, even by kill -9
+    (a daemon thread waits on the pipe multiprocessing keeps open to the parent, which the kernel
+    closes when the parent dies). Without it, a worker blocked on its queue outlives a killed sync,
+    and multiprocessing's resource tracker with it (the workers hold its pipe open)."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def wait_for_the_parent() -> None:
+        import multiprocessing.connection
+
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=wait_for_the_parent, name="pms-watch-parent", daemon=True).start()
+
+
+def limit_memory(max_bytes: int | None) -> None:
+    """Cap this process's address space (RLIMIT_AS; Linux, where it is enforced): past it an
+    allocation fails (MemoryError in Python) instead of the machine swapping."""
+    if not max_bytes or not sys.platform.startswith("linux"):
+        return
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
+
+class WorkerStopped(PMSError):
+    """A Worker's call ended without an answer: ``why`` is "time" (past its timeout), "memory"
+    (past the worker's memory cap: MemoryError, or native code aborting under the cap), "crashed"
+    (the process died otherwise) or "start" (it never started)."""
+
+    def __init__(self, message: str, why: str = "crashed"):
+        super().__init__(message)
+        self.why = why
+
+
+def _worker_loop(conn, max_bytes: int | None) -> None:
+    """A Worker's process: (function, args) in; ("ok", result), ("raised", exception) or ("memory",) out."""
+    watch_parent()
+    limit_memory(max_bytes)
+    conn.send(("ready",))
+    while True:
+        try:
+            function, args = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        except Exception as exc:  # a function this process cannot find (AttributeError), say
+            conn.send(("raised", PMSError(f"the worker cannot run it: {type(exc).__name__}: {str(exc)[:200]}")))
+            continue
+        try:
+            answer: tuple = ("ok", function(*args))
+        except MemoryError:
+            answer = ("memory",)
+        except Exception as exc:  # noqa: BLE001 - the caller words it; a library's bug on one file must not end the worker
+            answer = ("raised", exc)
+        try:
+            conn.send(answer)
+        except MemoryError:  # the answer itself was too big to send within the cap
+            del answer
+            conn.send(("memory",))
+        except Exception as exc:  # an exception that does not pickle
+            conn.send(("raised", PMSError(f"{type(exc).__name__}: {str(exc)[:200]}")))
+
+
+class Worker:
+    """A child process that runs module-level functions for this one, reused call after call (a
+    fresh Python, spawned). It runs under an address-space cap (``max_bytes``: a file or page that
+    balloons fails alone, with MemoryError), is killed when a call runs past its ``timeout``, and
+    ends itself when this process ends, even by kill -9 (``watch_parent``). ``call`` returns what
+    the function returned, raises what it raised, or WorkerStopped."""
+
+    STARTUP_SECONDS = 120.0  # starting Python and importing this module, on a busy machine
+
+    def __init__(self, name: str, max_bytes: int | None = None):
+        self.name, self.max_bytes = name, max_bytes
+        self._process: _typing.Any = None
+        self._conn: _typing.Any = None
+        self._started = False  # its "ready" was read
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the process now (``call`` starts it when needed), e.g. while a download runs."""
+        if self._process is not None and self._process.is_alive():
+            return
+        self.close()
+        import multiprocessing
+
+        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_worker_loop, args=(child, self.max_bytes), name=self.name, daemon=True)
+        with spawning_workers():
+            self._process.start()
+        child.close()
+
+    def call(self, function: Callable, *args, timeout: float):
+        """``function(*args)`` in the worker, given ``timeout`` seconds (the start-up aside)."""
+        self.start()
+        if not self._started:
+            try:
+                self._started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
+            except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
+                pass
+            if not self._started:
+                self.close()
+                raise WorkerStopped(f"the {self.name} worker process did not start", "start")
+        try:
+            self._conn.send((function, args))
+            answer = self._conn.recv() if self._conn.poll(max(timeout, 0.0)) else None
+        except (EOFError, OSError):
+            process = self._process
+            self.close()
+            # Native code that cannot allocate (PDFium, lxml) aborts: under a cap, that is the likely cause.
+            why = "memory" if self.max_bytes and process.exitcode == -6 else "crashed"
+            raise WorkerStopped(f"the {self.name} worker process stopped (exit {process.exitcode})", why) from None
+        if answer is None:
+            self.close()
+            raise WorkerStopped(f"the {self.name} worker process ran past {timeout:g} s", "time")
+        if answer[0] == "ok":
+            return answer[1]
+        if answer[0] == "memory":
+            self.close()  # what is left of its heap is no use to the next call
+            raise WorkerStopped(f"the {self.name} worker process ran out of its memory", "memory")
+        raise answer[1]
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        self._started = False
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+
+# ---- pms/outbound.py (+716) ----
+"""Outbound HTTP: the one policy every request PMS makes follows (the embedding server, the clipper).
+
+Owns: what kind of address a host is (loopback, link-local, private, public); name lookups made
+once, with the connection made to the address that was checked (a name that resolves again to
+another address, DNS rebinding, is never asked twice); proxies (none unless the user opts in with
+PMS_USE_PROXY=1, and never for this machine); redirects (followed only when the caller allows,
+each hop checked by the caller, credentials never carried to another host); a deadline over the
+whole call: lookup, connection, TLS, headers and body, so a server that trickles a byte at a time
+cannot stretch it.
+
+Written on http.client and socket rather than urllib: urllib reads proxies from the environment,
+looks names up again at connect time, and its timeouts are per read, not per call.
+
+May import: config.
+"""
+
+# from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+
+# from .config import TYPE_CHECKING, PMSError, Record
+
+PROXY_SETTING = "PMS_USE_PROXY"  # =1: requests that leave the machine use the system's proxy (HTTPS_PROXY, ...)
+# Headers that carry a credential: dropped when a redirect leads to another scheme, host or port.
+CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+# Kinds of address, the most private first.
+ADDRESS_KINDS = ("loopback", "link-local", "private", "public")
+# Ranges that are never public, whatever a Python version's ipaddress tables say (they changed in 3.13):
+# this network, shared (carrier NAT, tailnets), protocol assignments, documentation, benchmarking,
+# reserved, IPv6 site-local, unique-local, documentation, protocol assignments, discard.
+NOT_PUBLIC = ("0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24",
+              "203.0.113.0/24", "240.0.0.0/4", "fec0::/10", "fc00::/7", "2001:db8::/32", "2001::/23", "100::/64")
+
+if TYPE_CHECKING:
+    import http.client
+    import ipaddress
+
+    IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def address_kind(address: str | IPAddress) -> str:
+    """'loopback', 'link-local', 'private' or 'public'. Only globally routable unicast
+    addresses are public: shared (100.64/10, carrier NAT and tailnets), site-local
+    (fec0::/10), unique-local, documentation, benchmarking, multicast and reserved ranges
+    are private. IPv4 carried in IPv6 (mapped, NAT64, 6to4) is judged as that IPv4 address."""
+    import ipaddress
+
+    ip = ipaddress.ip_address(str(address).split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and ip in ipaddress.IPv6Network("64:ff9b::/96"):
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            ip = embedded
+    if ip.is_loopback or ip.is_unspecified:  # 0.0.0.0 and :: reach this machine
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"
+    listed = any(ip in network for network in _not_public(ip.version))
+    return "public" if ip.is_global and not (ip.is_multicast or ip.is_reserved or listed) else "private"
+
+
+@functools.cache
+def _not_public(version: int) -> tuple:
+    import ipaddress
+
+    return tuple(network for network in map(ipaddress.ip_network, NOT_PUBLIC) if network.version == version)
+
+
+def most_private(addresses: Sequence[str | IPAddress]) -> str:
+    return min((address_kind(a) for a in addresses), key=ADDRESS_KINDS.index, default="public")
+
+
+def is_loopback_name(host: str) -> bool:
+    """Whether a host names this machine as written: a loopback address, ``localhost`` or a
+    ``*.localhost`` name. A name is still looked up before any request, which goes only where
+    it resolves: a ``*.localhost`` name that resolves elsewhere is off this machine."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return address_kind(host) == "loopback"
+    except ValueError:
+        return False
+
+
+def time_left(deadline: float) -> float:
+    """Seconds until ``deadline`` (time.monotonic); TimeoutError when none are left."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("timed out")
+    return left
+
+
+def resolve(host: str, port: int, deadline: float) -> list[str]:
+    """The addresses of ``host``, looked up once (a literal address needs no lookup). The lookup
+    runs in a daemon thread the caller stops waiting for at ``deadline``: a resolver that hangs
+    cannot be interrupted. socket.gaierror when the name does not resolve."""
+    import ipaddress
+
+    bare = host.strip("[]")
+    with contextlib.suppress(ValueError):
+        return [str(ipaddress.ip_address(bare.split("%")[0]))]
+    import threading
+
+    outcome: dict = {}
+
+    def look_up() -> None:
+        try:
+            infos = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM)
+            outcome["addresses"] = list(dict.fromkeys(info[4][0] for info in infos))
+        except UnicodeError:  # a name IDNA cannot encode
+            outcome["error"] = socket.gaierror(socket.EAI_NONAME, "not a valid host name")
+        except OSError as exc:
+            outcome["error"] = exc
+
+    lookup = threading.Thread(target=look_up, name="pms-name-lookup", daemon=True)
+    lookup.start()
+    lookup.join(time_left(deadline))
+    if lookup.is_alive():
+        raise TimeoutError("the name lookup timed out")
+    if "error" in outcome:
+        raise outcome["error"]
+    if not outcome["addresses"]:
+        raise socket.gaierror(socket.EAI_NONAME, "no address")
+    return outcome["addresses"]
+
+
+class _DeadlineSocket(socket.socket):
+    """A socket whose every wait ends at ``deadline``: each call gets the time left as its timeout."""
+
+    deadline = float("inf")
+
+    def _in_time(self) -> None:
+        self.settimeout(time_left(self.deadline))
+
+    def recv_into(self, *args, **kwargs):
+        self._in_time()
+        return super().recv_into(*args, **kwargs)
+
+    def recv(self, *args, **kwargs):
+        self._in_time()
+        return super().recv(*args, **kwargs)
+
+    def sendall(self, *args, **kwargs):
+        self._in_time()
+        return super().sendall(*args, **kwargs)
+
+
+def _tls_socket_class():
+    import ssl
+
+    class DeadlineTLSSocket(ssl.SSLSocket):
+        """The TLS socket of a _DeadlineSocket: the handshake, reads and writes end at ``deadline``
+        (the ssl module counts one timeout across the retries of a call)."""
+
+        deadline = float("inf")
+        _in_time = _DeadlineSocket._in_time
+
+        def do_handshake(self, *args, **kwargs):
+            self._in_time()
+            return super().do_handshake(*args, **kwargs)
+
+        def recv_into(self, *args, **kwargs):
+            self._in_time()
+            return super().recv_into(*args, **kwargs)
+
+        def recv(self, *args, **kwargs):
+            self._in_time()
+            return super().recv(*args, **kwargs)
+
+        def sendall(self, *args, **kwargs):
+            self._in_time()
+            return super().sendall(*args, **kwargs)
+
+    return DeadlineTLSSocket
+
+
+def _connect(addresses: Sequence[str], port: int, deadline: float) -> _DeadlineSocket:
+    """A TCP connection to the first of ``addresses`` that answers, within the deadline."""
+    import ipaddress
+
+    error: OSError | None = None
+    for address in addresses:
+        family = socket.AF_INET6 if ipaddress.ip_address(address.split("%")[0]).version == 6 else socket.AF_INET
+        sock = _DeadlineSocket(family, socket.SOCK_STREAM)
+        sock.deadline = deadline
+        try:
+            sock.settimeout(time_left(deadline))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.connect((address, port))
+            return sock
+        except OSError as exc:
+            sock.close()
+            if isinstance(exc, TimeoutError):
+                raise
+            error = exc
+    assert error is not None
+    raise error
+
+
+def _tls(sock: _DeadlineSocket, host: str, deadline: float):
+    import ssl
+
+    context = ssl.create_default_context()
+    context.sslsocket_class = _tls_socket_class()
+    tls = context.wrap_socket(sock, server_hostname=host.strip("[]"), do_handshake_on_connect=False)
+    tls.deadline = deadline  # type: ignore[attr-defined]  # our SSLSocket subclass
+    tls.do_handshake()
+    return tls
+
+
+def _tunnel(sock, address: str, port: int, proxy_headers: dict) -> None:
+    """CONNECT through an HTTP proxy to ``address`` (the checked address, never the name: the proxy
+    looks nothing up); an OSError when the proxy refuses."""
+    import http.client
+
+    target = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in proxy_headers.items())
+    sock.sendall((head + "\r\n").encode("latin-1"))
+    answer = http.client.HTTPResponse(sock, method="CONNECT")
+    answer.begin()
+    if answer.status != 200:
+        raise OSError(f"the proxy refused the connection (HTTP {answer.status} {answer.reason})")
+
+
+class Proxy(Record, frozen=True):
+    """An HTTP proxy from the system's settings (``PMS_USE_PROXY=1``)."""
+
+    host: str
+    port: int
+    headers: dict  # Proxy-Authorization, from user:password in the proxy's URL
+
+
+def proxy_for(scheme: str, host: str, addresses: Sequence[str]) -> Proxy | None:
+    """The proxy a request to ``host`` goes through: none unless the user set PMS_USE_PROXY=1
+    (a proxy set for other programs would see every passage and query), none for an address
+    of this machine, none for a host the system's no-proxy list names."""
+    if os.environ.get(PROXY_SETTING, "").lower() not in ("1", "true", "yes") or most_private(addresses) == "loopback":
+        return None
+    import base64
+    import urllib.request
+    from urllib.parse import unquote, urlsplit
+
+    url = urllib.request.getproxies().get(scheme)
+    if not url or urllib.request.proxy_bypass(host):
+        return None
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise PMSError(f"the proxy {url!r} is not an http:// proxy, the only kind PMS can use ({PROXY_SETTING}=1)")
+    headers = {}
+    if parts.username is not None:
+        login = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(login).decode()
+    return Proxy(host=parts.hostname, port=parts.port or 80, headers=headers)
+
+
+def _connection(scheme: str, host: str, port: int, addresses: Sequence[str], deadline: float) -> http.client.HTTPConnection:
+    """An http.client connection to ``host`` (its Host header and TLS name) whose socket goes to
+    one of ``addresses``, directly or through the opted-in proxy, within ``deadline``."""
+    import http.client
+
+    proxy = proxy_for(scheme, host, addresses)
+
+    def open_socket():
+        if proxy is None:
+            sock = _connect(addresses, port, deadline)
+        else:
+            sock = _connect(resolve(proxy.host, proxy.port, deadline), proxy.port, deadline)
+            if scheme == "https":
+                _tunnel(sock, addresses[0], port, proxy.headers)
+        return _tls(sock, host, deadline) if scheme == "https" else sock
+
+    class Connection(http.client.HTTPConnection):
+        default_port = 443 if scheme == "https" else 80
+
+        def connect(self) -> None:
+            self.sock = open_socket()
+
+    return Connection(host, port)
+
+
+class Answer:
+    """An HTTP answer being read: ``status``, ``reason``, ``headers``, ``url`` (after any redirects);
+    ``body(max_bytes)`` reads the rest within the call's deadline. A context manager (closes the connection)."""
+
+    def __init__(self, response: http.client.HTTPResponse, connection: http.client.HTTPConnection, url: str):
+        self.response, self.connection, self.url = response, connection, url
+        self.status, self.reason, self.headers = response.status, response.reason, response.headers
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.response.close()
+        with contextlib.suppress(Exception):
+            self.connection.close()
+
+    def read1(self, size: int = 64 * 1024) -> bytes:
+        """What one wait brings (at most ``size`` bytes): b"" at the end."""
+        return self.response.read1(size)
+
+    def body(self, max_bytes: int) -> bytes | None:
+        """The body, or None when it is longer than ``max_bytes`` (the rest stays unread)."""
+        parts, size = [], 0
+        while block := self.read1():
+            size += len(block)
+            if size > max_bytes:
+                return None
+            parts.append(block)
+        return b"".join(parts)
+
+
+# The addresses a request may connect to: (url, host, the host's addresses, hop: 0 for the URL
+# given, 1... for redirects) -> the ones allowed, in order, or a PMSError naming why none is.
+AddressCheck = Callable[[str, str, list[str], int], list[str]]
+
+
+def reachable(url: str, deadline: float, allowed: AddressCheck) -> None:
+    """Connect to ``url``'s host as a request would (TLS included), send nothing, close:
+    OSError (or the check's PMSError) when that fails."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), parts.hostname or ""
+    port = parts.port or (443 if scheme == "https" else 80)
+    connection = _connection(scheme, host, port, allowed(url, host, resolve(host, port, deadline), 0), deadline)
+    try:
+        connection.connect()
+    finally:
+        connection.close()
+
+
+def open_url(url: str, *, deadline: float, allowed: AddressCheck, method: str = "GET", body: bytes | None = None,
+             headers: dict[str, str] | None = None, redirects: int = 0) -> Answer:
+    """Send one request (and follow up to ``redirects`` redirects) within ``deadline``: each host
+    looked up once, its addresses passed through ``allowed``, the connection made to one of those.
+    Any status is returned (a 3xx too once the redirects are spent); the caller reads the body.
+    Raises what the network raises (socket.gaierror, ConnectionRefusedError, TimeoutError,
+    ssl.SSLError, http.client.HTTPException), or a PMSError for a refused redirect."""
+    from urllib.parse import urljoin, urlsplit
+
+    headers = dict(headers or {})
+    seen: set[str] = set()
+    for hop in range(redirects + 1):
+        parts = urlsplit(url)
+        scheme, host = parts.scheme.lower(), parts.hostname or ""
+        port = parts.port or (443 if scheme == "https" else 80)
+        addresses = allowed(url, host, resolve(host, port, deadline), hop)
+        connection = _connection(scheme, host, port, addresses, deadline)
+        target = urlsplit(url)._replace(scheme="", netloc="", fragment="").geturl() or "/"
+        proxied = scheme == "http" and proxy_for(scheme, host, addresses) is not None
+        if proxied:  # an HTTP proxy gets the whole URL, its host the checked address (the proxy looks nothing up)
+            address = addresses[0]
+            target = f"http://{'[' + address + ']' if ':' in address else address}:{port}{target}"
+            headers.setdefault("Host", parts.netloc.rpartition("@")[2])
+        try:
+            connection.request(method, target, body=body, headers=headers)
+            response = connection.getresponse()
+        except BaseException:
+            connection.close()
+            raise
+        answer = Answer(response, connection, url)
+        location = response.headers.get("Location")
+        if response.status not in REDIRECT_STATUSES or not location or hop == redirects:
+            return answer
+        answer.close()
+        seen.add(url)
+        following = urljoin(url, location.strip())
+        if urlsplit(following).scheme.lower() not in ("http", "https"):
+            raise PMSError(f"{url} redirects to {following!r}, which is not a web page (only http and https are followed)")
+        if following in seen:
+            raise PMSError(f"too many redirects: {url} leads back to {following} (a redirect loop): "
+                           "open it in a browser and use the address it ends at")
+        if _origin(following) != _origin(url):  # a credential is for the host it was given to
+            headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS and k.lower() != "host"}
+        if response.status in (301, 302, 303) and method not in ("GET", "HEAD"):
+            method, body = "GET", None
+        url = following
+    raise AssertionError("unreachable: the last hop returns")
+
+
+def _origin(url: str) -> tuple:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or (443 if parts.scheme.lower() == "https" else 80)
+
+# ---- pms/frontmatter.py (+1115) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -970,7 +1517,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+973) ----
+# ---- pms/markdown.py (+1520) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -1507,7 +2054,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+1510) ----
+# ---- pms/language.py (+2057) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -1641,7 +2188,7 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
-# ---- pms/notes.py (+1644) ----
+# ---- pms/notes.py (+2191) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2020,7 +2567,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2023) ----
+# ---- pms/pdf.py (+2570) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2035,10 +2582,9 @@ May import: config, markdown, notes.
 import contextlib
 import os
 import re
-import sys
 from collections.abc import Sequence
 
-# from .config import LazyPattern, PMSError, Record, _typing, env_number, module_available, pms_command, spawning_workers
+# from .config import LazyPattern, PMSError, Record, Worker, WorkerStopped, env_number, module_available, pms_command
 # from .markdown import DEFAULT_CHUNK_CHARS, Chunk, split_sentences
 # from .notes import ParsedNote
 
@@ -2051,6 +2597,7 @@ PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
 PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
 PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
 PDF_MAX_TEXT_CHARS = 30_000_000  # text per file (3,000 dense pages hold about 10 million): bounds memory
+PDF_MEMORY_MB_DEFAULT = 1024    # the reader's address space (PMS_PDF_MEMORY_MB): docs/robustness.md, "Memory budgets"
 
 
 def is_pdf(path: str | os.PathLike) -> bool:
@@ -2156,17 +2703,20 @@ def pdf_available() -> bool:
     return module_available(PDF_PACKAGE)
 
 
-def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
-    """Each page's text and the metadata title, read in this process (PdfReader runs it in a worker)."""
+def read_pdf(source: str | os.PathLike | bytes, max_pages: int) -> PdfText:
+    """Each page's text and the metadata title of a PDF file (or its bytes), read in this
+    process (PdfReader runs it in a worker)."""
     try:
         import pypdfium2 as pdfium
     except ImportError:
         raise PdfError(f"reading PDFs needs {PDF_PACKAGE}: {INSTALL_PDF}") from None
     try:
-        doc = pdfium.PdfDocument(str(path))
+        doc = pdfium.PdfDocument(source if isinstance(source, bytes) else str(source))
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise PdfError("skipped: this PDF is encrypted (save a copy without a password to index it)") from None
+        if "(PDFium: Success)" in str(exc):  # PDFium refuses a document with no page and gives no error
+            raise PdfError("skipped: this PDF has no pages (nothing to index)") from None
         raise PdfError(f"cannot read this PDF: {str(exc).rstrip('.')} (is it damaged?)", failed=True) from None
     try:
         count = len(doc)
@@ -2180,7 +2730,10 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
             page = doc[i]
             try:
                 textpage = page.get_textpage()
-                pages.append(clean_pdf_page(textpage.get_text_bounded()))
+                # A page of more text than a page holds is cut before it becomes one string.
+                over = textpage.count_chars() > PDF_PAGE_MAX_CHARS
+                text = textpage.get_text_range(0, PDF_PAGE_MAX_CHARS) if over else textpage.get_text_bounded()
+                pages.append(clean_pdf_page(text))
                 textpage.close()
                 chars += len(pages[-1])
                 if chars > PDF_MAX_TEXT_CHARS:
@@ -2195,46 +2748,16 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
         doc.close()
 
 
-# Address space of the PDF worker (Linux): a file that balloons in memory fails alone.
-PDF_WORKER_MEMORY = 4 << 30
-
-
-def _pdf_worker(conn) -> None:
-    """The PDF worker process: (path, max pages) in, ("ok", PdfText fields) or ("error", message, failed) out."""
-    if sys.platform.startswith("linux"):
-        import resource
-
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_AS, (PDF_WORKER_MEMORY, PDF_WORKER_MEMORY))
-    conn.send(("ready",))
-    while True:
-        try:
-            path, max_pages = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        try:
-            pdf = read_pdf(path, max_pages)
-            answer: tuple = ("ok", pdf.title, pdf.pages, pdf.page_count)
-        except PdfError as exc:
-            answer = ("error", str(exc), exc.failed)
-        except MemoryError:
-            answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
-        except Exception as exc:  # noqa: BLE001 - a library bug on one odd file must not end the sync
-            answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
-        conn.send(answer)
-
-
 class PdfReader:
     """Reads PDFs in one worker process (started on first use, then reused), each within a
-    deadline past which the worker is killed: a hostile PDF cannot hang a sync."""
+    deadline past which the worker is killed, under a memory cap: a hostile PDF costs one
+    line, never the sync (nor the machine's memory)."""
 
-    STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
-
-    def __init__(self, timeout: float | None = None, max_pages: int | None = None):
+    def __init__(self, timeout: float | None = None, max_pages: int | None = None, memory_mb: float | None = None):
         self.timeout = timeout or env_number("PMS_PDF_TIMEOUT", PDF_TIMEOUT_DEFAULT)
         self.max_pages = int(max_pages or env_number("PMS_PDF_MAX_PAGES", PDF_MAX_PAGES_DEFAULT))
-        self._process: _typing.Any = None
-        self._conn: _typing.Any = None
+        self.memory_mb = int(memory_mb or env_number("PMS_PDF_MEMORY_MB", PDF_MEMORY_MB_DEFAULT))
+        self._worker = Worker("pms-pdf-reader", self.memory_mb << 20)
 
     def __enter__(self):
         return self
@@ -2242,57 +2765,31 @@ class PdfReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _start(self) -> None:
-        import multiprocessing
-
-        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
-        with spawning_workers():
-            self._process.start()
-        child.close()
+    def read(self, source: str | os.PathLike | bytes) -> PdfText:
+        """The text of a PDF file (a path) or of its bytes."""
         try:
-            started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
-        except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
-            started = False
-        if not started:
-            self.close()
-            raise PdfError("the PDF reader (a worker process) did not start", failed=True)
+            return self._worker.call(read_pdf, source if isinstance(source, bytes) else str(source), self.max_pages,
+                                     timeout=self.timeout)
+        except WorkerStopped as exc:
+            raise PdfError(self._stopped(exc.why), failed=True) from None
 
-    def read(self, path: str | os.PathLike) -> PdfText:
-        if self._process is None or not self._process.is_alive():
-            self.close()
-            self._start()
-        try:
-            self._conn.send((str(path), self.max_pages))
-            ready = self._conn.poll(self.timeout)
-            answer = self._conn.recv() if ready else None
-        except (EOFError, OSError):
-            self.close()
-            raise PdfError("skipped: the PDF reader crashed on this file (is it damaged?)", failed=True) from None
-        if answer is None:
-            self.close()
-            raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
-                           f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)", failed=True)
-        if answer[0] == "error":
-            raise PdfError(answer[1], failed=answer[2])
-        return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
+    def _stopped(self, why: str) -> str:
+        memory = f"PMS_PDF_MEMORY_MB={self.memory_mb}; raise it to index this PDF"
+        if why == "time":
+            return (f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
+                    f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)")
+        if why == "memory":
+            return f"skipped: reading it needs more than {self.memory_mb} MB of memory ({memory})"
+        if why == "start":
+            return "the PDF reader (a worker process) did not start"
+        return "skipped: the PDF reader crashed on this file (is it damaged?)"
 
     def close(self) -> None:
-        process, self._process = self._process, None
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
-        if process is not None:
-            if process.is_alive():
-                process.kill()
-            process.join(5)
+        self._worker.close()
 
 
 PDF_LIMITS = {"PMS_PDF_TIMEOUT": PDF_TIMEOUT_DEFAULT, "PMS_PDF_MAX_PAGES": PDF_MAX_PAGES_DEFAULT,
-              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT}
+              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT, "PMS_PDF_MEMORY_MB": PDF_MEMORY_MB_DEFAULT}
 
 
 def limit_raised(reason: str) -> bool:
@@ -2305,7 +2802,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2308) ----
+# ---- pms/paths.py (+2805) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -2826,7 +3323,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+2829) ----
+# ---- pms/filters.py (+3326) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -2966,7 +3463,7 @@ def checked_number(value, name: str, minimum: float = 1, maximum: float | None =
     if not ok:
         kind = "a whole number" if whole else "a number"
         span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
-        raise PMSError(f"{name} must be {kind} {span}, not {error_excerpt(value)}")
+        raise PMSError(f"{name} must be {kind} {span}, not {error_excerpt(value)}", argument=name)
     return int(number) if whole else float(number)
 
 
@@ -2981,7 +3478,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+2984) ----
+# ---- pms/schema.py (+3481) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3273,7 +3770,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3276) ----
+# ---- pms/store.py (+3773) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -3298,7 +3795,7 @@ from pathlib import Path
 
 # from .config import (
 # DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
-# module_available, named_tuple, now_iso, past_deadline, pms_command,
+# is_valid_utf8, module_available, named_tuple, now_iso, past_deadline, pms_command,
 # )
 # from .markdown import passage_display_text
 # from .notes import ParsedNote, frontmatter_fields, normalize_tag
@@ -3810,10 +4307,12 @@ class Store:
         row = self.collection_row(name)
         if not row:
             known = ", ".join(r.name for r in self.collection_rows()) or "none yet"
-            raise PMSError(f"no collection named {name!r} (collections: {known})")
+            raise PMSError(f"no collection named '{display_path(name)}' (collections: {known})")
         return row
 
     def collection_row(self, name: str) -> CollectionRow | None:
+        if not is_valid_utf8(name):  # bytes that are not UTF-8 (a command line's): no collection has such a name
+            return None
         row = self.db.execute(self._COLLECTION_SQL + " WHERE name = ?", (name,)).fetchone()
         return CollectionRow(*row) if row else None
 
@@ -4616,7 +5115,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+4619) ----
+# ---- pms/embedding.py (+5118) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -4624,7 +5123,7 @@ loaded lazily), ``HTTPEmbedder`` (an OpenAI-compatible or Ollama server the user
 loopback only unless allowed), ``StaticModel``, the registry ``EMBEDDING_PROVIDERS``,
 model settings (query prefixes) and the multilingual advice.
 
-May import: config, language, store.
+May import: config, outbound, language, store.
 """
 
 # from __future__ import annotations
@@ -4639,8 +5138,9 @@ from pathlib import Path
 
 # from .config import (
 # DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
-# display_path, hex_digest, module_available, pms_command,
+# display_path, env_number, error_excerpt, hex_digest, module_available, now_iso, pms_command,
 # )
+# from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
 # from .language import LANGUAGE_NAMES
 # from .store import in_parts
 
@@ -4872,6 +5372,7 @@ class EmbeddingProvider:
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
         self._error: str | None = None
+        self._error_hint: Hint | None = None  # what fixes _error, worded by each front end (kept apart: said once)
         self._lock = threading.Lock()
 
     # -- what a provider implements -----------------------------------------------------
@@ -4912,17 +5413,21 @@ class EmbeddingProvider:
     def error(self) -> str | None:
         return self._error
 
+    @property
+    def error_hint(self) -> Hint | None:
+        return self._error_hint if self.error else None
+
     def load(self):
         """Make the provider ready (once); raise EmbeddingUnavailable."""
         with self._lock:
             if self._ready:
                 return self
             if self.error:
-                raise EmbeddingUnavailable(self.error)
+                raise EmbeddingUnavailable(self.error, self._error_hint)
             try:
                 self._load()
             except EmbeddingUnavailable as exc:
-                self._error = str(exc)
+                self._error, self._error_hint = exc.message, exc.hint
                 raise
             self._ready = True
             return self
@@ -5108,7 +5613,7 @@ class Embedder(EmbeddingProvider):
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   f"(connect once, or make a local copy: {OFFLINE_MODEL_COMMAND})",
                                                    Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -5173,28 +5678,16 @@ class Embedder(EmbeddingProvider):
         return self._static_folder
 
 
-# Seconds one batch may take. A batch that takes longer is split in halves, down to one
-# passage, which is retried; only then is the server too slow.
+# Seconds one request may take, answer included. A batch that takes longer is split in halves,
+# down to one passage, within the batch's deadline.
 EMBED_HTTP_TIMEOUT = 60.0
-EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
+EMBED_BATCH_DEADLINE = 180.0  # one batch of a sync in all: requests, retries, splits, Retry-After waits
+# A search waits this long in all for its query's vector, then searches by keywords (PMS_EMBED_QUERY_TIMEOUT).
+EMBED_QUERY_TIMEOUT = 2.0
 EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
 EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
 EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
 EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for localhost and loopback addresses: no name lookup, so a name that
-    merely resolves to 127.0.0.1 still counts as leaving the machine."""
-    import ipaddress
-
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
@@ -5204,9 +5697,13 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
     from urllib.parse import urlsplit, urlunsplit
 
     url = (url or "").strip()
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise PMSError(f"embedding server URL {error_excerpt(url)} is not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PMSError(f"embedding server URL {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
+        raise PMSError(f"embedding server URL {error_excerpt(url)} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
     if api not in (None, "openai", "ollama"):
         raise PMSError(f"unknown embedding API {api!r} (choose openai or ollama)")
     path = parts.path.rstrip("/")
@@ -5223,11 +5720,16 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
 
 class HTTPEmbedder(EmbeddingProvider):
     """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings`` or
-    Ollama's own ``/api/embed``. Stdlib only (urllib).
+    Ollama's own ``/api/embed``. Stdlib only (the ``outbound`` module's policy).
 
-    Every request has a timeout and is retried with backoff; every answer is checked
-    before a vector reaches the index. A URL off this machine is refused unless
-    ``allow_remote`` says the user chose it: it sends note text away.
+    Every call has a deadline in all (a query ``query_timeout``, a sync's batch
+    ``batch_deadline``), within which requests are retried with backoff (or as long as
+    the server's Retry-After asks); every answer is checked before a vector reaches the
+    index. A URL off this machine is refused unless ``allow_remote`` says the user chose
+    it: it sends note text away. A name is looked up once and the request goes to the
+    address checked; redirects are never followed (they would carry the notes, and the
+    API key, to another host); no proxy unless the user opts in (PMS_USE_PROXY=1), and
+    never for this machine.
 
     Model instruction prefixes are applied once: a server that takes ``input_type`` adds
     its own (the first connection finds out by embedding one text both ways, and the
@@ -5239,8 +5741,8 @@ class HTTPEmbedder(EmbeddingProvider):
     def __init__(self, url: str, model: str, api: str | None = None, api_key_env: str | None = None,
                  allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
                  notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
-                 query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
-                 input_type: bool | None = None, dim: int | None = None):
+                 query_timeout: float | None = None, retries: int = EMBED_HTTP_RETRIES,
+                 input_type: bool | None = None, dim: int | None = None, batch_deadline: float = EMBED_BATCH_DEADLINE):
         from urllib.parse import urlsplit
 
         if not (model or "").strip():
@@ -5249,16 +5751,20 @@ class HTTPEmbedder(EmbeddingProvider):
         self.url, self.api = embedding_endpoint(url, api)
         self.kind = self.api
         self.host = urlsplit(self.url).hostname or ""
-        self.remote = not is_loopback_host(self.host)
+        self._remote: bool | None = None
         self.allow_remote = bool(allow_remote)
         self.api_key_env = api_key_env or None
-        self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        self.timeout, self.retries = timeout, max(0, int(retries))
+        self.query_timeout = query_timeout or env_number("PMS_EMBED_QUERY_TIMEOUT", EMBED_QUERY_TIMEOUT)
+        self.batch_deadline = max(batch_deadline, timeout)
         # Whether the server applies the model's prefixes from input_type (None: find out at load).
         self.input_type = input_type
         if input_type:
             self.query_prefix = self.passage_prefix = ""
         self.dim = dim
         self._failed_at = 0.0
+        self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
+        self._call = threading.local()  # the deadline of the call in progress in this thread
 
     @classmethod
     def from_config(cls, config: dict, **common) -> HTTPEmbedder:
@@ -5274,6 +5780,17 @@ class HTTPEmbedder(EmbeddingProvider):
         return f"{self.url} ({'off this machine' if self.remote else 'this machine'}, model {self.model_name})"
 
     @property
+    def remote(self) -> bool:  # type: ignore[override]
+        """Whether the server is off this machine: a host other than a loopback address,
+        ``localhost`` or a ``*.localhost`` name, or such a name that resolves elsewhere."""
+        if self._remote is None:
+            self._remote = not is_loopback_name(self.host)
+            if not self._remote and self.host.rstrip(".").lower().endswith(".localhost"):
+                with contextlib.suppress(OSError):  # unresolvable: nothing can reach it, nothing leaves
+                    self._remote = most_private(resolve(self.host, 80, time.monotonic() + 2.0)) != "loopback"
+        return self._remote
+
+    @property
     def error(self) -> str | None:
         # A server may come back: a failure is told (and searches use keywords) for a while, then tried again.
         if self._error and time.monotonic() - self._failed_at > EMBED_RETRY_AFTER:
@@ -5282,84 +5799,129 @@ class HTTPEmbedder(EmbeddingProvider):
 
     def _fail(self, message: str) -> EmbeddingUnavailable:
         self._error, self._failed_at = message, time.monotonic()
+        self.last_failure = (now_iso(), message)
         return EmbeddingUnavailable(message)
+
+    def _off_machine(self, where: str = "") -> EmbeddingUnavailable:
+        if not where and is_loopback_name(self.host):  # a *.localhost name that resolves elsewhere
+            where = f" ({self.host} does not resolve to this machine)"
+        return self._fail(f"embedding server {self.url} is off this machine{where}: it " + self.remote_notice.format(host=self.host))
+
+    def _reachable(self, url: str, host: str, addresses: list[str], hop: int) -> list[str]:
+        """The outbound check: without the user's consent, only addresses of this machine (a
+        ``*.localhost`` name or any other must resolve to loopback and nothing else)."""
+        if self.allow_remote:
+            return addresses
+        elsewhere = [a for a in addresses if address_kind(a) != "loopback"]
+        if elsewhere:
+            raise self._off_machine(f" ({host} resolves to {elsewhere[0]})")
+        return addresses
+
+    def _deadline(self, seconds: float) -> float:
+        """The deadline of this thread's call in progress, else one ``seconds`` from now."""
+        return getattr(self._call, "deadline", None) or time.monotonic() + seconds
+
+    @contextlib.contextmanager
+    def _within(self, seconds: float):
+        """The requests made inside share one deadline, ``seconds`` from now (the outermost call's)."""
+        if getattr(self._call, "deadline", None):
+            yield
+            return
+        self._call.deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._call.deadline = None
 
     def _load(self) -> None:
         self._failed_at = time.monotonic()
         if self.remote and not self.allow_remote:
-            raise EmbeddingUnavailable(f"embedding server {self.url} is off this machine: it "
-                                       + self.remote_notice.format(host=self.host))
+            raise self._off_machine()
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise EmbeddingUnavailable(f"embedding server {self.url} needs an API key in ${self.api_key_env}, which is not set",
                                        Hint(setting=self.api_key_env))
         if self.input_type is not None and self.dim:
             return  # remembered by the index: nothing to find out
+        # Two requests' time in all (a search's own deadline when a search asks): a server that
+        # does not answer a one-word probe is not worth a sync's batch deadline.
+        with self._within(min(self.batch_deadline, 2 * self.timeout)):
+            self._probe()
+
+    def _probe(self) -> None:
+        """Find out the vectors' dimension and whether the server applies the model's prefixes itself."""
         probe = "probe"
         if self.api == "openai":
             try:
-                as_query = self._post([probe], query=True, input_type=True)
-                as_passage = self._post([probe], query=False, input_type=True)
-                import numpy as np
-
-                differ = float(np.abs(np.asarray(as_query[0], dtype=np.float32) - np.asarray(as_passage[0], dtype=np.float32)).max()) > 1e-4
+                as_query = self._probe_vector(self._post([probe], query=True, input_type=True))
+                as_passage = self._probe_vector(self._post([probe], query=False, input_type=True))
+                if len(as_query) != len(as_passage):
+                    raise self._fail(f"embedding server {self.url} returned vectors of {len(as_query)} and {len(as_passage)} "
+                                     f"dimensions for the same text: is it one model?")
+                differ = max(abs(q - p) for q, p in zip(as_query, as_passage)) > 1e-4
             except _BadRequest:  # the server refuses the field: PMS adds the prefixes
-                differ, as_query = False, self._post([probe], query=True, input_type=False)
+                differ, as_query = False, self._probe_vector(self._post([probe], query=True, input_type=False))
         else:
-            differ, as_query = False, self._post([probe], query=True, input_type=False)
+            differ, as_query = False, self._probe_vector(self._post([probe], query=True, input_type=False))
         self.input_type = differ
         if differ:
             self.query_prefix = self.passage_prefix = ""
-        dim = len(as_query[0]) if len(as_query) == 1 and hasattr(as_query[0], "__len__") else 0
+        dim = len(as_query)
         if self.dim and dim != self.dim:
             raise EmbeddingUnavailable(f"embedding server {self.url} returns {dim}-dimensional vectors for {self.model_name}, "
                                        f"not {self.dim} as the index holds", Hint(command="sync --reembed"))
-        if dim < 2:
-            raise EmbeddingUnavailable(f"embedding server {self.url} returned no usable vector for a test text")
         self.dim = dim
+
+    def _probe_vector(self, vectors: list) -> list[float]:
+        """The one vector of a probe, as finite floats, or EmbeddingUnavailable (objects, strings, nothing)."""
+        import math
+
+        vector = vectors[0] if len(vectors) == 1 else None
+        if (not isinstance(vector, list) or len(vector) < 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector)):
+            raise self._fail(f"embedding server {self.url} returned no usable vector for a test text")
+        return vector
 
     def check(self) -> None:
         """Whether the server accepts a connection (no text is sent): status tells a server that
         is down before a search finds out."""
-        import socket
-        from urllib.parse import urlsplit
-
         if self.error or (self.remote and not self.allow_remote):
             return
-        parts = urlsplit(self.url)
         try:
-            socket.create_connection((self.host, parts.port or (443 if parts.scheme == "https" else 80)), timeout=2).close()
+            reachable(self.url, time.monotonic() + 2.0, self._reachable)
+        except EmbeddingUnavailable:
+            return  # _reachable kept the reason
         except OSError as exc:
-            reason = ("connection refused (is the server running?)" if isinstance(exc, ConnectionRefusedError)
-                      else " ".join(str(exc).split())[:160])
-            self._fail(f"embedding server {self.url} failed: {reason}")
+            self._fail(f"embedding server {self.url} failed: {_network_cause(exc, self.host, 2.0)}")
 
     def embed_query(self, text: str) -> bytes:
         if self.error:  # failed moments ago: say why at once rather than wait for the server again
             raise EmbeddingUnavailable(self.error)
-        return super().embed_query(text)
+        with self._within(self.query_timeout):
+            return super().embed_query(text)
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
-        try:
-            vectors = self._post(texts, query=query, input_type=bool(self.input_type))
-        except _TooSlow:
-            if len(texts) == 1:
-                raise
-            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
-            return [*self._vectors(texts[:half], query), *self._vectors(texts[half:], query)]
+        with self._within(self.query_timeout if query else self.batch_deadline):
+            vectors = self._split_when_slow(texts, query)
         try:
             return self._checked(vectors, len(texts))
         except EmbeddingUnavailable as exc:
             raise self._fail(str(exc)) from None
 
+    def _split_when_slow(self, texts: list[str], query: bool) -> list:
+        try:
+            return self._post(texts, query=query, input_type=bool(self.input_type))
+        except _TooSlow:
+            if len(texts) == 1:
+                raise
+            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
+
     def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
-        """One request, retried with backoff; the vectors as the server sent them."""
-        import http.client
+        """One request, retried with backoff within the call's deadline; the vectors as the server sent them."""
         import json
-        import urllib.error
-        import urllib.request
 
         if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
-            raise self._fail(f"embedding server {self.url} is off this machine: it " + self.remote_notice.format(host=self.host))
+            raise self._off_machine()
         if self.api == "ollama":
             body = {"model": self.model_name, "input": texts, "truncate": True}
         else:
@@ -5370,55 +5932,103 @@ class HTTPEmbedder(EmbeddingProvider):
         if self.api_key_env and os.environ.get(self.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
         data = json.dumps(body).encode("utf-8")
-        timeout = self.query_timeout if query and len(texts) == 1 else self.timeout
-        cause = ""
+        deadline = self._deadline(self.query_timeout if query else self.batch_deadline)
+        cause, asked = "", 0.0
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as answer:
-                    raw = answer.read(EMBED_HTTP_MAX_BYTES + 1)
-            except urllib.error.HTTPError as exc:
-                detail = _http_error_detail(exc)
-                if exc.code == 400 and input_type:
-                    raise _BadRequest(detail) from None
-                cause = f"HTTP {exc.code}{': ' + detail if detail else ''}"
-                if exc.code in (429,) or exc.code >= 500:
-                    continue
+                wait = max(asked, min(0.5 * 2 ** (attempt - 1), 4.0))  # backoff, or as long as Retry-After asked
+                if time.monotonic() + wait >= deadline:
+                    if asked >= wait:
+                        cause += f" (it asked to wait {asked:g} s, Retry-After, longer than this call may take)"
+                    break  # no time for another try: the last cause stands
+                time.sleep(wait)
+            if deadline - time.monotonic() <= 0:
+                cause = cause or f"no answer within {self.query_timeout if query else self.batch_deadline:g} s"
                 break
-            except (TimeoutError, OSError) as exc:  # URLError, refused, reset, timeout
-                reason = getattr(exc, "reason", exc)
-                if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-                    cause = f"no answer within {timeout:g} s"
-                    if len(texts) > 1:  # the caller splits the batch
-                        raise _TooSlow(f"embedding server {self.url} failed: {cause}") from None
-                elif isinstance(reason, ConnectionRefusedError):
-                    cause = "connection refused (is the server running?)"
-                else:
-                    cause = " ".join(str(reason).split())[:160] or type(reason).__name__
-                continue
-            except (http.client.HTTPException, ValueError) as exc:  # IncompleteRead, BadStatusLine: it died mid-answer
-                cause = f"broken answer ({type(exc).__name__})"
-                continue
-            if len(raw) > EMBED_HTTP_MAX_BYTES:
-                cause = "answer too large"
+            answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline,
+                                  min(self.timeout, self.query_timeout if query else self.batch_deadline))
+            if isinstance(answer, list):
+                self._failed_at, self._error = 0.0, None
+                return answer
+            cause, retry, asked = answer
+            if not retry:
                 break
-            try:
-                answer = json.loads(raw)
-                if self.api == "ollama":
-                    vectors = answer["embeddings"]
-                else:
-                    items = sorted(answer["data"], key=lambda item: item.get("index", 0))
-                    vectors = [item["embedding"] for item in items]
-                if not isinstance(vectors, list):
-                    raise TypeError
-            except (ValueError, TypeError, KeyError, AttributeError):
-                cause = "the answer is not embeddings JSON"
-                break
-            self._failed_at, self._error = 0.0, None
-            return vectors
         raise self._fail(f"embedding server {self.url} failed: {cause}")
+
+    def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float, allowed: float
+                ) -> list | tuple[str, bool, float]:
+        """One request of at most ``timeout`` seconds (what is left of the ``allowed`` seconds): the
+        vectors, or (why not, whether to try again, seconds the server asked to wait)."""
+        import http.client
+        import json
+        import socket
+
+        try:
+            with open_url(self.url, method="POST", body=data, headers=headers, deadline=time.monotonic() + timeout,
+                          allowed=self._reachable) as answer:
+                status, raw = answer.status, answer.body(EMBED_HTTP_MAX_BYTES)
+                location, retry_after = answer.headers.get("Location"), answer.headers.get("Retry-After")
+        except TimeoutError:
+            if count > 1 and time.monotonic() < call_deadline - 1.0:  # the caller splits the batch, in the time left
+                raise _TooSlow(f"embedding server {self.url} failed: no answer within {allowed:g} s") from None
+            return f"no answer within {allowed:g} s", True, 0.0
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, broken answer
+            return _network_cause(exc, self.host, allowed), not isinstance(exc, socket.gaierror), 0.0
+        if raw is None:
+            return "answer too large", False, 0.0
+        if 300 <= status < 400:
+            return (f"it answered with a redirect (HTTP {status} to {error_excerpt(location or '?')}), which PMS does not "
+                    "follow for an embedding server (it would carry the notes and the key elsewhere): give the final URL", False, 0.0)
+        if status >= 400:
+            detail = _http_error_detail(raw)
+            if status == 400 and b'"input_type"' in data:
+                raise _BadRequest(detail)
+            wait = _retry_after(retry_after) if status in (429, 503) else 0.0
+            return f"HTTP {status}{': ' + detail if detail else ''}", status == 429 or status >= 500, wait
+        try:
+            answer_json = json.loads(raw)
+            if self.api == "ollama":
+                vectors = answer_json["embeddings"]
+            else:
+                items = sorted(answer_json["data"], key=lambda item: item.get("index", 0))
+                vectors = [item["embedding"] for item in items]
+            if not isinstance(vectors, list):
+                raise TypeError
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return "the answer is not embeddings JSON", False, 0.0
+        return vectors
+
+
+def _network_cause(exc: BaseException, host: str, timeout: float) -> str:
+    """Why a request failed, in a few words."""
+    import http.client
+    import socket
+
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the server running?)"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot find {host!r} (the name does not resolve)"
+    if isinstance(exc, (http.client.HTTPException, ValueError)):  # IncompleteRead, BadStatusLine: it died mid-answer
+        return f"broken answer ({type(exc).__name__})"
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds a Retry-After header asks for (a number or an HTTP date); 0 when absent or unreadable."""
+    if not value:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        import email.utils
+
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return 0.0
+    return min(max(seconds, 0.0), 3600.0) if seconds == seconds else 0.0
 
 
 class _TooSlow(EmbeddingUnavailable):
@@ -5429,19 +6039,16 @@ class _BadRequest(Exception):
     """The server refused a request (HTTP 400): used to find out whether it takes ``input_type``."""
 
 
-def _http_error_detail(exc) -> str:
+def _http_error_detail(body: bytes) -> str:
     import json
 
+    text = body[:4096].decode("utf-8", "replace")
     try:
-        body = exc.read(4096).decode("utf-8", "replace")
-    except OSError:
-        return ""
-    try:
-        parsed = json.loads(body)
+        parsed = json.loads(text)
         error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
         message = error.get("message", "") if isinstance(error, dict) else str(error)
-    except ValueError:
-        message = body
+    except (ValueError, RecursionError):
+        message = text
     return " ".join(str(message).split())[:160]
 
 
@@ -5743,7 +6350,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+5746) ----
+# ---- pms/query.py (+6353) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6087,7 +6694,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6090) ----
+# ---- pms/ranking.py (+6697) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -6629,7 +7236,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+6632) ----
+# ---- pms/retrieval.py (+7239) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -6822,7 +7429,7 @@ class Retrieval:
             return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
                                 "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
-            return VectorStatus(False, self.embedder.error, "model-unavailable")
+            return VectorStatus(False, self.embedder.error, "model-unavailable", self.embedder.error_hint)
         gone = self.embedder.missing()
         if gone is not None:
             return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
@@ -7422,7 +8029,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+7425) ----
+# ---- pms/sync.py (+8032) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -7444,7 +8051,7 @@ from pathlib import Path
 
 # from .config import (
 # EMBED_WINDOW, VECTOR_FORMAT, Factory, Hint, Record, _typing, display_path, hex_digest, is_valid_utf8, now_iso,
-# pms_command, reason_text, spawning_workers,
+# pms_command, reason_text, spawning_workers, watch_parent,
 # )
 # from .frontmatter import FrontmatterError
 # from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
@@ -7949,7 +8556,9 @@ class Syncer:
         import multiprocessing
 
         # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        # Each worker ends with this process, even when it is killed (watch_parent).
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=watch_parent)
         ahead: collections.deque = collections.deque()
         pending = iter(batches)
 
@@ -8100,7 +8709,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8103) ----
+# ---- pms/watch.py (+8712) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -8288,13 +8897,14 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8291) ----
+# ---- pms/clip.py (+8900) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
-Owns: fetching with limits and private-address checks on every redirect, extracting the
-article, tidying its Markdown, file names, and writing a new file (never over another).
+Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
+size limits), extracting the article in a worker process under memory and element budgets,
+tidying its Markdown, file names, and writing a new file (never over another).
 
-May import: config, frontmatter, markdown, pdf, paths, filters.
+May import: config, outbound, frontmatter, markdown, pdf, paths, filters.
 """
 
 # from __future__ import annotations
@@ -8302,12 +8912,15 @@ May import: config, frontmatter, markdown, pdf, paths, filters.
 import contextlib
 import os
 import re
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-# from .config import VERSION, LazyPattern, PMSError, Record, _dt, hex_digest, now_iso, pms_command
+# from .config import (
+# VERSION, LazyPattern, PMSError, Record, Worker, WorkerStopped, _dt, env_number, hex_digest, module_available, now_iso,
+# pms_command,
+# )
+# from .outbound import AddressCheck, Answer, address_kind, most_private, open_url
 # from .frontmatter import split_frontmatter, yaml_scalar
 # from .markdown import FENCE, fence_states, first_heading, is_table_rule
 # from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PDF_SUFFIX, PdfError, PdfReader, pdf_available, pdf_title
@@ -8377,6 +8990,7 @@ class ClippedNote(Record):
 
 
 def import_trafilatura():
+    require_clipper()
     try:
         import trafilatura
         from lxml import etree  # noqa: F401  (trafilatura's parser; checked here for a clear message)
@@ -8386,6 +9000,13 @@ def import_trafilatura():
 
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)  # its warnings are not the user's business
     return trafilatura
+
+
+def require_clipper() -> None:
+    """A PMSError unless trafilatura and lxml are installed (found, not imported: the page is read in a worker)."""
+    for module in ("trafilatura", "lxml"):
+        if not module_available(module):
+            raise PMSError(f"clipping needs the trafilatura package ({module} is missing): {_INSTALL_CLIPPER}")
 
 
 def check_clip_url(url: str) -> str:
@@ -8419,197 +9040,96 @@ def _describe_content_type(ctype: str) -> str:
     return f"{kind} ({ctype})" if kind else ctype
 
 
+def _http_status_error(url: str, status: int, reason: str) -> PMSError:
+    """One line for an HTTP error status, with what to try."""
+    if 300 <= status < 400:
+        return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}): "
+                        "open it in a browser and clip the address it ends at")
+    hint = {401: "the page needs a login: save it from your browser and clip the file",
+            403: "the site refuses access: save the page from your browser and clip the file",
+            404: "page not found: check the URL", 410: "the page was removed",
+            429: "too many requests: wait a little and try again"}.get(status)
+    hint = hint or ("server error: try again later" if status >= 500 else "the server refused the request")
+    return PMSError(f"{url} answered HTTP {status} {one_line(reason) or ''} ({hint})".replace("  (", " ("))
+
+
 def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
     """One line for each way a fetch can fail, naming the cause and what to try."""
     import socket
     import ssl
-    import urllib.error
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     host = parts.hostname or url
-    if isinstance(exc, urllib.error.HTTPError):
-        if 300 <= exc.code < 400:
-            return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}, or a redirect loop): "
-                            "open it in a browser and clip the address it ends at")
-        hint = {401: "the page needs a login: save it from your browser and clip the file",
-                403: "the site refuses access: save the page from your browser and clip the file",
-                404: "page not found: check the URL", 410: "the page was removed",
-                429: "too many requests: wait a little and try again"}.get(exc.code)
-        hint = hint or ("server error: try again later" if exc.code >= 500 else "the server refused the request")
-        return PMSError(f"{url} answered HTTP {exc.code} {exc.reason} ({hint})")
-    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # what urllib wrapped
-    if isinstance(reason, socket.gaierror):
+    if isinstance(exc, socket.gaierror):
         return PMSError(f"cannot find the server {host!r} (DNS lookup failed: check the URL and your internet connection)")
-    if isinstance(reason, ConnectionRefusedError):
+    if isinstance(exc, ConnectionRefusedError):
         return PMSError(f"connection refused by {host}:{parts.port or (443 if parts.scheme == 'https' else 80)} "
                         "(the site is down or the URL has the wrong port)")
-    if isinstance(reason, (TimeoutError, socket.timeout)):
+    if isinstance(exc, TimeoutError):
         return PMSError(f"no answer from {host} within {timeout:g} s (try again later, or allow longer with --timeout)")
-    if isinstance(reason, ssl.SSLError):
-        return PMSError(f"secure connection to {host} failed ({getattr(reason, 'reason', None) or reason}): check the URL")
-    if isinstance(reason, (ConnectionError, EOFError)) or type(reason).__name__ in ("IncompleteRead", "RemoteDisconnected"):
+    if isinstance(exc, ssl.SSLError):
+        return PMSError(f"secure connection to {host} failed ({getattr(exc, 'reason', None) or exc}): check the URL")
+    if isinstance(exc, (ConnectionError, EOFError)) or type(exc).__name__ in ("IncompleteRead", "RemoteDisconnected"):
         return PMSError(f"the connection to {host} was cut while downloading {url} (try again)")
-    if type(reason).__name__ == "InvalidURL":
-        return PMSError(f"{url!r} is not a valid URL ({reason})")
-    return PMSError(f"cannot fetch {url}: {reason}")
+    if type(exc).__name__ == "InvalidURL":
+        return PMSError(f"{url!r} is not a valid URL ({exc})")
+    return PMSError(f"cannot fetch {url}: {one_line(exc) or type(exc).__name__}")
+
+
+def clip_address_check() -> AddressCheck:
+    """The clipper's outbound rule (for ``open_url``): the URL the user gave may be any address
+    they chose (its public addresses first, when its name has both); a redirect only public
+    addresses, or ones of the kind the user's URL was (loopback, link-local, private): a page
+    must not steer PMS to a cloud metadata address or a service on the user's own network.
+    100.64/10 (shared), fec0::/10 (site-local) and every other range that is not globally
+    routable count as private."""
+    given: list[str] = []  # the kind of address the user's URL reached
+
+    def allowed(url: str, host: str, addresses: list[str], hop: int) -> list[str]:
+        public = [a for a in addresses if address_kind(a) == "public"]
+        if hop == 0:
+            chosen = public or addresses
+            given.append(most_private(chosen))
+            return chosen
+        chosen = [a for a in addresses if address_kind(a) in ("public", given[0])]
+        if not chosen:
+            raise PMSError(f"the page redirects to {url!r}, a {most_private(addresses)} address: redirects are followed only "
+                           "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
+        return chosen
+
+    return allowed
 
 
 def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> tuple[bytes | str, str]:
-    """Download a web page: (its HTML, the URL it ended at after redirects). Standard library
-    only (trafilatura's fetcher refuses local addresses). ``timeout`` bounds the whole
-    download too: a trickling server or a stuck name lookup never hits a socket timeout."""
+    """Download a web page: (its HTML, the URL it ended at after redirects), by the outbound
+    policy (names looked up once, every redirect checked). ``timeout`` bounds the whole
+    download: name lookup, connection, headers and body (a trickling server cannot stretch it)."""
     url = check_clip_url(url)
     timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
-    # a little grace, so the worker's own, more precise error wins
-    return _within_deadline(lambda: _download(url, timeout, max_bytes, deadline), deadline + 0.5,
-                            "pms-clip-download", lambda: _too_slow(url, timeout))
-
-
-def _within_deadline(work: Callable[[], object], deadline: float, name: str, too_slow: Callable[[], PMSError]):
-    """``work()`` in a daemon thread the caller stops waiting for at ``deadline``
-    (time.monotonic): then ``too_slow()`` is raised. Neither a stalled socket nor
-    a long parse can be interrupted, so the caller walks away instead."""
-    outcome: dict = {}
-
-    def run():
-        try:
-            outcome["value"] = work()
-        except BaseException as exc:  # handed to the caller's thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=run, name=name, daemon=True)
-    worker.start()
-    worker.join(max(0.0, deadline - time.monotonic()))
-    if worker.is_alive():
-        raise too_slow()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def _too_slow(url: str, timeout: float) -> PMSError:
-    return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
-                    "try again later, or allow longer with --timeout)")
-
-
-def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
-    """extract_from_html, given up at ``deadline``: a clip's download and
-    extraction share one --timeout."""
-    return _within_deadline(lambda: extract_from_html(html, url=url), deadline, "pms-clip-extract",
-                            lambda: PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
-                                             "(a very complex page; allow longer with --timeout)"))
-
-
-_PRIVACY_ORDER = ("loopback", "link-local", "private", "public")
-
-
-def _address_kind(url: str) -> str:
-    """'loopback', 'link-local', 'private' or 'public': the most private kind
-    among the addresses of the URL's host (a literal address needs no lookup)."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        addresses = [ipaddress.ip_address(host)]
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
-        except (OSError, UnicodeError):
-            return "public"  # unresolvable: the connection fails with its own message
-        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-    kinds = []
-    for address in addresses:
-        address = getattr(address, "ipv4_mapped", None) or address
-        kinds.append("loopback" if address.is_loopback or address.is_unspecified else
-                     "link-local" if address.is_link_local else
-                     "private" if address.is_private or address.is_reserved or address.is_multicast else "public")
-    return min(kinds, key=_PRIVACY_ORDER.index) if kinds else "public"
-
-
-def redirect_allowed(original_url: str, target_url: str) -> tuple[bool, str]:
-    """(may the clipper follow a redirect from ``original_url`` to ``target_url``,
-    the target's kind of address): to public addresses always, else only to the
-    same kind as the URL the user gave (a page must not steer PMS to a cloud
-    metadata address or a service on the user's own network)."""
-    target = _address_kind(target_url)
-    return target == "public" or target == _address_kind(original_url), target
-
-
-def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tuple[bytes | str, str]:
     import http.client
-    import urllib.error
-    import urllib.parse
-    import urllib.request
 
-    def refuse_scheme(req, newurl: str) -> None:
-        if newurl.split(":", 1)[0].lower() not in ("http", "https"):
-            raise PMSError(f"{req.full_url} redirects to {newurl!r}, which is not a web page (only http and https are followed)")
-
-    class LimitedRedirects(urllib.request.HTTPRedirectHandler):
-        max_redirections = CLIP_MAX_REDIRECTS
-        max_repeats = 1  # the same URL twice is a loop
-
-        def http_error_302(self, req, fp, code, msg, headers):
-            # urllib refuses file:// and others itself, with an HTTPError that reads like a redirect loop
-            target = headers.get("location") or headers.get("uri")
-            if target:
-                refuse_scheme(req, urllib.parse.urljoin(req.full_url, target))
-            return super().http_error_302(req, fp, code, msg, headers)
-
-        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
-
-        def redirect_request(self, req, fp, code, msg, headers, newurl):
-            refuse_scheme(req, newurl)
-            allowed, kind = redirect_allowed(url, newurl)  # checked at every hop, against the user's URL
-            if not allowed:
-                raise PMSError(f"{req.full_url} redirects to {newurl!r}, a {kind} address: redirects are followed only "
-                               "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
-            return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-    opener = urllib.request.build_opener(LimitedRedirects)
-    request = urllib.request.Request(url, headers={
-        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5",
-        "Accept-Encoding": "identity"})
+    answered = False
     try:
-        with opener.open(request, timeout=timeout) as response:
-            final_url = response.geturl()
-            ctype = (response.headers.get_content_type() or "").lower()
-            declared = response.headers.get("Content-Type")
-            if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
-                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
-            if ctype in PDF_CONTENT_TYPES or urllib.parse.urlsplit(final_url).path.lower().endswith(PDF_SUFFIX):
-                max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
-            length = response.headers.get("Content-Length")
-            if length and length.isdigit() and int(length) > max_bytes:
-                raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
-            chunks, size = [], 0
-            while True:
-                block = response.read1(64 * 1024)  # what one wait brought: a trickle cannot hold the loop
-                if not block:
-                    break
-                size += len(block)
-                if size > max_bytes:
-                    raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
-                if time.monotonic() > deadline:
-                    raise _too_slow(url, timeout)
-                chunks.append(block)
-            charset = response.headers.get_content_charset()
+        with open_url(url, deadline=deadline, allowed=clip_address_check(), redirects=CLIP_MAX_REDIRECTS, headers={
+                "User-Agent": CLIP_USER_AGENT, "Accept-Encoding": "identity",
+                "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5"}) as response:
+            answered = True
+            final_url, ctype, declared, data = response.url, *_page_body(url, response, max_bytes)
     except PMSError:
         raise
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+    except TimeoutError:
+        raise (_too_slow(url, timeout) if answered else _fetch_error(url, TimeoutError(), timeout)) from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         raise _fetch_error(url, exc, timeout) from None
-    data = b"".join(chunks)
     if data.startswith(b"%PDF-"):
         return data, final_url  # bytes: Collection.clip reads it as a PDF
     if declared and ctype in PDF_CONTENT_TYPES:
         raise PMSError(f"{url} says it is a PDF but is not one (the server sent something else)")
     if not declared and not re.search(rb"<(!doctype\s+html|html|head|body|p|div|article)\b", data[:4096], re.I):
         raise PMSError(f"{url} does not look like a web page (no content type and no HTML): only HTML pages can be clipped")
+    charset = response.headers.get_content_charset()
     if charset:  # the HTTP header outranks the page's own <meta charset>
         import codecs
 
@@ -8617,6 +9137,59 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
             codecs.lookup(charset)
             return data.decode(charset, errors="replace"), final_url
     return data, final_url
+
+
+def _page_body(url: str, response: Answer, max_bytes: int) -> tuple[str, str | None, bytes]:
+    """(content type, the declared Content-Type header, the body) of an answer that is a page or a
+    PDF within ``max_bytes``; a PMSError for anything else."""
+    from urllib.parse import urlsplit
+
+    if response.status >= 300:
+        raise _http_status_error(url, response.status, response.reason)
+    ctype = (response.headers.get_content_type() or "").lower()
+    declared = response.headers.get("Content-Type")
+    if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
+        raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
+    if ctype in PDF_CONTENT_TYPES or urlsplit(response.url).path.lower().endswith(PDF_SUFFIX):
+        max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
+    length = response.headers.get("Content-Length")
+    if length and length.isdigit() and int(length) > max_bytes:
+        raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
+    data = response.body(max_bytes)
+    if data is None:
+        raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
+    return ctype, declared, data
+
+
+def _too_slow(url: str, timeout: float) -> PMSError:
+    return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
+                    "try again later, or allow longer with --timeout)")
+
+
+# The worker that reads a page (lxml and trafilatura) runs under this address space: a page
+# built to balloon fails alone. Its size and element budgets: docs/robustness.md, "Memory budgets".
+CLIP_MEMORY_MB_DEFAULT = 1024
+# Elements a page may have (start tags, counted before parsing): a long Wikipedia article has
+# tens of thousands; a page of a million costs the extractor gigabytes.
+CLIP_MAX_ELEMENTS = 200_000
+
+
+def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
+    """extract_from_html in a worker process under a memory cap (PMS_CLIP_MEMORY_MB), stopped at
+    ``deadline``: a clip's download and extraction share one --timeout."""
+    _refuse_hostile_markup(html)  # here first: a page refused by its size needs no worker
+    memory_mb = int(env_number("PMS_CLIP_MEMORY_MB", CLIP_MEMORY_MB_DEFAULT))
+    with Worker("pms-clip-reader", memory_mb << 20) as worker:
+        try:
+            return worker.call(extract_from_html, html, url, timeout=deadline - time.monotonic())
+        except WorkerStopped as exc:
+            if exc.why == "time":
+                raise PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
+                               "(a very complex page; allow longer with --timeout)") from None
+            if exc.why == "start":
+                raise PMSError(f"cannot read {url or 'the page'}: {exc}") from None
+            raise PMSError(f"reading {url or 'the page'} needs more than {memory_mb} MB of memory "
+                           f"(PMS_CLIP_MEMORY_MB={memory_mb}): too big to be an article") from None
 
 
 # -- HTML -> Markdown ---------------------------------------------------------------------
@@ -8798,8 +9371,14 @@ CLIP_MAX_ATTRIBUTES = 2_000
 
 
 def _refuse_hostile_markup(html: bytes | str) -> None:
-    """A PMSError for a page with an element built to stall the parser: one linear
-    scan counting the '=' of each start tag (an upper bound on its attributes)."""
+    """A PMSError for a page built to stall or balloon the parser: more than CLIP_MAX_ELEMENTS
+    elements (start tags, counted without parsing), or an element with more than
+    CLIP_MAX_ATTRIBUTES attributes (one linear scan counting the '=' of each start tag, an
+    upper bound on its attributes)."""
+    start_tag = re.compile(r"<[A-Za-z]" if isinstance(html, str) else rb"<[A-Za-z]")
+    for count, _ in enumerate(start_tag.finditer(html), 1):  # type: ignore[arg-type]  # str or bytes alike
+        if count > CLIP_MAX_ELEMENTS:
+            raise PMSError(f"the page has more than {CLIP_MAX_ELEMENTS:,} elements: too big to be an article")
     lt, gt, eq = ("<", ">", "=") if isinstance(html, str) else (b"<", b">", b"=")
     i = html.find(lt)  # type: ignore[arg-type]  # str or bytes alike
     while i >= 0:
@@ -8853,7 +9432,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
 
 def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
     """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
-    import_trafilatura()  # say so before any download
+    require_clipper()  # say so before any download
     deadline = time.monotonic() + checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
     return extract_within(html, final_url, deadline, timeout)
@@ -8862,22 +9441,14 @@ def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = C
 # -- the note on disk ---------------------------------------------------------------------
 def extract_from_pdf(data: bytes, url: str | None = None, fallback_title: str = "") -> ExtractedPage:
     """A PDF's text as Markdown, one ``## Page N`` section per page with text (the
-    reading runs in the PDF worker, within its deadline). Needs pypdfium2."""
-    import tempfile
-
+    reading runs in the PDF worker, within its deadline and memory cap). Needs pypdfium2."""
     if not pdf_available():
         raise PMSError(f"clipping a PDF needs {PDF_PACKAGE}: {INSTALL_PDF}")
-    fd, tmp = tempfile.mkstemp(prefix="pms-clip-", suffix=PDF_SUFFIX)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
         with PdfReader() as reader:
-            pdf = reader.read(tmp)
+            pdf = reader.read(bytes(data))  # its bytes, not a temp file: nothing is left behind if PMS is killed
     except PdfError as exc:
         raise PMSError(str(exc).removeprefix("skipped: ")) from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
     if not any(pdf.pages):
         raise PMSError(PDF_NO_TEXT.removeprefix("skipped: ") + "; nothing clipped")
     if not fallback_title and url:
@@ -8973,8 +9544,9 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
 
 
 def clip_target_folder(root: Path, collection_name: str, subfolder: str | None) -> Path:
-    """The folder a clip goes to, checked: inside the collection folder ``root``,
-    existing (the collection folder) or creatable (the sub-folder), and writable."""
+    """The folder a clip goes to, checked but not made yet (``made_folder`` makes it as the note
+    is written, so a clip that fails leaves no empty folders): inside the collection folder
+    ``root``, existing or creatable, and writable."""
     if not root.is_dir():
         raise PMSError(f"the folder of collection {collection_name!r} is missing ({root}): restore it, or remove the collection")
     folder = root
@@ -8985,13 +9557,38 @@ def clip_target_folder(root: Path, collection_name: str, subfolder: str | None) 
         folder = root.joinpath(*parts)
         if not folder.resolve().is_relative_to(root.resolve()):
             raise PMSError(f"--subfolder {subfolder!r} leads outside the collection folder {root}")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise PMSError(f"cannot create {folder}: {exc.strerror or exc} (check the folder's permissions)") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PMSError(f"cannot write to {folder} (read-only folder: check its permissions)")
+    existing = folder
+    try:
+        while not existing.exists():
+            existing = existing.parent
+    except OSError as exc:  # a name too long for the file system, say
+        raise PMSError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    if not existing.is_dir():
+        raise PMSError(f"cannot create {folder}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PMSError(f"cannot write to {existing} (read-only folder: check its permissions)")
     return folder
+
+
+@contextlib.contextmanager
+def made_folder(folder: Path):
+    """``folder`` made, with its parents, for the block; the folders made are removed again when the block fails."""
+    made = []
+    missing = folder
+    while not missing.exists():
+        made.append(missing)
+        missing = missing.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PMSError(f"cannot create {folder}: {exc.strerror or exc} (check the folder's permissions)") from None
+    try:
+        yield folder
+    except BaseException:
+        for path in made:  # the deepest first; only if still empty
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
 
 
 def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
@@ -9038,7 +9635,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+9041) ----
+# ---- pms/api.py (+9638) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9068,7 +9665,7 @@ from pathlib import Path
 # from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
 # from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 # from .filters import NoteFilter, checked_number
-# from .schema import MIGRATIONS
+# from .schema import DOCID_CHARS, MIGRATIONS
 # from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
 # from .embedding import (
 # LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
@@ -9081,8 +9678,8 @@ from pathlib import Path
 # from .watch import WATCH_INTERVAL, WATCH_PATHS_PER_LOOK, WATCH_QUIET, FolderWatcher
 # from .clip import (
 # CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
-# clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
-# write_new_file,
+# clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, made_folder, render_clip_note,
+# require_clipper, write_new_file,
 # )
 
 
@@ -9092,6 +9689,7 @@ MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
 ANSWER_MAX_BYTES = 20_000
 MULTI_GET_MAX_BYTES = ANSWER_MAX_BYTES
 MULTI_GET_MAX_FILES = 50
+MULTI_GET_MAX_NAMES = 1000  # notes a comma-separated list may name (each is looked up)
 # A multi_get note left out because the answer was full starts its reason with this.
 OVER_BUDGET = "does not fit in max_bytes"
 
@@ -9218,7 +9816,7 @@ class Collection:
         of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
         already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
-            import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
+            require_clipper()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
         if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
@@ -9259,7 +9857,8 @@ class Collection:
         if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
-        target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
+        with made_folder(folder):
+            target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
         # The PDF beside its note, named after it; not indexed now (its text is the note's).
         original = write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
@@ -9832,6 +10431,8 @@ class KnowledgeBase:
         target, ref_from, ref_count = self._split_ref(ref)
         from_line = from_line if from_line is not None else ref_from
         count = count if count is not None else ref_count
+        if max_bytes is not None:
+            max_bytes = checked_number(max_bytes, "max_bytes")
         return self._read_document(self._resolve(target), from_line, count, max_bytes)
 
     @staticmethod
@@ -9924,14 +10525,21 @@ class KnowledgeBase:
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
+        if len(items) > MULTI_GET_MAX_NAMES:
+            raise PMSError(f"the pattern names {len(items):,} notes: at most {MULTI_GET_MAX_NAMES:,} at a time "
+                           "(or a glob such as journal/*.md)", argument="pattern")
         rows: dict[tuple[str, str], tuple[DocumentRow, int | None, int | None]] = {}
         skipped: list[tuple[str, str]] = []
         every = None
+        names: dict[str, list[DocumentRow]] | None = None  # the loose names of every note, made once for the list
         for item in items:
             if not re.search(r"[*?\[{]", item):
                 try:
                     target, start, count = self._split_ref(item)
-                    row = self._resolve(target)
+                    if names is None and len(items) > 1:
+                        names = self._loose_names()
+                    # Close names are suggested for the first few unknown ones only: each costs a pass over every note.
+                    row = self._resolve(target, names, suggest=len(skipped) < 5)
                 except PMSError as exc:
                     skipped.append((item, str(exc)))
                     continue
@@ -9965,16 +10573,21 @@ class KnowledgeBase:
             left -= len(doc.text.encode("utf-8")) + 1
         return documents, skipped
 
-    def _resolve(self, target: str) -> DocumentRow:
+    def _resolve(self, target: str, names: dict[str, list[DocumentRow]] | None = None, suggest: bool = True) -> DocumentRow:
         store = self.store
         docid = target[1:].strip().lower() if target.startswith("#") else target.lower()
         if re.fullmatch(r"[0-9a-f]{6,40}", docid):
-            rows = store.find_documents(docid=docid) or store.find_documents(docid_prefix=docid, limit=6)
+            rows = store.find_documents(docid=docid)
+            if not rows and len(docid) < DOCID_CHARS:
+                # Shorter than any id: an old 6-digit one, or typed short. An id of DOCID_CHARS or more
+                # digits is whole: it never names another note whose id it starts (a deleted note's
+                # 783ec005 is not 783ec0057).
+                rows = store.find_documents(docid_prefix=docid, limit=6)
             if len(rows) == 1:
                 return rows[0]
             if len(rows) > 1:  # an old 6-digit id that now starts several notes' ids
-                names = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
-                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {names}{' ...' if len(rows) > 5 else ''}; "
+                listed = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
+                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {listed}{' ...' if len(rows) > 5 else ''}; "
                                "give the whole id")
             if target.startswith("#"):
                 raise PMSError(f"no indexed note has the id #{docid} (ids change when a note is renamed; search again)")
@@ -9996,35 +10609,44 @@ class KnowledgeBase:
                 rows = store.find_documents(collection=c.name, path=inside) if inside else []
                 if rows:
                     return rows[0]
-        return self._resolve_loosely(target)
+        return self._resolve_loosely(target, names, suggest)
 
-    def _resolve_loosely(self, target: str) -> DocumentRow:
+    def _loose_names(self) -> dict[str, list[DocumentRow]]:
+        """Every note under each name it answers to loosely: ``collection/path`` and ``path`` without
+        '.md', in lower case, and every tail of them after a '/' (so ``rust`` finds ``dev/rust.md``)."""
+        names: dict[str, list[DocumentRow]] = {}
+        for row in self.store.find_documents():
+            check_deadline()
+            keys: set[str] = set()
+            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
+                bare = name[:-3] if name.endswith(".md") else name
+                keys.update(bare.split("/", n)[-1] for n in range(bare.count("/") + 1))
+            for key in keys:
+                names.setdefault(key, []).append(row)
+        return names
+
+    def _resolve_loosely(self, target: str, names: dict[str, list[DocumentRow]] | None = None,
+                         suggest: bool = True) -> DocumentRow:
         """A note named loosely (its file name alone, without '.md', in any case); else an
-        error that suggests the closest names."""
+        error that suggests the closest names (when ``suggest``)."""
         import difflib
 
         want = target.replace("\\", "/").strip().strip("/").lower()
         stem = want[:-3] if want.endswith(".md") else want
-        every = self.store.find_documents()
-        matches = []
-        for row in every:
-            check_deadline()
-            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
-                bare = name[:-3] if name.endswith(".md") else name
-                if bare == stem or bare.endswith("/" + stem):
-                    matches.append(row)
-                    break
+        matches = (names if names is not None else self._loose_names()).get(stem, [])
         if len(matches) == 1:
             return matches[0]
         if matches:
-            names = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
-            raise PMSError(f"{target!r} names {len(matches)} notes: {names}{' ...' if len(matches) > 5 else ''}; give the folder too")
-        by_name: dict[str, DocumentRow] = {}
-        for row in every:
-            name = row.path.rsplit("/", 1)[-1].lower()
-            by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
-        close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
-        hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
+            names_text = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
+            raise PMSError(f"{target!r} names {len(matches)} notes: {names_text}{' ...' if len(matches) > 5 else ''}; give the folder too")
+        hint = ""
+        if suggest:
+            by_name: dict[str, DocumentRow] = {}
+            for row in self.store.find_documents():
+                name = row.path.rsplit("/", 1)[-1].lower()
+                by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
+            close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
+            hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
         raise PMSError(f"no indexed note matches {target!r};{hint or ' use collection/path.md or the #docid shown in results'}")
 
     # -- status -----------------------------------------------------------------------------
@@ -10049,6 +10671,19 @@ class KnowledgeBase:
         rate = p["done"] / p["seconds"] if p["seconds"] else 0.0
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
+
+    def embedding_failure(self) -> dict | None:
+        """The last time embedding failed, ``{"at": ISO time or None, "error": why}``: in this process
+        (a search that fell back to keywords; an embedding server's last failure is kept after it
+        recovers), else the last sync's, as the index remembers it; None when neither failed."""
+        failure = getattr(self.embedder, "last_failure", None)
+        if failure:
+            return {"at": failure[0], "error": failure[1]}
+        error = self.store.get_meta("embed_error")
+        if not error:
+            return None
+        synced = [c.last_sync for c in self.collections.list() if c.last_sync]
+        return {"at": max(synced) if synced else None, "error": error}
 
     def status(self, pending: bool = True, links: bool | None = None, examples: int | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change, with
@@ -10082,6 +10717,7 @@ class KnowledgeBase:
             "vectors_in_memory_bytes": getattr(self.retrieval.vectors, "nbytes", 0),
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
+            "embedding_last_failure": self.embedding_failure(),
         }
         # Files a sync could not index (binary, damaged, too large...): each said once by sync, all listed here.
         not_indexed = [{"collection": c, "path": p, "reason": why, "failed": failed}
@@ -10099,10 +10735,10 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+10102) ----
+# ---- pms/evaluation.py (+10738) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
-May import: config, embedding, api.
+May import: config, filters, embedding, api.
 """
 
 # from __future__ import annotations
@@ -10113,6 +10749,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 # from .config import ADD_COLLECTION_ARGS, Hint, PMSError, Record, pms_command
+# from .filters import checked_number
 # from .embedding import EmbeddingUnavailable
 # from .api import KnowledgeBase
 
@@ -10135,22 +10772,27 @@ def load_fixture(path: str | os.PathLike) -> list[Judgment]:
         raise PMSError(f"cannot read fixture {path}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise PMSError(f"fixture {path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise PMSError(f"fixture {path} is not a fixture: its JSON is nested too deep") from None
     items = data.get("queries") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise PMSError(f'fixture {path} has no queries (expected {{"queries": [{{"query": ..., "expected_files": [...]}}]}})')
     judgments = []
     for i, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not str(item.get("query") or "").strip():
+        if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
             raise PMSError(f'fixture {path}: query #{i} has no "query" text')
         relevant: dict[str, float] = {}
         for key, gain in (("partial_paths", 0.5), ("expected_files", 1.0), ("relevant_paths", 1.0)):
             value = item.get(key) or []
+            if not isinstance(value, (str, list)):
+                raise PMSError(f"fixture {path}: query #{i}: {key} must be a path or a list of paths")
             for target in [value] if isinstance(value, str) else value:
                 relevant[str(target)] = gain  # listed as both: full credit wins
         if not relevant:
             raise PMSError(f"fixture {path}: query #{i} ({item['query']!r}) lists no expected_files or relevant_paths")
         top = item.get("expected_in_top_k")
-        judgments.append(Judgment(str(item["query"]), relevant, int(top) if top else None))
+        top = checked_number(top, f"fixture {path}: query #{i}: expected_in_top_k") if top is not None else None
+        judgments.append(Judgment(item["query"], relevant, top))
     return judgments
 
 
@@ -10291,7 +10933,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10294) ----
+# ---- pms/mcp_server.py (+10936) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -10312,7 +10954,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-# from .config import SEARCH_MODES, VERSION, PMSError, data_dir, reason_text
+# from .config import SEARCH_MODES, VERSION, PMSError, _typing, data_dir, env_number, reason_text
 # from .paths import path_prefix_glob
 # from .filters import NoteFilter
 # from .query import Hit
@@ -10539,6 +11181,8 @@ class MCPService:
         self._sync_lock = threading.Lock()
         self._validators: dict = {}
         self._asked = threading.Event()
+        self._calls = 0  # tool calls in progress (the process ends once they are done: end_process)
+        self._idle = threading.Condition()
 
     def warm_up(self, wait: float = 2.0) -> threading.Thread:
         """Load the model in a background thread, so the first search is fast, once a client
@@ -10583,6 +11227,21 @@ class MCPService:
         self._asked.set()
 
     def call(self, name: str, arguments: dict | None) -> dict:
+        with self._idle:
+            self._calls += 1
+        try:
+            return self._call(name, arguments)
+        finally:
+            with self._idle:
+                self._calls -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, seconds: float) -> bool:
+        """Wait until no tool call is in progress, at most ``seconds``; whether none is."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._calls == 0, timeout=seconds)
+
+    def _call(self, name: str, arguments: dict | None) -> dict:
         self._asked.set()
         tool = self.tools.get(name)
         if tool is None and name == "sync":
@@ -10889,13 +11548,11 @@ def serve_mcp_stdio(service: MCPService) -> None:
                 tasks.cancel_scope.cancel()
 
     service.warm_up()
-    # The client has gone when its end of stdin closes: calls still running get a moment to
-    # answer, then the process ends, even if a worker thread is still busy (no orphan).
-    end_soon = threading.Thread(target=_exit_after, args=(MCP_EXIT_GRACE,), name="pms-mcp-exit", daemon=True)
     try:
         anyio.run(run)
     finally:
-        end_soon.start()
+        # The client has gone (its end of stdin closed): calls still running get a moment to finish.
+        end_process(service)
 
 
 # The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
@@ -10952,6 +11609,19 @@ def _capped_stdin():
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
     """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
     time.sleep(seconds)
+    _exit_now(cleanup)
+
+
+def end_process(service: MCPService, cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
+    """End a server's process once its tool calls are done (at most MCP_EXIT_GRACE seconds): with
+    os._exit, output flushed. Python's usual teardown would run while a worker thread may still be in
+    native code (ONNX Runtime loading the model or embedding a query), whose C++ destructors then
+    abort the process (exit 134, "terminate called without an active exception")."""
+    service.wait_idle(MCP_EXIT_GRACE)
+    _exit_now(cleanup)
+
+
+def _exit_now(cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
     if cleanup is not None:
         with contextlib.suppress(Exception):
             cleanup()
@@ -10998,8 +11668,8 @@ def _search_route(service: MCPService, security):
         try:
             try:
                 ask = json.loads(await request.body())  # its size is capped by _checked_requests
-            except ValueError:
-                raise PMSError("the request body is not JSON") from None
+            except (ValueError, RecursionError):
+                raise PMSError("the request body is not JSON (or nested too deep)") from None
             if not isinstance(ask, dict) or not isinstance(ask.get("search"), dict):
                 raise PMSError("bad search request: a JSON object with the search's arguments is expected")
             kb = service.kb
@@ -11129,7 +11799,7 @@ def bad_request_id(raw: str | bytes) -> bool:
 
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return any(isinstance(m, dict) and "method" in m and "id" in m and (isinstance(m["id"], bool) or not isinstance(m["id"], (str, int)))
                for m in (data if isinstance(data, list) else [data]))
@@ -11217,9 +11887,23 @@ def _one_line_errors(app):
     return wrapped
 
 
+# The HTTP server's limits (docs/robustness.md, "A server that cannot be starved"). A client has
+# MCP_REQUEST_TIMEOUT seconds to send a whole request (headers and body): a half-sent one is closed.
+MCP_REQUEST_TIMEOUT = 10.0
+MCP_KEEP_ALIVE = 5  # seconds an idle connection stays open after an answer
+# Open connections at most (PMS_MCP_MAX_CONNECTIONS; fewer if the descriptor limit is low): a new one
+# past it closes the connection that has waited longest for a request, so a flood of idle or half-sent
+# connections cannot lock out a client, nor run the process out of descriptors.
+MCP_MAX_CONNECTIONS = 256
+# Sessions at most (PMS_MCP_MAX_SESSIONS, about 40 KB each): a new one past it ends the session unused longest.
+MCP_MAX_SESSIONS = 500
+MCP_ACCEPT_BATCH = 64  # the listen backlog, and connections accepted at once: descriptors stay under the cap + this
+
+
 def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None = None,
-                 session_idle: float = MCP_SESSION_IDLE):
-    """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token."""
+                 session_idle: float = MCP_SESSION_IDLE, max_sessions: int = MCP_MAX_SESSIONS):
+    """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token,
+    at most ``max_sessions`` sessions."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = ["127.0.0.1", "localhost", "[::1]"]
@@ -11231,11 +11915,159 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
         allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
     app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
                                                  json_response=True, max_request_body_size=MCP_MAX_MESSAGE_BYTES,
-                                                 # idle sessions end; no cap, so new clients are never turned away
-                                                 session_idle_timeout=session_idle, max_sessions=None,
+                                                 # The SDK's own cap (a 503) only when every session is busy.
+                                                 session_idle_timeout=session_idle, max_sessions=max_sessions + 16,
                                                  custom_starlette_routes=[_search_route(service, security)])
-    app = _checked_requests(_one_line_errors(app))
+    app = _checked_requests(_one_line_errors(_capped_sessions(app, max_sessions, session_idle)))
     return _bearer_guard(app, token) if token else app
+
+
+def _capped_sessions(app, limit: int, idle: float):
+    """ASGI wrapper: at most ``limit`` MCP sessions. A request that opens one more ends the session
+    unused longest first, as a client ends one (DELETE /mcp with its id): new clients are never
+    turned away, and abandoned sessions cannot pile up in memory. A session in use is never ended."""
+    import collections
+
+    sessions: collections.OrderedDict = collections.OrderedDict()  # id -> [last used, requests in flight], oldest first
+
+    async def end_unused(scope) -> None:
+        idle_ones = [sid for sid, (_, busy) in sessions.items() if not busy]
+        if not idle_ones:
+            return  # every session is busy: the SDK's own cap answers
+        sid = idle_ones[0]
+        del sessions[sid]
+        keep = (b"host", b"origin", b"authorization", b"mcp-protocol-version")
+        headers = [(k, v) for k, v in scope.get("headers") or [] if k in keep] + [(b"mcp-session-id", sid)]
+
+        async def nothing():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def discard(message):
+            pass
+
+        await app({**scope, "method": "DELETE", "headers": headers, "query_string": b""}, nothing, discard)
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http" or scope.get("path", "").rstrip("/") != "/mcp":
+            return await app(scope, receive, send)
+        now = time.monotonic()
+        for sid in [sid for sid, (used, busy) in sessions.items() if not busy and now - used > idle]:
+            del sessions[sid]  # the SDK has ended it already
+        sid = dict(scope.get("headers") or []).get(b"mcp-session-id")
+        entry = sessions.get(sid) if sid else None
+        if entry is not None:
+            sessions.move_to_end(sid)
+            entry[1] += 1
+        elif sid is None and len(sessions) >= limit:
+            await end_unused(scope)
+        opened = []
+
+        async def watch(message):
+            if message["type"] == "http.response.start" and sid is None and message["status"] < 400:
+                opened.extend(v for k, v in message.get("headers") or [] if k.lower() == b"mcp-session-id")
+            await send(message)
+
+        try:
+            await app(scope, receive, watch)
+        finally:
+            if entry is not None:
+                entry[0], entry[1] = time.monotonic(), entry[1] - 1
+            for new in opened:
+                sessions[new] = [time.monotonic(), 0]
+            if sid is not None and scope.get("method") == "DELETE":
+                sessions.pop(sid, None)
+
+    return wrapped
+
+
+def _guarded_protocol(max_connections: int, request_timeout: float):
+    """uvicorn's HTTP/1.1 protocol (h11) with two limits it lacks: a client has ``request_timeout``
+    seconds to send a whole request, from the moment the connection waits for one; and at most
+    ``max_connections`` connections are open: one more closes the connection that has waited
+    longest for a request (idle or half-sent), or, when every one is busy, itself."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    waiting: dict = {}  # connection -> its timer, the one waiting longest first
+
+    class GuardedProtocol(H11Protocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._wait_for_request()
+            while len(self.connections) > max_connections:
+                oldest = next((c for c in waiting if c is not self), self)
+                oldest._close()
+                if oldest is self:
+                    return
+
+        def _wait_for_request(self) -> None:
+            self._stop_waiting()
+            waiting[self] = self.loop.call_later(request_timeout, self._too_slow)
+
+        def _stop_waiting(self) -> None:
+            timer = waiting.pop(self, None)
+            if timer is not None:
+                timer.cancel()
+
+        def _too_slow(self) -> None:
+            if self.conn.their_state is not h11.DONE:  # not a request being answered
+                self._close()
+
+        def _close(self) -> None:
+            self._stop_waiting()
+            self.connections.discard(self)
+            self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is h11.DONE:  # the whole request is in: it is being answered
+                self._stop_waiting()
+            elif self not in waiting and not self.transport.is_closing():
+                self._wait_for_request()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is not h11.DONE:
+                self._wait_for_request()  # keep-alive: the next request has its own time
+
+        def connection_lost(self, exc) -> None:
+            self._stop_waiting()
+            super().connection_lost(exc)
+
+    return GuardedProtocol
+
+
+def _descriptor_room(wanted: int) -> int:
+    """How many connections the process can hold: its descriptor limit raised to the hard limit
+    (as servers do), less some for the index, the model and the standard streams."""
+    if sys.platform == "win32":
+        return wanted
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            raised = min(hard, 65536) if hard != resource.RLIM_INFINITY else 65536
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    return max(8, min(wanted, soft - MCP_ACCEPT_BATCH - 64))
+
+
+def _accept_errors_once(say: Callable[[str], None]):
+    """An asyncio exception handler that tells 'cannot accept' (out of descriptors) in one line at
+    most once a minute, instead of a traceback on every try."""
+    told = [0.0]
+
+    def handler(loop, context) -> None:
+        if str(context.get("message", "")).startswith("socket.accept() out of system resource"):
+            if time.monotonic() - told[0] > 60:
+                told[0] = time.monotonic()
+                say(f"warning: cannot accept connections: {one_line(context.get('exception')) or 'out of resources'} "
+                    "(told once a minute)")
+            return
+        loop.default_exception_handler(context)
+
+    return handler
 
 
 def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP_DEFAULT_PORT,
@@ -11255,8 +12087,20 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
-    config = uvicorn.Config(mcp_http_app(service, host, token, session_idle), log_level="warning", lifespan="on")
+    connections = _descriptor_room(int(env_number("PMS_MCP_MAX_CONNECTIONS", MCP_MAX_CONNECTIONS)))
+    sessions = int(env_number("PMS_MCP_MAX_SESSIONS", MCP_MAX_SESSIONS))
+    config = uvicorn.Config(mcp_http_app(service, host, token, session_idle, sessions), log_level="warning", lifespan="on",
+                            http=_guarded_protocol(connections, MCP_REQUEST_TIMEOUT), timeout_keep_alive=MCP_KEEP_ALIVE,
+                            # asyncio accepts up to this many connections at a time, before any is closed
+                            backlog=MCP_ACCEPT_BATCH)
     server = uvicorn.Server(config)
+
+    async def serve() -> None:
+        import asyncio
+
+        asyncio.get_running_loop().set_exception_handler(_accept_errors_once(service.say))
+        await server.serve([sock])
+
     service.warm_up()
     if threading.current_thread() is threading.main_thread():
         import signal
@@ -11286,12 +12130,13 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         if not token and host not in ("127.0.0.1", "localhost", "::1"):
             service.say(f"warning: serving on {host} without --token: anyone who reaches this address can read your notes")
         service.say(f"MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)")
-        anyio.run(server.serve, [sock])
+        anyio.run(serve)
     finally:
         sock.close()
         unannounce()
+    end_process(service)
 
-# ---- pms/cli.py (+11294) ----
+# ---- pms/cli.py (+12139) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -11316,7 +12161,8 @@ from pathlib import Path
 
 # from .config import (
 # ADD_COLLECTION_ARGS, DEFAULT_GLOB, SEARCH_MODES, VERSION, Hint, PMSError, _typing, argparse, checkout_dir, data_dir,
-# import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
+# default_db_path, display_path, error_excerpt, import_root, module_available, pms_command, private_env_dir, reason_text,
+# source_path, use_private_env,
 # )
 # from .language import LANGUAGE_NAMES
 # from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE
@@ -11327,7 +12173,7 @@ from pathlib import Path
 # from .query import Hit, render_snippet, terminal_safe
 # from .retrieval import SearchResult
 # from .sync import SyncPlan, SyncProgress, SyncReport, duration_text
-# from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
+# from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, one_line
 # from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 # from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
 # from .mcp_server import (
@@ -11577,6 +12423,8 @@ def _tell_problems(found: SyncReport | SyncPlan) -> None:
 
 
 def cmd_sync(kb: KnowledgeBase, args) -> int:
+    if args.reembed and args.no_embed:
+        raise PMSError("--reembed embeds every passage again and --no-embed embeds none: give one of them")
     names = args.collection or None
     if not kb.collections.list():
         raise PMSError(f"no collections yet (add one: {pms_command(ADD_COLLECTION_ARGS)})")
@@ -11610,6 +12458,9 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
           + (f", model {info['model']}" if mode != "keyword" else ""))
     if info["vectors_from"]:
         print(f"Vectors:     from {info['vectors_from']}")
+    failed = info["embedding_last_failure"]
+    if failed and failed["error"] != info["search_mode_reason"]:
+        print(f"Last failure: {failed['at'] or 'at the last sync'}: {failed['error']}")
     if info["languages"]:
         print("Languages:   " + ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in list(info["languages"].items())[:8]))
     if info["language_advice"]:
@@ -11755,6 +12606,9 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+SKIPPED_SHOWN = 10  # multi-get names this many notes it skipped, then counts the rest
+
+
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
     documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
@@ -11762,8 +12616,10 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
         return 0
     for d in documents:
         print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
-    for ref, why in skipped:
+    for ref, why in skipped[:SKIPPED_SHOWN]:
         _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
+    if len(skipped) > SKIPPED_SHOWN:
+        _notice(f"skipped {len(skipped) - SKIPPED_SHOWN:,} more (--json lists every one and why)")
     return 0 if documents or not skipped else 1
 
 
@@ -12348,7 +13204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.query.strip() and not any(_filter_fields(args).values()):
             args.usage_error("nothing to search: give words, or a filter (--tag, --path, --after, --before, --where)")
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(f"unrecognized arguments: {terminal_safe(' '.join(extra))}")
     if not args.command:
         parser.print_help()
         return 0
@@ -12357,8 +13213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
-                           chosen_by="--embed-url and --embed-model") as kb, storage_errors(kb.db_path):
+        # Opening the index reads it too: a damaged one is one line from the first query on.
+        with storage_errors(Path(args.db).expanduser() if args.db else default_db_path()), \
+                KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
+                              chosen_by="--embed-url and --embed-model") as kb:
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)
@@ -12371,6 +13229,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the file system refused something no check above words (a name too long, say)
+        where = f": {error_excerpt(display_path(exc.filename), 200)}" if exc.filename else ""
+        print(f"pms: error: {exc.strerror or one_line(exc) or type(exc).__name__}{where}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: one line, not a traceback (PMS_DEBUG=1 shows it)
+        if os.environ.get("PMS_DEBUG"):
+            raise
+        print(f"pms: internal error (a bug in PMS: please report it; PMS_DEBUG=1 shows where): {type(exc).__name__}: "
+              f"{(one_line(exc) or '')[:300]}", file=sys.stderr)
+        return 2
 
 
 # Commands that run until stopped, and whose libraries (Qt, the MCP server) clean up at exit.
@@ -12390,7 +13258,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+12340) ----
+# ---- pms/__init__.py (+13208) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -12455,7 +13323,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+12458) ----
+# ---- pms/__main__.py (+13326) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

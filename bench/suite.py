@@ -43,6 +43,7 @@ first run embeds; a rerun after a ranking change takes seconds plus the queries.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import sys
@@ -299,6 +300,8 @@ def main(argv=None) -> int:
     ap.add_argument("--embed-api", choices=("openai", "ollama"))
     args = ap.parse_args(argv)
     embedding = {"url": args.embed_url, "model": args.embed_model or "", "kind": args.embed_api} if args.embed_url else None
+    if args.embed_url:  # a query's vector on a busy machine: never keyword results in place of the figures asked for
+        os.environ.setdefault("PMS_EMBED_QUERY_TIMEOUT", "120")
     model = embedding["model"] if embedding else pms.model_settings()[0]
 
     embed = args.modes != ["keyword"]

@@ -466,8 +466,10 @@ class SyncController(QObject):
                                "by their words only until the sync has embedded them.")
         elif hybrid:
             w.badge.setText("Hybrid")
+            failed = info.get("embedding_last_failure")
             w.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded."
-                               + (f"\nVectors from {info['vectors_from']}." if info.get("vectors_from") else ""))
+                               + (f"\nVectors from {info['vectors_from']}." if info.get("vectors_from") else "")
+                               + (f"\nLast embedding failure ({failed['at']}): {failed['error']}" if failed else ""))
         else:
             w.badge.setText(f"Keyword only · {short}" if short else "Keyword only")
             action = hint_action(hint) if self.model_state != "loading" else ""

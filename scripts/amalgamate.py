@@ -39,7 +39,7 @@ TARGET = REPO / "pms.py"
 # The layers, bottom first: a module imports only modules before it (tests/test_layers.py
 # checks this and each module's "May import" line). The amalgamation follows this order.
 MODULES = (
-    "config", "frontmatter", "markdown", "language", "notes", "pdf", "paths", "filters", "schema", "store",
+    "config", "outbound", "frontmatter", "markdown", "language", "notes", "pdf", "paths", "filters", "schema", "store",
     "embedding", "query", "ranking", "retrieval", "sync", "watch", "clip", "api", "evaluation", "mcp_server", "cli",
 )
 SHEBANG = "#!/usr/bin/env python3"

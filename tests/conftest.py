@@ -524,6 +524,12 @@ class FakeServer:
                     return self._send(200, b"<html>not json</html>")
                 if fake.mode == "strings":
                     return self._send(200, json.dumps({"data": [{"index": 0, "embedding": ["a"] * fake.dim}]}).encode())
+                if fake.mode == "objects":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [{"x": 1}] * fake.dim}]}).encode())
+                if fake.mode == "deep":
+                    return self._send(200, b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+                if fake.mode == "probes_disagree" and body.get("input_type") == "passage":
+                    return self._send(200, json.dumps({"data": [{"index": 0, "embedding": [0.5] * (fake.dim + 3)}]}).encode())
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 if fake.takes_input_type and "input_type" in body:
                     texts = [("query: " if body["input_type"] == "query" else "passage: ") + t for t in texts]
@@ -587,12 +593,13 @@ def mcp_http_client(url: str, headers: dict | None = None):
 
 
 @contextlib.contextmanager
-def mcp_http_server(db: Path, env: dict, *flags: str, command: list[str] | None = None):
+def mcp_http_server(db: Path, env: dict, *flags: str, command: list[str] | None = None,
+                    prefix: tuple[str, ...] = ()):
     """A `pms.py mcp --http` process on a free port (``command``: what starts PMS, e.g. the `pms`
-    command setup writes); yields (its URL, the process, its stderr lines).
-    It is stopped at the end, and its log must hold no traceback."""
+    command setup writes; ``prefix``: a command it runs under); yields (its URL, the process, its
+    stderr lines). It is stopped at the end, and its log must hold no traceback."""
     command = command or [sys.executable, str(REPO / "pms.py")]
-    proc = subprocess.Popen([*command, "--db", str(db), "mcp", "--http", "--port", "0", *flags],
+    proc = subprocess.Popen([*prefix, *command, "--db", str(db), "mcp", "--http", "--port", "0", *flags],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     found = threading.Event()
     url: list[str] = []

@@ -57,6 +57,15 @@ def test_an_explicit_other_model_gives_advice_that_does_not_loop(embedded_index,
     assert json.loads(run_cli("status", "--json", db=embedded_index).stdout)["search_mode"] == "hybrid"
 
 
+def test_a_model_that_cannot_be_downloaded_is_told_with_its_fix_once(notes, tmp_path):
+    env = {"PMS_MODEL": "BAAI/bge-small-en-v1.5", "PMS_MODEL_DIR": ""}  # not downloaded, and there is no network here
+    db = tmp_path / "offline.sqlite"
+    assert run_cli("collection", "add", notes, "--name", "notes", db=db, env=env).returncode == 0
+    mode_line = next(line for line in run_cli("status", db=db, env=env).stdout.splitlines() if line.startswith("Search mode:"))
+    assert "keyword" in mode_line and "not downloaded" in mode_line
+    assert mode_line.count("set PMS_MODEL_DIR") == 1, mode_line  # the hint, not the hint again in the message
+
+
 @pytest.mark.stdlib
 def test_reembed_without_embedding_packages_fails(notes, tmp_path):
     db = tmp_path / "plain.sqlite"

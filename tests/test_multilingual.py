@@ -14,6 +14,13 @@ E5 = "multilingual-e5-small"
 pytestmark = pytest.mark.slow  # a real model server (and, on a fresh machine, its Python 3.12 environment)
 
 
+@pytest.fixture(autouse=True)
+def patient_queries(monkeypatch):
+    """These tests judge meaning, not deadlines: on a busy machine the real model may take longer
+    than a search's 2 s to embed a query, and the search would answer by keywords."""
+    monkeypatch.setenv("PMS_EMBED_QUERY_TIMEOUT", "120")
+
+
 @pytest.fixture
 def russian_vault(tmp_path):
     root = tmp_path / "заметки"

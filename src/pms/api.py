@@ -28,7 +28,7 @@ from .notes import LinkResolver, note_links
 from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
 from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 from .filters import NoteFilter, checked_number
-from .schema import MIGRATIONS
+from .schema import DOCID_CHARS, MIGRATIONS
 from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
 from .embedding import (
     LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
@@ -41,8 +41,8 @@ from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
 from .watch import WATCH_INTERVAL, WATCH_PATHS_PER_LOOK, WATCH_QUIET, FolderWatcher
 from .clip import (
     CLIP_MAX_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, AlreadyClipped, ClippedNote, check_clip_url, clip_filename,
-    clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, import_trafilatura, render_clip_note,
-    write_new_file,
+    clip_target_folder, extract_from_pdf, extract_within, fetch_html, find_clipped, made_folder, render_clip_note,
+    require_clipper, write_new_file,
 )
 
 
@@ -55,6 +55,7 @@ SEARCHED_NOTES_KEPT = 100
 ANSWER_MAX_BYTES = 20_000
 MULTI_GET_MAX_BYTES = ANSWER_MAX_BYTES
 MULTI_GET_MAX_FILES = 50
+MULTI_GET_MAX_NAMES = 1000  # notes a comma-separated list may name (each is looked up)
 # A multi_get note left out because the answer was full starts its reason with this.
 OVER_BUDGET = "does not fit in max_bytes"
 
@@ -181,7 +182,7 @@ class Collection:
         of its text, ``## Page N`` per page; ``keep_original`` saves the PDF beside it. A URL
         already clipped into the collection raises AlreadyClipped unless ``force``."""
         if pdf is None:
-            import_trafilatura()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
+            require_clipper()  # a fetched URL may turn out to be a PDF: then trafilatura is not needed
         self.kb.store.require_writable()  # before a note is written that could not be indexed
         if source and (pdf is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", source)):
             source = check_clip_url(source)
@@ -222,7 +223,8 @@ class Collection:
         if not compile_glob(self.glob, "--glob").match(rel):
             raise PMSError(f"collection {self.name!r} only indexes {self.glob}, so {rel} would not be searchable "
                            "(choose another --subfolder)")
-        target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
+        with made_folder(folder):
+            target = write_new_file(folder, name, render_clip_note(page, source).encode("utf-8"))
         rel = target.relative_to(self.path).as_posix()
         # The PDF beside its note, named after it; not indexed now (its text is the note's).
         original = write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
@@ -810,6 +812,8 @@ class KnowledgeBase:
         target, ref_from, ref_count = self._split_ref(ref)
         from_line = from_line if from_line is not None else ref_from
         count = count if count is not None else ref_count
+        if max_bytes is not None:
+            max_bytes = checked_number(max_bytes, "max_bytes")
         return self._read_document(self._resolve(target), from_line, count, max_bytes)
 
     @staticmethod
@@ -902,14 +906,21 @@ class KnowledgeBase:
         items = [p.strip() for p in _split_outside_braces(pattern) if p.strip()]
         if not items:
             raise PMSError("give a glob such as journal/*.md or a comma-separated list of notes")
+        if len(items) > MULTI_GET_MAX_NAMES:
+            raise PMSError(f"the pattern names {len(items):,} notes: at most {MULTI_GET_MAX_NAMES:,} at a time "
+                           "(or a glob such as journal/*.md)", argument="pattern")
         rows: dict[tuple[str, str], tuple[DocumentRow, int | None, int | None]] = {}
         skipped: list[tuple[str, str]] = []
         every = None
+        names: dict[str, list[DocumentRow]] | None = None  # the loose names of every note, made once for the list
         for item in items:
             if not re.search(r"[*?\[{]", item):
                 try:
                     target, start, count = self._split_ref(item)
-                    row = self._resolve(target)
+                    if names is None and len(items) > 1:
+                        names = self._loose_names()
+                    # Close names are suggested for the first few unknown ones only: each costs a pass over every note.
+                    row = self._resolve(target, names, suggest=len(skipped) < 5)
                 except PMSError as exc:
                     skipped.append((item, str(exc)))
                     continue
@@ -943,16 +954,21 @@ class KnowledgeBase:
             left -= len(doc.text.encode("utf-8")) + 1
         return documents, skipped
 
-    def _resolve(self, target: str) -> DocumentRow:
+    def _resolve(self, target: str, names: dict[str, list[DocumentRow]] | None = None, suggest: bool = True) -> DocumentRow:
         store = self.store
         docid = target[1:].strip().lower() if target.startswith("#") else target.lower()
         if re.fullmatch(r"[0-9a-f]{6,40}", docid):
-            rows = store.find_documents(docid=docid) or store.find_documents(docid_prefix=docid, limit=6)
+            rows = store.find_documents(docid=docid)
+            if not rows and len(docid) < DOCID_CHARS:
+                # Shorter than any id: an old 6-digit one, or typed short. An id of DOCID_CHARS or more
+                # digits is whole: it never names another note whose id it starts (a deleted note's
+                # 783ec005 is not 783ec0057).
+                rows = store.find_documents(docid_prefix=docid, limit=6)
             if len(rows) == 1:
                 return rows[0]
             if len(rows) > 1:  # an old 6-digit id that now starts several notes' ids
-                names = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
-                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {names}{' ...' if len(rows) > 5 else ''}; "
+                listed = ", ".join(f"{r.collection}/{r.path} (#{r.docid})" for r in rows[:5])
+                raise PMSError(f"#{docid} is ambiguous: it starts the ids of {listed}{' ...' if len(rows) > 5 else ''}; "
                                "give the whole id")
             if target.startswith("#"):
                 raise PMSError(f"no indexed note has the id #{docid} (ids change when a note is renamed; search again)")
@@ -974,35 +990,44 @@ class KnowledgeBase:
                 rows = store.find_documents(collection=c.name, path=inside) if inside else []
                 if rows:
                     return rows[0]
-        return self._resolve_loosely(target)
+        return self._resolve_loosely(target, names, suggest)
 
-    def _resolve_loosely(self, target: str) -> DocumentRow:
+    def _loose_names(self) -> dict[str, list[DocumentRow]]:
+        """Every note under each name it answers to loosely: ``collection/path`` and ``path`` without
+        '.md', in lower case, and every tail of them after a '/' (so ``rust`` finds ``dev/rust.md``)."""
+        names: dict[str, list[DocumentRow]] = {}
+        for row in self.store.find_documents():
+            check_deadline()
+            keys: set[str] = set()
+            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
+                bare = name[:-3] if name.endswith(".md") else name
+                keys.update(bare.split("/", n)[-1] for n in range(bare.count("/") + 1))
+            for key in keys:
+                names.setdefault(key, []).append(row)
+        return names
+
+    def _resolve_loosely(self, target: str, names: dict[str, list[DocumentRow]] | None = None,
+                         suggest: bool = True) -> DocumentRow:
         """A note named loosely (its file name alone, without '.md', in any case); else an
-        error that suggests the closest names."""
+        error that suggests the closest names (when ``suggest``)."""
         import difflib
 
         want = target.replace("\\", "/").strip().strip("/").lower()
         stem = want[:-3] if want.endswith(".md") else want
-        every = self.store.find_documents()
-        matches = []
-        for row in every:
-            check_deadline()
-            for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
-                bare = name[:-3] if name.endswith(".md") else name
-                if bare == stem or bare.endswith("/" + stem):
-                    matches.append(row)
-                    break
+        matches = (names if names is not None else self._loose_names()).get(stem, [])
         if len(matches) == 1:
             return matches[0]
         if matches:
-            names = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
-            raise PMSError(f"{target!r} names {len(matches)} notes: {names}{' ...' if len(matches) > 5 else ''}; give the folder too")
-        by_name: dict[str, DocumentRow] = {}
-        for row in every:
-            name = row.path.rsplit("/", 1)[-1].lower()
-            by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
-        close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
-        hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
+            names_text = ", ".join(f"{r.collection}/{r.path}" for r in matches[:5])
+            raise PMSError(f"{target!r} names {len(matches)} notes: {names_text}{' ...' if len(matches) > 5 else ''}; give the folder too")
+        hint = ""
+        if suggest:
+            by_name: dict[str, DocumentRow] = {}
+            for row in self.store.find_documents():
+                name = row.path.rsplit("/", 1)[-1].lower()
+                by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
+            close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
+            hint = (" did you mean " + " or ".join(f"{by_name[c].collection}/{by_name[c].path}" for c in close) + "?") if close else ""
         raise PMSError(f"no indexed note matches {target!r};{hint or ' use collection/path.md or the #docid shown in results'}")
 
     # -- status -----------------------------------------------------------------------------
@@ -1027,6 +1052,19 @@ class KnowledgeBase:
         rate = p["done"] / p["seconds"] if p["seconds"] else 0.0
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
                 "eta_s": round((p["total"] - p["done"]) / rate) if rate else None}
+
+    def embedding_failure(self) -> dict | None:
+        """The last time embedding failed, ``{"at": ISO time or None, "error": why}``: in this process
+        (a search that fell back to keywords; an embedding server's last failure is kept after it
+        recovers), else the last sync's, as the index remembers it; None when neither failed."""
+        failure = getattr(self.embedder, "last_failure", None)
+        if failure:
+            return {"at": failure[0], "error": failure[1]}
+        error = self.store.get_meta("embed_error")
+        if not error:
+            return None
+        synced = [c.last_sync for c in self.collections.list() if c.last_sync]
+        return {"at": max(synced) if synced else None, "error": error}
 
     def status(self, pending: bool = True, links: bool | None = None, examples: int | None = None) -> dict:
         """Counts, search mode, collections; with ``pending`` what a sync would change, with
@@ -1060,6 +1098,7 @@ class KnowledgeBase:
             "vectors_in_memory_bytes": getattr(self.retrieval.vectors, "nbytes", 0),
             "embedding": self._embedding_progress(totals),
             "pdfs_without_text": self.store.count_skipped(PDF_NO_TEXT),  # scans: OCR them to make them searchable
+            "embedding_last_failure": self.embedding_failure(),
         }
         # Files a sync could not index (binary, damaged, too large...): each said once by sync, all listed here.
         not_indexed = [{"collection": c, "path": p, "reason": why, "failed": failed}

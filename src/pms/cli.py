@@ -22,7 +22,8 @@ from pathlib import Path
 
 from .config import (
     ADD_COLLECTION_ARGS, DEFAULT_GLOB, SEARCH_MODES, VERSION, Hint, PMSError, _typing, argparse, checkout_dir, data_dir,
-    import_root, module_available, pms_command, private_env_dir, reason_text, source_path, use_private_env,
+    default_db_path, display_path, error_excerpt, import_root, module_available, pms_command, private_env_dir, reason_text,
+    source_path, use_private_env,
 )
 from .language import LANGUAGE_NAMES
 from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE
@@ -33,7 +34,7 @@ from .embedding import embedding_choice_from_env
 from .query import Hit, render_snippet, terminal_safe
 from .retrieval import SearchResult
 from .sync import SyncPlan, SyncProgress, SyncReport, duration_text
-from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT
+from .clip import CLIP_MAX_BYTES, CLIP_MAX_PDF_BYTES, CLIP_MAX_TIMEOUT, CLIP_TIMEOUT, one_line
 from .api import MULTI_GET_MAX_BYTES, Collection, KnowledgeBase, NoteRef
 from .evaluation import BENCH_MODES, format_benchmark, load_fixture, run_benchmark
 from .mcp_server import (
@@ -283,6 +284,8 @@ def _tell_problems(found: SyncReport | SyncPlan) -> None:
 
 
 def cmd_sync(kb: KnowledgeBase, args) -> int:
+    if args.reembed and args.no_embed:
+        raise PMSError("--reembed embeds every passage again and --no-embed embeds none: give one of them")
     names = args.collection or None
     if not kb.collections.list():
         raise PMSError(f"no collections yet (add one: {pms_command(ADD_COLLECTION_ARGS)})")
@@ -316,6 +319,9 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
           + (f", model {info['model']}" if mode != "keyword" else ""))
     if info["vectors_from"]:
         print(f"Vectors:     from {info['vectors_from']}")
+    failed = info["embedding_last_failure"]
+    if failed and failed["error"] != info["search_mode_reason"]:
+        print(f"Last failure: {failed['at'] or 'at the last sync'}: {failed['error']}")
     if info["languages"]:
         print("Languages:   " + ", ".join(f"{LANGUAGE_NAMES.get(lang, lang)} {n}" for lang, n in list(info["languages"].items())[:8]))
     if info["language_advice"]:
@@ -461,6 +467,9 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+SKIPPED_SHOWN = 10  # multi-get names this many notes it skipped, then counts the rest
+
+
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
     documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
@@ -468,8 +477,10 @@ def cmd_multi_get(kb: KnowledgeBase, args) -> int:
         return 0
     for d in documents:
         print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
-    for ref, why in skipped:
+    for ref, why in skipped[:SKIPPED_SHOWN]:
         _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
+    if len(skipped) > SKIPPED_SHOWN:
+        _notice(f"skipped {len(skipped) - SKIPPED_SHOWN:,} more (--json lists every one and why)")
     return 0 if documents or not skipped else 1
 
 
@@ -1054,7 +1065,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.query.strip() and not any(_filter_fields(args).values()):
             args.usage_error("nothing to search: give words, or a filter (--tag, --path, --after, --before, --where)")
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(f"unrecognized arguments: {terminal_safe(' '.join(extra))}")
     if not args.command:
         parser.print_help()
         return 0
@@ -1063,8 +1074,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return cmd_setup(args)
-        with KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
-                           chosen_by="--embed-url and --embed-model") as kb, storage_errors(kb.db_path):
+        # Opening the index reads it too: a damaged one is one line from the first query on.
+        with storage_errors(Path(args.db).expanduser() if args.db else default_db_path()), \
+                KnowledgeBase(args.db, notice=_notice, embedding=_embedding_choice(args),
+                              chosen_by="--embed-url and --embed-model") as kb:
             return COMMANDS[args.command](kb, args)
     except PMSError as exc:
         print(f"pms: error: {cli_error(exc)}", file=sys.stderr)
@@ -1077,6 +1090,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the file system refused something no check above words (a name too long, say)
+        where = f": {error_excerpt(display_path(exc.filename), 200)}" if exc.filename else ""
+        print(f"pms: error: {exc.strerror or one_line(exc) or type(exc).__name__}{where}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: one line, not a traceback (PMS_DEBUG=1 shows it)
+        if os.environ.get("PMS_DEBUG"):
+            raise
+        print(f"pms: internal error (a bug in PMS: please report it; PMS_DEBUG=1 shows where): {type(exc).__name__}: "
+              f"{(one_line(exc) or '')[:300]}", file=sys.stderr)
+        return 2
 
 
 # Commands that run until stopped, and whose libraries (Qt, the MCP server) clean up at exit.

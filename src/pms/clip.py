@@ -1,9 +1,10 @@
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
-Owns: fetching with limits and private-address checks on every redirect, extracting the
-article, tidying its Markdown, file names, and writing a new file (never over another).
+Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
+size limits), extracting the article in a worker process under memory and element budgets,
+tidying its Markdown, file names, and writing a new file (never over another).
 
-May import: config, frontmatter, markdown, pdf, paths, filters.
+May import: config, outbound, frontmatter, markdown, pdf, paths, filters.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-from .config import VERSION, LazyPattern, PMSError, Record, _dt, hex_digest, now_iso, pms_command
+from .config import (
+    VERSION, LazyPattern, PMSError, Record, Worker, WorkerStopped, _dt, env_number, hex_digest, module_available, now_iso,
+    pms_command,
+)
+from .outbound import AddressCheck, Answer, address_kind, most_private, open_url
 from .frontmatter import split_frontmatter, yaml_scalar
 from .markdown import FENCE, fence_states, first_heading, is_table_rule
 from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PDF_SUFFIX, PdfError, PdfReader, pdf_available, pdf_title
@@ -86,6 +90,7 @@ class ClippedNote(Record):
 
 
 def import_trafilatura():
+    require_clipper()
     try:
         import trafilatura
         from lxml import etree  # noqa: F401  (trafilatura's parser; checked here for a clear message)
@@ -95,6 +100,13 @@ def import_trafilatura():
 
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)  # its warnings are not the user's business
     return trafilatura
+
+
+def require_clipper() -> None:
+    """A PMSError unless trafilatura and lxml are installed (found, not imported: the page is read in a worker)."""
+    for module in ("trafilatura", "lxml"):
+        if not module_available(module):
+            raise PMSError(f"clipping needs the trafilatura package ({module} is missing): {_INSTALL_CLIPPER}")
 
 
 def check_clip_url(url: str) -> str:
@@ -128,197 +140,96 @@ def _describe_content_type(ctype: str) -> str:
     return f"{kind} ({ctype})" if kind else ctype
 
 
+def _http_status_error(url: str, status: int, reason: str) -> PMSError:
+    """One line for an HTTP error status, with what to try."""
+    if 300 <= status < 400:
+        return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}): "
+                        "open it in a browser and clip the address it ends at")
+    hint = {401: "the page needs a login: save it from your browser and clip the file",
+            403: "the site refuses access: save the page from your browser and clip the file",
+            404: "page not found: check the URL", 410: "the page was removed",
+            429: "too many requests: wait a little and try again"}.get(status)
+    hint = hint or ("server error: try again later" if status >= 500 else "the server refused the request")
+    return PMSError(f"{url} answered HTTP {status} {one_line(reason) or ''} ({hint})".replace("  (", " ("))
+
+
 def _fetch_error(url: str, exc: BaseException, timeout: float) -> PMSError:
     """One line for each way a fetch can fail, naming the cause and what to try."""
     import socket
     import ssl
-    import urllib.error
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     host = parts.hostname or url
-    if isinstance(exc, urllib.error.HTTPError):
-        if 300 <= exc.code < 400:
-            return PMSError(f"too many redirects from {url} (more than {CLIP_MAX_REDIRECTS}, or a redirect loop): "
-                            "open it in a browser and clip the address it ends at")
-        hint = {401: "the page needs a login: save it from your browser and clip the file",
-                403: "the site refuses access: save the page from your browser and clip the file",
-                404: "page not found: check the URL", 410: "the page was removed",
-                429: "too many requests: wait a little and try again"}.get(exc.code)
-        hint = hint or ("server error: try again later" if exc.code >= 500 else "the server refused the request")
-        return PMSError(f"{url} answered HTTP {exc.code} {exc.reason} ({hint})")
-    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # what urllib wrapped
-    if isinstance(reason, socket.gaierror):
+    if isinstance(exc, socket.gaierror):
         return PMSError(f"cannot find the server {host!r} (DNS lookup failed: check the URL and your internet connection)")
-    if isinstance(reason, ConnectionRefusedError):
+    if isinstance(exc, ConnectionRefusedError):
         return PMSError(f"connection refused by {host}:{parts.port or (443 if parts.scheme == 'https' else 80)} "
                         "(the site is down or the URL has the wrong port)")
-    if isinstance(reason, (TimeoutError, socket.timeout)):
+    if isinstance(exc, TimeoutError):
         return PMSError(f"no answer from {host} within {timeout:g} s (try again later, or allow longer with --timeout)")
-    if isinstance(reason, ssl.SSLError):
-        return PMSError(f"secure connection to {host} failed ({getattr(reason, 'reason', None) or reason}): check the URL")
-    if isinstance(reason, (ConnectionError, EOFError)) or type(reason).__name__ in ("IncompleteRead", "RemoteDisconnected"):
+    if isinstance(exc, ssl.SSLError):
+        return PMSError(f"secure connection to {host} failed ({getattr(exc, 'reason', None) or exc}): check the URL")
+    if isinstance(exc, (ConnectionError, EOFError)) or type(exc).__name__ in ("IncompleteRead", "RemoteDisconnected"):
         return PMSError(f"the connection to {host} was cut while downloading {url} (try again)")
-    if type(reason).__name__ == "InvalidURL":
-        return PMSError(f"{url!r} is not a valid URL ({reason})")
-    return PMSError(f"cannot fetch {url}: {reason}")
+    if type(exc).__name__ == "InvalidURL":
+        return PMSError(f"{url!r} is not a valid URL ({exc})")
+    return PMSError(f"cannot fetch {url}: {one_line(exc) or type(exc).__name__}")
+
+
+def clip_address_check() -> AddressCheck:
+    """The clipper's outbound rule (for ``open_url``): the URL the user gave may be any address
+    they chose (its public addresses first, when its name has both); a redirect only public
+    addresses, or ones of the kind the user's URL was (loopback, link-local, private): a page
+    must not steer PMS to a cloud metadata address or a service on the user's own network.
+    100.64/10 (shared), fec0::/10 (site-local) and every other range that is not globally
+    routable count as private."""
+    given: list[str] = []  # the kind of address the user's URL reached
+
+    def allowed(url: str, host: str, addresses: list[str], hop: int) -> list[str]:
+        public = [a for a in addresses if address_kind(a) == "public"]
+        if hop == 0:
+            chosen = public or addresses
+            given.append(most_private(chosen))
+            return chosen
+        chosen = [a for a in addresses if address_kind(a) in ("public", given[0])]
+        if not chosen:
+            raise PMSError(f"the page redirects to {url!r}, a {most_private(addresses)} address: redirects are followed only "
+                           "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
+        return chosen
+
+    return allowed
 
 
 def fetch_html(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> tuple[bytes | str, str]:
-    """Download a web page: (its HTML, the URL it ended at after redirects). Standard library
-    only (trafilatura's fetcher refuses local addresses). ``timeout`` bounds the whole
-    download too: a trickling server or a stuck name lookup never hits a socket timeout."""
+    """Download a web page: (its HTML, the URL it ended at after redirects), by the outbound
+    policy (names looked up once, every redirect checked). ``timeout`` bounds the whole
+    download: name lookup, connection, headers and body (a trickling server cannot stretch it)."""
     url = check_clip_url(url)
     timeout = checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     deadline = time.monotonic() + timeout
-    # a little grace, so the worker's own, more precise error wins
-    return _within_deadline(lambda: _download(url, timeout, max_bytes, deadline), deadline + 0.5,
-                            "pms-clip-download", lambda: _too_slow(url, timeout))
-
-
-def _within_deadline(work: Callable[[], object], deadline: float, name: str, too_slow: Callable[[], PMSError]):
-    """``work()`` in a daemon thread the caller stops waiting for at ``deadline``
-    (time.monotonic): then ``too_slow()`` is raised. Neither a stalled socket nor
-    a long parse can be interrupted, so the caller walks away instead."""
-    outcome: dict = {}
-
-    def run():
-        try:
-            outcome["value"] = work()
-        except BaseException as exc:  # handed to the caller's thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=run, name=name, daemon=True)
-    worker.start()
-    worker.join(max(0.0, deadline - time.monotonic()))
-    if worker.is_alive():
-        raise too_slow()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def _too_slow(url: str, timeout: float) -> PMSError:
-    return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
-                    "try again later, or allow longer with --timeout)")
-
-
-def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
-    """extract_from_html, given up at ``deadline``: a clip's download and
-    extraction share one --timeout."""
-    return _within_deadline(lambda: extract_from_html(html, url=url), deadline, "pms-clip-extract",
-                            lambda: PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
-                                             "(a very complex page; allow longer with --timeout)"))
-
-
-_PRIVACY_ORDER = ("loopback", "link-local", "private", "public")
-
-
-def _address_kind(url: str) -> str:
-    """'loopback', 'link-local', 'private' or 'public': the most private kind
-    among the addresses of the URL's host (a literal address needs no lookup)."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        addresses = [ipaddress.ip_address(host)]
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
-        except (OSError, UnicodeError):
-            return "public"  # unresolvable: the connection fails with its own message
-        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-    kinds = []
-    for address in addresses:
-        address = getattr(address, "ipv4_mapped", None) or address
-        kinds.append("loopback" if address.is_loopback or address.is_unspecified else
-                     "link-local" if address.is_link_local else
-                     "private" if address.is_private or address.is_reserved or address.is_multicast else "public")
-    return min(kinds, key=_PRIVACY_ORDER.index) if kinds else "public"
-
-
-def redirect_allowed(original_url: str, target_url: str) -> tuple[bool, str]:
-    """(may the clipper follow a redirect from ``original_url`` to ``target_url``,
-    the target's kind of address): to public addresses always, else only to the
-    same kind as the URL the user gave (a page must not steer PMS to a cloud
-    metadata address or a service on the user's own network)."""
-    target = _address_kind(target_url)
-    return target == "public" or target == _address_kind(original_url), target
-
-
-def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tuple[bytes | str, str]:
     import http.client
-    import urllib.error
-    import urllib.parse
-    import urllib.request
 
-    def refuse_scheme(req, newurl: str) -> None:
-        if newurl.split(":", 1)[0].lower() not in ("http", "https"):
-            raise PMSError(f"{req.full_url} redirects to {newurl!r}, which is not a web page (only http and https are followed)")
-
-    class LimitedRedirects(urllib.request.HTTPRedirectHandler):
-        max_redirections = CLIP_MAX_REDIRECTS
-        max_repeats = 1  # the same URL twice is a loop
-
-        def http_error_302(self, req, fp, code, msg, headers):
-            # urllib refuses file:// and others itself, with an HTTPError that reads like a redirect loop
-            target = headers.get("location") or headers.get("uri")
-            if target:
-                refuse_scheme(req, urllib.parse.urljoin(req.full_url, target))
-            return super().http_error_302(req, fp, code, msg, headers)
-
-        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
-
-        def redirect_request(self, req, fp, code, msg, headers, newurl):
-            refuse_scheme(req, newurl)
-            allowed, kind = redirect_allowed(url, newurl)  # checked at every hop, against the user's URL
-            if not allowed:
-                raise PMSError(f"{req.full_url} redirects to {newurl!r}, a {kind} address: redirects are followed only "
-                               "to public addresses or to the kind of address you gave (clip that URL itself if you mean it)")
-            return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-    opener = urllib.request.build_opener(LimitedRedirects)
-    request = urllib.request.Request(url, headers={
-        "User-Agent": CLIP_USER_AGENT, "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5",
-        "Accept-Encoding": "identity"})
+    answered = False
     try:
-        with opener.open(request, timeout=timeout) as response:
-            final_url = response.geturl()
-            ctype = (response.headers.get_content_type() or "").lower()
-            declared = response.headers.get("Content-Type")
-            if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
-                raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
-            if ctype in PDF_CONTENT_TYPES or urllib.parse.urlsplit(final_url).path.lower().endswith(PDF_SUFFIX):
-                max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
-            length = response.headers.get("Content-Length")
-            if length and length.isdigit() and int(length) > max_bytes:
-                raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
-            chunks, size = [], 0
-            while True:
-                block = response.read1(64 * 1024)  # what one wait brought: a trickle cannot hold the loop
-                if not block:
-                    break
-                size += len(block)
-                if size > max_bytes:
-                    raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
-                if time.monotonic() > deadline:
-                    raise _too_slow(url, timeout)
-                chunks.append(block)
-            charset = response.headers.get_content_charset()
+        with open_url(url, deadline=deadline, allowed=clip_address_check(), redirects=CLIP_MAX_REDIRECTS, headers={
+                "User-Agent": CLIP_USER_AGENT, "Accept-Encoding": "identity",
+                "Accept": "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.5"}) as response:
+            answered = True
+            final_url, ctype, declared, data = response.url, *_page_body(url, response, max_bytes)
     except PMSError:
         raise
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+    except TimeoutError:
+        raise (_too_slow(url, timeout) if answered else _fetch_error(url, TimeoutError(), timeout)) from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         raise _fetch_error(url, exc, timeout) from None
-    data = b"".join(chunks)
     if data.startswith(b"%PDF-"):
         return data, final_url  # bytes: Collection.clip reads it as a PDF
     if declared and ctype in PDF_CONTENT_TYPES:
         raise PMSError(f"{url} says it is a PDF but is not one (the server sent something else)")
     if not declared and not re.search(rb"<(!doctype\s+html|html|head|body|p|div|article)\b", data[:4096], re.I):
         raise PMSError(f"{url} does not look like a web page (no content type and no HTML): only HTML pages can be clipped")
+    charset = response.headers.get_content_charset()
     if charset:  # the HTTP header outranks the page's own <meta charset>
         import codecs
 
@@ -326,6 +237,59 @@ def _download(url: str, timeout: float, max_bytes: int, deadline: float) -> tupl
             codecs.lookup(charset)
             return data.decode(charset, errors="replace"), final_url
     return data, final_url
+
+
+def _page_body(url: str, response: Answer, max_bytes: int) -> tuple[str, str | None, bytes]:
+    """(content type, the declared Content-Type header, the body) of an answer that is a page or a
+    PDF within ``max_bytes``; a PMSError for anything else."""
+    from urllib.parse import urlsplit
+
+    if response.status >= 300:
+        raise _http_status_error(url, response.status, response.reason)
+    ctype = (response.headers.get_content_type() or "").lower()
+    declared = response.headers.get("Content-Type")
+    if declared and ctype not in HTML_CONTENT_TYPES | PDF_CONTENT_TYPES:
+        raise PMSError(f"{url} is {_describe_content_type(ctype)}, not a web page: only HTML pages and PDFs can be clipped")
+    if ctype in PDF_CONTENT_TYPES or urlsplit(response.url).path.lower().endswith(PDF_SUFFIX):
+        max_bytes = max(max_bytes, CLIP_MAX_PDF_BYTES)
+    length = response.headers.get("Content-Length")
+    if length and length.isdigit() and int(length) > max_bytes:
+        raise PMSError(f"{url} is too large to clip ({int(length) / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB)")
+    data = response.body(max_bytes)
+    if data is None:
+        raise PMSError(f"{url} is too large to clip (more than {max_bytes / 1048576:g} MB; stopped downloading)")
+    return ctype, declared, data
+
+
+def _too_slow(url: str, timeout: float) -> PMSError:
+    return PMSError(f"{url} did not finish downloading within {timeout:g} s (a slow or stalled server: "
+                    "try again later, or allow longer with --timeout)")
+
+
+# The worker that reads a page (lxml and trafilatura) runs under this address space: a page
+# built to balloon fails alone. Its size and element budgets: docs/robustness.md, "Memory budgets".
+CLIP_MEMORY_MB_DEFAULT = 1024
+# Elements a page may have (start tags, counted before parsing): a long Wikipedia article has
+# tens of thousands; a page of a million costs the extractor gigabytes.
+CLIP_MAX_ELEMENTS = 200_000
+
+
+def extract_within(html: bytes | str, url: str | None, deadline: float, timeout: float) -> ExtractedPage:
+    """extract_from_html in a worker process under a memory cap (PMS_CLIP_MEMORY_MB), stopped at
+    ``deadline``: a clip's download and extraction share one --timeout."""
+    _refuse_hostile_markup(html)  # here first: a page refused by its size needs no worker
+    memory_mb = int(env_number("PMS_CLIP_MEMORY_MB", CLIP_MEMORY_MB_DEFAULT))
+    with Worker("pms-clip-reader", memory_mb << 20) as worker:
+        try:
+            return worker.call(extract_from_html, html, url, timeout=deadline - time.monotonic())
+        except WorkerStopped as exc:
+            if exc.why == "time":
+                raise PMSError(f"reading {url or 'the page'} took longer than {timeout:g} s "
+                               "(a very complex page; allow longer with --timeout)") from None
+            if exc.why == "start":
+                raise PMSError(f"cannot read {url or 'the page'}: {exc}") from None
+            raise PMSError(f"reading {url or 'the page'} needs more than {memory_mb} MB of memory "
+                           f"(PMS_CLIP_MEMORY_MB={memory_mb}): too big to be an article") from None
 
 
 # -- HTML -> Markdown ---------------------------------------------------------------------
@@ -507,8 +471,14 @@ CLIP_MAX_ATTRIBUTES = 2_000
 
 
 def _refuse_hostile_markup(html: bytes | str) -> None:
-    """A PMSError for a page with an element built to stall the parser: one linear
-    scan counting the '=' of each start tag (an upper bound on its attributes)."""
+    """A PMSError for a page built to stall or balloon the parser: more than CLIP_MAX_ELEMENTS
+    elements (start tags, counted without parsing), or an element with more than
+    CLIP_MAX_ATTRIBUTES attributes (one linear scan counting the '=' of each start tag, an
+    upper bound on its attributes)."""
+    start_tag = re.compile(r"<[A-Za-z]" if isinstance(html, str) else rb"<[A-Za-z]")
+    for count, _ in enumerate(start_tag.finditer(html), 1):  # type: ignore[arg-type]  # str or bytes alike
+        if count > CLIP_MAX_ELEMENTS:
+            raise PMSError(f"the page has more than {CLIP_MAX_ELEMENTS:,} elements: too big to be an article")
     lt, gt, eq = ("<", ">", "=") if isinstance(html, str) else (b"<", b">", b"=")
     i = html.find(lt)  # type: ignore[arg-type]  # str or bytes alike
     while i >= 0:
@@ -562,7 +532,7 @@ def extract_from_html(html: bytes | str, url: str | None = None) -> ExtractedPag
 
 def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = CLIP_MAX_BYTES) -> ExtractedPage:
     """Fetch a web page and extract it (``doc.content`` is Markdown, ``doc.title``, metadata)."""
-    import_trafilatura()  # say so before any download
+    require_clipper()  # say so before any download
     deadline = time.monotonic() + checked_number(timeout, "timeout", minimum=0.001, maximum=CLIP_MAX_TIMEOUT, whole=False)
     html, final_url = fetch_html(url, timeout=timeout, max_bytes=max_bytes)
     return extract_within(html, final_url, deadline, timeout)
@@ -571,22 +541,14 @@ def extract_from_url(url: str, timeout: float = CLIP_TIMEOUT, max_bytes: int = C
 # -- the note on disk ---------------------------------------------------------------------
 def extract_from_pdf(data: bytes, url: str | None = None, fallback_title: str = "") -> ExtractedPage:
     """A PDF's text as Markdown, one ``## Page N`` section per page with text (the
-    reading runs in the PDF worker, within its deadline). Needs pypdfium2."""
-    import tempfile
-
+    reading runs in the PDF worker, within its deadline and memory cap). Needs pypdfium2."""
     if not pdf_available():
         raise PMSError(f"clipping a PDF needs {PDF_PACKAGE}: {INSTALL_PDF}")
-    fd, tmp = tempfile.mkstemp(prefix="pms-clip-", suffix=PDF_SUFFIX)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
         with PdfReader() as reader:
-            pdf = reader.read(tmp)
+            pdf = reader.read(bytes(data))  # its bytes, not a temp file: nothing is left behind if PMS is killed
     except PdfError as exc:
         raise PMSError(str(exc).removeprefix("skipped: ")) from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
     if not any(pdf.pages):
         raise PMSError(PDF_NO_TEXT.removeprefix("skipped: ") + "; nothing clipped")
     if not fallback_title and url:
@@ -682,8 +644,9 @@ def find_clipped(root: Path, glob: str, urls: Iterable[str]) -> Path | None:
 
 
 def clip_target_folder(root: Path, collection_name: str, subfolder: str | None) -> Path:
-    """The folder a clip goes to, checked: inside the collection folder ``root``,
-    existing (the collection folder) or creatable (the sub-folder), and writable."""
+    """The folder a clip goes to, checked but not made yet (``made_folder`` makes it as the note
+    is written, so a clip that fails leaves no empty folders): inside the collection folder
+    ``root``, existing or creatable, and writable."""
     if not root.is_dir():
         raise PMSError(f"the folder of collection {collection_name!r} is missing ({root}): restore it, or remove the collection")
     folder = root
@@ -694,13 +657,38 @@ def clip_target_folder(root: Path, collection_name: str, subfolder: str | None) 
         folder = root.joinpath(*parts)
         if not folder.resolve().is_relative_to(root.resolve()):
             raise PMSError(f"--subfolder {subfolder!r} leads outside the collection folder {root}")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise PMSError(f"cannot create {folder}: {exc.strerror or exc} (check the folder's permissions)") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PMSError(f"cannot write to {folder} (read-only folder: check its permissions)")
+    existing = folder
+    try:
+        while not existing.exists():
+            existing = existing.parent
+    except OSError as exc:  # a name too long for the file system, say
+        raise PMSError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    if not existing.is_dir():
+        raise PMSError(f"cannot create {folder}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PMSError(f"cannot write to {existing} (read-only folder: check its permissions)")
     return folder
+
+
+@contextlib.contextmanager
+def made_folder(folder: Path):
+    """``folder`` made, with its parents, for the block; the folders made are removed again when the block fails."""
+    made = []
+    missing = folder
+    while not missing.exists():
+        made.append(missing)
+        missing = missing.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PMSError(f"cannot create {folder}: {exc.strerror or exc} (check the folder's permissions)") from None
+    try:
+        yield folder
+    except BaseException:
+        for path in made:  # the deepest first; only if still empty
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
 
 
 def write_new_file(folder: Path, filename: str, data: bytes) -> Path:

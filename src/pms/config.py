@@ -283,19 +283,19 @@ def default_db_path() -> Path:
 
 
 def max_file_bytes() -> int:
-    try:
-        return int(float(os.environ.get("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT)) * 1024 * 1024)
-    except ValueError:
-        return MAX_FILE_MB_DEFAULT * 1024 * 1024
+    return int(env_number("PMS_MAX_FILE_MB", MAX_FILE_MB_DEFAULT) * 1024 * 1024)
 
 
 def env_number(name: str, default: float) -> float:
-    """A positive number from the environment, else ``default`` (a typo must not disable a limit)."""
+    """A positive, finite number from the environment, else ``default`` (a typo, -1 or inf must not
+    disable a limit)."""
+    import math
+
     try:
         value = float(os.environ.get(name, default))
     except ValueError:
         return default
-    return value if value > 0 else default
+    return value if 0 < value and math.isfinite(value) and value < 1e12 else default
 
 
 def private_env_dir() -> Path:
@@ -503,3 +503,151 @@ def spawning_workers():
             sys.modules["__main__"] = script
             with contextlib.suppress(ValueError):
                 sys.path.remove(folder)
+
+
+def watch_parent() -> None:
+    """In a spawned worker: end this process when the one that started it ends, even by kill -9
+    (a daemon thread waits on the pipe multiprocessing keeps open to the parent, which the kernel
+    closes when the parent dies). Without it, a worker blocked on its queue outlives a killed sync,
+    and multiprocessing's resource tracker with it (the workers hold its pipe open)."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def wait_for_the_parent() -> None:
+        import multiprocessing.connection
+
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=wait_for_the_parent, name="pms-watch-parent", daemon=True).start()
+
+
+def limit_memory(max_bytes: int | None) -> None:
+    """Cap this process's address space (RLIMIT_AS; Linux, where it is enforced): past it an
+    allocation fails (MemoryError in Python) instead of the machine swapping."""
+    if not max_bytes or not sys.platform.startswith("linux"):
+        return
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
+
+class WorkerStopped(PMSError):
+    """A Worker's call ended without an answer: ``why`` is "time" (past its timeout), "memory"
+    (past the worker's memory cap: MemoryError, or native code aborting under the cap), "crashed"
+    (the process died otherwise) or "start" (it never started)."""
+
+    def __init__(self, message: str, why: str = "crashed"):
+        super().__init__(message)
+        self.why = why
+
+
+def _worker_loop(conn, max_bytes: int | None) -> None:
+    """A Worker's process: (function, args) in; ("ok", result), ("raised", exception) or ("memory",) out."""
+    watch_parent()
+    limit_memory(max_bytes)
+    conn.send(("ready",))
+    while True:
+        try:
+            function, args = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        except Exception as exc:  # a function this process cannot find (AttributeError), say
+            conn.send(("raised", PMSError(f"the worker cannot run it: {type(exc).__name__}: {str(exc)[:200]}")))
+            continue
+        try:
+            answer: tuple = ("ok", function(*args))
+        except MemoryError:
+            answer = ("memory",)
+        except Exception as exc:  # noqa: BLE001 - the caller words it; a library's bug on one file must not end the worker
+            answer = ("raised", exc)
+        try:
+            conn.send(answer)
+        except MemoryError:  # the answer itself was too big to send within the cap
+            del answer
+            conn.send(("memory",))
+        except Exception as exc:  # an exception that does not pickle
+            conn.send(("raised", PMSError(f"{type(exc).__name__}: {str(exc)[:200]}")))
+
+
+class Worker:
+    """A child process that runs module-level functions for this one, reused call after call (a
+    fresh Python, spawned). It runs under an address-space cap (``max_bytes``: a file or page that
+    balloons fails alone, with MemoryError), is killed when a call runs past its ``timeout``, and
+    ends itself when this process ends, even by kill -9 (``watch_parent``). ``call`` returns what
+    the function returned, raises what it raised, or WorkerStopped."""
+
+    STARTUP_SECONDS = 120.0  # starting Python and importing this module, on a busy machine
+
+    def __init__(self, name: str, max_bytes: int | None = None):
+        self.name, self.max_bytes = name, max_bytes
+        self._process: _typing.Any = None
+        self._conn: _typing.Any = None
+        self._started = False  # its "ready" was read
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the process now (``call`` starts it when needed), e.g. while a download runs."""
+        if self._process is not None and self._process.is_alive():
+            return
+        self.close()
+        import multiprocessing
+
+        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_worker_loop, args=(child, self.max_bytes), name=self.name, daemon=True)
+        with spawning_workers():
+            self._process.start()
+        child.close()
+
+    def call(self, function: Callable, *args, timeout: float):
+        """``function(*args)`` in the worker, given ``timeout`` seconds (the start-up aside)."""
+        self.start()
+        if not self._started:
+            try:
+                self._started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
+            except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
+                pass
+            if not self._started:
+                self.close()
+                raise WorkerStopped(f"the {self.name} worker process did not start", "start")
+        try:
+            self._conn.send((function, args))
+            answer = self._conn.recv() if self._conn.poll(max(timeout, 0.0)) else None
+        except (EOFError, OSError):
+            process = self._process
+            self.close()
+            # Native code that cannot allocate (PDFium, lxml) aborts: under a cap, that is the likely cause.
+            why = "memory" if self.max_bytes and process.exitcode == -6 else "crashed"
+            raise WorkerStopped(f"the {self.name} worker process stopped (exit {process.exitcode})", why) from None
+        if answer is None:
+            self.close()
+            raise WorkerStopped(f"the {self.name} worker process ran past {timeout:g} s", "time")
+        if answer[0] == "ok":
+            return answer[1]
+        if answer[0] == "memory":
+            self.close()  # what is left of its heap is no use to the next call
+            raise WorkerStopped(f"the {self.name} worker process ran out of its memory", "memory")
+        raise answer[1]
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        self._started = False
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(5)

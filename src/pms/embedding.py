@@ -5,7 +5,7 @@ loaded lazily), ``HTTPEmbedder`` (an OpenAI-compatible or Ollama server the user
 loopback only unless allowed), ``StaticModel``, the registry ``EMBEDDING_PROVIDERS``,
 model settings (query prefixes) and the multilingual advice.
 
-May import: config, language, store.
+May import: config, outbound, language, store.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from pathlib import Path
 
 from .config import (
     DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
-    display_path, hex_digest, module_available, pms_command,
+    display_path, env_number, error_excerpt, hex_digest, module_available, now_iso, pms_command,
 )
+from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
 from .language import LANGUAGE_NAMES
 from .store import in_parts
 
@@ -253,6 +254,7 @@ class EmbeddingProvider:
         self.passage_prefix = _prefix_for(model, _DOC_PREFIXES)
         self._ready = False
         self._error: str | None = None
+        self._error_hint: Hint | None = None  # what fixes _error, worded by each front end (kept apart: said once)
         self._lock = threading.Lock()
 
     # -- what a provider implements -----------------------------------------------------
@@ -293,17 +295,21 @@ class EmbeddingProvider:
     def error(self) -> str | None:
         return self._error
 
+    @property
+    def error_hint(self) -> Hint | None:
+        return self._error_hint if self.error else None
+
     def load(self):
         """Make the provider ready (once); raise EmbeddingUnavailable."""
         with self._lock:
             if self._ready:
                 return self
             if self.error:
-                raise EmbeddingUnavailable(self.error)
+                raise EmbeddingUnavailable(self.error, self._error_hint)
             try:
                 self._load()
             except EmbeddingUnavailable as exc:
-                self._error = str(exc)
+                self._error, self._error_hint = exc.message, exc.hint
                 raise
             self._ready = True
             return self
@@ -489,7 +495,7 @@ class Embedder(EmbeddingProvider):
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or set PMS_MODEL_DIR to a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   f"(connect once, or make a local copy: {OFFLINE_MODEL_COMMAND})",
                                                    Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -554,28 +560,16 @@ class Embedder(EmbeddingProvider):
         return self._static_folder
 
 
-# Seconds one batch may take. A batch that takes longer is split in halves, down to one
-# passage, which is retried; only then is the server too slow.
+# Seconds one request may take, answer included. A batch that takes longer is split in halves,
+# down to one passage, within the batch's deadline.
 EMBED_HTTP_TIMEOUT = 60.0
-EMBED_QUERY_TIMEOUT = 10.0  # a search waits this long for its query's vector, then searches by keywords
+EMBED_BATCH_DEADLINE = 180.0  # one batch of a sync in all: requests, retries, splits, Retry-After waits
+# A search waits this long in all for its query's vector, then searches by keywords (PMS_EMBED_QUERY_TIMEOUT).
+EMBED_QUERY_TIMEOUT = 2.0
 EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused connection, a timeout or a 5xx/429
 EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
 EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
 EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for localhost and loopback addresses: no name lookup, so a name that
-    merely resolves to 127.0.0.1 still counts as leaving the machine."""
-    import ipaddress
-
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
@@ -585,9 +579,13 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
     from urllib.parse import urlsplit, urlunsplit
 
     url = (url or "").strip()
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise PMSError(f"embedding server URL {error_excerpt(url)} is not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PMSError(f"embedding server URL {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
+        raise PMSError(f"embedding server URL {error_excerpt(url)} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
     if api not in (None, "openai", "ollama"):
         raise PMSError(f"unknown embedding API {api!r} (choose openai or ollama)")
     path = parts.path.rstrip("/")
@@ -604,11 +602,16 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
 
 class HTTPEmbedder(EmbeddingProvider):
     """Vectors from an embeddings server: OpenAI-compatible ``/v1/embeddings`` or
-    Ollama's own ``/api/embed``. Stdlib only (urllib).
+    Ollama's own ``/api/embed``. Stdlib only (the ``outbound`` module's policy).
 
-    Every request has a timeout and is retried with backoff; every answer is checked
-    before a vector reaches the index. A URL off this machine is refused unless
-    ``allow_remote`` says the user chose it: it sends note text away.
+    Every call has a deadline in all (a query ``query_timeout``, a sync's batch
+    ``batch_deadline``), within which requests are retried with backoff (or as long as
+    the server's Retry-After asks); every answer is checked before a vector reaches the
+    index. A URL off this machine is refused unless ``allow_remote`` says the user chose
+    it: it sends note text away. A name is looked up once and the request goes to the
+    address checked; redirects are never followed (they would carry the notes, and the
+    API key, to another host); no proxy unless the user opts in (PMS_USE_PROXY=1), and
+    never for this machine.
 
     Model instruction prefixes are applied once: a server that takes ``input_type`` adds
     its own (the first connection finds out by embedding one text both ways, and the
@@ -620,8 +623,8 @@ class HTTPEmbedder(EmbeddingProvider):
     def __init__(self, url: str, model: str, api: str | None = None, api_key_env: str | None = None,
                  allow_remote: bool = False, batch_size: int = EMBED_HTTP_BATCH_SIZE,
                  notice: Callable[[str], None] | None = None, timeout: float = EMBED_HTTP_TIMEOUT,
-                 query_timeout: float = EMBED_QUERY_TIMEOUT, retries: int = EMBED_HTTP_RETRIES,
-                 input_type: bool | None = None, dim: int | None = None):
+                 query_timeout: float | None = None, retries: int = EMBED_HTTP_RETRIES,
+                 input_type: bool | None = None, dim: int | None = None, batch_deadline: float = EMBED_BATCH_DEADLINE):
         from urllib.parse import urlsplit
 
         if not (model or "").strip():
@@ -630,16 +633,20 @@ class HTTPEmbedder(EmbeddingProvider):
         self.url, self.api = embedding_endpoint(url, api)
         self.kind = self.api
         self.host = urlsplit(self.url).hostname or ""
-        self.remote = not is_loopback_host(self.host)
+        self._remote: bool | None = None
         self.allow_remote = bool(allow_remote)
         self.api_key_env = api_key_env or None
-        self.timeout, self.query_timeout, self.retries = timeout, query_timeout, max(0, int(retries))
+        self.timeout, self.retries = timeout, max(0, int(retries))
+        self.query_timeout = query_timeout or env_number("PMS_EMBED_QUERY_TIMEOUT", EMBED_QUERY_TIMEOUT)
+        self.batch_deadline = max(batch_deadline, timeout)
         # Whether the server applies the model's prefixes from input_type (None: find out at load).
         self.input_type = input_type
         if input_type:
             self.query_prefix = self.passage_prefix = ""
         self.dim = dim
         self._failed_at = 0.0
+        self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
+        self._call = threading.local()  # the deadline of the call in progress in this thread
 
     @classmethod
     def from_config(cls, config: dict, **common) -> HTTPEmbedder:
@@ -655,6 +662,17 @@ class HTTPEmbedder(EmbeddingProvider):
         return f"{self.url} ({'off this machine' if self.remote else 'this machine'}, model {self.model_name})"
 
     @property
+    def remote(self) -> bool:  # type: ignore[override]
+        """Whether the server is off this machine: a host other than a loopback address,
+        ``localhost`` or a ``*.localhost`` name, or such a name that resolves elsewhere."""
+        if self._remote is None:
+            self._remote = not is_loopback_name(self.host)
+            if not self._remote and self.host.rstrip(".").lower().endswith(".localhost"):
+                with contextlib.suppress(OSError):  # unresolvable: nothing can reach it, nothing leaves
+                    self._remote = most_private(resolve(self.host, 80, time.monotonic() + 2.0)) != "loopback"
+        return self._remote
+
+    @property
     def error(self) -> str | None:
         # A server may come back: a failure is told (and searches use keywords) for a while, then tried again.
         if self._error and time.monotonic() - self._failed_at > EMBED_RETRY_AFTER:
@@ -663,84 +681,129 @@ class HTTPEmbedder(EmbeddingProvider):
 
     def _fail(self, message: str) -> EmbeddingUnavailable:
         self._error, self._failed_at = message, time.monotonic()
+        self.last_failure = (now_iso(), message)
         return EmbeddingUnavailable(message)
+
+    def _off_machine(self, where: str = "") -> EmbeddingUnavailable:
+        if not where and is_loopback_name(self.host):  # a *.localhost name that resolves elsewhere
+            where = f" ({self.host} does not resolve to this machine)"
+        return self._fail(f"embedding server {self.url} is off this machine{where}: it " + self.remote_notice.format(host=self.host))
+
+    def _reachable(self, url: str, host: str, addresses: list[str], hop: int) -> list[str]:
+        """The outbound check: without the user's consent, only addresses of this machine (a
+        ``*.localhost`` name or any other must resolve to loopback and nothing else)."""
+        if self.allow_remote:
+            return addresses
+        elsewhere = [a for a in addresses if address_kind(a) != "loopback"]
+        if elsewhere:
+            raise self._off_machine(f" ({host} resolves to {elsewhere[0]})")
+        return addresses
+
+    def _deadline(self, seconds: float) -> float:
+        """The deadline of this thread's call in progress, else one ``seconds`` from now."""
+        return getattr(self._call, "deadline", None) or time.monotonic() + seconds
+
+    @contextlib.contextmanager
+    def _within(self, seconds: float):
+        """The requests made inside share one deadline, ``seconds`` from now (the outermost call's)."""
+        if getattr(self._call, "deadline", None):
+            yield
+            return
+        self._call.deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._call.deadline = None
 
     def _load(self) -> None:
         self._failed_at = time.monotonic()
         if self.remote and not self.allow_remote:
-            raise EmbeddingUnavailable(f"embedding server {self.url} is off this machine: it "
-                                       + self.remote_notice.format(host=self.host))
+            raise self._off_machine()
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise EmbeddingUnavailable(f"embedding server {self.url} needs an API key in ${self.api_key_env}, which is not set",
                                        Hint(setting=self.api_key_env))
         if self.input_type is not None and self.dim:
             return  # remembered by the index: nothing to find out
+        # Two requests' time in all (a search's own deadline when a search asks): a server that
+        # does not answer a one-word probe is not worth a sync's batch deadline.
+        with self._within(min(self.batch_deadline, 2 * self.timeout)):
+            self._probe()
+
+    def _probe(self) -> None:
+        """Find out the vectors' dimension and whether the server applies the model's prefixes itself."""
         probe = "probe"
         if self.api == "openai":
             try:
-                as_query = self._post([probe], query=True, input_type=True)
-                as_passage = self._post([probe], query=False, input_type=True)
-                import numpy as np
-
-                differ = float(np.abs(np.asarray(as_query[0], dtype=np.float32) - np.asarray(as_passage[0], dtype=np.float32)).max()) > 1e-4
+                as_query = self._probe_vector(self._post([probe], query=True, input_type=True))
+                as_passage = self._probe_vector(self._post([probe], query=False, input_type=True))
+                if len(as_query) != len(as_passage):
+                    raise self._fail(f"embedding server {self.url} returned vectors of {len(as_query)} and {len(as_passage)} "
+                                     f"dimensions for the same text: is it one model?")
+                differ = max(abs(q - p) for q, p in zip(as_query, as_passage)) > 1e-4
             except _BadRequest:  # the server refuses the field: PMS adds the prefixes
-                differ, as_query = False, self._post([probe], query=True, input_type=False)
+                differ, as_query = False, self._probe_vector(self._post([probe], query=True, input_type=False))
         else:
-            differ, as_query = False, self._post([probe], query=True, input_type=False)
+            differ, as_query = False, self._probe_vector(self._post([probe], query=True, input_type=False))
         self.input_type = differ
         if differ:
             self.query_prefix = self.passage_prefix = ""
-        dim = len(as_query[0]) if len(as_query) == 1 and hasattr(as_query[0], "__len__") else 0
+        dim = len(as_query)
         if self.dim and dim != self.dim:
             raise EmbeddingUnavailable(f"embedding server {self.url} returns {dim}-dimensional vectors for {self.model_name}, "
                                        f"not {self.dim} as the index holds", Hint(command="sync --reembed"))
-        if dim < 2:
-            raise EmbeddingUnavailable(f"embedding server {self.url} returned no usable vector for a test text")
         self.dim = dim
+
+    def _probe_vector(self, vectors: list) -> list[float]:
+        """The one vector of a probe, as finite floats, or EmbeddingUnavailable (objects, strings, nothing)."""
+        import math
+
+        vector = vectors[0] if len(vectors) == 1 else None
+        if (not isinstance(vector, list) or len(vector) < 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector)):
+            raise self._fail(f"embedding server {self.url} returned no usable vector for a test text")
+        return vector
 
     def check(self) -> None:
         """Whether the server accepts a connection (no text is sent): status tells a server that
         is down before a search finds out."""
-        import socket
-        from urllib.parse import urlsplit
-
         if self.error or (self.remote and not self.allow_remote):
             return
-        parts = urlsplit(self.url)
         try:
-            socket.create_connection((self.host, parts.port or (443 if parts.scheme == "https" else 80)), timeout=2).close()
+            reachable(self.url, time.monotonic() + 2.0, self._reachable)
+        except EmbeddingUnavailable:
+            return  # _reachable kept the reason
         except OSError as exc:
-            reason = ("connection refused (is the server running?)" if isinstance(exc, ConnectionRefusedError)
-                      else " ".join(str(exc).split())[:160])
-            self._fail(f"embedding server {self.url} failed: {reason}")
+            self._fail(f"embedding server {self.url} failed: {_network_cause(exc, self.host, 2.0)}")
 
     def embed_query(self, text: str) -> bytes:
         if self.error:  # failed moments ago: say why at once rather than wait for the server again
             raise EmbeddingUnavailable(self.error)
-        return super().embed_query(text)
+        with self._within(self.query_timeout):
+            return super().embed_query(text)
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
-        try:
-            vectors = self._post(texts, query=query, input_type=bool(self.input_type))
-        except _TooSlow:
-            if len(texts) == 1:
-                raise
-            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
-            return [*self._vectors(texts[:half], query), *self._vectors(texts[half:], query)]
+        with self._within(self.query_timeout if query else self.batch_deadline):
+            vectors = self._split_when_slow(texts, query)
         try:
             return self._checked(vectors, len(texts))
         except EmbeddingUnavailable as exc:
             raise self._fail(str(exc)) from None
 
+    def _split_when_slow(self, texts: list[str], query: bool) -> list:
+        try:
+            return self._post(texts, query=query, input_type=bool(self.input_type))
+        except _TooSlow:
+            if len(texts) == 1:
+                raise
+            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
+
     def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
-        """One request, retried with backoff; the vectors as the server sent them."""
-        import http.client
+        """One request, retried with backoff within the call's deadline; the vectors as the server sent them."""
         import json
-        import urllib.error
-        import urllib.request
 
         if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
-            raise self._fail(f"embedding server {self.url} is off this machine: it " + self.remote_notice.format(host=self.host))
+            raise self._off_machine()
         if self.api == "ollama":
             body = {"model": self.model_name, "input": texts, "truncate": True}
         else:
@@ -751,55 +814,103 @@ class HTTPEmbedder(EmbeddingProvider):
         if self.api_key_env and os.environ.get(self.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
         data = json.dumps(body).encode("utf-8")
-        timeout = self.query_timeout if query and len(texts) == 1 else self.timeout
-        cause = ""
+        deadline = self._deadline(self.query_timeout if query else self.batch_deadline)
+        cause, asked = "", 0.0
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as answer:
-                    raw = answer.read(EMBED_HTTP_MAX_BYTES + 1)
-            except urllib.error.HTTPError as exc:
-                detail = _http_error_detail(exc)
-                if exc.code == 400 and input_type:
-                    raise _BadRequest(detail) from None
-                cause = f"HTTP {exc.code}{': ' + detail if detail else ''}"
-                if exc.code in (429,) or exc.code >= 500:
-                    continue
+                wait = max(asked, min(0.5 * 2 ** (attempt - 1), 4.0))  # backoff, or as long as Retry-After asked
+                if time.monotonic() + wait >= deadline:
+                    if asked >= wait:
+                        cause += f" (it asked to wait {asked:g} s, Retry-After, longer than this call may take)"
+                    break  # no time for another try: the last cause stands
+                time.sleep(wait)
+            if deadline - time.monotonic() <= 0:
+                cause = cause or f"no answer within {self.query_timeout if query else self.batch_deadline:g} s"
                 break
-            except (TimeoutError, OSError) as exc:  # URLError, refused, reset, timeout
-                reason = getattr(exc, "reason", exc)
-                if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-                    cause = f"no answer within {timeout:g} s"
-                    if len(texts) > 1:  # the caller splits the batch
-                        raise _TooSlow(f"embedding server {self.url} failed: {cause}") from None
-                elif isinstance(reason, ConnectionRefusedError):
-                    cause = "connection refused (is the server running?)"
-                else:
-                    cause = " ".join(str(reason).split())[:160] or type(reason).__name__
-                continue
-            except (http.client.HTTPException, ValueError) as exc:  # IncompleteRead, BadStatusLine: it died mid-answer
-                cause = f"broken answer ({type(exc).__name__})"
-                continue
-            if len(raw) > EMBED_HTTP_MAX_BYTES:
-                cause = "answer too large"
+            answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline,
+                                  min(self.timeout, self.query_timeout if query else self.batch_deadline))
+            if isinstance(answer, list):
+                self._failed_at, self._error = 0.0, None
+                return answer
+            cause, retry, asked = answer
+            if not retry:
                 break
-            try:
-                answer = json.loads(raw)
-                if self.api == "ollama":
-                    vectors = answer["embeddings"]
-                else:
-                    items = sorted(answer["data"], key=lambda item: item.get("index", 0))
-                    vectors = [item["embedding"] for item in items]
-                if not isinstance(vectors, list):
-                    raise TypeError
-            except (ValueError, TypeError, KeyError, AttributeError):
-                cause = "the answer is not embeddings JSON"
-                break
-            self._failed_at, self._error = 0.0, None
-            return vectors
         raise self._fail(f"embedding server {self.url} failed: {cause}")
+
+    def _answer(self, data: bytes, headers: dict, timeout: float, count: int, call_deadline: float, allowed: float
+                ) -> list | tuple[str, bool, float]:
+        """One request of at most ``timeout`` seconds (what is left of the ``allowed`` seconds): the
+        vectors, or (why not, whether to try again, seconds the server asked to wait)."""
+        import http.client
+        import json
+        import socket
+
+        try:
+            with open_url(self.url, method="POST", body=data, headers=headers, deadline=time.monotonic() + timeout,
+                          allowed=self._reachable) as answer:
+                status, raw = answer.status, answer.body(EMBED_HTTP_MAX_BYTES)
+                location, retry_after = answer.headers.get("Location"), answer.headers.get("Retry-After")
+        except TimeoutError:
+            if count > 1 and time.monotonic() < call_deadline - 1.0:  # the caller splits the batch, in the time left
+                raise _TooSlow(f"embedding server {self.url} failed: no answer within {allowed:g} s") from None
+            return f"no answer within {allowed:g} s", True, 0.0
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, broken answer
+            return _network_cause(exc, self.host, allowed), not isinstance(exc, socket.gaierror), 0.0
+        if raw is None:
+            return "answer too large", False, 0.0
+        if 300 <= status < 400:
+            return (f"it answered with a redirect (HTTP {status} to {error_excerpt(location or '?')}), which PMS does not "
+                    "follow for an embedding server (it would carry the notes and the key elsewhere): give the final URL", False, 0.0)
+        if status >= 400:
+            detail = _http_error_detail(raw)
+            if status == 400 and b'"input_type"' in data:
+                raise _BadRequest(detail)
+            wait = _retry_after(retry_after) if status in (429, 503) else 0.0
+            return f"HTTP {status}{': ' + detail if detail else ''}", status == 429 or status >= 500, wait
+        try:
+            answer_json = json.loads(raw)
+            if self.api == "ollama":
+                vectors = answer_json["embeddings"]
+            else:
+                items = sorted(answer_json["data"], key=lambda item: item.get("index", 0))
+                vectors = [item["embedding"] for item in items]
+            if not isinstance(vectors, list):
+                raise TypeError
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return "the answer is not embeddings JSON", False, 0.0
+        return vectors
+
+
+def _network_cause(exc: BaseException, host: str, timeout: float) -> str:
+    """Why a request failed, in a few words."""
+    import http.client
+    import socket
+
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the server running?)"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot find {host!r} (the name does not resolve)"
+    if isinstance(exc, (http.client.HTTPException, ValueError)):  # IncompleteRead, BadStatusLine: it died mid-answer
+        return f"broken answer ({type(exc).__name__})"
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds a Retry-After header asks for (a number or an HTTP date); 0 when absent or unreadable."""
+    if not value:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        import email.utils
+
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return 0.0
+    return min(max(seconds, 0.0), 3600.0) if seconds == seconds else 0.0
 
 
 class _TooSlow(EmbeddingUnavailable):
@@ -810,19 +921,16 @@ class _BadRequest(Exception):
     """The server refused a request (HTTP 400): used to find out whether it takes ``input_type``."""
 
 
-def _http_error_detail(exc) -> str:
+def _http_error_detail(body: bytes) -> str:
     import json
 
+    text = body[:4096].decode("utf-8", "replace")
     try:
-        body = exc.read(4096).decode("utf-8", "replace")
-    except OSError:
-        return ""
-    try:
-        parsed = json.loads(body)
+        parsed = json.loads(text)
         error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
         message = error.get("message", "") if isinstance(error, dict) else str(error)
-    except ValueError:
-        message = body
+    except (ValueError, RecursionError):
+        message = text
     return " ".join(str(message).split())[:160]
 
 

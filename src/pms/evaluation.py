@@ -1,6 +1,6 @@
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
-May import: config, embedding, api.
+May import: config, filters, embedding, api.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .config import ADD_COLLECTION_ARGS, Hint, PMSError, Record, pms_command
+from .filters import checked_number
 from .embedding import EmbeddingUnavailable
 from .api import KnowledgeBase
 
@@ -33,22 +34,27 @@ def load_fixture(path: str | os.PathLike) -> list[Judgment]:
         raise PMSError(f"cannot read fixture {path}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise PMSError(f"fixture {path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise PMSError(f"fixture {path} is not a fixture: its JSON is nested too deep") from None
     items = data.get("queries") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise PMSError(f'fixture {path} has no queries (expected {{"queries": [{{"query": ..., "expected_files": [...]}}]}})')
     judgments = []
     for i, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not str(item.get("query") or "").strip():
+        if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
             raise PMSError(f'fixture {path}: query #{i} has no "query" text')
         relevant: dict[str, float] = {}
         for key, gain in (("partial_paths", 0.5), ("expected_files", 1.0), ("relevant_paths", 1.0)):
             value = item.get(key) or []
+            if not isinstance(value, (str, list)):
+                raise PMSError(f"fixture {path}: query #{i}: {key} must be a path or a list of paths")
             for target in [value] if isinstance(value, str) else value:
                 relevant[str(target)] = gain  # listed as both: full credit wins
         if not relevant:
             raise PMSError(f"fixture {path}: query #{i} ({item['query']!r}) lists no expected_files or relevant_paths")
         top = item.get("expected_in_top_k")
-        judgments.append(Judgment(str(item["query"]), relevant, int(top) if top else None))
+        top = checked_number(top, f"fixture {path}: query #{i}: expected_in_top_k") if top is not None else None
+        judgments.append(Judgment(item["query"], relevant, top))
     return judgments
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from .config import SEARCH_MODES, VERSION, PMSError, data_dir, reason_text
+from .config import SEARCH_MODES, VERSION, PMSError, _typing, data_dir, env_number, reason_text
 from .paths import path_prefix_glob
 from .filters import NoteFilter
 from .query import Hit
@@ -245,6 +245,8 @@ class MCPService:
         self._sync_lock = threading.Lock()
         self._validators: dict = {}
         self._asked = threading.Event()
+        self._calls = 0  # tool calls in progress (the process ends once they are done: end_process)
+        self._idle = threading.Condition()
 
     def warm_up(self, wait: float = 2.0) -> threading.Thread:
         """Load the model in a background thread, so the first search is fast, once a client
@@ -289,6 +291,21 @@ class MCPService:
         self._asked.set()
 
     def call(self, name: str, arguments: dict | None) -> dict:
+        with self._idle:
+            self._calls += 1
+        try:
+            return self._call(name, arguments)
+        finally:
+            with self._idle:
+                self._calls -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, seconds: float) -> bool:
+        """Wait until no tool call is in progress, at most ``seconds``; whether none is."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._calls == 0, timeout=seconds)
+
+    def _call(self, name: str, arguments: dict | None) -> dict:
         self._asked.set()
         tool = self.tools.get(name)
         if tool is None and name == "sync":
@@ -595,13 +612,11 @@ def serve_mcp_stdio(service: MCPService) -> None:
                 tasks.cancel_scope.cancel()
 
     service.warm_up()
-    # The client has gone when its end of stdin closes: calls still running get a moment to
-    # answer, then the process ends, even if a worker thread is still busy (no orphan).
-    end_soon = threading.Thread(target=_exit_after, args=(MCP_EXIT_GRACE,), name="pms-mcp-exit", daemon=True)
     try:
         anyio.run(run)
     finally:
-        end_soon.start()
+        # The client has gone (its end of stdin closed): calls still running get a moment to finish.
+        end_process(service)
 
 
 # The biggest HTTP body or stdio line a client may send, as the SDK's /mcp route:
@@ -658,6 +673,19 @@ def _capped_stdin():
 def _exit_after(seconds: float, cleanup: Callable[[], None] | None = None) -> None:
     """End the process after ``seconds`` whatever its threads are doing (a server that was told to stop)."""
     time.sleep(seconds)
+    _exit_now(cleanup)
+
+
+def end_process(service: MCPService, cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
+    """End a server's process once its tool calls are done (at most MCP_EXIT_GRACE seconds): with
+    os._exit, output flushed. Python's usual teardown would run while a worker thread may still be in
+    native code (ONNX Runtime loading the model or embedding a query), whose C++ destructors then
+    abort the process (exit 134, "terminate called without an active exception")."""
+    service.wait_idle(MCP_EXIT_GRACE)
+    _exit_now(cleanup)
+
+
+def _exit_now(cleanup: Callable[[], None] | None = None) -> _typing.NoReturn:
     if cleanup is not None:
         with contextlib.suppress(Exception):
             cleanup()
@@ -704,8 +732,8 @@ def _search_route(service: MCPService, security):
         try:
             try:
                 ask = json.loads(await request.body())  # its size is capped by _checked_requests
-            except ValueError:
-                raise PMSError("the request body is not JSON") from None
+            except (ValueError, RecursionError):
+                raise PMSError("the request body is not JSON (or nested too deep)") from None
             if not isinstance(ask, dict) or not isinstance(ask.get("search"), dict):
                 raise PMSError("bad search request: a JSON object with the search's arguments is expected")
             kb = service.kb
@@ -835,7 +863,7 @@ def bad_request_id(raw: str | bytes) -> bool:
 
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return any(isinstance(m, dict) and "method" in m and "id" in m and (isinstance(m["id"], bool) or not isinstance(m["id"], (str, int)))
                for m in (data if isinstance(data, list) else [data]))
@@ -923,9 +951,23 @@ def _one_line_errors(app):
     return wrapped
 
 
+# The HTTP server's limits (docs/robustness.md, "A server that cannot be starved"). A client has
+# MCP_REQUEST_TIMEOUT seconds to send a whole request (headers and body): a half-sent one is closed.
+MCP_REQUEST_TIMEOUT = 10.0
+MCP_KEEP_ALIVE = 5  # seconds an idle connection stays open after an answer
+# Open connections at most (PMS_MCP_MAX_CONNECTIONS; fewer if the descriptor limit is low): a new one
+# past it closes the connection that has waited longest for a request, so a flood of idle or half-sent
+# connections cannot lock out a client, nor run the process out of descriptors.
+MCP_MAX_CONNECTIONS = 256
+# Sessions at most (PMS_MCP_MAX_SESSIONS, about 40 KB each): a new one past it ends the session unused longest.
+MCP_MAX_SESSIONS = 500
+MCP_ACCEPT_BATCH = 64  # the listen backlog, and connections accepted at once: descriptors stay under the cap + this
+
+
 def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None = None,
-                 session_idle: float = MCP_SESSION_IDLE):
-    """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token."""
+                 session_idle: float = MCP_SESSION_IDLE, max_sessions: int = MCP_MAX_SESSIONS):
+    """The Streamable HTTP app at /mcp: localhost Host/Origin only (DNS rebinding), optional bearer token,
+    at most ``max_sessions`` sessions."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = ["127.0.0.1", "localhost", "[::1]"]
@@ -937,11 +979,159 @@ def mcp_http_app(service: MCPService, host: str = "127.0.0.1", token: str | None
         allowed_origins=[f"{scheme}://{name}{port}" for name in hosts for scheme in ("http", "https") for port in ("", ":*")])
     app = mcp_server(service).streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=host,
                                                  json_response=True, max_request_body_size=MCP_MAX_MESSAGE_BYTES,
-                                                 # idle sessions end; no cap, so new clients are never turned away
-                                                 session_idle_timeout=session_idle, max_sessions=None,
+                                                 # The SDK's own cap (a 503) only when every session is busy.
+                                                 session_idle_timeout=session_idle, max_sessions=max_sessions + 16,
                                                  custom_starlette_routes=[_search_route(service, security)])
-    app = _checked_requests(_one_line_errors(app))
+    app = _checked_requests(_one_line_errors(_capped_sessions(app, max_sessions, session_idle)))
     return _bearer_guard(app, token) if token else app
+
+
+def _capped_sessions(app, limit: int, idle: float):
+    """ASGI wrapper: at most ``limit`` MCP sessions. A request that opens one more ends the session
+    unused longest first, as a client ends one (DELETE /mcp with its id): new clients are never
+    turned away, and abandoned sessions cannot pile up in memory. A session in use is never ended."""
+    import collections
+
+    sessions: collections.OrderedDict = collections.OrderedDict()  # id -> [last used, requests in flight], oldest first
+
+    async def end_unused(scope) -> None:
+        idle_ones = [sid for sid, (_, busy) in sessions.items() if not busy]
+        if not idle_ones:
+            return  # every session is busy: the SDK's own cap answers
+        sid = idle_ones[0]
+        del sessions[sid]
+        keep = (b"host", b"origin", b"authorization", b"mcp-protocol-version")
+        headers = [(k, v) for k, v in scope.get("headers") or [] if k in keep] + [(b"mcp-session-id", sid)]
+
+        async def nothing():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def discard(message):
+            pass
+
+        await app({**scope, "method": "DELETE", "headers": headers, "query_string": b""}, nothing, discard)
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http" or scope.get("path", "").rstrip("/") != "/mcp":
+            return await app(scope, receive, send)
+        now = time.monotonic()
+        for sid in [sid for sid, (used, busy) in sessions.items() if not busy and now - used > idle]:
+            del sessions[sid]  # the SDK has ended it already
+        sid = dict(scope.get("headers") or []).get(b"mcp-session-id")
+        entry = sessions.get(sid) if sid else None
+        if entry is not None:
+            sessions.move_to_end(sid)
+            entry[1] += 1
+        elif sid is None and len(sessions) >= limit:
+            await end_unused(scope)
+        opened = []
+
+        async def watch(message):
+            if message["type"] == "http.response.start" and sid is None and message["status"] < 400:
+                opened.extend(v for k, v in message.get("headers") or [] if k.lower() == b"mcp-session-id")
+            await send(message)
+
+        try:
+            await app(scope, receive, watch)
+        finally:
+            if entry is not None:
+                entry[0], entry[1] = time.monotonic(), entry[1] - 1
+            for new in opened:
+                sessions[new] = [time.monotonic(), 0]
+            if sid is not None and scope.get("method") == "DELETE":
+                sessions.pop(sid, None)
+
+    return wrapped
+
+
+def _guarded_protocol(max_connections: int, request_timeout: float):
+    """uvicorn's HTTP/1.1 protocol (h11) with two limits it lacks: a client has ``request_timeout``
+    seconds to send a whole request, from the moment the connection waits for one; and at most
+    ``max_connections`` connections are open: one more closes the connection that has waited
+    longest for a request (idle or half-sent), or, when every one is busy, itself."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    waiting: dict = {}  # connection -> its timer, the one waiting longest first
+
+    class GuardedProtocol(H11Protocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._wait_for_request()
+            while len(self.connections) > max_connections:
+                oldest = next((c for c in waiting if c is not self), self)
+                oldest._close()
+                if oldest is self:
+                    return
+
+        def _wait_for_request(self) -> None:
+            self._stop_waiting()
+            waiting[self] = self.loop.call_later(request_timeout, self._too_slow)
+
+        def _stop_waiting(self) -> None:
+            timer = waiting.pop(self, None)
+            if timer is not None:
+                timer.cancel()
+
+        def _too_slow(self) -> None:
+            if self.conn.their_state is not h11.DONE:  # not a request being answered
+                self._close()
+
+        def _close(self) -> None:
+            self._stop_waiting()
+            self.connections.discard(self)
+            self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is h11.DONE:  # the whole request is in: it is being answered
+                self._stop_waiting()
+            elif self not in waiting and not self.transport.is_closing():
+                self._wait_for_request()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is not h11.DONE:
+                self._wait_for_request()  # keep-alive: the next request has its own time
+
+        def connection_lost(self, exc) -> None:
+            self._stop_waiting()
+            super().connection_lost(exc)
+
+    return GuardedProtocol
+
+
+def _descriptor_room(wanted: int) -> int:
+    """How many connections the process can hold: its descriptor limit raised to the hard limit
+    (as servers do), less some for the index, the model and the standard streams."""
+    if sys.platform == "win32":
+        return wanted
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            raised = min(hard, 65536) if hard != resource.RLIM_INFINITY else 65536
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    return max(8, min(wanted, soft - MCP_ACCEPT_BATCH - 64))
+
+
+def _accept_errors_once(say: Callable[[str], None]):
+    """An asyncio exception handler that tells 'cannot accept' (out of descriptors) in one line at
+    most once a minute, instead of a traceback on every try."""
+    told = [0.0]
+
+    def handler(loop, context) -> None:
+        if str(context.get("message", "")).startswith("socket.accept() out of system resource"):
+            if time.monotonic() - told[0] > 60:
+                told[0] = time.monotonic()
+                say(f"warning: cannot accept connections: {one_line(context.get('exception')) or 'out of resources'} "
+                    "(told once a minute)")
+            return
+        loop.default_exception_handler(context)
+
+    return handler
 
 
 def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP_DEFAULT_PORT,
@@ -961,8 +1151,20 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/mcp"
-    config = uvicorn.Config(mcp_http_app(service, host, token, session_idle), log_level="warning", lifespan="on")
+    connections = _descriptor_room(int(env_number("PMS_MCP_MAX_CONNECTIONS", MCP_MAX_CONNECTIONS)))
+    sessions = int(env_number("PMS_MCP_MAX_SESSIONS", MCP_MAX_SESSIONS))
+    config = uvicorn.Config(mcp_http_app(service, host, token, session_idle, sessions), log_level="warning", lifespan="on",
+                            http=_guarded_protocol(connections, MCP_REQUEST_TIMEOUT), timeout_keep_alive=MCP_KEEP_ALIVE,
+                            # asyncio accepts up to this many connections at a time, before any is closed
+                            backlog=MCP_ACCEPT_BATCH)
     server = uvicorn.Server(config)
+
+    async def serve() -> None:
+        import asyncio
+
+        asyncio.get_running_loop().set_exception_handler(_accept_errors_once(service.say))
+        await server.serve([sock])
+
     service.warm_up()
     if threading.current_thread() is threading.main_thread():
         import signal
@@ -992,7 +1194,8 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         if not token and host not in ("127.0.0.1", "localhost", "::1"):
             service.say(f"warning: serving on {host} without --token: anyone who reaches this address can read your notes")
         service.say(f"MCP server at {url} (" + ("bearer token required; " if token else "") + "Ctrl+C stops it)")
-        anyio.run(server.serve, [sock])
+        anyio.run(serve)
     finally:
         sock.close()
         unannounce()
+    end_process(service)

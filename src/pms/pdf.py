@@ -12,10 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sys
 from collections.abc import Sequence
 
-from .config import LazyPattern, PMSError, Record, _typing, env_number, module_available, pms_command, spawning_workers
+from .config import LazyPattern, PMSError, Record, Worker, WorkerStopped, env_number, module_available, pms_command
 from .markdown import DEFAULT_CHUNK_CHARS, Chunk, split_sentences
 from .notes import ParsedNote
 
@@ -28,6 +27,7 @@ PDF_MAX_PAGES_DEFAULT = 3000    # pages per file (PMS_PDF_MAX_PAGES)
 PDF_MAX_MB_DEFAULT = 200        # bytes per file (PMS_PDF_MAX_MB): PDFs carry images, notes do not
 PDF_PAGE_MAX_CHARS = 100_000    # text kept per page: a real page holds a few thousand
 PDF_MAX_TEXT_CHARS = 30_000_000  # text per file (3,000 dense pages hold about 10 million): bounds memory
+PDF_MEMORY_MB_DEFAULT = 1024    # the reader's address space (PMS_PDF_MEMORY_MB): docs/robustness.md, "Memory budgets"
 
 
 def is_pdf(path: str | os.PathLike) -> bool:
@@ -133,17 +133,20 @@ def pdf_available() -> bool:
     return module_available(PDF_PACKAGE)
 
 
-def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
-    """Each page's text and the metadata title, read in this process (PdfReader runs it in a worker)."""
+def read_pdf(source: str | os.PathLike | bytes, max_pages: int) -> PdfText:
+    """Each page's text and the metadata title of a PDF file (or its bytes), read in this
+    process (PdfReader runs it in a worker)."""
     try:
         import pypdfium2 as pdfium
     except ImportError:
         raise PdfError(f"reading PDFs needs {PDF_PACKAGE}: {INSTALL_PDF}") from None
     try:
-        doc = pdfium.PdfDocument(str(path))
+        doc = pdfium.PdfDocument(source if isinstance(source, bytes) else str(source))
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise PdfError("skipped: this PDF is encrypted (save a copy without a password to index it)") from None
+        if "(PDFium: Success)" in str(exc):  # PDFium refuses a document with no page and gives no error
+            raise PdfError("skipped: this PDF has no pages (nothing to index)") from None
         raise PdfError(f"cannot read this PDF: {str(exc).rstrip('.')} (is it damaged?)", failed=True) from None
     try:
         count = len(doc)
@@ -157,7 +160,10 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
             page = doc[i]
             try:
                 textpage = page.get_textpage()
-                pages.append(clean_pdf_page(textpage.get_text_bounded()))
+                # A page of more text than a page holds is cut before it becomes one string.
+                over = textpage.count_chars() > PDF_PAGE_MAX_CHARS
+                text = textpage.get_text_range(0, PDF_PAGE_MAX_CHARS) if over else textpage.get_text_bounded()
+                pages.append(clean_pdf_page(text))
                 textpage.close()
                 chars += len(pages[-1])
                 if chars > PDF_MAX_TEXT_CHARS:
@@ -172,46 +178,16 @@ def read_pdf(path: str | os.PathLike, max_pages: int) -> PdfText:
         doc.close()
 
 
-# Address space of the PDF worker (Linux): a file that balloons in memory fails alone.
-PDF_WORKER_MEMORY = 4 << 30
-
-
-def _pdf_worker(conn) -> None:
-    """The PDF worker process: (path, max pages) in, ("ok", PdfText fields) or ("error", message, failed) out."""
-    if sys.platform.startswith("linux"):
-        import resource
-
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_AS, (PDF_WORKER_MEMORY, PDF_WORKER_MEMORY))
-    conn.send(("ready",))
-    while True:
-        try:
-            path, max_pages = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        try:
-            pdf = read_pdf(path, max_pages)
-            answer: tuple = ("ok", pdf.title, pdf.pages, pdf.page_count)
-        except PdfError as exc:
-            answer = ("error", str(exc), exc.failed)
-        except MemoryError:
-            answer = ("error", f"skipped: reading this PDF needs more than {PDF_WORKER_MEMORY >> 30} GB of memory", True)
-        except Exception as exc:  # noqa: BLE001 - a library bug on one odd file must not end the sync
-            answer = ("error", f"cannot read this PDF: {type(exc).__name__}: {str(exc)[:200]}", True)
-        conn.send(answer)
-
-
 class PdfReader:
     """Reads PDFs in one worker process (started on first use, then reused), each within a
-    deadline past which the worker is killed: a hostile PDF cannot hang a sync."""
+    deadline past which the worker is killed, under a memory cap: a hostile PDF costs one
+    line, never the sync (nor the machine's memory)."""
 
-    STARTUP_SECONDS = 120.0  # starting Python and importing the PDF library, on a busy machine
-
-    def __init__(self, timeout: float | None = None, max_pages: int | None = None):
+    def __init__(self, timeout: float | None = None, max_pages: int | None = None, memory_mb: float | None = None):
         self.timeout = timeout or env_number("PMS_PDF_TIMEOUT", PDF_TIMEOUT_DEFAULT)
         self.max_pages = int(max_pages or env_number("PMS_PDF_MAX_PAGES", PDF_MAX_PAGES_DEFAULT))
-        self._process: _typing.Any = None
-        self._conn: _typing.Any = None
+        self.memory_mb = int(memory_mb or env_number("PMS_PDF_MEMORY_MB", PDF_MEMORY_MB_DEFAULT))
+        self._worker = Worker("pms-pdf-reader", self.memory_mb << 20)
 
     def __enter__(self):
         return self
@@ -219,57 +195,31 @@ class PdfReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _start(self) -> None:
-        import multiprocessing
-
-        # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_pdf_worker, args=(child,), name="pms-pdf-reader", daemon=True)
-        with spawning_workers():
-            self._process.start()
-        child.close()
+    def read(self, source: str | os.PathLike | bytes) -> PdfText:
+        """The text of a PDF file (a path) or of its bytes."""
         try:
-            started = self._conn.poll(self.STARTUP_SECONDS) and self._conn.recv() == ("ready",)
-        except (EOFError, OSError):  # it ended at once (a packaged app without freeze_support, say)
-            started = False
-        if not started:
-            self.close()
-            raise PdfError("the PDF reader (a worker process) did not start", failed=True)
+            return self._worker.call(read_pdf, source if isinstance(source, bytes) else str(source), self.max_pages,
+                                     timeout=self.timeout)
+        except WorkerStopped as exc:
+            raise PdfError(self._stopped(exc.why), failed=True) from None
 
-    def read(self, path: str | os.PathLike) -> PdfText:
-        if self._process is None or not self._process.is_alive():
-            self.close()
-            self._start()
-        try:
-            self._conn.send((str(path), self.max_pages))
-            ready = self._conn.poll(self.timeout)
-            answer = self._conn.recv() if ready else None
-        except (EOFError, OSError):
-            self.close()
-            raise PdfError("skipped: the PDF reader crashed on this file (is it damaged?)", failed=True) from None
-        if answer is None:
-            self.close()
-            raise PdfError(f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
-                           f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)", failed=True)
-        if answer[0] == "error":
-            raise PdfError(answer[1], failed=answer[2])
-        return PdfText(title=answer[1], pages=answer[2], page_count=answer[3])
+    def _stopped(self, why: str) -> str:
+        memory = f"PMS_PDF_MEMORY_MB={self.memory_mb}; raise it to index this PDF"
+        if why == "time":
+            return (f"skipped: still reading it after {self.timeout:g} s (a damaged or hostile PDF? "
+                    f"PMS_PDF_TIMEOUT={self.timeout:g}; raise it to give it longer)")
+        if why == "memory":
+            return f"skipped: reading it needs more than {self.memory_mb} MB of memory ({memory})"
+        if why == "start":
+            return "the PDF reader (a worker process) did not start"
+        return "skipped: the PDF reader crashed on this file (is it damaged?)"
 
     def close(self) -> None:
-        process, self._process = self._process, None
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
-        if process is not None:
-            if process.is_alive():
-                process.kill()
-            process.join(5)
+        self._worker.close()
 
 
 PDF_LIMITS = {"PMS_PDF_TIMEOUT": PDF_TIMEOUT_DEFAULT, "PMS_PDF_MAX_PAGES": PDF_MAX_PAGES_DEFAULT,
-              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT}
+              "PMS_PDF_MAX_MB": PDF_MAX_MB_DEFAULT, "PMS_PDF_MEMORY_MB": PDF_MEMORY_MB_DEFAULT}
 
 
 def limit_raised(reason: str) -> bool:

@@ -190,7 +190,7 @@ class Retrieval:
             return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
                                 "reembed-needed", Hint(command="sync --reembed"))
         if self.embedder.error:
-            return VectorStatus(False, self.embedder.error, "model-unavailable")
+            return VectorStatus(False, self.embedder.error, "model-unavailable", self.embedder.error_hint)
         gone = self.embedder.missing()
         if gone is not None:
             return VectorStatus(False, gone.message, "model-unavailable", gone.hint)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .config import (
     DEADLINE_STEPS, VECTOR_FORMAT, PMSError, TupleFields, _typing, default_db_path, display_path, hex_digest,
-    module_available, named_tuple, now_iso, past_deadline, pms_command,
+    is_valid_utf8, module_available, named_tuple, now_iso, past_deadline, pms_command,
 )
 from .markdown import passage_display_text
 from .notes import ParsedNote, frontmatter_fields, normalize_tag
@@ -534,10 +534,12 @@ class Store:
         row = self.collection_row(name)
         if not row:
             known = ", ".join(r.name for r in self.collection_rows()) or "none yet"
-            raise PMSError(f"no collection named {name!r} (collections: {known})")
+            raise PMSError(f"no collection named '{display_path(name)}' (collections: {known})")
         return row
 
     def collection_row(self, name: str) -> CollectionRow | None:
+        if not is_valid_utf8(name):  # bytes that are not UTF-8 (a command line's): no collection has such a name
+            return None
         row = self.db.execute(self._COLLECTION_SQL + " WHERE name = ?", (name,)).fetchone()
         return CollectionRow(*row) if row else None
 

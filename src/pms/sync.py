@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .config import (
     EMBED_WINDOW, VECTOR_FORMAT, Factory, Hint, Record, _typing, display_path, hex_digest, is_valid_utf8, now_iso,
-    pms_command, reason_text, spawning_workers,
+    pms_command, reason_text, spawning_workers, watch_parent,
 )
 from .frontmatter import FrontmatterError
 from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
@@ -528,7 +528,9 @@ class Syncer:
         import multiprocessing
 
         # spawn, not fork: the app and the MCP server run threads, which fork would copy half-way.
-        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        # Each worker ends with this process, even when it is killed (watch_parent).
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=watch_parent)
         ahead: collections.deque = collections.deque()
         pending = iter(batches)
 
