@@ -848,52 +848,55 @@ def resolve(host: str, port: int, deadline: float) -> list[str]:
     return outcome["addresses"]
 
 
-class _DeadlineSocket(socket.socket):
-    """A socket whose every wait ends at ``deadline``: each call gets the time left as its timeout."""
+def split_url(url: str, named: str):
+    """``url`` split (urllib's SplitResult), its port checked; a PMSError naming it as ``named``
+    (e.g. "embedding server URL 'x'") when it cannot be parsed."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise PMSError(f"{named} is not a valid URL ({exc})") from None
+    return parts
+
+
+class _InTime:
+    """Reads and writes that end at ``deadline``: each call gets the time left as its timeout
+    (mixed into a plain socket and, when TLS is used, into ssl.SSLSocket)."""
 
     deadline = float("inf")
 
     def _in_time(self) -> None:
-        self.settimeout(time_left(self.deadline))
+        self.settimeout(time_left(self.deadline))  # type: ignore[attr-defined]
 
     def recv_into(self, *args, **kwargs):
         self._in_time()
-        return super().recv_into(*args, **kwargs)
+        return super().recv_into(*args, **kwargs)  # type: ignore[misc]
 
     def recv(self, *args, **kwargs):
         self._in_time()
-        return super().recv(*args, **kwargs)
+        return super().recv(*args, **kwargs)  # type: ignore[misc]
 
     def sendall(self, *args, **kwargs):
         self._in_time()
-        return super().sendall(*args, **kwargs)
+        return super().sendall(*args, **kwargs)  # type: ignore[misc]
+
+
+class _DeadlineSocket(_InTime, socket.socket):
+    """A socket whose every wait ends at ``deadline``."""
 
 
 def _tls_socket_class():
     import ssl
 
-    class DeadlineTLSSocket(ssl.SSLSocket):
+    class DeadlineTLSSocket(_InTime, ssl.SSLSocket):
         """The TLS socket of a _DeadlineSocket: the handshake, reads and writes end at ``deadline``
         (the ssl module counts one timeout across the retries of a call)."""
-
-        deadline = float("inf")
-        _in_time = _DeadlineSocket._in_time
 
         def do_handshake(self, *args, **kwargs):
             self._in_time()
             return super().do_handshake(*args, **kwargs)
-
-        def recv_into(self, *args, **kwargs):
-            self._in_time()
-            return super().recv_into(*args, **kwargs)
-
-        def recv(self, *args, **kwargs):
-            self._in_time()
-            return super().recv(*args, **kwargs)
-
-        def sendall(self, *args, **kwargs):
-            self._in_time()
-            return super().sendall(*args, **kwargs)
 
     return DeadlineTLSSocket
 
@@ -1112,7 +1115,7 @@ def _origin(url: str) -> tuple:
     parts = urlsplit(url)
     return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or (443 if parts.scheme.lower() == "https" else 80)
 
-# ---- pms/frontmatter.py (+1115) ----
+# ---- pms/frontmatter.py (+1118) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -1517,7 +1520,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+1520) ----
+# ---- pms/markdown.py (+1523) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -2054,7 +2057,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2057) ----
+# ---- pms/language.py (+2060) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -2188,7 +2191,7 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
-# ---- pms/notes.py (+2191) ----
+# ---- pms/notes.py (+2194) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2567,7 +2570,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2570) ----
+# ---- pms/pdf.py (+2573) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2802,7 +2805,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2805) ----
+# ---- pms/paths.py (+2808) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3323,7 +3326,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3326) ----
+# ---- pms/filters.py (+3329) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3478,7 +3481,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3481) ----
+# ---- pms/schema.py (+3484) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3770,7 +3773,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3773) ----
+# ---- pms/store.py (+3776) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -5115,7 +5118,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5118) ----
+# ---- pms/embedding.py (+5121) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5140,7 +5143,7 @@ from pathlib import Path
 # DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
 # display_path, env_number, error_excerpt, hex_digest, module_available, now_iso, pms_command,
 # )
-# from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
+# from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve, split_url
 # from .language import LANGUAGE_NAMES
 # from .store import in_parts
 
@@ -5694,14 +5697,10 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
     """(full endpoint URL, api) for a server address: ``http://host:port`` gets
     ``/v1/embeddings`` (OpenAI-compatible) or ``/api/embed`` (``api="ollama"``); a
     URL that already ends in one of them keeps it and says which API it is."""
-    from urllib.parse import urlsplit, urlunsplit
+    from urllib.parse import urlunsplit
 
     url = (url or "").strip()
-    try:
-        parts = urlsplit(url)
-        parts.port  # raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise PMSError(f"embedding server URL {error_excerpt(url)} is not a valid URL ({exc})") from None
+    parts = split_url(url, f"embedding server URL {error_excerpt(url)}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PMSError(f"embedding server URL {error_excerpt(url)} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
     if api not in (None, "openai", "ollama"):
@@ -6350,7 +6349,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6353) ----
+# ---- pms/query.py (+6352) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6694,7 +6693,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6697) ----
+# ---- pms/ranking.py (+6696) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7236,7 +7235,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7239) ----
+# ---- pms/retrieval.py (+7238) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8029,7 +8028,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8032) ----
+# ---- pms/sync.py (+8031) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8709,7 +8708,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8712) ----
+# ---- pms/watch.py (+8711) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -8897,7 +8896,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8900) ----
+# ---- pms/clip.py (+8899) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -8920,7 +8919,7 @@ from pathlib import Path
 # VERSION, LazyPattern, PMSError, Record, Worker, WorkerStopped, _dt, env_number, hex_digest, module_available, now_iso,
 # pms_command,
 # )
-# from .outbound import AddressCheck, Answer, address_kind, most_private, open_url
+# from .outbound import AddressCheck, Answer, address_kind, most_private, open_url, split_url
 # from .frontmatter import split_frontmatter, yaml_scalar
 # from .markdown import FENCE, fence_states, first_heading, is_table_rule
 # from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PDF_SUFFIX, PdfError, PdfReader, pdf_available, pdf_title
@@ -9011,14 +9010,8 @@ def require_clipper() -> None:
 
 def check_clip_url(url: str) -> str:
     """The URL, stripped, if it is an http(s) URL with a host; a PMSError otherwise."""
-    from urllib.parse import urlsplit
-
     url = (url or "").strip()
-    try:
-        parts = urlsplit(url)
-        parts.port  # raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise PMSError(f"{url!r} is not a valid URL ({exc})") from None
+    parts = split_url(url, repr(url))
     if parts.scheme.lower() not in ("http", "https"):
         what = f"a {parts.scheme.lower()}: address, not a web page" if parts.scheme else "not a URL"
         raise PMSError(f"{url!r} is {what}: only http and https URLs can be clipped "
@@ -9635,7 +9628,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+9638) ----
+# ---- pms/api.py (+9631) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -10735,7 +10728,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+10738) ----
+# ---- pms/evaluation.py (+10731) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -10933,7 +10926,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10936) ----
+# ---- pms/mcp_server.py (+10929) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12136,7 +12129,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12139) ----
+# ---- pms/cli.py (+12132) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13258,7 +13251,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13208) ----
+# ---- pms/__init__.py (+13201) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13323,7 +13316,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13326) ----
+# ---- pms/__main__.py (+13319) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

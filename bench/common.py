@@ -118,3 +118,17 @@ def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, e
     if embed and report.embed_error:
         print(f"{collection}: embeddings unavailable: {report.embed_error}", file=sys.stderr)
     return kb
+
+
+def pdf_file(objects: list[bytes]) -> bytes:
+    """A PDF of ``objects`` (numbered from 1; the first the catalog) with its cross-reference
+    table. Written by hand: the benches and tests need PDFs no generator makes (broken fonts,
+    flate bombs)."""
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)

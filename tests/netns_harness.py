@@ -270,7 +270,8 @@ def case_redirect_with_key(at: dict, work: Path) -> dict:
     common = ["--db", db, "--embed-url", server.url, "--embed-model", "m", "--embed-key-env", "MY_EMBED_KEY"]
     out = {"add": cli(*common, "collection", "add", str(vault(work / "vault")), "--name", "v"),
            "allowed": cli(*common, "--allow-remote-embedding", "sync", "--reembed"),
-           "search": cli(*common, "search", "nightly copy")}
+           "search": cli(*common, "search", "nightly copy"),
+           "status": cli(*common, "status")}
     return {**out, "server_requests": server.requests, "canary": canary.seen()}
 
 

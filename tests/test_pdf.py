@@ -18,6 +18,9 @@ import pytest
 from conftest import REPO, index_rows, run_cli, write
 from conftest import Handler  # the server and open_window fixtures come from conftest too
 
+sys.path.insert(0, str(REPO / "bench"))
+from common import pdf_file  # noqa: E402  (hand-written PDFs, shared with bench/faults.py)
+
 import pms
 
 pytest.importorskip("pypdfium2", reason="the PDF library is not installed (pip install -r requirements-dev.txt)")
@@ -68,14 +71,7 @@ def pdf_with_cmap(text: bytes, cmap: bytes) -> bytes:
                _stream(b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /T def /CMapType 2 def\n"
                        b"1 begincodespacerange <00> <FF> endcodespacerange\n" + cmap +
                        b"\nendcmap CMapName currentdict /CMap defineresource pop end end")]
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return pdf_file(objects)
 
 
 @pytest.fixture

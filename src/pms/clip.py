@@ -20,7 +20,7 @@ from .config import (
     VERSION, LazyPattern, PMSError, Record, Worker, WorkerStopped, _dt, env_number, hex_digest, module_available, now_iso,
     pms_command,
 )
-from .outbound import AddressCheck, Answer, address_kind, most_private, open_url
+from .outbound import AddressCheck, Answer, address_kind, most_private, open_url, split_url
 from .frontmatter import split_frontmatter, yaml_scalar
 from .markdown import FENCE, fence_states, first_heading, is_table_rule
 from .pdf import INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PDF_SUFFIX, PdfError, PdfReader, pdf_available, pdf_title
@@ -111,14 +111,8 @@ def require_clipper() -> None:
 
 def check_clip_url(url: str) -> str:
     """The URL, stripped, if it is an http(s) URL with a host; a PMSError otherwise."""
-    from urllib.parse import urlsplit
-
     url = (url or "").strip()
-    try:
-        parts = urlsplit(url)
-        parts.port  # raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise PMSError(f"{url!r} is not a valid URL ({exc})") from None
+    parts = split_url(url, repr(url))
     if parts.scheme.lower() not in ("http", "https"):
         what = f"a {parts.scheme.lower()}: address, not a web page" if parts.scheme else "not a URL"
         raise PMSError(f"{url!r} is {what}: only http and https URLs can be clipped "

@@ -22,7 +22,7 @@ from .config import (
     DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
     display_path, env_number, error_excerpt, hex_digest, module_available, now_iso, pms_command,
 )
-from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve
+from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve, split_url
 from .language import LANGUAGE_NAMES
 from .store import in_parts
 
@@ -576,14 +576,10 @@ def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
     """(full endpoint URL, api) for a server address: ``http://host:port`` gets
     ``/v1/embeddings`` (OpenAI-compatible) or ``/api/embed`` (``api="ollama"``); a
     URL that already ends in one of them keeps it and says which API it is."""
-    from urllib.parse import urlsplit, urlunsplit
+    from urllib.parse import urlunsplit
 
     url = (url or "").strip()
-    try:
-        parts = urlsplit(url)
-        parts.port  # raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise PMSError(f"embedding server URL {error_excerpt(url)} is not a valid URL ({exc})") from None
+    parts = split_url(url, f"embedding server URL {error_excerpt(url)}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PMSError(f"embedding server URL {error_excerpt(url)} is not an http(s) URL (e.g. http://127.0.0.1:11434)")
     if api not in (None, "openai", "ollama"):

@@ -132,52 +132,55 @@ def resolve(host: str, port: int, deadline: float) -> list[str]:
     return outcome["addresses"]
 
 
-class _DeadlineSocket(socket.socket):
-    """A socket whose every wait ends at ``deadline``: each call gets the time left as its timeout."""
+def split_url(url: str, named: str):
+    """``url`` split (urllib's SplitResult), its port checked; a PMSError naming it as ``named``
+    (e.g. "embedding server URL 'x'") when it cannot be parsed."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise PMSError(f"{named} is not a valid URL ({exc})") from None
+    return parts
+
+
+class _InTime:
+    """Reads and writes that end at ``deadline``: each call gets the time left as its timeout
+    (mixed into a plain socket and, when TLS is used, into ssl.SSLSocket)."""
 
     deadline = float("inf")
 
     def _in_time(self) -> None:
-        self.settimeout(time_left(self.deadline))
+        self.settimeout(time_left(self.deadline))  # type: ignore[attr-defined]
 
     def recv_into(self, *args, **kwargs):
         self._in_time()
-        return super().recv_into(*args, **kwargs)
+        return super().recv_into(*args, **kwargs)  # type: ignore[misc]
 
     def recv(self, *args, **kwargs):
         self._in_time()
-        return super().recv(*args, **kwargs)
+        return super().recv(*args, **kwargs)  # type: ignore[misc]
 
     def sendall(self, *args, **kwargs):
         self._in_time()
-        return super().sendall(*args, **kwargs)
+        return super().sendall(*args, **kwargs)  # type: ignore[misc]
+
+
+class _DeadlineSocket(_InTime, socket.socket):
+    """A socket whose every wait ends at ``deadline``."""
 
 
 def _tls_socket_class():
     import ssl
 
-    class DeadlineTLSSocket(ssl.SSLSocket):
+    class DeadlineTLSSocket(_InTime, ssl.SSLSocket):
         """The TLS socket of a _DeadlineSocket: the handshake, reads and writes end at ``deadline``
         (the ssl module counts one timeout across the retries of a call)."""
-
-        deadline = float("inf")
-        _in_time = _DeadlineSocket._in_time
 
         def do_handshake(self, *args, **kwargs):
             self._in_time()
             return super().do_handshake(*args, **kwargs)
-
-        def recv_into(self, *args, **kwargs):
-            self._in_time()
-            return super().recv_into(*args, **kwargs)
-
-        def recv(self, *args, **kwargs):
-            self._in_time()
-            return super().recv(*args, **kwargs)
-
-        def sendall(self, *args, **kwargs):
-            self._in_time()
-            return super().sendall(*args, **kwargs)
 
     return DeadlineTLSSocket
 
