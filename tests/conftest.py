@@ -72,7 +72,10 @@ def processes_marked(mark: str) -> dict[int, str]:
             stat = Path(f"/proc/{entry}/stat").read_text()
             if stat[stat.rindex(")") + 2] == "Z":  # a zombie has ended; its parent has yet to reap it
                 continue
-            found[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == os.getpid() and "resource_tracker" in command:
+                continue  # this process's own tracker (a test ran a spawn pool in-process): it ends with this process
+            found[int(entry)] = command
         except OSError:  # ended meanwhile, or not ours to read
             continue
     return found
