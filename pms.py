@@ -4667,6 +4667,13 @@ class Store:
             "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
             "WHERE c.embedded = 0 AND c.id IN ({ids})", chunk_ids)]
 
+    def pending_embeddings_of(self, collection: str, path: str) -> list[PendingChunk]:
+        """The passages of one note still without a vector, in the note's order."""
+        return [PendingChunk(*r) for r in self.db.execute(
+            "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "JOIN collections k ON k.id = d.collection_id WHERE c.embedded = 0 AND k.name = ? AND d.path = ? ORDER BY c.seq",
+            (collection, path))]
+
     def count_pending_embeddings(self) -> int:
         return self.db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
 
@@ -5324,7 +5331,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5327) ----
+# ---- pms/embedding.py (+5334) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5808,7 +5815,7 @@ class Embedder(EmbeddingProvider):
     def _construct(self, TextEmbedding, kwargs, fastembed_name: str):
         # lazy_load: files only; the probe below loads an ONNX model, a static one is read by StaticModel.
         kwargs["lazy_load"] = True
-        with quiet_logs(), _no_memory_pattern():
+        with quiet_logs(), _passage_session_options():
             if self.model_dir:
                 model = TextEmbedding(fastembed_name, **kwargs)
             else:
@@ -5827,10 +5834,10 @@ class Embedder(EmbeddingProvider):
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
-        folder = getattr(model.model, "_model_dir", None)
-        if folder and static_model_file(Path(folder)):
-            return self._static(Path(folder))
-        probe = next(iter(model.embed(["probe"], batch_size=1)))
+            folder = getattr(model.model, "_model_dir", None)
+            if folder and static_model_file(Path(folder)):
+                return self._static(Path(folder))
+            probe = next(iter(model.embed(["probe"], batch_size=1)))  # builds the ONNX session, with the options above
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
         return model
@@ -6519,10 +6526,13 @@ def _int8_bytes(vector) -> bytes:
 
 
 @contextlib.contextmanager
-def _no_memory_pattern():
-    """Build ONNX sessions without the "memory pattern" optimisation (fastembed exposes
-    no option for it): it keeps an allocation plan per input shape, and passages of
-    every length are many shapes (more memory, no speed)."""
+def _passage_session_options():
+    """Build the passages' ONNX session with two settings fastembed exposes no option for:
+    no "memory pattern" (it keeps an allocation plan per input shape, and passages of every
+    length are many shapes: more memory, no speed), and no spinning: ONNX Runtime's threads
+    otherwise busy-wait between operators, which on a machine doing other work burns the
+    cores they wait for (MiniLM on 2 cores at load 4-8: 8.6 -> 12.6 passages per CPU-second;
+    docs/decisions.md, "Embedding without spinning")."""
     try:
         import onnxruntime
     except ImportError:
@@ -6533,6 +6543,8 @@ def _no_memory_pattern():
     def options():
         made = original()
         made.enable_mem_pattern = False
+        made.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        made.add_session_config_entry("session.inter_op.allow_spinning", "0")
         return made
 
     onnxruntime.SessionOptions = options
@@ -6555,7 +6567,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6558) ----
+# ---- pms/query.py (+6570) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6923,7 +6935,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6926) ----
+# ---- pms/ranking.py (+6938) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7629,7 +7641,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7632) ----
+# ---- pms/retrieval.py (+7644) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8525,7 +8537,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8528) ----
+# ---- pms/sync.py (+8540) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8828,8 +8840,12 @@ class Syncer:
 
     def __init__(self, store: Store, embedder: EmbeddingProvider | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
                  notice: Callable[[str], None] | None = None,
-                 choose_embedder: Callable[[], EmbeddingProvider | None] | None = None):
+                 choose_embedder: Callable[[], EmbeddingProvider | None] | None = None,
+                 embed_first: collections.deque | None = None):
         self.store = store
+        # (collection, path) of notes to embed before the rest, appended from any thread while
+        # this sync embeds (KnowledgeBase.search: the notes a search just showed).
+        self.embed_first = embed_first if embed_first is not None else collections.deque()
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
@@ -9156,8 +9172,9 @@ class Syncer:
         if reset or indexed is None or self._replaces_model_folder():
             with store.transaction():
                 store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
-        # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
-        # window, shortest first, so each batch pads to a similar length.
+        # The notes a search showed meanwhile first (embed_first), then the newest notes, in
+        # windows of EMBED_WINDOW passages read when needed; in a window, shortest first, so
+        # each batch pads to a similar length.
         order = store.pending_embedding_ids()
         total = len(order)
         t0 = time.monotonic()
@@ -9167,12 +9184,31 @@ class Syncer:
             raise SyncCancelled()
         queued: collections.deque = collections.deque()
 
+        ahead: set[int] = set()  # passages embedded before their window (embed_first's notes)
+
+        def embed_text(p) -> str:
+            return passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
+
+        def wanted_first() -> Iterator[str]:
+            while self.embed_first:
+                try:
+                    collection, path = self.embed_first.popleft()
+                except IndexError:  # taken by another thread's check-then-pop: nothing left
+                    return
+                for p in store.pending_embeddings_of(collection, path):
+                    if p.id not in ahead:
+                        ahead.add(p.id)
+                        queued.append(p)
+                        yield embed_text(p)
+
         def texts() -> Iterator[str]:
             for start in range(0, total, EMBED_WINDOW):
-                window = [(p, passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title))
-                          for p in store.pending_embeddings(order[start : start + EMBED_WINDOW])]
+                window = [(p, embed_text(p)) for p in store.pending_embeddings(order[start : start + EMBED_WINDOW])]
                 window.sort(key=lambda item: len(item[1]))
                 for p, text in window:
+                    yield from wanted_first()
+                    if p.id in ahead:
+                        continue
                     queued.append(p)
                     yield text
 
@@ -9205,7 +9241,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9208) ----
+# ---- pms/watch.py (+9244) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9393,7 +9429,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9396) ----
+# ---- pms/clip.py (+9432) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10125,7 +10161,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10128) ----
+# ---- pms/api.py (+10164) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -10138,6 +10174,7 @@ ranking, retrieval, sync, watch, clip.
 
 # from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import re
@@ -10174,6 +10211,9 @@ from pathlib import Path
 
 
 MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
+# Notes that searches showed while this KnowledgeBase's sync embeds, kept to be embedded next
+# (Syncer.embed_first): the latest ones, a few searches' worth.
+SEARCHED_NOTES_KEPT = 100
 # An answer for a model (get and multi_get over MCP, multi_get everywhere): a few whole
 # notes; what does not fit is marked truncated and says how to ask for the rest.
 ANSWER_MAX_BYTES = 20_000
@@ -10549,6 +10589,8 @@ class KnowledgeBase:
         self.retrieval = Retrieval(self.store, self.embedder, ranking)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
+        self._syncs = 0  # syncs of this KnowledgeBase running now (any thread)
+        self._searched: collections.deque[tuple[str, str]] = collections.deque(maxlen=SEARCHED_NOTES_KEPT)
         if vector_memory_mb:
             self.keep_vectors_in_memory(vector_memory_mb)
 
@@ -10641,7 +10683,17 @@ class KnowledgeBase:
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
         syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify,
-                        choose_embedder=self._model_for_languages if self._model_by_default else None)
+                        choose_embedder=self._model_for_languages if self._model_by_default else None,
+                        embed_first=self._searched)
+        self._syncs += 1
+        try:
+            return self._run_sync(syncer, rows, by_collection, embed, reembed, progress, cancel)
+        finally:
+            self._syncs -= 1
+            if not self._syncs:
+                self._searched.clear()
+
+    def _run_sync(self, syncer: Syncer, rows, by_collection, embed: bool, reembed: bool, progress, cancel) -> SyncReport:
         with storage_errors(self.db_path):  # a full disk or a damaged index: one line, the index as it was
             if reembed and self.embedder is not None:
                 report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
@@ -10736,11 +10788,14 @@ class KnowledgeBase:
                                         note_filter=note_filter, min_score=checked_min_score(min_score), intent=intent)
         req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode, min_score, intent)
         try:
-            return self.retrieval.search(req)
+            result = self.retrieval.search(req)
         except EmbeddingUnavailable as exc:  # the model failed to load just now
             if mode != "auto":
                 raise
-            return self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
+            result = self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
+        if self._syncs:  # a sync embeds (or will): the notes just shown gain vectors next
+            self._searched.extend((hit.collection, hit.path) for hit in result)
+        return result
 
     def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool,
                         note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:
@@ -11227,7 +11282,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11230) ----
+# ---- pms/evaluation.py (+11285) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11425,7 +11480,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11428) ----
+# ---- pms/mcp_server.py (+11483) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12637,7 +12692,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12640) ----
+# ---- pms/cli.py (+12695) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13768,7 +13823,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13718) ----
+# ---- pms/__init__.py (+13773) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13833,7 +13888,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13836) ----
+# ---- pms/__main__.py (+13891) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

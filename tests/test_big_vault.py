@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 
 import pytest
@@ -64,6 +65,32 @@ def test_the_most_recently_modified_notes_are_embedded_first(tmp_path, model, mo
         assert kb.sync().embedded == 6
     order = [next(i for i in range(6) if f"topic{i}" in text) for text in embedder.seen]
     assert order == [2, 5, 4, 3, 1, 0]
+
+
+def test_the_notes_a_search_shows_while_a_sync_embeds_are_embedded_next(tmp_path, model):
+    """The app searches in its own thread while its sync embeds: n19, last in the sync's order
+    (the longest passage, in the only window), is embedded right after a search shows it, and once."""
+    root = dated_notes(tmp_path / "vault", 20)
+    embedder = RecordingEmbedder(batch_size=1)
+    shown_after: list[int] = []
+    with pms.KnowledgeBase(tmp_path / "index.sqlite", embedder=embedder) as kb:
+        kb.collections.create(root, name="v")
+        kb.sync(embed=False)
+
+        def progress(p):
+            if p.phase == "embed" and not shown_after:
+                shown_after.append(len(embedder.seen))
+                found: list[str] = []
+                searcher = threading.Thread(target=lambda: found.extend(h.path for h in kb.search("topic19", mode="keyword")))
+                searcher.start()
+                searcher.join()
+                assert found == ["n19.md"]
+
+        assert kb.sync(progress=progress).embedded == 20
+        assert kb.status(pending=False)["chunks"] == kb.status(pending=False)["embedded"] == 20
+    order = [int(text.split("topic")[1].split()[0]) for text in embedder.seen]
+    assert sorted(order) == list(range(20))  # each note once
+    assert shown_after[0] < 19 and order.index(19) == shown_after[0]  # next, not last
 
 
 def test_inside_a_window_the_shortest_passages_go_first(tmp_path, model):

@@ -86,7 +86,9 @@ def test_interrupted_starts_on_a_fresh_line(embedding_model_dir, tmp_path):
     """Ctrl-C while the progress bar is drawn (a real terminal: a pty)."""
     db = tmp_path / "i.sqlite"
     env = {**os.environ, "PMS_MODEL_DIR": str(embedding_model_dir)}
-    assert run_cli("collection", "add", many_notes(tmp_path / "n", 400), "--name", "n", "--no-embed", db=db).returncode == 0
+    # Enough passages that the sync still embeds when this test, on a busy machine, gets to read the
+    # bar and send Ctrl-C (400 took 4 s at load 7 once the model's threads stopped spinning).
+    assert run_cli("collection", "add", many_notes(tmp_path / "n", 2000), "--name", "n", "--no-embed", db=db).returncode == 0
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, str(REPO / "pms.py"), "--db", str(db), "sync"], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=slave, env=env)

@@ -10,6 +10,7 @@ ranking, retrieval, sync, watch, clip.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import re
@@ -46,6 +47,9 @@ from .clip import (
 
 
 MAX_QUERIES = 5  # phrasings in one search (KnowledgeBase.search's queries)
+# Notes that searches showed while this KnowledgeBase's sync embeds, kept to be embedded next
+# (Syncer.embed_first): the latest ones, a few searches' worth.
+SEARCHED_NOTES_KEPT = 100
 # An answer for a model (get and multi_get over MCP, multi_get everywhere): a few whole
 # notes; what does not fit is marked truncated and says how to ask for the rest.
 ANSWER_MAX_BYTES = 20_000
@@ -421,6 +425,8 @@ class KnowledgeBase:
         self.retrieval = Retrieval(self.store, self.embedder, ranking)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
+        self._syncs = 0  # syncs of this KnowledgeBase running now (any thread)
+        self._searched: collections.deque[tuple[str, str]] = collections.deque(maxlen=SEARCHED_NOTES_KEPT)
         if vector_memory_mb:
             self.keep_vectors_in_memory(vector_memory_mb)
 
@@ -513,7 +519,17 @@ class KnowledgeBase:
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
         syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify,
-                        choose_embedder=self._model_for_languages if self._model_by_default else None)
+                        choose_embedder=self._model_for_languages if self._model_by_default else None,
+                        embed_first=self._searched)
+        self._syncs += 1
+        try:
+            return self._run_sync(syncer, rows, by_collection, embed, reembed, progress, cancel)
+        finally:
+            self._syncs -= 1
+            if not self._syncs:
+                self._searched.clear()
+
+    def _run_sync(self, syncer: Syncer, rows, by_collection, embed: bool, reembed: bool, progress, cancel) -> SyncReport:
         with storage_errors(self.db_path):  # a full disk or a damaged index: one line, the index as it was
             if reembed and self.embedder is not None:
                 report = syncer.run(rows, paths=by_collection, embed=False, progress=progress, cancel=cancel)
@@ -608,11 +624,14 @@ class KnowledgeBase:
                                         note_filter=note_filter, min_score=checked_min_score(min_score), intent=intent)
         req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode, min_score, intent)
         try:
-            return self.retrieval.search(req)
+            result = self.retrieval.search(req)
         except EmbeddingUnavailable as exc:  # the model failed to load just now
             if mode != "auto":
                 raise
-            return self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
+            result = self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
+        if self._syncs:  # a sync embeds (or will): the notes just shown gain vectors next
+            self._searched.extend((hit.collection, hit.path) for hit in result)
+        return result
 
     def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool,
                         note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:

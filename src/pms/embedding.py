@@ -481,7 +481,7 @@ class Embedder(EmbeddingProvider):
     def _construct(self, TextEmbedding, kwargs, fastembed_name: str):
         # lazy_load: files only; the probe below loads an ONNX model, a static one is read by StaticModel.
         kwargs["lazy_load"] = True
-        with quiet_logs(), _no_memory_pattern():
+        with quiet_logs(), _passage_session_options():
             if self.model_dir:
                 model = TextEmbedding(fastembed_name, **kwargs)
             else:
@@ -500,10 +500,10 @@ class Embedder(EmbeddingProvider):
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
                     model = TextEmbedding(self.model_name, **kwargs)
-        folder = getattr(model.model, "_model_dir", None)
-        if folder and static_model_file(Path(folder)):
-            return self._static(Path(folder))
-        probe = next(iter(model.embed(["probe"], batch_size=1)))
+            folder = getattr(model.model, "_model_dir", None)
+            if folder and static_model_file(Path(folder)):
+                return self._static(Path(folder))
+            probe = next(iter(model.embed(["probe"], batch_size=1)))  # builds the ONNX session, with the options above
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
         return model
@@ -1192,10 +1192,13 @@ def _int8_bytes(vector) -> bytes:
 
 
 @contextlib.contextmanager
-def _no_memory_pattern():
-    """Build ONNX sessions without the "memory pattern" optimisation (fastembed exposes
-    no option for it): it keeps an allocation plan per input shape, and passages of
-    every length are many shapes (more memory, no speed)."""
+def _passage_session_options():
+    """Build the passages' ONNX session with two settings fastembed exposes no option for:
+    no "memory pattern" (it keeps an allocation plan per input shape, and passages of every
+    length are many shapes: more memory, no speed), and no spinning: ONNX Runtime's threads
+    otherwise busy-wait between operators, which on a machine doing other work burns the
+    cores they wait for (MiniLM on 2 cores at load 4-8: 8.6 -> 12.6 passages per CPU-second;
+    docs/decisions.md, "Embedding without spinning")."""
     try:
         import onnxruntime
     except ImportError:
@@ -1206,6 +1209,8 @@ def _no_memory_pattern():
     def options():
         made = original()
         made.enable_mem_pattern = False
+        made.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        made.add_session_config_entry("session.inter_op.allow_spinning", "0")
         return made
 
     onnxruntime.SessionOptions = options

@@ -790,6 +790,13 @@ class Store:
             "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
             "WHERE c.embedded = 0 AND c.id IN ({ids})", chunk_ids)]
 
+    def pending_embeddings_of(self, collection: str, path: str) -> list[PendingChunk]:
+        """The passages of one note still without a vector, in the note's order."""
+        return [PendingChunk(*r) for r in self.db.execute(
+            "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "JOIN collections k ON k.id = d.collection_id WHERE c.embedded = 0 AND k.name = ? AND d.path = ? ORDER BY c.seq",
+            (collection, path))]
+
     def count_pending_embeddings(self) -> int:
         return self.db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
 

@@ -300,8 +300,12 @@ class Syncer:
 
     def __init__(self, store: Store, embedder: EmbeddingProvider | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
                  notice: Callable[[str], None] | None = None,
-                 choose_embedder: Callable[[], EmbeddingProvider | None] | None = None):
+                 choose_embedder: Callable[[], EmbeddingProvider | None] | None = None,
+                 embed_first: collections.deque | None = None):
         self.store = store
+        # (collection, path) of notes to embed before the rest, appended from any thread while
+        # this sync embeds (KnowledgeBase.search: the notes a search just showed).
+        self.embed_first = embed_first if embed_first is not None else collections.deque()
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
@@ -628,8 +632,9 @@ class Syncer:
         if reset or indexed is None or self._replaces_model_folder():
             with store.transaction():
                 store.remember_model_files(embedder.config().get("dir"), getattr(embedder, "query_spec", None))
-        # The newest notes first, in windows of EMBED_WINDOW passages read when needed; in a
-        # window, shortest first, so each batch pads to a similar length.
+        # The notes a search showed meanwhile first (embed_first), then the newest notes, in
+        # windows of EMBED_WINDOW passages read when needed; in a window, shortest first, so
+        # each batch pads to a similar length.
         order = store.pending_embedding_ids()
         total = len(order)
         t0 = time.monotonic()
@@ -639,12 +644,31 @@ class Syncer:
             raise SyncCancelled()
         queued: collections.deque = collections.deque()
 
+        ahead: set[int] = set()  # passages embedded before their window (embed_first's notes)
+
+        def embed_text(p) -> str:
+            return passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
+
+        def wanted_first() -> Iterator[str]:
+            while self.embed_first:
+                try:
+                    collection, path = self.embed_first.popleft()
+                except IndexError:  # taken by another thread's check-then-pop: nothing left
+                    return
+                for p in store.pending_embeddings_of(collection, path):
+                    if p.id not in ahead:
+                        ahead.add(p.id)
+                        queued.append(p)
+                        yield embed_text(p)
+
         def texts() -> Iterator[str]:
             for start in range(0, total, EMBED_WINDOW):
-                window = [(p, passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title))
-                          for p in store.pending_embeddings(order[start : start + EMBED_WINDOW])]
+                window = [(p, embed_text(p)) for p in store.pending_embeddings(order[start : start + EMBED_WINDOW])]
                 window.sort(key=lambda item: len(item[1]))
                 for p, text in window:
+                    yield from wanted_first()
+                    if p.id in ahead:
+                        continue
                     queued.append(p)
                     yield text
 
