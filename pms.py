@@ -2031,6 +2031,39 @@ def note_substance(body: str) -> tuple[int, int, int]:
     return words, own, links
 
 
+# A link or an embed whole, its label too: [[note]], ![[note#part]], [label](target), [label][ref],
+# <https://...>, a bare web address. Bounded, so a line of brackets costs a constant per position.
+_WHOLE_LINK = LazyPattern(r"!?\[\[[^\[\]]{0,300}\]\]|!?\[[^\[\]]{0,300}\](?:\([^()]{0,500}\)|\[[^\[\]]{0,200}\])"
+                          r"|<https?://[^>\s]{1,500}>|https?://\S{1,500}")
+
+
+def own_prose(body: str) -> tuple[str, int, int]:
+    """(a note's own prose as a reader sees it, how many words it shows besides: quotes and
+    code, how many links to notes it holds: embeds and web addresses are none). Its own prose is what lies outside code
+    blocks, quotes, headings, link definitions, links and embeds (their labels too) and HTML
+    tags: what a redirect, an old edition's "no longer distributed" page or a page of links
+    lacks, and a short note has. Pure."""
+    lines = body.split("\n")
+    fenced, _ = fence_states(lines)
+    prose, held = [], []
+    for line, in_fence in zip(lines, fenced):
+        start = line.lstrip()
+        if in_fence or start.startswith(">"):
+            held.append(line)
+        elif not start.startswith(("#", "% ")) and not LINK_DEFINITION.match(line):
+            prose.append(line)
+    links = 0
+
+    def gone(m: re.Match) -> str:
+        nonlocal links
+        link = m.group()
+        links += not link.startswith(("!", "<", "http")) and "](http" not in link  # a link to a note
+        return " "
+
+    text = passage_display_text(_WHOLE_LINK.sub(gone, "\n".join(prose)))
+    return text, _reader_words(passage_display_text("\n".join(held))), links
+
+
 # A paragraph shorter than this ("Filename: src/main.rs", a lone heading) is too
 # common to tell that one note copies another; prose paragraphs are longer.
 COPY_PARAGRAPH_WORDS = 8
@@ -2057,7 +2090,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2060) ----
+# ---- pms/language.py (+2093) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -2191,7 +2224,75 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
 
-# ---- pms/notes.py (+2194) ----
+
+# Suffix folding for languages that inflect (a keyword fallback): a query word is also
+# searched as the prefix of its stem, so "полумарафон" finds "полумарафону" and
+# "Häuser" finds "Haus". FTS5's porter tokenizer stems English only; a stemmed copy of
+# every passage would be a schema change, and a prefix needs none. Light stemmers
+# written by hand (the core is stdlib-only; Snowball's full rules are more than a prefix
+# match needs): the inflectional endings of Russian (any Cyrillic word), German and Spanish.
+_RU_VOWELS = "аеиоуыэюя"
+_RU_ENDINGS = sorted(set("""
+    ее ие ые ое ими ыми ей ий ый ой ем им ым ом его ого ему ому их ых ую юю ая яя ою ею
+    ившись ывшись ивши ывши ив ыв ующ ивш ывш
+    ила ыла ена ейте уйте ите или ыли ей уй ил ыл им ым ен ило ыло ено ят ует уют ит ыт ены ить ыть ишь ую ю
+    а ев ов ие ье е иями ями ами еи ии и ией ей ой ий й иям ям ием ем ам ом о у ах иях ях ы ь ию ью ю ия ья я
+    ейш ейше ость ости остью
+""".split()) | {"+" + e for e in "вшись вши в ющ щ вш ем нн ла на ете йте ли й л н ло но ет ют ны ть ешь нно".split()},
+                     key=lambda e: len(e.lstrip("+")), reverse=True)  # "+": only after а or я (Snowball's group 1)
+_DE_ENDINGS = ("ern", "em", "er", "en", "es", "e", "est", "st")
+_DE_S_AFTER = "bdfghklmnrt"  # a final s is an ending only after these (Snowball)
+_ES_ENDINGS = sorted(set("""
+    amientos imientos amiento imiento aciones uciones acion ucion mente ando iendo ados idos adas idas ado ido ada ida
+    ar er ir as es os a e o s
+""".split()), key=len, reverse=True)
+FOLDED_STEM_MIN = 4  # a shorter stem, as a prefix, would find unrelated words
+_LATIN_FOLDS = str.maketrans("äöüáéíóúñàèìòùâêîôûç", "aouaeiounaeiouaeiouc")
+
+
+def folded_stem(word: str, language: str) -> str | None:
+    """What to search as a prefix for ``word`` (lower case) in an inflecting language: its
+    stem, or the word itself when no ending is cut ("файл" finds "файлы"). Russian for a
+    Cyrillic word, German or Spanish when ``language`` (the query's, note_language) says so;
+    None for other words and for stems under FOLDED_STEM_MIN letters. Pure."""
+    if len(word) < FOLDED_STEM_MIN:
+        return None
+    if any("\u0400" <= c <= "\u04ff" for c in word):
+        stem = _russian_stem(word.replace("ё", "е"))
+    elif language == "de":
+        folded = word.translate(_LATIN_FOLDS).replace("ß", "ss")
+        stem = folded[:-1] if folded.endswith("s") and folded[-2:-1] in tuple(_DE_S_AFTER) else _cut(folded, _DE_ENDINGS)
+    elif language == "es":
+        stem = _cut(word.translate(_LATIN_FOLDS), _ES_ENDINGS)
+    else:
+        return None
+    return stem if len(stem) >= FOLDED_STEM_MIN else None
+
+
+def _cut(word: str, endings) -> str:
+    """``word`` without its longest ending of ``endings`` that leaves FOLDED_STEM_MIN letters."""
+    for ending in endings:
+        if word.endswith(ending) and len(word) - len(ending) >= FOLDED_STEM_MIN:
+            return word[: -len(ending)]
+    return word
+
+
+def _russian_stem(word: str) -> str:
+    """Snowball's Russian region rule, lightly: endings are cut only after the first vowel."""
+    first = next((i for i, c in enumerate(word) if c in _RU_VOWELS), None)
+    if first is None:
+        return word
+    head, region = word[: first + 1], word[first + 1 :]
+    for endings in (("ся", "сь"), _RU_ENDINGS):  # a reflexive ending, then an inflectional one
+        for ending in endings:
+            bare = ending.lstrip("+")
+            if (region.endswith(bare) and len(head) + len(region) - len(bare) >= FOLDED_STEM_MIN
+                    and (bare == ending or (head + region)[-len(bare) - 1 : -len(bare)] in ("а", "я"))):
+                region = region[: -len(bare)]
+                break
+    return head + region
+
+# ---- pms/notes.py (+2295) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2570,7 +2671,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2573) ----
+# ---- pms/pdf.py (+2674) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2805,7 +2906,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2808) ----
+# ---- pms/paths.py (+2909) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3326,7 +3427,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3329) ----
+# ---- pms/filters.py (+3430) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3481,7 +3582,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3484) ----
+# ---- pms/schema.py (+3585) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3773,7 +3874,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3776) ----
+# ---- pms/store.py (+3877) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, documents and passages, the FTS5
@@ -4048,6 +4149,7 @@ class Store:
         self.path = Path(path).expanduser()
         self.want_vectors = vectors
         self._local = threading.local()
+        self._stems: dict[str, str] = {}  # index_terms
         self._connections: list = []
         self._lock = threading.Lock()
         self.vec_loaded = False
@@ -4859,12 +4961,13 @@ class Store:
         """(document id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
-    def link_names(self, docids: Sequence[str]) -> dict[str, set[str]]:
-        """docid -> the file names (lower case, no extension) its links point to."""
-        out: dict[str, set[str]] = {}
-        for docid, key in self.rows_in("SELECT d.docid, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
-                                       "WHERE d.docid IN ({ids})", docids):
-            out.setdefault(docid, set()).add(key.rsplit("/", 1)[-1])
+    def link_names(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, set[str]]:
+        """docid (or document id, ``by``) -> the file names (lower case, no extension) its links point to."""
+        column = {"docid": "d.docid", "id": "d.id"}[by]
+        out: dict[_typing.Any, set[str]] = {}
+        for key, target in self.rows_in(f"SELECT {column}, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
+                                        f"WHERE {column} IN ({{ids}})", keys):
+            out.setdefault(key, set()).add(target.rsplit("/", 1)[-1])
         return out
 
     def note_languages(self, document_ids: Iterable[int]) -> dict[int, str]:
@@ -4882,6 +4985,29 @@ class Store:
             prints.frombytes(blob[: len(blob) // 8 * 8])
             out[docid] = frozenset(prints)
         return out
+
+    def without_vectors(self, ids: Iterable[int], chunks: bool = False) -> set[int]:
+        """The notes (``chunks``: the passages) among ``ids`` that have no vector yet."""
+        sql = ("SELECT id FROM chunks WHERE id IN ({ids}) AND embedded = 0" if chunks else
+               "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
+        return {row[0] for row in self.rows_in(sql, ids)}
+
+    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, tuple[str, str, int, int, int, str]]:
+        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, own words,
+        links out, content hash): what note_kind reads besides the note's text (note_bodies)."""
+        column = {"docid": "docid", "id": "id"}[by]
+        return {row[0]: row[1:] for row in self.rows_in(
+            f"SELECT {column}, title, path, words, own_words, links_out, coalesce(sha256, '') FROM documents "
+            f"WHERE {column} IN ({{ids}})", keys)}
+
+    def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, str]:
+        """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
+        column = {"docid": "d.docid", "id": "d.id"}[by]
+        bodies: dict[_typing.Any, list[str]] = {}
+        for key, body in self.rows_in(f"SELECT {column}, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+                                      f"WHERE {column} IN ({{ids}}) ORDER BY c.document_id, c.seq", keys):
+            bodies.setdefault(key, []).append(body)
+        return {key: "\n".join(parts) for key, parts in bodies.items()}
 
     def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
         """document id -> (words, own words, links out): what is_stub reads."""
@@ -4952,6 +5078,86 @@ class Store:
     def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
         """(chunk id, headings, body) of a note, in reading order."""
         return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (document_id,)).fetchall()
+
+    # -- the keyword index's vocabulary (typo fallbacks) ---------------------------------
+    def _vocabulary(self, db) -> None:
+        """This connection's views of the vocabulary (FTS5's fts5vocab, in its temp schema, so a
+        read-only index has them too) and a scratch FTS5 table that stems words as the index does."""
+        if getattr(self._local, "vocabulary", None) is not db:
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_vocabulary USING fts5vocab(main, chunks_fts, 'row')")
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_stemmer USING fts5(words, tokenize='porter unicode61 remove_diacritics 2')")
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_stems USING fts5vocab(temp, pms_stemmer, 'instance')")
+            self._local.vocabulary = db
+
+    def index_terms(self, words: Sequence[str]) -> list[str]:
+        """Each of ``words`` as the keyword index holds it (tokenized and stemmed: "closures" ->
+        "closur"; "" for a word that is no single term). Kept per word (the stemmer is fixed), so
+        a query typed again stems nothing."""
+        stems = self._stems
+        new = [w for w in dict.fromkeys(words) if w not in stems]
+        if new:
+            if len(stems) > 10_000:
+                stems.clear()
+            db = self.db
+            self._vocabulary(db)
+            db.executemany("INSERT INTO temp.pms_stemmer(rowid, words) VALUES (?, ?)", enumerate(new, 1))
+            try:
+                terms: dict[int, list[str]] = {}
+                for term, row in db.execute("SELECT term, doc FROM temp.pms_stems"):
+                    terms.setdefault(row, []).append(term)
+            finally:
+                db.execute("DELETE FROM temp.pms_stemmer")
+            stems.update((word, found[0] if len(found := terms.get(i, [])) == 1 else "") for i, word in enumerate(new, 1))
+        return [stems[w] for w in words]
+
+    def terms_passages(self, terms: Iterable[str]) -> dict[str, int]:
+        """Index term -> how many passages hold it (a term none holds is left out), in one statement."""
+        wanted = sorted(set(terms) - {""})
+        if not wanted:
+            return {}
+        db = self.db
+        self._vocabulary(db)
+        return {term: count for part in in_parts(wanted) for term, count in
+                db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))})", part)}
+
+    def term_passages(self, term: str, prefix: bool = False) -> int:
+        """How many passages hold ``term`` (an index term; ``prefix``: any term starting with it)."""
+        db = self.db
+        self._vocabulary(db)
+        if prefix:
+            row = db.execute("SELECT sum(doc) FROM temp.pms_vocabulary WHERE term >= ? AND term < ?", (term, term + "\U0010ffff")).fetchone()
+        else:
+            row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def embedded_share(self) -> float:
+        """The share of passages that have a vector (kept until the index changes, as passage_total)."""
+        total, embedded = self._passage_counts()
+        return embedded / total if total else 1.0
+
+    def passage_total(self) -> int:
+        """How many passages the index holds (kept until the index changes)."""
+        return self._passage_counts()[0]
+
+    def _passage_counts(self) -> tuple[int, int]:
+        """(passages, passages with a vector), kept until the index changes: PRAGMA data_version
+        counts other connections' writes, total_changes this one's."""
+        db = self.db
+        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+        cached = getattr(self._local, "passage_counts", None)
+        if cached is None or cached[0] != version:
+            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+            cached = (version, (total, embedded))
+            self._local.passage_counts = cached
+        return cached[1]
+
+    def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
+        """(term, passages holding it) of the vocabulary's terms that start with ``start`` and have
+        ``shortest`` to ``longest`` characters: where a typo's intended word is looked for."""
+        db = self.db
+        self._vocabulary(db)
+        return db.execute("SELECT term, doc FROM temp.pms_vocabulary WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
+                          (start, start + "\U0010ffff", shortest, longest)).fetchall()
 
     def passage_counts(self, words: Sequence[str]) -> dict[str, int]:
         """word -> number of passages that contain it, as the keyword index sees it (stemmed)."""
@@ -5125,7 +5331,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5128) ----
+# ---- pms/embedding.py (+5334) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6361,7 +6567,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6364) ----
+# ---- pms/query.py (+6570) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6369,7 +6575,7 @@ snippet and its marks (``highlight_pattern``: one highlighting rule for every fr
 ``copy_groups`` (copies shown under their original),
 terminal-safe text, and ``VectorStatus``.
 
-May import: config.
+May import: config, language.
 """
 
 # from __future__ import annotations
@@ -6378,6 +6584,7 @@ import re
 from collections.abc import Sequence
 
 # from .config import Factory, Hint, LazyPattern, Record, TupleFields, clean_query, named_tuple
+# from .language import folded_stem, note_language
 
 
 # Words too common to carry meaning; dropped from keyword queries unless the
@@ -6395,10 +6602,19 @@ class Term(Record):
     tokens: tuple[str, ...]
     phrase: bool = False
     prefix: bool = False
+    # Other words that count as this one (word, as a prefix): its stem in an inflecting
+    # language (with_folded_suffixes), the vault's words a typo stands for (Retrieval.request).
+    variants: tuple[tuple[str, bool], ...] = ()
 
     def fts(self) -> str:
-        quoted = '"' + " ".join(self.tokens).replace('"', '""') + '"'
-        return quoted + ("*" if self.prefix else "")
+        quoted = _fts_word(" ".join(self.tokens), self.prefix)
+        if not self.variants:
+            return quoted
+        return "(" + " OR ".join([quoted, *(_fts_word(word, prefix) for word, prefix in self.variants)]) + ")"
+
+
+def _fts_word(text: str, prefix: bool) -> str:
+    return '"' + text.replace('"', '""') + '"' + ("*" if prefix else "")
 
 
 class ParsedQuery(Record):
@@ -6427,6 +6643,20 @@ class ParsedQuery(Record):
         if self.excluded:
             expr += " NOT (" + " OR ".join(t.fts() for t in self.excluded) + ")"
         return expr
+
+
+def with_folded_suffixes(parsed: ParsedQuery) -> ParsedQuery:
+    """``parsed`` with each word of an inflecting language also searched as the prefix of its
+    stem (folded_stem: "полумарафон" finds "полумарафону"). Pure."""
+    language = ""
+    terms = []
+    for term in parsed.terms:
+        stem = None
+        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
+            language = language or note_language(parsed.text)
+            stem = folded_stem(term.tokens[0], language)
+        terms.append(term.replace(variants=(*term.variants, (stem, True))) if stem else term)
+    return parsed.replace(terms=terms)
 
 
 def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:
@@ -6705,14 +6935,14 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6708) ----
+# ---- pms/ranking.py (+6938) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
 one order), ``rank`` and the feedback steps that complete vector scores. Nothing here
 reads the index: retrieval.py hands in the lists and facts.
 
-May import: config, query.
+May import: config, markdown, notes, query.
 """
 
 # from __future__ import annotations
@@ -6721,7 +6951,9 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 
 # from .config import Factory, Record
-# from .query import WORD_TOKEN, Hit
+# from .markdown import own_prose
+# from .notes import note_links
+# from .query import STOPWORDS, WORD_TOKEN, Hit
 
 
 def name_trigrams(text: str) -> set[str]:
@@ -6811,6 +7043,20 @@ class RankingSettings(Record):
     focus_power: float = 0.75
     # Keyword mode: the names list's weight against BM25's, so a note the query names beats BM25's #1.
     keyword_name_weight: float = 3.0
+    # Suffix folding (Retrieval.with_fallbacks): a query word of an inflecting language (a
+    # Cyrillic word; German, Spanish when note_language tells the query's) is also searched as
+    # the prefix of its stem (folded_stem): "полумарафон" finds "полумарафону".
+    fold_suffixes: bool = True
+    # Typos (Retrieval.with_fallbacks; keyword search only: in hybrid the vector list finds a
+    # misspelled word's meaning, and the fallback there cost the suite's mean): a query word of
+    # ``typo_min_letters`` letters or more that no passage holds also stands for the vault's
+    # words (the keyword index's terms) within one edit of its stem, two from a stem of
+    # ``typo_two_edits_letters`` letters (a letter added, left out, changed or two swapped; the
+    # first letter as typed), at most ``typo_alternatives`` of them, the closest and commonest
+    # first. typo_min_letters 0: off.
+    typo_min_letters: int = 5
+    typo_two_edits_letters: int = 8
+    typo_alternatives: int = 3
     # Names: a query of more words names no note; the trigram candidates are scored exactly.
     name_query_max_words: int = 6
     name_candidates: int = 40
@@ -6825,12 +7071,18 @@ class RankingSettings(Record):
     # A note named this closely (one wrong letter, a plural) comes first, like an exact
     # title: typing a note's name is the commonest way to look for it.
     name_first_min: float = 0.85
+    # A note whose title is what was typed, word for word, comes first (Retrieval._finish).
+    exact_title_first: bool = True
     # Relevance (Hit.relevance, absolute, 0-1): the larger of the shown passage's cosine
-    # similarity to the query and the share of the query's words it holds, that share
-    # times partial_match_weight unless it holds them all (common words match anything).
-    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak).
+    # similarity to the query and the share of the query's words it holds (each word
+    # weighing its rarity in the vault, BM25's idf, with ``relevance_idf``; else alike),
+    # that share times partial_match_weight unless it holds them all (common words match
+    # anything); then made non-increasing down the list (non_increasing: the closest such
+    # values), so a hit never looks more relevant than one ranked above it. Below
+    # relevance_floor the first hit's is "nothing relevant" (SearchResult.weak).
     partial_match_weight: float = 0.5
     relevance_floor: float = 0.35
+    relevance_idf: bool = True
     # A static model's vector list (Model2Vec) is weaker than a transformer's: its vote and
     # its share of the complete scores are these instead (``for_vectors``).
     static_vector_weight: float = 0.5
@@ -6872,15 +7124,31 @@ class RankingSettings(Record):
     other_language_vote: float = 1.0
     other_language_feedback: float = 1.0
     query_language_from_keyword: int = 5
+    # A note without a vector in hybrid search (embedding under way, a failed batch, a note
+    # added since; ``vote_without_vectors``) is ranked by what it has: the vector list's vote
+    # it could not get is its best other list's, x this (0: off, the vote missing).
+    unembedded_vote: float = 1.0
 
-    # The note-level prior (``order_by_note_prior``): a stub is a note that links elsewhere
-    # and has under ``stub_words`` words of its own (outside quotes and link lines: a
-    # redirect, an old edition's "this moved" page, an index of links), or under
-    # ``name_body_words`` words at all (a title alone). A stub's place in a result list is
-    # divided by ``stub_weight``, it never stays above a note it links to that is in the
-    # list, and the exact-name rules pass it by.
+    # The note-level prior (``order_by_note_prior``, ``note_kind``): a note with under
+    # ``name_body_words`` words is empty (a title alone); one that shows nothing of its own
+    # but links to notes and headings is a page of links (an index, a table of contents);
+    # one with under ``stub_words`` words of its own prose (outside quotes, code, headings
+    # and links) that links to notes is a pointer (an old edition's "no longer distributed"
+    # page, a "see [[X]]" note) when that prose never names its subject (a word of its
+    # title) and it has under ``pointer_words`` words, and a redirect when it links to its
+    # own file name elsewhere or to a note whose name carries its title (under
+    # ``redirect_words`` words). A short note with its own sentences is a note. An empty
+    # note's and a page of links' place is divided by ``stub_weight``, a pointer's by
+    # ``pointer_weight``; a page of links and a pointer never stay above a hit they link to;
+    # a redirect, and a pointer whose target carries its name, go below every note. The
+    # exact-name rules pass empty notes, pointers and redirects by, and the names list
+    # leaves pointers out unless ``pointer_names``.
     stub_words: int = 70
+    pointer_words: int = 150
+    redirect_words: int = 300
     stub_weight: float = 0.5
+    pointer_weight: float = 0.5
+    pointer_names: bool = False
     name_body_words: int = 3
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
@@ -6932,10 +7200,105 @@ class RankingSettings(Record):
         return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
 
 
-def is_stub(words: int, own_words: int, links_out: int, settings: RankingSettings) -> bool:
-    """A note whose body is a pointer elsewhere or nearly empty (RankingSettings.stub_words);
-    ``words`` -1: not read by this version yet, so not known to be one."""
-    return words >= 0 and ((links_out > 0 and own_words < settings.stub_words) or words < settings.name_body_words)
+def note_kind(title: str, path: str, words: int, links_out: int, body: str | None, settings: RankingSettings,
+              targets: set[str] | None = None) -> str:
+    """What a note is to the note prior (RankingSettings.stub_words): "empty", "links" (a page
+    of links), "redirect" (a pointer to a note of its own name: a link to its file name
+    elsewhere, or to a note whose name carries its title), "pointer" or "note". ``words`` -1:
+    not read by this version yet, a note; ``body`` (its text) is read only for a note that links
+    elsewhere and is short or has little prose of its own (``Retrieval.note_kinds``); ``targets``: the file names it links to, lower
+    case without extension (the index's links: a passage's text leaves link definitions out),
+    else read from ``body``. Pure."""
+    if 0 <= words < settings.name_body_words:
+        return "empty"
+    if words < 0 or not links_out or body is None:
+        return "note"
+    prose, held, links = own_prose(body)
+    if not links:  # embeds and web addresses only: the page shows the notes it embeds
+        return "note"
+    own = WORD_TOKEN.findall(prose.lower())
+    if len(own) < settings.name_body_words and held < settings.name_body_words and links > 1:
+        return "links"
+    if len(own) >= settings.stub_words or words >= settings.redirect_words:
+        return "note"
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+    if targets is None:
+        targets = {link.key.rsplit("/", 1)[-1] for link in note_links(body)}
+    if stem in targets:
+        return "redirect"
+    if names_subject(title, own):
+        return "note"
+    if any(carries_name(title, "", target) for target in targets):
+        return "redirect"
+    return "pointer" if words < settings.pointer_words else "note"
+
+
+def _subject_words(text: str) -> set[str]:
+    return {w for w in WORD_TOKEN.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS and not w.isdigit()}
+
+
+def _same_word(a: str, b: str) -> bool:
+    """The same word, or words of one stem: the first five letters alike and at most three more
+    letters after them in the shorter (lifetime, lifetimes; extend, extension; not internet, interface)."""
+    return a == b or (min(len(a), len(b)) >= 5 and a[:5] == b[:5] and min(len(a), len(b)) - len(_common_prefix(a, b)) <= 1)
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+SUBJECT_SHARE_NUM, SUBJECT_SHARE_DEN = 0, 1
+
+
+def names_subject(title: str, words: Sequence[str]) -> bool:
+    """Whether ``words`` (a note's own prose) name the note's subject: more than half of its
+    title's words ("Unsafe Rust" is not named by an old edition's "Rust's documentation"; a
+    title of stop words alone names nothing, so any prose does). Pure."""
+    subject = _subject_words(title)
+    held = set(words)
+    return not subject or sum(any(_same_word(s, w) for w in held) for s in subject) * SUBJECT_SHARE_DEN > len(subject) * SUBJECT_SHARE_NUM
+
+
+def carries_name(title: str, target_title: str, target_path: str) -> bool:
+    """Whether a note (its title and path) carries the name ``title``: every one of its
+    words is in the note's title or file name (a pointer's target). Pure."""
+    wanted = _subject_words(title)
+    held = _subject_words(target_title) | _subject_words(target_path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " "))
+    return bool(wanted) and all(any(_same_word(w, h) for h in held) for w in wanted)
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Edits (a character added, left out or changed, two neighbours swapped) from ``a`` to
+    ``b``, or ``limit`` + 1 when more than ``limit``. Pure; rows stop early past the limit."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    before, row = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (a[i - 1] != b[j - 1]))
+            if before is not None and i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > limit:
+            return limit + 1
+        before, row = row, current
+    return row[-1] if row[-1] <= limit else limit + 1
+
+
+def non_increasing(values: Sequence[float]) -> list[float]:
+    """The non-increasing sequence closest to ``values`` (least squares: isotonic regression by
+    pooling adjacent violators, each pool its mean). Pure."""
+    pools: list[list[float]] = []  # [sum, count]
+    for value in values:
+        pools.append([value, 1])
+        while len(pools) > 1 and pools[-2][0] / pools[-2][1] < pools[-1][0] / pools[-1][1]:
+            total, count = pools.pop()
+            pools[-1][0] += total
+            pools[-1][1] += count
+    return [total / count for total, count in pools for _ in range(int(count))]
 
 
 def copy_key(title: str, path: str) -> tuple[str, str]:
@@ -7012,23 +7375,31 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     return out
 
 
-def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: RankingSettings) -> list:
-    """``hits`` (best first) reordered by the note-level prior: a stub's place is
-    divided by ``settings.stub_weight``, and a stub follows every hit it links to
-    (``links``: a stub's position -> the file names, lower case without
-    extension, of what it links to). A pure function."""
-    if not any(h.stub for h in hits):
+def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str, set[str]], settings: RankingSettings) -> list:
+    """``hits`` (best first) reordered by the note prior (RankingSettings.stub_words): an empty
+    note's and a page of links' place divided by ``settings.stub_weight``, a page of links after
+    every hit it links to, and a pointer to its namesake (a note it links to carries its name:
+    a redirect, an old edition's page) below every note. ``kinds``: docid -> note_kind (a note
+    when missing); ``links``: docid -> the file names (lower case, no extension) it links to.
+    A pure function."""
+    def kind(hit) -> str:
+        return kinds.get(hit.docid, "note")
+
+    def stem(hit) -> str:
+        return hit.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+
+    def linked(stub, hit) -> bool:
+        return hit is not stub and kind(hit) == "note" and hit.collection == stub.collection and stem(hit) in links.get(stub.docid, ())
+
+    if all(kind(h) == "note" for h in hits):
         return hits
-    weight = max(settings.stub_weight, 1e-6)
-    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / weight if hits[i].stub else i + 1, hits[i].stub, i))
-    out = [hits[i] for i in order]
-    for i in order:
-        names = links.get(i)
-        if not names:
-            continue
-        stub = hits[i]
-        targets = [j for j, h in enumerate(out) if not h.stub and h.collection == stub.collection
-                   and h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower() in names]
+    # A pointer to a hit of this list adds nothing the hit does not show: below every note.
+    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
+    weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
+    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
+    out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]
+    for stub in [h for h in out if kind(h) in ("links", "pointer") and id(h) not in redirects]:
+        targets = [j for j, h in enumerate(out) if linked(stub, h)]
         here = next(j for j, h in enumerate(out) if h is stub)  # by identity: Record equality compares every field
         if targets and targets[-1] > here:
             out.insert(targets[-1], out.pop(here))  # just after its last target (which moved up one)
@@ -7124,10 +7495,12 @@ def _nearest_passages(similarity, ids: Sequence[int], owner: Mapping[int, object
 
 
 def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[object, float]]], evidence: Evidence,
-                    settings: RankingSettings, scaled: Mapping[str, Mapping[object, float]] | None = None) -> list[Fused]:
+                    settings: RankingSettings, scaled: Mapping[str, Mapping[object, float]] | None = None,
+                    unembedded: frozenset | set = frozenset()) -> list[Fused]:
     """The notes of ``first`` (the head of a fusion) re-scored on both signals
-    (RankingSettings.complete_depth), ``scaled`` as in ``fuse``. Pure: numpy over
-    ``evidence``. The ranks and values each entry shows stay those of the lists it came from."""
+    (RankingSettings.complete_depth), ``scaled`` as in ``fuse``, a note of ``unembedded`` by
+    what it has (vote_without_vectors). Pure: numpy over ``evidence``. The ranks and values
+    each entry shows stay those of the lists it came from."""
     docs = [e.unit for e in first]
     cosine: dict[object, float] = {}
     place = {doc: i for i, doc in enumerate(docs)}
@@ -7153,7 +7526,24 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
                "name": settings.complete_name_weight}
     before = {e.unit: e for e in first}
     rescored = fuse({n: r for n, r in complete.items() if r}, RankingSettings(method="convex"), weights, scaled)
+    if unembedded and settings.unembedded_vote:
+        rescored = vote_without_vectors(rescored, unembedded, weights, settings.unembedded_vote)
     return [Fused(e.unit, e.score, before[e.unit].ranks, before[e.unit].values, e.parts) for e in rescored if e.unit in before]
+
+
+def vote_without_vectors(fused: list[Fused], units: frozenset | set, weights: Mapping[str, float], factor: float) -> list[Fused]:
+    """``fused`` with each of ``units`` (notes without a vector: embedding under way, a failed
+    batch, a note added since) scored as if the vector list placed it where its best other
+    list does: that list's vote x the vector weight / its weight x ``factor`` stands for the
+    vector vote it could not get (RankingSettings.unembedded_vote). Pure."""
+    vector = weights.get("vector", 0.0)
+    for e in fused:
+        if e.unit in units and "vector" not in e.parts:
+            stand_in = max((e.parts[name] * vector / weights[name] for name in ("keyword", "name")
+                            if name in e.parts and weights.get(name)), default=0.0) * factor
+            e.parts["vector"] = stand_in
+            e.score += stand_in
+    return sorted(fused, key=lambda e: (-e.score, min(e.ranks.values())))
 
 
 def count_for_both(fused: list[Fused], units: frozenset | set, weights: Mapping[str, float], factor: float) -> list[Fused]:
@@ -7193,7 +7583,8 @@ def feedback_ranking(vector: Sequence[tuple[object, float]], units: frozenset | 
 
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
          evidence: Callable[..., Evidence] | None = None, stubs: frozenset | set = frozenset(),
-         foreign: frozenset | set = frozenset(), other: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
+         foreign: frozenset | set = frozenset(), other: frozenset | set = frozenset(),
+         unembedded: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
     """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
     signals when ``evidence`` (units, with BM25 or not -> Evidence) is given, then a note
     named almost exactly (name_first_min) first unless it is one of ``stubs``. The keyword
@@ -7209,13 +7600,16 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
     if scaled:
         explained += f"; keyword votes x{settings.cross_language_keyword:g} for notes in another language than the query"
     best = fuse(lists, settings, weights, scaled)
+    if unembedded and "vector" in weights and settings.unembedded_vote:
+        best = vote_without_vectors(best, unembedded, weights, settings.unembedded_vote)
+        explained += f"; {len(unembedded)} notes without vectors ranked by their other lists"
     if other and "vector" in weights and (settings.other_language_vote or settings.other_language_feedback):
         best = _by_meaning_alone(best, lists, weights, settings, other, evidence)
         explained += "; notes in another language than the query ranked by meaning alone"
     if evidence is not None and settings.complete_depth:
         # A fixed head, whatever k: asking for more results must not reorder the first ones.
         head = settings.complete_depth
-        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled) + best[head:]
+        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled, unembedded) + best[head:]
         explained += "; " + settings.describe_complete(head)
     named = settings.name_first_min
     return sorted(best[: k * settings.pool_per_k], key=lambda e: -e.values.get("name", 0.0)
@@ -7247,7 +7641,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7250) ----
+# ---- pms/retrieval.py (+7644) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7279,11 +7673,11 @@ from collections.abc import Iterator, Sequence
 # )
 # from .query import (
 # MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, copy_groups, folder_description,
-# highlight_pattern, mark_terms, parse_query, snippet_spans, snippet_with_lead, without_heading_line,
+# highlight_pattern, mark_terms, parse_query, snippet_spans, snippet_with_lead, with_folded_suffixes, without_heading_line,
 # )
 # from .ranking import (
-# Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
-# name_trigrams, order_by_note_prior, order_copies, rank,
+# Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
+# edit_distance, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 # )
 
 
@@ -7345,6 +7739,9 @@ class SearchResult(Record):
     explain: str = ""
     weak: bool = False  # no hit reaches RankingSettings.relevance_floor: the notes may not cover the query
     best_relevance: float | None = None  # before min_score left hits out
+    # The share of passages with a vector when a hybrid or vector search ran on an index not
+    # wholly embedded (embedding under way or stopped): notes without one are ranked by their words.
+    embedded: float | None = None
     query: str = ""  # as searched (clean_query)
     words: list[str] = Factory(list)  # the query's words (ParsedQuery.words; of every phrasing searched)
 
@@ -7413,6 +7810,7 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
+        self._kinds: dict[tuple[str, str], str] = {}  # (content hash, path) -> note_kind, for self.settings
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -7476,9 +7874,43 @@ class Retrieval:
         k = min(checked_number(k, "k"), 1000)
         min_score = checked_min_score(min_score)
         resolved = self.search_mode(mode) if not (note_filter and not parsed.terms) else SearchMode("keyword")
+        parsed = self.with_fallbacks(parsed, typos=resolved.mode == "keyword")
         return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
                              clean_query(intent).strip() if intent else "")
+
+    def with_fallbacks(self, parsed: ParsedQuery, typos: bool = True) -> ParsedQuery:
+        """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
+        other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and with ``typos`` (a
+        keyword search: hybrid's vector list already finds a misspelled word's meaning) a word
+        no passage holds (RankingSettings.typo_min_letters) stands for the vault's closest words
+        too: "ownershp" also finds "ownership"."""
+        s = self.settings
+        if s.fold_suffixes:
+            parsed = with_folded_suffixes(parsed)
+        words = [t for t in parsed.terms if typos and s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
+                 and len(t.tokens[0]) >= s.typo_min_letters and not has_unspaced_chars(t.tokens[0])]
+        if not words:
+            return parsed
+        try:
+            stems = self.store.index_terms([t.tokens[0] for t in words])
+            held = self.store.terms_passages(stems)
+            lost = [(t, stem) for t, stem in zip(words, stems) if stem and not held.get(stem)
+                    and not any(prefix and self.store.term_passages(word, prefix=True) for word, prefix in t.variants)]
+            if not lost:
+                return parsed
+            terms = list(parsed.terms)
+            for term, stem in lost:
+                limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
+                near = sorted((edit_distance(stem, word, limit), -count, word)
+                              for word, count in self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit))
+                fixes = tuple((word, False) for distance, _, word in near if distance <= min(limit, near[0][0] if near else 0))
+                fixes = fixes[: s.typo_alternatives]
+                if fixes:
+                    terms[terms.index(term)] = term.replace(variants=term.variants + fixes)
+        except self.store.db_module_errors():  # an index without FTS5's vocabulary: the words as typed
+            return parsed
+        return parsed.replace(terms=terms)
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
@@ -7574,6 +8006,9 @@ class Retrieval:
             hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
+        if ranked and not s.pointer_names:
+            kinds = self.note_kinds([doc for doc, _ in ranked], by="id")
+            ranked = [r for r in ranked if kinds.get(r[0]) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
 
@@ -7692,8 +8127,9 @@ class Retrieval:
             kept = {h.ref for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
+        share = self.store.embedded_share() if req.used != "keyword" else 1.0
         return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.relevance_floor,
-                            best_relevance=best)
+                            best_relevance=best, embedded=round(share, 4) if share < 1.0 else None)
 
     @staticmethod
     def _result(req: SearchRequest, hits: list[Hit], **fields) -> SearchResult:
@@ -7710,11 +8146,13 @@ class Retrieval:
             return None
         ids = [h.chunk_id for h in hits if h.chunk_id is not None]
         terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
-        held = {cid: len(terms) if cid in every_term else 0 for cid in ids}
+        weight = self._term_weights(terms)
+        total = sum(weight) or 1.0
+        held = {cid: total if cid in every_term else 0.0 for cid in ids}
         unknown = [cid for cid in ids if cid not in every_term]
-        for term in terms if unknown else ():
+        for term, w in zip(terms if unknown else (), weight):
             for cid in self.store.chunks_matching(term.fts(), unknown):
-                held[cid] += 1
+                held[cid] += w
         similarity: dict[int, float] = {}
         if req.used != "keyword" and self.embedder is not None and req.parsed.text.strip():
             with contextlib.suppress(Exception):  # no vectors to read: words alone say it
@@ -7725,19 +8163,45 @@ class Retrieval:
                 for cid, blob in self.vectors.vectors_of(ids).items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
+        raw = []
         for hit in hits:
-            hit.matched = round(held.get(hit.chunk_id or 0, 0) / len(terms), 3) if terms else None
+            hit.matched = round(min(held.get(hit.chunk_id or 0, 0.0) / total, 1.0), 3) if terms else None
             hit.similarity = round(similarity[hit.chunk_id], 3) if hit.chunk_id in similarity else None
             words = hit.matched or 0.0
             # Every word held is strong evidence; some of them weak (common words match anything).
             words = words if words >= 1.0 else words * self.settings.partial_match_weight
-            hit.relevance = round(max(words, hit.similarity or 0.0, 0.0), 3)
+            raw.append(max(words, hit.similarity or 0.0, 0.0))
+        for hit, value in zip(hits, non_increasing(raw)):
+            hit.relevance = round(value, 3)
         originals = {h.ref: h for h in hits}
         for copy in copies:
             if copy.copy_of in originals:
                 original = originals[copy.copy_of]
                 copy.matched, copy.similarity, copy.relevance = original.matched, original.similarity, original.relevance
-        return max(h.relevance or 0.0 for h in hits)
+        return hits[0].relevance
+
+    def _term_weights(self, terms: Sequence[Term]) -> list[float]:
+        """Each query term's weight in a hit's relevance: its rarity in the vault (BM25's idf of
+        its rarest word, RankingSettings.relevance_idf), or 1 each."""
+        if not (self.settings.relevance_idf and terms):
+            return [1.0] * len(terms)
+        import math
+
+        try:
+            words = [t.tokens for t in terms]
+            stems = self.store.index_terms([w for tokens in words for w in tokens])
+            passages = max(self.store.passage_total(), 1)
+            held = self.store.terms_passages(stems)
+        except self.store.db_module_errors():
+            return [1.0] * len(terms)
+        weights, at = [], 0
+        for term, tokens in zip(terms, words):
+            counts = [held.get(stem, 0) for stem in stems[at : at + len(tokens)] if stem]
+            counts += [self.store.term_passages(word, prefix=True) for word, prefix in term.variants if prefix]
+            at += len(tokens)
+            rarest = min((c for c in counts if c), default=0)
+            weights.append(math.log(1 + (passages - rarest + 0.5) / (rarest + 0.5)))
+        return weights
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings, every_term: set[int]):
         # The BM25 and name lists (SQLite, in worker threads) run while the query is
@@ -7789,13 +8253,16 @@ class Retrieval:
                     passage["name"][unit] = first_chunk[doc]
                     lists["name"].append((unit, value))
         complete = not chunks and lists.get("vector") and self.embedder is not None
-        # The exact-name rule needs a real body: a stub the query names is not lifted to the top.
+        # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_chunk.get(doc) if chunks else doc
-                 for doc, substance in self.store.note_substance(named).items() if is_stub(*substance, s)} if named else set()
+        stubs = {first_chunk.get(doc) if chunks else doc for doc, kind in self.note_kinds(named, by="id").items()
+                 if kind in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
+        # Notes the keyword or name list found that the vector list could not: those without a vector yet.
+        missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
+        unembedded = self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote else set()
         best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword)) if complete else None,
-                               stubs, foreign, other)
+                               stubs, foreign, other, unembedded)
         shown = {}
         for entry in best[: k * s.pool_per_k]:
             # The passage shown: the one from the list whose vote counted most.
@@ -7972,6 +8439,33 @@ class Retrieval:
             self._pool.shutdown(wait=True)
             self._pool = None
 
+    # -- the note prior's facts ----------------------------------------------------------------
+    NOTE_KINDS_KEPT = 20_000
+
+    def note_kinds(self, keys, by: str = "docid") -> dict:
+        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind). A
+        note's kind is kept by its content hash and path, so typing the same search again reads
+        no note's text; only a note that links elsewhere and is short or has little prose of its
+        own (a table of contents) is read at all."""
+        s = self.settings
+        kinds, wanted = {}, {}
+        for key, (title, path, words, own_words, links, digest) in self.store.note_facts(keys, by).items():
+            if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
+                kinds[key] = note_kind(title, path, words, links, None, s)
+            elif (digest, path) in self._kinds:
+                kinds[key] = self._kinds[(digest, path)]
+            else:
+                wanted[key] = (title, path, words, links, digest)
+        targets = self.store.link_names(wanted, by) if wanted else {}
+        for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
+            title, path, words, links, digest = wanted[key]
+            kinds[key] = note_kind(title, path, words, links, body, s, targets.get(key, set()))
+            if digest:
+                if len(self._kinds) >= self.NOTE_KINDS_KEPT:
+                    self._kinds.clear()
+                self._kinds[(digest, path)] = kinds[key]
+        return kinds
+
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
@@ -7981,21 +8475,24 @@ class Retrieval:
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
-                   collection_description=row.collection_description or "", page=row.page,
-                   stub=is_stub(row.words, row.own_words, row.links_out, self.settings), **ranks)
+                   collection_description=row.collection_description or "", page=row.page, **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int, ranked: int = 0) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
         followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
-        stubs = [h.docid for h in hits if h.stub]
-        if stubs and query:
-            targets = self.store.link_names(stubs)
-            hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.settings)
+        s = self.settings
+        kinds = self.note_kinds({h.docid for h in hits}) if hits else {}
+        for hit in hits:
+            hit.stub = kinds.get(hit.docid, "note") != "note"
+        stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
+        if query and any(hit.stub for hit in hits):
+            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
-        wanted = " ".join(WORD_TOKEN.findall(query.lower()))
+        wanted = " ".join(WORD_TOKEN.findall(query.lower())) if s.exact_title_first else ""
         if wanted:
-            hits.sort(key=lambda h: h.stub or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
+            hits.sort(key=lambda h: kinds.get(h.docid) in ("empty", "pointer", "redirect")
+                      or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
         ranked = max(ranked, k)
         if len(hits) > 1:
             head = hits[: max(self.settings.copy_depth, ranked)]
@@ -8040,7 +8537,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8043) ----
+# ---- pms/sync.py (+8540) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8744,7 +9241,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+8747) ----
+# ---- pms/watch.py (+9244) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -8932,7 +9429,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+8935) ----
+# ---- pms/clip.py (+9432) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -9664,7 +10161,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+9667) ----
+# ---- pms/api.py (+10164) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -9702,7 +10199,7 @@ from pathlib import Path
 # embedding_choice_from_env, language_advice, make_embedder, model_configured,
 # )
 # from .query import Hit
-# from .ranking import first_results, fuse
+# from .ranking import RankingSettings, first_results, fuse
 # from .retrieval import Retrieval, SearchMode, SearchResult, checked_min_score
 # from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
 # from .watch import WATCH_INTERVAL, WATCH_PATHS_PER_LOOK, WATCH_QUIET, FolderWatcher
@@ -10046,7 +10543,8 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = ""):
+                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = "",
+                 ranking: RankingSettings | None = None):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
@@ -10054,7 +10552,8 @@ class KnowledgeBase:
         "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
         ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
         messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
-        default: the argument's name)."""
+        default: the argument's name). ``ranking``: other ranking knobs than the defaults
+        (RankingSettings; what bench/suite.py --setting measures)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self._listeners: list[Callable[[str], None]] = []  # listen()
@@ -10087,7 +10586,7 @@ class KnowledgeBase:
         # sync may pick a multilingual one when most notes are not English (_model_for_languages).
         self._model_by_default = bool(embeddings and chosen_by_default and self.store.get_meta("embed_model") is None)
         self._allow_download = allow_download
-        self.retrieval = Retrieval(self.store, self.embedder)
+        self.retrieval = Retrieval(self.store, self.embedder, ranking)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
         self._syncs = 0  # syncs of this KnowledgeBase running now (any thread)
@@ -10783,7 +11282,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+10786) ----
+# ---- pms/evaluation.py (+11285) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -10981,13 +11480,13 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+10984) ----
+# ---- pms/mcp_server.py (+11483) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
 budgets and errors, and serving them with the official ``mcp`` SDK (imported lazily).
 
-May import: config, paths, filters, query, retrieval, sync, clip, api.
+May import: config, paths, filters, query, ranking, retrieval, sync, clip, api.
 """
 
 # from __future__ import annotations
@@ -11006,6 +11505,7 @@ from pathlib import Path
 # from .paths import path_prefix_glob
 # from .filters import NoteFilter
 # from .query import Hit
+# from .ranking import RankingSettings
 # from .retrieval import SearchResult
 # from .sync import SyncReport
 # from .clip import one_line
@@ -11065,8 +11565,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "lines": {"type": "array", "items": {"type": "integer"}, "description": "[first, last] line of the passage"},
         "score": {"type": "number", "description": "rank within this search only (the best is near 1 whatever its match)"},
         "relevance": {"type": ["number", "null"], "description": "absolute, 0-1: how well the passage matches the query "
-                      "(the larger of its similarity in meaning and the share of the query's words it holds); "
-                      "below 0.35 it is likely unrelated"},
+                      "(the larger of its similarity in meaning and the share of the query's words it holds, rare "
+                      "words weighing more), never more than a hit ranked above it; below "
+                      f"{RankingSettings().relevance_floor:g} it is likely unrelated"},
         "snippet": {"type": "string"}, "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "page": {"type": "integer", "description": "a PDF's page the passage is on (get 'path:page' reads it); "
                                                    "only for PDFs"},
@@ -11126,6 +11627,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
              "count": {"type": "integer", "description": "number of hits"},
              "notice": {"type": "string", "description": "something to know about these results"},
+             "embedded": {"type": "number", "description": "the share of passages with vectors, when not all have one "
+                          "(notes without one are ranked by their words and names)"},
              "hits": {"type": "array", "items": hit}}}},
         {"name": "get", "title": "Read a note",
          "description": ("Read an indexed note, whole or a line range (use the path and lines of a search hit). "
@@ -11331,6 +11834,10 @@ class MCPService:
         rows = self._hit_rows(found.groups, detail)
         result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
         notices = [f"keyword-only search: {reason_text(found.reason, found.hint, 'mcp')}"] if found.reason else []
+        if found.embedded is not None:
+            result["embedded"] = found.embedded
+            notices.append(f"only {found.embedded:.0%} of passages have vectors yet: notes without one are ranked by their "
+                           "words and names (a sync is embedding them, or call sync)")
         stale = self.kb.changed_on_disk(found.hits)
         if stale:
             notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(h.ref for h in stale[:3])}"
@@ -11341,8 +11848,9 @@ class MCPService:
                 notices.append(f"path_filter {note_filter.path} is a folder; '{path_prefix_glob(note_filter.path)}' "
                                "matches names that start with it")
         elif found.weak and found.best_relevance is not None:
+            floor = self.kb.retrieval.settings.relevance_floor
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
-                           "below 0.35 is likely unrelated): the notes may not cover this")
+                           f"below {floor:g} is likely unrelated): the notes may not cover this")
         if notices:
             result["notice"] = self.for_assistant("; ".join(notices))
         return result
@@ -12184,7 +12692,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12187) ----
+# ---- pms/cli.py (+12695) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -12373,6 +12881,12 @@ def _print_json(data, ensure_ascii: bool = False) -> None:
     import json
 
     print(json.dumps(data, indent=2, ensure_ascii=ensure_ascii))
+
+
+def _share(value: float) -> str:
+    """A share as a reader reads it: "3 %", "0.4 %", "under 0.1 %"."""
+    percent = value * 100
+    return f"{percent:.0f} %" if percent >= 1 else f"{percent:.1f} %" if percent >= 0.1 else "under 0.1 %"
 
 
 def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
@@ -12572,6 +13086,9 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     _print_hits(result, args)
     if not result and not args.json and path_prefix_glob(note_filter.path):
         _notice(f"--path {note_filter.path} is a folder; --path '{path_prefix_glob(note_filter.path)}' matches names that start with it")
+    if result.embedded is not None and not args.json:
+        _notice(f"{result.mode} search on a partly embedded index: {_share(result.embedded)} of passages have vectors; notes "
+                f"without one are ranked by their words and names until a sync embeds them (run: {pms_command('sync')})")
     if result.weak and result.best_relevance is not None and not args.json:
         _notice(f"nothing looks clearly relevant (best relevance {result.best_relevance:.2f} of 1): your notes may not cover this")
     stale = kb.changed_on_disk(result.hits)
@@ -13306,7 +13823,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13256) ----
+# ---- pms/__init__.py (+13773) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13371,7 +13888,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13374) ----
+# ---- pms/__main__.py (+13891) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

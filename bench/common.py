@@ -4,19 +4,24 @@ model), and one way to summarise timings (median and p95)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+# The engine measured: this checkout's pms.py, or another's (PMS_BENCH_ENGINE, a checkout's folder:
+# bench/suite.py --compare runs this suite over another revision's engine).
+sys.path.insert(0, os.environ.get("PMS_BENCH_ENGINE") or str(REPO))
 
 import pms  # noqa: E402
 
-SHARED_DATA = REPO.parent / "shared" / "data"
+# ../shared/data beside the checkout; PMS_TEST_SHARED_DATA names it for a checkout elsewhere (a git worktree).
+SHARED_DATA = Path(os.environ.get("PMS_TEST_SHARED_DATA") or REPO.parent / "shared" / "data")
 RUST_BOOK = SHARED_DATA / "corpora" / "rust-book.tar.gz"
 
 
@@ -91,17 +96,20 @@ def extract_book(workdir: Path, archive: Path = RUST_BOOK) -> Path:
 
 
 def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, embed: bool,
-               embedding: dict | None = None) -> pms.KnowledgeBase:
+               embedding: dict | None = None, ranking: dict | None = None) -> pms.KnowledgeBase:
     """The cached index of ``folder`` for this chunk size and model, synced (and embedded) as needed.
 
     The file name records chunk size and model, so changing either builds a
-    new index instead of silently mixing passages or vectors.
+    new index instead of silently mixing passages or vectors. ``ranking``: RankingSettings
+    fields other than the defaults.
     """
     model = ((embedding or {}).get("model") or pms.model_settings()[0]) if embed else "keyword"
     slug = re.sub(r"[^A-Za-z0-9]+", "-", model).strip("-").lower()
     workdir.mkdir(parents=True, exist_ok=True)
+    # Only when asked: an older engine (bench/suite.py --compare) has no ranking argument.
+    knobs: dict[str, Any] = {"ranking": pms.RankingSettings(**ranking)} if ranking else {}
     kb = pms.KnowledgeBase(workdir / f"{collection}-{chunk_chars}-{slug}.sqlite", embeddings=embed, chunk_chars=chunk_chars,
-                           embedding=embedding if embed else None)
+                           embedding=embedding if embed else None, **knobs)
     cached = {c.name: c.path for c in kb.collections.list()}
     if collection not in cached:
         kb.collections.create(folder, name=collection)

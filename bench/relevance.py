@@ -1,54 +1,99 @@
 #!/usr/bin/env python3
-"""Does the absolute relevance (Hit.relevance) tell answerable queries from the rest?
+"""Does "nothing looks clearly relevant" (SearchResult.weak) tell answerable queries from the rest?
 
-    PMS_MODEL_DIR=.cache/minilm .venv/bin/python bench/relevance.py [--workdir /tmp/pms-relevance]
+    .venv/bin/python bench/relevance.py                                  # every pair, keyword and hybrid
+    .venv/bin/python bench/relevance.py --sets sample rustbook --modes hybrid --per-set 50
 
-For the sample notes' and the Rust book's judged queries (each has an answer in the
-notes) and for queries the notes cannot answer, the best hit's relevance in hybrid
-mode: how many of each fall below RankingSettings.relevance_floor, the lowest
-answerable ones, the highest unanswerable ones (docs/benchmarks.md, "Relevance").
+On-topic queries: each set's judged queries on its own notes (each has an answer there).
+Off-topic queries: one set's queries on another set's notes, their topics apart (medicine:
+scifact, nfcorpus; software: rustbook, tldr, dendron, sample): a SciFact claim on the Rust
+book, a Rust question on NFCorpus. For each mode, the best relevance of each search (the
+first hit's, SearchResult.best_relevance) gives the false-alarm rate (on-topic queries
+flagged weak) and the miss rate (off-topic queries not flagged) at the shipped floor
+(RankingSettings.relevance_floor) and at the others of --floors; the floor with the fewest
+errors of both kinds (their mean) is marked. Indexes are the dev suite's (bench/suite.py).
 """
 
 from __future__ import annotations
 
-import statistics
+import json
+import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import pms  # noqa: E402
-from suite import load_set  # noqa: E402
+from common import REPO, pms  # noqa: E402
+from suite import INDEX_OF, PREPARE, load_set, settings_overrides  # noqa: E402
 
-UNANSWERABLE = ["best sourdough bread hydration", "zxqv flurble wibble", "how to change a car tire",
-                "stock market tax rules in Brazil", "quantum chromodynamics lattice", "knitting a scarf pattern",
-                "what is the capital of Mongolia"]
+TOPIC = {"scifact": "medicine", "nfcorpus": "medicine", "rustbook": "software", "tldr": "software", "dendron": "software",
+         "sample": "software"}
+FLOORS = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 
 
-def best(kb: pms.KnowledgeBase, queries: list[str]) -> list[tuple[float, str]]:
-    return sorted((kb.search(q, k=10, mode="hybrid").best_relevance or 0.0, q) for q in queries)
+def best_relevance(kb: pms.KnowledgeBase, queries: list[str], mode: str, collection: str) -> list[float]:
+    return [kb.search(q, k=10, mode=mode, collections=[collection]).best_relevance or 0.0 for q in queries]
+
+
+def rates(on: list[float], off: list[float], floor: float) -> tuple[float, float]:
+    """(false alarms: on-topic below the floor, misses: off-topic at or above it), as shares."""
+    return sum(v < floor for v in on) / max(len(on), 1), sum(v >= floor for v in off) / max(len(off), 1)
 
 
 def main(argv=None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workdir", type=Path, default=Path("/tmp/pms-relevance"), help="corpus notes and cached indexes")
+    ap.add_argument("--sets", nargs="+", default=list(TOPIC), choices=list(TOPIC))
+    ap.add_argument("--modes", nargs="+", default=["keyword", "hybrid"], choices=pms.BENCH_MODES)
+    ap.add_argument("--per-set", type=int, default=100, help="queries of each set, on its notes and on each other set's")
+    ap.add_argument("--floors", type=float, nargs="+", default=list(FLOORS))
+    ap.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench", help="the dev suite's notes and cached indexes")
     ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
-    ap.add_argument("--sets", nargs="+", default=["sample", "rustbook"], choices=["sample", "rustbook"])
+    ap.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE", help="a RankingSettings field (as bench/suite.py)")
+    ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    floor = pms.RankingSettings().relevance_floor
+    overrides = settings_overrides(args.setting)
+    floor = pms.RankingSettings(**overrides).relevance_floor
+    embed = args.modes != ["keyword"]
+    rng = random.Random(7)
+    queries: dict[str, list[str]] = {}
     for name in args.sets:
-        title = {"sample": "sample notes", "rustbook": "Rust book"}[name]
-        kb, judgments = load_set(name, args.workdir, args.chunk_chars, embed=True)
-        answerable = best(kb, [j.query for j in judgments])
-        other = best(kb, UNANSWERABLE)
-        kb.close()
-        values = [v for v, _ in answerable]
-        print(f"{title}: {len(values)} judged queries, best relevance median {statistics.median(values):.3f}, "
-              f"{sum(v < floor for v in values)} below {floor}; lowest {[(round(v, 3), q) for v, q in answerable[:3]]}")
-        print(f"  {len(other)} unanswerable: {sum(v < floor for v, _ in other)} below {floor}; "
-              f"highest {[(round(v, 3), q) for v, q in other[-3:]]}")
+        _, judgments = PREPARE[name](args.workdir / INDEX_OF.get(name, name))
+        queries[name] = [j.query for j in rng.sample(judgments, min(args.per_set, len(judgments)))]
+    best: dict[str, dict[str, list[float]]] = {mode: {"on": [], "off": []} for mode in args.modes}
+    pairs: dict[str, float] = {}
+    for vault in args.sets:
+        kb, _ = load_set(vault, args.workdir, args.chunk_chars, embed, ranking=overrides)
+        with kb:
+            for mode in args.modes:
+                on = best_relevance(kb, queries[vault], mode, vault)
+                best[mode]["on"] += on
+                pairs[f"{mode} {vault} on {vault}"] = sum(on) / len(on)
+                for asked in (s for s in args.sets if TOPIC[s] != TOPIC[vault]):
+                    off = best_relevance(kb, queries[asked], mode, vault)
+                    best[mode]["off"] += off
+                    pairs[f"{mode} {asked} on {vault}"] = sum(off) / len(off)
+    out: dict = {"floor": floor, "modes": {}}
+    for mode, values in best.items():
+        sweep = {f: rates(values["on"], values["off"], f) for f in sorted({*args.floors, floor})}
+        chosen = min(sweep, key=lambda f: (sum(sweep[f]), abs(f - floor)))
+        out["modes"][mode] = {"on_topic": len(values["on"]), "off_topic": len(values["off"]), "sweep": sweep, "fewest_errors": chosen,
+                              "best": values}
+    if args.json:
+        print(json.dumps(out | {"pairs": pairs}, indent=2))
+        return 0
+    for mode, m in out["modes"].items():
+        alarms, misses = m["sweep"][floor]
+        print(f"{mode}: {m['on_topic']} on-topic and {m['off_topic']} off-topic queries; at the floor {floor:g}: "
+              f"false alarms {alarms:.1%}, misses {misses:.1%}")
+        print("  floor  " + " ".join(f"{f:>6g}" for f in m["sweep"]))
+        print("  alarms " + " ".join(f"{a:6.1%}" for a, _ in m["sweep"].values()))
+        print("  misses " + " ".join(f"{b:6.1%}" for _, b in m["sweep"].values()))
+        print(f"  fewest errors (their mean) at {m['fewest_errors']:g}")
+    print("mean best relevance, queries of a set on a set's notes:")
+    for pair, value in pairs.items():
+        print(f"  {pair:<34} {value:.3f}")
     return 0
 
 

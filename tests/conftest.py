@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+# ../shared/data beside the checkout; PMS_TEST_SHARED_DATA names it for a checkout elsewhere (a git worktree).
+SHARED_DATA = Path(os.environ.get("PMS_TEST_SHARED_DATA") or REPO.parent / "shared" / "data")
 # The package (src/pms) for tests in this process; subprocesses run the generated pms.py, the file users
 # run (scripts/amalgamate.py --check keeps the two the same). REPO itself is on the path for gui/ and bench/.
 sys.path[:0] = [str(REPO / "src"), str(REPO)]

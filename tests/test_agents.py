@@ -556,8 +556,12 @@ def test_keyword_relevance_is_the_share_of_words_held(vault):
     assert hits[0].path == "backup.md" and hits[0].matched == 1.0 and hits[0].relevance == 1.0
     assert hits[0].similarity is None
     partial = vault.search("restic zebra", mode="keyword")
-    assert partial[0].matched == 0.5 and partial[0].relevance == 0.25
-    assert partial.weak and partial.best_relevance == 0.25
+    # Each word weighs its rarity (RankingSettings.relevance_idf): zebra, in no note, more than
+    # restic; a share under 1 counts partial_match_weight (0.5) of it.
+    assert 0 < partial[0].matched < 0.5 and partial[0].relevance == pytest.approx(partial[0].matched * 0.5, abs=0.001)
+    assert partial.weak and partial.best_relevance == partial[0].relevance
+    alike = pms.KnowledgeBase(vault.db_path, embeddings=False, ranking=pms.RankingSettings(relevance_idf=False))
+    assert alike.search("restic zebra", mode="keyword")[0].matched == 0.5
 
 
 def test_several_phrasings_in_one_call_are_fused(vault):

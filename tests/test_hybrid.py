@@ -1,5 +1,6 @@
 """Embeddings, vectors and fusion with the real ONNX model (all-MiniLM-L6-v2 from PyPI)."""
 import json
+import re
 import threading
 
 import pytest
@@ -218,3 +219,54 @@ def test_a_hybrid_search_looks_up_each_lists_notes_once_and_checks_vectors_once(
     this_thread = threading.current_thread().name
     assert [ids for name, ids in lookups if name != this_thread] == [keyword]
     assert [ids for name, ids in lookups if name == this_thread] == [vector]  # never the keyword list's passages again
+
+
+@pytest.mark.slow
+def test_a_partly_embedded_index_ranks_by_what_each_note_has(hybrid_kb, tmp_path, pms_main):
+    """3 % embedded, as an interrupted or --no-embed sync leaves an index: one sample note synced
+    with the model, the 36 others without embedding. In hybrid (auto) search a note without a
+    vector is ranked by its keyword and name lists, not below every note that has one: for each
+    note's title and each word only one note holds, the first hit is keyword search's first."""
+    from conftest import REPO
+
+    source = REPO / "sample-notes"
+    files = sorted(source.rglob("*.md"))
+    vault = tmp_path / "v"
+
+    def copy(path):
+        write(vault / path.relative_to(source), path.read_text(encoding="utf-8"))
+
+    copy(files[0])
+    hybrid_kb.collections.create(vault, name="v")
+    assert hybrid_kb.sync().embedded
+    for path in files[1:]:
+        copy(path)
+    hybrid_kb.sync(embed=False)
+    totals = hybrid_kb.store.totals()
+    assert 0 < totals["embedded"] <= 0.05 * totals["chunks"] and hybrid_kb.search_mode().mode == "hybrid"
+    holders: dict[str, set] = {}
+    for path in files:
+        for word in set(re.findall(r"[a-z]{6,}", path.read_text(encoding="utf-8").lower())):
+            holders.setdefault(word, set()).add(path)
+    rare = sorted(word for word, paths in holders.items() if len(paths) == 1)[::3]
+    queries = [hit.title for hit in hybrid_kb.search("", k=100, path="**")] + rare
+    assert len(queries) > 60
+
+    def firsts(settings):
+        out = {}
+        for query in queries:
+            req = hybrid_kb.retrieval.request(query, mode="hybrid")
+            keyword = [h.path for h in hybrid_kb.retrieval.search(req.replace(used="keyword"), settings)][:1]
+            if keyword:
+                out[query] = ([h.path for h in hybrid_kb.retrieval.search(req, settings)][:1], keyword)
+        return out
+
+    shipped = firsts(hybrid_kb.retrieval.settings)
+    assert [q for q, (hybrid, keyword) in shipped.items() if hybrid != keyword] == []
+    without = firsts(hybrid_kb.retrieval.settings.replace(unembedded_vote=0.0))
+    assert [q for q, (hybrid, keyword) in without.items() if hybrid != keyword], "the rule is what makes them agree"
+    # The mode line says how much is embedded: the result carries the share, the CLI says it.
+    assert 0 < hybrid_kb.search(rare[0]).embedded == pytest.approx(totals["embedded"] / totals["chunks"], abs=1e-4)
+    assert hybrid_kb.search(rare[0], mode="keyword").embedded is None
+    out = pms_main("search", rare[0], db=hybrid_kb.index_path)
+    assert out.returncode == 0 and "partly embedded index" in out.stderr and "% of passages have vectors" in out.stderr

@@ -1,4 +1,5 @@
 """Keyword search: any string is safe, phrases, exclusions, prefixes, ranking, snippets."""
+import math
 import pytest
 
 import pms
@@ -48,7 +49,7 @@ def test_a_command_line_option_is_a_word_not_an_exclusion(kb, tmp_path):
 
 def test_prefix(vault):
     assert vault.search("sync")[0].path == "sync.md"
-    assert vault.search("restic") and not vault.search("resti")
+    assert vault.search("restic") and not vault.search("rest")
     assert vault.search("resti*")[0].path == "backup.md"
     assert vault.search("resti", prefix_last=True)[0].path == "backup.md"
 
@@ -103,7 +104,10 @@ def test_relevance_looks_up_only_the_words_of_passages_not_found_holding_them_al
     assert not any(s.startswith(lookups) for s in statements)
     statements.clear()
     hits = kb.search("kafka postgres", k=5, mode="keyword")
-    assert [(h.path, h.matched) for h in hits] == [("both.md", 1.0), ("one.md", 0.5)]
+    # Each word weighs its rarity (RankingSettings.relevance_idf, BM25's idf over the 2 passages):
+    # kafka, in both, weighs less than postgres, in one.
+    kafka, postgres = math.log(1 + 0.5 / 2.5), math.log(1 + 1.5 / 1.5)
+    assert [(h.path, h.matched) for h in hits] == [("both.md", 1.0), ("one.md", round(kafka / (kafka + postgres), 3))]
     assert sum(s.startswith(lookups) for s in statements) == 2  # one per word, for one.md only
 
 

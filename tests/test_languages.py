@@ -109,7 +109,7 @@ def test_the_multilingual_dev_sets(shared_data, tmp_path):
     import suite
 
     folder, judgments = suite.mlmixed(tmp_path / "mixed")
-    langs = suite.QUERY_LANGUAGES["mlmixed"]
+    langs = suite.QUERY_GROUPS["mlmixed"]
     assert collections.Counter(langs) == {lang: suite.ML_QUERIES_PER_LANGUAGE for lang in suite.ML_LANGUAGES}
     for judgment, lang in zip(judgments, langs):
         own = folder / next(iter(judgment.relevant))
@@ -138,9 +138,9 @@ def test_keyword_search_folds_case_in_every_cased_script_and_latin_diacritics(tm
 # A multilingual model's stand-in (conftest.FakeServer): Spanish words mean their English
 # ones, function words nothing. English notes; a Spanish query whose only words in common with
 # them are "de" and "la" (`ls -la`, `de_DE`): the keyword list holds the wrong notes only.
-MEANINGS = {"borrar": "delete", "archivos": "files", "duplicados": "duplicate", "carpeta": "folder",
+MEANINGS = {"borrar": "delete", "archivos": "files", "repetidos": "duplicate", "carpeta": "folder",
             "los": "", "de": "", "la": "", "the": "", "and": "", "a": "", "in": "", "its": "", "with": ""}
-SPANISH_QUERY = "Borrar los archivos duplicados de la carpeta"  # "delete the duplicate files in the folder"
+SPANISH_QUERY = "Borrar los archivos repetidos de la carpeta"  # "delete the duplicate files in the folder"
 
 
 @pytest.fixture
@@ -178,7 +178,7 @@ def test_a_query_in_another_language_than_the_notes_trusts_the_keyword_list_less
             # A multilingual model: both lists vote alike, no complete step (RankingSettings.multilingual_*).
             assert "keyword x1 " in result.explain and "re-scored" not in result.explain
         # A query in the notes' language, or one too short to tell, keeps the keyword list at full weight.
-        for query in ("delete the duplicate files in the folder", "borrar archivos duplicados"):
+        for query in ("delete the duplicate files in the folder", "borrar archivos repetidos"):
             req = retrieval.request(query, k=4, mode="hybrid")
             same = retrieval.search(req, retrieval.settings.replace(cross_language_keyword=1.0))
             assert [h.path for h in retrieval.search(req)] == [h.path for h in same] and "another language" not in retrieval.search(req).explain

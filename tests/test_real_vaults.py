@@ -154,17 +154,47 @@ def test_a_stub_never_outranks_the_chapter_it_points_to(book):
 
 
 def test_order_by_note_prior_is_a_pure_rule():
-    settings = pms.RankingSettings(stub_weight=0.5)
+    settings = pms.RankingSettings(stub_weight=0.5, pointer_weight=0.5)
 
-    def hit(path, stub):
-        return pms.Hit(path=path, collection="c", abspath=path, docid=path, title=path, heading_path="", start_line=1,
-                       end_line=1, score=1.0, snippet="", stub=stub)
+    def hit(path, title=None):
+        return pms.Hit(path=path, collection="c", abspath=path, docid=path, title=title or path, heading_path="", start_line=1,
+                       end_line=1, score=1.0, snippet="")
 
-    hits = [hit("stub.md", True), hit("a.md", False), hit("b.md", False), hit("target.md", False)]
-    order = [h.path for h in pms.ranking.order_by_note_prior(hits, {0: {"target"}}, settings)]
-    assert order == ["a.md", "b.md", "target.md", "stub.md"]  # below its target, wherever that is
-    order = [h.path for h in pms.ranking.order_by_note_prior(hits, {}, settings)]
+    hits = [hit("stub.md"), hit("a.md"), hit("b.md"), hit("target.md")]
+    pointer = {"stub.md": "pointer"}
+    order = [h.path for h in pms.ranking.order_by_note_prior(hits, pointer, {"stub.md": {"target"}}, settings)]
+    assert order == ["a.md", "b.md", "target.md", "stub.md"]  # below what it points to, wherever that is
+    order = [h.path for h in pms.ranking.order_by_note_prior(hits, pointer, {}, settings)]
     assert order == ["a.md", "stub.md", "b.md", "target.md"]  # place 1 / 0.5 = 2: behind #2
+    order = [h.path for h in pms.ranking.order_by_note_prior(hits, {}, {"stub.md": {"target"}}, settings)]
+    assert order == ["stub.md", "a.md", "b.md", "target.md"]  # a note keeps its place, links or not
+    named = [hit("old.md", "Lifetimes"), hit("a.md"), hit("new.md", "Validating References with Lifetimes"), hit("b.md")]
+    order = [h.path for h in pms.ranking.order_by_note_prior(named, {"old.md": "pointer"}, {"old.md": {"new"}}, settings)]
+    assert order == ["a.md", "new.md", "b.md", "old.md"]  # its target carries its name: below every note
+    order = [h.path for h in pms.ranking.order_by_note_prior(named, {"old.md": "redirect"}, {}, settings)]
+    assert order[-1] == "old.md"
+
+
+def test_what_a_note_is_to_the_note_prior():
+    """A pointer by what it holds: an old edition's notice, a redirect quoting its target, a page
+    of links; a short note with its own sentences (and a link) is a note."""
+    s = pms.RankingSettings()
+    kind = pms.ranking.note_kind
+    old = ("# Lifetimes\n\nThe first edition of the book is no longer distributed with Rust's documentation.\n\n"
+           "If you came here via a link or web search, you may want to check out [the current\nversion of the book]"
+           "(../ch10-03-lifetime-syntax.html) instead.\n")
+    assert kind("Lifetimes", "first-edition/src/lifetimes.md", 40, 2, old, s) == "redirect"  # to a note of its name
+    moved = old.replace("Lifetimes", "Advanced Lifetimes").replace("ch10-03-lifetime-syntax", "index")
+    assert kind("Advanced Lifetimes", "old/advanced.md", 40, 2, moved, s) == "pointer"
+    same_file = moved.replace("(../index.html)", "(../advanced.html)")
+    assert kind("Advanced Lifetimes", "old/advanced.md", 40, 2, same_file, s) == "redirect"  # its own file name elsewhere
+    short = ("A workspace is a collection of one or more [[vaults|dendron.concepts.vault]]. This is a folder that "
+             "contains all the files necessary to manage your information in Dendron.")
+    assert kind("Workspace", "dendron.concepts.workspace.md", 32, 1, short, s) == "note"
+    index = "## Contents\n\n- [[lookup]]\n- [[schemas]]\n- [[pods]]\n"
+    assert kind("Topics", "topics.md", 8, 3, index, s) == "links"
+    assert kind("Bugcatcher", "tags.role.bugcatcher.md", 10, 1, "![[community.discord.roles#bug-catcher]]", s) == "note"  # an embed shows its note
+    assert kind("Title", "t.md", 1, 0, "Title", s) == "empty" and kind("Long", "l.md", 500, 3, None, s) == "note"
 
 
 def test_the_exact_name_rule_needs_a_real_body(kb, tmp_path):
@@ -234,8 +264,9 @@ def test_related_notes_come_from_the_notes_own_collection_by_default(book):
 
 def test_a_short_note_in_chinese_has_words_and_is_no_stub():
     """Chinese is written without spaces: each character counts as a word, so a short note is no empty stub."""
-    words, own, links = pms.markdown.note_substance("# 火车\n\n火车时刻表很重要")
-    assert words >= 8 and not pms.ranking.is_stub(words, own, links, pms.RankingSettings())
+    body = "# 火车\n\n火车时刻表很重要"
+    words, own, links = pms.markdown.note_substance(body)
+    assert words >= 8 and pms.ranking.note_kind("火车", "train.md", words, links, body, pms.RankingSettings()) == "note"
 
 
 SECTIONS = {  # three chapter notes; book.md below holds them all, wrapped and marked up otherwise

@@ -35,7 +35,7 @@ from .embedding import (
     embedding_choice_from_env, language_advice, make_embedder, model_configured,
 )
 from .query import Hit
-from .ranking import first_results, fuse
+from .ranking import RankingSettings, first_results, fuse
 from .retrieval import Retrieval, SearchMode, SearchResult, checked_min_score
 from .sync import SyncCancelled, Syncer, SyncPlan, SyncProgress, SyncReport
 from .watch import WATCH_INTERVAL, WATCH_PATHS_PER_LOOK, WATCH_QUIET, FolderWatcher
@@ -379,7 +379,8 @@ class KnowledgeBase:
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
                  chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
-                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = ""):
+                 vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = "",
+                 ranking: RankingSettings | None = None):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
@@ -387,7 +388,8 @@ class KnowledgeBase:
         "bge-m3"}`` (keys of ``HTTPEmbedder.config()``), remembered by the index at sync.
         ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
         messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
-        default: the argument's name)."""
+        default: the argument's name). ``ranking``: other ranking knobs than the defaults
+        (RankingSettings; what bench/suite.py --setting measures)."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self._listeners: list[Callable[[str], None]] = []  # listen()
@@ -420,7 +422,7 @@ class KnowledgeBase:
         # sync may pick a multilingual one when most notes are not English (_model_for_languages).
         self._model_by_default = bool(embeddings and chosen_by_default and self.store.get_meta("embed_model") is None)
         self._allow_download = allow_download
-        self.retrieval = Retrieval(self.store, self.embedder)
+        self.retrieval = Retrieval(self.store, self.embedder, ranking)
         self.collections = Collections(self)
         self.chunk_chars = chunk_chars
         self._syncs = 0  # syncs of this KnowledgeBase running now (any thread)

@@ -188,6 +188,12 @@ def _print_json(data, ensure_ascii: bool = False) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=ensure_ascii))
 
 
+def _share(value: float) -> str:
+    """A share as a reader reads it: "3 %", "0.4 %", "under 0.1 %"."""
+    percent = value * 100
+    return f"{percent:.0f} %" if percent >= 1 else f"{percent:.1f} %" if percent >= 0.1 else "under 0.1 %"
+
+
 def _keyword_only_notice(kb: KnowledgeBase, why: str) -> None:
     """Why search is keyword-only: said once per index and reason (status always says it)."""
     if why and kb.tell_once("keyword_only", why):
@@ -385,6 +391,9 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     _print_hits(result, args)
     if not result and not args.json and path_prefix_glob(note_filter.path):
         _notice(f"--path {note_filter.path} is a folder; --path '{path_prefix_glob(note_filter.path)}' matches names that start with it")
+    if result.embedded is not None and not args.json:
+        _notice(f"{result.mode} search on a partly embedded index: {_share(result.embedded)} of passages have vectors; notes "
+                f"without one are ranked by their words and names until a sync embeds them (run: {pms_command('sync')})")
     if result.weak and result.best_relevance is not None and not args.json:
         _notice(f"nothing looks clearly relevant (best relevance {result.best_relevance:.2f} of 1): your notes may not cover this")
     stale = kb.changed_on_disk(result.hits)

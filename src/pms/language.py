@@ -130,3 +130,71 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "Frenc
                   "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "el": "Greek", "he": "Hebrew", "bn": "Bengali",
                   "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "th": "Thai", "lo": "Lao", "ka": "Georgian",
                   "und": "undetermined"}
+
+
+# Suffix folding for languages that inflect (a keyword fallback): a query word is also
+# searched as the prefix of its stem, so "полумарафон" finds "полумарафону" and
+# "Häuser" finds "Haus". FTS5's porter tokenizer stems English only; a stemmed copy of
+# every passage would be a schema change, and a prefix needs none. Light stemmers
+# written by hand (the core is stdlib-only; Snowball's full rules are more than a prefix
+# match needs): the inflectional endings of Russian (any Cyrillic word), German and Spanish.
+_RU_VOWELS = "аеиоуыэюя"
+_RU_ENDINGS = sorted(set("""
+    ее ие ые ое ими ыми ей ий ый ой ем им ым ом его ого ему ому их ых ую юю ая яя ою ею
+    ившись ывшись ивши ывши ив ыв ующ ивш ывш
+    ила ыла ена ейте уйте ите или ыли ей уй ил ыл им ым ен ило ыло ено ят ует уют ит ыт ены ить ыть ишь ую ю
+    а ев ов ие ье е иями ями ами еи ии и ией ей ой ий й иям ям ием ем ам ом о у ах иях ях ы ь ию ью ю ия ья я
+    ейш ейше ость ости остью
+""".split()) | {"+" + e for e in "вшись вши в ющ щ вш ем нн ла на ете йте ли й л н ло но ет ют ны ть ешь нно".split()},
+                     key=lambda e: len(e.lstrip("+")), reverse=True)  # "+": only after а or я (Snowball's group 1)
+_DE_ENDINGS = ("ern", "em", "er", "en", "es", "e", "est", "st")
+_DE_S_AFTER = "bdfghklmnrt"  # a final s is an ending only after these (Snowball)
+_ES_ENDINGS = sorted(set("""
+    amientos imientos amiento imiento aciones uciones acion ucion mente ando iendo ados idos adas idas ado ido ada ida
+    ar er ir as es os a e o s
+""".split()), key=len, reverse=True)
+FOLDED_STEM_MIN = 4  # a shorter stem, as a prefix, would find unrelated words
+_LATIN_FOLDS = str.maketrans("äöüáéíóúñàèìòùâêîôûç", "aouaeiounaeiouaeiouc")
+
+
+def folded_stem(word: str, language: str) -> str | None:
+    """What to search as a prefix for ``word`` (lower case) in an inflecting language: its
+    stem, or the word itself when no ending is cut ("файл" finds "файлы"). Russian for a
+    Cyrillic word, German or Spanish when ``language`` (the query's, note_language) says so;
+    None for other words and for stems under FOLDED_STEM_MIN letters. Pure."""
+    if len(word) < FOLDED_STEM_MIN:
+        return None
+    if any("\u0400" <= c <= "\u04ff" for c in word):
+        stem = _russian_stem(word.replace("ё", "е"))
+    elif language == "de":
+        folded = word.translate(_LATIN_FOLDS).replace("ß", "ss")
+        stem = folded[:-1] if folded.endswith("s") and folded[-2:-1] in tuple(_DE_S_AFTER) else _cut(folded, _DE_ENDINGS)
+    elif language == "es":
+        stem = _cut(word.translate(_LATIN_FOLDS), _ES_ENDINGS)
+    else:
+        return None
+    return stem if len(stem) >= FOLDED_STEM_MIN else None
+
+
+def _cut(word: str, endings) -> str:
+    """``word`` without its longest ending of ``endings`` that leaves FOLDED_STEM_MIN letters."""
+    for ending in endings:
+        if word.endswith(ending) and len(word) - len(ending) >= FOLDED_STEM_MIN:
+            return word[: -len(ending)]
+    return word
+
+
+def _russian_stem(word: str) -> str:
+    """Snowball's Russian region rule, lightly: endings are cut only after the first vowel."""
+    first = next((i for i, c in enumerate(word) if c in _RU_VOWELS), None)
+    if first is None:
+        return word
+    head, region = word[: first + 1], word[first + 1 :]
+    for endings in (("ся", "сь"), _RU_ENDINGS):  # a reflexive ending, then an inflectional one
+        for ending in endings:
+            bare = ending.lstrip("+")
+            if (region.endswith(bare) and len(head) + len(region) - len(bare) >= FOLDED_STEM_MIN
+                    and (bare == ending or (head + region)[-len(bare) - 1 : -len(bare)] in ("а", "я"))):
+                region = region[: -len(bare)]
+                break
+    return head + region

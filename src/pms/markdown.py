@@ -508,6 +508,39 @@ def note_substance(body: str) -> tuple[int, int, int]:
     return words, own, links
 
 
+# A link or an embed whole, its label too: [[note]], ![[note#part]], [label](target), [label][ref],
+# <https://...>, a bare web address. Bounded, so a line of brackets costs a constant per position.
+_WHOLE_LINK = LazyPattern(r"!?\[\[[^\[\]]{0,300}\]\]|!?\[[^\[\]]{0,300}\](?:\([^()]{0,500}\)|\[[^\[\]]{0,200}\])"
+                          r"|<https?://[^>\s]{1,500}>|https?://\S{1,500}")
+
+
+def own_prose(body: str) -> tuple[str, int, int]:
+    """(a note's own prose as a reader sees it, how many words it shows besides: quotes and
+    code, how many links to notes it holds: embeds and web addresses are none). Its own prose is what lies outside code
+    blocks, quotes, headings, link definitions, links and embeds (their labels too) and HTML
+    tags: what a redirect, an old edition's "no longer distributed" page or a page of links
+    lacks, and a short note has. Pure."""
+    lines = body.split("\n")
+    fenced, _ = fence_states(lines)
+    prose, held = [], []
+    for line, in_fence in zip(lines, fenced):
+        start = line.lstrip()
+        if in_fence or start.startswith(">"):
+            held.append(line)
+        elif not start.startswith(("#", "% ")) and not LINK_DEFINITION.match(line):
+            prose.append(line)
+    links = 0
+
+    def gone(m: re.Match) -> str:
+        nonlocal links
+        link = m.group()
+        links += not link.startswith(("!", "<", "http")) and "](http" not in link  # a link to a note
+        return " "
+
+    text = passage_display_text(_WHOLE_LINK.sub(gone, "\n".join(prose)))
+    return text, _reader_words(passage_display_text("\n".join(held))), links
+
+
 # A paragraph shorter than this ("Filename: src/main.rs", a lone heading) is too
 # common to tell that one note copies another; prose paragraphs are longer.
 COPY_PARAGRAPH_WORDS = 8

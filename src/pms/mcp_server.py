@@ -3,7 +3,7 @@
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
 budgets and errors, and serving them with the official ``mcp`` SDK (imported lazily).
 
-May import: config, paths, filters, query, retrieval, sync, clip, api.
+May import: config, paths, filters, query, ranking, retrieval, sync, clip, api.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .config import SEARCH_MODES, VERSION, PMSError, _typing, data_dir, env_numb
 from .paths import path_prefix_glob
 from .filters import NoteFilter
 from .query import Hit
+from .ranking import RankingSettings
 from .retrieval import SearchResult
 from .sync import SyncReport
 from .clip import one_line
@@ -81,8 +82,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "lines": {"type": "array", "items": {"type": "integer"}, "description": "[first, last] line of the passage"},
         "score": {"type": "number", "description": "rank within this search only (the best is near 1 whatever its match)"},
         "relevance": {"type": ["number", "null"], "description": "absolute, 0-1: how well the passage matches the query "
-                      "(the larger of its similarity in meaning and the share of the query's words it holds); "
-                      "below 0.35 it is likely unrelated"},
+                      "(the larger of its similarity in meaning and the share of the query's words it holds, rare "
+                      "words weighing more), never more than a hit ranked above it; below "
+                      f"{RankingSettings().relevance_floor:g} it is likely unrelated"},
         "snippet": {"type": "string"}, "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "page": {"type": "integer", "description": "a PDF's page the passage is on (get 'path:page' reads it); "
                                                    "only for PDFs"},
@@ -142,6 +144,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "query": {"type": "string"}, "mode": {"type": "string", "description": "the mode used"},
              "count": {"type": "integer", "description": "number of hits"},
              "notice": {"type": "string", "description": "something to know about these results"},
+             "embedded": {"type": "number", "description": "the share of passages with vectors, when not all have one "
+                          "(notes without one are ranked by their words and names)"},
              "hits": {"type": "array", "items": hit}}}},
         {"name": "get", "title": "Read a note",
          "description": ("Read an indexed note, whole or a line range (use the path and lines of a search hit). "
@@ -347,6 +351,10 @@ class MCPService:
         rows = self._hit_rows(found.groups, detail)
         result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
         notices = [f"keyword-only search: {reason_text(found.reason, found.hint, 'mcp')}"] if found.reason else []
+        if found.embedded is not None:
+            result["embedded"] = found.embedded
+            notices.append(f"only {found.embedded:.0%} of passages have vectors yet: notes without one are ranked by their "
+                           "words and names (a sync is embedding them, or call sync)")
         stale = self.kb.changed_on_disk(found.hits)
         if stale:
             notices.append(f"the index is older than {len(stale)} of these notes ({', '.join(h.ref for h in stale[:3])}"
@@ -357,8 +365,9 @@ class MCPService:
                 notices.append(f"path_filter {note_filter.path} is a folder; '{path_prefix_glob(note_filter.path)}' "
                                "matches names that start with it")
         elif found.weak and found.best_relevance is not None:
+            floor = self.kb.retrieval.settings.relevance_floor
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
-                           "below 0.35 is likely unrelated): the notes may not cover this")
+                           f"below {floor:g} is likely unrelated): the notes may not cover this")
         if notices:
             result["notice"] = self.for_assistant("; ".join(notices))
         return result

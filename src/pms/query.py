@@ -5,7 +5,7 @@ snippet and its marks (``highlight_pattern``: one highlighting rule for every fr
 ``copy_groups`` (copies shown under their original),
 terminal-safe text, and ``VectorStatus``.
 
-May import: config.
+May import: config, language.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from .config import Factory, Hint, LazyPattern, Record, TupleFields, clean_query, named_tuple
+from .language import folded_stem, note_language
 
 
 # Words too common to carry meaning; dropped from keyword queries unless the
@@ -31,10 +32,19 @@ class Term(Record):
     tokens: tuple[str, ...]
     phrase: bool = False
     prefix: bool = False
+    # Other words that count as this one (word, as a prefix): its stem in an inflecting
+    # language (with_folded_suffixes), the vault's words a typo stands for (Retrieval.request).
+    variants: tuple[tuple[str, bool], ...] = ()
 
     def fts(self) -> str:
-        quoted = '"' + " ".join(self.tokens).replace('"', '""') + '"'
-        return quoted + ("*" if self.prefix else "")
+        quoted = _fts_word(" ".join(self.tokens), self.prefix)
+        if not self.variants:
+            return quoted
+        return "(" + " OR ".join([quoted, *(_fts_word(word, prefix) for word, prefix in self.variants)]) + ")"
+
+
+def _fts_word(text: str, prefix: bool) -> str:
+    return '"' + text.replace('"', '""') + '"' + ("*" if prefix else "")
 
 
 class ParsedQuery(Record):
@@ -63,6 +73,20 @@ class ParsedQuery(Record):
         if self.excluded:
             expr += " NOT (" + " OR ".join(t.fts() for t in self.excluded) + ")"
         return expr
+
+
+def with_folded_suffixes(parsed: ParsedQuery) -> ParsedQuery:
+    """``parsed`` with each word of an inflecting language also searched as the prefix of its
+    stem (folded_stem: "полумарафон" finds "полумарафону"). Pure."""
+    language = ""
+    terms = []
+    for term in parsed.terms:
+        stem = None
+        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
+            language = language or note_language(parsed.text)
+            stem = folded_stem(term.tokens[0], language)
+        terms.append(term.replace(variants=(*term.variants, (stem, True))) if stem else term)
+    return parsed.replace(terms=terms)
 
 
 def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:

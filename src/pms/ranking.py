@@ -4,7 +4,7 @@ Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate 
 one order), ``rank`` and the feedback steps that complete vector scores. Nothing here
 reads the index: retrieval.py hands in the lists and facts.
 
-May import: config, query.
+May import: config, markdown, notes, query.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 
 from .config import Factory, Record
-from .query import WORD_TOKEN, Hit
+from .markdown import own_prose
+from .notes import note_links
+from .query import STOPWORDS, WORD_TOKEN, Hit
 
 
 def name_trigrams(text: str) -> set[str]:
@@ -103,6 +105,20 @@ class RankingSettings(Record):
     focus_power: float = 0.75
     # Keyword mode: the names list's weight against BM25's, so a note the query names beats BM25's #1.
     keyword_name_weight: float = 3.0
+    # Suffix folding (Retrieval.with_fallbacks): a query word of an inflecting language (a
+    # Cyrillic word; German, Spanish when note_language tells the query's) is also searched as
+    # the prefix of its stem (folded_stem): "полумарафон" finds "полумарафону".
+    fold_suffixes: bool = True
+    # Typos (Retrieval.with_fallbacks; keyword search only: in hybrid the vector list finds a
+    # misspelled word's meaning, and the fallback there cost the suite's mean): a query word of
+    # ``typo_min_letters`` letters or more that no passage holds also stands for the vault's
+    # words (the keyword index's terms) within one edit of its stem, two from a stem of
+    # ``typo_two_edits_letters`` letters (a letter added, left out, changed or two swapped; the
+    # first letter as typed), at most ``typo_alternatives`` of them, the closest and commonest
+    # first. typo_min_letters 0: off.
+    typo_min_letters: int = 5
+    typo_two_edits_letters: int = 8
+    typo_alternatives: int = 3
     # Names: a query of more words names no note; the trigram candidates are scored exactly.
     name_query_max_words: int = 6
     name_candidates: int = 40
@@ -117,12 +133,18 @@ class RankingSettings(Record):
     # A note named this closely (one wrong letter, a plural) comes first, like an exact
     # title: typing a note's name is the commonest way to look for it.
     name_first_min: float = 0.85
+    # A note whose title is what was typed, word for word, comes first (Retrieval._finish).
+    exact_title_first: bool = True
     # Relevance (Hit.relevance, absolute, 0-1): the larger of the shown passage's cosine
-    # similarity to the query and the share of the query's words it holds, that share
-    # times partial_match_weight unless it holds them all (common words match anything).
-    # Below relevance_floor a best hit is "nothing relevant" (SearchResult.weak).
+    # similarity to the query and the share of the query's words it holds (each word
+    # weighing its rarity in the vault, BM25's idf, with ``relevance_idf``; else alike),
+    # that share times partial_match_weight unless it holds them all (common words match
+    # anything); then made non-increasing down the list (non_increasing: the closest such
+    # values), so a hit never looks more relevant than one ranked above it. Below
+    # relevance_floor the first hit's is "nothing relevant" (SearchResult.weak).
     partial_match_weight: float = 0.5
     relevance_floor: float = 0.35
+    relevance_idf: bool = True
     # A static model's vector list (Model2Vec) is weaker than a transformer's: its vote and
     # its share of the complete scores are these instead (``for_vectors``).
     static_vector_weight: float = 0.5
@@ -164,15 +186,31 @@ class RankingSettings(Record):
     other_language_vote: float = 1.0
     other_language_feedback: float = 1.0
     query_language_from_keyword: int = 5
+    # A note without a vector in hybrid search (embedding under way, a failed batch, a note
+    # added since; ``vote_without_vectors``) is ranked by what it has: the vector list's vote
+    # it could not get is its best other list's, x this (0: off, the vote missing).
+    unembedded_vote: float = 1.0
 
-    # The note-level prior (``order_by_note_prior``): a stub is a note that links elsewhere
-    # and has under ``stub_words`` words of its own (outside quotes and link lines: a
-    # redirect, an old edition's "this moved" page, an index of links), or under
-    # ``name_body_words`` words at all (a title alone). A stub's place in a result list is
-    # divided by ``stub_weight``, it never stays above a note it links to that is in the
-    # list, and the exact-name rules pass it by.
+    # The note-level prior (``order_by_note_prior``, ``note_kind``): a note with under
+    # ``name_body_words`` words is empty (a title alone); one that shows nothing of its own
+    # but links to notes and headings is a page of links (an index, a table of contents);
+    # one with under ``stub_words`` words of its own prose (outside quotes, code, headings
+    # and links) that links to notes is a pointer (an old edition's "no longer distributed"
+    # page, a "see [[X]]" note) when that prose never names its subject (a word of its
+    # title) and it has under ``pointer_words`` words, and a redirect when it links to its
+    # own file name elsewhere or to a note whose name carries its title (under
+    # ``redirect_words`` words). A short note with its own sentences is a note. An empty
+    # note's and a page of links' place is divided by ``stub_weight``, a pointer's by
+    # ``pointer_weight``; a page of links and a pointer never stay above a hit they link to;
+    # a redirect, and a pointer whose target carries its name, go below every note. The
+    # exact-name rules pass empty notes, pointers and redirects by, and the names list
+    # leaves pointers out unless ``pointer_names``.
     stub_words: int = 70
+    pointer_words: int = 150
+    redirect_words: int = 300
     stub_weight: float = 0.5
+    pointer_weight: float = 0.5
+    pointer_names: bool = False
     name_body_words: int = 3
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
@@ -224,10 +262,105 @@ class RankingSettings(Record):
         return {"keyword": self.score_keyword_share, "vector": 1.0 - self.score_keyword_share}
 
 
-def is_stub(words: int, own_words: int, links_out: int, settings: RankingSettings) -> bool:
-    """A note whose body is a pointer elsewhere or nearly empty (RankingSettings.stub_words);
-    ``words`` -1: not read by this version yet, so not known to be one."""
-    return words >= 0 and ((links_out > 0 and own_words < settings.stub_words) or words < settings.name_body_words)
+def note_kind(title: str, path: str, words: int, links_out: int, body: str | None, settings: RankingSettings,
+              targets: set[str] | None = None) -> str:
+    """What a note is to the note prior (RankingSettings.stub_words): "empty", "links" (a page
+    of links), "redirect" (a pointer to a note of its own name: a link to its file name
+    elsewhere, or to a note whose name carries its title), "pointer" or "note". ``words`` -1:
+    not read by this version yet, a note; ``body`` (its text) is read only for a note that links
+    elsewhere and is short or has little prose of its own (``Retrieval.note_kinds``); ``targets``: the file names it links to, lower
+    case without extension (the index's links: a passage's text leaves link definitions out),
+    else read from ``body``. Pure."""
+    if 0 <= words < settings.name_body_words:
+        return "empty"
+    if words < 0 or not links_out or body is None:
+        return "note"
+    prose, held, links = own_prose(body)
+    if not links:  # embeds and web addresses only: the page shows the notes it embeds
+        return "note"
+    own = WORD_TOKEN.findall(prose.lower())
+    if len(own) < settings.name_body_words and held < settings.name_body_words and links > 1:
+        return "links"
+    if len(own) >= settings.stub_words or words >= settings.redirect_words:
+        return "note"
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+    if targets is None:
+        targets = {link.key.rsplit("/", 1)[-1] for link in note_links(body)}
+    if stem in targets:
+        return "redirect"
+    if names_subject(title, own):
+        return "note"
+    if any(carries_name(title, "", target) for target in targets):
+        return "redirect"
+    return "pointer" if words < settings.pointer_words else "note"
+
+
+def _subject_words(text: str) -> set[str]:
+    return {w for w in WORD_TOKEN.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS and not w.isdigit()}
+
+
+def _same_word(a: str, b: str) -> bool:
+    """The same word, or words of one stem: the first five letters alike and at most three more
+    letters after them in the shorter (lifetime, lifetimes; extend, extension; not internet, interface)."""
+    return a == b or (min(len(a), len(b)) >= 5 and a[:5] == b[:5] and min(len(a), len(b)) - len(_common_prefix(a, b)) <= 1)
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+SUBJECT_SHARE_NUM, SUBJECT_SHARE_DEN = 0, 1
+
+
+def names_subject(title: str, words: Sequence[str]) -> bool:
+    """Whether ``words`` (a note's own prose) name the note's subject: more than half of its
+    title's words ("Unsafe Rust" is not named by an old edition's "Rust's documentation"; a
+    title of stop words alone names nothing, so any prose does). Pure."""
+    subject = _subject_words(title)
+    held = set(words)
+    return not subject or sum(any(_same_word(s, w) for w in held) for s in subject) * SUBJECT_SHARE_DEN > len(subject) * SUBJECT_SHARE_NUM
+
+
+def carries_name(title: str, target_title: str, target_path: str) -> bool:
+    """Whether a note (its title and path) carries the name ``title``: every one of its
+    words is in the note's title or file name (a pointer's target). Pure."""
+    wanted = _subject_words(title)
+    held = _subject_words(target_title) | _subject_words(target_path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " "))
+    return bool(wanted) and all(any(_same_word(w, h) for h in held) for w in wanted)
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Edits (a character added, left out or changed, two neighbours swapped) from ``a`` to
+    ``b``, or ``limit`` + 1 when more than ``limit``. Pure; rows stop early past the limit."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    before, row = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (a[i - 1] != b[j - 1]))
+            if before is not None and i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > limit:
+            return limit + 1
+        before, row = row, current
+    return row[-1] if row[-1] <= limit else limit + 1
+
+
+def non_increasing(values: Sequence[float]) -> list[float]:
+    """The non-increasing sequence closest to ``values`` (least squares: isotonic regression by
+    pooling adjacent violators, each pool its mean). Pure."""
+    pools: list[list[float]] = []  # [sum, count]
+    for value in values:
+        pools.append([value, 1])
+        while len(pools) > 1 and pools[-2][0] / pools[-2][1] < pools[-1][0] / pools[-1][1]:
+            total, count = pools.pop()
+            pools[-1][0] += total
+            pools[-1][1] += count
+    return [total / count for total, count in pools for _ in range(int(count))]
 
 
 def copy_key(title: str, path: str) -> tuple[str, str]:
@@ -304,23 +437,31 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     return out
 
 
-def order_by_note_prior(hits: list, links: dict[int, set[str]], settings: RankingSettings) -> list:
-    """``hits`` (best first) reordered by the note-level prior: a stub's place is
-    divided by ``settings.stub_weight``, and a stub follows every hit it links to
-    (``links``: a stub's position -> the file names, lower case without
-    extension, of what it links to). A pure function."""
-    if not any(h.stub for h in hits):
+def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str, set[str]], settings: RankingSettings) -> list:
+    """``hits`` (best first) reordered by the note prior (RankingSettings.stub_words): an empty
+    note's and a page of links' place divided by ``settings.stub_weight``, a page of links after
+    every hit it links to, and a pointer to its namesake (a note it links to carries its name:
+    a redirect, an old edition's page) below every note. ``kinds``: docid -> note_kind (a note
+    when missing); ``links``: docid -> the file names (lower case, no extension) it links to.
+    A pure function."""
+    def kind(hit) -> str:
+        return kinds.get(hit.docid, "note")
+
+    def stem(hit) -> str:
+        return hit.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+
+    def linked(stub, hit) -> bool:
+        return hit is not stub and kind(hit) == "note" and hit.collection == stub.collection and stem(hit) in links.get(stub.docid, ())
+
+    if all(kind(h) == "note" for h in hits):
         return hits
-    weight = max(settings.stub_weight, 1e-6)
-    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / weight if hits[i].stub else i + 1, hits[i].stub, i))
-    out = [hits[i] for i in order]
-    for i in order:
-        names = links.get(i)
-        if not names:
-            continue
-        stub = hits[i]
-        targets = [j for j, h in enumerate(out) if not h.stub and h.collection == stub.collection
-                   and h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower() in names]
+    # A pointer to a hit of this list adds nothing the hit does not show: below every note.
+    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
+    weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
+    order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
+    out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]
+    for stub in [h for h in out if kind(h) in ("links", "pointer") and id(h) not in redirects]:
+        targets = [j for j, h in enumerate(out) if linked(stub, h)]
         here = next(j for j, h in enumerate(out) if h is stub)  # by identity: Record equality compares every field
         if targets and targets[-1] > here:
             out.insert(targets[-1], out.pop(here))  # just after its last target (which moved up one)
@@ -416,10 +557,12 @@ def _nearest_passages(similarity, ids: Sequence[int], owner: Mapping[int, object
 
 
 def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[object, float]]], evidence: Evidence,
-                    settings: RankingSettings, scaled: Mapping[str, Mapping[object, float]] | None = None) -> list[Fused]:
+                    settings: RankingSettings, scaled: Mapping[str, Mapping[object, float]] | None = None,
+                    unembedded: frozenset | set = frozenset()) -> list[Fused]:
     """The notes of ``first`` (the head of a fusion) re-scored on both signals
-    (RankingSettings.complete_depth), ``scaled`` as in ``fuse``. Pure: numpy over
-    ``evidence``. The ranks and values each entry shows stay those of the lists it came from."""
+    (RankingSettings.complete_depth), ``scaled`` as in ``fuse``, a note of ``unembedded`` by
+    what it has (vote_without_vectors). Pure: numpy over ``evidence``. The ranks and values
+    each entry shows stay those of the lists it came from."""
     docs = [e.unit for e in first]
     cosine: dict[object, float] = {}
     place = {doc: i for i, doc in enumerate(docs)}
@@ -445,7 +588,24 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
                "name": settings.complete_name_weight}
     before = {e.unit: e for e in first}
     rescored = fuse({n: r for n, r in complete.items() if r}, RankingSettings(method="convex"), weights, scaled)
+    if unembedded and settings.unembedded_vote:
+        rescored = vote_without_vectors(rescored, unembedded, weights, settings.unembedded_vote)
     return [Fused(e.unit, e.score, before[e.unit].ranks, before[e.unit].values, e.parts) for e in rescored if e.unit in before]
+
+
+def vote_without_vectors(fused: list[Fused], units: frozenset | set, weights: Mapping[str, float], factor: float) -> list[Fused]:
+    """``fused`` with each of ``units`` (notes without a vector: embedding under way, a failed
+    batch, a note added since) scored as if the vector list placed it where its best other
+    list does: that list's vote x the vector weight / its weight x ``factor`` stands for the
+    vector vote it could not get (RankingSettings.unembedded_vote). Pure."""
+    vector = weights.get("vector", 0.0)
+    for e in fused:
+        if e.unit in units and "vector" not in e.parts:
+            stand_in = max((e.parts[name] * vector / weights[name] for name in ("keyword", "name")
+                            if name in e.parts and weights.get(name)), default=0.0) * factor
+            e.parts["vector"] = stand_in
+            e.score += stand_in
+    return sorted(fused, key=lambda e: (-e.score, min(e.ranks.values())))
 
 
 def count_for_both(fused: list[Fused], units: frozenset | set, weights: Mapping[str, float], factor: float) -> list[Fused]:
@@ -485,7 +645,8 @@ def feedback_ranking(vector: Sequence[tuple[object, float]], units: frozenset | 
 
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
          evidence: Callable[..., Evidence] | None = None, stubs: frozenset | set = frozenset(),
-         foreign: frozenset | set = frozenset(), other: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
+         foreign: frozenset | set = frozenset(), other: frozenset | set = frozenset(),
+         unembedded: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
     """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
     signals when ``evidence`` (units, with BM25 or not -> Evidence) is given, then a note
     named almost exactly (name_first_min) first unless it is one of ``stubs``. The keyword
@@ -501,13 +662,16 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
     if scaled:
         explained += f"; keyword votes x{settings.cross_language_keyword:g} for notes in another language than the query"
     best = fuse(lists, settings, weights, scaled)
+    if unembedded and "vector" in weights and settings.unembedded_vote:
+        best = vote_without_vectors(best, unembedded, weights, settings.unembedded_vote)
+        explained += f"; {len(unembedded)} notes without vectors ranked by their other lists"
     if other and "vector" in weights and (settings.other_language_vote or settings.other_language_feedback):
         best = _by_meaning_alone(best, lists, weights, settings, other, evidence)
         explained += "; notes in another language than the query ranked by meaning alone"
     if evidence is not None and settings.complete_depth:
         # A fixed head, whatever k: asking for more results must not reorder the first ones.
         head = settings.complete_depth
-        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled) + best[head:]
+        best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled, unembedded) + best[head:]
         explained += "; " + settings.describe_complete(head)
     named = settings.name_first_min
     return sorted(best[: k * settings.pool_per_k], key=lambda e: -e.values.get("name", 0.0)

@@ -29,11 +29,11 @@ from .embedding import (
 )
 from .query import (
     MARK_OPEN, MAX_CJK_WORDS, STOPWORDS, WORD_TOKEN, Hit, ParsedQuery, Term, VectorStatus, copy_groups, folder_description,
-    highlight_pattern, mark_terms, parse_query, snippet_spans, snippet_with_lead, without_heading_line,
+    highlight_pattern, mark_terms, parse_query, snippet_spans, snippet_with_lead, with_folded_suffixes, without_heading_line,
 )
 from .ranking import (
-    Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, is_stub, mark_copies, name_similarity,
-    name_trigrams, order_by_note_prior, order_copies, rank,
+    Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
+    edit_distance, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 )
 
 
@@ -95,6 +95,9 @@ class SearchResult(Record):
     explain: str = ""
     weak: bool = False  # no hit reaches RankingSettings.relevance_floor: the notes may not cover the query
     best_relevance: float | None = None  # before min_score left hits out
+    # The share of passages with a vector when a hybrid or vector search ran on an index not
+    # wholly embedded (embedding under way or stopped): notes without one are ranked by their words.
+    embedded: float | None = None
     query: str = ""  # as searched (clean_query)
     words: list[str] = Factory(list)  # the query's words (ParsedQuery.words; of every phrasing searched)
 
@@ -163,6 +166,7 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
+        self._kinds: dict[tuple[str, str], str] = {}  # (content hash, path) -> note_kind, for self.settings
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -226,9 +230,43 @@ class Retrieval:
         k = min(checked_number(k, "k"), 1000)
         min_score = checked_min_score(min_score)
         resolved = self.search_mode(mode) if not (note_filter and not parsed.terms) else SearchMode("keyword")
+        parsed = self.with_fallbacks(parsed, typos=resolved.mode == "keyword")
         return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
                              clean_query(intent).strip() if intent else "")
+
+    def with_fallbacks(self, parsed: ParsedQuery, typos: bool = True) -> ParsedQuery:
+        """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
+        other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and with ``typos`` (a
+        keyword search: hybrid's vector list already finds a misspelled word's meaning) a word
+        no passage holds (RankingSettings.typo_min_letters) stands for the vault's closest words
+        too: "ownershp" also finds "ownership"."""
+        s = self.settings
+        if s.fold_suffixes:
+            parsed = with_folded_suffixes(parsed)
+        words = [t for t in parsed.terms if typos and s.typo_min_letters and not (t.phrase or t.prefix) and t.tokens[0].isalpha()
+                 and len(t.tokens[0]) >= s.typo_min_letters and not has_unspaced_chars(t.tokens[0])]
+        if not words:
+            return parsed
+        try:
+            stems = self.store.index_terms([t.tokens[0] for t in words])
+            held = self.store.terms_passages(stems)
+            lost = [(t, stem) for t, stem in zip(words, stems) if stem and not held.get(stem)
+                    and not any(prefix and self.store.term_passages(word, prefix=True) for word, prefix in t.variants)]
+            if not lost:
+                return parsed
+            terms = list(parsed.terms)
+            for term, stem in lost:
+                limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
+                near = sorted((edit_distance(stem, word, limit), -count, word)
+                              for word, count in self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit))
+                fixes = tuple((word, False) for distance, _, word in near if distance <= min(limit, near[0][0] if near else 0))
+                fixes = fixes[: s.typo_alternatives]
+                if fixes:
+                    terms[terms.index(term)] = term.replace(variants=term.variants + fixes)
+        except self.store.db_module_errors():  # an index without FTS5's vocabulary: the words as typed
+            return parsed
+        return parsed.replace(terms=terms)
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
@@ -324,6 +362,9 @@ class Retrieval:
             hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
+        if ranked and not s.pointer_names:
+            kinds = self.note_kinds([doc for doc, _ in ranked], by="id")
+            ranked = [r for r in ranked if kinds.get(r[0]) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
 
@@ -442,8 +483,9 @@ class Retrieval:
             kept = {h.ref for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
+        share = self.store.embedded_share() if req.used != "keyword" else 1.0
         return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.relevance_floor,
-                            best_relevance=best)
+                            best_relevance=best, embedded=round(share, 4) if share < 1.0 else None)
 
     @staticmethod
     def _result(req: SearchRequest, hits: list[Hit], **fields) -> SearchResult:
@@ -460,11 +502,13 @@ class Retrieval:
             return None
         ids = [h.chunk_id for h in hits if h.chunk_id is not None]
         terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
-        held = {cid: len(terms) if cid in every_term else 0 for cid in ids}
+        weight = self._term_weights(terms)
+        total = sum(weight) or 1.0
+        held = {cid: total if cid in every_term else 0.0 for cid in ids}
         unknown = [cid for cid in ids if cid not in every_term]
-        for term in terms if unknown else ():
+        for term, w in zip(terms if unknown else (), weight):
             for cid in self.store.chunks_matching(term.fts(), unknown):
-                held[cid] += 1
+                held[cid] += w
         similarity: dict[int, float] = {}
         if req.used != "keyword" and self.embedder is not None and req.parsed.text.strip():
             with contextlib.suppress(Exception):  # no vectors to read: words alone say it
@@ -475,19 +519,45 @@ class Retrieval:
                 for cid, blob in self.vectors.vectors_of(ids).items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
+        raw = []
         for hit in hits:
-            hit.matched = round(held.get(hit.chunk_id or 0, 0) / len(terms), 3) if terms else None
+            hit.matched = round(min(held.get(hit.chunk_id or 0, 0.0) / total, 1.0), 3) if terms else None
             hit.similarity = round(similarity[hit.chunk_id], 3) if hit.chunk_id in similarity else None
             words = hit.matched or 0.0
             # Every word held is strong evidence; some of them weak (common words match anything).
             words = words if words >= 1.0 else words * self.settings.partial_match_weight
-            hit.relevance = round(max(words, hit.similarity or 0.0, 0.0), 3)
+            raw.append(max(words, hit.similarity or 0.0, 0.0))
+        for hit, value in zip(hits, non_increasing(raw)):
+            hit.relevance = round(value, 3)
         originals = {h.ref: h for h in hits}
         for copy in copies:
             if copy.copy_of in originals:
                 original = originals[copy.copy_of]
                 copy.matched, copy.similarity, copy.relevance = original.matched, original.similarity, original.relevance
-        return max(h.relevance or 0.0 for h in hits)
+        return hits[0].relevance
+
+    def _term_weights(self, terms: Sequence[Term]) -> list[float]:
+        """Each query term's weight in a hit's relevance: its rarity in the vault (BM25's idf of
+        its rarest word, RankingSettings.relevance_idf), or 1 each."""
+        if not (self.settings.relevance_idf and terms):
+            return [1.0] * len(terms)
+        import math
+
+        try:
+            words = [t.tokens for t in terms]
+            stems = self.store.index_terms([w for tokens in words for w in tokens])
+            passages = max(self.store.passage_total(), 1)
+            held = self.store.terms_passages(stems)
+        except self.store.db_module_errors():
+            return [1.0] * len(terms)
+        weights, at = [], 0
+        for term, tokens in zip(terms, words):
+            counts = [held.get(stem, 0) for stem in stems[at : at + len(tokens)] if stem]
+            counts += [self.store.term_passages(word, prefix=True) for word, prefix in term.variants if prefix]
+            at += len(tokens)
+            rarest = min((c for c in counts if c), default=0)
+            weights.append(math.log(1 + (passages - rarest + 0.5) / (rarest + 0.5)))
+        return weights
 
     def _hybrid_lists(self, req: SearchRequest, depth: int, s: RankingSettings, every_term: set[int]):
         # The BM25 and name lists (SQLite, in worker threads) run while the query is
@@ -539,13 +609,16 @@ class Retrieval:
                     passage["name"][unit] = first_chunk[doc]
                     lists["name"].append((unit, value))
         complete = not chunks and lists.get("vector") and self.embedder is not None
-        # The exact-name rule needs a real body: a stub the query names is not lifted to the top.
+        # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_chunk.get(doc) if chunks else doc
-                 for doc, substance in self.store.note_substance(named).items() if is_stub(*substance, s)} if named else set()
+        stubs = {first_chunk.get(doc) if chunks else doc for doc, kind in self.note_kinds(named, by="id").items()
+                 if kind in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
+        # Notes the keyword or name list found that the vector list could not: those without a vector yet.
+        missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
+        unembedded = self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote else set()
         best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword)) if complete else None,
-                               stubs, foreign, other)
+                               stubs, foreign, other, unembedded)
         shown = {}
         for entry in best[: k * s.pool_per_k]:
             # The passage shown: the one from the list whose vote counted most.
@@ -722,6 +795,33 @@ class Retrieval:
             self._pool.shutdown(wait=True)
             self._pool = None
 
+    # -- the note prior's facts ----------------------------------------------------------------
+    NOTE_KINDS_KEPT = 20_000
+
+    def note_kinds(self, keys, by: str = "docid") -> dict:
+        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind). A
+        note's kind is kept by its content hash and path, so typing the same search again reads
+        no note's text; only a note that links elsewhere and is short or has little prose of its
+        own (a table of contents) is read at all."""
+        s = self.settings
+        kinds, wanted = {}, {}
+        for key, (title, path, words, own_words, links, digest) in self.store.note_facts(keys, by).items():
+            if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
+                kinds[key] = note_kind(title, path, words, links, None, s)
+            elif (digest, path) in self._kinds:
+                kinds[key] = self._kinds[(digest, path)]
+            else:
+                wanted[key] = (title, path, words, links, digest)
+        targets = self.store.link_names(wanted, by) if wanted else {}
+        for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
+            title, path, words, links, digest = wanted[key]
+            kinds[key] = note_kind(title, path, words, links, body, s, targets.get(key, set()))
+            if digest:
+                if len(self._kinds) >= self.NOTE_KINDS_KEPT:
+                    self._kinds.clear()
+                self._kinds[(digest, path)] = kinds[key]
+        return kinds
+
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
@@ -731,21 +831,24 @@ class Retrieval:
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
                    end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
-                   collection_description=row.collection_description or "", page=row.page,
-                   stub=is_stub(row.words, row.own_words, row.links_out, self.settings), **ranks)
+                   collection_description=row.collection_description or "", page=row.page, **ranks)
 
     def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int, ranked: int = 0) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
         followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
-        stubs = [h.docid for h in hits if h.stub]
-        if stubs and query:
-            targets = self.store.link_names(stubs)
-            hits = order_by_note_prior(hits, {i: targets[h.docid] for i, h in enumerate(hits) if h.docid in targets}, self.settings)
+        s = self.settings
+        kinds = self.note_kinds({h.docid for h in hits}) if hits else {}
+        for hit in hits:
+            hit.stub = kinds.get(hit.docid, "note") != "note"
+        stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
+        if query and any(hit.stub for hit in hits):
+            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
-        wanted = " ".join(WORD_TOKEN.findall(query.lower()))
+        wanted = " ".join(WORD_TOKEN.findall(query.lower())) if s.exact_title_first else ""
         if wanted:
-            hits.sort(key=lambda h: h.stub or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
+            hits.sort(key=lambda h: kinds.get(h.docid) in ("empty", "pointer", "redirect")
+                      or " ".join(WORD_TOKEN.findall(h.title.lower())) != wanted)
         ranked = max(ranked, k)
         if len(hits) > 1:
             head = hits[: max(self.settings.copy_depth, ranked)]

@@ -272,6 +272,7 @@ class Store:
         self.path = Path(path).expanduser()
         self.want_vectors = vectors
         self._local = threading.local()
+        self._stems: dict[str, str] = {}  # index_terms
         self._connections: list = []
         self._lock = threading.Lock()
         self.vec_loaded = False
@@ -1083,12 +1084,13 @@ class Store:
         """(document id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
-    def link_names(self, docids: Sequence[str]) -> dict[str, set[str]]:
-        """docid -> the file names (lower case, no extension) its links point to."""
-        out: dict[str, set[str]] = {}
-        for docid, key in self.rows_in("SELECT d.docid, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
-                                       "WHERE d.docid IN ({ids})", docids):
-            out.setdefault(docid, set()).add(key.rsplit("/", 1)[-1])
+    def link_names(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, set[str]]:
+        """docid (or document id, ``by``) -> the file names (lower case, no extension) its links point to."""
+        column = {"docid": "d.docid", "id": "d.id"}[by]
+        out: dict[_typing.Any, set[str]] = {}
+        for key, target in self.rows_in(f"SELECT {column}, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
+                                        f"WHERE {column} IN ({{ids}})", keys):
+            out.setdefault(key, set()).add(target.rsplit("/", 1)[-1])
         return out
 
     def note_languages(self, document_ids: Iterable[int]) -> dict[int, str]:
@@ -1106,6 +1108,29 @@ class Store:
             prints.frombytes(blob[: len(blob) // 8 * 8])
             out[docid] = frozenset(prints)
         return out
+
+    def without_vectors(self, ids: Iterable[int], chunks: bool = False) -> set[int]:
+        """The notes (``chunks``: the passages) among ``ids`` that have no vector yet."""
+        sql = ("SELECT id FROM chunks WHERE id IN ({ids}) AND embedded = 0" if chunks else
+               "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
+        return {row[0] for row in self.rows_in(sql, ids)}
+
+    def note_facts(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, tuple[str, str, int, int, int, str]]:
+        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, own words,
+        links out, content hash): what note_kind reads besides the note's text (note_bodies)."""
+        column = {"docid": "docid", "id": "id"}[by]
+        return {row[0]: row[1:] for row in self.rows_in(
+            f"SELECT {column}, title, path, words, own_words, links_out, coalesce(sha256, '') FROM documents "
+            f"WHERE {column} IN ({{ids}})", keys)}
+
+    def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, str]:
+        """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
+        column = {"docid": "d.docid", "id": "d.id"}[by]
+        bodies: dict[_typing.Any, list[str]] = {}
+        for key, body in self.rows_in(f"SELECT {column}, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
+                                      f"WHERE {column} IN ({{ids}}) ORDER BY c.document_id, c.seq", keys):
+            bodies.setdefault(key, []).append(body)
+        return {key: "\n".join(parts) for key, parts in bodies.items()}
 
     def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
         """document id -> (words, own words, links out): what is_stub reads."""
@@ -1176,6 +1201,86 @@ class Store:
     def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
         """(chunk id, headings, body) of a note, in reading order."""
         return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (document_id,)).fetchall()
+
+    # -- the keyword index's vocabulary (typo fallbacks) ---------------------------------
+    def _vocabulary(self, db) -> None:
+        """This connection's views of the vocabulary (FTS5's fts5vocab, in its temp schema, so a
+        read-only index has them too) and a scratch FTS5 table that stems words as the index does."""
+        if getattr(self._local, "vocabulary", None) is not db:
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_vocabulary USING fts5vocab(main, chunks_fts, 'row')")
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_stemmer USING fts5(words, tokenize='porter unicode61 remove_diacritics 2')")
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_stems USING fts5vocab(temp, pms_stemmer, 'instance')")
+            self._local.vocabulary = db
+
+    def index_terms(self, words: Sequence[str]) -> list[str]:
+        """Each of ``words`` as the keyword index holds it (tokenized and stemmed: "closures" ->
+        "closur"; "" for a word that is no single term). Kept per word (the stemmer is fixed), so
+        a query typed again stems nothing."""
+        stems = self._stems
+        new = [w for w in dict.fromkeys(words) if w not in stems]
+        if new:
+            if len(stems) > 10_000:
+                stems.clear()
+            db = self.db
+            self._vocabulary(db)
+            db.executemany("INSERT INTO temp.pms_stemmer(rowid, words) VALUES (?, ?)", enumerate(new, 1))
+            try:
+                terms: dict[int, list[str]] = {}
+                for term, row in db.execute("SELECT term, doc FROM temp.pms_stems"):
+                    terms.setdefault(row, []).append(term)
+            finally:
+                db.execute("DELETE FROM temp.pms_stemmer")
+            stems.update((word, found[0] if len(found := terms.get(i, [])) == 1 else "") for i, word in enumerate(new, 1))
+        return [stems[w] for w in words]
+
+    def terms_passages(self, terms: Iterable[str]) -> dict[str, int]:
+        """Index term -> how many passages hold it (a term none holds is left out), in one statement."""
+        wanted = sorted(set(terms) - {""})
+        if not wanted:
+            return {}
+        db = self.db
+        self._vocabulary(db)
+        return {term: count for part in in_parts(wanted) for term, count in
+                db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))})", part)}
+
+    def term_passages(self, term: str, prefix: bool = False) -> int:
+        """How many passages hold ``term`` (an index term; ``prefix``: any term starting with it)."""
+        db = self.db
+        self._vocabulary(db)
+        if prefix:
+            row = db.execute("SELECT sum(doc) FROM temp.pms_vocabulary WHERE term >= ? AND term < ?", (term, term + "\U0010ffff")).fetchone()
+        else:
+            row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def embedded_share(self) -> float:
+        """The share of passages that have a vector (kept until the index changes, as passage_total)."""
+        total, embedded = self._passage_counts()
+        return embedded / total if total else 1.0
+
+    def passage_total(self) -> int:
+        """How many passages the index holds (kept until the index changes)."""
+        return self._passage_counts()[0]
+
+    def _passage_counts(self) -> tuple[int, int]:
+        """(passages, passages with a vector), kept until the index changes: PRAGMA data_version
+        counts other connections' writes, total_changes this one's."""
+        db = self.db
+        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+        cached = getattr(self._local, "passage_counts", None)
+        if cached is None or cached[0] != version:
+            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+            cached = (version, (total, embedded))
+            self._local.passage_counts = cached
+        return cached[1]
+
+    def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
+        """(term, passages holding it) of the vocabulary's terms that start with ``start`` and have
+        ``shortest`` to ``longest`` characters: where a typo's intended word is looked for."""
+        db = self.db
+        self._vocabulary(db)
+        return db.execute("SELECT term, doc FROM temp.pms_vocabulary WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
+                          (start, start + "\U0010ffff", shortest, longest)).fetchall()
 
     def passage_counts(self, words: Sequence[str]) -> dict[str, int]:
         """word -> number of passages that contain it, as the keyword index sees it (stemmed)."""

@@ -1,0 +1,89 @@
+"""Keyword fallbacks (typos against the vault's own words, suffix folding in inflecting
+languages), the note prior's kinds on real shapes of notes, and a relevance that follows the
+rank. Keyword only: no model."""
+from __future__ import annotations
+
+import pytest
+
+import pms
+from conftest import write
+
+
+@pytest.fixture
+def typo_vault(kb, tmp_path):
+    root = tmp_path / "v"
+    write(root / "rust.md", "# Rust ownership\n\nEvery value has one owner. Borrowing lends a reference to it.\n")
+    write(root / "sync.md", "# Syncing\n\nSyncthing keeps the vault in step between laptop and phone.\n")
+    write(root / "lifetimes.md", "# Lifetimes\n\nLifetimes make sure every reference stays valid while it is used.\n")
+    write(root / "cooking.md", "# Cooking\n\nA stew of beans, onions and carrots, slowly.\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    return kb
+
+
+def searched(kb, query: str, **settings) -> list[str]:
+    """The paths a keyword search finds with these RankingSettings (the request made with them too)."""
+    retrieval = pms.retrieval.Retrieval(kb.retrieval.store, None, kb.retrieval.settings.replace(**settings))
+    return [h.path for h in retrieval.search(retrieval.request(query, mode="keyword"))]
+
+
+@pytest.mark.parametrize("query, path", [("ownershp", "rust.md"), ("borowing", "rust.md"), ("lifetmes", "lifetimes.md"),
+                                         ("sycnthing", "sync.md")])
+def test_a_typo_finds_the_word_the_vault_holds(typo_vault, query, path):
+    assert searched(typo_vault, query)[:1] == [path]
+    assert searched(typo_vault, query, typo_min_letters=0) == []  # the fallback is what finds it
+
+
+def test_a_typo_fallback_takes_only_the_closest_words_and_leaves_known_words_alone(typo_vault):
+    parsed = typo_vault.retrieval.request("lifetmes owner carrots").parsed
+    lifetimes, owner, carrots = parsed.terms
+    assert lifetimes.variants == (("lifetim", False),)  # the index's stem, one edit away; not "life" (two)
+    assert owner.variants == carrots.variants == ()  # words the vault holds are searched as typed
+    assert typo_vault.retrieval.request("ownr").parsed.terms[0].variants == ()  # under 5 letters: too many neighbours
+    assert typo_vault.search("zzzzzzzz", mode="keyword") == []  # nothing near: no guess
+
+
+def test_a_word_that_inflects_finds_its_other_forms(kb, tmp_path):
+    root = tmp_path / "v"
+    write(root / "run.md", "# Бег\n\nВ субботу я бегу полумарафону навстречу.\n")
+    write(root / "haus.md", "# Umzug\n\nDie Häuser in der Straße sind alt.\n")
+    write(root / "files.md", "# Ficheros\n\nLos archivos comprimidos ocupan menos espacio en el disco.\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    assert [h.path for h in kb.search("полумарафон", mode="keyword")] == ["run.md"]
+    assert [h.path for h in kb.search("das alte Haus in der Straße", mode="keyword")][:1] == ["haus.md"]
+    assert [h.path for h in kb.search("el archivo comprimido ocupa el disco", mode="keyword")][:1] == ["files.md"]
+    assert searched(kb, "полумарафон", typo_min_letters=0) == ["run.md"]  # the folding alone finds it
+    assert searched(kb, "полумарафон", typo_min_letters=0, fold_suffixes=False) == []
+    english = pms.parse_query("process archives")
+    assert pms.query.with_folded_suffixes(english) == english  # English words: FTS5's porter stems them already
+
+
+def test_a_short_note_with_its_own_sentences_keeps_its_place(kb, tmp_path):
+    """The issue's case: a 47-word note that is the exact answer, BM25's #1, links to an overview
+    page; it is a note, not a stub, and stays first."""
+    root = tmp_path / "v"
+    write(root / "overview.md", "# Networking\n\nHow the home lab is wired: " + "the router, the switch and the VPN. " * 20
+          + "\n\n- [[tailscale]]\n- [[wireguard]]\n")
+    write(root / "tailscale.md", "# Tailscale\n\nTailscale is the mesh VPN I use to reach the home lab from the phone and "
+          "the laptop. Exit nodes run on the NAS; magic DNS names every machine. Keys expire after 180 days, so renew "
+          "them before travelling. See [[overview]] for the rest of the network.\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    hits = kb.search("tailscale exit nodes keys expire", mode="keyword")
+    assert [h.path for h in hits][:1] == ["tailscale.md"] and not hits[0].stub
+
+
+def test_relevance_never_rises_down_the_list():
+    assert pms.ranking.non_increasing([1.0, 0.4, 0.6, 0.6, 1.0]) == pytest.approx([1.0, 0.65, 0.65, 0.65, 0.65])
+    assert pms.ranking.non_increasing([0.9, 0.8, 0.1]) == [0.9, 0.8, 0.1]
+    assert pms.ranking.non_increasing([]) == []
+
+
+def test_a_search_shows_relevance_in_rank_order_and_a_passage_with_only_common_words_is_weak(typo_vault):
+    result = typo_vault.search("reference every value owner", mode="keyword")
+    values = [h.relevance for h in result if not h.copy_of]
+    assert values == sorted(values, reverse=True) and result.best_relevance == values[0]
+    # "every" is in three notes, "zucchini" in none: holding the common word alone says little.
+    weak = typo_vault.search("every zucchini", mode="keyword")
+    assert weak.weak and weak.best_relevance < typo_vault.retrieval.settings.relevance_floor
