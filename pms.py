@@ -4339,6 +4339,7 @@ class Store:
                 db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+        self._local.commits = getattr(self._local, "commits", 0) + 1  # this connection's writes (_passage_counts)
 
     def migrate(self) -> None:
         db = self.db
@@ -5141,13 +5142,17 @@ class Store:
 
     def _passage_counts(self) -> tuple[int, int]:
         """(passages, passages with a vector), kept until the index changes: PRAGMA data_version
-        counts other connections' writes, total_changes this one's."""
+        counts other connections' commits, ``commits`` this one's (transaction: every write of
+        passages is in one; total_changes would also count a search's own temp-table rows)."""
         db = self.db
-        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+        version = (db.execute("PRAGMA data_version").fetchone()[0], getattr(self._local, "commits", 0))
         cached = getattr(self._local, "passage_counts", None)
         if cached is None or cached[0] != version:
-            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
-            cached = (version, (total, embedded))
+            # Two counts the indexes answer (the smallest index; the partial index of passages without a
+            # vector) instead of one scan of every passage's row: 9 ms -> under 2 on tldr's 39,000 passages.
+            total = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            unembedded = db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
+            cached = (version, (total, total - unembedded))
             self._local.passage_counts = cached
         return cached[1]
 
@@ -5331,7 +5336,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5334) ----
+# ---- pms/embedding.py (+5339) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6567,7 +6572,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6570) ----
+# ---- pms/query.py (+6575) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6935,7 +6940,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6938) ----
+# ---- pms/ranking.py (+6943) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7641,7 +7646,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7644) ----
+# ---- pms/retrieval.py (+7649) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8537,7 +8542,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8540) ----
+# ---- pms/sync.py (+8545) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9241,7 +9246,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9244) ----
+# ---- pms/watch.py (+9249) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9429,7 +9434,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9432) ----
+# ---- pms/clip.py (+9437) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10161,7 +10166,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10164) ----
+# ---- pms/api.py (+10169) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11282,7 +11287,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11285) ----
+# ---- pms/evaluation.py (+11290) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11480,7 +11485,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11483) ----
+# ---- pms/mcp_server.py (+11488) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12692,7 +12697,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12695) ----
+# ---- pms/cli.py (+12700) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13823,7 +13828,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13773) ----
+# ---- pms/__init__.py (+13778) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13888,7 +13893,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13891) ----
+# ---- pms/__main__.py (+13896) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

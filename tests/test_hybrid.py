@@ -270,3 +270,20 @@ def test_a_partly_embedded_index_ranks_by_what_each_note_has(hybrid_kb, tmp_path
     assert hybrid_kb.search(rare[0], mode="keyword").embedded is None
     out = pms_main("search", rare[0], db=hybrid_kb.index_path)
     assert out.returncode == 0 and "partly embedded index" in out.stderr and "% of passages have vectors" in out.stderr
+
+
+def test_the_embedded_share_follows_each_sync_of_the_same_knowledge_base(hybrid_kb, tmp_path):
+    """The passage counts behind SearchResult.embedded are kept between searches (a search's own
+    temp writes do not count as a change) and counted again after this process's sync."""
+    vault = tmp_path / "v"
+    write(vault / "a.md", "# Tent\n\nA tent for the hiking trip.\n")
+    hybrid_kb.collections.create(vault, name="v")
+    hybrid_kb.sync()
+    assert hybrid_kb.search("hiking tent", mode="hybrid").embedded is None  # wholly embedded
+    for i in range(3):
+        write(vault / f"n{i}.md", f"# Stove {i}\n\nA stove for the hiking trip, number {i}.\n")
+    hybrid_kb.sync(embed=False)
+    assert hybrid_kb.search("hiking stove", mode="hybrid").embedded == 0.25
+    assert hybrid_kb.search("hiking stove", mode="hybrid").embedded == 0.25  # kept, not stale
+    hybrid_kb.sync()
+    assert hybrid_kb.search("hiking stove", mode="hybrid").embedded is None

@@ -462,6 +462,7 @@ class Store:
                 db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+        self._local.commits = getattr(self._local, "commits", 0) + 1  # this connection's writes (_passage_counts)
 
     def migrate(self) -> None:
         db = self.db
@@ -1264,13 +1265,17 @@ class Store:
 
     def _passage_counts(self) -> tuple[int, int]:
         """(passages, passages with a vector), kept until the index changes: PRAGMA data_version
-        counts other connections' writes, total_changes this one's."""
+        counts other connections' commits, ``commits`` this one's (transaction: every write of
+        passages is in one; total_changes would also count a search's own temp-table rows)."""
         db = self.db
-        version = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+        version = (db.execute("PRAGMA data_version").fetchone()[0], getattr(self._local, "commits", 0))
         cached = getattr(self._local, "passage_counts", None)
         if cached is None or cached[0] != version:
-            total, embedded = db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
-            cached = (version, (total, embedded))
+            # Two counts the indexes answer (the smallest index; the partial index of passages without a
+            # vector) instead of one scan of every passage's row: 9 ms -> under 2 on tldr's 39,000 passages.
+            total = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            unembedded = db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
+            cached = (version, (total, total - unembedded))
             self._local.passage_counts = cached
         return cached[1]
 
