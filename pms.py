@@ -7083,10 +7083,14 @@ class RankingSettings(Record):
     # weighing its rarity in the vault, BM25's idf, with ``relevance_idf``; else alike),
     # that share times partial_match_weight unless it holds them all (common words match
     # anything); then made non-increasing down the list (non_increasing: the closest such
-    # values), so a hit never looks more relevant than one ranked above it. Below
-    # relevance_floor the first hit's is "nothing relevant" (SearchResult.weak).
+    # values), so a hit never looks more relevant than one ranked above it. Below the floor
+    # (``floor_for``: keyword_relevance_floor when the search ran by keywords alone, whose
+    # relevance is the word share only, else relevance_floor) the first hit's is "nothing
+    # relevant" (SearchResult.weak). Each floor is the one with the fewest false alarms plus
+    # misses on the suite's answerable and off-topic queries (bench/relevance.py).
     partial_match_weight: float = 0.5
     relevance_floor: float = 0.35
+    keyword_relevance_floor: float = 0.25
     relevance_idf: bool = True
     # A static model's vector list (Model2Vec) is weaker than a transformer's: its vote and
     # its share of the complete scores are these instead (``for_vectors``).
@@ -7177,6 +7181,10 @@ class RankingSettings(Record):
                          keyword_weight=self.multilingual_keyword_weight) if multilingual else self
         return s.replace(vector_weight=self.static_vector_weight,
                          complete_keyword_share=self.static_complete_keyword_share) if static else s
+
+    def floor_for(self, mode: str) -> float:
+        """The relevance below which a search's best hit is "nothing relevant", for the mode it ran in."""
+        return self.keyword_relevance_floor if mode == "keyword" else self.relevance_floor
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}
@@ -7646,7 +7654,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7649) ----
+# ---- pms/retrieval.py (+7657) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8133,7 +8141,7 @@ class Retrieval:
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
         share = self.store.embedded_share() if req.used != "keyword" else 1.0
-        return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.relevance_floor,
+        return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.floor_for(req.used),
                             best_relevance=best, embedded=round(share, 4) if share < 1.0 else None)
 
     @staticmethod
@@ -8542,7 +8550,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8545) ----
+# ---- pms/sync.py (+8553) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9246,7 +9254,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9249) ----
+# ---- pms/watch.py (+9257) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9434,7 +9442,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9437) ----
+# ---- pms/clip.py (+9445) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10166,7 +10174,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10169) ----
+# ---- pms/api.py (+10177) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -10825,7 +10833,7 @@ class KnowledgeBase:
         first = results[0]
         return SearchResult(first_results(hits, max(1, int(k))), first.mode, first.reason, first.hint,
                             explain=f"{len(results)} queries, fused by RRF", best_relevance=top,
-                            weak=top is None or top < self.retrieval.settings.relevance_floor, query=first.query,
+                            weak=top is None or top < self.retrieval.settings.floor_for(first.mode), query=first.query,
                             words=list(dict.fromkeys(word for r in results for word in r.words)))
 
     def tags(self, collections: Sequence[str] | None = None) -> list[tuple[str, int]]:
@@ -11287,7 +11295,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11290) ----
+# ---- pms/evaluation.py (+11298) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11485,7 +11493,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11488) ----
+# ---- pms/mcp_server.py (+11496) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -11572,7 +11580,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "relevance": {"type": ["number", "null"], "description": "absolute, 0-1: how well the passage matches the query "
                       "(the larger of its similarity in meaning and the share of the query's words it holds, rare "
                       "words weighing more), never more than a hit ranked above it; below "
-                      f"{RankingSettings().relevance_floor:g} it is likely unrelated"},
+                      f"{RankingSettings().relevance_floor:g} ({RankingSettings().keyword_relevance_floor:g} in "
+                      "keyword mode) it is likely unrelated"},
         "snippet": {"type": "string"}, "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "page": {"type": "integer", "description": "a PDF's page the passage is on (get 'path:page' reads it); "
                                                    "only for PDFs"},
@@ -11853,7 +11862,7 @@ class MCPService:
                 notices.append(f"path_filter {note_filter.path} is a folder; '{path_prefix_glob(note_filter.path)}' "
                                "matches names that start with it")
         elif found.weak and found.best_relevance is not None:
-            floor = self.kb.retrieval.settings.relevance_floor
+            floor = self.kb.retrieval.settings.floor_for(found.mode)
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
                            f"below {floor:g} is likely unrelated): the notes may not cover this")
         if notices:
@@ -12697,7 +12706,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12700) ----
+# ---- pms/cli.py (+12709) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13828,7 +13837,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13778) ----
+# ---- pms/__init__.py (+13787) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13893,7 +13902,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13896) ----
+# ---- pms/__main__.py (+13905) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -9,8 +9,8 @@ Off-topic queries: one set's queries on another set's notes, their topics apart 
 scifact, nfcorpus; software: rustbook, tldr, dendron, sample): a SciFact claim on the Rust
 book, a Rust question on NFCorpus. For each mode, the best relevance of each search (the
 first hit's, SearchResult.best_relevance) gives the false-alarm rate (on-topic queries
-flagged weak) and the miss rate (off-topic queries not flagged) at the shipped floor
-(RankingSettings.relevance_floor) and at the others of --floors; the floor with the fewest
+flagged weak) and the miss rate (off-topic queries not flagged) at the mode's shipped floor
+(RankingSettings.floor_for: keyword_relevance_floor, relevance_floor) and at the others of --floors; the floor with the fewest
 errors of both kinds (their mean) is marked. Indexes are the dev suite's (bench/suite.py).
 """
 
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     overrides = settings_overrides(args.setting)
-    floor = pms.RankingSettings(**overrides).relevance_floor
+    settings = pms.RankingSettings(**overrides)
     embed = args.modes != ["keyword"]
     rng = random.Random(7)
     queries: dict[str, list[str]] = {}
@@ -74,8 +74,9 @@ def main(argv=None) -> int:
                     off = best_relevance(kb, queries[asked], mode, vault)
                     best[mode]["off"] += off
                     pairs[f"{mode} {asked} on {vault}"] = sum(off) / len(off)
-    out: dict = {"floor": floor, "modes": {}}
+    out: dict = {"floors": {mode: settings.floor_for(mode) for mode in args.modes}, "modes": {}}
     for mode, values in best.items():
+        floor = settings.floor_for(mode)
         sweep = {f: rates(values["on"], values["off"], f) for f in sorted({*args.floors, floor})}
         chosen = min(sweep, key=lambda f: (sum(sweep[f]), abs(f - floor)))
         out["modes"][mode] = {"on_topic": len(values["on"]), "off_topic": len(values["off"]), "sweep": sweep, "fewest_errors": chosen,
@@ -84,6 +85,7 @@ def main(argv=None) -> int:
         print(json.dumps(out | {"pairs": pairs}, indent=2))
         return 0
     for mode, m in out["modes"].items():
+        floor = out["floors"][mode]
         alarms, misses = m["sweep"][floor]
         print(f"{mode}: {m['on_topic']} on-topic and {m['off_topic']} off-topic queries; at the floor {floor:g}: "
               f"false alarms {alarms:.1%}, misses {misses:.1%}")

@@ -86,4 +86,20 @@ def test_a_search_shows_relevance_in_rank_order_and_a_passage_with_only_common_w
     assert values == sorted(values, reverse=True) and result.best_relevance == values[0]
     # "every" is in three notes, "zucchini" in none: holding the common word alone says little.
     weak = typo_vault.search("every zucchini", mode="keyword")
-    assert weak.weak and weak.best_relevance < typo_vault.retrieval.settings.relevance_floor
+    assert weak.weak and weak.best_relevance < typo_vault.retrieval.settings.floor_for("keyword")
+
+
+def test_a_keyword_search_whose_answer_holds_most_of_a_long_question_is_not_called_weak(kb, tmp_path):
+    """Keyword relevance is the share of the query's words a passage holds: a long question rarely
+    finds all of them, so its floor is lower than the hybrid one (RankingSettings.floor_for,
+    chosen on the suite's answerable and off-topic queries by bench/relevance.py)."""
+    vault = tmp_path / "v"
+    write(vault / "tar.md", "# tar\n\nArchive files. Extract an archive: tar xf archive.tar.\n")
+    write(vault / "git.md", "# git log\n\nShow the commit history of a repository.\n")
+    kb.collections.create(vault, name="v")
+    kb.sync(embed=False)
+    answered = kb.search("extract the files from a tar archive quickly", mode="keyword")
+    assert answered[0].path == "tar.md" and not answered.weak
+    settings = pms.RankingSettings()
+    assert settings.floor_for("keyword") <= answered.best_relevance < settings.floor_for("hybrid")
+    assert kb.search("sourdough bread hydration", mode="keyword").weak

@@ -656,7 +656,7 @@ class KnowledgeBase:
         first = results[0]
         return SearchResult(first_results(hits, max(1, int(k))), first.mode, first.reason, first.hint,
                             explain=f"{len(results)} queries, fused by RRF", best_relevance=top,
-                            weak=top is None or top < self.retrieval.settings.relevance_floor, query=first.query,
+                            weak=top is None or top < self.retrieval.settings.floor_for(first.mode), query=first.query,
                             words=list(dict.fromkeys(word for r in results for word in r.words)))
 
     def tags(self, collections: Sequence[str] | None = None) -> list[tuple[str, int]]:

@@ -84,7 +84,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "relevance": {"type": ["number", "null"], "description": "absolute, 0-1: how well the passage matches the query "
                       "(the larger of its similarity in meaning and the share of the query's words it holds, rare "
                       "words weighing more), never more than a hit ranked above it; below "
-                      f"{RankingSettings().relevance_floor:g} it is likely unrelated"},
+                      f"{RankingSettings().relevance_floor:g} ({RankingSettings().keyword_relevance_floor:g} in "
+                      "keyword mode) it is likely unrelated"},
         "snippet": {"type": "string"}, "docid": {"type": "string", "description": "short id; get accepts '#docid'"},
         "page": {"type": "integer", "description": "a PDF's page the passage is on (get 'path:page' reads it); "
                                                    "only for PDFs"},
@@ -365,7 +366,7 @@ class MCPService:
                 notices.append(f"path_filter {note_filter.path} is a folder; '{path_prefix_glob(note_filter.path)}' "
                                "matches names that start with it")
         elif found.weak and found.best_relevance is not None:
-            floor = self.kb.retrieval.settings.relevance_floor
+            floor = self.kb.retrieval.settings.floor_for(found.mode)
             notices.append(f"nothing looks clearly relevant (best relevance {found.best_relevance:.2f} of 1; "
                            f"below {floor:g} is likely unrelated): the notes may not cover this")
         if notices:

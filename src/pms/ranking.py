@@ -140,10 +140,14 @@ class RankingSettings(Record):
     # weighing its rarity in the vault, BM25's idf, with ``relevance_idf``; else alike),
     # that share times partial_match_weight unless it holds them all (common words match
     # anything); then made non-increasing down the list (non_increasing: the closest such
-    # values), so a hit never looks more relevant than one ranked above it. Below
-    # relevance_floor the first hit's is "nothing relevant" (SearchResult.weak).
+    # values), so a hit never looks more relevant than one ranked above it. Below the floor
+    # (``floor_for``: keyword_relevance_floor when the search ran by keywords alone, whose
+    # relevance is the word share only, else relevance_floor) the first hit's is "nothing
+    # relevant" (SearchResult.weak). Each floor is the one with the fewest false alarms plus
+    # misses on the suite's answerable and off-topic queries (bench/relevance.py).
     partial_match_weight: float = 0.5
     relevance_floor: float = 0.35
+    keyword_relevance_floor: float = 0.25
     relevance_idf: bool = True
     # A static model's vector list (Model2Vec) is weaker than a transformer's: its vote and
     # its share of the complete scores are these instead (``for_vectors``).
@@ -234,6 +238,10 @@ class RankingSettings(Record):
                          keyword_weight=self.multilingual_keyword_weight) if multilingual else self
         return s.replace(vector_weight=self.static_vector_weight,
                          complete_keyword_share=self.static_complete_keyword_share) if static else s
+
+    def floor_for(self, mode: str) -> float:
+        """The relevance below which a search's best hit is "nothing relevant", for the mode it ran in."""
+        return self.keyword_relevance_floor if mode == "keyword" else self.relevance_floor
 
     def weights(self) -> dict[str, float]:
         return {"keyword": self.keyword_weight, "vector": self.vector_weight, "name": self.name_weight}

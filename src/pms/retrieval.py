@@ -484,7 +484,7 @@ class Retrieval:
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
         share = self.store.embedded_share() if req.used != "keyword" else 1.0
-        return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.relevance_floor,
+        return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.floor_for(req.used),
                             best_relevance=best, embedded=round(share, 4) if share < 1.0 else None)
 
     @staticmethod
