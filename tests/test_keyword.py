@@ -1,4 +1,5 @@
 """Keyword search: any string is safe, phrases, exclusions, prefixes, ranking, snippets."""
+import json
 import math
 import pytest
 
@@ -205,3 +206,18 @@ def test_a_short_note_about_the_query_beats_a_long_note_with_one_such_passage(kb
     assert [h.path for h in kb.search("threads channels")] == ["channels.md", "handbook.md"]
     monkeypatch.setattr(kb.retrieval, "settings", kb.retrieval.settings.replace(focus_weight=0.0))
     assert [h.path for h in kb.search("threads channels")] == ["handbook.md", "channels.md"]
+
+
+@pytest.mark.stdlib
+def test_k_on_the_command_line_is_the_number_of_results_as_in_the_api(tmp_path):
+    """`search ... -k 2` is `-n 2` (the API and MCP call it k): before, '-k' became an excluded word
+    and '2' a word of the query, which changed what came first."""
+    from conftest import run_cli
+
+    for i in range(5):
+        write(tmp_path / "n" / f"trip{i}.md", f"# Trip {i}\n\nA hiking trip with a tent, number {i}.\n")
+    db = tmp_path / "i.sqlite"
+    assert run_cli("collection", "add", tmp_path / "n", "--name", "n", db=db, python_flags=["-S"]).returncode == 0
+    by_k, by_n = (run_cli("search", "hiking tent", flag, "2", "--json", db=db, python_flags=["-S"]) for flag in ("-k", "-n"))
+    assert by_k.returncode == 0 and by_k.stdout == by_n.stdout
+    assert len(json.loads(by_k.stdout)) == 2

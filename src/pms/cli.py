@@ -881,7 +881,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "  pms search --tag todo                                   every #todo note, newest first"))
     se.add_argument("query", nargs="*", help="what to look for (words starting with - exclude)")
     se.set_defaults(usage_error=se.error)  # nothing to search: usage, exit 2
-    se.add_argument("-n", type=_count_arg, default=10, help="number of results (default 10)")
+    # -k as the API and MCP call it: typed here it would otherwise become "-k", an excluded word.
+    se.add_argument("-n", "-k", type=_count_arg, default=10, help="number of results (default 10)")
     se.add_argument("-c", "--collection", action="append", help="only this collection (repeatable)")
     se.add_argument("--mode", choices=SEARCH_MODES, default="auto", help="auto (default): hybrid when available")
     out = se.add_mutually_exclusive_group()
@@ -1001,7 +1002,7 @@ COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status
 
 
 # Options of ``search`` that take a value: the value is never a "-word" exclusion.
-SEARCH_VALUE_OPTIONS = {"-n", "-c", "--collection", "--mode", "--tag", "--no-tag", "--path", "--after", "--before", "--where", "--also", "--intent", "--min-score"}
+SEARCH_VALUE_OPTIONS = {"-n", "-k", "-c", "--collection", "--mode", "--tag", "--no-tag", "--path", "--after", "--before", "--where", "--also", "--intent", "--min-score"}
 
 
 GLOBAL_VALUE_OPTIONS = {"--db", "--embed-url", "--embed-model", "--embed-api", "--embed-key-env"}
@@ -1057,7 +1058,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(only=argv[at] if at is not None and not asks_help else None)
     if at is not None and argv[at] == "search":
         # "-word" in a query excludes a word; argparse would read -conflict as "-c onflict".
-        known = {"-n", "-c", "-h"}
+        known = {"-n", "-k", "-c", "-h"}
         keep = argv[: at + 1]
         for i, token in enumerate(argv[at + 1 :]):
             previous = argv[at + i] if i or at else ""
