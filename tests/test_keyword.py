@@ -97,19 +97,24 @@ def test_relevance_looks_up_only_the_words_of_passages_not_found_holding_them_al
     write(root / "one.md", "# Only kafka\n\nkafka consumer lag.\n")
     kb.collections.create(root, name="n")
     kb.sync()
-    statements = []
-    kb.store.db.set_trace_callback(statements.append)
+    statements: list[str] = []
+    kb.store.trace_statements(statements.append)
     both = kb.search("kafka postgres", k=1, mode="keyword")
     assert [(h.path, h.matched) for h in both] == [("both.md", 1.0)]
-    lookups = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH"
-    assert not any(s.startswith(lookups) for s in statements)
+
+    def word_lookups() -> list[str]:  # which of the shown passages hold each word: one statement, a part per word
+        return [s for s in statements if s.startswith("SELECT rowid, 0 FROM")]
+
+    assert word_lookups() == []
     statements.clear()
     hits = kb.search("kafka postgres", k=5, mode="keyword")
     # Each word weighs its rarity (RankingSettings.relevance_idf, BM25's idf over the 2 passages):
     # kafka, in both, weighs less than postgres, in one.
     kafka, postgres = math.log(1 + 0.5 / 2.5), math.log(1 + 1.5 / 1.5)
     assert [(h.path, h.matched) for h in hits] == [("both.md", 1.0), ("one.md", round(kafka / (kafka + postgres), 3))]
-    assert sum(s.startswith(lookups) for s in statements) == 2  # one per word, for one.md only
+    one_md = hits[1].chunk_id
+    assert [(s.count(" UNION ALL ") + 1, s.count(f"rowid IN ({one_md})")) for s in word_lookups()] == [(2, 2)]  # one.md only
+    kb.store.trace_statements(None)
 
 
 def test_title_and_headings_weigh_more_than_body(kb, tmp_path):
