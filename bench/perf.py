@@ -197,10 +197,10 @@ def checkpoint(db: Path) -> int:
 
 
 def overhead(db: Path) -> dict:
-    chunks, text = text_bytes(db)
+    passages, text = text_bytes(db)
     size = checkpoint(db)
-    return {"file_bytes": size, "chunks": chunks, "text_bytes": text,
-            "overhead_per_chunk": round((size - text) / max(chunks, 1))}
+    return {"file_bytes": size, "chunks": passages, "text_bytes": text,
+            "overhead_per_chunk": round((size - text) / max(passages, 1))}
 
 
 def python_variants(python: str) -> list[tuple[str, list[str]]]:
@@ -294,7 +294,7 @@ def child_index(db: str, folder: str, name: str, glob: str = pms.DEFAULT_GLOB, e
 def child_keyword_latency(db: str, queries: list[str]) -> dict:
     kb = pms.KnowledgeBase(db, embeddings=False)
     result = {"keyword": latency(lambda q: kb.search(q, k=10, mode="keyword"), queries),
-              "keyword_chunks": latency(lambda q: kb.search(q, k=10, mode="keyword", chunks=True), queries),
+              "keyword_chunks": latency(lambda q: kb.search(q, k=10, mode="keyword", passages=True), queries),
               "peak_rss_mb": peak_rss_mb()}
     kb.close()
     return result

@@ -111,10 +111,10 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     back_paths = [link["path"] for link in back.structured_content["links"]]
     assert "samples/reading/how-to-take-smart-notes.md" in back_paths and "samples/reading/reading-list.md" not in back_paths
 
-    chunks = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
+    passages = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
                                                "collections": ["samples"]})
-    assert chunks.structured_content["mode"] == "keyword"
-    assert len({(h["path"], h["lines"][0]) for h in chunks.structured_content["hits"]}) == len(chunks.structured_content["hits"])
+    assert passages.structured_content["mode"] == "keyword"
+    assert len({(h["path"], h["lines"][0]) for h in passages.structured_content["hits"]}) == len(passages.structured_content["hits"])
 
     # max_bytes bounds the whole answer: notes are added whole while they fit, the rest are skipped.
     wanted = ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md", "dev/ssh-key-rotation.md", "quick-capture.md"]
@@ -137,7 +137,7 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
 
     synced = await client.call_tool("sync", {})
     if sync_allowed:
-        assert not synced.is_error and synced.structured_content["unchanged"] == status["documents"]
+        assert not synced.is_error and synced.structured_content["unchanged"] == status["notes"]
     else:
         assert "--allow-sync" in error_text(synced)
 
@@ -448,5 +448,5 @@ def test_status_summarises_long_lists_with_their_counts(tmp_path):
     summary = answer.structured_content
     assert summary["unresolved_links_count"] == 120 and len(summary["unresolved_links"]) == 20
     assert summary["unresolved_links"][0] == whole["unresolved_links"][0]
-    assert summary["documents"] == 60 and summary["collections_detail"][0]["notes"] == 60
+    assert summary["notes"] == 60 and summary["collections_detail"][0]["notes"] == 60
     assert len(answer.content[0].text.encode()) < 6000
