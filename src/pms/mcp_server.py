@@ -768,7 +768,7 @@ def _search_route(service: MCPService, security):
 
 
 # KnowledgeBase.search's arguments, as POST /search takes them.
-SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "passages", "chunks", "prefix_last", "note_filter", "min_score", "intent",
+SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "passages", "prefix_last", "note_filter", "min_score", "intent",
                            "queries")
 
 
