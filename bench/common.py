@@ -1,4 +1,4 @@
-"""Shared by the benchmark scripts: the evaluation sets, a cached PMS index per (corpus, chunk size,
+"""Shared by the benchmark scripts: the evaluation sets, a cached PMS index per (corpus, passage size,
 model), and one way to summarise timings (median and p95)."""
 
 from __future__ import annotations
@@ -97,9 +97,9 @@ def extract_book(workdir: Path, archive: Path = RUST_BOOK) -> Path:
 
 def open_index(workdir: Path, folder: Path, collection: str, passage_chars: int, embed: bool,
                embedding: dict | None = None, ranking: dict | None = None) -> pms.KnowledgeBase:
-    """The cached index of ``folder`` for this chunk size and model, synced (and embedded) as needed.
+    """The cached index of ``folder`` for this passage size and model, synced (and embedded) as needed.
 
-    The file name records chunk size and model, so changing either builds a
+    The file name records passage size and model, so changing either builds a
     new index instead of silently mixing passages or vectors. ``ranking``: RankingSettings
     fields other than the defaults.
     """

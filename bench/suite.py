@@ -48,7 +48,7 @@ Sets (the data lives in ../shared/data, never in the repository):
 
 Every default in ranking is chosen on the whole suite: the mean over sets and
 the worst set, never one set. Indexes are cached in ``--workdir`` (default
-.cache/bench, git-ignored), one file per (set, chunk size, model), so only the
+.cache/bench, git-ignored), one file per (set, passage size, model), so only the
 first run embeds; a rerun after a ranking change takes seconds plus the queries.
 """
 
@@ -552,7 +552,7 @@ def main(argv=None) -> int:
         if args.json:
             print(json.dumps({"rev": args.compare, "before": before, "after": after}, indent=2, ensure_ascii=False))
         else:
-            print(f"model {model or '(keyword only)'}, chunks of {args.passage_chars} chars; {args.compare} is {engine}")
+            print(f"model {model or '(keyword only)'}, passages of {args.passage_chars} chars; {args.compare} is {engine}")
             print(format_compare(before, after, args.compare))
             print(format_compare(before, after, args.compare, "ndcg@5"))
         return 0
@@ -562,7 +562,7 @@ def main(argv=None) -> int:
         print(json.dumps(run | {"model": model, "chunk_chars": args.passage_chars, "settings": settings_overrides(args.setting)},
                          indent=2, ensure_ascii=False))
     else:
-        print(f"model {model or '(keyword only)'}, chunks of {args.passage_chars} chars"
+        print(f"model {model or '(keyword only)'}, passages of {args.passage_chars} chars"
               + "".join(f"; {pair}" for pair in args.setting))
         print(format_suite(run["sets"], run["summary"]))
         for name in (n for n in run["sets"] if args.by_kind and n in KIND_FIXTURES):
