@@ -4871,16 +4871,17 @@ class Store:
             definitions = [a for a in args if a and "=" not in a]
             options = [a for a in args if "=" in a and not re.match(r"content(_rowid)?\s*=", a)]
             # Its last column holds the passage as indexed (chunks_fts's body): passages_matching_each reads it.
-            db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_snippets USING fts5({', '.join(definitions + ['pms_indexed'] + options)})")
+            # Made empty, as snippet_rows says it is.
+            db.execute("DROP TABLE IF EXISTS temp.pms_snippets")
+            db.execute(f"CREATE VIRTUAL TABLE temp.pms_snippets USING fts5({', '.join(definitions + ['pms_indexed'] + options)})")
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
             self._local.snippet_rows = {}  # passage id -> the text the table holds for it (fts_snippets)
-            self._local.snippet_version = None
         return columns
 
     SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
     SNIPPET_ROWS_KEPT = 2_000  # passages the scratch table keeps for the next searches before it starts afresh
 
-    def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24, version: IndexVersion | None = None) -> dict[int, str]:
+    def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
         """passage id -> FTS5's snippet of ``texts[passage id]`` (the passage as shown, in
         place of its body) for ``match`` (a passage that does not match is left out).
 
@@ -4888,8 +4889,9 @@ class Store:
         in chunks_fts one row costs every query term's whole posting list (one row at a
         time there when the copy cannot be made). The table keeps what it was given
         (SNIPPET_ROWS_KEPT), so typing a search again copies only the passages it has not
-        shown yet: usually one statement. It starts afresh when the index changed
-        (``version``) or a passage's text did.
+        shown yet: usually one statement. A passage's id is never reused (AUTOINCREMENT:
+        an edited note's passages are new rows); the table still starts afresh if a text
+        it holds differs.
         """
         if not texts:
             return {}
@@ -4899,12 +4901,9 @@ class Store:
             if "body" not in columns:
                 raise ValueError("the snippet table has no body column")
             held: dict[int, str] = self._local.snippet_rows
-            if (version is not None and version != self._local.snippet_version) or len(held) + len(texts) > self.SNIPPET_ROWS_KEPT \
-                    or any(held.get(cid, text) != text for cid, text in texts.items()):
-                db.execute("DROP TABLE temp.pms_snippets")
-                self._local.snippet_columns = None
+            if len(held) + len(texts) > self.SNIPPET_ROWS_KEPT or any(held.get(cid, text) != text for cid, text in texts.items()):
+                self._local.snippet_columns = None  # _snippet_table makes it afresh
                 columns, held = self._snippet_table(db), self._local.snippet_rows
-            self._local.snippet_version = version
             items = [(cid, text) for cid, text in texts.items() if cid not in held]
             names = ", ".join(columns)
             values = ", ".join("v.column2" if c == "body" else f"c.{c}" for c in columns)
@@ -5438,7 +5437,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5441) ----
+# ---- pms/embedding.py (+5440) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6674,7 +6673,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6677) ----
+# ---- pms/query.py (+6676) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7049,7 +7048,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7052) ----
+# ---- pms/ranking.py (+7051) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7765,7 +7764,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7768) ----
+# ---- pms/retrieval.py (+7767) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8681,7 +8680,7 @@ class Retrieval:
         # has none: every front end shows it as a line under its original.
         shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
                  for hit in hits if not hit.copy_of}
-        snippets = self.store.fts_snippets(match, shown, version=version) if match else {}
+        snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             if hit.copy_of:
@@ -8713,7 +8712,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8716) ----
+# ---- pms/sync.py (+8715) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9417,7 +9416,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9420) ----
+# ---- pms/watch.py (+9419) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9605,7 +9604,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9608) ----
+# ---- pms/clip.py (+9607) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10337,7 +10336,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10340) ----
+# ---- pms/api.py (+10339) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11470,7 +11469,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11473) ----
+# ---- pms/evaluation.py (+11472) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11668,7 +11667,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11671) ----
+# ---- pms/mcp_server.py (+11670) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12884,7 +12883,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12887) ----
+# ---- pms/cli.py (+12886) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14016,7 +14015,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13966) ----
+# ---- pms/__init__.py (+13965) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14083,7 +14082,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14086) ----
+# ---- pms/__main__.py (+14085) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -4,7 +4,7 @@ import math
 import pytest
 
 import pms
-from conftest import write
+from conftest import stamp, write
 
 NASTY = ['"', '""', "'", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "a AND", "OR b", "title:x", "headings:sync", "*", "**",
          "sync*", "-", "--", "-sync", '"unbalanced', 'un"balanced', "C++", "don't", "(", ")", "{}", "[x]", "^", "a:b:c",
@@ -226,3 +226,19 @@ def test_k_on_the_command_line_is_the_number_of_results_as_in_the_api(tmp_path):
     by_k, by_n = (run_cli("search", "hiking tent", flag, "2", "--json", db=db, python_flags=["-S"]) for flag in ("-k", "-n"))
     assert by_k.returncode == 0 and by_k.stdout == by_n.stdout
     assert len(json.loads(by_k.stdout)) == 2
+
+
+def test_a_snippet_follows_an_edited_note_when_the_same_search_runs_again(kb, tmp_path):
+    """Snippets are cut in a scratch table that keeps the passages it was given across searches:
+    after an edit the same search shows the new text."""
+    note = tmp_path / "n" / "trip.md"
+    write(note, "# Trip\n\nPack the compass and the gamma lamp.\n")
+    stamp(note, "2024-01-01")
+    kb.collections.create(tmp_path / "n", name="n")
+    kb.sync()
+    assert "gamma" in kb.search("compass", mode="keyword")[0].snippet
+    write(note, "# Trip\n\nPack the compass and the delta lamp.\n")
+    stamp(note, "2024-01-02")  # the same size: the date tells the sync it changed
+    kb.sync()
+    snippet = kb.search("compass", mode="keyword")[0].snippet
+    assert "delta" in snippet and "gamma" not in snippet, snippet

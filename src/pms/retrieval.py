@@ -913,7 +913,7 @@ class Retrieval:
         # has none: every front end shows it as a line under its original.
         shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
                  for hit in hits if not hit.copy_of}
-        snippets = self.store.fts_snippets(match, shown, version=version) if match else {}
+        snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             if hit.copy_of:

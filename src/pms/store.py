@@ -990,16 +990,17 @@ class Store:
             definitions = [a for a in args if a and "=" not in a]
             options = [a for a in args if "=" in a and not re.match(r"content(_rowid)?\s*=", a)]
             # Its last column holds the passage as indexed (chunks_fts's body): passages_matching_each reads it.
-            db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_snippets USING fts5({', '.join(definitions + ['pms_indexed'] + options)})")
+            # Made empty, as snippet_rows says it is.
+            db.execute("DROP TABLE IF EXISTS temp.pms_snippets")
+            db.execute(f"CREATE VIRTUAL TABLE temp.pms_snippets USING fts5({', '.join(definitions + ['pms_indexed'] + options)})")
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
             self._local.snippet_rows = {}  # passage id -> the text the table holds for it (fts_snippets)
-            self._local.snippet_version = None
         return columns
 
     SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
     SNIPPET_ROWS_KEPT = 2_000  # passages the scratch table keeps for the next searches before it starts afresh
 
-    def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24, version: IndexVersion | None = None) -> dict[int, str]:
+    def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
         """passage id -> FTS5's snippet of ``texts[passage id]`` (the passage as shown, in
         place of its body) for ``match`` (a passage that does not match is left out).
 
@@ -1007,8 +1008,9 @@ class Store:
         in chunks_fts one row costs every query term's whole posting list (one row at a
         time there when the copy cannot be made). The table keeps what it was given
         (SNIPPET_ROWS_KEPT), so typing a search again copies only the passages it has not
-        shown yet: usually one statement. It starts afresh when the index changed
-        (``version``) or a passage's text did.
+        shown yet: usually one statement. A passage's id is never reused (AUTOINCREMENT:
+        an edited note's passages are new rows); the table still starts afresh if a text
+        it holds differs.
         """
         if not texts:
             return {}
@@ -1018,12 +1020,9 @@ class Store:
             if "body" not in columns:
                 raise ValueError("the snippet table has no body column")
             held: dict[int, str] = self._local.snippet_rows
-            if (version is not None and version != self._local.snippet_version) or len(held) + len(texts) > self.SNIPPET_ROWS_KEPT \
-                    or any(held.get(cid, text) != text for cid, text in texts.items()):
-                db.execute("DROP TABLE temp.pms_snippets")
-                self._local.snippet_columns = None
+            if len(held) + len(texts) > self.SNIPPET_ROWS_KEPT or any(held.get(cid, text) != text for cid, text in texts.items()):
+                self._local.snippet_columns = None  # _snippet_table makes it afresh
                 columns, held = self._snippet_table(db), self._local.snippet_rows
-            self._local.snippet_version = version
             items = [(cid, text) for cid, text in texts.items() if cid not in held]
             names = ", ".join(columns)
             values = ", ".join("v.column2" if c == "body" else f"c.{c}" for c in columns)
