@@ -6,9 +6,8 @@ The stages are reached through ``kb.retrieval``: each is a contract of the pipel
 function of the frozen request), tested on its own; front ends only call kb.search."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 import pytest
 
