@@ -3888,13 +3888,14 @@ May import: config, markdown, notes, paths, filters, schema.
 # from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import stat as _stat
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 # from .config import (
@@ -3973,6 +3974,13 @@ class PendingChunk(TupleFields):
 
 
 @named_tuple
+class IndexVersion(TupleFields):
+    """Store.index_version: equal while the index is unchanged."""
+    data_version: int
+    commits: int
+
+
+@named_tuple
 class ChunkInfo(TupleFields):
     """What a search hit needs to know about a passage."""
     document_id: int
@@ -3992,6 +4000,19 @@ class ChunkInfo(TupleFields):
     own_words: int
     links_out: int
     page: int | None             # a PDF passage's page; None for a note's
+    digest: str                  # the note's content hash ('' before it was read): what keeps its kind (note_kind)
+    prints: bytes | None         # the note's paragraph prints (paragraph_prints), as stored
+
+
+@functools.lru_cache(maxsize=4096)  # the notes a typed search finds again and again
+def prints_of(blob: bytes | None) -> frozenset[int]:
+    """A note's paragraph prints as the index stores them (8 bytes each) -> the set of them."""
+    from array import array
+
+    prints = array("Q")
+    if blob:
+        prints.frombytes(blob[: len(blob) // 8 * 8])
+    return frozenset(prints)
 
 
 # The note's date: its frontmatter date when it has one, else the file's mtime (local time).
@@ -4151,6 +4172,7 @@ class Store:
         self._local = threading.local()
         self._stems: dict[str, str] = {}  # index_terms
         self._connections: list = []
+        self._trace: Callable[[str], None] | None = None  # trace_statements
         self._lock = threading.Lock()
         self.vec_loaded = False
         self.vec_error: str | None = None  # why vectors are unavailable, if they are
@@ -4231,6 +4253,14 @@ class Store:
             return f"the folder {folder} is read-only (SQLite needs to create files next to the index)"
         return None
 
+    def trace_statements(self, callback: Callable[[str], None] | None) -> None:
+        """Send every SQL statement of every connection (each thread's, open or opened later) to
+        ``callback``; None stops it. What a search costs is counted with it (tests, bench)."""
+        with self._lock:
+            self._trace = callback
+            for conn in self._connections:
+                conn.set_trace_callback(callback)
+
     def require_writable(self) -> None:
         if self.read_only:
             raise PMSError(f"cannot write to the index: {self.read_only}; search, get and status still work "
@@ -4270,6 +4300,7 @@ class Store:
         conn.create_function("pms_path_match", 2, path_matches, deterministic=True)
         conn.set_progress_handler(past_deadline, DEADLINE_STEPS)
         loaded, error = self._load_vectors(conn, want)
+        conn.set_trace_callback(self._trace)
         with self._lock:
             # The first connection decides for every thread: a connection that a
             # worker thread opens later must never flip the flag while the main
@@ -4596,6 +4627,19 @@ class Store:
         }
 
     # -- vectors ---------------------------------------------------------------------
+    def embedding_facts(self, version: IndexVersion | None = None) -> dict[str, _typing.Any]:
+        """What tells whether vector search can run (Retrieval.vector_status), in one statement:
+        the index's embed_model, embed_format and embed_error, and whether it has a vector
+        table. With ``version`` (a search's: index_version), kept until the index changes."""
+        def read() -> dict[str, _typing.Any]:
+            row = self.db.execute(
+                "SELECT (SELECT value FROM meta WHERE key = 'embed_model'), (SELECT value FROM meta WHERE key = 'embed_format'), "
+                "(SELECT value FROM meta WHERE key = 'embed_error'), "
+                "EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors')").fetchone()
+            return dict(zip(("embed_model", "embed_format", "embed_error", "vector_table"), row))
+
+        return self._kept("embedding_facts", version, read) if version is not None else read()
+
     def has_vector_table(self) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
@@ -4755,27 +4799,31 @@ class Store:
 
     # -- search ------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
-                   note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
-        """(chunk id, bm25) best first; bm25 is FTS5's (negative: lower is better).
-        Collections and the note filter narrow the FTS query itself."""
+                   note_filter: NoteFilter | None = None) -> list[tuple[int, float, int, int]]:
+        """(chunk id, bm25, its note's document id, the note's passages) best first; bm25 is
+        FTS5's (negative: lower is better). Collections and the note filter narrow the FTS
+        query itself. The note and its size come in the same statement: ranking reads them
+        for every passage found (focus, one hit per note)."""
         return self._bm25_search("chunks_fts", weights, match, limit, collection_ids, note_filter)
 
     def cjk_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
-                   note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
-        """(chunk id, bm25) of Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text), best first."""
+                   note_filter: NoteFilter | None = None) -> list[tuple[int, float, int, int]]:
+        """As fts_search, for Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text)."""
         return self._bm25_search("cjk_fts", (3.0, 1.0), match, limit, collection_ids, note_filter)
 
     def _bm25_search(self, table: str, weights: Sequence[float], match: str, limit: int,
-                     collection_ids: Sequence[int] | None, note_filter: NoteFilter | None) -> list[tuple[int, float]]:
-        sql = f"SELECT f.rowid, bm25({table}, {', '.join(str(float(x)) for x in weights)}) AS r FROM {table} f"
+                     collection_ids: Sequence[int] | None, note_filter: NoteFilter | None) -> list[tuple[int, float, int, int]]:
+        found = f"SELECT f.rowid AS id, bm25({table}, {', '.join(str(float(x)) for x in weights)}) AS r FROM {table} f"
         args: list = [match]
         if collection_ids or note_filter:
             conditions, where_args = self._note_conditions(collection_ids, note_filter)
-            sql += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE {table} MATCH ? AND {conditions}"
+            found += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE {table} MATCH ? AND {conditions}"
             args.extend(where_args)
         else:
-            sql += f" WHERE {table} MATCH ?"
-        return self.db.execute(sql + " ORDER BY r LIMIT ?", (*args, limit)).fetchall()
+            found += f" WHERE {table} MATCH ?"
+        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order).
+        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT count(*) FROM chunks p WHERE p.document_id = c.document_id) "
+                               f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
                     note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
@@ -4818,11 +4866,16 @@ class Store:
             args = [a.strip() for a in re.findall(r"(?:[^,']|'(?:[^']|'')*')+", sql[sql.index("(") + 1 : sql.rindex(")")])]
             definitions = [a for a in args if a and "=" not in a]
             options = [a for a in args if "=" in a and not re.match(r"content(_rowid)?\s*=", a)]
-            db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_snippets USING fts5({', '.join(definitions + options)})")
+            # Its last column holds the passage as indexed (chunks_fts's body): chunks_matching_each reads it.
+            # Made empty, as snippet_rows says it is.
+            db.execute("DROP TABLE IF EXISTS temp.pms_snippets")
+            db.execute(f"CREATE VIRTUAL TABLE temp.pms_snippets USING fts5({', '.join(definitions + ['pms_indexed'] + options)})")
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
+            self._local.snippet_rows = {}  # chunk id -> the text the table holds for it (fts_snippets)
         return columns
 
     SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
+    SNIPPET_ROWS_KEPT = 2_000  # passages the scratch table keeps for the next searches before it starts afresh
 
     def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
         """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
@@ -4830,31 +4883,35 @@ class Store:
 
         Matched in a small temporary FTS5 table with chunks_fts's columns and tokenizer:
         in chunks_fts one row costs every query term's whole posting list (one row at a
-        time there when the copy cannot be made).
+        time there when the copy cannot be made). The table keeps what it was given
+        (SNIPPET_ROWS_KEPT), so typing a search again copies only the passages it has not
+        shown yet: usually one statement. A passage's id is never reused (AUTOINCREMENT:
+        an edited note's passages are new rows); the table still starts afresh if a text
+        it holds differs.
         """
         if not texts:
             return {}
         db = self.db
         try:
             columns = self._snippet_table(db)
-            names = ", ".join(columns)
             if "body" not in columns:
                 raise ValueError("the snippet table has no body column")
+            held: dict[int, str] = self._local.snippet_rows
+            if len(held) + len(texts) > self.SNIPPET_ROWS_KEPT or any(held.get(cid, text) != text for cid, text in texts.items()):
+                self._local.snippet_columns = None  # _snippet_table makes it afresh
+                columns, held = self._snippet_table(db), self._local.snippet_rows
+            items = [(cid, text) for cid, text in texts.items() if cid not in held]
+            names = ", ".join(columns)
             values = ", ".join("v.column2" if c == "body" else f"c.{c}" for c in columns)
-            # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
-            db.execute("SAVEPOINT pms_snippets")
-            try:
-                items = list(texts.items())
-                for start in range(0, len(items), self.SNIPPET_ROWS_PER_INSERT):  # one statement for a page of hits
-                    part = items[start : start + self.SNIPPET_ROWS_PER_INSERT]
-                    db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT c.id, {values} "
-                               f"FROM (VALUES {', '.join(['(?, ?)'] * len(part))}) v JOIN chunks c ON c.id = v.column1",
-                               [value for pair in part for value in pair])
-                return dict(db.execute(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
-                                       "FROM temp.pms_snippets WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
-            finally:
-                db.execute("ROLLBACK TO pms_snippets")
-                db.execute("RELEASE pms_snippets")
+            for start in range(0, len(items), self.SNIPPET_ROWS_PER_INSERT):  # one statement for a page of hits
+                part = items[start : start + self.SNIPPET_ROWS_PER_INSERT]
+                db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}, pms_indexed) SELECT c.id, {values}, c.body "
+                           f"FROM (VALUES {', '.join(['(?, ?)'] * len(part))}) v JOIN chunks c ON c.id = v.column1",
+                           [value for pair in part for value in pair])
+                held.update(part)
+            shown = "{" + " ".join(columns) + "} : (" + match + ")"  # the passage as shown, not pms_indexed
+            return dict(self.rows_in(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
+                                     "FROM temp.pms_snippets WHERE pms_snippets MATCH ? AND rowid IN ({ids})", texts, tokens, shown))
         except (ValueError, self.db_module_errors()):
             out = {}
             for cid in texts:
@@ -4888,6 +4945,28 @@ class Store:
     def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
         """chunk id -> its int8 vector, looked up by id (a passage without one is left out)."""
         return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", chunk_ids))
+
+    def chunks_matching_each(self, matches: Sequence[str], chunk_ids: Sequence[int]) -> list[set[int]]:
+        """For each FTS5 expression of ``matches``, which of these passages match it (as
+        chunks_fts holds them), in one statement. Passages fts_snippets has just shown are
+        matched in its small table (a lookup by id in chunks_fts reads each term's whole
+        posting list: 0.5 ms a term on the Rust book)."""
+        if not matches or not chunk_ids:
+            return [set() for _ in matches]
+        held = getattr(self._local, "snippet_rows", None) or {}
+        if all(cid in held for cid in chunk_ids):
+            indexed = "{" + " ".join(c for c in self._local.snippet_columns if c != "body") + " pms_indexed} : "
+            table, matches = "temp.pms_snippets", [indexed + "(" + m + ")" for m in matches]
+        else:
+            table = "chunks_fts"
+        each = " UNION ALL ".join(f"SELECT rowid, {i} FROM {table} WHERE {table.split('.')[-1]} MATCH ? AND rowid IN ({{ids}})"
+                                  for i in range(len(matches)))
+        out: list[set[int]] = [set() for _ in matches]
+        for part in in_parts(chunk_ids, max(1, SQLITE_MAX_VARS // len(matches) - 1)):
+            ids = placeholders(part)
+            for cid, i in self.db.execute(each.format(ids=ids), [x for m in matches for x in (m, *part)]).fetchall():
+                out[i].add(cid)
+        return out
 
     def chunks_matching(self, match: str, chunk_ids: Sequence[int]) -> set[int]:
         """Which of these passages match an FTS5 expression (a search's exclusions)."""
@@ -4977,15 +5056,8 @@ class Store:
 
     def paragraph_prints(self, docids: Iterable[str]) -> dict[str, frozenset[int]]:
         """docid -> its paragraph prints (paragraph_prints; empty for a note not read since they were added)."""
-        from array import array
-
-        out: dict[str, frozenset[int]] = {}
-        for docid, blob in self.rows_in("SELECT docid, paragraphs FROM documents WHERE docid IN ({ids}) AND paragraphs IS NOT NULL",
-                                        docids):
-            prints = array("Q")
-            prints.frombytes(blob[: len(blob) // 8 * 8])
-            out[docid] = frozenset(prints)
-        return out
+        return {docid: prints_of(blob) for docid, blob in self.rows_in(
+            "SELECT docid, paragraphs FROM documents WHERE docid IN ({ids}) AND paragraphs IS NOT NULL", docids)}
 
     def without_vectors(self, ids: Iterable[int], chunks: bool = False) -> set[int]:
         """The notes (``chunks``: the passages) among ``ids`` that have no vector yet."""
@@ -5052,13 +5124,16 @@ class Store:
             else:
                 db.execute("DELETE FROM folder_descriptions WHERE collection_id = ? AND folder = ?", (collection_id, folder))
 
-    def folder_descriptions(self) -> dict[str, dict[str, str]]:
-        """collection name -> {folder: description}."""
-        out: dict[str, dict[str, str]] = {}
-        for name, folder, text in self.db.execute("SELECT c.name, f.folder, f.description FROM folder_descriptions f "
-                                                  "JOIN collections c ON c.id = f.collection_id"):
-            out.setdefault(name, {})[folder] = text
-        return out
+    def folder_descriptions(self, version: IndexVersion | None = None) -> dict[str, dict[str, str]]:
+        """collection name -> {folder: description} (kept until the index changes: a search shows them with every hit)."""
+        def read() -> dict[str, dict[str, str]]:
+            out: dict[str, dict[str, str]] = {}
+            for name, folder, text in self.db.execute("SELECT c.name, f.folder, f.description FROM folder_descriptions f "
+                                                      "JOIN collections c ON c.id = f.collection_id"):
+                out.setdefault(name, {})[folder] = text
+            return out
+
+        return self._kept("folder_descriptions", version, read)
 
     # -- related notes ----------------------------------------------------------------------
     def document_vectors(self, document_id: int) -> list[tuple[int, bytes]]:
@@ -5113,13 +5188,40 @@ class Store:
 
     def terms_passages(self, terms: Iterable[str]) -> dict[str, int]:
         """Index term -> how many passages hold it (a term none holds is left out), in one statement."""
+        return self.vocabulary(terms)[0]
+
+    def vocabulary(self, terms: Iterable[str]) -> tuple[dict[str, int], IndexVersion]:
+        """(index term -> how many passages hold it, a term none holds left out; the index's
+        version) in one statement: what a search reads of the vocabulary (typo fallbacks, the
+        terms' rarity) and what its kept facts are checked against (index_version)."""
         wanted = sorted(set(terms) - {""})
-        if not wanted:
-            return {}
         db = self.db
         self._vocabulary(db)
-        return {term: count for part in in_parts(wanted) for term, count in
-                db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))})", part)}
+        counts, version = {}, -1
+        for part in in_parts(wanted or [""]):
+            for term, count in db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))}) "
+                                          "UNION ALL SELECT NULL, data_version FROM pragma_data_version", part):
+                if term is None:
+                    version = count
+                else:
+                    counts[term] = count
+        return counts, IndexVersion(version, getattr(self._local, "commits", 0))
+
+    def index_version(self) -> IndexVersion:
+        """What moves whenever the index changes: PRAGMA data_version counts other connections'
+        commits, ``commits`` this one's (transaction: every write of notes is in one;
+        total_changes would also count a search's own temp-table rows). A search reads it once
+        (with its vocabulary) and what is kept across searches is checked against it."""
+        return IndexVersion(self.db.execute("PRAGMA data_version").fetchone()[0], getattr(self._local, "commits", 0))
+
+    def _kept(self, name: str, version: IndexVersion | None, compute: Callable[[], _typing.Any]) -> _typing.Any:
+        """``compute()``, kept on this connection until the index's version moves."""
+        version = version or self.index_version()
+        cached = getattr(self._local, name, None)
+        if cached is None or cached[0] != version:
+            cached = (version, compute())
+            setattr(self._local, name, cached)
+        return cached[1]
 
     def term_passages(self, term: str, prefix: bool = False) -> int:
         """How many passages hold ``term`` (an index term; ``prefix``: any term starting with it)."""
@@ -5131,30 +5233,25 @@ class Store:
             row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
         return int(row[0] or 0) if row else 0
 
-    def embedded_share(self) -> float:
+    def embedded_share(self, version: IndexVersion | None = None) -> float:
         """The share of passages that have a vector (kept until the index changes, as passage_total)."""
-        total, embedded = self._passage_counts()
+        total, embedded = self._passage_counts(version)
         return embedded / total if total else 1.0
 
-    def passage_total(self) -> int:
-        """How many passages the index holds (kept until the index changes)."""
-        return self._passage_counts()[0]
+    def passage_total(self, version: IndexVersion | None = None) -> int:
+        """How many passages the index holds (kept until the index changes: index_version)."""
+        return self._passage_counts(version)[0]
 
-    def _passage_counts(self) -> tuple[int, int]:
-        """(passages, passages with a vector), kept until the index changes: PRAGMA data_version
-        counts other connections' commits, ``commits`` this one's (transaction: every write of
-        passages is in one; total_changes would also count a search's own temp-table rows)."""
-        db = self.db
-        version = (db.execute("PRAGMA data_version").fetchone()[0], getattr(self._local, "commits", 0))
-        cached = getattr(self._local, "passage_counts", None)
-        if cached is None or cached[0] != version:
+    def _passage_counts(self, version: IndexVersion | None) -> tuple[int, int]:
+        """(passages, passages with a vector), kept until the index changes."""
+        def counts() -> tuple[int, int]:
             # Two counts the indexes answer (the smallest index; the partial index of passages without a
             # vector) instead of one scan of every passage's row: 9 ms -> under 2 on tldr's 39,000 passages.
             total = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            unembedded = db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
-            cached = (version, (total, total - unembedded))
-            self._local.passage_counts = cached
-        return cached[1]
+            return total, total - db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
+
+        db = self.db
+        return self._kept("passage_counts", version, counts)
 
     def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
         """(term, passages holding it) of the vocabulary's terms that start with ``start`` and have
@@ -5180,8 +5277,8 @@ class Store:
     def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
         """chunk id -> what a hit shows of it (a missing chunk is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
-                            f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page FROM chunks c "
-                            "JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
+                            f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
+                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
@@ -5336,7 +5433,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5339) ----
+# ---- pms/embedding.py (+5436) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6572,7 +6669,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6575) ----
+# ---- pms/query.py (+6672) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6940,7 +7037,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+6943) ----
+# ---- pms/ranking.py (+7040) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7364,7 +7461,9 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     for holder_at, holder in window:
         mine = prints[holder.docid]
         for held_at, held in window:
-            if held is holder or held.docid == holder.docid or not holds_most_of(mine, prints[held.docid], settings):
+            # (a note holds no longer one: that test first, without a call, for the window's n x n pairs)
+            if len(prints[held.docid]) > len(mine) or held is holder or held.docid == holder.docid \
+                    or not holds_most_of(mine, prints[held.docid], settings):
                 continue
             if len(prints[held.docid]) == len(mine) and held_at > holder_at:
                 continue  # the same text twice: the lower one is the copy
@@ -7398,14 +7497,14 @@ def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str
     def kind(hit) -> str:
         return kinds.get(hit.docid, "note")
 
-    def stem(hit) -> str:
-        return hit.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
-
-    def linked(stub, hit) -> bool:
-        return hit is not stub and kind(hit) == "note" and hit.collection == stub.collection and stem(hit) in links.get(stub.docid, ())
-
     if all(kind(h) == "note" for h in hits):
         return hits
+    # Each note's (collection, file name) once: a stub is compared with every hit.
+    named = {id(h): (h.collection, h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()) for h in hits if kind(h) == "note"}
+
+    def linked(stub, hit) -> bool:
+        name = named.get(id(hit))
+        return name is not None and hit is not stub and name[0] == stub.collection and name[1] in links.get(stub.docid, ())
     # A pointer to a hit of this list adds nothing the hit does not show: below every note.
     redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
     weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
@@ -7654,7 +7753,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7657) ----
+# ---- pms/retrieval.py (+7756) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7680,7 +7779,7 @@ from collections.abc import Iterator, Sequence
 # from .language import language_script, note_language
 # from .filters import NoteFilter, checked_number
 # from .schema import has_unspaced_chars, spaced_cjk
-# from .store import ChunkInfo, Store, VectorMemory
+# from .store import ChunkInfo, IndexVersion, Store, VectorMemory, prints_of
 # from .embedding import (
 # Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
 # )
@@ -7726,6 +7825,10 @@ class SearchRequest(Record, frozen=True):
     hint: Hint | None = None  # what makes hybrid run, when it does not
     min_score: float | None = None  # leave out hits whose relevance is below this (0-1)
     intent: str = ""  # what the searcher is after, said in words: context for the vector list only
+    # As the index was when the request was made (one search: made, then run): how many passages
+    # hold each of the query's words (index terms), and the index's version (Store.index_version).
+    term_passages: dict[str, int] = Factory(dict)
+    index_version: IndexVersion | None = None
 
     @property
     def meaning(self) -> str:
@@ -7823,7 +7926,8 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
-        self._kinds: dict[tuple[str, str], str] = {}  # (content hash, path) -> note_kind, for self.settings
+        # (content hash, path) -> (note_kind for self.settings, the file names it links to when it was read)
+        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None]] = {}
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -7831,8 +7935,9 @@ class Retrieval:
             return None
         return [self.store.require_collection(name).id for name in names]
 
-    def vector_status(self) -> VectorStatus:
-        """Whether vector search can run now, and why not, without loading the model."""
+    def vector_status(self, version: IndexVersion | None = None) -> VectorStatus:
+        """Whether vector search can run now, and why not, without loading the model
+        (``version``: a search's, Store.index_version: what the index says is kept until it changes)."""
         store = self.store
         store.db  # opens the connection, which tries to load sqlite-vec
         missing = (self.embedder or Embedder).missing_packages()
@@ -7842,10 +7947,11 @@ class Retrieval:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
             return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
-        indexed_model = store.get_meta("embed_model")
-        embedded = bool(indexed_model) and store.has_vector_table()
+        facts = store.embedding_facts(version)
+        indexed_model = facts["embed_model"]
+        embedded = bool(indexed_model) and facts["vector_table"]
         # What the index holds first: a model of its own that differs is not fixed by loading this one.
-        if embedded and store.get_meta("embed_format") != VECTOR_FORMAT:
+        if embedded and facts["embed_format"] != VECTOR_FORMAT:
             return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
         if embedded and indexed_model != self.embedder.model_name:
             return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
@@ -7856,19 +7962,19 @@ class Retrieval:
         if gone is not None:
             return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
         if not embedded:
-            failed = store.get_meta("embed_error")  # why the last sync could not embed: it says what to do
+            failed = facts["embed_error"]  # why the last sync could not embed: it says what to do
             return VectorStatus(False, failed or "no embeddings in the index yet", "not-embedded",
                                 None if store.read_only or failed else Hint(command="sync"))
         return VectorStatus(True)
 
-    def search_mode(self, mode: str = "auto") -> SearchMode:
+    def search_mode(self, mode: str = "auto", version: IndexVersion | None = None) -> SearchMode:
         """The mode a search asked for ``mode`` will use, and why hybrid is not available;
         EmbeddingUnavailable when ``mode`` (hybrid, vector) cannot run."""
         if mode not in SEARCH_MODES:
             raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
         if mode == "keyword":
             return SearchMode("keyword")
-        status = self.vector_status()
+        status = self.vector_status(version)
         if status.ok:
             return SearchMode("hybrid" if mode == "auto" else mode)
         if mode == "auto":
@@ -7886,18 +7992,32 @@ class Retrieval:
         ids = self.collection_ids(collections)
         k = min(checked_number(k, "k"), 1000)
         min_score = checked_min_score(min_score)
-        resolved = self.search_mode(mode) if not (note_filter and not parsed.terms) else SearchMode("keyword")
-        parsed = self.with_fallbacks(parsed, typos=resolved.mode == "keyword")
+        held, version = self._vocabulary_of(parsed)
+        resolved = self.search_mode(mode, version) if not (note_filter and not parsed.terms) else SearchMode("keyword")
+        parsed = self.with_fallbacks(parsed, held, typos=resolved.mode == "keyword")
         return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
-                             clean_query(intent).strip() if intent else "")
+                             clean_query(intent).strip() if intent else "", held, version)
 
-    def with_fallbacks(self, parsed: ParsedQuery, typos: bool = True) -> ParsedQuery:
+    def _vocabulary_of(self, parsed: ParsedQuery) -> tuple[dict[str, int], IndexVersion | None]:
+        """(index term -> passages holding it, for the query's words; the index's version), in one
+        statement (Store.vocabulary): what the typo fallback and the relevance's rarity read.
+        ({}, None) without words or on an index without FTS5's vocabulary."""
+        words = [w for t in parsed.terms if not has_unspaced_chars(" ".join(t.tokens)) for w in t.tokens]
+        if not words:
+            return {}, None
+        try:
+            return self.store.vocabulary(self.store.index_terms(words))
+        except self.store.db_module_errors():
+            return {}, None
+
+    def with_fallbacks(self, parsed: ParsedQuery, held: dict[str, int], typos: bool = True) -> ParsedQuery:
         """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
         other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and with ``typos`` (a
         keyword search: hybrid's vector list already finds a misspelled word's meaning) a word
         no passage holds (RankingSettings.typo_min_letters) stands for the vault's closest words
-        too: "ownershp" also finds "ownership"."""
+        too: "ownershp" also finds "ownership". ``held``: index term -> passages holding it, for
+        the query's words (_vocabulary_of)."""
         s = self.settings
         if s.fold_suffixes:
             parsed = with_folded_suffixes(parsed)
@@ -7906,8 +8026,7 @@ class Retrieval:
         if not words:
             return parsed
         try:
-            stems = self.store.index_terms([t.tokens[0] for t in words])
-            held = self.store.terms_passages(stems)
+            stems = self.store.index_terms([t.tokens[0] for t in words])  # kept per word: read by _vocabulary_of
             lost = [(t, stem) for t, stem in zip(words, stems) if stem and not held.get(stem)
                     and not any(prefix and self.store.term_passages(word, prefix=True) for word, prefix in t.variants)]
             if not lost:
@@ -7932,63 +8051,69 @@ class Retrieval:
         (and_first_max_terms), passages with every term before those with some, each
         group ordered with its note's focus (_focused, over the first ``focus_depth``
         passages; default all). ``owners`` receives chunk id -> document id of the passages
-        it looked up, ``every_term`` the ids of those known to hold every term
+        it found, ``every_term`` the ids of those known to hold every term
         (relevance_stage then need not look them up again)."""
         parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
         match_any = parsed.match_any()
         if not match_any:
             return []
+        notes: dict[int, tuple[int, int]] = {}  # chunk id -> (document id, the note's passages), as fts_search read them
         cjk = [" ".join(t.tokens) for t in parsed.terms if has_unspaced_chars(" ".join(t.tokens))][:MAX_CJK_WORDS]
         if cjk:  # Chinese/Japanese: whole-token matches first, then passages holding every word
-            ranked = [(cid, -r) for cid, r in self._fts(match_any, limit, ids, note_filter)]
-            seen = {cid for cid, _ in ranked}
+            ranked = self._fts(match_any, limit, ids, note_filter, notes)
             phrases = " AND ".join('"' + spaced_cjk(word).replace('"', '""') + '"' for word in cjk)
-            ranked += [(cid, -r) for cid, r in self.store.cjk_search(phrases, limit, ids, note_filter) if cid not in seen]
+            for cid, r, doc, size in self.store.cjk_search(phrases, limit, ids, note_filter):
+                if cid not in notes:
+                    notes[cid] = (doc, size)
+                    ranked.append((cid, -r))
+            if owners is not None:
+                owners.update((cid, doc) for cid, (doc, _) in notes.items())
             return ranked[:limit]
         match_all = parsed.match_all() if len(parsed.terms) <= s.and_first_max_terms else None
-        all_rows = self._fts(match_all, limit, ids, note_filter) if match_all else []
-        first = {cid for cid, _ in all_rows}
+        all_rows = self._fts(match_all, limit, ids, note_filter, notes) if match_all else []
+        first = set(cid for cid, _ in all_rows)
         if every_term is not None:
             every_term.update(first)
         if len(all_rows) >= limit:  # the costly any-term query could add nothing
-            return self._focused([(cid, -r) for cid, r in all_rows], first, owners, focus_depth)
-        any_rows = self._fts(match_any, limit, ids, note_filter)
+            return self._focused(all_rows, first, notes, owners, focus_depth)
+        any_rows = self._fts(match_any, limit, ids, note_filter, notes)
         if every_term is not None and len(parsed.terms) == 1:
             every_term.update(cid for cid, _ in any_rows)
         if not match_all or not any_rows:
-            return self._focused([(cid, -r) for cid, r in any_rows], set(), owners, focus_depth)
-        ranked = [(cid, -r) for cid, r in all_rows]
-        ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
-        return self._focused(ranked[:limit], first, owners, focus_depth)
+            return self._focused(any_rows, set(), notes, owners, focus_depth)
+        ranked = all_rows + [row for row in any_rows if row[0] not in first]
+        return self._focused(ranked[:limit], first, notes, owners, focus_depth)
 
-    def _focused(self, ranked: list[tuple[int, float]], first: set[int], owners: dict[int, int] | None = None,
-                 depth: int | None = None) -> list[tuple[int, float]]:
+    def _focused(self, ranked: list[tuple[int, float]], first: set[int], notes: dict[int, tuple[int, int]],
+                 owners: dict[int, int] | None = None, depth: int | None = None) -> list[tuple[int, float]]:
         """``ranked`` reordered by each passage's score plus its note's focus on the
         query (RankingSettings.focus_weight, focus_power) from its passages among the
         first ``depth``: a note about the query beats a long note with one passage like it.
-        ``first`` stays ahead."""
+        ``first`` stays ahead. ``notes``: chunk id -> (document id, the note's passages)."""
         s = self.settings
+        if owners is not None:
+            owners.update((cid, notes[cid][0]) for cid, _ in ranked)
         if not ranked or not s.focus_weight:
             return ranked
-        owner = self.store.chunk_documents(cid for cid, _ in ranked)
-        if owners is not None:
-            owners.update(owner)
-        sizes = self.store.passages_per_document({owner[cid] for cid, _ in ranked[:depth] if cid in owner})
         sums: dict[int, float] = {}
         for cid, value in ranked[:depth]:
-            if cid in owner:
-                sums[owner[cid]] = sums.get(owner[cid], 0.0) + value
-        focus = {doc: s.focus_weight * total / sizes.get(doc, 1) ** s.focus_power for doc, total in sums.items()}
-        scored = [(cid, value + focus.get(owner.get(cid, -1), 0.0)) for cid, value in ranked]
+            doc = notes[cid][0]
+            sums[doc] = sums.get(doc, 0.0) + value
+        sizes = {doc: size for doc, size in notes.values()}
+        focus = {doc: s.focus_weight * total / sizes[doc] ** s.focus_power for doc, total in sums.items()}
+        scored = [(cid, value + focus.get(notes[cid][0], 0.0)) for cid, value in ranked]
         return sorted(scored, key=lambda r: (r[0] not in first, -r[1]))
 
-    def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
+    def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None, notes: dict[int, tuple[int, int]]) -> list[tuple[int, float]]:
+        """(chunk id, BM25 score: higher is better) best first; ``notes`` receives each one's (document id, note's passages)."""
         try:
-            return self.store.fts_search(match, limit, ids, self.settings.field_weights, note_filter)
+            found = self.store.fts_search(match, limit, ids, self.settings.field_weights, note_filter)
         except Exception as exc:  # defensive: a parser gap must never surface as an SQL error
             if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                 return []
             raise
+        notes.update((cid, (doc, size)) for cid, _, doc, size in found)
+        return [(cid, -r) for cid, r, _, _ in found]
 
     def names_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
         """Document ids whose title, an alias or the file name the query (without its
@@ -8095,6 +8220,7 @@ class Retrieval:
         t0 = time.perf_counter()
         ranked = max(req.k, s.steady_k)  # what is ranked; the first req.k are kept
         every_term: set[int] = set()  # passages the keyword stage found holding every term
+        vectors_read: dict[int, bytes] = {}  # passages' vectors the ranking stage read (for relevance_stage)
         if req.used == "hybrid":
             s = s.for_vectors(getattr(self.embedder, "static", False),  # only a local model can be static
                               self.embedder is not None and is_multilingual_model(self.embedder.model_name))
@@ -8129,18 +8255,18 @@ class Retrieval:
                     for place, (cid, value) in enumerate(rows, 1)]
             hits, explained = (hits if req.chunks else _best_per_note(hits)), ""
         else:
-            hits, explained = self._ranked_hits(req, lists, owners, s, ranked)
+            hits, explained, info = self._ranked_hits(req, lists, owners, s, ranked, vectors_read)
         timed("ranking", t0)
         t0 = time.perf_counter()
-        hits = self._finish(hits, req.parsed, req.parsed.text, req.k, ranked)
+        hits = self._finish(hits, info, req.parsed, req.parsed.text, req.k, ranked, req.index_version)
         timed("snippets", t0)
         t0 = time.perf_counter()
-        best = self.relevance_stage(req, hits, every_term)
+        best = self.relevance_stage(req, hits, every_term, vectors_read)
         if req.min_score is not None:  # a copy goes with its original
             kept = {h.ref for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
-        share = self.store.embedded_share() if req.used != "keyword" else 1.0
+        share = self.store.embedded_share(req.index_version) if req.used != "keyword" else 1.0
         return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.floor_for(req.used),
                             best_relevance=best, embedded=round(share, 4) if share < 1.0 else None)
 
@@ -8148,7 +8274,8 @@ class Retrieval:
     def _result(req: SearchRequest, hits: list[Hit], **fields) -> SearchResult:
         return SearchResult(hits, req.used, req.reason, req.hint, query=req.query, words=req.parsed.words, **fields)
 
-    def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset()) -> float | None:
+    def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset(),
+                        vectors_read: dict[int, bytes] | None = None) -> float | None:
         """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.
         One FTS5 lookup per query term over the hits' passages (but those ``every_term``
         names), and their vectors' dot products with the query's (when the search embedded
@@ -8159,13 +8286,14 @@ class Retrieval:
             return None
         ids = [h.chunk_id for h in hits if h.chunk_id is not None]
         terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
-        weight = self._term_weights(terms)
+        weight = self._term_weights(req, terms)
         total = sum(weight) or 1.0
         held = {cid: total if cid in every_term else 0.0 for cid in ids}
         unknown = [cid for cid in ids if cid not in every_term]
-        for term, w in zip(terms if unknown else (), weight):
-            for cid in self.store.chunks_matching(term.fts(), unknown):
-                held[cid] += w
+        if unknown:
+            for w, matching in zip(weight, self.store.chunks_matching_each([term.fts() for term in terms], unknown)):
+                for cid in matching:
+                    held[cid] += w
         similarity: dict[int, float] = {}
         if req.used != "keyword" and self.embedder is not None and req.parsed.text.strip():
             with contextlib.suppress(Exception):  # no vectors to read: words alone say it
@@ -8173,7 +8301,10 @@ class Retrieval:
 
                 q = np.frombuffer(self.query_vector(req.meaning), dtype=np.int8).astype(np.float32)
                 q /= max(float(np.linalg.norm(q)), 1e-9)
-                for cid, blob in self.vectors.vectors_of(ids).items():
+                known = vectors_read or {}
+                unread = [cid for cid in ids if cid not in known]
+                vectors = {cid: known[cid] for cid in ids if cid in known} | (self.vectors.vectors_of(unread) if unread else {})
+                for cid, blob in vectors.items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
         raw = []
@@ -8193,9 +8324,9 @@ class Retrieval:
                 copy.matched, copy.similarity, copy.relevance = original.matched, original.similarity, original.relevance
         return hits[0].relevance
 
-    def _term_weights(self, terms: Sequence[Term]) -> list[float]:
+    def _term_weights(self, req: SearchRequest, terms: Sequence[Term]) -> list[float]:
         """Each query term's weight in a hit's relevance: its rarity in the vault (BM25's idf of
-        its rarest word, RankingSettings.relevance_idf), or 1 each."""
+        its rarest word, RankingSettings.relevance_idf; the counts the request read), or 1 each."""
         if not (self.settings.relevance_idf and terms):
             return [1.0] * len(terms)
         import math
@@ -8203,13 +8334,12 @@ class Retrieval:
         try:
             words = [t.tokens for t in terms]
             stems = self.store.index_terms([w for tokens in words for w in tokens])
-            passages = max(self.store.passage_total(), 1)
-            held = self.store.terms_passages(stems)
+            passages = max(self.store.passage_total(req.index_version), 1)
         except self.store.db_module_errors():
             return [1.0] * len(terms)
         weights, at = [], 0
         for term, tokens in zip(terms, words):
-            counts = [held.get(stem, 0) for stem in stems[at : at + len(tokens)] if stem]
+            counts = [req.term_passages.get(stem, 0) for stem in stems[at : at + len(tokens)] if stem]
             counts += [self.store.term_passages(word, prefix=True) for word, prefix in term.variants if prefix]
             at += len(tokens)
             rarest = min((c for c in counts if c), default=0)
@@ -8236,9 +8366,11 @@ class Retrieval:
         return {"keyword": kw, "vector": vec, "name": names}, owners
 
     def _ranked_hits(self, req: SearchRequest, rankings: dict[str, list[tuple[int, float]]], owners: dict[int, int],
-                     s: RankingSettings, k: int) -> tuple[list[Hit], str]:
+                     s: RankingSettings, k: int, vectors_read: dict[int, bytes]) -> tuple[list[Hit], str, dict[int, ChunkInfo]]:
         """Hits from the ranking stage over the chunk rankings (``keyword``, ``vector``) and
-        the document ranking ``name``, per note (or per passage with ``chunks``), ranked for ``k`` results."""
+        the document ranking ``name``, per note (or per passage with ``chunks``), ranked for ``k``
+        results; how they were fused (--explain); their passages' rows. ``vectors_read`` receives
+        the vectors the complete step read (relevance_stage reads them no more)."""
         chunks = req.chunks
         names = rankings.pop("name", [])
         owner = dict(owners)
@@ -8273,8 +8405,10 @@ class Retrieval:
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
         missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
-        unembedded = self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote else set()
-        best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword)) if complete else None,
+        unembedded = (self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote
+                      and self.store.embedded_share(req.index_version) < 1.0 else set())
+        best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword, vectors_read))
+                               if complete else None,
                                stubs, foreign, other, unembedded)
         shown = {}
         for entry in best[: k * s.pool_per_k]:
@@ -8290,7 +8424,7 @@ class Retrieval:
                           fusion=explained + ("; named almost exactly, so first"
                                               if e.values.get("name", 0.0) >= name_first and e.unit not in stubs else ""))
                 for cid, e in shown.items() if cid in info]
-        return hits, explained
+        return hits, explained, info
 
     def _units_in_other_languages(self, req: SearchRequest, lists: dict[str, list[tuple[int, float]]], owner: dict[int, int],
                                   s: RankingSettings) -> tuple[set[int], set[int]]:
@@ -8322,7 +8456,8 @@ class Retrieval:
         return {unit for unit, doc in doc_of.items()
                 if languages.get(doc, "und") not in ("und", language) and language_script(languages[doc]) == script}, set()
 
-    def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]], keyword: bool = True) -> Evidence:
+    def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]], keyword: bool = True,
+                  vectors_read: dict[int, bytes] | None = None) -> Evidence:
         """What the complete step reads for the head notes ``docs``: their passages'
         vectors by id (never a KNN: a one-shot process keeps no matrix for a second
         search), the query vector the vector list used, and (``keyword``) FTS5's BM25 of
@@ -8335,7 +8470,10 @@ class Retrieval:
         if missed and match:
             for doc, value in self.store.documents_bm25(match, missed, self.settings.field_weights):
                 bm25[doc] = max(-value, bm25.get(doc, 0.0))
-        return Evidence(owner, self.vectors.vectors_of(list(owner)), self.query_vector(req.meaning), bm25)
+        vectors = self.vectors.vectors_of(list(owner))
+        if vectors_read is not None:
+            vectors_read.update(vectors)
+        return Evidence(owner, vectors, self.query_vector(req.meaning), bm25)
 
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
@@ -8401,7 +8539,7 @@ class Retrieval:
         # The rank and distance shown are those of the closest passage pair.
         hits = [self._hit(cid, info[cid], score, vector_rank=rank, vector_distance=1.0 - similarity)
                 for rank, (score, cid, similarity) in enumerate(scored, 1) if cid in info]
-        return self._finish(hits, parse_query(""), "", k)
+        return self._finish(hits, info, parse_query(""), "", k)
 
     RELATED_TERMS = 16
 
@@ -8429,7 +8567,7 @@ class Retrieval:
         info = self.store.chunk_info([cid for cid, _ in ranking])
         hits = _best_per_note([self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score)
                                for rank, (cid, score) in enumerate(ranking, 1) if cid in info])
-        return self._finish(hits, parsed, "", k)
+        return self._finish(hits, info, parsed, "", k)
 
     # -- filters without words ------------------------------------------------------------
     def listing(self, k: int, collection_ids: list[int] | None, note_filter: NoteFilter | None) -> list[Hit]:
@@ -8437,7 +8575,7 @@ class Retrieval:
         ids = self.store.filtered_notes(k, collection_ids, note_filter)
         info = self.store.chunk_info(ids)
         hits = [self._hit(cid, info[cid], 0.0) for cid in ids if cid in info]
-        return self._finish(hits, parse_query(""), "", k)
+        return self._finish(hits, info, parse_query(""), "", k)
 
     def _background(self):
         """Two worker threads (each with its own SQLite connection) for work done side by side."""
@@ -8455,28 +8593,36 @@ class Retrieval:
     # -- the note prior's facts ----------------------------------------------------------------
     NOTE_KINDS_KEPT = 20_000
 
-    def note_kinds(self, keys, by: str = "docid") -> dict:
-        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind). A
-        note's kind is kept by its content hash and path, so typing the same search again reads
-        no note's text; only a note that links elsewhere and is short or has little prose of its
-        own (a table of contents) is read at all."""
+    def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None) -> dict:
+        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind).
+        ``facts``: key -> (title, path, words, own words, links out, content hash) as the hits'
+        rows hold them (else read: Store.note_facts); ``targets`` receives, for a note that
+        points elsewhere, the file names it links to (order_by_note_prior). A note's kind is
+        kept by its content hash and path, so typing the same search again reads no note's
+        text; only a note that links elsewhere and is short or has little prose of its own (a
+        table of contents) is read at all."""
         s = self.settings
         kinds, wanted = {}, {}
-        for key, (title, path, words, own_words, links, digest) in self.store.note_facts(keys, by).items():
+        for key, (title, path, words, own_words, links, digest) in (self.store.note_facts(keys, by) if facts is None else facts).items():
             if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
                 kinds[key] = note_kind(title, path, words, links, None, s)
             elif (digest, path) in self._kinds:
-                kinds[key] = self._kinds[(digest, path)]
+                kinds[key], linked = self._kinds[(digest, path)]
+                if targets is not None and linked is not None:
+                    targets[key] = linked
             else:
                 wanted[key] = (title, path, words, links, digest)
-        targets = self.store.link_names(wanted, by) if wanted else {}
+        names = self.store.link_names(wanted, by) if wanted else {}
         for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
             title, path, words, links, digest = wanted[key]
-            kinds[key] = note_kind(title, path, words, links, body, s, targets.get(key, set()))
+            linked = names.get(key, set())
+            kinds[key] = note_kind(title, path, words, links, body, s, linked)
+            if targets is not None:
+                targets[key] = linked
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
-                self._kinds[(digest, path)] = kinds[key]
+                self._kinds[(digest, path)] = (kinds[key], linked)
         return kinds
 
     # -- hits ----------------------------------------------------------------------------
@@ -8490,16 +8636,20 @@ class Retrieval:
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
                    collection_description=row.collection_description or "", page=row.page, **ranks)
 
-    def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int, ranked: int = 0) -> list[Hit]:
+    def _finish(self, hits: list[Hit], rows: dict[int, ChunkInfo], parsed: ParsedQuery, query: str, k: int, ranked: int = 0,
+                version: IndexVersion | None = None) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
-        followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
+        followed by its copies, with snippets: the note prior, the exact-title rule and copies.
+        ``rows``: the hits' passages' rows (chunk_info), which hold the note facts these read."""
         s = self.settings
-        kinds = self.note_kinds({h.docid for h in hits}) if hits else {}
+        notes = {hit.docid: rows[hit.chunk_id or 0] for hit in hits}
+        targets: dict[str, set[str]] = {}
+        kinds = self.note_kinds(notes, facts={docid: (row.title, row.path, row.words, row.own_words, row.links_out, row.digest)
+                                              for docid, row in notes.items()}, targets=targets) if hits else {}
         for hit in hits:
             hit.stub = kinds.get(hit.docid, "note") != "note"
-        stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
         if query and any(hit.stub for hit in hits):
-            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
+            hits = order_by_note_prior(hits, kinds, targets, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
         wanted = " ".join(WORD_TOKEN.findall(query.lower())) if s.exact_title_first else ""
@@ -8509,10 +8659,11 @@ class Retrieval:
         ranked = max(ranked, k)
         if len(hits) > 1:
             head = hits[: max(self.settings.copy_depth, ranked)]
-            hits = order_copies(head, self.store.paragraph_prints([h.docid for h in head]), self.settings) + hits[len(head):]
+            prints = {h.docid: prints_of(notes[h.docid].prints) for h in head if notes[h.docid].prints is not None}
+            hits = order_copies(head, prints, self.settings) + hits[len(head):]
         hits = first_results(mark_copies(hits[: ranked * self.settings.pool_per_k]), k)
         match = parsed.match_any()
-        folders = self.store.folder_descriptions() if hits else {}
+        folders = self.store.folder_descriptions(version) if hits else {}
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.
@@ -8550,7 +8701,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8553) ----
+# ---- pms/sync.py (+8704) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9254,7 +9405,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9257) ----
+# ---- pms/watch.py (+9408) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9442,7 +9593,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9445) ----
+# ---- pms/clip.py (+9596) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10174,7 +10325,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10177) ----
+# ---- pms/api.py (+10328) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11295,7 +11446,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11298) ----
+# ---- pms/evaluation.py (+11449) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11493,7 +11644,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11496) ----
+# ---- pms/mcp_server.py (+11647) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12706,7 +12857,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12709) ----
+# ---- pms/cli.py (+12860) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13838,7 +13989,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13788) ----
+# ---- pms/__init__.py (+13939) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -13903,7 +14054,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+13906) ----
+# ---- pms/__main__.py (+14057) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

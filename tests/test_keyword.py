@@ -4,7 +4,7 @@ import math
 import pytest
 
 import pms
-from conftest import write
+from conftest import stamp, write
 
 NASTY = ['"', '""', "'", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "a AND", "OR b", "title:x", "headings:sync", "*", "**",
          "sync*", "-", "--", "-sync", '"unbalanced', 'un"balanced', "C++", "don't", "(", ")", "{}", "[x]", "^", "a:b:c",
@@ -97,19 +97,24 @@ def test_relevance_looks_up_only_the_words_of_passages_not_found_holding_them_al
     write(root / "one.md", "# Only kafka\n\nkafka consumer lag.\n")
     kb.collections.create(root, name="n")
     kb.sync()
-    statements = []
-    kb.store.db.set_trace_callback(statements.append)
+    statements: list[str] = []
+    kb.store.trace_statements(statements.append)
     both = kb.search("kafka postgres", k=1, mode="keyword")
     assert [(h.path, h.matched) for h in both] == [("both.md", 1.0)]
-    lookups = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH"
-    assert not any(s.startswith(lookups) for s in statements)
+
+    def word_lookups() -> list[str]:  # which of the shown passages hold each word: one statement, a part per word
+        return [s for s in statements if s.startswith("SELECT rowid, 0 FROM")]
+
+    assert word_lookups() == []
     statements.clear()
     hits = kb.search("kafka postgres", k=5, mode="keyword")
     # Each word weighs its rarity (RankingSettings.relevance_idf, BM25's idf over the 2 passages):
     # kafka, in both, weighs less than postgres, in one.
     kafka, postgres = math.log(1 + 0.5 / 2.5), math.log(1 + 1.5 / 1.5)
     assert [(h.path, h.matched) for h in hits] == [("both.md", 1.0), ("one.md", round(kafka / (kafka + postgres), 3))]
-    assert sum(s.startswith(lookups) for s in statements) == 2  # one per word, for one.md only
+    one_md = hits[1].chunk_id
+    assert [(s.count(" UNION ALL ") + 1, s.count(f"rowid IN ({one_md})")) for s in word_lookups()] == [(2, 2)]  # one.md only
+    kb.store.trace_statements(None)
 
 
 def test_title_and_headings_weigh_more_than_body(kb, tmp_path):
@@ -221,3 +226,19 @@ def test_k_on_the_command_line_is_the_number_of_results_as_in_the_api(tmp_path):
     by_k, by_n = (run_cli("search", "hiking tent", flag, "2", "--json", db=db, python_flags=["-S"]) for flag in ("-k", "-n"))
     assert by_k.returncode == 0 and by_k.stdout == by_n.stdout
     assert len(json.loads(by_k.stdout)) == 2
+
+
+def test_a_snippet_follows_an_edited_note_when_the_same_search_runs_again(kb, tmp_path):
+    """Snippets are cut in a scratch table that keeps the passages it was given across searches:
+    after an edit the same search shows the new text."""
+    note = tmp_path / "n" / "trip.md"
+    write(note, "# Trip\n\nPack the compass and the gamma lamp.\n")
+    stamp(note, "2024-01-01")
+    kb.collections.create(tmp_path / "n", name="n")
+    kb.sync()
+    assert "gamma" in kb.search("compass", mode="keyword")[0].snippet
+    write(note, "# Trip\n\nPack the compass and the delta lamp.\n")
+    stamp(note, "2024-01-02")  # the same size: the date tells the sync it changed
+    kb.sync()
+    snippet = kb.search("compass", mode="keyword")[0].snippet
+    assert "delta" in snippet and "gamma" not in snippet, snippet

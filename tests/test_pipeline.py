@@ -207,24 +207,26 @@ def test_a_path_filter_naming_a_folder_that_matches_nothing_says_how_to_match_na
     assert pms.path_prefix_glob("src/ch04*") is None and pms.path_prefix_glob(None) is None
 
 
-# SQL statements a search runs (docs/design.md, "SQL per search"): the index is read in a fixed number
-# of statements whatever the number of hits; issue 35's goal is 6 for keyword and 8 for hybrid.
-# Three of them read the vocabulary: the typo fallback's count of the query's words, and the
-# relevance's idf (the passage total, counted again only when the index changed: data_version
-# and this connection's commits; the words' counts).
-KEYWORD_STATEMENTS = 17
-HYBRID_STATEMENTS = 20
+# SQL statements a search runs (docs/design.md, "SQL per search"), on every connection (hybrid reads
+# its keyword and name lists in worker threads): a number that does not grow with the hits shown.
+# Keyword: the vocabulary (with the index's version), BM25 (passages with every word; those with
+# some, when too few have every one), the names (trigram check, ranked names), the hits' rows, their
+# snippets and which words each holds. Hybrid adds the KNN, the notes of its passages, which notes
+# lack vectors, and the complete step's passages and vectors; the hits' own vectors when the complete
+# step did not read them (k above complete_depth).
+KEYWORD_STATEMENTS = 6
+HYBRID_STATEMENTS = 11
 
 
 def statements_of(kb, query: str, mode: str, k: int) -> list[str]:
     """The SQL statements a search sends to the index (SQLite's nested ones, '-- ...', left out)."""
     kb.search(query, k=k, mode=mode)  # the first search of a process also reads settings once
     sent: list[str] = []
-    kb.store.db.set_trace_callback(sent.append)
+    kb.store.trace_statements(sent.append)
     try:
         kb.search(query, k=k, mode=mode)
     finally:
-        kb.store.db.set_trace_callback(None)
+        kb.store.trace_statements(None)
     return [s for s in sent if not s.lstrip().startswith("--")]
 
 
@@ -248,4 +250,4 @@ def test_a_hybrid_search_reads_the_index_in_a_fixed_number_of_statements(hybrid_
     hybrid_kb.collections.create(forty_notes(tmp_path / "trips"), name="trips")
     hybrid_kb.sync()
     one, thirty = (statements_of(hybrid_kb, "what to pack for a hike", "hybrid", k) for k in (1, 30))
-    assert len(thirty) == len(one) <= HYBRID_STATEMENTS, "\n".join(thirty)
+    assert len(one) <= len(thirty) <= len(one) + 1 and len(thirty) <= HYBRID_STATEMENTS, "\n".join(thirty)

@@ -421,7 +421,9 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     for holder_at, holder in window:
         mine = prints[holder.docid]
         for held_at, held in window:
-            if held is holder or held.docid == holder.docid or not holds_most_of(mine, prints[held.docid], settings):
+            # (a note holds no longer one: that test first, without a call, for the window's n x n pairs)
+            if len(prints[held.docid]) > len(mine) or held is holder or held.docid == holder.docid \
+                    or not holds_most_of(mine, prints[held.docid], settings):
                 continue
             if len(prints[held.docid]) == len(mine) and held_at > holder_at:
                 continue  # the same text twice: the lower one is the copy
@@ -455,14 +457,14 @@ def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str
     def kind(hit) -> str:
         return kinds.get(hit.docid, "note")
 
-    def stem(hit) -> str:
-        return hit.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
-
-    def linked(stub, hit) -> bool:
-        return hit is not stub and kind(hit) == "note" and hit.collection == stub.collection and stem(hit) in links.get(stub.docid, ())
-
     if all(kind(h) == "note" for h in hits):
         return hits
+    # Each note's (collection, file name) once: a stub is compared with every hit.
+    named = {id(h): (h.collection, h.path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()) for h in hits if kind(h) == "note"}
+
+    def linked(stub, hit) -> bool:
+        name = named.get(id(hit))
+        return name is not None and hit is not stub and name[0] == stub.collection and name[1] in links.get(stub.docid, ())
     # A pointer to a hit of this list adds nothing the hit does not show: below every note.
     redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
     weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}

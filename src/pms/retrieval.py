@@ -23,7 +23,7 @@ from .markdown import passage_display_text
 from .language import language_script, note_language
 from .filters import NoteFilter, checked_number
 from .schema import has_unspaced_chars, spaced_cjk
-from .store import ChunkInfo, Store, VectorMemory
+from .store import ChunkInfo, IndexVersion, Store, VectorMemory, prints_of
 from .embedding import (
     Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
 )
@@ -69,6 +69,10 @@ class SearchRequest(Record, frozen=True):
     hint: Hint | None = None  # what makes hybrid run, when it does not
     min_score: float | None = None  # leave out hits whose relevance is below this (0-1)
     intent: str = ""  # what the searcher is after, said in words: context for the vector list only
+    # As the index was when the request was made (one search: made, then run): how many passages
+    # hold each of the query's words (index terms), and the index's version (Store.index_version).
+    term_passages: dict[str, int] = Factory(dict)
+    index_version: IndexVersion | None = None
 
     @property
     def meaning(self) -> str:
@@ -166,7 +170,8 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
-        self._kinds: dict[tuple[str, str], str] = {}  # (content hash, path) -> note_kind, for self.settings
+        # (content hash, path) -> (note_kind for self.settings, the file names it links to when it was read)
+        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None]] = {}
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -174,8 +179,9 @@ class Retrieval:
             return None
         return [self.store.require_collection(name).id for name in names]
 
-    def vector_status(self) -> VectorStatus:
-        """Whether vector search can run now, and why not, without loading the model."""
+    def vector_status(self, version: IndexVersion | None = None) -> VectorStatus:
+        """Whether vector search can run now, and why not, without loading the model
+        (``version``: a search's, Store.index_version: what the index says is kept until it changes)."""
         store = self.store
         store.db  # opens the connection, which tries to load sqlite-vec
         missing = (self.embedder or Embedder).missing_packages()
@@ -185,10 +191,11 @@ class Retrieval:
             return VectorStatus(False, "embeddings disabled", "disabled")
         if not store.vec_loaded:
             return VectorStatus(False, store.vec_error or "sqlite-vec unavailable", "no-sqlite-vec")
-        indexed_model = store.get_meta("embed_model")
-        embedded = bool(indexed_model) and store.has_vector_table()
+        facts = store.embedding_facts(version)
+        indexed_model = facts["embed_model"]
+        embedded = bool(indexed_model) and facts["vector_table"]
         # What the index holds first: a model of its own that differs is not fixed by loading this one.
-        if embedded and store.get_meta("embed_format") != VECTOR_FORMAT:
+        if embedded and facts["embed_format"] != VECTOR_FORMAT:
             return VectorStatus(False, "the index's vectors were stored by an older PMS", "reembed-needed", Hint(command="sync --reembed"))
         if embedded and indexed_model != self.embedder.model_name:
             return VectorStatus(False, model_mismatch(indexed_model, self.embedder.model_name, self.embedder.chosen_by),
@@ -199,19 +206,19 @@ class Retrieval:
         if gone is not None:
             return VectorStatus(False, gone.message, "model-unavailable", gone.hint)
         if not embedded:
-            failed = store.get_meta("embed_error")  # why the last sync could not embed: it says what to do
+            failed = facts["embed_error"]  # why the last sync could not embed: it says what to do
             return VectorStatus(False, failed or "no embeddings in the index yet", "not-embedded",
                                 None if store.read_only or failed else Hint(command="sync"))
         return VectorStatus(True)
 
-    def search_mode(self, mode: str = "auto") -> SearchMode:
+    def search_mode(self, mode: str = "auto", version: IndexVersion | None = None) -> SearchMode:
         """The mode a search asked for ``mode`` will use, and why hybrid is not available;
         EmbeddingUnavailable when ``mode`` (hybrid, vector) cannot run."""
         if mode not in SEARCH_MODES:
             raise PMSError(f"unknown search mode {mode!r} (choose from {', '.join(SEARCH_MODES)})")
         if mode == "keyword":
             return SearchMode("keyword")
-        status = self.vector_status()
+        status = self.vector_status(version)
         if status.ok:
             return SearchMode("hybrid" if mode == "auto" else mode)
         if mode == "auto":
@@ -229,18 +236,32 @@ class Retrieval:
         ids = self.collection_ids(collections)
         k = min(checked_number(k, "k"), 1000)
         min_score = checked_min_score(min_score)
-        resolved = self.search_mode(mode) if not (note_filter and not parsed.terms) else SearchMode("keyword")
-        parsed = self.with_fallbacks(parsed, typos=resolved.mode == "keyword")
+        held, version = self._vocabulary_of(parsed)
+        resolved = self.search_mode(mode, version) if not (note_filter and not parsed.terms) else SearchMode("keyword")
+        parsed = self.with_fallbacks(parsed, held, typos=resolved.mode == "keyword")
         return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
-                             clean_query(intent).strip() if intent else "")
+                             clean_query(intent).strip() if intent else "", held, version)
 
-    def with_fallbacks(self, parsed: ParsedQuery, typos: bool = True) -> ParsedQuery:
+    def _vocabulary_of(self, parsed: ParsedQuery) -> tuple[dict[str, int], IndexVersion | None]:
+        """(index term -> passages holding it, for the query's words; the index's version), in one
+        statement (Store.vocabulary): what the typo fallback and the relevance's rarity read.
+        ({}, None) without words or on an index without FTS5's vocabulary."""
+        words = [w for t in parsed.terms if not has_unspaced_chars(" ".join(t.tokens)) for w in t.tokens]
+        if not words:
+            return {}, None
+        try:
+            return self.store.vocabulary(self.store.index_terms(words))
+        except self.store.db_module_errors():
+            return {}, None
+
+    def with_fallbacks(self, parsed: ParsedQuery, held: dict[str, int], typos: bool = True) -> ParsedQuery:
         """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
         other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and with ``typos`` (a
         keyword search: hybrid's vector list already finds a misspelled word's meaning) a word
         no passage holds (RankingSettings.typo_min_letters) stands for the vault's closest words
-        too: "ownershp" also finds "ownership"."""
+        too: "ownershp" also finds "ownership". ``held``: index term -> passages holding it, for
+        the query's words (_vocabulary_of)."""
         s = self.settings
         if s.fold_suffixes:
             parsed = with_folded_suffixes(parsed)
@@ -249,8 +270,7 @@ class Retrieval:
         if not words:
             return parsed
         try:
-            stems = self.store.index_terms([t.tokens[0] for t in words])
-            held = self.store.terms_passages(stems)
+            stems = self.store.index_terms([t.tokens[0] for t in words])  # kept per word: read by _vocabulary_of
             lost = [(t, stem) for t, stem in zip(words, stems) if stem and not held.get(stem)
                     and not any(prefix and self.store.term_passages(word, prefix=True) for word, prefix in t.variants)]
             if not lost:
@@ -275,63 +295,69 @@ class Retrieval:
         (and_first_max_terms), passages with every term before those with some, each
         group ordered with its note's focus (_focused, over the first ``focus_depth``
         passages; default all). ``owners`` receives chunk id -> document id of the passages
-        it looked up, ``every_term`` the ids of those known to hold every term
+        it found, ``every_term`` the ids of those known to hold every term
         (relevance_stage then need not look them up again)."""
         parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
         match_any = parsed.match_any()
         if not match_any:
             return []
+        notes: dict[int, tuple[int, int]] = {}  # chunk id -> (document id, the note's passages), as fts_search read them
         cjk = [" ".join(t.tokens) for t in parsed.terms if has_unspaced_chars(" ".join(t.tokens))][:MAX_CJK_WORDS]
         if cjk:  # Chinese/Japanese: whole-token matches first, then passages holding every word
-            ranked = [(cid, -r) for cid, r in self._fts(match_any, limit, ids, note_filter)]
-            seen = {cid for cid, _ in ranked}
+            ranked = self._fts(match_any, limit, ids, note_filter, notes)
             phrases = " AND ".join('"' + spaced_cjk(word).replace('"', '""') + '"' for word in cjk)
-            ranked += [(cid, -r) for cid, r in self.store.cjk_search(phrases, limit, ids, note_filter) if cid not in seen]
+            for cid, r, doc, size in self.store.cjk_search(phrases, limit, ids, note_filter):
+                if cid not in notes:
+                    notes[cid] = (doc, size)
+                    ranked.append((cid, -r))
+            if owners is not None:
+                owners.update((cid, doc) for cid, (doc, _) in notes.items())
             return ranked[:limit]
         match_all = parsed.match_all() if len(parsed.terms) <= s.and_first_max_terms else None
-        all_rows = self._fts(match_all, limit, ids, note_filter) if match_all else []
-        first = {cid for cid, _ in all_rows}
+        all_rows = self._fts(match_all, limit, ids, note_filter, notes) if match_all else []
+        first = set(cid for cid, _ in all_rows)
         if every_term is not None:
             every_term.update(first)
         if len(all_rows) >= limit:  # the costly any-term query could add nothing
-            return self._focused([(cid, -r) for cid, r in all_rows], first, owners, focus_depth)
-        any_rows = self._fts(match_any, limit, ids, note_filter)
+            return self._focused(all_rows, first, notes, owners, focus_depth)
+        any_rows = self._fts(match_any, limit, ids, note_filter, notes)
         if every_term is not None and len(parsed.terms) == 1:
             every_term.update(cid for cid, _ in any_rows)
         if not match_all or not any_rows:
-            return self._focused([(cid, -r) for cid, r in any_rows], set(), owners, focus_depth)
-        ranked = [(cid, -r) for cid, r in all_rows]
-        ranked += [(cid, -r) for cid, r in any_rows if cid not in first]
-        return self._focused(ranked[:limit], first, owners, focus_depth)
+            return self._focused(any_rows, set(), notes, owners, focus_depth)
+        ranked = all_rows + [row for row in any_rows if row[0] not in first]
+        return self._focused(ranked[:limit], first, notes, owners, focus_depth)
 
-    def _focused(self, ranked: list[tuple[int, float]], first: set[int], owners: dict[int, int] | None = None,
-                 depth: int | None = None) -> list[tuple[int, float]]:
+    def _focused(self, ranked: list[tuple[int, float]], first: set[int], notes: dict[int, tuple[int, int]],
+                 owners: dict[int, int] | None = None, depth: int | None = None) -> list[tuple[int, float]]:
         """``ranked`` reordered by each passage's score plus its note's focus on the
         query (RankingSettings.focus_weight, focus_power) from its passages among the
         first ``depth``: a note about the query beats a long note with one passage like it.
-        ``first`` stays ahead."""
+        ``first`` stays ahead. ``notes``: chunk id -> (document id, the note's passages)."""
         s = self.settings
+        if owners is not None:
+            owners.update((cid, notes[cid][0]) for cid, _ in ranked)
         if not ranked or not s.focus_weight:
             return ranked
-        owner = self.store.chunk_documents(cid for cid, _ in ranked)
-        if owners is not None:
-            owners.update(owner)
-        sizes = self.store.passages_per_document({owner[cid] for cid, _ in ranked[:depth] if cid in owner})
         sums: dict[int, float] = {}
         for cid, value in ranked[:depth]:
-            if cid in owner:
-                sums[owner[cid]] = sums.get(owner[cid], 0.0) + value
-        focus = {doc: s.focus_weight * total / sizes.get(doc, 1) ** s.focus_power for doc, total in sums.items()}
-        scored = [(cid, value + focus.get(owner.get(cid, -1), 0.0)) for cid, value in ranked]
+            doc = notes[cid][0]
+            sums[doc] = sums.get(doc, 0.0) + value
+        sizes = {doc: size for doc, size in notes.values()}
+        focus = {doc: s.focus_weight * total / sizes[doc] ** s.focus_power for doc, total in sums.items()}
+        scored = [(cid, value + focus.get(notes[cid][0], 0.0)) for cid, value in ranked]
         return sorted(scored, key=lambda r: (r[0] not in first, -r[1]))
 
-    def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
+    def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None, notes: dict[int, tuple[int, int]]) -> list[tuple[int, float]]:
+        """(chunk id, BM25 score: higher is better) best first; ``notes`` receives each one's (document id, note's passages)."""
         try:
-            return self.store.fts_search(match, limit, ids, self.settings.field_weights, note_filter)
+            found = self.store.fts_search(match, limit, ids, self.settings.field_weights, note_filter)
         except Exception as exc:  # defensive: a parser gap must never surface as an SQL error
             if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
                 return []
             raise
+        notes.update((cid, (doc, size)) for cid, _, doc, size in found)
+        return [(cid, -r) for cid, r, _, _ in found]
 
     def names_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
         """Document ids whose title, an alias or the file name the query (without its
@@ -438,6 +464,7 @@ class Retrieval:
         t0 = time.perf_counter()
         ranked = max(req.k, s.steady_k)  # what is ranked; the first req.k are kept
         every_term: set[int] = set()  # passages the keyword stage found holding every term
+        vectors_read: dict[int, bytes] = {}  # passages' vectors the ranking stage read (for relevance_stage)
         if req.used == "hybrid":
             s = s.for_vectors(getattr(self.embedder, "static", False),  # only a local model can be static
                               self.embedder is not None and is_multilingual_model(self.embedder.model_name))
@@ -472,18 +499,18 @@ class Retrieval:
                     for place, (cid, value) in enumerate(rows, 1)]
             hits, explained = (hits if req.chunks else _best_per_note(hits)), ""
         else:
-            hits, explained = self._ranked_hits(req, lists, owners, s, ranked)
+            hits, explained, info = self._ranked_hits(req, lists, owners, s, ranked, vectors_read)
         timed("ranking", t0)
         t0 = time.perf_counter()
-        hits = self._finish(hits, req.parsed, req.parsed.text, req.k, ranked)
+        hits = self._finish(hits, info, req.parsed, req.parsed.text, req.k, ranked, req.index_version)
         timed("snippets", t0)
         t0 = time.perf_counter()
-        best = self.relevance_stage(req, hits, every_term)
+        best = self.relevance_stage(req, hits, every_term, vectors_read)
         if req.min_score is not None:  # a copy goes with its original
             kept = {h.ref for h in hits if not h.copy_of and (h.relevance or 0.0) >= req.min_score}
             hits = [h for h in hits if (h.copy_of in kept if h.copy_of else (h.relevance or 0.0) >= req.min_score)]
         timed("relevance", t0)
-        share = self.store.embedded_share() if req.used != "keyword" else 1.0
+        share = self.store.embedded_share(req.index_version) if req.used != "keyword" else 1.0
         return self._result(req, hits, timings=timings, explain=explained, weak=best is None or best < s.floor_for(req.used),
                             best_relevance=best, embedded=round(share, 4) if share < 1.0 else None)
 
@@ -491,7 +518,8 @@ class Retrieval:
     def _result(req: SearchRequest, hits: list[Hit], **fields) -> SearchResult:
         return SearchResult(hits, req.used, req.reason, req.hint, query=req.query, words=req.parsed.words, **fields)
 
-    def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset()) -> float | None:
+    def relevance_stage(self, req: SearchRequest, hits: list[Hit], every_term: set[int] | frozenset[int] = frozenset(),
+                        vectors_read: dict[int, bytes] | None = None) -> float | None:
         """Each hit's absolute relevance (Hit.similarity, .matched, .relevance); the best.
         One FTS5 lookup per query term over the hits' passages (but those ``every_term``
         names), and their vectors' dot products with the query's (when the search embedded
@@ -502,13 +530,14 @@ class Retrieval:
             return None
         ids = [h.chunk_id for h in hits if h.chunk_id is not None]
         terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
-        weight = self._term_weights(terms)
+        weight = self._term_weights(req, terms)
         total = sum(weight) or 1.0
         held = {cid: total if cid in every_term else 0.0 for cid in ids}
         unknown = [cid for cid in ids if cid not in every_term]
-        for term, w in zip(terms if unknown else (), weight):
-            for cid in self.store.chunks_matching(term.fts(), unknown):
-                held[cid] += w
+        if unknown:
+            for w, matching in zip(weight, self.store.chunks_matching_each([term.fts() for term in terms], unknown)):
+                for cid in matching:
+                    held[cid] += w
         similarity: dict[int, float] = {}
         if req.used != "keyword" and self.embedder is not None and req.parsed.text.strip():
             with contextlib.suppress(Exception):  # no vectors to read: words alone say it
@@ -516,7 +545,10 @@ class Retrieval:
 
                 q = np.frombuffer(self.query_vector(req.meaning), dtype=np.int8).astype(np.float32)
                 q /= max(float(np.linalg.norm(q)), 1e-9)
-                for cid, blob in self.vectors.vectors_of(ids).items():
+                known = vectors_read or {}
+                unread = [cid for cid in ids if cid not in known]
+                vectors = {cid: known[cid] for cid in ids if cid in known} | (self.vectors.vectors_of(unread) if unread else {})
+                for cid, blob in vectors.items():
                     v = np.frombuffer(blob, dtype=np.int8).astype(np.float32)
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
         raw = []
@@ -536,9 +568,9 @@ class Retrieval:
                 copy.matched, copy.similarity, copy.relevance = original.matched, original.similarity, original.relevance
         return hits[0].relevance
 
-    def _term_weights(self, terms: Sequence[Term]) -> list[float]:
+    def _term_weights(self, req: SearchRequest, terms: Sequence[Term]) -> list[float]:
         """Each query term's weight in a hit's relevance: its rarity in the vault (BM25's idf of
-        its rarest word, RankingSettings.relevance_idf), or 1 each."""
+        its rarest word, RankingSettings.relevance_idf; the counts the request read), or 1 each."""
         if not (self.settings.relevance_idf and terms):
             return [1.0] * len(terms)
         import math
@@ -546,13 +578,12 @@ class Retrieval:
         try:
             words = [t.tokens for t in terms]
             stems = self.store.index_terms([w for tokens in words for w in tokens])
-            passages = max(self.store.passage_total(), 1)
-            held = self.store.terms_passages(stems)
+            passages = max(self.store.passage_total(req.index_version), 1)
         except self.store.db_module_errors():
             return [1.0] * len(terms)
         weights, at = [], 0
         for term, tokens in zip(terms, words):
-            counts = [held.get(stem, 0) for stem in stems[at : at + len(tokens)] if stem]
+            counts = [req.term_passages.get(stem, 0) for stem in stems[at : at + len(tokens)] if stem]
             counts += [self.store.term_passages(word, prefix=True) for word, prefix in term.variants if prefix]
             at += len(tokens)
             rarest = min((c for c in counts if c), default=0)
@@ -579,9 +610,11 @@ class Retrieval:
         return {"keyword": kw, "vector": vec, "name": names}, owners
 
     def _ranked_hits(self, req: SearchRequest, rankings: dict[str, list[tuple[int, float]]], owners: dict[int, int],
-                     s: RankingSettings, k: int) -> tuple[list[Hit], str]:
+                     s: RankingSettings, k: int, vectors_read: dict[int, bytes]) -> tuple[list[Hit], str, dict[int, ChunkInfo]]:
         """Hits from the ranking stage over the chunk rankings (``keyword``, ``vector``) and
-        the document ranking ``name``, per note (or per passage with ``chunks``), ranked for ``k`` results."""
+        the document ranking ``name``, per note (or per passage with ``chunks``), ranked for ``k``
+        results; how they were fused (--explain); their passages' rows. ``vectors_read`` receives
+        the vectors the complete step read (relevance_stage reads them no more)."""
         chunks = req.chunks
         names = rankings.pop("name", [])
         owner = dict(owners)
@@ -616,8 +649,10 @@ class Retrieval:
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
         missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
-        unembedded = self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote else set()
-        best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword)) if complete else None,
+        unembedded = (self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote
+                      and self.store.embedded_share(req.index_version) < 1.0 else set())
+        best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword, vectors_read))
+                               if complete else None,
                                stubs, foreign, other, unembedded)
         shown = {}
         for entry in best[: k * s.pool_per_k]:
@@ -633,7 +668,7 @@ class Retrieval:
                           fusion=explained + ("; named almost exactly, so first"
                                               if e.values.get("name", 0.0) >= name_first and e.unit not in stubs else ""))
                 for cid, e in shown.items() if cid in info]
-        return hits, explained
+        return hits, explained, info
 
     def _units_in_other_languages(self, req: SearchRequest, lists: dict[str, list[tuple[int, float]]], owner: dict[int, int],
                                   s: RankingSettings) -> tuple[set[int], set[int]]:
@@ -665,7 +700,8 @@ class Retrieval:
         return {unit for unit, doc in doc_of.items()
                 if languages.get(doc, "und") not in ("und", language) and language_script(languages[doc]) == script}, set()
 
-    def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]], keyword: bool = True) -> Evidence:
+    def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]], keyword: bool = True,
+                  vectors_read: dict[int, bytes] | None = None) -> Evidence:
         """What the complete step reads for the head notes ``docs``: their passages'
         vectors by id (never a KNN: a one-shot process keeps no matrix for a second
         search), the query vector the vector list used, and (``keyword``) FTS5's BM25 of
@@ -678,7 +714,10 @@ class Retrieval:
         if missed and match:
             for doc, value in self.store.documents_bm25(match, missed, self.settings.field_weights):
                 bm25[doc] = max(-value, bm25.get(doc, 0.0))
-        return Evidence(owner, self.vectors.vectors_of(list(owner)), self.query_vector(req.meaning), bm25)
+        vectors = self.vectors.vectors_of(list(owner))
+        if vectors_read is not None:
+            vectors_read.update(vectors)
+        return Evidence(owner, vectors, self.query_vector(req.meaning), bm25)
 
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
@@ -744,7 +783,7 @@ class Retrieval:
         # The rank and distance shown are those of the closest passage pair.
         hits = [self._hit(cid, info[cid], score, vector_rank=rank, vector_distance=1.0 - similarity)
                 for rank, (score, cid, similarity) in enumerate(scored, 1) if cid in info]
-        return self._finish(hits, parse_query(""), "", k)
+        return self._finish(hits, info, parse_query(""), "", k)
 
     RELATED_TERMS = 16
 
@@ -772,7 +811,7 @@ class Retrieval:
         info = self.store.chunk_info([cid for cid, _ in ranking])
         hits = _best_per_note([self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score)
                                for rank, (cid, score) in enumerate(ranking, 1) if cid in info])
-        return self._finish(hits, parsed, "", k)
+        return self._finish(hits, info, parsed, "", k)
 
     # -- filters without words ------------------------------------------------------------
     def listing(self, k: int, collection_ids: list[int] | None, note_filter: NoteFilter | None) -> list[Hit]:
@@ -780,7 +819,7 @@ class Retrieval:
         ids = self.store.filtered_notes(k, collection_ids, note_filter)
         info = self.store.chunk_info(ids)
         hits = [self._hit(cid, info[cid], 0.0) for cid in ids if cid in info]
-        return self._finish(hits, parse_query(""), "", k)
+        return self._finish(hits, info, parse_query(""), "", k)
 
     def _background(self):
         """Two worker threads (each with its own SQLite connection) for work done side by side."""
@@ -798,28 +837,36 @@ class Retrieval:
     # -- the note prior's facts ----------------------------------------------------------------
     NOTE_KINDS_KEPT = 20_000
 
-    def note_kinds(self, keys, by: str = "docid") -> dict:
-        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind). A
-        note's kind is kept by its content hash and path, so typing the same search again reads
-        no note's text; only a note that links elsewhere and is short or has little prose of its
-        own (a table of contents) is read at all."""
+    def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None) -> dict:
+        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind).
+        ``facts``: key -> (title, path, words, own words, links out, content hash) as the hits'
+        rows hold them (else read: Store.note_facts); ``targets`` receives, for a note that
+        points elsewhere, the file names it links to (order_by_note_prior). A note's kind is
+        kept by its content hash and path, so typing the same search again reads no note's
+        text; only a note that links elsewhere and is short or has little prose of its own (a
+        table of contents) is read at all."""
         s = self.settings
         kinds, wanted = {}, {}
-        for key, (title, path, words, own_words, links, digest) in self.store.note_facts(keys, by).items():
+        for key, (title, path, words, own_words, links, digest) in (self.store.note_facts(keys, by) if facts is None else facts).items():
             if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
                 kinds[key] = note_kind(title, path, words, links, None, s)
             elif (digest, path) in self._kinds:
-                kinds[key] = self._kinds[(digest, path)]
+                kinds[key], linked = self._kinds[(digest, path)]
+                if targets is not None and linked is not None:
+                    targets[key] = linked
             else:
                 wanted[key] = (title, path, words, links, digest)
-        targets = self.store.link_names(wanted, by) if wanted else {}
+        names = self.store.link_names(wanted, by) if wanted else {}
         for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
             title, path, words, links, digest = wanted[key]
-            kinds[key] = note_kind(title, path, words, links, body, s, targets.get(key, set()))
+            linked = names.get(key, set())
+            kinds[key] = note_kind(title, path, words, links, body, s, linked)
+            if targets is not None:
+                targets[key] = linked
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
-                self._kinds[(digest, path)] = kinds[key]
+                self._kinds[(digest, path)] = (kinds[key], linked)
         return kinds
 
     # -- hits ----------------------------------------------------------------------------
@@ -833,16 +880,20 @@ class Retrieval:
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
                    collection_description=row.collection_description or "", page=row.page, **ranks)
 
-    def _finish(self, hits: list[Hit], parsed: ParsedQuery, query: str, k: int, ranked: int = 0) -> list[Hit]:
+    def _finish(self, hits: list[Hit], rows: dict[int, ChunkInfo], parsed: ParsedQuery, query: str, k: int, ranked: int = 0,
+                version: IndexVersion | None = None) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
-        followed by its copies, with snippets: the note prior, the exact-title rule and copies."""
+        followed by its copies, with snippets: the note prior, the exact-title rule and copies.
+        ``rows``: the hits' passages' rows (chunk_info), which hold the note facts these read."""
         s = self.settings
-        kinds = self.note_kinds({h.docid for h in hits}) if hits else {}
+        notes = {hit.docid: rows[hit.chunk_id or 0] for hit in hits}
+        targets: dict[str, set[str]] = {}
+        kinds = self.note_kinds(notes, facts={docid: (row.title, row.path, row.words, row.own_words, row.links_out, row.digest)
+                                              for docid, row in notes.items()}, targets=targets) if hits else {}
         for hit in hits:
             hit.stub = kinds.get(hit.docid, "note") != "note"
-        stubs = [docid for docid, kind in kinds.items() if kind in ("links", "pointer", "redirect")]
         if query and any(hit.stub for hit in hits):
-            hits = order_by_note_prior(hits, kinds, self.store.link_names(stubs) if stubs else {}, s)
+            hits = order_by_note_prior(hits, kinds, targets, s)
         # A note whose title is exactly what was typed comes first: typing a
         # note's name is the most common way to look for it (not a stub's).
         wanted = " ".join(WORD_TOKEN.findall(query.lower())) if s.exact_title_first else ""
@@ -852,10 +903,11 @@ class Retrieval:
         ranked = max(ranked, k)
         if len(hits) > 1:
             head = hits[: max(self.settings.copy_depth, ranked)]
-            hits = order_copies(head, self.store.paragraph_prints([h.docid for h in head]), self.settings) + hits[len(head):]
+            prints = {h.docid: prints_of(notes[h.docid].prints) for h in head if notes[h.docid].prints is not None}
+            hits = order_copies(head, prints, self.settings) + hits[len(head):]
         hits = first_results(mark_copies(hits[: ranked * self.settings.pool_per_k]), k)
         match = parsed.match_any()
-        folders = self.store.folder_descriptions() if hits else {}
+        folders = self.store.folder_descriptions(version) if hits else {}
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.

@@ -11,13 +11,14 @@ May import: config, markdown, notes, paths, filters, schema.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import stat as _stat
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from .config import (
@@ -96,6 +97,13 @@ class PendingChunk(TupleFields):
 
 
 @named_tuple
+class IndexVersion(TupleFields):
+    """Store.index_version: equal while the index is unchanged."""
+    data_version: int
+    commits: int
+
+
+@named_tuple
 class ChunkInfo(TupleFields):
     """What a search hit needs to know about a passage."""
     document_id: int
@@ -115,6 +123,19 @@ class ChunkInfo(TupleFields):
     own_words: int
     links_out: int
     page: int | None             # a PDF passage's page; None for a note's
+    digest: str                  # the note's content hash ('' before it was read): what keeps its kind (note_kind)
+    prints: bytes | None         # the note's paragraph prints (paragraph_prints), as stored
+
+
+@functools.lru_cache(maxsize=4096)  # the notes a typed search finds again and again
+def prints_of(blob: bytes | None) -> frozenset[int]:
+    """A note's paragraph prints as the index stores them (8 bytes each) -> the set of them."""
+    from array import array
+
+    prints = array("Q")
+    if blob:
+        prints.frombytes(blob[: len(blob) // 8 * 8])
+    return frozenset(prints)
 
 
 # The note's date: its frontmatter date when it has one, else the file's mtime (local time).
@@ -274,6 +295,7 @@ class Store:
         self._local = threading.local()
         self._stems: dict[str, str] = {}  # index_terms
         self._connections: list = []
+        self._trace: Callable[[str], None] | None = None  # trace_statements
         self._lock = threading.Lock()
         self.vec_loaded = False
         self.vec_error: str | None = None  # why vectors are unavailable, if they are
@@ -354,6 +376,14 @@ class Store:
             return f"the folder {folder} is read-only (SQLite needs to create files next to the index)"
         return None
 
+    def trace_statements(self, callback: Callable[[str], None] | None) -> None:
+        """Send every SQL statement of every connection (each thread's, open or opened later) to
+        ``callback``; None stops it. What a search costs is counted with it (tests, bench)."""
+        with self._lock:
+            self._trace = callback
+            for conn in self._connections:
+                conn.set_trace_callback(callback)
+
     def require_writable(self) -> None:
         if self.read_only:
             raise PMSError(f"cannot write to the index: {self.read_only}; search, get and status still work "
@@ -393,6 +423,7 @@ class Store:
         conn.create_function("pms_path_match", 2, path_matches, deterministic=True)
         conn.set_progress_handler(past_deadline, DEADLINE_STEPS)
         loaded, error = self._load_vectors(conn, want)
+        conn.set_trace_callback(self._trace)
         with self._lock:
             # The first connection decides for every thread: a connection that a
             # worker thread opens later must never flip the flag while the main
@@ -719,6 +750,19 @@ class Store:
         }
 
     # -- vectors ---------------------------------------------------------------------
+    def embedding_facts(self, version: IndexVersion | None = None) -> dict[str, _typing.Any]:
+        """What tells whether vector search can run (Retrieval.vector_status), in one statement:
+        the index's embed_model, embed_format and embed_error, and whether it has a vector
+        table. With ``version`` (a search's: index_version), kept until the index changes."""
+        def read() -> dict[str, _typing.Any]:
+            row = self.db.execute(
+                "SELECT (SELECT value FROM meta WHERE key = 'embed_model'), (SELECT value FROM meta WHERE key = 'embed_format'), "
+                "(SELECT value FROM meta WHERE key = 'embed_error'), "
+                "EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors')").fetchone()
+            return dict(zip(("embed_model", "embed_format", "embed_error", "vector_table"), row))
+
+        return self._kept("embedding_facts", version, read) if version is not None else read()
+
     def has_vector_table(self) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
 
@@ -878,27 +922,31 @@ class Store:
 
     # -- search ------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
-                   note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
-        """(chunk id, bm25) best first; bm25 is FTS5's (negative: lower is better).
-        Collections and the note filter narrow the FTS query itself."""
+                   note_filter: NoteFilter | None = None) -> list[tuple[int, float, int, int]]:
+        """(chunk id, bm25, its note's document id, the note's passages) best first; bm25 is
+        FTS5's (negative: lower is better). Collections and the note filter narrow the FTS
+        query itself. The note and its size come in the same statement: ranking reads them
+        for every passage found (focus, one hit per note)."""
         return self._bm25_search("chunks_fts", weights, match, limit, collection_ids, note_filter)
 
     def cjk_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
-                   note_filter: NoteFilter | None = None) -> list[tuple[int, float]]:
-        """(chunk id, bm25) of Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text), best first."""
+                   note_filter: NoteFilter | None = None) -> list[tuple[int, float, int, int]]:
+        """As fts_search, for Chinese/Japanese passages matching ``match`` (phrases of spaced_cjk text)."""
         return self._bm25_search("cjk_fts", (3.0, 1.0), match, limit, collection_ids, note_filter)
 
     def _bm25_search(self, table: str, weights: Sequence[float], match: str, limit: int,
-                     collection_ids: Sequence[int] | None, note_filter: NoteFilter | None) -> list[tuple[int, float]]:
-        sql = f"SELECT f.rowid, bm25({table}, {', '.join(str(float(x)) for x in weights)}) AS r FROM {table} f"
+                     collection_ids: Sequence[int] | None, note_filter: NoteFilter | None) -> list[tuple[int, float, int, int]]:
+        found = f"SELECT f.rowid AS id, bm25({table}, {', '.join(str(float(x)) for x in weights)}) AS r FROM {table} f"
         args: list = [match]
         if collection_ids or note_filter:
             conditions, where_args = self._note_conditions(collection_ids, note_filter)
-            sql += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE {table} MATCH ? AND {conditions}"
+            found += f" JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id WHERE {table} MATCH ? AND {conditions}"
             args.extend(where_args)
         else:
-            sql += f" WHERE {table} MATCH ?"
-        return self.db.execute(sql + " ORDER BY r LIMIT ?", (*args, limit)).fetchall()
+            found += f" WHERE {table} MATCH ?"
+        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order).
+        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT count(*) FROM chunks p WHERE p.document_id = c.document_id) "
+                               f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
                     note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
@@ -941,11 +989,16 @@ class Store:
             args = [a.strip() for a in re.findall(r"(?:[^,']|'(?:[^']|'')*')+", sql[sql.index("(") + 1 : sql.rindex(")")])]
             definitions = [a for a in args if a and "=" not in a]
             options = [a for a in args if "=" in a and not re.match(r"content(_rowid)?\s*=", a)]
-            db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.pms_snippets USING fts5({', '.join(definitions + options)})")
+            # Its last column holds the passage as indexed (chunks_fts's body): chunks_matching_each reads it.
+            # Made empty, as snippet_rows says it is.
+            db.execute("DROP TABLE IF EXISTS temp.pms_snippets")
+            db.execute(f"CREATE VIRTUAL TABLE temp.pms_snippets USING fts5({', '.join(definitions + ['pms_indexed'] + options)})")
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
+            self._local.snippet_rows = {}  # chunk id -> the text the table holds for it (fts_snippets)
         return columns
 
     SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
+    SNIPPET_ROWS_KEPT = 2_000  # passages the scratch table keeps for the next searches before it starts afresh
 
     def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
         """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
@@ -953,31 +1006,35 @@ class Store:
 
         Matched in a small temporary FTS5 table with chunks_fts's columns and tokenizer:
         in chunks_fts one row costs every query term's whole posting list (one row at a
-        time there when the copy cannot be made).
+        time there when the copy cannot be made). The table keeps what it was given
+        (SNIPPET_ROWS_KEPT), so typing a search again copies only the passages it has not
+        shown yet: usually one statement. A passage's id is never reused (AUTOINCREMENT:
+        an edited note's passages are new rows); the table still starts afresh if a text
+        it holds differs.
         """
         if not texts:
             return {}
         db = self.db
         try:
             columns = self._snippet_table(db)
-            names = ", ".join(columns)
             if "body" not in columns:
                 raise ValueError("the snippet table has no body column")
+            held: dict[int, str] = self._local.snippet_rows
+            if len(held) + len(texts) > self.SNIPPET_ROWS_KEPT or any(held.get(cid, text) != text for cid, text in texts.items()):
+                self._local.snippet_columns = None  # _snippet_table makes it afresh
+                columns, held = self._snippet_table(db), self._local.snippet_rows
+            items = [(cid, text) for cid, text in texts.items() if cid not in held]
+            names = ", ".join(columns)
             values = ", ".join("v.column2" if c == "body" else f"c.{c}" for c in columns)
-            # Rolled back, so the table is empty again without a DELETE (which costs as much as the rest).
-            db.execute("SAVEPOINT pms_snippets")
-            try:
-                items = list(texts.items())
-                for start in range(0, len(items), self.SNIPPET_ROWS_PER_INSERT):  # one statement for a page of hits
-                    part = items[start : start + self.SNIPPET_ROWS_PER_INSERT]
-                    db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}) SELECT c.id, {values} "
-                               f"FROM (VALUES {', '.join(['(?, ?)'] * len(part))}) v JOIN chunks c ON c.id = v.column1",
-                               [value for pair in part for value in pair])
-                return dict(db.execute(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
-                                       "FROM temp.pms_snippets WHERE pms_snippets MATCH ?", (tokens, match)).fetchall())
-            finally:
-                db.execute("ROLLBACK TO pms_snippets")
-                db.execute("RELEASE pms_snippets")
+            for start in range(0, len(items), self.SNIPPET_ROWS_PER_INSERT):  # one statement for a page of hits
+                part = items[start : start + self.SNIPPET_ROWS_PER_INSERT]
+                db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}, pms_indexed) SELECT c.id, {values}, c.body "
+                           f"FROM (VALUES {', '.join(['(?, ?)'] * len(part))}) v JOIN chunks c ON c.id = v.column1",
+                           [value for pair in part for value in pair])
+                held.update(part)
+            shown = "{" + " ".join(columns) + "} : (" + match + ")"  # the passage as shown, not pms_indexed
+            return dict(self.rows_in(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
+                                     "FROM temp.pms_snippets WHERE pms_snippets MATCH ? AND rowid IN ({ids})", texts, tokens, shown))
         except (ValueError, self.db_module_errors()):
             out = {}
             for cid in texts:
@@ -1011,6 +1068,28 @@ class Store:
     def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
         """chunk id -> its int8 vector, looked up by id (a passage without one is left out)."""
         return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", chunk_ids))
+
+    def chunks_matching_each(self, matches: Sequence[str], chunk_ids: Sequence[int]) -> list[set[int]]:
+        """For each FTS5 expression of ``matches``, which of these passages match it (as
+        chunks_fts holds them), in one statement. Passages fts_snippets has just shown are
+        matched in its small table (a lookup by id in chunks_fts reads each term's whole
+        posting list: 0.5 ms a term on the Rust book)."""
+        if not matches or not chunk_ids:
+            return [set() for _ in matches]
+        held = getattr(self._local, "snippet_rows", None) or {}
+        if all(cid in held for cid in chunk_ids):
+            indexed = "{" + " ".join(c for c in self._local.snippet_columns if c != "body") + " pms_indexed} : "
+            table, matches = "temp.pms_snippets", [indexed + "(" + m + ")" for m in matches]
+        else:
+            table = "chunks_fts"
+        each = " UNION ALL ".join(f"SELECT rowid, {i} FROM {table} WHERE {table.split('.')[-1]} MATCH ? AND rowid IN ({{ids}})"
+                                  for i in range(len(matches)))
+        out: list[set[int]] = [set() for _ in matches]
+        for part in in_parts(chunk_ids, max(1, SQLITE_MAX_VARS // len(matches) - 1)):
+            ids = placeholders(part)
+            for cid, i in self.db.execute(each.format(ids=ids), [x for m in matches for x in (m, *part)]).fetchall():
+                out[i].add(cid)
+        return out
 
     def chunks_matching(self, match: str, chunk_ids: Sequence[int]) -> set[int]:
         """Which of these passages match an FTS5 expression (a search's exclusions)."""
@@ -1100,15 +1179,8 @@ class Store:
 
     def paragraph_prints(self, docids: Iterable[str]) -> dict[str, frozenset[int]]:
         """docid -> its paragraph prints (paragraph_prints; empty for a note not read since they were added)."""
-        from array import array
-
-        out: dict[str, frozenset[int]] = {}
-        for docid, blob in self.rows_in("SELECT docid, paragraphs FROM documents WHERE docid IN ({ids}) AND paragraphs IS NOT NULL",
-                                        docids):
-            prints = array("Q")
-            prints.frombytes(blob[: len(blob) // 8 * 8])
-            out[docid] = frozenset(prints)
-        return out
+        return {docid: prints_of(blob) for docid, blob in self.rows_in(
+            "SELECT docid, paragraphs FROM documents WHERE docid IN ({ids}) AND paragraphs IS NOT NULL", docids)}
 
     def without_vectors(self, ids: Iterable[int], chunks: bool = False) -> set[int]:
         """The notes (``chunks``: the passages) among ``ids`` that have no vector yet."""
@@ -1175,13 +1247,16 @@ class Store:
             else:
                 db.execute("DELETE FROM folder_descriptions WHERE collection_id = ? AND folder = ?", (collection_id, folder))
 
-    def folder_descriptions(self) -> dict[str, dict[str, str]]:
-        """collection name -> {folder: description}."""
-        out: dict[str, dict[str, str]] = {}
-        for name, folder, text in self.db.execute("SELECT c.name, f.folder, f.description FROM folder_descriptions f "
-                                                  "JOIN collections c ON c.id = f.collection_id"):
-            out.setdefault(name, {})[folder] = text
-        return out
+    def folder_descriptions(self, version: IndexVersion | None = None) -> dict[str, dict[str, str]]:
+        """collection name -> {folder: description} (kept until the index changes: a search shows them with every hit)."""
+        def read() -> dict[str, dict[str, str]]:
+            out: dict[str, dict[str, str]] = {}
+            for name, folder, text in self.db.execute("SELECT c.name, f.folder, f.description FROM folder_descriptions f "
+                                                      "JOIN collections c ON c.id = f.collection_id"):
+                out.setdefault(name, {})[folder] = text
+            return out
+
+        return self._kept("folder_descriptions", version, read)
 
     # -- related notes ----------------------------------------------------------------------
     def document_vectors(self, document_id: int) -> list[tuple[int, bytes]]:
@@ -1236,13 +1311,40 @@ class Store:
 
     def terms_passages(self, terms: Iterable[str]) -> dict[str, int]:
         """Index term -> how many passages hold it (a term none holds is left out), in one statement."""
+        return self.vocabulary(terms)[0]
+
+    def vocabulary(self, terms: Iterable[str]) -> tuple[dict[str, int], IndexVersion]:
+        """(index term -> how many passages hold it, a term none holds left out; the index's
+        version) in one statement: what a search reads of the vocabulary (typo fallbacks, the
+        terms' rarity) and what its kept facts are checked against (index_version)."""
         wanted = sorted(set(terms) - {""})
-        if not wanted:
-            return {}
         db = self.db
         self._vocabulary(db)
-        return {term: count for part in in_parts(wanted) for term, count in
-                db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))})", part)}
+        counts, version = {}, -1
+        for part in in_parts(wanted or [""]):
+            for term, count in db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))}) "
+                                          "UNION ALL SELECT NULL, data_version FROM pragma_data_version", part):
+                if term is None:
+                    version = count
+                else:
+                    counts[term] = count
+        return counts, IndexVersion(version, getattr(self._local, "commits", 0))
+
+    def index_version(self) -> IndexVersion:
+        """What moves whenever the index changes: PRAGMA data_version counts other connections'
+        commits, ``commits`` this one's (transaction: every write of notes is in one;
+        total_changes would also count a search's own temp-table rows). A search reads it once
+        (with its vocabulary) and what is kept across searches is checked against it."""
+        return IndexVersion(self.db.execute("PRAGMA data_version").fetchone()[0], getattr(self._local, "commits", 0))
+
+    def _kept(self, name: str, version: IndexVersion | None, compute: Callable[[], _typing.Any]) -> _typing.Any:
+        """``compute()``, kept on this connection until the index's version moves."""
+        version = version or self.index_version()
+        cached = getattr(self._local, name, None)
+        if cached is None or cached[0] != version:
+            cached = (version, compute())
+            setattr(self._local, name, cached)
+        return cached[1]
 
     def term_passages(self, term: str, prefix: bool = False) -> int:
         """How many passages hold ``term`` (an index term; ``prefix``: any term starting with it)."""
@@ -1254,30 +1356,25 @@ class Store:
             row = db.execute("SELECT doc FROM temp.pms_vocabulary WHERE term = ?", (term,)).fetchone()
         return int(row[0] or 0) if row else 0
 
-    def embedded_share(self) -> float:
+    def embedded_share(self, version: IndexVersion | None = None) -> float:
         """The share of passages that have a vector (kept until the index changes, as passage_total)."""
-        total, embedded = self._passage_counts()
+        total, embedded = self._passage_counts(version)
         return embedded / total if total else 1.0
 
-    def passage_total(self) -> int:
-        """How many passages the index holds (kept until the index changes)."""
-        return self._passage_counts()[0]
+    def passage_total(self, version: IndexVersion | None = None) -> int:
+        """How many passages the index holds (kept until the index changes: index_version)."""
+        return self._passage_counts(version)[0]
 
-    def _passage_counts(self) -> tuple[int, int]:
-        """(passages, passages with a vector), kept until the index changes: PRAGMA data_version
-        counts other connections' commits, ``commits`` this one's (transaction: every write of
-        passages is in one; total_changes would also count a search's own temp-table rows)."""
-        db = self.db
-        version = (db.execute("PRAGMA data_version").fetchone()[0], getattr(self._local, "commits", 0))
-        cached = getattr(self._local, "passage_counts", None)
-        if cached is None or cached[0] != version:
+    def _passage_counts(self, version: IndexVersion | None) -> tuple[int, int]:
+        """(passages, passages with a vector), kept until the index changes."""
+        def counts() -> tuple[int, int]:
             # Two counts the indexes answer (the smallest index; the partial index of passages without a
             # vector) instead of one scan of every passage's row: 9 ms -> under 2 on tldr's 39,000 passages.
             total = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            unembedded = db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
-            cached = (version, (total, total - unembedded))
-            self._local.passage_counts = cached
-        return cached[1]
+            return total, total - db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
+
+        db = self.db
+        return self._kept("passage_counts", version, counts)
 
     def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
         """(term, passages holding it) of the vocabulary's terms that start with ``start`` and have
@@ -1303,8 +1400,8 @@ class Store:
     def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
         """chunk id -> what a hit shows of it (a missing chunk is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
-                            f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page FROM chunks c "
-                            "JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
+                            f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
+                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
         return {r[0]: ChunkInfo(*r[1:]) for r in rows}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
