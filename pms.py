@@ -1524,7 +1524,7 @@ def as_list(value) -> list[str]:
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
-``chunk_markdown`` (a note cut into passages along its headings, with their lines), a
+``markdown_passages`` (a note cut into passages along its headings, with their lines), a
 passage's display text (snippets show prose, not markup), what a note holds of its own
 (``note_substance``) and the paragraph prints that tell one note holds another's text.
 
@@ -1693,7 +1693,7 @@ def _links_to_labels(text: str, wiki: bool) -> str:
     return "".join(out) + text[done:] if out else text
 
 
-class Chunk(Record):
+class Passage(Record):
     """A passage of a note: what is indexed, embedded and returned by search."""
 
     seq: int
@@ -1726,7 +1726,7 @@ def passage_embed_text(heading_path: str, text: str, title: str = "") -> str:
     return f"{heading_path}\n\n{text}" if heading_path else text
 
 
-DEFAULT_CHUNK_CHARS = 1200  # passage size: inside the model's window, best measured (docs/decisions.md)
+DEFAULT_PASSAGE_CHARS = 1200  # passage size: inside the model's window, best measured (docs/decisions.md)
 DEFAULT_OVERLAP_LINES = 2
 LONG_PARAGRAPH = 4  # a line over this many targets is cut between sentences
 
@@ -1735,8 +1735,8 @@ LONG_PARAGRAPH = 4  # a line over this many targets is cut between sentences
 _BREAK_SCORES = {1: 100, 2: 90, 3: 80, 4: 60, 5: 55, 6: 50}
 
 
-def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_CHUNK_CHARS,
-                   overlap_lines: int = DEFAULT_OVERLAP_LINES, first_line: int = 1) -> list[Chunk]:
+def markdown_passages(markdown: str, title: str = "", target_chars: int = DEFAULT_PASSAGE_CHARS,
+                   overlap_lines: int = DEFAULT_OVERLAP_LINES, first_line: int = 1) -> list[Passage]:
     """Split Markdown into passages of about ``target_chars`` characters.
 
     Cuts go preferably before H1-H3 headings, then at code-fence edges, blank
@@ -1789,7 +1789,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
 
-    def allowed(b: int) -> bool:  # may a chunk start at line b (not inside a fence)?
+    def allowed(b: int) -> bool:  # may a passage start at line b (not inside a fence)?
         return b == 0 or b >= n or not open_after[b - 1]
 
     def score(b: int) -> float:
@@ -1806,7 +1806,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
             return 10
         return 1
 
-    chunks: list[Chunk] = []
+    passages: list[Passage] = []
     start = 0
     target = max(100, target_chars)
     while start < n:
@@ -1840,11 +1840,11 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
             last -= 1
         if first < last:
             text = "".join(lines[i] + (" " if phys[i] == phys[i + 1] else "\n") for i in range(first, last - 1)) + lines[last - 1]
-            path = list(stacks[first])  # the headings in force at the chunk's first line
+            path = list(stacks[first])  # the headings in force at the passage's first line
             if path and title and path[0] == title:
                 path = path[1:]
             heading_path = " > ".join([p for p in [title] + path if p])
-            chunks.append(Chunk(seq=len(chunks), start_line=first_line + phys[first], end_line=first_line + phys[last - 1],
+            passages.append(Passage(seq=len(passages), start_line=first_line + phys[first], end_line=first_line + phys[last - 1],
                                 heading_path=heading_path, text=text, title=title))
         if end >= n:
             break
@@ -1859,7 +1859,11 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
                 back -= 1
             nxt = back
         start = max(nxt, start + 1)
-    return chunks
+    return passages
+
+
+# The old names (pms.__all__ still lists them): scripts written against them keep working.
+Chunk, chunk_markdown, DEFAULT_CHUNK_CHARS = Passage, markdown_passages, DEFAULT_PASSAGE_CHARS
 
 
 _SENTENCE_END = LazyPattern(r"(?<=[.!?:;])\s+(?=\S)")
@@ -2090,7 +2094,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2093) ----
+# ---- pms/language.py (+2097) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -2292,7 +2296,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2295) ----
+# ---- pms/notes.py (+2299) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2310,7 +2314,7 @@ from collections.abc import Callable, Iterable, Iterator
 # from .config import Factory, LazyPattern, Record
 # from .frontmatter import as_list, parse_frontmatter, split_frontmatter
 # from .markdown import (
-# DEFAULT_CHUNK_CHARS, LINK_DEFINITION, Chunk, TextFinder, chunk_markdown, fence_states, first_heading, note_substance,
+# DEFAULT_PASSAGE_CHARS, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading, note_substance,
 # paragraph_prints,
 # )
 # from .language import note_language
@@ -2324,7 +2328,7 @@ class ParsedNote(Record):
     aliases: list[str]
     metadata: dict
     body: str
-    chunks: list[Chunk]
+    passages: list[Passage]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list[NoteLink] = Factory(list)
     words: int = -1  # words a reader sees in the body (note_substance); -1: not counted (a PDF)
@@ -2335,9 +2339,9 @@ class ParsedNote(Record):
     language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
 
 
-def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
+def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_PASSAGE_CHARS, path: str = "") -> ParsedNote:
     """Frontmatter, title (frontmatter > first heading of any level or ``% Title`` > file name), tags (frontmatter
-    and inline), date, links and chunks of a note. ``path`` (relative to the
+    and inline), date, links and passages of a note. ``path`` (relative to the
     collection) resolves relative Markdown links."""
     block, body, consumed = split_frontmatter(text)
     meta = parse_frontmatter(block)
@@ -2345,11 +2349,11 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
     title = str(title).strip() if title not in (None, "") else (first_heading(body) or fallback_title)
     tags = unique_ignoring_case(as_list(meta.get("tags") or meta.get("tag")) + inline_tags(body))
     aliases = as_list(meta.get("aliases") or meta.get("alias")) if not isinstance(meta.get("aliases"), str) else [meta["aliases"]]
-    chunks = chunk_markdown(body, title=title, target_chars=target_chars, first_line=consumed + 1)
-    if not chunks:  # an empty note is still findable by its title
-        chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
+    passages = markdown_passages(body, title=title, target_chars=target_chars, first_line=consumed + 1)
+    if not passages:  # an empty note is still findable by its title
+        passages = [Passage(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     words, own_words, links_out = note_substance(body)
-    return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
+    return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, passages=passages,
                       date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
                       words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"),
                       paragraphs=paragraph_prints(body))
@@ -2637,19 +2641,19 @@ class LinkResolver:
     pages sit in other folders than their sources (redirects/, old editions)."""
 
     def __init__(self, notes: Iterable[tuple[int, str, str]]):
-        """``notes``: (document id, collection-relative path, comma-separated aliases)."""
+        """``notes``: (note id, collection-relative path, comma-separated aliases)."""
         self.by_path: dict[str, int] = {}
         self.by_suffix: dict[str, list[tuple[int, str]]] = {}
         self.by_alias: dict[str, int] = {}
-        for doc_id, path, aliases in notes:
+        for note_id, path, aliases in notes:
             key = _note_key(path)
-            self.by_path[key] = doc_id
+            self.by_path[key] = note_id
             parts = key.split("/")
             for n in range(1, len(parts)):
-                self.by_suffix.setdefault("/".join(parts[n:]), []).append((doc_id, key))
+                self.by_suffix.setdefault("/".join(parts[n:]), []).append((note_id, key))
             for alias in (aliases or "").split(","):
                 if alias.strip():
-                    self.by_alias.setdefault(alias.strip().lower(), doc_id)
+                    self.by_alias.setdefault(alias.strip().lower(), note_id)
         for candidates in self.by_suffix.values():
             candidates.sort(key=lambda c: (len(c[1]), c[1]))
 
@@ -2671,7 +2675,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2674) ----
+# ---- pms/pdf.py (+2678) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2689,7 +2693,7 @@ import re
 from collections.abc import Sequence
 
 # from .config import LazyPattern, PMSError, Record, Worker, WorkerStopped, env_number, module_available, pms_command
-# from .markdown import DEFAULT_CHUNK_CHARS, Chunk, split_sentences
+# from .markdown import DEFAULT_PASSAGE_CHARS, Passage, split_sentences
 # from .notes import ParsedNote
 
 
@@ -2752,10 +2756,10 @@ def pdf_title(meta_title: str, pages: Sequence[str], fallback: str) -> str:
     return fallback
 
 
-def chunk_pdf_pages(pages: Sequence[str], title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> list[Chunk]:
+def pdf_passages(pages: Sequence[str], title: str, target_chars: int = DEFAULT_PASSAGE_CHARS) -> list[Passage]:
     """Passages of a PDF, never across pages: each page's lines packed up to
     ``target_chars``, a longer line cut between sentences. Lines count within the page."""
-    chunks: list[Chunk] = []
+    passages: list[Passage] = []
     for number, text in enumerate(pages, 1):
         if not text:
             continue
@@ -2769,23 +2773,23 @@ def chunk_pdf_pages(pages: Sequence[str], title: str, target_chars: int = DEFAUL
         start, prev, size = pieces[0][0], pieces[0][0], 0
         for line_no, piece in pieces:
             if current and size + len(piece) > target_chars:
-                chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev,
+                passages.append(Passage(seq=len(passages), start_line=start, end_line=prev,
                                     heading_path=title, text="\n".join(current).strip(), title=title, page=number))
                 current, size, start = [], 0, line_no
             current.append(piece)
             size += len(piece) + 1
             prev = line_no
         if current and "".join(current).strip():
-            chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev, heading_path=title,
+            passages.append(Passage(seq=len(passages), start_line=start, end_line=prev, heading_path=title,
                                 text="\n".join(current).strip(), title=title, page=number))
-    return chunks
+    return passages
 
 
-def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> ParsedNote:
+def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_PASSAGE_CHARS) -> ParsedNote:
     """A PDF's pages as a note: its title (metadata > first heading-like line > file
     name) and passages that each stay on one page."""
     title = pdf_title(pdf.title, pdf.pages, fallback_title)
-    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", chunks=chunk_pdf_pages(pdf.pages, title, target_chars),
+    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", passages=pdf_passages(pdf.pages, title, target_chars),
                       pages=pdf.page_count or len(pdf.pages))
 
 
@@ -2906,7 +2910,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2909) ----
+# ---- pms/paths.py (+2913) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3427,7 +3431,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3430) ----
+# ---- pms/filters.py (+3434) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3582,7 +3586,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3585) ----
+# ---- pms/schema.py (+3589) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3657,10 +3661,10 @@ def _unique_docids(db) -> None:
     """Migration: every note's id re-made unique and longer, the index made UNIQUE."""
     taken: set[str] = set()
     ids = []
-    for doc_id, collection_id, path in db.execute("SELECT id, collection_id, path FROM documents ORDER BY id").fetchall():
+    for note_id, collection_id, path in db.execute("SELECT id, collection_id, path FROM documents ORDER BY id").fetchall():
         docid = note_docid(collection_id, path, taken.__contains__)
         taken.add(docid)
-        ids.append((docid, doc_id))
+        ids.append((docid, note_id))
     db.execute("DROP INDEX IF EXISTS documents_docid")
     db.execute("UPDATE documents SET docid = '#' || id")  # placeholders first: old and new ids may swap
     db.executemany("UPDATE documents SET docid = ? WHERE id = ?", ids)
@@ -3874,10 +3878,10 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3877) ----
+# ---- pms/store.py (+3881) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
-Owns: the connection and its settings, collections, documents and passages, the FTS5
+Owns: the connection and its settings, collections, notes and passages, the FTS5
 keyword lists, vectors (sqlite-vec, or ``VectorMatrix`` / ``VectorMemory`` in memory),
 links and tags as stored, and turning SQLite's errors into one-line ``PMSError``s.
 Schema changes go to schema.py; what a search does with these lists, to retrieval.py.
@@ -3942,7 +3946,7 @@ class CollectionRow(TupleFields):
 
 
 @named_tuple
-class DocumentState(TupleFields):
+class NoteState(TupleFields):
     """What sync compares to decide whether a file changed."""
     id: int
     size: int
@@ -3952,7 +3956,7 @@ class DocumentState(TupleFields):
 
 
 @named_tuple
-class DocumentRow(TupleFields):
+class NoteRow(TupleFields):
     id: int
     collection: str
     collection_path: str
@@ -3964,7 +3968,7 @@ class DocumentRow(TupleFields):
 
 
 @named_tuple
-class PendingChunk(TupleFields):
+class PendingPassage(TupleFields):
     """A passage without a vector yet."""
     id: int
     collection_id: int
@@ -3981,9 +3985,9 @@ class IndexVersion(TupleFields):
 
 
 @named_tuple
-class ChunkInfo(TupleFields):
+class PassageInfo(TupleFields):
     """What a search hit needs to know about a passage."""
-    document_id: int
+    note_id: int
     collection: str
     collection_path: str
     path: str
@@ -4046,7 +4050,7 @@ class VectorMatrix:
         self.collection_ids = np.ascontiguousarray(collection_ids, dtype=np.int64)
         self.matrix = np.ascontiguousarray(vectors, dtype=np.int8)
         self.norms = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.int64).astype(np.float64))
-        self._by_id = np.argsort(self.ids, kind="stable")                  # for lookups by chunk id
+        self._by_id = np.argsort(self.ids, kind="stable")                  # for lookups by passage id
         self._sorted_ids = self.ids[self._by_id]
 
     def __len__(self) -> int:
@@ -4070,17 +4074,17 @@ class VectorMatrix:
             return (1.0 - dots / (norms * query_norm)).astype(np.float32)
 
     def search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None = None,
-               chunk_ids: Iterable[int] | None = None) -> list[tuple[int, float]]:
-        """(chunk id, cosine distance) nearest first, among the passages of
-        ``collection_ids`` and, when given, ``chunk_ids``."""
+               passage_ids: Iterable[int] | None = None) -> list[tuple[int, float]]:
+        """(passage id, cosine distance) nearest first, among the passages of
+        ``collection_ids`` and, when given, ``passage_ids``."""
         np = self.np
         rows = None
-        if collection_ids or chunk_ids is not None:
+        if collection_ids or passage_ids is not None:
             keep = np.ones(len(self.ids), dtype=bool)
             if collection_ids:
                 keep &= np.isin(self.collection_ids, np.asarray(list(collection_ids), dtype=np.int64))
-            if chunk_ids is not None:
-                keep &= np.isin(self.ids, np.fromiter(chunk_ids, dtype=np.int64))
+            if passage_ids is not None:
+                keep &= np.isin(self.ids, np.fromiter(passage_ids, dtype=np.int64))
             rows = np.flatnonzero(keep)
         distances = self._distances(query_blob, rows)
         limit = min(int(limit), VECTOR_KNN_MAX, len(distances))
@@ -4095,23 +4099,23 @@ class VectorMatrix:
         order = np.lexsort((self.tie_order[found], distances[best]))[:limit]
         return list(zip(self.ids[found[order]].tolist(), distances[best[order]].astype(np.float64).tolist()))
 
-    def _rows(self, chunk_ids: Iterable[int]):
-        """(the chunk ids that have a vector, their rows in the matrix)."""
+    def _rows(self, passage_ids: Iterable[int]):
+        """(the passage ids that have a vector, their rows in the matrix)."""
         np = self.np
-        wanted = np.unique(np.fromiter(chunk_ids, dtype=np.int64))
+        wanted = np.unique(np.fromiter(passage_ids, dtype=np.int64))
         at = np.searchsorted(self._sorted_ids, wanted)
         at[at >= len(self._sorted_ids)] = 0
         found = self._sorted_ids[at] == wanted if len(self._sorted_ids) else np.zeros(len(wanted), dtype=bool)
         return wanted[found], self._by_id[at[found]]
 
-    def distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
-        """chunk id -> cosine distance to the query (a passage without a vector is left out)."""
-        ids, rows = self._rows(chunk_ids)
+    def distances(self, query_blob: bytes, passage_ids: Iterable[int]) -> dict[int, float]:
+        """passage id -> cosine distance to the query (a passage without a vector is left out)."""
+        ids, rows = self._rows(passage_ids)
         return dict(zip(ids.tolist(), self._distances(query_blob, rows).astype(self.np.float64).tolist()))
 
-    def vectors(self, chunk_ids: Iterable[int]) -> dict[int, bytes]:
-        """chunk id -> its int8 vector, as sqlite-vec stores it (a passage without one is left out)."""
-        ids, rows = self._rows(chunk_ids)
+    def vectors(self, passage_ids: Iterable[int]) -> dict[int, bytes]:
+        """passage id -> its int8 vector, as sqlite-vec stores it (a passage without one is left out)."""
+        ids, rows = self._rows(passage_ids)
         return {cid: self.matrix[row].tobytes() for cid, row in zip(ids.tolist(), rows.tolist())}
 
 
@@ -4472,21 +4476,21 @@ class Store:
             if self.vec_loaded and self.has_vector_table():
                 db.execute("DELETE FROM chunk_vectors WHERE collection_id = ?", (collection_id,))
                 self._vectors_changed()
-            self._delete_documents(db, "collection_id = ?", (collection_id,))
+            self._delete_notes(db, "collection_id = ?", (collection_id,))
             db.execute("DELETE FROM folder_descriptions WHERE collection_id = ?", (collection_id,))
             db.execute("DELETE FROM collections WHERE id = ?", (collection_id,))
 
     def collection_counts(self, collection_id: int) -> tuple[int, int]:
         docs = self.db.execute("SELECT count(*) FROM documents WHERE collection_id = ?", (collection_id,)).fetchone()[0]
-        chunks = self.db.execute("SELECT count(*) FROM chunks JOIN documents d ON d.id = chunks.document_id WHERE d.collection_id = ?",
+        passages = self.db.execute("SELECT count(*) FROM chunks JOIN documents d ON d.id = chunks.document_id WHERE d.collection_id = ?",
                                  (collection_id,)).fetchone()[0]
-        return docs, chunks
+        return docs, passages
 
-    # -- documents -----------------------------------------------------------------
-    def document_states(self, collection_id: int) -> dict[str, DocumentState]:
+    # -- notes ---------------------------------------------------------------------
+    def note_states(self, collection_id: int) -> dict[str, NoteState]:
         """path -> its state, for one collection."""
         rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256, parsed_version FROM documents WHERE collection_id = ?", (collection_id,))
-        return {r[0]: DocumentState(*r[1:]) for r in rows}
+        return {r[0]: NoteState(*r[1:]) for r in rows}
 
     def indexed_times(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
         """(collection, path) -> (mtime_ns, size) as last indexed."""
@@ -4501,7 +4505,7 @@ class Store:
                 out[(name, path)] = (mtime, size)
         return out
 
-    def document_paths(self, collection_id: int) -> list[str]:
+    def note_paths(self, collection_id: int) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT path FROM documents WHERE collection_id = ? ORDER BY path", (collection_id,))]
 
     def skipped_states(self, collection_id: int) -> dict[str, tuple[int, int, int, bool, str]]:
@@ -4527,23 +4531,23 @@ class Store:
     def forget_skipped(self, db, collection_id: int, paths: Iterable[str]) -> None:
         db.executemany("DELETE FROM skipped_files WHERE collection_id = ? AND path = ?", ((collection_id, p) for p in paths))
 
-    def touch_document(self, db, doc_id: int, size: int, mtime_ns: int) -> None:
-        db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id))
+    def touch_note(self, db, note_id: int, size: int, mtime_ns: int) -> None:
+        db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, note_id))
 
-    def delete_document(self, db, collection_id: int, path: str) -> None:
-        self._delete_documents(db, "collection_id = ? AND path = ?", (collection_id, path))
+    def delete_note(self, db, collection_id: int, path: str) -> None:
+        self._delete_notes(db, "collection_id = ? AND path = ?", (collection_id, path))
 
     @staticmethod
-    def _delete_documents(db, where: str, args: tuple) -> None:
+    def _delete_notes(db, where: str, args: tuple) -> None:
         """Delete the notes ``where`` (SQL on documents) selects, and their rows in the tables that hang off them."""
         for table in ("chunks", "note_tags", "note_fields", "note_links"):
             db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE {where})", args)
         db.execute(f"DELETE FROM documents WHERE {where}", args)
 
-    def write_document(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
-        """Insert or replace one note and its chunks, inside the caller's transaction.
+    def write_note(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
+        """Insert or replace one note and its passages, inside the caller's transaction.
 
-        Chunks whose text did not change keep their row (and so their vector):
+        Passages whose text did not change keep their row (and so their vector):
         only new or edited passages need embedding again.
         """
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
@@ -4553,52 +4557,52 @@ class Store:
                   "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
                   "paragraphs": note.paragraphs or None}
         if row:
-            doc_id = row[0]
-            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), doc_id))
+            note_id = row[0]
+            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), note_id))
             old: dict[str, list[int]] = {}
-            for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
-                old.setdefault(h, []).append(chunk_id)
+            for passage_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (note_id,)):
+                old.setdefault(h, []).append(passage_id)
             for table in ("note_tags", "note_fields", "note_links"):
-                db.execute(f"DELETE FROM {table} WHERE document_id = ?", (doc_id,))
+                db.execute(f"DELETE FROM {table} WHERE document_id = ?", (note_id,))
         else:
             docid = note_docid(collection_id, path,
                                lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
             cur = db.execute(f"INSERT INTO documents(collection_id, path, docid, {', '.join(fields)}) "
                              f"VALUES (?, ?, ?, {placeholders(list(fields))})", (collection_id, path, docid, *fields.values()))
-            doc_id = cur.lastrowid
+            note_id = cur.lastrowid
             old = {}
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
-                       [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
+                       [(note_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
-                       [(doc_id, k, v) for k, v in frontmatter_fields(note.metadata)])
+                       [(note_id, k, v) for k, v in frontmatter_fields(note.metadata)])
         db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)",
-                       [(doc_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
-        for chunk in note.chunks:
-            headings = chunk.headings
-            h = hex_digest(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode(), "sha1")
+                       [(note_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
+        for passage in note.passages:
+            headings = passage.headings
+            h = hex_digest(f"{passage.title}\x00{headings}\x00{passage.text}".encode(), "sha1")
             kept = old.get(h)
             if kept:
                 db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
-                           (chunk.seq, chunk.start_line, chunk.end_line, chunk.page, kept.pop(0)))
+                           (passage.seq, passage.start_line, passage.end_line, passage.page, kept.pop(0)))
             else:
                 db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text, chunk.page))
+                           (note_id, passage.seq, passage.start_line, passage.end_line, h, passage.title, headings, passage.text, passage.page))
         stale = [i for ids in old.values() for i in ids]
         for part in in_parts(stale):
             db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
 
-    def pdf_pages(self, document_id: int) -> tuple[int, dict[int, str]]:
+    def pdf_pages(self, note_id: int) -> tuple[int, dict[int, str]]:
         """A PDF's page count and each page's text as indexed (its passages, in order)."""
-        row = self.db.execute("SELECT pages FROM documents WHERE id = ?", (document_id,)).fetchone()
+        row = self.db.execute("SELECT pages FROM documents WHERE id = ?", (note_id,)).fetchone()
         texts: dict[int, list[str]] = {}
         for page, body in self.db.execute("SELECT page, body FROM chunks WHERE document_id = ? AND page IS NOT NULL ORDER BY seq",
-                                          (document_id,)):
+                                          (note_id,)):
             texts.setdefault(page, []).append(body)
         return (row[0] or 0) if row else 0, {page: "\n".join(parts) for page, parts in texts.items()}
 
-    def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None,
-                       docid_prefix: str | None = None, limit: int | None = None) -> list[DocumentRow]:
+    def find_notes(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None,
+                       docid_prefix: str | None = None, limit: int | None = None) -> list[NoteRow]:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
                "JOIN collections c ON c.id = d.collection_id WHERE 1=1")
         args: list = []
@@ -4610,7 +4614,7 @@ class Store:
                 sql += f" AND {condition}"
                 args += values
         sql += " ORDER BY c.name, d.path" + (f" LIMIT {int(limit)}" if limit else "")
-        return [DocumentRow(*r) for r in self.db.execute(sql, args)]
+        return [NoteRow(*r) for r in self.db.execute(sql, args)]
 
     def language_counts(self) -> dict[str, int]:
         """Notes per language (note_language), most first; notes not re-read since languages were counted are left out."""
@@ -4621,8 +4625,8 @@ class Store:
         db = self.db
         return {
             "collections": db.execute("SELECT count(*) FROM collections").fetchone()[0],
-            "documents": db.execute("SELECT count(*) FROM documents").fetchone()[0],
-            "chunks": db.execute("SELECT count(*) FROM chunks").fetchone()[0],
+            "notes": db.execute("SELECT count(*) FROM documents").fetchone()[0],
+            "passages": db.execute("SELECT count(*) FROM chunks").fetchone()[0],
             "embedded": db.execute("SELECT count(*) FROM chunks WHERE embedded = 1").fetchone()[0],
         }
 
@@ -4692,7 +4696,7 @@ class Store:
         return self.get_meta("embed_model"), self.get_meta("embed_model_dir")
 
     def remove_orphan_vectors(self) -> int:
-        """Vectors whose chunk is gone (deleted by a sync without sqlite-vec)."""
+        """Vectors whose passage is gone (deleted by a sync without sqlite-vec)."""
         with self.transaction() as db:
             cur = db.execute("DELETE FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)")
             if cur.rowcount:
@@ -4700,21 +4704,21 @@ class Store:
             return cur.rowcount
 
     def pending_embedding_ids(self) -> list[int]:
-        """The ids of the chunks without a vector, the most recently modified notes'
+        """The ids of the passages without a vector, the most recently modified notes'
         first (so meaning search covers what the user works on soonest)."""
         return [r[0] for r in self.db.execute(
             "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.embedded = 0 "
             "ORDER BY d.mtime_ns DESC, c.document_id, c.seq")]
 
-    def pending_embeddings(self, chunk_ids: Sequence[int]) -> list[PendingChunk]:
-        """These chunks' text, for those still without a vector."""
-        return [PendingChunk(*r) for r in self.rows_in(
+    def pending_embeddings(self, passage_ids: Sequence[int]) -> list[PendingPassage]:
+        """These passages' text, for those still without a vector."""
+        return [PendingPassage(*r) for r in self.rows_in(
             "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
-            "WHERE c.embedded = 0 AND c.id IN ({ids})", chunk_ids)]
+            "WHERE c.embedded = 0 AND c.id IN ({ids})", passage_ids)]
 
-    def pending_embeddings_of(self, collection: str, path: str) -> list[PendingChunk]:
+    def pending_embeddings_of(self, collection: str, path: str) -> list[PendingPassage]:
         """The passages of one note still without a vector, in the note's order."""
-        return [PendingChunk(*r) for r in self.db.execute(
+        return [PendingPassage(*r) for r in self.db.execute(
             "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
             "JOIN collections k ON k.id = d.collection_id WHERE c.embedded = 0 AND k.name = ? AND d.path = ? ORDER BY c.seq",
             (collection, path))]
@@ -4723,7 +4727,7 @@ class Store:
         return self.db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
 
     def write_vectors(self, rows: Sequence[tuple[int, int, bytes]], progress: tuple[int, int, float] | None = None) -> None:
-        """Store (chunk id, collection id, int8 bytes); vec0 ignores OR REPLACE, so delete first.
+        """Store (passage id, collection id, int8 bytes); vec0 ignores OR REPLACE, so delete first.
         ``progress``: (passages done, of total, seconds so far) of the sync writing them,
         kept for ``status`` in any process (embedding_progress)."""
         import json
@@ -4731,13 +4735,13 @@ class Store:
             if progress:
                 self.set_meta("embed_progress", json.dumps({"done": progress[0], "total": progress[1],
                                                             "seconds": round(progress[2], 3), "at": time.time()}))
-            for chunk_id, collection_id, blob in rows:
-                if db.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk_id,)).fetchone() is None:
+            for passage_id, collection_id, blob in rows:
+                if db.execute("SELECT 1 FROM chunks WHERE id = ?", (passage_id,)).fetchone() is None:
                     continue  # the note changed while we were embedding
-                db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (chunk_id,))
+                db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (passage_id,))
                 db.execute("INSERT INTO chunk_vectors(chunk_id, embedding, collection_id) VALUES (?, vec_int8(?), ?)",
-                           (chunk_id, blob, collection_id))
-                db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+                           (passage_id, blob, collection_id))
+                db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (passage_id,))
             self._vectors_changed()
 
     def embedding_progress(self) -> dict | None:
@@ -4754,7 +4758,7 @@ class Store:
         return self.get_meta("vectors_version")
 
     def read_vectors(self) -> tuple:
-        """(chunk ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix),
+        """(passage ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix),
         from vec0's own tables (fast); an index whose layout is not the one expected is scanned.
         """
         import numpy as np
@@ -4800,7 +4804,7 @@ class Store:
     # -- search ------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
                    note_filter: NoteFilter | None = None) -> list[tuple[int, float, int, int]]:
-        """(chunk id, bm25, its note's document id, the note's passages) best first; bm25 is
+        """(passage id, bm25, its note's id, the note's passages) best first; bm25 is
         FTS5's (negative: lower is better). Collections and the note filter narrow the FTS
         query itself. The note and its size come in the same statement: ranking reads them
         for every passage found (focus, one hit per note)."""
@@ -4827,7 +4831,7 @@ class Store:
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
                     note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
-        """(document id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
+        """(note id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
         sql = "SELECT n.rowid, n.names FROM note_names n"
         args: list = []
         if collection_ids or note_filter:
@@ -4838,7 +4842,7 @@ class Store:
         return self.db.execute(sql + " ORDER BY n.rank LIMIT ?", (*args, match, limit)).fetchall()
 
     def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
-        """(document id, its names) of the notes whose names hold at least ``at_least``
+        """(note id, its names) of the notes whose names hold at least ``at_least``
         of the trigrams ``grams``; None when more than ``limit`` notes do. Each trigram's
         notes are read from the index, unranked: far cheaper than ranking them (name_search)."""
         each = " UNION ALL ".join(["SELECT rowid FROM note_names WHERE note_names MATCH ?"] * len(grams))
@@ -4847,14 +4851,14 @@ class Store:
                                (*('"' + g.replace('"', '""') + '"' for g in grams), at_least, limit + 1)).fetchall()
         return None if len(rows) > limit else rows
 
-    def first_chunks(self, doc_ids: Iterable[int]) -> dict[int, int]:
-        """document id -> its first chunk's id (the passage shown for a note found by name)."""
-        rows = self.rows_in("SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", doc_ids)
+    def first_passages(self, note_ids: Iterable[int]) -> dict[int, int]:
+        """note id -> its first passage's id (the passage shown for a note found by name)."""
+        rows = self.rows_in("SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", note_ids)
         return {doc: cid for doc, cid, _ in rows}  # SQLite: id comes from the min(seq) row
 
-    def fts_snippet(self, match: str, chunk_id: int, tokens: int = 24) -> str | None:
+    def fts_snippet(self, match: str, passage_id: int, tokens: int = 24) -> str | None:
         row = self.db.execute("SELECT snippet(chunks_fts, 2, '\x02', '\x03', '\u2026', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
-                              (tokens, match, chunk_id)).fetchone()
+                              (tokens, match, passage_id)).fetchone()
         return row[0] if row else None
 
     def _snippet_table(self, db) -> list[str]:
@@ -4866,19 +4870,19 @@ class Store:
             args = [a.strip() for a in re.findall(r"(?:[^,']|'(?:[^']|'')*')+", sql[sql.index("(") + 1 : sql.rindex(")")])]
             definitions = [a for a in args if a and "=" not in a]
             options = [a for a in args if "=" in a and not re.match(r"content(_rowid)?\s*=", a)]
-            # Its last column holds the passage as indexed (chunks_fts's body): chunks_matching_each reads it.
+            # Its last column holds the passage as indexed (chunks_fts's body): passages_matching_each reads it.
             # Made empty, as snippet_rows says it is.
             db.execute("DROP TABLE IF EXISTS temp.pms_snippets")
             db.execute(f"CREATE VIRTUAL TABLE temp.pms_snippets USING fts5({', '.join(definitions + ['pms_indexed'] + options)})")
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
-            self._local.snippet_rows = {}  # chunk id -> the text the table holds for it (fts_snippets)
+            self._local.snippet_rows = {}  # passage id -> the text the table holds for it (fts_snippets)
         return columns
 
     SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
     SNIPPET_ROWS_KEPT = 2_000  # passages the scratch table keeps for the next searches before it starts afresh
 
     def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
-        """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
+        """passage id -> FTS5's snippet of ``texts[passage id]`` (the passage as shown, in
         place of its body) for ``match`` (a passage that does not match is left out).
 
         Matched in a small temporary FTS5 table with chunks_fts's columns and tokenizer:
@@ -4922,7 +4926,7 @@ class Store:
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
                       note_filter: NoteFilter | None = None) -> list[tuple]:
-        """(chunk id, cosine distance) nearest first, by sqlite-vec. The note filter becomes a
+        """(passage id, cosine distance) nearest first, by sqlite-vec. The note filter becomes a
         ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
         so ``limit`` passages come back whenever that many match."""
         sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
@@ -4936,25 +4940,25 @@ class Store:
             args.extend(where_args)
         return self.db.execute(sql + " ORDER BY distance", args).fetchall()
 
-    def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
-        """chunk id -> cosine distance between its vector and the query's (a passage
+    def vector_distances(self, query_blob: bytes, passage_ids: Iterable[int]) -> dict[int, float]:
+        """passage id -> cosine distance between its vector and the query's (a passage
         without a vector is left out), by sqlite-vec's own function."""
         return dict(self.rows_in("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
-                                 "WHERE chunk_id IN ({ids})", chunk_ids, query_blob))
+                                 "WHERE chunk_id IN ({ids})", passage_ids, query_blob))
 
-    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
-        """chunk id -> its int8 vector, looked up by id (a passage without one is left out)."""
-        return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", chunk_ids))
+    def vectors_of(self, passage_ids: Sequence[int]) -> dict[int, bytes]:
+        """passage id -> its int8 vector, looked up by id (a passage without one is left out)."""
+        return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", passage_ids))
 
-    def chunks_matching_each(self, matches: Sequence[str], chunk_ids: Sequence[int]) -> list[set[int]]:
+    def passages_matching_each(self, matches: Sequence[str], passage_ids: Sequence[int]) -> list[set[int]]:
         """For each FTS5 expression of ``matches``, which of these passages match it (as
         chunks_fts holds them), in one statement. Passages fts_snippets has just shown are
         matched in its small table (a lookup by id in chunks_fts reads each term's whole
         posting list: 0.5 ms a term on the Rust book)."""
-        if not matches or not chunk_ids:
+        if not matches or not passage_ids:
             return [set() for _ in matches]
         held = getattr(self._local, "snippet_rows", None) or {}
-        if all(cid in held for cid in chunk_ids):
+        if all(cid in held for cid in passage_ids):
             indexed = "{" + " ".join(c for c in self._local.snippet_columns if c != "body") + " pms_indexed} : "
             table, matches = "temp.pms_snippets", [indexed + "(" + m + ")" for m in matches]
         else:
@@ -4962,15 +4966,15 @@ class Store:
         each = " UNION ALL ".join(f"SELECT rowid, {i} FROM {table} WHERE {table.split('.')[-1]} MATCH ? AND rowid IN ({{ids}})"
                                   for i in range(len(matches)))
         out: list[set[int]] = [set() for _ in matches]
-        for part in in_parts(chunk_ids, max(1, SQLITE_MAX_VARS // len(matches) - 1)):
+        for part in in_parts(passage_ids, max(1, SQLITE_MAX_VARS // len(matches) - 1)):
             ids = placeholders(part)
             for cid, i in self.db.execute(each.format(ids=ids), [x for m in matches for x in (m, *part)]).fetchall():
                 out[i].add(cid)
         return out
 
-    def chunks_matching(self, match: str, chunk_ids: Sequence[int]) -> set[int]:
+    def passages_matching(self, match: str, passage_ids: Sequence[int]) -> set[int]:
         """Which of these passages match an FTS5 expression (a search's exclusions)."""
-        return {r[0] for r in self.rows_in("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({ids})", chunk_ids, match)}
+        return {r[0] for r in self.rows_in("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({ids})", passage_ids, match)}
 
     def rows_in(self, sql: str, ids: Iterable, *args) -> list[tuple]:
         """The rows of ``sql`` (after ``args``) for every id in ``IN ({ids})``, a statement per SQLITE_MAX_VARS ids."""
@@ -4979,7 +4983,7 @@ class Store:
             out += self.db.execute(sql.format(ids=placeholders(part)), (*args, *part)).fetchall()
         return out
 
-    def filtered_chunks(self, note_filter: NoteFilter) -> list[int]:
+    def filtered_passages(self, note_filter: NoteFilter) -> list[int]:
         """The ids of every passage of the notes a filter matches."""
         where, args = self._note_conditions(None, note_filter)
         return [r[0] for r in self.db.execute(f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {where}", args)]
@@ -5038,11 +5042,11 @@ class Store:
         return self.db.execute("SELECT count(*) FROM documents WHERE parsed_version < ?", (NOTE_PARSER_VERSION,)).fetchone()[0]
 
     def link_targets(self, collection_id: int) -> list[tuple[int, str, str]]:
-        """(document id, path, aliases) of every note in a collection: what links resolve against."""
+        """(note id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
     def link_names(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, set[str]]:
-        """docid (or document id, ``by``) -> the file names (lower case, no extension) its links point to."""
+        """docid (or note id, ``by``) -> the file names (lower case, no extension) its links point to."""
         column = {"docid": "d.docid", "id": "d.id"}[by]
         out: dict[_typing.Any, set[str]] = {}
         for key, target in self.rows_in(f"SELECT {column}, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
@@ -5050,23 +5054,23 @@ class Store:
             out.setdefault(key, set()).add(target.rsplit("/", 1)[-1])
         return out
 
-    def note_languages(self, document_ids: Iterable[int]) -> dict[int, str]:
-        """document id -> its language (note_language), for notes whose language was counted."""
-        return dict(self.rows_in("SELECT id, language FROM documents WHERE id IN ({ids}) AND language IS NOT NULL", document_ids))
+    def note_languages(self, note_ids: Iterable[int]) -> dict[int, str]:
+        """note id -> its language (note_language), for notes whose language was counted."""
+        return dict(self.rows_in("SELECT id, language FROM documents WHERE id IN ({ids}) AND language IS NOT NULL", note_ids))
 
     def paragraph_prints(self, docids: Iterable[str]) -> dict[str, frozenset[int]]:
         """docid -> its paragraph prints (paragraph_prints; empty for a note not read since they were added)."""
         return {docid: prints_of(blob) for docid, blob in self.rows_in(
             "SELECT docid, paragraphs FROM documents WHERE docid IN ({ids}) AND paragraphs IS NOT NULL", docids)}
 
-    def without_vectors(self, ids: Iterable[int], chunks: bool = False) -> set[int]:
-        """The notes (``chunks``: the passages) among ``ids`` that have no vector yet."""
-        sql = ("SELECT id FROM chunks WHERE id IN ({ids}) AND embedded = 0" if chunks else
+    def without_vectors(self, ids: Iterable[int], passages: bool = False) -> set[int]:
+        """The notes (``passages``: the passages) among ``ids`` that have no vector yet."""
+        sql = ("SELECT id FROM chunks WHERE id IN ({ids}) AND embedded = 0" if passages else
                "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
         return {row[0] for row in self.rows_in(sql, ids)}
 
     def note_facts(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, tuple[str, str, int, int, int, str]]:
-        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, own words,
+        """docid (``by`` "docid") or note id (``by`` "id") -> (title, path, words, own words,
         links out, content hash): what note_kind reads besides the note's text (note_bodies)."""
         column = {"docid": "docid", "id": "id"}[by]
         return {row[0]: row[1:] for row in self.rows_in(
@@ -5074,7 +5078,7 @@ class Store:
             f"WHERE {column} IN ({{ids}})", keys)}
 
     def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, str]:
-        """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
+        """docid or note id (``by``) -> the note's text as indexed (its passages joined in order)."""
         column = {"docid": "d.docid", "id": "d.id"}[by]
         bodies: dict[_typing.Any, list[str]] = {}
         for key, body in self.rows_in(f"SELECT {column}, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
@@ -5082,18 +5086,18 @@ class Store:
             bodies.setdefault(key, []).append(body)
         return {key: "\n".join(parts) for key, parts in bodies.items()}
 
-    def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
-        """document id -> (words, own words, links out): what is_stub reads."""
+    def note_substance(self, note_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
+        """note id -> (words, own words, links out): what is_stub reads."""
         return {r[0]: r[1:] for r in self.rows_in("SELECT id, words, own_words, links_out FROM documents WHERE id IN ({ids})",
-                                                  document_ids)}
+                                                  note_ids)}
 
-    def links_from(self, document_id: int) -> list[tuple[str, str, str, str, int]]:
+    def links_from(self, note_id: int) -> list[tuple[str, str, str, str, int]]:
         """(target, target key, fragment, kind, line) of a note's links, in order."""
         return self.db.execute("SELECT target, target_key, fragment, kind, line FROM note_links WHERE document_id = ? ORDER BY line",
-                               (document_id,)).fetchall()
+                               (note_id,)).fetchall()
 
     def links_to(self, collection_id: int, keys: Sequence[str], file_name: str = "") -> list[tuple[int, str, str, str, int]]:
-        """(source document id, target, target key, kind, line) of links in a collection whose key is one of ``keys``,
+        """(source note id, target, target key, kind, line) of links in a collection whose key is one of ``keys``,
         or (with ``file_name``) links to a page's HTML name whose key ends in that file name (LinkResolver)."""
         if not keys:
             return []
@@ -5105,15 +5109,15 @@ class Store:
             (collection_id, *keys, *((file_name, like) if file_name else ()))).fetchall()
 
     def collection_links(self, collection_id: int) -> list[tuple[int, str, str, str, int]]:
-        """(source document id, target, target key, kind, line) of every link in a collection."""
+        """(source note id, target, target key, kind, line) of every link in a collection."""
         return self.db.execute(
             "SELECT l.document_id, l.target, l.target_key, l.kind, l.line FROM note_links l JOIN documents d ON d.id = l.document_id "
             "WHERE d.collection_id = ? ORDER BY d.path, l.line", (collection_id,)).fetchall()
 
-    def document_rows(self, document_ids: Sequence[int]) -> dict[int, tuple]:
-        """document id -> (collection name, rel path, docid, title)."""
+    def note_rows(self, note_ids: Sequence[int]) -> dict[int, tuple]:
+        """note id -> (collection name, rel path, docid, title)."""
         return {r[0]: r[1:] for r in self.rows_in("SELECT d.id, c.name, d.path, d.docid, d.title FROM documents d JOIN collections c "
-                                                  "ON c.id = d.collection_id WHERE d.id IN ({ids})", document_ids)}
+                                                  "ON c.id = d.collection_id WHERE d.id IN ({ids})", note_ids)}
 
     def set_folder_description(self, collection_id: int, folder: str, description: str) -> None:
         with self.transaction() as db:
@@ -5136,24 +5140,24 @@ class Store:
         return self._kept("folder_descriptions", version, read)
 
     # -- related notes ----------------------------------------------------------------------
-    def document_vectors(self, document_id: int) -> list[tuple[int, bytes]]:
-        """(chunk id, int8 vector) of a note's embedded passages, in reading order."""
+    def note_vectors(self, note_id: int) -> list[tuple[int, bytes]]:
+        """(passage id, int8 vector) of a note's embedded passages, in reading order."""
         return self.db.execute("SELECT v.chunk_id, v.embedding FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
-                               "WHERE c.document_id = ? ORDER BY c.seq", (document_id,)).fetchall()
+                               "WHERE c.document_id = ? ORDER BY c.seq", (note_id,)).fetchall()
 
-    def document_chunks_of(self, document_ids: Iterable[int]) -> dict[int, int]:
-        """chunk id -> document id, for every passage of these notes."""
-        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE document_id IN ({ids})", document_ids))
+    def passages_of_notes(self, note_ids: Iterable[int]) -> dict[int, int]:
+        """passage id -> note id, for every passage of these notes."""
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE document_id IN ({ids})", note_ids))
 
-    def documents_bm25(self, match: str, document_ids: Iterable[int], weights: tuple[float, float, float]) -> list[tuple[int, float]]:
-        """(document id, bm25) of every passage of these notes that matches ``match`` (FTS5's bm25: lower is better)."""
+    def notes_bm25(self, match: str, note_ids: Iterable[int], weights: tuple[float, float, float]) -> list[tuple[int, float]]:
+        """(note id, bm25) of every passage of these notes that matches ``match`` (FTS5's bm25: lower is better)."""
         w = ", ".join(str(float(x)) for x in weights)
         return self.rows_in(f"SELECT c.document_id, bm25(chunks_fts, {w}) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                            "WHERE chunks_fts MATCH ? AND c.document_id IN ({ids})", document_ids, match)
+                            "WHERE chunks_fts MATCH ? AND c.document_id IN ({ids})", note_ids, match)
 
-    def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
-        """(chunk id, headings, body) of a note, in reading order."""
-        return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (document_id,)).fetchall()
+    def note_passages(self, note_id: int) -> list[tuple[int, str, str]]:
+        """(passage id, headings, body) of a note, in reading order."""
+        return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (note_id,)).fetchall()
 
     # -- the keyword index's vocabulary (typo fallbacks) ---------------------------------
     def _vocabulary(self, db) -> None:
@@ -5266,20 +5270,20 @@ class Store:
         count = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
         return {w: self.db.execute(count, ('"' + w.replace('"', '""') + '"',)).fetchone()[0] for w in words}
 
-    def passages_per_document(self, document_ids: Iterable[int]) -> dict[int, int]:
-        """document id -> how many passages the note has."""
-        return dict(self.rows_in("SELECT document_id, count(*) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", document_ids))
+    def passages_per_note(self, note_ids: Iterable[int]) -> dict[int, int]:
+        """note id -> how many passages the note has."""
+        return dict(self.rows_in("SELECT document_id, count(*) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", note_ids))
 
-    def chunk_documents(self, chunk_ids: Iterable[int]) -> dict[int, int]:
-        """chunk id -> document id (a missing chunk is left out)."""
-        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE id IN ({ids})", chunk_ids))
+    def passage_notes(self, passage_ids: Iterable[int]) -> dict[int, int]:
+        """passage id -> note id (a missing passage is left out)."""
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE id IN ({ids})", passage_ids))
 
-    def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
-        """chunk id -> what a hit shows of it (a missing chunk is left out)."""
+    def passage_info(self, passage_ids: Sequence[int]) -> dict[int, PassageInfo]:
+        """passage id -> what a hit shows of it (a missing passage is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
-                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
-        return {r[0]: ChunkInfo(*r[1:]) for r in rows}
+                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
+        return {r[0]: PassageInfo(*r[1:]) for r in rows}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
     # excluded), the index is rewritten to give their space back.
@@ -5405,18 +5409,18 @@ class VectorMemory:
             keys = graph.search(np.frombuffer(query_blob, dtype=np.int8), min(int(limit), VECTOR_KNN_MAX)).keys
             found = matrix.distances(query_blob, keys.tolist())
             return sorted(found.items(), key=lambda item: item[1])
-        chunk_ids = set(self.store.filtered_chunks(note_filter)) if note_filter else None
-        return matrix.search(query_blob, limit, collection_ids, chunk_ids)
+        passage_ids = set(self.store.filtered_passages(note_filter)) if note_filter else None
+        return matrix.search(query_blob, limit, collection_ids, passage_ids)
 
-    def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
+    def vector_distances(self, query_blob: bytes, passage_ids: Iterable[int]) -> dict[int, float]:
         """As Store.vector_distances."""
         matrix = self.current()
-        return matrix.distances(query_blob, chunk_ids) if matrix is not None else self.store.vector_distances(query_blob, chunk_ids)
+        return matrix.distances(query_blob, passage_ids) if matrix is not None else self.store.vector_distances(query_blob, passage_ids)
 
-    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+    def vectors_of(self, passage_ids: Sequence[int]) -> dict[int, bytes]:
         """As Store.vectors_of; never reads the vectors in (only a KNN does)."""
         matrix = self.matrix
-        return matrix.vectors(chunk_ids) if matrix is not None else self.store.vectors_of(chunk_ids)
+        return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
 
 def _split_sql(script: str) -> list[str]:
@@ -5433,7 +5437,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5436) ----
+# ---- pms/embedding.py (+5440) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6669,7 +6673,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6672) ----
+# ---- pms/query.py (+6676) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -6809,7 +6813,7 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
 
 
 class Hit(Record):
-    """One search result: a note (its best passage) or, with chunks=True, a passage."""
+    """One search result: a note (its best passage) or, with passages=True, a passage."""
 
     path: str
     collection: str
@@ -6826,7 +6830,7 @@ class Hit(Record):
     vector_rank: int | None = None
     bm25_score: float | None = None
     vector_distance: float | None = None
-    chunk_id: int | None = None
+    passage_id: int | None = None
     text: str = ""
     tags: list[str] = Factory(list)
     date: str | None = None  # the note's date: frontmatter date/created/updated, else the file's mtime
@@ -6849,11 +6853,18 @@ class Hit(Record):
         """The note, "collection/path": what ``copy_of`` names and get/links/related read."""
         return f"{self.collection}/{self.path}"
 
+    @property
+    def chunk_id(self) -> int | None:
+        """The old name of ``passage_id``, still readable."""
+        return self.passage_id
+
     def to_dict(self, explain: bool = False) -> dict:
         d = self.as_dict()
         d.pop("text")
-        if not explain:
-            d.pop("chunk_id")
+        if explain:
+            d["chunk_id"] = self.passage_id  # the old key, kept a release for readers of saved --explain output
+        else:
+            d.pop("passage_id")
             d.pop("fusion")
         return d
 
@@ -6990,7 +7001,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[s
 
 def copy_groups(hits: Sequence[Hit]) -> list[tuple[Hit, list[Hit]]]:
     """Hits as front ends show them: each original, in order, with the hits that copy
-    it (``copy_of``, mark_copies) under the first hit of its note (with chunks, the
+    it (``copy_of``, mark_copies) under the first hit of its note (with passages, the
     note's first passage). A copy whose original is not among ``hits`` stands alone."""
     copies: dict[str, list[Hit]] = {hit.ref: [] for hit in hits if not hit.copy_of}
     groups: list[tuple[Hit, list[Hit]]] = []
@@ -7037,7 +7048,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7040) ----
+# ---- pms/ranking.py (+7051) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7753,7 +7764,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7756) ----
+# ---- pms/retrieval.py (+7767) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7779,7 +7790,7 @@ from collections.abc import Iterator, Sequence
 # from .language import language_script, note_language
 # from .filters import NoteFilter, checked_number
 # from .schema import has_unspaced_chars, spaced_cjk
-# from .store import ChunkInfo, IndexVersion, Store, VectorMemory, prints_of
+# from .store import PassageInfo, IndexVersion, Store, VectorMemory, prints_of
 # from .embedding import (
 # Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
 # )
@@ -7817,7 +7828,7 @@ class SearchRequest(Record, frozen=True):
     collections: tuple[str, ...] = ()
     collection_ids: list[int] | None = None
     k: int = 10
-    chunks: bool = False
+    passages: bool = False
     prefix_last: bool = False
     mode: str = "auto"
     used: str = "keyword"
@@ -7981,7 +7992,7 @@ class Retrieval:
             return SearchMode("keyword", status.reason, status.code, status.hint)
         raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
 
-    def request(self, query, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
+    def request(self, query, k: int = 10, collections: Sequence[str] | None = None, passages: bool = False,
                 prefix_last: bool = False, note_filter: NoteFilter | None = None, mode: str = "keyword",
                 min_score: float | None = None, intent: str = "") -> SearchRequest:
         """A complete SearchRequest: the query cleaned and parsed, the collections looked up
@@ -7995,7 +8006,7 @@ class Retrieval:
         held, version = self._vocabulary_of(parsed)
         resolved = self.search_mode(mode, version) if not (note_filter and not parsed.terms) else SearchMode("keyword")
         parsed = self.with_fallbacks(parsed, held, typos=resolved.mode == "keyword")
-        return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
+        return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, passages, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
                              clean_query(intent).strip() if intent else "", held, version)
 
@@ -8047,17 +8058,17 @@ class Retrieval:
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
                       every_term: set[int] | None = None, focus_depth: int | None = None) -> list[tuple[int, float]]:
-        """Chunk ids with BM25 scores (higher is better), best first: for short queries
+        """Passage ids with BM25 scores (higher is better), best first: for short queries
         (and_first_max_terms), passages with every term before those with some, each
         group ordered with its note's focus (_focused, over the first ``focus_depth``
-        passages; default all). ``owners`` receives chunk id -> document id of the passages
+        passages; default all). ``owners`` receives passage id -> note id of the passages
         it found, ``every_term`` the ids of those known to hold every term
         (relevance_stage then need not look them up again)."""
         parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
         match_any = parsed.match_any()
         if not match_any:
             return []
-        notes: dict[int, tuple[int, int]] = {}  # chunk id -> (document id, the note's passages), as fts_search read them
+        notes: dict[int, tuple[int, int]] = {}  # passage id -> (note id, the note's passages), as fts_search read them
         cjk = [" ".join(t.tokens) for t in parsed.terms if has_unspaced_chars(" ".join(t.tokens))][:MAX_CJK_WORDS]
         if cjk:  # Chinese/Japanese: whole-token matches first, then passages holding every word
             ranked = self._fts(match_any, limit, ids, note_filter, notes)
@@ -8089,7 +8100,7 @@ class Retrieval:
         """``ranked`` reordered by each passage's score plus its note's focus on the
         query (RankingSettings.focus_weight, focus_power) from its passages among the
         first ``depth``: a note about the query beats a long note with one passage like it.
-        ``first`` stays ahead. ``notes``: chunk id -> (document id, the note's passages)."""
+        ``first`` stays ahead. ``notes``: passage id -> (note id, the note's passages)."""
         s = self.settings
         if owners is not None:
             owners.update((cid, notes[cid][0]) for cid, _ in ranked)
@@ -8105,7 +8116,7 @@ class Retrieval:
         return sorted(scored, key=lambda r: (r[0] not in first, -r[1]))
 
     def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None, notes: dict[int, tuple[int, int]]) -> list[tuple[int, float]]:
-        """(chunk id, BM25 score: higher is better) best first; ``notes`` receives each one's (document id, note's passages)."""
+        """(passage id, BM25 score: higher is better) best first; ``notes`` receives each one's (note id, note's passages)."""
         try:
             found = self.store.fts_search(match, limit, ids, self.settings.field_weights, note_filter)
         except Exception as exc:  # defensive: a parser gap must never surface as an SQL error
@@ -8116,7 +8127,7 @@ class Retrieval:
         return [(cid, -r) for cid, r, _, _ in found]
 
     def names_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
-        """Document ids whose title, an alias or the file name the query (without its
+        """Note ids whose title, an alias or the file name the query (without its
         exclusions) names, even with a typo or a word missing (trigrams), with
         name_similarity, best first; a note whose name holds an excluded word is left out."""
         s, text = self.settings, req.parsed.text
@@ -8131,17 +8142,17 @@ class Retrieval:
         excluded = [t.tokens for t in req.parsed.excluded]
         ranked = []
         # The candidates sharing most trigrams (FTS5's bm25 over trigrams) are scored exactly.
-        for doc_id, names in self.store.name_search(match, min(limit, s.name_candidates), req.collection_ids, req.note_filter):
+        for note_id, names in self.store.name_search(match, min(limit, s.name_candidates), req.collection_ids, req.note_filter):
             if excluded and any(holds_phrase(WORD_TOKEN.findall(names.lower()), tokens) for tokens in excluded):
                 continue
             lines = names.split("\n")  # title, aliases..., file name
             best = max((name_similarity(wanted, name, s.name_coverage_min) for i, name in enumerate(lines)
                         if name.strip() and (i in (0, len(lines) - 1) or self._names_whole_alias(wanted, name))), default=0.0)
             if best >= s.name_match_min:
-                ranked.append((doc_id, best))
+                ranked.append((note_id, best))
         if excluded and ranked:  # as in the keyword list: a note stays when one of its passages lacks them
-            owner = self.store.document_chunks_of(doc for doc, _ in ranked)
-            hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
+            owner = self.store.passages_of_notes(doc for doc, _ in ranked)
+            hit = self.store.passages_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
         if ranked and not s.pointer_names:
@@ -8174,14 +8185,14 @@ class Retrieval:
                    for _, names in found for name in names.split("\n") if name.strip())
 
     def vector_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
-        """Chunk ids with cosine similarity to the query (without its exclusions),
+        """Passage ids with cosine similarity to the query (without its exclusions),
         nearest first, filters inside the KNN; passages holding an excluded word are
         left out, as the keyword list leaves them out. Call once vector_status is ok."""
         if not req.parsed.text.strip():
             return []
         found = self.vectors.vector_search(self.query_vector(req.meaning), limit, req.collection_ids, req.note_filter)
         if req.parsed.excluded and found:
-            excluded = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), [cid for cid, _ in found])
+            excluded = self.store.passages_matching(" OR ".join(t.fts() for t in req.parsed.excluded), [cid for cid, _ in found])
             found = [row for row in found if row[0] not in excluded]
         return [(cid, 1.0 - distance) for cid, distance in found]
 
@@ -8241,19 +8252,19 @@ class Retrieval:
         if len(lists) == 1:  # one list: its own order, each note at its best passage
             (name, ranking), = lists.items()
             rows = list(ranking)
-            if not req.chunks:  # each note at its best passage (the first): hits only for those
-                owner = owners or self.store.chunk_documents(cid for cid, _ in rows)
+            if not req.passages:  # each note at its best passage (the first): hits only for those
+                owner = owners or self.store.passage_notes(cid for cid, _ in rows)
                 firsts: dict[int, tuple[int, float]] = {}
                 for row in rows:
                     if row[0] in owner:
                         firsts.setdefault(owner[row[0]], row)
                 rows = list(firsts.values())[: ranked * s.pool_per_k]  # _finish reads no further
-            info = self.store.chunk_info([cid for cid, _ in rows])
+            info = self.store.passage_info([cid for cid, _ in rows])
             rows = [r for r in rows if r[0] in info]
             hits = [self._hit(cid, info[cid], value, **({"bm25_rank": place, "bm25_score": value} if name == "keyword"
                                                          else {"vector_rank": place, "vector_distance": 1.0 - value}))
                     for place, (cid, value) in enumerate(rows, 1)]
-            hits, explained = (hits if req.chunks else _best_per_note(hits)), ""
+            hits, explained = (hits if req.passages else _best_per_note(hits)), ""
         else:
             hits, explained, info = self._ranked_hits(req, lists, owners, s, ranked, vectors_read)
         timed("ranking", t0)
@@ -8284,14 +8295,14 @@ class Retrieval:
         hits = [h for h in hits if not h.copy_of]
         if not hits:
             return None
-        ids = [h.chunk_id for h in hits if h.chunk_id is not None]
+        ids = [h.passage_id for h in hits if h.passage_id is not None]
         terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
         weight = self._term_weights(req, terms)
         total = sum(weight) or 1.0
         held = {cid: total if cid in every_term else 0.0 for cid in ids}
         unknown = [cid for cid in ids if cid not in every_term]
         if unknown:
-            for w, matching in zip(weight, self.store.chunks_matching_each([term.fts() for term in terms], unknown)):
+            for w, matching in zip(weight, self.store.passages_matching_each([term.fts() for term in terms], unknown)):
                 for cid in matching:
                     held[cid] += w
         similarity: dict[int, float] = {}
@@ -8309,8 +8320,8 @@ class Retrieval:
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
         raw = []
         for hit in hits:
-            hit.matched = round(min(held.get(hit.chunk_id or 0, 0.0) / total, 1.0), 3) if terms else None
-            hit.similarity = round(similarity[hit.chunk_id], 3) if hit.chunk_id in similarity else None
+            hit.matched = round(min(held.get(hit.passage_id or 0, 0.0) / total, 1.0), 3) if terms else None
+            hit.similarity = round(similarity[hit.passage_id], 3) if hit.passage_id in similarity else None
             words = hit.matched or 0.0
             # Every word held is strong evidence; some of them weak (common words match anything).
             words = words if words >= 1.0 else words * self.settings.partial_match_weight
@@ -8358,7 +8369,7 @@ class Retrieval:
         name_job = workers.submit(self.names_stage, req, depth) if s.name_weight else None
         try:
             vec = self.vector_stage(req, depth)
-            vector_owners = self.store.chunk_documents(cid for cid, _ in vec)
+            vector_owners = self.store.passage_notes(cid for cid, _ in vec)
         finally:
             names = name_job.result() if name_job else []
             kw, owners = keyword_job.result()
@@ -8366,46 +8377,46 @@ class Retrieval:
         return {"keyword": kw, "vector": vec, "name": names}, owners
 
     def _ranked_hits(self, req: SearchRequest, rankings: dict[str, list[tuple[int, float]]], owners: dict[int, int],
-                     s: RankingSettings, k: int, vectors_read: dict[int, bytes]) -> tuple[list[Hit], str, dict[int, ChunkInfo]]:
-        """Hits from the ranking stage over the chunk rankings (``keyword``, ``vector``) and
-        the document ranking ``name``, per note (or per passage with ``chunks``), ranked for ``k``
+                     s: RankingSettings, k: int, vectors_read: dict[int, bytes]) -> tuple[list[Hit], str, dict[int, PassageInfo]]:
+        """Hits from the ranking stage over the passage rankings (``keyword``, ``vector``) and
+        the note ranking ``name``, per note (or per passage with ``passages``), ranked for ``k``
         results; how they were fused (--explain); their passages' rows. ``vectors_read`` receives
         the vectors the complete step read (relevance_stage reads them no more)."""
-        chunks = req.chunks
+        passages = req.passages
         names = rankings.pop("name", [])
         owner = dict(owners)
         unmapped = {cid for r in rankings.values() for cid, _ in r} - owner.keys()
         if unmapped:
-            owner.update(self.store.chunk_documents(unmapped))
-        first_chunk = self.store.first_chunks(doc for doc, _ in names) if names else {}
+            owner.update(self.store.passage_notes(unmapped))
+        first_passage = self.store.first_passages(doc for doc, _ in names) if names else {}
         # Each list collapsed to units (a note votes with its best passage); a
-        # vector whose passage is gone is skipped. passage[name][unit] = chunk shown.
+        # vector whose passage is gone is skipped. passage[name][unit] = passage shown.
         lists: dict[str, list[tuple[int, float]]] = {}
         passage: dict[str, dict[object, int]] = {}
         for name, ranking in rankings.items():
             lists[name], passage[name] = [], {}
             for cid, value in ranking:
                 if cid in owner:
-                    unit = cid if chunks else owner[cid]
+                    unit = cid if passages else owner[cid]
                     if unit not in passage[name]:
                         passage[name][unit] = cid
                         lists[name].append((unit, value))
         if names:
             lists["name"], passage["name"] = [], {}
             for doc, value in names:
-                if doc in first_chunk:
-                    unit = first_chunk[doc] if chunks else doc
-                    passage["name"][unit] = first_chunk[doc]
+                if doc in first_passage:
+                    unit = first_passage[doc] if passages else doc
+                    passage["name"][unit] = first_passage[doc]
                     lists["name"].append((unit, value))
-        complete = not chunks and lists.get("vector") and self.embedder is not None
+        complete = not passages and lists.get("vector") and self.embedder is not None
         # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_chunk.get(doc) if chunks else doc for doc, kind in self.note_kinds(named, by="id").items()
+        stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id").items()
                  if kind in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
         missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
-        unembedded = (self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote
+        unembedded = (self.store.without_vectors(missing, passages) if missing and "vector" in lists and s.unembedded_vote
                       and self.store.embedded_share(req.index_version) < 1.0 else set())
         best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword, vectors_read))
                                if complete else None,
@@ -8415,7 +8426,7 @@ class Retrieval:
             # The passage shown: the one from the list whose vote counted most.
             name = max((n for n in passage if entry.unit in passage[n]), key=lambda n: entry.parts.get(n, 0.0))
             shown[passage[name][entry.unit]] = entry
-        info = self.store.chunk_info(list(shown))
+        info = self.store.passage_info(list(shown))
         name_first = s.name_first_min
         hits = [self._hit(cid, info[cid], e.score, bm25_rank=e.ranks.get("keyword"), bm25_score=e.values.get("keyword"),
                           vector_rank=e.ranks.get("vector"),
@@ -8436,7 +8447,7 @@ class Retrieval:
         not told, by its words nor by the keyword list's first notes (query_language_from_keyword)."""
         if not lists.get("keyword") or self.embedder is None or not is_multilingual_model(self.embedder.model_name):
             return set(), set()
-        doc_of = {unit: owner.get(unit, 0) if req.chunks else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
+        doc_of = {unit: owner.get(unit, 0) if req.passages else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
         languages = self.store.note_languages(set(doc_of.values()))
         language = note_language(req.parsed.text)
         if language == "und" and s.query_language_from_keyword:
@@ -8462,13 +8473,13 @@ class Retrieval:
         vectors by id (never a KNN: a one-shot process keeps no matrix for a second
         search), the query vector the vector list used, and (``keyword``) FTS5's BM25 of
         the notes the keyword list missed (with the request's exclusions)."""
-        owner = self.store.document_chunks_of(docs)
+        owner = self.store.passages_of_notes(docs)
         in_keyword = {doc for doc, _ in lists.get("keyword", ())}
         missed = [doc for doc in docs if doc not in in_keyword] if keyword else []
         match = req.parsed.match_any()
         bm25: dict[int, float] = {}
         if missed and match:
-            for doc, value in self.store.documents_bm25(match, missed, self.settings.field_weights):
+            for doc, value in self.store.notes_bm25(match, missed, self.settings.field_weights):
                 bm25[doc] = max(-value, bm25.get(doc, 0.0))
         vectors = self.vectors.vectors_of(list(owner))
         if vectors_read is not None:
@@ -8478,23 +8489,23 @@ class Retrieval:
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
 
-    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
+    def related(self, note_id: int, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
         """The notes closest in meaning to a note, each with its passage that is
         closest to one of the note's passages. By vectors when the note has
         them (mode vector); otherwise by the rare terms the notes share (keyword)."""
         ids = self.collection_ids(collections)
-        vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
+        vectors = self.store.note_vectors(note_id) if self.vector_status().ok else []
         wider = k * 2 + 5  # stubs and copies are left out of what comes back
         model = self.embedder.model_name if self.embedder is not None else None
-        if vectors and not model_reads(model, self.store.note_languages([document_id]).get(document_id, "und")):
+        if vectors and not model_reads(model, self.store.note_languages([note_id]).get(note_id, "und")):
             vectors = []  # the model's vectors of this note's language say little of its meaning: by its words
         if vectors:
-            hits = self._related_by_vectors(document_id, vectors, wider, ids, model)
+            hits = self._related_by_vectors(note_id, vectors, wider, ids, model)
         else:
-            hits = self._related_by_terms(document_id, wider, collections)
+            hits = self._related_by_terms(note_id, wider, collections)
         # Stubs point elsewhere, copies repeat a note above them or the note itself
         # (by name, or by text: a print chapter that holds this section, or a section it holds).
-        own = self.store.document_rows([document_id]).get(document_id)
+        own = self.store.note_rows([note_id]).get(note_id)
         own_key = copy_key(own[3], own[1]) if own else None
         hits = [h for h in hits if not h.stub and not h.copy_of and copy_key(h.title, h.path) != own_key]
         if own and hits:
@@ -8505,13 +8516,13 @@ class Retrieval:
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
         return SearchResult(hits[:k], "vector" if vectors else "keyword")
 
-    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
+    def _related_by_vectors(self, note_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
                             model: str | None) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
-        owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        owner = self.store.passage_notes({cid for ranking in per_passage for cid, _ in ranking})
         # Only notes the model can compare: an English model's vectors put text of another language
         # near other text of that alphabet, whatever it says.
         languages = self.store.note_languages(set(owner.values()))
@@ -8519,14 +8530,14 @@ class Retrieval:
         # A note's score: its best similarity to any passage plus its mean best similarity
         # over the sampled passages (missing from a list: that list's last), so a note
         # related throughout beats one that shares a single paragraph.
-        best: dict[int, tuple[float, int]] = {}  # document -> (best similarity, its chunk)
+        best: dict[int, tuple[float, int]] = {}  # note -> (best similarity, its passage)
         sums: dict[int, list[float]] = {}
         for ranking in per_passage:
             floor = 1.0 - ranking[-1][1] if ranking else 0.0
             seen: dict[int, float] = {}
             for cid, dist in ranking:
                 doc = owner.get(cid)
-                if doc is None or doc == document_id or doc in seen:
+                if doc is None or doc == note_id or doc in seen:
                     continue
                 seen[doc] = 1.0 - dist
                 if doc not in best or 1.0 - dist > best[doc][0]:
@@ -8535,7 +8546,7 @@ class Retrieval:
                 sums.setdefault(doc, []).append(seen.get(doc, floor))
         n = len(per_passage)
         scored = sorted(((0.5 * best[doc][0] + 0.5 * sum(sums[doc]) / n, best[doc][1], best[doc][0]) for doc in best), reverse=True)[:k]
-        info = self.store.chunk_info([cid for _, cid, _ in scored])
+        info = self.store.passage_info([cid for _, cid, _ in scored])
         # The rank and distance shown are those of the closest passage pair.
         hits = [self._hit(cid, info[cid], score, vector_rank=rank, vector_distance=1.0 - similarity)
                 for rank, (score, cid, similarity) in enumerate(scored, 1) if cid in info]
@@ -8543,18 +8554,18 @@ class Retrieval:
 
     RELATED_TERMS = 16
 
-    def _related_by_terms(self, document_id: int, k: int, collections) -> list[Hit]:
+    def _related_by_terms(self, note_id: int, k: int, collections) -> list[Hit]:
         import math
 
         counts: dict[str, int] = {}
-        for _, headings, body in self.store.document_chunks(document_id):
+        for _, headings, body in self.store.note_passages(note_id):
             for word in WORD_TOKEN.findall(f"{headings}\n{body}".lower()):
                 if len(word) > 2 and not word.isdigit() and word not in STOPWORDS:
                     counts[word] = counts.get(word, 0) + 1
         # The note's most frequent words are the candidates; their rarity comes from the index.
         candidates = sorted(counts, key=lambda w: -counts[w])[: self.RELATED_TERMS * 8]
         df = self.store.passage_counts(candidates)
-        total = max(self.store.totals()["chunks"], 1)
+        total = max(self.store.totals()["passages"], 1)
         # Rare in the index, frequent in the note; a term no other passage has is no link.
         weighted = sorted(((counts[w] * math.log(total / df[w]), w) for w in candidates if df[w] >= 2), reverse=True)
         words = [w for _, w in weighted[: self.RELATED_TERMS]]
@@ -8562,9 +8573,9 @@ class Retrieval:
             return []
         parsed = ParsedQuery([Term((w,)) for w in words], [])
         ranking = self.keyword_stage(SearchRequest("", parsed, collection_ids=self.collection_ids(collections)), k * 8 + 50)
-        owner = self.store.chunk_documents([cid for cid, _ in ranking])
-        ranking = [(cid, score) for cid, score in ranking if owner.get(cid) not in (None, document_id)]
-        info = self.store.chunk_info([cid for cid, _ in ranking])
+        owner = self.store.passage_notes([cid for cid, _ in ranking])
+        ranking = [(cid, score) for cid, score in ranking if owner.get(cid) not in (None, note_id)]
+        info = self.store.passage_info([cid for cid, _ in ranking])
         hits = _best_per_note([self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score)
                                for rank, (cid, score) in enumerate(ranking, 1) if cid in info])
         return self._finish(hits, info, parsed, "", k)
@@ -8573,7 +8584,7 @@ class Retrieval:
     def listing(self, k: int, collection_ids: list[int] | None, note_filter: NoteFilter | None) -> list[Hit]:
         """The notes a filter matches, newest first (a search with a filter and no words)."""
         ids = self.store.filtered_notes(k, collection_ids, note_filter)
-        info = self.store.chunk_info(ids)
+        info = self.store.passage_info(ids)
         hits = [self._hit(cid, info[cid], 0.0) for cid in ids if cid in info]
         return self._finish(hits, info, parse_query(""), "", k)
 
@@ -8594,7 +8605,7 @@ class Retrieval:
     NOTE_KINDS_KEPT = 20_000
 
     def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None) -> dict:
-        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind).
+        """docid (or note id, ``by``) -> what the note is to the note prior (note_kind).
         ``facts``: key -> (title, path, words, own words, links out, content hash) as the hits'
         rows hold them (else read: Store.note_facts); ``targets`` receives, for a note that
         points elsewhere, the file names it links to (order_by_note_prior). A note's kind is
@@ -8626,23 +8637,23 @@ class Retrieval:
         return kinds
 
     # -- hits ----------------------------------------------------------------------------
-    def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
+    def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
         # str(Path(folder) / path) for a resolved folder and a clean relative path, cheaper.
         abspath = os.path.join(row.collection_path, *row.path.split("/"))
         return Hit(path=row.path, collection=row.collection, abspath=abspath,
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
-                   end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
+                   end_line=row.end_line, score=score, snippet="", passage_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
                    collection_description=row.collection_description or "", page=row.page, **ranks)
 
-    def _finish(self, hits: list[Hit], rows: dict[int, ChunkInfo], parsed: ParsedQuery, query: str, k: int, ranked: int = 0,
+    def _finish(self, hits: list[Hit], rows: dict[int, PassageInfo], parsed: ParsedQuery, query: str, k: int, ranked: int = 0,
                 version: IndexVersion | None = None) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
         followed by its copies, with snippets: the note prior, the exact-title rule and copies.
-        ``rows``: the hits' passages' rows (chunk_info), which hold the note facts these read."""
+        ``rows``: the hits' passages' rows (passage_info), which hold the note facts these read."""
         s = self.settings
-        notes = {hit.docid: rows[hit.chunk_id or 0] for hit in hits}
+        notes = {hit.docid: rows[hit.passage_id or 0] for hit in hits}
         targets: dict[str, set[str]] = {}
         kinds = self.note_kinds(notes, facts={docid: (row.title, row.path, row.words, row.own_words, row.links_out, row.digest)
                                               for docid, row in notes.items()}, targets=targets) if hits else {}
@@ -8667,16 +8678,16 @@ class Retrieval:
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.
-        shown = {hit.chunk_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
+        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
                  for hit in hits if not hit.copy_of}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             if hit.copy_of:
                 continue
-            marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.chunk_id or 0]))
-                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.chunk_id or 0], parsed.words))
+            marked = snippets.get(hit.passage_id or 0)
+            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.passage_id or 0]))
+                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.passage_id or 0], parsed.words))
         return hits
 
 
@@ -8701,7 +8712,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8704) ----
+# ---- pms/sync.py (+8715) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -8726,7 +8737,7 @@ from pathlib import Path
 # pms_command, reason_text, spawning_workers, watch_parent,
 # )
 # from .frontmatter import FrontmatterError
-# from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
+# from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
 # from .notes import ParsedNote, parse_note
 # from .pdf import (
 # INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PdfError, PdfReader, is_pdf, limit_raised, max_pdf_bytes, parse_pdf,
@@ -8779,7 +8790,7 @@ class SyncProgress(Record):
     phase: str            # "scan", "index" or "embed"
     done: int
     total: int
-    rate: float = 0.0     # files/s or chunks/s
+    rate: float = 0.0     # files/s or passages/s
     eta: float | None = None
     current: str = ""
 
@@ -8932,7 +8943,7 @@ def file_sha(path: Path) -> str:
 PARSE_WORKERS_MAX = 4  # processes that parse notes during a big sync (no more than the cores)
 
 
-def prepare_file(item: tuple, chunk_chars: int, parse_pdf: Callable[[str, str], ParsedNote] | None = None) -> tuple:
+def prepare_file(item: tuple, passage_chars: int, parse_pdf: Callable[[str, str], ParsedNote] | None = None) -> tuple:
     """One changed file (a scan's todo item) read and parsed: (rel, outcome, problem); the
     outcome is what Syncer writes ("write", "touch", "skip", "remove", "none"), the problem
     (failed, path shown, reason) what its report lists, or None. A PDF needs ``parse_pdf``.
@@ -8966,7 +8977,7 @@ def prepare_file(item: tuple, chunk_chars: int, parse_pdf: Callable[[str, str], 
                 raise PdfError("PDFs are read by the sync's own process", failed=True)
             note = parse_pdf(full, Path(rel).stem)
         else:
-            note = parse_note(decode_text(data), Path(rel).stem, chunk_chars, path=rel)
+            note = parse_note(decode_text(data), Path(rel).stem, passage_chars, path=rel)
     except PdfError as exc:
         return skip(str(exc), failed=exc.failed)
     except (BinaryFileError, FrontmatterError) as exc:
@@ -8975,9 +8986,9 @@ def prepare_file(item: tuple, chunk_chars: int, parse_pdf: Callable[[str, str], 
     return rel, ("write", note, size, mtime, sha, existed), None
 
 
-def prepare_files(items: list, chunk_chars: int) -> list[tuple]:
+def prepare_files(items: list, passage_chars: int) -> list[tuple]:
     """prepare_file for each Markdown file of a write batch: a parsing worker's job."""
-    return [prepare_file(item, chunk_chars) for item in items]
+    return [prepare_file(item, passage_chars) for item in items]
 
 
 class Syncer:
@@ -9002,7 +9013,7 @@ class Syncer:
         if batch:
             yield batch
 
-    def __init__(self, store: Store, embedder: EmbeddingProvider | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
+    def __init__(self, store: Store, embedder: EmbeddingProvider | None, passage_chars: int = DEFAULT_PASSAGE_CHARS,
                  notice: Callable[[str], None] | None = None,
                  choose_embedder: Callable[[], EmbeddingProvider | None] | None = None,
                  embed_first: collections.deque | None = None):
@@ -9011,7 +9022,7 @@ class Syncer:
         # this sync embeds (KnowledgeBase.search: the notes a search just showed).
         self.embed_first = embed_first if embed_first is not None else collections.deque()
         self.embedder = embedder
-        self.chunk_chars = chunk_chars
+        self.passage_chars = passage_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
         self.choose_embedder = choose_embedder  # called once the notes are read, before embedding
         self.read_pdfs = pdf_available()  # without the PDF library, PDFs are left as they are (one notice)
@@ -9066,7 +9077,7 @@ class Syncer:
         found = self.scan(col, paths, errors, skipped)
         if found is None:
             return None
-        known = self.store.document_states(col.id)
+        known = self.store.note_states(col.id)
         known_skipped = self.store.skipped_states(col.id)
         changes = SyncChanges()
         for rel, (full, size, mtime, ctime) in found.items():
@@ -9131,7 +9142,7 @@ class Syncer:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             self._close_pdf_reader()
             if report.deleted:  # many notes gone (a folder excluded): their space back to the disk
-                self.store.reclaim_space(report.deleted / (report.deleted + self.store.totals()["documents"]))
+                self.store.reclaim_space(report.deleted / (report.deleted + self.store.totals()["notes"]))
             if embed and self.embedder is not None and not report.cancelled:
                 if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
                     self.embedder = self.choose_embedder() or self.embedder
@@ -9169,7 +9180,7 @@ class Syncer:
                     kind = outcome[0]
                     if kind == "write":
                         _, note, size, mtime, sha, existed = outcome
-                        self.store.write_document(db, col_id, rel, note, size, mtime, sha)
+                        self.store.write_note(db, col_id, rel, note, size, mtime, sha)
                         self.store.forget_skipped(db, col_id, [rel])
                         if existed == "reread":
                             report.reread += 1
@@ -9178,16 +9189,16 @@ class Syncer:
                         else:
                             report.added += 1
                     elif kind == "touch":
-                        self.store.touch_document(db, outcome[1], outcome[2], outcome[3])
+                        self.store.touch_note(db, outcome[1], outcome[2], outcome[3])
                         report.unchanged += 1
                     elif kind == "skip":
                         _, stat_key, failed, reason, existed = outcome
                         self.store.remember_skipped(db, col_id, rel, stat_key, failed, reason)
                         if existed:
-                            self.store.delete_document(db, col_id, rel)
+                            self.store.delete_note(db, col_id, rel)
                             report.deleted += 1
                     elif kind == "remove":
-                        self.store.delete_document(db, col_id, rel)
+                        self.store.delete_note(db, col_id, rel)
                         report.deleted += 1
             if progress:
                 done += len(items)
@@ -9197,7 +9208,7 @@ class Syncer:
                 if self._removed_meanwhile(db, col, report):
                     return
                 for rel in changes.gone:
-                    self.store.delete_document(db, col_id, rel)
+                    self.store.delete_note(db, col_id, rel)
                 self.store.forget_skipped(db, col_id, changes.forgotten)
             report.deleted += len(changes.gone)
         self.store.update_collection(name, last_sync=now_iso())
@@ -9242,7 +9253,7 @@ class Syncer:
             items = next(pending, None)
             if items is not None:
                 with spawning_workers():  # the pool starts its workers in its first submit
-                    job = pool.submit(prepare_files, [i for i in items if not is_pdf(i[0])], self.chunk_chars)
+                    job = pool.submit(prepare_files, [i for i in items if not is_pdf(i[0])], self.passage_chars)
                 ahead.append((items, job))
 
         try:
@@ -9263,7 +9274,7 @@ class Syncer:
     def _prepare(self, item, report: SyncReport, prepared: tuple | None = None):
         """Read and parse one changed file outside the write transaction (``prepared``: a
         worker did, prepare_file's answer), its problem reported: (rel, outcome)."""
-        rel, outcome, problem = prepared or prepare_file(item, self.chunk_chars, self._parse_pdf)
+        rel, outcome, problem = prepared or prepare_file(item, self.passage_chars, self._parse_pdf)
         if problem:
             (report.errors if problem[0] else report.skipped).append(problem[1:])
         return rel, outcome
@@ -9271,8 +9282,8 @@ class Syncer:
     def _parse_pdf(self, full: str, fallback_title: str) -> ParsedNote:
         if self._pdf_reader is None:
             self._pdf_reader = PdfReader()
-        note = parse_pdf(self._pdf_reader.read(full), fallback_title, self.chunk_chars)
-        if not note.chunks:
+        note = parse_pdf(self._pdf_reader.read(full), fallback_title, self.passage_chars)
+        if not note.passages:
             raise PdfError(PDF_NO_TEXT)
         return note
 
@@ -9405,7 +9416,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9408) ----
+# ---- pms/watch.py (+9419) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9593,7 +9604,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9596) ----
+# ---- pms/clip.py (+9607) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10325,11 +10336,11 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10328) ----
+# ---- pms/api.py (+10339) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
-call with a deadline; ``Document`` and ``NoteRef``. It wires store, retrieval, sync and
+call with a deadline; ``Note`` and ``NoteRef``. It wires store, retrieval, sync and
 clip together and holds no rule of its own that a front end should repeat.
 
 May import: config, markdown, notes, pdf, paths, filters, schema, store, embedding, query,
@@ -10351,13 +10362,13 @@ from pathlib import Path
 # CALL_DEADLINE, DEFAULT_GLOB, VERSION, DeadlineExceeded, Hint, PMSError, Record, _typing,
 # check_deadline, clean_query, default_db_path, max_file_bytes, past_deadline,
 # )
-# from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
+# from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text
 # from .notes import LinkResolver, note_links
 # from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
 # from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 # from .filters import NoteFilter, checked_number
 # from .schema import DOCID_CHARS, MIGRATIONS
-# from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
+# from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, NoteRow, Store, VectorMemory, storage_errors
 # from .embedding import (
 # LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
 # embedding_choice_from_env, language_advice, make_embedder, model_configured,
@@ -10401,7 +10412,7 @@ def _split_outside_braces(text: str) -> list[str]:
     return [*parts, "".join(current)]
 
 
-class Document(Record):
+class Note(Record):
     """A note read back from disk (``pms get``)."""
 
     collection: str
@@ -10431,6 +10442,9 @@ class Document(Record):
     def numbered(self) -> str:
         """The text with each line's number in front (of a PDF, the page's)."""
         return "\n".join(f"{n:>5}  {line}" for n, line in enumerate(self.text.split("\n"), self.from_line))
+
+
+Document = Note  # the old name (pms.__all__ still lists it): scripts written against it keep working
 
 
 class NoteRef(Record):
@@ -10479,11 +10493,11 @@ class Collection:
     @property
     def files(self) -> list[str]:
         """Indexed notes, as collection-relative paths."""
-        return self.kb.store.document_paths(self.id)
+        return self.kb.store.note_paths(self.id)
 
     def indexed_stats(self) -> dict[str, tuple[int, int]]:
         """Each indexed note's (mtime_ns, size) as the index has it (what a watcher compares the file with)."""
-        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.document_states(self.id).items()}
+        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.note_states(self.id).items()}
 
     def counts(self) -> tuple[int, int]:
         """(notes, passages) in the index."""
@@ -10493,12 +10507,12 @@ class Collection:
         return self.kb.sync(collections=[self.name], **kwargs)
 
     def to_dict(self) -> dict:
-        notes, chunks = self.counts()
+        notes, passages = self.counts()
         exclusions = Exclusions(self.path, self.exclude)
         return {"name": self.name, "path": str(self.path), "glob": self.glob, "patterns": self.patterns,
                 "description": self.description,
                 "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
-                "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync,
+                "notes": notes, "passages": passages, "chunks": passages, "created_at": self.created_at, "last_sync": self.last_sync,
                 "exclusions": exclusions.sources, "exclusion_warnings": exclusions.warnings}
 
     def clip(self, source: str | None, *, html: bytes | str | None = None, subfolder: str | None = None,
@@ -10558,7 +10572,7 @@ class Collection:
         original = write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
         report = self.kb.sync(collections=[self.name], paths=[target], embed=embed)
         problems = [why for _path, why in report.errors + report.skipped]
-        rows = self.kb.store.find_documents(collection=self.name, path=rel)
+        rows = self.kb.store.find_notes(collection=self.name, path=rel)
         return ClippedNote(path=target, relpath=rel, collection=self.name, title=page.title, source=source,
                            docid=rows[0].docid if rows else None, page=page, original=original,
                            index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
@@ -10659,7 +10673,7 @@ class Collections:
     def delete(self, name: str) -> None:
         """Forget a collection: its notes leave the index, which gives their space back; the files stay untouched."""
         collection = self.get(name)
-        passages, total = collection.counts()[1], self.kb.store.totals()["chunks"]
+        passages, total = collection.counts()[1], self.kb.store.totals()["passages"]
         self.kb.store.delete_collection(collection.id)
         self.kb.store.reclaim_space(passages / total if total else 0.0)
 
@@ -10705,10 +10719,10 @@ class KnowledgeBase:
 
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
-                 chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
+                 passage_chars: int = DEFAULT_PASSAGE_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
                  vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = "",
-                 ranking: RankingSettings | None = None):
+                 ranking: RankingSettings | None = None, chunk_chars: int | None = None):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
@@ -10717,7 +10731,8 @@ class KnowledgeBase:
         ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
         messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
         default: the argument's name). ``ranking``: other ranking knobs than the defaults
-        (RankingSettings; what bench/suite.py --setting measures)."""
+        (RankingSettings; what bench/suite.py --setting measures). ``chunk_chars``: the old name of
+        ``passage_chars``, still taken."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self._listeners: list[Callable[[str], None]] = []  # listen()
@@ -10752,11 +10767,16 @@ class KnowledgeBase:
         self._allow_download = allow_download
         self.retrieval = Retrieval(self.store, self.embedder, ranking)
         self.collections = Collections(self)
-        self.chunk_chars = chunk_chars
+        self.passage_chars = chunk_chars if chunk_chars is not None else passage_chars
         self._syncs = 0  # syncs of this KnowledgeBase running now (any thread)
         self._searched: collections.deque[tuple[str, str]] = collections.deque(maxlen=SEARCHED_NOTES_KEPT)
         if vector_memory_mb:
             self.keep_vectors_in_memory(vector_memory_mb)
+
+    @property
+    def chunk_chars(self) -> int:
+        """The old name of ``passage_chars``, still readable."""
+        return self.passage_chars
 
     def use_embedding(self, *, model_dir: str | os.PathLike | None = None, embedding: dict | None = None,
                       keyword_only: bool = False) -> SearchMode:
@@ -10828,7 +10848,7 @@ class KnowledgeBase:
 
     def check_sync_status(self, collections: Sequence[str] | None = None) -> SyncPlan:
         """What ``sync`` would add, update and delete, without changing anything."""
-        return Syncer(self.store, None, self.chunk_chars).plan(self._collection_rows(collections))
+        return Syncer(self.store, None, self.passage_chars).plan(self._collection_rows(collections))
 
     def sync(self, collections: Sequence[str] | None = None, *, paths: Sequence[str | os.PathLike] | None = None,
              embed: bool = True, reembed: bool = False, progress: Callable[[SyncProgress], None] | None = None,
@@ -10846,7 +10866,7 @@ class KnowledgeBase:
                     rel = _relative_to(Path(p), Path(row.path))
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
-        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify,
+        syncer = Syncer(self.store, self.embedder if embed else None, self.passage_chars, notice=self._notify,
                         choose_embedder=self._model_for_languages if self._model_by_default else None,
                         embed_first=self._searched)
         self._syncs += 1
@@ -10925,9 +10945,9 @@ class KnowledgeBase:
         return self.retrieval.search_mode(mode)
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
-               chunks: bool = False, prefix_last: bool = False, *, note_filter: NoteFilter | None = None,
+               passages: bool = False, prefix_last: bool = False, *, note_filter: NoteFilter | None = None,
                min_score: float | None = None, intent: str = "", queries: Sequence[str] = (),
-               **filter_fields) -> SearchResult:
+               chunks: bool | None = None, **filter_fields) -> SearchResult:
         """Search notes: the best ``k`` results, each followed by its copies (hits whose ``copy_of``
         names it: the same text elsewhere, not counted among the k; ``result.groups`` pairs
         them; asking for fewer results gives the first ones of a longer list). ``mode``: auto
@@ -10935,7 +10955,8 @@ class KnowledgeBase:
         hits whose ``relevance`` (absolute, 0-1) is below it; the result's ``weak`` says when
         none reaches RankingSettings.relevance_floor. ``intent`` (what the search is for, in
         words) is context for the vector list only; ``queries`` are other phrasings searched
-        in the same call, their lists fused into one.
+        in the same call, their lists fused into one. ``passages``: one result per passage, not
+        per note (``chunks`` is its old name, still taken).
 
         ``note_filter`` (a NoteFilter) narrows every mode inside the query; its fields may be
         given instead as keywords (``tags=``, ``exclude_tags=``, ``path=``, ``after=``,
@@ -10945,12 +10966,13 @@ class KnowledgeBase:
             if note_filter is not None:
                 raise PMSError("give note_filter or its fields (tags=, path=, ...), not both")
             note_filter = NoteFilter.build(**filter_fields)
+        passages = passages or bool(chunks)
         if queries:
             if isinstance(queries, str) or len(queries) > MAX_QUERIES or not all(isinstance(q, str) for q in queries):
                 raise PMSError(f"queries wants a list of at most {MAX_QUERIES} phrasings", argument="queries")
-            return self._search_several([query, *queries], k=k, mode=mode, collections=collections, chunks=chunks,
+            return self._search_several([query, *queries], k=k, mode=mode, collections=collections, passages=passages,
                                         note_filter=note_filter, min_score=checked_min_score(min_score), intent=intent)
-        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode, min_score, intent)
+        req = self.retrieval.request(query, k, collections, passages, prefix_last, note_filter, mode, min_score, intent)
         try:
             result = self.retrieval.search(req)
         except EmbeddingUnavailable as exc:  # the model failed to load just now
@@ -10961,15 +10983,15 @@ class KnowledgeBase:
             self._searched.extend((hit.collection, hit.path) for hit in result)
         return result
 
-    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool,
+    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, passages: bool,
                         note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:
         """Each query searched alone (twice as deep), their hit lists fused by RRF into one; a
         hit keeps its best passage and relevance of all the queries."""
-        results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
+        results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, passages=passages, intent=intent,
                                note_filter=note_filter) for q in queries if q.strip()]
         if not results:
-            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, note_filter=note_filter)
-        unit = (lambda h: (h.collection, h.path, h.start_line)) if chunks else (lambda h: (h.collection, h.path))
+            return self.search("", k=k, mode=mode, collections=collections, passages=passages, note_filter=note_filter)
+        unit = (lambda h: (h.collection, h.path, h.start_line)) if passages else (lambda h: (h.collection, h.path))
         best: dict[object, Hit] = {}
         for result in results:
             for hit in result:
@@ -11007,23 +11029,23 @@ class KnowledgeBase:
         row = self._resolve(note)
         written = note_links(f"[[{target}]]" if kind == "wiki" else f"[link](<{target}>)", row.path)
         if not written:  # [[#heading]] in the note itself, or no note link at all
-            doc_id = row.id if kind == "wiki" and target.startswith(("#", "^")) else None
-            return self._note_ref(row.collection, doc_id, target, 0)
+            note_id = row.id if kind == "wiki" and target.startswith(("#", "^")) else None
+            return self._note_ref(row.collection, note_id, target, 0)
         return self._note_ref(row.collection, self._resolver(row.collection).resolve(kind, written[0].key), target, 0)
 
     def backlinks(self, note: str) -> list[NoteRef]:
         """The notes that link to a note (one entry per linking note)."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
-        doc_id, collection, rel, aliases = row.id, row.collection, row.path, row.aliases
+        note_id, collection, rel, aliases = row.id, row.collection, row.path, row.aliases
         col_id = self.store.require_collection(collection)[0]
         resolver = self._resolver(collection)
-        sources, seen = [], {doc_id}  # a note's links to itself are not backlinks
+        sources, seen = [], {note_id}  # a note's links to itself are not backlinks
         keys = LinkResolver.keys_for(rel, aliases)
         for source, target, key, kind, line in self.store.links_to(col_id, keys, file_name=keys[0].rsplit("/", 1)[-1]):
-            if source not in seen and resolver.resolve(kind, key) == doc_id:
+            if source not in seen and resolver.resolve(kind, key) == note_id:
                 seen.add(source)
                 sources.append((source, target, line))
-        rows = self.store.document_rows([s for s, _, _ in sources])
+        rows = self.store.note_rows([s for s, _, _ in sources])
         return [NoteRef(collection=rows[s][0], path=rows[s][1], title=rows[s][3], docid=rows[s][2], target=target, line=line)
                 for s, target, line in sources if s in rows]
 
@@ -11033,7 +11055,7 @@ class KnowledgeBase:
         for col in self._collection_rows(collections):
             resolver = self._resolver(col.name)
             broken = [(s, t, line) for s, t, key, kind, line in self.store.collection_links(col.id) if resolver.resolve(kind, key) is None]
-            rows = self.store.document_rows([s for s, _, _ in broken])
+            rows = self.store.note_rows([s for s, _, _ in broken])
             out += [NoteRef(collection=col.name, path=rows[s][1], title=rows[s][3], docid=rows[s][2], target=t, line=line, resolved=False)
                     for s, t, line in broken if s in rows]
         return out
@@ -11059,8 +11081,8 @@ class KnowledgeBase:
     def _resolver(self, collection: str) -> LinkResolver:
         return LinkResolver(self.store.link_targets(self.store.require_collection(collection)[0]))
 
-    def _note_ref(self, collection: str, doc_id: int | None, target: str, line: int) -> NoteRef:
-        row = self.store.document_rows([doc_id]).get(doc_id) if doc_id is not None else None
+    def _note_ref(self, collection: str, note_id: int | None, target: str, line: int) -> NoteRef:
+        row = self.store.note_rows([note_id]).get(note_id) if note_id is not None else None
         if row is None:
             return NoteRef(collection=collection, path=None, title=None, docid=None, target=target, line=line, resolved=False)
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
@@ -11135,7 +11157,7 @@ class KnowledgeBase:
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None,
-            max_bytes: int | None = None) -> Document:
+            max_bytes: int | None = None) -> Note:
         """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects
         lines (of a PDF, pages). With ``max_bytes`` the text stops at the last whole line
         (page) that fits (``truncated``)."""
@@ -11144,7 +11166,7 @@ class KnowledgeBase:
         count = count if count is not None else ref_count
         if max_bytes is not None:
             max_bytes = checked_number(max_bytes, "max_bytes")
-        return self._read_document(self._resolve(target), from_line, count, max_bytes)
+        return self._read_note(self._resolve(target), from_line, count, max_bytes)
 
     @staticmethod
     def _split_ref(ref: str) -> tuple[str, int | None, int | None]:
@@ -11155,8 +11177,8 @@ class KnowledgeBase:
         m = re.match(r"^(.*?)(?::(\d+))?(?::(\d+))?\Z", ref, re.DOTALL)  # a file name may hold a newline
         return m.group(1), int(m.group(2)) if m.group(2) else None, int(m.group(3)) if m.group(3) else None
 
-    def _read_document(self, row: DocumentRow, from_line: int | None = None, count: int | None = None,
-                       max_bytes: int | None = None) -> Document:
+    def _read_note(self, row: NoteRow, from_line: int | None = None, count: int | None = None,
+                       max_bytes: int | None = None) -> Note:
         if count is not None and count < 1:
             raise PMSError(f"a line count must be 1 or more, not {count} (leave it out for the rest of the note)")
         if from_line is not None and from_line < 1:
@@ -11197,12 +11219,12 @@ class KnowledgeBase:
                     kept = 1
                 chosen = chosen[:kept]
         body = text if from_line is None and count is None and not truncated else "\n".join(chosen)  # whole: as on disk
-        return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
+        return Note(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=body, from_line=first,
                         to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated)
 
-    def _read_pdf(self, row: DocumentRow, abspath: Path, first_page: int | None, count: int | None,
-                  max_bytes: int | None) -> Document:
+    def _read_pdf(self, row: NoteRow, abspath: Path, first_page: int | None, count: int | None,
+                  max_bytes: int | None) -> Note:
         """A PDF's text as indexed (without the PDF library): the pages asked for (``file.pdf:12``
         is page 12 alone), each after a ``--- p. N ---`` line when there are several."""
         pages, texts = self.store.pdf_pages(row.id)
@@ -11222,13 +11244,13 @@ class KnowledgeBase:
                 text = text.encode("utf-8")[: max(1, int(max_bytes))].decode("utf-8", "ignore")
                 break
             chosen = chosen[:-1]
-        return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
+        return Note(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, page=first, from_line=first,
                         to_line=chosen[-1][0], total_lines=pages, truncated=truncated)
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
-                  max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
-        """Several indexed notes at once: (documents, skipped as (ref, why)). ``pattern`` is a
+                  max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Note], list[tuple[str, str]]]:
+        """Several indexed notes at once: (notes, skipped as (ref, why)). ``pattern`` is a
         glob over ``collection/path.md`` or a comma-separated list of refs as ``get`` takes
         them. ``max_bytes`` bounds the whole answer: notes are added whole while they fit (the
         first at least in part), the others skipped with a reason starting OVER_BUDGET."""
@@ -11239,10 +11261,10 @@ class KnowledgeBase:
         if len(items) > MULTI_GET_MAX_NAMES:
             raise PMSError(f"the pattern names {len(items):,} notes: at most {MULTI_GET_MAX_NAMES:,} at a time "
                            "(or a glob such as journal/*.md)", argument="pattern")
-        rows: dict[tuple[str, str], tuple[DocumentRow, int | None, int | None]] = {}
+        rows: dict[tuple[str, str], tuple[NoteRow, int | None, int | None]] = {}
         skipped: list[tuple[str, str]] = []
         every = None
-        names: dict[str, list[DocumentRow]] | None = None  # the loose names of every note, made once for the list
+        names: dict[str, list[NoteRow]] | None = None  # the loose names of every note, made once for the list
         for item in items:
             if not re.search(r"[*?\[{]", item):
                 try:
@@ -11256,44 +11278,44 @@ class KnowledgeBase:
                     continue
                 rows.setdefault((row.collection, row.path), (row, start, count))
                 continue
-            every = every if every is not None else self.store.find_documents()
+            every = every if every is not None else self.store.find_notes()
             regex = compile_glob(item, "pattern")
             for row in every:
                 check_deadline()
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
                     rows.setdefault((row.collection, row.path), (row, None, None))
-        documents: list[Document] = []
+        notes: list[Note] = []
         left = max(1, limit)
         for (col, rel), (row, start, count) in rows.items():
             ref = f"{col}/{rel}"
-            if len(documents) >= max_files:
+            if len(notes) >= max_files:
                 skipped.append((ref, f"more than {max_files} notes matched (narrow the pattern)"))
                 continue
-            if left <= 0 and documents:
+            if left <= 0 and notes:
                 skipped.append((ref, f"{OVER_BUDGET} ({max_bytes} bytes): read it with get"))
                 continue
             try:
-                doc = self._read_document(row, start, count, max_bytes=left)
+                doc = self._read_note(row, start, count, max_bytes=left)
             except PMSError as exc:
                 skipped.append((ref, str(exc)))
                 continue
-            if doc.truncated and documents:
+            if doc.truncated and notes:
                 skipped.append((ref, f"{OVER_BUDGET} ({max_bytes} bytes): read it with get"))
                 continue
-            documents.append(doc)
+            notes.append(doc)
             left -= len(doc.text.encode("utf-8")) + 1
-        return documents, skipped
+        return notes, skipped
 
-    def _resolve(self, target: str, names: dict[str, list[DocumentRow]] | None = None, suggest: bool = True) -> DocumentRow:
+    def _resolve(self, target: str, names: dict[str, list[NoteRow]] | None = None, suggest: bool = True) -> NoteRow:
         store = self.store
         docid = target[1:].strip().lower() if target.startswith("#") else target.lower()
         if re.fullmatch(r"[0-9a-f]{6,40}", docid):
-            rows = store.find_documents(docid=docid)
+            rows = store.find_notes(docid=docid)
             if not rows and len(docid) < DOCID_CHARS:
                 # Shorter than any id: an old 6-digit one, or typed short. An id of DOCID_CHARS or more
                 # digits is whole: it never names another note whose id it starts (a deleted note's
                 # 783ec005 is not 783ec0057).
-                rows = store.find_documents(docid_prefix=docid, limit=6)
+                rows = store.find_notes(docid_prefix=docid, limit=6)
             if len(rows) == 1:
                 return rows[0]
             if len(rows) > 1:  # an old 6-digit id that now starts several notes' ids
@@ -11304,10 +11326,10 @@ class KnowledgeBase:
                 raise PMSError(f"no indexed note has the id #{docid} (ids change when a note is renamed; search again)")
         if "/" in target:
             col, _, rel = target.partition("/")
-            rows = store.find_documents(collection=col, path=rel)
+            rows = store.find_notes(collection=col, path=rel)
             if rows:
                 return rows[0]
-        rows = store.find_documents(path=target.replace("\\", "/"))
+        rows = store.find_notes(path=target.replace("\\", "/"))
         if rows:
             return rows[0]
         try:
@@ -11317,16 +11339,16 @@ class KnowledgeBase:
         if p.is_absolute():
             for c in self.collections.list():
                 inside = _relative_to(p, c.path)
-                rows = store.find_documents(collection=c.name, path=inside) if inside else []
+                rows = store.find_notes(collection=c.name, path=inside) if inside else []
                 if rows:
                     return rows[0]
         return self._resolve_loosely(target, names, suggest)
 
-    def _loose_names(self) -> dict[str, list[DocumentRow]]:
+    def _loose_names(self) -> dict[str, list[NoteRow]]:
         """Every note under each name it answers to loosely: ``collection/path`` and ``path`` without
         '.md', in lower case, and every tail of them after a '/' (so ``rust`` finds ``dev/rust.md``)."""
-        names: dict[str, list[DocumentRow]] = {}
-        for row in self.store.find_documents():
+        names: dict[str, list[NoteRow]] = {}
+        for row in self.store.find_notes():
             check_deadline()
             keys: set[str] = set()
             for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
@@ -11336,8 +11358,8 @@ class KnowledgeBase:
                 names.setdefault(key, []).append(row)
         return names
 
-    def _resolve_loosely(self, target: str, names: dict[str, list[DocumentRow]] | None = None,
-                         suggest: bool = True) -> DocumentRow:
+    def _resolve_loosely(self, target: str, names: dict[str, list[NoteRow]] | None = None,
+                         suggest: bool = True) -> NoteRow:
         """A note named loosely (its file name alone, without '.md', in any case); else an
         error that suggests the closest names (when ``suggest``)."""
         import difflib
@@ -11352,8 +11374,8 @@ class KnowledgeBase:
             raise PMSError(f"{target!r} names {len(matches)} notes: {names_text}{' ...' if len(matches) > 5 else ''}; give the folder too")
         hint = ""
         if suggest:
-            by_name: dict[str, DocumentRow] = {}
-            for row in self.store.find_documents():
+            by_name: dict[str, NoteRow] = {}
+            for row in self.store.find_notes():
                 name = row.path.rsplit("/", 1)[-1].lower()
                 by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
             close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
@@ -11377,7 +11399,7 @@ class KnowledgeBase:
         """A running sync's embedding (any process): passages done of total, rate and seconds
         left; None when none runs."""
         p = self.store.embedding_progress()
-        if not p or p["done"] >= p["total"] or not self.sync_running() or totals["chunks"] == totals["embedded"]:
+        if not p or p["done"] >= p["total"] or not self.sync_running() or totals["passages"] == totals["embedded"]:
             return None
         rate = p["done"] / p["seconds"] if p["seconds"] else 0.0
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
@@ -11412,6 +11434,7 @@ class KnowledgeBase:
             "schema_version": len(MIGRATIONS),
             "version": VERSION,
             **totals,
+            "documents": totals["notes"], "chunks": totals["passages"],  # the old keys, kept for scripts that read them
             "search_mode": mode,
             "search_mode_reason": why,
             "search_mode_hint": used.hint.as_dict() if used.hint else None,
@@ -11420,7 +11443,7 @@ class KnowledgeBase:
             "languages": self.store.language_counts(),
             "language_advice": self.language_advice(),
             "embedding_provider": self.embedder.config() if self.embedder else None,
-            "to_embed": totals["chunks"] - totals["embedded"] if mode != "keyword" else 0,
+            "to_embed": totals["passages"] - totals["embedded"] if mode != "keyword" else 0,
             "read_only": self.store.read_only,
             "sync_running": self.sync_running(),
             "collections_detail": [c.to_dict() for c in self.collections.list()],
@@ -11446,7 +11469,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11449) ----
+# ---- pms/evaluation.py (+11472) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11644,7 +11667,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11647) ----
+# ---- pms/mcp_server.py (+11670) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -11673,7 +11696,7 @@ from pathlib import Path
 # from .retrieval import SearchResult
 # from .sync import SyncReport
 # from .clip import one_line
-# from .api import ANSWER_MAX_BYTES, MAX_QUERIES, OVER_BUDGET, Document, KnowledgeBase
+# from .api import ANSWER_MAX_BYTES, MAX_QUERIES, OVER_BUDGET, Note, KnowledgeBase
 
 
 # The tools are plain functions over one KnowledgeBase (JSON in, JSON out); the
@@ -11750,7 +11773,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "matched": {"type": ["number", "null"], "description": "share of the query's words in the passage"},
         "bm25_rank": number, "vector_rank": number, "name_rank": number,
         "bm25_score": {"type": ["number", "null"]}, "vector_distance": {"type": ["number", "null"]}}}
-    document = {"type": "object", "required": ["path", "docid", "title", "from_line", "to_line", "text"], "properties": {
+    note = {"type": "object", "required": ["path", "docid", "title", "from_line", "to_line", "text"], "properties": {
         "path": {"type": "string", "description": "the note, 'collection/path.md'"}, "docid": {"type": "string"},
         "title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
         "from_line": {"type": "integer"}, "to_line": {"type": "integer", "description": "last line in text"},
@@ -11776,8 +11799,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                                      "keyword (exact words, fastest) or vector (meaning only)"},
              "collections": {"type": "array", "items": {"type": "string"},
                              "description": "only these collections (names from status); default all"},
-             "chunks": {"type": "boolean", "default": False,
-                        "description": "return passages (several per note) instead of one result per note"},
+             "passages": {"type": "boolean", "default": False,
+                          "description": "return passages (several per note) instead of one result per note"},
+             "chunks": {"type": "boolean", "default": False, "description": "the old name of passages"},
              "detail": {"type": "boolean", "default": False,
                         "description": "also return headings, tags, dates, descriptions, ranks and the file's location"},
              "queries": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_QUERIES,
@@ -11805,7 +11829,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "line_numbers": {"type": "boolean", "default": False,
                               "description": "prefix each line with its number"},
              "max_bytes": {**max_bytes, "description": f"at most this many bytes of text (default {ANSWER_MAX_BYTES})"}}},
-         "output": document},
+         "output": note},
         {"name": "multi_get", "title": "Read several notes",
          "description": ("Read several indexed notes at once, by glob over 'collection/path.md' "
                          "(e.g. 'notes/journal/2024-*.md', '**/meeting*') or a comma-separated list of notes (each may "
@@ -11816,7 +11840,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "max_bytes": {**max_bytes, "description": f"at most this many bytes of text in all (default {ANSWER_MAX_BYTES})"}}},
          "output": {"type": "object", "required": ["count", "documents", "skipped", "truncated"], "properties": {
              "count": {"type": "integer"}, "truncated": {"type": "boolean"},
-             "documents": {"type": "array", "items": document},
+             "documents": {"type": "array", "items": note},
              "skipped": {"type": "array", "items": {"type": "object", "properties": {
                  "ref": {"type": "string"}, "reason": {"type": "string"}}}}}}},
         {"name": "related", "title": "Related notes",
@@ -11849,7 +11873,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                          "links to no note (of each, the count and the first 20)."),
          "input": {"type": "object", "additionalProperties": False, "properties": {}},
          "output": {"type": "object", "properties": {
-             "search_mode": {"type": "string"}, "documents": {"type": "integer"},
+             "search_mode": {"type": "string"}, "notes": {"type": "integer"}, "passages": {"type": "integer"},
+             "documents": {"type": "integer", "description": "the old name of notes"},
+             "chunks": {"type": "integer", "description": "the old name of passages"},
              "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"},
              "warnings": {"type": "array", "items": {"type": "string"},
                           "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"},
@@ -11990,11 +12016,11 @@ class MCPService:
 
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
-                    chunks: bool = False, detail: bool = False, queries: Sequence[str] = (), intent: str = "",
-                    min_score: float | None = None, **filter_arguments) -> dict:
+                    passages: bool = False, detail: bool = False, queries: Sequence[str] = (), intent: str = "",
+                    min_score: float | None = None, chunks: bool = False, **filter_arguments) -> dict:
         names = {argument: field for field, argument in SEARCH_TOOL_FILTERS.items()}
         note_filter = NoteFilter.build(**{names.get(key, key): value for key, value in filter_arguments.items()})
-        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, note_filter=note_filter,
+        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, passages=passages or chunks, note_filter=note_filter,
                                queries=queries, intent=intent, min_score=min_score)
         rows = self._hit_rows(found.groups, detail)
         result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
@@ -12055,12 +12081,12 @@ class MCPService:
     def tool_get(self, path: str, from_line: int | None = None, count: int | None = None,
                  line_numbers: bool = False, max_bytes: int = ANSWER_MAX_BYTES) -> dict:
         doc = self.kb.get(path, from_line=from_line, count=count, max_bytes=max_bytes)
-        return self._document(doc, line_numbers)
+        return self._note_dict(doc, line_numbers)
 
     def tool_multi_get(self, pattern: str, max_bytes: int = ANSWER_MAX_BYTES) -> dict:
-        documents, skipped = self.kb.multi_get(pattern, max_bytes=max_bytes)
-        truncated = any(d.truncated for d in documents) or any(why.startswith(OVER_BUDGET) for _, why in skipped)
-        return {"count": len(documents), "truncated": truncated, "documents": [self._document(d) for d in documents],
+        notes, skipped = self.kb.multi_get(pattern, max_bytes=max_bytes)
+        truncated = any(d.truncated for d in notes) or any(why.startswith(OVER_BUDGET) for _, why in skipped)
+        return {"count": len(notes), "truncated": truncated, "documents": [self._note_dict(d) for d in notes],
                 "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}
 
     def tool_status(self) -> dict:
@@ -12074,7 +12100,7 @@ class MCPService:
         return {"summary": report.summary(), **report.as_dict()}
 
     @staticmethod
-    def _document(doc: Document, line_numbers: bool = False) -> dict:
+    def _note_dict(doc: Note, line_numbers: bool = False) -> dict:
         out = {"path": doc.ref, "docid": doc.docid, "title": doc.title, "tags": doc.tags, "from_line": doc.from_line,
                "to_line": doc.to_line, "total_lines": doc.total_lines, "text": doc.numbered() if line_numbers else doc.text}
         if doc.truncated:
@@ -12412,7 +12438,7 @@ def _search_route(service: MCPService, security):
 
 
 # KnowledgeBase.search's arguments, as POST /search takes them.
-SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "chunks", "prefix_last", "note_filter", "min_score", "intent",
+SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "passages", "prefix_last", "note_filter", "min_score", "intent",
                            "queries")
 
 
@@ -12857,7 +12883,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12860) ----
+# ---- pms/cli.py (+12886) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13076,8 +13102,8 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
         elif not cols:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
-            notes, chunks = c.counts()
-            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {', '.join(c.patterns)}")
+            notes, passages = c.counts()
+            print(f"{_pad(c.name, 20)} {notes:>6} notes {passages:>7} passages  {c.path}  {', '.join(c.patterns)}")
         return 0
     if action == "show":
         c = kb.collections.get(args.name)
@@ -13175,11 +13201,11 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         _print_json(info, ensure_ascii=True)
         return 0
     print(f"Index:       {info['index']} ({_human_bytes(info['index_bytes'])}, schema {info['schema_version']})")
-    print(f"Notes:       {info['documents']} notes, {info['chunks']} passages, {info['embedded']} embedded")
+    print(f"Notes:       {info['notes']} notes, {info['passages']} passages, {info['embedded']} embedded")
     mode, to_embed = info["search_mode"], info["to_embed"]
     if info["read_only"]:
         print(f"Read-only:   {info['read_only']} (search, get and status work; sync cannot write)")
-    partial = f" (partial: {info['embedded']} of {info['chunks']} passages embedded)" if mode != "keyword" and to_embed else ""
+    partial = f" (partial: {info['embedded']} of {info['passages']} passages embedded)" if mode != "keyword" and to_embed else ""
     hint = Hint(**info["search_mode_hint"]) if info["search_mode_hint"] else None
     print(f"Search mode: {mode}{partial}" + (f" - {reason_text(info['search_mode_reason'], hint)}" if info["search_mode_reason"] else "")
           + (f", model {info['model']}" if mode != "keyword" else ""))
@@ -13221,7 +13247,7 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         print(f"Warning:     {terminal_safe(warning)}")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
-        print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
+        print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['passages']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
     broken = info.get("unresolved_links", [])
     if broken:
         print(f"Unresolved links: {len(broken)} (a renamed or deleted note, or a typo)")
@@ -13239,7 +13265,7 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     if not kb.collections.list():
         raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
     note_filter = NoteFilter.build(**_filter_fields(args))
-    search = dict(query=args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
+    search = dict(query=args.query, k=args.n, mode=args.mode, collections=args.collection or None, passages=args.passages,
                   note_filter=note_filter, min_score=args.min_score, intent=args.intent, queries=args.also or ())
     # A running `pms.py mcp --http` on this index has the model loaded: a third of a second saved per
     # hybrid search (docs/decisions.md). A keyword search is faster here than a request is.
@@ -13340,17 +13366,17 @@ SKIPPED_SHOWN = 10  # multi-get names this many notes it skipped, then counts th
 
 
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
-    documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
+    notes, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
-        _print_json({"documents": [d.to_dict() for d in documents], "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]})
+        _print_json({"documents": [d.to_dict() for d in notes], "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]})
         return 0
-    for d in documents:
+    for d in notes:
         print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
     for ref, why in skipped[:SKIPPED_SHOWN]:
         _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
     if len(skipped) > SKIPPED_SHOWN:
         _notice(f"skipped {len(skipped) - SKIPPED_SHOWN:,} more (--json lists every one and why)")
-    return 0 if documents or not skipped else 1
+    return 0 if notes or not skipped else 1
 
 
 def cmd_watch(kb: KnowledgeBase, args) -> int:
@@ -13748,7 +13774,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     out = se.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="machine-readable results")
     out.add_argument("--files", action="store_true", help="only the matching files' paths")
-    se.add_argument("--chunks", action="store_true", help="return passages, not one result per note")
+    se.add_argument("--passages", "--chunks", action="store_true", help="return passages, not one result per note (--chunks: the old name)")
     se.add_argument("--explain", action="store_true", help="show each hit's rank in the keyword, vector and name lists, and how they were fused")
     se.add_argument("--also", action="append", metavar="QUERY",
                     help="another phrasing searched in the same call, the lists fused (repeatable, up to 4)")
@@ -13989,15 +14015,15 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13939) ----
+# ---- pms/__init__.py (+13965) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
 # )
 # from .frontmatter import FrontmatterError, parse_frontmatter, split_frontmatter
 # from .markdown import (
-# DEFAULT_CHUNK_CHARS, BinaryFileError, Chunk, FileTooLargeError, chunk_markdown, decode_text, first_heading,
-# passage_display_text, title_line_as_heading,
+# DEFAULT_CHUNK_CHARS, DEFAULT_PASSAGE_CHARS, BinaryFileError, Chunk, FileTooLargeError, Passage, chunk_markdown, decode_text,
+# first_heading, markdown_passages, passage_display_text, title_line_as_heading,
 # )
 # from .notes import replace_wikilinks
 # from .paths import is_skipped_folder, path_prefix_glob, read_note_file
@@ -14015,7 +14041,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # from .sync import SyncPlan, SyncProgress, SyncReport
 # from .watch import FolderWatcher
 # from .clip import AlreadyClipped, ClippedNote, ExtractedPage, clip_filename, extract_from_html, extract_from_url
-# from .api import Collection, Collections, Document, KnowledgeBase, NoteRef
+# from .api import Collection, Collections, Document, KnowledgeBase, Note, NoteRef
 # from .evaluation import BENCH_MODES, Judgment, load_fixture, run_benchmark
 # from .cli import ProgressPrinter, main, main_and_exit
 
@@ -14024,19 +14050,19 @@ __version__ = VERSION
 __all__ = [
     "VERSION",
     # the engine behind one object, and what it returns
-    "KnowledgeBase", "Collection", "Collections", "Document", "SearchMode", "Hit", "NoteFilter", "NoteRef",
+    "KnowledgeBase", "Collection", "Collections", "Note", "SearchMode", "Hit", "NoteFilter", "NoteRef",
     "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage", "FolderWatcher",
     "path_prefix_glob", "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
     # errors: everything a user can cause is a PMSError
     "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
     "DeadlineExceeded",
-    # Markdown without an index (chunking, the desktop app's preview)
-    "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
+    # Markdown without an index (its passages, the desktop app's preview)
+    "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
     "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
-    "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
+    "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_PASSAGE_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
     "EmbeddingProvider", "HTTPEmbedder", "EMBEDDING_PROVIDERS", "make_embedder", "EMBED_HTTP_BATCH_SIZE",
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "BENCH_MODES",
     # ranking: fusion as a pure function, and note-name similarity
@@ -14046,6 +14072,8 @@ __all__ = [
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
     "private_env_dir",
+    # the old names of Note, Passage, markdown_passages and DEFAULT_PASSAGE_CHARS, kept for scripts written against them
+    "Document", "Chunk", "chunk_markdown", "DEFAULT_CHUNK_CHARS",
 ]
 
 # What loading made (functions, classes, constants) lives as long as the process: frozen, the
@@ -14054,7 +14082,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14057) ----
+# ---- pms/__main__.py (+14085) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -1,4 +1,4 @@
-"""Shared by the benchmark scripts: the evaluation sets, a cached PMS index per (corpus, chunk size,
+"""Shared by the benchmark scripts: the evaluation sets, a cached PMS index per (corpus, passage size,
 model), and one way to summarise timings (median and p95)."""
 
 from __future__ import annotations
@@ -95,11 +95,11 @@ def extract_book(workdir: Path, archive: Path = RUST_BOOK) -> Path:
     return root
 
 
-def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, embed: bool,
+def open_index(workdir: Path, folder: Path, collection: str, passage_chars: int, embed: bool,
                embedding: dict | None = None, ranking: dict | None = None) -> pms.KnowledgeBase:
-    """The cached index of ``folder`` for this chunk size and model, synced (and embedded) as needed.
+    """The cached index of ``folder`` for this passage size and model, synced (and embedded) as needed.
 
-    The file name records chunk size and model, so changing either builds a
+    The file name records passage size and model, so changing either builds a
     new index instead of silently mixing passages or vectors. ``ranking``: RankingSettings
     fields other than the defaults.
     """
@@ -108,7 +108,7 @@ def open_index(workdir: Path, folder: Path, collection: str, chunk_chars: int, e
     workdir.mkdir(parents=True, exist_ok=True)
     # Only when asked: an older engine (bench/suite.py --compare) has no ranking argument.
     knobs: dict[str, Any] = {"ranking": pms.RankingSettings(**ranking)} if ranking else {}
-    kb = pms.KnowledgeBase(workdir / f"{collection}-{chunk_chars}-{slug}.sqlite", embeddings=embed, chunk_chars=chunk_chars,
+    kb = pms.KnowledgeBase(workdir / f"{collection}-{passage_chars}-{slug}.sqlite", embeddings=embed, passage_chars=passage_chars,
                            embedding=embedding if embed else None, **knobs)
     cached = {c.name: c.path for c in kb.collections.list()}
     if collection not in cached:

@@ -132,7 +132,7 @@ def index_content(db: Path) -> dict:
     try:
         docs = conn.execute("SELECT c.name, d.path, d.sha256, d.title, d.tags, d.aliases FROM documents d "
                             "JOIN collections c ON c.id = d.collection_id ORDER BY 1, 2").fetchall()
-        chunks = conn.execute("SELECT d.path, ch.seq, ch.hash, ch.start_line, ch.end_line, ch.embedded FROM chunks ch "
+        passages = conn.execute("SELECT d.path, ch.seq, ch.hash, ch.start_line, ch.end_line, ch.embedded FROM chunks ch "
                               "JOIN documents d ON d.id = ch.document_id ORDER BY 1, 2").fetchall()
         has_vectors = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors_rowids'").fetchone()
         vectors = conn.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()[0] if has_vectors else 0
@@ -140,7 +140,7 @@ def index_content(db: Path) -> dict:
                                ).fetchone()[0] if has_vectors else 0
     finally:
         conn.close()
-    return {"documents": docs, "chunks": chunks, "vectors": vectors, "orphan_vectors": orphans}
+    return {"documents": docs, "chunks": passages, "vectors": vectors, "orphan_vectors": orphans}
 
 
 def run(args, env, timeout=600, **kw) -> subprocess.CompletedProcess:

@@ -319,10 +319,10 @@ def main() -> int:
         kb = pms.KnowledgeBase(args.db)
         kb.keep_vectors_in_memory()  # as the app does
     else:
-        kb = common.open_index(args.work, rust_book(args.work), "rust-book", pms.DEFAULT_CHUNK_CHARS, embed=True)
+        kb = common.open_index(args.work, rust_book(args.work), "rust-book", pms.DEFAULT_PASSAGE_CHARS, embed=True)
         kb.keep_vectors_in_memory()  # as the app does
     info = kb.status(pending=False)
-    print(f"index: {info['documents']:,} notes, {info['chunks']:,} passages, {info['embedded']:,} embedded ({kb.index_path})")
+    print(f"index: {info['notes']:,} notes, {info['passages']:,} passages, {info['embedded']:,} embedded ({kb.index_path})")
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 
     launches = time_to_window(kb.index_path, args.runs)

@@ -199,15 +199,15 @@ def main(argv=None) -> int:
         db = args.index
         queries = args.query or [j.query for j in pms.load_fixture(args.fixture)][: args.queries]
     else:
-        kb, judged = load_set("scifact", args.workdir.parent, pms.DEFAULT_CHUNK_CHARS, embed=not args.index)
+        kb, judged = load_set("scifact", args.workdir.parent, pms.DEFAULT_PASSAGE_CHARS, embed=not args.index)
         db, queries = args.index or kb.index_path, [j.query for j in judged][: args.queries]
         kb.close()
     import sqlite3
 
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as index:  # read only: a cached index is never migrated here
-        documents = index.execute("SELECT count(*) FROM documents").fetchone()[0]
+        notes = index.execute("SELECT count(*) FROM documents").fetchone()[0]
 
-    result = {"index": str(db), "notes": documents, "queries": len(queries), "cores": os.cpu_count()}
+    result = {"index": str(db), "notes": notes, "queries": len(queries), "cores": os.cpu_count()}
     import tempfile
 
     with tempfile.TemporaryDirectory() as home:
@@ -233,7 +233,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{documents} notes, {len(queries)} queries, mode {result['mode']}, {result['cores']} cores")
+    print(f"{notes} notes, {len(queries)} queries, mode {result['mode']}, {result['cores']} cores")
     for key in ("http_search_sdk_client", "http_search_raw", "in_process_search", "stdio_first_tools_list",
                 "stdio_first_tools_list_cpu", "python_bare_start", "pms_help_start",
                 "cli_one_shot_hybrid_search", "cli_search_via_server"):

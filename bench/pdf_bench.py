@@ -88,7 +88,7 @@ seconds = time.perf_counter() - start
 assert not report.errors, report.errors
 json.dump({"seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-           "passages": kb.status(pending=False)["chunks"]}, sys.stdout)
+           "passages": kb.status(pending=False)["passages"]}, sys.stdout)
 """
 
 

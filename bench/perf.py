@@ -2,10 +2,10 @@
 """Speed, size and memory benchmarks for PMS (docs/benchmarks.md, "Speed, size and memory").
 
     .venv/bin/python bench/perf.py keyword     # tldr, 38k files: indexing, re-sync, query latency, CLI wall time
-    .venv/bin/python bench/perf.py embed       # part of the rust-book: embedding chunks/s and peak RSS per batch size
+    .venv/bin/python bench/perf.py embed       # part of the rust-book: embedding passages/s and peak RSS per batch size
     .venv/bin/python bench/perf.py embed --embed-experiments   # the same without ONNX's memory arena, at 512 and 256 tokens
     .venv/bin/python bench/perf.py hybrid      # warm hybrid latency, CLI one-shot with model load
-    .venv/bin/python bench/perf.py size        # index bytes per chunk beyond the text, as built, vacuumed and without vectors
+    .venv/bin/python bench/perf.py size        # index bytes per passage beyond the text, as built, vacuumed and without vectors
     .venv/bin/python bench/perf.py start       # cold CLI: hybrid on the sample notes; keyword on tldr, python3 pms.py vs the pms command, by part
     .venv/bin/python bench/perf.py static      # the static test model against MiniLM: passages/s, RSS, query time; a 10,000-note vault's collection add
     .venv/bin/python bench/perf.py all
@@ -46,7 +46,7 @@ DEFAULT_DATA = REPO.parent / "shared" / "data" / "corpora"
 DEFAULT_MODEL_DIR = REPO / ".cache" / "minilm"
 STATIC_MODEL_DIR = REPO / ".cache" / "minilm-static"  # scripts/make_static_model.py
 SHARED_DATA = REPO.parent / "shared" / "data"
-SWEEP_GLOB = "src/ch0*.md"  # the part of the rust-book the batch-size sweep embeds: 426 chunks of prose and code
+SWEEP_GLOB = "src/ch0*.md"  # the part of the rust-book the batch-size sweep embeds: 426 passages of prose and code
 
 # Questions a person might type into either corpus; the rest of each query
 # set is drawn from the corpus itself (see tldr_queries / rust_book_queries).
@@ -180,7 +180,7 @@ def cli_wall(argv: list[str], queries: list[str], runs: int) -> dict:
 
 
 def text_bytes(db: Path) -> tuple[int, int]:
-    """(chunks, UTF-8 bytes of their text) in an index."""
+    """(passages, UTF-8 bytes of their text) in an index."""
     con = sqlite3.connect(db)
     try:
         return con.execute("SELECT count(*), coalesce(sum(length(CAST(body AS BLOB))), 0) FROM chunks").fetchone()
@@ -197,10 +197,10 @@ def checkpoint(db: Path) -> int:
 
 
 def overhead(db: Path) -> dict:
-    chunks, text = text_bytes(db)
+    passages, text = text_bytes(db)
     size = checkpoint(db)
-    return {"file_bytes": size, "chunks": chunks, "text_bytes": text,
-            "overhead_per_chunk": round((size - text) / max(chunks, 1))}
+    return {"file_bytes": size, "chunks": passages, "text_bytes": text,
+            "overhead_per_chunk": round((size - text) / max(passages, 1))}
 
 
 def python_variants(python: str) -> list[tuple[str, list[str]]]:
@@ -248,7 +248,7 @@ def tldr_queries(root: Path, n: int = 200, seed: int = 7) -> list[str]:
 
 
 def rust_book_queries(db: Path, n: int = 200, seed: int = 7) -> list[str]:
-    """Hand-written questions plus section headings of the book's chunks."""
+    """Hand-written questions plus section headings of the book's passages."""
     con = sqlite3.connect(db)
     headings = sorted({h.split(" > ")[-1] for (h,) in con.execute("SELECT headings FROM chunks WHERE headings != ''")})
     con.close()
@@ -294,14 +294,14 @@ def child_index(db: str, folder: str, name: str, glob: str = pms.DEFAULT_GLOB, e
 def child_keyword_latency(db: str, queries: list[str]) -> dict:
     kb = pms.KnowledgeBase(db, embeddings=False)
     result = {"keyword": latency(lambda q: kb.search(q, k=10, mode="keyword"), queries),
-              "keyword_chunks": latency(lambda q: kb.search(q, k=10, mode="keyword", chunks=True), queries),
+              "keyword_chunks": latency(lambda q: kb.search(q, k=10, mode="keyword", passages=True), queries),
               "peak_rss_mb": peak_rss_mb()}
     kb.close()
     return result
 
 
 def child_embed(db: str, batch_size: int, arena: bool = True, max_tokens: int | None = None) -> dict:
-    """Embed every chunk of a keyword-only index (a copy) at one batch size.
+    """Embed every passage of a keyword-only index (a copy) at one batch size.
 
     Two experiments PMS does not (yet) make: ``arena=False`` turns off ONNX
     Runtime's CPU memory arena, ``max_tokens`` truncates passages shorter than
@@ -452,13 +452,13 @@ def bench_keyword(args) -> dict:
     print(f"indexing {root} (keyword only) into {db} ...", flush=True)
     out = {"index": run_child("index", db=str(db), folder=str(root), name="tldr", edit="pages/common/tar.md")}
     ix = out["index"]
-    print(f"  {ix['files']} files, {ix['chunks']} chunks in {ix['seconds']:.1f}s = {ix['files_per_s']:.0f} files/s "
+    print(f"  {ix['files']} files, {ix['chunks']} passages in {ix['seconds']:.1f}s = {ix['files_per_s']:.0f} files/s "
           f"(skipped {ix['skipped']}, errors {ix['errors']}); peak RSS {ix['peak_rss_mb']:.0f} MB, "
           f"each parsing worker's at most {ix['parse_worker_peak_rss_mb']:.0f} MB")
     print(f"  re-sync unchanged {ix['resync_unchanged_s']:.2f}s; dry run {ix['dry_run_s']:.2f}s; "
           f"re-sync after editing one file {ix['resync_one_edit_s']:.2f}s")
     out["size"] = overhead(db)
-    print(f"  index {out['size']['file_bytes'] / 1e6:.1f} MB; {out['size']['overhead_per_chunk']} bytes/chunk beyond the text")
+    print(f"  index {out['size']['file_bytes'] / 1e6:.1f} MB; {out['size']['overhead_per_chunk']} bytes/passage beyond the text")
     queries = tldr_queries(root)
     out["latency"] = run_child("keyword_latency", db=str(db), queries=queries)
     for key in ("keyword", "keyword_chunks"):
@@ -486,7 +486,7 @@ def keyword_rust_book(args, glob: str = pms.DEFAULT_GLOB) -> Path:
 
 
 def bench_embed(args) -> list:
-    """Embed part of the book (SWEEP_GLOB: 426 chunks of ordinary prose and code) at each batch size."""
+    """Embed part of the book (SWEEP_GLOB: 426 passages of ordinary prose and code) at each batch size."""
     base = keyword_rust_book(args, SWEEP_GLOB)
     out = []
     settings = [dict(batch_size=b) for b in args.batch_sizes]
@@ -560,7 +560,7 @@ def bench_hybrid(args) -> dict:
     db = ensure_embedded(args)
     # A SciFact index (the dev suite's) gets SciFact's 300 test queries; the rust-book its own set.
     queries = scifact_queries(args) if "scifact" in db.name.lower() else rust_book_queries(db)
-    print(f"  index {db} ({text_bytes(db)[0]} chunks), {len(queries)} queries")
+    print(f"  index {db} ({text_bytes(db)[0]} passages), {len(queries)} queries")
     out = {"latency": run_child("hybrid_latency", db=str(db), queries=queries)}
     lat = out["latency"]
     print(f"  model load {lat['model_load_s']:.2f}s; peak RSS {lat['peak_rss_mb']:.0f} MB; {lat['vectors']} vectors in memory: "
@@ -607,7 +607,7 @@ def table_sizes(db: Path) -> dict[str, int]:
 
 
 def variant(source: Path, target: Path, statements: list[str]) -> dict:
-    """Copy an index, apply SQL, VACUUM, and measure bytes per chunk beyond the text."""
+    """Copy an index, apply SQL, VACUUM, and measure bytes per passage beyond the text."""
     shutil.copyfile(source, fresh(target))
     con = connect_with_vec(target)
     for sql in statements:
@@ -634,11 +634,11 @@ def bench_size(args) -> dict:
         for name, sql in experiments.items():
             res[name] = variant(db, scratch, sql)
         out[label] = res
-        print(f"  {label}: {res['as built']['chunks']} chunks, {res['as built']['file_bytes'] / 1e6:.2f} MB, "
-              f"{res['as built']['overhead_per_chunk']} B/chunk beyond the text")
+        print(f"  {label}: {res['as built']['chunks']} passages, {res['as built']['file_bytes'] / 1e6:.2f} MB, "
+              f"{res['as built']['overhead_per_chunk']} B/passage beyond the text")
         print("    tables: " + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in res["tables"].items() if v > 50_000))
         for name in experiments:
-            print(f"    {name}: {res[name]['file_bytes'] / 1e6:.2f} MB, {res[name]['overhead_per_chunk']} B/chunk")
+            print(f"    {name}: {res[name]['file_bytes'] / 1e6:.2f} MB, {res[name]['overhead_per_chunk']} B/passage")
     fresh(scratch)
     return out
 

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench" / "sample", help="cached index (git-ignored)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    kb = open_index(args.workdir, REPO / "sample-notes", "sample", pms.DEFAULT_CHUNK_CHARS, embed=not args.keyword)
+    kb = open_index(args.workdir, REPO / "sample-notes", "sample", pms.DEFAULT_PASSAGE_CHARS, embed=not args.keyword)
     with kb:
         result = precision_at_5(kb, json.loads(JUDGMENTS.read_text())["notes"])
     if args.json:

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     ap.add_argument("--per-set", type=int, default=100, help="queries of each set, on its notes and on each other set's")
     ap.add_argument("--floors", type=float, nargs="+", default=list(FLOORS))
     ap.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench", help="the dev suite's notes and cached indexes")
-    ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
+    ap.add_argument("--passage-chars", "--chunk-chars", type=int, default=pms.DEFAULT_PASSAGE_CHARS)
     ap.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE", help="a RankingSettings field (as bench/suite.py)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     best: dict[str, dict[str, list[float]]] = {mode: {"on": [], "off": []} for mode in args.modes}
     pairs: dict[str, float] = {}
     for vault in args.sets:
-        kb, _ = load_set(vault, args.workdir, args.chunk_chars, embed, ranking=overrides)
+        kb, _ = load_set(vault, args.workdir, args.passage_chars, embed, ranking=overrides)
         with kb:
             for mode in args.modes:
                 on = best_relevance(kb, queries[vault], mode, vault)

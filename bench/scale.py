@@ -255,9 +255,9 @@ def child_ann(db: str, queries: list[str], threads: int = 2) -> dict:
     from usearch.index import Index
 
     con = connect_with_vec(Path(db))
-    chunk_ids, blobs = zip(*con.execute("SELECT chunk_id, embedding FROM chunk_vectors"))
+    passage_ids, blobs = zip(*con.execute("SELECT chunk_id, embedding FROM chunk_vectors"))
     con.close()
-    ids = np.asarray(chunk_ids, dtype=np.int64)
+    ids = np.asarray(passage_ids, dtype=np.int64)
     matrix = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(ids), DIM)
     del blobs
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.int64).astype(np.float64))

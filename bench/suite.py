@@ -48,7 +48,7 @@ Sets (the data lives in ../shared/data, never in the repository):
 
 Every default in ranking is chosen on the whole suite: the mean over sets and
 the worst set, never one set. Indexes are cached in ``--workdir`` (default
-.cache/bench, git-ignored), one file per (set, chunk size, model), so only the
+.cache/bench, git-ignored), one file per (set, passage size, model), so only the
 first run embeds; a rerun after a ranking change takes seconds plus the queries.
 """
 
@@ -359,11 +359,11 @@ PREPARE = {"scifact": lambda w: beir("scifact", w), "nfcorpus": lambda w: beir("
 INDEX_OF = {"rustnames": "rustbook", "dendronnames": "dendron"}  # sets that search another set's notes share its index
 
 
-def load_set(name: str, workdir: Path, chunk_chars: int, embed: bool, embedding: dict | None = None,
+def load_set(name: str, workdir: Path, passage_chars: int, embed: bool, embedding: dict | None = None,
              ranking: dict | None = None) -> tuple[pms.KnowledgeBase, list[pms.Judgment]]:
     index = INDEX_OF.get(name, name)
     folder, judgments = PREPARE[name](workdir / index)
-    kb = open_index(workdir / index, folder, index, chunk_chars, embed, embedding, ranking)
+    kb = open_index(workdir / index, folder, index, passage_chars, embed, embedding, ranking)
     return kb, judgments
 
 
@@ -448,7 +448,7 @@ def run_suite(args, embedding: dict | None) -> dict:
     results: dict[str, dict] = {}
     for name in args.sets:
         try:
-            kb, judgments = load_set(name, args.workdir, args.chunk_chars, embed, embedding, overrides)
+            kb, judgments = load_set(name, args.workdir, args.passage_chars, embed, embedding, overrides)
         except FileNotFoundError as exc:
             print(f"{name}: skipped: {exc}", file=sys.stderr)
             continue
@@ -523,7 +523,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
     ap.add_argument("--modes", nargs="+", default=list(pms.BENCH_MODES), choices=pms.BENCH_MODES)
     ap.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench", help="corpus notes and cached indexes (git-ignored)")
-    ap.add_argument("--chunk-chars", type=int, default=pms.DEFAULT_CHUNK_CHARS)
+    ap.add_argument("--passage-chars", "--chunk-chars", type=int, default=pms.DEFAULT_PASSAGE_CHARS)
     ap.add_argument("--json", action="store_true", help="full results, per query")
     ap.add_argument("--by-kind", action="store_true", help="also nDCG@10 per kind of query (the sample set's kinds)")
     ap.add_argument("--embed-url", help="embed with this server (OpenAI-compatible or Ollama) instead of PMS_MODEL*")
@@ -542,7 +542,7 @@ def main(argv=None) -> int:
     model = (embedding["model"] if embedding else pms.model_settings()[0]) if embed else None
 
     if args.compare:
-        passed = ["--sets", *args.sets, "--modes", *args.modes, "--workdir", str(args.workdir), "--chunk-chars", str(args.chunk_chars)]
+        passed = ["--sets", *args.sets, "--modes", *args.modes, "--workdir", str(args.workdir), "--chunk-chars", str(args.passage_chars)]  # the name every revision takes
         passed += [x for pair in args.setting for x in ("--setting", pair)]
         passed += [x for flag, value in (("--embed-url", args.embed_url), ("--embed-model", args.embed_model),
                                          ("--embed-api", args.embed_api)) if value for x in (flag, value)]
@@ -552,17 +552,17 @@ def main(argv=None) -> int:
         if args.json:
             print(json.dumps({"rev": args.compare, "before": before, "after": after}, indent=2, ensure_ascii=False))
         else:
-            print(f"model {model or '(keyword only)'}, chunks of {args.chunk_chars} chars; {args.compare} is {engine}")
+            print(f"model {model or '(keyword only)'}, passages of {args.passage_chars} chars; {args.compare} is {engine}")
             print(format_compare(before, after, args.compare))
             print(format_compare(before, after, args.compare, "ndcg@5"))
         return 0
 
     run = run_suite(args, embedding)
     if args.json:
-        print(json.dumps(run | {"model": model, "chunk_chars": args.chunk_chars, "settings": settings_overrides(args.setting)},
+        print(json.dumps(run | {"model": model, "chunk_chars": args.passage_chars, "settings": settings_overrides(args.setting)},
                          indent=2, ensure_ascii=False))
     else:
-        print(f"model {model or '(keyword only)'}, chunks of {args.chunk_chars} chars"
+        print(f"model {model or '(keyword only)'}, passages of {args.passage_chars} chars"
               + "".join(f"; {pair}" for pair in args.setting))
         print(format_suite(run["sets"], run["summary"]))
         for name in (n for n in run["sets"] if args.by_kind and n in KIND_FIXTURES):

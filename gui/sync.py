@@ -458,16 +458,16 @@ class SyncController(QObject):
             mode, why, short = "keyword", "loading the embedding model…", "loading the model…"
         hybrid = mode == "hybrid"
         model = model_label(info)
-        if hybrid and info["embedded"] < info["chunks"]:
-            share = info["embedded"] / max(1, info["chunks"])
+        if hybrid and info["embedded"] < info["passages"]:
+            share = info["embedded"] / max(1, info["passages"])
             w.badge.setText(f"Hybrid · {int(share * 100)} % embedded")
-            w.badge.setToolTip(f"Keyword and meaning ({model}), fused.\n{info['embedded']:,} of {info['chunks']:,} "
-                               f"passages are embedded: the other {info['chunks'] - info['embedded']:,} are found "
+            w.badge.setToolTip(f"Keyword and meaning ({model}), fused.\n{info['embedded']:,} of {info['passages']:,} "
+                               f"passages are embedded: the other {info['passages'] - info['embedded']:,} are found "
                                "by their words only until the sync has embedded them.")
         elif hybrid:
             w.badge.setText("Hybrid")
             failed = info.get("embedding_last_failure")
-            w.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['chunks']:,} passages are embedded."
+            w.badge.setToolTip(f"Keyword and meaning ({model}), fused: all {info['passages']:,} passages are embedded."
                                + (f"\nVectors from {info['vectors_from']}." if info.get("vectors_from") else "")
                                + (f"\nLast embedding failure ({failed['at']}): {failed['error']}" if failed else ""))
         else:
@@ -499,7 +499,7 @@ class SyncController(QObject):
         # No notes yet: nothing to say of a model (the badge and its button come with the first folder).
         model = ("" if not info["collections_detail"] else " · keyword search" if self.model_state == "keyword"
                  else f" · model {model_label(info)}{state}")
-        self.w.status_line.set_stats(f"{info['documents']:,} notes · {info['chunks']:,} passages · "
+        self.w.status_line.set_stats(f"{info['notes']:,} notes · {info['passages']:,} passages · "
                                      f"last sync {self._when(max(synced)) if synced else 'never'}{model}"
                                      + (f" · {info['pdfs_without_text']} PDFs have no text" if info["pdfs_without_text"] else ""))
 

@@ -206,9 +206,9 @@ def test_a_cached_index_built_on_another_checkout_measures_this_ones_notes(tmp_p
     write(other / "a.md", "# Alpha\n\nthe old sample note\n")
     write(mine / "a.md", "# Alpha\n\nthe old sample note\n")
     write(mine / "b.md", "# Beta\n\na sample note added in this checkout\n")
-    with open_index(tmp_path / "cache", other, "sample", pms.DEFAULT_CHUNK_CHARS, embed=False) as kb:
+    with open_index(tmp_path / "cache", other, "sample", pms.DEFAULT_PASSAGE_CHARS, embed=False) as kb:
         assert kb.collections.get("sample").files == ["a.md"]
-    with open_index(tmp_path / "cache", mine, "sample", pms.DEFAULT_CHUNK_CHARS, embed=False) as kb:
+    with open_index(tmp_path / "cache", mine, "sample", pms.DEFAULT_PASSAGE_CHARS, embed=False) as kb:
         sample = kb.collections.get("sample")
         assert sample.path == mine.resolve() and sorted(sample.files) == ["a.md", "b.md"]
         assert [h.path for h in kb.search("added in this checkout", mode="keyword")] == ["b.md"]

@@ -87,7 +87,7 @@ def test_the_notes_a_search_shows_while_a_sync_embeds_are_embedded_next(tmp_path
                 assert found == ["n19.md"]
 
         assert kb.sync(progress=progress).embedded == 20
-        assert kb.status(pending=False)["chunks"] == kb.status(pending=False)["embedded"] == 20
+        assert kb.status(pending=False)["passages"] == kb.status(pending=False)["embedded"] == 20
     order = [int(text.split("topic")[1].split()[0]) for text in embedder.seen]
     assert sorted(order) == list(range(20))  # each note once
     assert shown_after[0] < 19 and order.index(19) == shown_after[0]  # next, not last

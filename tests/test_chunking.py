@@ -2,70 +2,70 @@
 import pytest
 
 import pms
-from pms import chunk_markdown
+from pms import markdown_passages
 
 
-def test_chunk_knows_lines_headings_and_embed_text():
+def test_passage_knows_lines_headings_and_embed_text():
     para = "Some words about this part of the guide. " * 4
     md = f"# Guide\n\nIntro line. {para}\n\n## Install\n\nRun the installer. {para}\n\n### Linux\n\nUse apt. {para}\n"
-    chunks = chunk_markdown(md, title="Guide", target_chars=200, overlap_lines=0)
-    assert [c.seq for c in chunks] == list(range(len(chunks)))
-    linux = next(c for c in chunks if c.text.startswith("### Linux"))
+    passages = markdown_passages(md, title="Guide", target_chars=200, overlap_lines=0)
+    assert [c.seq for c in passages] == list(range(len(passages)))
+    linux = next(c for c in passages if c.text.startswith("### Linux"))
     assert linux.heading_path == "Guide > Install > Linux"
     assert linux.embed_text.startswith("Guide > Install > Linux\n\n### Linux")
-    assert chunks[0].embed_text.startswith("Guide\n\nIntro line.")  # the H1 repeating the title is not embedded twice
+    assert passages[0].embed_text.startswith("Guide\n\nIntro line.")  # the H1 repeating the title is not embedded twice
     lines = md.split("\n")
-    for c in chunks:  # start/end lines point at the text they hold
+    for c in passages:  # start/end lines point at the text they hold
         assert "\n".join(lines[c.start_line - 1 : c.end_line]) == c.text
 
 
 def test_prefers_heading_cuts_over_paragraphs():
     section = "Words of a paragraph that goes on. " * 8
     md = f"# T\n\n{section}\n\n{section}\n\n## Second\n\n{section}\n\n{section}\n"
-    chunks = chunk_markdown(md, title="T", target_chars=800, overlap_lines=0)
-    assert any(c.text.startswith("## Second") for c in chunks)
+    passages = markdown_passages(md, title="T", target_chars=800, overlap_lines=0)
+    assert any(c.text.startswith("## Second") for c in passages)
 
 
 def test_a_paragraph_longer_than_the_target_is_cut_between_sentences():
     abstract = " ".join(f"Sentence {i} reports a finding of the trial." for i in range(60))  # > 2 x 600
     md = f"# Paper\n\n{abstract}\n\nNext paragraph.\n"
-    chunks = chunk_markdown(md, title="Paper", target_chars=600, overlap_lines=0)
-    assert len(chunks) >= 4 and max(len(c.text) for c in chunks) <= 600 * 1.15
-    assert all(c.start_line <= 3 <= c.end_line for c in chunks[1:-1])  # every piece points at line 3
-    body = [c.text for c in chunks]
+    passages = markdown_passages(md, title="Paper", target_chars=600, overlap_lines=0)
+    assert len(passages) >= 4 and max(len(c.text) for c in passages) <= 600 * 1.15
+    assert all(c.start_line <= 3 <= c.end_line for c in passages[1:-1])  # every piece points at line 3
+    body = [c.text for c in passages]
     assert all(t.rstrip().endswith(".") for t in body[:-1])  # cuts fall at sentence ends
     assert " ".join(body).replace("\n", " ").count("Sentence 59 reports") == 1
     long_word = "x" * 5000
-    assert max(len(c.text) for c in chunk_markdown(long_word, target_chars=600)) <= 600
+    assert max(len(c.text) for c in markdown_passages(long_word, target_chars=600)) <= 600
 
 
 def test_never_splits_inside_a_code_fence():
     code = "\n".join(f"    line_{i} = {i}" for i in range(60))
     md = f"# Code\n\nBefore.\n\n```python\n{code}\n```\n\nAfter the block.\n"
-    chunks = chunk_markdown(md, title="Code", target_chars=300)
-    fenced = [c for c in chunks if "line_0 =" in c.text]
+    passages = markdown_passages(md, title="Code", target_chars=300)
+    fenced = [c for c in passages if "line_0 =" in c.text]
     assert len(fenced) == 1 and "line_59 =" in fenced[0].text
-    for c in chunks:
+    for c in passages:
         assert c.text.count("```") % 2 == 0
 
 
 def test_unbalanced_fence_runs_to_the_end_without_error():
     md = "# T\n\ntext\n\n```\nunclosed code\n" + "more code\n" * 50
-    chunks = chunk_markdown(md, title="T", target_chars=200)
-    assert chunks and "unclosed code" in "".join(c.text for c in chunks)
+    passages = markdown_passages(md, title="T", target_chars=200)
+    assert passages and "unclosed code" in "".join(c.text for c in passages)
 
 
 def test_giant_code_block_is_cut_eventually():
     md = "```\n" + "x = 1\n" * 5000 + "```\n"
-    chunks = chunk_markdown(md, target_chars=200)
-    assert len(chunks) > 1 and max(len(c.text) for c in chunks) <= 200 * 8 + 100
+    passages = markdown_passages(md, target_chars=200)
+    assert len(passages) > 1 and max(len(c.text) for c in passages) <= 200 * 8 + 100
 
 
 def test_overlap_repeats_lines_but_not_across_headings():
     md = ("# Title\n\n" + "\n".join(f"Sentence number {i} of the body." for i in range(40))
           + "\n\n## Next\n\n" + "\n".join(f"Line {i} of the second part." for i in range(40)))
-    chunks = chunk_markdown(md, target_chars=400, overlap_lines=2)
-    pairs = list(zip(chunks, chunks[1:]))
+    passages = markdown_passages(md, target_chars=400, overlap_lines=2)
+    pairs = list(zip(passages, passages[1:]))
     within = [(a, b) for a, b in pairs if a.heading_path == b.heading_path]
     across = [(a, b) for a, b in pairs if a.heading_path != b.heading_path]
     assert len(within) >= 4 and len(across) == 1
@@ -74,21 +74,21 @@ def test_overlap_repeats_lines_but_not_across_headings():
         assert b.text.split("\n")[:2] == a.text.split("\n")[-2:]
     a, b = across[0]  # a new section starts clean, with its heading
     assert b.start_line > a.end_line and b.text.startswith("## Next")
-    unlapped = chunk_markdown(md, target_chars=400, overlap_lines=0)
+    unlapped = markdown_passages(md, target_chars=400, overlap_lines=0)
     assert all(b.start_line > a.end_line for a, b in zip(unlapped, unlapped[1:]))
 
 
-def test_chunk_sizes_stay_near_the_target():
+def test_passage_sizes_stay_near_the_target():
     md = "\n\n".join(f"Paragraph {i}. " + "word " * 40 for i in range(100))
-    chunks = chunk_markdown(md, target_chars=1200)
-    sizes = [len(c.text) for c in chunks]
+    passages = markdown_passages(md, target_chars=1200)
+    sizes = [len(c.text) for c in passages]
     assert max(sizes) <= 1200 * 1.2
     assert sum(sizes) / len(sizes) >= 600
 
 
-def test_empty_and_whitespace_give_no_chunks():
-    assert chunk_markdown("") == []
-    assert chunk_markdown("\n\n   \n") == []
+def test_empty_and_whitespace_give_no_passages():
+    assert markdown_passages("") == []
+    assert markdown_passages("\n\n   \n") == []
 
 
 @pytest.mark.parametrize("data,expected", [
@@ -131,8 +131,8 @@ def test_frontmatter_gives_title_tags_aliases_and_file_line_numbers():
     assert note.title == "Quoted: title"
     assert note.tags == ["alpha", "beta"]
     assert note.aliases == ["First alias", "Second"]
-    assert "title:" not in "".join(c.text for c in note.chunks)
-    assert note.chunks[0].start_line == 9  # the line numbers of the file, frontmatter included
+    assert "title:" not in "".join(c.text for c in note.passages)
+    assert note.passages[0].start_line == 9  # the line numbers of the file, frontmatter included
 
 
 def test_broken_yaml_is_read_as_far_as_it_goes():
@@ -152,7 +152,7 @@ def test_tags_as_a_string():
 
 def test_empty_note_is_findable_by_title():
     note = pms.notes.parse_note("", "empty-note")
-    assert len(note.chunks) == 1 and note.chunks[0].heading_path == "empty-note"
+    assert len(note.passages) == 1 and note.passages[0].heading_path == "empty-note"
 
 
 @pytest.mark.parametrize("pattern,path,ok", [

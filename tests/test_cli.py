@@ -43,7 +43,7 @@ def test_collection_commands_and_status(pms_main, notes, tmp_path):
     assert json.loads(r.stdout)["notes"] == 3
     r = pms_main("status", "--json", db=db)
     info = json.loads(r.stdout)
-    assert info["documents"] == 3 and info["pending"] == {"added": 0, "updated": 0, "deleted": 0}
+    assert info["notes"] == 3 and info["pending"] == {"added": 0, "updated": 0, "deleted": 0}
     assert info["index"] == str(db) and info["index_bytes"] > 0
     r = pms_main("status", db=db)
     assert "Search mode:" in r.stdout and str(db) in r.stdout

@@ -213,7 +213,7 @@ def test_clipped_note_is_searchable_at_once_and_embedded(shared_html, server, hy
     assert hits and hits[0].path == note.relpath and hits[0].docid == note.docid
     assert hybrid_kb.search("compile C code to run without a JavaScript runtime", k=3, mode="vector")[0].path == note.relpath
     status = hybrid_kb.status(pending=False)
-    assert status["embedded"] == status["chunks"] > 0
+    assert status["embedded"] == status["passages"] > 0
     by_yaml, by_engine, body = frontmatter(note.path)
     assert by_yaml == by_engine
     assert by_yaml["source"] == f"{server}/html/v8-blog/source.html" and by_yaml["published"] == "2019-11-21"

@@ -57,5 +57,5 @@ def test_feedback_moves_the_query_towards_the_first_fusions_top_notes(plant_vaul
 
 
 def test_passages_and_keyword_search_keep_plain_fusion(plant_vault):
-    assert all("re-scored" not in h.fusion for h in plant_vault.search(QUERY, k=5, chunks=True))
+    assert all("re-scored" not in h.fusion for h in plant_vault.search(QUERY, k=5, passages=True))
     assert all("re-scored" not in (h.fusion or "") for h in plant_vault.search(QUERY, k=5, mode="keyword"))

@@ -23,7 +23,7 @@ def test_rust_book_indexes_cleanly(rust_book):
     kb, report = rust_book
     assert not report.errors and report.added >= 470
     totals = kb.status(pending=False)
-    assert totals["chunks"] > totals["documents"]  # long chapters are split into passages
+    assert totals["passages"] > totals["notes"]  # long chapters are split into passages
 
 
 def test_rust_book_answers(rust_book):
@@ -40,7 +40,7 @@ def test_rust_book_passages_keep_code_fences_whole(rust_book):
     kb, _ = rust_book
     for (body,) in index_rows(kb, "SELECT body FROM chunks WHERE body LIKE '%```%' LIMIT 500"):
         fences = [line for line in body.split("\n") if line.lstrip().startswith("```")]
-        assert len(fences) % 2 == 0 or len(body) > pms.DEFAULT_CHUNK_CHARS * 7
+        assert len(fences) % 2 == 0 or len(body) > pms.DEFAULT_PASSAGE_CHARS * 7
 
 
 def test_tldr_pages_many_small_files_same_names_and_cjk(corpora, tmp_path):

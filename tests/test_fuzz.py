@@ -64,9 +64,9 @@ def keyword_kb():
 
 
 @settings(max_examples=600, **SETTINGS)
-@given(query=queries, k=st.integers(1, 20), chunks=st.booleans(), prefix_last=st.booleans())
-def test_any_keyword_query(keyword_kb, query, k, chunks, prefix_last):
-    check_hits(keyword_kb.search(query, k=k, mode="keyword", chunks=chunks, prefix_last=prefix_last), k)
+@given(query=queries, k=st.integers(1, 20), passages=st.booleans(), prefix_last=st.booleans())
+def test_any_keyword_query(keyword_kb, query, k, passages, prefix_last):
+    check_hits(keyword_kb.search(query, k=k, mode="keyword", passages=passages, prefix_last=prefix_last), k)
 
 
 @settings(max_examples=600, **SETTINGS)
@@ -126,7 +126,7 @@ def test_any_note_text_parses(text):
         assert "\n" not in str(exc)
         return
     assert isinstance(note.title, str) and note.title.strip()
-    assert note.chunks and all(c.start_line <= c.end_line for c in note.chunks)
+    assert note.passages and all(c.start_line <= c.end_line for c in note.passages)
     assert all(isinstance(t, str) for t in note.tags + note.aliases)
 
 
@@ -206,7 +206,7 @@ def runs(longest: int):
 @given(text=runs(20_000))
 def test_note_text_with_long_runs_of_spaces_and_brackets_parses(text):
     note = pms.notes.parse_note(text, "fallback", target_chars=200)
-    assert note.chunks and note.title.strip()
+    assert note.passages and note.title.strip()
     assert all(isinstance(link.target, str) for link in pms.notes.note_links(text))
     assert isinstance(pms.clip._tidy_markdown(text), str) and isinstance(pms.render_snippet(text, "ansi"), str)
 

@@ -506,12 +506,12 @@ def test_the_badge_says_how_much_is_embedded_and_names_the_status_bar_model(hybr
     hybrid_kb.collections.create(tmp_path / "more", name="more")
     hybrid_kb.sync(["more"], embed=False)
     info = hybrid_kb.status(pending=False)
-    assert 0 < info["embedded"] < info["chunks"]
+    assert 0 < info["embedded"] < info["passages"]
     window = open_window(hybrid_kb)
     window.bridge.model_loaded.emit(hybrid_kb.load_embedder())  # as the loading thread says it
-    share = int(100 * info["embedded"] / info["chunks"])
+    share = int(100 * info["embedded"] / info["passages"])
     assert window.badge.text() == f"Hybrid · {share} % embedded"
-    assert f"{info['embedded']:,} of {info['chunks']:,} passages" in window.badge.toolTip()
+    assert f"{info['embedded']:,} of {info['passages']:,} passages" in window.badge.toolTip()
     model = window.status_line.stats.rsplit("model ", 1)[1].split()[0]
     assert f"({model})" in window.badge.toolTip()
 

@@ -127,7 +127,7 @@ def test_every_hit_of_a_deep_rust_book_chapter_scrolls_to_its_passage(kb, corpor
     window = open_window(kb)
     window.resize(1000, 600)
     doc = kb.get("book/ch15-05-interior-mutability.md")
-    hits = kb.search("RefCell borrow_mut MockMessenger LimitTracker", k=50, mode="keyword", chunks=True)
+    hits = kb.search("RefCell borrow_mut MockMessenger LimitTracker", k=50, mode="keyword", passages=True)
     deep = [h for h in hits if h.path == "ch15-05-interior-mutability.md" and h.start_line > 40]
     assert len(deep) >= 3
     for hit in deep:
@@ -263,11 +263,11 @@ def test_the_preview_lands_on_every_passage_of_the_rust_book_by_its_line_numbers
     for path in sorted(root.rglob("*.md")):
         text = pms.decode_text(path.read_bytes())
         note = pms.notes.parse_note(text, path.stem, path=str(path.relative_to(root)))
-        for chunk in note.chunks:
-            first = first_words_seen(chunk.text)
-            if chunk.start_line <= 1 or not first:
+        for passage in note.passages:
+            first = first_words_seen(passage.text)
+            if passage.start_line <= 1 or not first:
                 continue  # the top of the note, or only markup: nothing a reader sees to land on
-            preview.show_note(path, text=text, start_line=chunk.start_line, end_line=chunk.end_line)
+            preview.show_note(path, text=text, start_line=passage.start_line, end_line=passage.end_line)
             QApplication.processEvents()  # the scroll range follows the layout
             block = preview.document().findBlockByNumber(preview.passage_block)
             top, bar = preview.passage_top(), preview.verticalScrollBar()
@@ -284,6 +284,6 @@ def test_the_preview_lands_on_every_passage_of_the_rust_book_by_its_line_numbers
             found = sum(word in seen for word in first) >= min(2, len(first))
             checked += 1
             if not (in_view and tinted and found):
-                missed.append(f"{path.relative_to(root)}:{chunk.start_line} ({' '.join(first)!r}, in view {in_view}, tinted {tinted})")
+                missed.append(f"{path.relative_to(root)}:{passage.start_line} ({' '.join(first)!r}, in view {in_view}, tinted {tinted})")
     assert checked > 2500
     assert not missed, f"{len(missed)} of {checked} passages missed: " + "; ".join(missed[:10])

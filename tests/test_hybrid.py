@@ -13,7 +13,7 @@ from conftest import write
 def hybrid_vault(hybrid_kb, notes):
     hybrid_kb.collections.create(notes, name="notes")
     report = hybrid_kb.sync()
-    assert report.embed_error is None and report.embedded == hybrid_kb.status(pending=False)["chunks"]
+    assert report.embed_error is None and report.embedded == hybrid_kb.status(pending=False)["passages"]
     return hybrid_kb
 
 
@@ -59,7 +59,7 @@ def test_only_new_or_changed_passages_are_embedded(hybrid_kb, tmp_path):
     write(root / "long.md", f"# Long\n\n{sections}\n\n## Part new\n\nA short new section.\n")
     second = hybrid_kb.sync()
     assert second.updated == 1 and 1 <= second.embedded <= 2
-    assert vector_rows(hybrid_kb) == hybrid_kb.status(pending=False)["chunks"]
+    assert vector_rows(hybrid_kb) == hybrid_kb.status(pending=False)["passages"]
     assert hybrid_kb.sync().embedded == 0  # nothing to do
 
 
@@ -67,7 +67,7 @@ def test_deleted_and_edited_notes_lose_their_old_vectors(hybrid_vault, notes):
     (notes / "backup.md").unlink()
     write(notes / "sync.md", "# Sync\n\nNow I use git to sync instead.\n")
     hybrid_vault.sync()
-    assert vector_rows(hybrid_vault) == hybrid_vault.status(pending=False)["chunks"] == 2
+    assert vector_rows(hybrid_vault) == hybrid_vault.status(pending=False)["passages"] == 2
     assert all(h.path != "backup.md" for h in hybrid_vault.search("backup offsite copies", mode="vector"))
 
 
@@ -104,7 +104,7 @@ def test_a_different_model_is_detected_and_reembed_fixes_it(hybrid_vault, db_pat
     report = hybrid_vault.sync()
     assert report.embedded == 0 and "--reembed" in report.embed_error  # never mixes vectors
     report = hybrid_vault.sync(reembed=True)
-    assert report.embedded == hybrid_vault.status(pending=False)["chunks"]
+    assert report.embedded == hybrid_vault.status(pending=False)["passages"]
     assert hybrid_vault.search_mode()[0] == "hybrid"
 
 
@@ -143,7 +143,7 @@ def test_cli_explain_and_modes(hybrid_vault, db_path, cli, pms_main):
     assert r.returncode == 0, r.stderr
     hit = json.loads(r.stdout)[0]
     assert hit["path"] == "backup.md" and hit["bm25_rank"] == 1 and hit["vector_rank"] == 1
-    assert hit["vector_distance"] is not None and hit["bm25_score"] > 0 and "chunk_id" in hit
+    assert hit["vector_distance"] is not None and hit["bm25_score"] > 0 and hit["passage_id"] == hit["chunk_id"] is not None
     r = cli("search", "restic", "--mode", "vector", db=db_path, python_flags=["-S"])
     assert r.returncode == 1 and r.stderr.startswith("pms: error: vector search is unavailable") and r.stderr.count("\n") == 1
 
@@ -158,10 +158,10 @@ def test_index_size_per_passage(hybrid_kb, tmp_path):
     hybrid_kb.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # internal: the WAL folded in, so the file's size is the index's
     totals = hybrid_kb.store.totals()
     text = hybrid_kb.store.db.execute("SELECT sum(length(body) + length(title) + length(headings)) FROM chunks").fetchone()[0]
-    overhead = (hybrid_kb.store.size_bytes() - text) / totals["chunks"]
+    overhead = (hybrid_kb.store.size_bytes() - text) / totals["passages"]
     # vec0 allocates 1,024 int8 vectors at a time, so a small index pays for the whole first block;
     # the note_names trigram table's five tables take a page each whatever the size.
-    assert overhead < 2.5 * 1024 + (1024 * 384 + 5 * 4096) / totals["chunks"]
+    assert overhead < 2.5 * 1024 + (1024 * 384 + 5 * 4096) / totals["passages"]
     assert hybrid_kb.store.get_meta("embed_format") == "int8"
 
 
@@ -203,14 +203,14 @@ def test_a_hybrid_search_looks_up_each_lists_notes_once_and_checks_vectors_once(
     vector = {cid for cid, _ in retrieval.vector_stage(retrieval.request(query), 4)}
     assert keyword - vector and vector - keyword, "the lists must differ for this test to mean anything"
     lookups: list[tuple[str, set[int]]] = []
-    original = hybrid_kb.store.chunk_documents
+    original = hybrid_kb.store.passage_notes
 
-    def recording(chunk_ids):
-        chunk_ids = list(chunk_ids)
-        lookups.append((threading.current_thread().name, set(chunk_ids)))
-        return original(chunk_ids)
+    def recording(passage_ids):
+        passage_ids = list(passage_ids)
+        lookups.append((threading.current_thread().name, set(passage_ids)))
+        return original(passage_ids)
 
-    monkeypatch.setattr(hybrid_kb.store, "chunk_documents", recording)
+    monkeypatch.setattr(hybrid_kb.store, "passage_notes", recording)
     statuses = []
     status = retrieval.vector_status
     monkeypatch.setattr(retrieval, "vector_status", lambda version=None: statuses.append(1) or status(version))
@@ -244,7 +244,7 @@ def test_a_partly_embedded_index_ranks_by_what_each_note_has(hybrid_kb, tmp_path
         copy(path)
     hybrid_kb.sync(embed=False)
     totals = hybrid_kb.store.totals()
-    assert 0 < totals["embedded"] <= 0.05 * totals["chunks"] and hybrid_kb.search_mode().mode == "hybrid"
+    assert 0 < totals["embedded"] <= 0.05 * totals["passages"] and hybrid_kb.search_mode().mode == "hybrid"
     holders: dict[str, set] = {}
     for path in files:
         for word in set(re.findall(r"[a-z]{6,}", path.read_text(encoding="utf-8").lower())):
@@ -267,7 +267,7 @@ def test_a_partly_embedded_index_ranks_by_what_each_note_has(hybrid_kb, tmp_path
     without = firsts(hybrid_kb.retrieval.settings.replace(unembedded_vote=0.0))
     assert [q for q, (hybrid, keyword) in without.items() if hybrid != keyword], "the rule is what makes them agree"
     # The mode line says how much is embedded: the result carries the share, the CLI says it.
-    assert 0 < hybrid_kb.search(rare[0]).embedded == pytest.approx(totals["embedded"] / totals["chunks"], abs=1e-4)
+    assert 0 < hybrid_kb.search(rare[0]).embedded == pytest.approx(totals["embedded"] / totals["passages"], abs=1e-4)
     assert hybrid_kb.search(rare[0], mode="keyword").embedded is None
     out = pms_main("search", rare[0], db=hybrid_kb.index_path)
     assert out.returncode == 0 and "partly embedded index" in out.stderr and "% of passages have vectors" in out.stderr

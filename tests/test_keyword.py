@@ -112,7 +112,7 @@ def test_relevance_looks_up_only_the_words_of_passages_not_found_holding_them_al
     # kafka, in both, weighs less than postgres, in one.
     kafka, postgres = math.log(1 + 0.5 / 2.5), math.log(1 + 1.5 / 1.5)
     assert [(h.path, h.matched) for h in hits] == [("both.md", 1.0), ("one.md", round(kafka / (kafka + postgres), 3))]
-    one_md = hits[1].chunk_id
+    one_md = hits[1].passage_id
     assert [(s.count(" UNION ALL ") + 1, s.count(f"rowid IN ({one_md})")) for s in word_lookups()] == [(2, 2)]  # one.md only
     kb.store.trace_statements(None)
 
@@ -137,15 +137,15 @@ def test_snippet_highlights_terms_and_escapes_html(kb, tmp_path):
     assert "<mark>quokka</mark>" in html and "<script>" not in html and "&lt;script&gt;" in html
 
 
-def test_results_are_one_per_note_unless_chunks(kb, tmp_path):
+def test_results_are_one_per_note_unless_passages(kb, tmp_path):
     root = tmp_path / "n"
     sections = "\n\n".join(f"## Part {i}\n\n" + "zebra stripes pattern. " * 60 for i in range(5))
     write(root / "long.md", f"# Long\n\n{sections}\n")
     kb.collections.create(root, name="n")
     kb.sync()
     assert len(kb.search("zebra")) == 1
-    chunks = kb.search("zebra", chunks=True)
-    assert len(chunks) > 1 and len({(h.start_line, h.end_line) for h in chunks}) == len(chunks)
+    passages = kb.search("zebra", passages=True)
+    assert len(passages) > 1 and len({(h.start_line, h.end_line) for h in passages}) == len(passages)
 
 
 def test_hit_fields(vault):

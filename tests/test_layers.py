@@ -111,7 +111,7 @@ def test_pms_declares_its_public_names():
     assert len(pms.__all__) == len(set(pms.__all__))
     missing = [name for name in pms.__all__ if not hasattr(pms, name)]
     assert missing == []
-    for name in ("KnowledgeBase", "PMSError", "chunk_markdown", "Hit", "SyncReport", "SearchMode"):
+    for name in ("KnowledgeBase", "PMSError", "markdown_passages", "Hit", "SyncReport", "SearchMode"):
         assert name in pms.__all__
 
 

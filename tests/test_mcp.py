@@ -111,10 +111,16 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
     back_paths = [link["path"] for link in back.structured_content["links"]]
     assert "samples/reading/how-to-take-smart-notes.md" in back_paths and "samples/reading/reading-list.md" not in back_paths
 
-    chunks = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
+    passages = await client.call_tool("search", {"query": "ssh key", "k": 5, "passages": True, "mode": "keyword",
                                                "collections": ["samples"]})
-    assert chunks.structured_content["mode"] == "keyword"
-    assert len({(h["path"], h["lines"][0]) for h in chunks.structured_content["hits"]}) == len(chunks.structured_content["hits"])
+    assert passages.structured_content["mode"] == "keyword"
+    assert len({(h["path"], h["lines"][0]) for h in passages.structured_content["hits"]}) == len(passages.structured_content["hits"])
+    by_note = await client.call_tool("search", {"query": "ssh key", "k": 5, "mode": "keyword", "collections": ["samples"]})
+    assert len({h["path"] for h in by_note.structured_content["hits"]}) == len(by_note.structured_content["hits"])
+    # "chunks", the old name of "passages", still works
+    old_name = await client.call_tool("search", {"query": "ssh key", "k": 5, "chunks": True, "mode": "keyword",
+                                               "collections": ["samples"]})
+    assert old_name.structured_content["hits"] == passages.structured_content["hits"] != by_note.structured_content["hits"]
 
     # max_bytes bounds the whole answer: notes are added whole while they fit, the rest are skipped.
     wanted = ["dev/shell-one-liners.md", "dev/sqlite-full-text-search.md", "dev/ssh-key-rotation.md", "quick-capture.md"]
@@ -137,7 +143,7 @@ async def exercise_every_tool(client: Client, sync_allowed: bool) -> None:
 
     synced = await client.call_tool("sync", {})
     if sync_allowed:
-        assert not synced.is_error and synced.structured_content["unchanged"] == status["documents"]
+        assert not synced.is_error and synced.structured_content["unchanged"] == status["notes"]
     else:
         assert "--allow-sync" in error_text(synced)
 
@@ -390,7 +396,7 @@ def test_cli_search_uses_a_running_http_server(index, tmp_path):
     query = ["search", "rotate my ssh keys", "-n", "3", "--json"]
     # Every flag travels (the server runs the same KnowledgeBase.search and answers its SearchResult).
     every_flag_query = ["search", "rotate my ssh keys", "--also", "renew credentials", "--intent", "security chores",
-                        "--chunks", "--min-score", "0.1", "--no-tag", "nosuchtag", "--after", "1990-01-01", "-n", "4",
+                        "--passages", "--min-score", "0.1", "--no-tag", "nosuchtag", "--after", "1990-01-01", "-n", "4",
                         "--json", "--explain"]
     other_db = tmp_path / "other.sqlite"
     (tmp_path / "other" / "keys.md").parent.mkdir()
@@ -448,5 +454,5 @@ def test_status_summarises_long_lists_with_their_counts(tmp_path):
     summary = answer.structured_content
     assert summary["unresolved_links_count"] == 120 and len(summary["unresolved_links"]) == 20
     assert summary["unresolved_links"][0] == whole["unresolved_links"][0]
-    assert summary["documents"] == 60 and summary["collections_detail"][0]["notes"] == 60
+    assert summary["notes"] == summary["documents"] == 60 and summary["collections_detail"][0]["notes"] == 60  # documents: the old key
     assert len(answer.content[0].text.encode()) < 6000

@@ -50,7 +50,7 @@ def test_a_hugging_face_model_folder_without_a_name_file_embeds_like_the_named_o
     added = run_cli("collection", "add", notes, "--name", "notes", db=db, env={"PMS_MODEL_DIR": str(folder)})
     assert added.returncode == 0 and "keyword-only" not in added.stderr, added.stderr
     info = json.loads(run_cli("status", "--json", db=db).stdout)  # a new shell: no setting
-    assert info["search_mode"] == "hybrid" and info["model"] == "all-MiniLM-L6-v2" and info["embedded"] == info["chunks"]
+    assert info["search_mode"] == "hybrid" and info["model"] == "all-MiniLM-L6-v2" and info["embedded"] == info["passages"]
     found = run_cli("search", MEANING_QUERY, "--mode", "vector", "--json", db=db)
     assert found.returncode == 0 and json.loads(found.stdout)[0]["path"] == "sync.md", found.stderr
     named, unnamed = pms.Embedder(model_dir=embedding_model_dir), pms.Embedder(model_dir=folder)

@@ -95,7 +95,7 @@ COMMANDS = [["search"], ["get"], ["multi-get"], ["status"], ["sync"], ["sync", "
             ["backlinks"], ["related"], ["collection", "list"], ["collection", "show"], ["collection", "describe"],
             ["collection", "rename"], ["collection", "remove"], ["collection", "add"], ["collection", "exclude"], ["bench"]]
 FLAGS = ["-n", "-c", "--mode", "--tag", "--path", "--after", "--before", "--where", "--min-score", "--max-bytes", "--json",
-         "--name", "--glob", "--line-numbers", "--chunks", "--also", "--files", "-k"]
+         "--name", "--glob", "--line-numbers", "--passages", "--chunks", "--also", "--files", "-k"]
 odd_text = st.one_of(
     st.sampled_from(ODD_NUMBERS),
     st.binary(min_size=1, max_size=12).map(os.fsdecode),  # bytes as a POSIX command line gives them

@@ -158,7 +158,7 @@ def test_k_results_come_back_when_enough_notes_match_in_every_mode(tagged_hybrid
 
 @pytest.mark.parametrize("mode", MODES)
 def test_excluded_tags_never_appear(tagged_hybrid, mode):
-    hits = tagged_hybrid.search("deployment rollout log", k=100, mode=mode, exclude_tags=["work", "bulk"], chunks=True)
+    hits = tagged_hybrid.search("deployment rollout log", k=100, mode=mode, exclude_tags=["work", "bulk"], passages=True)
     assert hits and not any(t == "work" or t.startswith(("work/", "bulk")) for h in hits for t in h.tags)
     assert not any(h.path.startswith(("bulk/", "projects/", "archive/", "journal/")) for h in hits)
 

@@ -107,7 +107,7 @@ def test_pdf_pages_are_found_with_their_page_and_title(pdf_kb):
 
 
 def test_passages_never_span_pages_and_get_reads_a_page(pdf_kb):
-    passages = pdf_kb.search("weather remarks consequence", mode="keyword", chunks=True, k=50)
+    passages = pdf_kb.search("weather remarks consequence", mode="keyword", passages=True, k=50)
     manual = [h for h in passages if h.path == "manuals/reactor.pdf"]
     assert {h.page for h in manual} == {1, 2, 3, 4}
     for hit in manual:
@@ -220,11 +220,11 @@ def test_without_the_pdf_library_pdfs_are_left_with_one_notice(pdf_vault, tmp_pa
     assert synced.returncode == 0 and "+3 new" in synced.stdout, synced.stderr
 
 
-def test_chunks_of_a_page_keep_within_it_and_the_title_rules():
+def test_passages_of_a_page_keep_within_it_and_the_title_rules():
     pages = ["Title line\n" + "word " * 400, "", "x" * 3000]
-    chunks = pms.pdf.chunk_pdf_pages(pages, "T", target_chars=500)
-    assert {c.page for c in chunks} == {1, 3} and all(len(c.text) <= 500 for c in chunks)
-    assert "".join(c.text for c in chunks if c.page == 3) == "x" * 3000
+    passages = pms.pdf.pdf_passages(pages, "T", target_chars=500)
+    assert {c.page for c in passages} == {1, 3} and all(len(c.text) <= 500 for c in passages)
+    assert "".join(c.text for c in passages if c.page == 3) == "x" * 3000
     assert pms.pdf.pdf_title("Microsoft Word - draft.docx", ["Real Title\nbody"], "file") == "Real Title"
     assert pms.pdf.pdf_title("", ["A sentence that ends with a full stop.\n"], "file") == "file"
     assert pms.pdf.clean_pdf_page("a\u200bb\r\nc\u00ad d  \n\n\n\ne") == "ab\nc d\n\ne"

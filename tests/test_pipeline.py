@@ -73,7 +73,7 @@ def test_each_candidate_stage_is_a_function_of_the_request(rust_vault):
     keyword = r.keyword_stage(req, 10)
     assert keyword and all(isinstance(cid, int) and value > 0 for cid, value in keyword)
     names = r.names_stage(req, 10)
-    titles = {row.title for row in rust_vault.store.chunk_info(list(rust_vault.store.first_chunks(d for d, _ in names)
+    titles = {row.title for row in rust_vault.store.passage_info(list(rust_vault.store.first_passages(d for d, _ in names)
                                                                      .values())).values()}
     assert names[0][1] == 1.0 and "Rust" in titles  # the note called "Rust" is named exactly
     with pytest.raises(pms.EmbeddingUnavailable):
@@ -121,7 +121,7 @@ def test_exclusions_apply_to_the_vector_list(hybrid_kb, tmp_path):
         assert result.mode == mode and result[0].title == "Rust", mode
         assert all("borrowing" not in h.text.lower() for h in result), mode
     req = hybrid_kb.retrieval.request("rust -borrowing", mode="hybrid")
-    owner = hybrid_kb.store.chunk_documents(cid for cid, _ in hybrid_kb.retrieval.vector_stage(req, 10))
+    owner = hybrid_kb.store.passage_notes(cid for cid, _ in hybrid_kb.retrieval.vector_stage(req, 10))
     assert len(set(owner.values())) == 1
 
 

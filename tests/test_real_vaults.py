@@ -364,7 +364,7 @@ def test_passages_of_one_note_are_no_copies_of_it(kb, tmp_path):
     write(tmp_path / "v" / "long.md", "# Long\n\n" + sections + "\n")
     kb.collections.create(tmp_path / "v", name="v")
     kb.sync()
-    hits = kb.search("ownership memory", mode="keyword", chunks=True, k=3)
+    hits = kb.search("ownership memory", mode="keyword", passages=True, k=3)
     assert len(hits) == 3 and {h.path for h in hits} == {"long.md"} and not any(h.copy_of for h in hits)
 
 
@@ -440,9 +440,9 @@ def test_link_definitions_are_not_passage_text(corpus, kb):
     text = ("# Advanced Types\n\n" + "Every trait is a dynamically sized type: `&dyn Trait` or `Box<dyn Trait>`.\n\n" * 3
             + "Next, we'll talk about functions and closures!\n\n"
             + "".join(f"[trait-objects-{i}]: ch18-02-trait-objects.html#using-trait-objects-{i}\n" for i in range(12)))
-    chunks = pms.chunk_markdown(text, title="Advanced Types", target_chars=200)
-    assert all("ch18-02" not in c.text for c in chunks)
-    assert chunks[-1].text.endswith("Next, we'll talk about functions and closures!")
+    passages = pms.markdown_passages(text, title="Advanced Types", target_chars=200)
+    assert all("ch18-02" not in c.text for c in passages)
+    assert passages[-1].text.endswith("Next, we'll talk about functions and closures!")
     kb.collections.create(corpus("rust-book"), name="book")
     kb.sync()
     for hit in kb.search("trait objects dyn", k=10, mode="keyword"):

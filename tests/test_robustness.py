@@ -201,8 +201,8 @@ def test_get_and_sync_refuse_a_named_pipe_where_a_note_was(tmp_path):
     r = run_cli("get", "v/b.md", db=db, timeout=60)  # blocked forever in open() before
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "not a regular file" in r.stderr, r.stderr
     with pms.KnowledgeBase(db, embeddings=False) as kb:
-        documents, skipped = kb.multi_get("v/*.md")
-        assert [d.path for d in documents] == ["a.md"] and "not a regular file" in skipped[0][1]
+        notes, skipped = kb.multi_get("v/*.md")
+        assert [d.path for d in notes] == ["a.md"] and "not a regular file" in skipped[0][1]
         with pytest.raises(pms.paths.NotRegularFileError):
             pms.read_note_file(root / "b.md")
 
@@ -236,8 +236,8 @@ def test_bad_api_search_arguments_are_pms_errors(vault, kwargs, says):
 
 def test_api_tags_as_a_number_and_huge_byte_budgets_are_accepted(vault):
     assert vault.search("sync", mode="keyword", tags=5) == []
-    documents, skipped = vault.multi_get("notes/*.md", max_bytes=4611686018427387904)
-    assert len(documents) == 2 and not skipped
+    notes, skipped = vault.multi_get("notes/*.md", max_bytes=4611686018427387904)
+    assert len(notes) == 2 and not skipped
     for bad in (float("nan"), 1e400, 0, -3):
         with pytest.raises(pms.PMSError, match="max_bytes must be"):
             vault.multi_get("notes/*.md", max_bytes=bad)
@@ -302,7 +302,7 @@ def test_a_collection_removed_during_a_sync_ends_that_sync_cleanly(db_path, tmp_
         report = kb.sync(progress=remove_after_first_batch)
         assert removed and not report.errors
         assert any("was removed during the sync" in why for _, why in report.skipped)
-        assert kb.collections.list() == [] and kb.status(pending=False)["documents"] == 0
+        assert kb.collections.list() == [] and kb.status(pending=False)["notes"] == 0
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == [] and conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()

@@ -50,7 +50,7 @@ def test_the_test_model_is_in_the_format_fastembed_loads_and_pools_alike(static_
 def test_the_cli_embeds_with_a_static_folder_and_a_new_shell_searches_by_meaning(static_index, static_model_dir):
     info = json.loads(run_cli("status", "--json", db=static_index).stdout)  # no PMS_MODEL* now
     assert info["search_mode"] == "hybrid" and info["model"] == "pms-test/minilm-static-256"
-    assert info["embedded"] == info["chunks"] > 0
+    assert info["embedded"] == info["passages"] > 0
     r = run_cli("search", MEANING_QUERY, "--mode", "vector", "--json", db=static_index)
     assert r.returncode == 0 and r.stderr == ""
     assert json.loads(r.stdout)[0]["path"] == "sync.md"
@@ -109,7 +109,7 @@ def test_a_potion_model_by_name_goes_through_fastembed(notes, tmp_path, static_m
     r = run_cli("collection", "add", notes, "--name", "notes", db=db, env={"PMS_MODEL": "minishlab/potion-base-8M"})
     assert r.returncode == 0 and "keyword-only" not in r.stderr, r.stderr
     info = json.loads(run_cli("status", "--json", db=db).stdout)
-    assert info["model"] == "minishlab/potion-base-8M" and info["embedded"] == info["chunks"]
+    assert info["model"] == "minishlab/potion-base-8M" and info["embedded"] == info["passages"]
     r = run_cli("search", MEANING_QUERY, "--mode", "vector", "--json", db=db)
     assert r.returncode == 0 and json.loads(r.stdout)[0]["path"] == "sync.md", r.stderr
 

@@ -189,15 +189,15 @@ def test_a_note_with_more_passages_than_one_sql_statement_may_name(tmp_path):
     note = tmp_path / "many" / "long.md"
     write(note, "".join(f"## Part {i}\n\nalpha{i} beta{i} gamma{i} delta{i} epsilon{i} zeta{i} eta{i} theta{i}\n\n"
                         for i in range(sections)))
-    with pms.KnowledgeBase(tmp_path / "i.sqlite", embeddings=False, chunk_chars=60) as kb:
+    with pms.KnowledgeBase(tmp_path / "i.sqlite", embeddings=False, passage_chars=60) as kb:
         kb.collections.create(note.parent, name="many")
         kb.sync()
-        before = kb.status(pending=False)["chunks"]
+        before = kb.status(pending=False)["passages"]
         assert before > 2 * pms.store.SQLITE_MAX_VARS
         write(note, note.read_text().replace("alpha", "omega"))  # every passage changes
         assert kb.sync().updated == 1
-        assert kb.status(pending=False)["chunks"] == before  # every old passage deleted
-        hits = kb.search("part", k=2 * pms.store.SQLITE_MAX_VARS, mode="keyword", chunks=True)  # looked up in two parts
+        assert kb.status(pending=False)["passages"] == before  # every old passage deleted
+        hits = kb.search("part", k=2 * pms.store.SQLITE_MAX_VARS, mode="keyword", passages=True)  # looked up in two parts
         assert len(hits) == 2 * pms.store.SQLITE_MAX_VARS and all("omega" in h.text for h in hits)
         assert not kb.search("alpha7", mode="keyword")
 
@@ -288,7 +288,7 @@ def test_collections_crud(kb, notes, tmp_path):
     assert [c.name for c in kb.collections.list()] == ["vault"]
     assert kb.search("restic")[0].collection == "vault"
     kb.collections.delete("vault")
-    assert kb.search("restic") == [] and kb.status(pending=False)["chunks"] == 0
+    assert kb.search("restic") == [] and kb.status(pending=False)["passages"] == 0
     assert (notes / "backup.md").exists()  # the files are never touched
 
 
@@ -321,7 +321,7 @@ def test_a_big_sync_parses_on_every_core_and_indexes_the_same_as_one(tmp_path, m
             report = kb.sync(progress=progress)
             hits = [[(h.ref, h.title, h.heading_path, h.start_line, h.end_line, h.tags, h.snippet)
                      for h in kb.search(q, k=20, mode="keyword")] for q in searched]
-            return report, hits, kb.tags(), kb.status(pending=False)["chunks"]
+            return report, hits, kb.tags(), kb.status(pending=False)["passages"]
 
     one_core = indexed("serial")
     workers: list[int] = []

@@ -23,7 +23,7 @@ def two_collections(hybrid_kb, notes, tmp_path):
     hybrid_kb.collections.create(notes, name="notes")
     hybrid_kb.collections.create(other, name="other")
     report = hybrid_kb.sync()
-    assert report.embed_error is None and report.embedded == hybrid_kb.status(pending=False)["chunks"]
+    assert report.embed_error is None and report.embedded == hybrid_kb.status(pending=False)["passages"]
     return hybrid_kb
 
 
@@ -57,7 +57,7 @@ def test_knn_in_memory_equals_sqlite_vec_with_every_filter(two_collections):
                 assert memory == sqlite_vec  # same ids, same order, the same float distances
         for mode in ("vector", "hybrid"):
             memory, sqlite_vec = searched_both_ways(kb, lambda: kb.search(query, k=8, mode=mode, tags=["food"]))
-            assert [(h.path, h.chunk_id, h.score) for h in memory] == [(h.path, h.chunk_id, h.score) for h in sqlite_vec]
+            assert [(h.path, h.passage_id, h.score) for h in memory] == [(h.path, h.passage_id, h.score) for h in sqlite_vec]
 
 
 @pytest.fixture
@@ -79,16 +79,16 @@ def _synthetic(kb, tmp_path):
     store = kb.store  # internal contract: VectorMemory against the Store's KNN, on vectors written directly
     store.ensure_vector_table("synthetic", 16)
     rng = random.Random(7)
-    chunks = [cid for (cid,) in store.db.execute("SELECT id FROM chunks ORDER BY id")]
-    vectors = {cid: bytes(rng.randrange(256) for _ in range(16)) for cid in chunks}
-    for cid in chunks[::37]:  # equal vectors, stored in both blocks: equal distances
-        vectors[cid] = vectors[chunks[5]]
+    passages = [cid for (cid,) in store.db.execute("SELECT id FROM chunks ORDER BY id")]
+    vectors = {cid: bytes(rng.randrange(256) for _ in range(16)) for cid in passages}
+    for cid in passages[::37]:  # equal vectors, stored in both blocks: equal distances
+        vectors[cid] = vectors[passages[5]]
     collection = store.require_collection("many").id
     store.write_vectors([(cid, collection, blob) for cid, blob in vectors.items()])
-    for cid in chunks[10:20] + chunks[1100:1105]:  # holes in the blocks' validity bitmaps
+    for cid in passages[10:20] + passages[1100:1105]:  # holes in the blocks' validity bitmaps
         store.db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (cid,))
     store._vectors_changed()
-    store.write_vectors([(chunks[12], collection, vectors[chunks[5]])])  # re-stored: lands in a new slot
+    store.write_vectors([(passages[12], collection, vectors[passages[5]])])  # re-stored: lands in a new slot
     yield store, vectors
 
 
@@ -198,8 +198,8 @@ def test_snippets_of_a_search_come_from_one_query_and_match_fts5s_own(vault):
     hit = vault.search("syncthing conflict", mode="keyword")[0]
     match = pms.parse_query("syncthing conflict").match_any()
     # cut from the passage as a reader sees it, without the heading line its row shows above it
-    shown = {hit.chunk_id: pms.query.without_heading_line(pms.passage_display_text(bodies[hit.chunk_id]), hit.heading_path)}
-    assert (hit.snippet, hit.marks) == pms.query.snippet_spans(store.fts_snippets(match, shown)[hit.chunk_id])
+    shown = {hit.passage_id: pms.query.without_heading_line(pms.passage_display_text(bodies[hit.passage_id]), hit.heading_path)}
+    assert (hit.snippet, hit.marks) == pms.query.snippet_spans(store.fts_snippets(match, shown)[hit.passage_id])
     assert "Syncthing" in [hit.snippet[s:e] for s, e in hit.marks]
 
 
@@ -214,4 +214,4 @@ def test_memory_use_is_reported_and_can_be_refused(two_collections, db_path):
         for _ in range(3):
             hits = cold.search("tomato soup", mode="vector")
         assert cold.status(pending=False)["vectors_in_memory_bytes"] == 0
-        assert [(h.chunk_id, h.score) for h in hits] == [(h.chunk_id, h.score) for h in warm]
+        assert [(h.passage_id, h.score) for h in hits] == [(h.passage_id, h.score) for h in warm]

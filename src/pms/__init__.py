@@ -57,8 +57,8 @@ from .config import (
 )
 from .frontmatter import FrontmatterError, parse_frontmatter, split_frontmatter
 from .markdown import (
-    DEFAULT_CHUNK_CHARS, BinaryFileError, Chunk, FileTooLargeError, chunk_markdown, decode_text, first_heading,
-    passage_display_text, title_line_as_heading,
+    DEFAULT_CHUNK_CHARS, DEFAULT_PASSAGE_CHARS, BinaryFileError, Chunk, FileTooLargeError, Passage, chunk_markdown, decode_text,
+    first_heading, markdown_passages, passage_display_text, title_line_as_heading,
 )
 from .notes import replace_wikilinks
 from .paths import is_skipped_folder, path_prefix_glob, read_note_file
@@ -76,7 +76,7 @@ from .retrieval import SearchMode, SearchRequest, SearchResult
 from .sync import SyncPlan, SyncProgress, SyncReport
 from .watch import FolderWatcher
 from .clip import AlreadyClipped, ClippedNote, ExtractedPage, clip_filename, extract_from_html, extract_from_url
-from .api import Collection, Collections, Document, KnowledgeBase, NoteRef
+from .api import Collection, Collections, Document, KnowledgeBase, Note, NoteRef
 from .evaluation import BENCH_MODES, Judgment, load_fixture, run_benchmark
 from .cli import ProgressPrinter, main, main_and_exit
 
@@ -85,19 +85,19 @@ __version__ = VERSION
 __all__ = [
     "VERSION",
     # the engine behind one object, and what it returns
-    "KnowledgeBase", "Collection", "Collections", "Document", "SearchMode", "Hit", "NoteFilter", "NoteRef",
+    "KnowledgeBase", "Collection", "Collections", "Note", "SearchMode", "Hit", "NoteFilter", "NoteRef",
     "SyncPlan", "SyncProgress", "SyncReport", "ClippedNote", "ExtractedPage", "FolderWatcher",
     "path_prefix_glob", "SEARCH_MODES", "VECTOR_UNAVAILABLE", "VectorStatus",
     # errors: everything a user can cause is a PMSError
     "PMSError", "EmbeddingUnavailable", "AlreadyClipped", "BinaryFileError", "FileTooLargeError", "FrontmatterError",
     "DeadlineExceeded",
-    # Markdown without an index (chunking, the desktop app's preview)
-    "Chunk", "chunk_markdown", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
+    # Markdown without an index (its passages, the desktop app's preview)
+    "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
     "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
-    "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_CHUNK_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
+    "DEFAULT_MODEL", "DEFAULT_GLOB", "DEFAULT_PASSAGE_CHARS", "EMBED_BATCH_SIZE", "Embedder", "model_settings",
     "EmbeddingProvider", "HTTPEmbedder", "EMBEDDING_PROVIDERS", "make_embedder", "EMBED_HTTP_BATCH_SIZE",
     "quiet_logs", "sqlite_module", "Judgment", "load_fixture", "run_benchmark", "BENCH_MODES",
     # ranking: fusion as a pure function, and note-name similarity
@@ -107,6 +107,8 @@ __all__ = [
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
     "private_env_dir",
+    # the old names of Note, Passage, markdown_passages and DEFAULT_PASSAGE_CHARS, kept for scripts written against them
+    "Document", "Chunk", "chunk_markdown", "DEFAULT_CHUNK_CHARS",
 ]
 
 # What loading made (functions, classes, constants) lives as long as the process: frozen, the

@@ -1,7 +1,7 @@
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
-call with a deadline; ``Document`` and ``NoteRef``. It wires store, retrieval, sync and
+call with a deadline; ``Note`` and ``NoteRef``. It wires store, retrieval, sync and
 clip together and holds no rule of its own that a front end should repeat.
 
 May import: config, markdown, notes, pdf, paths, filters, schema, store, embedding, query,
@@ -23,13 +23,13 @@ from .config import (
     CALL_DEADLINE, DEFAULT_GLOB, VERSION, DeadlineExceeded, Hint, PMSError, Record, _typing,
     check_deadline, clean_query, default_db_path, max_file_bytes, past_deadline,
 )
-from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text
+from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text
 from .notes import LinkResolver, note_links
 from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
 from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 from .filters import NoteFilter, checked_number
 from .schema import DOCID_CHARS, MIGRATIONS
-from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, DocumentRow, Store, VectorMemory, storage_errors
+from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, NoteRow, Store, VectorMemory, storage_errors
 from .embedding import (
     LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
     embedding_choice_from_env, language_advice, make_embedder, model_configured,
@@ -73,7 +73,7 @@ def _split_outside_braces(text: str) -> list[str]:
     return [*parts, "".join(current)]
 
 
-class Document(Record):
+class Note(Record):
     """A note read back from disk (``pms get``)."""
 
     collection: str
@@ -103,6 +103,9 @@ class Document(Record):
     def numbered(self) -> str:
         """The text with each line's number in front (of a PDF, the page's)."""
         return "\n".join(f"{n:>5}  {line}" for n, line in enumerate(self.text.split("\n"), self.from_line))
+
+
+Document = Note  # the old name (pms.__all__ still lists it): scripts written against it keep working
 
 
 class NoteRef(Record):
@@ -151,11 +154,11 @@ class Collection:
     @property
     def files(self) -> list[str]:
         """Indexed notes, as collection-relative paths."""
-        return self.kb.store.document_paths(self.id)
+        return self.kb.store.note_paths(self.id)
 
     def indexed_stats(self) -> dict[str, tuple[int, int]]:
         """Each indexed note's (mtime_ns, size) as the index has it (what a watcher compares the file with)."""
-        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.document_states(self.id).items()}
+        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.note_states(self.id).items()}
 
     def counts(self) -> tuple[int, int]:
         """(notes, passages) in the index."""
@@ -165,12 +168,12 @@ class Collection:
         return self.kb.sync(collections=[self.name], **kwargs)
 
     def to_dict(self) -> dict:
-        notes, chunks = self.counts()
+        notes, passages = self.counts()
         exclusions = Exclusions(self.path, self.exclude)
         return {"name": self.name, "path": str(self.path), "glob": self.glob, "patterns": self.patterns,
                 "description": self.description,
                 "folder_descriptions": self.kb.store.folder_descriptions().get(self.name, {}),
-                "notes": notes, "chunks": chunks, "created_at": self.created_at, "last_sync": self.last_sync,
+                "notes": notes, "passages": passages, "chunks": passages, "created_at": self.created_at, "last_sync": self.last_sync,
                 "exclusions": exclusions.sources, "exclusion_warnings": exclusions.warnings}
 
     def clip(self, source: str | None, *, html: bytes | str | None = None, subfolder: str | None = None,
@@ -230,7 +233,7 @@ class Collection:
         original = write_new_file(folder, target.stem + PDF_SUFFIX, pdf) if keep_original and pdf is not None else None
         report = self.kb.sync(collections=[self.name], paths=[target], embed=embed)
         problems = [why for _path, why in report.errors + report.skipped]
-        rows = self.kb.store.find_documents(collection=self.name, path=rel)
+        rows = self.kb.store.find_notes(collection=self.name, path=rel)
         return ClippedNote(path=target, relpath=rel, collection=self.name, title=page.title, source=source,
                            docid=rows[0].docid if rows else None, page=page, original=original,
                            index_error="; ".join(problems) or (None if rows else "the note was written but not indexed"))
@@ -331,7 +334,7 @@ class Collections:
     def delete(self, name: str) -> None:
         """Forget a collection: its notes leave the index, which gives their space back; the files stay untouched."""
         collection = self.get(name)
-        passages, total = collection.counts()[1], self.kb.store.totals()["chunks"]
+        passages, total = collection.counts()[1], self.kb.store.totals()["passages"]
         self.kb.store.delete_collection(collection.id)
         self.kb.store.reclaim_space(passages / total if total else 0.0)
 
@@ -377,10 +380,10 @@ class KnowledgeBase:
 
     def __init__(self, db_path: str | os.PathLike | None = None, *, embeddings: bool = True,
                  model: str | None = None, model_dir: str | os.PathLike | None = None,
-                 chunk_chars: int = DEFAULT_CHUNK_CHARS, allow_download: bool = True,
+                 passage_chars: int = DEFAULT_PASSAGE_CHARS, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None, embedder: EmbeddingProvider | None = None,
                  vector_memory_mb: float | None = None, embedding: dict | None = None, chosen_by: str = "",
-                 ranking: RankingSettings | None = None):
+                 ranking: RankingSettings | None = None, chunk_chars: int | None = None):
         """``notice`` receives one-line news while work goes on (a model download, waiting for
         another sync), possibly from a worker thread. ``embedder``: an EmbeddingProvider of
         your own instead of the one ``model``/``model_dir`` describe. ``embedding``: an
@@ -389,7 +392,8 @@ class KnowledgeBase:
         ``vector_memory_mb``: as keep_vectors_in_memory (None or 0: never). ``chosen_by``: how
         messages name what chose ``embedding``, ``model`` or ``model_dir`` (the CLI: its flags;
         default: the argument's name). ``ranking``: other ranking knobs than the defaults
-        (RankingSettings; what bench/suite.py --setting measures)."""
+        (RankingSettings; what bench/suite.py --setting measures). ``chunk_chars``: the old name of
+        ``passage_chars``, still taken."""
         self.db_path = Path(db_path).expanduser() if db_path else default_db_path()
         self.notice = notice
         self._listeners: list[Callable[[str], None]] = []  # listen()
@@ -424,11 +428,16 @@ class KnowledgeBase:
         self._allow_download = allow_download
         self.retrieval = Retrieval(self.store, self.embedder, ranking)
         self.collections = Collections(self)
-        self.chunk_chars = chunk_chars
+        self.passage_chars = chunk_chars if chunk_chars is not None else passage_chars
         self._syncs = 0  # syncs of this KnowledgeBase running now (any thread)
         self._searched: collections.deque[tuple[str, str]] = collections.deque(maxlen=SEARCHED_NOTES_KEPT)
         if vector_memory_mb:
             self.keep_vectors_in_memory(vector_memory_mb)
+
+    @property
+    def chunk_chars(self) -> int:
+        """The old name of ``passage_chars``, still readable."""
+        return self.passage_chars
 
     def use_embedding(self, *, model_dir: str | os.PathLike | None = None, embedding: dict | None = None,
                       keyword_only: bool = False) -> SearchMode:
@@ -500,7 +509,7 @@ class KnowledgeBase:
 
     def check_sync_status(self, collections: Sequence[str] | None = None) -> SyncPlan:
         """What ``sync`` would add, update and delete, without changing anything."""
-        return Syncer(self.store, None, self.chunk_chars).plan(self._collection_rows(collections))
+        return Syncer(self.store, None, self.passage_chars).plan(self._collection_rows(collections))
 
     def sync(self, collections: Sequence[str] | None = None, *, paths: Sequence[str | os.PathLike] | None = None,
              embed: bool = True, reembed: bool = False, progress: Callable[[SyncProgress], None] | None = None,
@@ -518,7 +527,7 @@ class KnowledgeBase:
                     rel = _relative_to(Path(p), Path(row.path))
                     if rel is not None:
                         by_collection.setdefault(row.name, []).append(rel)
-        syncer = Syncer(self.store, self.embedder if embed else None, self.chunk_chars, notice=self._notify,
+        syncer = Syncer(self.store, self.embedder if embed else None, self.passage_chars, notice=self._notify,
                         choose_embedder=self._model_for_languages if self._model_by_default else None,
                         embed_first=self._searched)
         self._syncs += 1
@@ -597,9 +606,9 @@ class KnowledgeBase:
         return self.retrieval.search_mode(mode)
 
     def search(self, query: str, k: int = 10, mode: str = "auto", collections: Sequence[str] | None = None,
-               chunks: bool = False, prefix_last: bool = False, *, note_filter: NoteFilter | None = None,
+               passages: bool = False, prefix_last: bool = False, *, note_filter: NoteFilter | None = None,
                min_score: float | None = None, intent: str = "", queries: Sequence[str] = (),
-               **filter_fields) -> SearchResult:
+               chunks: bool | None = None, **filter_fields) -> SearchResult:
         """Search notes: the best ``k`` results, each followed by its copies (hits whose ``copy_of``
         names it: the same text elsewhere, not counted among the k; ``result.groups`` pairs
         them; asking for fewer results gives the first ones of a longer list). ``mode``: auto
@@ -607,7 +616,8 @@ class KnowledgeBase:
         hits whose ``relevance`` (absolute, 0-1) is below it; the result's ``weak`` says when
         none reaches RankingSettings.relevance_floor. ``intent`` (what the search is for, in
         words) is context for the vector list only; ``queries`` are other phrasings searched
-        in the same call, their lists fused into one.
+        in the same call, their lists fused into one. ``passages``: one result per passage, not
+        per note (``chunks`` is its old name, still taken).
 
         ``note_filter`` (a NoteFilter) narrows every mode inside the query; its fields may be
         given instead as keywords (``tags=``, ``exclude_tags=``, ``path=``, ``after=``,
@@ -617,12 +627,13 @@ class KnowledgeBase:
             if note_filter is not None:
                 raise PMSError("give note_filter or its fields (tags=, path=, ...), not both")
             note_filter = NoteFilter.build(**filter_fields)
+        passages = passages or bool(chunks)
         if queries:
             if isinstance(queries, str) or len(queries) > MAX_QUERIES or not all(isinstance(q, str) for q in queries):
                 raise PMSError(f"queries wants a list of at most {MAX_QUERIES} phrasings", argument="queries")
-            return self._search_several([query, *queries], k=k, mode=mode, collections=collections, chunks=chunks,
+            return self._search_several([query, *queries], k=k, mode=mode, collections=collections, passages=passages,
                                         note_filter=note_filter, min_score=checked_min_score(min_score), intent=intent)
-        req = self.retrieval.request(query, k, collections, chunks, prefix_last, note_filter, mode, min_score, intent)
+        req = self.retrieval.request(query, k, collections, passages, prefix_last, note_filter, mode, min_score, intent)
         try:
             result = self.retrieval.search(req)
         except EmbeddingUnavailable as exc:  # the model failed to load just now
@@ -633,15 +644,15 @@ class KnowledgeBase:
             self._searched.extend((hit.collection, hit.path) for hit in result)
         return result
 
-    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, chunks: bool,
+    def _search_several(self, queries: list[str], *, k: int, mode: str, collections, passages: bool,
                         note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:
         """Each query searched alone (twice as deep), their hit lists fused by RRF into one; a
         hit keeps its best passage and relevance of all the queries."""
-        results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, chunks=chunks, intent=intent,
+        results = [self.search(q, k=max(1, int(k)) * 2, mode=mode, collections=collections, passages=passages, intent=intent,
                                note_filter=note_filter) for q in queries if q.strip()]
         if not results:
-            return self.search("", k=k, mode=mode, collections=collections, chunks=chunks, note_filter=note_filter)
-        unit = (lambda h: (h.collection, h.path, h.start_line)) if chunks else (lambda h: (h.collection, h.path))
+            return self.search("", k=k, mode=mode, collections=collections, passages=passages, note_filter=note_filter)
+        unit = (lambda h: (h.collection, h.path, h.start_line)) if passages else (lambda h: (h.collection, h.path))
         best: dict[object, Hit] = {}
         for result in results:
             for hit in result:
@@ -679,23 +690,23 @@ class KnowledgeBase:
         row = self._resolve(note)
         written = note_links(f"[[{target}]]" if kind == "wiki" else f"[link](<{target}>)", row.path)
         if not written:  # [[#heading]] in the note itself, or no note link at all
-            doc_id = row.id if kind == "wiki" and target.startswith(("#", "^")) else None
-            return self._note_ref(row.collection, doc_id, target, 0)
+            note_id = row.id if kind == "wiki" and target.startswith(("#", "^")) else None
+            return self._note_ref(row.collection, note_id, target, 0)
         return self._note_ref(row.collection, self._resolver(row.collection).resolve(kind, written[0].key), target, 0)
 
     def backlinks(self, note: str) -> list[NoteRef]:
         """The notes that link to a note (one entry per linking note)."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
-        doc_id, collection, rel, aliases = row.id, row.collection, row.path, row.aliases
+        note_id, collection, rel, aliases = row.id, row.collection, row.path, row.aliases
         col_id = self.store.require_collection(collection)[0]
         resolver = self._resolver(collection)
-        sources, seen = [], {doc_id}  # a note's links to itself are not backlinks
+        sources, seen = [], {note_id}  # a note's links to itself are not backlinks
         keys = LinkResolver.keys_for(rel, aliases)
         for source, target, key, kind, line in self.store.links_to(col_id, keys, file_name=keys[0].rsplit("/", 1)[-1]):
-            if source not in seen and resolver.resolve(kind, key) == doc_id:
+            if source not in seen and resolver.resolve(kind, key) == note_id:
                 seen.add(source)
                 sources.append((source, target, line))
-        rows = self.store.document_rows([s for s, _, _ in sources])
+        rows = self.store.note_rows([s for s, _, _ in sources])
         return [NoteRef(collection=rows[s][0], path=rows[s][1], title=rows[s][3], docid=rows[s][2], target=target, line=line)
                 for s, target, line in sources if s in rows]
 
@@ -705,7 +716,7 @@ class KnowledgeBase:
         for col in self._collection_rows(collections):
             resolver = self._resolver(col.name)
             broken = [(s, t, line) for s, t, key, kind, line in self.store.collection_links(col.id) if resolver.resolve(kind, key) is None]
-            rows = self.store.document_rows([s for s, _, _ in broken])
+            rows = self.store.note_rows([s for s, _, _ in broken])
             out += [NoteRef(collection=col.name, path=rows[s][1], title=rows[s][3], docid=rows[s][2], target=t, line=line, resolved=False)
                     for s, t, line in broken if s in rows]
         return out
@@ -731,8 +742,8 @@ class KnowledgeBase:
     def _resolver(self, collection: str) -> LinkResolver:
         return LinkResolver(self.store.link_targets(self.store.require_collection(collection)[0]))
 
-    def _note_ref(self, collection: str, doc_id: int | None, target: str, line: int) -> NoteRef:
-        row = self.store.document_rows([doc_id]).get(doc_id) if doc_id is not None else None
+    def _note_ref(self, collection: str, note_id: int | None, target: str, line: int) -> NoteRef:
+        row = self.store.note_rows([note_id]).get(note_id) if note_id is not None else None
         if row is None:
             return NoteRef(collection=collection, path=None, title=None, docid=None, target=target, line=line, resolved=False)
         return NoteRef(collection=row[0], path=row[1], title=row[3], docid=row[2], target=target, line=line)
@@ -807,7 +818,7 @@ class KnowledgeBase:
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, ref: str, from_line: int | None = None, count: int | None = None,
-            max_bytes: int | None = None) -> Document:
+            max_bytes: int | None = None) -> Note:
         """A note by ``collection/path.md``, path, ``#docid`` or docid; ``:FROM[:COUNT]`` selects
         lines (of a PDF, pages). With ``max_bytes`` the text stops at the last whole line
         (page) that fits (``truncated``)."""
@@ -816,7 +827,7 @@ class KnowledgeBase:
         count = count if count is not None else ref_count
         if max_bytes is not None:
             max_bytes = checked_number(max_bytes, "max_bytes")
-        return self._read_document(self._resolve(target), from_line, count, max_bytes)
+        return self._read_note(self._resolve(target), from_line, count, max_bytes)
 
     @staticmethod
     def _split_ref(ref: str) -> tuple[str, int | None, int | None]:
@@ -827,8 +838,8 @@ class KnowledgeBase:
         m = re.match(r"^(.*?)(?::(\d+))?(?::(\d+))?\Z", ref, re.DOTALL)  # a file name may hold a newline
         return m.group(1), int(m.group(2)) if m.group(2) else None, int(m.group(3)) if m.group(3) else None
 
-    def _read_document(self, row: DocumentRow, from_line: int | None = None, count: int | None = None,
-                       max_bytes: int | None = None) -> Document:
+    def _read_note(self, row: NoteRow, from_line: int | None = None, count: int | None = None,
+                       max_bytes: int | None = None) -> Note:
         if count is not None and count < 1:
             raise PMSError(f"a line count must be 1 or more, not {count} (leave it out for the rest of the note)")
         if from_line is not None and from_line < 1:
@@ -869,12 +880,12 @@ class KnowledgeBase:
                     kept = 1
                 chosen = chosen[:kept]
         body = text if from_line is None and count is None and not truncated else "\n".join(chosen)  # whole: as on disk
-        return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
+        return Note(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=body, from_line=first,
                         to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated)
 
-    def _read_pdf(self, row: DocumentRow, abspath: Path, first_page: int | None, count: int | None,
-                  max_bytes: int | None) -> Document:
+    def _read_pdf(self, row: NoteRow, abspath: Path, first_page: int | None, count: int | None,
+                  max_bytes: int | None) -> Note:
         """A PDF's text as indexed (without the PDF library): the pages asked for (``file.pdf:12``
         is page 12 alone), each after a ``--- p. N ---`` line when there are several."""
         pages, texts = self.store.pdf_pages(row.id)
@@ -894,13 +905,13 @@ class KnowledgeBase:
                 text = text.encode("utf-8")[: max(1, int(max_bytes))].decode("utf-8", "ignore")
                 break
             chosen = chosen[:-1]
-        return Document(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
+        return Note(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, page=first, from_line=first,
                         to_line=chosen[-1][0], total_lines=pages, truncated=truncated)
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
-                  max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Document], list[tuple[str, str]]]:
-        """Several indexed notes at once: (documents, skipped as (ref, why)). ``pattern`` is a
+                  max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Note], list[tuple[str, str]]]:
+        """Several indexed notes at once: (notes, skipped as (ref, why)). ``pattern`` is a
         glob over ``collection/path.md`` or a comma-separated list of refs as ``get`` takes
         them. ``max_bytes`` bounds the whole answer: notes are added whole while they fit (the
         first at least in part), the others skipped with a reason starting OVER_BUDGET."""
@@ -911,10 +922,10 @@ class KnowledgeBase:
         if len(items) > MULTI_GET_MAX_NAMES:
             raise PMSError(f"the pattern names {len(items):,} notes: at most {MULTI_GET_MAX_NAMES:,} at a time "
                            "(or a glob such as journal/*.md)", argument="pattern")
-        rows: dict[tuple[str, str], tuple[DocumentRow, int | None, int | None]] = {}
+        rows: dict[tuple[str, str], tuple[NoteRow, int | None, int | None]] = {}
         skipped: list[tuple[str, str]] = []
         every = None
-        names: dict[str, list[DocumentRow]] | None = None  # the loose names of every note, made once for the list
+        names: dict[str, list[NoteRow]] | None = None  # the loose names of every note, made once for the list
         for item in items:
             if not re.search(r"[*?\[{]", item):
                 try:
@@ -928,44 +939,44 @@ class KnowledgeBase:
                     continue
                 rows.setdefault((row.collection, row.path), (row, start, count))
                 continue
-            every = every if every is not None else self.store.find_documents()
+            every = every if every is not None else self.store.find_notes()
             regex = compile_glob(item, "pattern")
             for row in every:
                 check_deadline()
                 if regex.match(f"{row.collection}/{row.path}") or regex.match(row.path):
                     rows.setdefault((row.collection, row.path), (row, None, None))
-        documents: list[Document] = []
+        notes: list[Note] = []
         left = max(1, limit)
         for (col, rel), (row, start, count) in rows.items():
             ref = f"{col}/{rel}"
-            if len(documents) >= max_files:
+            if len(notes) >= max_files:
                 skipped.append((ref, f"more than {max_files} notes matched (narrow the pattern)"))
                 continue
-            if left <= 0 and documents:
+            if left <= 0 and notes:
                 skipped.append((ref, f"{OVER_BUDGET} ({max_bytes} bytes): read it with get"))
                 continue
             try:
-                doc = self._read_document(row, start, count, max_bytes=left)
+                doc = self._read_note(row, start, count, max_bytes=left)
             except PMSError as exc:
                 skipped.append((ref, str(exc)))
                 continue
-            if doc.truncated and documents:
+            if doc.truncated and notes:
                 skipped.append((ref, f"{OVER_BUDGET} ({max_bytes} bytes): read it with get"))
                 continue
-            documents.append(doc)
+            notes.append(doc)
             left -= len(doc.text.encode("utf-8")) + 1
-        return documents, skipped
+        return notes, skipped
 
-    def _resolve(self, target: str, names: dict[str, list[DocumentRow]] | None = None, suggest: bool = True) -> DocumentRow:
+    def _resolve(self, target: str, names: dict[str, list[NoteRow]] | None = None, suggest: bool = True) -> NoteRow:
         store = self.store
         docid = target[1:].strip().lower() if target.startswith("#") else target.lower()
         if re.fullmatch(r"[0-9a-f]{6,40}", docid):
-            rows = store.find_documents(docid=docid)
+            rows = store.find_notes(docid=docid)
             if not rows and len(docid) < DOCID_CHARS:
                 # Shorter than any id: an old 6-digit one, or typed short. An id of DOCID_CHARS or more
                 # digits is whole: it never names another note whose id it starts (a deleted note's
                 # 783ec005 is not 783ec0057).
-                rows = store.find_documents(docid_prefix=docid, limit=6)
+                rows = store.find_notes(docid_prefix=docid, limit=6)
             if len(rows) == 1:
                 return rows[0]
             if len(rows) > 1:  # an old 6-digit id that now starts several notes' ids
@@ -976,10 +987,10 @@ class KnowledgeBase:
                 raise PMSError(f"no indexed note has the id #{docid} (ids change when a note is renamed; search again)")
         if "/" in target:
             col, _, rel = target.partition("/")
-            rows = store.find_documents(collection=col, path=rel)
+            rows = store.find_notes(collection=col, path=rel)
             if rows:
                 return rows[0]
-        rows = store.find_documents(path=target.replace("\\", "/"))
+        rows = store.find_notes(path=target.replace("\\", "/"))
         if rows:
             return rows[0]
         try:
@@ -989,16 +1000,16 @@ class KnowledgeBase:
         if p.is_absolute():
             for c in self.collections.list():
                 inside = _relative_to(p, c.path)
-                rows = store.find_documents(collection=c.name, path=inside) if inside else []
+                rows = store.find_notes(collection=c.name, path=inside) if inside else []
                 if rows:
                     return rows[0]
         return self._resolve_loosely(target, names, suggest)
 
-    def _loose_names(self) -> dict[str, list[DocumentRow]]:
+    def _loose_names(self) -> dict[str, list[NoteRow]]:
         """Every note under each name it answers to loosely: ``collection/path`` and ``path`` without
         '.md', in lower case, and every tail of them after a '/' (so ``rust`` finds ``dev/rust.md``)."""
-        names: dict[str, list[DocumentRow]] = {}
-        for row in self.store.find_documents():
+        names: dict[str, list[NoteRow]] = {}
+        for row in self.store.find_notes():
             check_deadline()
             keys: set[str] = set()
             for name in (f"{row.collection}/{row.path}".lower(), row.path.lower()):
@@ -1008,8 +1019,8 @@ class KnowledgeBase:
                 names.setdefault(key, []).append(row)
         return names
 
-    def _resolve_loosely(self, target: str, names: dict[str, list[DocumentRow]] | None = None,
-                         suggest: bool = True) -> DocumentRow:
+    def _resolve_loosely(self, target: str, names: dict[str, list[NoteRow]] | None = None,
+                         suggest: bool = True) -> NoteRow:
         """A note named loosely (its file name alone, without '.md', in any case); else an
         error that suggests the closest names (when ``suggest``)."""
         import difflib
@@ -1024,8 +1035,8 @@ class KnowledgeBase:
             raise PMSError(f"{target!r} names {len(matches)} notes: {names_text}{' ...' if len(matches) > 5 else ''}; give the folder too")
         hint = ""
         if suggest:
-            by_name: dict[str, DocumentRow] = {}
-            for row in self.store.find_documents():
+            by_name: dict[str, NoteRow] = {}
+            for row in self.store.find_notes():
                 name = row.path.rsplit("/", 1)[-1].lower()
                 by_name.setdefault(name[:-3] if name.endswith(".md") else name, row)
             close = difflib.get_close_matches(stem.rsplit("/", 1)[-1], list(by_name), n=3, cutoff=0.6)
@@ -1049,7 +1060,7 @@ class KnowledgeBase:
         """A running sync's embedding (any process): passages done of total, rate and seconds
         left; None when none runs."""
         p = self.store.embedding_progress()
-        if not p or p["done"] >= p["total"] or not self.sync_running() or totals["chunks"] == totals["embedded"]:
+        if not p or p["done"] >= p["total"] or not self.sync_running() or totals["passages"] == totals["embedded"]:
             return None
         rate = p["done"] / p["seconds"] if p["seconds"] else 0.0
         return {"done": p["done"], "total": p["total"], "rate": round(rate, 1),
@@ -1084,6 +1095,7 @@ class KnowledgeBase:
             "schema_version": len(MIGRATIONS),
             "version": VERSION,
             **totals,
+            "documents": totals["notes"], "chunks": totals["passages"],  # the old keys, kept for scripts that read them
             "search_mode": mode,
             "search_mode_reason": why,
             "search_mode_hint": used.hint.as_dict() if used.hint else None,
@@ -1092,7 +1104,7 @@ class KnowledgeBase:
             "languages": self.store.language_counts(),
             "language_advice": self.language_advice(),
             "embedding_provider": self.embedder.config() if self.embedder else None,
-            "to_embed": totals["chunks"] - totals["embedded"] if mode != "keyword" else 0,
+            "to_embed": totals["passages"] - totals["embedded"] if mode != "keyword" else 0,
             "read_only": self.store.read_only,
             "sync_running": self.sync_running(),
             "collections_detail": [c.to_dict() for c in self.collections.list()],

@@ -216,8 +216,8 @@ def cmd_collection(kb: KnowledgeBase, args) -> int:
         elif not cols:
             print(f"No collections yet. Add one: {pms_command(ADD_COLLECTION_ARGS)}")
         for c in cols if not args.json else []:
-            notes, chunks = c.counts()
-            print(f"{_pad(c.name, 20)} {notes:>6} notes {chunks:>7} passages  {c.path}  {', '.join(c.patterns)}")
+            notes, passages = c.counts()
+            print(f"{_pad(c.name, 20)} {notes:>6} notes {passages:>7} passages  {c.path}  {', '.join(c.patterns)}")
         return 0
     if action == "show":
         c = kb.collections.get(args.name)
@@ -315,11 +315,11 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         _print_json(info, ensure_ascii=True)
         return 0
     print(f"Index:       {info['index']} ({_human_bytes(info['index_bytes'])}, schema {info['schema_version']})")
-    print(f"Notes:       {info['documents']} notes, {info['chunks']} passages, {info['embedded']} embedded")
+    print(f"Notes:       {info['notes']} notes, {info['passages']} passages, {info['embedded']} embedded")
     mode, to_embed = info["search_mode"], info["to_embed"]
     if info["read_only"]:
         print(f"Read-only:   {info['read_only']} (search, get and status work; sync cannot write)")
-    partial = f" (partial: {info['embedded']} of {info['chunks']} passages embedded)" if mode != "keyword" and to_embed else ""
+    partial = f" (partial: {info['embedded']} of {info['passages']} passages embedded)" if mode != "keyword" and to_embed else ""
     hint = Hint(**info["search_mode_hint"]) if info["search_mode_hint"] else None
     print(f"Search mode: {mode}{partial}" + (f" - {reason_text(info['search_mode_reason'], hint)}" if info["search_mode_reason"] else "")
           + (f", model {info['model']}" if mode != "keyword" else ""))
@@ -361,7 +361,7 @@ def cmd_status(kb: KnowledgeBase, args) -> int:
         print(f"Warning:     {terminal_safe(warning)}")
     print("Collections:" + ("" if info["collections_detail"] else f" none (add one: {pms_command('collection add PATH')})"))
     for c in info["collections_detail"]:
-        print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['chunks']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
+        print(f"  {_pad(c['name'], 18)} {c['notes']:>6} notes {c['passages']:>7} passages  {c['path']}  last sync {c['last_sync'] or 'never'}")
     broken = info.get("unresolved_links", [])
     if broken:
         print(f"Unresolved links: {len(broken)} (a renamed or deleted note, or a typo)")
@@ -379,7 +379,7 @@ def cmd_search(kb: KnowledgeBase, args) -> int:
     if not kb.collections.list():
         raise PMSError(f"no collections yet, so nothing to search (add your notes: {pms_command(ADD_COLLECTION_ARGS)})")
     note_filter = NoteFilter.build(**_filter_fields(args))
-    search = dict(query=args.query, k=args.n, mode=args.mode, collections=args.collection or None, chunks=args.chunks,
+    search = dict(query=args.query, k=args.n, mode=args.mode, collections=args.collection or None, passages=args.passages,
                   note_filter=note_filter, min_score=args.min_score, intent=args.intent, queries=args.also or ())
     # A running `pms.py mcp --http` on this index has the model loaded: a third of a second saved per
     # hybrid search (docs/decisions.md). A keyword search is faster here than a request is.
@@ -480,17 +480,17 @@ SKIPPED_SHOWN = 10  # multi-get names this many notes it skipped, then counts th
 
 
 def cmd_multi_get(kb: KnowledgeBase, args) -> int:
-    documents, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
+    notes, skipped = kb.multi_get(args.pattern, max_bytes=args.max_bytes)
     if args.json:
-        _print_json({"documents": [d.to_dict() for d in documents], "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]})
+        _print_json({"documents": [d.to_dict() for d in notes], "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]})
         return 0
-    for d in documents:
+    for d in notes:
         print(f"==> {terminal_safe(d.collection)}/{terminal_safe(d.path)} <==\n{_note_text_out(d.text.rstrip())}\n")
     for ref, why in skipped[:SKIPPED_SHOWN]:
         _notice(f"skipped {terminal_safe(ref)}: {terminal_safe(why)}")
     if len(skipped) > SKIPPED_SHOWN:
         _notice(f"skipped {len(skipped) - SKIPPED_SHOWN:,} more (--json lists every one and why)")
-    return 0 if documents or not skipped else 1
+    return 0 if notes or not skipped else 1
 
 
 def cmd_watch(kb: KnowledgeBase, args) -> int:
@@ -888,7 +888,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     out = se.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="machine-readable results")
     out.add_argument("--files", action="store_true", help="only the matching files' paths")
-    se.add_argument("--chunks", action="store_true", help="return passages, not one result per note")
+    se.add_argument("--passages", "--chunks", action="store_true", help="return passages, not one result per note (--chunks: the old name)")
     se.add_argument("--explain", action="store_true", help="show each hit's rank in the keyword, vector and name lists, and how they were fused")
     se.add_argument("--also", action="append", metavar="QUERY",
                     help="another phrasing searched in the same call, the lists fused (repeatable, up to 4)")

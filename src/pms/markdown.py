@@ -1,7 +1,7 @@
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
-``chunk_markdown`` (a note cut into passages along its headings, with their lines), a
+``markdown_passages`` (a note cut into passages along its headings, with their lines), a
 passage's display text (snippets show prose, not markup), what a note holds of its own
 (``note_substance``) and the paragraph prints that tell one note holds another's text.
 
@@ -170,7 +170,7 @@ def _links_to_labels(text: str, wiki: bool) -> str:
     return "".join(out) + text[done:] if out else text
 
 
-class Chunk(Record):
+class Passage(Record):
     """A passage of a note: what is indexed, embedded and returned by search."""
 
     seq: int
@@ -203,7 +203,7 @@ def passage_embed_text(heading_path: str, text: str, title: str = "") -> str:
     return f"{heading_path}\n\n{text}" if heading_path else text
 
 
-DEFAULT_CHUNK_CHARS = 1200  # passage size: inside the model's window, best measured (docs/decisions.md)
+DEFAULT_PASSAGE_CHARS = 1200  # passage size: inside the model's window, best measured (docs/decisions.md)
 DEFAULT_OVERLAP_LINES = 2
 LONG_PARAGRAPH = 4  # a line over this many targets is cut between sentences
 
@@ -212,8 +212,8 @@ LONG_PARAGRAPH = 4  # a line over this many targets is cut between sentences
 _BREAK_SCORES = {1: 100, 2: 90, 3: 80, 4: 60, 5: 55, 6: 50}
 
 
-def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_CHUNK_CHARS,
-                   overlap_lines: int = DEFAULT_OVERLAP_LINES, first_line: int = 1) -> list[Chunk]:
+def markdown_passages(markdown: str, title: str = "", target_chars: int = DEFAULT_PASSAGE_CHARS,
+                   overlap_lines: int = DEFAULT_OVERLAP_LINES, first_line: int = 1) -> list[Passage]:
     """Split Markdown into passages of about ``target_chars`` characters.
 
     Cuts go preferably before H1-H3 headings, then at code-fence edges, blank
@@ -266,7 +266,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
 
-    def allowed(b: int) -> bool:  # may a chunk start at line b (not inside a fence)?
+    def allowed(b: int) -> bool:  # may a passage start at line b (not inside a fence)?
         return b == 0 or b >= n or not open_after[b - 1]
 
     def score(b: int) -> float:
@@ -283,7 +283,7 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
             return 10
         return 1
 
-    chunks: list[Chunk] = []
+    passages: list[Passage] = []
     start = 0
     target = max(100, target_chars)
     while start < n:
@@ -317,11 +317,11 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
             last -= 1
         if first < last:
             text = "".join(lines[i] + (" " if phys[i] == phys[i + 1] else "\n") for i in range(first, last - 1)) + lines[last - 1]
-            path = list(stacks[first])  # the headings in force at the chunk's first line
+            path = list(stacks[first])  # the headings in force at the passage's first line
             if path and title and path[0] == title:
                 path = path[1:]
             heading_path = " > ".join([p for p in [title] + path if p])
-            chunks.append(Chunk(seq=len(chunks), start_line=first_line + phys[first], end_line=first_line + phys[last - 1],
+            passages.append(Passage(seq=len(passages), start_line=first_line + phys[first], end_line=first_line + phys[last - 1],
                                 heading_path=heading_path, text=text, title=title))
         if end >= n:
             break
@@ -336,7 +336,11 @@ def chunk_markdown(markdown: str, title: str = "", target_chars: int = DEFAULT_C
                 back -= 1
             nxt = back
         start = max(nxt, start + 1)
-    return chunks
+    return passages
+
+
+# The old names (pms.__all__ still lists them): scripts written against them keep working.
+Chunk, chunk_markdown, DEFAULT_CHUNK_CHARS = Passage, markdown_passages, DEFAULT_PASSAGE_CHARS
 
 
 _SENTENCE_END = LazyPattern(r"(?<=[.!?:;])\s+(?=\S)")

@@ -26,7 +26,7 @@ from .ranking import RankingSettings
 from .retrieval import SearchResult
 from .sync import SyncReport
 from .clip import one_line
-from .api import ANSWER_MAX_BYTES, MAX_QUERIES, OVER_BUDGET, Document, KnowledgeBase
+from .api import ANSWER_MAX_BYTES, MAX_QUERIES, OVER_BUDGET, Note, KnowledgeBase
 
 
 # The tools are plain functions over one KnowledgeBase (JSON in, JSON out); the
@@ -103,7 +103,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         "matched": {"type": ["number", "null"], "description": "share of the query's words in the passage"},
         "bm25_rank": number, "vector_rank": number, "name_rank": number,
         "bm25_score": {"type": ["number", "null"]}, "vector_distance": {"type": ["number", "null"]}}}
-    document = {"type": "object", "required": ["path", "docid", "title", "from_line", "to_line", "text"], "properties": {
+    note = {"type": "object", "required": ["path", "docid", "title", "from_line", "to_line", "text"], "properties": {
         "path": {"type": "string", "description": "the note, 'collection/path.md'"}, "docid": {"type": "string"},
         "title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
         "from_line": {"type": "integer"}, "to_line": {"type": "integer", "description": "last line in text"},
@@ -129,8 +129,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                                      "keyword (exact words, fastest) or vector (meaning only)"},
              "collections": {"type": "array", "items": {"type": "string"},
                              "description": "only these collections (names from status); default all"},
-             "chunks": {"type": "boolean", "default": False,
-                        "description": "return passages (several per note) instead of one result per note"},
+             "passages": {"type": "boolean", "default": False,
+                          "description": "return passages (several per note) instead of one result per note"},
+             "chunks": {"type": "boolean", "default": False, "description": "the old name of passages"},
              "detail": {"type": "boolean", "default": False,
                         "description": "also return headings, tags, dates, descriptions, ranks and the file's location"},
              "queries": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_QUERIES,
@@ -158,7 +159,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "line_numbers": {"type": "boolean", "default": False,
                               "description": "prefix each line with its number"},
              "max_bytes": {**max_bytes, "description": f"at most this many bytes of text (default {ANSWER_MAX_BYTES})"}}},
-         "output": document},
+         "output": note},
         {"name": "multi_get", "title": "Read several notes",
          "description": ("Read several indexed notes at once, by glob over 'collection/path.md' "
                          "(e.g. 'notes/journal/2024-*.md', '**/meeting*') or a comma-separated list of notes (each may "
@@ -169,7 +170,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
              "max_bytes": {**max_bytes, "description": f"at most this many bytes of text in all (default {ANSWER_MAX_BYTES})"}}},
          "output": {"type": "object", "required": ["count", "documents", "skipped", "truncated"], "properties": {
              "count": {"type": "integer"}, "truncated": {"type": "boolean"},
-             "documents": {"type": "array", "items": document},
+             "documents": {"type": "array", "items": note},
              "skipped": {"type": "array", "items": {"type": "object", "properties": {
                  "ref": {"type": "string"}, "reason": {"type": "string"}}}}}}},
         {"name": "related", "title": "Related notes",
@@ -202,7 +203,9 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                          "links to no note (of each, the count and the first 20)."),
          "input": {"type": "object", "additionalProperties": False, "properties": {}},
          "output": {"type": "object", "properties": {
-             "search_mode": {"type": "string"}, "documents": {"type": "integer"},
+             "search_mode": {"type": "string"}, "notes": {"type": "integer"}, "passages": {"type": "integer"},
+             "documents": {"type": "integer", "description": "the old name of notes"},
+             "chunks": {"type": "integer", "description": "the old name of passages"},
              "collections_detail": {"type": "array", "items": {"type": "object"}}, "pending": {"type": "object"},
              "warnings": {"type": "array", "items": {"type": "string"},
                           "description": "lines of a .pmsignore (file:line) or Obsidian's settings that cannot be read: ignored"},
@@ -343,11 +346,11 @@ class MCPService:
 
     # -- the tools ------------------------------------------------------------------
     def tool_search(self, query: str, k: int = 10, mode: str = "auto", collections: list[str] | None = None,
-                    chunks: bool = False, detail: bool = False, queries: Sequence[str] = (), intent: str = "",
-                    min_score: float | None = None, **filter_arguments) -> dict:
+                    passages: bool = False, detail: bool = False, queries: Sequence[str] = (), intent: str = "",
+                    min_score: float | None = None, chunks: bool = False, **filter_arguments) -> dict:
         names = {argument: field for field, argument in SEARCH_TOOL_FILTERS.items()}
         note_filter = NoteFilter.build(**{names.get(key, key): value for key, value in filter_arguments.items()})
-        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, chunks=chunks, note_filter=note_filter,
+        found = self.kb.search(query, k=k, mode=mode, collections=collections or None, passages=passages or chunks, note_filter=note_filter,
                                queries=queries, intent=intent, min_score=min_score)
         rows = self._hit_rows(found.groups, detail)
         result = {"query": query, "mode": found.mode, "count": len(rows), "hits": rows}
@@ -408,12 +411,12 @@ class MCPService:
     def tool_get(self, path: str, from_line: int | None = None, count: int | None = None,
                  line_numbers: bool = False, max_bytes: int = ANSWER_MAX_BYTES) -> dict:
         doc = self.kb.get(path, from_line=from_line, count=count, max_bytes=max_bytes)
-        return self._document(doc, line_numbers)
+        return self._note_dict(doc, line_numbers)
 
     def tool_multi_get(self, pattern: str, max_bytes: int = ANSWER_MAX_BYTES) -> dict:
-        documents, skipped = self.kb.multi_get(pattern, max_bytes=max_bytes)
-        truncated = any(d.truncated for d in documents) or any(why.startswith(OVER_BUDGET) for _, why in skipped)
-        return {"count": len(documents), "truncated": truncated, "documents": [self._document(d) for d in documents],
+        notes, skipped = self.kb.multi_get(pattern, max_bytes=max_bytes)
+        truncated = any(d.truncated for d in notes) or any(why.startswith(OVER_BUDGET) for _, why in skipped)
+        return {"count": len(notes), "truncated": truncated, "documents": [self._note_dict(d) for d in notes],
                 "skipped": [{"ref": ref, "reason": why} for ref, why in skipped]}
 
     def tool_status(self) -> dict:
@@ -427,7 +430,7 @@ class MCPService:
         return {"summary": report.summary(), **report.as_dict()}
 
     @staticmethod
-    def _document(doc: Document, line_numbers: bool = False) -> dict:
+    def _note_dict(doc: Note, line_numbers: bool = False) -> dict:
         out = {"path": doc.ref, "docid": doc.docid, "title": doc.title, "tags": doc.tags, "from_line": doc.from_line,
                "to_line": doc.to_line, "total_lines": doc.total_lines, "text": doc.numbered() if line_numbers else doc.text}
         if doc.truncated:
@@ -765,7 +768,7 @@ def _search_route(service: MCPService, security):
 
 
 # KnowledgeBase.search's arguments, as POST /search takes them.
-SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "chunks", "prefix_last", "note_filter", "min_score", "intent",
+SERVED_SEARCH_ARGUMENTS = ("query", "k", "mode", "collections", "passages", "prefix_last", "note_filter", "min_score", "intent",
                            "queries")
 
 

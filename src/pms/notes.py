@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from .config import Factory, LazyPattern, Record
 from .frontmatter import as_list, parse_frontmatter, split_frontmatter
 from .markdown import (
-    DEFAULT_CHUNK_CHARS, LINK_DEFINITION, Chunk, TextFinder, chunk_markdown, fence_states, first_heading, note_substance,
+    DEFAULT_PASSAGE_CHARS, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading, note_substance,
     paragraph_prints,
 )
 from .language import note_language
@@ -29,7 +29,7 @@ class ParsedNote(Record):
     aliases: list[str]
     metadata: dict
     body: str
-    chunks: list[Chunk]
+    passages: list[Passage]
     date: str | None = None  # from the frontmatter (date, created, updated), ISO; None: use the file's mtime
     links: list[NoteLink] = Factory(list)
     words: int = -1  # words a reader sees in the body (note_substance); -1: not counted (a PDF)
@@ -40,9 +40,9 @@ class ParsedNote(Record):
     language: str = "und"  # note_language(): ISO 639-1, for the vault's language count
 
 
-def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS, path: str = "") -> ParsedNote:
+def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_PASSAGE_CHARS, path: str = "") -> ParsedNote:
     """Frontmatter, title (frontmatter > first heading of any level or ``% Title`` > file name), tags (frontmatter
-    and inline), date, links and chunks of a note. ``path`` (relative to the
+    and inline), date, links and passages of a note. ``path`` (relative to the
     collection) resolves relative Markdown links."""
     block, body, consumed = split_frontmatter(text)
     meta = parse_frontmatter(block)
@@ -50,11 +50,11 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_CHUNK
     title = str(title).strip() if title not in (None, "") else (first_heading(body) or fallback_title)
     tags = unique_ignoring_case(as_list(meta.get("tags") or meta.get("tag")) + inline_tags(body))
     aliases = as_list(meta.get("aliases") or meta.get("alias")) if not isinstance(meta.get("aliases"), str) else [meta["aliases"]]
-    chunks = chunk_markdown(body, title=title, target_chars=target_chars, first_line=consumed + 1)
-    if not chunks:  # an empty note is still findable by its title
-        chunks = [Chunk(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
+    passages = markdown_passages(body, title=title, target_chars=target_chars, first_line=consumed + 1)
+    if not passages:  # an empty note is still findable by its title
+        passages = [Passage(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     words, own_words, links_out = note_substance(body)
-    return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, chunks=chunks,
+    return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, passages=passages,
                       date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
                       words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"),
                       paragraphs=paragraph_prints(body))
@@ -342,19 +342,19 @@ class LinkResolver:
     pages sit in other folders than their sources (redirects/, old editions)."""
 
     def __init__(self, notes: Iterable[tuple[int, str, str]]):
-        """``notes``: (document id, collection-relative path, comma-separated aliases)."""
+        """``notes``: (note id, collection-relative path, comma-separated aliases)."""
         self.by_path: dict[str, int] = {}
         self.by_suffix: dict[str, list[tuple[int, str]]] = {}
         self.by_alias: dict[str, int] = {}
-        for doc_id, path, aliases in notes:
+        for note_id, path, aliases in notes:
             key = _note_key(path)
-            self.by_path[key] = doc_id
+            self.by_path[key] = note_id
             parts = key.split("/")
             for n in range(1, len(parts)):
-                self.by_suffix.setdefault("/".join(parts[n:]), []).append((doc_id, key))
+                self.by_suffix.setdefault("/".join(parts[n:]), []).append((note_id, key))
             for alias in (aliases or "").split(","):
                 if alias.strip():
-                    self.by_alias.setdefault(alias.strip().lower(), doc_id)
+                    self.by_alias.setdefault(alias.strip().lower(), note_id)
         for candidates in self.by_suffix.values():
             candidates.sort(key=lambda c: (len(c[1]), c[1]))
 

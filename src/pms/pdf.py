@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from .config import LazyPattern, PMSError, Record, Worker, WorkerStopped, env_number, module_available, pms_command
-from .markdown import DEFAULT_CHUNK_CHARS, Chunk, split_sentences
+from .markdown import DEFAULT_PASSAGE_CHARS, Passage, split_sentences
 from .notes import ParsedNote
 
 
@@ -78,10 +78,10 @@ def pdf_title(meta_title: str, pages: Sequence[str], fallback: str) -> str:
     return fallback
 
 
-def chunk_pdf_pages(pages: Sequence[str], title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> list[Chunk]:
+def pdf_passages(pages: Sequence[str], title: str, target_chars: int = DEFAULT_PASSAGE_CHARS) -> list[Passage]:
     """Passages of a PDF, never across pages: each page's lines packed up to
     ``target_chars``, a longer line cut between sentences. Lines count within the page."""
-    chunks: list[Chunk] = []
+    passages: list[Passage] = []
     for number, text in enumerate(pages, 1):
         if not text:
             continue
@@ -95,23 +95,23 @@ def chunk_pdf_pages(pages: Sequence[str], title: str, target_chars: int = DEFAUL
         start, prev, size = pieces[0][0], pieces[0][0], 0
         for line_no, piece in pieces:
             if current and size + len(piece) > target_chars:
-                chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev,
+                passages.append(Passage(seq=len(passages), start_line=start, end_line=prev,
                                     heading_path=title, text="\n".join(current).strip(), title=title, page=number))
                 current, size, start = [], 0, line_no
             current.append(piece)
             size += len(piece) + 1
             prev = line_no
         if current and "".join(current).strip():
-            chunks.append(Chunk(seq=len(chunks), start_line=start, end_line=prev, heading_path=title,
+            passages.append(Passage(seq=len(passages), start_line=start, end_line=prev, heading_path=title,
                                 text="\n".join(current).strip(), title=title, page=number))
-    return chunks
+    return passages
 
 
-def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_CHUNK_CHARS) -> ParsedNote:
+def parse_pdf(pdf: PdfText, fallback_title: str, target_chars: int = DEFAULT_PASSAGE_CHARS) -> ParsedNote:
     """A PDF's pages as a note: its title (metadata > first heading-like line > file
     name) and passages that each stay on one page."""
     title = pdf_title(pdf.title, pdf.pages, fallback_title)
-    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", chunks=chunk_pdf_pages(pdf.pages, title, target_chars),
+    return ParsedNote(title=title, tags=[], aliases=[], metadata={}, body="", passages=pdf_passages(pdf.pages, title, target_chars),
                       pages=pdf.page_count or len(pdf.pages))
 
 

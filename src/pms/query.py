@@ -137,7 +137,7 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
 
 
 class Hit(Record):
-    """One search result: a note (its best passage) or, with chunks=True, a passage."""
+    """One search result: a note (its best passage) or, with passages=True, a passage."""
 
     path: str
     collection: str
@@ -154,7 +154,7 @@ class Hit(Record):
     vector_rank: int | None = None
     bm25_score: float | None = None
     vector_distance: float | None = None
-    chunk_id: int | None = None
+    passage_id: int | None = None
     text: str = ""
     tags: list[str] = Factory(list)
     date: str | None = None  # the note's date: frontmatter date/created/updated, else the file's mtime
@@ -177,11 +177,18 @@ class Hit(Record):
         """The note, "collection/path": what ``copy_of`` names and get/links/related read."""
         return f"{self.collection}/{self.path}"
 
+    @property
+    def chunk_id(self) -> int | None:
+        """The old name of ``passage_id``, still readable."""
+        return self.passage_id
+
     def to_dict(self, explain: bool = False) -> dict:
         d = self.as_dict()
         d.pop("text")
-        if not explain:
-            d.pop("chunk_id")
+        if explain:
+            d["chunk_id"] = self.passage_id  # the old key, kept a release for readers of saved --explain output
+        else:
+            d.pop("passage_id")
             d.pop("fusion")
         return d
 
@@ -318,7 +325,7 @@ def mark_terms(text: str, words: Sequence[str], max_chars: int = 220) -> tuple[s
 
 def copy_groups(hits: Sequence[Hit]) -> list[tuple[Hit, list[Hit]]]:
     """Hits as front ends show them: each original, in order, with the hits that copy
-    it (``copy_of``, mark_copies) under the first hit of its note (with chunks, the
+    it (``copy_of``, mark_copies) under the first hit of its note (with passages, the
     note's first passage). A copy whose original is not among ``hits`` stands alone."""
     copies: dict[str, list[Hit]] = {hit.ref: [] for hit in hits if not hit.copy_of}
     groups: list[tuple[Hit, list[Hit]]] = []

@@ -23,7 +23,7 @@ from .markdown import passage_display_text
 from .language import language_script, note_language
 from .filters import NoteFilter, checked_number
 from .schema import has_unspaced_chars, spaced_cjk
-from .store import ChunkInfo, IndexVersion, Store, VectorMemory, prints_of
+from .store import PassageInfo, IndexVersion, Store, VectorMemory, prints_of
 from .embedding import (
     Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
 )
@@ -61,7 +61,7 @@ class SearchRequest(Record, frozen=True):
     collections: tuple[str, ...] = ()
     collection_ids: list[int] | None = None
     k: int = 10
-    chunks: bool = False
+    passages: bool = False
     prefix_last: bool = False
     mode: str = "auto"
     used: str = "keyword"
@@ -225,7 +225,7 @@ class Retrieval:
             return SearchMode("keyword", status.reason, status.code, status.hint)
         raise EmbeddingUnavailable(f"{mode} search is unavailable: {status.reason}", status.hint)
 
-    def request(self, query, k: int = 10, collections: Sequence[str] | None = None, chunks: bool = False,
+    def request(self, query, k: int = 10, collections: Sequence[str] | None = None, passages: bool = False,
                 prefix_last: bool = False, note_filter: NoteFilter | None = None, mode: str = "keyword",
                 min_score: float | None = None, intent: str = "") -> SearchRequest:
         """A complete SearchRequest: the query cleaned and parsed, the collections looked up
@@ -239,7 +239,7 @@ class Retrieval:
         held, version = self._vocabulary_of(parsed)
         resolved = self.search_mode(mode, version) if not (note_filter and not parsed.terms) else SearchMode("keyword")
         parsed = self.with_fallbacks(parsed, held, typos=resolved.mode == "keyword")
-        return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, chunks, prefix_last, mode,
+        return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, passages, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
                              clean_query(intent).strip() if intent else "", held, version)
 
@@ -291,17 +291,17 @@ class Retrieval:
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
                       every_term: set[int] | None = None, focus_depth: int | None = None) -> list[tuple[int, float]]:
-        """Chunk ids with BM25 scores (higher is better), best first: for short queries
+        """Passage ids with BM25 scores (higher is better), best first: for short queries
         (and_first_max_terms), passages with every term before those with some, each
         group ordered with its note's focus (_focused, over the first ``focus_depth``
-        passages; default all). ``owners`` receives chunk id -> document id of the passages
+        passages; default all). ``owners`` receives passage id -> note id of the passages
         it found, ``every_term`` the ids of those known to hold every term
         (relevance_stage then need not look them up again)."""
         parsed, s, ids, note_filter = req.parsed, self.settings, req.collection_ids, req.note_filter
         match_any = parsed.match_any()
         if not match_any:
             return []
-        notes: dict[int, tuple[int, int]] = {}  # chunk id -> (document id, the note's passages), as fts_search read them
+        notes: dict[int, tuple[int, int]] = {}  # passage id -> (note id, the note's passages), as fts_search read them
         cjk = [" ".join(t.tokens) for t in parsed.terms if has_unspaced_chars(" ".join(t.tokens))][:MAX_CJK_WORDS]
         if cjk:  # Chinese/Japanese: whole-token matches first, then passages holding every word
             ranked = self._fts(match_any, limit, ids, note_filter, notes)
@@ -333,7 +333,7 @@ class Retrieval:
         """``ranked`` reordered by each passage's score plus its note's focus on the
         query (RankingSettings.focus_weight, focus_power) from its passages among the
         first ``depth``: a note about the query beats a long note with one passage like it.
-        ``first`` stays ahead. ``notes``: chunk id -> (document id, the note's passages)."""
+        ``first`` stays ahead. ``notes``: passage id -> (note id, the note's passages)."""
         s = self.settings
         if owners is not None:
             owners.update((cid, notes[cid][0]) for cid, _ in ranked)
@@ -349,7 +349,7 @@ class Retrieval:
         return sorted(scored, key=lambda r: (r[0] not in first, -r[1]))
 
     def _fts(self, match: str, limit: int, ids, note_filter: NoteFilter | None, notes: dict[int, tuple[int, int]]) -> list[tuple[int, float]]:
-        """(chunk id, BM25 score: higher is better) best first; ``notes`` receives each one's (document id, note's passages)."""
+        """(passage id, BM25 score: higher is better) best first; ``notes`` receives each one's (note id, note's passages)."""
         try:
             found = self.store.fts_search(match, limit, ids, self.settings.field_weights, note_filter)
         except Exception as exc:  # defensive: a parser gap must never surface as an SQL error
@@ -360,7 +360,7 @@ class Retrieval:
         return [(cid, -r) for cid, r, _, _ in found]
 
     def names_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
-        """Document ids whose title, an alias or the file name the query (without its
+        """Note ids whose title, an alias or the file name the query (without its
         exclusions) names, even with a typo or a word missing (trigrams), with
         name_similarity, best first; a note whose name holds an excluded word is left out."""
         s, text = self.settings, req.parsed.text
@@ -375,17 +375,17 @@ class Retrieval:
         excluded = [t.tokens for t in req.parsed.excluded]
         ranked = []
         # The candidates sharing most trigrams (FTS5's bm25 over trigrams) are scored exactly.
-        for doc_id, names in self.store.name_search(match, min(limit, s.name_candidates), req.collection_ids, req.note_filter):
+        for note_id, names in self.store.name_search(match, min(limit, s.name_candidates), req.collection_ids, req.note_filter):
             if excluded and any(holds_phrase(WORD_TOKEN.findall(names.lower()), tokens) for tokens in excluded):
                 continue
             lines = names.split("\n")  # title, aliases..., file name
             best = max((name_similarity(wanted, name, s.name_coverage_min) for i, name in enumerate(lines)
                         if name.strip() and (i in (0, len(lines) - 1) or self._names_whole_alias(wanted, name))), default=0.0)
             if best >= s.name_match_min:
-                ranked.append((doc_id, best))
+                ranked.append((note_id, best))
         if excluded and ranked:  # as in the keyword list: a note stays when one of its passages lacks them
-            owner = self.store.document_chunks_of(doc for doc, _ in ranked)
-            hit = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
+            owner = self.store.passages_of_notes(doc for doc, _ in ranked)
+            hit = self.store.passages_matching(" OR ".join(t.fts() for t in req.parsed.excluded), list(owner))
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
         if ranked and not s.pointer_names:
@@ -418,14 +418,14 @@ class Retrieval:
                    for _, names in found for name in names.split("\n") if name.strip())
 
     def vector_stage(self, req: SearchRequest, limit: int) -> list[tuple[int, float]]:
-        """Chunk ids with cosine similarity to the query (without its exclusions),
+        """Passage ids with cosine similarity to the query (without its exclusions),
         nearest first, filters inside the KNN; passages holding an excluded word are
         left out, as the keyword list leaves them out. Call once vector_status is ok."""
         if not req.parsed.text.strip():
             return []
         found = self.vectors.vector_search(self.query_vector(req.meaning), limit, req.collection_ids, req.note_filter)
         if req.parsed.excluded and found:
-            excluded = self.store.chunks_matching(" OR ".join(t.fts() for t in req.parsed.excluded), [cid for cid, _ in found])
+            excluded = self.store.passages_matching(" OR ".join(t.fts() for t in req.parsed.excluded), [cid for cid, _ in found])
             found = [row for row in found if row[0] not in excluded]
         return [(cid, 1.0 - distance) for cid, distance in found]
 
@@ -485,19 +485,19 @@ class Retrieval:
         if len(lists) == 1:  # one list: its own order, each note at its best passage
             (name, ranking), = lists.items()
             rows = list(ranking)
-            if not req.chunks:  # each note at its best passage (the first): hits only for those
-                owner = owners or self.store.chunk_documents(cid for cid, _ in rows)
+            if not req.passages:  # each note at its best passage (the first): hits only for those
+                owner = owners or self.store.passage_notes(cid for cid, _ in rows)
                 firsts: dict[int, tuple[int, float]] = {}
                 for row in rows:
                     if row[0] in owner:
                         firsts.setdefault(owner[row[0]], row)
                 rows = list(firsts.values())[: ranked * s.pool_per_k]  # _finish reads no further
-            info = self.store.chunk_info([cid for cid, _ in rows])
+            info = self.store.passage_info([cid for cid, _ in rows])
             rows = [r for r in rows if r[0] in info]
             hits = [self._hit(cid, info[cid], value, **({"bm25_rank": place, "bm25_score": value} if name == "keyword"
                                                          else {"vector_rank": place, "vector_distance": 1.0 - value}))
                     for place, (cid, value) in enumerate(rows, 1)]
-            hits, explained = (hits if req.chunks else _best_per_note(hits)), ""
+            hits, explained = (hits if req.passages else _best_per_note(hits)), ""
         else:
             hits, explained, info = self._ranked_hits(req, lists, owners, s, ranked, vectors_read)
         timed("ranking", t0)
@@ -528,14 +528,14 @@ class Retrieval:
         hits = [h for h in hits if not h.copy_of]
         if not hits:
             return None
-        ids = [h.chunk_id for h in hits if h.chunk_id is not None]
+        ids = [h.passage_id for h in hits if h.passage_id is not None]
         terms = [t for t in req.parsed.terms if not has_unspaced_chars(" ".join(t.tokens))]
         weight = self._term_weights(req, terms)
         total = sum(weight) or 1.0
         held = {cid: total if cid in every_term else 0.0 for cid in ids}
         unknown = [cid for cid in ids if cid not in every_term]
         if unknown:
-            for w, matching in zip(weight, self.store.chunks_matching_each([term.fts() for term in terms], unknown)):
+            for w, matching in zip(weight, self.store.passages_matching_each([term.fts() for term in terms], unknown)):
                 for cid in matching:
                     held[cid] += w
         similarity: dict[int, float] = {}
@@ -553,8 +553,8 @@ class Retrieval:
                     similarity[cid] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
         raw = []
         for hit in hits:
-            hit.matched = round(min(held.get(hit.chunk_id or 0, 0.0) / total, 1.0), 3) if terms else None
-            hit.similarity = round(similarity[hit.chunk_id], 3) if hit.chunk_id in similarity else None
+            hit.matched = round(min(held.get(hit.passage_id or 0, 0.0) / total, 1.0), 3) if terms else None
+            hit.similarity = round(similarity[hit.passage_id], 3) if hit.passage_id in similarity else None
             words = hit.matched or 0.0
             # Every word held is strong evidence; some of them weak (common words match anything).
             words = words if words >= 1.0 else words * self.settings.partial_match_weight
@@ -602,7 +602,7 @@ class Retrieval:
         name_job = workers.submit(self.names_stage, req, depth) if s.name_weight else None
         try:
             vec = self.vector_stage(req, depth)
-            vector_owners = self.store.chunk_documents(cid for cid, _ in vec)
+            vector_owners = self.store.passage_notes(cid for cid, _ in vec)
         finally:
             names = name_job.result() if name_job else []
             kw, owners = keyword_job.result()
@@ -610,46 +610,46 @@ class Retrieval:
         return {"keyword": kw, "vector": vec, "name": names}, owners
 
     def _ranked_hits(self, req: SearchRequest, rankings: dict[str, list[tuple[int, float]]], owners: dict[int, int],
-                     s: RankingSettings, k: int, vectors_read: dict[int, bytes]) -> tuple[list[Hit], str, dict[int, ChunkInfo]]:
-        """Hits from the ranking stage over the chunk rankings (``keyword``, ``vector``) and
-        the document ranking ``name``, per note (or per passage with ``chunks``), ranked for ``k``
+                     s: RankingSettings, k: int, vectors_read: dict[int, bytes]) -> tuple[list[Hit], str, dict[int, PassageInfo]]:
+        """Hits from the ranking stage over the passage rankings (``keyword``, ``vector``) and
+        the note ranking ``name``, per note (or per passage with ``passages``), ranked for ``k``
         results; how they were fused (--explain); their passages' rows. ``vectors_read`` receives
         the vectors the complete step read (relevance_stage reads them no more)."""
-        chunks = req.chunks
+        passages = req.passages
         names = rankings.pop("name", [])
         owner = dict(owners)
         unmapped = {cid for r in rankings.values() for cid, _ in r} - owner.keys()
         if unmapped:
-            owner.update(self.store.chunk_documents(unmapped))
-        first_chunk = self.store.first_chunks(doc for doc, _ in names) if names else {}
+            owner.update(self.store.passage_notes(unmapped))
+        first_passage = self.store.first_passages(doc for doc, _ in names) if names else {}
         # Each list collapsed to units (a note votes with its best passage); a
-        # vector whose passage is gone is skipped. passage[name][unit] = chunk shown.
+        # vector whose passage is gone is skipped. passage[name][unit] = passage shown.
         lists: dict[str, list[tuple[int, float]]] = {}
         passage: dict[str, dict[object, int]] = {}
         for name, ranking in rankings.items():
             lists[name], passage[name] = [], {}
             for cid, value in ranking:
                 if cid in owner:
-                    unit = cid if chunks else owner[cid]
+                    unit = cid if passages else owner[cid]
                     if unit not in passage[name]:
                         passage[name][unit] = cid
                         lists[name].append((unit, value))
         if names:
             lists["name"], passage["name"] = [], {}
             for doc, value in names:
-                if doc in first_chunk:
-                    unit = first_chunk[doc] if chunks else doc
-                    passage["name"][unit] = first_chunk[doc]
+                if doc in first_passage:
+                    unit = first_passage[doc] if passages else doc
+                    passage["name"][unit] = first_passage[doc]
                     lists["name"].append((unit, value))
-        complete = not chunks and lists.get("vector") and self.embedder is not None
+        complete = not passages and lists.get("vector") and self.embedder is not None
         # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_chunk.get(doc) if chunks else doc for doc, kind in self.note_kinds(named, by="id").items()
+        stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id").items()
                  if kind in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
         missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
-        unembedded = (self.store.without_vectors(missing, chunks) if missing and "vector" in lists and s.unembedded_vote
+        unembedded = (self.store.without_vectors(missing, passages) if missing and "vector" in lists and s.unembedded_vote
                       and self.store.embedded_share(req.index_version) < 1.0 else set())
         best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword, vectors_read))
                                if complete else None,
@@ -659,7 +659,7 @@ class Retrieval:
             # The passage shown: the one from the list whose vote counted most.
             name = max((n for n in passage if entry.unit in passage[n]), key=lambda n: entry.parts.get(n, 0.0))
             shown[passage[name][entry.unit]] = entry
-        info = self.store.chunk_info(list(shown))
+        info = self.store.passage_info(list(shown))
         name_first = s.name_first_min
         hits = [self._hit(cid, info[cid], e.score, bm25_rank=e.ranks.get("keyword"), bm25_score=e.values.get("keyword"),
                           vector_rank=e.ranks.get("vector"),
@@ -680,7 +680,7 @@ class Retrieval:
         not told, by its words nor by the keyword list's first notes (query_language_from_keyword)."""
         if not lists.get("keyword") or self.embedder is None or not is_multilingual_model(self.embedder.model_name):
             return set(), set()
-        doc_of = {unit: owner.get(unit, 0) if req.chunks else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
+        doc_of = {unit: owner.get(unit, 0) if req.passages else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
         languages = self.store.note_languages(set(doc_of.values()))
         language = note_language(req.parsed.text)
         if language == "und" and s.query_language_from_keyword:
@@ -706,13 +706,13 @@ class Retrieval:
         vectors by id (never a KNN: a one-shot process keeps no matrix for a second
         search), the query vector the vector list used, and (``keyword``) FTS5's BM25 of
         the notes the keyword list missed (with the request's exclusions)."""
-        owner = self.store.document_chunks_of(docs)
+        owner = self.store.passages_of_notes(docs)
         in_keyword = {doc for doc, _ in lists.get("keyword", ())}
         missed = [doc for doc in docs if doc not in in_keyword] if keyword else []
         match = req.parsed.match_any()
         bm25: dict[int, float] = {}
         if missed and match:
-            for doc, value in self.store.documents_bm25(match, missed, self.settings.field_weights):
+            for doc, value in self.store.notes_bm25(match, missed, self.settings.field_weights):
                 bm25[doc] = max(-value, bm25.get(doc, 0.0))
         vectors = self.vectors.vectors_of(list(owner))
         if vectors_read is not None:
@@ -722,23 +722,23 @@ class Retrieval:
     # -- related notes ----------------------------------------------------------------------
     RELATED_PASSAGES = 24  # a long note is represented by at most this many of its passages
 
-    def related(self, document_id: int, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
+    def related(self, note_id: int, k: int = 10, collections: Sequence[str] | None = None) -> SearchResult:
         """The notes closest in meaning to a note, each with its passage that is
         closest to one of the note's passages. By vectors when the note has
         them (mode vector); otherwise by the rare terms the notes share (keyword)."""
         ids = self.collection_ids(collections)
-        vectors = self.store.document_vectors(document_id) if self.vector_status().ok else []
+        vectors = self.store.note_vectors(note_id) if self.vector_status().ok else []
         wider = k * 2 + 5  # stubs and copies are left out of what comes back
         model = self.embedder.model_name if self.embedder is not None else None
-        if vectors and not model_reads(model, self.store.note_languages([document_id]).get(document_id, "und")):
+        if vectors and not model_reads(model, self.store.note_languages([note_id]).get(note_id, "und")):
             vectors = []  # the model's vectors of this note's language say little of its meaning: by its words
         if vectors:
-            hits = self._related_by_vectors(document_id, vectors, wider, ids, model)
+            hits = self._related_by_vectors(note_id, vectors, wider, ids, model)
         else:
-            hits = self._related_by_terms(document_id, wider, collections)
+            hits = self._related_by_terms(note_id, wider, collections)
         # Stubs point elsewhere, copies repeat a note above them or the note itself
         # (by name, or by text: a print chapter that holds this section, or a section it holds).
-        own = self.store.document_rows([document_id]).get(document_id)
+        own = self.store.note_rows([note_id]).get(note_id)
         own_key = copy_key(own[3], own[1]) if own else None
         hits = [h for h in hits if not h.stub and not h.copy_of and copy_key(h.title, h.path) != own_key]
         if own and hits:
@@ -749,13 +749,13 @@ class Retrieval:
                     and not holds_most_of(mine, prints.get(h.docid, none), self.settings)]
         return SearchResult(hits[:k], "vector" if vectors else "keyword")
 
-    def _related_by_vectors(self, document_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
+    def _related_by_vectors(self, note_id: int, vectors: list[tuple[int, bytes]], k: int, ids,
                             model: str | None) -> list[Hit]:
         step = max(1, len(vectors) / self.RELATED_PASSAGES)
         sample = [vectors[int(i * step)] for i in range(min(len(vectors), self.RELATED_PASSAGES))]
         depth = k * 6 + len(vectors)  # own passages come back too and are dropped
         per_passage = [self.vectors.vector_search(blob, depth, ids) for _, blob in sample]
-        owner = self.store.chunk_documents({cid for ranking in per_passage for cid, _ in ranking})
+        owner = self.store.passage_notes({cid for ranking in per_passage for cid, _ in ranking})
         # Only notes the model can compare: an English model's vectors put text of another language
         # near other text of that alphabet, whatever it says.
         languages = self.store.note_languages(set(owner.values()))
@@ -763,14 +763,14 @@ class Retrieval:
         # A note's score: its best similarity to any passage plus its mean best similarity
         # over the sampled passages (missing from a list: that list's last), so a note
         # related throughout beats one that shares a single paragraph.
-        best: dict[int, tuple[float, int]] = {}  # document -> (best similarity, its chunk)
+        best: dict[int, tuple[float, int]] = {}  # note -> (best similarity, its passage)
         sums: dict[int, list[float]] = {}
         for ranking in per_passage:
             floor = 1.0 - ranking[-1][1] if ranking else 0.0
             seen: dict[int, float] = {}
             for cid, dist in ranking:
                 doc = owner.get(cid)
-                if doc is None or doc == document_id or doc in seen:
+                if doc is None or doc == note_id or doc in seen:
                     continue
                 seen[doc] = 1.0 - dist
                 if doc not in best or 1.0 - dist > best[doc][0]:
@@ -779,7 +779,7 @@ class Retrieval:
                 sums.setdefault(doc, []).append(seen.get(doc, floor))
         n = len(per_passage)
         scored = sorted(((0.5 * best[doc][0] + 0.5 * sum(sums[doc]) / n, best[doc][1], best[doc][0]) for doc in best), reverse=True)[:k]
-        info = self.store.chunk_info([cid for _, cid, _ in scored])
+        info = self.store.passage_info([cid for _, cid, _ in scored])
         # The rank and distance shown are those of the closest passage pair.
         hits = [self._hit(cid, info[cid], score, vector_rank=rank, vector_distance=1.0 - similarity)
                 for rank, (score, cid, similarity) in enumerate(scored, 1) if cid in info]
@@ -787,18 +787,18 @@ class Retrieval:
 
     RELATED_TERMS = 16
 
-    def _related_by_terms(self, document_id: int, k: int, collections) -> list[Hit]:
+    def _related_by_terms(self, note_id: int, k: int, collections) -> list[Hit]:
         import math
 
         counts: dict[str, int] = {}
-        for _, headings, body in self.store.document_chunks(document_id):
+        for _, headings, body in self.store.note_passages(note_id):
             for word in WORD_TOKEN.findall(f"{headings}\n{body}".lower()):
                 if len(word) > 2 and not word.isdigit() and word not in STOPWORDS:
                     counts[word] = counts.get(word, 0) + 1
         # The note's most frequent words are the candidates; their rarity comes from the index.
         candidates = sorted(counts, key=lambda w: -counts[w])[: self.RELATED_TERMS * 8]
         df = self.store.passage_counts(candidates)
-        total = max(self.store.totals()["chunks"], 1)
+        total = max(self.store.totals()["passages"], 1)
         # Rare in the index, frequent in the note; a term no other passage has is no link.
         weighted = sorted(((counts[w] * math.log(total / df[w]), w) for w in candidates if df[w] >= 2), reverse=True)
         words = [w for _, w in weighted[: self.RELATED_TERMS]]
@@ -806,9 +806,9 @@ class Retrieval:
             return []
         parsed = ParsedQuery([Term((w,)) for w in words], [])
         ranking = self.keyword_stage(SearchRequest("", parsed, collection_ids=self.collection_ids(collections)), k * 8 + 50)
-        owner = self.store.chunk_documents([cid for cid, _ in ranking])
-        ranking = [(cid, score) for cid, score in ranking if owner.get(cid) not in (None, document_id)]
-        info = self.store.chunk_info([cid for cid, _ in ranking])
+        owner = self.store.passage_notes([cid for cid, _ in ranking])
+        ranking = [(cid, score) for cid, score in ranking if owner.get(cid) not in (None, note_id)]
+        info = self.store.passage_info([cid for cid, _ in ranking])
         hits = _best_per_note([self._hit(cid, info[cid], score, bm25_rank=rank, bm25_score=score)
                                for rank, (cid, score) in enumerate(ranking, 1) if cid in info])
         return self._finish(hits, info, parsed, "", k)
@@ -817,7 +817,7 @@ class Retrieval:
     def listing(self, k: int, collection_ids: list[int] | None, note_filter: NoteFilter | None) -> list[Hit]:
         """The notes a filter matches, newest first (a search with a filter and no words)."""
         ids = self.store.filtered_notes(k, collection_ids, note_filter)
-        info = self.store.chunk_info(ids)
+        info = self.store.passage_info(ids)
         hits = [self._hit(cid, info[cid], 0.0) for cid in ids if cid in info]
         return self._finish(hits, info, parse_query(""), "", k)
 
@@ -838,7 +838,7 @@ class Retrieval:
     NOTE_KINDS_KEPT = 20_000
 
     def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None) -> dict:
-        """docid (or document id, ``by``) -> what the note is to the note prior (note_kind).
+        """docid (or note id, ``by``) -> what the note is to the note prior (note_kind).
         ``facts``: key -> (title, path, words, own words, links out, content hash) as the hits'
         rows hold them (else read: Store.note_facts); ``targets`` receives, for a note that
         points elsewhere, the file names it links to (order_by_note_prior). A note's kind is
@@ -870,23 +870,23 @@ class Retrieval:
         return kinds
 
     # -- hits ----------------------------------------------------------------------------
-    def _hit(self, cid: int, row: ChunkInfo, score: float, **ranks) -> Hit:
+    def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:
         heading_path = f"{row.title} > {row.headings}" if row.headings else row.title
         # str(Path(folder) / path) for a resolved folder and a clean relative path, cheaper.
         abspath = os.path.join(row.collection_path, *row.path.split("/"))
         return Hit(path=row.path, collection=row.collection, abspath=abspath,
                    docid=row.docid, title=row.title, heading_path=heading_path, start_line=row.start_line,
-                   end_line=row.end_line, score=score, snippet="", chunk_id=cid, text=row.body,
+                   end_line=row.end_line, score=score, snippet="", passage_id=cid, text=row.body,
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
                    collection_description=row.collection_description or "", page=row.page, **ranks)
 
-    def _finish(self, hits: list[Hit], rows: dict[int, ChunkInfo], parsed: ParsedQuery, query: str, k: int, ranked: int = 0,
+    def _finish(self, hits: list[Hit], rows: dict[int, PassageInfo], parsed: ParsedQuery, query: str, k: int, ranked: int = 0,
                 version: IndexVersion | None = None) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
         followed by its copies, with snippets: the note prior, the exact-title rule and copies.
-        ``rows``: the hits' passages' rows (chunk_info), which hold the note facts these read."""
+        ``rows``: the hits' passages' rows (passage_info), which hold the note facts these read."""
         s = self.settings
-        notes = {hit.docid: rows[hit.chunk_id or 0] for hit in hits}
+        notes = {hit.docid: rows[hit.passage_id or 0] for hit in hits}
         targets: dict[str, set[str]] = {}
         kinds = self.note_kinds(notes, facts={docid: (row.title, row.path, row.words, row.own_words, row.links_out, row.digest)
                                               for docid, row in notes.items()}, targets=targets) if hits else {}
@@ -911,16 +911,16 @@ class Retrieval:
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.
-        shown = {hit.chunk_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
+        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
                  for hit in hits if not hit.copy_of}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
             if hit.copy_of:
                 continue
-            marked = snippets.get(hit.chunk_id or 0)
-            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.chunk_id or 0]))
-                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.chunk_id or 0], parsed.words))
+            marked = snippets.get(hit.passage_id or 0)
+            hit.snippet, hit.marks = (snippet_spans(snippet_with_lead(marked, shown[hit.passage_id or 0]))
+                                      if marked and MARK_OPEN in marked else mark_terms(shown[hit.passage_id or 0], parsed.words))
         return hits
 
 

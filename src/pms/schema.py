@@ -72,10 +72,10 @@ def _unique_docids(db) -> None:
     """Migration: every note's id re-made unique and longer, the index made UNIQUE."""
     taken: set[str] = set()
     ids = []
-    for doc_id, collection_id, path in db.execute("SELECT id, collection_id, path FROM documents ORDER BY id").fetchall():
+    for note_id, collection_id, path in db.execute("SELECT id, collection_id, path FROM documents ORDER BY id").fetchall():
         docid = note_docid(collection_id, path, taken.__contains__)
         taken.add(docid)
-        ids.append((docid, doc_id))
+        ids.append((docid, note_id))
     db.execute("DROP INDEX IF EXISTS documents_docid")
     db.execute("UPDATE documents SET docid = '#' || id")  # placeholders first: old and new ids may swap
     db.executemany("UPDATE documents SET docid = ? WHERE id = ?", ids)

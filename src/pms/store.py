@@ -1,6 +1,6 @@
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
-Owns: the connection and its settings, collections, documents and passages, the FTS5
+Owns: the connection and its settings, collections, notes and passages, the FTS5
 keyword lists, vectors (sqlite-vec, or ``VectorMatrix`` / ``VectorMemory`` in memory),
 links and tags as stored, and turning SQLite's errors into one-line ``PMSError``s.
 Schema changes go to schema.py; what a search does with these lists, to retrieval.py.
@@ -65,7 +65,7 @@ class CollectionRow(TupleFields):
 
 
 @named_tuple
-class DocumentState(TupleFields):
+class NoteState(TupleFields):
     """What sync compares to decide whether a file changed."""
     id: int
     size: int
@@ -75,7 +75,7 @@ class DocumentState(TupleFields):
 
 
 @named_tuple
-class DocumentRow(TupleFields):
+class NoteRow(TupleFields):
     id: int
     collection: str
     collection_path: str
@@ -87,7 +87,7 @@ class DocumentRow(TupleFields):
 
 
 @named_tuple
-class PendingChunk(TupleFields):
+class PendingPassage(TupleFields):
     """A passage without a vector yet."""
     id: int
     collection_id: int
@@ -104,9 +104,9 @@ class IndexVersion(TupleFields):
 
 
 @named_tuple
-class ChunkInfo(TupleFields):
+class PassageInfo(TupleFields):
     """What a search hit needs to know about a passage."""
-    document_id: int
+    note_id: int
     collection: str
     collection_path: str
     path: str
@@ -169,7 +169,7 @@ class VectorMatrix:
         self.collection_ids = np.ascontiguousarray(collection_ids, dtype=np.int64)
         self.matrix = np.ascontiguousarray(vectors, dtype=np.int8)
         self.norms = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.int64).astype(np.float64))
-        self._by_id = np.argsort(self.ids, kind="stable")                  # for lookups by chunk id
+        self._by_id = np.argsort(self.ids, kind="stable")                  # for lookups by passage id
         self._sorted_ids = self.ids[self._by_id]
 
     def __len__(self) -> int:
@@ -193,17 +193,17 @@ class VectorMatrix:
             return (1.0 - dots / (norms * query_norm)).astype(np.float32)
 
     def search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None = None,
-               chunk_ids: Iterable[int] | None = None) -> list[tuple[int, float]]:
-        """(chunk id, cosine distance) nearest first, among the passages of
-        ``collection_ids`` and, when given, ``chunk_ids``."""
+               passage_ids: Iterable[int] | None = None) -> list[tuple[int, float]]:
+        """(passage id, cosine distance) nearest first, among the passages of
+        ``collection_ids`` and, when given, ``passage_ids``."""
         np = self.np
         rows = None
-        if collection_ids or chunk_ids is not None:
+        if collection_ids or passage_ids is not None:
             keep = np.ones(len(self.ids), dtype=bool)
             if collection_ids:
                 keep &= np.isin(self.collection_ids, np.asarray(list(collection_ids), dtype=np.int64))
-            if chunk_ids is not None:
-                keep &= np.isin(self.ids, np.fromiter(chunk_ids, dtype=np.int64))
+            if passage_ids is not None:
+                keep &= np.isin(self.ids, np.fromiter(passage_ids, dtype=np.int64))
             rows = np.flatnonzero(keep)
         distances = self._distances(query_blob, rows)
         limit = min(int(limit), VECTOR_KNN_MAX, len(distances))
@@ -218,23 +218,23 @@ class VectorMatrix:
         order = np.lexsort((self.tie_order[found], distances[best]))[:limit]
         return list(zip(self.ids[found[order]].tolist(), distances[best[order]].astype(np.float64).tolist()))
 
-    def _rows(self, chunk_ids: Iterable[int]):
-        """(the chunk ids that have a vector, their rows in the matrix)."""
+    def _rows(self, passage_ids: Iterable[int]):
+        """(the passage ids that have a vector, their rows in the matrix)."""
         np = self.np
-        wanted = np.unique(np.fromiter(chunk_ids, dtype=np.int64))
+        wanted = np.unique(np.fromiter(passage_ids, dtype=np.int64))
         at = np.searchsorted(self._sorted_ids, wanted)
         at[at >= len(self._sorted_ids)] = 0
         found = self._sorted_ids[at] == wanted if len(self._sorted_ids) else np.zeros(len(wanted), dtype=bool)
         return wanted[found], self._by_id[at[found]]
 
-    def distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
-        """chunk id -> cosine distance to the query (a passage without a vector is left out)."""
-        ids, rows = self._rows(chunk_ids)
+    def distances(self, query_blob: bytes, passage_ids: Iterable[int]) -> dict[int, float]:
+        """passage id -> cosine distance to the query (a passage without a vector is left out)."""
+        ids, rows = self._rows(passage_ids)
         return dict(zip(ids.tolist(), self._distances(query_blob, rows).astype(self.np.float64).tolist()))
 
-    def vectors(self, chunk_ids: Iterable[int]) -> dict[int, bytes]:
-        """chunk id -> its int8 vector, as sqlite-vec stores it (a passage without one is left out)."""
-        ids, rows = self._rows(chunk_ids)
+    def vectors(self, passage_ids: Iterable[int]) -> dict[int, bytes]:
+        """passage id -> its int8 vector, as sqlite-vec stores it (a passage without one is left out)."""
+        ids, rows = self._rows(passage_ids)
         return {cid: self.matrix[row].tobytes() for cid, row in zip(ids.tolist(), rows.tolist())}
 
 
@@ -595,21 +595,21 @@ class Store:
             if self.vec_loaded and self.has_vector_table():
                 db.execute("DELETE FROM chunk_vectors WHERE collection_id = ?", (collection_id,))
                 self._vectors_changed()
-            self._delete_documents(db, "collection_id = ?", (collection_id,))
+            self._delete_notes(db, "collection_id = ?", (collection_id,))
             db.execute("DELETE FROM folder_descriptions WHERE collection_id = ?", (collection_id,))
             db.execute("DELETE FROM collections WHERE id = ?", (collection_id,))
 
     def collection_counts(self, collection_id: int) -> tuple[int, int]:
         docs = self.db.execute("SELECT count(*) FROM documents WHERE collection_id = ?", (collection_id,)).fetchone()[0]
-        chunks = self.db.execute("SELECT count(*) FROM chunks JOIN documents d ON d.id = chunks.document_id WHERE d.collection_id = ?",
+        passages = self.db.execute("SELECT count(*) FROM chunks JOIN documents d ON d.id = chunks.document_id WHERE d.collection_id = ?",
                                  (collection_id,)).fetchone()[0]
-        return docs, chunks
+        return docs, passages
 
-    # -- documents -----------------------------------------------------------------
-    def document_states(self, collection_id: int) -> dict[str, DocumentState]:
+    # -- notes ---------------------------------------------------------------------
+    def note_states(self, collection_id: int) -> dict[str, NoteState]:
         """path -> its state, for one collection."""
         rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256, parsed_version FROM documents WHERE collection_id = ?", (collection_id,))
-        return {r[0]: DocumentState(*r[1:]) for r in rows}
+        return {r[0]: NoteState(*r[1:]) for r in rows}
 
     def indexed_times(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
         """(collection, path) -> (mtime_ns, size) as last indexed."""
@@ -624,7 +624,7 @@ class Store:
                 out[(name, path)] = (mtime, size)
         return out
 
-    def document_paths(self, collection_id: int) -> list[str]:
+    def note_paths(self, collection_id: int) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT path FROM documents WHERE collection_id = ? ORDER BY path", (collection_id,))]
 
     def skipped_states(self, collection_id: int) -> dict[str, tuple[int, int, int, bool, str]]:
@@ -650,23 +650,23 @@ class Store:
     def forget_skipped(self, db, collection_id: int, paths: Iterable[str]) -> None:
         db.executemany("DELETE FROM skipped_files WHERE collection_id = ? AND path = ?", ((collection_id, p) for p in paths))
 
-    def touch_document(self, db, doc_id: int, size: int, mtime_ns: int) -> None:
-        db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, doc_id))
+    def touch_note(self, db, note_id: int, size: int, mtime_ns: int) -> None:
+        db.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, note_id))
 
-    def delete_document(self, db, collection_id: int, path: str) -> None:
-        self._delete_documents(db, "collection_id = ? AND path = ?", (collection_id, path))
+    def delete_note(self, db, collection_id: int, path: str) -> None:
+        self._delete_notes(db, "collection_id = ? AND path = ?", (collection_id, path))
 
     @staticmethod
-    def _delete_documents(db, where: str, args: tuple) -> None:
+    def _delete_notes(db, where: str, args: tuple) -> None:
         """Delete the notes ``where`` (SQL on documents) selects, and their rows in the tables that hang off them."""
         for table in ("chunks", "note_tags", "note_fields", "note_links"):
             db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE {where})", args)
         db.execute(f"DELETE FROM documents WHERE {where}", args)
 
-    def write_document(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
-        """Insert or replace one note and its chunks, inside the caller's transaction.
+    def write_note(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
+        """Insert or replace one note and its passages, inside the caller's transaction.
 
-        Chunks whose text did not change keep their row (and so their vector):
+        Passages whose text did not change keep their row (and so their vector):
         only new or edited passages need embedding again.
         """
         row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
@@ -676,52 +676,52 @@ class Store:
                   "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
                   "paragraphs": note.paragraphs or None}
         if row:
-            doc_id = row[0]
-            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), doc_id))
+            note_id = row[0]
+            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), note_id))
             old: dict[str, list[int]] = {}
-            for chunk_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,)):
-                old.setdefault(h, []).append(chunk_id)
+            for passage_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (note_id,)):
+                old.setdefault(h, []).append(passage_id)
             for table in ("note_tags", "note_fields", "note_links"):
-                db.execute(f"DELETE FROM {table} WHERE document_id = ?", (doc_id,))
+                db.execute(f"DELETE FROM {table} WHERE document_id = ?", (note_id,))
         else:
             docid = note_docid(collection_id, path,
                                lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
             cur = db.execute(f"INSERT INTO documents(collection_id, path, docid, {', '.join(fields)}) "
                              f"VALUES (?, ?, ?, {placeholders(list(fields))})", (collection_id, path, docid, *fields.values()))
-            doc_id = cur.lastrowid
+            note_id = cur.lastrowid
             old = {}
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
-                       [(doc_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
+                       [(note_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
-                       [(doc_id, k, v) for k, v in frontmatter_fields(note.metadata)])
+                       [(note_id, k, v) for k, v in frontmatter_fields(note.metadata)])
         db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)",
-                       [(doc_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
-        for chunk in note.chunks:
-            headings = chunk.headings
-            h = hex_digest(f"{chunk.title}\x00{headings}\x00{chunk.text}".encode(), "sha1")
+                       [(note_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
+        for passage in note.passages:
+            headings = passage.headings
+            h = hex_digest(f"{passage.title}\x00{headings}\x00{passage.text}".encode(), "sha1")
             kept = old.get(h)
             if kept:
                 db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
-                           (chunk.seq, chunk.start_line, chunk.end_line, chunk.page, kept.pop(0)))
+                           (passage.seq, passage.start_line, passage.end_line, passage.page, kept.pop(0)))
             else:
                 db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (doc_id, chunk.seq, chunk.start_line, chunk.end_line, h, chunk.title, headings, chunk.text, chunk.page))
+                           (note_id, passage.seq, passage.start_line, passage.end_line, h, passage.title, headings, passage.text, passage.page))
         stale = [i for ids in old.values() for i in ids]
         for part in in_parts(stale):
             db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
 
-    def pdf_pages(self, document_id: int) -> tuple[int, dict[int, str]]:
+    def pdf_pages(self, note_id: int) -> tuple[int, dict[int, str]]:
         """A PDF's page count and each page's text as indexed (its passages, in order)."""
-        row = self.db.execute("SELECT pages FROM documents WHERE id = ?", (document_id,)).fetchone()
+        row = self.db.execute("SELECT pages FROM documents WHERE id = ?", (note_id,)).fetchone()
         texts: dict[int, list[str]] = {}
         for page, body in self.db.execute("SELECT page, body FROM chunks WHERE document_id = ? AND page IS NOT NULL ORDER BY seq",
-                                          (document_id,)):
+                                          (note_id,)):
             texts.setdefault(page, []).append(body)
         return (row[0] or 0) if row else 0, {page: "\n".join(parts) for page, parts in texts.items()}
 
-    def find_documents(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None,
-                       docid_prefix: str | None = None, limit: int | None = None) -> list[DocumentRow]:
+    def find_notes(self, *, docid: str | None = None, collection: str | None = None, path: str | None = None,
+                       docid_prefix: str | None = None, limit: int | None = None) -> list[NoteRow]:
         sql = ("SELECT d.id, c.name, c.path, d.path, d.docid, d.title, d.tags, d.aliases FROM documents d "
                "JOIN collections c ON c.id = d.collection_id WHERE 1=1")
         args: list = []
@@ -733,7 +733,7 @@ class Store:
                 sql += f" AND {condition}"
                 args += values
         sql += " ORDER BY c.name, d.path" + (f" LIMIT {int(limit)}" if limit else "")
-        return [DocumentRow(*r) for r in self.db.execute(sql, args)]
+        return [NoteRow(*r) for r in self.db.execute(sql, args)]
 
     def language_counts(self) -> dict[str, int]:
         """Notes per language (note_language), most first; notes not re-read since languages were counted are left out."""
@@ -744,8 +744,8 @@ class Store:
         db = self.db
         return {
             "collections": db.execute("SELECT count(*) FROM collections").fetchone()[0],
-            "documents": db.execute("SELECT count(*) FROM documents").fetchone()[0],
-            "chunks": db.execute("SELECT count(*) FROM chunks").fetchone()[0],
+            "notes": db.execute("SELECT count(*) FROM documents").fetchone()[0],
+            "passages": db.execute("SELECT count(*) FROM chunks").fetchone()[0],
             "embedded": db.execute("SELECT count(*) FROM chunks WHERE embedded = 1").fetchone()[0],
         }
 
@@ -815,7 +815,7 @@ class Store:
         return self.get_meta("embed_model"), self.get_meta("embed_model_dir")
 
     def remove_orphan_vectors(self) -> int:
-        """Vectors whose chunk is gone (deleted by a sync without sqlite-vec)."""
+        """Vectors whose passage is gone (deleted by a sync without sqlite-vec)."""
         with self.transaction() as db:
             cur = db.execute("DELETE FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)")
             if cur.rowcount:
@@ -823,21 +823,21 @@ class Store:
             return cur.rowcount
 
     def pending_embedding_ids(self) -> list[int]:
-        """The ids of the chunks without a vector, the most recently modified notes'
+        """The ids of the passages without a vector, the most recently modified notes'
         first (so meaning search covers what the user works on soonest)."""
         return [r[0] for r in self.db.execute(
             "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.embedded = 0 "
             "ORDER BY d.mtime_ns DESC, c.document_id, c.seq")]
 
-    def pending_embeddings(self, chunk_ids: Sequence[int]) -> list[PendingChunk]:
-        """These chunks' text, for those still without a vector."""
-        return [PendingChunk(*r) for r in self.rows_in(
+    def pending_embeddings(self, passage_ids: Sequence[int]) -> list[PendingPassage]:
+        """These passages' text, for those still without a vector."""
+        return [PendingPassage(*r) for r in self.rows_in(
             "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
-            "WHERE c.embedded = 0 AND c.id IN ({ids})", chunk_ids)]
+            "WHERE c.embedded = 0 AND c.id IN ({ids})", passage_ids)]
 
-    def pending_embeddings_of(self, collection: str, path: str) -> list[PendingChunk]:
+    def pending_embeddings_of(self, collection: str, path: str) -> list[PendingPassage]:
         """The passages of one note still without a vector, in the note's order."""
-        return [PendingChunk(*r) for r in self.db.execute(
+        return [PendingPassage(*r) for r in self.db.execute(
             "SELECT c.id, d.collection_id, c.title, c.headings, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
             "JOIN collections k ON k.id = d.collection_id WHERE c.embedded = 0 AND k.name = ? AND d.path = ? ORDER BY c.seq",
             (collection, path))]
@@ -846,7 +846,7 @@ class Store:
         return self.db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
 
     def write_vectors(self, rows: Sequence[tuple[int, int, bytes]], progress: tuple[int, int, float] | None = None) -> None:
-        """Store (chunk id, collection id, int8 bytes); vec0 ignores OR REPLACE, so delete first.
+        """Store (passage id, collection id, int8 bytes); vec0 ignores OR REPLACE, so delete first.
         ``progress``: (passages done, of total, seconds so far) of the sync writing them,
         kept for ``status`` in any process (embedding_progress)."""
         import json
@@ -854,13 +854,13 @@ class Store:
             if progress:
                 self.set_meta("embed_progress", json.dumps({"done": progress[0], "total": progress[1],
                                                             "seconds": round(progress[2], 3), "at": time.time()}))
-            for chunk_id, collection_id, blob in rows:
-                if db.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk_id,)).fetchone() is None:
+            for passage_id, collection_id, blob in rows:
+                if db.execute("SELECT 1 FROM chunks WHERE id = ?", (passage_id,)).fetchone() is None:
                     continue  # the note changed while we were embedding
-                db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (chunk_id,))
+                db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (passage_id,))
                 db.execute("INSERT INTO chunk_vectors(chunk_id, embedding, collection_id) VALUES (?, vec_int8(?), ?)",
-                           (chunk_id, blob, collection_id))
-                db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+                           (passage_id, blob, collection_id))
+                db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (passage_id,))
             self._vectors_changed()
 
     def embedding_progress(self) -> dict | None:
@@ -877,7 +877,7 @@ class Store:
         return self.get_meta("vectors_version")
 
     def read_vectors(self) -> tuple:
-        """(chunk ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix),
+        """(passage ids, collection ids, int8 matrix, tie order) of every vector (see VectorMatrix),
         from vec0's own tables (fast); an index whose layout is not the one expected is scanned.
         """
         import numpy as np
@@ -923,7 +923,7 @@ class Store:
     # -- search ------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, collection_ids: Sequence[int] | None, weights: tuple[float, float, float],
                    note_filter: NoteFilter | None = None) -> list[tuple[int, float, int, int]]:
-        """(chunk id, bm25, its note's document id, the note's passages) best first; bm25 is
+        """(passage id, bm25, its note's id, the note's passages) best first; bm25 is
         FTS5's (negative: lower is better). Collections and the note filter narrow the FTS
         query itself. The note and its size come in the same statement: ranking reads them
         for every passage found (focus, one hit per note)."""
@@ -950,7 +950,7 @@ class Store:
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
                     note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
-        """(document id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
+        """(note id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
         sql = "SELECT n.rowid, n.names FROM note_names n"
         args: list = []
         if collection_ids or note_filter:
@@ -961,7 +961,7 @@ class Store:
         return self.db.execute(sql + " ORDER BY n.rank LIMIT ?", (*args, match, limit)).fetchall()
 
     def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
-        """(document id, its names) of the notes whose names hold at least ``at_least``
+        """(note id, its names) of the notes whose names hold at least ``at_least``
         of the trigrams ``grams``; None when more than ``limit`` notes do. Each trigram's
         notes are read from the index, unranked: far cheaper than ranking them (name_search)."""
         each = " UNION ALL ".join(["SELECT rowid FROM note_names WHERE note_names MATCH ?"] * len(grams))
@@ -970,14 +970,14 @@ class Store:
                                (*('"' + g.replace('"', '""') + '"' for g in grams), at_least, limit + 1)).fetchall()
         return None if len(rows) > limit else rows
 
-    def first_chunks(self, doc_ids: Iterable[int]) -> dict[int, int]:
-        """document id -> its first chunk's id (the passage shown for a note found by name)."""
-        rows = self.rows_in("SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", doc_ids)
+    def first_passages(self, note_ids: Iterable[int]) -> dict[int, int]:
+        """note id -> its first passage's id (the passage shown for a note found by name)."""
+        rows = self.rows_in("SELECT document_id, id, min(seq) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", note_ids)
         return {doc: cid for doc, cid, _ in rows}  # SQLite: id comes from the min(seq) row
 
-    def fts_snippet(self, match: str, chunk_id: int, tokens: int = 24) -> str | None:
+    def fts_snippet(self, match: str, passage_id: int, tokens: int = 24) -> str | None:
         row = self.db.execute("SELECT snippet(chunks_fts, 2, '\x02', '\x03', '\u2026', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
-                              (tokens, match, chunk_id)).fetchone()
+                              (tokens, match, passage_id)).fetchone()
         return row[0] if row else None
 
     def _snippet_table(self, db) -> list[str]:
@@ -989,19 +989,19 @@ class Store:
             args = [a.strip() for a in re.findall(r"(?:[^,']|'(?:[^']|'')*')+", sql[sql.index("(") + 1 : sql.rindex(")")])]
             definitions = [a for a in args if a and "=" not in a]
             options = [a for a in args if "=" in a and not re.match(r"content(_rowid)?\s*=", a)]
-            # Its last column holds the passage as indexed (chunks_fts's body): chunks_matching_each reads it.
+            # Its last column holds the passage as indexed (chunks_fts's body): passages_matching_each reads it.
             # Made empty, as snippet_rows says it is.
             db.execute("DROP TABLE IF EXISTS temp.pms_snippets")
             db.execute(f"CREATE VIRTUAL TABLE temp.pms_snippets USING fts5({', '.join(definitions + ['pms_indexed'] + options)})")
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
-            self._local.snippet_rows = {}  # chunk id -> the text the table holds for it (fts_snippets)
+            self._local.snippet_rows = {}  # passage id -> the text the table holds for it (fts_snippets)
         return columns
 
     SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
     SNIPPET_ROWS_KEPT = 2_000  # passages the scratch table keeps for the next searches before it starts afresh
 
     def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
-        """chunk id -> FTS5's snippet of ``texts[chunk id]`` (the passage as shown, in
+        """passage id -> FTS5's snippet of ``texts[passage id]`` (the passage as shown, in
         place of its body) for ``match`` (a passage that does not match is left out).
 
         Matched in a small temporary FTS5 table with chunks_fts's columns and tokenizer:
@@ -1045,7 +1045,7 @@ class Store:
 
     def vector_search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None,
                       note_filter: NoteFilter | None = None) -> list[tuple]:
-        """(chunk id, cosine distance) nearest first, by sqlite-vec. The note filter becomes a
+        """(passage id, cosine distance) nearest first, by sqlite-vec. The note filter becomes a
         ``chunk_id IN (...)`` constraint that sqlite-vec applies inside the KNN,
         so ``limit`` passages come back whenever that many match."""
         sql = "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH vec_int8(?) AND k = ?"
@@ -1059,25 +1059,25 @@ class Store:
             args.extend(where_args)
         return self.db.execute(sql + " ORDER BY distance", args).fetchall()
 
-    def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
-        """chunk id -> cosine distance between its vector and the query's (a passage
+    def vector_distances(self, query_blob: bytes, passage_ids: Iterable[int]) -> dict[int, float]:
+        """passage id -> cosine distance between its vector and the query's (a passage
         without a vector is left out), by sqlite-vec's own function."""
         return dict(self.rows_in("SELECT chunk_id, vec_distance_cosine(vec_int8(embedding), vec_int8(?)) FROM chunk_vectors "
-                                 "WHERE chunk_id IN ({ids})", chunk_ids, query_blob))
+                                 "WHERE chunk_id IN ({ids})", passage_ids, query_blob))
 
-    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
-        """chunk id -> its int8 vector, looked up by id (a passage without one is left out)."""
-        return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", chunk_ids))
+    def vectors_of(self, passage_ids: Sequence[int]) -> dict[int, bytes]:
+        """passage id -> its int8 vector, looked up by id (a passage without one is left out)."""
+        return dict(self.rows_in("SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN ({ids})", passage_ids))
 
-    def chunks_matching_each(self, matches: Sequence[str], chunk_ids: Sequence[int]) -> list[set[int]]:
+    def passages_matching_each(self, matches: Sequence[str], passage_ids: Sequence[int]) -> list[set[int]]:
         """For each FTS5 expression of ``matches``, which of these passages match it (as
         chunks_fts holds them), in one statement. Passages fts_snippets has just shown are
         matched in its small table (a lookup by id in chunks_fts reads each term's whole
         posting list: 0.5 ms a term on the Rust book)."""
-        if not matches or not chunk_ids:
+        if not matches or not passage_ids:
             return [set() for _ in matches]
         held = getattr(self._local, "snippet_rows", None) or {}
-        if all(cid in held for cid in chunk_ids):
+        if all(cid in held for cid in passage_ids):
             indexed = "{" + " ".join(c for c in self._local.snippet_columns if c != "body") + " pms_indexed} : "
             table, matches = "temp.pms_snippets", [indexed + "(" + m + ")" for m in matches]
         else:
@@ -1085,15 +1085,15 @@ class Store:
         each = " UNION ALL ".join(f"SELECT rowid, {i} FROM {table} WHERE {table.split('.')[-1]} MATCH ? AND rowid IN ({{ids}})"
                                   for i in range(len(matches)))
         out: list[set[int]] = [set() for _ in matches]
-        for part in in_parts(chunk_ids, max(1, SQLITE_MAX_VARS // len(matches) - 1)):
+        for part in in_parts(passage_ids, max(1, SQLITE_MAX_VARS // len(matches) - 1)):
             ids = placeholders(part)
             for cid, i in self.db.execute(each.format(ids=ids), [x for m in matches for x in (m, *part)]).fetchall():
                 out[i].add(cid)
         return out
 
-    def chunks_matching(self, match: str, chunk_ids: Sequence[int]) -> set[int]:
+    def passages_matching(self, match: str, passage_ids: Sequence[int]) -> set[int]:
         """Which of these passages match an FTS5 expression (a search's exclusions)."""
-        return {r[0] for r in self.rows_in("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({ids})", chunk_ids, match)}
+        return {r[0] for r in self.rows_in("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({ids})", passage_ids, match)}
 
     def rows_in(self, sql: str, ids: Iterable, *args) -> list[tuple]:
         """The rows of ``sql`` (after ``args``) for every id in ``IN ({ids})``, a statement per SQLITE_MAX_VARS ids."""
@@ -1102,7 +1102,7 @@ class Store:
             out += self.db.execute(sql.format(ids=placeholders(part)), (*args, *part)).fetchall()
         return out
 
-    def filtered_chunks(self, note_filter: NoteFilter) -> list[int]:
+    def filtered_passages(self, note_filter: NoteFilter) -> list[int]:
         """The ids of every passage of the notes a filter matches."""
         where, args = self._note_conditions(None, note_filter)
         return [r[0] for r in self.db.execute(f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {where}", args)]
@@ -1161,11 +1161,11 @@ class Store:
         return self.db.execute("SELECT count(*) FROM documents WHERE parsed_version < ?", (NOTE_PARSER_VERSION,)).fetchone()[0]
 
     def link_targets(self, collection_id: int) -> list[tuple[int, str, str]]:
-        """(document id, path, aliases) of every note in a collection: what links resolve against."""
+        """(note id, path, aliases) of every note in a collection: what links resolve against."""
         return self.db.execute("SELECT id, path, aliases FROM documents WHERE collection_id = ?", (collection_id,)).fetchall()
 
     def link_names(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, set[str]]:
-        """docid (or document id, ``by``) -> the file names (lower case, no extension) its links point to."""
+        """docid (or note id, ``by``) -> the file names (lower case, no extension) its links point to."""
         column = {"docid": "d.docid", "id": "d.id"}[by]
         out: dict[_typing.Any, set[str]] = {}
         for key, target in self.rows_in(f"SELECT {column}, l.target_key FROM note_links l JOIN documents d ON d.id = l.document_id "
@@ -1173,23 +1173,23 @@ class Store:
             out.setdefault(key, set()).add(target.rsplit("/", 1)[-1])
         return out
 
-    def note_languages(self, document_ids: Iterable[int]) -> dict[int, str]:
-        """document id -> its language (note_language), for notes whose language was counted."""
-        return dict(self.rows_in("SELECT id, language FROM documents WHERE id IN ({ids}) AND language IS NOT NULL", document_ids))
+    def note_languages(self, note_ids: Iterable[int]) -> dict[int, str]:
+        """note id -> its language (note_language), for notes whose language was counted."""
+        return dict(self.rows_in("SELECT id, language FROM documents WHERE id IN ({ids}) AND language IS NOT NULL", note_ids))
 
     def paragraph_prints(self, docids: Iterable[str]) -> dict[str, frozenset[int]]:
         """docid -> its paragraph prints (paragraph_prints; empty for a note not read since they were added)."""
         return {docid: prints_of(blob) for docid, blob in self.rows_in(
             "SELECT docid, paragraphs FROM documents WHERE docid IN ({ids}) AND paragraphs IS NOT NULL", docids)}
 
-    def without_vectors(self, ids: Iterable[int], chunks: bool = False) -> set[int]:
-        """The notes (``chunks``: the passages) among ``ids`` that have no vector yet."""
-        sql = ("SELECT id FROM chunks WHERE id IN ({ids}) AND embedded = 0" if chunks else
+    def without_vectors(self, ids: Iterable[int], passages: bool = False) -> set[int]:
+        """The notes (``passages``: the passages) among ``ids`` that have no vector yet."""
+        sql = ("SELECT id FROM chunks WHERE id IN ({ids}) AND embedded = 0" if passages else
                "SELECT document_id FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id HAVING max(embedded) = 0")
         return {row[0] for row in self.rows_in(sql, ids)}
 
     def note_facts(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, tuple[str, str, int, int, int, str]]:
-        """docid (``by`` "docid") or document id (``by`` "id") -> (title, path, words, own words,
+        """docid (``by`` "docid") or note id (``by`` "id") -> (title, path, words, own words,
         links out, content hash): what note_kind reads besides the note's text (note_bodies)."""
         column = {"docid": "docid", "id": "id"}[by]
         return {row[0]: row[1:] for row in self.rows_in(
@@ -1197,7 +1197,7 @@ class Store:
             f"WHERE {column} IN ({{ids}})", keys)}
 
     def note_bodies(self, keys: Iterable, by: str = "docid") -> dict[_typing.Any, str]:
-        """docid or document id (``by``) -> the note's text as indexed (its passages joined in order)."""
+        """docid or note id (``by``) -> the note's text as indexed (its passages joined in order)."""
         column = {"docid": "d.docid", "id": "d.id"}[by]
         bodies: dict[_typing.Any, list[str]] = {}
         for key, body in self.rows_in(f"SELECT {column}, c.body FROM chunks c JOIN documents d ON d.id = c.document_id "
@@ -1205,18 +1205,18 @@ class Store:
             bodies.setdefault(key, []).append(body)
         return {key: "\n".join(parts) for key, parts in bodies.items()}
 
-    def note_substance(self, document_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
-        """document id -> (words, own words, links out): what is_stub reads."""
+    def note_substance(self, note_ids: Iterable[int]) -> dict[int, tuple[int, int, int]]:
+        """note id -> (words, own words, links out): what is_stub reads."""
         return {r[0]: r[1:] for r in self.rows_in("SELECT id, words, own_words, links_out FROM documents WHERE id IN ({ids})",
-                                                  document_ids)}
+                                                  note_ids)}
 
-    def links_from(self, document_id: int) -> list[tuple[str, str, str, str, int]]:
+    def links_from(self, note_id: int) -> list[tuple[str, str, str, str, int]]:
         """(target, target key, fragment, kind, line) of a note's links, in order."""
         return self.db.execute("SELECT target, target_key, fragment, kind, line FROM note_links WHERE document_id = ? ORDER BY line",
-                               (document_id,)).fetchall()
+                               (note_id,)).fetchall()
 
     def links_to(self, collection_id: int, keys: Sequence[str], file_name: str = "") -> list[tuple[int, str, str, str, int]]:
-        """(source document id, target, target key, kind, line) of links in a collection whose key is one of ``keys``,
+        """(source note id, target, target key, kind, line) of links in a collection whose key is one of ``keys``,
         or (with ``file_name``) links to a page's HTML name whose key ends in that file name (LinkResolver)."""
         if not keys:
             return []
@@ -1228,15 +1228,15 @@ class Store:
             (collection_id, *keys, *((file_name, like) if file_name else ()))).fetchall()
 
     def collection_links(self, collection_id: int) -> list[tuple[int, str, str, str, int]]:
-        """(source document id, target, target key, kind, line) of every link in a collection."""
+        """(source note id, target, target key, kind, line) of every link in a collection."""
         return self.db.execute(
             "SELECT l.document_id, l.target, l.target_key, l.kind, l.line FROM note_links l JOIN documents d ON d.id = l.document_id "
             "WHERE d.collection_id = ? ORDER BY d.path, l.line", (collection_id,)).fetchall()
 
-    def document_rows(self, document_ids: Sequence[int]) -> dict[int, tuple]:
-        """document id -> (collection name, rel path, docid, title)."""
+    def note_rows(self, note_ids: Sequence[int]) -> dict[int, tuple]:
+        """note id -> (collection name, rel path, docid, title)."""
         return {r[0]: r[1:] for r in self.rows_in("SELECT d.id, c.name, d.path, d.docid, d.title FROM documents d JOIN collections c "
-                                                  "ON c.id = d.collection_id WHERE d.id IN ({ids})", document_ids)}
+                                                  "ON c.id = d.collection_id WHERE d.id IN ({ids})", note_ids)}
 
     def set_folder_description(self, collection_id: int, folder: str, description: str) -> None:
         with self.transaction() as db:
@@ -1259,24 +1259,24 @@ class Store:
         return self._kept("folder_descriptions", version, read)
 
     # -- related notes ----------------------------------------------------------------------
-    def document_vectors(self, document_id: int) -> list[tuple[int, bytes]]:
-        """(chunk id, int8 vector) of a note's embedded passages, in reading order."""
+    def note_vectors(self, note_id: int) -> list[tuple[int, bytes]]:
+        """(passage id, int8 vector) of a note's embedded passages, in reading order."""
         return self.db.execute("SELECT v.chunk_id, v.embedding FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
-                               "WHERE c.document_id = ? ORDER BY c.seq", (document_id,)).fetchall()
+                               "WHERE c.document_id = ? ORDER BY c.seq", (note_id,)).fetchall()
 
-    def document_chunks_of(self, document_ids: Iterable[int]) -> dict[int, int]:
-        """chunk id -> document id, for every passage of these notes."""
-        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE document_id IN ({ids})", document_ids))
+    def passages_of_notes(self, note_ids: Iterable[int]) -> dict[int, int]:
+        """passage id -> note id, for every passage of these notes."""
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE document_id IN ({ids})", note_ids))
 
-    def documents_bm25(self, match: str, document_ids: Iterable[int], weights: tuple[float, float, float]) -> list[tuple[int, float]]:
-        """(document id, bm25) of every passage of these notes that matches ``match`` (FTS5's bm25: lower is better)."""
+    def notes_bm25(self, match: str, note_ids: Iterable[int], weights: tuple[float, float, float]) -> list[tuple[int, float]]:
+        """(note id, bm25) of every passage of these notes that matches ``match`` (FTS5's bm25: lower is better)."""
         w = ", ".join(str(float(x)) for x in weights)
         return self.rows_in(f"SELECT c.document_id, bm25(chunks_fts, {w}) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-                            "WHERE chunks_fts MATCH ? AND c.document_id IN ({ids})", document_ids, match)
+                            "WHERE chunks_fts MATCH ? AND c.document_id IN ({ids})", note_ids, match)
 
-    def document_chunks(self, document_id: int) -> list[tuple[int, str, str]]:
-        """(chunk id, headings, body) of a note, in reading order."""
-        return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (document_id,)).fetchall()
+    def note_passages(self, note_id: int) -> list[tuple[int, str, str]]:
+        """(passage id, headings, body) of a note, in reading order."""
+        return self.db.execute("SELECT id, headings, body FROM chunks WHERE document_id = ? ORDER BY seq", (note_id,)).fetchall()
 
     # -- the keyword index's vocabulary (typo fallbacks) ---------------------------------
     def _vocabulary(self, db) -> None:
@@ -1389,20 +1389,20 @@ class Store:
         count = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
         return {w: self.db.execute(count, ('"' + w.replace('"', '""') + '"',)).fetchone()[0] for w in words}
 
-    def passages_per_document(self, document_ids: Iterable[int]) -> dict[int, int]:
-        """document id -> how many passages the note has."""
-        return dict(self.rows_in("SELECT document_id, count(*) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", document_ids))
+    def passages_per_note(self, note_ids: Iterable[int]) -> dict[int, int]:
+        """note id -> how many passages the note has."""
+        return dict(self.rows_in("SELECT document_id, count(*) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", note_ids))
 
-    def chunk_documents(self, chunk_ids: Iterable[int]) -> dict[int, int]:
-        """chunk id -> document id (a missing chunk is left out)."""
-        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE id IN ({ids})", chunk_ids))
+    def passage_notes(self, passage_ids: Iterable[int]) -> dict[int, int]:
+        """passage id -> note id (a missing passage is left out)."""
+        return dict(self.rows_in("SELECT id, document_id FROM chunks WHERE id IN ({ids})", passage_ids))
 
-    def chunk_info(self, chunk_ids: Sequence[int]) -> dict[int, ChunkInfo]:
-        """chunk id -> what a hit shows of it (a missing chunk is left out)."""
+    def passage_info(self, passage_ids: Sequence[int]) -> dict[int, PassageInfo]:
+        """passage id -> what a hit shows of it (a missing passage is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
-                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", chunk_ids)
-        return {r[0]: ChunkInfo(*r[1:]) for r in rows}
+                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
+        return {r[0]: PassageInfo(*r[1:]) for r in rows}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
     # excluded), the index is rewritten to give their space back.
@@ -1528,18 +1528,18 @@ class VectorMemory:
             keys = graph.search(np.frombuffer(query_blob, dtype=np.int8), min(int(limit), VECTOR_KNN_MAX)).keys
             found = matrix.distances(query_blob, keys.tolist())
             return sorted(found.items(), key=lambda item: item[1])
-        chunk_ids = set(self.store.filtered_chunks(note_filter)) if note_filter else None
-        return matrix.search(query_blob, limit, collection_ids, chunk_ids)
+        passage_ids = set(self.store.filtered_passages(note_filter)) if note_filter else None
+        return matrix.search(query_blob, limit, collection_ids, passage_ids)
 
-    def vector_distances(self, query_blob: bytes, chunk_ids: Iterable[int]) -> dict[int, float]:
+    def vector_distances(self, query_blob: bytes, passage_ids: Iterable[int]) -> dict[int, float]:
         """As Store.vector_distances."""
         matrix = self.current()
-        return matrix.distances(query_blob, chunk_ids) if matrix is not None else self.store.vector_distances(query_blob, chunk_ids)
+        return matrix.distances(query_blob, passage_ids) if matrix is not None else self.store.vector_distances(query_blob, passage_ids)
 
-    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+    def vectors_of(self, passage_ids: Sequence[int]) -> dict[int, bytes]:
         """As Store.vectors_of; never reads the vectors in (only a KNN does)."""
         matrix = self.matrix
-        return matrix.vectors(chunk_ids) if matrix is not None else self.store.vectors_of(chunk_ids)
+        return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
 
 def _split_sql(script: str) -> list[str]:

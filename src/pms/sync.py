@@ -22,7 +22,7 @@ from .config import (
     pms_command, reason_text, spawning_workers, watch_parent,
 )
 from .frontmatter import FrontmatterError
-from .markdown import DEFAULT_CHUNK_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
+from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text, passage_embed_text
 from .notes import ParsedNote, parse_note
 from .pdf import (
     INSTALL_PDF, PDF_NO_TEXT, PDF_PACKAGE, PdfError, PdfReader, is_pdf, limit_raised, max_pdf_bytes, parse_pdf,
@@ -75,7 +75,7 @@ class SyncProgress(Record):
     phase: str            # "scan", "index" or "embed"
     done: int
     total: int
-    rate: float = 0.0     # files/s or chunks/s
+    rate: float = 0.0     # files/s or passages/s
     eta: float | None = None
     current: str = ""
 
@@ -228,7 +228,7 @@ def file_sha(path: Path) -> str:
 PARSE_WORKERS_MAX = 4  # processes that parse notes during a big sync (no more than the cores)
 
 
-def prepare_file(item: tuple, chunk_chars: int, parse_pdf: Callable[[str, str], ParsedNote] | None = None) -> tuple:
+def prepare_file(item: tuple, passage_chars: int, parse_pdf: Callable[[str, str], ParsedNote] | None = None) -> tuple:
     """One changed file (a scan's todo item) read and parsed: (rel, outcome, problem); the
     outcome is what Syncer writes ("write", "touch", "skip", "remove", "none"), the problem
     (failed, path shown, reason) what its report lists, or None. A PDF needs ``parse_pdf``.
@@ -262,7 +262,7 @@ def prepare_file(item: tuple, chunk_chars: int, parse_pdf: Callable[[str, str], 
                 raise PdfError("PDFs are read by the sync's own process", failed=True)
             note = parse_pdf(full, Path(rel).stem)
         else:
-            note = parse_note(decode_text(data), Path(rel).stem, chunk_chars, path=rel)
+            note = parse_note(decode_text(data), Path(rel).stem, passage_chars, path=rel)
     except PdfError as exc:
         return skip(str(exc), failed=exc.failed)
     except (BinaryFileError, FrontmatterError) as exc:
@@ -271,9 +271,9 @@ def prepare_file(item: tuple, chunk_chars: int, parse_pdf: Callable[[str, str], 
     return rel, ("write", note, size, mtime, sha, existed), None
 
 
-def prepare_files(items: list, chunk_chars: int) -> list[tuple]:
+def prepare_files(items: list, passage_chars: int) -> list[tuple]:
     """prepare_file for each Markdown file of a write batch: a parsing worker's job."""
-    return [prepare_file(item, chunk_chars) for item in items]
+    return [prepare_file(item, passage_chars) for item in items]
 
 
 class Syncer:
@@ -298,7 +298,7 @@ class Syncer:
         if batch:
             yield batch
 
-    def __init__(self, store: Store, embedder: EmbeddingProvider | None, chunk_chars: int = DEFAULT_CHUNK_CHARS,
+    def __init__(self, store: Store, embedder: EmbeddingProvider | None, passage_chars: int = DEFAULT_PASSAGE_CHARS,
                  notice: Callable[[str], None] | None = None,
                  choose_embedder: Callable[[], EmbeddingProvider | None] | None = None,
                  embed_first: collections.deque | None = None):
@@ -307,7 +307,7 @@ class Syncer:
         # this sync embeds (KnowledgeBase.search: the notes a search just showed).
         self.embed_first = embed_first if embed_first is not None else collections.deque()
         self.embedder = embedder
-        self.chunk_chars = chunk_chars
+        self.passage_chars = passage_chars
         self.notice = notice or (lambda text: None)  # one-line news for the user, e.g. waiting for another sync
         self.choose_embedder = choose_embedder  # called once the notes are read, before embedding
         self.read_pdfs = pdf_available()  # without the PDF library, PDFs are left as they are (one notice)
@@ -362,7 +362,7 @@ class Syncer:
         found = self.scan(col, paths, errors, skipped)
         if found is None:
             return None
-        known = self.store.document_states(col.id)
+        known = self.store.note_states(col.id)
         known_skipped = self.store.skipped_states(col.id)
         changes = SyncChanges()
         for rel, (full, size, mtime, ctime) in found.items():
@@ -427,7 +427,7 @@ class Syncer:
                 self._sync_collection(col, None if paths is None else paths.get(col.name, []), report, progress, cancel)
             self._close_pdf_reader()
             if report.deleted:  # many notes gone (a folder excluded): their space back to the disk
-                self.store.reclaim_space(report.deleted / (report.deleted + self.store.totals()["documents"]))
+                self.store.reclaim_space(report.deleted / (report.deleted + self.store.totals()["notes"]))
             if embed and self.embedder is not None and not report.cancelled:
                 if self.choose_embedder is not None:  # the notes are read: their languages may pick the model
                     self.embedder = self.choose_embedder() or self.embedder
@@ -465,7 +465,7 @@ class Syncer:
                     kind = outcome[0]
                     if kind == "write":
                         _, note, size, mtime, sha, existed = outcome
-                        self.store.write_document(db, col_id, rel, note, size, mtime, sha)
+                        self.store.write_note(db, col_id, rel, note, size, mtime, sha)
                         self.store.forget_skipped(db, col_id, [rel])
                         if existed == "reread":
                             report.reread += 1
@@ -474,16 +474,16 @@ class Syncer:
                         else:
                             report.added += 1
                     elif kind == "touch":
-                        self.store.touch_document(db, outcome[1], outcome[2], outcome[3])
+                        self.store.touch_note(db, outcome[1], outcome[2], outcome[3])
                         report.unchanged += 1
                     elif kind == "skip":
                         _, stat_key, failed, reason, existed = outcome
                         self.store.remember_skipped(db, col_id, rel, stat_key, failed, reason)
                         if existed:
-                            self.store.delete_document(db, col_id, rel)
+                            self.store.delete_note(db, col_id, rel)
                             report.deleted += 1
                     elif kind == "remove":
-                        self.store.delete_document(db, col_id, rel)
+                        self.store.delete_note(db, col_id, rel)
                         report.deleted += 1
             if progress:
                 done += len(items)
@@ -493,7 +493,7 @@ class Syncer:
                 if self._removed_meanwhile(db, col, report):
                     return
                 for rel in changes.gone:
-                    self.store.delete_document(db, col_id, rel)
+                    self.store.delete_note(db, col_id, rel)
                 self.store.forget_skipped(db, col_id, changes.forgotten)
             report.deleted += len(changes.gone)
         self.store.update_collection(name, last_sync=now_iso())
@@ -538,7 +538,7 @@ class Syncer:
             items = next(pending, None)
             if items is not None:
                 with spawning_workers():  # the pool starts its workers in its first submit
-                    job = pool.submit(prepare_files, [i for i in items if not is_pdf(i[0])], self.chunk_chars)
+                    job = pool.submit(prepare_files, [i for i in items if not is_pdf(i[0])], self.passage_chars)
                 ahead.append((items, job))
 
         try:
@@ -559,7 +559,7 @@ class Syncer:
     def _prepare(self, item, report: SyncReport, prepared: tuple | None = None):
         """Read and parse one changed file outside the write transaction (``prepared``: a
         worker did, prepare_file's answer), its problem reported: (rel, outcome)."""
-        rel, outcome, problem = prepared or prepare_file(item, self.chunk_chars, self._parse_pdf)
+        rel, outcome, problem = prepared or prepare_file(item, self.passage_chars, self._parse_pdf)
         if problem:
             (report.errors if problem[0] else report.skipped).append(problem[1:])
         return rel, outcome
@@ -567,8 +567,8 @@ class Syncer:
     def _parse_pdf(self, full: str, fallback_title: str) -> ParsedNote:
         if self._pdf_reader is None:
             self._pdf_reader = PdfReader()
-        note = parse_pdf(self._pdf_reader.read(full), fallback_title, self.chunk_chars)
-        if not note.chunks:
+        note = parse_pdf(self._pdf_reader.read(full), fallback_title, self.passage_chars)
+        if not note.passages:
             raise PdfError(PDF_NO_TEXT)
         return note
 
