@@ -1309,10 +1309,6 @@ class Store:
             stems.update((word, found[0] if len(found := terms.get(i, [])) == 1 else "") for i, word in enumerate(new, 1))
         return [stems[w] for w in words]
 
-    def terms_passages(self, terms: Iterable[str]) -> dict[str, int]:
-        """Index term -> how many passages hold it (a term none holds is left out), in one statement."""
-        return self.vocabulary(terms)[0]
-
     def vocabulary(self, terms: Iterable[str]) -> tuple[dict[str, int], IndexVersion]:
         """(index term -> how many passages hold it, a term none holds left out; the index's
         version) in one statement: what a search reads of the vocabulary (typo fallbacks, the
@@ -1388,10 +1384,6 @@ class Store:
         """word -> number of passages that contain it, as the keyword index sees it (stemmed)."""
         count = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
         return {w: self.db.execute(count, ('"' + w.replace('"', '""') + '"',)).fetchone()[0] for w in words}
-
-    def passages_per_note(self, note_ids: Iterable[int]) -> dict[int, int]:
-        """note id -> how many passages the note has."""
-        return dict(self.rows_in("SELECT document_id, count(*) FROM chunks WHERE document_id IN ({ids}) GROUP BY document_id", note_ids))
 
     def passage_notes(self, passage_ids: Iterable[int]) -> dict[int, int]:
         """passage id -> note id (a missing passage is left out)."""
