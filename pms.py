@@ -4960,10 +4960,10 @@ class Store:
         held = getattr(self._local, "snippet_rows", None) or {}
         if all(cid in held for cid in passage_ids):
             indexed = "{" + " ".join(c for c in self._local.snippet_columns if c != "body") + " pms_indexed} : "
-            table, matches = "temp.pms_snippets", [indexed + "(" + m + ")" for m in matches]
+            schema, table, matches = "temp.", "pms_snippets", [indexed + "(" + m + ")" for m in matches]
         else:
-            table = "chunks_fts"
-        each = " UNION ALL ".join(f"SELECT rowid, {i} FROM {table} WHERE {table.split('.')[-1]} MATCH ? AND rowid IN ({{ids}})"
+            schema, table = "", "chunks_fts"
+        each = " UNION ALL ".join(f"SELECT rowid, {i} FROM {schema}{table} WHERE {table} MATCH ? AND rowid IN ({{ids}})"
                                   for i in range(len(matches)))
         out: list[set[int]] = [set() for _ in matches]
         for part in in_parts(passage_ids, max(1, SQLITE_MAX_VARS // len(matches) - 1)):
@@ -5244,13 +5244,14 @@ class Store:
 
     def _passage_counts(self, version: IndexVersion | None) -> tuple[int, int]:
         """(passages, passages with a vector), kept until the index changes."""
+        db = self.db
+
         def counts() -> tuple[int, int]:
             # Two counts the indexes answer (the smallest index; the partial index of passages without a
             # vector) instead of one scan of every passage's row: 9 ms -> under 2 on tldr's 39,000 passages.
             total = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
             return total, total - db.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
 
-        db = self.db
         return self._kept("passage_counts", version, counts)
 
     def terms_starting(self, start: str, shortest: int, longest: int) -> list[tuple[str, int]]:
@@ -5429,7 +5430,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5432) ----
+# ---- pms/embedding.py (+5433) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6665,7 +6666,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6668) ----
+# ---- pms/query.py (+6669) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7040,7 +7041,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7043) ----
+# ---- pms/ranking.py (+7044) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7756,7 +7757,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7759) ----
+# ---- pms/retrieval.py (+7760) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8704,7 +8705,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8707) ----
+# ---- pms/sync.py (+8708) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9408,7 +9409,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9411) ----
+# ---- pms/watch.py (+9412) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9596,7 +9597,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9599) ----
+# ---- pms/clip.py (+9600) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10328,7 +10329,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10331) ----
+# ---- pms/api.py (+10332) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11461,7 +11462,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11464) ----
+# ---- pms/evaluation.py (+11465) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11659,7 +11660,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11662) ----
+# ---- pms/mcp_server.py (+11663) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12875,7 +12876,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12878) ----
+# ---- pms/cli.py (+12879) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14007,7 +14008,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13957) ----
+# ---- pms/__init__.py (+13958) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14074,7 +14075,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14077) ----
+# ---- pms/__main__.py (+14078) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit
