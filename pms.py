@@ -2607,9 +2607,19 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
 
 
 def _wikilink_parts(m: re.Match) -> tuple[str, str, str, bool]:
-    """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match."""
-    fragment = (m.group(3) or "").strip()
-    return m.group(2).strip(), "#" + fragment.lstrip("#") if fragment else "", (m.group(4) or "").strip(), bool(m.group(1))
+    """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match.
+    Dendron's links name their vault (``[[dendron://vault/note.name]]``) and put the label first
+    (``[[label|dendron://vault/note.name#heading]]``): the note is what follows the vault."""
+    target, fragment, label = m.group(2).strip(), (m.group(3) or "").strip(), (m.group(4) or "").strip()
+    if label.startswith(_DENDRON_SCHEME):  # the label first, then the target and its fragment
+        label, (target, mark, rest) = target, label.partition("#")
+        fragment = mark + rest
+    if target.startswith(_DENDRON_SCHEME):
+        target = target[len(_DENDRON_SCHEME):].partition("/")[2]
+    return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
+
+
+_DENDRON_SCHEME = "dendron://"
 
 
 def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str]) -> str:
@@ -2675,7 +2685,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2678) ----
+# ---- pms/pdf.py (+2688) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2910,7 +2920,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2913) ----
+# ---- pms/paths.py (+2923) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3431,7 +3441,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3434) ----
+# ---- pms/filters.py (+3444) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3586,7 +3596,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3589) ----
+# ---- pms/schema.py (+3599) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3856,7 +3866,8 @@ MIGRATIONS: list[str | Callable] = [
 # indexed by an older parser (unchanged passages keep their vectors).
 # 6: note_language leaves web addresses out.
 # 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
-NOTE_PARSER_VERSION = 7
+# 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
+NOTE_PARSER_VERSION = 8
 
 
 def sqlite_module(want_extensions: bool):
@@ -3878,7 +3889,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3881) ----
+# ---- pms/store.py (+3892) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5430,7 +5441,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5433) ----
+# ---- pms/embedding.py (+5444) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6666,7 +6677,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6669) ----
+# ---- pms/query.py (+6680) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7041,7 +7052,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7044) ----
+# ---- pms/ranking.py (+7055) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7757,7 +7768,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7760) ----
+# ---- pms/retrieval.py (+7771) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8705,7 +8716,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8708) ----
+# ---- pms/sync.py (+8719) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9409,7 +9420,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9412) ----
+# ---- pms/watch.py (+9423) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9597,7 +9608,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9600) ----
+# ---- pms/clip.py (+9611) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10329,7 +10340,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10332) ----
+# ---- pms/api.py (+10343) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11462,7 +11473,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11465) ----
+# ---- pms/evaluation.py (+11476) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11660,7 +11671,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11663) ----
+# ---- pms/mcp_server.py (+11674) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12876,7 +12887,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12879) ----
+# ---- pms/cli.py (+12890) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14008,7 +14019,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13958) ----
+# ---- pms/__init__.py (+13969) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14075,7 +14086,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14078) ----
+# ---- pms/__main__.py (+14089) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -65,6 +65,23 @@ def test_links_cover_wikilink_forms_and_relative_markdown_links_but_not_web_link
         ("other/m.md", "#sec", "markdown"), ("dir/n n.md", "", "markdown")]
 
 
+def test_dendron_links_name_their_vault_and_put_the_label_first(kb, tmp_path):
+    """Dendron writes [[dendron://vault/note.name]] and [[label|dendron://vault/note.name#heading]]: each points to
+    the note after the vault (before, its label or the whole address was the target, never found)."""
+    body = ("[[Create New Vault|dendron://dendron.dendron-site/dendron.topic.vaults#create-new-vault]] "
+            "![[dendron://site/dendron.topic.links#hovers,1]] [[plain.note|Label]]\n")
+    assert [(link.target, link.fragment) for link in pms.notes.parse_note(body, "t").links] == [
+        ("dendron.topic.vaults", "#create-new-vault"), ("dendron.topic.links", "#hovers,1"), ("plain.note", "")]
+    shown = pms.replace_wikilinks(body, lambda target, fragment, label, embedded: f"<{target}{fragment} {label}>")
+    assert shown.startswith("<dendron.topic.vaults#create-new-vault Create New Vault>")
+    write(tmp_path / "v" / "dendron.topic.vaults.md", "# Vaults\n\nA vault is a folder of notes.\n")
+    write(tmp_path / "v" / "start.md", "# Start\n\n" + body)
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    assert [(b.path, b.title) for b in kb.backlinks("v/dendron.topic.vaults.md")] == [("start.md", "Start")]
+    assert {r.target for r in kb.unresolved_links()} == {"dendron.topic.links", "plain.note"}
+
+
 def test_note_date_prefers_frontmatter_date_then_created_then_updated():
     assert pms.notes.parse_note("---\nupdated: 2021-01-01\ncreated: 2020-05-06\n---\nx", "t").date == "2020-05-06"
     assert pms.notes.parse_note("---\ndate: 2019-02-03T10:11\n---\nx", "t").date == "2019-02-03T10:11"

@@ -308,9 +308,19 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
 
 
 def _wikilink_parts(m: re.Match) -> tuple[str, str, str, bool]:
-    """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match."""
-    fragment = (m.group(3) or "").strip()
-    return m.group(2).strip(), "#" + fragment.lstrip("#") if fragment else "", (m.group(4) or "").strip(), bool(m.group(1))
+    """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match.
+    Dendron's links name their vault (``[[dendron://vault/note.name]]``) and put the label first
+    (``[[label|dendron://vault/note.name#heading]]``): the note is what follows the vault."""
+    target, fragment, label = m.group(2).strip(), (m.group(3) or "").strip(), (m.group(4) or "").strip()
+    if label.startswith(_DENDRON_SCHEME):  # the label first, then the target and its fragment
+        label, (target, mark, rest) = target, label.partition("#")
+        fragment = mark + rest
+    if target.startswith(_DENDRON_SCHEME):
+        target = target[len(_DENDRON_SCHEME):].partition("/")[2]
+    return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
+
+
+_DENDRON_SCHEME = "dendron://"
 
 
 def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str]) -> str:

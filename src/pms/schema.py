@@ -267,7 +267,8 @@ MIGRATIONS: list[str | Callable] = [
 # indexed by an older parser (unchanged passages keep their vectors).
 # 6: note_language leaves web addresses out.
 # 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
-NOTE_PARSER_VERSION = 7
+# 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
+NOTE_PARSER_VERSION = 8
 
 
 def sqlite_module(want_extensions: bool):
