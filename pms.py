@@ -2354,7 +2354,7 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_PASSA
         passages = [Passage(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     words, own_words, links_out = note_substance(body)
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, passages=passages,
-                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
+                      date=frontmatter_date(meta), links=note_links(body, path, consumed + 1, links_label_first(meta)),
                       words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"),
                       paragraphs=paragraph_prints(body))
 
@@ -2567,19 +2567,23 @@ _MD_LINK_TAIL = LazyPattern(r"^[^\[\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
-def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]:
+def note_links(body: str, path: str = "", first_line: int = 1, label_first: bool = False) -> list[NoteLink]:
     """``[[wikilinks]]`` (with ``|alias``, ``#heading``, ``^block``) and Markdown
-    links to other notes; web links, images and other files are left out."""
+    links to other notes; web links, images and other files are left out. ``label_first``:
+    the note writes ``[[label|target]]`` (links_label_first). A wikilink to the note itself (its
+    path, or its file name: Dendron writes ``[[dendron://vault/this.note#heading]]`` for
+    ``[[#heading]]``) is a link within it, as ``[[#heading]]`` is: no link to a note."""
     import posixpath
     from urllib.parse import unquote
 
     folder = posixpath.dirname(path)
+    itself = {_note_key(path), _note_key(posixpath.basename(path))} if path else set()
     links = []
     for i, line in _prose_lines(body):
         if "[[" in line:
             for m in _WIKILINK.finditer(line):
-                target, fragment, _label, _embed = _wikilink_parts(m)
-                if target and not _ATTACHMENT.search(target):
+                target, fragment, _label, _embed = _wikilink_parts(m, label_first)
+                if target and not _ATTACHMENT.search(target) and _note_key(target) not in itself:
                     links.append(NoteLink(target, fragment, "wiki", first_line + i))
         targets = list(_markdown_link_targets(line)) if "](" in line else []
         tail = _MD_LINK_TAIL.match(line) if "](" in line else None
@@ -2606,31 +2610,43 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
     return links
 
 
-def _wikilink_parts(m: re.Match) -> tuple[str, str, str, bool]:
+def _wikilink_parts(m: re.Match, label_first: bool = False) -> tuple[str, str, str, bool]:
     """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match.
-    Dendron's links name their vault (``[[dendron://vault/note.name]]``) and put the label first
-    (``[[label|dendron://vault/note.name#heading]]``): the note is what follows the vault."""
+    Dendron puts the label first (``[[label|note.name#heading]]``: ``label_first``, or a target
+    naming its vault, ``[[label|dendron://vault/note.name]]``); the note is what follows the vault."""
     target, fragment, label = m.group(2).strip(), (m.group(3) or "").strip(), (m.group(4) or "").strip()
-    if label.startswith(_DENDRON_SCHEME):  # the label first, then the target and its fragment
-        label, (target, mark, rest) = target, label.partition("#")
-        fragment = mark + rest
+    if m.group(4) is not None and (label_first or label.startswith(_DENDRON_SCHEME)):
+        label, (target, mark, rest) = (m.group(2) + (m.group(3) or "")).strip(), label.partition("#")
+        target, fragment = target.strip(), mark + rest
     if target.startswith(_DENDRON_SCHEME):
         target = target[len(_DENDRON_SCHEME):].partition("/")[2]
     return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
 
 
 _DENDRON_SCHEME = "dendron://"
+# Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970).
+_DENDRON_FIELDS = ("id", "created", "updated")
 
 
-def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str]) -> str:
+def links_label_first(meta: dict) -> bool:
+    """Whether a note with this frontmatter (parse_frontmatter) writes its links label first,
+    ``[[label|target]]``, as Dendron does (Obsidian: ``[[target|label]]``): a Dendron note,
+    told by the fields Dendron gives every note (an id, and its creation and update times as
+    numbers)."""
+    return all(meta.get(name) not in (None, "") for name in _DENDRON_FIELDS) and all(
+        str(meta[name]).strip().isdigit() for name in _DENDRON_FIELDS[1:])
+
+
+def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str], label_first: bool = False) -> str:
     """``body`` with each ``[[wikilink]]`` outside code (fences, indented blocks, inline
     code) replaced by ``replace(target, fragment, label, embedded)``: the rule
-    ``note_links`` reads links by, for front ends that render them (the app's preview)."""
+    ``note_links`` reads links by, for front ends that render them (the app's preview).
+    ``label_first``: the note writes ``[[label|target]]`` (links_label_first of its frontmatter)."""
     lines = body.split("\n")
     fenced, _ = fence_states(lines)
 
     def sub(m: re.Match) -> str:
-        return replace(*_wikilink_parts(m))
+        return replace(*_wikilink_parts(m, label_first))
 
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
         if in_fence or "[[" not in line or line.startswith(("    ", "\t")):
@@ -2685,7 +2701,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2688) ----
+# ---- pms/pdf.py (+2704) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2920,7 +2936,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2923) ----
+# ---- pms/paths.py (+2939) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3441,7 +3457,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3444) ----
+# ---- pms/filters.py (+3460) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3596,7 +3612,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3599) ----
+# ---- pms/schema.py (+3615) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3867,7 +3883,9 @@ MIGRATIONS: list[str | Callable] = [
 # 6: note_language leaves web addresses out.
 # 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
 # 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
-NOTE_PARSER_VERSION = 8
+# 9: a Dendron note (links_label_first) writes [[label|target]]: the target is the note; a wikilink to
+#    the note itself is a link within it, no link to a note.
+NOTE_PARSER_VERSION = 9
 
 
 def sqlite_module(want_extensions: bool):
@@ -3889,7 +3907,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3892) ----
+# ---- pms/store.py (+3910) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5441,7 +5459,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5444) ----
+# ---- pms/embedding.py (+5462) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6677,7 +6695,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6680) ----
+# ---- pms/query.py (+6698) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7052,7 +7070,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7055) ----
+# ---- pms/ranking.py (+7073) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7263,13 +7281,20 @@ class RankingSettings(Record):
     # ``pointer_weight``; a page of links and a pointer never stay above a hit they link to;
     # a redirect, and a pointer whose target carries its name, go below every note. The
     # exact-name rules pass empty notes, pointers and redirects by, and the names list
-    # leaves pointers out unless ``pointer_names``.
+    # leaves pointers out unless ``pointer_names``. With ``pointer_namesakes`` a note is a
+    # pointer only when another note of the index shares its title or its file name
+    # (``namesake_keys``; Retrieval.note_kinds): an old edition's page or a moved note stands
+    # in for its namesake, while a short note whose sentences are links to its parent topic
+    # (Dendron's "Complete Task") is the only note of its name, the answer to it.
+    # ``pointer_below_notes``: a pointer linked to a hit of the list goes below every note.
     stub_words: int = 70
     pointer_words: int = 150
     redirect_words: int = 300
     stub_weight: float = 0.5
     pointer_weight: float = 0.5
     pointer_names: bool = False
+    pointer_namesakes: bool = True
+    pointer_below_notes: bool = True
     name_body_words: int = 3
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
@@ -7356,6 +7381,13 @@ def note_kind(title: str, path: str, words: int, links_out: int, body: str | Non
     if any(carries_name(title, "", target) for target in targets):
         return "redirect"
     return "pointer" if words < settings.pointer_words else "note"
+
+
+def namesake_keys(title: str, path: str) -> tuple[str, str]:
+    """What a note shares with its namesakes: its title's words, and its file name's (no
+    folder, no extension). Pure."""
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return " ".join(WORD_TOKEN.findall(title.lower())), " ".join(WORD_TOKEN.findall(stem.lower()))
 
 
 def _subject_words(text: str) -> set[str]:
@@ -7521,7 +7553,8 @@ def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str
         name = named.get(id(hit))
         return name is not None and hit is not stub and name[0] == stub.collection and name[1] in links.get(stub.docid, ())
     # A pointer to a hit of this list adds nothing the hit does not show: below every note.
-    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
+    redirects = {id(h) for h in hits if kind(h) == "redirect"
+                 or (settings.pointer_below_notes and kind(h) == "pointer" and any(linked(h, t) for t in hits))}
     weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
     order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
     out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]
@@ -7768,7 +7801,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7771) ----
+# ---- pms/retrieval.py (+7804) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7804,7 +7837,7 @@ from collections.abc import Iterator, Sequence
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-# edit_distance, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+# edit_distance, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 # )
 
 
@@ -8632,6 +8665,8 @@ class Retrieval:
             title, path, words, links, digest = wanted[key]
             linked = names.get(key, set())
             kinds[key] = note_kind(title, path, words, links, body, s, linked)
+            if kinds[key] in ("pointer", "redirect") and s.pointer_namesakes and not self._has_namesake(title, path):
+                kinds[key] = "note"  # the only note of its name: the answer to it (RankingSettings.pointer_namesakes)
             if targets is not None:
                 targets[key] = linked
             if digest:
@@ -8639,6 +8674,25 @@ class Retrieval:
                     self._kinds.clear()
                 self._kinds[(digest, path)] = (kinds[key], linked)
         return kinds
+
+    NAMESAKE_CANDIDATES = 200
+
+    def _has_namesake(self, title: str, path: str) -> bool:
+        """Whether another note of the index has this note's title or file name (namesake_keys):
+        the names' trigrams (Store.name_search) find the candidates, their words decide."""
+        own = namesake_keys(title, path)
+        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ")
+        phrases = [p for p in dict.fromkeys((title.strip(), stem.strip())) if len(p) >= 3]  # trigrams: 3 letters or more
+        if not phrases:
+            return False
+        match = " OR ".join('"' + p.replace('"', '""') + '"' for p in phrases)
+        same = 0
+        for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES, None):
+            lines = names.split("\n")  # title, aliases..., file name
+            same += " ".join(WORD_TOKEN.findall(lines[0].lower())) == own[0] or " ".join(WORD_TOKEN.findall(lines[-1].lower())) == own[1]
+            if same > 1:  # the note itself, and another
+                return True
+        return False
 
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:
@@ -8716,7 +8770,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8719) ----
+# ---- pms/sync.py (+8773) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9420,7 +9474,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9423) ----
+# ---- pms/watch.py (+9477) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9608,7 +9662,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9611) ----
+# ---- pms/clip.py (+9665) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10340,7 +10394,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10343) ----
+# ---- pms/api.py (+10397) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11473,7 +11527,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11476) ----
+# ---- pms/evaluation.py (+11530) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11671,7 +11725,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11674) ----
+# ---- pms/mcp_server.py (+11728) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12887,7 +12941,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12890) ----
+# ---- pms/cli.py (+12944) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14019,7 +14073,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13969) ----
+# ---- pms/__init__.py (+14023) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14029,7 +14083,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # DEFAULT_CHUNK_CHARS, DEFAULT_PASSAGE_CHARS, BinaryFileError, Chunk, FileTooLargeError, Passage, chunk_markdown, decode_text,
 # first_heading, markdown_passages, passage_display_text, title_line_as_heading,
 # )
-# from .notes import replace_wikilinks
+# from .notes import links_label_first, replace_wikilinks
 # from .paths import is_skipped_folder, path_prefix_glob, read_note_file
 # from .filters import NoteFilter
 # from .schema import sqlite_module
@@ -14062,7 +14116,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (its passages, the desktop app's preview)
     "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "links_label_first",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
@@ -14086,7 +14140,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14089) ----
+# ---- pms/__main__.py (+14143) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

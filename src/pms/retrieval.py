@@ -33,7 +33,7 @@ from .query import (
 )
 from .ranking import (
     Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-    edit_distance, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+    edit_distance, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 )
 
 
@@ -861,6 +861,8 @@ class Retrieval:
             title, path, words, links, digest = wanted[key]
             linked = names.get(key, set())
             kinds[key] = note_kind(title, path, words, links, body, s, linked)
+            if kinds[key] in ("pointer", "redirect") and s.pointer_namesakes and not self._has_namesake(title, path):
+                kinds[key] = "note"  # the only note of its name: the answer to it (RankingSettings.pointer_namesakes)
             if targets is not None:
                 targets[key] = linked
             if digest:
@@ -868,6 +870,25 @@ class Retrieval:
                     self._kinds.clear()
                 self._kinds[(digest, path)] = (kinds[key], linked)
         return kinds
+
+    NAMESAKE_CANDIDATES = 200
+
+    def _has_namesake(self, title: str, path: str) -> bool:
+        """Whether another note of the index has this note's title or file name (namesake_keys):
+        the names' trigrams (Store.name_search) find the candidates, their words decide."""
+        own = namesake_keys(title, path)
+        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ")
+        phrases = [p for p in dict.fromkeys((title.strip(), stem.strip())) if len(p) >= 3]  # trigrams: 3 letters or more
+        if not phrases:
+            return False
+        match = " OR ".join('"' + p.replace('"', '""') + '"' for p in phrases)
+        same = 0
+        for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES, None):
+            lines = names.split("\n")  # title, aliases..., file name
+            same += " ".join(WORD_TOKEN.findall(lines[0].lower())) == own[0] or " ".join(WORD_TOKEN.findall(lines[-1].lower())) == own[1]
+            if same > 1:  # the note itself, and another
+                return True
+        return False
 
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:

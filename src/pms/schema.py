@@ -268,7 +268,9 @@ MIGRATIONS: list[str | Callable] = [
 # 6: note_language leaves web addresses out.
 # 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
 # 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
-NOTE_PARSER_VERSION = 8
+# 9: a Dendron note (links_label_first) writes [[label|target]]: the target is the note; a wikilink to
+#    the note itself is a link within it, no link to a note.
+NOTE_PARSER_VERSION = 9
 
 
 def sqlite_module(want_extensions: bool):
