@@ -1904,7 +1904,7 @@ _DISPLAY_RULES = LazyPattern(
     r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
     r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
     r"|(?P<link>\[([^\]]{1,200})\](?:\([^)]{0,500}\)|\[[^\]]{0,200}\]))"
-    r"|(?P<wiki>\[\[(?:[^\]|]{0,200}\|)?([^\]]{0,200})\]\]))",
+    r"|(?P<wiki>!?\[\[(?:([^\]|]{0,200})\|)?([^\]]{0,200})\]\]))",
     re.DOTALL | re.IGNORECASE)
 # What every match of _DISPLAY_RULES holds; most passages (a tldr page's "[r]ecursive", "{{file}}",
 # "cmd < file", "<https://…>") hold none, and the costly pattern is then neither compiled nor run.
@@ -1938,7 +1938,14 @@ def _display_piece(m: re.Match) -> str:
         return m.group(5)
     if kind == "link":
         return m.group(7)
-    return m.group(9)  # a wikilink's label or target
+    label, target = m.group(9), m.group(10)  # a wikilink's label or target (an embed's "!" left out)
+    if target.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
+        return label if label is not None else target[len(DENDRON_SCHEME):].partition("/")[2]
+    return target
+
+
+# Dendron's links may name the note's vault: [[dendron://vault/note.name]] (notes.py reads them).
+DENDRON_SCHEME = "dendron://"
 
 
 def _without_comments(text: str) -> str:
@@ -2094,7 +2101,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2097) ----
+# ---- pms/language.py (+2104) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -2296,7 +2303,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2299) ----
+# ---- pms/notes.py (+2306) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2314,8 +2321,8 @@ from collections.abc import Callable, Iterable, Iterator
 # from .config import Factory, LazyPattern, Record
 # from .frontmatter import as_list, parse_frontmatter, split_frontmatter
 # from .markdown import (
-# DEFAULT_PASSAGE_CHARS, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading, note_substance,
-# paragraph_prints,
+# DEFAULT_PASSAGE_CHARS, DENDRON_SCHEME, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading,
+# note_substance, paragraph_prints,
 # )
 # from .language import note_language
 
@@ -2615,15 +2622,13 @@ def _wikilink_parts(m: re.Match, label_first: bool = False) -> tuple[str, str, s
     Dendron puts the label first (``[[label|note.name#heading]]``: ``label_first``, or a target
     naming its vault, ``[[label|dendron://vault/note.name]]``); the note is what follows the vault."""
     target, fragment, label = m.group(2).strip(), (m.group(3) or "").strip(), (m.group(4) or "").strip()
-    if m.group(4) is not None and (label_first or label.startswith(_DENDRON_SCHEME)):
+    if m.group(4) is not None and (label_first or label.startswith(DENDRON_SCHEME)):
         label, (target, mark, rest) = (m.group(2) + (m.group(3) or "")).strip(), label.partition("#")
         target, fragment = target.strip(), mark + rest
-    if target.startswith(_DENDRON_SCHEME):
-        target = target[len(_DENDRON_SCHEME):].partition("/")[2]
+    if target.startswith(DENDRON_SCHEME):
+        target = target[len(DENDRON_SCHEME):].partition("/")[2]
     return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
 
-
-_DENDRON_SCHEME = "dendron://"
 # Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970).
 _DENDRON_FIELDS = ("id", "created", "updated")
 
@@ -2701,7 +2706,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2704) ----
+# ---- pms/pdf.py (+2709) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2936,7 +2941,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2939) ----
+# ---- pms/paths.py (+2944) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3457,7 +3462,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3460) ----
+# ---- pms/filters.py (+3465) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3612,7 +3617,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3615) ----
+# ---- pms/schema.py (+3620) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3884,7 +3889,7 @@ MIGRATIONS: list[str | Callable] = [
 # 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
 # 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
 # 9: a Dendron note (links_label_first) writes [[label|target]]: the target is the note; a wikilink to
-#    the note itself is a link within it, no link to a note.
+#    the note itself is a link within it, no link to a note; a dendron:// link reads as its label (words).
 NOTE_PARSER_VERSION = 9
 
 
@@ -3907,7 +3912,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3910) ----
+# ---- pms/store.py (+3915) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5459,7 +5464,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5462) ----
+# ---- pms/embedding.py (+5467) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6695,7 +6700,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6698) ----
+# ---- pms/query.py (+6703) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7070,7 +7075,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7073) ----
+# ---- pms/ranking.py (+7078) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7801,7 +7806,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7804) ----
+# ---- pms/retrieval.py (+7809) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8770,7 +8775,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8773) ----
+# ---- pms/sync.py (+8778) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9474,7 +9479,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9477) ----
+# ---- pms/watch.py (+9482) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9662,7 +9667,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9665) ----
+# ---- pms/clip.py (+9670) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10394,7 +10399,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10397) ----
+# ---- pms/api.py (+10402) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11085,7 +11090,8 @@ class KnowledgeBase:
         """The note a link written in ``note`` points to, by the rule ``links`` uses: ``target``
         as in ``[[target]]`` (kind "wiki") or ``[text](target)`` ("markdown"); path None: nowhere."""
         row = self._resolve(note)
-        written = note_links(f"[[{target}]]" if kind == "wiki" else f"[link](<{target}>)", row.path)
+        # (a wikilink needs no path: without one, a link to the note itself is read as one)
+        written = note_links(f"[[{target}]]") if kind == "wiki" else note_links(f"[link](<{target}>)", row.path)
         if not written:  # [[#heading]] in the note itself, or no note link at all
             note_id = row.id if kind == "wiki" and target.startswith(("#", "^")) else None
             return self._note_ref(row.collection, note_id, target, 0)
@@ -11527,7 +11533,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11530) ----
+# ---- pms/evaluation.py (+11536) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11725,7 +11731,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11728) ----
+# ---- pms/mcp_server.py (+11734) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12941,7 +12947,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12944) ----
+# ---- pms/cli.py (+12950) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14073,7 +14079,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14023) ----
+# ---- pms/__init__.py (+14029) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14140,7 +14146,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14143) ----
+# ---- pms/__main__.py (+14149) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from .config import Factory, LazyPattern, Record
 from .frontmatter import as_list, parse_frontmatter, split_frontmatter
 from .markdown import (
-    DEFAULT_PASSAGE_CHARS, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading, note_substance,
-    paragraph_prints,
+    DEFAULT_PASSAGE_CHARS, DENDRON_SCHEME, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading,
+    note_substance, paragraph_prints,
 )
 from .language import note_language
 
@@ -316,15 +316,13 @@ def _wikilink_parts(m: re.Match, label_first: bool = False) -> tuple[str, str, s
     Dendron puts the label first (``[[label|note.name#heading]]``: ``label_first``, or a target
     naming its vault, ``[[label|dendron://vault/note.name]]``); the note is what follows the vault."""
     target, fragment, label = m.group(2).strip(), (m.group(3) or "").strip(), (m.group(4) or "").strip()
-    if m.group(4) is not None and (label_first or label.startswith(_DENDRON_SCHEME)):
+    if m.group(4) is not None and (label_first or label.startswith(DENDRON_SCHEME)):
         label, (target, mark, rest) = (m.group(2) + (m.group(3) or "")).strip(), label.partition("#")
         target, fragment = target.strip(), mark + rest
-    if target.startswith(_DENDRON_SCHEME):
-        target = target[len(_DENDRON_SCHEME):].partition("/")[2]
+    if target.startswith(DENDRON_SCHEME):
+        target = target[len(DENDRON_SCHEME):].partition("/")[2]
     return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
 
-
-_DENDRON_SCHEME = "dendron://"
 # Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970).
 _DENDRON_FIELDS = ("id", "created", "updated")
 

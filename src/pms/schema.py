@@ -269,7 +269,7 @@ MIGRATIONS: list[str | Callable] = [
 # 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
 # 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
 # 9: a Dendron note (links_label_first) writes [[label|target]]: the target is the note; a wikilink to
-#    the note itself is a link within it, no link to a note.
+#    the note itself is a link within it, no link to a note; a dendron:// link reads as its label (words).
 NOTE_PARSER_VERSION = 9
 
 
