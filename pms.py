@@ -8666,38 +8666,45 @@ class Retrieval:
             else:
                 wanted[key] = (title, path, words, links, digest)
         names = self.store.link_names(wanted, by) if wanted else {}
+        read = {}
         for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
             title, path, words, links, digest = wanted[key]
-            linked = names.get(key, set())
-            kinds[key] = note_kind(title, path, words, links, body, s, linked)
-            if kinds[key] in ("pointer", "redirect") and s.pointer_namesakes and not self._has_namesake(title, path):
-                kinds[key] = "note"  # the only note of its name: the answer to it (RankingSettings.pointer_namesakes)
+            read[key] = note_kind(title, path, words, links, body, s, names.get(key, set()))
+        stand_ins = {key: wanted[key][:2] for key, kind in read.items() if kind in ("pointer", "redirect")}
+        if stand_ins and s.pointer_namesakes:  # the only note of its name is the answer to it, no pointer
+            named = self._with_namesakes(stand_ins)
+            read.update((key, "note") for key in stand_ins if key not in named)
+        for key, kind in read.items():
+            kinds[key], (_, path, _, _, digest), linked = kind, wanted[key], names.get(key, set())
             if targets is not None:
                 targets[key] = linked
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
-                self._kinds[(digest, path)] = (kinds[key], linked)
+                self._kinds[(digest, path)] = (kind, linked)
         return kinds
 
-    NAMESAKE_CANDIDATES = 200
+    NAMESAKE_CANDIDATES = 200  # names read per note asked about (those holding its title or file name)
 
-    def _has_namesake(self, title: str, path: str) -> bool:
-        """Whether another note of the index has this note's title or file name (namesake_keys):
-        the names' trigrams (Store.name_search) find the candidates, their words decide."""
-        own = namesake_keys(title, path)
-        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ")
-        phrases = [p for p in dict.fromkeys((title.strip(), stem.strip())) if len(p) >= 3]  # trigrams: 3 letters or more
+    def _with_namesakes(self, notes: dict) -> set:
+        """The keys of ``notes`` (key -> (title, path)) whose title or file name another note of
+        the index has too (namesake_keys; RankingSettings.pointer_namesakes): one look at the
+        names' trigram table (Store.name_search) finds the candidates, their words decide. The
+        verdict is kept with the note's kind (note_kinds): a namesake added later counts once
+        the note is read again (edited, or a new process)."""
+        own = {key: namesake_keys(title, path) for key, (title, path) in notes.items()}
+        phrases = {p for title, path in notes.values()
+                   for p in (title.strip(), path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ").strip())
+                   if len(p) >= 3}  # trigrams: 3 letters or more
         if not phrases:
-            return False
-        match = " OR ".join('"' + p.replace('"', '""') + '"' for p in phrases)
-        same = 0
-        for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES, None):
+            return set()
+        match = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases))
+        found = []
+        for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES * len(notes), None):
             lines = names.split("\n")  # title, aliases..., file name
-            same += " ".join(WORD_TOKEN.findall(lines[0].lower())) == own[0] or " ".join(WORD_TOKEN.findall(lines[-1].lower())) == own[1]
-            if same > 1:  # the note itself, and another
-                return True
-        return False
+            found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
+        # Each note finds itself: a namesake is a second one.
+        return {key for key, (title, stem) in own.items() if sum(t == title or f == stem for t, f in found) > 1}
 
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:
@@ -8775,7 +8782,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8778) ----
+# ---- pms/sync.py (+8785) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9479,7 +9486,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9482) ----
+# ---- pms/watch.py (+9489) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9667,7 +9674,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9670) ----
+# ---- pms/clip.py (+9677) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10399,7 +10406,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10402) ----
+# ---- pms/api.py (+10409) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11533,7 +11540,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11536) ----
+# ---- pms/evaluation.py (+11543) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11731,7 +11738,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11734) ----
+# ---- pms/mcp_server.py (+11741) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12947,7 +12954,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12950) ----
+# ---- pms/cli.py (+12957) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14079,7 +14086,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14029) ----
+# ---- pms/__init__.py (+14036) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14146,7 +14153,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14149) ----
+# ---- pms/__main__.py (+14156) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

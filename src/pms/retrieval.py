@@ -857,38 +857,45 @@ class Retrieval:
             else:
                 wanted[key] = (title, path, words, links, digest)
         names = self.store.link_names(wanted, by) if wanted else {}
+        read = {}
         for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
             title, path, words, links, digest = wanted[key]
-            linked = names.get(key, set())
-            kinds[key] = note_kind(title, path, words, links, body, s, linked)
-            if kinds[key] in ("pointer", "redirect") and s.pointer_namesakes and not self._has_namesake(title, path):
-                kinds[key] = "note"  # the only note of its name: the answer to it (RankingSettings.pointer_namesakes)
+            read[key] = note_kind(title, path, words, links, body, s, names.get(key, set()))
+        stand_ins = {key: wanted[key][:2] for key, kind in read.items() if kind in ("pointer", "redirect")}
+        if stand_ins and s.pointer_namesakes:  # the only note of its name is the answer to it, no pointer
+            named = self._with_namesakes(stand_ins)
+            read.update((key, "note") for key in stand_ins if key not in named)
+        for key, kind in read.items():
+            kinds[key], (_, path, _, _, digest), linked = kind, wanted[key], names.get(key, set())
             if targets is not None:
                 targets[key] = linked
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
-                self._kinds[(digest, path)] = (kinds[key], linked)
+                self._kinds[(digest, path)] = (kind, linked)
         return kinds
 
-    NAMESAKE_CANDIDATES = 200
+    NAMESAKE_CANDIDATES = 200  # names read per note asked about (those holding its title or file name)
 
-    def _has_namesake(self, title: str, path: str) -> bool:
-        """Whether another note of the index has this note's title or file name (namesake_keys):
-        the names' trigrams (Store.name_search) find the candidates, their words decide."""
-        own = namesake_keys(title, path)
-        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ")
-        phrases = [p for p in dict.fromkeys((title.strip(), stem.strip())) if len(p) >= 3]  # trigrams: 3 letters or more
+    def _with_namesakes(self, notes: dict) -> set:
+        """The keys of ``notes`` (key -> (title, path)) whose title or file name another note of
+        the index has too (namesake_keys; RankingSettings.pointer_namesakes): one look at the
+        names' trigram table (Store.name_search) finds the candidates, their words decide. The
+        verdict is kept with the note's kind (note_kinds): a namesake added later counts once
+        the note is read again (edited, or a new process)."""
+        own = {key: namesake_keys(title, path) for key, (title, path) in notes.items()}
+        phrases = {p for title, path in notes.values()
+                   for p in (title.strip(), path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ").strip())
+                   if len(p) >= 3}  # trigrams: 3 letters or more
         if not phrases:
-            return False
-        match = " OR ".join('"' + p.replace('"', '""') + '"' for p in phrases)
-        same = 0
-        for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES, None):
+            return set()
+        match = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases))
+        found = []
+        for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES * len(notes), None):
             lines = names.split("\n")  # title, aliases..., file name
-            same += " ".join(WORD_TOKEN.findall(lines[0].lower())) == own[0] or " ".join(WORD_TOKEN.findall(lines[-1].lower())) == own[1]
-            if same > 1:  # the note itself, and another
-                return True
-        return False
+            found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
+        # Each note finds itself: a namesake is a second one.
+        return {key for key, (title, stem) in own.items() if sum(t == title or f == stem for t, f in found) > 1}
 
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:
