@@ -7981,6 +7981,8 @@ class Retrieval:
         self._query_vectors_lock = threading.Lock()
         # (content hash, path) -> (note_kind for self.settings, the file names it links to when it was read)
         self._kinds: dict[tuple[str, str], tuple[str, set[str] | None]] = {}
+        # (the index's version, (title, path) -> whether another note shares its title or file name)
+        self._namesakes: tuple[IndexVersion | None, dict[tuple[str, str], bool]] = (None, {})
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -8198,7 +8200,7 @@ class Retrieval:
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
         if ranked and not s.pointer_names:
-            kinds = self.note_kinds([doc for doc, _ in ranked], by="id")
+            kinds = self.note_kinds([doc for doc, _ in ranked], by="id", version=req.index_version)
             ranked = [r for r in ranked if kinds.get(r[0]) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
@@ -8453,7 +8455,7 @@ class Retrieval:
         complete = not passages and lists.get("vector") and self.embedder is not None
         # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id").items()
+        stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id", version=req.index_version).items()
                  if kind in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
@@ -8646,17 +8648,21 @@ class Retrieval:
     # -- the note prior's facts ----------------------------------------------------------------
     NOTE_KINDS_KEPT = 20_000
 
-    def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None) -> dict:
-        """docid (or note id, ``by``) -> what the note is to the note prior (note_kind).
+    def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None,
+                   version: IndexVersion | None = None) -> dict:
+        """docid (or note id, ``by``) -> what the note is to the note prior (note_kind; a pointer
+        or redirect without a namesake is a note: RankingSettings.pointer_namesakes).
         ``facts``: key -> (title, path, words, own words, links out, content hash) as the hits'
         rows hold them (else read: Store.note_facts); ``targets`` receives, for a note that
         points elsewhere, the file names it links to (order_by_note_prior). A note's kind is
         kept by its content hash and path, so typing the same search again reads no note's
         text; only a note that links elsewhere and is short or has little prose of its own (a
-        table of contents) is read at all."""
+        table of contents) is read at all. Whether a pointer has a namesake depends on the other
+        notes: kept while the index's ``version`` (the search's) stays the same."""
         s = self.settings
-        kinds, wanted = {}, {}
+        kinds, wanted, named = {}, {}, {}
         for key, (title, path, words, own_words, links, digest) in (self.store.note_facts(keys, by) if facts is None else facts).items():
+            named[key] = (title, path)
             if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
                 kinds[key] = note_kind(title, path, words, links, None, s)
             elif (digest, path) in self._kinds:
@@ -8666,45 +8672,45 @@ class Retrieval:
             else:
                 wanted[key] = (title, path, words, links, digest)
         names = self.store.link_names(wanted, by) if wanted else {}
-        read = {}
         for key, body in (self.store.note_bodies(wanted, by) if wanted else {}).items():
             title, path, words, links, digest = wanted[key]
-            read[key] = note_kind(title, path, words, links, body, s, names.get(key, set()))
-        stand_ins = {key: wanted[key][:2] for key, kind in read.items() if kind in ("pointer", "redirect")}
-        if stand_ins and s.pointer_namesakes:  # the only note of its name is the answer to it, no pointer
-            named = self._with_namesakes(stand_ins)
-            read.update((key, "note") for key in stand_ins if key not in named)
-        for key, kind in read.items():
-            kinds[key], (_, path, _, _, digest), linked = kind, wanted[key], names.get(key, set())
+            linked = names.get(key, set())
+            kinds[key] = note_kind(title, path, words, links, body, s, linked)
             if targets is not None:
                 targets[key] = linked
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
-                self._kinds[(digest, path)] = (kind, linked)
+                self._kinds[(digest, path)] = (kinds[key], linked)
+        stand_ins = {key: named[key] for key, kind in kinds.items() if kind in ("pointer", "redirect")}
+        if stand_ins and s.pointer_namesakes:  # the only note of its name is the answer to it, no pointer
+            alone = self._without_namesakes(stand_ins, version)
+            kinds.update((key, "note") for key in stand_ins if key in alone)
         return kinds
 
     NAMESAKE_CANDIDATES = 200  # names read per note asked about (those holding its title or file name)
 
-    def _with_namesakes(self, notes: dict) -> set:
-        """The keys of ``notes`` (key -> (title, path)) whose title or file name another note of
-        the index has too (namesake_keys; RankingSettings.pointer_namesakes): one look at the
-        names' trigram table (Store.name_search) finds the candidates, their words decide. The
-        verdict is kept with the note's kind (note_kinds): a namesake added later counts once
-        the note is read again (edited, or a new process)."""
-        own = {key: namesake_keys(title, path) for key, (title, path) in notes.items()}
-        phrases = {p for title, path in notes.values()
+    def _without_namesakes(self, notes: dict, version: IndexVersion | None) -> set:
+        """The keys of ``notes`` (key -> (title, path)) whose title and file name no other note of
+        the index has (namesake_keys): one look at the names' trigram table (Store.name_search)
+        finds the candidates, their words decide. Verdicts are kept while ``version`` holds."""
+        if version is None or self._namesakes[0] != version:
+            self._namesakes = (version, {})
+        kept = self._namesakes[1]
+        asked = {key: (title, path) for key, (title, path) in notes.items() if (title, path) not in kept}
+        phrases = {p for title, path in asked.values()
                    for p in (title.strip(), path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ").strip())
                    if len(p) >= 3}  # trigrams: 3 letters or more
-        if not phrases:
-            return set()
-        match = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases))
         found = []
-        for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES * len(notes), None):
-            lines = names.split("\n")  # title, aliases..., file name
-            found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
-        # Each note finds itself: a namesake is a second one.
-        return {key for key, (title, stem) in own.items() if sum(t == title or f == stem for t, f in found) > 1}
+        if phrases:
+            match = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases))
+            for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES * len(asked), None):
+                lines = names.split("\n")  # title, aliases..., file name
+                found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
+        for title, path in asked.values():
+            own_title, own_stem = namesake_keys(title, path)
+            kept[(title, path)] = sum(t == own_title or f == own_stem for t, f in found) > 1  # itself, and another
+        return {key for key, (title, path) in notes.items() if not kept[(title, path)]}
 
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:
@@ -8726,7 +8732,7 @@ class Retrieval:
         notes = {hit.docid: rows[hit.passage_id or 0] for hit in hits}
         targets: dict[str, set[str]] = {}
         kinds = self.note_kinds(notes, facts={docid: (row.title, row.path, row.words, row.own_words, row.links_out, row.digest)
-                                              for docid, row in notes.items()}, targets=targets) if hits else {}
+                                              for docid, row in notes.items()}, targets=targets, version=version) if hits else {}
         for hit in hits:
             hit.stub = kinds.get(hit.docid, "note") != "note"
         if query and any(hit.stub for hit in hits):
@@ -8782,7 +8788,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8785) ----
+# ---- pms/sync.py (+8791) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9486,7 +9492,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9489) ----
+# ---- pms/watch.py (+9495) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9674,7 +9680,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9677) ----
+# ---- pms/clip.py (+9683) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10406,7 +10412,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10409) ----
+# ---- pms/api.py (+10415) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11540,7 +11546,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11543) ----
+# ---- pms/evaluation.py (+11549) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11738,7 +11744,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11741) ----
+# ---- pms/mcp_server.py (+11747) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12954,7 +12960,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12957) ----
+# ---- pms/cli.py (+12963) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14086,7 +14092,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14036) ----
+# ---- pms/__init__.py (+14042) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14153,7 +14159,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14156) ----
+# ---- pms/__main__.py (+14162) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -100,6 +100,11 @@ def test_a_short_note_whose_sentences_link_to_its_parent_keeps_its_bm25_place(kb
     assert paths[0] == "dendron.topic.tasks.commands.complete-task.md" and hits[0].bm25_rank == 1 and not hits[0].stub
     assert "dendron.topic.tasks.md" in paths  # the parent it links to is in the list, below it
     assert searched(kb, query, pointer_namesakes=False)[-1] == paths[0]  # called a pointer, it went below every note
+    # Another note of its name makes it a stand-in for that one, in the same process as soon as the index says so.
+    write(root / "archive" / "complete-task.md", "# Complete Task\n\nThe old page about finishing a task note.\n")
+    kb.sync()
+    hits = kb.search(query, mode="keyword")
+    assert hits[-1].path == "dendron.topic.tasks.commands.complete-task.md" and hits[-1].stub
 
 
 def test_an_old_page_sharing_its_title_with_its_chapter_stays_below_the_chapter(kb, tmp_path):
