@@ -3851,6 +3851,12 @@ MIGRATIONS: list[str | Callable] = [
     # 11: a note's paragraph prints (paragraph_prints): ranking tells a note that holds
     # another's text (a print edition's chapter) from it. NULL: not read yet (NOTE_PARSER_VERSION 5).
     lambda db: _add_column(db, "documents", "paragraphs", "BLOB"),
+    # 12: a note's passages by number: a note's passages are numbered 0..n-1 (seq), so
+    # how many it has is one seek (max(seq) + 1), which every BM25 pass reads for its hits.
+    """
+    CREATE INDEX IF NOT EXISTS chunks_document_seq ON chunks(document_id, seq);
+    DROP INDEX IF EXISTS chunks_document;
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
@@ -3878,7 +3884,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3881) ----
+# ---- pms/store.py (+3887) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -4825,8 +4831,9 @@ class Store:
             args.extend(where_args)
         else:
             found += f" WHERE {table} MATCH ?"
-        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order).
-        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT count(*) FROM chunks p WHERE p.document_id = c.document_id) "
+        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order). A note's
+        # passages are numbered 0..n-1: its size is one seek in chunks_document_seq, not a count.
+        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT max(p.seq) + 1 FROM chunks p WHERE p.document_id = c.document_id) "
                                f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
@@ -5430,7 +5437,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5433) ----
+# ---- pms/embedding.py (+5440) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6666,7 +6673,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6669) ----
+# ---- pms/query.py (+6676) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7041,7 +7048,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7044) ----
+# ---- pms/ranking.py (+7051) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7757,7 +7764,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7760) ----
+# ---- pms/retrieval.py (+7767) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8705,7 +8712,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8708) ----
+# ---- pms/sync.py (+8715) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9409,7 +9416,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9412) ----
+# ---- pms/watch.py (+9419) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9597,7 +9604,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9600) ----
+# ---- pms/clip.py (+9607) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10329,7 +10336,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10332) ----
+# ---- pms/api.py (+10339) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11462,7 +11469,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11465) ----
+# ---- pms/evaluation.py (+11472) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11660,7 +11667,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11663) ----
+# ---- pms/mcp_server.py (+11670) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12876,7 +12883,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12879) ----
+# ---- pms/cli.py (+12886) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14008,7 +14015,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13958) ----
+# ---- pms/__init__.py (+13965) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14075,7 +14082,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14078) ----
+# ---- pms/__main__.py (+14085) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit
