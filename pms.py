@@ -6081,6 +6081,7 @@ class HTTPEmbedder(EmbeddingProvider):
             self.query_prefix = self.passage_prefix = ""
         self.dim = dim
         self._failed_at = 0.0
+        self._request_size = 0  # passages a request once one timed out (_split_when_slow); 0: the whole batch
         self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
         self._call = threading.local()  # the deadline of the call in progress in this thread
 
@@ -6226,12 +6227,19 @@ class HTTPEmbedder(EmbeddingProvider):
             raise self._fail(str(exc)) from None
 
     def _split_when_slow(self, texts: list[str], query: bool) -> list:
+        size = self._request_size
+        if size and len(texts) > size:  # no more at once than the server answered in time
+            return [v for start in range(0, len(texts), size) for v in self._split_when_slow(texts[start : start + size], query)]
         try:
             return self._post(texts, query=query, input_type=bool(self.input_type))
         except _TooSlow:
             if len(texts) == 1:
                 raise
-            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            # Smaller requests for a slow server, rather than the same one again; the next
+            # batches too: a server (one thread, under load) still computes every request
+            # given up, so a full batch sent again and again grows a backlog that fails the sync.
+            half = len(texts) // 2
+            self._request_size = min(self._request_size or half, half)
             return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
 
     def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
@@ -6673,7 +6681,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6676) ----
+# ---- pms/query.py (+6684) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7048,7 +7056,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7051) ----
+# ---- pms/ranking.py (+7059) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7764,7 +7772,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7767) ----
+# ---- pms/retrieval.py (+7775) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8712,7 +8720,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8715) ----
+# ---- pms/sync.py (+8723) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9416,7 +9424,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9419) ----
+# ---- pms/watch.py (+9427) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9604,7 +9612,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9607) ----
+# ---- pms/clip.py (+9615) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10336,7 +10344,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10339) ----
+# ---- pms/api.py (+10347) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11469,7 +11477,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11472) ----
+# ---- pms/evaluation.py (+11480) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11667,7 +11675,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11670) ----
+# ---- pms/mcp_server.py (+11678) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12883,7 +12891,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12886) ----
+# ---- pms/cli.py (+12894) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14015,7 +14023,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13965) ----
+# ---- pms/__init__.py (+13973) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14082,7 +14090,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14085) ----
+# ---- pms/__main__.py (+14093) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit
