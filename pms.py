@@ -3882,6 +3882,12 @@ MIGRATIONS: list[str | Callable] = [
     # 11: a note's paragraph prints (paragraph_prints): ranking tells a note that holds
     # another's text (a print edition's chapter) from it. NULL: not read yet (NOTE_PARSER_VERSION 5).
     lambda db: _add_column(db, "documents", "paragraphs", "BLOB"),
+    # 12: a note's passages by number: a note's passages are numbered 0..n-1 (seq), so
+    # how many it has is one seek (max(seq) + 1), which every BM25 pass reads for its hits.
+    """
+    CREATE INDEX IF NOT EXISTS chunks_document_seq ON chunks(document_id, seq);
+    DROP INDEX IF EXISTS chunks_document;
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
@@ -3912,7 +3918,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3915) ----
+# ---- pms/store.py (+3921) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -4859,8 +4865,9 @@ class Store:
             args.extend(where_args)
         else:
             found += f" WHERE {table} MATCH ?"
-        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order).
-        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT count(*) FROM chunks p WHERE p.document_id = c.document_id) "
+        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order). A note's
+        # passages are numbered 0..n-1: its size is one seek in chunks_document_seq, not a count.
+        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT max(p.seq) + 1 FROM chunks p WHERE p.document_id = c.document_id) "
                                f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
@@ -5464,7 +5471,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5467) ----
+# ---- pms/embedding.py (+5474) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6108,6 +6115,7 @@ class HTTPEmbedder(EmbeddingProvider):
             self.query_prefix = self.passage_prefix = ""
         self.dim = dim
         self._failed_at = 0.0
+        self._request_size = 0  # passages a request once one timed out (_split_when_slow); 0: the whole batch
         self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
         self._call = threading.local()  # the deadline of the call in progress in this thread
 
@@ -6253,12 +6261,19 @@ class HTTPEmbedder(EmbeddingProvider):
             raise self._fail(str(exc)) from None
 
     def _split_when_slow(self, texts: list[str], query: bool) -> list:
+        size = self._request_size
+        if size and len(texts) > size:  # no more at once than the server answered in time
+            return [v for start in range(0, len(texts), size) for v in self._split_when_slow(texts[start : start + size], query)]
         try:
             return self._post(texts, query=query, input_type=bool(self.input_type))
         except _TooSlow:
             if len(texts) == 1:
                 raise
-            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            # Smaller requests for a slow server, rather than the same one again; the next
+            # batches too: a server (one thread, under load) still computes every request
+            # given up, so a full batch sent again and again grows a backlog that fails the sync.
+            half = len(texts) // 2
+            self._request_size = min(self._request_size or half, half)
             return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
 
     def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
@@ -6700,7 +6715,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6703) ----
+# ---- pms/query.py (+6718) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7075,7 +7090,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7078) ----
+# ---- pms/ranking.py (+7093) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7806,7 +7821,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7809) ----
+# ---- pms/retrieval.py (+7824) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8788,7 +8803,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8791) ----
+# ---- pms/sync.py (+8806) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9492,7 +9507,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9495) ----
+# ---- pms/watch.py (+9510) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9680,7 +9695,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9683) ----
+# ---- pms/clip.py (+9698) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10412,7 +10427,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10415) ----
+# ---- pms/api.py (+10430) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11546,7 +11561,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11549) ----
+# ---- pms/evaluation.py (+11564) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11744,7 +11759,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11747) ----
+# ---- pms/mcp_server.py (+11762) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12960,7 +12975,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12963) ----
+# ---- pms/cli.py (+12978) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14092,7 +14107,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14042) ----
+# ---- pms/__init__.py (+14057) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14159,7 +14174,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14162) ----
+# ---- pms/__main__.py (+14177) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit
