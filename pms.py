@@ -7303,7 +7303,8 @@ class RankingSettings(Record):
     # exact-name rules pass empty notes, pointers and redirects by, and the names list
     # leaves pointers out unless ``pointer_names``. With ``pointer_namesakes`` a note is a
     # pointer only when another note of the index shares its title or its file name
-    # (``namesake_keys``; Retrieval.note_kinds): an old edition's page or a moved note stands
+    # (``namesake_keys``; Retrieval.note_kinds) or it has no words of its own but a title and a
+    # link (``has_words_of_its_own``: "See [[X]]"): an old edition's page or a moved note stands
     # in for its namesake, while a short note whose sentences are links to its parent topic
     # (Dendron's "Complete Task") is the only note of its name, the answer to it.
     # ``pointer_below_notes``: a pointer linked to a hit of the list goes below every note.
@@ -7401,6 +7402,13 @@ def note_kind(title: str, path: str, words: int, links_out: int, body: str | Non
     if any(carries_name(title, "", target) for target in targets):
         return "redirect"
     return "pointer" if words < settings.pointer_words else "note"
+
+
+def has_words_of_its_own(body: str, settings: RankingSettings) -> bool:
+    """Whether a note's own prose (outside quotes, code, headings and links) has
+    ``name_body_words`` words or more: a pointer without a namesake is then a note
+    (RankingSettings.pointer_namesakes), while "See [[X]]", a title and a link, stays one. Pure."""
+    return len(WORD_TOKEN.findall(own_prose(body)[0])) >= settings.name_body_words
 
 
 def namesake_keys(title: str, path: str) -> tuple[str, str]:
@@ -7821,7 +7829,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7824) ----
+# ---- pms/retrieval.py (+7832) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7857,7 +7865,7 @@ from collections.abc import Iterator, Sequence
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-# edit_distance, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+# edit_distance, has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 # )
 
 
@@ -7994,8 +8002,8 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
-        # (content hash, path) -> (note_kind for self.settings, the file names it links to when it was read)
-        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None]] = {}
+        # (content hash, path) -> (note_kind for self.settings, the file names it links to, whether it has words of its own)
+        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None, bool]] = {}
         # (the index's version, (title, path) -> whether another note shares its title or file name)
         self._namesakes: tuple[IndexVersion | None, dict[tuple[str, str], bool]] = (None, {})
 
@@ -8675,13 +8683,14 @@ class Retrieval:
         table of contents) is read at all. Whether a pointer has a namesake depends on the other
         notes: kept while the index's ``version`` (the search's) stays the same."""
         s = self.settings
-        kinds, wanted, named = {}, {}, {}
+        kinds, wanted, named, bare = {}, {}, {}, set()  # bare: a title and a link, no words of its own
         for key, (title, path, words, own_words, links, digest) in (self.store.note_facts(keys, by) if facts is None else facts).items():
             named[key] = (title, path)
             if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
                 kinds[key] = note_kind(title, path, words, links, None, s)
             elif (digest, path) in self._kinds:
-                kinds[key], linked = self._kinds[(digest, path)]
+                kinds[key], linked, worded = self._kinds[(digest, path)]
+                bare.update([key] if not worded else [])
                 if targets is not None and linked is not None:
                     targets[key] = linked
             else:
@@ -8691,13 +8700,15 @@ class Retrieval:
             title, path, words, links, digest = wanted[key]
             linked = names.get(key, set())
             kinds[key] = note_kind(title, path, words, links, body, s, linked)
+            worded = kinds[key] not in ("pointer", "redirect") or has_words_of_its_own(body, s)
+            bare.update([key] if not worded else [])
             if targets is not None:
                 targets[key] = linked
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
-                self._kinds[(digest, path)] = (kinds[key], linked)
-        stand_ins = {key: named[key] for key, kind in kinds.items() if kind in ("pointer", "redirect")}
+                self._kinds[(digest, path)] = (kinds[key], linked, worded)
+        stand_ins = {key: named[key] for key, kind in kinds.items() if kind in ("pointer", "redirect") and key not in bare}
         if stand_ins and s.pointer_namesakes:  # the only note of its name is the answer to it, no pointer
             alone = self._without_namesakes(stand_ins, version)
             kinds.update((key, "note") for key in stand_ins if key in alone)
@@ -8803,7 +8814,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8806) ----
+# ---- pms/sync.py (+8817) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9507,7 +9518,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9510) ----
+# ---- pms/watch.py (+9521) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9695,7 +9706,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9698) ----
+# ---- pms/clip.py (+9709) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10427,7 +10438,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10430) ----
+# ---- pms/api.py (+10441) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11561,7 +11572,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11564) ----
+# ---- pms/evaluation.py (+11575) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11759,7 +11770,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11762) ----
+# ---- pms/mcp_server.py (+11773) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12975,7 +12986,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12978) ----
+# ---- pms/cli.py (+12989) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14107,7 +14118,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14057) ----
+# ---- pms/__init__.py (+14068) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14174,7 +14185,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14177) ----
+# ---- pms/__main__.py (+14188) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -210,7 +210,8 @@ class RankingSettings(Record):
     # exact-name rules pass empty notes, pointers and redirects by, and the names list
     # leaves pointers out unless ``pointer_names``. With ``pointer_namesakes`` a note is a
     # pointer only when another note of the index shares its title or its file name
-    # (``namesake_keys``; Retrieval.note_kinds): an old edition's page or a moved note stands
+    # (``namesake_keys``; Retrieval.note_kinds) or it has no words of its own but a title and a
+    # link (``has_words_of_its_own``: "See [[X]]"): an old edition's page or a moved note stands
     # in for its namesake, while a short note whose sentences are links to its parent topic
     # (Dendron's "Complete Task") is the only note of its name, the answer to it.
     # ``pointer_below_notes``: a pointer linked to a hit of the list goes below every note.
@@ -308,6 +309,13 @@ def note_kind(title: str, path: str, words: int, links_out: int, body: str | Non
     if any(carries_name(title, "", target) for target in targets):
         return "redirect"
     return "pointer" if words < settings.pointer_words else "note"
+
+
+def has_words_of_its_own(body: str, settings: RankingSettings) -> bool:
+    """Whether a note's own prose (outside quotes, code, headings and links) has
+    ``name_body_words`` words or more: a pointer without a namesake is then a note
+    (RankingSettings.pointer_namesakes), while "See [[X]]", a title and a link, stays one. Pure."""
+    return len(WORD_TOKEN.findall(own_prose(body)[0])) >= settings.name_body_words
 
 
 def namesake_keys(title: str, path: str) -> tuple[str, str]:

@@ -33,7 +33,7 @@ from .query import (
 )
 from .ranking import (
     Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-    edit_distance, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+    edit_distance, has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 )
 
 
@@ -170,8 +170,8 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
-        # (content hash, path) -> (note_kind for self.settings, the file names it links to when it was read)
-        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None]] = {}
+        # (content hash, path) -> (note_kind for self.settings, the file names it links to, whether it has words of its own)
+        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None, bool]] = {}
         # (the index's version, (title, path) -> whether another note shares its title or file name)
         self._namesakes: tuple[IndexVersion | None, dict[tuple[str, str], bool]] = (None, {})
 
@@ -851,13 +851,14 @@ class Retrieval:
         table of contents) is read at all. Whether a pointer has a namesake depends on the other
         notes: kept while the index's ``version`` (the search's) stays the same."""
         s = self.settings
-        kinds, wanted, named = {}, {}, {}
+        kinds, wanted, named, bare = {}, {}, {}, set()  # bare: a title and a link, no words of its own
         for key, (title, path, words, own_words, links, digest) in (self.store.note_facts(keys, by) if facts is None else facts).items():
             named[key] = (title, path)
             if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
                 kinds[key] = note_kind(title, path, words, links, None, s)
             elif (digest, path) in self._kinds:
-                kinds[key], linked = self._kinds[(digest, path)]
+                kinds[key], linked, worded = self._kinds[(digest, path)]
+                bare.update([key] if not worded else [])
                 if targets is not None and linked is not None:
                     targets[key] = linked
             else:
@@ -867,13 +868,15 @@ class Retrieval:
             title, path, words, links, digest = wanted[key]
             linked = names.get(key, set())
             kinds[key] = note_kind(title, path, words, links, body, s, linked)
+            worded = kinds[key] not in ("pointer", "redirect") or has_words_of_its_own(body, s)
+            bare.update([key] if not worded else [])
             if targets is not None:
                 targets[key] = linked
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
-                self._kinds[(digest, path)] = (kinds[key], linked)
-        stand_ins = {key: named[key] for key, kind in kinds.items() if kind in ("pointer", "redirect")}
+                self._kinds[(digest, path)] = (kinds[key], linked, worded)
+        stand_ins = {key: named[key] for key, kind in kinds.items() if kind in ("pointer", "redirect") and key not in bare}
         if stand_ins and s.pointer_namesakes:  # the only note of its name is the answer to it, no pointer
             alone = self._without_namesakes(stand_ins, version)
             kinds.update((key, "note") for key in stand_ins if key in alone)
