@@ -8733,9 +8733,12 @@ class Retrieval:
         """The keys of ``notes`` (key -> (title, path)) whose title and file name no other note of
         the index has (namesake_keys): one look at the names' trigram table (Store.name_search)
         finds the candidates, their words decide. Verdicts are kept while ``version`` holds."""
-        if version is None or self._namesakes[0] != version:
-            self._namesakes = (version, {})
-        kept = self._namesakes[1]
+        if version is None:  # a call that does not know the index's version (related notes) keeps nothing
+            kept: dict[tuple[str, str], bool] = {}
+        else:
+            if self._namesakes[0] != version:
+                self._namesakes = (version, {})
+            kept = self._namesakes[1]
         asked = {key: (title, path) for key, (title, path) in notes.items() if (title, path) not in kept}
         phrases = {p for title, path in asked.values()
                    for p in (title.strip(), path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ").strip())
@@ -8827,7 +8830,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8830) ----
+# ---- pms/sync.py (+8833) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9531,7 +9534,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9534) ----
+# ---- pms/watch.py (+9537) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9719,7 +9722,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9722) ----
+# ---- pms/clip.py (+9725) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10451,7 +10454,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10454) ----
+# ---- pms/api.py (+10457) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11585,7 +11588,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11588) ----
+# ---- pms/evaluation.py (+11591) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11783,7 +11786,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11786) ----
+# ---- pms/mcp_server.py (+11789) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12999,7 +13002,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13002) ----
+# ---- pms/cli.py (+13005) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14131,7 +14134,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14081) ----
+# ---- pms/__init__.py (+14084) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14198,7 +14201,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14201) ----
+# ---- pms/__main__.py (+14204) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -888,9 +888,12 @@ class Retrieval:
         """The keys of ``notes`` (key -> (title, path)) whose title and file name no other note of
         the index has (namesake_keys): one look at the names' trigram table (Store.name_search)
         finds the candidates, their words decide. Verdicts are kept while ``version`` holds."""
-        if version is None or self._namesakes[0] != version:
-            self._namesakes = (version, {})
-        kept = self._namesakes[1]
+        if version is None:  # a call that does not know the index's version (related notes) keeps nothing
+            kept: dict[tuple[str, str], bool] = {}
+        else:
+            if self._namesakes[0] != version:
+                self._namesakes = (version, {})
+            kept = self._namesakes[1]
         asked = {key: (title, path) for key, (title, path) in notes.items() if (title, path) not in kept}
         phrases = {p for title, path in asked.values()
                    for p in (title.strip(), path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ").strip())
