@@ -2013,7 +2013,7 @@ _CJK_CHAR = LazyPattern(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]
 
 def _reader_words(text: str) -> int:
     """Words as a reader counts them: each Chinese or Japanese character is one too (no spaces there)."""
-    return len(re.findall(r"\w+", text)) + len(_CJK_CHAR.findall(text))
+    return len(re.findall(r"\w+", text)) + (0 if text.isascii() else len(_CJK_CHAR.findall(text)))
 
 
 def note_substance(body: str) -> tuple[int, int, int]:
@@ -2151,10 +2151,10 @@ _STOPWORDS_BY_LANGUAGE = {lang: frozenset(words.split()) for lang, words in _STO
 _SCRIPT_LANGUAGES = {"Latin": ("en", "de", "es", "fr", "it", "pt", "nl", "pl", "tr", "id", "sv"),
                      "Cyrillic": ("ru", "uk", "bg"), "Devanagari": ("hi", "ne"), "Arabic": ("ar", "fa")}
 _SCRIPT_DEFAULT = {"Cyrillic": "ru", "Devanagari": "hi", "Arabic": "ar", "Han": "zh", "Kana": "ja"}
-# Per script, each language's stop words that no other language of that script has: shared
-# words ("la", "de", "en") would count for several and blur the vote.
-_DISTINCT_STOPWORDS = {script: {lang: _STOPWORDS_BY_LANGUAGE[lang] - frozenset().union(
-    *(_STOPWORDS_BY_LANGUAGE[other] for other in langs if other != lang)) for lang in langs}
+# Per script, each stop word that only one of its languages has, and that language (shared
+# words, "la", "de", "en", would count for several and blur the vote): a note's words are looked up once.
+_DISTINCT_STOPWORDS = {script: {word: lang for lang in langs for word in _STOPWORDS_BY_LANGUAGE[lang] - frozenset().union(
+    *(_STOPWORDS_BY_LANGUAGE[other] for other in langs if other != lang))}
     for script, langs in _SCRIPT_LANGUAGES.items()}
 # Per script, how many of its languages' profiles hold each stop word: a short text (a query)
 # with no distinct word votes with shared ones, each worth 1 / that many ("para un que": Spanish).
@@ -2178,14 +2178,19 @@ def _script_of(ch: str) -> str | None:
     return None
 
 
+_NOT_ASCII_LETTERS = bytes(c for c in range(128) if not (65 <= c <= 90 or 97 <= c <= 122))
+
+
 def note_language(text: str) -> str:
     """The main language of ``text`` as an ISO 639-1 code ("en", "ru", "zh", ...), or
     "und" when too little text tells. Code blocks count too: a note of mostly
     code with English comments is an English note for search's purposes."""
     sample = _WEB_ADDRESS.sub(" ", text[:LANGUAGE_SAMPLE_CHARS])
-    # ASCII letters counted by one regex, only the rest looked up one by one (sync reads every note).
-    scripts = collections.Counter(s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
-    scripts["Latin"] += len(re.findall(r"[A-Za-z]", sample))
+    # ASCII letters counted in C (bytes.translate deletes the rest), only the other characters
+    # looked up one by one: sync reads every note (a regex's list of letters took 78 µs a note).
+    scripts = collections.Counter() if sample.isascii() else collections.Counter(
+        s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
+    scripts["Latin"] += len(sample.encode("ascii", "ignore").translate(None, _NOT_ASCII_LETTERS))
     for script in ("Han", "Kana", "ko"):  # one character of these is about a word, three Latin letters
         scripts[script] *= 3
     letters = sum(scripts.values())
@@ -2200,8 +2205,16 @@ def note_language(text: str) -> str:
     candidates = _SCRIPT_LANGUAGES.get(script)
     if not candidates:
         return _SCRIPT_DEFAULT.get(script, script)
-    words = collections.Counter(w for w in _LANGUAGE_WORD.findall(sample.lower()) if len(w) > 1 or script != "Latin")
-    hits = {lang: sum(n for w, n in words.items() if w in _DISTINCT_STOPWORDS[script][lang]) for lang in candidates}
+    words = collections.Counter(_LANGUAGE_WORD.findall(sample.lower()))
+    if script == "Latin":  # a single Latin letter tells no language apart
+        for letter in [w for w in words if len(w) == 1]:
+            del words[letter]
+    hits = dict.fromkeys(candidates, 0)
+    distinct = _DISTINCT_STOPWORDS[script]
+    for word, n in words.items():
+        lang = distinct.get(word)
+        if lang is not None:
+            hits[lang] += n
     best = max(hits, key=lambda name: hits[name])
     short = sum(words.values()) < 20
     if hits[best] >= 2 or (hits[best] and short):
@@ -2296,7 +2309,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2299) ----
+# ---- pms/notes.py (+2312) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2675,7 +2688,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2678) ----
+# ---- pms/pdf.py (+2691) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2910,7 +2923,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2913) ----
+# ---- pms/paths.py (+2926) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3431,7 +3444,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3434) ----
+# ---- pms/filters.py (+3447) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3586,7 +3599,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3589) ----
+# ---- pms/schema.py (+3602) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3851,6 +3864,12 @@ MIGRATIONS: list[str | Callable] = [
     # 11: a note's paragraph prints (paragraph_prints): ranking tells a note that holds
     # another's text (a print edition's chapter) from it. NULL: not read yet (NOTE_PARSER_VERSION 5).
     lambda db: _add_column(db, "documents", "paragraphs", "BLOB"),
+    # 12: a note's passages by number: a note's passages are numbered 0..n-1 (seq), so
+    # how many it has is one seek (max(seq) + 1), which every BM25 pass reads for its hits.
+    """
+    CREATE INDEX IF NOT EXISTS chunks_document_seq ON chunks(document_id, seq);
+    DROP INDEX IF EXISTS chunks_document;
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
@@ -3878,7 +3897,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3881) ----
+# ---- pms/store.py (+3900) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -4825,8 +4844,9 @@ class Store:
             args.extend(where_args)
         else:
             found += f" WHERE {table} MATCH ?"
-        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order).
-        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT count(*) FROM chunks p WHERE p.document_id = c.document_id) "
+        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order). A note's
+        # passages are numbered 0..n-1: its size is one seek in chunks_document_seq, not a count.
+        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT max(p.seq) + 1 FROM chunks p WHERE p.document_id = c.document_id) "
                                f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
@@ -5430,7 +5450,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5433) ----
+# ---- pms/embedding.py (+5453) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6074,6 +6094,7 @@ class HTTPEmbedder(EmbeddingProvider):
             self.query_prefix = self.passage_prefix = ""
         self.dim = dim
         self._failed_at = 0.0
+        self._request_size = 0  # passages a request once one timed out (_split_when_slow); 0: the whole batch
         self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
         self._call = threading.local()  # the deadline of the call in progress in this thread
 
@@ -6219,12 +6240,19 @@ class HTTPEmbedder(EmbeddingProvider):
             raise self._fail(str(exc)) from None
 
     def _split_when_slow(self, texts: list[str], query: bool) -> list:
+        size = self._request_size
+        if size and len(texts) > size:  # no more at once than the server answered in time
+            return [v for start in range(0, len(texts), size) for v in self._split_when_slow(texts[start : start + size], query)]
         try:
             return self._post(texts, query=query, input_type=bool(self.input_type))
         except _TooSlow:
             if len(texts) == 1:
                 raise
-            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            # Smaller requests for a slow server, rather than the same one again; the next
+            # batches too: a server (one thread, under load) still computes every request
+            # given up, so a full batch sent again and again grows a backlog that fails the sync.
+            half = len(texts) // 2
+            self._request_size = min(self._request_size or half, half)
             return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
 
     def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
@@ -6666,7 +6694,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6669) ----
+# ---- pms/query.py (+6697) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7041,7 +7069,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7044) ----
+# ---- pms/ranking.py (+7072) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7757,7 +7785,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7760) ----
+# ---- pms/retrieval.py (+7788) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8705,7 +8733,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8708) ----
+# ---- pms/sync.py (+8736) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9409,7 +9437,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9412) ----
+# ---- pms/watch.py (+9440) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9597,7 +9625,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9600) ----
+# ---- pms/clip.py (+9628) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10329,7 +10357,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10332) ----
+# ---- pms/api.py (+10360) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11462,7 +11490,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11465) ----
+# ---- pms/evaluation.py (+11493) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11660,7 +11688,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11663) ----
+# ---- pms/mcp_server.py (+11691) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12876,7 +12904,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12879) ----
+# ---- pms/cli.py (+12907) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14008,7 +14036,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13958) ----
+# ---- pms/__init__.py (+13986) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14075,7 +14103,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14078) ----
+# ---- pms/__main__.py (+14106) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -19,7 +19,8 @@ same notes with the same vectors. The built index is kept under --work/index.
 What is timed, each case alternating the sides (A B B A ...) so a change in the
 machine's load reaches both alike; medians, p95 and the ratio (this / REV):
 - in-process keyword and hybrid search: one warm process per side and corpus,
-  every query once per round, after a warm-up pass; how many queries return the
+  set up as the app and the MCP server are (vectors held in memory from the second
+  vector search; commits before e97ba41 held them in any process), every query once per round, after a warm-up pass; how many queries return the
   same top-10 list on both sides is printed beside it;
 - the cold ``pms`` command (what ``setup --command-only`` writes: cached bytecode),
   keyword on every corpus and hybrid on the --hybrid ones;
@@ -71,6 +72,8 @@ import pms
 """
 WORKER = SIDE_PRELUDE + """
 kb = pms.KnowledgeBase(sys.argv[2])
+if hasattr(kb, "keep_vectors_in_memory"):  # as the app and the MCP server do (older commits always did)
+    kb.keep_vectors_in_memory()
 mode = sys.argv[3]
 for line in sys.stdin:
     queries, timed = json.loads(line)

@@ -242,3 +242,26 @@ def test_a_snippet_follows_an_edited_note_when_the_same_search_runs_again(kb, tm
     kb.sync()
     snippet = kb.search("compass", mode="keyword")[0].snippet
     assert "delta" in snippet and "gamma" not in snippet, snippet
+
+
+def test_each_bm25_hit_carries_its_notes_passage_count_after_edits_that_keep_some_passages(kb, tmp_path):
+    """The focus reads how many passages a hit's note has from the BM25 pass (its passages'
+    numbers, 0..n-1): an edit that drops, adds and moves passages (unchanged ones are kept and
+    renumbered) leaves every count equal to the passages the index holds."""
+    import sqlite3
+
+    def sections(names):
+        return "# Field guide\n\n" + "".join(f"## {n}\n\nThe {n} heron wades in shallow water at dawn. " * 3 + "\n\n" + "x" * 900 + "\n\n"
+                                            for n in names)
+
+    note = tmp_path / "n" / "guide.md"
+    write(note, sections(["grey", "white", "purple", "night", "striated"]))
+    stamp(note, "2024-01-01")
+    kb.collections.create(tmp_path / "n", name="n")
+    kb.sync()
+    write(note, sections(["goliath", "grey", "night"]))  # one new before, two dropped between kept ones
+    stamp(note, "2024-01-02")
+    kb.sync()
+    held = sqlite3.connect(kb.index_path).execute("SELECT count(*) FROM chunks").fetchone()[0]
+    found = kb.store.fts_search('"heron"', 50, None, pms.RankingSettings().field_weights)
+    assert held >= 3 and found and {size for _, _, _, size in found} == {held}

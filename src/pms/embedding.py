@@ -641,6 +641,7 @@ class HTTPEmbedder(EmbeddingProvider):
             self.query_prefix = self.passage_prefix = ""
         self.dim = dim
         self._failed_at = 0.0
+        self._request_size = 0  # passages a request once one timed out (_split_when_slow); 0: the whole batch
         self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
         self._call = threading.local()  # the deadline of the call in progress in this thread
 
@@ -786,12 +787,19 @@ class HTTPEmbedder(EmbeddingProvider):
             raise self._fail(str(exc)) from None
 
     def _split_when_slow(self, texts: list[str], query: bool) -> list:
+        size = self._request_size
+        if size and len(texts) > size:  # no more at once than the server answered in time
+            return [v for start in range(0, len(texts), size) for v in self._split_when_slow(texts[start : start + size], query)]
         try:
             return self._post(texts, query=query, input_type=bool(self.input_type))
         except _TooSlow:
             if len(texts) == 1:
                 raise
-            half = len(texts) // 2  # smaller requests for a slow server, rather than the same one again
+            # Smaller requests for a slow server, rather than the same one again; the next
+            # batches too: a server (one thread, under load) still computes every request
+            # given up, so a full batch sent again and again grows a backlog that fails the sync.
+            half = len(texts) // 2
+            self._request_size = min(self._request_size or half, half)
             return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
 
     def _post(self, texts: list[str], query: bool, input_type: bool) -> list:

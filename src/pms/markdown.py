@@ -490,7 +490,7 @@ _CJK_CHAR = LazyPattern(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]
 
 def _reader_words(text: str) -> int:
     """Words as a reader counts them: each Chinese or Japanese character is one too (no spaces there)."""
-    return len(re.findall(r"\w+", text)) + len(_CJK_CHAR.findall(text))
+    return len(re.findall(r"\w+", text)) + (0 if text.isascii() else len(_CJK_CHAR.findall(text)))
 
 
 def note_substance(body: str) -> tuple[int, int, int]:

@@ -262,6 +262,12 @@ MIGRATIONS: list[str | Callable] = [
     # 11: a note's paragraph prints (paragraph_prints): ranking tells a note that holds
     # another's text (a print edition's chapter) from it. NULL: not read yet (NOTE_PARSER_VERSION 5).
     lambda db: _add_column(db, "documents", "paragraphs", "BLOB"),
+    # 12: a note's passages by number: a note's passages are numbered 0..n-1 (seq), so
+    # how many it has is one seek (max(seq) + 1), which every BM25 pass reads for its hits.
+    """
+    CREATE INDEX IF NOT EXISTS chunks_document_seq ON chunks(document_id, seq);
+    DROP INDEX IF EXISTS chunks_document;
+    """,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).

@@ -944,8 +944,9 @@ class Store:
             args.extend(where_args)
         else:
             found += f" WHERE {table} MATCH ?"
-        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order).
-        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT count(*) FROM chunks p WHERE p.document_id = c.document_id) "
+        # The first ``limit`` by bm25, then their notes (CROSS JOIN keeps that order). A note's
+        # passages are numbered 0..n-1: its size is one seek in chunks_document_seq, not a count.
+        return self.db.execute(f"SELECT x.id, x.r, c.document_id, (SELECT max(p.seq) + 1 FROM chunks p WHERE p.document_id = c.document_id) "
                                f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
