@@ -1904,7 +1904,7 @@ _DISPLAY_RULES = LazyPattern(
     r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
     r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
     r"|(?P<link>\[([^\]]{1,200})\](?:\([^)]{0,500}\)|\[[^\]]{0,200}\]))"
-    r"|(?P<wiki>\[\[(?:[^\]|]{0,200}\|)?([^\]]{0,200})\]\]))",
+    r"|(?P<wiki>!?\[\[(?:([^\]|]{0,200})\|)?([^\]]{0,200})\]\]))",
     re.DOTALL | re.IGNORECASE)
 # What every match of _DISPLAY_RULES holds; most passages (a tldr page's "[r]ecursive", "{{file}}",
 # "cmd < file", "<https://…>") hold none, and the costly pattern is then neither compiled nor run.
@@ -1938,7 +1938,14 @@ def _display_piece(m: re.Match) -> str:
         return m.group(5)
     if kind == "link":
         return m.group(7)
-    return m.group(9)  # a wikilink's label or target
+    label, target = m.group(9), m.group(10)  # a wikilink's label or target (an embed's "!" left out)
+    if target.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
+        return label if label is not None else target[len(DENDRON_SCHEME):].partition("/")[2]
+    return target
+
+
+# Dendron's links may name the note's vault: [[dendron://vault/note.name]] (notes.py reads them).
+DENDRON_SCHEME = "dendron://"
 
 
 def _without_comments(text: str) -> str:
@@ -2094,7 +2101,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2097) ----
+# ---- pms/language.py (+2104) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -2309,7 +2316,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2312) ----
+# ---- pms/notes.py (+2319) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2327,8 +2334,8 @@ from collections.abc import Callable, Iterable, Iterator
 # from .config import Factory, LazyPattern, Record
 # from .frontmatter import as_list, parse_frontmatter, split_frontmatter
 # from .markdown import (
-# DEFAULT_PASSAGE_CHARS, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading, note_substance,
-# paragraph_prints,
+# DEFAULT_PASSAGE_CHARS, DENDRON_SCHEME, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading,
+# note_substance, paragraph_prints,
 # )
 # from .language import note_language
 
@@ -2367,7 +2374,7 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_PASSA
         passages = [Passage(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     words, own_words, links_out = note_substance(body)
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, passages=passages,
-                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
+                      date=frontmatter_date(meta), links=note_links(body, path, consumed + 1, links_label_first(meta)),
                       words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"),
                       paragraphs=paragraph_prints(body))
 
@@ -2580,19 +2587,23 @@ _MD_LINK_TAIL = LazyPattern(r"^[^\[\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
-def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]:
+def note_links(body: str, path: str = "", first_line: int = 1, label_first: bool = False) -> list[NoteLink]:
     """``[[wikilinks]]`` (with ``|alias``, ``#heading``, ``^block``) and Markdown
-    links to other notes; web links, images and other files are left out."""
+    links to other notes; web links, images and other files are left out. ``label_first``:
+    the note writes ``[[label|target]]`` (links_label_first). A wikilink to the note itself (its
+    path, or its file name: Dendron writes ``[[dendron://vault/this.note#heading]]`` for
+    ``[[#heading]]``) is a link within it, as ``[[#heading]]`` is: no link to a note."""
     import posixpath
     from urllib.parse import unquote
 
     folder = posixpath.dirname(path)
+    itself = {_note_key(path), _note_key(posixpath.basename(path))} if path else set()
     links = []
     for i, line in _prose_lines(body):
         if "[[" in line:
             for m in _WIKILINK.finditer(line):
-                target, fragment, _label, _embed = _wikilink_parts(m)
-                if target and not _ATTACHMENT.search(target):
+                target, fragment, _label, _embed = _wikilink_parts(m, label_first)
+                if target and not _ATTACHMENT.search(target) and _note_key(target) not in itself:
                     links.append(NoteLink(target, fragment, "wiki", first_line + i))
         targets = list(_markdown_link_targets(line)) if "](" in line else []
         tail = _MD_LINK_TAIL.match(line) if "](" in line else None
@@ -2619,21 +2630,41 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
     return links
 
 
-def _wikilink_parts(m: re.Match) -> tuple[str, str, str, bool]:
-    """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match."""
-    fragment = (m.group(3) or "").strip()
-    return m.group(2).strip(), "#" + fragment.lstrip("#") if fragment else "", (m.group(4) or "").strip(), bool(m.group(1))
+def _wikilink_parts(m: re.Match, label_first: bool = False) -> tuple[str, str, str, bool]:
+    """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match.
+    Dendron puts the label first (``[[label|note.name#heading]]``: ``label_first``, or a target
+    naming its vault, ``[[label|dendron://vault/note.name]]``); the note is what follows the vault."""
+    target, fragment, label = m.group(2).strip(), (m.group(3) or "").strip(), (m.group(4) or "").strip()
+    if m.group(4) is not None and (label_first or label.startswith(DENDRON_SCHEME)):
+        label, (target, mark, rest) = (m.group(2) + (m.group(3) or "")).strip(), label.partition("#")
+        target, fragment = target.strip(), mark + rest
+    if target.startswith(DENDRON_SCHEME):
+        target = target[len(DENDRON_SCHEME):].partition("/")[2]
+    return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
+
+# Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970).
+_DENDRON_FIELDS = ("id", "created", "updated")
 
 
-def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str]) -> str:
+def links_label_first(meta: dict) -> bool:
+    """Whether a note with this frontmatter (parse_frontmatter) writes its links label first,
+    ``[[label|target]]``, as Dendron does (Obsidian: ``[[target|label]]``): a Dendron note,
+    told by the fields Dendron gives every note (an id, and its creation and update times as
+    numbers)."""
+    return all(meta.get(name) not in (None, "") for name in _DENDRON_FIELDS) and all(
+        str(meta[name]).strip().isdigit() for name in _DENDRON_FIELDS[1:])
+
+
+def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str], label_first: bool = False) -> str:
     """``body`` with each ``[[wikilink]]`` outside code (fences, indented blocks, inline
     code) replaced by ``replace(target, fragment, label, embedded)``: the rule
-    ``note_links`` reads links by, for front ends that render them (the app's preview)."""
+    ``note_links`` reads links by, for front ends that render them (the app's preview).
+    ``label_first``: the note writes ``[[label|target]]`` (links_label_first of its frontmatter)."""
     lines = body.split("\n")
     fenced, _ = fence_states(lines)
 
     def sub(m: re.Match) -> str:
-        return replace(*_wikilink_parts(m))
+        return replace(*_wikilink_parts(m, label_first))
 
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
         if in_fence or "[[" not in line or line.startswith(("    ", "\t")):
@@ -2688,7 +2719,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2691) ----
+# ---- pms/pdf.py (+2722) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2923,7 +2954,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2926) ----
+# ---- pms/paths.py (+2957) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3444,7 +3475,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3447) ----
+# ---- pms/filters.py (+3478) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3599,7 +3630,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3602) ----
+# ---- pms/schema.py (+3633) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3875,7 +3906,10 @@ MIGRATIONS: list[str | Callable] = [
 # indexed by an older parser (unchanged passages keep their vectors).
 # 6: note_language leaves web addresses out.
 # 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
-NOTE_PARSER_VERSION = 7
+# 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
+# 9: a Dendron note (links_label_first) writes [[label|target]]: the target is the note; a wikilink to
+#    the note itself is a link within it, no link to a note; a dendron:// link reads as its label (words).
+NOTE_PARSER_VERSION = 9
 
 
 def sqlite_module(want_extensions: bool):
@@ -3897,7 +3931,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3900) ----
+# ---- pms/store.py (+3934) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5450,7 +5484,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5453) ----
+# ---- pms/embedding.py (+5487) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6694,7 +6728,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6697) ----
+# ---- pms/query.py (+6731) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7069,7 +7103,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7072) ----
+# ---- pms/ranking.py (+7106) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7280,13 +7314,21 @@ class RankingSettings(Record):
     # ``pointer_weight``; a page of links and a pointer never stay above a hit they link to;
     # a redirect, and a pointer whose target carries its name, go below every note. The
     # exact-name rules pass empty notes, pointers and redirects by, and the names list
-    # leaves pointers out unless ``pointer_names``.
+    # leaves pointers out unless ``pointer_names``. With ``pointer_namesakes`` a note is a
+    # pointer only when another note of the index shares its title or its file name
+    # (``namesake_keys``; Retrieval.note_kinds) or it has no words of its own but a title and a
+    # link (``has_words_of_its_own``: "See [[X]]"): an old edition's page or a moved note stands
+    # in for its namesake, while a short note whose sentences are links to its parent topic
+    # (Dendron's "Complete Task") is the only note of its name, the answer to it.
+    # ``pointer_below_notes``: a pointer linked to a hit of the list goes below every note.
     stub_words: int = 70
     pointer_words: int = 150
     redirect_words: int = 300
     stub_weight: float = 0.5
     pointer_weight: float = 0.5
     pointer_names: bool = False
+    pointer_namesakes: bool = True
+    pointer_below_notes: bool = True
     name_body_words: int = 3
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
@@ -7373,6 +7415,20 @@ def note_kind(title: str, path: str, words: int, links_out: int, body: str | Non
     if any(carries_name(title, "", target) for target in targets):
         return "redirect"
     return "pointer" if words < settings.pointer_words else "note"
+
+
+def has_words_of_its_own(body: str, settings: RankingSettings) -> bool:
+    """Whether a note's own prose (outside quotes, code, headings and links) has
+    ``name_body_words`` words or more: a pointer without a namesake is then a note
+    (RankingSettings.pointer_namesakes), while "See [[X]]", a title and a link, stays one. Pure."""
+    return len(WORD_TOKEN.findall(own_prose(body)[0])) >= settings.name_body_words
+
+
+def namesake_keys(title: str, path: str) -> tuple[str, str]:
+    """What a note shares with its namesakes: its title's words, and its file name's (no
+    folder, no extension). Pure."""
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return " ".join(WORD_TOKEN.findall(title.lower())), " ".join(WORD_TOKEN.findall(stem.lower()))
 
 
 def _subject_words(text: str) -> set[str]:
@@ -7538,7 +7594,8 @@ def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str
         name = named.get(id(hit))
         return name is not None and hit is not stub and name[0] == stub.collection and name[1] in links.get(stub.docid, ())
     # A pointer to a hit of this list adds nothing the hit does not show: below every note.
-    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
+    redirects = {id(h) for h in hits if kind(h) == "redirect"
+                 or (settings.pointer_below_notes and kind(h) == "pointer" and any(linked(h, t) for t in hits))}
     weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
     order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
     out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]
@@ -7785,7 +7842,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7788) ----
+# ---- pms/retrieval.py (+7845) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -7821,7 +7878,7 @@ from collections.abc import Iterator, Sequence
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-# edit_distance, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+# edit_distance, has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 # )
 
 
@@ -7958,8 +8015,10 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
-        # (content hash, path) -> (note_kind for self.settings, the file names it links to when it was read)
-        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None]] = {}
+        # (content hash, path) -> (note_kind for self.settings, the file names it links to, whether it has words of its own)
+        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None, bool]] = {}
+        # (the index's version, (title, path) -> whether another note shares its title or file name)
+        self._namesakes: tuple[IndexVersion | None, dict[tuple[str, str], bool]] = (None, {})
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -8177,7 +8236,7 @@ class Retrieval:
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
         if ranked and not s.pointer_names:
-            kinds = self.note_kinds([doc for doc, _ in ranked], by="id")
+            kinds = self.note_kinds([doc for doc, _ in ranked], by="id", version=req.index_version)
             ranked = [r for r in ranked if kinds.get(r[0]) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
@@ -8432,7 +8491,7 @@ class Retrieval:
         complete = not passages and lists.get("vector") and self.embedder is not None
         # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id").items()
+        stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id", version=req.index_version).items()
                  if kind in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
@@ -8625,21 +8684,26 @@ class Retrieval:
     # -- the note prior's facts ----------------------------------------------------------------
     NOTE_KINDS_KEPT = 20_000
 
-    def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None) -> dict:
-        """docid (or note id, ``by``) -> what the note is to the note prior (note_kind).
+    def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None,
+                   version: IndexVersion | None = None) -> dict:
+        """docid (or note id, ``by``) -> what the note is to the note prior (note_kind; a pointer
+        or redirect without a namesake is a note: RankingSettings.pointer_namesakes).
         ``facts``: key -> (title, path, words, own words, links out, content hash) as the hits'
         rows hold them (else read: Store.note_facts); ``targets`` receives, for a note that
         points elsewhere, the file names it links to (order_by_note_prior). A note's kind is
         kept by its content hash and path, so typing the same search again reads no note's
         text; only a note that links elsewhere and is short or has little prose of its own (a
-        table of contents) is read at all."""
+        table of contents) is read at all. Whether a pointer has a namesake depends on the other
+        notes: kept while the index's ``version`` (the search's) stays the same."""
         s = self.settings
-        kinds, wanted = {}, {}
+        kinds, wanted, named, bare = {}, {}, {}, set()  # bare: a title and a link, no words of its own
         for key, (title, path, words, own_words, links, digest) in (self.store.note_facts(keys, by) if facts is None else facts).items():
+            named[key] = (title, path)
             if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
                 kinds[key] = note_kind(title, path, words, links, None, s)
             elif (digest, path) in self._kinds:
-                kinds[key], linked = self._kinds[(digest, path)]
+                kinds[key], linked, worded = self._kinds[(digest, path)]
+                bare.update([key] if not worded else [])
                 if targets is not None and linked is not None:
                     targets[key] = linked
             else:
@@ -8649,13 +8713,43 @@ class Retrieval:
             title, path, words, links, digest = wanted[key]
             linked = names.get(key, set())
             kinds[key] = note_kind(title, path, words, links, body, s, linked)
+            worded = kinds[key] not in ("pointer", "redirect") or has_words_of_its_own(body, s)
+            bare.update([key] if not worded else [])
             if targets is not None:
                 targets[key] = linked
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
-                self._kinds[(digest, path)] = (kinds[key], linked)
+                self._kinds[(digest, path)] = (kinds[key], linked, worded)
+        stand_ins = {key: named[key] for key, kind in kinds.items() if kind in ("pointer", "redirect") and key not in bare}
+        if stand_ins and s.pointer_namesakes:  # the only note of its name is the answer to it, no pointer
+            alone = self._without_namesakes(stand_ins, version)
+            kinds.update((key, "note") for key in stand_ins if key in alone)
         return kinds
+
+    NAMESAKE_CANDIDATES = 200  # names read per note asked about (those holding its title or file name)
+
+    def _without_namesakes(self, notes: dict, version: IndexVersion | None) -> set:
+        """The keys of ``notes`` (key -> (title, path)) whose title and file name no other note of
+        the index has (namesake_keys): one look at the names' trigram table (Store.name_search)
+        finds the candidates, their words decide. Verdicts are kept while ``version`` holds."""
+        if version is None or self._namesakes[0] != version:
+            self._namesakes = (version, {})
+        kept = self._namesakes[1]
+        asked = {key: (title, path) for key, (title, path) in notes.items() if (title, path) not in kept}
+        phrases = {p for title, path in asked.values()
+                   for p in (title.strip(), path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ").strip())
+                   if len(p) >= 3}  # trigrams: 3 letters or more
+        found = []
+        if phrases:
+            match = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases))
+            for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES * len(asked), None):
+                lines = names.split("\n")  # title, aliases..., file name
+                found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
+        for title, path in asked.values():
+            own_title, own_stem = namesake_keys(title, path)
+            kept[(title, path)] = sum(t == own_title or f == own_stem for t, f in found) > 1  # itself, and another
+        return {key for key, (title, path) in notes.items() if not kept[(title, path)]}
 
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:
@@ -8677,7 +8771,7 @@ class Retrieval:
         notes = {hit.docid: rows[hit.passage_id or 0] for hit in hits}
         targets: dict[str, set[str]] = {}
         kinds = self.note_kinds(notes, facts={docid: (row.title, row.path, row.words, row.own_words, row.links_out, row.digest)
-                                              for docid, row in notes.items()}, targets=targets) if hits else {}
+                                              for docid, row in notes.items()}, targets=targets, version=version) if hits else {}
         for hit in hits:
             hit.stub = kinds.get(hit.docid, "note") != "note"
         if query and any(hit.stub for hit in hits):
@@ -8733,7 +8827,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8736) ----
+# ---- pms/sync.py (+8830) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9437,7 +9531,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9440) ----
+# ---- pms/watch.py (+9534) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9625,7 +9719,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9628) ----
+# ---- pms/clip.py (+9722) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10357,7 +10451,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10360) ----
+# ---- pms/api.py (+10454) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11048,7 +11142,8 @@ class KnowledgeBase:
         """The note a link written in ``note`` points to, by the rule ``links`` uses: ``target``
         as in ``[[target]]`` (kind "wiki") or ``[text](target)`` ("markdown"); path None: nowhere."""
         row = self._resolve(note)
-        written = note_links(f"[[{target}]]" if kind == "wiki" else f"[link](<{target}>)", row.path)
+        # (a wikilink needs no path: without one, a link to the note itself is read as one)
+        written = note_links(f"[[{target}]]") if kind == "wiki" else note_links(f"[link](<{target}>)", row.path)
         if not written:  # [[#heading]] in the note itself, or no note link at all
             note_id = row.id if kind == "wiki" and target.startswith(("#", "^")) else None
             return self._note_ref(row.collection, note_id, target, 0)
@@ -11490,7 +11585,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11493) ----
+# ---- pms/evaluation.py (+11588) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11688,7 +11783,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11691) ----
+# ---- pms/mcp_server.py (+11786) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12904,7 +12999,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+12907) ----
+# ---- pms/cli.py (+13002) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14036,7 +14131,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+13986) ----
+# ---- pms/__init__.py (+14081) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14046,7 +14141,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # DEFAULT_CHUNK_CHARS, DEFAULT_PASSAGE_CHARS, BinaryFileError, Chunk, FileTooLargeError, Passage, chunk_markdown, decode_text,
 # first_heading, markdown_passages, passage_display_text, title_line_as_heading,
 # )
-# from .notes import replace_wikilinks
+# from .notes import links_label_first, replace_wikilinks
 # from .paths import is_skipped_folder, path_prefix_glob, read_note_file
 # from .filters import NoteFilter
 # from .schema import sqlite_module
@@ -14079,7 +14174,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (its passages, the desktop app's preview)
     "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "links_label_first",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
@@ -14103,7 +14198,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14106) ----
+# ---- pms/__main__.py (+14201) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

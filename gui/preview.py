@@ -44,9 +44,10 @@ PASSAGE_BACKGROUND = QColor(255, 224, 102, 70)  # the mark colour, faint: works 
 IMAGE = re.compile(r"\.(png|jpe?g|gif|svg|webp|bmp)$", re.I)
 
 
-def wikilinks_to_markdown(body: str) -> str:
-    """Obsidian ``[[Note]]``, ``[[Note#Heading|label]]`` and ``![[image.png]]``
-    become ordinary Markdown links, where the engine reads links (not in code)."""
+def wikilinks_to_markdown(body: str, label_first: bool = False) -> str:
+    """Obsidian ``[[Note]]``, ``[[Note#Heading|label]]`` and ``![[image.png]]`` (Dendron's
+    ``[[label|note.name]]`` when ``label_first``: pms.links_label_first of the frontmatter)
+    become ordinary Markdown links, where and as the engine reads links (not in code)."""
 
     def replace(target: str, fragment: str, label: str, embed: bool) -> str:
         if embed and IMAGE.search(target):
@@ -55,7 +56,7 @@ def wikilinks_to_markdown(body: str) -> str:
         href = f"{WIKI_SCHEME}:{quote(target)}" + (f"#{quote(fragment[1:])}" if fragment else "")
         return f"[{text}]({href})"
 
-    return pms.replace_wikilinks(body, replace)
+    return pms.replace_wikilinks(body, replace, label_first)
 
 
 # ASCII punctuation that Markdown could read as markup: a PDF's text is shown as it is.
@@ -94,9 +95,17 @@ def palette_colours(palette: QPalette) -> Colours:
                    code_background=mix(0.12 if dark else 0.06), quote_bar=mix(0.35), rule=mix(0.25))
 
 
-def _note_html(abspath: Path, body: str) -> tuple[Path, str, str]:
+def _note_html(abspath: Path, body: str, label_first: bool) -> tuple[Path, str, str]:
     """(abspath, body, its HTML): the preview's worker thread runs this."""
-    return abspath, body, markdown_to_html(wikilinks_to_markdown(body), abspath.parent)
+    return abspath, body, markdown_to_html(wikilinks_to_markdown(body, label_first), abspath.parent)
+
+
+def _links_label_first(block: str | None) -> bool:
+    """Whether the note with this frontmatter writes ``[[label|target]]`` (the engine's rule)."""
+    try:
+        return pms.links_label_first(pms.parse_frontmatter(block))
+    except pms.PMSError:  # a frontmatter the engine refuses: its links read as Obsidian's
+        return False
 
 
 @dataclasses.dataclass
@@ -226,7 +235,7 @@ class NotePreview(QTextBrowser):
         """One step of ``self.job``; ``deadline`` (perf_counter seconds) bounds the layout slices."""
         job = self.job
         if job.stage == "html":
-            _, body, _ = pms.split_frontmatter(job.text)
+            block, body, _ = pms.split_frontmatter(job.text)
             if self.shown == (job.abspath, job.text, job.sheet):
                 job.stage = "find"  # the same note (the top result while typing on): only marks and scroll change
             elif (job.abspath, body) in self.html_cache:
@@ -234,9 +243,9 @@ class NotePreview(QTextBrowser):
             elif job.staged:
                 job.stage = "html-wait"
                 self.html_request += 1
-                self.html_worker.submit(self.html_request, job.abspath, body)
+                self.html_worker.submit(self.html_request, job.abspath, body, _links_label_first(block))
             else:
-                self._cache_html(job.abspath, body, markdown_to_html(wikilinks_to_markdown(body), job.abspath.parent))
+                self._cache_html(*_note_html(job.abspath, body, _links_label_first(block)))
                 job.stage = "build"
         elif job.stage == "build":
             block, body, _ = pms.split_frontmatter(job.text)

@@ -103,3 +103,20 @@ def test_rust_book_chapter_names_find_their_chapter_and_no_stub_in_the_first_thr
     for query in ("lifetimes", "trait objects", "ownership", "closures"):
         first = [h.path for h in kb.search(query, k=3, mode="keyword") if not h.copy_of]
         assert len(first) == 3 and not [p for p in first if p.startswith(OLD_EDITIONS)], (query, first)
+
+
+def test_dendron_vault_links_resolve_and_its_short_linked_notes_keep_their_names(corpus, tmp_path):
+    """Dendron's own vault (1,013 notes): its [[label|note.name]] and dendron:// links point to their notes (2,609
+    unresolved before Dendron's forms were read; what is left names notes that are not in this vault), and a short
+    note whose sentences are links ("Complete Task") is found first by its name: the only note of that name."""
+    with pms.KnowledgeBase(tmp_path / "index.sqlite", embeddings=False) as kb:
+        kb.collections.create(corpus("dendron-vault"), name="dendron")
+        assert not kb.sync().errors
+        unresolved = kb.unresolved_links()
+        assert len(unresolved) < 200 and not [r for r in unresolved if "dendron://" in r.target or " " in r.target]
+        linking = {b.path for b in kb.backlinks("dendron/dendron.topic.tasks.md")}
+        assert {"dendron.topic.tasks.commands.complete-task.md", "dendron.ref.commands.md"} <= linking
+        assert [r.path for r in kb.links("dendron/careers.developer-advocate.md")][:2] == ["careers.mission.md", "community.concepts.md"]
+        for query in ("Complete Task", "complete task"):
+            first = kb.search(query, mode="keyword")[0]
+            assert first.path == "dendron.topic.tasks.commands.complete-task.md" and not first.stub

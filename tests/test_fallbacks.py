@@ -74,6 +74,62 @@ def test_a_short_note_with_its_own_sentences_keeps_its_place(kb, tmp_path):
     assert [h.path for h in hits][:1] == ["tailscale.md"] and not hits[0].stub
 
 
+DENDRON_FRONTMATTER = "---\nid: {id}\ntitle: {title}\nupdated: 1657122358101\ncreated: 1657122304417\n---\n"
+
+
+def test_a_short_note_whose_sentences_link_to_its_parent_keeps_its_bm25_place(kb, tmp_path):
+    """Dendron's "Complete Task": 30 words of its own that never repeat its title, each sentence carrying a link to
+    its parent topic. It is the only note of its name, so no pointer: BM25's #1 stays first, above the parent it links to
+    (as a pointer it went below every note, RankingSettings.pointer_namesakes)."""
+    root = tmp_path / "v"
+    write(root / "dendron.topic.tasks.md", DENDRON_FRONTMATTER.format(id="t1", title="Tasks")
+          + "## Summary\n\nTrack homework or a team's plans with task notes. " + "A task note has a status and a due date. " * 12
+          + "\n\n## taskCompleteStatus\n\nThe statuses that mark a task done; the first one is used when a command "
+          "does not prompt for the status.\n")
+    write(root / "dendron.ref.commands.md", DENDRON_FRONTMATTER.format(id="c1", title="Commands")
+          + "## Set Task Status\n\nPrompts for a status and sets it on the task note. " + "Commands run from the palette. " * 12 + "\n")
+    write(root / "dendron.topic.tasks.commands.complete-task.md", DENDRON_FRONTMATTER.format(id="c2", title="Complete Task")
+          + "This works in the same way as [[Set Task Status|dendron://site/dendron.ref.commands#set-task-status]], but "
+          "doesn't prompt for the status to use. Instead, it will use the first status set in the "
+          "[[taskCompleteStatus|dendron://site/dendron.topic.tasks#taskcompletestatus]] configuration.\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    query = "use the first status set instead of a prompt"
+    hits = kb.search(query, mode="keyword")
+    paths = [h.path for h in hits]
+    assert paths[0] == "dendron.topic.tasks.commands.complete-task.md" and hits[0].bm25_rank == 1 and not hits[0].stub
+    assert "dendron.topic.tasks.md" in paths  # the parent it links to is in the list, below it
+    assert searched(kb, query, pointer_namesakes=False)[-1] == paths[0]  # called a pointer, it went below every note
+    # Another note of its name makes it a stand-in for that one, in the same process as soon as the index says so.
+    write(root / "archive" / "complete-task.md", "# Complete Task\n\nThe old page about finishing a task note.\n")
+    kb.sync()
+    hits = kb.search(query, mode="keyword")
+    assert hits[-1].path == "dendron.topic.tasks.commands.complete-task.md" and hits[-1].stub
+
+
+def test_an_old_page_sharing_its_title_with_its_chapter_stays_below_the_chapter(kb, tmp_path):
+    """The Rust book's old editions: a page that says the edition moved, titled as the chapter (its namesake), is a
+    pointer; BM25 puts the short page first, the note prior the chapter."""
+    root = tmp_path / "book"
+    write(root / "src" / "ch17-02-trait-objects.md", "# Trait Objects\n\n" + "".join(
+        f"## Section {n}\n\n" + "A GUI library draws components on a screen through a vector of boxed values. " * 12 + "\n\n"
+        for n in range(8)))
+    for n, topic in enumerate(("ownership", "closures", "iterators", "lifetimes", "macros", "testing", "modules", "errors")):
+        write(root / "src" / f"ch{n:02}-{topic}.md", f"# {topic.title()}\n\n" + f"How {topic} work in Rust programs. " * 20 + "\n")
+    write(root / "second-edition" / "src" / "ch17-02-trait-objects.md", "## Trait Objects\n\nThe second edition of the book is "
+          "no longer distributed with Rust's documentation.\n\nIf you came here via a link or web search, you may want to check "
+          "out [the current version of the book](../index.html) instead.\n")
+    write(root / "second-edition" / "index.md", "# The Rust Programming Language\n\nThe second edition.\n")
+    kb.collections.create(root, name="book")
+    kb.sync()
+    off = searched(kb, "trait objects", pointer_weight=1.0, pointer_names=True, pointer_below_notes=False, exact_title_first=False,
+                   name_first_min=2.0)
+    assert off[0] == "second-edition/src/ch17-02-trait-objects.md"  # by BM25 and its name alone, the old page first
+    hits = kb.search("trait objects", mode="keyword")
+    assert [h.path for h in hits][:2] == ["src/ch17-02-trait-objects.md", "second-edition/src/ch17-02-trait-objects.md"]
+    assert hits[1].stub and not hits[0].stub
+
+
 def test_relevance_never_rises_down_the_list():
     assert pms.ranking.non_increasing([1.0, 0.4, 0.6, 0.6, 1.0]) == pytest.approx([1.0, 0.65, 0.65, 0.65, 0.65])
     assert pms.ranking.non_increasing([0.9, 0.8, 0.1]) == [0.9, 0.8, 0.1]

@@ -140,6 +140,34 @@ def test_a_clicked_wikilink_opens_the_note_pms_links_reports(kb, tmp_path, open_
         assert preview.abspath == folder / expected
 
 
+def test_a_dendron_note_shows_its_links_labels_and_they_open_the_notes_the_engine_resolves(kb, tmp_path, open_window, qtbot):
+    """Dendron writes the label first ([[label|note.name]], [[label|dendron://vault/note.name#heading]]):
+    the preview shows the labels, never the vault's address, and each opens the note ``pms links`` reports."""
+    import re
+    folder = tmp_path / "vault"
+    write(folder / "dendron.topic.tasks.md", "---\nid: a1\ntitle: Tasks\ncreated: 1635451738215\nupdated: 1662093951844\n---\n"
+          "## taskCompleteStatus\n\nThe statuses that complete a task.\n")
+    write(folder / "dendron.ref.commands.md", "---\nid: a2\ntitle: Commands\ncreated: 1635451738215\nupdated: 1662093951844\n---\n"
+          "## Set Task Status\n\nSets a task's status.\n")
+    write(folder / "complete-task.md", "---\nid: a3\ntitle: Complete Task\ncreated: 1657122304417\nupdated: 1657122358101\n---\n"
+          "Works as [[Set Task Status|dendron://site/dendron.ref.commands#set-task-status]], with the first status of "
+          "[[taskCompleteStatus|dendron.topic.tasks#taskcompletestatus]].\n")
+    kb.collections.create(folder, name="vault")
+    kb.sync()
+    reported = [ref.path for ref in kb.links("vault/complete-task.md")]
+    assert reported == ["dendron.ref.commands.md", "dendron.topic.tasks.md"]
+    preview = open_window(kb).preview
+    preview.show_note(folder / "complete-task.md")
+    text = preview.toPlainText()
+    assert "Set Task Status" in text and "taskCompleteStatus" in text and "dendron://" not in text and "dendron.topic" not in text
+    hrefs = re.findall(r'href="(pms-wiki:[^"]+)"', preview.document().toHtml())
+    assert len(hrefs) == 2
+    for href, expected in zip(hrefs, reported):
+        preview.show_note(folder / "complete-task.md")
+        preview.anchorClicked.emit(QUrl(href))
+        assert preview.abspath == folder / expected
+
+
 def test_keyword_only_badge_when_embeddings_are_unavailable(vault, open_window):
     window = open_window(vault)  # the kb fixture has embeddings=False
     assert window.badge.text().startswith("Keyword only")

@@ -65,6 +65,55 @@ def test_links_cover_wikilink_forms_and_relative_markdown_links_but_not_web_link
         ("other/m.md", "#sec", "markdown"), ("dir/n n.md", "", "markdown")]
 
 
+def test_dendron_links_name_their_vault_and_put_the_label_first(kb, tmp_path):
+    """Dendron writes [[dendron://vault/note.name]] and [[label|dendron://vault/note.name#heading]]: each points to
+    the note after the vault (before, its label or the whole address was the target, never found)."""
+    body = ("[[Create New Vault|dendron://dendron.dendron-site/dendron.topic.vaults#create-new-vault]] "
+            "![[dendron://site/dendron.topic.links#hovers,1]] [[plain.note|Label]]\n")
+    assert [(link.target, link.fragment) for link in pms.notes.parse_note(body, "t").links] == [
+        ("dendron.topic.vaults", "#create-new-vault"), ("dendron.topic.links", "#hovers,1"), ("plain.note", "")]
+    shown = pms.replace_wikilinks(body, lambda target, fragment, label, embedded: f"<{target}{fragment} {label}>")
+    assert shown.startswith("<dendron.topic.vaults#create-new-vault Create New Vault>")
+    write(tmp_path / "v" / "dendron.topic.vaults.md", "# Vaults\n\nA vault is a folder of notes.\n")
+    write(tmp_path / "v" / "start.md", "# Start\n\n" + body)
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    assert [(b.path, b.title) for b in kb.backlinks("v/dendron.topic.vaults.md")] == [("start.md", "Start")]
+    assert {r.target for r in kb.unresolved_links()} == {"dendron.topic.links", "plain.note"}
+
+
+DENDRON_FRONTMATTER = "---\nid: m6cbs1z0ge922q4j2xjmivx\ntitle: {title}\ndesc: ''\nupdated: 1657122358101\ncreated: 1657122304417\n---\n"
+
+
+def test_a_dendron_note_writes_its_links_label_first_and_its_links_to_itself_are_no_links(kb, tmp_path):
+    """Dendron's own form is [[label|note.name]] (Obsidian's [[note|label]]): told by the frontmatter Dendron gives
+    every note (an id, created and updated as numbers). A link to the note itself is a link within it."""
+    root = tmp_path / "v"
+    write(root / "dendron.topic.tasks.md", DENDRON_FRONTMATTER.format(title="Tasks") + "## Summary\n\nTrack tasks.\n")
+    write(root / "dendron.topic.tasks.commands.complete-task.md", DENDRON_FRONTMATTER.format(title="Complete Task")
+          + "Uses the first status of [[taskCompleteStatus|dendron.topic.tasks#taskcompletestatus]]; see "
+          "[[below|dendron.topic.tasks.commands.complete-task#details]] and "
+          "[[here|dendron://site/dendron.topic.tasks.commands.complete-task#more]].\n")
+    write(root / "obsidian.md", "# Obsidian\n\nSee [[dendron.topic.tasks|the tasks]] and [[Tasks|dendron.topic.tasks]].\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    links = kb.links("v/dendron.topic.tasks.commands.complete-task.md")
+    assert [(r.path, r.target) for r in links] == [("dendron.topic.tasks.md", "dendron.topic.tasks#taskcompletestatus")]
+    assert sorted(b.path for b in kb.backlinks("v/dendron.topic.tasks.md")) == [
+        "dendron.topic.tasks.commands.complete-task.md", "obsidian.md"]
+    assert not kb.backlinks("v/dendron.topic.tasks.commands.complete-task.md")  # its links to itself are no backlinks
+    assert [r.target for r in kb.unresolved_links()] == ["Tasks"]  # an Obsidian note keeps Obsidian's order
+    # The preview's reading is the same rule (replace_wikilinks with the frontmatter's links_label_first).
+    meta = pms.parse_frontmatter(pms.split_frontmatter(DENDRON_FRONTMATTER.format(title="T"))[0])
+    assert pms.links_label_first(meta) and not pms.links_label_first({"id": "x", "created": "2021-01-01", "updated": "x"})
+    shown = pms.replace_wikilinks("[[Go here|a.b#c]]", lambda target, fragment, label, embedded: f"{target}{fragment}={label}",
+                                  pms.links_label_first(meta))
+    assert shown == "a.b#c=Go here"
+    # A resolved link to the note itself still opens it (the preview's resolver).
+    own = kb.resolve_link("v/dendron.topic.tasks.commands.complete-task.md", "dendron.topic.tasks.commands.complete-task")
+    assert own.path == "dendron.topic.tasks.commands.complete-task.md"
+
+
 def test_note_date_prefers_frontmatter_date_then_created_then_updated():
     assert pms.notes.parse_note("---\nupdated: 2021-01-01\ncreated: 2020-05-06\n---\nx", "t").date == "2020-05-06"
     assert pms.notes.parse_note("---\ndate: 2019-02-03T10:11\n---\nx", "t").date == "2019-02-03T10:11"

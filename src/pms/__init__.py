@@ -60,7 +60,7 @@ from .markdown import (
     DEFAULT_CHUNK_CHARS, DEFAULT_PASSAGE_CHARS, BinaryFileError, Chunk, FileTooLargeError, Passage, chunk_markdown, decode_text,
     first_heading, markdown_passages, passage_display_text, title_line_as_heading,
 )
-from .notes import replace_wikilinks
+from .notes import links_label_first, replace_wikilinks
 from .paths import is_skipped_folder, path_prefix_glob, read_note_file
 from .filters import NoteFilter
 from .schema import sqlite_module
@@ -93,7 +93,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (its passages, the desktop app's preview)
     "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "links_label_first",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/

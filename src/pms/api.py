@@ -688,7 +688,8 @@ class KnowledgeBase:
         """The note a link written in ``note`` points to, by the rule ``links`` uses: ``target``
         as in ``[[target]]`` (kind "wiki") or ``[text](target)`` ("markdown"); path None: nowhere."""
         row = self._resolve(note)
-        written = note_links(f"[[{target}]]" if kind == "wiki" else f"[link](<{target}>)", row.path)
+        # (a wikilink needs no path: without one, a link to the note itself is read as one)
+        written = note_links(f"[[{target}]]") if kind == "wiki" else note_links(f"[link](<{target}>)", row.path)
         if not written:  # [[#heading]] in the note itself, or no note link at all
             note_id = row.id if kind == "wiki" and target.startswith(("#", "^")) else None
             return self._note_ref(row.collection, note_id, target, 0)

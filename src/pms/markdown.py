@@ -381,7 +381,7 @@ _DISPLAY_RULES = LazyPattern(
     r"|(?P<directive>\{\{#\w+[^}]{0,500}\}\})"
     r"|(?P<image>!\[([^\]]{0,200})\]\([^)]{0,500}\))"
     r"|(?P<link>\[([^\]]{1,200})\](?:\([^)]{0,500}\)|\[[^\]]{0,200}\]))"
-    r"|(?P<wiki>\[\[(?:[^\]|]{0,200}\|)?([^\]]{0,200})\]\]))",
+    r"|(?P<wiki>!?\[\[(?:([^\]|]{0,200})\|)?([^\]]{0,200})\]\]))",
     re.DOTALL | re.IGNORECASE)
 # What every match of _DISPLAY_RULES holds; most passages (a tldr page's "[r]ecursive", "{{file}}",
 # "cmd < file", "<https://…>") hold none, and the costly pattern is then neither compiled nor run.
@@ -415,7 +415,14 @@ def _display_piece(m: re.Match) -> str:
         return m.group(5)
     if kind == "link":
         return m.group(7)
-    return m.group(9)  # a wikilink's label or target
+    label, target = m.group(9), m.group(10)  # a wikilink's label or target (an embed's "!" left out)
+    if target.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
+        return label if label is not None else target[len(DENDRON_SCHEME):].partition("/")[2]
+    return target
+
+
+# Dendron's links may name the note's vault: [[dendron://vault/note.name]] (notes.py reads them).
+DENDRON_SCHEME = "dendron://"
 
 
 def _without_comments(text: str) -> str:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from .config import Factory, LazyPattern, Record
 from .frontmatter import as_list, parse_frontmatter, split_frontmatter
 from .markdown import (
-    DEFAULT_PASSAGE_CHARS, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading, note_substance,
-    paragraph_prints,
+    DEFAULT_PASSAGE_CHARS, DENDRON_SCHEME, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading,
+    note_substance, paragraph_prints,
 )
 from .language import note_language
 
@@ -55,7 +55,7 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_PASSA
         passages = [Passage(seq=0, start_line=consumed + 1, end_line=consumed + 1, heading_path=title, text="", title=title)]
     words, own_words, links_out = note_substance(body)
     return ParsedNote(title=title, tags=tags, aliases=aliases, metadata=meta, body=body, passages=passages,
-                      date=frontmatter_date(meta), links=note_links(body, path, first_line=consumed + 1),
+                      date=frontmatter_date(meta), links=note_links(body, path, consumed + 1, links_label_first(meta)),
                       words=words, own_words=own_words, links_out=links_out, language=note_language(f"{title}\n{body}"),
                       paragraphs=paragraph_prints(body))
 
@@ -268,19 +268,23 @@ _MD_LINK_TAIL = LazyPattern(r"^[^\[\]]*\]\(\s*(<[^>]+>|[^)\s]+)(?:\s+[\"'][^)]*)
 _ATTACHMENT = LazyPattern(r"\.(png|jpe?g|gif|svg|webp|bmp|avif|pdf|mp3|mp4|m4a|wav|ogg|webm|mov|canvas|excalidraw)$", re.I)
 
 
-def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]:
+def note_links(body: str, path: str = "", first_line: int = 1, label_first: bool = False) -> list[NoteLink]:
     """``[[wikilinks]]`` (with ``|alias``, ``#heading``, ``^block``) and Markdown
-    links to other notes; web links, images and other files are left out."""
+    links to other notes; web links, images and other files are left out. ``label_first``:
+    the note writes ``[[label|target]]`` (links_label_first). A wikilink to the note itself (its
+    path, or its file name: Dendron writes ``[[dendron://vault/this.note#heading]]`` for
+    ``[[#heading]]``) is a link within it, as ``[[#heading]]`` is: no link to a note."""
     import posixpath
     from urllib.parse import unquote
 
     folder = posixpath.dirname(path)
+    itself = {_note_key(path), _note_key(posixpath.basename(path))} if path else set()
     links = []
     for i, line in _prose_lines(body):
         if "[[" in line:
             for m in _WIKILINK.finditer(line):
-                target, fragment, _label, _embed = _wikilink_parts(m)
-                if target and not _ATTACHMENT.search(target):
+                target, fragment, _label, _embed = _wikilink_parts(m, label_first)
+                if target and not _ATTACHMENT.search(target) and _note_key(target) not in itself:
                     links.append(NoteLink(target, fragment, "wiki", first_line + i))
         targets = list(_markdown_link_targets(line)) if "](" in line else []
         tail = _MD_LINK_TAIL.match(line) if "](" in line else None
@@ -307,21 +311,41 @@ def note_links(body: str, path: str = "", first_line: int = 1) -> list[NoteLink]
     return links
 
 
-def _wikilink_parts(m: re.Match) -> tuple[str, str, str, bool]:
-    """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match."""
-    fragment = (m.group(3) or "").strip()
-    return m.group(2).strip(), "#" + fragment.lstrip("#") if fragment else "", (m.group(4) or "").strip(), bool(m.group(1))
+def _wikilink_parts(m: re.Match, label_first: bool = False) -> tuple[str, str, str, bool]:
+    """(target, fragment ('#heading', '#^block' or ''), label, embedded with '!') of a _WIKILINK match.
+    Dendron puts the label first (``[[label|note.name#heading]]``: ``label_first``, or a target
+    naming its vault, ``[[label|dendron://vault/note.name]]``); the note is what follows the vault."""
+    target, fragment, label = m.group(2).strip(), (m.group(3) or "").strip(), (m.group(4) or "").strip()
+    if m.group(4) is not None and (label_first or label.startswith(DENDRON_SCHEME)):
+        label, (target, mark, rest) = (m.group(2) + (m.group(3) or "")).strip(), label.partition("#")
+        target, fragment = target.strip(), mark + rest
+    if target.startswith(DENDRON_SCHEME):
+        target = target[len(DENDRON_SCHEME):].partition("/")[2]
+    return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
+
+# Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970).
+_DENDRON_FIELDS = ("id", "created", "updated")
 
 
-def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str]) -> str:
+def links_label_first(meta: dict) -> bool:
+    """Whether a note with this frontmatter (parse_frontmatter) writes its links label first,
+    ``[[label|target]]``, as Dendron does (Obsidian: ``[[target|label]]``): a Dendron note,
+    told by the fields Dendron gives every note (an id, and its creation and update times as
+    numbers)."""
+    return all(meta.get(name) not in (None, "") for name in _DENDRON_FIELDS) and all(
+        str(meta[name]).strip().isdigit() for name in _DENDRON_FIELDS[1:])
+
+
+def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str], label_first: bool = False) -> str:
     """``body`` with each ``[[wikilink]]`` outside code (fences, indented blocks, inline
     code) replaced by ``replace(target, fragment, label, embedded)``: the rule
-    ``note_links`` reads links by, for front ends that render them (the app's preview)."""
+    ``note_links`` reads links by, for front ends that render them (the app's preview).
+    ``label_first``: the note writes ``[[label|target]]`` (links_label_first of its frontmatter)."""
     lines = body.split("\n")
     fenced, _ = fence_states(lines)
 
     def sub(m: re.Match) -> str:
-        return replace(*_wikilink_parts(m))
+        return replace(*_wikilink_parts(m, label_first))
 
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
         if in_fence or "[[" not in line or line.startswith(("    ", "\t")):

@@ -208,13 +208,21 @@ class RankingSettings(Record):
     # ``pointer_weight``; a page of links and a pointer never stay above a hit they link to;
     # a redirect, and a pointer whose target carries its name, go below every note. The
     # exact-name rules pass empty notes, pointers and redirects by, and the names list
-    # leaves pointers out unless ``pointer_names``.
+    # leaves pointers out unless ``pointer_names``. With ``pointer_namesakes`` a note is a
+    # pointer only when another note of the index shares its title or its file name
+    # (``namesake_keys``; Retrieval.note_kinds) or it has no words of its own but a title and a
+    # link (``has_words_of_its_own``: "See [[X]]"): an old edition's page or a moved note stands
+    # in for its namesake, while a short note whose sentences are links to its parent topic
+    # (Dendron's "Complete Task") is the only note of its name, the answer to it.
+    # ``pointer_below_notes``: a pointer linked to a hit of the list goes below every note.
     stub_words: int = 70
     pointer_words: int = 150
     redirect_words: int = 300
     stub_weight: float = 0.5
     pointer_weight: float = 0.5
     pointer_names: bool = False
+    pointer_namesakes: bool = True
+    pointer_below_notes: bool = True
     name_body_words: int = 3
     # An alias names its note only when the query holds this share of the
     # alias's trigrams too ("keys" does not name the note aliased "neovim keys").
@@ -301,6 +309,20 @@ def note_kind(title: str, path: str, words: int, links_out: int, body: str | Non
     if any(carries_name(title, "", target) for target in targets):
         return "redirect"
     return "pointer" if words < settings.pointer_words else "note"
+
+
+def has_words_of_its_own(body: str, settings: RankingSettings) -> bool:
+    """Whether a note's own prose (outside quotes, code, headings and links) has
+    ``name_body_words`` words or more: a pointer without a namesake is then a note
+    (RankingSettings.pointer_namesakes), while "See [[X]]", a title and a link, stays one. Pure."""
+    return len(WORD_TOKEN.findall(own_prose(body)[0])) >= settings.name_body_words
+
+
+def namesake_keys(title: str, path: str) -> tuple[str, str]:
+    """What a note shares with its namesakes: its title's words, and its file name's (no
+    folder, no extension). Pure."""
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return " ".join(WORD_TOKEN.findall(title.lower())), " ".join(WORD_TOKEN.findall(stem.lower()))
 
 
 def _subject_words(text: str) -> set[str]:
@@ -466,7 +488,8 @@ def order_by_note_prior(hits: list, kinds: Mapping[str, str], links: Mapping[str
         name = named.get(id(hit))
         return name is not None and hit is not stub and name[0] == stub.collection and name[1] in links.get(stub.docid, ())
     # A pointer to a hit of this list adds nothing the hit does not show: below every note.
-    redirects = {id(h) for h in hits if kind(h) == "redirect" or (kind(h) == "pointer" and any(linked(h, t) for t in hits))}
+    redirects = {id(h) for h in hits if kind(h) == "redirect"
+                 or (settings.pointer_below_notes and kind(h) == "pointer" and any(linked(h, t) for t in hits))}
     weights = {"empty": settings.stub_weight, "links": settings.stub_weight, "pointer": settings.pointer_weight}
     order = sorted(range(len(hits)), key=lambda i: ((i + 1) / max(weights.get(kind(hits[i]), 1.0), 1e-6), kind(hits[i]) != "note", i))
     out = [hits[i] for i in order if id(hits[i]) not in redirects] + [hits[i] for i in order if id(hits[i]) in redirects]

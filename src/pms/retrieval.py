@@ -33,7 +33,7 @@ from .query import (
 )
 from .ranking import (
     Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-    edit_distance, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+    edit_distance, has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 )
 
 
@@ -170,8 +170,10 @@ class Retrieval:
         self._pool = None
         self._query_vectors: dict[tuple[str, str], bytes] = {}  # (model, query) -> vector, newest last
         self._query_vectors_lock = threading.Lock()
-        # (content hash, path) -> (note_kind for self.settings, the file names it links to when it was read)
-        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None]] = {}
+        # (content hash, path) -> (note_kind for self.settings, the file names it links to, whether it has words of its own)
+        self._kinds: dict[tuple[str, str], tuple[str, set[str] | None, bool]] = {}
+        # (the index's version, (title, path) -> whether another note shares its title or file name)
+        self._namesakes: tuple[IndexVersion | None, dict[tuple[str, str], bool]] = (None, {})
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -389,7 +391,7 @@ class Retrieval:
             kept = {doc for cid, doc in owner.items() if cid not in hit}
             ranked = [r for r in ranked if r[0] in kept]
         if ranked and not s.pointer_names:
-            kinds = self.note_kinds([doc for doc, _ in ranked], by="id")
+            kinds = self.note_kinds([doc for doc, _ in ranked], by="id", version=req.index_version)
             ranked = [r for r in ranked if kinds.get(r[0]) not in ("pointer", "redirect")]
         ranked.sort(key=lambda r: -r[1])
         return ranked[:limit]
@@ -644,7 +646,7 @@ class Retrieval:
         complete = not passages and lists.get("vector") and self.embedder is not None
         # The exact-name rule needs a body of the note's own: an empty note or a pointer the query names is not lifted to the top.
         named = [doc for doc, value in names if value >= s.name_first_min]
-        stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id").items()
+        stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id", version=req.index_version).items()
                  if kind in ("empty", "pointer", "redirect")} if named else set()
         foreign, other = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
@@ -837,21 +839,26 @@ class Retrieval:
     # -- the note prior's facts ----------------------------------------------------------------
     NOTE_KINDS_KEPT = 20_000
 
-    def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None) -> dict:
-        """docid (or note id, ``by``) -> what the note is to the note prior (note_kind).
+    def note_kinds(self, keys, by: str = "docid", facts: dict | None = None, targets: dict | None = None,
+                   version: IndexVersion | None = None) -> dict:
+        """docid (or note id, ``by``) -> what the note is to the note prior (note_kind; a pointer
+        or redirect without a namesake is a note: RankingSettings.pointer_namesakes).
         ``facts``: key -> (title, path, words, own words, links out, content hash) as the hits'
         rows hold them (else read: Store.note_facts); ``targets`` receives, for a note that
         points elsewhere, the file names it links to (order_by_note_prior). A note's kind is
         kept by its content hash and path, so typing the same search again reads no note's
         text; only a note that links elsewhere and is short or has little prose of its own (a
-        table of contents) is read at all."""
+        table of contents) is read at all. Whether a pointer has a namesake depends on the other
+        notes: kept while the index's ``version`` (the search's) stays the same."""
         s = self.settings
-        kinds, wanted = {}, {}
+        kinds, wanted, named, bare = {}, {}, {}, set()  # bare: a title and a link, no words of its own
         for key, (title, path, words, own_words, links, digest) in (self.store.note_facts(keys, by) if facts is None else facts).items():
+            named[key] = (title, path)
             if not links or words < 0 or (words >= s.redirect_words and own_words >= s.stub_words):
                 kinds[key] = note_kind(title, path, words, links, None, s)
             elif (digest, path) in self._kinds:
-                kinds[key], linked = self._kinds[(digest, path)]
+                kinds[key], linked, worded = self._kinds[(digest, path)]
+                bare.update([key] if not worded else [])
                 if targets is not None and linked is not None:
                     targets[key] = linked
             else:
@@ -861,13 +868,43 @@ class Retrieval:
             title, path, words, links, digest = wanted[key]
             linked = names.get(key, set())
             kinds[key] = note_kind(title, path, words, links, body, s, linked)
+            worded = kinds[key] not in ("pointer", "redirect") or has_words_of_its_own(body, s)
+            bare.update([key] if not worded else [])
             if targets is not None:
                 targets[key] = linked
             if digest:
                 if len(self._kinds) >= self.NOTE_KINDS_KEPT:
                     self._kinds.clear()
-                self._kinds[(digest, path)] = (kinds[key], linked)
+                self._kinds[(digest, path)] = (kinds[key], linked, worded)
+        stand_ins = {key: named[key] for key, kind in kinds.items() if kind in ("pointer", "redirect") and key not in bare}
+        if stand_ins and s.pointer_namesakes:  # the only note of its name is the answer to it, no pointer
+            alone = self._without_namesakes(stand_ins, version)
+            kinds.update((key, "note") for key in stand_ins if key in alone)
         return kinds
+
+    NAMESAKE_CANDIDATES = 200  # names read per note asked about (those holding its title or file name)
+
+    def _without_namesakes(self, notes: dict, version: IndexVersion | None) -> set:
+        """The keys of ``notes`` (key -> (title, path)) whose title and file name no other note of
+        the index has (namesake_keys): one look at the names' trigram table (Store.name_search)
+        finds the candidates, their words decide. Verdicts are kept while ``version`` holds."""
+        if version is None or self._namesakes[0] != version:
+            self._namesakes = (version, {})
+        kept = self._namesakes[1]
+        asked = {key: (title, path) for key, (title, path) in notes.items() if (title, path) not in kept}
+        phrases = {p for title, path in asked.values()
+                   for p in (title.strip(), path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ").strip())
+                   if len(p) >= 3}  # trigrams: 3 letters or more
+        found = []
+        if phrases:
+            match = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases))
+            for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES * len(asked), None):
+                lines = names.split("\n")  # title, aliases..., file name
+                found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
+        for title, path in asked.values():
+            own_title, own_stem = namesake_keys(title, path)
+            kept[(title, path)] = sum(t == own_title or f == own_stem for t, f in found) > 1  # itself, and another
+        return {key for key, (title, path) in notes.items() if not kept[(title, path)]}
 
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:
@@ -889,7 +926,7 @@ class Retrieval:
         notes = {hit.docid: rows[hit.passage_id or 0] for hit in hits}
         targets: dict[str, set[str]] = {}
         kinds = self.note_kinds(notes, facts={docid: (row.title, row.path, row.words, row.own_words, row.links_out, row.digest)
-                                              for docid, row in notes.items()}, targets=targets) if hits else {}
+                                              for docid, row in notes.items()}, targets=targets, version=version) if hits else {}
         for hit in hits:
             hit.stub = kinds.get(hit.docid, "note") != "note"
         if query and any(hit.stub for hit in hits):

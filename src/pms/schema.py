@@ -273,7 +273,10 @@ MIGRATIONS: list[str | Callable] = [
 # indexed by an older parser (unchanged passages keep their vectors).
 # 6: note_language leaves web addresses out.
 # 7: reference-link definitions are no passage text; colours, HTML attributes and #include are no tags.
-NOTE_PARSER_VERSION = 7
+# 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
+# 9: a Dendron note (links_label_first) writes [[label|target]]: the target is the note; a wikilink to
+#    the note itself is a link within it, no link to a note; a dendron:// link reads as its label (words).
+NOTE_PARSER_VERSION = 9
 
 
 def sqlite_module(want_extensions: bool):
