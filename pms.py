@@ -1940,12 +1940,17 @@ def _display_piece(m: re.Match) -> str:
         return m.group(7)
     label, target = m.group(9), m.group(10)  # a wikilink's label or target (an embed's "!" left out)
     if target.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
-        return label if label is not None else target[len(DENDRON_SCHEME):].partition("/")[2]
+        return label if label is not None else without_dendron_vault(target)
     return target
 
 
 # Dendron's links may name the note's vault: [[dendron://vault/note.name]] (notes.py reads them).
 DENDRON_SCHEME = "dendron://"
+
+
+def without_dendron_vault(target: str) -> str:
+    """A link target with Dendron's ``dendron://vault/`` taken off (the note's name and fragment)."""
+    return target[len(DENDRON_SCHEME):].partition("/")[2] if target.startswith(DENDRON_SCHEME) else target
 
 
 def _without_comments(text: str) -> str:
@@ -2101,7 +2106,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2104) ----
+# ---- pms/language.py (+2109) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -2316,7 +2321,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2319) ----
+# ---- pms/notes.py (+2324) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2335,7 +2340,7 @@ from collections.abc import Callable, Iterable, Iterator
 # from .frontmatter import as_list, parse_frontmatter, split_frontmatter
 # from .markdown import (
 # DEFAULT_PASSAGE_CHARS, DENDRON_SCHEME, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading,
-# note_substance, paragraph_prints,
+# note_substance, paragraph_prints, without_dendron_vault,
 # )
 # from .language import note_language
 
@@ -2638,8 +2643,7 @@ def _wikilink_parts(m: re.Match, label_first: bool = False) -> tuple[str, str, s
     if m.group(4) is not None and (label_first or label.startswith(DENDRON_SCHEME)):
         label, (target, mark, rest) = (m.group(2) + (m.group(3) or "")).strip(), label.partition("#")
         target, fragment = target.strip(), mark + rest
-    if target.startswith(DENDRON_SCHEME):
-        target = target[len(DENDRON_SCHEME):].partition("/")[2]
+    target = without_dendron_vault(target)
     return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
 
 # Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970).
@@ -2719,7 +2723,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2722) ----
+# ---- pms/pdf.py (+2726) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2954,7 +2958,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2957) ----
+# ---- pms/paths.py (+2961) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3475,7 +3479,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3478) ----
+# ---- pms/filters.py (+3482) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3630,7 +3634,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3633) ----
+# ---- pms/schema.py (+3637) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3931,7 +3935,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3934) ----
+# ---- pms/store.py (+3938) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5484,7 +5488,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5487) ----
+# ---- pms/embedding.py (+5491) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6728,7 +6732,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6731) ----
+# ---- pms/query.py (+6735) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7103,7 +7107,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7106) ----
+# ---- pms/ranking.py (+7110) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7842,7 +7846,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7845) ----
+# ---- pms/retrieval.py (+7849) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8830,7 +8834,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8833) ----
+# ---- pms/sync.py (+8837) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9534,7 +9538,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9537) ----
+# ---- pms/watch.py (+9541) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9722,7 +9726,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9725) ----
+# ---- pms/clip.py (+9729) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10454,7 +10458,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10457) ----
+# ---- pms/api.py (+10461) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11588,7 +11592,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11591) ----
+# ---- pms/evaluation.py (+11595) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11786,7 +11790,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11789) ----
+# ---- pms/mcp_server.py (+11793) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13002,7 +13006,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13005) ----
+# ---- pms/cli.py (+13009) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14134,7 +14138,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14084) ----
+# ---- pms/__init__.py (+14088) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14201,7 +14205,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14204) ----
+# ---- pms/__main__.py (+14208) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

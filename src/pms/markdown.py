@@ -417,12 +417,17 @@ def _display_piece(m: re.Match) -> str:
         return m.group(7)
     label, target = m.group(9), m.group(10)  # a wikilink's label or target (an embed's "!" left out)
     if target.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
-        return label if label is not None else target[len(DENDRON_SCHEME):].partition("/")[2]
+        return label if label is not None else without_dendron_vault(target)
     return target
 
 
 # Dendron's links may name the note's vault: [[dendron://vault/note.name]] (notes.py reads them).
 DENDRON_SCHEME = "dendron://"
+
+
+def without_dendron_vault(target: str) -> str:
+    """A link target with Dendron's ``dendron://vault/`` taken off (the note's name and fragment)."""
+    return target[len(DENDRON_SCHEME):].partition("/")[2] if target.startswith(DENDRON_SCHEME) else target
 
 
 def _without_comments(text: str) -> str:

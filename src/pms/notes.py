@@ -16,7 +16,7 @@ from .config import Factory, LazyPattern, Record
 from .frontmatter import as_list, parse_frontmatter, split_frontmatter
 from .markdown import (
     DEFAULT_PASSAGE_CHARS, DENDRON_SCHEME, LINK_DEFINITION, Passage, TextFinder, markdown_passages, fence_states, first_heading,
-    note_substance, paragraph_prints,
+    note_substance, paragraph_prints, without_dendron_vault,
 )
 from .language import note_language
 
@@ -319,8 +319,7 @@ def _wikilink_parts(m: re.Match, label_first: bool = False) -> tuple[str, str, s
     if m.group(4) is not None and (label_first or label.startswith(DENDRON_SCHEME)):
         label, (target, mark, rest) = (m.group(2) + (m.group(3) or "")).strip(), label.partition("#")
         target, fragment = target.strip(), mark + rest
-    if target.startswith(DENDRON_SCHEME):
-        target = target[len(DENDRON_SCHEME):].partition("/")[2]
+    target = without_dendron_vault(target)
     return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
 
 # Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970).
