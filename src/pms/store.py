@@ -606,10 +606,17 @@ class Store:
         return docs, passages
 
     # -- notes ---------------------------------------------------------------------
-    def note_states(self, collection_id: int) -> dict[str, NoteState]:
-        """path -> its state, for one collection."""
-        rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256, parsed_version FROM documents WHERE collection_id = ?", (collection_id,))
-        return {r[0]: NoteState(*r[1:]) for r in rows}
+    def note_stamps(self, collection_id: int) -> dict[str, tuple[int, int, int]]:
+        """path -> (size, mtime_ns, parsed_version), for one collection: what tells a sync which
+        files changed (plain tuples: a re-sync of 100,000 notes reads every one)."""
+        rows = self.db.execute("SELECT path, size, mtime_ns, parsed_version FROM documents WHERE collection_id = ?", (collection_id,))
+        return {path: (size, mtime, version) for path, size, mtime, version in rows}
+
+    def note_states(self, collection_id: int, paths: Iterable[str]) -> dict[str, NoteState]:
+        """path -> its state, for the given paths of one collection (those indexed)."""
+        return {r[0]: NoteState(*r[1:]) for r in self.rows_in(
+            "SELECT path, id, size, mtime_ns, sha256, parsed_version FROM documents WHERE collection_id = ? AND path IN ({ids})",
+            paths, collection_id)}
 
     def indexed_times(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
         """(collection, path) -> (mtime_ns, size) as last indexed."""
