@@ -3377,32 +3377,43 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     regex = compile_glob(pattern, "--glob")
     if also and also != pattern:
         regex = GlobPattern(f"{pattern} or {also}", regex.alternatives + compile_glob(also, "--glob").alternatives)
-    seen: set = set()
     real_root = os.path.realpath(root)
     # os.scandir by hand, not os.walk: each entry's kind comes with the listing, its path is built
     # once and relative paths grow a folder at a time (no relpath, join or islink per folder); a
     # vault of 50,000 folders is walked in half the time. Folders are visited in os.walk's order
     # (a folder's files, then its subfolders, depth first, names sorted), from a stack: no recursion limit.
+    # A folder is known by its inode, which the listing gives without a system call (a folder
+    # reached by a symlink is stat'ed); two folders with one inode are the same folder (a loop)
+    # only if samefile says so: another device may reuse the number.
     excluding = bool(exclude)
     match_name = regex.name_matcher()
-    stack: list[tuple[str, str, bool]] = [(str(root), "", False)]  # (folder, its path from root + '/', reached by a symlink)
+    seen: dict[int, list[str]] = {}
+    try:
+        root_inode = os.stat(root).st_ino
+    except OSError:
+        return
+    # (folder, its path from root + '/', reached by a symlink, its inode: None when reached by one)
+    stack: list[tuple[str, str, bool, int | None]] = [(str(root), "", False, root_inode)]
     while stack:
-        folder, rel_dir, via_link = stack.pop()
-        try:
-            st = os.stat(folder)
-        except OSError:
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
+        folder, rel_dir, via_link, inode = stack.pop()
+        if inode is None:
+            try:
+                inode = os.stat(folder).st_ino
+            except OSError:
+                continue
+        same_inode = seen.setdefault(inode, [])
+        if same_inode and any(_same_folder(other, folder) for other in same_inode):
             skipped.append((display_path(folder), "symlink loop: folder already indexed, skipped"))
             continue
-        seen.add(key)
+        same_inode.append(folder)
         if via_link and not inside(folder, real_root):
             skipped.append((display_path(folder), OUTSIDE))
             continue
         try:
             with os.scandir(folder) as listing:
                 entries = list(listing)
+        except FileNotFoundError:
+            continue  # gone since its parent was listed
         except OSError as exc:
             errors.append((getattr(exc, "filename", None) or folder, f"cannot read folder: {exc.strerror or exc}"))
             continue
@@ -3447,7 +3458,15 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             folders = [e for e in folders if is_valid_utf8(e.name)]
         if excluding:
             folders = [e for e in folders if not exclude.folder(rel_dir + e.name)]  # type: ignore[union-attr]
-        stack.extend((e.path, f"{rel_dir}{e.name}/", e.is_symlink()) for e in reversed(folders))
+        stack.extend((e.path, f"{rel_dir}{e.name}/", True, None) if e.is_symlink() else (e.path, f"{rel_dir}{e.name}/", False, e.inode())
+                     for e in reversed(folders))
+
+
+def _same_folder(one: str, other: str) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 # SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.
@@ -3490,7 +3509,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3493) ----
+# ---- pms/filters.py (+3512) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3645,7 +3664,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3648) ----
+# ---- pms/schema.py (+3667) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3951,7 +3970,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3954) ----
+# ---- pms/store.py (+3973) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -3989,6 +4008,18 @@ from pathlib import Path
 # SQLite's limit on "?" parameters in one statement is 999 in builds before
 # 3.32 (32,766 after): lists of ids are sent in parts of this many.
 SQLITE_MAX_VARS = 500
+
+
+def insert_rows(db, table_columns: str, rows: Sequence[tuple]) -> None:
+    """``INSERT INTO table(columns)`` of many rows, as few statements as SQLITE_MAX_VARS allows."""
+    if not rows:
+        return
+    width = len(rows[0])
+    row_sql = f"({placeholders(rows[0])})"
+    per_statement = max(1, SQLITE_MAX_VARS // width)
+    for start in range(0, len(rows), per_statement):
+        part = rows[start:start + per_statement]
+        db.execute(f"INSERT INTO {table_columns} VALUES {','.join([row_sql] * len(part))}", [v for row in part for v in row])
 
 
 def placeholders(values: Sequence) -> str:
@@ -4624,53 +4655,70 @@ class Store:
             db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE {where})", args)
         db.execute(f"DELETE FROM documents WHERE {where}", args)
 
-    def write_note(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
-        """Insert or replace one note and its passages, inside the caller's transaction.
+    def write_notes(self, db, collection_id: int, notes: Sequence[tuple[str, ParsedNote, int, int, str]]) -> None:
+        """Insert or replace notes (path, parsed note, size, mtime_ns, sha256) and their
+        passages, inside the caller's transaction.
 
-        Passages whose text did not change keep their row (and so their vector):
-        only new or edited passages need embedding again.
+        Passages whose text did not change keep their row (and so their vector): only new or
+        edited passages need embedding again. New notes and new passages go in as multi-row
+        INSERTs, after every other statement: FTS5 writes its pending terms out at each
+        statement that may need undoing, so rows inserted one statement at a time (one note's
+        names, then its passages, then the next note's) cost a segment each.
         """
-        row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = {"title": note.title, "tags": ",".join(note.tags), "aliases": ",".join(note.aliases), "size": size,
-                  "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
-                  "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
-                  "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
-                  "paragraphs": note.paragraphs or None}
-        if row:
-            note_id = row[0]
-            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), note_id))
+        new_notes: list[tuple] = []
+        new_passages: list[tuple] = []
+        tags: list[tuple] = []
+        fields_rows: list[tuple] = []
+        links: list[tuple] = []
+        next_id = None
+        batch_docids: set[str] = set()
+        for path, note, size, mtime_ns, sha in notes:
+            row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
+            fields = {"title": note.title, "tags": ",".join(note.tags), "aliases": ",".join(note.aliases), "size": size,
+                      "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
+                      "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
+                      "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
+                      "paragraphs": note.paragraphs or None}
             old: dict[str, list[int]] = {}
-            for passage_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (note_id,)):
-                old.setdefault(h, []).append(passage_id)
-            for table in ("note_tags", "note_fields", "note_links"):
-                db.execute(f"DELETE FROM {table} WHERE document_id = ?", (note_id,))
-        else:
-            docid = note_docid(collection_id, path,
-                               lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
-            cur = db.execute(f"INSERT INTO documents(collection_id, path, docid, {', '.join(fields)}) "
-                             f"VALUES (?, ?, ?, {placeholders(list(fields))})", (collection_id, path, docid, *fields.values()))
-            note_id = cur.lastrowid
-            old = {}
-        db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
-                       [(note_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
-        db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
-                       [(note_id, k, v) for k, v in frontmatter_fields(note.metadata)])
-        db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)",
-                       [(note_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
-        for passage in note.passages:
-            headings = passage.headings
-            h = hex_digest(f"{passage.title}\x00{headings}\x00{passage.text}".encode(), "sha1")
-            kept = old.get(h)
-            if kept:
-                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
-                           (passage.seq, passage.start_line, passage.end_line, passage.page, kept.pop(0)))
+            if row:
+                note_id = row[0]
+                db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?",
+                           (*fields.values(), note_id))
+                for passage_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (note_id,)):
+                    old.setdefault(h, []).append(passage_id)
+                for table in ("note_tags", "note_fields", "note_links"):
+                    db.execute(f"DELETE FROM {table} WHERE document_id = ?", (note_id,))
             else:
-                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (note_id, passage.seq, passage.start_line, passage.end_line, h, passage.title, headings, passage.text, passage.page))
-        stale = [i for ids in old.values() for i in ids]
-        for part in in_parts(stale):
-            db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
+                if next_id is None:  # ids as AUTOINCREMENT gives them: past every id ever used
+                    next_id = 1 + db.execute("SELECT max((SELECT coalesce(max(id), 0) FROM documents), "
+                                             "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'documents'), 0))").fetchone()[0]
+                note_id, next_id = next_id, next_id + 1
+                docid = note_docid(collection_id, path, lambda d: d in batch_docids or db.execute(
+                    "SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
+                batch_docids.add(docid)
+                new_notes.append((note_id, collection_id, path, docid, *fields.values()))
+            tags += [(note_id, t) for t in {normalize_tag(t) for t in note.tags} if t]
+            fields_rows += [(note_id, k, v) for k, v in frontmatter_fields(note.metadata)]
+            links += [(note_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links]
+            for passage in note.passages:
+                headings = passage.headings
+                h = hex_digest(f"{passage.title}\x00{headings}\x00{passage.text}".encode(), "sha1")
+                kept = old.get(h)
+                if kept:
+                    db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
+                               (passage.seq, passage.start_line, passage.end_line, passage.page, kept.pop(0)))
+                else:
+                    new_passages.append((note_id, passage.seq, passage.start_line, passage.end_line, h, passage.title,
+                                         headings, passage.text, passage.page))
+            stale = [i for ids in old.values() for i in ids]
+            for part in in_parts(stale):
+                db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
+        if new_notes:
+            insert_rows(db, f"documents(id, collection_id, path, docid, {', '.join(fields)})", new_notes)
+        db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)", tags)
+        db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)", fields_rows)
+        db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)", links)
+        insert_rows(db, "chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page)", new_passages)
 
     def pdf_pages(self, note_id: int) -> tuple[int, dict[int, str]]:
         """A PDF's page count and each page's text as indexed (its passages, in order)."""
@@ -5511,7 +5559,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5514) ----
+# ---- pms/embedding.py (+5562) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6755,7 +6803,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6758) ----
+# ---- pms/query.py (+6806) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7130,7 +7178,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7133) ----
+# ---- pms/ranking.py (+7181) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7869,7 +7917,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7872) ----
+# ---- pms/retrieval.py (+7920) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8857,7 +8905,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8860) ----
+# ---- pms/sync.py (+8908) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9340,12 +9388,12 @@ class Syncer:
             with self.store.transaction() as db:
                 if self._removed_meanwhile(db, col, report):
                     return
+                writes = []
                 for rel, outcome in batch:
                     kind = outcome[0]
                     if kind == "write":
                         _, note, size, mtime, sha, existed = outcome
-                        self.store.write_note(db, col_id, rel, note, size, mtime, sha)
-                        self.store.forget_skipped(db, col_id, [rel])
+                        writes.append((rel, note, size, mtime, sha))
                         if existed == "reread":
                             report.reread += 1
                         elif existed:
@@ -9364,6 +9412,8 @@ class Syncer:
                     elif kind == "remove":
                         self.store.delete_note(db, col_id, rel)
                         report.deleted += 1
+                self.store.write_notes(db, col_id, writes)  # the batch's notes at once: see write_notes
+                self.store.forget_skipped(db, col_id, [write[0] for write in writes])
             if progress:
                 done += len(items)
                 progress(SyncProgress.since(t0, "index", done, total, name))
@@ -9580,7 +9630,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9583) ----
+# ---- pms/watch.py (+9633) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9768,7 +9818,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9771) ----
+# ---- pms/clip.py (+9821) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10500,7 +10550,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10503) ----
+# ---- pms/api.py (+10553) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11634,7 +11684,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11637) ----
+# ---- pms/evaluation.py (+11687) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11832,7 +11882,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11835) ----
+# ---- pms/mcp_server.py (+11885) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13048,7 +13098,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13051) ----
+# ---- pms/cli.py (+13101) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14180,7 +14230,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14130) ----
+# ---- pms/__init__.py (+14180) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14247,7 +14297,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14250) ----
+# ---- pms/__main__.py (+14300) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -416,32 +416,43 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     regex = compile_glob(pattern, "--glob")
     if also and also != pattern:
         regex = GlobPattern(f"{pattern} or {also}", regex.alternatives + compile_glob(also, "--glob").alternatives)
-    seen: set = set()
     real_root = os.path.realpath(root)
     # os.scandir by hand, not os.walk: each entry's kind comes with the listing, its path is built
     # once and relative paths grow a folder at a time (no relpath, join or islink per folder); a
     # vault of 50,000 folders is walked in half the time. Folders are visited in os.walk's order
     # (a folder's files, then its subfolders, depth first, names sorted), from a stack: no recursion limit.
+    # A folder is known by its inode, which the listing gives without a system call (a folder
+    # reached by a symlink is stat'ed); two folders with one inode are the same folder (a loop)
+    # only if samefile says so: another device may reuse the number.
     excluding = bool(exclude)
     match_name = regex.name_matcher()
-    stack: list[tuple[str, str, bool]] = [(str(root), "", False)]  # (folder, its path from root + '/', reached by a symlink)
+    seen: dict[int, list[str]] = {}
+    try:
+        root_inode = os.stat(root).st_ino
+    except OSError:
+        return
+    # (folder, its path from root + '/', reached by a symlink, its inode: None when reached by one)
+    stack: list[tuple[str, str, bool, int | None]] = [(str(root), "", False, root_inode)]
     while stack:
-        folder, rel_dir, via_link = stack.pop()
-        try:
-            st = os.stat(folder)
-        except OSError:
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
+        folder, rel_dir, via_link, inode = stack.pop()
+        if inode is None:
+            try:
+                inode = os.stat(folder).st_ino
+            except OSError:
+                continue
+        same_inode = seen.setdefault(inode, [])
+        if same_inode and any(_same_folder(other, folder) for other in same_inode):
             skipped.append((display_path(folder), "symlink loop: folder already indexed, skipped"))
             continue
-        seen.add(key)
+        same_inode.append(folder)
         if via_link and not inside(folder, real_root):
             skipped.append((display_path(folder), OUTSIDE))
             continue
         try:
             with os.scandir(folder) as listing:
                 entries = list(listing)
+        except FileNotFoundError:
+            continue  # gone since its parent was listed
         except OSError as exc:
             errors.append((getattr(exc, "filename", None) or folder, f"cannot read folder: {exc.strerror or exc}"))
             continue
@@ -486,7 +497,15 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             folders = [e for e in folders if is_valid_utf8(e.name)]
         if excluding:
             folders = [e for e in folders if not exclude.folder(rel_dir + e.name)]  # type: ignore[union-attr]
-        stack.extend((e.path, f"{rel_dir}{e.name}/", e.is_symlink()) for e in reversed(folders))
+        stack.extend((e.path, f"{rel_dir}{e.name}/", True, None) if e.is_symlink() else (e.path, f"{rel_dir}{e.name}/", False, e.inode())
+                     for e in reversed(folders))
+
+
+def _same_folder(one: str, other: str) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 # SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.

@@ -480,12 +480,12 @@ class Syncer:
             with self.store.transaction() as db:
                 if self._removed_meanwhile(db, col, report):
                     return
+                writes = []
                 for rel, outcome in batch:
                     kind = outcome[0]
                     if kind == "write":
                         _, note, size, mtime, sha, existed = outcome
-                        self.store.write_note(db, col_id, rel, note, size, mtime, sha)
-                        self.store.forget_skipped(db, col_id, [rel])
+                        writes.append((rel, note, size, mtime, sha))
                         if existed == "reread":
                             report.reread += 1
                         elif existed:
@@ -504,6 +504,8 @@ class Syncer:
                     elif kind == "remove":
                         self.store.delete_note(db, col_id, rel)
                         report.deleted += 1
+                self.store.write_notes(db, col_id, writes)  # the batch's notes at once: see write_notes
+                self.store.forget_skipped(db, col_id, [write[0] for write in writes])
             if progress:
                 done += len(items)
                 progress(SyncProgress.since(t0, "index", done, total, name))
