@@ -4959,8 +4959,9 @@ class Store:
                                f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
-                    note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
-        """(note id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
+                    note_filter: NoteFilter | None = None, ranked: bool = True) -> list[tuple[int, str]]:
+        """(note id, its names one per line) of notes whose names share trigrams with ``match``,
+        most first (``ranked``; else in no order: half the cost, the same notes when fewer than ``limit`` match)."""
         sql = "SELECT n.rowid, n.names FROM note_names n"
         args: list = []
         if collection_ids or note_filter:
@@ -4968,7 +4969,7 @@ class Store:
             sql += f" JOIN documents d ON d.id = n.rowid WHERE {conditions} AND note_names MATCH ?"
         else:
             sql += " WHERE note_names MATCH ?"
-        return self.db.execute(sql + " ORDER BY n.rank LIMIT ?", (*args, match, limit)).fetchall()
+        return self.db.execute(sql + (" ORDER BY n.rank" if ranked else "") + " LIMIT ?", (*args, match, limit)).fetchall()
 
     def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
         """(note id, its names) of the notes whose names hold at least ``at_least``
@@ -5559,7 +5560,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5562) ----
+# ---- pms/embedding.py (+5563) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6803,7 +6804,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6806) ----
+# ---- pms/query.py (+6807) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7178,7 +7179,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7181) ----
+# ---- pms/ranking.py (+7182) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7917,7 +7918,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7920) ----
+# ---- pms/retrieval.py (+7921) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8820,8 +8821,11 @@ class Retrieval:
                    if len(p) >= 3}  # trigrams: 3 letters or more
         found = []
         if phrases:
-            match = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases))
-            for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES * len(asked), None):
+            match, limit = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases)), self.NAMESAKE_CANDIDATES * len(asked)
+            rows = self.store.name_search(match, limit, None, ranked=False)  # every candidate counts: no order needed
+            if len(rows) >= limit:  # more than it reads: those sharing most first
+                rows = self.store.name_search(match, limit, None)
+            for _, names in rows:
                 lines = names.split("\n")  # title, aliases..., file name
                 found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
         for title, path in asked.values():
@@ -8905,7 +8909,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8908) ----
+# ---- pms/sync.py (+8912) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9630,7 +9634,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9633) ----
+# ---- pms/watch.py (+9637) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9818,7 +9822,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9821) ----
+# ---- pms/clip.py (+9825) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10550,7 +10554,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10553) ----
+# ---- pms/api.py (+10557) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11684,7 +11688,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11687) ----
+# ---- pms/evaluation.py (+11691) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11882,7 +11886,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11885) ----
+# ---- pms/mcp_server.py (+11889) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13098,7 +13102,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13101) ----
+# ---- pms/cli.py (+13105) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14230,7 +14234,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14180) ----
+# ---- pms/__init__.py (+14184) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14297,7 +14301,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14300) ----
+# ---- pms/__main__.py (+14304) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

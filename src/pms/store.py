@@ -986,8 +986,9 @@ class Store:
                                f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
-                    note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
-        """(note id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
+                    note_filter: NoteFilter | None = None, ranked: bool = True) -> list[tuple[int, str]]:
+        """(note id, its names one per line) of notes whose names share trigrams with ``match``,
+        most first (``ranked``; else in no order: half the cost, the same notes when fewer than ``limit`` match)."""
         sql = "SELECT n.rowid, n.names FROM note_names n"
         args: list = []
         if collection_ids or note_filter:
@@ -995,7 +996,7 @@ class Store:
             sql += f" JOIN documents d ON d.id = n.rowid WHERE {conditions} AND note_names MATCH ?"
         else:
             sql += " WHERE note_names MATCH ?"
-        return self.db.execute(sql + " ORDER BY n.rank LIMIT ?", (*args, match, limit)).fetchall()
+        return self.db.execute(sql + (" ORDER BY n.rank" if ranked else "") + " LIMIT ?", (*args, match, limit)).fetchall()
 
     def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
         """(note id, its names) of the notes whose names hold at least ``at_least``
