@@ -3392,7 +3392,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
         root_inode = os.stat(root).st_ino
     except OSError:
         return
-    # (folder, its path from root + '/', reached by a symlink, its inode: None when reached by one)
+    # (folder, its path from root + '/', reached by a symlink, its inode or None: _listed_inode)
     stack: list[tuple[str, str, bool, int | None]] = [(str(root), "", False, root_inode)]
     while stack:
         folder, rel_dir, via_link, inode = stack.pop()
@@ -3458,8 +3458,16 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             folders = [e for e in folders if is_valid_utf8(e.name)]
         if excluding:
             folders = [e for e in folders if not exclude.folder(rel_dir + e.name)]  # type: ignore[union-attr]
-        stack.extend((e.path, f"{rel_dir}{e.name}/", True, None) if e.is_symlink() else (e.path, f"{rel_dir}{e.name}/", False, e.inode())
-                     for e in reversed(folders))
+        stack.extend((e.path, f"{rel_dir}{e.name}/", e.is_symlink(), _listed_inode(e)) for e in reversed(folders))
+
+
+def _listed_inode(entry: os.DirEntry) -> int | None:
+    """A listed folder's inode, as the listing gives it (POSIX: no system call); None for a
+    symlink (the link's own inode, not its folder's) or when it cannot be read: then stat'ed."""
+    try:
+        return None if entry.is_symlink() else entry.inode()
+    except OSError:
+        return None
 
 
 def _same_folder(one: str, other: str) -> bool:
@@ -3509,7 +3517,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3512) ----
+# ---- pms/filters.py (+3520) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3664,7 +3672,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3667) ----
+# ---- pms/schema.py (+3675) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3970,7 +3978,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3973) ----
+# ---- pms/store.py (+3981) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5560,7 +5568,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5563) ----
+# ---- pms/embedding.py (+5571) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6804,7 +6812,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6807) ----
+# ---- pms/query.py (+6815) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7179,7 +7187,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7182) ----
+# ---- pms/ranking.py (+7190) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7918,7 +7926,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7921) ----
+# ---- pms/retrieval.py (+7929) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8909,7 +8917,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8912) ----
+# ---- pms/sync.py (+8920) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9235,7 +9243,7 @@ class Syncer:
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
              skipped: list | None = None) -> Iterator[tuple[str, str | Path, os.stat_result]] | None:
         """The collection's files to index, as they are met: (rel path, abs path, stat);
-        None when the folder is missing. PDFs go uncounted here when they cannot be read."""
+        None when the folder is missing. PDFs are left out (counted in ``pdfs_unread``) when they cannot be read."""
         root, pattern = Path(collection.path), collection.glob
         if not root.is_dir():
             return None
@@ -9634,7 +9642,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9637) ----
+# ---- pms/watch.py (+9645) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9822,7 +9830,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9825) ----
+# ---- pms/clip.py (+9833) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10554,7 +10562,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10557) ----
+# ---- pms/api.py (+10565) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11688,7 +11696,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11691) ----
+# ---- pms/evaluation.py (+11699) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11886,7 +11894,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11889) ----
+# ---- pms/mcp_server.py (+11897) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13102,7 +13110,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13105) ----
+# ---- pms/cli.py (+13113) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14234,7 +14242,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14184) ----
+# ---- pms/__init__.py (+14192) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14301,7 +14309,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14304) ----
+# ---- pms/__main__.py (+14312) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

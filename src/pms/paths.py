@@ -431,7 +431,7 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
         root_inode = os.stat(root).st_ino
     except OSError:
         return
-    # (folder, its path from root + '/', reached by a symlink, its inode: None when reached by one)
+    # (folder, its path from root + '/', reached by a symlink, its inode or None: _listed_inode)
     stack: list[tuple[str, str, bool, int | None]] = [(str(root), "", False, root_inode)]
     while stack:
         folder, rel_dir, via_link, inode = stack.pop()
@@ -497,8 +497,16 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             folders = [e for e in folders if is_valid_utf8(e.name)]
         if excluding:
             folders = [e for e in folders if not exclude.folder(rel_dir + e.name)]  # type: ignore[union-attr]
-        stack.extend((e.path, f"{rel_dir}{e.name}/", True, None) if e.is_symlink() else (e.path, f"{rel_dir}{e.name}/", False, e.inode())
-                     for e in reversed(folders))
+        stack.extend((e.path, f"{rel_dir}{e.name}/", e.is_symlink(), _listed_inode(e)) for e in reversed(folders))
+
+
+def _listed_inode(entry: os.DirEntry) -> int | None:
+    """A listed folder's inode, as the listing gives it (POSIX: no system call); None for a
+    symlink (the link's own inode, not its folder's) or when it cannot be read: then stat'ed."""
+    try:
+        return None if entry.is_symlink() else entry.inode()
+    except OSError:
+        return None
 
 
 def _same_folder(one: str, other: str) -> bool:

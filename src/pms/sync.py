@@ -323,7 +323,7 @@ class Syncer:
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
              skipped: list | None = None) -> Iterator[tuple[str, str | Path, os.stat_result]] | None:
         """The collection's files to index, as they are met: (rel path, abs path, stat);
-        None when the folder is missing. PDFs go uncounted here when they cannot be read."""
+        None when the folder is missing. PDFs are left out (counted in ``pdfs_unread``) when they cannot be read."""
         root, pattern = Path(collection.path), collection.glob
         if not root.is_dir():
             return None
