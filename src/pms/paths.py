@@ -441,7 +441,10 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
             except OSError:
                 continue
         same_inode = seen.setdefault(inode, [])
-        if same_inode and any(_same_folder(other, folder) for other in same_inode):
+        # A link to a folder that holds it is a loop whatever the inodes say (a listing's
+        # numbers may differ from stat's, as on overlayfs).
+        if (via_link and inside(os.path.dirname(folder), os.path.realpath(folder))) or (
+                same_inode and any(_same_folder(other, folder) for other in same_inode)):
             skipped.append((display_path(folder), "symlink loop: folder already indexed, skipped"))
             continue
         same_inode.append(folder)
