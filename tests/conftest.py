@@ -505,6 +505,7 @@ class FakeServer:
     def __init__(self):
         self.mode, self.dim, self.fail_first, self.die_after = "ok", DIM, 0, None
         self.seconds_a_text = 0.0
+        self.seconds_a_request = 0.0  # a round trip's time whatever the request holds (a distant server)
         self.events: list[tuple[str, str]] = []
         computing = threading.Lock()
         self.takes_input_type = False
@@ -530,6 +531,8 @@ class FakeServer:
                     return self._send(500, b'{"error": {"message": "model crashed"}}')
                 if fake.mode == "slow" or (fake.mode == "slow_batches" and len(body["input"]) > 2):
                     time.sleep(2.0)
+                if fake.seconds_a_request:
+                    time.sleep(fake.seconds_a_request)
                 if fake.seconds_a_text:
                     kind = body.get("input_type", "")
                     fake.events.append(("arrived", kind))

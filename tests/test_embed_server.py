@@ -186,6 +186,19 @@ def test_searches_during_a_sync_get_their_vectors_from_a_server_that_computes_on
         assert not (waiting and (what, kind) == ("arrived", "passage")), server.events
 
 
+def test_a_sync_through_a_distant_server_still_sends_full_batches(server, orchard, db_path):
+    """A request's time is mostly its round trip at a distant server (a LAN box, a hosted API the
+    user allowed): one passage takes as long as sixteen. A sync's requests grow while answers come
+    in time, so it does not crawl one passage a request."""
+    server.seconds_a_request = 0.05  # over a third of the 0.125 s a sync's request may take here
+    with open_kb(db_path, provider(server, batch_size=16, query_timeout=0.5, timeout=30)) as kb:
+        kb.collections.create(orchard, name="v")
+        report = kb.sync()
+        assert report.embed_error is None and vector_count(kb) == 40
+    sizes = [len(r["input"]) for r in server.requests if r["input"] != ["probe"]]
+    assert sizes[0] == 1 and max(sizes) == 16 and len(sizes) <= 6, sizes
+
+
 def test_a_note_shown_during_a_sync_is_embedded_once(server, orchard, db_path):
     """The notes a search shows are embedded next, but not again when the sync had sent them already."""
     server.takes_input_type = True

