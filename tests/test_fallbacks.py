@@ -130,6 +130,24 @@ def test_an_old_page_sharing_its_title_with_its_chapter_stays_below_the_chapter(
     assert hits[1].stub and not hits[0].stub
 
 
+def test_a_pointers_namesake_is_found_among_hundreds_of_names_that_hold_its_title(kb, tmp_path):
+    """The namesake test reads the notes whose names hold a pointer's title; when more do than it reads
+    (RankingSettings.pointer_namesakes), it reads those sharing most first: the chapter is found though
+    250 exercise notes named "Trait Objects, exercise N" came first in the index."""
+    root = tmp_path / "book"
+    for n in range(250):
+        write(root / "a-exercises" / f"exercise-{n:03}.md", f"# Trait Objects, exercise {n}\n\nDraw shape number {n}.\n")
+    write(root / "src" / "ch17-02-trait-objects.md", "# Trait Objects\n\n"
+          + "A GUI library draws components on a screen through a vector of boxed values. " * 40 + "\n")
+    write(root / "second-edition" / "src" / "ch17-02-trait-objects.md", "## Trait Objects\n\nThe second edition of the book is "
+          "no longer distributed with Rust's documentation.\n\nIf you came here via a link or web search, you may want to check "
+          "out [the current version of the book](../index.html) instead.\n")
+    kb.collections.create(root, name="book")
+    kb.sync()
+    hits = kb.search("second edition no longer distributed", mode="keyword")
+    assert [(h.path, h.stub) for h in hits] == [("second-edition/src/ch17-02-trait-objects.md", True)]  # a pointer: it has a namesake
+
+
 def test_relevance_never_rises_down_the_list():
     assert pms.ranking.non_increasing([1.0, 0.4, 0.6, 0.6, 1.0]) == pytest.approx([1.0, 0.65, 0.65, 0.65, 0.65])
     assert pms.ranking.non_increasing([0.9, 0.8, 0.1]) == [0.9, 0.8, 0.1]

@@ -267,7 +267,8 @@ def downgrade_to_before_notes_migration(kb) -> None:
     db = kb.store.db  # an index as an older schema left it: made by dropping what later migrations add
     for statement in ("DROP TABLE note_tags", "DROP TABLE note_fields", "DROP TABLE note_links", "DROP TABLE folder_descriptions",
                       "DROP INDEX documents_note_date", "ALTER TABLE documents DROP COLUMN note_date",
-                      "ALTER TABLE documents DROP COLUMN parsed_version", "ALTER TABLE documents DROP COLUMN language",
+                      "ALTER TABLE documents DROP COLUMN parsed_version",
+                      "DROP INDEX documents_language", "ALTER TABLE documents DROP COLUMN language",  # the language migrations
                       "ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",  # the PDF migration's
                       "ALTER TABLE documents DROP COLUMN words", "ALTER TABLE documents DROP COLUMN own_words",
                       "ALTER TABLE documents DROP COLUMN links_out",  # the note substance migration's

@@ -377,7 +377,8 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
         kb.sync()
         # An index as an older schema left it (no PDFs, fewer columns): made by hand, as no public call makes one.
         kb.store.db.execute("DELETE FROM documents WHERE path LIKE '%.pdf'")
-        later = [f"ALTER TABLE documents DROP COLUMN {c}" for c in ("language", "words", "own_words", "links_out")]  # later migrations'
+        later = ["DROP INDEX documents_language",  # later migrations'
+                 *(f"ALTER TABLE documents DROP COLUMN {c}" for c in ("language", "words", "own_words", "links_out"))]
         for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages", *later,
                           f"PRAGMA user_version = {PDF_MIGRATION}"):  # what the PMS before PDFs wrote
             kb.store.db.execute(statement)

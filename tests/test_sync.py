@@ -40,6 +40,16 @@ def test_touched_but_unchanged_file_is_not_reindexed(vault, notes):
     assert after[0] == before[0] and after[1] != before[1]
 
 
+def test_a_sync_of_listed_paths_counts_each_once_and_leaves_the_rest(vault, notes):
+    write(notes / "backup.md", "# Laptop backups\n\nNow with borgbackup instead.\n")
+    write(notes / "sync.md", "# Sync\n\nsyncthing moved to a new host.\n")
+    report = vault.sync(paths=["backup.md", "backup.md", "./missing.md"])  # a watcher may name a file twice
+    assert (report.added, report.updated, report.deleted, report.unchanged) == (0, 1, 0, 0)
+    assert [h.path for h in vault.search("borgbackup")] == ["backup.md"]
+    assert vault.search("host") == []  # sync.md's edit waits for a sync that names it (or names none)
+    assert vault.sync().updated == 1 and [h.path for h in vault.search("host")] == ["sync.md"]
+
+
 def test_modified_added_deleted(vault, notes):
     write(notes / "backup.md", "# Laptop backups\n\nNow with borgbackup instead.\n")
     write(notes / "new.md", "# New note\n\nquokka facts\n")

@@ -158,7 +158,7 @@ class Collection:
 
     def indexed_stats(self) -> dict[str, tuple[int, int]]:
         """Each indexed note's (mtime_ns, size) as the index has it (what a watcher compares the file with)."""
-        return {rel: (state.mtime_ns, state.size) for rel, state in self.kb.store.note_states(self.id).items()}
+        return {rel: (mtime, size) for rel, (size, mtime, _version) in self.kb.store.note_stamps(self.id).items()}
 
     def counts(self) -> tuple[int, int]:
         """(notes, passages) in the index."""

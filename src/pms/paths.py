@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import os
 import re
 import stat as _stat
@@ -72,6 +73,11 @@ class GlobPattern:
         sources = [folder.regex for folder in self._names_only]
         self._name_regex = (re.compile("|".join(f"(?:{source})" for source in sources), re.I | re.S)
                             if len(sources) == len(alternatives) and None not in sources else None)
+
+    def name_matcher(self):
+        """``fullmatch`` on a file's name alone, when the whole glob is a file-name glob under
+        ``**/`` ("**/*.md"), else None: a walk that knows the name skips building the path."""
+        return self._name_regex.fullmatch if self._name_regex is not None else None
 
     def match(self, path: str) -> bool:
         if self._name_regex is not None:
@@ -390,6 +396,9 @@ def pdf_glob(pattern: str) -> str:
     return re.sub(r"\.(\{[^{}/]*\}|[^./*?{}\[\]]+)\Z", PDF_SUFFIX, pattern)
 
 
+_entry_name = operator.attrgetter("name")
+
+
 def walk_markdown(root: Path, pattern: str, errors: list | None = None,
                   skipped: list | None = None, exclude: Exclusions | None = None,
                   also: str | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
@@ -407,75 +416,107 @@ def walk_markdown(root: Path, pattern: str, errors: list | None = None,
     regex = compile_glob(pattern, "--glob")
     if also and also != pattern:
         regex = GlobPattern(f"{pattern} or {also}", regex.alternatives + compile_glob(also, "--glob").alternatives)
-    seen: set = set()
     real_root = os.path.realpath(root)
     # os.scandir by hand, not os.walk: each entry's kind comes with the listing, its path is built
     # once and relative paths grow a folder at a time (no relpath, join or islink per folder); a
     # vault of 50,000 folders is walked in half the time. Folders are visited in os.walk's order
     # (a folder's files, then its subfolders, depth first, names sorted), from a stack: no recursion limit.
+    # A folder is known by its inode, which the listing gives without a system call (a folder
+    # reached by a symlink is stat'ed); two folders with one inode are the same folder (a loop)
+    # only if samefile says so: another device may reuse the number.
     excluding = bool(exclude)
-    stack: list[tuple[str, str, bool]] = [(str(root), "", False)]  # (folder, its path from root + '/', reached by a symlink)
+    match_name = regex.name_matcher()
+    seen: dict[int, list[str]] = {}
+    try:
+        root_inode = os.stat(root).st_ino
+    except OSError:
+        return
+    # (folder, its path from root + '/', reached by a symlink, its inode or None: _listed_inode)
+    stack: list[tuple[str, str, bool, int | None]] = [(str(root), "", False, root_inode)]
     while stack:
-        folder, rel_dir, via_link = stack.pop()
-        try:
-            st = os.stat(folder)
-        except OSError:
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
+        folder, rel_dir, via_link, inode = stack.pop()
+        if inode is None:
+            try:
+                inode = os.stat(folder).st_ino
+            except OSError:
+                continue
+        same_inode = seen.setdefault(inode, [])
+        # A link to a folder that holds it is a loop whatever the inodes say (a listing's
+        # numbers may differ from stat's, as on overlayfs).
+        if (via_link and inside(os.path.dirname(folder), os.path.realpath(folder))) or (
+                same_inode and any(_same_folder(other, folder) for other in same_inode)):
             skipped.append((display_path(folder), "symlink loop: folder already indexed, skipped"))
             continue
-        seen.add(key)
+        same_inode.append(folder)
         if via_link and not inside(folder, real_root):
             skipped.append((display_path(folder), OUTSIDE))
             continue
         try:
             with os.scandir(folder) as listing:
                 entries = list(listing)
+        except FileNotFoundError:
+            continue  # gone since its parent was listed
         except OSError as exc:
             errors.append((getattr(exc, "filename", None) or folder, f"cannot read folder: {exc.strerror or exc}"))
             continue
+        entries.sort(key=_entry_name)  # os.walk's order: names sorted
         folders: list[os.DirEntry] = []
-        files: list[os.DirEntry] = []
         for entry in entries:
-            try:
-                is_folder = entry.is_dir()  # a symlink to a folder too, as os.walk(followlinks=True)
-            except OSError:
-                is_folder = False
-            (folders if is_folder else files).append(entry)
-        files.sort(key=lambda e: e.name)
-        for entry in files:
             name = entry.name
-            if name.startswith("."):
+            try:
+                if entry.is_dir():  # a symlink to a folder too, as os.walk(followlinks=True); no system call
+                    folders.append(entry)
+                    continue
+            except OSError:
+                pass
+            # The per-file steps below run for every file of the vault at every sync: each test is
+            # the cheapest first (a file-name glob matched on the name, no path built for a miss).
+            if name[0] == "." or (match_name(name) is None if match_name else not regex.match(rel_dir + name)):
                 continue
             rel = rel_dir + name
-            if not regex.match(rel) or (excluding and exclude.file(rel)):  # type: ignore[union-attr]
+            if excluding and exclude.file(rel):  # type: ignore[union-attr]
                 continue
-            full = entry.path
             if not name.isascii() and not is_valid_utf8(name):
-                skipped.append((display_path(full), BAD_NAME))
+                skipped.append((display_path(entry.path), BAD_NAME))
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
                 if _stat.S_ISLNK(st.st_mode):
+                    full = entry.path
                     if not inside(full, real_root):
                         skipped.append((display_path(full), OUTSIDE))
                         continue
                     st = os.stat(full)
             except OSError as exc:
-                errors.append((full, f"cannot read: {exc.strerror or exc}"))
+                errors.append((entry.path, f"cannot read: {exc.strerror or exc}"))
                 continue
             if not _stat.S_ISREG(st.st_mode):
-                skipped.append((display_path(full), NOT_REGULAR))
+                skipped.append((display_path(entry.path), NOT_REGULAR))
                 continue
-            yield rel, full, st
-        folders = sorted((e for e in folders if not is_skipped_folder(e.name)), key=lambda e: e.name)
-        if not all(is_valid_utf8(e.name) for e in folders):
+            yield rel, entry.path, st
+        folders = [e for e in folders if not is_skipped_folder(e.name)]
+        if not all(e.name.isascii() or is_valid_utf8(e.name) for e in folders):
             skipped.extend((display_path(e.path), BAD_FOLDER_NAME) for e in folders if not is_valid_utf8(e.name))
             folders = [e for e in folders if is_valid_utf8(e.name)]
         if excluding:
             folders = [e for e in folders if not exclude.folder(rel_dir + e.name)]  # type: ignore[union-attr]
-        stack.extend((e.path, f"{rel_dir}{e.name}/", e.is_symlink()) for e in reversed(folders))
+        stack.extend((e.path, f"{rel_dir}{e.name}/", e.is_symlink(), _listed_inode(e)) for e in reversed(folders))
+
+
+def _listed_inode(entry: os.DirEntry) -> int | None:
+    """A listed folder's inode, as the listing gives it (POSIX: no system call); None for a
+    symlink (the link's own inode, not its folder's) or when it cannot be read: then stat'ed."""
+    try:
+        return None if entry.is_symlink() else entry.inode()
+    except OSError:
+        return None
+
+
+def _same_folder(one: str, other: str) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 # SQLite's INTEGER is 64-bit signed: a file dated past 2262 (mtime in ns) does not fit.

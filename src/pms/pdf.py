@@ -31,7 +31,7 @@ PDF_MEMORY_MB_DEFAULT = 1024    # the reader's address space (PMS_PDF_MEMORY_MB)
 
 
 def is_pdf(path: str | os.PathLike) -> bool:
-    return str(path).lower().endswith(PDF_SUFFIX)
+    return str(path)[-4:].lower() == PDF_SUFFIX  # the last four characters: a sync asks for every file
 
 
 # PDFs: pages of text -> passages (the text comes from read_pdf, in the sync section) ---

@@ -900,8 +900,11 @@ class Retrieval:
                    if len(p) >= 3}  # trigrams: 3 letters or more
         found = []
         if phrases:
-            match = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases))
-            for _, names in self.store.name_search(match, self.NAMESAKE_CANDIDATES * len(asked), None):
+            match, limit = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases)), self.NAMESAKE_CANDIDATES * len(asked)
+            rows = self.store.name_search(match, limit, None, ranked=False)  # every candidate counts: no order needed
+            if len(rows) >= limit:  # more than it reads: those sharing most first
+                rows = self.store.name_search(match, limit, None)
+            for _, names in rows:
                 lines = names.split("\n")  # title, aliases..., file name
                 found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
         for title, path in asked.values():

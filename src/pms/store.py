@@ -37,6 +37,18 @@ from .schema import MIGRATIONS, NOTE_PARSER_VERSION, note_docid, spaced_cjk, sql
 SQLITE_MAX_VARS = 500
 
 
+def insert_rows(db, table_columns: str, rows: Sequence[tuple]) -> None:
+    """``INSERT INTO table(columns)`` of many rows, as few statements as SQLITE_MAX_VARS allows."""
+    if not rows:
+        return
+    width = len(rows[0])
+    row_sql = f"({placeholders(rows[0])})"
+    per_statement = max(1, SQLITE_MAX_VARS // width)
+    for start in range(0, len(rows), per_statement):
+        part = rows[start:start + per_statement]
+        db.execute(f"INSERT INTO {table_columns} VALUES {','.join([row_sql] * len(part))}", [v for row in part for v in row])
+
+
 def placeholders(values: Sequence) -> str:
     """The ``?,?,?`` of an SQL ``IN (...)`` list, one per value."""
     return ",".join("?" * len(values))
@@ -606,10 +618,17 @@ class Store:
         return docs, passages
 
     # -- notes ---------------------------------------------------------------------
-    def note_states(self, collection_id: int) -> dict[str, NoteState]:
-        """path -> its state, for one collection."""
-        rows = self.db.execute("SELECT path, id, size, mtime_ns, sha256, parsed_version FROM documents WHERE collection_id = ?", (collection_id,))
-        return {r[0]: NoteState(*r[1:]) for r in rows}
+    def note_stamps(self, collection_id: int) -> dict[str, tuple[int, int, int]]:
+        """path -> (size, mtime_ns, parsed_version), for one collection: what tells a sync which
+        files changed (plain tuples: a re-sync of 100,000 notes reads every one)."""
+        rows = self.db.execute("SELECT path, size, mtime_ns, parsed_version FROM documents WHERE collection_id = ?", (collection_id,))
+        return {path: (size, mtime, version) for path, size, mtime, version in rows}
+
+    def note_states(self, collection_id: int, paths: Iterable[str]) -> dict[str, NoteState]:
+        """path -> its state, for the given paths of one collection (those indexed)."""
+        return {r[0]: NoteState(*r[1:]) for r in self.rows_in(
+            "SELECT path, id, size, mtime_ns, sha256, parsed_version FROM documents WHERE collection_id = ? AND path IN ({ids})",
+            paths, collection_id)}
 
     def indexed_times(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
         """(collection, path) -> (mtime_ns, size) as last indexed."""
@@ -663,53 +682,70 @@ class Store:
             db.execute(f"DELETE FROM {table} WHERE document_id IN (SELECT id FROM documents WHERE {where})", args)
         db.execute(f"DELETE FROM documents WHERE {where}", args)
 
-    def write_note(self, db, collection_id: int, path: str, note: ParsedNote, size: int, mtime_ns: int, sha: str) -> None:
-        """Insert or replace one note and its passages, inside the caller's transaction.
+    def write_notes(self, db, collection_id: int, notes: Sequence[tuple[str, ParsedNote, int, int, str]]) -> None:
+        """Insert or replace notes (path, parsed note, size, mtime_ns, sha256) and their
+        passages, inside the caller's transaction.
 
-        Passages whose text did not change keep their row (and so their vector):
-        only new or edited passages need embedding again.
+        Passages whose text did not change keep their row (and so their vector): only new or
+        edited passages need embedding again. New notes and new passages go in as multi-row
+        INSERTs, after every other statement: FTS5 writes its pending terms out at each
+        statement that may need undoing, so rows inserted one statement at a time (one note's
+        names, then its passages, then the next note's) cost a segment each.
         """
-        row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
-        fields = {"title": note.title, "tags": ",".join(note.tags), "aliases": ",".join(note.aliases), "size": size,
-                  "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
-                  "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
-                  "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
-                  "paragraphs": note.paragraphs or None}
-        if row:
-            note_id = row[0]
-            db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?", (*fields.values(), note_id))
+        new_notes: list[tuple] = []
+        new_passages: list[tuple] = []
+        tags: list[tuple] = []
+        fields_rows: list[tuple] = []
+        links: list[tuple] = []
+        next_id = None
+        batch_docids: set[str] = set()
+        for path, note, size, mtime_ns, sha in notes:
+            row = db.execute("SELECT id FROM documents WHERE collection_id = ? AND path = ?", (collection_id, path)).fetchone()
+            fields = {"title": note.title, "tags": ",".join(note.tags), "aliases": ",".join(note.aliases), "size": size,
+                      "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
+                      "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
+                      "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
+                      "paragraphs": note.paragraphs or None}
             old: dict[str, list[int]] = {}
-            for passage_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (note_id,)):
-                old.setdefault(h, []).append(passage_id)
-            for table in ("note_tags", "note_fields", "note_links"):
-                db.execute(f"DELETE FROM {table} WHERE document_id = ?", (note_id,))
-        else:
-            docid = note_docid(collection_id, path,
-                               lambda d: db.execute("SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
-            cur = db.execute(f"INSERT INTO documents(collection_id, path, docid, {', '.join(fields)}) "
-                             f"VALUES (?, ?, ?, {placeholders(list(fields))})", (collection_id, path, docid, *fields.values()))
-            note_id = cur.lastrowid
-            old = {}
-        db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)",
-                       [(note_id, t) for t in {normalize_tag(t) for t in note.tags} if t])
-        db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)",
-                       [(note_id, k, v) for k, v in frontmatter_fields(note.metadata)])
-        db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)",
-                       [(note_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links])
-        for passage in note.passages:
-            headings = passage.headings
-            h = hex_digest(f"{passage.title}\x00{headings}\x00{passage.text}".encode(), "sha1")
-            kept = old.get(h)
-            if kept:
-                db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
-                           (passage.seq, passage.start_line, passage.end_line, passage.page, kept.pop(0)))
+            if row:
+                note_id = row[0]
+                db.execute(f"UPDATE documents SET {', '.join(f'{column} = ?' for column in fields)} WHERE id = ?",
+                           (*fields.values(), note_id))
+                for passage_id, h in db.execute("SELECT id, hash FROM chunks WHERE document_id = ? ORDER BY seq", (note_id,)):
+                    old.setdefault(h, []).append(passage_id)
+                for table in ("note_tags", "note_fields", "note_links"):
+                    db.execute(f"DELETE FROM {table} WHERE document_id = ?", (note_id,))
             else:
-                db.execute("INSERT INTO chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (note_id, passage.seq, passage.start_line, passage.end_line, h, passage.title, headings, passage.text, passage.page))
-        stale = [i for ids in old.values() for i in ids]
-        for part in in_parts(stale):
-            db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
+                if next_id is None:  # ids as AUTOINCREMENT gives them: past every id ever used
+                    next_id = 1 + db.execute("SELECT max((SELECT coalesce(max(id), 0) FROM documents), "
+                                             "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'documents'), 0))").fetchone()[0]
+                note_id, next_id = next_id, next_id + 1
+                docid = note_docid(collection_id, path, lambda d: d in batch_docids or db.execute(
+                    "SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
+                batch_docids.add(docid)
+                new_notes.append((note_id, collection_id, path, docid, *fields.values()))
+            tags += [(note_id, t) for t in {normalize_tag(t) for t in note.tags} if t]
+            fields_rows += [(note_id, k, v) for k, v in frontmatter_fields(note.metadata)]
+            links += [(note_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links]
+            for passage in note.passages:
+                headings = passage.headings
+                h = hex_digest(f"{passage.title}\x00{headings}\x00{passage.text}".encode(), "sha1")
+                kept = old.get(h)
+                if kept:
+                    db.execute("UPDATE chunks SET seq = ?, start_line = ?, end_line = ?, page = ? WHERE id = ?",
+                               (passage.seq, passage.start_line, passage.end_line, passage.page, kept.pop(0)))
+                else:
+                    new_passages.append((note_id, passage.seq, passage.start_line, passage.end_line, h, passage.title,
+                                         headings, passage.text, passage.page))
+            stale = [i for ids in old.values() for i in ids]
+            for part in in_parts(stale):
+                db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
+        if new_notes:
+            insert_rows(db, f"documents(id, collection_id, path, docid, {', '.join(fields)})", new_notes)
+        db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)", tags)
+        db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)", fields_rows)
+        db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)", links)
+        insert_rows(db, "chunks(document_id, seq, start_line, end_line, hash, title, headings, body, page)", new_passages)
 
     def pdf_pages(self, note_id: int) -> tuple[int, dict[int, str]]:
         """A PDF's page count and each page's text as indexed (its passages, in order)."""
@@ -950,8 +986,9 @@ class Store:
                                f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
-                    note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
-        """(note id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
+                    note_filter: NoteFilter | None = None, ranked: bool = True) -> list[tuple[int, str]]:
+        """(note id, its names one per line) of notes whose names share trigrams with ``match``,
+        most first (``ranked``; else in no order: half the cost, the same notes when fewer than ``limit`` match)."""
         sql = "SELECT n.rowid, n.names FROM note_names n"
         args: list = []
         if collection_ids or note_filter:
@@ -959,7 +996,7 @@ class Store:
             sql += f" JOIN documents d ON d.id = n.rowid WHERE {conditions} AND note_names MATCH ?"
         else:
             sql += " WHERE note_names MATCH ?"
-        return self.db.execute(sql + " ORDER BY n.rank LIMIT ?", (*args, match, limit)).fetchall()
+        return self.db.execute(sql + (" ORDER BY n.rank" if ranked else "") + " LIMIT ?", (*args, match, limit)).fetchall()
 
     def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
         """(note id, its names) of the notes whose names hold at least ``at_least``

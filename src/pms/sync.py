@@ -321,39 +321,46 @@ class Syncer:
         return FileLock(Path(str(store.path) + ".sync.lock"))
 
     def scan(self, collection: CollectionRow, paths: Sequence[str] | None, errors: list,
-             skipped: list | None = None) -> dict[str, tuple[str | Path, int, int, int]] | None:
-        """rel path -> (abs path, size, mtime_ns, ctime_ns); None when the folder is missing."""
+             skipped: list | None = None) -> Iterator[tuple[str, str | Path, os.stat_result]] | None:
+        """The collection's files to index, as they are met: (rel path, abs path, stat);
+        None when the folder is missing. PDFs are left out (counted in ``pdfs_unread``) when they cannot be read."""
         root, pattern = Path(collection.path), collection.glob
         if not root.is_dir():
             return None
-        found: dict[str, tuple[str | Path, int, int, int]] = {}
         pdfs = pdf_glob(pattern)
         exclude = Exclusions(root, collection.excludes.split("\n") if collection.excludes else ())
         self.warnings.extend(w for w in exclude.warnings if w not in self.warnings)
+        found: Iterator[tuple[str, str | Path, os.stat_result]]
         if paths is None:
-            for rel, full, st in walk_markdown(root, pattern, errors, skipped, exclude, also=pdfs):
-                found[rel] = (full, *file_state(st))
+            found = walk_markdown(root, pattern, errors, skipped, exclude, also=pdfs)
         else:
-            regex, pdf_regex = compile_glob(pattern, "--glob"), compile_glob(pdfs, "--glob")
-            real_root = os.path.realpath(root)
-            for rel in paths:
-                path = root / rel
-                if not is_valid_utf8(rel):
-                    if skipped is not None and path.is_file():
-                        skipped.append((display_path(path), BAD_NAME))
-                elif exclude and exclude.file(rel):
-                    continue
-                elif path.is_file() and not inside(path, real_root):
-                    if skipped is not None:
-                        skipped.append((display_path(path), OUTSIDE))
-                elif (regex.match(rel) or pdf_regex.match(rel)) and path.is_file():
-                    found[rel] = (path, *file_state(path.stat()))
-        if not self.read_pdfs:
-            unread = [rel for rel in found if is_pdf(rel)]
-            self.pdfs_unread += len(unread)
-            for rel in unread:
-                del found[rel]
-        return found
+            found = self._listed(root, pattern, pdfs, paths, exclude, skipped)
+        return found if self.read_pdfs else self._without_pdfs(found)
+
+    @staticmethod
+    def _listed(root: Path, pattern: str, pdfs: str, paths: Sequence[str], exclude: Exclusions,
+                skipped: list | None) -> Iterator[tuple[str, Path, os.stat_result]]:
+        regex, pdf_regex = compile_glob(pattern, "--glob"), compile_glob(pdfs, "--glob")
+        real_root = os.path.realpath(root)
+        for rel in dict.fromkeys(paths):  # each once, in order
+            path = root / rel
+            if not is_valid_utf8(rel):
+                if skipped is not None and path.is_file():
+                    skipped.append((display_path(path), BAD_NAME))
+            elif exclude and exclude.file(rel):
+                continue
+            elif path.is_file() and not inside(path, real_root):
+                if skipped is not None:
+                    skipped.append((display_path(path), OUTSIDE))
+            elif (regex.match(rel) or pdf_regex.match(rel)) and path.is_file():
+                yield rel, path, path.stat()
+
+    def _without_pdfs(self, found: Iterator[tuple[str, str | Path, os.stat_result]]) -> Iterator[tuple[str, str | Path, os.stat_result]]:
+        for item in found:
+            if is_pdf(item[0]):
+                self.pdfs_unread += 1
+            else:
+                yield item
 
     def changes(self, col: CollectionRow, paths: Sequence[str] | None, errors: list, skipped: list) -> SyncChanges | None:
         """What differs between a collection's folder and the index, or None when
@@ -362,26 +369,38 @@ class Syncer:
         found = self.scan(col, paths, errors, skipped)
         if found is None:
             return None
-        known = self.store.note_states(col.id)
+        known = self.store.note_stamps(col.id)
         known_skipped = self.store.skipped_states(col.id)
         changes = SyncChanges()
-        for rel, (full, size, mtime, ctime) in found.items():
-            state = known.get(rel)
+        todo, seen = [], set()
+        unchanged = 0
+        # The loop every file of the vault goes through at every sync: the stat compared as it
+        # comes from the walk (file_state's clamping only for files that differ).
+        for rel, full, st in found:
+            seen.add(rel)
+            stamp = known.get(rel)
+            if stamp is not None and stamp[0] == st.st_size and stamp[1] == st.st_mtime_ns and stamp[2] >= NOTE_PARSER_VERSION:
+                unchanged += 1
+                continue
+            stat_key = file_state(st)
             was_skipped = known_skipped.get(rel)
-            if was_skipped is not None and was_skipped[:3] == (size, mtime, ctime) and not limit_raised(was_skipped[4]):
+            if was_skipped is not None and was_skipped[:3] == stat_key and not limit_raised(was_skipped[4]):
                 changes.not_indexed += 1  # said when first seen; status lists it
-            elif state is not None and (state.size, state.mtime_ns) == (size, mtime) and state.parsed_version >= NOTE_PARSER_VERSION:
-                changes.unchanged += 1
+            elif stamp is not None and stamp[:2] == stat_key[:2] and stamp[2] >= NOTE_PARSER_VERSION:
+                unchanged += 1
             else:
-                changes.todo.append((rel, full, (size, mtime, ctime), state))
+                todo.append((rel, full, stat_key))
+        changes.unchanged = unchanged
+        states = self.store.note_states(col.id, [item[0] for item in todo if item[0] in known])
+        changes.todo = [(rel, full, stat_key, states.get(rel)) for rel, full, stat_key in todo]
         listed = None if paths is None else set(paths)
         kept_pdfs = not self.read_pdfs  # PDFs indexed when the library was there stay as they are
 
         def in_scope(rel: str) -> bool:
             return (listed is None or rel in listed) and not (kept_pdfs and is_pdf(rel))
 
-        changes.gone = [rel for rel in known if rel not in found and in_scope(rel)]
-        changes.forgotten = [rel for rel in known_skipped if rel not in found and in_scope(rel)]
+        changes.gone = [rel for rel in known if rel not in seen and in_scope(rel)]
+        changes.forgotten = [rel for rel in known_skipped if rel not in seen and in_scope(rel)]
         return changes
 
     def plan(self, collections: Sequence[CollectionRow]) -> SyncPlan:
@@ -461,12 +480,12 @@ class Syncer:
             with self.store.transaction() as db:
                 if self._removed_meanwhile(db, col, report):
                     return
+                writes = []
                 for rel, outcome in batch:
                     kind = outcome[0]
                     if kind == "write":
                         _, note, size, mtime, sha, existed = outcome
-                        self.store.write_note(db, col_id, rel, note, size, mtime, sha)
-                        self.store.forget_skipped(db, col_id, [rel])
+                        writes.append((rel, note, size, mtime, sha))
                         if existed == "reread":
                             report.reread += 1
                         elif existed:
@@ -485,6 +504,8 @@ class Syncer:
                     elif kind == "remove":
                         self.store.delete_note(db, col_id, rel)
                         report.deleted += 1
+                self.store.write_notes(db, col_id, writes)  # the batch's notes at once: see write_notes
+                self.store.forget_skipped(db, col_id, [write[0] for write in writes])
             if progress:
                 done += len(items)
                 progress(SyncProgress.since(t0, "index", done, total, name))
@@ -645,6 +666,8 @@ class Syncer:
         queued: collections.deque = collections.deque()
 
         ahead: set[int] = set()  # passages embedded before their window (embed_first's notes)
+        # Passages sent but not written yet: still pending in the index, so embed_first's notes skip them.
+        unwritten: set[int] = set()
 
         def embed_text(p) -> str:
             return passage_embed_text(f"{p.title} > {p.headings}" if p.headings else p.title, p.body, p.title)
@@ -656,8 +679,9 @@ class Syncer:
                 except IndexError:  # taken by another thread's check-then-pop: nothing left
                     return
                 for p in store.pending_embeddings_of(collection, path):
-                    if p.id not in ahead:
+                    if p.id not in ahead and p.id not in unwritten:
                         ahead.add(p.id)
+                        unwritten.add(p.id)
                         queued.append(p)
                         yield embed_text(p)
 
@@ -669,6 +693,7 @@ class Syncer:
                     yield from wanted_first()
                     if p.id in ahead:
                         continue
+                    unwritten.add(p.id)
                     queued.append(p)
                     yield text
 
@@ -677,6 +702,7 @@ class Syncer:
             store.write_vectors(rows, progress=(done + len(rows), total, time.monotonic() - t0))
             done += len(rows)
             report.embedded += len(rows)
+            unwritten.difference_update(row[0] for row in rows)
             rows = []
             if progress:
                 progress(SyncProgress.since(t0, "embed", done, total))
