@@ -4677,6 +4677,7 @@ class Store:
         names, then its passages, then the next note's) cost a segment each.
         """
         new_notes: list[tuple] = []
+        columns = ""  # the documents columns of new_notes' rows
         new_passages: list[tuple] = []
         tags: list[tuple] = []
         fields_rows: list[tuple] = []
@@ -4708,6 +4709,7 @@ class Store:
                     "SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
                 batch_docids.add(docid)
                 new_notes.append((note_id, collection_id, path, docid, *fields.values()))
+                columns = ", ".join(fields)
             tags += [(note_id, t) for t in {normalize_tag(t) for t in note.tags} if t]
             fields_rows += [(note_id, k, v) for k, v in frontmatter_fields(note.metadata)]
             links += [(note_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links]
@@ -4725,7 +4727,7 @@ class Store:
             for part in in_parts(stale):
                 db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
         if new_notes:
-            insert_rows(db, f"documents(id, collection_id, path, docid, {', '.join(fields)})", new_notes)
+            insert_rows(db, f"documents(id, collection_id, path, docid, {columns})", new_notes)
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)", tags)
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)", fields_rows)
         db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)", links)
@@ -5571,7 +5573,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5574) ----
+# ---- pms/embedding.py (+5576) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6881,7 +6883,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6884) ----
+# ---- pms/query.py (+6886) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7256,7 +7258,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7259) ----
+# ---- pms/ranking.py (+7261) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7995,7 +7997,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+7998) ----
+# ---- pms/retrieval.py (+8000) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8986,7 +8988,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8989) ----
+# ---- pms/sync.py (+8991) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9716,7 +9718,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9719) ----
+# ---- pms/watch.py (+9721) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9904,7 +9906,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9907) ----
+# ---- pms/clip.py (+9909) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10636,7 +10638,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10639) ----
+# ---- pms/api.py (+10641) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11770,7 +11772,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11773) ----
+# ---- pms/evaluation.py (+11775) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11968,7 +11970,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11971) ----
+# ---- pms/mcp_server.py (+11973) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13184,7 +13186,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13187) ----
+# ---- pms/cli.py (+13189) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14316,7 +14318,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14266) ----
+# ---- pms/__init__.py (+14268) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14383,7 +14385,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14386) ----
+# ---- pms/__main__.py (+14388) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -693,6 +693,7 @@ class Store:
         names, then its passages, then the next note's) cost a segment each.
         """
         new_notes: list[tuple] = []
+        columns = ""  # the documents columns of new_notes' rows
         new_passages: list[tuple] = []
         tags: list[tuple] = []
         fields_rows: list[tuple] = []
@@ -724,6 +725,7 @@ class Store:
                     "SELECT 1 FROM documents WHERE docid = ?", (d,)).fetchone() is not None)
                 batch_docids.add(docid)
                 new_notes.append((note_id, collection_id, path, docid, *fields.values()))
+                columns = ", ".join(fields)
             tags += [(note_id, t) for t in {normalize_tag(t) for t in note.tags} if t]
             fields_rows += [(note_id, k, v) for k, v in frontmatter_fields(note.metadata)]
             links += [(note_id, link.target, link.key, link.fragment, link.kind, link.line) for link in note.links]
@@ -741,7 +743,7 @@ class Store:
             for part in in_parts(stale):
                 db.execute(f"DELETE FROM chunks WHERE id IN ({placeholders(part)})", part)
         if new_notes:
-            insert_rows(db, f"documents(id, collection_id, path, docid, {', '.join(fields)})", new_notes)
+            insert_rows(db, f"documents(id, collection_id, path, docid, {columns})", new_notes)
         db.executemany("INSERT OR IGNORE INTO note_tags(document_id, tag) VALUES (?, ?)", tags)
         db.executemany("INSERT INTO note_fields(document_id, key, value) VALUES (?, ?, ?)", fields_rows)
         db.executemany("INSERT INTO note_links(document_id, target, target_key, fragment, kind, line) VALUES (?, ?, ?, ?, ?, ?)", links)
