@@ -1938,10 +1938,15 @@ def _display_piece(m: re.Match) -> str:
         return m.group(5)
     if kind == "link":
         return m.group(7)
-    label, target = m.group(9), m.group(10)  # a wikilink's label or target (an embed's "!" left out)
-    if target.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
-        return label if label is not None else without_dendron_vault(target)
-    return target
+    first, last = m.group(9), m.group(10)  # a wikilink's [[first|last]] (an embed's "!" left out)
+    if last.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
+        return first if first is not None else without_dendron_vault(last)
+    return last  # Obsidian's [[note|label]]: the label; [[note]]: the note
+
+
+def _display_piece_label_first(m: re.Match) -> str:
+    """_display_piece for a note that writes [[label|note]] (Dendron): a wikilink shows its label."""
+    return m.group(9) if m.lastgroup == "wiki" and m.group(9) is not None else _display_piece(m)
 
 
 # Dendron's links may name the note's vault: [[dendron://vault/note.name]] (notes.py reads them).
@@ -1965,14 +1970,16 @@ def _without_comments(text: str) -> str:
     return "".join(out)
 
 
-def passage_display_text(text: str) -> str:
+def passage_display_text(text: str, label_first: bool = False) -> str:
     """A passage as a reader sees it, for snippets and listings: HTML comments,
     tags (<small>, <Listing …>), mdBook directives ({{#include …}}),
     reference-link definitions and table rules left out; links and images as
     their text; a table row as "cell · cell"; a ``% Title`` or heading line as
     its words; emphasis and code ticks removed. Code inside fences is kept
     as written (its fence lines dropped). What is indexed is the raw passage:
-    every word shown here stays searchable. Pure: no I/O."""
+    every word shown here stays searchable. ``label_first``: the note writes its
+    wikilinks ``[[label|target]]`` (notes.links_label_first: Dendron), each shown as
+    its label. Pure: no I/O."""
     lines = text.split("\n")
     fenced, _ = fence_states(lines)
     out: list[str] = []
@@ -1982,7 +1989,7 @@ def passage_display_text(text: str) -> str:
             prose.append(line)
             continue
         if prose:
-            out.extend(_display_prose("\n".join(prose), first=len(out) == 0))
+            out.extend(_display_prose("\n".join(prose), first=len(out) == 0, label_first=label_first))
             prose = []
         if not FENCE.match(line):
             out.append(_DIRECTIVE.sub("", line) if "{{" in line else line)  # mdBook includes sit in code blocks
@@ -1994,13 +2001,13 @@ def passage_display_text(text: str) -> str:
 DISPLAY_MARKUP_MAX_CHARS = 100_000
 
 
-def _display_prose(text: str, first: bool = False) -> list[str]:
+def _display_prose(text: str, first: bool = False, label_first: bool = False) -> list[str]:
     if first and "-->" in text:
         text = _COMMENT_TAIL.sub("", text, count=1)  # a passage that starts inside an HTML comment
     if "<!--" in text:
         text = _without_comments(text)
     if _MAY_HOLD_MARKUP.search(text) and len(text) <= DISPLAY_MARKUP_MAX_CHARS:
-        text = _DISPLAY_RULES.sub(_display_piece, text)
+        text = _DISPLAY_RULES.sub(_display_piece_label_first if label_first else _display_piece, text)
     if "&" in text and ";" in text:  # &vert;, &lt;: as the reader sees them (html only imported then)
         import html
 
@@ -2106,7 +2113,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2109) ----
+# ---- pms/language.py (+2116) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
@@ -2321,7 +2328,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2324) ----
+# ---- pms/notes.py (+2331) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2646,8 +2653,9 @@ def _wikilink_parts(m: re.Match, label_first: bool = False) -> tuple[str, str, s
     target = without_dendron_vault(target)
     return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
 
-# Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970).
-_DENDRON_FIELDS = ("id", "created", "updated")
+# Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970):
+# links_label_first reads them, at display from the index's note_fields (Store.passage_info).
+LABEL_FIRST_FIELDS = ("id", "created", "updated")
 
 
 def links_label_first(meta: dict) -> bool:
@@ -2655,8 +2663,8 @@ def links_label_first(meta: dict) -> bool:
     ``[[label|target]]``, as Dendron does (Obsidian: ``[[target|label]]``): a Dendron note,
     told by the fields Dendron gives every note (an id, and its creation and update times as
     numbers)."""
-    return all(meta.get(name) not in (None, "") for name in _DENDRON_FIELDS) and all(
-        str(meta[name]).strip().isdigit() for name in _DENDRON_FIELDS[1:])
+    return all(meta.get(name) not in (None, "") for name in LABEL_FIRST_FIELDS) and all(
+        str(meta[name]).strip().isdigit() for name in LABEL_FIRST_FIELDS[1:])
 
 
 def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str], label_first: bool = False) -> str:
@@ -2723,7 +2731,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2726) ----
+# ---- pms/pdf.py (+2734) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2958,7 +2966,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2961) ----
+# ---- pms/paths.py (+2969) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3520,7 +3528,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3523) ----
+# ---- pms/filters.py (+3531) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3675,7 +3683,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3678) ----
+# ---- pms/schema.py (+3686) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3981,7 +3989,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3984) ----
+# ---- pms/store.py (+3992) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -4010,7 +4018,7 @@ from pathlib import Path
 # is_valid_utf8, module_available, named_tuple, now_iso, past_deadline, pms_command,
 # )
 # from .markdown import passage_display_text
-# from .notes import ParsedNote, frontmatter_fields, normalize_tag
+# from .notes import LABEL_FIRST_FIELDS, ParsedNote, frontmatter_fields, links_label_first, normalize_tag
 # from .paths import path_matches
 # from .filters import NoteFilter
 # from .schema import MIGRATIONS, NOTE_PARSER_VERSION, note_docid, spaced_cjk, sqlite_module, sqlite_vec_path
@@ -4121,6 +4129,19 @@ class PassageInfo(TupleFields):
     page: int | None             # a PDF passage's page; None for a note's
     digest: str                  # the note's content hash ('' before it was read): what keeps its kind (note_kind)
     prints: bytes | None         # the note's paragraph prints (paragraph_prints), as stored
+    label_first: bool            # the note writes its wikilinks [[label|note]] (links_label_first): shown as their labels
+
+
+# The frontmatter fields links_label_first reads, of a passage holding a wikilink with a label
+# ("key<US>value<RS>..."; NULL for the rest: most passages, no lookup).
+_LABEL_FIRST_SQL = ("CASE WHEN instr(c.body, '[[') AND instr(c.body, '|') THEN (SELECT group_concat(m.key || char(31) || m.value, char(30)) "
+                    f"FROM note_fields m WHERE m.document_id = d.id AND m.key IN ({', '.join(repr(f) for f in LABEL_FIRST_FIELDS)})) END")
+
+
+@functools.lru_cache(maxsize=4096)  # the notes a typed search shows again and again
+def _label_first(fields: str | None) -> bool:
+    """links_label_first of the fields _LABEL_FIRST_SQL read."""
+    return bool(fields) and links_label_first(dict(field.split("\x1f", 1) for field in (fields or "").split("\x1e")))
 
 
 @functools.lru_cache(maxsize=4096)  # the notes a typed search finds again and again
@@ -4984,6 +5005,20 @@ class Store:
             sql += " WHERE note_names MATCH ?"
         return self.db.execute(sql + (" ORDER BY n.rank" if ranked else "") + " LIMIT ?", (*args, match, limit)).fetchall()
 
+    def common_trigrams(self, grams: Sequence[str], cap: int, version: IndexVersion | None) -> set[str]:
+        """The trigrams of ``grams`` that more than ``cap`` notes' names hold. Each count reads
+        no more of a trigram's notes than that (unranked, in rowid order) and is kept until
+        the index changes; nothing is read while the index has never held more than ``cap`` notes."""
+        if self._kept("most_notes", version, lambda: self.db.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0]) <= cap:
+            return set()
+        known: dict[tuple[str, int], bool] = self._kept("common_trigrams", version, dict)
+        new = [g for g in dict.fromkeys(grams) if (g, cap) not in known]
+        if new:
+            count = "SELECT ?, (SELECT count(*) FROM (SELECT 1 FROM note_names WHERE note_names MATCH ? LIMIT ?)) > ?"
+            args = [a for g in new for a in (g, '"' + g.replace('"', '""') + '"', cap + 1, cap)]
+            known.update(((g, cap), bool(common)) for g, common in self.db.execute(" UNION ALL ".join([count] * len(new)), args))
+        return {g for g in grams if known[(g, cap)]}
+
     def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
         """(note id, its names) of the notes whose names hold at least ``at_least``
         of the trigrams ``grams``; None when more than ``limit`` notes do. Each trigram's
@@ -5418,8 +5453,9 @@ class Store:
         """passage id -> what a hit shows of it (a missing passage is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
-                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
-        return {r[0]: PassageInfo(*r[1:]) for r in rows}
+                            f"coalesce(d.sha256, ''), d.paragraphs, {_LABEL_FIRST_SQL} FROM chunks c JOIN documents d ON d.id = c.document_id "
+                            "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
+        return {r[0]: PassageInfo(*r[1:-1], *[_label_first(r[-1])]) for r in rows}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
     # excluded), the index is rewritten to give their space back.
@@ -5573,7 +5609,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5576) ----
+# ---- pms/embedding.py (+5612) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6883,7 +6919,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6886) ----
+# ---- pms/query.py (+6922) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7258,7 +7294,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7261) ----
+# ---- pms/ranking.py (+7297) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7271,7 +7307,7 @@ May import: config, markdown, notes, query.
 # from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 # from .config import Factory, Record
 # from .markdown import own_prose
@@ -7383,6 +7419,10 @@ class RankingSettings(Record):
     # Names: a query of more words names no note; the trigram candidates are scored exactly.
     name_query_max_words: int = 6
     name_candidates: int = 40
+    # A trigram more than this many notes' names hold is not looked up (Retrieval.names_stage):
+    # ranking its names costs the vault (0.15 s for 100,000) and tells no name apart. The
+    # dev suite's commonest word-inner trigram is in 3,633 names: none of its sets changes. 0: all.
+    name_common_trigram: int = 5000
     # Retrieval._may_name_a_note runs when a name must share at least this many of the
     # query's trigrams (with fewer, most notes do), and scores at most name_precheck_max notes.
     name_precheck_min_shared: int = 3
@@ -7624,21 +7664,46 @@ def carries_name(title: str, target_title: str, target_path: str) -> bool:
 
 
 def edit_distance(a: str, b: str, limit: int) -> int:
-    """Edits (a character added, left out or changed, two neighbours swapped) from ``a`` to
-    ``b``, or ``limit`` + 1 when more than ``limit``. Pure; rows stop early past the limit."""
+    """Edits (a character added, left out or changed, two neighbours swapped: the optimal
+    string alignment distance) from ``a`` to ``b``, or ``limit`` + 1 when more than ``limit``.
+    Pure. Bit-parallel (Hyyro 2003, "A bit-vector algorithm for computing Levenshtein and
+    Damerau edit distances"): one column of the table a character of ``b``, as a few integer
+    operations, six times faster than the table cell by cell, which a typo's look through
+    the vault's words (words_within) pays once per word."""
     if abs(len(a) - len(b)) > limit:
         return limit + 1
-    before, row = None, list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (a[i - 1] != b[j - 1]))
-            if before is not None and i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], before[j - 2] + 1)
-        if min(current) > limit:
-            return limit + 1
-        before, row = row, current
-    return row[-1] if row[-1] <= limit else limit + 1
+    if not a:
+        return len(b)
+    matches: dict[str, int] = {}  # character -> the positions in a that hold it, as bits
+    for i, char in enumerate(a):
+        matches[char] = matches.get(char, 0) | 1 << i
+    full, last = (1 << len(a)) - 1, 1 << (len(a) - 1)
+    up, down, diagonal, previous, distance = full, 0, 0, 0, len(a)  # vertical +1 / -1 deltas; distance: a against b so far
+    for char in b:
+        match = matches.get(char, 0)
+        swapped = (~diagonal & match) << 1 & previous
+        diagonal = ((match & up) + up ^ up | match | down | swapped) & full
+        right, left = down | ~(diagonal | up) & full, diagonal & up
+        distance += 1 if right & last else -1 if left & last else 0
+        right, left = (right << 1 | 1) & full, left << 1 & full
+        up, down, previous = left | ~(diagonal | right) & full, diagonal & right, match
+    return distance if distance <= limit else limit + 1
+
+
+def words_within(word: str, candidates: Iterable[tuple[str, int]], limit: int) -> list[tuple[int, int, str]]:
+    """(edits, -count, candidate) of the (candidate, count) pairs within ``limit`` edits of
+    ``word`` (edit_distance), closest and commonest first. Pure. Each edit adds or takes
+    away at most one distinct letter, so a candidate whose letters differ from the word's by
+    more is passed over without the distance (a set difference: 0.5 us a word against 6)."""
+    letters = set(word)
+    near = []
+    for candidate, count in candidates:
+        held = set(candidate)
+        if len(letters - held) <= limit and len(held - letters) <= limit:
+            distance = edit_distance(word, candidate, limit)
+            if distance <= limit:
+                near.append((distance, -count, candidate))
+    return sorted(near)
 
 
 def non_increasing(values: Sequence[float]) -> list[float]:
@@ -7997,7 +8062,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8000) ----
+# ---- pms/retrieval.py (+8065) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8033,7 +8098,8 @@ from collections.abc import Iterator, Sequence
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-# edit_distance, has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+# has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+# words_within,
 # )
 
 
@@ -8280,10 +8346,8 @@ class Retrieval:
             terms = list(parsed.terms)
             for term, stem in lost:
                 limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
-                near = sorted((edit_distance(stem, word, limit), -count, word)
-                              for word, count in self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit))
-                fixes = tuple((word, False) for distance, _, word in near if distance <= min(limit, near[0][0] if near else 0))
-                fixes = fixes[: s.typo_alternatives]
+                near = words_within(stem, self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit), limit)
+                fixes = tuple((word, False) for distance, _, word in near if distance == near[0][0])[: s.typo_alternatives]
                 if fixes:
                     terms[terms.index(term)] = term.replace(variants=term.variants + fixes)
         except self.store.db_module_errors():  # an index without FTS5's vocabulary: the words as typed
@@ -8371,6 +8435,11 @@ class Retrieval:
             return []
         wanted = name_trigrams(text)
         grams = list(dict.fromkeys(w[i : i + 3] for w in words if len(w) >= 3 for i in range(len(w) - 2)))
+        # Only the trigrams that tell names apart are looked up (name_common_trigram): a name
+        # holding none of them is not a candidate, and the cost stays that of the rare ones.
+        if s.name_common_trigram:
+            common = self.store.common_trigrams(grams, s.name_common_trigram, req.index_version)
+            grams = [g for g in grams if g not in common]
         if not grams or not self._may_name_a_note(text, wanted, grams):
             return []
         match = " OR ".join('"' + g.replace('"', '""') + '"' for g in grams)
@@ -8404,7 +8473,7 @@ class Retrieval:
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
         """False when no note's name can reach name_match_min, so names_stage can skip its
         costly ranked search: a name that reaches it holds at least ``need`` of the query's
-        word-inner trigrams, which the trigram index finds. ASCII only: Python lower-cases
+        word-inner trigrams ``grams`` (those names_stage looks up), which the trigram index finds. ASCII only: Python lower-cases
         "İ" to "i" and a combining dot, FTS5 does not."""
         s = self.settings
         if not query.isascii():
@@ -8954,7 +9023,7 @@ class Retrieval:
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.
-        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
+        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text, rows[hit.passage_id or 0].label_first), hit.heading_path)
                  for hit in hits if not hit.copy_of}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
@@ -8988,7 +9057,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+8991) ----
+# ---- pms/sync.py (+9060) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9718,7 +9787,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9721) ----
+# ---- pms/watch.py (+9790) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9906,7 +9975,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9909) ----
+# ---- pms/clip.py (+9978) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10638,7 +10707,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10641) ----
+# ---- pms/api.py (+10710) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11772,7 +11841,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11775) ----
+# ---- pms/evaluation.py (+11844) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -11970,7 +12039,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+11973) ----
+# ---- pms/mcp_server.py (+12042) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13186,7 +13255,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13189) ----
+# ---- pms/cli.py (+13258) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14318,7 +14387,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14268) ----
+# ---- pms/__init__.py (+14337) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14385,7 +14454,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14388) ----
+# ---- pms/__main__.py (+14457) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

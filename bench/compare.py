@@ -9,7 +9,9 @@ REV is checked out with ``git worktree add --detach`` under --work (default
 /tmp/pms-compare; never in the repository) and run from its pms.py, so any commit
 works: the single-file era's and the package era's (whose pms.py is generated and
 checked in). Both sides run the same interpreter, PMS_MODEL_DIR (.cache/minilm)
-and corpora from ../shared/data: Dendron's vault, tldr and the Rust book.
+and corpora from ../shared/data: Dendron's vault, tldr and the Rust book; ``--corpora
+generated`` adds a generated vault (``generated_vault``, --generated-notes, 100,000 by
+default: every title "Note N <word>", the scale where a search's cost meets the vault's).
 
 Same indexes: each corpus is indexed (and, for --hybrid, embedded) once by the
 side with the older schema; each side searches its own copy, which it first
@@ -62,6 +64,10 @@ QUESTIONS = {  # what a person might type; the rest of each set is drawn from th
                  "lifetimes in function signatures", "the question mark operator", "closures capture environment",
                  "smart pointers Box", "RefCell interior mutability", "message passing channels", "\"trait objects\"",
                  "unsafe rust raw pointers", "iter*"],
+    # generated_vault's notes (--corpora generated): every title "Note N <word>", a vocabulary of
+    # made-up words; a word every name holds, a typo with tens of thousands of words near it.
+    "generated": ["note", "notes", "note 123", "Note 4711", "notebook", "daily note", "project plan", "rust ownership",
+                  "kalomi", "kalomy sarento"],
 }
 
 # Run inside each side's process: that side's pms.py is the only `pms` on the path.
@@ -132,7 +138,9 @@ def shared_corpora() -> Path:
     return REPO.parent / "shared" / "data" / "corpora"
 
 
-def extract(corpus: str, work: Path) -> Path:
+def extract(corpus: str, work: Path, generated_notes: int = 100_000) -> Path:
+    if corpus == "generated":
+        return generated_vault(work / f"vault-{generated_notes}", generated_notes)
     archive = shared_corpora() / CORPORA[corpus]
     target = work / "corpora"
     top = archive.name.split(".")[0]
@@ -287,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("rev", help="the commit to compare with (e.g. eb0f0e5, main)")
     parser.add_argument("--against", default="", help="a second commit instead of this checkout as it is")
     parser.add_argument("--work", type=Path, default=Path("/tmp/pms-compare"))
-    parser.add_argument("--corpora", default="dendron,tldr,rustbook")
+    parser.add_argument("--corpora", default="dendron,tldr,rustbook",
+                        help="also: generated (--generated-notes notes of generated_vault, keyword only)")
+    parser.add_argument("--generated-notes", type=int, default=100_000)
     parser.add_argument("--hybrid", default="dendron,rustbook",
                         help="corpora also embedded and searched by meaning (tldr: about 40k passages to embed once)")
     parser.add_argument("--only", default="keyword,hybrid,cold,script,sync")
@@ -319,9 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     dbs: dict[str, dict[str, Path]] = {}
     queries: dict[str, list[str]] = {}
     for corpus in corpora:
-        folder = extract(corpus, work)
+        folder = extract(corpus, work, args.generated_notes)
         embed = corpus in hybrid
-        built = work / "index" / f"{corpus}-{'hybrid' if embed else 'keyword'}-{builder.folder.name}.sqlite"
+        size = f"-{args.generated_notes}" if corpus == "generated" else ""
+        built = work / "index" / f"{corpus}{size}-{'hybrid' if embed else 'keyword'}-{builder.folder.name}.sqlite"
         if not built.exists():
             print(f"  (indexing {corpus} with {builder.label}{', embedding' if embed else ''}: once, kept in {built.parent})",
                   file=sys.stderr, flush=True)

@@ -117,6 +117,35 @@ note_texts = st.tuples(st.booleans(), frontmatter_lines, st.lists(markdown_lines
     lambda t: (f"---\n{t[1]}\n---\n" if t[0] else "") + t[2])
 
 
+def osa_by_table(a: str, b: str) -> int:
+    """The optimal string alignment distance, the textbook table cell by cell: the oracle."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+words = st.text(alphabet="abcdé", max_size=12)  # few letters: many words near each other
+
+
+@settings(max_examples=1000, **SETTINGS)
+@given(a=words, b=words, limit=st.integers(0, 4))
+def test_edit_distance_is_the_optimal_string_alignment_distance_up_to_its_limit(a, b, limit):
+    expected = osa_by_table(a, b)
+    assert pms.ranking.edit_distance(a, b, limit) == (expected if expected <= limit else limit + 1)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(word=words, candidates=st.lists(words, max_size=30), limit=st.integers(1, 2))
+def test_a_typos_look_through_the_vaults_words_passes_over_none_within_reach(word, candidates, limit):
+    pairs = [(candidate, count) for count, candidate in enumerate(candidates)]
+    expected = sorted((osa_by_table(word, c), -n, c) for c, n in pairs if osa_by_table(word, c) <= limit)
+    assert pms.ranking.words_within(word, pairs, limit) == expected
+
+
 @settings(max_examples=300, **SETTINGS)
 @given(text=note_texts)
 def test_any_note_text_parses(text):

@@ -85,6 +85,21 @@ def test_dendron_links_name_their_vault_and_put_the_label_first(kb, tmp_path):
 DENDRON_FRONTMATTER = "---\nid: m6cbs1z0ge922q4j2xjmivx\ntitle: {title}\ndesc: ''\nupdated: 1657122358101\ncreated: 1657122304417\n---\n"
 
 
+def test_a_snippet_shows_a_wikilink_by_its_label_in_either_order(kb, tmp_path):
+    """A snippet shows [[note|label]] (Obsidian) and Dendron's [[label|note]] as the label: the order
+    read from the note's frontmatter as the index holds it (before, Dendron's showed the note's name)."""
+    root = tmp_path / "v"
+    write(root / "dendron.topic.tasks.md", DENDRON_FRONTMATTER.format(title="Tasks")
+          + "Marking a task as done: see [[the status command|dendron.topic.tasks.status]] and [[dendron.topic.lookup]].\n")
+    write(root / "obsidian.md", "# Chores\n\nMarking a chore as done: see [[status-note|the status page]].\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    snippets = {h.path: h.snippet for h in kb.search("marking done", mode="keyword")}
+    assert "see the status command and dendron.topic.lookup." in snippets["dendron.topic.tasks.md"]
+    assert "dendron.topic.tasks.status" not in snippets["dendron.topic.tasks.md"]
+    assert "see the status page." in snippets["obsidian.md"]
+
+
 def test_a_dendron_note_writes_its_links_label_first_and_its_links_to_itself_are_no_links(kb, tmp_path):
     """Dendron's own form is [[label|note.name]] (Obsidian's [[note|label]]): told by the frontmatter Dendron gives
     every note (an id, created and updated as numbers). A link to the note itself is a link within it."""

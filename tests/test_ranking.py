@@ -108,6 +108,26 @@ def test_a_query_that_can_name_no_note_skips_the_ranked_name_search_with_the_sam
     assert {q: kb.retrieval.names_stage(kb.retrieval.request(q), 10) for q in queries} == checked
 
 
+def test_a_trigram_in_more_names_than_name_common_trigram_finds_no_note_by_name(kb, tmp_path):
+    """Ranking every name that holds a trigram costs the vault (0.15 s for 100,000 names), so one
+    more names hold than RankingSettings.name_common_trigram is not looked up; a name is still
+    found by its rarer trigrams."""
+    root = tmp_path / "vault"
+    for day in range(1, 7):
+        write(root / f"meeting-{day}.md", f"# Meeting on May {day}\n\nAgenda and minutes.\n")
+    write(root / "zorblax.md", "# Meetings with Zorblax\n\nWhat the client asked for.\n")
+    kb.collections.create(root, name="vault")
+    kb.sync()
+
+    def named(query: str, **settings) -> list[str]:
+        retrieval = pms.retrieval.Retrieval(kb.retrieval.store, None, kb.retrieval.settings.replace(**settings))
+        return [h.path for h in retrieval.search(retrieval.request(query, mode="keyword")) if h.name_rank]
+
+    assert len(named("meeting", name_common_trigram=0)) >= 6  # the file names meeting-1 ... meeting-6
+    assert named("meeting", name_common_trigram=6) == []  # 7 names hold each of its trigrams
+    assert named("zorblax meetngs", name_common_trigram=6)[:1] == named("zorblax meetngs", name_common_trigram=0)[:1] == ["zorblax.md"]
+
+
 def test_in_keyword_mode_a_named_note_beats_the_body_match_bm25_ranks_first(kb, tmp_path, monkeypatch):
     root = tmp_path / "vault"
     write(root / "dev" / "regex-cheat-sheet.md", "# Regular expressions cheat sheet\n\nAnchors, classes, groups, lookarounds.\n")

@@ -415,10 +415,15 @@ def _display_piece(m: re.Match) -> str:
         return m.group(5)
     if kind == "link":
         return m.group(7)
-    label, target = m.group(9), m.group(10)  # a wikilink's label or target (an embed's "!" left out)
-    if target.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
-        return label if label is not None else without_dendron_vault(target)
-    return target
+    first, last = m.group(9), m.group(10)  # a wikilink's [[first|last]] (an embed's "!" left out)
+    if last.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
+        return first if first is not None else without_dendron_vault(last)
+    return last  # Obsidian's [[note|label]]: the label; [[note]]: the note
+
+
+def _display_piece_label_first(m: re.Match) -> str:
+    """_display_piece for a note that writes [[label|note]] (Dendron): a wikilink shows its label."""
+    return m.group(9) if m.lastgroup == "wiki" and m.group(9) is not None else _display_piece(m)
 
 
 # Dendron's links may name the note's vault: [[dendron://vault/note.name]] (notes.py reads them).
@@ -442,14 +447,16 @@ def _without_comments(text: str) -> str:
     return "".join(out)
 
 
-def passage_display_text(text: str) -> str:
+def passage_display_text(text: str, label_first: bool = False) -> str:
     """A passage as a reader sees it, for snippets and listings: HTML comments,
     tags (<small>, <Listing …>), mdBook directives ({{#include …}}),
     reference-link definitions and table rules left out; links and images as
     their text; a table row as "cell · cell"; a ``% Title`` or heading line as
     its words; emphasis and code ticks removed. Code inside fences is kept
     as written (its fence lines dropped). What is indexed is the raw passage:
-    every word shown here stays searchable. Pure: no I/O."""
+    every word shown here stays searchable. ``label_first``: the note writes its
+    wikilinks ``[[label|target]]`` (notes.links_label_first: Dendron), each shown as
+    its label. Pure: no I/O."""
     lines = text.split("\n")
     fenced, _ = fence_states(lines)
     out: list[str] = []
@@ -459,7 +466,7 @@ def passage_display_text(text: str) -> str:
             prose.append(line)
             continue
         if prose:
-            out.extend(_display_prose("\n".join(prose), first=len(out) == 0))
+            out.extend(_display_prose("\n".join(prose), first=len(out) == 0, label_first=label_first))
             prose = []
         if not FENCE.match(line):
             out.append(_DIRECTIVE.sub("", line) if "{{" in line else line)  # mdBook includes sit in code blocks
@@ -471,13 +478,13 @@ def passage_display_text(text: str) -> str:
 DISPLAY_MARKUP_MAX_CHARS = 100_000
 
 
-def _display_prose(text: str, first: bool = False) -> list[str]:
+def _display_prose(text: str, first: bool = False, label_first: bool = False) -> list[str]:
     if first and "-->" in text:
         text = _COMMENT_TAIL.sub("", text, count=1)  # a passage that starts inside an HTML comment
     if "<!--" in text:
         text = _without_comments(text)
     if _MAY_HOLD_MARKUP.search(text) and len(text) <= DISPLAY_MARKUP_MAX_CHARS:
-        text = _DISPLAY_RULES.sub(_display_piece, text)
+        text = _DISPLAY_RULES.sub(_display_piece_label_first if label_first else _display_piece, text)
     if "&" in text and ";" in text:  # &vert;, &lt;: as the reader sees them (html only imported then)
         import html
 

@@ -322,8 +322,9 @@ def _wikilink_parts(m: re.Match, label_first: bool = False) -> tuple[str, str, s
     target = without_dendron_vault(target)
     return target, "#" + fragment.lstrip("#") if fragment else "", label, bool(m.group(1))
 
-# Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970).
-_DENDRON_FIELDS = ("id", "created", "updated")
+# Dendron writes these in every note's frontmatter (created and updated: milliseconds since 1970):
+# links_label_first reads them, at display from the index's note_fields (Store.passage_info).
+LABEL_FIRST_FIELDS = ("id", "created", "updated")
 
 
 def links_label_first(meta: dict) -> bool:
@@ -331,8 +332,8 @@ def links_label_first(meta: dict) -> bool:
     ``[[label|target]]``, as Dendron does (Obsidian: ``[[target|label]]``): a Dendron note,
     told by the fields Dendron gives every note (an id, and its creation and update times as
     numbers)."""
-    return all(meta.get(name) not in (None, "") for name in _DENDRON_FIELDS) and all(
-        str(meta[name]).strip().isdigit() for name in _DENDRON_FIELDS[1:])
+    return all(meta.get(name) not in (None, "") for name in LABEL_FIRST_FIELDS) and all(
+        str(meta[name]).strip().isdigit() for name in LABEL_FIRST_FIELDS[1:])
 
 
 def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str], label_first: bool = False) -> str:

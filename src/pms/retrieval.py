@@ -33,7 +33,8 @@ from .query import (
 )
 from .ranking import (
     Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-    edit_distance, has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+    has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+    words_within,
 )
 
 
@@ -280,10 +281,8 @@ class Retrieval:
             terms = list(parsed.terms)
             for term, stem in lost:
                 limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
-                near = sorted((edit_distance(stem, word, limit), -count, word)
-                              for word, count in self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit))
-                fixes = tuple((word, False) for distance, _, word in near if distance <= min(limit, near[0][0] if near else 0))
-                fixes = fixes[: s.typo_alternatives]
+                near = words_within(stem, self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit), limit)
+                fixes = tuple((word, False) for distance, _, word in near if distance == near[0][0])[: s.typo_alternatives]
                 if fixes:
                     terms[terms.index(term)] = term.replace(variants=term.variants + fixes)
         except self.store.db_module_errors():  # an index without FTS5's vocabulary: the words as typed
@@ -371,6 +370,11 @@ class Retrieval:
             return []
         wanted = name_trigrams(text)
         grams = list(dict.fromkeys(w[i : i + 3] for w in words if len(w) >= 3 for i in range(len(w) - 2)))
+        # Only the trigrams that tell names apart are looked up (name_common_trigram): a name
+        # holding none of them is not a candidate, and the cost stays that of the rare ones.
+        if s.name_common_trigram:
+            common = self.store.common_trigrams(grams, s.name_common_trigram, req.index_version)
+            grams = [g for g in grams if g not in common]
         if not grams or not self._may_name_a_note(text, wanted, grams):
             return []
         match = " OR ".join('"' + g.replace('"', '""') + '"' for g in grams)
@@ -404,7 +408,7 @@ class Retrieval:
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
         """False when no note's name can reach name_match_min, so names_stage can skip its
         costly ranked search: a name that reaches it holds at least ``need`` of the query's
-        word-inner trigrams, which the trigram index finds. ASCII only: Python lower-cases
+        word-inner trigrams ``grams`` (those names_stage looks up), which the trigram index finds. ASCII only: Python lower-cases
         "İ" to "i" and a combining dot, FTS5 does not."""
         s = self.settings
         if not query.isascii():
@@ -954,7 +958,7 @@ class Retrieval:
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.
-        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text), hit.heading_path)
+        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text, rows[hit.passage_id or 0].label_first), hit.heading_path)
                  for hit in hits if not hit.copy_of}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:

@@ -26,7 +26,7 @@ from .config import (
     is_valid_utf8, module_available, named_tuple, now_iso, past_deadline, pms_command,
 )
 from .markdown import passage_display_text
-from .notes import ParsedNote, frontmatter_fields, normalize_tag
+from .notes import LABEL_FIRST_FIELDS, ParsedNote, frontmatter_fields, links_label_first, normalize_tag
 from .paths import path_matches
 from .filters import NoteFilter
 from .schema import MIGRATIONS, NOTE_PARSER_VERSION, note_docid, spaced_cjk, sqlite_module, sqlite_vec_path
@@ -137,6 +137,19 @@ class PassageInfo(TupleFields):
     page: int | None             # a PDF passage's page; None for a note's
     digest: str                  # the note's content hash ('' before it was read): what keeps its kind (note_kind)
     prints: bytes | None         # the note's paragraph prints (paragraph_prints), as stored
+    label_first: bool            # the note writes its wikilinks [[label|note]] (links_label_first): shown as their labels
+
+
+# The frontmatter fields links_label_first reads, of a passage holding a wikilink with a label
+# ("key<US>value<RS>..."; NULL for the rest: most passages, no lookup).
+_LABEL_FIRST_SQL = ("CASE WHEN instr(c.body, '[[') AND instr(c.body, '|') THEN (SELECT group_concat(m.key || char(31) || m.value, char(30)) "
+                    f"FROM note_fields m WHERE m.document_id = d.id AND m.key IN ({', '.join(repr(f) for f in LABEL_FIRST_FIELDS)})) END")
+
+
+@functools.lru_cache(maxsize=4096)  # the notes a typed search shows again and again
+def _label_first(fields: str | None) -> bool:
+    """links_label_first of the fields _LABEL_FIRST_SQL read."""
+    return bool(fields) and links_label_first(dict(field.split("\x1f", 1) for field in (fields or "").split("\x1e")))
 
 
 @functools.lru_cache(maxsize=4096)  # the notes a typed search finds again and again
@@ -1000,6 +1013,20 @@ class Store:
             sql += " WHERE note_names MATCH ?"
         return self.db.execute(sql + (" ORDER BY n.rank" if ranked else "") + " LIMIT ?", (*args, match, limit)).fetchall()
 
+    def common_trigrams(self, grams: Sequence[str], cap: int, version: IndexVersion | None) -> set[str]:
+        """The trigrams of ``grams`` that more than ``cap`` notes' names hold. Each count reads
+        no more of a trigram's notes than that (unranked, in rowid order) and is kept until
+        the index changes; nothing is read while the index has never held more than ``cap`` notes."""
+        if self._kept("most_notes", version, lambda: self.db.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0]) <= cap:
+            return set()
+        known: dict[tuple[str, int], bool] = self._kept("common_trigrams", version, dict)
+        new = [g for g in dict.fromkeys(grams) if (g, cap) not in known]
+        if new:
+            count = "SELECT ?, (SELECT count(*) FROM (SELECT 1 FROM note_names WHERE note_names MATCH ? LIMIT ?)) > ?"
+            args = [a for g in new for a in (g, '"' + g.replace('"', '""') + '"', cap + 1, cap)]
+            known.update(((g, cap), bool(common)) for g, common in self.db.execute(" UNION ALL ".join([count] * len(new)), args))
+        return {g for g in grams if known[(g, cap)]}
+
     def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
         """(note id, its names) of the notes whose names hold at least ``at_least``
         of the trigrams ``grams``; None when more than ``limit`` notes do. Each trigram's
@@ -1434,8 +1461,9 @@ class Store:
         """passage id -> what a hit shows of it (a missing passage is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
-                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
-        return {r[0]: PassageInfo(*r[1:]) for r in rows}
+                            f"coalesce(d.sha256, ''), d.paragraphs, {_LABEL_FIRST_SQL} FROM chunks c JOIN documents d ON d.id = c.document_id "
+                            "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
+        return {r[0]: PassageInfo(*r[1:-1], *[_label_first(r[-1])]) for r in rows}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
     # excluded), the index is rewritten to give their space back.
