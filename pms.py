@@ -8386,13 +8386,42 @@ class Retrieval:
             every_term.update(first)
         if len(all_rows) >= limit:  # the costly any-term query could add nothing
             return self._focused(all_rows, first, notes, owners, focus_depth)
-        any_rows = self._fts(match_any, limit, ids, note_filter, notes)
+        any_rows = []
+        rarer = self._without_ubiquitous(req)
+        if rarer:  # the rarer words' passages fill the list: a ubiquitous word's alone would come after them
+            any_rows = self._fts(rarer.match_any() or "", limit, ids, note_filter, notes)
+            if len(first.union(cid for cid, _ in any_rows)) < limit:
+                any_rows = []
+        any_rows = any_rows or self._fts(match_any, limit, ids, note_filter, notes)
         if every_term is not None and len(parsed.terms) == 1:
             every_term.update(cid for cid, _ in any_rows)
         if not match_all or not any_rows:
             return self._focused(any_rows, set(), notes, owners, focus_depth)
         ranked = all_rows + [row for row in any_rows if row[0] not in first]
         return self._focused(ranked[:limit], first, notes, owners, focus_depth)
+
+    # FTS5's BM25 gives a word that half the passages or more hold no weight (its idf is floored
+    # at 1e-6), so in the any-word pass a passage holding only such a word comes after every one
+    # holding a word at most a quarter hold (idf >= log 3). Ranking those costs as many passages
+    # as hold the word: past UBIQUITOUS_PASSAGES the pass leaves it out while the others fill it.
+    UBIQUITOUS_PASSAGES = 2000
+
+    def _without_ubiquitous(self, req: SearchRequest) -> ParsedQuery | None:
+        """``req.parsed`` without the words more than UBIQUITOUS_PASSAGES passages and half of
+        them hold, when every other term is a word at most a quarter hold (plain words only:
+        the request's counts know those); None when there is no such word or nothing else."""
+        terms = req.parsed.terms
+        if len(terms) < 2 or any(len(t.tokens) != 1 or t.phrase or t.prefix or t.variants for t in terms):
+            return None
+        stems = self.store.index_terms([t.tokens[0] for t in terms])
+        counts = [req.term_passages.get(stem, 0) for stem in stems]
+        if max(counts) <= self.UBIQUITOUS_PASSAGES or not all(stems):  # a word that is no single term: its count is unknown
+            return None
+        total = self.store.passage_total(req.index_version)
+        rarer = [t for t, n in zip(terms, counts) if 2 * n < total]
+        if len(rarer) == len(terms) or not rarer or any(4 * n > total for n in counts if 2 * n < total):
+            return None
+        return req.parsed.replace(terms=rarer)
 
     def _focused(self, ranked: list[tuple[int, float]], first: set[int], notes: dict[int, tuple[int, int]],
                  owners: dict[int, int] | None = None, depth: int | None = None) -> list[tuple[int, float]]:
@@ -9057,7 +9086,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9060) ----
+# ---- pms/sync.py (+9089) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9787,7 +9816,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9790) ----
+# ---- pms/watch.py (+9819) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -9975,7 +10004,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+9978) ----
+# ---- pms/clip.py (+10007) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10707,7 +10736,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10710) ----
+# ---- pms/api.py (+10739) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11841,7 +11870,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11844) ----
+# ---- pms/evaluation.py (+11873) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12039,7 +12068,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12042) ----
+# ---- pms/mcp_server.py (+12071) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13255,7 +13284,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13258) ----
+# ---- pms/cli.py (+13287) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14387,7 +14416,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14337) ----
+# ---- pms/__init__.py (+14366) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14454,7 +14483,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14457) ----
+# ---- pms/__main__.py (+14486) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

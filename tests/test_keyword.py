@@ -89,6 +89,36 @@ def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_r
     assert [h.path for h in some[:5]] == [h.path for h in full] and "one.md" not in [h.path for h in some]
 
 
+def test_a_word_most_passages_hold_is_left_out_of_the_any_term_query_when_the_others_fill_it(kb, tmp_path, monkeypatch):
+    """FTS5's BM25 gives a word that half the passages hold no weight, so a passage holding only it
+    comes after every passage holding a rarer word: when those fill the list, the any-term query
+    leaves the word out (ranking it costs every passage that holds it) and the results are the same."""
+    root = tmp_path / "n"
+    for i in range(40):
+        write(root / f"day{i:02d}.md", f"# Day {i}\n\nJournal entry number {i}.\n")
+    for i in range(10):
+        write(root / f"trip{i}.md", f"# Trip {i}\n\nKayak on the lake, trip {i}.\n")
+    kb.collections.create(root, name="n")
+    kb.sync()
+    settings = kb.retrieval.settings.replace(steady_k=1, single_depth_per_k=1, single_min_depth=10)  # a list of 10: the kayak notes fill it
+
+    def search(ubiquitous: int) -> tuple[list[str], list[str]]:
+        # Internal contract: which passages the index is asked to rank, seen only by tracing its connection.
+        monkeypatch.setattr(pms.retrieval.Retrieval, "UBIQUITOUS_PASSAGES", ubiquitous)
+        retrieval = pms.retrieval.Retrieval(kb.retrieval.store, None, settings)
+        statements: list[str] = []
+        kb.store.db.set_trace_callback(statements.append)
+        hits = retrieval.search(retrieval.request("journal kayak", k=10, mode="keyword"))
+        kb.store.db.set_trace_callback(None)
+        return [h.path for h in hits], [s for s in statements if "bm25(chunks_fts" in s and "journal" in s and " OR " in s]
+
+    left_out, every_word = search(20), search(1000)  # 40 of the 50 passages hold "journal"
+    assert left_out[0] == every_word[0] and sorted(left_out[0]) == [f"trip{i}.md" for i in range(10)]
+    assert every_word[1] and not left_out[1]
+    monkeypatch.setattr(pms.retrieval.Retrieval, "UBIQUITOUS_PASSAGES", 20)
+    assert len(kb.search("journal kayak", k=30, mode="keyword")) == 30  # 10 kayak notes fill no list of 240: every word
+
+
 def test_relevance_looks_up_only_the_words_of_passages_not_found_holding_them_all(kb, tmp_path):
     """A hit the all-terms query found holds every word: its share is 1 without a lookup per word;
     hits that hold some words are looked up, and their shares are exact."""

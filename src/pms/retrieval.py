@@ -321,13 +321,42 @@ class Retrieval:
             every_term.update(first)
         if len(all_rows) >= limit:  # the costly any-term query could add nothing
             return self._focused(all_rows, first, notes, owners, focus_depth)
-        any_rows = self._fts(match_any, limit, ids, note_filter, notes)
+        any_rows = []
+        rarer = self._without_ubiquitous(req)
+        if rarer:  # the rarer words' passages fill the list: a ubiquitous word's alone would come after them
+            any_rows = self._fts(rarer.match_any() or "", limit, ids, note_filter, notes)
+            if len(first.union(cid for cid, _ in any_rows)) < limit:
+                any_rows = []
+        any_rows = any_rows or self._fts(match_any, limit, ids, note_filter, notes)
         if every_term is not None and len(parsed.terms) == 1:
             every_term.update(cid for cid, _ in any_rows)
         if not match_all or not any_rows:
             return self._focused(any_rows, set(), notes, owners, focus_depth)
         ranked = all_rows + [row for row in any_rows if row[0] not in first]
         return self._focused(ranked[:limit], first, notes, owners, focus_depth)
+
+    # FTS5's BM25 gives a word that half the passages or more hold no weight (its idf is floored
+    # at 1e-6), so in the any-word pass a passage holding only such a word comes after every one
+    # holding a word at most a quarter hold (idf >= log 3). Ranking those costs as many passages
+    # as hold the word: past UBIQUITOUS_PASSAGES the pass leaves it out while the others fill it.
+    UBIQUITOUS_PASSAGES = 2000
+
+    def _without_ubiquitous(self, req: SearchRequest) -> ParsedQuery | None:
+        """``req.parsed`` without the words more than UBIQUITOUS_PASSAGES passages and half of
+        them hold, when every other term is a word at most a quarter hold (plain words only:
+        the request's counts know those); None when there is no such word or nothing else."""
+        terms = req.parsed.terms
+        if len(terms) < 2 or any(len(t.tokens) != 1 or t.phrase or t.prefix or t.variants for t in terms):
+            return None
+        stems = self.store.index_terms([t.tokens[0] for t in terms])
+        counts = [req.term_passages.get(stem, 0) for stem in stems]
+        if max(counts) <= self.UBIQUITOUS_PASSAGES or not all(stems):  # a word that is no single term: its count is unknown
+            return None
+        total = self.store.passage_total(req.index_version)
+        rarer = [t for t, n in zip(terms, counts) if 2 * n < total]
+        if len(rarer) == len(terms) or not rarer or any(4 * n > total for n in counts if 2 * n < total):
+            return None
+        return req.parsed.replace(terms=rarer)
 
     def _focused(self, ranked: list[tuple[int, float]], first: set[int], notes: dict[int, tuple[int, int]],
                  owners: dict[int, int] | None = None, depth: int | None = None) -> list[tuple[int, float]]:
