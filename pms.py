@@ -5455,7 +5455,7 @@ class Store:
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
                             f"coalesce(d.sha256, ''), d.paragraphs, {_LABEL_FIRST_SQL} FROM chunks c JOIN documents d ON d.id = c.document_id "
                             "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
-        return {r[0]: PassageInfo(*r[1:-1], *[_label_first(r[-1])]) for r in rows}
+        return {r[0]: PassageInfo(*r[1:-1] + (_label_first(r[-1]),)) for r in rows}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
     # excluded), the index is rewritten to give their space back.
@@ -8502,8 +8502,8 @@ class Retrieval:
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
         """False when no note's name can reach name_match_min, so names_stage can skip its
         costly ranked search: a name that reaches it holds at least ``need`` of the query's
-        word-inner trigrams ``grams`` (those names_stage looks up), which the trigram index finds. ASCII only: Python lower-cases
-        "İ" to "i" and a combining dot, FTS5 does not."""
+        word-inner trigrams ``grams`` (those names_stage looks up), which the trigram index
+        finds. ASCII only: Python lower-cases "İ" to "i" and a combining dot, FTS5 does not."""
         s = self.settings
         if not query.isascii():
             return True

@@ -437,8 +437,8 @@ class Retrieval:
     def _may_name_a_note(self, query: str, wanted: set[str], grams: list[str]) -> bool:
         """False when no note's name can reach name_match_min, so names_stage can skip its
         costly ranked search: a name that reaches it holds at least ``need`` of the query's
-        word-inner trigrams ``grams`` (those names_stage looks up), which the trigram index finds. ASCII only: Python lower-cases
-        "İ" to "i" and a combining dot, FTS5 does not."""
+        word-inner trigrams ``grams`` (those names_stage looks up), which the trigram index
+        finds. ASCII only: Python lower-cases "İ" to "i" and a combining dot, FTS5 does not."""
         s = self.settings
         if not query.isascii():
             return True

@@ -1463,7 +1463,7 @@ class Store:
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
                             f"coalesce(d.sha256, ''), d.paragraphs, {_LABEL_FIRST_SQL} FROM chunks c JOIN documents d ON d.id = c.document_id "
                             "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
-        return {r[0]: PassageInfo(*r[1:-1], *[_label_first(r[-1])]) for r in rows}
+        return {r[0]: PassageInfo(*r[1:-1] + (_label_first(r[-1]),)) for r in rows}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
     # excluded), the index is rewritten to give their space back.
