@@ -3774,6 +3774,24 @@ def _add_column(db, table: str, column: str, declaration: str) -> None:
         db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
+def namesake_keys(title: str, path: str) -> tuple[str, str]:
+    """What a note shares with its namesakes: its title's words, and its file name's (no
+    folder, no extension), lower-cased: the index's ``title_key`` and ``stem_key``. Pure."""
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return " ".join(re.findall(r"\w+", title.lower())), " ".join(re.findall(r"\w+", stem.lower()))
+
+
+def _namesake_key_columns(db) -> None:
+    """Migration: each note's namesake keys (namesake_keys) from its title and path, indexed."""
+    _add_column(db, "documents", "title_key", "TEXT")
+    _add_column(db, "documents", "stem_key", "TEXT")
+    rows = db.execute("SELECT id, title, path FROM documents WHERE title_key IS NULL OR stem_key IS NULL").fetchall()
+    db.executemany("UPDATE documents SET title_key = ?, stem_key = ? WHERE id = ?",
+                   [(*namesake_keys(title or "", path), note_id) for note_id, title, path in rows])
+    db.execute("CREATE INDEX IF NOT EXISTS documents_title_key ON documents(title_key)")
+    db.execute("CREATE INDEX IF NOT EXISTS documents_stem_key ON documents(stem_key)")
+
+
 def _note_substance_columns(db) -> None:
     """Migration: a note's words, own words and links out (note_substance), -1 until read."""
     for column, declaration in (("words", "INTEGER NOT NULL DEFAULT -1"), ("own_words", "INTEGER NOT NULL DEFAULT -1"),
@@ -3959,6 +3977,9 @@ MIGRATIONS: list[str | Callable] = [
     """
     CREATE INDEX IF NOT EXISTS documents_language ON documents(language);
     """,
+    # 14: a note's namesakes (notes of its title or file name: the note prior's pointer test) by
+    # two index seeks, not a phrase search of the names' trigrams (1-2 ms a note at 100,000 names).
+    _namesake_key_columns,
 ]
 # Bump when parse_note extracts something new: sync then re-reads every note
 # indexed by an older parser (unchanged passages keep their vectors).
@@ -3989,7 +4010,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+3992) ----
+# ---- pms/store.py (+4013) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -4021,7 +4042,7 @@ from pathlib import Path
 # from .notes import LABEL_FIRST_FIELDS, ParsedNote, frontmatter_fields, links_label_first, normalize_tag
 # from .paths import path_matches
 # from .filters import NoteFilter
-# from .schema import MIGRATIONS, NOTE_PARSER_VERSION, note_docid, spaced_cjk, sqlite_module, sqlite_vec_path
+# from .schema import MIGRATIONS, NOTE_PARSER_VERSION, namesake_keys, note_docid, spaced_cjk, sqlite_module, sqlite_vec_path
 
 
 # SQLite's limit on "?" parameters in one statement is 999 in builds before
@@ -4711,7 +4732,7 @@ class Store:
                       "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
                       "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
                       "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
-                      "paragraphs": note.paragraphs or None}
+                      "paragraphs": note.paragraphs or None, **dict(zip(("title_key", "stem_key"), namesake_keys(note.title, path)))}
             old: dict[str, list[int]] = {}
             if row:
                 note_id = row[0]
@@ -4993,9 +5014,8 @@ class Store:
                                f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
-                    note_filter: NoteFilter | None = None, ranked: bool = True) -> list[tuple[int, str]]:
-        """(note id, its names one per line) of notes whose names share trigrams with ``match``,
-        most first (``ranked``; else in no order: half the cost, the same notes when fewer than ``limit`` match)."""
+                    note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
+        """(note id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
         sql = "SELECT n.rowid, n.names FROM note_names n"
         args: list = []
         if collection_ids or note_filter:
@@ -5003,7 +5023,7 @@ class Store:
             sql += f" JOIN documents d ON d.id = n.rowid WHERE {conditions} AND note_names MATCH ?"
         else:
             sql += " WHERE note_names MATCH ?"
-        return self.db.execute(sql + (" ORDER BY n.rank" if ranked else "") + " LIMIT ?", (*args, match, limit)).fetchall()
+        return self.db.execute(sql + " ORDER BY n.rank LIMIT ?", (*args, match, limit)).fetchall()
 
     def common_trigrams(self, grams: Sequence[str], cap: int, version: IndexVersion | None) -> set[str]:
         """The trigrams of ``grams`` that more than ``cap`` notes' names hold. Each count reads
@@ -5018,6 +5038,16 @@ class Store:
             args = [a for g in new for a in (g, '"' + g.replace('"', '""') + '"', cap + 1, cap)]
             known.update(((g, cap), bool(common)) for g, common in self.db.execute(" UNION ALL ".join([count] * len(new)), args))
         return {g for g in grams if known[(g, cap)]}
+
+    def notes_of_names(self, keys: Sequence[tuple[str, str]]) -> list[int]:
+        """For each (title key, file-name key) of ``keys`` (schema.namesake_keys), how many notes
+        have that title or that file name (an empty key matches none): two index seeks each."""
+        if not keys:
+            return []
+        rows = ", ".join(["(?, ?, ?)"] * len(keys))
+        return [n for _, n in self.db.execute(
+            f"WITH k(i, t, s) AS (VALUES {rows}) SELECT i, (SELECT count(*) FROM documents d WHERE (d.title_key = k.t AND k.t != '') "
+            "OR (d.stem_key = k.s AND k.s != '')) FROM k ORDER BY i", [a for i, (t, f) in enumerate(keys) for a in (i, t, f)])]
 
     def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
         """(note id, its names) of the notes whose names hold at least ``at_least``
@@ -5609,7 +5639,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5612) ----
+# ---- pms/embedding.py (+5642) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6919,7 +6949,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6922) ----
+# ---- pms/query.py (+6952) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7294,7 +7324,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7297) ----
+# ---- pms/ranking.py (+7327) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7511,7 +7541,7 @@ class RankingSettings(Record):
     # exact-name rules pass empty notes, pointers and redirects by, and the names list
     # leaves pointers out unless ``pointer_names``. With ``pointer_namesakes`` a note is a
     # pointer only when another note of the index shares its title or its file name
-    # (``namesake_keys``; Retrieval.note_kinds) or it has no words of its own but a title and a
+    # (``schema.namesake_keys``; Retrieval.note_kinds) or it has no words of its own but a title and a
     # link (``has_words_of_its_own``: "See [[X]]"): an old edition's page or a moved note stands
     # in for its namesake, while a short note whose sentences are links to its parent topic
     # (Dendron's "Complete Task") is the only note of its name, the answer to it.
@@ -7617,13 +7647,6 @@ def has_words_of_its_own(body: str, settings: RankingSettings) -> bool:
     ``name_body_words`` words or more: a pointer without a namesake is then a note
     (RankingSettings.pointer_namesakes), while "See [[X]]", a title and a link, stays one. Pure."""
     return len(WORD_TOKEN.findall(own_prose(body)[0])) >= settings.name_body_words
-
-
-def namesake_keys(title: str, path: str) -> tuple[str, str]:
-    """What a note shares with its namesakes: its title's words, and its file name's (no
-    folder, no extension). Pure."""
-    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    return " ".join(WORD_TOKEN.findall(title.lower())), " ".join(WORD_TOKEN.findall(stem.lower()))
 
 
 def _subject_words(text: str) -> set[str]:
@@ -8062,7 +8085,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8065) ----
+# ---- pms/retrieval.py (+8088) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8087,7 +8110,7 @@ from collections.abc import Iterator, Sequence
 # from .markdown import passage_display_text
 # from .language import language_script, note_language
 # from .filters import NoteFilter, checked_number
-# from .schema import has_unspaced_chars, spaced_cjk
+# from .schema import has_unspaced_chars, namesake_keys, spaced_cjk
 # from .store import PassageInfo, IndexVersion, Store, VectorMemory, prints_of
 # from .embedding import (
 # Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
@@ -8098,7 +8121,7 @@ from collections.abc import Iterator, Sequence
 # )
 # from .ranking import (
 # Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-# has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+# has_words_of_its_own, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
 # words_within,
 # )
 
@@ -8980,35 +9003,20 @@ class Retrieval:
             kinds.update((key, "note") for key in stand_ins if key in alone)
         return kinds
 
-    NAMESAKE_CANDIDATES = 200  # names read per note asked about (those holding its title or file name)
-
     def _without_namesakes(self, notes: dict, version: IndexVersion | None) -> set:
         """The keys of ``notes`` (key -> (title, path)) whose title and file name no other note of
-        the index has (namesake_keys): one look at the names' trigram table (Store.name_search)
-        finds the candidates, their words decide. Verdicts are kept while ``version`` holds."""
+        the index has (schema.namesake_keys; Store.notes_of_names: one statement). Verdicts are
+        kept while ``version`` holds."""
         if version is None:  # a call that does not know the index's version (related notes) keeps nothing
             kept: dict[tuple[str, str], bool] = {}
         else:
             if self._namesakes[0] != version:
                 self._namesakes = (version, {})
             kept = self._namesakes[1]
-        asked = {key: (title, path) for key, (title, path) in notes.items() if (title, path) not in kept}
-        phrases = {p for title, path in asked.values()
-                   for p in (title.strip(), path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ").strip())
-                   if len(p) >= 3}  # trigrams: 3 letters or more
-        found = []
-        if phrases:
-            match, limit = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases)), self.NAMESAKE_CANDIDATES * len(asked)
-            rows = self.store.name_search(match, limit, None, ranked=False)  # every candidate counts: no order needed
-            if len(rows) >= limit:  # more than it reads: those sharing most first
-                rows = self.store.name_search(match, limit, None)
-            for _, names in rows:
-                lines = names.split("\n")  # title, aliases..., file name
-                found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
-        for title, path in asked.values():
-            own_title, own_stem = namesake_keys(title, path)
-            kept[(title, path)] = sum(t == own_title or f == own_stem for t, f in found) > 1  # itself, and another
-        return {key for key, (title, path) in notes.items() if not kept[(title, path)]}
+        asked = list(dict.fromkeys(names for names in notes.values() if names not in kept))
+        counts = self.store.notes_of_names([namesake_keys(title, path) for title, path in asked])
+        kept.update((names, count > 1) for names, count in zip(asked, counts))  # itself, and another
+        return {key for key, names in notes.items() if not kept[names]}
 
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:
@@ -9086,7 +9094,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9089) ----
+# ---- pms/sync.py (+9097) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9816,7 +9824,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9819) ----
+# ---- pms/watch.py (+9827) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10004,7 +10012,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10007) ----
+# ---- pms/clip.py (+10015) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10736,7 +10744,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10739) ----
+# ---- pms/api.py (+10747) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11870,7 +11878,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11873) ----
+# ---- pms/evaluation.py (+11881) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12068,7 +12076,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12071) ----
+# ---- pms/mcp_server.py (+12079) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13284,7 +13292,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13287) ----
+# ---- pms/cli.py (+13295) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14416,7 +14424,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14366) ----
+# ---- pms/__init__.py (+14374) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14483,7 +14491,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14486) ----
+# ---- pms/__main__.py (+14494) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -190,8 +190,10 @@ def test_a_sync_through_a_distant_server_still_sends_full_batches(server, orchar
     """A request's time is mostly its round trip at a distant server (a LAN box, a hosted API the
     user allowed): one passage takes as long as sixteen. A sync's requests grow while answers come
     in time, so it does not crawl one passage a request."""
-    server.seconds_a_request = 0.05  # over a third of the 0.125 s a sync's request may take here
-    with open_kb(db_path, provider(server, batch_size=16, query_timeout=0.5, timeout=30)) as kb:
+    # Over a third of the 0.5 s a sync's request may take here; long enough that a busy machine's
+    # own delays (tens of milliseconds) do not decide whether an answer came in time.
+    server.seconds_a_request = 0.2
+    with open_kb(db_path, provider(server, batch_size=16, query_timeout=2.0, timeout=30)) as kb:
         kb.collections.create(orchard, name="v")
         report = kb.sync()
         assert report.embed_error is None and vector_count(kb) == 40

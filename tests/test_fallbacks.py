@@ -3,10 +3,12 @@ languages), the note prior's kinds on real shapes of notes, and a relevance that
 rank. Keyword only: no model."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import pms
-from conftest import write
+from conftest import index_rows, write
 
 
 @pytest.fixture
@@ -130,22 +132,44 @@ def test_an_old_page_sharing_its_title_with_its_chapter_stays_below_the_chapter(
     assert hits[1].stub and not hits[0].stub
 
 
-def test_a_pointers_namesake_is_found_among_hundreds_of_names_that_hold_its_title(kb, tmp_path):
-    """The namesake test reads the notes whose names hold a pointer's title; when more do than it reads
-    (RankingSettings.pointer_namesakes), it reads those sharing most first: the chapter is found though
-    250 exercise notes named "Trait Objects, exercise N" came first in the index."""
-    root = tmp_path / "book"
-    for n in range(250):
+def book_with_a_pointer(root: Path, exercises: int = 0) -> Path:
+    """A chapter "Trait Objects", an old edition's page of that name pointing to the book, and
+    ``exercises`` notes named "Trait Objects, exercise N" first in the index."""
+    for n in range(exercises):
         write(root / "a-exercises" / f"exercise-{n:03}.md", f"# Trait Objects, exercise {n}\n\nDraw shape number {n}.\n")
     write(root / "src" / "ch17-02-trait-objects.md", "# Trait Objects\n\n"
           + "A GUI library draws components on a screen through a vector of boxed values. " * 40 + "\n")
     write(root / "second-edition" / "src" / "ch17-02-trait-objects.md", "## Trait Objects\n\nThe second edition of the book is "
           "no longer distributed with Rust's documentation.\n\nIf you came here via a link or web search, you may want to check "
           "out [the current version of the book](../index.html) instead.\n")
-    kb.collections.create(root, name="book")
+    return root
+
+
+POINTER = [("second-edition/src/ch17-02-trait-objects.md", True)]  # a pointer: it has a namesake
+
+
+def test_a_pointers_namesake_is_found_among_hundreds_of_names_that_hold_its_title(kb, tmp_path):
+    """A pointer's namesakes are the notes of its title or file name (schema.namesake_keys), looked up
+    by the index: the chapter is found though 250 notes named "Trait Objects, exercise N" hold its
+    title and came first in the index (a search of the names' trigrams read those first)."""
+    kb.collections.create(book_with_a_pointer(tmp_path / "book", exercises=250), name="book")
     kb.sync()
     hits = kb.search("second edition no longer distributed", mode="keyword")
-    assert [(h.path, h.stub) for h in hits] == [("second-edition/src/ch17-02-trait-objects.md", True)]  # a pointer: it has a namesake
+    assert [(h.path, h.stub) for h in hits] == POINTER
+
+
+def test_an_index_from_before_the_namesake_keys_upgrades_with_its_pointers_told(db_path, tmp_path):
+    with pms.KnowledgeBase(db_path, embeddings=False) as kb:
+        kb.collections.create(book_with_a_pointer(tmp_path / "book"), name="book")
+        kb.sync()
+        # An index as schema 13 left it: made by hand, as no public call makes one.
+        for statement in ("DROP INDEX documents_title_key", "DROP INDEX documents_stem_key", "ALTER TABLE documents DROP COLUMN title_key",
+                          "ALTER TABLE documents DROP COLUMN stem_key",
+                          f"PRAGMA user_version = {pms.schema.MIGRATIONS.index(pms.schema._namesake_key_columns)}"):
+            kb.store.db.execute(statement)
+    with pms.KnowledgeBase(db_path, embeddings=False) as kb:
+        hits = kb.search("second edition no longer distributed", mode="keyword")
+        assert [(h.path, h.stub) for h in hits] == POINTER and index_rows(kb, "PRAGMA user_version") == [(len(pms.schema.MIGRATIONS),)]
 
 
 def test_relevance_never_rises_down_the_list():

@@ -214,7 +214,7 @@ class RankingSettings(Record):
     # exact-name rules pass empty notes, pointers and redirects by, and the names list
     # leaves pointers out unless ``pointer_names``. With ``pointer_namesakes`` a note is a
     # pointer only when another note of the index shares its title or its file name
-    # (``namesake_keys``; Retrieval.note_kinds) or it has no words of its own but a title and a
+    # (``schema.namesake_keys``; Retrieval.note_kinds) or it has no words of its own but a title and a
     # link (``has_words_of_its_own``: "See [[X]]"): an old edition's page or a moved note stands
     # in for its namesake, while a short note whose sentences are links to its parent topic
     # (Dendron's "Complete Task") is the only note of its name, the answer to it.
@@ -320,13 +320,6 @@ def has_words_of_its_own(body: str, settings: RankingSettings) -> bool:
     ``name_body_words`` words or more: a pointer without a namesake is then a note
     (RankingSettings.pointer_namesakes), while "See [[X]]", a title and a link, stays one. Pure."""
     return len(WORD_TOKEN.findall(own_prose(body)[0])) >= settings.name_body_words
-
-
-def namesake_keys(title: str, path: str) -> tuple[str, str]:
-    """What a note shares with its namesakes: its title's words, and its file name's (no
-    folder, no extension). Pure."""
-    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    return " ".join(WORD_TOKEN.findall(title.lower())), " ".join(WORD_TOKEN.findall(stem.lower()))
 
 
 def _subject_words(text: str) -> set[str]:

@@ -22,7 +22,7 @@ from .config import SEARCH_MODES, VECTOR_FORMAT, Factory, Hint, PMSError, Record
 from .markdown import passage_display_text
 from .language import language_script, note_language
 from .filters import NoteFilter, checked_number
-from .schema import has_unspaced_chars, spaced_cjk
+from .schema import has_unspaced_chars, namesake_keys, spaced_cjk
 from .store import PassageInfo, IndexVersion, Store, VectorMemory, prints_of
 from .embedding import (
     Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
@@ -33,7 +33,7 @@ from .query import (
 )
 from .ranking import (
     Evidence, RankingSettings, copy_key, first_results, holds_most_of, holds_phrase, mark_copies, name_similarity,
-    has_words_of_its_own, name_trigrams, namesake_keys, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
+    has_words_of_its_own, name_trigrams, non_increasing, note_kind, order_by_note_prior, order_copies, rank,
     words_within,
 )
 
@@ -915,35 +915,20 @@ class Retrieval:
             kinds.update((key, "note") for key in stand_ins if key in alone)
         return kinds
 
-    NAMESAKE_CANDIDATES = 200  # names read per note asked about (those holding its title or file name)
-
     def _without_namesakes(self, notes: dict, version: IndexVersion | None) -> set:
         """The keys of ``notes`` (key -> (title, path)) whose title and file name no other note of
-        the index has (namesake_keys): one look at the names' trigram table (Store.name_search)
-        finds the candidates, their words decide. Verdicts are kept while ``version`` holds."""
+        the index has (schema.namesake_keys; Store.notes_of_names: one statement). Verdicts are
+        kept while ``version`` holds."""
         if version is None:  # a call that does not know the index's version (related notes) keeps nothing
             kept: dict[tuple[str, str], bool] = {}
         else:
             if self._namesakes[0] != version:
                 self._namesakes = (version, {})
             kept = self._namesakes[1]
-        asked = {key: (title, path) for key, (title, path) in notes.items() if (title, path) not in kept}
-        phrases = {p for title, path in asked.values()
-                   for p in (title.strip(), path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ").strip())
-                   if len(p) >= 3}  # trigrams: 3 letters or more
-        found = []
-        if phrases:
-            match, limit = " OR ".join('"' + p.replace('"', '""') + '"' for p in sorted(phrases)), self.NAMESAKE_CANDIDATES * len(asked)
-            rows = self.store.name_search(match, limit, None, ranked=False)  # every candidate counts: no order needed
-            if len(rows) >= limit:  # more than it reads: those sharing most first
-                rows = self.store.name_search(match, limit, None)
-            for _, names in rows:
-                lines = names.split("\n")  # title, aliases..., file name
-                found.append((" ".join(WORD_TOKEN.findall(lines[0].lower())), " ".join(WORD_TOKEN.findall(lines[-1].lower()))))
-        for title, path in asked.values():
-            own_title, own_stem = namesake_keys(title, path)
-            kept[(title, path)] = sum(t == own_title or f == own_stem for t, f in found) > 1  # itself, and another
-        return {key for key, (title, path) in notes.items() if not kept[(title, path)]}
+        asked = list(dict.fromkeys(names for names in notes.values() if names not in kept))
+        counts = self.store.notes_of_names([namesake_keys(title, path) for title, path in asked])
+        kept.update((names, count > 1) for names, count in zip(asked, counts))  # itself, and another
+        return {key for key, names in notes.items() if not kept[names]}
 
     # -- hits ----------------------------------------------------------------------------
     def _hit(self, cid: int, row: PassageInfo, score: float, **ranks) -> Hit:

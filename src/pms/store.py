@@ -29,7 +29,7 @@ from .markdown import passage_display_text
 from .notes import LABEL_FIRST_FIELDS, ParsedNote, frontmatter_fields, links_label_first, normalize_tag
 from .paths import path_matches
 from .filters import NoteFilter
-from .schema import MIGRATIONS, NOTE_PARSER_VERSION, note_docid, spaced_cjk, sqlite_module, sqlite_vec_path
+from .schema import MIGRATIONS, NOTE_PARSER_VERSION, namesake_keys, note_docid, spaced_cjk, sqlite_module, sqlite_vec_path
 
 
 # SQLite's limit on "?" parameters in one statement is 999 in builds before
@@ -719,7 +719,7 @@ class Store:
                       "mtime_ns": mtime_ns, "sha256": sha, "indexed_at": now_iso(), "note_date": note.date,
                       "parsed_version": NOTE_PARSER_VERSION, "language": note.language, "words": note.words,
                       "own_words": note.own_words, "links_out": note.links_out, "pages": note.pages,
-                      "paragraphs": note.paragraphs or None}
+                      "paragraphs": note.paragraphs or None, **dict(zip(("title_key", "stem_key"), namesake_keys(note.title, path)))}
             old: dict[str, list[int]] = {}
             if row:
                 note_id = row[0]
@@ -1001,9 +1001,8 @@ class Store:
                                f"FROM ({found} ORDER BY r LIMIT ?) x CROSS JOIN chunks c ON c.id = x.id", (*args, limit)).fetchall()
 
     def name_search(self, match: str, limit: int, collection_ids: Sequence[int] | None,
-                    note_filter: NoteFilter | None = None, ranked: bool = True) -> list[tuple[int, str]]:
-        """(note id, its names one per line) of notes whose names share trigrams with ``match``,
-        most first (``ranked``; else in no order: half the cost, the same notes when fewer than ``limit`` match)."""
+                    note_filter: NoteFilter | None = None) -> list[tuple[int, str]]:
+        """(note id, its names one per line) of notes whose names share trigrams with ``match``, most first."""
         sql = "SELECT n.rowid, n.names FROM note_names n"
         args: list = []
         if collection_ids or note_filter:
@@ -1011,7 +1010,7 @@ class Store:
             sql += f" JOIN documents d ON d.id = n.rowid WHERE {conditions} AND note_names MATCH ?"
         else:
             sql += " WHERE note_names MATCH ?"
-        return self.db.execute(sql + (" ORDER BY n.rank" if ranked else "") + " LIMIT ?", (*args, match, limit)).fetchall()
+        return self.db.execute(sql + " ORDER BY n.rank LIMIT ?", (*args, match, limit)).fetchall()
 
     def common_trigrams(self, grams: Sequence[str], cap: int, version: IndexVersion | None) -> set[str]:
         """The trigrams of ``grams`` that more than ``cap`` notes' names hold. Each count reads
@@ -1026,6 +1025,16 @@ class Store:
             args = [a for g in new for a in (g, '"' + g.replace('"', '""') + '"', cap + 1, cap)]
             known.update(((g, cap), bool(common)) for g, common in self.db.execute(" UNION ALL ".join([count] * len(new)), args))
         return {g for g in grams if known[(g, cap)]}
+
+    def notes_of_names(self, keys: Sequence[tuple[str, str]]) -> list[int]:
+        """For each (title key, file-name key) of ``keys`` (schema.namesake_keys), how many notes
+        have that title or that file name (an empty key matches none): two index seeks each."""
+        if not keys:
+            return []
+        rows = ", ".join(["(?, ?, ?)"] * len(keys))
+        return [n for _, n in self.db.execute(
+            f"WITH k(i, t, s) AS (VALUES {rows}) SELECT i, (SELECT count(*) FROM documents d WHERE (d.title_key = k.t AND k.t != '') "
+            "OR (d.stem_key = k.s AND k.s != '')) FROM k ORDER BY i", [a for i, (t, f) in enumerate(keys) for a in (i, t, f)])]
 
     def names_sharing(self, grams: Sequence[str], at_least: int, limit: int) -> list[tuple[int, str]] | None:
         """(note id, its names) of the notes whose names hold at least ``at_least``
