@@ -1019,6 +1019,8 @@ class Store:
         if self._kept("most_notes", version, lambda: self.db.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0]) <= cap:
             return set()
         known: dict[tuple[str, int], bool] = self._kept("common_trigrams", version, dict)
+        if len(known) > 100_000:  # a long-lived process typing on an unchanging index: start afresh
+            known.clear()
         new = [g for g in dict.fromkeys(grams) if (g, cap) not in known]
         if new:
             count = "SELECT ?, (SELECT count(*) FROM (SELECT 1 FROM note_names WHERE note_names MATCH ? LIMIT ?)) > ?"
