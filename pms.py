@@ -6979,6 +6979,9 @@ who whom why will with would you your""".split())
 
 WORD_TOKEN = re.compile(r"\w+", re.UNICODE)
 # Scripts written without spaces between words: Han, Hiragana, Katakana.
+# Search as you type (prefix_last): a last word of fewer letters is still a word, not a prefix:
+# "c*" or "co*" expands to thousands of the vault's words and costs 50-500 ms a keystroke.
+PREFIX_MIN_LETTERS = 3
 MAX_CJK_WORDS = 8  # Chinese/Japanese words of one query searched in cjk_fts; more add nothing but work
 
 
@@ -7043,6 +7046,12 @@ def with_folded_suffixes(parsed: ParsedQuery) -> ParsedQuery:
     return parsed.replace(terms=terms)
 
 
+def is_partial_word(query: str) -> bool:
+    """The query ends in a word still being typed that is too short to match as a prefix (PREFIX_MIN_LETTERS)."""
+    words = query.split()
+    return bool(words) and not query[-1:].isspace() and len(words[-1].strip('"*-')) < PREFIX_MIN_LETTERS
+
+
 def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:
     """Parse what a user typed: words, "exact phrases", -excluded, prefix*. Every piece
     becomes a quoted FTS5 string, so no input is an SQL or FTS5 syntax error.
@@ -7071,7 +7080,10 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
         (excluded if negative else terms).append(term)
         if negative:
             dropped.append(m.span())
-    if prefix_last and terms and not terms[-1].phrase and not query.rstrip().endswith(('"', " ")):
+    # The last word is a prefix while it is typed: not once a space or a closing quote follows it,
+    # nor while it is too short to be one (is_partial_word).
+    if prefix_last and terms and not terms[-1].phrase and not query[-1:].isspace() and not query.endswith('"') \
+            and not is_partial_word(query):
         terms[-1].prefix = True
     meaningful = [t for t in terms if t.phrase or t.prefix or t.tokens[0] not in STOPWORDS]
     if meaningful:
@@ -7326,7 +7338,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7329) ----
+# ---- pms/ranking.py (+7341) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8087,7 +8099,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8090) ----
+# ---- pms/retrieval.py (+8102) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9096,7 +9108,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9099) ----
+# ---- pms/sync.py (+9111) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9826,7 +9838,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9829) ----
+# ---- pms/watch.py (+9841) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10014,7 +10026,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10017) ----
+# ---- pms/clip.py (+10029) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10746,7 +10758,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10749) ----
+# ---- pms/api.py (+10761) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11880,7 +11892,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11883) ----
+# ---- pms/evaluation.py (+11895) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12078,7 +12090,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12081) ----
+# ---- pms/mcp_server.py (+12093) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13294,7 +13306,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13297) ----
+# ---- pms/cli.py (+13309) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14426,7 +14438,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14376) ----
+# ---- pms/__init__.py (+14388) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14445,7 +14457,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # make_embedder, model_settings, quiet_logs,
 # )
 # from .query import (
-# STOPWORDS, VECTOR_UNAVAILABLE, Hit, ParsedQuery, VectorStatus, copy_groups, highlight_pattern, parse_query, render_snippet,
+# STOPWORDS, VECTOR_UNAVAILABLE, Hit, ParsedQuery, VectorStatus, copy_groups, highlight_pattern, is_partial_word, parse_query, render_snippet,
 # )
 # from .ranking import Fused, RankingSettings, fuse, name_similarity, rank
 # from .retrieval import SearchMode, SearchRequest, SearchResult
@@ -14469,7 +14481,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (its passages, the desktop app's preview)
     "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "links_label_first",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "links_label_first",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
@@ -14493,7 +14505,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14496) ----
+# ---- pms/__main__.py (+14508) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

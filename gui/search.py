@@ -21,7 +21,6 @@ DEBOUNCE_MS = 120          # while typing fast, search at most this often
 PREVIEW_DEBOUNCE_MS = 90   # while an arrow key repeats, render the preview at most this often
 PREVIEW_SETTLE_MS = 200    # new results: their first note is rendered once typing has paused this long
 RESULTS = 30
-PREFIX_MIN_LETTERS = 3
 HISTORY = 50               # notes Back remembers
 
 
@@ -59,12 +58,6 @@ def pdf_viewer_command(viewer: str, path: Path, page: int) -> list[str] | None:
         if key in name:
             return [part.format(path=path, page=page) for part in command]
     return None
-
-
-def is_partial_word(query: str) -> bool:
-    """The query ends in a word still being typed that is too short to match as a prefix."""
-    words = query.split()
-    return bool(words) and not query.endswith(" ") and len(words[-1].strip('"*-')) < PREFIX_MIN_LETTERS
 
 
 class SearchController(QObject):
@@ -189,11 +182,9 @@ class SearchController(QObject):
             return
         self.search_seq += 1
         self.last_submit = time.monotonic()
-        # The last word matches as a prefix while typing, once it has a few letters:
-        # "c*" or "co*" would expand to thousands of words and cost 50-150 ms.
-        prefix = bool(query.split()) and not is_partial_word(query) and not query.endswith(" ")
+        # The last word matches as a prefix while typing, once it has a few letters (the engine's rule).
         self.w.searcher.submit(self.search_seq, query, self.search_mode(), self.selected_collections(), RESULTS,
-                               prefix, note_filter)
+                               True, note_filter)
 
     def _collection_chosen(self, _index: int) -> None:
         self.w.settings.setValue("search/collection", self.w.collection_combo.currentData() or "")
@@ -206,7 +197,7 @@ class SearchController(QObject):
         self.last_search_seconds = seconds
         # The divider's header tells the truth: none for a filter-only listing, and
         # "no note contains these words" only once the words are whole.
-        w.results_model.set_result(result, query, words_complete=not is_partial_word(query))
+        w.results_model.set_result(result, query, words_complete=not pms.is_partial_word(query))
         hits = w.results_model.hits
         if hits:
             w.results_stack.setCurrentWidget(w.results_view)

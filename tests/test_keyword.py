@@ -55,6 +55,16 @@ def test_prefix(vault):
     assert vault.search("resti", prefix_last=True)[0].path == "backup.md"
 
 
+@pytest.mark.parametrize("typed, prefix", [
+    ("git com", True), ("git co", False), ("git c", False),  # two letters or one: a word (c* would be every c-word)
+    ("git com ", False), ("git com\t", False), ('git "com"', False),  # a space or a quote after it: the word is done
+    ("commit", True), ("git com -rebase", True),  # the last word searched, before an exclusion
+])
+def test_search_as_you_type_takes_the_last_word_as_a_prefix_while_it_is_typed(typed, prefix):
+    last = pms.parse_query(typed, prefix_last=True).terms[-1]
+    assert last.prefix is prefix and pms.is_partial_word(typed) is (typed.split()[-1].strip('"*-') in ("co", "c"))
+
+
 def test_notes_with_all_terms_rank_above_notes_with_some(kb, tmp_path):
     root = tmp_path / "n"
     # Many notes that repeat one term a lot, one that has both terms once.

@@ -25,6 +25,9 @@ who whom why will with would you your""".split())
 
 WORD_TOKEN = re.compile(r"\w+", re.UNICODE)
 # Scripts written without spaces between words: Han, Hiragana, Katakana.
+# Search as you type (prefix_last): a last word of fewer letters is still a word, not a prefix:
+# "c*" or "co*" expands to thousands of the vault's words and costs 50-500 ms a keystroke.
+PREFIX_MIN_LETTERS = 3
 MAX_CJK_WORDS = 8  # Chinese/Japanese words of one query searched in cjk_fts; more add nothing but work
 
 
@@ -89,6 +92,12 @@ def with_folded_suffixes(parsed: ParsedQuery) -> ParsedQuery:
     return parsed.replace(terms=terms)
 
 
+def is_partial_word(query: str) -> bool:
+    """The query ends in a word still being typed that is too short to match as a prefix (PREFIX_MIN_LETTERS)."""
+    words = query.split()
+    return bool(words) and not query[-1:].isspace() and len(words[-1].strip('"*-')) < PREFIX_MIN_LETTERS
+
+
 def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False) -> ParsedQuery:
     """Parse what a user typed: words, "exact phrases", -excluded, prefix*. Every piece
     becomes a quoted FTS5 string, so no input is an SQL or FTS5 syntax error.
@@ -117,7 +126,10 @@ def parse_query(query: str, prefix_last: bool = False, *, cleaned: bool = False)
         (excluded if negative else terms).append(term)
         if negative:
             dropped.append(m.span())
-    if prefix_last and terms and not terms[-1].phrase and not query.rstrip().endswith(('"', " ")):
+    # The last word is a prefix while it is typed: not once a space or a closing quote follows it,
+    # nor while it is too short to be one (is_partial_word).
+    if prefix_last and terms and not terms[-1].phrase and not query[-1:].isspace() and not query.endswith('"') \
+            and not is_partial_word(query):
         terms[-1].prefix = True
     meaningful = [t for t in terms if t.phrase or t.prefix or t.tokens[0] not in STOPWORDS]
     if meaningful:
