@@ -4150,19 +4150,6 @@ class PassageInfo(TupleFields):
     page: int | None             # a PDF passage's page; None for a note's
     digest: str                  # the note's content hash ('' before it was read): what keeps its kind (note_kind)
     prints: bytes | None         # the note's paragraph prints (paragraph_prints), as stored
-    label_first: bool            # the note writes its wikilinks [[label|note]] (links_label_first): shown as their labels
-
-
-# The frontmatter fields links_label_first reads, of a passage holding a wikilink with a label
-# ("key<US>value<RS>..."; NULL for the rest: most passages, no lookup).
-_LABEL_FIRST_SQL = ("CASE WHEN instr(c.body, '[[') AND instr(c.body, '|') THEN (SELECT group_concat(m.key || char(31) || m.value, char(30)) "
-                    f"FROM note_fields m WHERE m.document_id = d.id AND m.key IN ({', '.join(repr(f) for f in LABEL_FIRST_FIELDS)})) END")
-
-
-@functools.lru_cache(maxsize=4096)  # the notes a typed search shows again and again
-def _label_first(fields: str | None) -> bool:
-    """links_label_first of the fields _LABEL_FIRST_SQL read."""
-    return bool(fields) and links_label_first(dict(field.split("\x1f", 1) for field in (fields or "").split("\x1e")))
 
 
 @functools.lru_cache(maxsize=4096)  # the notes a typed search finds again and again
@@ -5485,9 +5472,29 @@ class Store:
         """passage id -> what a hit shows of it (a missing passage is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
-                            f"coalesce(d.sha256, ''), d.paragraphs, {_LABEL_FIRST_SQL} FROM chunks c JOIN documents d ON d.id = c.document_id "
+                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id "
                             "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
-        return {r[0]: PassageInfo(*r[1:-1] + (_label_first(r[-1]),)) for r in rows}
+        return {r[0]: PassageInfo(*r[1:]) for r in rows}
+
+    LABELS_KEPT = 50_000  # notes whose link order a process keeps (a few bytes each)
+
+    def labels_first(self, notes: dict[int, str]) -> set[int]:
+        """Of ``notes`` (note id -> its content hash), those that write their wikilinks
+        ``[[label|note]]`` (links_label_first of their frontmatter fields). Kept per note and
+        hash, so only notes not seen since they last changed are read (one statement)."""
+        kept: dict[tuple[int, str], bool] | None = getattr(self._local, "labels_first", None)
+        if kept is None:
+            kept = self._local.labels_first = {}
+        new = [note for note, digest in notes.items() if (note, digest) not in kept]
+        if new:
+            if len(kept) > self.LABELS_KEPT:
+                kept.clear()
+            fields: dict[int, dict[str, str]] = {note: {} for note in new}
+            for note, key, value in self.rows_in(f"SELECT document_id, key, value FROM note_fields WHERE key IN "
+                                                 f"({', '.join(repr(f) for f in LABEL_FIRST_FIELDS)}) AND document_id IN ({{ids}})", new):
+                fields[note][key] = value
+            kept.update(((note, notes[note]), links_label_first(fields[note])) for note in new)
+        return {note for note, digest in notes.items() if kept[(note, digest)]}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
     # excluded), the index is rewritten to give their space back.
@@ -5641,7 +5648,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5644) ----
+# ---- pms/embedding.py (+5651) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6951,7 +6958,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6954) ----
+# ---- pms/query.py (+6961) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7338,7 +7345,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7341) ----
+# ---- pms/ranking.py (+7348) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8099,7 +8106,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8102) ----
+# ---- pms/retrieval.py (+8109) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8424,7 +8431,7 @@ class Retrieval:
         if len(all_rows) >= limit:  # the costly any-term query could add nothing
             return self._focused(all_rows, first, notes, owners, focus_depth)
         any_rows = []
-        rarer = self._without_ubiquitous(req)
+        rarer = self._without_ubiquitous(req, limit - len(first))
         if rarer:  # the rarer words' passages fill the list: a ubiquitous word's alone would come after them
             any_rows = self._fts(rarer.match_any() or "", limit, ids, note_filter, notes)
             if len(first.union(cid for cid, _ in any_rows)) < limit:
@@ -8443,10 +8450,11 @@ class Retrieval:
     # as hold the word: past UBIQUITOUS_PASSAGES the pass leaves it out while the others fill it.
     UBIQUITOUS_PASSAGES = 2000
 
-    def _without_ubiquitous(self, req: SearchRequest) -> ParsedQuery | None:
+    def _without_ubiquitous(self, req: SearchRequest, wanted: int) -> ParsedQuery | None:
         """``req.parsed`` without the words more than UBIQUITOUS_PASSAGES passages and half of
         them hold, when every other term is a word at most a quarter hold (plain words only:
-        the request's counts know those); None when there is no such word or nothing else."""
+        the request's counts know those) and together they may fill ``wanted`` places; None
+        when there is no such word, nothing else, or too few passages hold the others."""
         terms = req.parsed.terms
         if len(terms) < 2 or any(len(t.tokens) != 1 or t.phrase or t.prefix or t.variants for t in terms):
             return None
@@ -8456,7 +8464,8 @@ class Retrieval:
             return None
         total = self.store.passage_total(req.index_version)
         rarer = [t for t, n in zip(terms, counts) if 2 * n < total]
-        if len(rarer) == len(terms) or not rarer or any(4 * n > total for n in counts if 2 * n < total):
+        others = [n for n in counts if 2 * n < total]
+        if len(rarer) == len(terms) or not rarer or any(4 * n > total for n in others) or sum(others) < wanted:
             return None
         return req.parsed.replace(terms=rarer)
 
@@ -9074,7 +9083,10 @@ class Retrieval:
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.
-        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text, rows[hit.passage_id or 0].label_first), hit.heading_path)
+        shown_notes = {hit.passage_id or 0: rows[hit.passage_id or 0].note_id for hit in hits if not hit.copy_of}
+        linked = {note: rows[passage].digest for passage, note in shown_notes.items() if "[[" in rows[passage].body and "|" in rows[passage].body}
+        label_first = self.store.labels_first(linked) if linked else set()  # Dendron's [[label|note]]: shown as the label
+        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text, shown_notes[hit.passage_id or 0] in label_first), hit.heading_path)
                  for hit in hits if not hit.copy_of}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
@@ -9108,7 +9120,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9111) ----
+# ---- pms/sync.py (+9123) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9838,7 +9850,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9841) ----
+# ---- pms/watch.py (+9853) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10026,7 +10038,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10029) ----
+# ---- pms/clip.py (+10041) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10758,7 +10770,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10761) ----
+# ---- pms/api.py (+10773) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11892,7 +11904,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11895) ----
+# ---- pms/evaluation.py (+11907) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12090,7 +12102,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12093) ----
+# ---- pms/mcp_server.py (+12105) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13306,7 +13318,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13309) ----
+# ---- pms/cli.py (+13321) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14438,7 +14450,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14388) ----
+# ---- pms/__init__.py (+14400) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14505,7 +14517,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14508) ----
+# ---- pms/__main__.py (+14520) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

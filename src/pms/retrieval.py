@@ -322,7 +322,7 @@ class Retrieval:
         if len(all_rows) >= limit:  # the costly any-term query could add nothing
             return self._focused(all_rows, first, notes, owners, focus_depth)
         any_rows = []
-        rarer = self._without_ubiquitous(req)
+        rarer = self._without_ubiquitous(req, limit - len(first))
         if rarer:  # the rarer words' passages fill the list: a ubiquitous word's alone would come after them
             any_rows = self._fts(rarer.match_any() or "", limit, ids, note_filter, notes)
             if len(first.union(cid for cid, _ in any_rows)) < limit:
@@ -341,10 +341,11 @@ class Retrieval:
     # as hold the word: past UBIQUITOUS_PASSAGES the pass leaves it out while the others fill it.
     UBIQUITOUS_PASSAGES = 2000
 
-    def _without_ubiquitous(self, req: SearchRequest) -> ParsedQuery | None:
+    def _without_ubiquitous(self, req: SearchRequest, wanted: int) -> ParsedQuery | None:
         """``req.parsed`` without the words more than UBIQUITOUS_PASSAGES passages and half of
         them hold, when every other term is a word at most a quarter hold (plain words only:
-        the request's counts know those); None when there is no such word or nothing else."""
+        the request's counts know those) and together they may fill ``wanted`` places; None
+        when there is no such word, nothing else, or too few passages hold the others."""
         terms = req.parsed.terms
         if len(terms) < 2 or any(len(t.tokens) != 1 or t.phrase or t.prefix or t.variants for t in terms):
             return None
@@ -354,7 +355,8 @@ class Retrieval:
             return None
         total = self.store.passage_total(req.index_version)
         rarer = [t for t, n in zip(terms, counts) if 2 * n < total]
-        if len(rarer) == len(terms) or not rarer or any(4 * n > total for n in counts if 2 * n < total):
+        others = [n for n in counts if 2 * n < total]
+        if len(rarer) == len(terms) or not rarer or any(4 * n > total for n in others) or sum(others) < wanted:
             return None
         return req.parsed.replace(terms=rarer)
 
@@ -972,7 +974,10 @@ class Retrieval:
         # Snippets are cut from the passage as a reader sees it (passage_display_text),
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.
-        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text, rows[hit.passage_id or 0].label_first), hit.heading_path)
+        shown_notes = {hit.passage_id or 0: rows[hit.passage_id or 0].note_id for hit in hits if not hit.copy_of}
+        linked = {note: rows[passage].digest for passage, note in shown_notes.items() if "[[" in rows[passage].body and "|" in rows[passage].body}
+        label_first = self.store.labels_first(linked) if linked else set()  # Dendron's [[label|note]]: shown as the label
+        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text, shown_notes[hit.passage_id or 0] in label_first), hit.heading_path)
                  for hit in hits if not hit.copy_of}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:

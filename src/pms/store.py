@@ -137,19 +137,6 @@ class PassageInfo(TupleFields):
     page: int | None             # a PDF passage's page; None for a note's
     digest: str                  # the note's content hash ('' before it was read): what keeps its kind (note_kind)
     prints: bytes | None         # the note's paragraph prints (paragraph_prints), as stored
-    label_first: bool            # the note writes its wikilinks [[label|note]] (links_label_first): shown as their labels
-
-
-# The frontmatter fields links_label_first reads, of a passage holding a wikilink with a label
-# ("key<US>value<RS>..."; NULL for the rest: most passages, no lookup).
-_LABEL_FIRST_SQL = ("CASE WHEN instr(c.body, '[[') AND instr(c.body, '|') THEN (SELECT group_concat(m.key || char(31) || m.value, char(30)) "
-                    f"FROM note_fields m WHERE m.document_id = d.id AND m.key IN ({', '.join(repr(f) for f in LABEL_FIRST_FIELDS)})) END")
-
-
-@functools.lru_cache(maxsize=4096)  # the notes a typed search shows again and again
-def _label_first(fields: str | None) -> bool:
-    """links_label_first of the fields _LABEL_FIRST_SQL read."""
-    return bool(fields) and links_label_first(dict(field.split("\x1f", 1) for field in (fields or "").split("\x1e")))
 
 
 @functools.lru_cache(maxsize=4096)  # the notes a typed search finds again and again
@@ -1472,9 +1459,29 @@ class Store:
         """passage id -> what a hit shows of it (a missing passage is left out)."""
         rows = self.rows_in("SELECT c.id, d.id, col.name, col.path, d.path, d.docid, d.title, c.headings, c.start_line, c.end_line, c.body, "
                             f"d.tags, {_NOTE_DATE_SQL}, col.description, d.words, d.own_words, d.links_out, c.page, "
-                            f"coalesce(d.sha256, ''), d.paragraphs, {_LABEL_FIRST_SQL} FROM chunks c JOIN documents d ON d.id = c.document_id "
+                            "coalesce(d.sha256, ''), d.paragraphs FROM chunks c JOIN documents d ON d.id = c.document_id "
                             "JOIN collections col ON col.id = d.collection_id WHERE c.id IN ({ids})", passage_ids)
-        return {r[0]: PassageInfo(*r[1:-1] + (_label_first(r[-1]),)) for r in rows}
+        return {r[0]: PassageInfo(*r[1:]) for r in rows}
+
+    LABELS_KEPT = 50_000  # notes whose link order a process keeps (a few bytes each)
+
+    def labels_first(self, notes: dict[int, str]) -> set[int]:
+        """Of ``notes`` (note id -> its content hash), those that write their wikilinks
+        ``[[label|note]]`` (links_label_first of their frontmatter fields). Kept per note and
+        hash, so only notes not seen since they last changed are read (one statement)."""
+        kept: dict[tuple[int, str], bool] | None = getattr(self._local, "labels_first", None)
+        if kept is None:
+            kept = self._local.labels_first = {}
+        new = [note for note, digest in notes.items() if (note, digest) not in kept]
+        if new:
+            if len(kept) > self.LABELS_KEPT:
+                kept.clear()
+            fields: dict[int, dict[str, str]] = {note: {} for note in new}
+            for note, key, value in self.rows_in(f"SELECT document_id, key, value FROM note_fields WHERE key IN "
+                                                 f"({', '.join(repr(f) for f in LABEL_FIRST_FIELDS)}) AND document_id IN ({{ids}})", new):
+                fields[note][key] = value
+            kept.update(((note, notes[note]), links_label_first(fields[note])) for note in new)
+        return {note for note, digest in notes.items() if kept[(note, digest)]}
 
     # When this share of the notes (or passages) went at once (a removed collection, a folder
     # excluded), the index is rewritten to give their space back.
