@@ -4126,6 +4126,11 @@ class IndexVersion(TupleFields):
     """Store.index_version: equal while the index is unchanged."""
     data_version: int
     commits: int
+    last_note: int  # the highest note id: the index holds no more notes than this
+
+
+# The highest note id (one seek), read with the vocabulary in a row whose term is '' (no index term is).
+_LAST_NOTE = "(SELECT coalesce(max(id), 0) FROM documents)"
 
 
 @named_tuple
@@ -5015,8 +5020,8 @@ class Store:
     def common_trigrams(self, grams: Sequence[str], cap: int, version: IndexVersion | None) -> set[str]:
         """The trigrams of ``grams`` that more than ``cap`` notes' names hold. Each count reads
         no more of a trigram's notes than that (unranked, in rowid order) and is kept until
-        the index changes; nothing is read while the index has never held more than ``cap`` notes."""
-        if self._kept("most_notes", version, lambda: self.db.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0]) <= cap:
+        the index changes; nothing is read while no note's id is above ``cap`` (IndexVersion.last_note)."""
+        if (version or self.index_version()).last_note <= cap:
             return set()
         known: dict[tuple[str, int], bool] = self._kept("common_trigrams", version, dict)
         if len(known) > 100_000:  # a long-lived process typing on an unchanging index: start afresh
@@ -5394,22 +5399,25 @@ class Store:
         wanted = sorted(set(terms) - {""})
         db = self.db
         self._vocabulary(db)
-        counts, version = {}, -1
+        counts, version, last_note = {}, -1, 0
         for part in in_parts(wanted or [""]):
             for term, count in db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))}) "
-                                          "UNION ALL SELECT NULL, data_version FROM pragma_data_version", part):
+                                          f"UNION ALL SELECT NULL, data_version FROM pragma_data_version UNION ALL SELECT '', {_LAST_NOTE}", part):
                 if term is None:
                     version = count
+                elif term == "":
+                    last_note = count
                 else:
                     counts[term] = count
-        return counts, IndexVersion(version, getattr(self._local, "commits", 0))
+        return counts, IndexVersion(version, getattr(self._local, "commits", 0), last_note)
 
     def index_version(self) -> IndexVersion:
         """What moves whenever the index changes: PRAGMA data_version counts other connections'
         commits, ``commits`` this one's (transaction: every write of notes is in one;
         total_changes would also count a search's own temp-table rows). A search reads it once
         (with its vocabulary) and what is kept across searches is checked against it."""
-        return IndexVersion(self.db.execute("PRAGMA data_version").fetchone()[0], getattr(self._local, "commits", 0))
+        data_version, last_note = self.db.execute(f"SELECT data_version, {_LAST_NOTE} FROM pragma_data_version").fetchone()
+        return IndexVersion(data_version, getattr(self._local, "commits", 0), last_note)
 
     def _kept(self, name: str, version: IndexVersion | None, compute: Callable[[], _typing.Any]) -> _typing.Any:
         """``compute()``, kept on this connection until the index's version moves."""
@@ -5648,7 +5656,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5651) ----
+# ---- pms/embedding.py (+5659) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6958,7 +6966,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6961) ----
+# ---- pms/query.py (+6969) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7345,7 +7353,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7348) ----
+# ---- pms/ranking.py (+7356) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8106,7 +8114,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8109) ----
+# ---- pms/retrieval.py (+8117) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9120,7 +9128,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9123) ----
+# ---- pms/sync.py (+9131) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9850,7 +9858,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9853) ----
+# ---- pms/watch.py (+9861) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10038,7 +10046,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10041) ----
+# ---- pms/clip.py (+10049) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10770,7 +10778,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10773) ----
+# ---- pms/api.py (+10781) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11904,7 +11912,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11907) ----
+# ---- pms/evaluation.py (+11915) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12102,7 +12110,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12105) ----
+# ---- pms/mcp_server.py (+12113) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13318,7 +13326,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13321) ----
+# ---- pms/cli.py (+13329) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14450,7 +14458,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14400) ----
+# ---- pms/__init__.py (+14408) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14517,7 +14525,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14520) ----
+# ---- pms/__main__.py (+14528) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -113,6 +113,11 @@ class IndexVersion(TupleFields):
     """Store.index_version: equal while the index is unchanged."""
     data_version: int
     commits: int
+    last_note: int  # the highest note id: the index holds no more notes than this
+
+
+# The highest note id (one seek), read with the vocabulary in a row whose term is '' (no index term is).
+_LAST_NOTE = "(SELECT coalesce(max(id), 0) FROM documents)"
 
 
 @named_tuple
@@ -1002,8 +1007,8 @@ class Store:
     def common_trigrams(self, grams: Sequence[str], cap: int, version: IndexVersion | None) -> set[str]:
         """The trigrams of ``grams`` that more than ``cap`` notes' names hold. Each count reads
         no more of a trigram's notes than that (unranked, in rowid order) and is kept until
-        the index changes; nothing is read while the index has never held more than ``cap`` notes."""
-        if self._kept("most_notes", version, lambda: self.db.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0]) <= cap:
+        the index changes; nothing is read while no note's id is above ``cap`` (IndexVersion.last_note)."""
+        if (version or self.index_version()).last_note <= cap:
             return set()
         known: dict[tuple[str, int], bool] = self._kept("common_trigrams", version, dict)
         if len(known) > 100_000:  # a long-lived process typing on an unchanging index: start afresh
@@ -1381,22 +1386,25 @@ class Store:
         wanted = sorted(set(terms) - {""})
         db = self.db
         self._vocabulary(db)
-        counts, version = {}, -1
+        counts, version, last_note = {}, -1, 0
         for part in in_parts(wanted or [""]):
             for term, count in db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))}) "
-                                          "UNION ALL SELECT NULL, data_version FROM pragma_data_version", part):
+                                          f"UNION ALL SELECT NULL, data_version FROM pragma_data_version UNION ALL SELECT '', {_LAST_NOTE}", part):
                 if term is None:
                     version = count
+                elif term == "":
+                    last_note = count
                 else:
                     counts[term] = count
-        return counts, IndexVersion(version, getattr(self._local, "commits", 0))
+        return counts, IndexVersion(version, getattr(self._local, "commits", 0), last_note)
 
     def index_version(self) -> IndexVersion:
         """What moves whenever the index changes: PRAGMA data_version counts other connections'
         commits, ``commits`` this one's (transaction: every write of notes is in one;
         total_changes would also count a search's own temp-table rows). A search reads it once
         (with its vocabulary) and what is kept across searches is checked against it."""
-        return IndexVersion(self.db.execute("PRAGMA data_version").fetchone()[0], getattr(self._local, "commits", 0))
+        data_version, last_note = self.db.execute(f"SELECT data_version, {_LAST_NOTE} FROM pragma_data_version").fetchone()
+        return IndexVersion(data_version, getattr(self._local, "commits", 0), last_note)
 
     def _kept(self, name: str, version: IndexVersion | None, compute: Callable[[], _typing.Any]) -> _typing.Any:
         """``compute()``, kept on this connection until the index's version moves."""
