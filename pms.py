@@ -2116,7 +2116,7 @@ LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+
 # ---- pms/language.py (+2116) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
-Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
+Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script``, ``written_in_script_of`` and the language names
 that status and the multilingual advice print.
 
 May import: config.
@@ -2205,20 +2205,11 @@ def note_language(text: str) -> str:
     "und" when too little text tells. Code blocks count too: a note of mostly
     code with English comments is an English note for search's purposes."""
     sample = _WEB_ADDRESS.sub(" ", text[:LANGUAGE_SAMPLE_CHARS])
-    # ASCII letters counted in C (bytes.translate deletes the rest), only the other characters
-    # looked up one by one: sync reads every note (a regex's list of letters took 78 µs a note).
-    scripts = collections.Counter() if sample.isascii() else collections.Counter(
-        s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
-    scripts["Latin"] += len(sample.encode("ascii", "ignore").translate(None, _NOT_ASCII_LETTERS))
-    for script in ("Han", "Kana", "ko"):  # one character of these is about a word, three Latin letters
-        scripts[script] *= 3
+    scripts = _script_letters(sample)
     letters = sum(scripts.values())
     if letters < 12:
         return "und"
-    # Commands, code and names are Latin in every language's notes: another script
-    # with a fair share of the letters is the note's language.
-    others = [(n, s) for s, n in scripts.items() if s != "Latin"]
-    script = max(others)[1] if others and max(others)[0] >= 0.25 * letters else "Latin"
+    script = _main_script(scripts)
     if script in ("Han", "Kana"):  # Japanese mixes kana into Han; Chinese has none
         return "ja" if scripts["Kana"] >= 0.1 * (scripts["Han"] + scripts["Kana"]) else "zh"
     candidates = _SCRIPT_LANGUAGES.get(script)
@@ -2245,6 +2236,37 @@ def note_language(text: str) -> str:
         if votes[0][0] >= 1.0 and votes[0][0] > votes[1][0]:
             return votes[0][1]
     return _SCRIPT_DEFAULT.get(script, "und")
+
+
+def _script_letters(text: str) -> collections.Counter:
+    """Script -> how many of ``text``'s letters are in it, a Han, Kana or Hangul character
+    counting as three (about a word, as three Latin letters)."""
+    # ASCII letters counted in C (bytes.translate deletes the rest), only the other characters
+    # looked up one by one: sync reads every note (a regex's list of letters took 78 µs a note).
+    scripts = collections.Counter() if text.isascii() else collections.Counter(
+        s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", text)) if s)
+    scripts["Latin"] += len(text.encode("ascii", "ignore").translate(None, _NOT_ASCII_LETTERS))
+    for script in ("Han", "Kana", "ko"):
+        scripts[script] *= 3
+    return scripts
+
+
+def _main_script(scripts: collections.Counter) -> str:
+    """The script of most of ``scripts``' letters (_script_letters): commands, code and names
+    are Latin in every language's notes, so another script with a fair share of the letters wins."""
+    others = [(n, s) for s, n in scripts.items() if s != "Latin"]
+    return max(others)[1] if others and max(others)[0] >= 0.25 * sum(scripts.values()) else "Latin"
+
+
+def written_in_script_of(text: str, language: str) -> bool:
+    """Whether ``text`` (a query too short for note_language, even) is mostly written in the
+    script ``language`` is: Cyrillic letters are no English. Han reads as Chinese and Japanese
+    alike; without letters, True."""
+    scripts = _script_letters(text)
+    if not sum(scripts.values()):
+        return True
+    script = _main_script(scripts)
+    return language in ("zh", "ja") if script in ("Han", "Kana") else language_script(language) == script
 
 
 def language_script(language: str) -> str:
@@ -2328,7 +2350,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2331) ----
+# ---- pms/notes.py (+2353) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2731,7 +2753,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2734) ----
+# ---- pms/pdf.py (+2756) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2966,7 +2988,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2969) ----
+# ---- pms/paths.py (+2991) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3528,7 +3550,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3531) ----
+# ---- pms/filters.py (+3553) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3683,7 +3705,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3686) ----
+# ---- pms/schema.py (+3708) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4010,7 +4032,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4013) ----
+# ---- pms/store.py (+4035) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5656,7 +5678,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/embedding.py (+5659) ----
+# ---- pms/embedding.py (+5681) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6966,7 +6988,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6969) ----
+# ---- pms/query.py (+6991) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7353,7 +7375,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7356) ----
+# ---- pms/ranking.py (+7378) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -7448,6 +7470,7 @@ class RankingSettings(Record):
     complete_depth: int = 20
     complete_keyword_share: float = 0.5
     complete_name_weight: float = 0.0
+    complete_cosine_floor: bool = False  # the head's cosines less its lowest (multilingual_cosine_floor)
     feedback_notes: int = 1
     feedback_weight: float = 0.5
     field_weights: tuple[float, float, float] = (3.0, 3.0, 1.0)  # bm25 columns: title, headings, body
@@ -7526,13 +7549,20 @@ class RankingSettings(Record):
     # not told ("und"): a short English query is never taken for another language's.
     # mlcross with e5, Spanish queries: 0.474 -> 0.603 (vector list alone 0.674).
     cross_language_keyword: float = 0.25
-    # With a multilingual model the head of the fusion is not re-scored (the complete
-    # step): multilingual-e5's cosines crowd together (unrelated passages ~0.75), so
-    # cosine / best barely tells the head apart and BM25 / best decides it (mlcross
-    # with e5: 0.527 -> 0.569, every language up, English 0.772 -> 0.768); and its
-    # vector list, which reads every language, votes as much as the keyword list
-    # (mlcross 0.586 -> 0.594, mlmixed 0.569 -> 0.575; x0.7 did no better on both).
-    multilingual_complete_depth: int = 0
+    # With a multilingual model the complete step re-scores the head only when none of its
+    # notes is in another language than the query (Retrieval._units_in_other_languages,
+    # ``across``; a query's script tells what its words are too few to): BM25 cannot read a
+    # note in another language, and re-scoring by it undid the vector list's finds across
+    # languages (mlmixed with e5 0.677 -> 0.623 without this gate). Its cosines crowd together
+    # (unrelated passages ~0.75): there the head's are taken less their lowest (min-max; cosine
+    # / best barely told the head apart: SciFact 0.725 -> 0.702 without it) and weigh more
+    # (keyword share 0.4: every set at or above 0.5's). With the three, e5's English sets gain
+    # up to 0.015 (SciFact 0.715 -> 0.725, NFCorpus 0.344 -> 0.355, Dendron 0.628 -> 0.642)
+    # and the multilingual sets move +-0.002 (docs/decisions.md); for MiniLM the floor cost
+    # mlmixed 0.010. Its vector list, which reads every language, votes as much as the keyword
+    # list (mlcross 0.586 -> 0.594, mlmixed 0.569 -> 0.575; x0.7 did no better on both).
+    multilingual_complete_keyword_share: float = 0.4
+    multilingual_cosine_floor: bool = True
     multilingual_keyword_weight: float = 1.0
     # In a mixed-language vault (a multilingual model; the keyword list found notes in the
     # query's language and the lists hold notes in others) the keyword list cannot reach a
@@ -7602,8 +7632,8 @@ class RankingSettings(Record):
     def for_vectors(self, static: bool, multilingual: bool = False) -> RankingSettings:
         """These settings for a vector list from a static model (``static``) or a transformer,
         and from a multilingual model (``multilingual``)."""
-        s = self.replace(complete_depth=self.multilingual_complete_depth,
-                         keyword_weight=self.multilingual_keyword_weight) if multilingual else self
+        s = self.replace(keyword_weight=self.multilingual_keyword_weight, complete_keyword_share=self.multilingual_complete_keyword_share,
+                         complete_cosine_floor=self.multilingual_cosine_floor) if multilingual else self
         return s.replace(vector_weight=self.static_vector_weight,
                          complete_keyword_share=self.static_complete_keyword_share) if static else s
 
@@ -7631,7 +7661,8 @@ class RankingSettings(Record):
                  if self.feedback_notes and self.feedback_weight else "")
         names = f" + {self.complete_name_weight:g} x name similarity" if self.complete_name_weight else ""
         return (f"then the top {depth} notes re-scored from all their passages: {self.complete_keyword_share:g} x BM25 / best + "
-                f"{1 - self.complete_keyword_share:g} x cosine / best, to the query{moved}{names}")
+                f"{1 - self.complete_keyword_share:g} x {'(cosine - lowest) / (best - lowest)' if self.complete_cosine_floor else 'cosine / best'}, "
+                f"to the query{moved}{names}")
 
     def score_shares(self) -> dict[str, float]:
         """rrf only: each list's share of the ``score_share`` added to a unit."""
@@ -7988,6 +8019,9 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
             similarity = vectors @ _rocchio(q, vectors[feedback].mean(axis=0), settings.feedback_weight)
         values = similarity.tolist()  # nearest first: ties keep the head's order
         cosine = {doc: values[i] for doc, i in _nearest_passages(similarity, ids, evidence.owner).items()}
+        if settings.complete_cosine_floor and len(cosine) > 1:  # min-max: the lowest scores 0
+            low = min(cosine.values())
+            cosine = {doc: v - low for doc, v in cosine.items()}
     wanted = set(docs)
     bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
     for doc, value in evidence.bm25.items():
@@ -8057,14 +8091,15 @@ def feedback_ranking(vector: Sequence[tuple[object, float]], units: frozenset | 
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
          evidence: Callable[..., Evidence] | None = None, stubs: frozenset | set = frozenset(),
          foreign: frozenset | set = frozenset(), other: frozenset | set = frozenset(),
-         unembedded: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
+         unembedded: frozenset | set = frozenset(), across: frozenset | set | None = frozenset()) -> tuple[list[Fused], str]:
     """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
     signals when ``evidence`` (units, with BM25 or not -> Evidence) is given, then a note
     named almost exactly (name_first_min) first unless it is one of ``stubs``. The keyword
     votes of ``foreign`` units (in another language than the query) count
     cross_language_keyword times; ``other`` units (in another language than the query, in a
     vault that has notes in both) are ranked by meaning alone (other_language_vote,
-    other_language_feedback). Returns the best k x pool_per_k (the exact-title rule and the
+    other_language_feedback). The head is re-scored only when ``across`` (units in another language
+    than the query; None: the query's is not told) holds none of it. Returns the best k x pool_per_k (the exact-title rule and the
     note prior may still reorder them; notes below the complete step's head follow it in
     fusion order) and, for --explain, what was done."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
@@ -8079,9 +8114,9 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
     if other and "vector" in weights and (settings.other_language_vote or settings.other_language_feedback):
         best = _by_meaning_alone(best, lists, weights, settings, other, evidence)
         explained += "; notes in another language than the query ranked by meaning alone"
-    if evidence is not None and settings.complete_depth:
+    head = settings.complete_depth
+    if evidence is not None and head and across is not None and not across.intersection(e.unit for e in best[:head]):
         # A fixed head, whatever k: asking for more results must not reorder the first ones.
-        head = settings.complete_depth
         best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled, unembedded) + best[head:]
         explained += "; " + settings.describe_complete(head)
     named = settings.name_first_min
@@ -8114,7 +8149,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8117) ----
+# ---- pms/retrieval.py (+8152) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8137,7 +8172,7 @@ from collections.abc import Iterator, Sequence
 
 # from .config import SEARCH_MODES, VECTOR_FORMAT, Factory, Hint, PMSError, Record, TupleFields, clean_query, named_tuple
 # from .markdown import passage_display_text
-# from .language import language_script, note_language
+# from .language import language_script, note_language, written_in_script_of
 # from .filters import NoteFilter, checked_number
 # from .schema import has_unspaced_chars, namesake_keys, spaced_cjk
 # from .store import PassageInfo, IndexVersion, Store, VectorMemory, prints_of
@@ -8800,14 +8835,14 @@ class Retrieval:
         named = [doc for doc, value in names if value >= s.name_first_min]
         stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id", version=req.index_version).items()
                  if kind in ("empty", "pointer", "redirect")} if named else set()
-        foreign, other = self._units_in_other_languages(req, lists, owner, s)
+        foreign, other, across = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
         missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
         unembedded = (self.store.without_vectors(missing, passages) if missing and "vector" in lists and s.unembedded_vote
                       and self.store.embedded_share(req.index_version) < 1.0 else set())
         best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword, vectors_read))
                                if complete else None,
-                               stubs, foreign, other, unembedded)
+                               stubs, foreign, other, unembedded, across)
         shown = {}
         for entry in best[: k * s.pool_per_k]:
             # The passage shown: the one from the list whose vote counted most.
@@ -8825,34 +8860,40 @@ class Retrieval:
         return hits, explained, info
 
     def _units_in_other_languages(self, req: SearchRequest, lists: dict[str, list[tuple[int, float]]], owner: dict[int, int],
-                                  s: RankingSettings) -> tuple[set[int], set[int]]:
-        """(foreign, other), when a multilingual model reads the query for the vector list.
+                                  s: RankingSettings) -> tuple[set[int], set[int], set[int] | None]:
+        """(foreign, other, across), when a multilingual model reads the query for the vector list.
         ``foreign``: when the keyword list found no note in the query's language, the units
         whose note is in another language of its script (RankingSettings.cross_language_keyword).
         ``other``: when it did, the units whose note is in another language (a mixed vault:
-        other_language_vote, other_language_feedback). Neither when the query's language is
-        not told, by its words nor by the keyword list's first notes (query_language_from_keyword)."""
-        if not lists.get("keyword") or self.embedder is None or not is_multilingual_model(self.embedder.model_name):
-            return set(), set()
+        other_language_vote, other_language_feedback). ``across``: every unit whose note is in
+        another language than the query (the complete step passes such a head by), None when the
+        query's language is not told, by its words nor by the keyword list's first notes
+        (query_language_from_keyword): then neither of the others either."""
+        if self.embedder is None or not is_multilingual_model(self.embedder.model_name):
+            return set(), set(), set()
         doc_of = {unit: owner.get(unit, 0) if req.passages else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
         languages = self.store.note_languages(set(doc_of.values()))
         language = note_language(req.parsed.text)
-        if language == "und" and s.query_language_from_keyword:
+        if language == "und" and s.query_language_from_keyword and lists.get("keyword"):
             # Too short to tell: the words found notes in the query's language, if most of the first ones are in one.
             first = [languages.get(doc_of[unit], "und") for unit, _ in lists["keyword"][: s.query_language_from_keyword]]
             most = max(set(first), key=first.count)
             language = most if first.count(most) * 2 >= len(first) else "und"
         if language == "und":
-            return set(), set()
+            return set(), set(), None
+        differs = {unit for unit, doc in doc_of.items() if languages.get(doc, "und") not in ("und", language)}
+        # A language taken from the keyword list's notes that the query's script is not written in
+        # (a short Russian query whose commands matched English notes): every told note is across.
+        across = differs if written_in_script_of(req.parsed.text, language) else {
+            unit for unit, doc in doc_of.items() if languages.get(doc, "und") != "und"}
+        if not lists.get("keyword"):
+            return set(), set(), across
         if any(languages.get(doc_of[unit]) == language for unit, _ in lists["keyword"]):  # the vault has notes in it
-            if not (s.other_language_vote or s.other_language_feedback):
-                return set(), set()
-            return set(), {unit for unit, doc in doc_of.items() if languages.get(doc, "und") not in ("und", language)}
+            return set(), differs if s.other_language_vote or s.other_language_feedback else set(), across
         if s.cross_language_keyword == 1.0:
-            return set(), set()
+            return set(), set(), across
         script = language_script(language)
-        return {unit for unit, doc in doc_of.items()
-                if languages.get(doc, "und") not in ("und", language) and language_script(languages[doc]) == script}, set()
+        return {unit for unit in differs if language_script(languages[doc_of[unit]]) == script}, set(), across
 
     def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]], keyword: bool = True,
                   vectors_read: dict[int, bytes] | None = None) -> Evidence:
@@ -9128,7 +9169,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9131) ----
+# ---- pms/sync.py (+9172) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9858,7 +9899,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9861) ----
+# ---- pms/watch.py (+9902) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10046,7 +10087,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10049) ----
+# ---- pms/clip.py (+10090) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10778,7 +10819,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10781) ----
+# ---- pms/api.py (+10822) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11912,7 +11953,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11915) ----
+# ---- pms/evaluation.py (+11956) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12110,7 +12151,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12113) ----
+# ---- pms/mcp_server.py (+12154) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13326,7 +13367,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13329) ----
+# ---- pms/cli.py (+13370) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14458,7 +14499,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14408) ----
+# ---- pms/__init__.py (+14449) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14525,7 +14566,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14528) ----
+# ---- pms/__main__.py (+14569) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

