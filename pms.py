@@ -8900,7 +8900,8 @@ class Retrieval:
         """What the complete step reads for the head notes ``docs``: their passages'
         vectors by id (never a KNN: a one-shot process keeps no matrix for a second
         search), the query vector the vector list used, and (``keyword``) FTS5's BM25 of
-        the notes the keyword list missed (with the request's exclusions)."""
+        the notes the keyword list missed (with the request's exclusions). A vector already
+        in ``vectors_read`` (the step across languages read it) is not read again."""
         owner = self.store.passages_of_notes(docs)
         in_keyword = {doc for doc, _ in lists.get("keyword", ())}
         missed = [doc for doc in docs if doc not in in_keyword] if keyword else []
@@ -8909,9 +8910,11 @@ class Retrieval:
         if missed and match:
             for doc, value in self.store.notes_bm25(match, missed, self.settings.field_weights):
                 bm25[doc] = max(-value, bm25.get(doc, 0.0))
-        vectors = self.vectors.vectors_of(list(owner))
-        if vectors_read is not None:
-            vectors_read.update(vectors)
+        read = vectors_read if vectors_read is not None else {}
+        unread = [cid for cid in owner if cid not in read]
+        if unread:
+            read.update(self.vectors.vectors_of(unread))
+        vectors = {cid: read[cid] for cid in owner if cid in read}
         return Evidence(owner, vectors, self.query_vector(req.meaning), bm25)
 
     # -- related notes ----------------------------------------------------------------------
@@ -9169,7 +9172,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9172) ----
+# ---- pms/sync.py (+9175) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9899,7 +9902,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9902) ----
+# ---- pms/watch.py (+9905) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10087,7 +10090,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10090) ----
+# ---- pms/clip.py (+10093) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10819,7 +10822,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10822) ----
+# ---- pms/api.py (+10825) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11953,7 +11956,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11956) ----
+# ---- pms/evaluation.py (+11959) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12151,7 +12154,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12154) ----
+# ---- pms/mcp_server.py (+12157) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13367,7 +13370,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13370) ----
+# ---- pms/cli.py (+13373) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14499,7 +14502,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14449) ----
+# ---- pms/__init__.py (+14452) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14566,7 +14569,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14569) ----
+# ---- pms/__main__.py (+14572) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

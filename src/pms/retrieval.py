@@ -748,7 +748,8 @@ class Retrieval:
         """What the complete step reads for the head notes ``docs``: their passages'
         vectors by id (never a KNN: a one-shot process keeps no matrix for a second
         search), the query vector the vector list used, and (``keyword``) FTS5's BM25 of
-        the notes the keyword list missed (with the request's exclusions)."""
+        the notes the keyword list missed (with the request's exclusions). A vector already
+        in ``vectors_read`` (the step across languages read it) is not read again."""
         owner = self.store.passages_of_notes(docs)
         in_keyword = {doc for doc, _ in lists.get("keyword", ())}
         missed = [doc for doc in docs if doc not in in_keyword] if keyword else []
@@ -757,9 +758,11 @@ class Retrieval:
         if missed and match:
             for doc, value in self.store.notes_bm25(match, missed, self.settings.field_weights):
                 bm25[doc] = max(-value, bm25.get(doc, 0.0))
-        vectors = self.vectors.vectors_of(list(owner))
-        if vectors_read is not None:
-            vectors_read.update(vectors)
+        read = vectors_read if vectors_read is not None else {}
+        unread = [cid for cid in owner if cid not in read]
+        if unread:
+            read.update(self.vectors.vectors_of(unread))
+        vectors = {cid: read[cid] for cid in owner if cid in read}
         return Evidence(owner, vectors, self.query_vector(req.meaning), bm25)
 
     # -- related notes ----------------------------------------------------------------------
