@@ -4036,7 +4036,7 @@ def sqlite_vec_path() -> str:
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
-keyword lists, vectors (sqlite-vec, or ``VectorMatrix`` / ``VectorMemory`` in memory),
+keyword lists, vectors (sqlite-vec; held in memory by vector_memory.py),
 links and tags as stored, and turning SQLite's errors into one-line ``PMSError``s.
 Schema changes go to schema.py; what a search does with these lists, to retrieval.py.
 
@@ -4194,100 +4194,8 @@ def prints_of(blob: bytes | None) -> frozenset[int]:
 _NOTE_DATE_SQL = "coalesce(d.note_date, strftime('%Y-%m-%dT%H:%M:%S', d.mtime_ns / 1000000000, 'unixepoch', 'localtime'))"
 
 
-# Over this many MB of vectors, VectorMemory leaves searches to sqlite-vec.
-VECTOR_MATRIX_MAX_MB = 1024
 # sqlite-vec's own limit on k; the matrix keeps it, so both answer alike.
 VECTOR_KNN_MAX = 4096
-# HNSW's candidates kept while searching (VectorMemory with ann): recall@10 against
-# exact search >= 0.99 on bench/scale.py's clustered vectors.
-VECTOR_ANN_EF = 256
-
-
-class VectorMatrix:
-    """The index's vectors in memory: exact KNN and any passage's distance by numpy
-    (einsum in int32: exact and single-threaded), faster than sqlite-vec's scan.
-
-    Distances are computed as sqlite-vec's ``distance_cosine_int8`` computes them, and
-    equal distances come in its order (``tie_order``), so a search returns what
-    sqlite-vec returns. ``version`` is the index's ``vectors_version`` when read.
-    """
-
-    def __init__(self, version, ids, collection_ids, vectors, tie_order=None):
-        import numpy as np
-
-        self.np, self.version = np, version
-        self.ids = np.ascontiguousarray(ids, dtype=np.int64)
-        self.tie_order = np.arange(len(self.ids)) if tie_order is None else np.ascontiguousarray(tie_order, dtype=np.int64)
-        self.collection_ids = np.ascontiguousarray(collection_ids, dtype=np.int64)
-        self.matrix = np.ascontiguousarray(vectors, dtype=np.int8)
-        self.norms = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.int64).astype(np.float64))
-        self._by_id = np.argsort(self.ids, kind="stable")                  # for lookups by passage id
-        self._sorted_ids = self.ids[self._by_id]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.ids, self.tie_order, self.collection_ids, self.matrix, self.norms, self._by_id,
-                                      self._sorted_ids))
-
-    def _distances(self, query_blob: bytes, rows=None):
-        """float32 cosine distances of every vector (or of ``rows``) to the query, as sqlite-vec computes them."""
-        np = self.np
-        query = np.frombuffer(query_blob, dtype=np.int8)
-        if rows is not None and len(rows) * 4 > len(self.ids):
-            return self._distances(query_blob)[rows]  # cheaper than copying most of the matrix
-        matrix, norms = (self.matrix, self.norms) if rows is None else (self.matrix[rows], self.norms[rows])
-        dots = np.einsum("ij,j->i", matrix, query, dtype=np.int32)
-        query_norm = np.sqrt(float(np.dot(query.astype(np.int32), query.astype(np.int32))))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (1.0 - dots / (norms * query_norm)).astype(np.float32)
-
-    def search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None = None,
-               passage_ids: Iterable[int] | None = None) -> list[tuple[int, float]]:
-        """(passage id, cosine distance) nearest first, among the passages of
-        ``collection_ids`` and, when given, ``passage_ids``."""
-        np = self.np
-        rows = None
-        if collection_ids or passage_ids is not None:
-            keep = np.ones(len(self.ids), dtype=bool)
-            if collection_ids:
-                keep &= np.isin(self.collection_ids, np.asarray(list(collection_ids), dtype=np.int64))
-            if passage_ids is not None:
-                keep &= np.isin(self.ids, np.fromiter(passage_ids, dtype=np.int64))
-            rows = np.flatnonzero(keep)
-        distances = self._distances(query_blob, rows)
-        limit = min(int(limit), VECTOR_KNN_MAX, len(distances))
-        if limit <= 0:
-            return []
-        best = np.argpartition(distances, limit - 1)[:limit] if limit < len(distances) else np.arange(len(distances))
-        # Every passage tied with the last one kept competes for its place, in sqlite-vec's order.
-        cut = distances[best].max()
-        if not np.isnan(cut):  # (NaN: a zero vector, which has no distance; it sorts last)
-            best = np.union1d(best[distances[best] < cut], np.flatnonzero(distances == cut))
-        found = best if rows is None else rows[best]
-        order = np.lexsort((self.tie_order[found], distances[best]))[:limit]
-        return list(zip(self.ids[found[order]].tolist(), distances[best[order]].astype(np.float64).tolist()))
-
-    def _rows(self, passage_ids: Iterable[int]):
-        """(the passage ids that have a vector, their rows in the matrix)."""
-        np = self.np
-        wanted = np.unique(np.fromiter(passage_ids, dtype=np.int64))
-        at = np.searchsorted(self._sorted_ids, wanted)
-        at[at >= len(self._sorted_ids)] = 0
-        found = self._sorted_ids[at] == wanted if len(self._sorted_ids) else np.zeros(len(wanted), dtype=bool)
-        return wanted[found], self._by_id[at[found]]
-
-    def distances(self, query_blob: bytes, passage_ids: Iterable[int]) -> dict[int, float]:
-        """passage id -> cosine distance to the query (a passage without a vector is left out)."""
-        ids, rows = self._rows(passage_ids)
-        return dict(zip(ids.tolist(), self._distances(query_blob, rows).astype(self.np.float64).tolist()))
-
-    def vectors(self, passage_ids: Iterable[int]) -> dict[int, bytes]:
-        """passage id -> its int8 vector, as sqlite-vec stores it (a passage without one is left out)."""
-        ids, rows = self._rows(passage_ids)
-        return {cid: self.matrix[row].tobytes() for cid, row in zip(ids.tolist(), rows.tolist())}
 
 
 def damaged_index(path: Path, why: str) -> PMSError:
@@ -5563,6 +5471,137 @@ class Store:
         return total
 
 
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements (triggers contain ';' inside BEGIN..END)."""
+    import sqlite3
+
+    statements, current = [], ""
+    for line in script.strip().split("\n"):
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current)
+    return statements
+
+# ---- pms/vector_memory.py (+5488) ----
+"""The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
+KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
+with the index, made only on request, an HNSW graph when asked).
+
+Owns: reading every vector into memory, when it is worth it, and answering the Store's
+three vector calls from there. The vectors as stored, and sqlite-vec, stay in store.py.
+
+May import: config, filters, store.
+"""
+
+# from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+
+# from .config import PMSError, _typing, module_available
+# from .filters import NoteFilter
+# from .store import VECTOR_KNN_MAX, Store
+
+
+# Over this many MB of vectors, VectorMemory leaves searches to sqlite-vec.
+VECTOR_MATRIX_MAX_MB = 1024
+# HNSW's candidates kept while searching (VectorMemory with ann): recall@10 against
+# exact search >= 0.99 on bench/scale.py's clustered vectors.
+VECTOR_ANN_EF = 256
+
+
+class VectorMatrix:
+    """The index's vectors in memory: exact KNN and any passage's distance by numpy
+    (einsum in int32: exact and single-threaded), faster than sqlite-vec's scan.
+
+    Distances are computed as sqlite-vec's ``distance_cosine_int8`` computes them, and
+    equal distances come in its order (``tie_order``), so a search returns what
+    sqlite-vec returns. ``version`` is the index's ``vectors_version`` when read.
+    """
+
+    def __init__(self, version, ids, collection_ids, vectors, tie_order=None):
+        import numpy as np
+
+        self.np, self.version = np, version
+        self.ids = np.ascontiguousarray(ids, dtype=np.int64)
+        self.tie_order = np.arange(len(self.ids)) if tie_order is None else np.ascontiguousarray(tie_order, dtype=np.int64)
+        self.collection_ids = np.ascontiguousarray(collection_ids, dtype=np.int64)
+        self.matrix = np.ascontiguousarray(vectors, dtype=np.int8)
+        self.norms = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.int64).astype(np.float64))
+        self._by_id = np.argsort(self.ids, kind="stable")                  # for lookups by passage id
+        self._sorted_ids = self.ids[self._by_id]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.ids, self.tie_order, self.collection_ids, self.matrix, self.norms, self._by_id,
+                                      self._sorted_ids))
+
+    def _distances(self, query_blob: bytes, rows=None):
+        """float32 cosine distances of every vector (or of ``rows``) to the query, as sqlite-vec computes them."""
+        np = self.np
+        query = np.frombuffer(query_blob, dtype=np.int8)
+        if rows is not None and len(rows) * 4 > len(self.ids):
+            return self._distances(query_blob)[rows]  # cheaper than copying most of the matrix
+        matrix, norms = (self.matrix, self.norms) if rows is None else (self.matrix[rows], self.norms[rows])
+        dots = np.einsum("ij,j->i", matrix, query, dtype=np.int32)
+        query_norm = np.sqrt(float(np.dot(query.astype(np.int32), query.astype(np.int32))))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (1.0 - dots / (norms * query_norm)).astype(np.float32)
+
+    def search(self, query_blob: bytes, limit: int, collection_ids: Sequence[int] | None = None,
+               passage_ids: Iterable[int] | None = None) -> list[tuple[int, float]]:
+        """(passage id, cosine distance) nearest first, among the passages of
+        ``collection_ids`` and, when given, ``passage_ids``."""
+        np = self.np
+        rows = None
+        if collection_ids or passage_ids is not None:
+            keep = np.ones(len(self.ids), dtype=bool)
+            if collection_ids:
+                keep &= np.isin(self.collection_ids, np.asarray(list(collection_ids), dtype=np.int64))
+            if passage_ids is not None:
+                keep &= np.isin(self.ids, np.fromiter(passage_ids, dtype=np.int64))
+            rows = np.flatnonzero(keep)
+        distances = self._distances(query_blob, rows)
+        limit = min(int(limit), VECTOR_KNN_MAX, len(distances))
+        if limit <= 0:
+            return []
+        best = np.argpartition(distances, limit - 1)[:limit] if limit < len(distances) else np.arange(len(distances))
+        # Every passage tied with the last one kept competes for its place, in sqlite-vec's order.
+        cut = distances[best].max()
+        if not np.isnan(cut):  # (NaN: a zero vector, which has no distance; it sorts last)
+            best = np.union1d(best[distances[best] < cut], np.flatnonzero(distances == cut))
+        found = best if rows is None else rows[best]
+        order = np.lexsort((self.tie_order[found], distances[best]))[:limit]
+        return list(zip(self.ids[found[order]].tolist(), distances[best[order]].astype(np.float64).tolist()))
+
+    def _rows(self, passage_ids: Iterable[int]):
+        """(the passage ids that have a vector, their rows in the matrix)."""
+        np = self.np
+        wanted = np.unique(np.fromiter(passage_ids, dtype=np.int64))
+        at = np.searchsorted(self._sorted_ids, wanted)
+        at[at >= len(self._sorted_ids)] = 0
+        found = self._sorted_ids[at] == wanted if len(self._sorted_ids) else np.zeros(len(wanted), dtype=bool)
+        return wanted[found], self._by_id[at[found]]
+
+    def distances(self, query_blob: bytes, passage_ids: Iterable[int]) -> dict[int, float]:
+        """passage id -> cosine distance to the query (a passage without a vector is left out)."""
+        ids, rows = self._rows(passage_ids)
+        return dict(zip(ids.tolist(), self._distances(query_blob, rows).astype(self.np.float64).tolist()))
+
+    def vectors(self, passage_ids: Iterable[int]) -> dict[int, bytes]:
+        """passage id -> its int8 vector, as sqlite-vec stores it (a passage without one is left out)."""
+        ids, rows = self._rows(passage_ids)
+        return {cid: self.matrix[row].tobytes() for cid, row in zip(ids.tolist(), rows.tolist())}
+
+
 class VectorMemory:
     """The index's vectors held in memory by a long-running process, made only on request
     (KnowledgeBase.keep_vectors_in_memory): a one-shot CLI search never reads every vector.
@@ -5663,22 +5702,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-
-def _split_sql(script: str) -> list[str]:
-    """Split a migration into statements (triggers contain ';' inside BEGIN..END)."""
-    import sqlite3
-
-    statements, current = [], ""
-    for line in script.strip().split("\n"):
-        current += line + "\n"
-        if sqlite3.complete_statement(current):
-            statements.append(current.strip())
-            current = ""
-    if current.strip():
-        statements.append(current)
-    return statements
-
-# ---- pms/embedding.py (+5681) ----
+# ---- pms/embedding.py (+5705) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -6988,7 +7012,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+6991) ----
+# ---- pms/query.py (+7015) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7375,7 +7399,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7378) ----
+# ---- pms/ranking.py (+7402) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8149,7 +8173,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8152) ----
+# ---- pms/retrieval.py (+8176) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8157,7 +8181,7 @@ before the search runs, frozen), ``Retrieval`` (the keyword, vector and name lis
 store, the ranking step, snippets for what is shown) and ``SearchResult`` (what every front
 end shows: hits, copy groups, the query's words and their highlighting, the mode and why).
 
-May import: config, markdown, language, filters, schema, store, embedding, query, ranking.
+May import: config, markdown, language, filters, schema, store, vector_memory, embedding, query, ranking.
 """
 
 # from __future__ import annotations
@@ -8175,7 +8199,8 @@ from collections.abc import Iterator, Sequence
 # from .language import language_script, note_language, written_in_script_of
 # from .filters import NoteFilter, checked_number
 # from .schema import has_unspaced_chars, namesake_keys, spaced_cjk
-# from .store import PassageInfo, IndexVersion, Store, VectorMemory, prints_of
+# from .store import PassageInfo, IndexVersion, Store, prints_of
+# from .vector_memory import VectorMemory
 # from .embedding import (
 # Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
 # )
@@ -9172,7 +9197,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9175) ----
+# ---- pms/sync.py (+9200) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9902,7 +9927,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9905) ----
+# ---- pms/watch.py (+9930) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10090,7 +10115,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10093) ----
+# ---- pms/clip.py (+10118) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10822,14 +10847,14 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10825) ----
+# ---- pms/api.py (+10850) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
 call with a deadline; ``Note`` and ``NoteRef``. It wires store, retrieval, sync and
 clip together and holds no rule of its own that a front end should repeat.
 
-May import: config, markdown, notes, pdf, paths, filters, schema, store, embedding, query,
+May import: config, markdown, notes, pdf, paths, filters, schema, store, vector_memory, embedding, query,
 ranking, retrieval, sync, watch, clip.
 """
 
@@ -10854,7 +10879,8 @@ from pathlib import Path
 # from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 # from .filters import NoteFilter, checked_number
 # from .schema import DOCID_CHARS, MIGRATIONS
-# from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, NoteRow, Store, VectorMemory, storage_errors
+# from .store import CollectionRow, NoteRow, Store, storage_errors
+# from .vector_memory import VECTOR_MATRIX_MAX_MB, VectorMemory
 # from .embedding import (
 # LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
 # embedding_choice_from_env, language_advice, make_embedder, model_configured,
@@ -11956,7 +11982,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11959) ----
+# ---- pms/evaluation.py (+11985) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12154,7 +12180,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12157) ----
+# ---- pms/mcp_server.py (+12183) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13370,7 +13396,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13373) ----
+# ---- pms/cli.py (+13399) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14502,7 +14528,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14452) ----
+# ---- pms/__init__.py (+14478) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14569,7 +14595,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14572) ----
+# ---- pms/__main__.py (+14598) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -40,7 +40,7 @@ TARGET = REPO / "pms.py"
 # checks this and each module's "May import" line). The amalgamation follows this order.
 MODULES = (
     "config", "outbound", "frontmatter", "markdown", "language", "notes", "pdf", "paths", "filters", "schema", "store",
-    "embedding", "query", "ranking", "retrieval", "sync", "watch", "clip", "api", "evaluation", "mcp_server", "cli",
+    "vector_memory", "embedding", "query", "ranking", "retrieval", "sync", "watch", "clip", "api", "evaluation", "mcp_server", "cli",
 )
 SHEBANG = "#!/usr/bin/env python3"
 GENERATED = ("# GENERATED FILE: made from the modules in src/pms/ by scripts/amalgamate.py. Edit those and run it;\n"

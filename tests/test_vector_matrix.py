@@ -29,7 +29,7 @@ def two_collections(hybrid_kb, notes, tmp_path):
 
 def both_ways(store, fn):
     """fn(vectors) answered from memory (a VectorMemory), then by the Store's SQL alone."""
-    memory = pms.store.VectorMemory(store, after=0)
+    memory = pms.vector_memory.VectorMemory(store, after=0)
     in_memory = fn(memory)
     assert memory.matrix is not None  # the matrix really answered
     return in_memory, fn(store)
@@ -37,7 +37,7 @@ def both_ways(store, fn):
 
 def searched_both_ways(kb, fn):
     """fn() through the KnowledgeBase with the vectors in memory, then with sqlite-vec alone."""
-    kb.retrieval.vectors = pms.store.VectorMemory(kb.store, after=0)
+    kb.retrieval.vectors = pms.vector_memory.VectorMemory(kb.store, after=0)
     in_memory = fn()
     assert kb.status(pending=False)["vectors_in_memory_bytes"] > 0
     kb.retrieval.vectors = kb.store
@@ -101,13 +101,13 @@ def test_ties_blocks_and_deleted_vectors_come_back_as_sqlite_vec_gives_them(synt
             assert memory == sqlite_vec
         memory, sqlite_vec = both_ways(store, lambda v: v.vector_distances(query, some + [10**9]))
         assert memory == sqlite_vec and 10**9 not in memory and len(memory) == len(some) - 9  # 9 of them were deleted
-    matrix = pms.store.VectorMatrix(store.vectors_version(), *store.read_vectors())
+    matrix = pms.vector_memory.VectorMatrix(store.vectors_version(), *store.read_vectors())
     assert len(matrix) == 1300 - 15 + 1 and matrix.tie_order[0] != 0  # read from vec0's blocks
 
 
 def test_the_matrix_is_read_once_and_again_only_when_vectors_change(synthetic_vectors):
     store, vectors = synthetic_vectors
-    memory = pms.store.VectorMemory(store)
+    memory = pms.vector_memory.VectorMemory(store)
     query = bytes(range(16))
     memory.vector_search(query, 5, None)
     assert memory.matrix is None  # the first search of a process stays in sqlite-vec
@@ -158,7 +158,7 @@ def test_a_sync_by_another_process_is_seen_by_a_warm_index(two_collections, db_p
 
 def test_a_huge_index_stays_in_sqlite_vec(synthetic_vectors):
     store, _ = synthetic_vectors
-    memory = pms.store.VectorMemory(store, max_mb=0.01, after=0)  # 10 kB: less than 1,286 x 16 bytes
+    memory = pms.vector_memory.VectorMemory(store, max_mb=0.01, after=0)  # 10 kB: less than 1,286 x 16 bytes
     assert memory.vector_search(bytes(range(16)), 3, None) and memory.matrix is None
 
 
@@ -167,7 +167,7 @@ def test_approximate_search_agrees_with_exact_search(synthetic_vectors):
     queries; HNSW is approximate and its multi-threaded build not deterministic), with exact distances."""
     pytest.importorskip("usearch", reason="usearch (the optional ANN extra) is not installed")
     store, _ = synthetic_vectors
-    exact, approximate = pms.store.VectorMemory(store, after=0), pms.store.VectorMemory(store, after=0, ann=True)
+    exact, approximate = pms.vector_memory.VectorMemory(store, after=0), pms.vector_memory.VectorMemory(store, after=0, ann=True)
     rng = random.Random(3)
     from collections import Counter
 

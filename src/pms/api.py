@@ -4,7 +4,7 @@ Owns: collections, sync, search, get, links, related notes, clipping and status,
 call with a deadline; ``Note`` and ``NoteRef``. It wires store, retrieval, sync and
 clip together and holds no rule of its own that a front end should repeat.
 
-May import: config, markdown, notes, pdf, paths, filters, schema, store, embedding, query,
+May import: config, markdown, notes, pdf, paths, filters, schema, store, vector_memory, embedding, query,
 ranking, retrieval, sync, watch, clip.
 """
 
@@ -29,7 +29,8 @@ from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
 from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
 from .filters import NoteFilter, checked_number
 from .schema import DOCID_CHARS, MIGRATIONS
-from .store import VECTOR_MATRIX_MAX_MB, CollectionRow, NoteRow, Store, VectorMemory, storage_errors
+from .store import CollectionRow, NoteRow, Store, storage_errors
+from .vector_memory import VECTOR_MATRIX_MAX_MB, VectorMemory
 from .embedding import (
     LANGUAGE_MIN_NOTES, MULTILINGUAL_MODEL, MULTILINGUAL_PICK_SHARE, Embedder, EmbeddingProvider, EmbeddingUnavailable,
     embedding_choice_from_env, language_advice, make_embedder, model_configured,

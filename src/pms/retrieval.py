@@ -5,7 +5,7 @@ before the search runs, frozen), ``Retrieval`` (the keyword, vector and name lis
 store, the ranking step, snippets for what is shown) and ``SearchResult`` (what every front
 end shows: hits, copy groups, the query's words and their highlighting, the mode and why).
 
-May import: config, markdown, language, filters, schema, store, embedding, query, ranking.
+May import: config, markdown, language, filters, schema, store, vector_memory, embedding, query, ranking.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from .markdown import passage_display_text
 from .language import language_script, note_language, written_in_script_of
 from .filters import NoteFilter, checked_number
 from .schema import has_unspaced_chars, namesake_keys, spaced_cjk
-from .store import PassageInfo, IndexVersion, Store, VectorMemory, prints_of
+from .store import PassageInfo, IndexVersion, Store, prints_of
+from .vector_memory import VectorMemory
 from .embedding import (
     Embedder, EmbeddingProvider, EmbeddingUnavailable, is_multilingual_model, model_mismatch, model_reads,
 )
