@@ -150,3 +150,14 @@ def test_a_list_of_a_thousand_names_and_more_is_refused_at_once(env_home):
             service.call("multi_get", {"pattern": pattern})
         answer = service.call("multi_get", {"pattern": ",".join(["v/a.md", *(f"nope{i}" for i in range(999))])})
         assert [d["path"] for d in answer["documents"]] == ["v/a.md"] and len(answer["skipped"]) == 999
+
+
+def test_a_hint_the_message_already_gives_is_not_said_twice():
+    offline = pms.PMSError("no network (make a local copy: export PMS_MODEL_DIR=$(python3 scripts/fetch_test_model.py))",
+                           pms.Hint(setting="PMS_MODEL_DIR"))
+    assert str(offline).count("PMS_MODEL_DIR") == 1
+    assert pms.config.reason_text(offline.message, offline.hint) == offline.message
+    missing = pms.PMSError("model folder /gone does not exist", pms.Hint(setting="PMS_MODEL_DIR"))
+    assert str(missing) == "model folder /gone does not exist (set PMS_MODEL_DIR)"
+    assert pms.config.reason_text(missing.message, missing.hint) == "model folder /gone does not exist; set PMS_MODEL_DIR"
+    assert str(pms.PMSError("not downloaded yet (a sync downloads it)", pms.Hint(command="sync"))).endswith(" sync)")  # commands: always

@@ -82,7 +82,7 @@ class PMSError(Exception):
         self.message, self.hint, self.argument = message, hint, argument
 
     def __str__(self) -> str:
-        return f"{self.message} ({hint_text(self.hint)})" if self.hint else self.message
+        return f"{self.message} ({hint_text(self.hint)})" if self.hint and not names_its_setting(self.message, self.hint) else self.message
 
 
 # Record and named_tuple are written by hand: importing dataclasses and typing slows
@@ -206,7 +206,13 @@ def hint_text(hint: Hint | None, front: str = "cli") -> str:
 
 def reason_text(reason: str, hint: Hint | None, front: str = "cli") -> str:
     """A reason with its hint worded for ``front`` (``hint_text``): "...; run: pms sync"."""
-    return f"{reason}; {hint_text(hint, front)}" if hint and reason else reason
+    return f"{reason}; {hint_text(hint, front)}" if hint and reason and not names_its_setting(reason, hint) else reason
+
+
+def names_its_setting(message: str, hint: Hint) -> bool:
+    """Whether ``message`` already says how to set the setting ``hint`` names ("export
+    PMS_MODEL_DIR=..."): then "(set PMS_MODEL_DIR)" after it says it twice."""
+    return bool(hint.setting) and hint.setting in message
 
 
 def _plain(value):
