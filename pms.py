@@ -14537,7 +14537,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # ---- pms/__init__.py (+14484) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
-# hint_text, module_available, pms_command, private_env_dir, reason_text, use_private_env,
+# hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
 # )
 # from .frontmatter import FrontmatterError, parse_frontmatter, split_frontmatter
 # from .markdown import (
@@ -14587,7 +14587,7 @@ __all__ = [
     # ranking: fusion as a pure function, and note-name similarity
     "RankingSettings", "Fused", "fuse", "rank", "name_similarity", "SearchRequest", "SearchResult", "render_snippet",
     "highlight_pattern", "copy_groups",
-    "Hint", "hint_text", "reason_text",
+    "Hint", "hint_text", "reason_text", "names_its_setting",
     # running PMS: the CLI entry point, its progress bar, the optional extras
     "main", "main_and_exit", "pms_command", "ProgressPrinter", "data_dir", "module_available", "use_private_env",
     "private_env_dir",

@@ -41,13 +41,14 @@ HINT_ACTIONS = {"setup": "click “Enable meaning search…”", "sync": "click 
                 "sync --reembed": "click “Re-embed notes”"}
 
 
-def hint_action(hint) -> str:
-    """What the app tells the user to do about an engine Hint ('' for none)."""
+def hint_action(hint, why: str = "") -> str:
+    """What the app tells the user to do about an engine Hint ('' for none; nor when the
+    reason ``why`` already says how to set its setting)."""
     if hint is None:
         return ""
     if hint.command:
         return HINT_ACTIONS.get(hint.command, f"run “pms {hint.command}”")
-    return f"set {hint.setting}" if hint.setting else ""
+    return f"set {hint.setting}" if hint.setting and not pms.names_its_setting(why, hint) else ""
 
 
 def model_label(info: dict) -> str:
@@ -472,7 +473,7 @@ class SyncController(QObject):
                                + (f"\nLast embedding failure ({failed['at']}): {failed['error']}" if failed else ""))
         else:
             w.badge.setText(f"Keyword only · {short}" if short else "Keyword only")
-            action = hint_action(hint) if self.model_state != "loading" else ""
+            action = hint_action(hint, why) if self.model_state != "loading" else ""
             w.badge.setToolTip((f"Keyword search only: {why}" + (f"; {action}" if action else "")) if why else "Keyword search only")
         w.badge.setStyleSheet(BADGE_STYLE.format(bg="#2e7d32" if hybrid else "#6b7280"))
         w.badge_mode = mode

@@ -553,6 +553,9 @@ def test_the_badge_shortens_its_reason_at_a_word_and_words_the_hint_as_an_app_ac
     assert hint_action(pms.Hint(command="setup")) == "click “Enable meaning search…”"
     assert "Embed notes" in hint_action(pms.Hint(command="sync"))  # the badge's own button
     assert hint_action(None) == ""
+    folder = pms.Hint(setting="PMS_MODEL_DIR")
+    assert hint_action(folder, "model folder /gone does not exist") == "set PMS_MODEL_DIR"
+    assert hint_action(folder, "offline (make a local copy: export PMS_MODEL_DIR=...)") == ""  # said already
 
 
 def test_clipping_a_page_twice_shows_the_note_without_command_line_advice(vault, html_server, open_window, qtbot):

@@ -63,7 +63,8 @@ def test_a_model_that_cannot_be_downloaded_is_told_with_its_fix_once(notes, tmp_
     assert run_cli("collection", "add", notes, "--name", "notes", db=db, env=env).returncode == 0
     mode_line = next(line for line in run_cli("status", db=db, env=env).stdout.splitlines() if line.startswith("Search mode:"))
     assert "keyword" in mode_line and "not downloaded" in mode_line
-    assert mode_line.count("set PMS_MODEL_DIR") == 1, mode_line  # the hint, not the hint again in the message
+    # The fix, once: the message's own command, not "(set PMS_MODEL_DIR)" again after it.
+    assert "export PMS_MODEL_DIR=" in mode_line and mode_line.count("PMS_MODEL_DIR") == 1, mode_line
 
 
 @pytest.mark.stdlib
