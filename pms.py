@@ -8358,6 +8358,9 @@ class Retrieval:
         self._kinds: dict[tuple[str, str], tuple[str, set[str] | None, bool]] = {}
         # (the index's version, (title, path) -> whether another note shares its title or file name)
         self._namesakes: tuple[IndexVersion | None, dict[tuple[str, str], bool]] = (None, {})
+        # (the index's version, (stem, edits, alternatives) -> the vault's words a typo stands for): typing
+        # on after a typo ("notebok l", "notebok la") looks its words up once, not at every keystroke.
+        self._typo_fixes: tuple[IndexVersion | None, dict[tuple[str, int, int], tuple[str, ...]]] = (None, {})
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -8424,7 +8427,7 @@ class Retrieval:
         min_score = checked_min_score(min_score)
         held, version = self._vocabulary_of(parsed)
         resolved = self.search_mode(mode, version) if not (note_filter and not parsed.terms) else SearchMode("keyword")
-        parsed = self.with_fallbacks(parsed, held, typos=resolved.mode == "keyword")
+        parsed = self.with_fallbacks(parsed, held, typos=resolved.mode == "keyword", version=version)
         return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, passages, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
                              clean_query(intent).strip() if intent else "", held, version)
@@ -8441,13 +8444,15 @@ class Retrieval:
         except self.store.db_module_errors():
             return {}, None
 
-    def with_fallbacks(self, parsed: ParsedQuery, held: dict[str, int], typos: bool = True) -> ParsedQuery:
+    def with_fallbacks(self, parsed: ParsedQuery, held: dict[str, int], typos: bool = True,
+                       version: IndexVersion | None = None) -> ParsedQuery:
         """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
         other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and with ``typos`` (a
         keyword search: hybrid's vector list already finds a misspelled word's meaning) a word
         no passage holds (RankingSettings.typo_min_letters) stands for the vault's closest words
         too: "ownershp" also finds "ownership". ``held``: index term -> passages holding it, for
-        the query's words (_vocabulary_of)."""
+        the query's words (_vocabulary_of); ``version``: the index's, with which a word's
+        alternatives are kept until it changes."""
         s = self.settings
         if s.fold_suffixes:
             parsed = with_folded_suffixes(parsed)
@@ -8463,14 +8468,30 @@ class Retrieval:
                 return parsed
             terms = list(parsed.terms)
             for term, stem in lost:
-                limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
-                near = words_within(stem, self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit), limit)
-                fixes = tuple((word, False) for distance, _, word in near if distance == near[0][0])[: s.typo_alternatives]
+                fixes = tuple((word, False) for word in self._typo_alternatives(stem, version))
                 if fixes:
                     terms[terms.index(term)] = term.replace(variants=term.variants + fixes)
         except self.store.db_module_errors():  # an index without FTS5's vocabulary: the words as typed
             return parsed
         return parsed.replace(terms=terms)
+
+    TYPO_FIXES_KEPT = 1024  # words whose alternatives are kept per index version
+
+    def _typo_alternatives(self, stem: str, version: IndexVersion | None) -> tuple[str, ...]:
+        """The vault's words a typed ``stem`` no passage holds stands for (with_fallbacks): those
+        within one edit, two from typo_two_edits_letters letters (the first letter as typed), the
+        closest, at most typo_alternatives; kept until the index's ``version`` changes."""
+        s = self.settings
+        limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
+        key = (stem, limit, s.typo_alternatives)
+        kept_version, kept = self._typo_fixes
+        if version is None or kept_version != version or len(kept) >= self.TYPO_FIXES_KEPT:
+            kept = {}
+            self._typo_fixes = (version, kept)
+        if key not in kept:
+            near = words_within(stem, self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit), limit)
+            kept[key] = tuple(word for distance, _, word in near if distance == near[0][0])[: s.typo_alternatives]
+        return kept[key]
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
@@ -9203,7 +9224,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9206) ----
+# ---- pms/sync.py (+9227) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9933,7 +9954,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9936) ----
+# ---- pms/watch.py (+9957) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10121,7 +10142,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10124) ----
+# ---- pms/clip.py (+10145) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10853,7 +10874,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10856) ----
+# ---- pms/api.py (+10877) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11988,7 +12009,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+11991) ----
+# ---- pms/evaluation.py (+12012) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12186,7 +12207,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12189) ----
+# ---- pms/mcp_server.py (+12210) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13402,7 +13423,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13405) ----
+# ---- pms/cli.py (+13426) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14534,7 +14555,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14484) ----
+# ---- pms/__init__.py (+14505) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14601,7 +14622,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14604) ----
+# ---- pms/__main__.py (+14625) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

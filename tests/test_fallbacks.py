@@ -45,6 +45,25 @@ def test_a_typo_fallback_takes_only_the_closest_words_and_leaves_known_words_alo
     assert typo_vault.search("zzzzzzzz", mode="keyword") == []  # nothing near: no guess
 
 
+def test_typing_on_after_a_typo_looks_its_words_up_once_until_the_index_changes(typo_vault, tmp_path):
+    kb, statements = typo_vault, []
+
+    def reads_words() -> list[str]:  # the vocabulary's range read, where a typo's words are looked for
+        return [s for s in statements if "length(term) BETWEEN" in s]
+
+    kb.store.trace_statements(statements.append)  # internal contract: the statements a search runs
+    assert kb.search("ownershp", mode="keyword")[0].path == "rust.md" and reads_words()
+    statements.clear()
+    for typed in ("ownershp b", "ownershp bo", "ownershp bor"):  # typing on: the typo is looked up no more
+        assert kb.search(typed, mode="keyword", prefix_last=True)[0].path == "rust.md"
+    assert not reads_words()
+    # A note added since holds another word one edit away: the next search finds it too.
+    write(tmp_path / "v" / "boat.md", "# Boat\n\nThe ownershap of the boat is shared.\n")
+    kb.sync()
+    assert "boat.md" in [h.path for h in kb.search("ownershp", mode="keyword")] and reads_words()
+    kb.store.trace_statements(None)
+
+
 def test_a_word_that_inflects_finds_its_other_forms(kb, tmp_path):
     root = tmp_path / "v"
     write(root / "run.md", "# Бег\n\nВ субботу я бегу полумарафону навстречу.\n")

@@ -176,6 +176,9 @@ class Retrieval:
         self._kinds: dict[tuple[str, str], tuple[str, set[str] | None, bool]] = {}
         # (the index's version, (title, path) -> whether another note shares its title or file name)
         self._namesakes: tuple[IndexVersion | None, dict[tuple[str, str], bool]] = (None, {})
+        # (the index's version, (stem, edits, alternatives) -> the vault's words a typo stands for): typing
+        # on after a typo ("notebok l", "notebok la") looks its words up once, not at every keystroke.
+        self._typo_fixes: tuple[IndexVersion | None, dict[tuple[str, int, int], tuple[str, ...]]] = (None, {})
 
     # -- helpers ---------------------------------------------------------------
     def collection_ids(self, names: Sequence[str] | None) -> list[int] | None:
@@ -242,7 +245,7 @@ class Retrieval:
         min_score = checked_min_score(min_score)
         held, version = self._vocabulary_of(parsed)
         resolved = self.search_mode(mode, version) if not (note_filter and not parsed.terms) else SearchMode("keyword")
-        parsed = self.with_fallbacks(parsed, held, typos=resolved.mode == "keyword")
+        parsed = self.with_fallbacks(parsed, held, typos=resolved.mode == "keyword", version=version)
         return SearchRequest(query, parsed, note_filter or None, tuple(collections or ()), ids, k, passages, prefix_last, mode,
                              resolved.mode, resolved.reason, resolved.hint, min_score,
                              clean_query(intent).strip() if intent else "", held, version)
@@ -259,13 +262,15 @@ class Retrieval:
         except self.store.db_module_errors():
             return {}, None
 
-    def with_fallbacks(self, parsed: ParsedQuery, held: dict[str, int], typos: bool = True) -> ParsedQuery:
+    def with_fallbacks(self, parsed: ParsedQuery, held: dict[str, int], typos: bool = True,
+                       version: IndexVersion | None = None) -> ParsedQuery:
         """``parsed`` with the keyword fallbacks: a word of an inflecting language also finds its
         other forms (with_folded_suffixes, RankingSettings.fold_suffixes), and with ``typos`` (a
         keyword search: hybrid's vector list already finds a misspelled word's meaning) a word
         no passage holds (RankingSettings.typo_min_letters) stands for the vault's closest words
         too: "ownershp" also finds "ownership". ``held``: index term -> passages holding it, for
-        the query's words (_vocabulary_of)."""
+        the query's words (_vocabulary_of); ``version``: the index's, with which a word's
+        alternatives are kept until it changes."""
         s = self.settings
         if s.fold_suffixes:
             parsed = with_folded_suffixes(parsed)
@@ -281,14 +286,30 @@ class Retrieval:
                 return parsed
             terms = list(parsed.terms)
             for term, stem in lost:
-                limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
-                near = words_within(stem, self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit), limit)
-                fixes = tuple((word, False) for distance, _, word in near if distance == near[0][0])[: s.typo_alternatives]
+                fixes = tuple((word, False) for word in self._typo_alternatives(stem, version))
                 if fixes:
                     terms[terms.index(term)] = term.replace(variants=term.variants + fixes)
         except self.store.db_module_errors():  # an index without FTS5's vocabulary: the words as typed
             return parsed
         return parsed.replace(terms=terms)
+
+    TYPO_FIXES_KEPT = 1024  # words whose alternatives are kept per index version
+
+    def _typo_alternatives(self, stem: str, version: IndexVersion | None) -> tuple[str, ...]:
+        """The vault's words a typed ``stem`` no passage holds stands for (with_fallbacks): those
+        within one edit, two from typo_two_edits_letters letters (the first letter as typed), the
+        closest, at most typo_alternatives; kept until the index's ``version`` changes."""
+        s = self.settings
+        limit = 2 if len(stem) >= s.typo_two_edits_letters else 1
+        key = (stem, limit, s.typo_alternatives)
+        kept_version, kept = self._typo_fixes
+        if version is None or kept_version != version or len(kept) >= self.TYPO_FIXES_KEPT:
+            kept = {}
+            self._typo_fixes = (version, kept)
+        if key not in kept:
+            near = words_within(stem, self.store.terms_starting(stem[0], len(stem) - limit, len(stem) + limit), limit)
+            kept[key] = tuple(word for distance, _, word in near if distance == near[0][0])[: s.typo_alternatives]
+        return kept[key]
 
     # -- candidate stages: each a function of the request returning a ranking -----------------
     def keyword_stage(self, req: SearchRequest, limit: int, *, owners: dict[int, int] | None = None,
