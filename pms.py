@@ -7101,14 +7101,17 @@ class ParsedQuery(Record):
 
 def with_folded_suffixes(parsed: ParsedQuery) -> ParsedQuery:
     """``parsed`` with each word of an inflecting language also searched as the prefix of its
-    stem (folded_stem: "полумарафон" finds "полумарафону"). Pure."""
+    stem (folded_stem: "полумарафон" finds "полумарафону"); a prefix too (the word being typed
+    in the app: "хлеба" finds "хлеб" while no space follows it). Pure."""
     language = ""
     terms = []
     for term in parsed.terms:
         stem = None
-        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
+        if not term.phrase and term.tokens[0].isalpha():
             language = language or note_language(parsed.text)
             stem = folded_stem(term.tokens[0], language)
+            if term.prefix and stem == term.tokens[0]:
+                stem = None  # the prefix itself already
         terms.append(term.replace(variants=(*term.variants, (stem, True))) if stem else term)
     return parsed.replace(terms=terms)
 
@@ -7405,7 +7408,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7408) ----
+# ---- pms/ranking.py (+7411) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8179,7 +8182,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8182) ----
+# ---- pms/retrieval.py (+8185) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9224,7 +9227,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9227) ----
+# ---- pms/sync.py (+9230) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9954,7 +9957,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9957) ----
+# ---- pms/watch.py (+9960) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10142,7 +10145,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10145) ----
+# ---- pms/clip.py (+10148) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10874,7 +10877,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10877) ----
+# ---- pms/api.py (+10880) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12009,7 +12012,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12012) ----
+# ---- pms/evaluation.py (+12015) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12207,7 +12210,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12210) ----
+# ---- pms/mcp_server.py (+12213) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13423,7 +13426,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13426) ----
+# ---- pms/cli.py (+13429) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14555,7 +14558,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14505) ----
+# ---- pms/__init__.py (+14508) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14622,7 +14625,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14625) ----
+# ---- pms/__main__.py (+14628) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -78,6 +78,10 @@ def test_a_word_that_inflects_finds_its_other_forms(kb, tmp_path):
     assert searched(kb, "полумарафон", typo_min_letters=0, fold_suffixes=False) == []
     english = pms.parse_query("process archives")
     assert pms.query.with_folded_suffixes(english) == english  # English words: FTS5's porter stems them already
+    # Typed in the app, the last word is a prefix until a space follows it: its other forms count too.
+    assert [h.path for h in kb.search("полумарафона", mode="keyword", prefix_last=True)] == ["run.md"]
+    typed = pms.query.with_folded_suffixes(pms.parse_query("полумарафона", prefix_last=True)).terms[0]
+    assert typed.prefix and ("полумарафон", True) in typed.variants
 
 
 def test_a_short_note_with_its_own_sentences_keeps_its_place(kb, tmp_path):

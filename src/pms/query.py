@@ -80,14 +80,17 @@ class ParsedQuery(Record):
 
 def with_folded_suffixes(parsed: ParsedQuery) -> ParsedQuery:
     """``parsed`` with each word of an inflecting language also searched as the prefix of its
-    stem (folded_stem: "полумарафон" finds "полумарафону"). Pure."""
+    stem (folded_stem: "полумарафон" finds "полумарафону"); a prefix too (the word being typed
+    in the app: "хлеба" finds "хлеб" while no space follows it). Pure."""
     language = ""
     terms = []
     for term in parsed.terms:
         stem = None
-        if not (term.phrase or term.prefix) and term.tokens[0].isalpha():
+        if not term.phrase and term.tokens[0].isalpha():
             language = language or note_language(parsed.text)
             stem = folded_stem(term.tokens[0], language)
+            if term.prefix and stem == term.tokens[0]:
+                stem = None  # the prefix itself already
         terms.append(term.replace(variants=(*term.variants, (stem, True))) if stem else term)
     return parsed.replace(terms=terms)
 
