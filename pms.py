@@ -129,6 +129,8 @@ EMBED_BATCH_SIZE = 4  # passages per ONNX call: as fast as 8 with a quarter less
 # Passages read from the index at a time while embedding, sorted by length inside it (little padding).
 EMBED_WINDOW = 2048
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
+# A word as the engine reads one: its title keys (schema.namesake_keys), names and query words.
+WORD_TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 class PMSError(Exception):
@@ -719,7 +721,7 @@ class Worker:
                 process.kill()
             process.join(5)
 
-# ---- pms/outbound.py (+722) ----
+# ---- pms/outbound.py (+724) ----
 """Outbound HTTP: the one policy every request PMS makes follows (the embedding server, the clipper).
 
 Owns: what kind of address a host is (loopback, link-local, private, public); name lookups made
@@ -1121,7 +1123,7 @@ def _origin(url: str) -> tuple:
     parts = urlsplit(url)
     return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or (443 if parts.scheme.lower() == "https" else 80)
 
-# ---- pms/frontmatter.py (+1124) ----
+# ---- pms/frontmatter.py (+1126) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -1526,7 +1528,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+1529) ----
+# ---- pms/markdown.py (+1531) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -2119,7 +2121,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2122) ----
+# ---- pms/language.py (+2124) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script``, ``written_in_script_of`` and the language names
@@ -2356,7 +2358,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2359) ----
+# ---- pms/notes.py (+2361) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2759,7 +2761,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2762) ----
+# ---- pms/pdf.py (+2764) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2994,7 +2996,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2997) ----
+# ---- pms/paths.py (+2999) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3556,7 +3558,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3559) ----
+# ---- pms/filters.py (+3561) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3711,7 +3713,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3714) ----
+# ---- pms/schema.py (+3716) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -3730,7 +3732,7 @@ import os
 import re
 from collections.abc import Callable
 
-# from .config import find_module_spec, hex_digest
+# from .config import WORD_TOKEN, find_module_spec, hex_digest
 
 
 # Chinese and Japanese are written without spaces, so FTS5's unicode61 tokenizer takes
@@ -3806,7 +3808,7 @@ def namesake_keys(title: str, path: str) -> tuple[str, str]:
     """What a note shares with its namesakes: its title's words, and its file name's (no
     folder, no extension), lower-cased: the index's ``title_key`` and ``stem_key``. Pure."""
     stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    return " ".join(re.findall(r"\w+", title.lower())), " ".join(re.findall(r"\w+", stem.lower()))
+    return " ".join(WORD_TOKEN.findall(title.lower())), " ".join(WORD_TOKEN.findall(stem.lower()))
 
 
 def _namesake_key_columns(db) -> None:
@@ -4038,7 +4040,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4041) ----
+# ---- pms/store.py (+4043) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5491,7 +5493,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5494) ----
+# ---- pms/vector_memory.py (+5496) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5708,7 +5710,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5711) ----
+# ---- pms/embedding.py (+5713) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -7018,7 +7020,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7021) ----
+# ---- pms/query.py (+7023) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7034,7 +7036,7 @@ May import: config, language.
 import re
 from collections.abc import Sequence
 
-# from .config import Factory, Hint, LazyPattern, Record, TupleFields, clean_query, named_tuple
+# from .config import WORD_TOKEN, Factory, Hint, LazyPattern, Record, TupleFields, clean_query, named_tuple
 # from .language import folded_stem, note_language
 
 
@@ -7044,7 +7046,6 @@ STOPWORDS = frozenset("""a an and are as at be been but by can could did do does
 its me my no not of on or our so such than that the their them then there these they this to was we were what when where which
 who whom why will with would you your""".split())
 
-WORD_TOKEN = re.compile(r"\w+", re.UNICODE)
 # Scripts written without spaces between words: Han, Hiragana, Katakana.
 # Search as you type (prefix_last): a last word of fewer letters is still a word, not a prefix:
 # "c*" or "co*" expands to thousands of the vault's words and costs 50-500 ms a keystroke.
@@ -7408,7 +7409,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7411) ----
+# ---- pms/ranking.py (+7412) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8182,7 +8183,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8185) ----
+# ---- pms/retrieval.py (+8186) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8561,11 +8562,10 @@ class Retrieval:
         if max(counts) <= self.UBIQUITOUS_PASSAGES or not all(stems):  # a word that is no single term: its count is unknown
             return None
         total = self.store.passage_total(req.index_version)
-        rarer = [t for t, n in zip(terms, counts) if 2 * n < total]
-        others = [n for n in counts if 2 * n < total]
-        if len(rarer) == len(terms) or not rarer or any(4 * n > total for n in others) or sum(others) < wanted:
+        rarer = [(t, n) for t, n in zip(terms, counts) if 2 * n < total]
+        if len(rarer) == len(terms) or not rarer or any(4 * n > total for _, n in rarer) or sum(n for _, n in rarer) < wanted:
             return None
-        return req.parsed.replace(terms=rarer)
+        return req.parsed.replace(terms=[t for t, _ in rarer])
 
     def _focused(self, ranked: list[tuple[int, float]], first: set[int], notes: dict[int, tuple[int, int]],
                  owners: dict[int, int] | None = None, depth: int | None = None) -> list[tuple[int, float]]:

@@ -68,6 +68,8 @@ EMBED_BATCH_SIZE = 4  # passages per ONNX call: as fast as 8 with a quarter less
 # Passages read from the index at a time while embedding, sorted by length inside it (little padding).
 EMBED_WINDOW = 2048
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
+# A word as the engine reads one: its title keys (schema.namesake_keys), names and query words.
+WORD_TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 class PMSError(Exception):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .config import Factory, Hint, LazyPattern, Record, TupleFields, clean_query, named_tuple
+from .config import WORD_TOKEN, Factory, Hint, LazyPattern, Record, TupleFields, clean_query, named_tuple
 from .language import folded_stem, note_language
 
 
@@ -23,7 +23,6 @@ STOPWORDS = frozenset("""a an and are as at be been but by can could did do does
 its me my no not of on or our so such than that the their them then there these they this to was we were what when where which
 who whom why will with would you your""".split())
 
-WORD_TOKEN = re.compile(r"\w+", re.UNICODE)
 # Scripts written without spaces between words: Han, Hiragana, Katakana.
 # Search as you type (prefix_last): a last word of fewer letters is still a word, not a prefix:
 # "c*" or "co*" expands to thousands of the vault's words and costs 50-500 ms a keystroke.

@@ -376,11 +376,10 @@ class Retrieval:
         if max(counts) <= self.UBIQUITOUS_PASSAGES or not all(stems):  # a word that is no single term: its count is unknown
             return None
         total = self.store.passage_total(req.index_version)
-        rarer = [t for t, n in zip(terms, counts) if 2 * n < total]
-        others = [n for n in counts if 2 * n < total]
-        if len(rarer) == len(terms) or not rarer or any(4 * n > total for n in others) or sum(others) < wanted:
+        rarer = [(t, n) for t, n in zip(terms, counts) if 2 * n < total]
+        if len(rarer) == len(terms) or not rarer or any(4 * n > total for _, n in rarer) or sum(n for _, n in rarer) < wanted:
             return None
-        return req.parsed.replace(terms=rarer)
+        return req.parsed.replace(terms=[t for t, _ in rarer])
 
     def _focused(self, ranked: list[tuple[int, float]], first: set[int], notes: dict[int, tuple[int, int]],
                  owners: dict[int, int] | None = None, depth: int | None = None) -> list[tuple[int, float]]:

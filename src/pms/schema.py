@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Callable
 
-from .config import find_module_spec, hex_digest
+from .config import WORD_TOKEN, find_module_spec, hex_digest
 
 
 # Chinese and Japanese are written without spaces, so FTS5's unicode61 tokenizer takes
@@ -92,7 +92,7 @@ def namesake_keys(title: str, path: str) -> tuple[str, str]:
     """What a note shares with its namesakes: its title's words, and its file name's (no
     folder, no extension), lower-cased: the index's ``title_key`` and ``stem_key``. Pure."""
     stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    return " ".join(re.findall(r"\w+", title.lower())), " ".join(re.findall(r"\w+", stem.lower()))
+    return " ".join(WORD_TOKEN.findall(title.lower())), " ".join(WORD_TOKEN.findall(stem.lower()))
 
 
 def _namesake_key_columns(db) -> None:
