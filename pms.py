@@ -3002,7 +3002,8 @@ def max_pdf_bytes() -> int:
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
 (``--exclude``, ``.pmsignore``, Obsidian's excluded files), ``walk_markdown`` (what a
 collection holds, with the reason for each file left out) and ``read_note_file``
-(regular files only, within the size limit).
+(regular files only, within the size limit), and ``obsidian_url`` (how Obsidian opens
+a note of one of its vaults).
 
 May import: config, markdown, pdf.
 """
@@ -3015,6 +3016,9 @@ import operator
 import os
 import re
 import stat as _stat
+import threading
+import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -3389,6 +3393,54 @@ NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
+class ObsidianVaults:
+    """Which Obsidian vault a file is in: the nearest folder above it that holds ``.obsidian``
+    (Obsidian makes it when it opens a folder as a vault), whether that folder is a
+    collection's root, above it (a collection of a vault's subfolder) or below it (a
+    collection of several vaults). What a folder holds is looked at once per ``KEPT_SECONDS``
+    (a search's hits share their folders; a vault opened later is seen that much later)."""
+
+    KEPT_SECONDS = 30.0
+    KEPT_FOLDERS = 4096  # more, and the answers are dropped and looked at again
+    MAX_DEPTH = 64  # folders above a file looked at, at most
+
+    def __init__(self) -> None:
+        self._holds_vault: dict[str, tuple[float, bool]] = {}  # folder -> (when looked, holds .obsidian)
+        self._lock = threading.Lock()
+
+    def _is_vault(self, folder: str, now: float) -> bool:
+        known = self._holds_vault.get(folder)
+        if known is not None and now - known[0] < self.KEPT_SECONDS:
+            return known[1]
+        answer = os.path.isdir(os.path.join(folder, ".obsidian"))
+        with self._lock:
+            if len(self._holds_vault) >= self.KEPT_FOLDERS:
+                self._holds_vault.clear()
+            self._holds_vault[folder] = (now, answer)
+        return answer
+
+    def vault_of(self, path: str) -> str | None:
+        """The vault folder ``path`` (an absolute file path) is in, or None."""
+        now = time.monotonic()
+        folder = os.path.dirname(path)
+        for _ in range(self.MAX_DEPTH):
+            if self._is_vault(folder, now):
+                return folder
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return None
+            folder = parent
+        return None
+
+    def url(self, path: str) -> str:
+        """``obsidian://open?path=…`` for a file in a vault (Obsidian finds the vault by the path
+        and opens the note, or a PDF, in it); "" for a file in none."""
+        return "obsidian://open?path=" + urllib.parse.quote(path, safe="") if self.vault_of(path) else ""
+
+
+obsidian_vaults = ObsidianVaults()  # one per process: every KnowledgeBase's hits share what it has seen
+
+
 def pdf_glob(pattern: str) -> str:
     """Which PDFs a collection holds: its glob with the file extension made .pdf
     (``**/*.md`` -> ``**/*.pdf``); a glob without one (``**/*``) already names them."""
@@ -3558,7 +3610,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3561) ----
+# ---- pms/filters.py (+3613) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3713,7 +3765,7 @@ def _filter_date(value, argument: str) -> str | None:
     except ValueError:
         raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
 
-# ---- pms/schema.py (+3716) ----
+# ---- pms/schema.py (+3768) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4040,7 +4092,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4043) ----
+# ---- pms/store.py (+4095) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5493,7 +5545,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5496) ----
+# ---- pms/vector_memory.py (+5548) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5710,7 +5762,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5713) ----
+# ---- pms/embedding.py (+5765) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -7020,7 +7072,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7023) ----
+# ---- pms/query.py (+7075) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7208,6 +7260,7 @@ class Hit(Record):
     similarity: float | None = None
     matched: float | None = None
     relevance: float | None = None
+    obsidian_url: str = ""  # obsidian://open?path=… when the note is in an Obsidian vault (paths.ObsidianVaults), else ""
 
     @property
     def ref(self) -> str:
@@ -7409,7 +7462,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7412) ----
+# ---- pms/ranking.py (+7465) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8183,7 +8236,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8186) ----
+# ---- pms/retrieval.py (+8239) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9227,7 +9280,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9230) ----
+# ---- pms/sync.py (+9283) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -9957,7 +10010,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+9960) ----
+# ---- pms/watch.py (+10013) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10145,7 +10198,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10148) ----
+# ---- pms/clip.py (+10201) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10877,7 +10930,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10880) ----
+# ---- pms/api.py (+10933) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -10906,7 +10959,7 @@ from pathlib import Path
 # from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text
 # from .notes import LinkResolver, note_links
 # from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
-# from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
+# from .paths import Exclusions, compile_glob, inside, obsidian_vaults, pdf_glob, read_note_file
 # from .filters import NoteFilter, checked_number
 # from .schema import DOCID_CHARS, MIGRATIONS
 # from .store import CollectionRow, NoteRow, Store, storage_errors
@@ -10941,6 +10994,14 @@ MULTI_GET_MAX_NAMES = 1000  # notes a comma-separated list may name (each is loo
 OVER_BUDGET = "does not fit in max_bytes"
 
 
+def with_obsidian_urls(result: SearchResult) -> SearchResult:
+    """``result`` with each hit's ``obsidian_url`` (copies too): the file system is looked
+    at for the hits shown only, never while ranking."""
+    for hit in result.hits:
+        hit.obsidian_url = obsidian_vaults.url(hit.abspath)
+    return result
+
+
 def _split_outside_braces(text: str) -> list[str]:
     """Split on commas, except inside a glob's ``{a,b}``."""
     parts, depth, current = [], 0, list[str]()
@@ -10969,6 +11030,7 @@ class Note(Record):
     total_lines: int = 0  # lines in the whole note
     truncated: bool = False  # text stops before to_line reached what was asked (max_bytes)
     page: int | None = None  # a PDF read from this page on (get file.pdf:12); lines then count within it
+    obsidian_url: str = ""  # obsidian://open?path=… when the note is in an Obsidian vault, else ""
 
     def to_dict(self) -> dict:
         return self.as_dict()
@@ -10976,6 +11038,13 @@ class Note(Record):
     @property
     def ref(self) -> str:
         return f"{self.collection}/{self.path}"
+
+    def as_hit(self) -> Hit:
+        """The note as a result row of its own (a recent or pinned note, a link followed): its
+        title, no passage."""
+        return Hit(path=self.path, collection=self.collection, abspath=self.abspath, docid=self.docid, title=self.title,
+                   heading_path=self.title, start_line=0, end_line=0, score=0.0, snippet="", tags=list(self.tags),
+                   obsidian_url=self.obsidian_url)
 
     def rest(self) -> str:
         """How to read on after a truncated text: the ref of its next line."""
@@ -11523,7 +11592,7 @@ class KnowledgeBase:
             result = self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
         if self._syncs:  # a sync embeds (or will): the notes just shown gain vectors next
             self._searched.extend((hit.collection, hit.path) for hit in result)
-        return result
+        return with_obsidian_urls(result)
 
     def _search_several(self, queries: list[str], *, k: int, mode: str, collections, passages: bool,
                         note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:
@@ -11608,7 +11677,7 @@ class KnowledgeBase:
         related: by the note's passage vectors (the result's mode vector), without embeddings
         by the rare terms the notes share (keyword). By default from the note's own collection."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
-        return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
+        return with_obsidian_urls(self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection]))
 
     def describe_folder(self, collection: str, folder: str, description: str) -> None:
         """Say what a folder of a collection holds (returned with every hit under it); '' removes it."""
@@ -11764,7 +11833,8 @@ class KnowledgeBase:
         body = text if from_line is None and count is None and not truncated else "\n".join(chosen)  # whole: as on disk
         return Note(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=body, from_line=first,
-                        to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated)
+                        to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated,
+                        obsidian_url=obsidian_vaults.url(str(abspath)))
 
     def _read_pdf(self, row: NoteRow, abspath: Path, first_page: int | None, count: int | None,
                   max_bytes: int | None) -> Note:
@@ -11789,7 +11859,8 @@ class KnowledgeBase:
             chosen = chosen[:-1]
         return Note(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, page=first, from_line=first,
-                        to_line=chosen[-1][0], total_lines=pages, truncated=truncated)
+                        to_line=chosen[-1][0], total_lines=pages, truncated=truncated,
+                        obsidian_url=obsidian_vaults.url(str(abspath)))
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Note], list[tuple[str, str]]]:
@@ -12012,7 +12083,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12015) ----
+# ---- pms/evaluation.py (+12086) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12210,7 +12281,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12213) ----
+# ---- pms/mcp_server.py (+12284) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12263,6 +12334,9 @@ MCP_INSTRUCTIONS = (
     "each hit names the note ('collection/path.md'), its lines, a score and a snippet. "
     "Then call get with that path (and ':FROM:COUNT' for a passage) to read it, related to explore around it.")
 
+# A hit's or note's obsidian_url, as the output schemas describe it.
+OBSIDIAN_URL_TEXT = ("a note in an Obsidian vault: the link that opens it in Obsidian, for the user to click "
+                     "(\"\" for a note in none)")
 
 # The search tool's arguments that make its NoteFilter: each field's schema, and the
 # argument's name where it is not the field's (get's "path" is a note).
@@ -12306,6 +12380,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                    "description": "notes that copy this one (the page in another edition or folder, a print "
                                   "chapter holding its text): not counted among the k results"},
         # detail=true
+        "obsidian_url": {"type": "string", "description": OBSIDIAN_URL_TEXT},
         "collection": {"type": "string"}, "heading_path": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string"}}, "date": {"type": ["string", "null"]},
         "collection_description": {"type": "string"}, "folder_description": {"type": "string"},
@@ -12329,8 +12404,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         {"name": "search", "title": "Search notes",
          "description": ("Search the user's notes by keywords and meaning. Returns the best notes (or passages), best "
                          "first: path, title, lines, score (rank in this search), relevance (absolute, 0-1: below 0.35 "
-                         "likely unrelated), snippet and docid; detail=true adds headings, tags, dates, descriptions "
-                         "and ranks. Write the query in plain words; \"exact phrase\", -excluded and prefix* work too. "
+                         "likely unrelated), snippet and docid; detail=true adds headings, tags, dates, descriptions, "
+                         "ranks and, for a note in an Obsidian vault, obsidian_url (a link that opens it there). Write the query in plain words; \"exact phrase\", -excluded and prefix* work too. "
                          "A notice says when nothing matched or nothing looks relevant."),
          "input": {"type": "object", "additionalProperties": False, "required": ["query"], "properties": {
              "query": {"type": "string", "description": "what to look for, in plain words; may be empty when a "
@@ -12591,7 +12666,7 @@ class MCPService:
 
     # What a hit's row holds with detail=true, besides path, title, lines, score, relevance, snippet and docid.
     DETAIL_FIELDS = ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date", "collection_description",
-                     "folder_description", "abspath", "bm25_rank", "vector_rank", "name_rank", "bm25_score", "vector_distance")
+                     "folder_description", "abspath", "obsidian_url", "bm25_rank", "vector_rank", "name_rank", "bm25_score", "vector_distance")
 
     @classmethod
     def _hit_rows(cls, groups: Iterable[tuple[Hit, list[Hit]]], detail: bool = False) -> list[dict]:
@@ -13426,7 +13501,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13429) ----
+# ---- pms/cli.py (+13504) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -13905,6 +13980,36 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+def cmd_open(kb: KnowledgeBase, args) -> int:
+    """Open a note in Obsidian when it is in an Obsidian vault (--no-obsidian: never), else in
+    the system's app for its kind; --print prints what would be opened instead."""
+    import shutil
+    import subprocess
+
+    doc = kb.get(args.ref, count=1)
+    target = doc.obsidian_url if doc.obsidian_url and not args.no_obsidian else Path(doc.abspath).as_uri()
+    if args.print:
+        print(target)
+        return 0
+    opener = (["open"] if sys.platform == "darwin" else [] if sys.platform == "win32" else ["xdg-open"])
+    try:
+        if not opener:
+            os.startfile(target)  # type: ignore[attr-defined]  # Windows only
+        elif not shutil.which(opener[0]):
+            raise OSError(f"{opener[0]} is not installed")
+        else:
+            subprocess.run([*opener, target], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=OPEN_TIMEOUT, check=True)
+    except subprocess.CalledProcessError as exc:
+        detail = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        raise PMSError(f"cannot open {doc.ref}: {opener[0]} failed ({detail[-1] if detail else f'exit {exc.returncode}'}); "
+                       f"the file is {doc.abspath}") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PMSError(f"cannot open {doc.ref} ({exc}); the file is {doc.abspath}") from None
+    return 0
+
+
+OPEN_TIMEOUT = 10.0  # seconds the system's opener may take to hand the note over (xdg-open returns at once)
 SKIPPED_SHOWN = 10  # multi-get names this many notes it skipped, then counts the rest
 
 
@@ -14367,6 +14472,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     g.add_argument("-l", "--line-numbers", action="store_true")
     g.add_argument("--max-bytes", type=int, metavar="N", help="print at most N bytes (whole lines), then say how to read on")
 
+    op = sub.add_parser("open", help="open a note: in Obsidian when it is in an Obsidian vault, else in the system's app",
+                        description="REF as get takes it: collection/path.md, #docid, or the file name alone. A note in a "
+                                    "folder Obsidian opened as a vault (it holds .obsidian) opens in Obsidian.")
+    op.add_argument("ref")
+    op.add_argument("--no-obsidian", action="store_true", help="open it in the system's app even in an Obsidian vault")
+    op.add_argument("--print", action="store_true", help="print the address that would be opened (obsidian:// or file://)")
+
     mg = sub.add_parser("multi-get", help="print several notes: a glob over collection/path.md or a comma list")
     mg.add_argument("pattern", help="e.g. 'notes/journal/2024-*.md' or 'notes/a.md,#3afed6'")
     mg.add_argument("--max-bytes", type=int, default=MULTI_GET_MAX_BYTES,
@@ -14425,7 +14537,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
-            "get": cmd_get, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
+            "get": cmd_get, "open": cmd_open, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
             "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_links, "related": cmd_related,
             "multi-get": cmd_multi_get, "mcp": cmd_mcp, "watch": cmd_watch}
 
@@ -14558,7 +14670,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14508) ----
+# ---- pms/__init__.py (+14620) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14625,7 +14737,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14628) ----
+# ---- pms/__main__.py (+14740) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

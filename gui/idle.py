@@ -16,6 +16,7 @@ RECENT_LABEL = "Recent"
 
 # (key sequence, what it does): shown with the platform's names (Cmd on macOS).
 SHORTCUTS = [("Return", "open the selected note"), ("Ctrl+Return", "show it in the file manager"),
+             ("Shift+Return", "open it in Obsidian (a note of an Obsidian vault)"),
              ("↑ ↓", "move through the results"), ("Ctrl+K", "search from anywhere in the window"),
              ("Esc", "clear the search; again to hide the window"), ("Ctrl+D", "pin or unpin the selected note"),
              ("Ctrl+V", "clip a copied web link into a note"), ("F5", "sync all folders now")]
@@ -65,8 +66,7 @@ def notes_as_hits(kb, refs: list[str]) -> list:
             doc = kb.get(ref)
         except pms.PMSError:
             continue  # deleted or renamed since: not worth a message
-        hits.append(pms.Hit(path=doc.path, collection=doc.collection, abspath=doc.abspath, docid=doc.docid,
-                            title=doc.title, heading_path=doc.title, start_line=0, end_line=0, score=0.0, snippet=""))
+        hits.append(doc.as_hit())
     return hits
 
 

@@ -332,8 +332,7 @@ class SearchController(QObject):
             doc = self.w.kb.get(abspath)
         except pms.PMSError:
             return  # a note outside the index: shown, but not one to come back to
-        hit = pms.Hit(path=doc.path, collection=doc.collection, abspath=doc.abspath, docid=doc.docid, title=doc.title,
-                      heading_path="", start_line=0, end_line=0, score=0.0, snippet="")
+        hit = doc.as_hit()
         if self.shown_hit is not None:
             self.back = (self.back + [self.shown_hit])[-HISTORY:]
             self.forward = []
@@ -388,6 +387,8 @@ class SearchController(QObject):
                 pass
             elif event.modifiers() & Qt.ControlModifier:  # Cmd on macOS
                 self.reveal(self.current_hit())
+            elif event.modifiers() & Qt.ShiftModifier:
+                self.open_in_obsidian(self.current_hit())
             elif watched is w.search_box and (self.debounce.isActive() or w.results_model.query != w.search_box.text()):
                 self.search_now()  # results for what was typed are not in yet
             else:
@@ -406,13 +407,25 @@ class SearchController(QObject):
         self.w.results_view.setCurrentIndex(model.index(model.hit_row(position), 0))
 
     # -- results actions -----------------------------------------------------------------
-    def open_hit(self, hit) -> None:
-        if hit is not None:
-            self.remember(hit)
-            if hit.page:
-                self.open_pdf_page(Path(hit.abspath), hit.page)
-            else:
-                self.open_path(Path(hit.abspath))
+    def open_hit(self, hit) -> bool:
+        """Open the hit's note (a PDF at its page) with the system's app; whether it opened."""
+        if hit is None:
+            return False
+        self.remember(hit)
+        return self.open_pdf_page(Path(hit.abspath), hit.page) if hit.page else self.open_path(Path(hit.abspath))
+
+    def open_in_obsidian(self, hit) -> None:
+        """Open the hit's note in Obsidian (the engine's ``obsidian_url``); a note in no vault opens as usual."""
+        if hit is None:
+            return
+        if not hit.obsidian_url:
+            if self.open_hit(hit):
+                self.w.flash(f"{Path(hit.abspath).name} is in no Obsidian vault: opened in its usual app")
+            return
+        self.remember(hit)
+        if not QDesktopServices.openUrl(QUrl(hit.obsidian_url)):
+            self.w.flash("Obsidian did not open the note (is it installed?)", "Open",
+                         lambda: self.open_path(Path(hit.abspath)))
 
     def open_pdf_page(self, path: Path, page: int) -> bool:
         """Open a PDF at ``page`` in the system's PDF viewer when it takes a page
@@ -468,6 +481,8 @@ class SearchController(QObject):
             menu.addAction("Open", lambda: self.open_path(Path(hit.abspath)))
         else:
             menu.addAction("Open", lambda: self.open_hit(hit))
+        if hit.obsidian_url:
+            menu.addAction("Open in Obsidian", lambda: self.open_in_obsidian(hit))
         menu.addAction("Copy path", lambda: self.copy_text(hit.abspath, "Path copied"))
         menu.addAction("Copy reference", lambda: self.copy_text(f"{hit.collection}/{hit.path}", "Reference copied"))
         menu.addAction("Open containing folder", lambda: self.reveal(hit))

@@ -26,7 +26,7 @@ from .config import (
 from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text
 from .notes import LinkResolver, note_links
 from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
-from .paths import Exclusions, compile_glob, inside, pdf_glob, read_note_file
+from .paths import Exclusions, compile_glob, inside, obsidian_vaults, pdf_glob, read_note_file
 from .filters import NoteFilter, checked_number
 from .schema import DOCID_CHARS, MIGRATIONS
 from .store import CollectionRow, NoteRow, Store, storage_errors
@@ -61,6 +61,14 @@ MULTI_GET_MAX_NAMES = 1000  # notes a comma-separated list may name (each is loo
 OVER_BUDGET = "does not fit in max_bytes"
 
 
+def with_obsidian_urls(result: SearchResult) -> SearchResult:
+    """``result`` with each hit's ``obsidian_url`` (copies too): the file system is looked
+    at for the hits shown only, never while ranking."""
+    for hit in result.hits:
+        hit.obsidian_url = obsidian_vaults.url(hit.abspath)
+    return result
+
+
 def _split_outside_braces(text: str) -> list[str]:
     """Split on commas, except inside a glob's ``{a,b}``."""
     parts, depth, current = [], 0, list[str]()
@@ -89,6 +97,7 @@ class Note(Record):
     total_lines: int = 0  # lines in the whole note
     truncated: bool = False  # text stops before to_line reached what was asked (max_bytes)
     page: int | None = None  # a PDF read from this page on (get file.pdf:12); lines then count within it
+    obsidian_url: str = ""  # obsidian://open?path=… when the note is in an Obsidian vault, else ""
 
     def to_dict(self) -> dict:
         return self.as_dict()
@@ -96,6 +105,13 @@ class Note(Record):
     @property
     def ref(self) -> str:
         return f"{self.collection}/{self.path}"
+
+    def as_hit(self) -> Hit:
+        """The note as a result row of its own (a recent or pinned note, a link followed): its
+        title, no passage."""
+        return Hit(path=self.path, collection=self.collection, abspath=self.abspath, docid=self.docid, title=self.title,
+                   heading_path=self.title, start_line=0, end_line=0, score=0.0, snippet="", tags=list(self.tags),
+                   obsidian_url=self.obsidian_url)
 
     def rest(self) -> str:
         """How to read on after a truncated text: the ref of its next line."""
@@ -643,7 +659,7 @@ class KnowledgeBase:
             result = self.retrieval.search(req.replace(used="keyword", reason=exc.message, hint=exc.hint))
         if self._syncs:  # a sync embeds (or will): the notes just shown gain vectors next
             self._searched.extend((hit.collection, hit.path) for hit in result)
-        return result
+        return with_obsidian_urls(result)
 
     def _search_several(self, queries: list[str], *, k: int, mode: str, collections, passages: bool,
                         note_filter: NoteFilter | None, min_score: float | None, intent: str) -> SearchResult:
@@ -728,7 +744,7 @@ class KnowledgeBase:
         related: by the note's passage vectors (the result's mode vector), without embeddings
         by the rare terms the notes share (keyword). By default from the note's own collection."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
-        return self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection])
+        return with_obsidian_urls(self.retrieval.related(row.id, max(1, min(int(k), 1000)), collections or [row.collection]))
 
     def describe_folder(self, collection: str, folder: str, description: str) -> None:
         """Say what a folder of a collection holds (returned with every hit under it); '' removes it."""
@@ -884,7 +900,8 @@ class KnowledgeBase:
         body = text if from_line is None and count is None and not truncated else "\n".join(chosen)  # whole: as on disk
         return Note(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=body, from_line=first,
-                        to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated)
+                        to_line=first + len(chosen) - 1, total_lines=len(lines), truncated=truncated,
+                        obsidian_url=obsidian_vaults.url(str(abspath)))
 
     def _read_pdf(self, row: NoteRow, abspath: Path, first_page: int | None, count: int | None,
                   max_bytes: int | None) -> Note:
@@ -909,7 +926,8 @@ class KnowledgeBase:
             chosen = chosen[:-1]
         return Note(collection=row.collection, path=row.path, abspath=str(abspath), docid=row.docid, title=row.title,
                         tags=[t for t in row.tags.split(",") if t], text=text, page=first, from_line=first,
-                        to_line=chosen[-1][0], total_lines=pages, truncated=truncated)
+                        to_line=chosen[-1][0], total_lines=pages, truncated=truncated,
+                        obsidian_url=obsidian_vaults.url(str(abspath)))
 
     def multi_get(self, pattern: str, max_bytes: int = MULTI_GET_MAX_BYTES,
                   max_files: int = MULTI_GET_MAX_FILES) -> tuple[list[Note], list[tuple[str, str]]]:

@@ -476,6 +476,36 @@ def cmd_get(kb: KnowledgeBase, args) -> int:
     return 0
 
 
+def cmd_open(kb: KnowledgeBase, args) -> int:
+    """Open a note in Obsidian when it is in an Obsidian vault (--no-obsidian: never), else in
+    the system's app for its kind; --print prints what would be opened instead."""
+    import shutil
+    import subprocess
+
+    doc = kb.get(args.ref, count=1)
+    target = doc.obsidian_url if doc.obsidian_url and not args.no_obsidian else Path(doc.abspath).as_uri()
+    if args.print:
+        print(target)
+        return 0
+    opener = (["open"] if sys.platform == "darwin" else [] if sys.platform == "win32" else ["xdg-open"])
+    try:
+        if not opener:
+            os.startfile(target)  # type: ignore[attr-defined]  # Windows only
+        elif not shutil.which(opener[0]):
+            raise OSError(f"{opener[0]} is not installed")
+        else:
+            subprocess.run([*opener, target], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=OPEN_TIMEOUT, check=True)
+    except subprocess.CalledProcessError as exc:
+        detail = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        raise PMSError(f"cannot open {doc.ref}: {opener[0]} failed ({detail[-1] if detail else f'exit {exc.returncode}'}); "
+                       f"the file is {doc.abspath}") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PMSError(f"cannot open {doc.ref} ({exc}); the file is {doc.abspath}") from None
+    return 0
+
+
+OPEN_TIMEOUT = 10.0  # seconds the system's opener may take to hand the note over (xdg-open returns at once)
 SKIPPED_SHOWN = 10  # multi-get names this many notes it skipped, then counts the rest
 
 
@@ -938,6 +968,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     g.add_argument("-l", "--line-numbers", action="store_true")
     g.add_argument("--max-bytes", type=int, metavar="N", help="print at most N bytes (whole lines), then say how to read on")
 
+    op = sub.add_parser("open", help="open a note: in Obsidian when it is in an Obsidian vault, else in the system's app",
+                        description="REF as get takes it: collection/path.md, #docid, or the file name alone. A note in a "
+                                    "folder Obsidian opened as a vault (it holds .obsidian) opens in Obsidian.")
+    op.add_argument("ref")
+    op.add_argument("--no-obsidian", action="store_true", help="open it in the system's app even in an Obsidian vault")
+    op.add_argument("--print", action="store_true", help="print the address that would be opened (obsidian:// or file://)")
+
     mg = sub.add_parser("multi-get", help="print several notes: a glob over collection/path.md or a comma list")
     mg.add_argument("pattern", help="e.g. 'notes/journal/2024-*.md' or 'notes/a.md,#3afed6'")
     mg.add_argument("--max-bytes", type=int, default=MULTI_GET_MAX_BYTES,
@@ -996,7 +1033,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 COMMANDS = {"collection": cmd_collection, "sync": cmd_sync, "status": cmd_status, "search": cmd_search,
-            "get": cmd_get, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
+            "get": cmd_get, "open": cmd_open, "demo": cmd_demo, "clip": cmd_clip, "bench": cmd_bench,
             "gui": cmd_gui, "tags": cmd_tags, "links": cmd_links, "backlinks": cmd_links, "related": cmd_related,
             "multi-get": cmd_multi_get, "mcp": cmd_mcp, "watch": cmd_watch}
 

@@ -50,6 +50,9 @@ MCP_INSTRUCTIONS = (
     "each hit names the note ('collection/path.md'), its lines, a score and a snippet. "
     "Then call get with that path (and ':FROM:COUNT' for a passage) to read it, related to explore around it.")
 
+# A hit's or note's obsidian_url, as the output schemas describe it.
+OBSIDIAN_URL_TEXT = ("a note in an Obsidian vault: the link that opens it in Obsidian, for the user to click "
+                     "(\"\" for a note in none)")
 
 # The search tool's arguments that make its NoteFilter: each field's schema, and the
 # argument's name where it is not the field's (get's "path" is a note).
@@ -93,6 +96,7 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
                    "description": "notes that copy this one (the page in another edition or folder, a print "
                                   "chapter holding its text): not counted among the k results"},
         # detail=true
+        "obsidian_url": {"type": "string", "description": OBSIDIAN_URL_TEXT},
         "collection": {"type": "string"}, "heading_path": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string"}}, "date": {"type": ["string", "null"]},
         "collection_description": {"type": "string"}, "folder_description": {"type": "string"},
@@ -116,8 +120,8 @@ def _mcp_tools(allow_sync: bool) -> list[dict]:
         {"name": "search", "title": "Search notes",
          "description": ("Search the user's notes by keywords and meaning. Returns the best notes (or passages), best "
                          "first: path, title, lines, score (rank in this search), relevance (absolute, 0-1: below 0.35 "
-                         "likely unrelated), snippet and docid; detail=true adds headings, tags, dates, descriptions "
-                         "and ranks. Write the query in plain words; \"exact phrase\", -excluded and prefix* work too. "
+                         "likely unrelated), snippet and docid; detail=true adds headings, tags, dates, descriptions, "
+                         "ranks and, for a note in an Obsidian vault, obsidian_url (a link that opens it there). Write the query in plain words; \"exact phrase\", -excluded and prefix* work too. "
                          "A notice says when nothing matched or nothing looks relevant."),
          "input": {"type": "object", "additionalProperties": False, "required": ["query"], "properties": {
              "query": {"type": "string", "description": "what to look for, in plain words; may be empty when a "
@@ -378,7 +382,7 @@ class MCPService:
 
     # What a hit's row holds with detail=true, besides path, title, lines, score, relevance, snippet and docid.
     DETAIL_FIELDS = ("collection", "heading_path", "marks", "similarity", "matched", "tags", "date", "collection_description",
-                     "folder_description", "abspath", "bm25_rank", "vector_rank", "name_rank", "bm25_score", "vector_distance")
+                     "folder_description", "abspath", "obsidian_url", "bm25_rank", "vector_rank", "name_rank", "bm25_score", "vector_distance")
 
     @classmethod
     def _hit_rows(cls, groups: Iterable[tuple[Hit, list[Hit]]], detail: bool = False) -> list[dict]:

@@ -3,7 +3,8 @@
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
 (``--exclude``, ``.pmsignore``, Obsidian's excluded files), ``walk_markdown`` (what a
 collection holds, with the reason for each file left out) and ``read_note_file``
-(regular files only, within the size limit).
+(regular files only, within the size limit), and ``obsidian_url`` (how Obsidian opens
+a note of one of its vaults).
 
 May import: config, markdown, pdf.
 """
@@ -16,6 +17,9 @@ import operator
 import os
 import re
 import stat as _stat
+import threading
+import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -388,6 +392,54 @@ BAD_NAME = "skipped: its name is not valid UTF-8 (rename it to index it)"
 NOT_REGULAR_FILE = "not a regular file (a named pipe, device or socket)"
 NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
+
+
+class ObsidianVaults:
+    """Which Obsidian vault a file is in: the nearest folder above it that holds ``.obsidian``
+    (Obsidian makes it when it opens a folder as a vault), whether that folder is a
+    collection's root, above it (a collection of a vault's subfolder) or below it (a
+    collection of several vaults). What a folder holds is looked at once per ``KEPT_SECONDS``
+    (a search's hits share their folders; a vault opened later is seen that much later)."""
+
+    KEPT_SECONDS = 30.0
+    KEPT_FOLDERS = 4096  # more, and the answers are dropped and looked at again
+    MAX_DEPTH = 64  # folders above a file looked at, at most
+
+    def __init__(self) -> None:
+        self._holds_vault: dict[str, tuple[float, bool]] = {}  # folder -> (when looked, holds .obsidian)
+        self._lock = threading.Lock()
+
+    def _is_vault(self, folder: str, now: float) -> bool:
+        known = self._holds_vault.get(folder)
+        if known is not None and now - known[0] < self.KEPT_SECONDS:
+            return known[1]
+        answer = os.path.isdir(os.path.join(folder, ".obsidian"))
+        with self._lock:
+            if len(self._holds_vault) >= self.KEPT_FOLDERS:
+                self._holds_vault.clear()
+            self._holds_vault[folder] = (now, answer)
+        return answer
+
+    def vault_of(self, path: str) -> str | None:
+        """The vault folder ``path`` (an absolute file path) is in, or None."""
+        now = time.monotonic()
+        folder = os.path.dirname(path)
+        for _ in range(self.MAX_DEPTH):
+            if self._is_vault(folder, now):
+                return folder
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return None
+            folder = parent
+        return None
+
+    def url(self, path: str) -> str:
+        """``obsidian://open?path=…`` for a file in a vault (Obsidian finds the vault by the path
+        and opens the note, or a PDF, in it); "" for a file in none."""
+        return "obsidian://open?path=" + urllib.parse.quote(path, safe="") if self.vault_of(path) else ""
+
+
+obsidian_vaults = ObsidianVaults()  # one per process: every KnowledgeBase's hits share what it has seen
 
 
 def pdf_glob(pattern: str) -> str:

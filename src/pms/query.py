@@ -185,6 +185,7 @@ class Hit(Record):
     similarity: float | None = None
     matched: float | None = None
     relevance: float | None = None
+    obsidian_url: str = ""  # obsidian://open?path=… when the note is in an Obsidian vault (paths.ObsidianVaults), else ""
 
     @property
     def ref(self) -> str:
