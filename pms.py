@@ -3621,6 +3621,7 @@ May import: config, notes, paths.
 
 # from __future__ import annotations
 
+import re
 
 # from .config import PMSError, Record, error_excerpt
 # from .notes import normalize_tag, unique_ignoring_case
@@ -3632,7 +3633,8 @@ class NoteFilter(Record, frozen=True):
 
     ``tags``: the note has each tag (``area`` also matches ``area/sub``);
     ``exclude_tags``: it has none of them; ``path``: a glob or folder inside the
-    collection; ``after``/``before``: the note's date, inclusive, YYYY-MM-DD;
+    collection; ``after``/``before``: the note's date, inclusive, YYYY-MM-DD (as built from
+    a month, a year or a time back from today: ``_filter_date``);
     ``where``: frontmatter conditions (key, '=' or '!=' or None for "exists", value).
     """
 
@@ -3754,18 +3756,47 @@ def checked_number(value, name: str, minimum: float = 1, maximum: float | None =
     return int(number) if whole else float(number)
 
 
-def _filter_date(value, argument: str) -> str | None:
+# A date as a filter takes it: a day, a month or a year ("2024-03", "2024": its first day for
+# after, its last for before), or a time back from today ("7d", "2 weeks", "3m", "1y", "today").
+_DATE_AGO = re.compile(r"(\d{1,4})\s*(d|days?|w|weeks?|m|months?|y|years?)(?:\s+ago)?")
+_DATE_PART = re.compile(r"(\d{4})(?:-(\d{1,2}))?")
+DATE_FORMS = "YYYY-MM-DD, YYYY-MM, YYYY, today, yesterday, or a time back such as 7d, 2w, 3m, 1y"
+
+
+def _filter_date(value, argument: str, today=None) -> str | None:
+    """The day ``value`` names, as YYYY-MM-DD (``argument``: "after" or "before", which end of a
+    month or year it takes); ``today`` for tests of the relative forms."""
+    import calendar
     import datetime as _dt
     if value in (None, ""):
         return None
     if isinstance(value, (_dt.date, _dt.datetime)):
         return value.strftime("%Y-%m-%d")
+    text = " ".join(str(value).strip().lower().split())
+    today = today or _dt.date.today()
     try:
-        return _dt.date.fromisoformat(str(value).strip()).isoformat()
-    except ValueError:
-        raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
+        if text in ("today", "yesterday"):
+            return (today - _dt.timedelta(days=text == "yesterday")).isoformat()
+        ago = _DATE_AGO.fullmatch(text)
+        if ago:
+            count, unit = int(ago.group(1)), ago.group(2)[0]
+            if unit in "dw":
+                return (today - _dt.timedelta(days=count * (7 if unit == "w" else 1))).isoformat()
+            months = today.year * 12 + today.month - 1 - count * (12 if unit == "y" else 1)
+            year, month = divmod(months, 12)
+            return _dt.date(year, month + 1, min(today.day, calendar.monthrange(year, month + 1)[1])).isoformat()
+        part = _DATE_PART.fullmatch(text)
+        if part:
+            year, month = int(part.group(1)), int(part.group(2) or 0)
+            if argument != "before":
+                return _dt.date(year, month or 1, 1).isoformat()
+            month = month or 12
+            return _dt.date(year, month, calendar.monthrange(year, month)[1]).isoformat()
+        return _dt.date.fromisoformat(text).isoformat()
+    except (ValueError, OverflowError):
+        raise PMSError(f"{argument} wants a date ({DATE_FORMS}), not {error_excerpt(str(value))}", argument=argument) from None
 
-# ---- pms/schema.py (+3768) ----
+# ---- pms/schema.py (+3799) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4092,7 +4123,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4095) ----
+# ---- pms/store.py (+4126) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5545,7 +5576,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5548) ----
+# ---- pms/vector_memory.py (+5579) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5762,7 +5793,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5765) ----
+# ---- pms/embedding.py (+5796) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -7072,7 +7103,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7075) ----
+# ---- pms/query.py (+7106) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7462,7 +7493,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7465) ----
+# ---- pms/ranking.py (+7496) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8236,7 +8267,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8239) ----
+# ---- pms/retrieval.py (+8270) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9280,7 +9311,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9283) ----
+# ---- pms/sync.py (+9314) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10010,7 +10041,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10013) ----
+# ---- pms/watch.py (+10044) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10198,7 +10229,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10201) ----
+# ---- pms/clip.py (+10232) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10930,7 +10961,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10933) ----
+# ---- pms/api.py (+10964) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12083,7 +12114,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12086) ----
+# ---- pms/evaluation.py (+12117) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12281,7 +12312,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12284) ----
+# ---- pms/mcp_server.py (+12315) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -12346,9 +12377,11 @@ NOTE_FILTER_SCHEMA = {
     "exclude_tags": {"type": "array", "items": {"type": "string"}, "description": "leave out notes with any of these tags"},
     "path": {"type": "string", "description": "only notes under this folder or matching this glob inside the collection, "
                                               "e.g. 'journal/' or 'projects/*.md'"},
-    "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the frontmatter date, "
-                                               "else the file's time)"},
-    "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
+    "after": {"type": "string", "description": "only notes dated on or after this day (the frontmatter date, else the "
+                                               "file's time): YYYY-MM-DD, a month YYYY-MM or year YYYY (its first day), "
+                                               "today, yesterday, or a time back: 7d, 2w, 3m, 1y"},
+    "before": {"type": "string", "description": "only notes dated on or before this day: YYYY-MM-DD, a month or year "
+                                                "(its last day), or as after"},
     "where": {"type": "array", "items": {"type": "string"},
               "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"},
 }
@@ -13501,7 +13534,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13504) ----
+# ---- pms/cli.py (+13537) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14411,6 +14444,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "  pms search rotate keys --tag work --tag security      both tags (#work/infra counts as #work)\n"
         "  pms search meeting --no-tag archive --path 'projects/**'\n"
         "  pms search --after 2024-01-01 --before 2024-03-31      notes dated in Q1 (frontmatter date, else mtime)\n"
+        "  pms search --after 2w                                   the last two weeks (7d, 3m, 1y, today, yesterday)\n"
+        "  pms search --after 2023 --before 2023-06               a year or month: its first or last day\n"
         "  pms search budget --where status=draft --where 'owner!=me' --where due\n"
         "  pms search --tag todo                                   every #todo note, newest first"))
     se.add_argument("query", nargs="*", help="what to look for (words starting with - exclude)")
@@ -14434,8 +14469,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     flt.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
     flt.add_argument("--no-tag", action="append", dest="exclude_tags", metavar="TAG", help="leave out notes with this tag (repeatable)")
     flt.add_argument("--path", metavar="GLOB", help="a folder or glob inside the collection: projects, 'projects/**/*.md'")
-    flt.add_argument("--after", metavar="YYYY-MM-DD", help="notes dated on or after this day")
-    flt.add_argument("--before", metavar="YYYY-MM-DD", help="notes dated on or before this day")
+    flt.add_argument("--after", metavar="DATE", help="notes dated on or after this day: YYYY-MM-DD, YYYY-MM, YYYY, today, 7d, 2w, 3m, 1y")
+    flt.add_argument("--before", metavar="DATE", help="notes dated on or before this day (a month or year: its last day)")
     flt.add_argument("--where", action="append", metavar="KEY=VALUE",
                      help="frontmatter: KEY=VALUE, KEY!=VALUE, or KEY (has the field); repeatable")
 
@@ -14670,7 +14705,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14620) ----
+# ---- pms/__init__.py (+14655) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14737,7 +14772,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14740) ----
+# ---- pms/__main__.py (+14775) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

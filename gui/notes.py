@@ -24,7 +24,7 @@ CHIPS = 8  # the most used tags, one click each
 RELATED = 8
 FILTER_DEBOUNCE_MS = 250
 FILTER_HELP = ("Filter: #tag (all of them; #area matches #area/sub), -#tag, path:projects or path:'a/**/*.md', "
-               "after:2024-01-01, before:2024-12-31, key=value, key!=value, has:key. "
+               "after:2024-01-01 (or 2024-03, 2024, 2w, 3m, today), before:2024-12-31, key=value, key!=value, has:key. "
                "With no search words, the matching notes are listed newest first.")
 
 

@@ -262,8 +262,8 @@ def test_lookup_lines_and_errors_are_worded_for_an_assistant(vault_index):
             links = await client.call_tool("links", {"path": "vault/book/ch04-02-references.md:3:4"})
             assert not links.is_error and links.structured_content["count"] == 2
             assert links.structured_content["links"][0]["path"] == "vault/book/ch04-01-what-is-ownership.md"
-            bad_date = await client.call_tool("search", {"query": "x", "after": "yesterday"})
-            assert bad_date.content[0].text == "after wants a date as YYYY-MM-DD, not 'yesterday'"
+            bad_date = await client.call_tool("search", {"query": "x", "after": "last tuesday"})
+            assert bad_date.content[0].text == "after wants a date (YYYY-MM-DD, YYYY-MM, YYYY, today, yesterday, or a time back such as 7d, 2w, 3m, 1y), not 'last tuesday'"
             off = await client.call_tool("sync", {})
             assert off.is_error and "pms.py" not in off.content[0].text and "--allow-sync" in off.content[0].text
 

@@ -161,6 +161,9 @@ def test_tags_are_listed_with_counts_including_inline_and_nested(tagged_kb):
     ({"after": "2024-01-20", "before": "2024-03-05", "exclude_tags": ["bulk"]},
      {"projects/alpha.md", "projects/beta.md", "journal/2024-02-10.md"}),  # inclusive; the journal's date is its mtime
     ({"before": "2023-12-31"}, {"archive/old.md", "ref/spec.md"}),
+    ({"after": "2024-02", "before": "2024-03", "exclude_tags": ["bulk"]}, {"projects/alpha.md", "journal/2024-02-10.md"}),
+    ({"before": "2023"}, {"archive/old.md", "ref/spec.md"}),  # a year: to its last day
+    ({"after": "2024", "before": "2024-01", "path": "projects"}, {"projects/beta.md"}),
     ({"where": "status=draft"}, {"projects/beta.md"}),
     ({"where": ["status!=draft", "status"]}, {"projects/alpha.md"}),
     ({"where": {"owner": None}, "tags": "project"}, {"projects/alpha.md"}),
@@ -169,6 +172,23 @@ def test_tags_are_listed_with_counts_including_inline_and_nested(tagged_kb):
 def test_each_filter_alone_and_combined_in_keyword_mode(tagged_kb, kwargs, expected):
     hits = tagged_kb.search("deployment", k=50, mode="keyword", **kwargs)
     assert set(paths(hits)) == expected
+
+
+def test_a_time_back_from_today_is_resolved_once_into_a_day(tagged_kb):
+    import datetime
+
+    today = datetime.date.today()
+    built = {text: pms.NoteFilter.build(after=text).after for text in ("today", "yesterday", "7d", "2 weeks ago", "1y")}
+    assert built == {"today": today.isoformat(), "yesterday": (today - datetime.timedelta(days=1)).isoformat(),
+                     "7d": (today - datetime.timedelta(days=7)).isoformat(),
+                     "2 weeks ago": (today - datetime.timedelta(days=14)).isoformat(),
+                     "1y": (today.replace(year=today.year - 1, day=min(today.day, 28)) if (today.month, today.day) == (2, 29)
+                            else today.replace(year=today.year - 1)).isoformat()}
+    month_back = pms.NoteFilter.build(before="1m").before
+    assert month_back < today.isoformat() and (today - datetime.date.fromisoformat(month_back)).days in range(28, 32)
+    # The notes written by this test today (their files' times) and none of the dated ones.
+    recent = tagged_kb.search("deployment", k=100, mode="keyword", after="2d")
+    assert len(recent) == 60 and all(h.path.startswith("noise/") for h in recent)
 
 
 def test_a_filter_inside_the_keyword_query_still_returns_k_results(tagged_kb):
@@ -263,8 +283,9 @@ def test_cli_filter_flags_and_tags_command(tagged_kb, cli, db_path):
     assert [os.path.basename(p) for p in listed.stdout.split()] == ["log12.md", "log11.md"]
     listed = cli("search", "--tag", "bulk", "-n", "1", db=db_path).stdout
     assert listed.startswith(" 1. Log 12  vault/bulk/log12.md:6-8  #") and listed.split("\n")[0].endswith("  2024-04-12")
-    bad = cli("search", "x", "--after", "yesterday", db=db_path)
-    assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1] == "pms: error: --after wants a date as YYYY-MM-DD, not 'yesterday'"
+    bad = cli("search", "x", "--after", "last tuesday", db=db_path)
+    assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1] == \
+        "pms: error: --after wants a date (YYYY-MM-DD, YYYY-MM, YYYY, today, yesterday, or a time back such as 7d, 2w, 3m, 1y), not 'last tuesday'"
     tags = json.loads(cli("tags", "--json", db=db_path).stdout)
     assert tags[0] == {"tag": "bulk", "notes": 12} and {"tag": "infra/ci", "notes": 1} in tags
     assert "    12  #bulk" in cli("tags", db=db_path).stdout

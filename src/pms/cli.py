@@ -907,6 +907,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "  pms search rotate keys --tag work --tag security      both tags (#work/infra counts as #work)\n"
         "  pms search meeting --no-tag archive --path 'projects/**'\n"
         "  pms search --after 2024-01-01 --before 2024-03-31      notes dated in Q1 (frontmatter date, else mtime)\n"
+        "  pms search --after 2w                                   the last two weeks (7d, 3m, 1y, today, yesterday)\n"
+        "  pms search --after 2023 --before 2023-06               a year or month: its first or last day\n"
         "  pms search budget --where status=draft --where 'owner!=me' --where due\n"
         "  pms search --tag todo                                   every #todo note, newest first"))
     se.add_argument("query", nargs="*", help="what to look for (words starting with - exclude)")
@@ -930,8 +932,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     flt.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="notes with this tag, frontmatter or inline (repeatable: all of them)")
     flt.add_argument("--no-tag", action="append", dest="exclude_tags", metavar="TAG", help="leave out notes with this tag (repeatable)")
     flt.add_argument("--path", metavar="GLOB", help="a folder or glob inside the collection: projects, 'projects/**/*.md'")
-    flt.add_argument("--after", metavar="YYYY-MM-DD", help="notes dated on or after this day")
-    flt.add_argument("--before", metavar="YYYY-MM-DD", help="notes dated on or before this day")
+    flt.add_argument("--after", metavar="DATE", help="notes dated on or after this day: YYYY-MM-DD, YYYY-MM, YYYY, today, 7d, 2w, 3m, 1y")
+    flt.add_argument("--before", metavar="DATE", help="notes dated on or before this day (a month or year: its last day)")
     flt.add_argument("--where", action="append", metavar="KEY=VALUE",
                      help="frontmatter: KEY=VALUE, KEY!=VALUE, or KEY (has the field); repeatable")
 

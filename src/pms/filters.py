@@ -8,6 +8,7 @@ May import: config, notes, paths.
 
 from __future__ import annotations
 
+import re
 
 from .config import PMSError, Record, error_excerpt
 from .notes import normalize_tag, unique_ignoring_case
@@ -19,7 +20,8 @@ class NoteFilter(Record, frozen=True):
 
     ``tags``: the note has each tag (``area`` also matches ``area/sub``);
     ``exclude_tags``: it has none of them; ``path``: a glob or folder inside the
-    collection; ``after``/``before``: the note's date, inclusive, YYYY-MM-DD;
+    collection; ``after``/``before``: the note's date, inclusive, YYYY-MM-DD (as built from
+    a month, a year or a time back from today: ``_filter_date``);
     ``where``: frontmatter conditions (key, '=' or '!=' or None for "exists", value).
     """
 
@@ -141,13 +143,42 @@ def checked_number(value, name: str, minimum: float = 1, maximum: float | None =
     return int(number) if whole else float(number)
 
 
-def _filter_date(value, argument: str) -> str | None:
+# A date as a filter takes it: a day, a month or a year ("2024-03", "2024": its first day for
+# after, its last for before), or a time back from today ("7d", "2 weeks", "3m", "1y", "today").
+_DATE_AGO = re.compile(r"(\d{1,4})\s*(d|days?|w|weeks?|m|months?|y|years?)(?:\s+ago)?")
+_DATE_PART = re.compile(r"(\d{4})(?:-(\d{1,2}))?")
+DATE_FORMS = "YYYY-MM-DD, YYYY-MM, YYYY, today, yesterday, or a time back such as 7d, 2w, 3m, 1y"
+
+
+def _filter_date(value, argument: str, today=None) -> str | None:
+    """The day ``value`` names, as YYYY-MM-DD (``argument``: "after" or "before", which end of a
+    month or year it takes); ``today`` for tests of the relative forms."""
+    import calendar
     import datetime as _dt
     if value in (None, ""):
         return None
     if isinstance(value, (_dt.date, _dt.datetime)):
         return value.strftime("%Y-%m-%d")
+    text = " ".join(str(value).strip().lower().split())
+    today = today or _dt.date.today()
     try:
-        return _dt.date.fromisoformat(str(value).strip()).isoformat()
-    except ValueError:
-        raise PMSError(f"{argument} wants a date as YYYY-MM-DD, not {value!r}", argument=argument) from None
+        if text in ("today", "yesterday"):
+            return (today - _dt.timedelta(days=text == "yesterday")).isoformat()
+        ago = _DATE_AGO.fullmatch(text)
+        if ago:
+            count, unit = int(ago.group(1)), ago.group(2)[0]
+            if unit in "dw":
+                return (today - _dt.timedelta(days=count * (7 if unit == "w" else 1))).isoformat()
+            months = today.year * 12 + today.month - 1 - count * (12 if unit == "y" else 1)
+            year, month = divmod(months, 12)
+            return _dt.date(year, month + 1, min(today.day, calendar.monthrange(year, month + 1)[1])).isoformat()
+        part = _DATE_PART.fullmatch(text)
+        if part:
+            year, month = int(part.group(1)), int(part.group(2) or 0)
+            if argument != "before":
+                return _dt.date(year, month or 1, 1).isoformat()
+            month = month or 12
+            return _dt.date(year, month, calendar.monthrange(year, month)[1]).isoformat()
+        return _dt.date.fromisoformat(text).isoformat()
+    except (ValueError, OverflowError):
+        raise PMSError(f"{argument} wants a date ({DATE_FORMS}), not {error_excerpt(str(value))}", argument=argument) from None

@@ -62,9 +62,11 @@ NOTE_FILTER_SCHEMA = {
     "exclude_tags": {"type": "array", "items": {"type": "string"}, "description": "leave out notes with any of these tags"},
     "path": {"type": "string", "description": "only notes under this folder or matching this glob inside the collection, "
                                               "e.g. 'journal/' or 'projects/*.md'"},
-    "after": {"type": "string", "description": "only notes dated on or after this day (YYYY-MM-DD; the frontmatter date, "
-                                               "else the file's time)"},
-    "before": {"type": "string", "description": "only notes dated on or before this day (YYYY-MM-DD)"},
+    "after": {"type": "string", "description": "only notes dated on or after this day (the frontmatter date, else the "
+                                               "file's time): YYYY-MM-DD, a month YYYY-MM or year YYYY (its first day), "
+                                               "today, yesterday, or a time back: 7d, 2w, 3m, 1y"},
+    "before": {"type": "string", "description": "only notes dated on or before this day: YYYY-MM-DD, a month or year "
+                                                "(its last day), or as after"},
     "where": {"type": "array", "items": {"type": "string"},
               "description": "frontmatter conditions, each 'key=value', 'key!=value' or 'key' (present)"},
 }
