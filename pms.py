@@ -1966,6 +1966,81 @@ def without_dendron_vault(target: str) -> str:
     return target[len(DENDRON_SCHEME):].partition("/")[2] if target.startswith(DENDRON_SCHEME) else target
 
 
+# Obsidian's own Markdown: a callout opens a quote with "[!kind]" (then "+" or "-" when it folds,
+# and an optional title), ==text== is highlighted, and reading view hides %%text%% (on a line or
+# across lines: a comment) and a block ID (" ^id" ending a line, or alone on one; Dendron's too).
+_CALLOUT = LazyPattern(r"^\[!([A-Za-z][\w-]{0,40})\][+-]?[ \t]*(?=(\S?))", re.MULTILINE)
+# "==" opens before a word, or before punctuation where no word precedes it; it closes after a word,
+# or after punctuation where no word follows (CommonMark's flanking rule): "A==>B==>C" is arrows.
+_BLOCK_ID = LazyPattern(r"(?:^|[ \t]+)\^[A-Za-z0-9-]{1,64}[ \t]*$", re.MULTILINE)
+_HIGHLIGHT = LazyPattern(r"(?:==(?=\w)|(?<!\w)==(?=[^\w\s=]))([^\n=]{1,1000}?)(?:(?<=\w)==|(?<=[^\w\s=])==(?!\w))")
+
+
+def callout_title(line: str) -> tuple[str, str] | None:
+    """An Obsidian callout's first line (its quote marker taken off), "[!tip]- Title" ->
+    ("tip", "Title"); its kind capitalised when it has no title; None for any other line."""
+    m = _CALLOUT.match(line.strip())
+    if not m:
+        return None
+    return m.group(1).lower(), line.strip()[m.end():].strip() or m.group(1).capitalize()
+
+
+def highlighted_parts(text: str) -> list[tuple[str, bool]]:
+    """``text`` cut at Obsidian's ==highlights==: (piece, highlighted) in order, markers left out."""
+    parts, at = [], 0
+    for m in _HIGHLIGHT.finditer(text) if "==" in text else ():
+        if m.start() > at:
+            parts.append((text[at : m.start()], False))
+        parts.append((m.group(1), True))
+        at = m.end()
+    if at < len(text) or not parts:
+        parts.append((text[at:], False))
+    return parts
+
+
+def without_obsidian_hidden(text: str) -> str:
+    """What Obsidian's reading view hides left out: %%comments%% (by hand in one pass; not in
+    fenced code, nor a "%%" inside `inline code`, printf's "%%"; an unclosed one stays) and
+    block IDs (" ^id" ending a line, or a line of its own). The line breaks a comment spans
+    are kept, so every other line keeps its number."""
+    if "%%" not in text and "^" not in text:
+        return text
+    lines = text.split("\n")
+    fenced, _ = fence_states(lines)
+    out: list[str] = []
+    prose: list[str] = []
+    for line, in_fence in [*zip(lines, fenced), ("", True)]:
+        if not in_fence:
+            prose.append(line)
+            continue
+        if prose:
+            out.append(_prose_without_obsidian_hidden("\n".join(prose)))
+            prose = []
+        out.append(line)
+    return "\n".join(out[:-1])
+
+
+def _prose_without_obsidian_hidden(text: str) -> str:
+    if "^" in text:
+        text = _BLOCK_ID.sub("", text)
+    if "%%" not in text:
+        return text
+    out, at, search, ticks = [], 0, 0, 0  # ticks: backticks kept before ``at``
+    while (start := text.find("%%", search)) >= 0:
+        if (ticks + text.count("`", at, start)) % 2:  # inside inline code
+            search = start + 2
+            continue
+        end = text.find("%%", start + 2)
+        if end < 0:
+            break
+        out.append(text[at:start])
+        ticks += out[-1].count("`")
+        out.append("\n" * text.count("\n", start, end))  # the lines stay where they were (a preview's line anchors)
+        at = search = end + 2
+    out.append(text[at:])
+    return "".join(out)
+
+
 def _without_comments(text: str) -> str:
     """HTML comments left out, by hand in one pass (a pattern retried at every "<!--" is quadratic)."""
     out, at = [], 0
@@ -2014,6 +2089,8 @@ def _display_prose(text: str, first: bool = False, label_first: bool = False) ->
         text = _COMMENT_TAIL.sub("", text, count=1)  # a passage that starts inside an HTML comment
     if "<!--" in text:
         text = _without_comments(text)
+    if "%%" in text or "^" in text:
+        text = without_obsidian_hidden(text)
     if _MAY_HOLD_MARKUP.search(text) and len(text) <= DISPLAY_MARKUP_MAX_CHARS:
         text = _DISPLAY_RULES.sub(_display_piece_label_first if label_first else _display_piece, text)
     if "&" in text and ";" in text:  # &vert;, &lt;: as the reader sees them (html only imported then)
@@ -2025,6 +2102,10 @@ def _display_prose(text: str, first: bool = False, label_first: bool = False) ->
     if "]:" in text or "--" in text:  # link definitions and table rules are left out
         lines = [line for line in lines if not LINK_DEFINITION.match(line) and not ("-" in line and is_table_rule(line))]
     text = _LINE_MARKERS.sub("", "\n".join(line.strip() for line in lines))
+    if "[!" in text:  # an Obsidian callout's first line: its title (or its kind), as Obsidian shows it
+        text = _CALLOUT.sub(lambda m: "" if m.group(2) else m.group(1).capitalize(), text)
+    if "==" in text:
+        text = _HIGHLIGHT.sub(r"\1", text)
     if "|" in text:  # a table row as "cell · cell" (after the line markers: a "#" cell is no heading)
         text = "\n".join(" · ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
                          if line.startswith("|") or line.count("|") >= 2 else line for line in text.split("\n")
@@ -2121,7 +2202,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2124) ----
+# ---- pms/language.py (+2205) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script``, ``written_in_script_of`` and the language names
@@ -2358,7 +2439,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2361) ----
+# ---- pms/notes.py (+2442) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2761,7 +2842,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2764) ----
+# ---- pms/pdf.py (+2845) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -2996,7 +3077,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+2999) ----
+# ---- pms/paths.py (+3080) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3610,7 +3691,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3613) ----
+# ---- pms/filters.py (+3694) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3796,7 +3877,7 @@ def _filter_date(value, argument: str, today=None) -> str | None:
     except (ValueError, OverflowError):
         raise PMSError(f"{argument} wants a date ({DATE_FORMS}), not {error_excerpt(str(value))}", argument=argument) from None
 
-# ---- pms/schema.py (+3799) ----
+# ---- pms/schema.py (+3880) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4123,7 +4204,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4126) ----
+# ---- pms/store.py (+4207) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5576,7 +5657,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5579) ----
+# ---- pms/vector_memory.py (+5660) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5793,7 +5874,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5796) ----
+# ---- pms/embedding.py (+5877) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -7103,7 +7184,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7106) ----
+# ---- pms/query.py (+7187) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7493,7 +7574,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7496) ----
+# ---- pms/ranking.py (+7577) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8267,7 +8348,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8270) ----
+# ---- pms/retrieval.py (+8351) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9311,7 +9392,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9314) ----
+# ---- pms/sync.py (+9395) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10041,7 +10122,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10044) ----
+# ---- pms/watch.py (+10125) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10229,7 +10310,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10232) ----
+# ---- pms/clip.py (+10313) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -10961,7 +11042,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+10964) ----
+# ---- pms/api.py (+11045) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12114,7 +12195,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12117) ----
+# ---- pms/evaluation.py (+12198) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12312,7 +12393,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12315) ----
+# ---- pms/mcp_server.py (+12396) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13534,7 +13615,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13537) ----
+# ---- pms/cli.py (+13618) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14705,7 +14786,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14655) ----
+# ---- pms/__init__.py (+14736) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14713,7 +14794,8 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # from .frontmatter import FrontmatterError, parse_frontmatter, split_frontmatter
 # from .markdown import (
 # DEFAULT_CHUNK_CHARS, DEFAULT_PASSAGE_CHARS, BinaryFileError, Chunk, FileTooLargeError, Passage, chunk_markdown, decode_text,
-# first_heading, markdown_passages, passage_display_text, title_line_as_heading,
+# callout_title, first_heading, highlighted_parts, markdown_passages, passage_display_text, title_line_as_heading,
+# without_obsidian_hidden,
 # )
 # from .notes import links_label_first, replace_wikilinks
 # from .paths import is_skipped_folder, path_prefix_glob, read_note_file
@@ -14749,6 +14831,7 @@ __all__ = [
     # Markdown without an index (its passages, the desktop app's preview)
     "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
     "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "links_label_first",
+    "callout_title", "highlighted_parts", "without_obsidian_hidden",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
     # settings, the embedding model, evaluation: bench/ and build/
@@ -14772,7 +14855,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14775) ----
+# ---- pms/__main__.py (+14858) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from mdit_py_plugins.tasklists import tasklists_plugin
 
 import pms
@@ -43,6 +44,7 @@ class Colours:
     code_background: str = "#f3f4f6"
     quote_bar: str = "#c7ccd4"
     rule: str = "#d0d7de"
+    highlight: str = "#dfe9fb"  # Obsidian's ==highlight== (not the search words' yellow)
 
 
 def is_remote(url: str) -> bool:
@@ -170,6 +172,49 @@ def _table_open(self, tokens, idx, options, env) -> str:
     return '<table class="grid" cellspacing="0" cellpadding="5" border="1">\n'
 
 
+def _obsidian_markup(state) -> None:
+    """Obsidian's own Markdown, after inline parsing: a callout's first line ("> [!tip] Title",
+    the engine's ``callout_title``) becomes its title in bold on a line of its own, and
+    ==highlights== (``highlighted_parts``) are marked; code is left as written."""
+    tokens = state.tokens
+    for i, token in enumerate(tokens):
+        if token.type == "blockquote_open" and i + 2 < len(tokens) and tokens[i + 2].type == "inline":
+            _callout_title(tokens[i + 2])
+        if token.type == "inline" and token.children and any("==" in c.content for c in token.children if c.type == "text"):
+            token.children = [piece for child in token.children for piece in _highlighted(child)]
+
+
+def _callout_title(inline: Token) -> None:
+    children = inline.children or []
+    if not children or children[0].type != "text":
+        return
+    line_end = next((n for n, c in enumerate(children) if c.type in ("softbreak", "hardbreak")), len(children))
+    first_line = "".join(c.content for c in children[:line_end])
+    callout = pms.callout_title(children[0].content) if children[0].content.lstrip().startswith("[!") else None
+    if callout is None:
+        return
+    kind, title = callout
+    if line_end == 1 or not first_line[children[0].content.index("]") + 1:].strip("+- \t"):
+        children[0].content = title  # no title written (or only the marker): the kind names it
+    else:
+        children[0].content = children[0].content[children[0].content.index("]") + 1:].lstrip("+-").lstrip()
+    if line_end < len(children):
+        children[line_end] = Token("hardbreak", "br", 0)
+    inline.children = [Token("strong_open", "strong", 1), *children[:line_end], Token("strong_close", "strong", -1),
+                       *children[line_end:]]
+
+
+def _highlighted(child: Token) -> list[Token]:
+    if child.type != "text" or "==" not in child.content:
+        return [child]
+    out: list[Token] = []
+    for piece, marked in pms.highlighted_parts(child.content):
+        text = Token("text", "", 0)
+        text.content = piece
+        out += [Token("mark_open", "span", 1), text, Token("mark_close", "span", -1)] if marked else [text]
+    return out
+
+
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).use(tasklists_plugin)
     for name, rule in (("html_inline", _html_inline), ("html_block", _html_block), ("image", _image),
@@ -178,6 +223,9 @@ def _parser() -> MarkdownIt:
                        ("code_inline", _code_inline), ("table_open", _table_open), ("tr_open", _tr_open),
                        ("th_open", _cell_open), ("td_open", _cell_open)):
         md.add_render_rule(name, rule)
+    md.add_render_rule("mark_open", lambda self, tokens, idx, options, env: '<span class="mark">')
+    md.add_render_rule("mark_close", lambda self, tokens, idx, options, env: "</span>")
+    md.core.ruler.after("inline", "obsidian_markup", _obsidian_markup)
     # Blocks of text name the line they start on; a tight list's paragraphs render nothing, so its items do.
     md.add_render_rule("heading_open", _with_line(_heading_open))
     for name in ("paragraph_open", "list_item_open"):
@@ -203,11 +251,13 @@ def style_sheet(colours: Colours) -> str:
             f"th {{ background-color: {c.code_background}; }}"
             f"p.raw {{ font-family: monospace; color: {c.muted}; }}"
             f".refused {{ color: {c.muted}; font-style: italic; }}"
+            f".mark {{ background-color: {c.highlight}; }}"
             f".header {{ color: {c.muted}; }}")
 
 
 def markdown_to_html(markdown: str, folder: Path | None = None) -> str:
     """The body of a note (frontmatter already removed) as HTML for QTextDocument;
     ``folder`` (the note's) is where relative image paths are looked up."""
+    markdown = pms.without_obsidian_hidden(markdown)  # hidden in Obsidian's reading view
     return _MD.render(pms.title_line_as_heading(markdown), {"folder": folder})  # "% Title": the note's heading
 

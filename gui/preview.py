@@ -91,8 +91,10 @@ def palette_colours(palette: QPalette) -> Colours:
     def mix(amount: float) -> str:  # ``amount`` of the text colour over the background
         return QColor.fromRgbF(*(b + (t - b) * amount for b, t in zip(base.getRgbF()[:3], text.getRgbF()[:3]))).name()
 
-    return Colours(muted=mix(0.62), link=palette.color(QPalette.Link).name(),
-                   code_background=mix(0.12 if dark else 0.06), quote_bar=mix(0.35), rule=mix(0.25))
+    link = palette.color(QPalette.Link)
+    highlight = QColor.fromRgbF(*(b + (t - b) * (0.35 if dark else 0.15) for b, t in zip(base.getRgbF()[:3], link.getRgbF()[:3])))
+    return Colours(muted=mix(0.62), link=link.name(), code_background=mix(0.12 if dark else 0.06), quote_bar=mix(0.35),
+                   rule=mix(0.25), highlight=highlight.name())
 
 
 def _note_html(abspath: Path, body: str, label_first: bool) -> tuple[Path, str, str]:

@@ -100,6 +100,25 @@ def test_an_mdbook_title_line_shows_as_the_notes_heading(preview, tmp_path):
     assert "% not a title here" in text  # only the note's first line is its title
 
 
+def test_obsidian_callouts_highlights_and_comments_render_as_in_obsidian(preview, tmp_path):
+    from gui.note_html import markdown_to_html
+    from test_real_vaults import OBSIDIAN_NOTE
+
+    note = write(tmp_path / "restic.md", OBSIDIAN_NOTE)
+    preview.show_note(note)
+    text = preview.toPlainText()
+    assert "Back up first\nRun restic check before pruning." in text and "Tip\nUse --dry-run" in text
+    for hidden in ("[!", "==restic", "todo", "private block", "dry-run-tip"):
+        assert hidden not in text, hidden
+    assert 'printf "%%d"' in text and "Capture==>Curate==>Connect" in text and "SELECT '%%' LIKE x %% y %%" in text
+    found = preview.document().find("restic check")
+    assert found.charFormat().background().color().name() == palette_colours(preview.palette()).highlight
+    assert preview.document().find("Back up first").charFormat().fontWeight() > preview.document().find("pruning").charFormat().fontWeight()
+    # The line after a three-line comment is still anchored at its own line (the preview scrolls to passages by line).
+    after = OBSIDIAN_NOTE.split("\n").index("After the comment: Capture==>Curate==>Connect, and a == b.") + 1
+    assert f'<a name="pms-line-{after}"></a>After the comment' in markdown_to_html(OBSIDIAN_NOTE)
+
+
 def passage_on_screen(preview: NotePreview) -> bool:
     """Is the block the preview scrolled to inside the visible part of the view?"""
     if preview.passage_block <= 0:

@@ -152,7 +152,7 @@ def test_shift_enter_in_the_app_opens_a_vaults_note_in_obsidian(kb, tmp_path, op
 
         @Slot(QUrl)
         def open(self, url: QUrl) -> None:
-            self.opened.append(url.toString(QUrl.FullyEncoded))
+            self.opened.append(bytes(url.toEncoded().data()).decode())
 
     root = vaults(tmp_path / "notes")
     kb.collections.create(root, name="all")

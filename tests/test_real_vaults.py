@@ -125,6 +125,47 @@ def test_each_markup_alone_renders_away_and_its_look_alikes_stay():
         assert pms.passage_display_text(raw) == raw, raw
 
 
+OBSIDIAN_NOTE = """# Restic backups
+
+> [!warning] Back up first
+> Run ==restic check== before pruning. %%todo: automate this%%
+
+> [!tip]-
+> Use `--dry-run` and `printf "%%d"` first. ^dry-run-tip
+
+%%
+A private block
+over two lines
+%%
+After the comment: Capture==>Curate==>Connect, and a == b.
+
+```
+SELECT '%%' LIKE x %% y %%
+```
+"""
+
+
+def test_obsidian_callouts_highlights_and_comments_show_as_obsidian_shows_them(kb, tmp_path):
+    shown = pms.passage_display_text(OBSIDIAN_NOTE)
+    assert shown.split("\n")[:4] == ["Restic backups", "Back up first", "Run restic check before pruning.", "Tip"]
+    for hidden in ("[!", "==restic", "todo", "automate", "private block", "dry-run-tip"):
+        assert hidden not in shown, hidden
+    assert "2^10 and x ^ y" == pms.passage_display_text("2^10 and x ^ y")  # no block ID: a caret inside a line
+    # Look-alikes stay: "%%" in code (inline and fenced), arrows and comparisons.
+    assert 'printf "%%d"' in shown and "SELECT '%%' LIKE x %% y %%" in shown
+    assert "Capture==>Curate==>Connect, and a == b." in shown
+    assert pms.callout_title("[!FAQ]+ Why restic?") == ("faq", "Why restic?") and pms.callout_title("[x] done") is None
+    assert pms.highlighted_parts("a ==b== c") == [("a ", False), ("b", True), (" c", False)]
+    # Lines keep their numbers (a preview's anchors); the words stay searchable, as every hidden word does.
+    assert len(pms.without_obsidian_hidden(OBSIDIAN_NOTE).split("\n")) == len(OBSIDIAN_NOTE.split("\n"))
+    write(tmp_path / "v" / "restic.md", OBSIDIAN_NOTE)
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    [hit] = kb.search("back up first restic", mode="keyword", passages=True, k=1).hits
+    assert "Back up first Run restic check before" in hit.snippet and "[!" not in hit.snippet and "todo" not in hit.snippet
+    assert [h.path for h in kb.search("private block", mode="keyword")] == ["restic.md"]
+
+
 def test_snake_case_next_to_a_marked_word_keeps_its_underscore(kb, tmp_path):
     write(tmp_path / "n" / "f.md", "# Functions\n\nIf we tried to use s after the call to `takes_ownership`, Rust would complain.\n")
     kb.collections.create(tmp_path / "n", name="n")

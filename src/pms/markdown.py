@@ -435,6 +435,81 @@ def without_dendron_vault(target: str) -> str:
     return target[len(DENDRON_SCHEME):].partition("/")[2] if target.startswith(DENDRON_SCHEME) else target
 
 
+# Obsidian's own Markdown: a callout opens a quote with "[!kind]" (then "+" or "-" when it folds,
+# and an optional title), ==text== is highlighted, and reading view hides %%text%% (on a line or
+# across lines: a comment) and a block ID (" ^id" ending a line, or alone on one; Dendron's too).
+_CALLOUT = LazyPattern(r"^\[!([A-Za-z][\w-]{0,40})\][+-]?[ \t]*(?=(\S?))", re.MULTILINE)
+# "==" opens before a word, or before punctuation where no word precedes it; it closes after a word,
+# or after punctuation where no word follows (CommonMark's flanking rule): "A==>B==>C" is arrows.
+_BLOCK_ID = LazyPattern(r"(?:^|[ \t]+)\^[A-Za-z0-9-]{1,64}[ \t]*$", re.MULTILINE)
+_HIGHLIGHT = LazyPattern(r"(?:==(?=\w)|(?<!\w)==(?=[^\w\s=]))([^\n=]{1,1000}?)(?:(?<=\w)==|(?<=[^\w\s=])==(?!\w))")
+
+
+def callout_title(line: str) -> tuple[str, str] | None:
+    """An Obsidian callout's first line (its quote marker taken off), "[!tip]- Title" ->
+    ("tip", "Title"); its kind capitalised when it has no title; None for any other line."""
+    m = _CALLOUT.match(line.strip())
+    if not m:
+        return None
+    return m.group(1).lower(), line.strip()[m.end():].strip() or m.group(1).capitalize()
+
+
+def highlighted_parts(text: str) -> list[tuple[str, bool]]:
+    """``text`` cut at Obsidian's ==highlights==: (piece, highlighted) in order, markers left out."""
+    parts, at = [], 0
+    for m in _HIGHLIGHT.finditer(text) if "==" in text else ():
+        if m.start() > at:
+            parts.append((text[at : m.start()], False))
+        parts.append((m.group(1), True))
+        at = m.end()
+    if at < len(text) or not parts:
+        parts.append((text[at:], False))
+    return parts
+
+
+def without_obsidian_hidden(text: str) -> str:
+    """What Obsidian's reading view hides left out: %%comments%% (by hand in one pass; not in
+    fenced code, nor a "%%" inside `inline code`, printf's "%%"; an unclosed one stays) and
+    block IDs (" ^id" ending a line, or a line of its own). The line breaks a comment spans
+    are kept, so every other line keeps its number."""
+    if "%%" not in text and "^" not in text:
+        return text
+    lines = text.split("\n")
+    fenced, _ = fence_states(lines)
+    out: list[str] = []
+    prose: list[str] = []
+    for line, in_fence in [*zip(lines, fenced), ("", True)]:
+        if not in_fence:
+            prose.append(line)
+            continue
+        if prose:
+            out.append(_prose_without_obsidian_hidden("\n".join(prose)))
+            prose = []
+        out.append(line)
+    return "\n".join(out[:-1])
+
+
+def _prose_without_obsidian_hidden(text: str) -> str:
+    if "^" in text:
+        text = _BLOCK_ID.sub("", text)
+    if "%%" not in text:
+        return text
+    out, at, search, ticks = [], 0, 0, 0  # ticks: backticks kept before ``at``
+    while (start := text.find("%%", search)) >= 0:
+        if (ticks + text.count("`", at, start)) % 2:  # inside inline code
+            search = start + 2
+            continue
+        end = text.find("%%", start + 2)
+        if end < 0:
+            break
+        out.append(text[at:start])
+        ticks += out[-1].count("`")
+        out.append("\n" * text.count("\n", start, end))  # the lines stay where they were (a preview's line anchors)
+        at = search = end + 2
+    out.append(text[at:])
+    return "".join(out)
+
+
 def _without_comments(text: str) -> str:
     """HTML comments left out, by hand in one pass (a pattern retried at every "<!--" is quadratic)."""
     out, at = [], 0
@@ -483,6 +558,8 @@ def _display_prose(text: str, first: bool = False, label_first: bool = False) ->
         text = _COMMENT_TAIL.sub("", text, count=1)  # a passage that starts inside an HTML comment
     if "<!--" in text:
         text = _without_comments(text)
+    if "%%" in text or "^" in text:
+        text = without_obsidian_hidden(text)
     if _MAY_HOLD_MARKUP.search(text) and len(text) <= DISPLAY_MARKUP_MAX_CHARS:
         text = _DISPLAY_RULES.sub(_display_piece_label_first if label_first else _display_piece, text)
     if "&" in text and ";" in text:  # &vert;, &lt;: as the reader sees them (html only imported then)
@@ -494,6 +571,10 @@ def _display_prose(text: str, first: bool = False, label_first: bool = False) ->
     if "]:" in text or "--" in text:  # link definitions and table rules are left out
         lines = [line for line in lines if not LINK_DEFINITION.match(line) and not ("-" in line and is_table_rule(line))]
     text = _LINE_MARKERS.sub("", "\n".join(line.strip() for line in lines))
+    if "[!" in text:  # an Obsidian callout's first line: its title (or its kind), as Obsidian shows it
+        text = _CALLOUT.sub(lambda m: "" if m.group(2) else m.group(1).capitalize(), text)
+    if "==" in text:
+        text = _HIGHLIGHT.sub(r"\1", text)
     if "|" in text:  # a table row as "cell · cell" (after the line markers: a "#" cell is no heading)
         text = "\n".join(" · ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
                          if line.startswith("|") or line.count("|") >= 2 else line for line in text.split("\n")
