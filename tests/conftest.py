@@ -484,11 +484,10 @@ def index_write(kb, *statements: str) -> None:
     """Run ``statements`` on ``kb``'s index file through a writable connection of its own, as
     another program (an older PMS) writes the file: an index in a state no public call makes
     (an older schema, another model's name). sqlite-vec is loaded when the file holds its table."""
-    import sqlite3
-
-    db = sqlite3.connect(kb.index_path, isolation_level=None)
+    vectors = bool(index_rows(kb, "SELECT 1 FROM sqlite_master WHERE sql LIKE '%USING vec0%'"))
+    db = pms.sqlite_module(vectors).connect(kb.index_path, isolation_level=None)
     try:
-        if db.execute("SELECT 1 FROM sqlite_master WHERE sql LIKE '%USING vec0%'").fetchone():
+        if vectors:
             import sqlite_vec
 
             db.enable_load_extension(True)
