@@ -480,14 +480,16 @@ def index_rows(kb, sql: str, params: tuple = ()) -> list[tuple]:
         db.close()
 
 
-def index_write(kb, *statements: str) -> None:
-    """Run ``statements`` on ``kb``'s index file through a writable connection of its own, as
-    another program (an older PMS) writes the file: an index in a state no public call makes
-    (an older schema, another model's name). sqlite-vec is loaded when the file holds its table."""
-    vectors = bool(index_rows(kb, "SELECT 1 FROM sqlite_master WHERE sql LIKE '%USING vec0%'"))
-    db = pms.sqlite_module(vectors).connect(kb.index_path, isolation_level=None)
+def index_write(index, *statements: str) -> None:
+    """Run ``statements`` on an index file (a path, or a KnowledgeBase's) through a writable
+    connection of its own, as another program (an older PMS) writes the file: an index in a state
+    no public call makes (an older schema, another model's name). sqlite-vec is loaded when the
+    file holds its table; PMS's own SQL functions are not (a passage written here would need them)."""
+    path = Path(getattr(index, "index_path", index))
+    db = pms.sqlite_module(True).connect(path, isolation_level=None)
     try:
-        if vectors:
+        db.execute("PRAGMA foreign_keys = ON")  # as PMS writes: a note's passages go with it
+        if db.execute("SELECT 1 FROM sqlite_master WHERE sql LIKE '%USING vec0%'").fetchone():
             import sqlite_vec
 
             db.enable_load_extension(True)
