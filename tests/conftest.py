@@ -480,6 +480,37 @@ def index_rows(kb, sql: str, params: tuple = ()) -> list[tuple]:
         db.close()
 
 
+def index_write(index, *statements: str) -> None:
+    """Run ``statements`` on an index file (a path, or a KnowledgeBase's) through a writable
+    connection of its own, as another program (an older PMS) writes the file: an index in a state
+    no public call makes (an older schema, another model's name). sqlite-vec is loaded when the
+    file holds its table; PMS's own SQL functions are not (a passage written here would need them)."""
+    path = Path(getattr(index, "index_path", index))
+    db = pms.sqlite_module(True).connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA foreign_keys = ON")  # as PMS writes: a note's passages go with it
+        if db.execute("SELECT 1 FROM sqlite_master WHERE sql LIKE '%USING vec0%'").fetchone():
+            import sqlite_vec
+
+            db.enable_load_extension(True)
+            sqlite_vec.load(db)
+        for statement in statements:
+            db.execute(statement)
+    finally:
+        db.close()
+
+
+@contextlib.contextmanager
+def ranked(kb, embedder=None, **knobs):
+    """A second KnowledgeBase on ``kb``'s index file whose RankingSettings differ from the defaults
+    by ``knobs``: the public way to try a ranking rule off or on (KnowledgeBase's ``ranking``).
+    It finds its model as any later process does (the one the index remembers, PMS_MODEL_DIR),
+    or uses ``embedder`` (an EmbeddingProvider of the test's own)."""
+    with pms.KnowledgeBase(kb.index_path, embeddings=kb.embeddings_enabled, embedder=embedder,
+                           ranking=pms.RankingSettings().replace(**knobs)) as other:
+        yield other
+
+
 # -- an embeddings server whose answers a test chooses (test_embed_server.py, test_languages.py, the app's first start) --
 
 DIM = 16

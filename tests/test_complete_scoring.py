@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import write
+from conftest import ranked, write
 
 QUERY = "how to water houseplants"
 
@@ -34,24 +34,24 @@ def test_the_lists_as_the_fixture_intends(plant_vault):
 
 
 def test_a_note_the_keyword_list_did_not_reach_still_gets_its_bm25(plant_vault):
-    retrieval = plant_vault.retrieval
     # Lists read 4 passages deep (k=1, ranked as for 1): plants.md, keyword #7, is in the vector list only.
-    no_feedback = retrieval.settings.replace(depth=1, steady_k=1, feedback_weight=0.0)
-    hit = retrieval.search(retrieval.request(QUERY, k=1, mode="hybrid"), no_feedback)[0]
+    with ranked(plant_vault, depth=1, steady_k=1, feedback_weight=0.0) as no_feedback:
+        hit = no_feedback.search(QUERY, k=1, mode="hybrid")[0]
     assert hit.path == "plants.md" and hit.vector_rank == 1 and hit.bm25_rank is None  # ranks: the lists it came from
     # 0.5 x cosine / best (it is the best: 0.5) + 0.5 x its own BM25 / the best BM25 (> 0: counted though unlisted)
     assert 0.5 < hit.score < 1.0
     assert "then the top 20 notes re-scored from all their passages: 0.5 x BM25 / best + 0.5 x cosine / best" in hit.fusion
-    rrf_only = retrieval.search(retrieval.request(QUERY, k=1, mode="hybrid"), no_feedback.replace(complete_depth=0))[0]
+    with ranked(plant_vault, depth=1, steady_k=1, feedback_weight=0.0, complete_depth=0) as rrf:
+        rrf_only = rrf.search(QUERY, k=1, mode="hybrid")[0]
     assert rrf_only.score < 0.05 and "re-scored" not in rrf_only.fusion  # an RRF score: the vector vote alone
 
 
 def test_feedback_moves_the_query_towards_the_first_fusions_top_notes(plant_vault):
-    retrieval = plant_vault.retrieval
-    without = retrieval.search(retrieval.request(QUERY, k=8, mode="hybrid"), retrieval.settings.replace(feedback_weight=0.0))
+    with ranked(plant_vault, feedback_weight=0.0) as no_feedback:
+        without = no_feedback.search(QUERY, k=8, mode="hybrid")
     assert without[0].path == "plants.md" and "moved towards" not in without[0].fusion
     # RRF's top note is a water bill (keyword x2): the query moves towards it, and so do the cosines.
-    moved = retrieval.search(retrieval.request(QUERY, k=8, mode="hybrid"))
+    moved = plant_vault.search(QUERY, k=8, mode="hybrid")
     assert moved[0].path.startswith("bill") and [h.path for h in moved].index("plants.md") > 0
     assert "moved towards the passages nearest it of the top note (x0.5)" in moved[0].fusion
 

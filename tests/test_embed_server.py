@@ -54,7 +54,7 @@ def test_meaning_search_through_a_server_and_the_index_remembers_it(server, vaul
     with pms.KnowledgeBase(db_path) as kb:
         info = kb.status(pending=False)
         assert info["search_mode"] == "hybrid" and server.url in info["vectors_from"]
-        assert isinstance(kb.embedder, pms.HTTPEmbedder) and kb.embedder.remembered
+        assert info["embedding_provider"]["url"] == server.url + "/v1/embeddings"  # nothing chosen: the server the index names
         before = len(server.requests)
         assert kb.search("railway timetable", mode="vector")[0].path == "trains.md"
         assert len(server.requests) == before + 1, "a remembered server is not probed again: one request a query"
@@ -245,7 +245,7 @@ def test_wrong_dimension_is_refused_and_nothing_is_written(server, vault_dir, db
 def test_garbage_answers_are_refused(server, vault_dir, db_path, mode):
     with open_kb(db_path, provider(server)) as kb:
         kb.collections.create(vault_dir, name="v")
-        kb.embedder.load()
+        assert kb.load_embedder()  # probed while the server still answers well
         server.mode = mode
         report = kb.sync()
         assert server.url in report.embed_error

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import pms
-from conftest import index_rows, write
+from conftest import index_rows, index_write, ranked, write
 
 
 @pytest.fixture
@@ -24,9 +24,9 @@ def typo_vault(kb, tmp_path):
 
 
 def searched(kb, query: str, **settings) -> list[str]:
-    """The paths a keyword search finds with these RankingSettings (the request made with them too)."""
-    retrieval = pms.retrieval.Retrieval(kb.retrieval.store, None, kb.retrieval.settings.replace(**settings))
-    return [h.path for h in retrieval.search(retrieval.request(query, mode="keyword"))]
+    """The paths a keyword search finds with these RankingSettings (a KnowledgeBase made with them)."""
+    with ranked(kb, **settings) as other:
+        return [h.path for h in other.search(query, mode="keyword")]
 
 
 @pytest.mark.parametrize("query, path", [("ownershp", "rust.md"), ("borowing", "rust.md"), ("lifetmes", "lifetimes.md"),
@@ -37,6 +37,7 @@ def test_a_typo_finds_the_word_the_vault_holds(typo_vault, query, path):
 
 
 def test_a_typo_fallback_takes_only_the_closest_words_and_leaves_known_words_alone(typo_vault):
+    # internal contract: the words a typo stands for, in the request (no public call shows a term's variants)
     parsed = typo_vault.retrieval.request("lifetmes owner carrots").parsed
     lifetimes, owner, carrots = parsed.terms
     assert lifetimes.variants == (("lifetim", False),)  # the index's stem, one edit away; not "life" (two)
@@ -185,11 +186,10 @@ def test_an_index_from_before_the_namesake_keys_upgrades_with_its_pointers_told(
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
         kb.collections.create(book_with_a_pointer(tmp_path / "book"), name="book")
         kb.sync()
-        # An index as schema 13 left it: made by hand, as no public call makes one.
-        for statement in ("DROP INDEX documents_title_key", "DROP INDEX documents_stem_key", "ALTER TABLE documents DROP COLUMN title_key",
-                          "ALTER TABLE documents DROP COLUMN stem_key",
-                          f"PRAGMA user_version = {pms.schema.MIGRATIONS.index(pms.schema._namesake_key_columns)}"):
-            kb.store.db.execute(statement)
+    # An index as schema 13 left it: made by hand, as no public call makes one.
+    index_write(kb, "DROP INDEX documents_title_key", "DROP INDEX documents_stem_key", "ALTER TABLE documents DROP COLUMN title_key",
+                "ALTER TABLE documents DROP COLUMN stem_key",
+                f"PRAGMA user_version = {pms.schema.MIGRATIONS.index(pms.schema._namesake_key_columns)}")
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
         hits = kb.search("second edition no longer distributed", mode="keyword")
         assert [(h.path, h.stub) for h in hits] == POINTER and index_rows(kb, "PRAGMA user_version") == [(len(pms.schema.MIGRATIONS),)]
@@ -207,7 +207,7 @@ def test_a_search_shows_relevance_in_rank_order_and_a_passage_with_only_common_w
     assert values == sorted(values, reverse=True) and result.best_relevance == values[0]
     # "every" is in three notes, "zucchini" in none: holding the common word alone says little.
     weak = typo_vault.search("every zucchini", mode="keyword")
-    assert weak.weak and weak.best_relevance < typo_vault.retrieval.settings.floor_for("keyword")
+    assert weak.weak and weak.best_relevance < pms.RankingSettings().floor_for("keyword")  # the KnowledgeBase's: the defaults
 
 
 def test_a_keyword_search_whose_answer_holds_most_of_a_long_question_is_not_called_weak(kb, tmp_path):

@@ -76,6 +76,7 @@ def test_any_query_parses_into_safe_fts(keyword_kb, query):
     assert len(parsed.terms) <= 32 and len(parsed.excluded) <= 16
     for match in (parsed.match_any(), parsed.match_all()):
         if match:  # FTS5 accepts it: a syntax error would raise here
+            # internal contract: the parser's expression straight to the Store's FTS5 query (a search adds fallbacks around it)
             keyword_kb.store.fts_search(match, 5, None, pms.RankingSettings().field_weights)
 
 

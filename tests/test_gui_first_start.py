@@ -44,7 +44,8 @@ def test_the_first_start_offline_offers_every_way_forward(offline_kb, notes, ope
         window.sync.use_model_folder(embedding_model_dir)
     qtbot.waitUntil(lambda: window.badge.text() == "Hybrid", timeout=WAIT_MS)
     assert not window.fix_button.isVisible()
-    assert offline_kb.store.remembered_model()[1] == str(embedding_model_dir.resolve())  # the next start uses it
+    with pms.KnowledgeBase(offline_kb.index_path) as next_start:  # the next start uses it, with nothing chosen
+        assert next_start.status(pending=False)["embedding_provider"]["dir"] == str(embedding_model_dir.resolve())
 
 
 def test_a_folder_that_holds_no_model_is_refused_with_the_reason(offline_kb, notes, open_window, qtbot, tmp_path):
@@ -62,7 +63,8 @@ def test_an_embedding_server_can_be_chosen_from_the_window(offline_kb, notes, op
         with qtbot.waitSignal(window.sync_done, timeout=WAIT_MS):
             window.sync.use_embedding_server(server.url, "hashed-words")
         qtbot.waitUntil(lambda: window.badge.text() == "Hybrid", timeout=WAIT_MS)
-        assert offline_kb.store.remembered_provider()["url"] == server.url + "/v1/embeddings"
+        with pms.KnowledgeBase(offline_kb.index_path) as next_start:  # the next start asks it, with nothing chosen
+            assert next_start.status(pending=False)["embedding_provider"]["url"] == server.url + "/v1/embeddings"
     finally:
         server.stop()
 

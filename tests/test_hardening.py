@@ -224,7 +224,7 @@ def test_skipped_files_are_not_pending_after_a_sync(kb, tmp_path, env):
     write(root / "binary.md", b"\x00\x01")
     kb.sync()
     (root / "binary.md").unlink()
-    assert kb.sync().skipped == [] and not kb.store.skipped_states(kb.collections.get("skips").id)
+    assert kb.sync().skipped == [] and [f for f in kb.status(pending=False)["not_indexed"] if f["collection"] == "skips"] == []
 
 
 def test_a_symlink_loop_is_a_warning_not_a_failure(tmp_path, env):
@@ -265,7 +265,7 @@ def test_cjk_words_of_any_length_are_found_through_cjk_fts(kb, tmp_path):
     write(root / "zh.md", "# 新的\n\n內容已更改\n")
     kb.sync()
     assert kb.search("檔案", mode="keyword") == [] and kb.search("更改", mode="keyword")[0].path == "zh.md"
-    db = kb.store.db  # FTS5's own integrity check of the CJK index: an internal contract
+    db = kb.store.db  # internal contract: FTS5's own integrity check of the CJK index, on the connection that wrote it
     db.execute("INSERT INTO cjk_fts(cjk_fts) VALUES ('integrity-check')")
     assert db.execute("SELECT count(*) FROM cjk_fts").fetchone()[0] == 2
 
@@ -275,7 +275,7 @@ def test_an_index_made_before_cjk_fts_is_filled_when_opened(tmp_path, monkeypatc
     # and its passages were written by that older code (plain SQL here, since
     # today's sync writes columns that later migrations add).
     (cjk_migration,) = [m for m in pms.schema.MIGRATIONS if isinstance(m, str) and "cjk_fts" in m]
-    with monkeypatch.context() as m:
+    with monkeypatch.context() as m:  # internal contract: the Store of an older PMS, its migrations cut short
         m.setattr(pms.store, "MIGRATIONS", pms.schema.MIGRATIONS[: pms.schema.MIGRATIONS.index(cjk_migration)])
         old = pms.store.Store(tmp_path / "old.sqlite", vectors=False)
         with old.transaction() as db:

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import pms
-from conftest import write
+from conftest import index_rows, index_write, ranked, write
 
 
 @pytest.fixture
@@ -35,14 +35,15 @@ def test_hybrid_is_the_default_and_finds_by_meaning(hybrid_vault):
 
 
 def test_hybrid_and_candidates_api(hybrid_vault):
-    hits = hybrid_vault.retrieval.search(hybrid_vault.retrieval.request("restic backups offsite", k=3, mode="hybrid"))
+    hits = hybrid_vault.search("restic backups offsite", k=3, mode="hybrid")
     top = hits[0]
     assert top.path == "backup.md" and top.bm25_rank == 1 and top.vector_rank == 1
     assert top.score == pytest.approx(1.0)  # re-scored: the best BM25 and the best cosine, 0.5 x 1 + 0.5 x 1
-    f = hybrid_vault.retrieval.settings.replace(complete_depth=0)
-    top = hybrid_vault.retrieval.search(hybrid_vault.retrieval.request("restic backups offsite", k=3, mode="hybrid"), f)[0]
+    with ranked(hybrid_vault, complete_depth=0) as rrf:
+        top = rrf.search("restic backups offsite", k=3, mode="hybrid")[0]
+    f = pms.RankingSettings().replace(complete_depth=0)
     assert top.score == pytest.approx((f.keyword_weight + f.vector_weight) / (f.k + 1) + 2 * f.top_bonus + f.score_share)  # #1 in both: each list's best
-    r = hybrid_vault.retrieval
+    r = hybrid_vault.retrieval  # internal contract: the candidate stages, each a function of the request (test_pipeline.py)
     req = r.request("restic backups offsite", k=5, mode="hybrid")
     lists = {"keyword": [cid for cid, _ in r.keyword_stage(req, 5)], "vector": [cid for cid, _ in r.vector_stage(req, 5)]}
     assert lists["keyword"] and len(lists["vector"]) == 3
@@ -96,7 +97,7 @@ def test_collection_filter_applies_before_the_nearest_neighbour_cut(hybrid_kb, t
 
 
 def test_a_different_model_is_detected_and_reembed_fixes_it(hybrid_vault, db_path, embedding_model_dir):
-    hybrid_vault.store.set_meta("embed_model", "someone/else")
+    index_write(hybrid_vault, "UPDATE meta SET value = 'someone/else' WHERE key = 'embed_model'")  # embedded by another model
     mode, why, code, hint = hybrid_vault.search_mode()
     assert mode == "keyword" and "someone/else" in why and hint == pms.Hint(command="sync --reembed") and code == "reembed-needed"
     with pytest.raises(pms.EmbeddingUnavailable, match="--reembed"):
@@ -155,14 +156,15 @@ def test_index_size_per_passage(hybrid_kb, tmp_path):
         write(root / f"n{i}.md", f"# Note {i}\n\n" + f"Sentence {i} about a subject worth noting. " * 12)
     hybrid_kb.collections.create(root, name="n")
     hybrid_kb.sync()
-    hybrid_kb.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # internal: the WAL folded in, so the file's size is the index's
-    totals = hybrid_kb.store.totals()
-    text = hybrid_kb.store.db.execute("SELECT sum(length(body) + length(title) + length(headings)) FROM chunks").fetchone()[0]
-    overhead = (hybrid_kb.store.size_bytes() - text) / totals["passages"]
-    # vec0 allocates 1,024 int8 vectors at a time, so a small index pays for the whole first block;
-    # the note_names trigram table's five tables take a page each whatever the size.
-    assert overhead < 2.5 * 1024 + (1024 * 384 + 5 * 4096) / totals["passages"]
-    assert hybrid_kb.store.get_meta("embed_format") == "int8"
+    hybrid_kb.close()  # its connections closed: SQLite folds the WAL into the file, so the file's size is the index's
+    with pms.KnowledgeBase(hybrid_kb.index_path) as kb:
+        totals = kb.status(pending=False)
+        text = index_rows(kb, "SELECT sum(length(body) + length(title) + length(headings)) FROM chunks")[0][0]
+        overhead = (totals["index_bytes"] - text) / totals["passages"]
+        # vec0 allocates 1,024 int8 vectors at a time, so a small index pays for the whole first block;
+        # the note_names trigram table's five tables take a page each whatever the size.
+        assert overhead < 2.5 * 1024 + (1024 * 384 + 5 * 4096) / totals["passages"]
+        assert index_rows(kb, "SELECT value FROM meta WHERE key = 'embed_format'") == [("int8",)]
 
 
 def test_a_worker_threads_connection_never_changes_whether_vectors_are_available(hybrid_vault, monkeypatch):
@@ -195,6 +197,7 @@ def test_a_hybrid_search_looks_up_each_lists_notes_once_and_checks_vectors_once(
         write(tmp_path / "n" / name, text)
     hybrid_kb.collections.create(tmp_path / "n", name="n")
     assert hybrid_kb.sync().embed_error is None
+    # internal contract: which passages' notes are looked up, and how often vector_status runs (no public call counts them)
     retrieval = hybrid_kb.retrieval
     fusion = retrieval.settings.replace(depth=4, steady_k=1)  # shallow lists (4 passages for k=1), so each has passages the other lacks
     monkeypatch.setattr(retrieval, "settings", fusion)
@@ -243,7 +246,7 @@ def test_a_partly_embedded_index_ranks_by_what_each_note_has(hybrid_kb, tmp_path
     for path in files[1:]:
         copy(path)
     hybrid_kb.sync(embed=False)
-    totals = hybrid_kb.store.totals()
+    totals = hybrid_kb.status(pending=False)
     assert 0 < totals["embedded"] <= 0.05 * totals["passages"] and hybrid_kb.search_mode().mode == "hybrid"
     holders: dict[str, set] = {}
     for path in files:
@@ -253,18 +256,21 @@ def test_a_partly_embedded_index_ranks_by_what_each_note_has(hybrid_kb, tmp_path
     queries = [hit.title for hit in hybrid_kb.search("", k=100, path="**")] + rare
     assert len(queries) > 60
 
-    def firsts(settings):
+    def firsts(kb):
         out = {}
         for query in queries:
-            req = hybrid_kb.retrieval.request(query, mode="hybrid")
-            keyword = [h.path for h in hybrid_kb.retrieval.search(req.replace(used="keyword"), settings)][:1]
+            keyword = [h.path for h in kb.search(query, mode="keyword")][:1]
             if keyword:
-                out[query] = ([h.path for h in hybrid_kb.retrieval.search(req, settings)][:1], keyword)
+                out[query] = ([h.path for h in kb.search(query, mode="hybrid")][:1], keyword)
         return out
 
-    shipped = firsts(hybrid_kb.retrieval.settings)
+    # The keyword search compared is hybrid's own keyword list: without the typo fallback, which
+    # only a keyword search adds (hybrid's ranking is the shipped one: that knob is keyword mode's).
+    with ranked(hybrid_kb, typo_min_letters=0) as shipped_kb:
+        shipped = firsts(shipped_kb)
     assert [q for q, (hybrid, keyword) in shipped.items() if hybrid != keyword] == []
-    without = firsts(hybrid_kb.retrieval.settings.replace(unembedded_vote=0.0))
+    with ranked(hybrid_kb, typo_min_letters=0, unembedded_vote=0.0) as rule_off:
+        without = firsts(rule_off)
     assert [q for q, (hybrid, keyword) in without.items() if hybrid != keyword], "the rule is what makes them agree"
     # The mode line says how much is embedded: the result carries the share, the CLI says it.
     assert 0 < hybrid_kb.search(rare[0]).embedded == pytest.approx(totals["embedded"] / totals["passages"], abs=1e-4)

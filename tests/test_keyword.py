@@ -4,7 +4,7 @@ import math
 import pytest
 
 import pms
-from conftest import stamp, write
+from conftest import ranked, stamp, write
 
 NASTY = ['"', '""', "'", "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "a AND", "OR b", "title:x", "headings:sync", "*", "**",
          "sync*", "-", "--", "-sync", '"unbalanced', 'un"balanced', "C++", "don't", "(", ")", "{}", "[x]", "^", "a:b:c",
@@ -78,7 +78,7 @@ def test_notes_with_all_terms_rank_above_notes_with_some(kb, tmp_path):
     assert len(kb.search("kafka zeppelin")) == 6
 
 
-def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_run(kb, tmp_path, monkeypatch):
+def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_run(kb, tmp_path):
     """The any-term list only fills places after the all-terms one: when that is full,
     running it (BM25 over every passage with a common word) cannot change the result."""
     root = tmp_path / "n"
@@ -87,15 +87,15 @@ def test_when_passages_with_every_term_fill_the_list_the_any_term_query_is_not_r
     write(root / "one.md", "# Only kafka\n\nkafka kafka kafka.\n")
     kb.collections.create(root, name="n")
     kb.sync()
-    monkeypatch.setattr(kb.retrieval, "settings", kb.retrieval.settings.replace(steady_k=5))  # lists as deep as k asks
-    statements = []
-    # Internal contract: how many SQL statements a search runs (its cost), seen only by tracing its connection.
-    kb.store.db.set_trace_callback(statements.append)
-    full = kb.search("kafka postgres", k=5, mode="keyword")  # asks for 50 passages: 60 have both words
-    assert sum("bm25(chunks_fts" in s for s in statements) == 1
-    statements.clear()
-    some = kb.search("kafka postgres", k=20, mode="keyword")  # 160: the any-term list fills the rest
-    assert sum("bm25(chunks_fts" in s for s in statements) == 2
+    statements: list[str] = []
+    with ranked(kb, steady_k=5) as shallow:  # lists as deep as k asks
+        # Internal contract: how many SQL statements a search runs (its cost), seen only by tracing its connections.
+        shallow.store.trace_statements(statements.append)
+        full = shallow.search("kafka postgres", k=5, mode="keyword")  # asks for 50 passages: 60 have both words
+        assert sum("bm25(chunks_fts" in s for s in statements) == 1
+        statements.clear()
+        some = shallow.search("kafka postgres", k=20, mode="keyword")  # 160: the any-term list fills the rest
+        assert sum("bm25(chunks_fts" in s for s in statements) == 2
     assert [h.path for h in some[:5]] == [h.path for h in full] and "one.md" not in [h.path for h in some]
 
 
@@ -110,16 +110,14 @@ def test_a_word_most_passages_hold_is_left_out_of_the_any_term_query_when_the_ot
         write(root / f"trip{i}.md", f"# Trip {i}\n\nKayak on the lake, trip {i}.\n")
     kb.collections.create(root, name="n")
     kb.sync()
-    settings = kb.retrieval.settings.replace(steady_k=1, single_depth_per_k=1, single_min_depth=10)  # a list of 10: the kayak notes fill it
-
     def search(ubiquitous: int) -> tuple[list[str], list[str]]:
-        # Internal contract: which passages the index is asked to rank, seen only by tracing its connection.
+        # Internal contract: which passages the index is asked to rank, seen only by tracing its connections;
+        # UBIQUITOUS_PASSAGES, the count past which a word is left out, has no setting.
         monkeypatch.setattr(pms.retrieval.Retrieval, "UBIQUITOUS_PASSAGES", ubiquitous)
-        retrieval = pms.retrieval.Retrieval(kb.retrieval.store, None, settings)
-        statements: list[str] = []
-        kb.store.db.set_trace_callback(statements.append)
-        hits = retrieval.search(retrieval.request("journal kayak", k=10, mode="keyword"))
-        kb.store.db.set_trace_callback(None)
+        with ranked(kb, steady_k=1, single_depth_per_k=1, single_min_depth=10) as short:  # a list of 10: the kayak notes fill it
+            statements: list[str] = []
+            short.store.trace_statements(statements.append)
+            hits = short.search("journal kayak", k=10, mode="keyword")
         return [h.path for h in hits], [s for s in statements if "bm25(chunks_fts" in s and "journal" in s and " OR " in s]
 
     left_out, every_word = search(20), search(1000)  # 40 of the 50 passages hold "journal"
@@ -138,7 +136,7 @@ def test_relevance_looks_up_only_the_words_of_passages_not_found_holding_them_al
     kb.collections.create(root, name="n")
     kb.sync()
     statements: list[str] = []
-    kb.store.trace_statements(statements.append)
+    kb.store.trace_statements(statements.append)  # internal contract: the statements a search runs (its cost)
     both = kb.search("kafka postgres", k=1, mode="keyword")
     assert [(h.path, h.matched) for h in both] == [("both.md", 1.0)]
 
@@ -230,7 +228,7 @@ def test_get_by_path_docid_and_lines(vault):
         vault.get("notes/missing.md")
 
 
-def test_a_short_note_about_the_query_beats_a_long_note_with_one_such_passage(kb, tmp_path, monkeypatch):
+def test_a_short_note_about_the_query_beats_a_long_note_with_one_such_passage(kb, tmp_path):
     """The note's focus: the handbook's one passage on channels is denser than the
     short note's, so passage BM25 alone (no focus) puts the handbook first."""
     root = tmp_path / "n"
@@ -249,8 +247,8 @@ def test_a_short_note_about_the_query_beats_a_long_note_with_one_such_passage(kb
     kb.collections.create(root, name="n")
     kb.sync()
     assert [h.path for h in kb.search("threads channels")] == ["channels.md", "handbook.md"]
-    monkeypatch.setattr(kb.retrieval, "settings", kb.retrieval.settings.replace(focus_weight=0.0))
-    assert [h.path for h in kb.search("threads channels")] == ["handbook.md", "channels.md"]
+    with ranked(kb, focus_weight=0.0) as no_focus:
+        assert [h.path for h in no_focus.search("threads channels")] == ["handbook.md", "channels.md"]
 
 
 @pytest.mark.stdlib
@@ -303,5 +301,6 @@ def test_each_bm25_hit_carries_its_notes_passage_count_after_edits_that_keep_som
     stamp(note, "2024-01-02")
     kb.sync()
     held = sqlite3.connect(kb.index_path).execute("SELECT count(*) FROM chunks").fetchone()[0]
+    # internal contract: Store.fts_search's row for each hit (no public field carries a note's passage count)
     found = kb.store.fts_search('"heron"', 50, None, pms.RankingSettings().field_weights)
     assert held >= 3 and found and {size for _, _, _, size in found} == {held}

@@ -3,7 +3,7 @@ advice (or, for a new index with no model chosen, the pick) of a multilingual mo
 from __future__ import annotations
 
 import pytest
-from conftest import FakeServer, write
+from conftest import FakeServer, ranked, write
 
 import pms
 
@@ -91,22 +91,22 @@ def test_first_sync_picks_a_multilingual_model_when_most_notes_are_not_english(t
     with pms.KnowledgeBase(db_path, allow_download=False, notice=told.append) as kb:
         kb.collections.create(tmp_path / "v", name="v")
         kb.sync()
-        assert kb.embedder.model_name == pms.embedding.MULTILINGUAL_MODEL
+        assert kb.status(pending=False)["embedding_provider"]["model"] == pms.embedding.MULTILINGUAL_MODEL
         assert any("5 of 6 notes are not in English" in t for t in told)
 
 
 def test_first_sync_keeps_the_default_for_an_english_vault_or_a_chosen_model(tmp_path, db_path, monkeypatch):
     vault(tmp_path / "v", {"en": 4, "ru": 2})
     with pms.KnowledgeBase(db_path, allow_download=False) as kb:
-        default = kb.embedder.model_name
+        default = kb.status(pending=False)["embedding_provider"]["model"]
         kb.collections.create(tmp_path / "v", name="v")
         kb.sync()
-        assert kb.embedder.model_name == default != pms.embedding.MULTILINGUAL_MODEL
+        assert kb.status(pending=False)["embedding_provider"]["model"] == default != pms.embedding.MULTILINGUAL_MODEL
     vault(tmp_path / "w", {"ru": 5})
     with pms.KnowledgeBase(tmp_path / "chosen.sqlite", model="BAAI/bge-small-en-v1.5", allow_download=False) as kb:
         kb.collections.create(tmp_path / "w", name="w")
         kb.sync()
-        assert kb.embedder.model_name == "BAAI/bge-small-en-v1.5"
+        assert kb.status(pending=False)["embedding_provider"]["model"] == "BAAI/bge-small-en-v1.5"
 
 
 def test_the_multilingual_dev_sets(shared_data, tmp_path):
@@ -173,25 +173,24 @@ def test_a_query_in_another_language_than_the_notes_trusts_the_keyword_list_less
     with pms.KnowledgeBase(db_path, embedder=pms.HTTPEmbedder(server.url, model)) as kb:
         kb.collections.create(root, name="tools")
         assert kb.sync().embed_error is None and kb.status(pending=False)["languages"] == {"en": 4}
-        retrieval = kb.retrieval
         keyword = [h.path for h in kb.search(SPANISH_QUERY, mode="keyword")]
         assert "fdupes.md" not in keyword and {"ls.md", "date.md"} <= set(keyword)  # what misleads
-        req = retrieval.request(SPANISH_QUERY, k=4, mode="hybrid")
-        before = retrieval.search(req, retrieval.settings.replace(cross_language_keyword=1.0))
-        assert before[0].path != "fdupes.md", "the keyword list's wrong notes win at full weight"
-        result = retrieval.search(req)
-        if model == "fake-english-model":  # its vector list cannot read Spanish: the keyword list keeps its vote
-            assert [h.path for h in result] == [h.path for h in before]
-            assert "keyword x2 " in result.explain and "re-scored" in result.explain
-        else:
-            assert result[0].path == "fdupes.md" and "in another language" in result.explain
-            # A multilingual model: both lists vote alike, no complete step (RankingSettings.multilingual_*).
-            assert "keyword x1 " in result.explain and "re-scored" not in result.explain
-        # A query in the notes' language, or one too short to tell, keeps the keyword list at full weight.
-        for query in ("delete the duplicate files in the folder", "borrar archivos repetidos"):
-            req = retrieval.request(query, k=4, mode="hybrid")
-            same = retrieval.search(req, retrieval.settings.replace(cross_language_keyword=1.0))
-            assert [h.path for h in retrieval.search(req)] == [h.path for h in same] and "another language" not in retrieval.search(req).explain
+        with ranked(kb, embedder=pms.HTTPEmbedder(server.url, model), cross_language_keyword=1.0) as full_weight:
+            before = full_weight.search(SPANISH_QUERY, k=4, mode="hybrid")
+            assert before[0].path != "fdupes.md", "the keyword list's wrong notes win at full weight"
+            result = kb.search(SPANISH_QUERY, k=4, mode="hybrid")
+            if model == "fake-english-model":  # its vector list cannot read Spanish: the keyword list keeps its vote
+                assert [h.path for h in result] == [h.path for h in before]
+                assert "keyword x2 " in result.explain and "re-scored" in result.explain
+            else:
+                assert result[0].path == "fdupes.md" and "in another language" in result.explain
+                # A multilingual model: both lists vote alike, no complete step (RankingSettings.multilingual_*).
+                assert "keyword x1 " in result.explain and "re-scored" not in result.explain
+            # A query in the notes' language, or one too short to tell, keeps the keyword list at full weight.
+            for query in ("delete the duplicate files in the folder", "borrar archivos repetidos"):
+                same = full_weight.search(query, k=4, mode="hybrid")
+                shipped = kb.search(query, k=4, mode="hybrid")
+                assert [h.path for h in shipped] == [h.path for h in same] and "another language" not in shipped.explain
 
 
 # A mixed vault: each tool's page in Russian and in English. A Russian query's words reach the
@@ -221,22 +220,19 @@ def test_in_a_mixed_vault_a_note_in_another_language_is_ranked_by_meaning_alone(
         with pms.KnowledgeBase(db_path, embedder=pms.HTTPEmbedder(server.url, model)) as kb:
             kb.collections.create(root, name="tools")
             assert kb.sync().embed_error is None and kb.status(pending=False)["languages"] == {"en": 4, "ru": 4}
-            retrieval = kb.retrieval
-            off = retrieval.settings.replace(other_language_vote=0.0, other_language_feedback=0.0)
-            # The first query tells its language; the second is too short to, and the keyword list's notes tell it.
-            for query in ("Упаковать файлы папки в архив", "архив файлы"):
-                req = retrieval.request(query, k=8, mode="hybrid")
-                before = [h.path for h in retrieval.search(req, off)]
-                result = retrieval.search(req)
-                if model == "fake-english-model":  # its vector list cannot read Russian: the rule is off
-                    assert [h.path for h in result] == before and "meaning alone" not in result.explain
-                else:
-                    assert before[0] == "ru/tar.md" and before.index("en/tar.md") > 2, "words alone put the Russian pages first"
-                    assert [h.path for h in result][:2] == ["ru/tar.md", "en/tar.md"], query
-                    assert "another language than the query ranked by meaning alone" in result.explain
+            with ranked(kb, embedder=pms.HTTPEmbedder(server.url, model), other_language_vote=0.0, other_language_feedback=0.0) as off:
+                # The first query tells its language; the second is too short to, and the keyword list's notes tell it.
+                for query in ("Упаковать файлы папки в архив", "архив файлы"):
+                    before = [h.path for h in off.search(query, k=8, mode="hybrid")]
+                    result = kb.search(query, k=8, mode="hybrid")
+                    if model == "fake-english-model":  # its vector list cannot read Russian: the rule is off
+                        assert [h.path for h in result] == before and "meaning alone" not in result.explain
+                    else:
+                        assert before[0] == "ru/tar.md" and before.index("en/tar.md") > 2, "words alone put the Russian pages first"
+                        assert [h.path for h in result][:2] == ["ru/tar.md", "en/tar.md"], query
+                        assert "another language than the query ranked by meaning alone" in result.explain
             # An English query in the same vault: its page first, the Russian one next to it.
-            req = retrieval.request("pack the files into an archive", k=8, mode="hybrid")
-            assert [h.path for h in retrieval.search(req)][0] == "en/tar.md"
+            assert [h.path for h in kb.search("pack the files into an archive", k=8, mode="hybrid")][0] == "en/tar.md"
     finally:
         server.stop()
 
@@ -261,7 +257,7 @@ def test_related_notes_with_an_english_model_stay_within_what_it_can_compare(tmp
             write(root / f"{name}{i}.md", f"# {name} {i}\n\n{text} {text}\n")
     hybrid_kb.collections.create(root, name="v")
     hybrid_kb.sync()
-    assert hybrid_kb.store.language_counts() == {"de": 4, "en": 3, "ru": 3}
+    assert hybrid_kb.status(pending=False)["languages"] == {"de": 4, "en": 3, "ru": 3}
     for hit in hybrid_kb.related("v/en0.md", k=10):  # an English note: English notes only, by meaning
         assert hit.path.startswith("en") and hit.vector_rank, (hit.path, hit.vector_rank)
     russian = hybrid_kb.related("v/ru2.md", k=10)  # English vectors of Russian text say nothing: by shared words

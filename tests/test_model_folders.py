@@ -97,8 +97,8 @@ def test_another_copy_of_the_model_never_rewrites_the_index_and_a_missing_folder
     write(notes / "later.md", "# Later\n\nA note written after the first sync, embedded by the other copy.\n")
     synced = run_cli("sync", db=db, env={"PMS_MODEL_DIR": str(second)})  # as the packaged app, with its own copy, does
     assert synced.returncode == 0 and "1 passages embedded" in synced.stdout, synced.stdout + synced.stderr
-    with pms.KnowledgeBase(db) as kb:
-        assert kb.store.remembered_model()[1] == str(first.resolve())
+    with pms.KnowledgeBase(db) as kb:  # nothing chosen: the folder the index remembers
+        assert kb.status(pending=False)["embedding_provider"]["dir"] == str(first.resolve())
     shutil.rmtree(second)  # the app moved or updated
     info = json.loads(run_cli("status", "--json", db=db).stdout)
     assert info["search_mode"] == "hybrid", info["search_mode_reason"]

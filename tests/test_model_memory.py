@@ -1,8 +1,8 @@
 """The index remembers the embedding model it was made with (issue 13, item 1).
 
-Several tests read ``kb.embedder`` and ``kb.store``: what they check is an internal contract
-no public call shows, that a search embeds its query without loading the whole model
-(the query encoder) and what the index remembers for it."""
+What the index remembers is read as any process sees it (status, the CLI). Several tests read
+``kb.embedder``: what they check is an internal contract no public call shows, that a search
+embeds its query without loading the whole model (the query encoder)."""
 import json
 import subprocess
 import sys
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import pms
-from conftest import REPO, run_cli
+from conftest import REPO, index_write, run_cli
 
 np = pytest.importorskip("numpy")
 
@@ -32,15 +32,15 @@ def test_a_new_shell_searches_with_the_model_the_index_was_embedded_with(embedde
     assert r.returncode == 0 and r.stderr == ""
     hits = json.loads(r.stdout)
     assert hits[0]["path"] == "sync.md" and hits[0]["vector_rank"] == 1
-    with pms.KnowledgeBase(embedded_index) as kb:
-        assert kb.store.remembered_model() == ((embedding_model_dir / "pms-model.txt").read_text().strip(),
-                                               str(embedding_model_dir.resolve()))
-        assert kb.embedder.remembered
+    with pms.KnowledgeBase(embedded_index) as kb:  # nothing chosen in this process either: the index's model and folder
+        assert kb.status(pending=False)["embedding_provider"] == {
+            "kind": "fastembed", "model": (embedding_model_dir / "pms-model.txt").read_text().strip(),
+            "dir": str(embedding_model_dir.resolve())}
 
 
 def test_a_remembered_folder_that_is_gone_is_named(embedded_index, tmp_path, embedding_model_dir):
-    with pms.KnowledgeBase(embedded_index) as kb, kb.store.transaction():
-        kb.store.set_meta("embed_model_dir", str(tmp_path / "moved-away"))
+    with pms.KnowledgeBase(embedded_index) as kb:  # the index names a folder that is no longer there
+        index_write(kb, "UPDATE meta SET value = '%s' WHERE key = 'embed_model_dir'" % (tmp_path / "moved-away"))
     r = run_cli("search", "cellphone", db=embedded_index)
     assert r.returncode == 0
     assert "moved-away" in r.stderr and "no longer exists" in r.stderr and r.stderr.count("\n") == 1
@@ -83,7 +83,7 @@ def test_a_search_embeds_its_query_without_fastembed_and_gets_the_same_vector(em
             "print(json.dumps([hits[0].path, hits[0].vector_rank, 'fastembed' in sys.modules]))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert json.loads(r.stdout) == ["sync.md", 1, False], r.stderr
-    with pms.KnowledgeBase(embedded_index) as kb:
+    with pms.KnowledgeBase(embedded_index) as kb:  # internal contract: the query encoder's vector against fastembed's
         queries = ["replicate documents onto my cellphone", "rust", "Wie sichere ich meinen Laptop? 3-2-1 " * 40]
         light = [np.frombuffer(kb.embedder.embed_query(q), dtype=np.int8).astype(float) for q in queries]
         assert not kb.embedder.loaded
@@ -101,7 +101,7 @@ def test_load_embedder_readies_only_the_query_encoder_and_fastembed_later_does_n
     loads fastembed still embeds queries with the one-thread QueryEncoder and gets
     the int8 vector fastembed would give."""
     ort = pytest.importorskip("onnxruntime")
-    with pms.KnowledgeBase(embedded_index) as kb:
+    with pms.KnowledgeBase(embedded_index) as kb:  # internal contract: which encoder is made, and what it embeds
         assert kb.load_embedder() and not kb.embedder.loaded
         assert kb.embedder.query_encoder_made, "load_embedder makes the query encoder, so the first search does not"
         encoder = kb.embedder.query_encoder()
@@ -121,7 +121,7 @@ def test_the_query_encoder_reads_only_the_query_and_is_optimised_once_warm(embed
     """The offline MiniLM's tokenizer.json pads to 128 word pieces: a query must not be
     padded (10x the work); from the second query on the session has ONNX's optimisations."""
     ort = pytest.importorskip("onnxruntime")
-    with pms.KnowledgeBase(embedded_index) as kb:
+    with pms.KnowledgeBase(embedded_index) as kb:  # internal contract: the query encoder's tokenizer and ONNX session
         kb.embedder.embed_query("rust")
         assert kb.embedder.query_encoder_made and not kb.embedder.loaded
         encoder = kb.embedder.query_encoder()
@@ -137,7 +137,7 @@ def test_load_embedder_falls_back_to_fastembed_when_the_remembered_files_are_gon
     """A query encoder that cannot be made (the model folder the index remembers has
     moved) is no reason to report the model unavailable: fastembed loads, and the
     encoder is then made from the files fastembed found."""
-    with pms.KnowledgeBase(embedded_index) as kb:
+    with pms.KnowledgeBase(embedded_index) as kb:  # internal contract: the query encoder's spec, made from fastembed's files
         assert kb.embedder.query_spec, "the index remembers its model's files"
         kb.embedder.query_spec = {**kb.embedder.query_spec, "dir": str(tmp_path / "moved-away")}
         assert kb.load_embedder() and kb.embedder.loaded

@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
-from conftest import make_vault, stamp, write  # noqa: F401
+from conftest import index_rows, index_write, make_vault, stamp, write  # noqa: F401
 
 import pms
 
@@ -293,30 +294,28 @@ def test_cli_filter_flags_and_tags_command(tagged_kb, cli, db_path):
 
 # -- upgrade of an index written before these tables existed -----------------------------------------
 
-def downgrade_to_before_notes_migration(kb) -> None:
+def downgrade_to_before_notes_migration(index: Path) -> None:
     """Make the index what a PMS without the notes migration wrote: its objects gone, user_version before it."""
     number = next(i for i, m in enumerate(pms.schema.MIGRATIONS) if isinstance(m, str) and "CREATE TABLE note_tags" in m)
     later = "".join(m for m in pms.schema.MIGRATIONS[number + 1:] if isinstance(m, str))
     # A later migration runs again here: it must be one that can (IF NOT EXISTS, as note_names is;
     # the functions among them, such as the docid one, can).
     assert later.count("CREATE ") == later.count("IF NOT EXISTS"), "a later migration would fail to run twice: drop its objects too"
-    db = kb.store.db  # an index as an older schema left it: made by dropping what later migrations add
-    for statement in ("DROP TABLE note_tags", "DROP TABLE note_fields", "DROP TABLE note_links", "DROP TABLE folder_descriptions",
-                      "DROP INDEX documents_note_date", "ALTER TABLE documents DROP COLUMN note_date",
-                      "ALTER TABLE documents DROP COLUMN parsed_version",
-                      "DROP INDEX documents_language", "ALTER TABLE documents DROP COLUMN language",  # the language migrations
-                      "ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",  # the PDF migration's
-                      "ALTER TABLE documents DROP COLUMN words", "ALTER TABLE documents DROP COLUMN own_words",
-                      "ALTER TABLE documents DROP COLUMN links_out",  # the note substance migration's
-                      f"PRAGMA user_version = {number}"):
-        db.execute(statement)
+    # An index as an older schema left it: made by dropping what later migrations add, through the file.
+    index_write(index, "DROP TABLE note_tags", "DROP TABLE note_fields", "DROP TABLE note_links", "DROP TABLE folder_descriptions",
+                "DROP INDEX documents_note_date", "ALTER TABLE documents DROP COLUMN note_date",
+                "ALTER TABLE documents DROP COLUMN parsed_version",
+                "DROP INDEX documents_language", "ALTER TABLE documents DROP COLUMN language",  # the language migrations
+                "ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages",  # the PDF migration's
+                "ALTER TABLE documents DROP COLUMN words", "ALTER TABLE documents DROP COLUMN own_words",
+                "ALTER TABLE documents DROP COLUMN links_out",  # the note substance migration's
+                f"PRAGMA user_version = {number}")
 
 
 def test_an_old_index_upgrades_in_place_and_sync_rereads_notes_without_reembedding(tagged_hybrid, tmp_path, embedding_model_dir):
     copy = tmp_path / "old.sqlite"
-    tagged_hybrid.store.db.execute(f"VACUUM INTO '{copy}'")  # a consistent copy of the index file
-    with open_with_model(copy, embedding_model_dir) as kb:
-        downgrade_to_before_notes_migration(kb)
+    index_rows(tagged_hybrid, f"VACUUM INTO '{copy}'")  # a consistent copy of the index file
+    downgrade_to_before_notes_migration(copy)
     with open_with_model(copy, embedding_model_dir) as kb:
         assert kb.status(pending=False)["notes_to_reread"] == 77
         assert kb.search("", tags=["bulk"]) == []  # nothing known yet, and no error

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, index_rows, run_cli, write
+from conftest import REPO, index_rows, index_write, run_cli, write
 from conftest import Handler  # the server and open_window fixtures come from conftest too
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -375,13 +375,12 @@ def test_an_index_from_before_pdfs_upgrades_in_place(db_path, pdf_vault):
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
         kb.collections.create(pdf_vault, name="vault")
         kb.sync()
-        # An index as an older schema left it (no PDFs, fewer columns): made by hand, as no public call makes one.
-        kb.store.db.execute("DELETE FROM documents WHERE path LIKE '%.pdf'")
-        later = ["DROP INDEX documents_language",  # later migrations'
-                 *(f"ALTER TABLE documents DROP COLUMN {c}" for c in ("language", "words", "own_words", "links_out"))]
-        for statement in ("ALTER TABLE chunks DROP COLUMN page", "ALTER TABLE documents DROP COLUMN pages", *later,
-                          f"PRAGMA user_version = {PDF_MIGRATION}"):  # what the PMS before PDFs wrote
-            kb.store.db.execute(statement)
+    # An index as an older schema left it (no PDFs, fewer columns): made by hand, as no public call makes one.
+    later = ["DROP INDEX documents_language",  # later migrations'
+             *(f"ALTER TABLE documents DROP COLUMN {c}" for c in ("language", "words", "own_words", "links_out"))]
+    index_write(db_path, "DELETE FROM documents WHERE path LIKE '%.pdf'", "ALTER TABLE chunks DROP COLUMN page",
+                "ALTER TABLE documents DROP COLUMN pages", *later,
+                f"PRAGMA user_version = {PDF_MIGRATION}")  # what the PMS before PDFs wrote
     with pms.KnowledgeBase(db_path, embeddings=False) as kb:
         assert index_rows(kb, "PRAGMA user_version") == [(len(pms.schema.MIGRATIONS),)]  # the file, migrated on open
         assert kb.search("coolant", mode="keyword")[0].page is None  # the note, as indexed before

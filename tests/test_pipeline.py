@@ -31,7 +31,7 @@ def rust_vault(kb, tmp_path):
 def test_a_search_cleans_and_parses_its_query_once_and_says_how_it_ran(rust_vault, monkeypatch):
     calls = {"parse": 0, "clean": 0}
     parse, clean = pms.parse_query, pms.config.clean_query
-    for module in (pms.query, pms.retrieval, pms.api):  # each module that calls them
+    for module in (pms.query, pms.retrieval, pms.api):  # internal contract: each module that calls them, counted
         monkeypatch.setattr(module, "parse_query", lambda *a, **kw: calls.__setitem__("parse", calls["parse"] + 1) or parse(*a, **kw),
                             raising=False)
         monkeypatch.setattr(module, "clean_query", lambda *a, **kw: calls.__setitem__("clean", calls["clean"] + 1) or clean(*a, **kw),
@@ -45,6 +45,7 @@ def test_a_search_cleans_and_parses_its_query_once_and_says_how_it_ran(rust_vaul
 
 
 def test_the_request_is_complete_before_the_search_and_frozen(rust_vault):
+    # internal contract: the SearchRequest the stages read (made by Retrieval.request; kb.search makes it too)
     req = rust_vault.retrieval.request(' Rust  "borrow checker" -lifetimes car', k=5000, collections=["rust"],
                                        prefix_last=True, mode="auto", intent=" what\x00 ")
     assert req.query == ' Rust  "borrow checker" -lifetimes car' and req.k == 1000 and req.collections == ("rust",)
@@ -69,7 +70,7 @@ def test_the_request_is_complete_before_the_search_and_frozen(rust_vault):
 
 
 def test_each_candidate_stage_is_a_function_of_the_request(rust_vault):
-    r = rust_vault.retrieval
+    r = rust_vault.retrieval  # internal contract: the candidate stages, and the Store rows that name their notes
     req = r.request("rust")
     keyword = r.keyword_stage(req, 10)
     assert keyword and all(isinstance(cid, int) and value > 0 for cid, value in keyword)
@@ -104,7 +105,7 @@ def test_exclusions_apply_to_names_and_the_exact_title_rule(rust_vault):
     hits = rust_vault.search("rust -borrowing", mode="keyword")
     assert hits[0].title == "Rust"
     assert all("borrow" not in h.text.lower() for h in hits)
-    req = rust_vault.retrieval.request("rust borrowing -borrowing")
+    req = rust_vault.retrieval.request("rust borrowing -borrowing")  # internal contract: the names stage itself
     assert [d for d, _ in rust_vault.retrieval.names_stage(req, 10)] == []  # every note so named holds the word
     # "-rust" alone is no search; "rust -rust" finds nothing rather than the note called Rust.
     assert list(rust_vault.search("rust -rust", mode="keyword")) == []
@@ -121,6 +122,7 @@ def test_exclusions_apply_to_the_vector_list(hybrid_kb, tmp_path):
         result = hybrid_kb.search("rust -borrowing", mode=mode)
         assert result.mode == mode and result[0].title == "Rust", mode
         assert all("borrowing" not in h.text.lower() for h in result), mode
+    # internal contract: the vector stage itself excludes (not a filter after it, which would leave fewer than k)
     req = hybrid_kb.retrieval.request("rust -borrowing", mode="hybrid")
     owner = hybrid_kb.store.passage_notes(cid for cid, _ in hybrid_kb.retrieval.vector_stage(req, 10))
     assert len(set(owner.values())) == 1
@@ -161,10 +163,10 @@ def test_an_error_hint_is_worded_per_front_end():
 
 
 def test_keyword_only_reasons_carry_a_hint_not_a_command_line(vault):
-    status = vault.retrieval.vector_status()
-    used = vault.search_mode()
-    assert used.mode == "keyword" and used.reason == status.reason and "run:" not in used.reason
-    if status.code in ("not-installed", "not-embedded"):
+    used, info = vault.search_mode(), vault.status(pending=False)
+    assert used.mode == info["search_mode"] == "keyword" and used.reason == info["search_mode_reason"] and "run:" not in used.reason
+    assert info["search_mode_hint"] == (used.hint.as_dict() if used.hint else None)
+    if used.code in ("not-installed", "not-embedded"):
         assert used.hint is not None and used.hint.command in ("setup", "sync")
 
 
@@ -223,7 +225,7 @@ def statements_of(kb, query: str, mode: str, k: int) -> list[str]:
     """The SQL statements a search sends to the index (SQLite's nested ones, '-- ...', left out)."""
     kb.search(query, k=k, mode=mode)  # the first search of a process also reads settings once
     sent: list[str] = []
-    kb.store.trace_statements(sent.append)
+    kb.store.trace_statements(sent.append)  # internal contract: the SQL statement budget (docs/design.md)
     try:
         kb.search(query, k=k, mode=mode)
     finally:

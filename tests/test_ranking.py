@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import pms
-from conftest import index_rows, write
+from conftest import index_rows, ranked, write
 
 
 # -- fuse(): no SQLite, no model ------------------------------------------------------------
@@ -88,7 +88,8 @@ def test_a_note_is_found_by_its_file_name(named_vault):
     kb, _ = named_vault
     hit = kb.search("taxes 2024", mode="keyword")[0]
     assert hit.path == "money/taxes-2024.md" and hit.name_rank == 1
-    assert kb.retrieval.names_stage(kb.retrieval.request("how long to boil water for pasta with salt"), 10) == []  # a sentence is not a name
+    sentence = kb.search("how long to boil water for pasta with salt", k=50, mode="keyword")
+    assert [h.path for h in sentence if h.name_rank] == []  # a sentence is not a name
 
 
 def test_a_query_that_can_name_no_note_skips_the_ranked_name_search_with_the_same_result(named_vault, monkeypatch):
@@ -120,15 +121,15 @@ def test_a_trigram_in_more_names_than_name_common_trigram_finds_no_note_by_name(
     kb.sync()
 
     def named(query: str, **settings) -> list[str]:
-        retrieval = pms.retrieval.Retrieval(kb.retrieval.store, None, kb.retrieval.settings.replace(**settings))
-        return [h.path for h in retrieval.search(retrieval.request(query, mode="keyword")) if h.name_rank]
+        with ranked(kb, **settings) as other:
+            return [h.path for h in other.search(query, mode="keyword") if h.name_rank]
 
     assert len(named("meeting", name_common_trigram=0)) >= 6  # the file names meeting-1 ... meeting-6
     assert named("meeting", name_common_trigram=6) == []  # 7 names hold each of its trigrams
     assert named("zorblax meetngs", name_common_trigram=6)[:1] == named("zorblax meetngs", name_common_trigram=0)[:1] == ["zorblax.md"]
 
 
-def test_in_keyword_mode_a_named_note_beats_the_body_match_bm25_ranks_first(kb, tmp_path, monkeypatch):
+def test_in_keyword_mode_a_named_note_beats_the_body_match_bm25_ranks_first(kb, tmp_path):
     root = tmp_path / "vault"
     write(root / "dev" / "regex-cheat-sheet.md", "# Regular expressions cheat sheet\n\nAnchors, classes, groups, lookarounds.\n")
     write(root / "dev" / "shell.md", "# Shell one-liners\n\nKeep a regex cheatsheet open: grep -E 'a|b' file.\n")
@@ -136,8 +137,8 @@ def test_in_keyword_mode_a_named_note_beats_the_body_match_bm25_ranks_first(kb, 
     kb.sync()
     first = kb.search("regex cheatsheet", mode="keyword")[0]
     assert first.path == "dev/regex-cheat-sheet.md" and first.name_rank == 1 and first.bm25_rank is None
-    monkeypatch.setattr(kb.retrieval, "settings", kb.retrieval.settings.replace(keyword_name_weight=1.0))  # the names list as hybrid weighs it: BM25 wins
-    assert kb.search("regex cheatsheet", mode="keyword")[0].path == "dev/shell.md"
+    with ranked(kb, keyword_name_weight=1.0) as as_hybrid:  # the names list as hybrid weighs it: BM25 wins
+        assert as_hybrid.search("regex cheatsheet", mode="keyword")[0].path == "dev/shell.md"
 
 
 def test_names_follow_edits_renames_and_deletions(named_vault):
@@ -147,7 +148,7 @@ def test_names_follow_edits_renames_and_deletions(named_vault):
     kb.sync()
     assert kb.search("cluster notes", mode="keyword")[0].path == "k8s.md"
     assert all(h.path != "k8s.md" for h in kb.search("kubectl cheatsheet", mode="keyword"))
-    assert kb.retrieval.names_stage(kb.retrieval.request("taxes 2024"), 5) == []
+    assert [h.path for h in kb.search("taxes 2024", k=50, mode="keyword") if h.name_rank] == []  # no note has that name now
     kb.collections.delete("vault")
     assert index_rows(kb, "SELECT count(*) FROM note_names") == [(0,)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import pms
-from conftest import write
+from conftest import index_rows, write
 
 CHAPTER = """## What Is Ownership?
 
@@ -470,7 +470,7 @@ def test_rust_book_snippets_hold_no_piece_of_a_listing_tag(corpus, kb):
     hits = kb.search("Box dyn Error trait object main", k=10, mode="keyword")
     listing = [h for h in hits if h.path == "src/ch09-02-recoverable-errors-with-result.md"]
     assert listing and '">' not in listing[0].snippet and "values.\"" not in listing[0].snippet, listing[0].snippet
-    for (body,) in kb.store.db.execute("SELECT body FROM chunks WHERE body LIKE '%<Listing%caption=%'"):
+    for (body,) in index_rows(kb, "SELECT body FROM chunks WHERE body LIKE '%<Listing%caption=%'"):
         shown = pms.passage_display_text(body)
         assert '">' not in shown and "caption=" not in shown, shown[:300]
 
@@ -490,8 +490,8 @@ def test_link_definitions_are_not_passage_text(corpus, kb):
         assert "Next, we’ll talk about functions and closures" not in hit.snippet, (hit.path, hit.start_line)
     closing = kb.get("book/src/ch20-03-advanced-types.md")
     assert "[using-trait-objects-to-abstract-over-shared-behavior]:" in closing.text  # the file is read as it is
-    rows = kb.store.db.execute("SELECT body FROM chunks c JOIN documents d ON d.id = c.document_id "
-                               "WHERE d.path = 'src/ch20-03-advanced-types.md'").fetchall()
+    rows = index_rows(kb, "SELECT body FROM chunks c JOIN documents d ON d.id = c.document_id "
+                          "WHERE d.path = 'src/ch20-03-advanced-types.md'")
     assert rows and not any("ch18-02-trait-objects.html" in body for (body,) in rows)
 
 

@@ -456,7 +456,8 @@ def test_a_full_disk_during_a_sync_is_one_line_and_the_index_stays_whole(kb, db_
     for i in range(300):
         write(root / f"n{i:03}.md", f"# Note {i}\n\n" + " ".join(f"word{j}x{i}" for j in range(400)) + "\n")
     kb.collections.create(root, name="big")
-    # Fault injection: the index may grow by 40 pages only (a disk that fills up), set on its own connection.
+    # internal contract: fault injection on the KnowledgeBase's own connection (max_page_count holds per connection):
+    # the index may grow by 40 pages only, a disk that fills up.
     pages = kb.store.db.execute("PRAGMA page_count").fetchone()[0]
     kb.store.db.execute(f"PRAGMA max_page_count = {pages + 40}")  # the disk fills up a few batches in
     with pytest.raises(pms.PMSError) as exc:

@@ -78,10 +78,12 @@ def test_the_python_api_remembers_a_static_model_and_switches_to_and_from_it(not
         report = kb.sync(reembed=True)
         assert report.embedded and not report.embed_error
     with pms.KnowledgeBase(db) as kb:  # nothing chosen: the index's model
-        assert kb.embedder.model_name == "pms-test/minilm-static-256" and kb.embedder.remembered
+        assert kb.status(pending=False)["embedding_provider"] == {
+            "kind": "fastembed", "model": "pms-test/minilm-static-256", "dir": str(static_model_dir.resolve())}
         hits = kb.search(MEANING_QUERY, mode="vector", k=1)
         assert hits[0].path == "sync.md"
         assert kb.load_embedder()
+        # internal contract: the static model's query vector is the same each time (no public call returns one)
         assert kb.embedder.embed_query("cellphone") == kb.embedder.embed_query("cellphone")
     with pms.KnowledgeBase(db, model_dir=embedding_model_dir) as kb:  # and back to the transformer
         assert kb.sync(reembed=True).embedded
@@ -148,9 +150,10 @@ def test_mcp_searches_by_meaning_with_a_static_model(static_index, tmp_path):
 def test_hybrid_fuses_a_static_vector_list_with_its_own_weights(static_index, embedded_minilm_index):
     """A static model's weaker list gets RankingSettings' static_* knobs; a transformer's the usual ones."""
     settings = pms.RankingSettings()
+    # The fusion line tells a static list from a transformer's only while their knobs differ.
+    assert (settings.static_complete_keyword_share, settings.static_vector_weight) != (settings.complete_keyword_share, settings.vector_weight)
     for db, static in ((static_index, True), (embedded_minilm_index, False)):
         with pms.KnowledgeBase(db) as kb:
-            assert kb.embedder.static is static
             hit = kb.search("syncthing conflict copy", mode="hybrid", k=1)[0]
             share = settings.static_complete_keyword_share if static else settings.complete_keyword_share
             vote = settings.static_vector_weight if static else settings.vector_weight
@@ -169,7 +172,8 @@ def embedded_minilm_index(embedding_model_dir, notes, tmp_path) -> Path:
 def test_a_static_folder_chosen_at_another_path_than_the_index_remembers_still_answers(static_index, static_model_dir, tmp_path):
     copy = shutil.copytree(static_model_dir, tmp_path / "moved-static")
     with pms.KnowledgeBase(static_index, model_dir=copy) as kb:
-        assert kb.embedder.static  # known from the folder, before anything loads: hybrid weighs its list as static
+        # internal contract: known from the folder, before anything loads: hybrid weighs its list as static
+        assert kb.embedder.static
         assert kb.search(MEANING_QUERY, mode="vector", k=1)[0].path == "sync.md"
 
 

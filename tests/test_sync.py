@@ -195,6 +195,7 @@ def test_errors_a_note_can_cause_are_pms_errors(tmp_path):
 
 def test_a_note_with_more_passages_than_one_sql_statement_may_name(tmp_path):
     """Edits delete and searches look up passages in parts of SQLITE_MAX_VARS ids."""
+    # internal contract: Store's SQLITE_MAX_VARS, the ids one statement may name, sizes the note
     sections = 3 * pms.store.SQLITE_MAX_VARS
     note = tmp_path / "many" / "long.md"
     write(note, "".join(f"## Part {i}\n\nalpha{i} beta{i} gamma{i} delta{i} epsilon{i} zeta{i} eta{i} theta{i}\n\n"

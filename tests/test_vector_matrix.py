@@ -35,17 +35,18 @@ def both_ways(store, fn):
     return in_memory, fn(store)
 
 
-def searched_both_ways(kb, fn):
-    """fn() through the KnowledgeBase with the vectors in memory, then with sqlite-vec alone."""
-    kb.retrieval.vectors = pms.vector_memory.VectorMemory(kb.store, after=0)
-    in_memory = fn()
-    assert kb.status(pending=False)["vectors_in_memory_bytes"] > 0
-    kb.retrieval.vectors = kb.store
-    return in_memory, fn()
+def searched_both_ways(warm, cold, fn):
+    """fn(kb) on ``warm`` (keep_vectors_in_memory: its second search on answers from memory),
+    then on ``cold`` (sqlite-vec alone); two KnowledgeBases on the same index."""
+    fn(warm)
+    in_memory = fn(warm)
+    assert warm.status(pending=False)["vectors_in_memory_bytes"] > 0
+    assert cold.status(pending=False)["vectors_in_memory_bytes"] == 0
+    return in_memory, fn(cold)
 
 
 def test_knn_in_memory_equals_sqlite_vec_with_every_filter(two_collections):
-    kb, store = two_collections, two_collections.store
+    kb, store = two_collections, two_collections.store  # internal contract: VectorMemory against the Store's KNN
     other = [store.require_collection("other").id]
     filters = [(None, None), (other, None), (None, pms.NoteFilter.build(tags=["food"])),
                (other, pms.NoteFilter.build(path="garage")), (None, pms.NoteFilter.build(tags=["nothing-has-this"]))]
@@ -55,9 +56,11 @@ def test_knn_in_memory_equals_sqlite_vec_with_every_filter(two_collections):
             for limit in (1, 5, 500):
                 memory, sqlite_vec = both_ways(store, lambda v: v.vector_search(blob, limit, ids, note_filter))
                 assert memory == sqlite_vec  # same ids, same order, the same float distances
-        for mode in ("vector", "hybrid"):
-            memory, sqlite_vec = searched_both_ways(kb, lambda: kb.search(query, k=8, mode=mode, tags=["food"]))
-            assert [(h.path, h.passage_id, h.score) for h in memory] == [(h.path, h.passage_id, h.score) for h in sqlite_vec]
+        with pms.KnowledgeBase(kb.index_path) as warm:  # the same model (PMS_MODEL_DIR), the vectors kept in memory
+            warm.keep_vectors_in_memory()
+            for mode in ("vector", "hybrid"):
+                memory, sqlite_vec = searched_both_ways(warm, kb, lambda on: on.search(query, k=8, mode=mode, tags=["food"]))
+                assert [(h.path, h.passage_id, h.score) for h in memory] == [(h.path, h.passage_id, h.score) for h in sqlite_vec]
 
 
 @pytest.fixture
@@ -65,7 +68,7 @@ def synthetic_vectors(db_path, tmp_path):
     """1,300 passages (two of sqlite-vec's blocks of 1,024) with random vectors written
     through the Store into a real vec0 table, some of them equal (ties), some deleted."""
     with pms.KnowledgeBase(db_path) as kb:  # the model is never loaded
-        if not kb.store.vec_loaded:
+        if not kb.store.vec_loaded:  # internal contract: the Store unit-tested below needs sqlite-vec
             pytest.skip(f"sqlite-vec unavailable: {kb.store.vec_error}")
         yield from _synthetic(kb, tmp_path)
 
@@ -125,7 +128,7 @@ def test_the_matrix_is_read_once_and_again_only_when_vectors_change(synthetic_ve
 
 def test_a_one_shot_search_never_reads_every_vector(two_collections, db_path):
     """Without keep_vectors_in_memory (the CLI), however many searches: no vectors in memory."""
-    with pms.KnowledgeBase(db_path, embedder=two_collections.embedder) as cold:
+    with pms.KnowledgeBase(db_path) as cold:  # the same model: the index's, PMS_MODEL_DIR
         for _ in range(3):
             cold.search("tomato soup", mode="hybrid")
         assert cold.status(pending=False)["vectors_in_memory_bytes"] == 0
@@ -135,25 +138,29 @@ def test_a_one_shot_search_never_reads_every_vector(two_collections, db_path):
         assert cold.status(pending=False)["vectors_in_memory_bytes"] > 0
 
 
-def test_a_sync_by_another_process_is_seen_by_a_warm_index(two_collections, db_path, notes):
+def test_a_sync_by_another_process_is_seen_by_a_warm_index(two_collections, db_path, notes, monkeypatch):
     kb = two_collections
     kb.keep_vectors_in_memory()
-    memory = kb.retrieval.vectors
+
+    def in_memory() -> bool:
+        return kb.status(pending=False)["vectors_in_memory_bytes"] > 0
+
     query = "pickled herring with onions"
     for _ in range(3):
         kb.search(query, mode="vector")
-    assert memory.matrix is not None
+    assert in_memory()
     write(notes / "herring.md", "# Pickled herring\n\nHerring with onions in vinegar.\n")
     (notes / "backup.md").unlink()
     sync = run_cli("sync", db=db_path)  # another process; the index names its model folder
     assert sync.returncode == 0 and "1 passages embedded" in sync.stdout, sync.stderr
     for _ in range(3):  # just changed (a sync may still be adding vectors): sqlite-vec answers
         hits = kb.search(query, mode="vector")
-        assert memory.matrix is None
+        assert not in_memory()
         assert hits[0].path == "herring.md" and all(h.path != "backup.md" for h in hits)
-    memory.SETTLE_S = 0  # as if the vectors had stayed unchanged long enough
+    # internal contract: VectorMemory.SETTLE_S, how long vectors must stay unchanged (no setting): as if they had
+    monkeypatch.setattr(pms.vector_memory.VectorMemory, "SETTLE_S", 0)
     hits = kb.search(query, mode="vector")  # read into memory again
-    assert memory.matrix is not None and hits[0].path == "herring.md"
+    assert in_memory() and hits[0].path == "herring.md"
 
 
 def test_a_huge_index_stays_in_sqlite_vec(synthetic_vectors):
@@ -210,7 +217,7 @@ def test_memory_use_is_reported_and_can_be_refused(two_collections, db_path):
     for _ in range(2):
         warm = kb.search("tomato soup", mode="vector")
     assert kb.status(pending=False)["vectors_in_memory_bytes"] >= passages * 384  # int8, 384 dimensions
-    with pms.KnowledgeBase(db_path, embedder=kb.embedder, vector_memory_mb=0) as cold:
+    with pms.KnowledgeBase(db_path, vector_memory_mb=0) as cold:  # the same model: the index's, PMS_MODEL_DIR
         for _ in range(3):
             hits = cold.search("tomato soup", mode="vector")
         assert cold.status(pending=False)["vectors_in_memory_bytes"] == 0
