@@ -3474,6 +3474,9 @@ NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
+_UNKNOWN = object()  # ObsidianVaults: no fresh answer kept
+
+
 class ObsidianVaults:
     """Which Obsidian vault a file is in: the nearest folder above it that holds ``.obsidian``
     (Obsidian makes it when it opens a folder as a vault), whether that folder is a
@@ -3487,23 +3490,35 @@ class ObsidianVaults:
 
     def __init__(self) -> None:
         self._holds_vault: dict[str, tuple[float, bool]] = {}  # folder -> (when looked, holds .obsidian)
+        self._vault_of: dict[str, tuple[float, str | None]] = {}  # a file's folder -> (when found, its vault)
         self._lock = threading.Lock()
 
-    def _is_vault(self, folder: str, now: float) -> bool:
-        known = self._holds_vault.get(folder)
-        if known is not None and now - known[0] < self.KEPT_SECONDS:
-            return known[1]
-        answer = os.path.isdir(os.path.join(folder, ".obsidian"))
+    def _kept(self, table: dict, key: str, now: float):
+        """``table``'s answer for ``key`` while it is fresh, else ``_UNKNOWN``."""
+        known = table.get(key)
+        return known[1] if known is not None and now - known[0] < self.KEPT_SECONDS else _UNKNOWN
+
+    def _keep(self, table: dict, key: str, now: float, answer):
         with self._lock:
-            if len(self._holds_vault) >= self.KEPT_FOLDERS:
-                self._holds_vault.clear()
-            self._holds_vault[folder] = (now, answer)
+            if len(table) >= self.KEPT_FOLDERS:
+                table.clear()
+            table[key] = (now, answer)
         return answer
+
+    def _is_vault(self, folder: str, now: float) -> bool:
+        known = self._kept(self._holds_vault, folder, now)
+        if known is _UNKNOWN:
+            return self._keep(self._holds_vault, folder, now, os.path.isdir(os.path.join(folder, ".obsidian")))
+        return known
 
     def vault_of(self, path: str) -> str | None:
         """The vault folder ``path`` (an absolute file path) is in, or None."""
         now = time.monotonic()
-        folder = os.path.dirname(path)
+        start = os.path.dirname(path)
+        known = self._kept(self._vault_of, start, now)  # a search's hits: one look each, the folders above them once
+        return self._keep(self._vault_of, start, now, self._find_vault(start, now)) if known is _UNKNOWN else known
+
+    def _find_vault(self, folder: str, now: float) -> str | None:
         for _ in range(self.MAX_DEPTH):
             if self._is_vault(folder, now):
                 return folder
@@ -3691,7 +3706,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3694) ----
+# ---- pms/filters.py (+3709) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3877,7 +3892,7 @@ def _filter_date(value, argument: str, today=None) -> str | None:
     except (ValueError, OverflowError):
         raise PMSError(f"{argument} wants a date ({DATE_FORMS}), not {error_excerpt(str(value))}", argument=argument) from None
 
-# ---- pms/schema.py (+3880) ----
+# ---- pms/schema.py (+3895) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4204,7 +4219,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4207) ----
+# ---- pms/store.py (+4222) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5657,7 +5672,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5660) ----
+# ---- pms/vector_memory.py (+5675) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5874,7 +5889,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5877) ----
+# ---- pms/embedding.py (+5892) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -7184,7 +7199,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7187) ----
+# ---- pms/query.py (+7202) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7574,7 +7589,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7577) ----
+# ---- pms/ranking.py (+7592) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8348,7 +8363,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8351) ----
+# ---- pms/retrieval.py (+8366) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9392,7 +9407,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9395) ----
+# ---- pms/sync.py (+9410) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10122,7 +10137,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10125) ----
+# ---- pms/watch.py (+10140) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10310,7 +10325,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10313) ----
+# ---- pms/clip.py (+10328) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11042,7 +11057,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11045) ----
+# ---- pms/api.py (+11060) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12195,7 +12210,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12198) ----
+# ---- pms/evaluation.py (+12213) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12393,7 +12408,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12396) ----
+# ---- pms/mcp_server.py (+12411) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13615,7 +13630,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13618) ----
+# ---- pms/cli.py (+13633) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14786,7 +14801,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14736) ----
+# ---- pms/__init__.py (+14751) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14855,7 +14870,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14858) ----
+# ---- pms/__main__.py (+14873) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -394,6 +394,9 @@ NOT_REGULAR = f"skipped: {NOT_REGULAR_FILE}"
 BAD_FOLDER_NAME = "skipped: the folder's name is not valid UTF-8 (rename it to index its notes)"
 
 
+_UNKNOWN = object()  # ObsidianVaults: no fresh answer kept
+
+
 class ObsidianVaults:
     """Which Obsidian vault a file is in: the nearest folder above it that holds ``.obsidian``
     (Obsidian makes it when it opens a folder as a vault), whether that folder is a
@@ -407,23 +410,35 @@ class ObsidianVaults:
 
     def __init__(self) -> None:
         self._holds_vault: dict[str, tuple[float, bool]] = {}  # folder -> (when looked, holds .obsidian)
+        self._vault_of: dict[str, tuple[float, str | None]] = {}  # a file's folder -> (when found, its vault)
         self._lock = threading.Lock()
 
-    def _is_vault(self, folder: str, now: float) -> bool:
-        known = self._holds_vault.get(folder)
-        if known is not None and now - known[0] < self.KEPT_SECONDS:
-            return known[1]
-        answer = os.path.isdir(os.path.join(folder, ".obsidian"))
+    def _kept(self, table: dict, key: str, now: float):
+        """``table``'s answer for ``key`` while it is fresh, else ``_UNKNOWN``."""
+        known = table.get(key)
+        return known[1] if known is not None and now - known[0] < self.KEPT_SECONDS else _UNKNOWN
+
+    def _keep(self, table: dict, key: str, now: float, answer):
         with self._lock:
-            if len(self._holds_vault) >= self.KEPT_FOLDERS:
-                self._holds_vault.clear()
-            self._holds_vault[folder] = (now, answer)
+            if len(table) >= self.KEPT_FOLDERS:
+                table.clear()
+            table[key] = (now, answer)
         return answer
+
+    def _is_vault(self, folder: str, now: float) -> bool:
+        known = self._kept(self._holds_vault, folder, now)
+        if known is _UNKNOWN:
+            return self._keep(self._holds_vault, folder, now, os.path.isdir(os.path.join(folder, ".obsidian")))
+        return known
 
     def vault_of(self, path: str) -> str | None:
         """The vault folder ``path`` (an absolute file path) is in, or None."""
         now = time.monotonic()
-        folder = os.path.dirname(path)
+        start = os.path.dirname(path)
+        known = self._kept(self._vault_of, start, now)  # a search's hits: one look each, the folders above them once
+        return self._keep(self._vault_of, start, now, self._find_vault(start, now)) if known is _UNKNOWN else known
+
+    def _find_vault(self, folder: str, now: float) -> str | None:
         for _ in range(self.MAX_DEPTH):
             if self._is_vault(folder, now):
                 return folder
