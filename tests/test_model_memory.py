@@ -4,8 +4,10 @@ What the index remembers is read as any process sees it (status, the CLI). Sever
 ``kb.embedder``: what they check is an internal contract no public call shows, that a search
 embeds its query without loading the whole model (the query encoder)."""
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -63,8 +65,12 @@ def test_a_model_that_cannot_be_downloaded_is_told_with_its_fix_once(notes, tmp_
     assert run_cli("collection", "add", notes, "--name", "notes", db=db, env=env).returncode == 0
     mode_line = next(line for line in run_cli("status", db=db, env=env).stdout.splitlines() if line.startswith("Search mode:"))
     assert "keyword" in mode_line and "not downloaded" in mode_line
-    # The fix, once: the message's own command, not "(set PMS_MODEL_DIR)" again after it.
+    # The fix, once: the message's own command, not "(set PMS_MODEL_DIR)" again after it; it names the
+    # script by its absolute path, so it works from any folder, and says which model it brings.
     assert "export PMS_MODEL_DIR=" in mode_line and mode_line.count("PMS_MODEL_DIR") == 1, mode_line
+    script = Path(re.search(r"\$\(python3 ([^)\s]+)\)", mode_line).group(1))
+    assert script.is_absolute() and script.is_file() and script.name == "fetch_test_model.py"
+    assert "offline English model all-MiniLM-L6-v2" in mode_line
 
 
 @pytest.mark.stdlib

