@@ -125,7 +125,7 @@ DEFAULT_GLOB = "**/*.md"
 SKIP_DIRS = {".obsidian", ".git", ".hg", ".svn", ".trash", "node_modules", "__pycache__"}
 MAX_FILE_MB_DEFAULT = 20
 VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format needs --reembed
-EMBED_BATCH_SIZE = 4  # passages per ONNX call: as fast as 8 with a quarter less memory (docs/decisions.md)
+EMBED_BATCH_SIZE = 4  # passages per ONNX call of a float model: as fast as 8 with a quarter less memory (docs/decisions.md); a model that quantizes as it runs takes one (embedding.quantizes_per_call)
 # Passages read from the index at a time while embedding, sorted by length inside it (little padding).
 EMBED_WINDOW = 2048
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
@@ -6264,11 +6264,13 @@ class Embedder(EmbeddingProvider):
     required_modules = (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec"))
 
     def __init__(self, model: str | None = None, model_dir: str | os.PathLike | None = None,
-                 batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
+                 batch_size: int | None = None, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None):
         env_model, env_dir = model_settings()
         # A folder given with no name names its own model (pms-model.txt), as PMS_MODEL_DIR does.
-        super().__init__(model or (model_dir and model_name_in(Path(model_dir))) or env_model, batch_size, notice)
+        super().__init__(model or (model_dir and model_name_in(Path(model_dir))) or env_model,
+                         batch_size or EMBED_BATCH_SIZE, notice)
+        self.batch_chosen = batch_size is not None  # else the model's own: see _construct
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
         # The files and pooling fastembed used for this model (remembered by the index at sync), so
         # one query can be embedded without importing fastembed; see QueryEncoder.
@@ -6413,6 +6415,9 @@ class Embedder(EmbeddingProvider):
             probe = next(iter(model.embed(["probe"], batch_size=1)))  # builds the ONNX session, with the options above
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
+        model_file = _onnx_file(model)
+        if not self.batch_chosen and model_file and quantizes_per_call(model_file):
+            self.batch_size = 1  # each text its own scale: a vector never depends on its batch-mates
         return model
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
@@ -6941,6 +6946,29 @@ def onnxruntime_telemetry_off() -> None:
     os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 
+def _onnx_file(model) -> Path | None:
+    """The ONNX file a fastembed TextEmbedding runs, or None (another layout)."""
+    inner = getattr(model, "model", None)
+    folder, description = getattr(inner, "_model_dir", None), getattr(inner, "model_description", None)
+    file = getattr(description, "model_file", None)
+    return Path(folder) / file if folder and isinstance(file, str) else None
+
+
+def quantizes_per_call(model_file: Path) -> bool:
+    """Whether an ONNX model quantizes its activations as it runs (DynamicQuantizeLinear), as
+    fastembed's int8 models (bge-small's among them) and the offline MiniLM do. It takes one scale
+    for a whole call, padding included, so a text batched with others gets another vector than
+    alone (cosine 0.99): such a model embeds one text per call, and that is no slower (integer
+    kernels gain nothing from a batch; docs/decisions.md, "One text per call")."""
+    import mmap
+
+    try:
+        with open(model_file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(b"DynamicQuantizeLinear") >= 0
+    except (OSError, ValueError):  # gone, empty or unreadable: fastembed reports it when it loads
+        return False
+
+
 class QueryEncoder:
     """One query -> one vector with ONNX Runtime and tokenizers directly (fastembed's own
     parts, without fastembed's slow import), with the model file, tokenizer and pooling
@@ -6961,8 +6989,10 @@ class QueryEncoder:
         self.tokenizer.enable_truncation(max_length=int(spec.get("max_tokens") or 512))
         # One input needs no padding (a tokenizer.json may pad every query to a fixed length).
         self.tokenizer.no_padding()
-        self.optimised = optimised
-        self.session = self._session(optimised=optimised)
+        # A model that quantizes per call gets its passages' fused kernels from the first query: the unfused
+        # ops round otherwise (cosine 0.9999, enough to swap near-ties), and it starts as fast either way.
+        self.optimised = optimised or bool(spec.get("quantizes_per_call"))
+        self.session = self._session(optimised=self.optimised)
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.queries = 0
 
@@ -7003,8 +7033,9 @@ class QueryEncoder:
             config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
             limits = [v for v in (config.get("model_max_length"), config.get("max_length"))
                       if isinstance(v, int) and 0 < v < 1_000_000]
-            return {"model": model_name, "dir": str(folder), "file": inner.model_description.model_file,
-                    "pooling": pooling, "max_tokens": min(limits) if limits else 512}
+            file = inner.model_description.model_file
+            return {"model": model_name, "dir": str(folder), "file": file, "pooling": pooling,
+                    "max_tokens": min(limits) if limits else 512, "quantizes_per_call": quantizes_per_call(folder / file)}
         except Exception:  # another fastembed layout: queries go through fastembed
             return None
 
@@ -7210,7 +7241,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7213) ----
+# ---- pms/query.py (+7244) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7600,7 +7631,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7603) ----
+# ---- pms/ranking.py (+7634) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8374,7 +8405,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8377) ----
+# ---- pms/retrieval.py (+8408) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9418,7 +9449,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9421) ----
+# ---- pms/sync.py (+9452) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10148,7 +10179,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10151) ----
+# ---- pms/watch.py (+10182) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10336,7 +10367,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10339) ----
+# ---- pms/clip.py (+10370) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11068,7 +11099,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11071) ----
+# ---- pms/api.py (+11102) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12221,7 +12252,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12224) ----
+# ---- pms/evaluation.py (+12255) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12419,7 +12450,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12422) ----
+# ---- pms/mcp_server.py (+12453) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13641,7 +13672,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13644) ----
+# ---- pms/cli.py (+13675) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14812,7 +14843,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14762) ----
+# ---- pms/__init__.py (+14793) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14881,7 +14912,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14884) ----
+# ---- pms/__main__.py (+14915) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -300,8 +300,9 @@ def child_keyword_latency(db: str, queries: list[str]) -> dict:
     return result
 
 
-def child_embed(db: str, batch_size: int, arena: bool = True, max_tokens: int | None = None) -> dict:
-    """Embed every passage of a keyword-only index (a copy) at one batch size.
+def child_embed(db: str, batch_size: int | None, arena: bool = True, max_tokens: int | None = None) -> dict:
+    """Embed every passage of a keyword-only index (a copy) at one batch size (None: the model's own,
+    as a sync chooses it).
 
     Two experiments PMS does not (yet) make: ``arena=False`` turns off ONNX
     Runtime's CPU memory arena, ``max_tokens`` truncates passages shorter than
@@ -324,7 +325,7 @@ def child_embed(db: str, batch_size: int, arena: bool = True, max_tokens: int | 
     if report.embed_error:
         raise SystemExit(report.embed_error)
     kb.close()
-    return {"batch_size": batch_size, "arena": arena, "max_tokens": max_tokens or 512,
+    return {"batch_size": embedder.batch_size, "arena": arena, "max_tokens": max_tokens or 512,
             "chunks": report.embedded, "seconds": seconds, "model_load_s": load_s,
             "chunks_per_s": report.embedded / seconds, "cpu_s": cpu,
             "chunks_per_cpu_s": report.embedded / cpu, "peak_rss_mb": peak_rss_mb()}
@@ -518,9 +519,9 @@ def ensure_embedded(args) -> Path:
     db = args.work / "rust-book-embedded.sqlite"
     figures = db.with_suffix(".json")
     if not figures.exists():
-        print(f"embedding the whole rust-book at batch size {pms.EMBED_BATCH_SIZE} ...", flush=True)
+        print("embedding the whole rust-book at the model's batch size ...", flush=True)
         shutil.copyfile(keyword_rust_book(args), fresh(db))
-        figures.write_text(json.dumps(run_child("embed", db=str(db), batch_size=pms.EMBED_BATCH_SIZE)))
+        figures.write_text(json.dumps(run_child("embed", db=str(db), batch_size=None)))
         checkpoint(db)
     return db
 
@@ -822,7 +823,7 @@ def bench_static(args) -> dict:
         os.environ["PMS_MODEL_DIR"] = str(folder)
         db = fresh(args.work / f"rust-book-part-{label}.sqlite")
         shutil.copyfile(base, db)
-        res = out["embed"][label] = run_child("embed", db=str(db), batch_size=pms.EMBED_BATCH_SIZE)
+        res = out["embed"][label] = run_child("embed", db=str(db), batch_size=None)
         print(f"  {label}: {res['chunks']} passages in {res['seconds']:.2f}s = {res['chunks_per_s']:,.0f} passages/s "
               f"({res['chunks_per_cpu_s']:,.0f} per CPU-second), peak RSS {res['peak_rss_mb']:.0f} MB", flush=True)
         q = out["query"][label] = run_child("query_embed", model_dir=str(folder), queries=queries)
@@ -852,7 +853,8 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/pms-perf"), help="scratch folder for corpora and indexes")
     parser.add_argument("--runs", type=int, default=15, help="CLI runs per variant")
     parser.add_argument("--python", default="python3", help="interpreter for the keyword CLI timings")
-    parser.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8, 16, 32, 64])
+    parser.add_argument("--batch-sizes", type=lambda s: [None if x == "model" else int(x) for x in s.split(",")],
+                        default=[None], help="embed: passages per ONNX call, e.g. 1,4,8 ('model': the model's own, as a sync; the default)")
     parser.add_argument("--embed-experiments", action="store_true",
                         help="embed: with ONNX Runtime's memory arena off, at 512 and at 256 tokens")
     parser.add_argument("--hybrid-db", type=Path, help="an embedded index for the hybrid and size benchmarks "

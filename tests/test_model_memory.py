@@ -17,13 +17,17 @@ from conftest import REPO, index_write, run_cli
 np = pytest.importorskip("numpy")
 
 
-@pytest.fixture
-def embedded_index(embedding_model_dir, notes, tmp_path):
-    """An index synced with PMS_MODEL_DIR set, as a user offline would do."""
-    db = tmp_path / "i.sqlite"
-    r = run_cli("collection", "add", notes, "--name", "notes", db=db, env={"PMS_MODEL_DIR": str(embedding_model_dir)})
+def synced_with(model_dir, notes, db):
+    """``db``, the notes synced into it with PMS_MODEL_DIR set, as a user offline would do."""
+    r = run_cli("collection", "add", notes, "--name", "notes", db=db, env={"PMS_MODEL_DIR": str(model_dir)})
     assert r.returncode == 0 and "keyword-only" not in r.stderr, r.stderr
     return db
+
+
+@pytest.fixture
+def embedded_index(embedding_model_dir, notes, tmp_path):
+    """An index embedded by the offline MiniLM (it quantizes as it runs, as fastembed's int8 models do)."""
+    return synced_with(embedding_model_dir, notes, tmp_path / "i.sqlite")
 
 
 def test_a_new_shell_searches_with_the_model_the_index_was_embedded_with(embedded_index, embedding_model_dir):
@@ -123,20 +127,52 @@ def test_load_embedder_readies_only_the_query_encoder_and_fastembed_later_does_n
         assert kb.embedder.query_spec and encoder.queries == 4
 
 
-def test_the_query_encoder_reads_only_the_query_and_is_optimised_once_warm(embedded_index):
-    """The offline MiniLM's tokenizer.json pads to 128 word pieces: a query must not be
-    padded (10x the work); from the second query on the session has ONNX's optimisations."""
+@pytest.mark.parametrize("model", ["quantizing", "float"])
+def test_the_query_encoder_reads_only_the_query_and_is_optimised_when_that_pays(model, request, notes, tmp_path):
+    """The offline MiniLM's tokenizer.json pads to 128 word pieces: a query must not be padded
+    (10x the work). A float model's first query runs without ONNX's graph optimisations (for one
+    short query they cost more than they save), a warm process's with them. A model that quantizes
+    as it runs has them from the first query: its passages were embedded by the fused kernels, which
+    round otherwise than the unfused ops (enough to swap near-ties), and it starts as fast either way."""
     ort = pytest.importorskip("onnxruntime")
-    with pms.KnowledgeBase(embedded_index) as kb:  # internal contract: the query encoder's tokenizer and ONNX session
-        kb.embedder.embed_query("rust")
+    folder = request.getfixturevalue("embedding_model_dir" if model == "quantizing" else "float_model_dir")
+    db = synced_with(folder, notes, tmp_path / "i.sqlite")
+    unoptimised = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    with pms.KnowledgeBase(db) as kb:  # internal contract: the query encoder's tokenizer and ONNX session
+        first_vector = kb.embedder.embed_query("rust")
         assert kb.embedder.query_encoder_made and not kb.embedder.loaded
         encoder = kb.embedder.query_encoder()
         assert len(encoder.tokenizer.encode("rust").ids) == 3  # [CLS] rust [SEP]
         first = encoder.session
-        assert first.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        assert (first.get_session_options().graph_optimization_level == unoptimised) == (model == "float")
         kb.embedder.embed_query("cargo")
-        assert encoder.session is not first
-        assert encoder.session.get_session_options().graph_optimization_level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        assert (encoder.session is not first) == (model == "float")
+        assert encoder.session.get_session_options().graph_optimization_level != unoptimised
+        by_fastembed = pms.embedding._int8_bytes(next(iter(kb.embedder.load().embed(["rust"], batch_size=1))))
+    if model == "quantizing":
+        assert first_vector == by_fastembed  # the cold process's first query: the vector its passages were made with
+
+
+def test_a_text_gets_one_vector_whatever_it_is_embedded_with(embedding_model_dir, float_model_dir):
+    """The offline MiniLM quantizes its activations as it runs, one scale a call, padding included (as
+    fastembed's int8 models, bge-small's among them, do): a text embedded beside a longer one would get
+    another vector (cosine 0.99), so such a model embeds one text a call; a float model batches."""
+    short = "restic check verifies the repository"
+    long = "Ownership is a set of rules that govern how a Rust program manages memory. " * 12
+    for folder, batch_size in ((embedding_model_dir, 1), (float_model_dir, pms.EMBED_BATCH_SIZE)):
+        embedder = pms.Embedder(model_dir=folder)
+        together = embedder.embed_passages([short, long, short])
+        assert embedder.batch_size == batch_size
+        alone = [embedder.embed_passages([text])[0] for text in (short, long)]
+        if batch_size == 1:
+            assert together == [alone[0], alone[1], alone[0]]
+        else:  # float: the same vectors but for rounding
+            for a, b in zip(together, alone + alone[:1]):
+                x, y = np.frombuffer(a, dtype=np.int8).astype(float), np.frombuffer(b, dtype=np.int8).astype(float)
+                assert x @ y / (np.linalg.norm(x) * np.linalg.norm(y)) > 0.999
+    chosen = pms.Embedder(model_dir=embedding_model_dir, batch_size=8)  # a batch size asked for is kept
+    chosen.load()
+    assert chosen.batch_size == 8
 
 
 def test_load_embedder_falls_back_to_fastembed_when_the_remembered_files_are_gone(embedded_index, tmp_path):

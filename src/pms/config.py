@@ -64,7 +64,7 @@ DEFAULT_GLOB = "**/*.md"
 SKIP_DIRS = {".obsidian", ".git", ".hg", ".svn", ".trash", "node_modules", "__pycache__"}
 MAX_FILE_MB_DEFAULT = 20
 VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format needs --reembed
-EMBED_BATCH_SIZE = 4  # passages per ONNX call: as fast as 8 with a quarter less memory (docs/decisions.md)
+EMBED_BATCH_SIZE = 4  # passages per ONNX call of a float model: as fast as 8 with a quarter less memory (docs/decisions.md); a model that quantizes as it runs takes one (embedding.quantizes_per_call)
 # Passages read from the index at a time while embedding, sorted by length inside it (little padding).
 EMBED_WINDOW = 2048
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")

@@ -372,11 +372,13 @@ class Embedder(EmbeddingProvider):
     required_modules = (("fastembed", "fastembed"), ("sqlite_vec", "sqlite-vec"))
 
     def __init__(self, model: str | None = None, model_dir: str | os.PathLike | None = None,
-                 batch_size: int = EMBED_BATCH_SIZE, allow_download: bool = True,
+                 batch_size: int | None = None, allow_download: bool = True,
                  notice: Callable[[str], None] | None = None):
         env_model, env_dir = model_settings()
         # A folder given with no name names its own model (pms-model.txt), as PMS_MODEL_DIR does.
-        super().__init__(model or (model_dir and model_name_in(Path(model_dir))) or env_model, batch_size, notice)
+        super().__init__(model or (model_dir and model_name_in(Path(model_dir))) or env_model,
+                         batch_size or EMBED_BATCH_SIZE, notice)
+        self.batch_chosen = batch_size is not None  # else the model's own: see _construct
         self.model_dir = Path(model_dir) if model_dir else (env_dir if not model or model == env_model else None)
         # The files and pooling fastembed used for this model (remembered by the index at sync), so
         # one query can be embedded without importing fastembed; see QueryEncoder.
@@ -521,6 +523,9 @@ class Embedder(EmbeddingProvider):
             probe = next(iter(model.embed(["probe"], batch_size=1)))  # builds the ONNX session, with the options above
         self.dim = int(len(probe))
         self.query_spec = QueryEncoder.spec_of(self.model_name, model)
+        model_file = _onnx_file(model)
+        if not self.batch_chosen and model_file and quantizes_per_call(model_file):
+            self.batch_size = 1  # each text its own scale: a vector never depends on its batch-mates
         return model
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
@@ -1049,6 +1054,29 @@ def onnxruntime_telemetry_off() -> None:
     os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 
+def _onnx_file(model) -> Path | None:
+    """The ONNX file a fastembed TextEmbedding runs, or None (another layout)."""
+    inner = getattr(model, "model", None)
+    folder, description = getattr(inner, "_model_dir", None), getattr(inner, "model_description", None)
+    file = getattr(description, "model_file", None)
+    return Path(folder) / file if folder and isinstance(file, str) else None
+
+
+def quantizes_per_call(model_file: Path) -> bool:
+    """Whether an ONNX model quantizes its activations as it runs (DynamicQuantizeLinear), as
+    fastembed's int8 models (bge-small's among them) and the offline MiniLM do. It takes one scale
+    for a whole call, padding included, so a text batched with others gets another vector than
+    alone (cosine 0.99): such a model embeds one text per call, and that is no slower (integer
+    kernels gain nothing from a batch; docs/decisions.md, "One text per call")."""
+    import mmap
+
+    try:
+        with open(model_file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(b"DynamicQuantizeLinear") >= 0
+    except (OSError, ValueError):  # gone, empty or unreadable: fastembed reports it when it loads
+        return False
+
+
 class QueryEncoder:
     """One query -> one vector with ONNX Runtime and tokenizers directly (fastembed's own
     parts, without fastembed's slow import), with the model file, tokenizer and pooling
@@ -1069,8 +1097,10 @@ class QueryEncoder:
         self.tokenizer.enable_truncation(max_length=int(spec.get("max_tokens") or 512))
         # One input needs no padding (a tokenizer.json may pad every query to a fixed length).
         self.tokenizer.no_padding()
-        self.optimised = optimised
-        self.session = self._session(optimised=optimised)
+        # A model that quantizes per call gets its passages' fused kernels from the first query: the unfused
+        # ops round otherwise (cosine 0.9999, enough to swap near-ties), and it starts as fast either way.
+        self.optimised = optimised or bool(spec.get("quantizes_per_call"))
+        self.session = self._session(optimised=self.optimised)
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.queries = 0
 
@@ -1111,8 +1141,9 @@ class QueryEncoder:
             config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
             limits = [v for v in (config.get("model_max_length"), config.get("max_length"))
                       if isinstance(v, int) and 0 < v < 1_000_000]
-            return {"model": model_name, "dir": str(folder), "file": inner.model_description.model_file,
-                    "pooling": pooling, "max_tokens": min(limits) if limits else 512}
+            file = inner.model_description.model_file
+            return {"model": model_name, "dir": str(folder), "file": file, "pooling": pooling,
+                    "max_tokens": min(limits) if limits else 512, "quantizes_per_call": quantizes_per_call(folder / file)}
         except Exception:  # another fastembed layout: queries go through fastembed
             return None
 
