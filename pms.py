@@ -128,6 +128,8 @@ VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format n
 EMBED_BATCH_SIZE = 4  # passages per ONNX call of a float model: as fast as 8 with a quarter less memory (docs/decisions.md); a model that quantizes as it runs takes one (embedding.quantizes_per_call)
 # Passages read from the index at a time while embedding, sorted by length inside it (little padding).
 EMBED_WINDOW = 2048
+# One-thread ONNX sessions side by side (cores permitting) for a model that embeds one text a call.
+EMBED_SESSIONS = 4
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 # A word as the engine reads one: its title keys (schema.namesake_keys), names and query words.
 WORD_TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -721,7 +723,7 @@ class Worker:
                 process.kill()
             process.join(5)
 
-# ---- pms/outbound.py (+724) ----
+# ---- pms/outbound.py (+726) ----
 """Outbound HTTP: the one policy every request PMS makes follows (the embedding server, the clipper).
 
 Owns: what kind of address a host is (loopback, link-local, private, public); name lookups made
@@ -1123,7 +1125,7 @@ def _origin(url: str) -> tuple:
     parts = urlsplit(url)
     return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or (443 if parts.scheme.lower() == "https" else 80)
 
-# ---- pms/frontmatter.py (+1126) ----
+# ---- pms/frontmatter.py (+1128) ----
 """A note's YAML frontmatter, read without a YAML library.
 
 Owns: splitting the ``---`` block off a note and reading the subset of YAML that notes use
@@ -1528,7 +1530,7 @@ def as_list(value) -> list[str]:
         return [str(v).strip().lstrip("#") for v in value if v is not None and str(v).strip()]
     return [v.strip().lstrip("#") for v in re.split(r"[,\s]+", str(value)) if v.strip()]
 
-# ---- pms/markdown.py (+1531) ----
+# ---- pms/markdown.py (+1533) ----
 """Markdown text: decoding, headings, fences, passages, and what a reader sees.
 
 Owns: decoding a file's bytes (``decode_text``), headings and titles, code fences,
@@ -2202,7 +2204,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2205) ----
+# ---- pms/language.py (+2207) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script``, ``written_in_script_of`` and the language names
@@ -2439,7 +2441,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2442) ----
+# ---- pms/notes.py (+2444) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2842,7 +2844,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2845) ----
+# ---- pms/pdf.py (+2847) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -3077,7 +3079,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+3080) ----
+# ---- pms/paths.py (+3082) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3706,7 +3708,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3709) ----
+# ---- pms/filters.py (+3711) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3892,7 +3894,7 @@ def _filter_date(value, argument: str, today=None) -> str | None:
     except (ValueError, OverflowError):
         raise PMSError(f"{argument} wants a date ({DATE_FORMS}), not {error_excerpt(str(value))}", argument=argument) from None
 
-# ---- pms/schema.py (+3895) ----
+# ---- pms/schema.py (+3897) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4219,7 +4221,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4222) ----
+# ---- pms/store.py (+4224) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5672,7 +5674,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5675) ----
+# ---- pms/vector_memory.py (+5677) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5889,7 +5891,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5892) ----
+# ---- pms/embedding.py (+5894) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -5911,7 +5913,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 # from .config import (
-# DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
+# DEFAULT_MODEL, EMBED_BATCH_SIZE, EMBED_SESSIONS, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
 # display_path, env_number, error_excerpt, hex_digest, module_available, now_iso, pms_command,
 # )
 # from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve, split_url
@@ -6279,6 +6281,7 @@ class Embedder(EmbeddingProvider):
         self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
         self.allow_download = allow_download
         self._model: _typing.Any = None  # the loaded model (fastembed's, a StaticModel...)
+        self._passage_encoders: list[QueryEncoder] = []  # one text a call: sessions side by side (_embed_side_by_side)
 
     def config(self) -> dict:
         return {"kind": self.kind, "model": self.model_name, "dir": str(self.model_dir.resolve()) if self.model_dir else None}
@@ -6412,12 +6415,17 @@ class Embedder(EmbeddingProvider):
             folder = getattr(model.model, "_model_dir", None)
             if folder and static_model_file(Path(folder)):
                 return self._static(Path(folder))
-            probe = next(iter(model.embed(["probe"], batch_size=1)))  # builds the ONNX session, with the options above
+            spec = QueryEncoder.spec_of(self.model_name, model)
+            model_file = _onnx_file(model)
+            if not self.batch_chosen and model_file and quantizes_per_call(model_file):
+                self.batch_size = 1  # each text its own scale: a vector never depends on its batch-mates
+            if self.batch_size == 1 and spec:  # passages go to one-thread sessions: fastembed's is never built
+                self._passage_encoders = [QueryEncoder(spec, optimised=True)]
+                probe = self._passage_encoders[0].embed("probe")
+            else:
+                probe = next(iter(model.embed(["probe"], batch_size=1)))  # builds the ONNX session, with the options above
         self.dim = int(len(probe))
-        self.query_spec = QueryEncoder.spec_of(self.model_name, model)
-        model_file = _onnx_file(model)
-        if not self.batch_chosen and model_file and quantizes_per_call(model_file):
-            self.batch_size = 1  # each text its own scale: a vector never depends on its batch-mates
+        self.query_spec = spec
         return model
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
@@ -6444,10 +6452,47 @@ class Embedder(EmbeddingProvider):
 
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
         """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
-        one iterator (no per-call set-up) and no float array outlives its batch."""
+        one iterator (no per-call set-up) and no float array outlives its batch. One text
+        a call (a model that quantizes as it runs) goes to one-thread sessions side by side."""
         model = self.load()
+        if self._passage_encoders:
+            yield from self._embed_side_by_side(texts)
+            return
         for vector in model.embed((self.passage_prefix + t for t in texts), batch_size=self.batch_size):
             yield _int8_bytes(vector)
+
+    def _embed_side_by_side(self, texts: Iterable[str]) -> Iterator[bytes]:
+        """``embed_stream`` for one text a call, on one QueryEncoder a core (up to EMBED_SESSIONS; one
+        thread each, ONNX's optimisations on: fastembed's vectors), at most two texts a session read
+        ahead. One text leaves a session's threads little to share, while sessions side by side use
+        every core (docs/decisions.md, "One text per call"). The sessions are kept with the model."""
+        import collections
+        import queue
+        from concurrent.futures import ThreadPoolExecutor
+
+        with self._lock:
+            while len(self._passage_encoders) < min(os.cpu_count() or 1, EMBED_SESSIONS):
+                self._passage_encoders.append(QueryEncoder(self._passage_encoders[0].spec, optimised=True))
+            workers = len(self._passage_encoders)
+        idle: queue.SimpleQueue = queue.SimpleQueue()
+        for encoder in self._passage_encoders:
+            idle.put(encoder)
+
+        def embed(text: str) -> bytes:
+            encoder = idle.get()
+            try:
+                return _int8_bytes(encoder.embed(self.passage_prefix + text))
+            finally:
+                idle.put(encoder)
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="pms-embed") as pool:
+            running: collections.deque = collections.deque()
+            for text in texts:
+                running.append(pool.submit(embed, text))
+                if len(running) >= 2 * workers:
+                    yield running.popleft().result()
+            while running:
+                yield running.popleft().result()
 
     def embed_query(self, text: str) -> bytes:
         """The query's int8 vector, by QueryEncoder whenever the model's query_spec is known
@@ -6983,6 +7028,7 @@ class QueryEncoder:
         import numpy as np
         from tokenizers import Tokenizer
 
+        self.spec = spec
         self.model_file = Path(spec["dir"]) / spec["file"]
         self.np, self.pooling = np, spec["pooling"]
         self.tokenizer = Tokenizer.from_file(str(Path(spec["dir"]) / "tokenizer.json"))
@@ -7241,7 +7287,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7244) ----
+# ---- pms/query.py (+7290) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7631,7 +7677,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7634) ----
+# ---- pms/ranking.py (+7680) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8405,7 +8451,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8408) ----
+# ---- pms/retrieval.py (+8454) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9449,7 +9495,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9452) ----
+# ---- pms/sync.py (+9498) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10111,7 +10157,7 @@ class Syncer:
         order = store.pending_embedding_ids()
         total = len(order)
         t0 = time.monotonic()
-        group = embedder.batch_size * 4  # vectors written per transaction: a few ms of lock each
+        group = max(16, embedder.batch_size * 4)  # vectors written per transaction: a few ms of lock each
         done, rows = 0, list[tuple]()
         if cancel is not None and cancel.is_set():
             raise SyncCancelled()
@@ -10179,7 +10225,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10182) ----
+# ---- pms/watch.py (+10228) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10367,7 +10413,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10370) ----
+# ---- pms/clip.py (+10416) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11099,7 +11145,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11102) ----
+# ---- pms/api.py (+11148) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12252,7 +12298,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12255) ----
+# ---- pms/evaluation.py (+12301) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12450,7 +12496,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12453) ----
+# ---- pms/mcp_server.py (+12499) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13672,7 +13718,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13675) ----
+# ---- pms/cli.py (+13721) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14843,7 +14889,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14793) ----
+# ---- pms/__init__.py (+14839) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14912,7 +14958,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14915) ----
+# ---- pms/__main__.py (+14961) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

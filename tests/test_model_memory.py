@@ -166,6 +166,9 @@ def test_a_text_gets_one_vector_whatever_it_is_embedded_with(embedding_model_dir
         alone = [embedder.embed_passages([text])[0] for text in (short, long)]
         if batch_size == 1:
             assert together == [alone[0], alone[1], alone[0]]
+            # internal contract: embedded side by side on one-thread sessions, the vectors fastembed gives
+            by_fastembed = [next(iter(embedder.load().embed([text], batch_size=1))) for text in (short, long)]
+            assert alone == [pms.embedding._int8_bytes(vector) for vector in by_fastembed]
         else:  # float: the same vectors but for rounding
             for a, b in zip(together, alone + alone[:1]):
                 x, y = np.frombuffer(a, dtype=np.int8).astype(float), np.frombuffer(b, dtype=np.int8).astype(float)

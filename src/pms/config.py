@@ -67,6 +67,8 @@ VECTOR_FORMAT = "int8"  # how vectors are stored; an index with another format n
 EMBED_BATCH_SIZE = 4  # passages per ONNX call of a float model: as fast as 8 with a quarter less memory (docs/decisions.md); a model that quantizes as it runs takes one (embedding.quantizes_per_call)
 # Passages read from the index at a time while embedding, sorted by length inside it (little padding).
 EMBED_WINDOW = 2048
+# One-thread ONNX sessions side by side (cores permitting) for a model that embeds one text a call.
+EMBED_SESSIONS = 4
 SEARCH_MODES = ("auto", "hybrid", "keyword", "vector")
 # A word as the engine reads one: its title keys (schema.namesake_keys), names and query words.
 WORD_TOKEN = re.compile(r"\w+", re.UNICODE)

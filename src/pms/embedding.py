@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from .config import (
-    DEFAULT_MODEL, EMBED_BATCH_SIZE, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
+    DEFAULT_MODEL, EMBED_BATCH_SIZE, EMBED_SESSIONS, VERSION, Hint, PMSError, _typing, bundled_model_dir, clean_query, data_dir,
     display_path, env_number, error_excerpt, hex_digest, module_available, now_iso, pms_command,
 )
 from .outbound import address_kind, is_loopback_name, most_private, open_url, reachable, resolve, split_url
@@ -387,6 +387,7 @@ class Embedder(EmbeddingProvider):
         self._static_folder: bool | None = None  # whether model_dir holds a static model, once looked at
         self.allow_download = allow_download
         self._model: _typing.Any = None  # the loaded model (fastembed's, a StaticModel...)
+        self._passage_encoders: list[QueryEncoder] = []  # one text a call: sessions side by side (_embed_side_by_side)
 
     def config(self) -> dict:
         return {"kind": self.kind, "model": self.model_name, "dir": str(self.model_dir.resolve()) if self.model_dir else None}
@@ -520,12 +521,17 @@ class Embedder(EmbeddingProvider):
             folder = getattr(model.model, "_model_dir", None)
             if folder and static_model_file(Path(folder)):
                 return self._static(Path(folder))
-            probe = next(iter(model.embed(["probe"], batch_size=1)))  # builds the ONNX session, with the options above
+            spec = QueryEncoder.spec_of(self.model_name, model)
+            model_file = _onnx_file(model)
+            if not self.batch_chosen and model_file and quantizes_per_call(model_file):
+                self.batch_size = 1  # each text its own scale: a vector never depends on its batch-mates
+            if self.batch_size == 1 and spec:  # passages go to one-thread sessions: fastembed's is never built
+                self._passage_encoders = [QueryEncoder(spec, optimised=True)]
+                probe = self._passage_encoders[0].embed("probe")
+            else:
+                probe = next(iter(model.embed(["probe"], batch_size=1)))  # builds the ONNX session, with the options above
         self.dim = int(len(probe))
-        self.query_spec = QueryEncoder.spec_of(self.model_name, model)
-        model_file = _onnx_file(model)
-        if not self.batch_chosen and model_file and quantizes_per_call(model_file):
-            self.batch_size = 1  # each text its own scale: a vector never depends on its batch-mates
+        self.query_spec = spec
         return model
 
     def _vectors(self, texts: list[str], query: bool) -> Sequence:
@@ -552,10 +558,47 @@ class Embedder(EmbeddingProvider):
 
     def embed_stream(self, texts: Iterable[str]) -> Iterator[bytes]:
         """int8 vectors of ``texts``, in order, as they are computed: fastembed gets
-        one iterator (no per-call set-up) and no float array outlives its batch."""
+        one iterator (no per-call set-up) and no float array outlives its batch. One text
+        a call (a model that quantizes as it runs) goes to one-thread sessions side by side."""
         model = self.load()
+        if self._passage_encoders:
+            yield from self._embed_side_by_side(texts)
+            return
         for vector in model.embed((self.passage_prefix + t for t in texts), batch_size=self.batch_size):
             yield _int8_bytes(vector)
+
+    def _embed_side_by_side(self, texts: Iterable[str]) -> Iterator[bytes]:
+        """``embed_stream`` for one text a call, on one QueryEncoder a core (up to EMBED_SESSIONS; one
+        thread each, ONNX's optimisations on: fastembed's vectors), at most two texts a session read
+        ahead. One text leaves a session's threads little to share, while sessions side by side use
+        every core (docs/decisions.md, "One text per call"). The sessions are kept with the model."""
+        import collections
+        import queue
+        from concurrent.futures import ThreadPoolExecutor
+
+        with self._lock:
+            while len(self._passage_encoders) < min(os.cpu_count() or 1, EMBED_SESSIONS):
+                self._passage_encoders.append(QueryEncoder(self._passage_encoders[0].spec, optimised=True))
+            workers = len(self._passage_encoders)
+        idle: queue.SimpleQueue = queue.SimpleQueue()
+        for encoder in self._passage_encoders:
+            idle.put(encoder)
+
+        def embed(text: str) -> bytes:
+            encoder = idle.get()
+            try:
+                return _int8_bytes(encoder.embed(self.passage_prefix + text))
+            finally:
+                idle.put(encoder)
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="pms-embed") as pool:
+            running: collections.deque = collections.deque()
+            for text in texts:
+                running.append(pool.submit(embed, text))
+                if len(running) >= 2 * workers:
+                    yield running.popleft().result()
+            while running:
+                yield running.popleft().result()
 
     def embed_query(self, text: str) -> bytes:
         """The query's int8 vector, by QueryEncoder whenever the model's query_spec is known
@@ -1091,6 +1134,7 @@ class QueryEncoder:
         import numpy as np
         from tokenizers import Tokenizer
 
+        self.spec = spec
         self.model_file = Path(spec["dir"]) / spec["file"]
         self.np, self.pooling = np, spec["pooling"]
         self.tokenizer = Tokenizer.from_file(str(Path(spec["dir"]) / "tokenizer.json"))
