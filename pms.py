@@ -7035,10 +7035,10 @@ class QueryEncoder:
         self.tokenizer.enable_truncation(max_length=int(spec.get("max_tokens") or 512))
         # One input needs no padding (a tokenizer.json may pad every query to a fixed length).
         self.tokenizer.no_padding()
-        # A model that quantizes per call gets its passages' fused kernels from the first query: the unfused
-        # ops round otherwise (cosine 0.9999, enough to swap near-ties), and it starts as fast either way.
-        self.optimised = optimised or bool(spec.get("quantizes_per_call"))
-        self.session = self._session(optimised=self.optimised)
+        # Unoptimised, a model that quantizes as it runs rounds a little otherwise than its fused kernels
+        # (cosine 0.9999; 0.999 as int8), for 50 ms less in a one-shot search (docs/decisions.md).
+        self.optimised = optimised
+        self.session = self._session(optimised=optimised)
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.queries = 0
 
@@ -7079,9 +7079,8 @@ class QueryEncoder:
             config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
             limits = [v for v in (config.get("model_max_length"), config.get("max_length"))
                       if isinstance(v, int) and 0 < v < 1_000_000]
-            file = inner.model_description.model_file
-            return {"model": model_name, "dir": str(folder), "file": file, "pooling": pooling,
-                    "max_tokens": min(limits) if limits else 512, "quantizes_per_call": quantizes_per_call(folder / file)}
+            return {"model": model_name, "dir": str(folder), "file": inner.model_description.model_file,
+                    "pooling": pooling, "max_tokens": min(limits) if limits else 512}
         except Exception:  # another fastembed layout: queries go through fastembed
             return None
 
@@ -7287,7 +7286,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7290) ----
+# ---- pms/query.py (+7289) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7677,7 +7676,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7680) ----
+# ---- pms/ranking.py (+7679) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8451,7 +8450,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8454) ----
+# ---- pms/retrieval.py (+8453) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9495,7 +9494,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9498) ----
+# ---- pms/sync.py (+9497) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10225,7 +10224,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10228) ----
+# ---- pms/watch.py (+10227) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10413,7 +10412,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10416) ----
+# ---- pms/clip.py (+10415) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11145,7 +11144,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11148) ----
+# ---- pms/api.py (+11147) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12298,7 +12297,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12301) ----
+# ---- pms/evaluation.py (+12300) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12496,7 +12495,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12499) ----
+# ---- pms/mcp_server.py (+12498) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13718,7 +13717,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13721) ----
+# ---- pms/cli.py (+13720) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14889,7 +14888,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14839) ----
+# ---- pms/__init__.py (+14838) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14958,7 +14957,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14961) ----
+# ---- pms/__main__.py (+14960) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -58,6 +58,7 @@ def test_knn_in_memory_equals_sqlite_vec_with_every_filter(two_collections):
                 assert memory == sqlite_vec  # same ids, same order, the same float distances
         with pms.KnowledgeBase(kb.index_path) as warm:  # the same model (PMS_MODEL_DIR), the vectors kept in memory
             warm.keep_vectors_in_memory()
+            warm.load_embedder()  # its queries embedded as kb's are, by the optimised session (not a one-shot's)
             for mode in ("vector", "hybrid"):
                 memory, sqlite_vec = searched_both_ways(warm, kb, lambda on: on.search(query, k=8, mode=mode, tags=["food"]))
                 assert [(h.path, h.passage_id, h.score) for h in memory] == [(h.path, h.passage_id, h.score) for h in sqlite_vec]

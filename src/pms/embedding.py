@@ -1141,10 +1141,10 @@ class QueryEncoder:
         self.tokenizer.enable_truncation(max_length=int(spec.get("max_tokens") or 512))
         # One input needs no padding (a tokenizer.json may pad every query to a fixed length).
         self.tokenizer.no_padding()
-        # A model that quantizes per call gets its passages' fused kernels from the first query: the unfused
-        # ops round otherwise (cosine 0.9999, enough to swap near-ties), and it starts as fast either way.
-        self.optimised = optimised or bool(spec.get("quantizes_per_call"))
-        self.session = self._session(optimised=self.optimised)
+        # Unoptimised, a model that quantizes as it runs rounds a little otherwise than its fused kernels
+        # (cosine 0.9999; 0.999 as int8), for 50 ms less in a one-shot search (docs/decisions.md).
+        self.optimised = optimised
+        self.session = self._session(optimised=optimised)
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.queries = 0
 
@@ -1185,9 +1185,8 @@ class QueryEncoder:
             config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
             limits = [v for v in (config.get("model_max_length"), config.get("max_length"))
                       if isinstance(v, int) and 0 < v < 1_000_000]
-            file = inner.model_description.model_file
-            return {"model": model_name, "dir": str(folder), "file": file, "pooling": pooling,
-                    "max_tokens": min(limits) if limits else 512, "quantizes_per_call": quantizes_per_call(folder / file)}
+            return {"model": model_name, "dir": str(folder), "file": inner.model_description.model_file,
+                    "pooling": pooling, "max_tokens": min(limits) if limits else 512}
         except Exception:  # another fastembed layout: queries go through fastembed
             return None
 
