@@ -10156,7 +10156,7 @@ class Syncer:
         order = store.pending_embedding_ids()
         total = len(order)
         t0 = time.monotonic()
-        group = max(16, embedder.batch_size * 4)  # vectors written per transaction: a few ms of lock each
+        group = embedder.batch_size * 4  # vectors written per transaction: a few ms of lock each
         done, rows = 0, list[tuple]()
         if cancel is not None and cancel.is_set():
             raise SyncCancelled()

@@ -51,6 +51,7 @@ model_stamp=$(sha256sum scripts/fetch_test_model.py | cut -d' ' -f1)
 if [ ! -f .cache/minilm/pms-model.txt ] || [ ! -f .cache/minilm-float/pms-model.txt ] \
    || [ "$(cat .cache/minilm.sha 2>/dev/null)" != "$model_stamp" ]; then
   rm -rf .cache/minilm .cache/minilm-float .cache/minilm-static  # the static model is distilled from it
+  mkdir -p .cache
   .venv/bin/python scripts/fetch_test_model.py .cache/minilm >/dev/null
   # The same model computing in float: the tests' model that does not quantize per call.
   .venv/bin/python scripts/fetch_test_model.py --float-compute .cache/minilm-float >/dev/null

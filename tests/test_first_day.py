@@ -3,6 +3,7 @@ the system's Python holds, the test command is repeatable and tidy, and the smal
 new user meets on the first day behave."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -117,16 +118,20 @@ def fake_checkout(tmp: Path, log: Path, with_model: bool = True) -> Path:
     python (pip, the scripts, pytest) and, first on PATH, apt-get, dpkg (nothing installed) and id (root)."""
     root = tmp / "checkout"
     (root / "scripts").mkdir(parents=True)
-    (root / "scripts" / "test.sh").write_bytes((REPO / "scripts" / "test.sh").read_bytes())
+    for script in ("test.sh", "fetch_test_model.py"):
+        (root / "scripts" / script).write_bytes((REPO / "scripts" / script).read_bytes())
     for name in ("requirements.txt", "requirements-dev.txt"):
         (root / name).write_bytes((REPO / name).read_bytes())
     stubs = {root / ".venv" / "bin" / "python": "exit 0", tmp / "bin" / "apt-get": "exit 0",
              tmp / "bin" / "dpkg": "exit 1", tmp / "bin" / "id": "echo 0"}
     for path, body in stubs.items():
         write(path, STUB.format(log=log, body=body)).chmod(0o755)
-    if with_model:
-        write(root / ".cache" / "minilm" / "model.onnx", b"onnx")
-        write(root / ".cache" / "minilm" / "pms-model.txt", "sentence-transformers/all-MiniLM-L6-v2\n")
+    if with_model:  # both the offline MiniLM and its float copy, made by this very script
+        for folder in ("minilm", "minilm-float"):
+            write(root / ".cache" / folder / "model.onnx", b"onnx")
+            write(root / ".cache" / folder / "pms-model.txt", "sentence-transformers/all-MiniLM-L6-v2\n")
+        script = (root / "scripts" / "fetch_test_model.py").read_bytes()
+        write(root / ".cache" / "minilm.sha", hashlib.sha256(script).hexdigest() + "\n")
     return root
 
 
@@ -157,11 +162,18 @@ def test_the_test_command_installs_system_packages_only_when_asked_and_runs_pip_
     assert any(line.startswith("apt-get install") for line in by_variable)
 
 
-def test_the_test_command_assembles_the_model_only_when_it_is_missing(tmp_path):
+def test_the_test_command_assembles_the_models_when_missing_or_when_their_script_changed(tmp_path):
     log = tmp_path / "ran.log"
     root = fake_checkout(tmp_path, log, with_model=False)
     ran = run_test_command(root, tmp_path, log)
     assert any("scripts/fetch_test_model.py .cache/minilm" in line for line in ran)
+    assert any("scripts/fetch_test_model.py --float-compute .cache/minilm-float" in line for line in ran)
+    assert any("scripts/make_static_model.py .cache/minilm-float .cache/minilm-static" in line for line in ran)
+    root = fake_checkout(tmp_path / "again", log)
+    assert not [line for line in run_test_command(root, tmp_path, log) if "fetch_test_model" in line]  # made by this script
+    with (root / "scripts" / "fetch_test_model.py").open("a") as script:
+        script.write("# changed\n")
+    assert len([line for line in run_test_command(root, tmp_path, log) if "fetch_test_model" in line]) == 2
 
 
 @pytest.mark.parametrize("script", ["fetch_test_model.py", "make_static_model.py"])
