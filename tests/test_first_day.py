@@ -130,8 +130,8 @@ def fake_checkout(tmp: Path, log: Path, with_model: bool = True) -> Path:
         for folder in ("minilm", "minilm-float"):
             write(root / ".cache" / folder / "model.onnx", b"onnx")
             write(root / ".cache" / folder / "pms-model.txt", "sentence-transformers/all-MiniLM-L6-v2\n")
-        script = (root / "scripts" / "fetch_test_model.py").read_bytes()
-        write(root / ".cache" / "minilm.sha", hashlib.sha256(script).hexdigest() + "\n")
+        stamp = hashlib.sha256((root / "scripts" / "fetch_test_model.py").read_bytes()).hexdigest()
+        write(root / ".cache" / "minilm.sha", stamp + "\n")
     return root
 
 
