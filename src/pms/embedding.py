@@ -1123,7 +1123,8 @@ def quantizes_per_call(model_file: Path) -> bool:
 class QueryEncoder:
     """One query -> one vector with ONNX Runtime and tokenizers directly (fastembed's own
     parts, without fastembed's slow import), with the model file, tokenizer and pooling
-    fastembed used, so the vectors are the same.
+    fastembed used, so the vectors are the same. (A model that embeds one text a call has
+    its passages embedded by these too, one a core: Embedder._embed_side_by_side.)
 
     ONNX Runtime's graph optimisations cost more than they save for one short query, so
     the first runs without them, on one thread; a second query means a warm process, and
