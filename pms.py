@@ -7000,8 +7000,9 @@ def _onnx_file(model) -> Path | None:
 
 
 def quantizes_per_call(model_file: Path) -> bool:
-    """Whether an ONNX model quantizes its activations as it runs (DynamicQuantizeLinear), as
-    fastembed's int8 models (bge-small's among them) and the offline MiniLM do. It takes one scale
+    """Whether an ONNX model quantizes its activations as it runs (DynamicQuantizeLinear, or the
+    DynamicQuantizeMatMul ONNX Runtime fuses it into in a graph saved optimised), as fastembed's
+    int8 models (bge-small's among them) and the offline MiniLM do. It takes one scale
     for a whole call, padding included, so a text batched with others gets another vector than
     alone (cosine 0.99): such a model embeds one text per call, and that is no slower (integer
     kernels gain nothing from a batch; docs/decisions.md, "One text per call")."""
@@ -7009,7 +7010,7 @@ def quantizes_per_call(model_file: Path) -> bool:
 
     try:
         with open(model_file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return data.find(b"DynamicQuantizeLinear") >= 0
+            return data.find(b"DynamicQuantize") >= 0  # an operator's name, as a node names its type
     except (OSError, ValueError):  # gone, empty or unreadable: fastembed reports it when it loads
         return False
 
@@ -7287,7 +7288,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7290) ----
+# ---- pms/query.py (+7291) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7677,7 +7678,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7680) ----
+# ---- pms/ranking.py (+7681) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8451,7 +8452,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8454) ----
+# ---- pms/retrieval.py (+8455) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9495,7 +9496,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9498) ----
+# ---- pms/sync.py (+9499) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10225,7 +10226,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10228) ----
+# ---- pms/watch.py (+10229) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10413,7 +10414,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10416) ----
+# ---- pms/clip.py (+10417) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11145,7 +11146,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11148) ----
+# ---- pms/api.py (+11149) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12298,7 +12299,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12301) ----
+# ---- pms/evaluation.py (+12302) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12496,7 +12497,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12499) ----
+# ---- pms/mcp_server.py (+12500) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13718,7 +13719,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13721) ----
+# ---- pms/cli.py (+13722) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14889,7 +14890,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14839) ----
+# ---- pms/__init__.py (+14840) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14958,7 +14959,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14961) ----
+# ---- pms/__main__.py (+14962) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -185,3 +185,17 @@ def test_load_embedder_falls_back_to_fastembed_when_the_remembered_files_are_gon
         assert kb.load_embedder() and kb.embedder.loaded
         assert kb.embedder.query_encoder_made and kb.embedder.query_spec["dir"] != str(tmp_path / "moved-away")
         assert kb.search("replicate documents onto my cellphone", k=1, mode="vector")[0].path == "sync.md"
+
+
+def test_a_model_is_known_to_quantize_as_it_runs_by_its_operators(embedding_model_dir, float_model_dir, tmp_path):
+    """internal contract: the look at the ONNX file that chooses one text a call. ONNX Runtime saves an
+    optimised graph's quantizing matmuls as DynamicQuantizeMatMul (fastembed's "model_optimized.onnx")."""
+    assert pms.embedding.quantizes_per_call(embedding_model_dir / "model.onnx")
+    assert not pms.embedding.quantizes_per_call(float_model_dir / "model.onnx")
+    fused = tmp_path / "model_optimized.onnx"
+    fused.write_bytes(b"\x08\x07" + b"\x22\x15DynamicQuantizeMatMul" * 3)  # node op_type fields, no DynamicQuantizeLinear
+    assert pms.embedding.quantizes_per_call(fused)
+    (tmp_path / "empty.onnx").touch()
+    assert not pms.embedding.quantizes_per_call(tmp_path / "empty.onnx")
+    assert not pms.embedding.quantizes_per_call(tmp_path / "missing.onnx")
+

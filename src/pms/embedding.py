@@ -1106,8 +1106,9 @@ def _onnx_file(model) -> Path | None:
 
 
 def quantizes_per_call(model_file: Path) -> bool:
-    """Whether an ONNX model quantizes its activations as it runs (DynamicQuantizeLinear), as
-    fastembed's int8 models (bge-small's among them) and the offline MiniLM do. It takes one scale
+    """Whether an ONNX model quantizes its activations as it runs (DynamicQuantizeLinear, or the
+    DynamicQuantizeMatMul ONNX Runtime fuses it into in a graph saved optimised), as fastembed's
+    int8 models (bge-small's among them) and the offline MiniLM do. It takes one scale
     for a whole call, padding included, so a text batched with others gets another vector than
     alone (cosine 0.99): such a model embeds one text per call, and that is no slower (integer
     kernels gain nothing from a batch; docs/decisions.md, "One text per call")."""
@@ -1115,7 +1116,7 @@ def quantizes_per_call(model_file: Path) -> bool:
 
     try:
         with open(model_file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return data.find(b"DynamicQuantizeLinear") >= 0
+            return data.find(b"DynamicQuantize") >= 0  # an operator's name, as a node names its type
     except (OSError, ValueError):  # gone, empty or unreadable: fastembed reports it when it loads
         return False
 
