@@ -486,13 +486,13 @@ def _rows(run: dict) -> dict[tuple[str, str], dict[str, float]]:
     return out
 
 
-def format_compare(before: dict, after: dict, rev: str, metric: str = "ndcg@10") -> str:
+def format_compare(before: dict, after: dict, rev: str, metric: str = "ndcg@10", here: str = "this checkout") -> str:
     """Per set (and group) and mode: ``metric`` at REV, here and the difference; then each
     mode's mean and worst set, and the sets that lost more than 0.005."""
     old, new = _rows(before), _rows(after)
     modes = list(dict.fromkeys(mode for _, mode in new))
     names = list(dict.fromkeys(name for name, _ in new))
-    lines = [f"{metric}: {rev} -> this checkout", f"{'set':<14} " + " ".join(f"{m:>23}" for m in modes)]
+    lines = [f"{metric}: {rev} -> {here}", f"{'set':<14} " + " ".join(f"{m:>23}" for m in modes)]
     for name in names:
         cells = []
         for mode in modes:
@@ -516,6 +516,52 @@ def format_compare(before: dict, after: dict, rev: str, metric: str = "ndcg@10")
     return "\n".join(lines)
 
 
+def _common(before: dict, after: dict) -> tuple[dict, dict]:
+    """Two saved runs cut to the sets and modes both measured, each summary taken anew over
+    those (a --compare --json run counts as its after side)."""
+    before, after = before.get("after", before), after.get("after", after)
+    sets = [name for name in after["sets"] if name in before["sets"]]
+    modes = [mode for mode in after["sets"][sets[0]]["modes"] if mode in before["sets"][sets[0]]["modes"]] if sets else []
+
+    def cut(run: dict) -> dict:
+        results = {name: {**run["sets"][name], "modes": {m: run["sets"][name]["modes"][m] for m in modes}} for name in sets}
+        return {"sets": results, "summary": summarize(results, modes)}
+    return cut(before), cut(after)
+
+
+def sign_flip_p(differences: list[float], flips: int = 5_000, seed: int = 0) -> float:
+    """Two-sided p of a paired sign-flip (randomization) test: the share of random sign
+    assignments to the queries' differences whose sum is at least as far from 0 as the
+    measured one. 1.0 when no query moved."""
+    moved = [d for d in differences if abs(d) > 1e-12]
+    if not moved:
+        return 1.0
+    observed = abs(sum(moved)) - 1e-12
+    rng = random.Random(seed)
+    return sum(abs(sum(d if rng.random() < 0.5 else -d for d in moved)) >= observed for _ in range(flips)) / flips
+
+
+def format_moved(before: dict, after: dict, metric: str = "ndcg@10") -> str:
+    """Per set and mode: how many queries ``metric`` moved up and down between the runs, and
+    the sign-flip p of their mean difference (small: more than the noise of a few queries)."""
+    modes = list(dict.fromkeys(mode for r in after["sets"].values() for mode, m in r["modes"].items() if m.get("per_query")))
+    lines = [f"queries up / down in {metric}, and the paired sign-flip p of the difference (p < 0.05: not noise)",
+             f"{'set':<14} " + " ".join(f"{m:>23}" for m in modes)]
+    for name, run in after["sets"].items():
+        cells = []
+        for mode in modes:
+            old = before["sets"].get(name, {}).get("modes", {}).get(mode, {}).get("per_query")
+            new = run["modes"].get(mode, {}).get("per_query")
+            if not old or not new or [q["query"] for q in old] != [q["query"] for q in new]:
+                cells.append(f"{'-':>23}")
+                continue
+            diffs = [b[metric] - a[metric] for a, b in zip(old, new)]
+            up, down = sum(d > 1e-12 for d in diffs), sum(d < -1e-12 for d in diffs)
+            cells.append(f"{up:>4} / {down:<4} p {sign_flip_p(diffs):.2f}")
+        lines.append(f"{name:<14} " + " ".join(f"{c:>23}" for c in cells))
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -534,7 +580,15 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", metavar="REV", help="run the suite over REV's engine too (a git worktree, on the same cached "
                     "indexes) and print each set's difference")
     ap.add_argument("--worktrees", type=Path, default=REPO / ".cache" / "compare", help="where --compare checks REV out")
+    ap.add_argument("--diff", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
+                    help="compare two saved --json runs (e.g. an old checkout's, on indexes of its own) and exit")
     args = ap.parse_args(argv)
+    if args.diff:
+        before, after = _common(*(json.loads(path.read_text(encoding="utf-8")) for path in args.diff))
+        print(format_compare(before, after, str(args.diff[0]), here=str(args.diff[1])))
+        print(format_compare(before, after, str(args.diff[0]), "ndcg@5", here=str(args.diff[1])))
+        print(format_moved(before, after))
+        return 0
     embedding = {"url": args.embed_url, "model": args.embed_model or "", "kind": args.embed_api} if args.embed_url else None
     if args.embed_url:  # a query's vector on a busy machine: never keyword results in place of the figures asked for
         os.environ.setdefault("PMS_EMBED_QUERY_TIMEOUT", "120")
@@ -555,6 +609,7 @@ def main(argv=None) -> int:
             print(f"model {model or '(keyword only)'}, passages of {args.passage_chars} chars; {args.compare} is {engine}")
             print(format_compare(before, after, args.compare))
             print(format_compare(before, after, args.compare, "ndcg@5"))
+            print(format_moved(before, after))
         return 0
 
     run = run_suite(args, embedding)

@@ -257,6 +257,40 @@ def test_suite_tiny_run_by_kind(tmp_path):
     assert "non-english" in result.stdout
 
 
+def test_suite_diff_counts_the_queries_each_run_moved(tmp_path):
+    """Two saved runs of the sample set, the names list on and off: --diff prints each set's difference and how
+    many queries moved each way (as the runs' own per-query figures say), with the sign-flip p; a run against
+    itself moved nothing (p 1.00)."""
+    runs = {}
+    for label, extra in (("shipped", ()), ("no-names", ("--setting", "name_weight=0", "--setting", "keyword_name_weight=0"))):
+        result = bench("suite.py", "--sets", "sample", "--modes", "keyword", "--workdir", tmp_path / "w", "--json", *extra,
+                       tmp_path=tmp_path)
+        assert result.returncode == 0, result.stderr
+        runs[label] = tmp_path / f"{label}.json"
+        runs[label].write_text(result.stdout, encoding="utf-8")
+    changed = bench("suite.py", "--diff", runs["no-names"], runs["shipped"], tmp_path=tmp_path)
+    assert changed.returncode == 0, changed.stderr
+    per_query = [[q["ndcg@10"] for q in json.loads(runs[label].read_text())["sets"]["sample"]["modes"]["keyword"]["per_query"]]
+                 for label in ("no-names", "shipped")]
+    up = sum(b > a for a, b in zip(*per_query))
+    down = sum(b < a for a, b in zip(*per_query))
+    assert up > 0  # the names list finds some of the sample set's typed names (decisions.md's ablation table)
+    assert re.search(rf"^sample +{up} / {down} +p [01]\.\d\d$", changed.stdout, re.M), changed.stdout
+    assert re.search(r"^sample +0\.\d{3} -> 0\.\d{3} \+0\.\d{3}$", changed.stdout, re.M), changed.stdout
+    same = bench("suite.py", "--diff", runs["shipped"], runs["shipped"], tmp_path=tmp_path)
+    assert re.search(r"^sample +0 / 0 +p 1\.00$", same.stdout, re.M), same.stdout
+
+
+def test_sign_flip_p_is_small_only_when_many_queries_move_one_way():
+    sys.path.insert(0, str(REPO / "bench"))
+    import suite
+
+    assert suite.sign_flip_p([0.1] * 20 + [0.0] * 280) < 0.001  # 20 of 300 up, none down
+    assert suite.sign_flip_p([0.1] * 3) == pytest.approx(0.25, abs=0.03)  # 2 of the 8 sign patterns are as far
+    assert suite.sign_flip_p([0.1, -0.1] * 10) == 1.0
+    assert suite.sign_flip_p([0.0] * 50) == 1.0
+
+
 def tiny_tldr(data: Path) -> Path:
     """A tldr.tar.gz of a few pages (perf.py keyword edits pages/common/tar.md)."""
     import tarfile
