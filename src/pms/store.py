@@ -972,11 +972,24 @@ class Store:
             db.execute("DROP TABLE IF EXISTS temp.pms_snippets")
             db.execute(f"CREATE VIRTUAL TABLE temp.pms_snippets USING fts5({', '.join(definitions + ['pms_indexed'] + options)})")
             columns = self._local.snippet_columns = [d.split()[0] for d in definitions]
-            self._local.snippet_rows = {}  # passage id -> the text the table holds for it (fts_snippets)
+            # passage id -> (its row in the table, the text the row holds); rows are numbered as copied.
+            self._local.snippet_rows = {}
         return columns
 
-    SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (two parameters each; SQLite allows 32,766)
+    SNIPPET_ROWS_PER_INSERT = 200  # passages copied by one INSERT (three parameters each; SQLite allows 32,766)
     SNIPPET_ROWS_KEPT = 2_000  # passages the scratch table keeps for the next searches before it starts afresh
+
+    def _snippet_span(self, passage_ids: Iterable[int]) -> tuple[int, int, dict[int, int]] | None:
+        """The scratch table's rows holding these passages: (first, last, row -> passage id),
+        or None when one of them is not held. A MATCH bounded by ``rowid >= first AND rowid <=
+        last`` reads those rows alone (FTS5 seeks to them; ``rowid IN`` would read every row)."""
+        held = getattr(self._local, "snippet_rows", None) or {}
+        rows = {}
+        for cid in passage_ids:
+            if cid not in held:
+                return None
+            rows[held[cid][0]] = cid
+        return (min(rows), max(rows), rows) if rows else None
 
     def fts_snippets(self, match: str, texts: dict[int, str], tokens: int = 24) -> dict[int, str]:
         """passage id -> FTS5's snippet of ``texts[passage id]`` (the passage as shown, in
@@ -986,9 +999,10 @@ class Store:
         in chunks_fts one row costs every query term's whole posting list (one row at a
         time there when the copy cannot be made). The table keeps what it was given
         (SNIPPET_ROWS_KEPT), so typing a search again copies only the passages it has not
-        shown yet: usually one statement. A passage's id is never reused (AUTOINCREMENT:
-        an edited note's passages are new rows); the table still starts afresh if a text
-        it holds differs.
+        shown yet: usually none. A search's passages are copied together into rows numbered
+        on from the last, so its MATCH reads a span of rows (``_snippet_span``), not the
+        table. A passage's id is never reused (AUTOINCREMENT: an edited note's passages are
+        new rows); the table still starts afresh if a text it holds differs.
         """
         if not texts:
             return {}
@@ -997,22 +1011,27 @@ class Store:
             columns = self._snippet_table(db)
             if "body" not in columns:
                 raise ValueError("the snippet table has no body column")
-            held: dict[int, str] = self._local.snippet_rows
-            if len(held) + len(texts) > self.SNIPPET_ROWS_KEPT or any(held.get(cid, text) != text for cid, text in texts.items()):
+            held: dict[int, tuple[int, str]] = self._local.snippet_rows
+            if len(held) + len(texts) > self.SNIPPET_ROWS_KEPT or any(cid in held and held[cid][1] != text for cid, text in texts.items()):
                 self._local.snippet_columns = None  # _snippet_table makes it afresh
                 columns, held = self._snippet_table(db), self._local.snippet_rows
-            items = [(cid, text) for cid, text in texts.items() if cid not in held]
+            last = max((row for row, _ in held.values()), default=0)
+            items = [(last + n, cid, text) for n, (cid, text) in enumerate(((c, t) for c, t in texts.items() if c not in held), 1)]
             names = ", ".join(columns)
-            values = ", ".join("v.column2" if c == "body" else f"c.{c}" for c in columns)
+            values = ", ".join("v.column3" if c == "body" else f"c.{c}" for c in columns)
             for start in range(0, len(items), self.SNIPPET_ROWS_PER_INSERT):  # one statement for a page of hits
                 part = items[start : start + self.SNIPPET_ROWS_PER_INSERT]
-                db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}, pms_indexed) SELECT c.id, {values}, c.body "
-                           f"FROM (VALUES {', '.join(['(?, ?)'] * len(part))}) v JOIN chunks c ON c.id = v.column1",
-                           [value for pair in part for value in pair])
-                held.update(part)
+                db.execute(f"INSERT INTO temp.pms_snippets(rowid, {names}, pms_indexed) SELECT v.column1, {values}, c.body "
+                           f"FROM (VALUES {', '.join(['(?, ?, ?)'] * len(part))}) v JOIN chunks c ON c.id = v.column2",
+                           [value for row in part for value in row])
+                held.update((cid, (row, text)) for row, cid, text in part)
+            first, last, passage_of = self._snippet_span(texts) or (0, -1, {})  # every passage has a row by now
             shown = "{" + " ".join(columns) + "} : (" + match + ")"  # the passage as shown, not pms_indexed
-            return dict(self.rows_in(f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
-                                     "FROM temp.pms_snippets WHERE pms_snippets MATCH ? AND rowid IN ({ids})", texts, tokens, shown))
+            # ``+rowid IN``: a filter on the span's rows before snippet() runs, not a constraint FTS5 would take instead of the span.
+            return {passage_of[row]: snippet for row, snippet in self.rows_in(
+                    f"SELECT rowid, snippet(pms_snippets, {columns.index('body')}, '\x02', '\x03', '\u2026', ?) "
+                    "FROM temp.pms_snippets WHERE pms_snippets MATCH ? AND rowid >= ? AND rowid <= ? AND +rowid IN ({ids})",
+                    passage_of, tokens, shown, first, last)}
         except (ValueError, self.db_module_errors()):
             out = {}
             for cid in texts:
@@ -1050,19 +1069,23 @@ class Store:
     def passages_matching_each(self, matches: Sequence[str], passage_ids: Sequence[int]) -> list[set[int]]:
         """For each FTS5 expression of ``matches``, which of these passages match it (as
         chunks_fts holds them), in one statement. Passages fts_snippets has just shown are
-        matched in its small table (a lookup by id in chunks_fts reads each term's whole
-        posting list: 0.5 ms a term on the Rust book)."""
+        matched in its small table, in their span of rows (a lookup by id in chunks_fts reads
+        each term's whole posting list: 0.5 ms a term on the Rust book)."""
         if not matches or not passage_ids:
             return [set() for _ in matches]
-        held = getattr(self._local, "snippet_rows", None) or {}
-        if all(cid in held for cid in passage_ids):
-            indexed = "{" + " ".join(c for c in self._local.snippet_columns if c != "body") + " pms_indexed} : "
-            schema, table, matches = "temp.", "pms_snippets", [indexed + "(" + m + ")" for m in matches]
-        else:
-            schema, table = "", "chunks_fts"
-        each = " UNION ALL ".join(f"SELECT rowid, {i} FROM {schema}{table} WHERE {table} MATCH ? AND rowid IN ({{ids}})"
-                                  for i in range(len(matches)))
         out: list[set[int]] = [set() for _ in matches]
+        span = self._snippet_span(passage_ids)
+        if span is not None:
+            first, last, passage_of = span
+            indexed = "{" + " ".join(c for c in self._local.snippet_columns if c != "body") + " pms_indexed} : "
+            each = " UNION ALL ".join(f"SELECT rowid, {i} FROM temp.pms_snippets WHERE pms_snippets MATCH ? AND rowid >= ? AND rowid <= ?"
+                                      for i in range(len(matches)))
+            for row, i in self.db.execute(each, [x for m in matches for x in (indexed + "(" + m + ")", first, last)]).fetchall():
+                if row in passage_of:  # the span's other rows: passages of earlier searches
+                    out[i].add(passage_of[row])
+            return out
+        each = " UNION ALL ".join(f"SELECT rowid, {i} FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({{ids}})"
+                                  for i in range(len(matches)))
         for part in in_parts(passage_ids, max(1, SQLITE_MAX_VARS // len(matches) - 1)):
             ids = placeholders(part)
             for cid, i in self.db.execute(each.format(ids=ids), [x for m in matches for x in (m, *part)]).fetchall():
