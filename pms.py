@@ -1950,8 +1950,30 @@ def _display_piece(m: re.Match) -> str:
         return m.group(7)
     first, last = m.group(9), m.group(10)  # a wikilink's [[first|last]] (an embed's "!" left out)
     if last.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
-        return first if first is not None else without_dendron_vault(last)
-    return last  # Obsidian's [[note|label]]: the label; [[note]]: the note
+        return first if first is not None else _unlabelled_link_text(without_dendron_vault(last))
+    return last if first is not None else _unlabelled_link_text(last)  # Obsidian's [[note|label]]: the label
+
+
+def _unlabelled_link_text(link: str) -> str:
+    """``wikilink_text`` of a link's whole inside, "note#heading" (no label)."""
+    at = min((i for i in (link.find("#"), link.find("^")) if i >= 0), default=len(link))
+    return wikilink_text(link[:at].strip(), link[at:].strip())
+
+
+# Dendron's note reference names a range of the note it embeds: "#heading,1:#*" is from the heading
+# (its level offset 1) to the next heading, "#a:#b" from one heading to another.
+_REFERENCE_RANGE = LazyPattern(r"(?:,\d+)?(?::#.*)?$", re.DOTALL)
+
+
+def wikilink_text(target: str, fragment: str = "") -> str:
+    """What a reader sees of a wikilink or embed that has no label: the note, then the heading
+    it points to, as Obsidian shows ``[[Note#Heading]]`` ("Note › Heading"; a heading of the
+    same note alone). A block id ("#^id") and Dendron's range marks ("#heading,1:#*") are no
+    words a reader needs: left out. ``fragment``: "", "#heading", "#^block" (notes' links).
+    The one rule for snippets (passage_display_text) and the app's preview. Pure."""
+    headings = [h.strip() for h in _REFERENCE_RANGE.sub("", fragment).split("#")]
+    shown = " › ".join(part for part in (target, *headings) if part and part != "*" and not part.startswith("^"))
+    return shown or fragment.lstrip("#")  # [[#^id]]: a link to a block of the same note, as written
 
 
 def _display_piece_label_first(m: re.Match) -> str:
@@ -2204,7 +2226,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2207) ----
+# ---- pms/language.py (+2229) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script``, ``written_in_script_of`` and the language names
@@ -2441,7 +2463,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2444) ----
+# ---- pms/notes.py (+2466) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2844,7 +2866,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2847) ----
+# ---- pms/pdf.py (+2869) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -3079,7 +3101,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+3082) ----
+# ---- pms/paths.py (+3104) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3708,7 +3730,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3711) ----
+# ---- pms/filters.py (+3733) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3894,7 +3916,7 @@ def _filter_date(value, argument: str, today=None) -> str | None:
     except (ValueError, OverflowError):
         raise PMSError(f"{argument} wants a date ({DATE_FORMS}), not {error_excerpt(str(value))}", argument=argument) from None
 
-# ---- pms/schema.py (+3897) ----
+# ---- pms/schema.py (+3919) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4199,7 +4221,9 @@ MIGRATIONS: list[str | Callable] = [
 # 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
 # 9: a Dendron note (links_label_first) writes [[label|target]]: the target is the note; a wikilink to
 #    the note itself is a link within it, no link to a note; a dendron:// link reads as its label (words).
-NOTE_PARSER_VERSION = 9
+# 10: a wikilink without a label reads as "note › heading" (wikilink_text): a note's words and
+#    paragraph prints leave out block ids and Dendron's note-reference ranges ("#heading,1:#*").
+NOTE_PARSER_VERSION = 10
 
 
 def sqlite_module(want_extensions: bool):
@@ -4221,7 +4245,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4224) ----
+# ---- pms/store.py (+4248) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5697,7 +5721,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5700) ----
+# ---- pms/vector_memory.py (+5724) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5914,7 +5938,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5917) ----
+# ---- pms/embedding.py (+5941) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -7311,7 +7335,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7314) ----
+# ---- pms/query.py (+7338) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7701,7 +7725,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7704) ----
+# ---- pms/ranking.py (+7728) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8475,7 +8499,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8478) ----
+# ---- pms/retrieval.py (+8502) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9519,7 +9543,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9522) ----
+# ---- pms/sync.py (+9546) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10249,7 +10273,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10252) ----
+# ---- pms/watch.py (+10276) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10437,7 +10461,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10440) ----
+# ---- pms/clip.py (+10464) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11169,7 +11193,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11172) ----
+# ---- pms/api.py (+11196) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12322,7 +12346,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12325) ----
+# ---- pms/evaluation.py (+12349) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12520,7 +12544,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12523) ----
+# ---- pms/mcp_server.py (+12547) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13742,7 +13766,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13745) ----
+# ---- pms/cli.py (+13769) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14913,7 +14937,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14863) ----
+# ---- pms/__init__.py (+14887) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14921,7 +14945,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # from .frontmatter import FrontmatterError, parse_frontmatter, split_frontmatter
 # from .markdown import (
 # DEFAULT_CHUNK_CHARS, DEFAULT_PASSAGE_CHARS, BinaryFileError, Chunk, FileTooLargeError, Passage, chunk_markdown, decode_text,
-# callout_title, first_heading, highlighted_parts, markdown_passages, passage_display_text, title_line_as_heading,
+# callout_title, first_heading, highlighted_parts, markdown_passages, passage_display_text, title_line_as_heading, wikilink_text,
 # without_obsidian_hidden,
 # )
 # from .notes import links_label_first, replace_wikilinks
@@ -14957,7 +14981,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (its passages, the desktop app's preview)
     "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "links_label_first",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "wikilink_text", "links_label_first",
     "callout_title", "highlighted_parts", "without_obsidian_hidden",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
@@ -14982,7 +15006,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+14985) ----
+# ---- pms/__main__.py (+15009) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

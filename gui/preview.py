@@ -52,7 +52,7 @@ def wikilinks_to_markdown(body: str, label_first: bool = False) -> str:
     def replace(target: str, fragment: str, label: str, embed: bool) -> str:
         if embed and IMAGE.search(target):
             return f"![{target}]({quote(target)})"
-        text = label or (target + fragment.replace("#", " › ") if target else fragment.lstrip("#"))
+        text = label or pms.wikilink_text(target, fragment)
         href = f"{WIKI_SCHEME}:{quote(target)}" + (f"#{quote(fragment[1:])}" if fragment else "")
         return f"[{text}]({href})"
 
@@ -405,9 +405,13 @@ class NotePreview(QTextBrowser):
         return cursor
 
     def _find_heading(self, heading: str) -> int:
-        """Where a heading a link names (``Note#Heading``) is in the document; -1: not found."""
-        text = heading.split(" › ")[-1].split(" > ")[-1].strip().lower()
-        return self._plain_text().find(text) if len(re.sub(r"\W", "", text)) >= 3 else -1
+        """Where a heading a link names (``Note#Heading``; Dendron's ``#heading-slug,1:#*``) is in the
+        document; -1: not found."""
+        text = pms.wikilink_text("", "#" + heading).split(" › ")[-1].split(" > ")[-1].strip().lower()
+        if len(re.sub(r"\W", "", text)) < 3:
+            return -1
+        found = self._plain_text().find(text)
+        return found if found >= 0 or "-" not in text else self._plain_text().find(text.replace("-", " "))
 
     def _scroll_to(self, position: int) -> None:
         self.passage_block = self.document().findBlock(position).blockNumber()

@@ -116,6 +116,7 @@ def test_preview_links_wikilinks_images_and_no_network(kb, tmp_path, open_window
     preview.anchorClicked.emit(QUrl("sub/c.md"))  # a relative link to another note
     assert preview.abspath == folder / "sub" / "c.md"
     assert wikilinks_to_markdown("[[Note#Part|label]]") == "[label](pms-wiki:Note#Part)"
+    assert wikilinks_to_markdown("![[note#part,1:#*]]") == "[note › part](pms-wiki:note#part%2C1%3A%23%2A)"
 
 
 def test_a_clicked_wikilink_opens_the_note_pms_links_reports(kb, tmp_path, open_window, qtbot):

@@ -139,6 +139,28 @@ def test_a_passage_near_the_end_of_a_long_note_is_scrolled_into_view(kb, tmp_pat
     assert "walrus" in window.preview.document().findBlockByNumber(window.preview.passage_block).text()
 
 
+def test_a_note_reference_to_a_heading_opens_its_note_at_that_heading(kb, tmp_path, open_window, qtbot):
+    """Dendron's ![[note#heading-slug,1:#*]] reads "note › heading-slug" and, clicked, lands on
+    "## Heading slug" (before, the preview looked for "heading-slug,1:#*" and stayed at the top)."""
+    filler = "\n\n".join(f"Paragraph {i}: filler words about nothing in particular, wrapped across the pane." * 2
+                         for i in range(60))
+    write(tmp_path / "v" / "guide.md", f"# Guide\n\n{filler}\n\n## Turn on pages\n\nThe step we want.\n\n{filler}\n")
+    write(tmp_path / "v" / "start.md", "# Start\n\nSee ![[guide#turn-on-pages,1:#*]] for the step.\n")
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    window = open_window(kb)
+    window.resize(1000, 600)
+    window.preview.show_note(tmp_path / "v" / "start.md")
+    qtbot.waitUntil(lambda: "guide › turn-on-pages" in window.preview.toPlainText())
+    link = next(m.group(1) for m in re.finditer(r'href="([^"]+)"', window.preview.document().toHtml()) if "guide" in m.group(1))
+    window.preview.anchorClicked.emit(QUrl(link))
+    assert window.preview.abspath == tmp_path / "v" / "guide.md"
+    qtbot.waitUntil(lambda: window.preview.verticalScrollBar().value() > 0)
+    qtbot.wait(50)  # whatever the layout does after the first paint
+    heading = window.preview.document().find("Turn on pages")
+    assert 0 <= window.preview.cursorRect(heading).top() < window.preview.viewport().height() - 20
+
+
 @pytest.mark.slow
 def test_every_hit_of_a_deep_rust_book_chapter_scrolls_to_its_passage(kb, corpora, open_window, qtbot):
     kb.collections.create(corpora / "rust-book" / "src", name="book")

@@ -101,6 +101,25 @@ def test_a_snippet_shows_a_wikilink_by_its_label_in_either_order(kb, tmp_path):
     assert "see the status page." in snippets["obsidian.md"]
 
 
+def test_a_snippet_shows_a_link_to_a_heading_and_a_note_reference_as_note_and_heading(kb, tmp_path):
+    """[[note#heading]] reads "note › heading", as Obsidian shows it; Dendron's note reference
+    ![[note#heading,1:#*]] (a range of that note) the same, without its range marks, and a
+    block id is left out (before, the snippet showed "note#add-your-notes:#turn-on-pages")."""
+    root = tmp_path / "v"
+    write(root / "dendron.topic.publish.md", DENDRON_FRONTMATTER.format(title="Publish")
+          + "Publishing to pages, step by step:\n\n![[dendron.topic.publish.cook#add-your-notes:#turn-on-pages]]\n\n"
+          + "Then publishing again: ![[dendron.ref.commands#configure,1:#*]] and [[dendron.topic.site#^a1b2c3]].\n")
+    write(root / "obsidian.md", "# Garden\n\nPublishing the garden follows [[Gardening#Watering#In summer]].\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    snippets = {h.path: h.snippet for h in kb.search("publishing", mode="keyword")}
+    assert "dendron.topic.publish.cook › add-your-notes" in snippets["dendron.topic.publish.md"]
+    assert "dendron.ref.commands › configure and dendron.topic.site." in snippets["dendron.topic.publish.md"]
+    assert "turn-on-pages" not in snippets["dendron.topic.publish.md"]
+    assert "follows Gardening › Watering › In summer." in snippets["obsidian.md"]
+    assert pms.wikilink_text("", "#^a1b2c3") == "^a1b2c3"  # a block of the same note: as written
+
+
 def test_a_dendron_note_writes_its_links_label_first_and_its_links_to_itself_are_no_links(kb, tmp_path):
     """Dendron's own form is [[label|note.name]] (Obsidian's [[note|label]]): told by the frontmatter Dendron gives
     every note (an id, created and updated as numbers). A link to the note itself is a link within it."""

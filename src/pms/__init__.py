@@ -58,7 +58,7 @@ from .config import (
 from .frontmatter import FrontmatterError, parse_frontmatter, split_frontmatter
 from .markdown import (
     DEFAULT_CHUNK_CHARS, DEFAULT_PASSAGE_CHARS, BinaryFileError, Chunk, FileTooLargeError, Passage, chunk_markdown, decode_text,
-    callout_title, first_heading, highlighted_parts, markdown_passages, passage_display_text, title_line_as_heading,
+    callout_title, first_heading, highlighted_parts, markdown_passages, passage_display_text, title_line_as_heading, wikilink_text,
     without_obsidian_hidden,
 )
 from .notes import links_label_first, replace_wikilinks
@@ -94,7 +94,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (its passages, the desktop app's preview)
     "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "links_label_first",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "wikilink_text", "links_label_first",
     "callout_title", "highlighted_parts", "without_obsidian_hidden",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",

@@ -417,8 +417,30 @@ def _display_piece(m: re.Match) -> str:
         return m.group(7)
     first, last = m.group(9), m.group(10)  # a wikilink's [[first|last]] (an embed's "!" left out)
     if last.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
-        return first if first is not None else without_dendron_vault(last)
-    return last  # Obsidian's [[note|label]]: the label; [[note]]: the note
+        return first if first is not None else _unlabelled_link_text(without_dendron_vault(last))
+    return last if first is not None else _unlabelled_link_text(last)  # Obsidian's [[note|label]]: the label
+
+
+def _unlabelled_link_text(link: str) -> str:
+    """``wikilink_text`` of a link's whole inside, "note#heading" (no label)."""
+    at = min((i for i in (link.find("#"), link.find("^")) if i >= 0), default=len(link))
+    return wikilink_text(link[:at].strip(), link[at:].strip())
+
+
+# Dendron's note reference names a range of the note it embeds: "#heading,1:#*" is from the heading
+# (its level offset 1) to the next heading, "#a:#b" from one heading to another.
+_REFERENCE_RANGE = LazyPattern(r"(?:,\d+)?(?::#.*)?$", re.DOTALL)
+
+
+def wikilink_text(target: str, fragment: str = "") -> str:
+    """What a reader sees of a wikilink or embed that has no label: the note, then the heading
+    it points to, as Obsidian shows ``[[Note#Heading]]`` ("Note › Heading"; a heading of the
+    same note alone). A block id ("#^id") and Dendron's range marks ("#heading,1:#*") are no
+    words a reader needs: left out. ``fragment``: "", "#heading", "#^block" (notes' links).
+    The one rule for snippets (passage_display_text) and the app's preview. Pure."""
+    headings = [h.strip() for h in _REFERENCE_RANGE.sub("", fragment).split("#")]
+    shown = " › ".join(part for part in (target, *headings) if part and part != "*" and not part.startswith("^"))
+    return shown or fragment.lstrip("#")  # [[#^id]]: a link to a block of the same note, as written
 
 
 def _display_piece_label_first(m: re.Match) -> str:

@@ -302,7 +302,9 @@ MIGRATIONS: list[str | Callable] = [
 # 8: Dendron's links to a vault's note (dendron://vault/note, label first) point to that note.
 # 9: a Dendron note (links_label_first) writes [[label|target]]: the target is the note; a wikilink to
 #    the note itself is a link within it, no link to a note; a dendron:// link reads as its label (words).
-NOTE_PARSER_VERSION = 9
+# 10: a wikilink without a label reads as "note › heading" (wikilink_text): a note's words and
+#    paragraph prints leave out block ids and Dendron's note-reference ranges ("#heading,1:#*").
+NOTE_PARSER_VERSION = 10
 
 
 def sqlite_module(want_extensions: bool):
