@@ -5263,7 +5263,7 @@ class Store:
             if len(held) + len(texts) > self.SNIPPET_ROWS_KEPT or any(cid in held and held[cid][1] != text for cid, text in texts.items()):
                 self._local.snippet_columns = None  # _snippet_table makes it afresh
                 columns, held = self._snippet_table(db), self._local.snippet_rows
-            last = max((row for row, _ in held.values()), default=0)
+            last = len(held)  # rows are numbered 1, 2, ... as copied, and none is removed
             items = [(last + n, cid, text) for n, (cid, text) in enumerate(((c, t) for c, t in texts.items() if c not in held), 1)]
             names = ", ".join(columns)
             values = ", ".join("v.column3" if c == "body" else f"c.{c}" for c in columns)
@@ -5560,12 +5560,28 @@ class Store:
 
     def vocabulary(self, terms: Iterable[str]) -> tuple[dict[str, int], IndexVersion]:
         """(index term -> how many passages hold it, a term none holds left out; the index's
-        version) in one statement: what a search reads of the vocabulary (typo fallbacks, the
-        terms' rarity) and what its kept facts are checked against (index_version)."""
-        wanted = sorted(set(terms) - {""})
+        version): what a search reads of the vocabulary (typo fallbacks, the terms' rarity) and
+        what its kept facts are checked against (index_version). One statement for the terms
+        not counted since the index last changed (TERM_COUNTS_KEPT), a second when it changed."""
+        wanted = set(terms) - {""}
+        kept_version, kept = getattr(self._local, "term_counts", (None, {}))
+        counts, version = self._term_counts(sorted(wanted - kept.keys()))
+        if version != kept_version or len(kept) > self.TERM_COUNTS_KEPT:  # the index changed: counted afresh
+            counts, version = self._term_counts(sorted(wanted)) if kept.keys() & wanted else (counts, version)
+            kept = {}
+        kept.update(counts)
+        self._local.term_counts = (version, kept)
+        return {t: kept[t] for t in wanted if kept[t]}, version
+
+    # Terms whose counts a connection keeps until the index changes (a count is read from
+    # the term's whole posting list: a common word's costs most, and the next search has it too).
+    TERM_COUNTS_KEPT = 50_000
+
+    def _term_counts(self, wanted: Sequence[str]) -> tuple[dict[str, int], IndexVersion]:
+        """(each term -> how many passages hold it, 0 for none; the index's version), in one statement."""
         db = self.db
         self._vocabulary(db)
-        counts, version, last_note = {}, -1, 0
+        counts, version, last_note = dict.fromkeys(wanted, 0), -1, 0
         for part in in_parts(wanted or [""]):
             for term, count in db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))}) "
                                           f"UNION ALL SELECT NULL, data_version FROM pragma_data_version UNION ALL SELECT '', {_LAST_NOTE}", part):
@@ -5721,7 +5737,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5724) ----
+# ---- pms/vector_memory.py (+5740) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5938,7 +5954,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5941) ----
+# ---- pms/embedding.py (+5957) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -7335,7 +7351,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7338) ----
+# ---- pms/query.py (+7354) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7725,7 +7741,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7728) ----
+# ---- pms/ranking.py (+7744) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8198,16 +8214,19 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     prints (the caller reads the first RankingSettings.copy_depth hits'). Stubs are
     left to the note prior. A pure function."""
     window = [(i, h) for i, h in enumerate(hits) if not h.stub and len(prints.get(h.docid, ())) >= settings.copy_min_paragraphs]
+    # holds_most_of for the window's n x n pairs, its parts read once a note (every note here has
+    # copy_min_paragraphs prints): a note holds no longer one, and the same text twice (the same
+    # size) is the lower one's copy; those tests first, the intersection last.
+    sets = [prints[h.docid] for _, h in window]
+    sizes = [len(p) for p in sets]
+    needed = [settings.copy_containment * size for size in sizes]
     held_by: dict[int, Hit] = {}  # id(holder) -> the best hit it holds
-    for holder_at, holder in window:
-        mine = prints[holder.docid]
-        for held_at, held in window:
-            # (a note holds no longer one: that test first, without a call, for the window's n x n pairs)
-            if len(prints[held.docid]) > len(mine) or held is holder or held.docid == holder.docid \
-                    or not holds_most_of(mine, prints[held.docid], settings):
+    for a, (holder_at, holder) in enumerate(window):
+        mine, size = sets[a], sizes[a]
+        for b, (held_at, held) in enumerate(window):
+            if sizes[b] > size or b == a or (sizes[b] == size and held_at > holder_at) \
+                    or held.docid == holder.docid or len(mine & sets[b]) < needed[b]:
                 continue
-            if len(prints[held.docid]) == len(mine) and held_at > holder_at:
-                continue  # the same text twice: the lower one is the copy
             held_by[id(holder)] = held
             break
     if not held_by:
@@ -8499,7 +8518,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8502) ----
+# ---- pms/retrieval.py (+8521) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9543,7 +9562,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9546) ----
+# ---- pms/sync.py (+9565) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10273,7 +10292,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10276) ----
+# ---- pms/watch.py (+10295) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10461,7 +10480,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10464) ----
+# ---- pms/clip.py (+10483) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11193,7 +11212,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11196) ----
+# ---- pms/api.py (+11215) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12346,7 +12365,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12349) ----
+# ---- pms/evaluation.py (+12368) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12544,7 +12563,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12547) ----
+# ---- pms/mcp_server.py (+12566) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13766,7 +13785,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13769) ----
+# ---- pms/cli.py (+13788) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14937,7 +14956,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14887) ----
+# ---- pms/__init__.py (+14906) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -15006,7 +15025,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+15009) ----
+# ---- pms/__main__.py (+15028) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -250,6 +250,32 @@ def test_a_keyword_search_reads_the_index_in_a_fixed_number_of_statements(kb, tm
     assert len(thirty) == len(one) <= KEYWORD_STATEMENTS, "\n".join(thirty)
 
 
+def test_word_counts_kept_across_searches_follow_a_sync_by_another_process(kb, tmp_path):
+    """A search's word counts (typos, rarity) are kept until the index changes: typing the same
+    words again reads no vocabulary, and a sync by another connection (the CLI while the app is
+    open) is seen at the next search."""
+    from conftest import run_cli
+
+    write(tmp_path / "v" / "a.md", "# Seals\n\nA seal rests on the ice.\n")
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    terms = kb.store.index_terms(["seal", "walrus"])  # internal contract: Store.vocabulary's counts (docs/design.md)
+    seal, walrus = terms  # as stemmed
+    assert kb.store.vocabulary(terms)[0] == {seal: 1}
+    sent: list[str] = []
+    kb.store.trace_statements(sent.append)
+    try:
+        assert kb.store.vocabulary(terms)[0] == {seal: 1}
+    finally:
+        kb.store.trace_statements(None)
+    assert [s for s in sent if "pms_vocabulary" in s and "seal" in s] == [], "\n".join(sent)
+    write(tmp_path / "v" / "b.md", "# Walruses\n\nA walrus and a seal on the same floe.\n")
+    assert run_cli("sync", db=kb.store.path).returncode == 0
+    assert kb.store.vocabulary(terms)[0] == {seal: 2, walrus: 1}
+    hits = kb.search("walrus", mode="keyword")
+    assert [h.path for h in hits] == ["b.md"]
+
+
 @pytest.mark.slow
 def test_a_hybrid_search_reads_the_index_in_a_fixed_number_of_statements(hybrid_kb, tmp_path):
     hybrid_kb.collections.create(forty_notes(tmp_path / "trips"), name="trips")

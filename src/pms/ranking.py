@@ -470,16 +470,19 @@ def order_copies(hits: list, prints: Mapping[str, frozenset[int]], settings: Ran
     prints (the caller reads the first RankingSettings.copy_depth hits'). Stubs are
     left to the note prior. A pure function."""
     window = [(i, h) for i, h in enumerate(hits) if not h.stub and len(prints.get(h.docid, ())) >= settings.copy_min_paragraphs]
+    # holds_most_of for the window's n x n pairs, its parts read once a note (every note here has
+    # copy_min_paragraphs prints): a note holds no longer one, and the same text twice (the same
+    # size) is the lower one's copy; those tests first, the intersection last.
+    sets = [prints[h.docid] for _, h in window]
+    sizes = [len(p) for p in sets]
+    needed = [settings.copy_containment * size for size in sizes]
     held_by: dict[int, Hit] = {}  # id(holder) -> the best hit it holds
-    for holder_at, holder in window:
-        mine = prints[holder.docid]
-        for held_at, held in window:
-            # (a note holds no longer one: that test first, without a call, for the window's n x n pairs)
-            if len(prints[held.docid]) > len(mine) or held is holder or held.docid == holder.docid \
-                    or not holds_most_of(mine, prints[held.docid], settings):
+    for a, (holder_at, holder) in enumerate(window):
+        mine, size = sets[a], sizes[a]
+        for b, (held_at, held) in enumerate(window):
+            if sizes[b] > size or b == a or (sizes[b] == size and held_at > holder_at) \
+                    or held.docid == holder.docid or len(mine & sets[b]) < needed[b]:
                 continue
-            if len(prints[held.docid]) == len(mine) and held_at > holder_at:
-                continue  # the same text twice: the lower one is the copy
             held_by[id(holder)] = held
             break
     if not held_by:

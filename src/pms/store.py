@@ -1015,7 +1015,7 @@ class Store:
             if len(held) + len(texts) > self.SNIPPET_ROWS_KEPT or any(cid in held and held[cid][1] != text for cid, text in texts.items()):
                 self._local.snippet_columns = None  # _snippet_table makes it afresh
                 columns, held = self._snippet_table(db), self._local.snippet_rows
-            last = max((row for row, _ in held.values()), default=0)
+            last = len(held)  # rows are numbered 1, 2, ... as copied, and none is removed
             items = [(last + n, cid, text) for n, (cid, text) in enumerate(((c, t) for c, t in texts.items() if c not in held), 1)]
             names = ", ".join(columns)
             values = ", ".join("v.column3" if c == "body" else f"c.{c}" for c in columns)
@@ -1312,12 +1312,28 @@ class Store:
 
     def vocabulary(self, terms: Iterable[str]) -> tuple[dict[str, int], IndexVersion]:
         """(index term -> how many passages hold it, a term none holds left out; the index's
-        version) in one statement: what a search reads of the vocabulary (typo fallbacks, the
-        terms' rarity) and what its kept facts are checked against (index_version)."""
-        wanted = sorted(set(terms) - {""})
+        version): what a search reads of the vocabulary (typo fallbacks, the terms' rarity) and
+        what its kept facts are checked against (index_version). One statement for the terms
+        not counted since the index last changed (TERM_COUNTS_KEPT), a second when it changed."""
+        wanted = set(terms) - {""}
+        kept_version, kept = getattr(self._local, "term_counts", (None, {}))
+        counts, version = self._term_counts(sorted(wanted - kept.keys()))
+        if version != kept_version or len(kept) > self.TERM_COUNTS_KEPT:  # the index changed: counted afresh
+            counts, version = self._term_counts(sorted(wanted)) if kept.keys() & wanted else (counts, version)
+            kept = {}
+        kept.update(counts)
+        self._local.term_counts = (version, kept)
+        return {t: kept[t] for t in wanted if kept[t]}, version
+
+    # Terms whose counts a connection keeps until the index changes (a count is read from
+    # the term's whole posting list: a common word's costs most, and the next search has it too).
+    TERM_COUNTS_KEPT = 50_000
+
+    def _term_counts(self, wanted: Sequence[str]) -> tuple[dict[str, int], IndexVersion]:
+        """(each term -> how many passages hold it, 0 for none; the index's version), in one statement."""
         db = self.db
         self._vocabulary(db)
-        counts, version, last_note = {}, -1, 0
+        counts, version, last_note = dict.fromkeys(wanted, 0), -1, 0
         for part in in_parts(wanted or [""]):
             for term, count in db.execute(f"SELECT term, doc FROM temp.pms_vocabulary WHERE term IN ({','.join('?' * len(part))}) "
                                           f"UNION ALL SELECT NULL, data_version FROM pragma_data_version UNION ALL SELECT '', {_LAST_NOTE}", part):
