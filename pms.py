@@ -2468,7 +2468,8 @@ def _russian_stem(word: str) -> str:
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
 filters, links (``[[wikilinks]]``, ``[text](note.md)``) and how they resolve to notes
-(``LinkResolver``), ``replace_wikilinks``, and ``ParsedNote``: a note as the index stores it.
+(``LinkResolver``), ``replace_wikilinks``, Dendron's ``{{fm.field}}`` (``with_frontmatter_values``),
+and ``ParsedNote``: a note as the index stores it.
 
 May import: config, frontmatter, markdown, language.
 """
@@ -2512,6 +2513,7 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_PASSA
     collection) resolves relative Markdown links."""
     block, body, consumed = split_frontmatter(text)
     meta = parse_frontmatter(block)
+    body = with_frontmatter_values(body, meta)
     title = meta.get("title")
     title = str(title).strip() if title not in (None, "") else (first_heading(body) or fallback_title)
     tags = unique_ignoring_case(as_list(meta.get("tags") or meta.get("tag")) + inline_tags(body))
@@ -2807,21 +2809,50 @@ def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str], 
     code) replaced by ``replace(target, fragment, label, embedded)``: the rule
     ``note_links`` reads links by, for front ends that render them (the app's preview).
     ``label_first``: the note writes ``[[label|target]]`` (links_label_first of its frontmatter)."""
+    return _sub_outside_code(body, "[[", _WIKILINK, lambda m: replace(*_wikilink_parts(m, label_first)))
+
+
+def _sub_outside_code(body: str, mark: str, pattern: LazyPattern, replace: Callable[[re.Match], str]) -> str:
+    """``body`` with ``pattern``'s matches replaced outside code (fences, indented blocks,
+    inline code); a line without ``mark`` is left as it is, unread."""
     lines = body.split("\n")
     fenced, _ = fence_states(lines)
-
-    def sub(m: re.Match) -> str:
-        return replace(*_wikilink_parts(m, label_first))
-
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
-        if in_fence or "[[" not in line or line.startswith(("    ", "\t")):
+        if in_fence or mark not in line or line.startswith(("    ", "\t")):
             continue
         pieces, pos = [], 0
         for start, end in _code_spans(line) if "`" in line else ():
-            pieces += [_WIKILINK.sub(sub, line[pos:start]), line[start:end]]
+            pieces += [pattern.sub(replace, line[pos:start]), line[start:end]]
             pos = end
-        lines[i] = "".join(pieces) + _WIKILINK.sub(sub, line[pos:])
+        lines[i] = "".join(pieces) + pattern.sub(replace, line[pos:])
     return "\n".join(lines)
+
+
+# Dendron shows ``{{fm.desc}}`` in a note as its frontmatter's ``desc`` (its "variable
+# substitution"; ``{{fm.a.b}}`` for a nested field): 175 of its documentation vault's 1,012 notes
+# put their description into their summary so.
+_FRONTMATTER_VARIABLE = LazyPattern(r"\{\{\s*fm\.([\w-]{1,100}(?:\.[\w-]{1,100}){0,5})\s*\}\}")
+
+
+def with_frontmatter_values(body: str, meta: dict) -> str:
+    """``body`` with each ``{{fm.field}}`` outside code as that frontmatter field's value, as
+    Dendron shows it: on one line (a list's items joined by ", "), so the note keeps its lines;
+    a field the note lacks, or that holds a mapping, stays as written. What the index holds
+    and the app's preview shows. Pure."""
+    if "{{" not in body:
+        return body
+
+    def value(m: re.Match) -> str:
+        found: object = meta
+        for key in m.group(1).split("."):
+            found = found.get(key) if isinstance(found, dict) else None
+        if isinstance(found, list) and all(isinstance(item, (str, int, float)) for item in found):
+            found = ", ".join(str(item) for item in found)
+        if found is None or isinstance(found, (dict, list)):
+            return m.group()
+        return ("true" if found else "false") if isinstance(found, bool) else " ".join(str(found).split())
+
+    return _sub_outside_code(body, "{{", _FRONTMATTER_VARIABLE, value)
 
 
 class LinkResolver:
@@ -2866,7 +2897,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2869) ----
+# ---- pms/pdf.py (+2900) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -3101,7 +3132,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+3104) ----
+# ---- pms/paths.py (+3135) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3730,7 +3761,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3733) ----
+# ---- pms/filters.py (+3764) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3916,7 +3947,7 @@ def _filter_date(value, argument: str, today=None) -> str | None:
     except (ValueError, OverflowError):
         raise PMSError(f"{argument} wants a date ({DATE_FORMS}), not {error_excerpt(str(value))}", argument=argument) from None
 
-# ---- pms/schema.py (+3919) ----
+# ---- pms/schema.py (+3950) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4223,7 +4254,8 @@ MIGRATIONS: list[str | Callable] = [
 #    the note itself is a link within it, no link to a note; a dendron:// link reads as its label (words).
 # 10: a wikilink without a label reads as "note › heading" (wikilink_text): a note's words and
 #    paragraph prints leave out block ids and Dendron's note-reference ranges ("#heading,1:#*").
-NOTE_PARSER_VERSION = 10
+# 11: Dendron's {{fm.field}} reads as the frontmatter field's value (with_frontmatter_values).
+NOTE_PARSER_VERSION = 11
 
 
 def sqlite_module(want_extensions: bool):
@@ -4245,7 +4277,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4248) ----
+# ---- pms/store.py (+4280) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5737,7 +5769,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5740) ----
+# ---- pms/vector_memory.py (+5772) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5954,7 +5986,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5957) ----
+# ---- pms/embedding.py (+5989) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -7351,7 +7383,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7354) ----
+# ---- pms/query.py (+7386) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7741,7 +7773,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7744) ----
+# ---- pms/ranking.py (+7776) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8518,7 +8550,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8521) ----
+# ---- pms/retrieval.py (+8553) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -9562,7 +9594,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9565) ----
+# ---- pms/sync.py (+9597) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10292,7 +10324,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10295) ----
+# ---- pms/watch.py (+10327) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10480,7 +10512,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10483) ----
+# ---- pms/clip.py (+10515) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11212,7 +11244,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11215) ----
+# ---- pms/api.py (+11247) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12365,7 +12397,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12368) ----
+# ---- pms/evaluation.py (+12400) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12563,7 +12595,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12566) ----
+# ---- pms/mcp_server.py (+12598) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13785,7 +13817,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13788) ----
+# ---- pms/cli.py (+13820) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14956,7 +14988,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14906) ----
+# ---- pms/__init__.py (+14938) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -14967,7 +14999,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
 # callout_title, first_heading, highlighted_parts, markdown_passages, passage_display_text, title_line_as_heading, wikilink_text,
 # without_obsidian_hidden,
 # )
-# from .notes import links_label_first, replace_wikilinks
+# from .notes import links_label_first, replace_wikilinks, with_frontmatter_values
 # from .paths import is_skipped_folder, path_prefix_glob, read_note_file
 # from .filters import NoteFilter
 # from .schema import sqlite_module
@@ -15000,7 +15032,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (its passages, the desktop app's preview)
     "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "wikilink_text", "links_label_first",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "with_frontmatter_values", "wikilink_text", "links_label_first",
     "callout_title", "highlighted_parts", "without_obsidian_hidden",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",
@@ -15025,7 +15057,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+15028) ----
+# ---- pms/__main__.py (+15060) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -102,12 +102,15 @@ def _note_html(abspath: Path, body: str, label_first: bool) -> tuple[Path, str, 
     return abspath, body, markdown_to_html(wikilinks_to_markdown(body, label_first), abspath.parent)
 
 
-def _links_label_first(block: str | None) -> bool:
-    """Whether the note with this frontmatter writes ``[[label|target]]`` (the engine's rule)."""
+def _shown_note(text: str) -> tuple[dict, str, bool]:
+    """(a note's frontmatter, its body as the index holds it: Dendron's ``{{fm.field}}`` as the
+    field's value, whether it writes ``[[label|target]]``): the engine's rules."""
+    block, body, _ = pms.split_frontmatter(text)
     try:
-        return pms.links_label_first(pms.parse_frontmatter(block))
-    except pms.PMSError:  # a frontmatter the engine refuses: its links read as Obsidian's
-        return False
+        meta = pms.parse_frontmatter(block)
+    except pms.PMSError:  # a frontmatter the engine refuses: shown as it is, its links read as Obsidian's
+        return {}, body, False
+    return meta, pms.with_frontmatter_values(body, meta), pms.links_label_first(meta)
 
 
 @dataclasses.dataclass
@@ -237,7 +240,7 @@ class NotePreview(QTextBrowser):
         """One step of ``self.job``; ``deadline`` (perf_counter seconds) bounds the layout slices."""
         job = self.job
         if job.stage == "html":
-            block, body, _ = pms.split_frontmatter(job.text)
+            _, body, label_first = _shown_note(job.text)
             if self.shown == (job.abspath, job.text, job.sheet):
                 job.stage = "find"  # the same note (the top result while typing on): only marks and scroll change
             elif (job.abspath, body) in self.html_cache:
@@ -245,17 +248,17 @@ class NotePreview(QTextBrowser):
             elif job.staged:
                 job.stage = "html-wait"
                 self.html_request += 1
-                self.html_worker.submit(self.html_request, job.abspath, body, _links_label_first(block))
+                self.html_worker.submit(self.html_request, job.abspath, body, label_first)
             else:
-                self._cache_html(*_note_html(job.abspath, body, _links_label_first(block)))
+                self._cache_html(*_note_html(job.abspath, body, label_first))
                 job.stage = "build"
         elif job.stage == "build":
-            block, body, _ = pms.split_frontmatter(job.text)
+            meta, body, _ = _shown_note(job.text)
             doc = QTextDocument(self)  # off screen: nothing is laid out while it is filled
             doc.setDocumentMargin(16)
             doc.setDefaultStyleSheet(job.sheet)
             doc.setBaseUrl(QUrl.fromLocalFile(str(job.abspath.parent) + "/"))
-            header = self._header_html(pms.parse_frontmatter(block), pms.first_heading(body) or "")
+            header = self._header_html(meta, pms.first_heading(body) or "")
             doc.setHtml(header + self.html_cache[(job.abspath, body)])
             job.document, job.stage = doc, "attach"
         elif job.stage == "attach":

@@ -139,6 +139,19 @@ def test_a_passage_near_the_end_of_a_long_note_is_scrolled_into_view(kb, tmp_pat
     assert "walrus" in window.preview.document().findBlockByNumber(window.preview.passage_block).text()
 
 
+def test_the_preview_shows_a_dendron_note_s_frontmatter_variables_as_their_values(kb, tmp_path, open_window, qtbot):
+    """{{fm.desc}} reads as the note's desc, as in Dendron's preview and in the note's snippets."""
+    write(tmp_path / "v" / "dendron.ref.rename.md", "---\nid: abc\ntitle: Rename Note\ndesc: Rename a note and its backlinks.\n"
+          "updated: 1657122358101\ncreated: 1657122304417\n---\n\n## Summary\n\n{{fm.desc}}\n\n`{{fm.desc}}` is how.\n")
+    kb.collections.create(tmp_path / "v", name="v")
+    kb.sync()
+    window = open_window(kb)
+    window.preview.show_note(tmp_path / "v" / "dendron.ref.rename.md")
+    qtbot.waitUntil(lambda: "Summary" in window.preview.toPlainText())
+    shown = window.preview.toPlainText()
+    assert "Rename a note and its backlinks." in shown and "{{fm.desc}} is how." in shown
+
+
 def test_a_note_reference_to_a_heading_opens_its_note_at_that_heading(kb, tmp_path, open_window, qtbot):
     """Dendron's ![[note#heading-slug,1:#*]] reads "note › heading-slug" and, clicked, lands on
     "## Heading slug" (before, the preview looked for "heading-slug,1:#*" and stayed at the top)."""

@@ -101,6 +101,23 @@ def test_a_snippet_shows_a_wikilink_by_its_label_in_either_order(kb, tmp_path):
     assert "see the status page." in snippets["obsidian.md"]
 
 
+def test_a_dendron_note_s_frontmatter_variables_are_searched_and_shown_as_their_values(kb, tmp_path):
+    """Dendron shows {{fm.desc}} as the note's desc (175 of its vault's notes write their summary so):
+    the words are found and the snippet shows them; in code, or for a field the note lacks, it stays."""
+    root = tmp_path / "v"
+    write(root / "dendron.ref.rename.md", DENDRON_FRONTMATTER.replace("desc: ''", "desc: Rename a note and update\n  every backlink to it.")
+          .format(title="Rename Note") + "## Summary\n\n{{fm.desc}} See {{ fm.title }}, {{fm.owner}}.\n\n"
+          + "## Syntax\n\n```\n{{fm.desc}}\n```\n\nWrite `{{fm.desc}}` in a note.\n")
+    kb.collections.create(root, name="v")
+    kb.sync()
+    hits = kb.search("update every backlink", mode="keyword", passages=True)
+    assert [h.path for h in hits][:1] == ["dendron.ref.rename.md"]
+    assert "Rename a note and update every backlink to it. See Rename Note, {{fm.owner}}." in hits[0].snippet.replace("\x02", "")
+    assert hits[0].text.count("{{fm.desc}}") == 2  # the code block's and the inline code's, as written
+    assert pms.with_frontmatter_values("{{fm.done}} {{fm.tags}} {{fm.x}}", {"done": True, "tags": ["a", "b"], "x": {"y": 1}}) == \
+        "true a, b {{fm.x}}"
+
+
 def test_a_snippet_shows_a_link_to_a_heading_and_a_note_reference_as_note_and_heading(kb, tmp_path):
     """[[note#heading]] reads "note › heading", as Obsidian shows it; Dendron's note reference
     ![[note#heading,1:#*]] (a range of that note) the same, without its range marks, and a

@@ -61,7 +61,7 @@ from .markdown import (
     callout_title, first_heading, highlighted_parts, markdown_passages, passage_display_text, title_line_as_heading, wikilink_text,
     without_obsidian_hidden,
 )
-from .notes import links_label_first, replace_wikilinks
+from .notes import links_label_first, replace_wikilinks, with_frontmatter_values
 from .paths import is_skipped_folder, path_prefix_glob, read_note_file
 from .filters import NoteFilter
 from .schema import sqlite_module
@@ -94,7 +94,7 @@ __all__ = [
     "DeadlineExceeded",
     # Markdown without an index (its passages, the desktop app's preview)
     "Passage", "markdown_passages", "decode_text", "read_note_file", "split_frontmatter", "parse_frontmatter",
-    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "wikilink_text", "links_label_first",
+    "first_heading", "title_line_as_heading", "passage_display_text", "is_skipped_folder", "parse_query", "is_partial_word", "ParsedQuery", "STOPWORDS", "replace_wikilinks", "with_frontmatter_values", "wikilink_text", "links_label_first",
     "callout_title", "highlighted_parts", "without_obsidian_hidden",
     # web pages without an index
     "extract_from_url", "extract_from_html", "clip_filename",

@@ -2,7 +2,8 @@
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
 filters, links (``[[wikilinks]]``, ``[text](note.md)``) and how they resolve to notes
-(``LinkResolver``), ``replace_wikilinks``, and ``ParsedNote``: a note as the index stores it.
+(``LinkResolver``), ``replace_wikilinks``, Dendron's ``{{fm.field}}`` (``with_frontmatter_values``),
+and ``ParsedNote``: a note as the index stores it.
 
 May import: config, frontmatter, markdown, language.
 """
@@ -46,6 +47,7 @@ def parse_note(text: str, fallback_title: str, target_chars: int = DEFAULT_PASSA
     collection) resolves relative Markdown links."""
     block, body, consumed = split_frontmatter(text)
     meta = parse_frontmatter(block)
+    body = with_frontmatter_values(body, meta)
     title = meta.get("title")
     title = str(title).strip() if title not in (None, "") else (first_heading(body) or fallback_title)
     tags = unique_ignoring_case(as_list(meta.get("tags") or meta.get("tag")) + inline_tags(body))
@@ -341,21 +343,50 @@ def replace_wikilinks(body: str, replace: Callable[[str, str, str, bool], str], 
     code) replaced by ``replace(target, fragment, label, embedded)``: the rule
     ``note_links`` reads links by, for front ends that render them (the app's preview).
     ``label_first``: the note writes ``[[label|target]]`` (links_label_first of its frontmatter)."""
+    return _sub_outside_code(body, "[[", _WIKILINK, lambda m: replace(*_wikilink_parts(m, label_first)))
+
+
+def _sub_outside_code(body: str, mark: str, pattern: LazyPattern, replace: Callable[[re.Match], str]) -> str:
+    """``body`` with ``pattern``'s matches replaced outside code (fences, indented blocks,
+    inline code); a line without ``mark`` is left as it is, unread."""
     lines = body.split("\n")
     fenced, _ = fence_states(lines)
-
-    def sub(m: re.Match) -> str:
-        return replace(*_wikilink_parts(m, label_first))
-
     for i, (line, in_fence) in enumerate(zip(lines, fenced)):
-        if in_fence or "[[" not in line or line.startswith(("    ", "\t")):
+        if in_fence or mark not in line or line.startswith(("    ", "\t")):
             continue
         pieces, pos = [], 0
         for start, end in _code_spans(line) if "`" in line else ():
-            pieces += [_WIKILINK.sub(sub, line[pos:start]), line[start:end]]
+            pieces += [pattern.sub(replace, line[pos:start]), line[start:end]]
             pos = end
-        lines[i] = "".join(pieces) + _WIKILINK.sub(sub, line[pos:])
+        lines[i] = "".join(pieces) + pattern.sub(replace, line[pos:])
     return "\n".join(lines)
+
+
+# Dendron shows ``{{fm.desc}}`` in a note as its frontmatter's ``desc`` (its "variable
+# substitution"; ``{{fm.a.b}}`` for a nested field): 175 of its documentation vault's 1,012 notes
+# put their description into their summary so.
+_FRONTMATTER_VARIABLE = LazyPattern(r"\{\{\s*fm\.([\w-]{1,100}(?:\.[\w-]{1,100}){0,5})\s*\}\}")
+
+
+def with_frontmatter_values(body: str, meta: dict) -> str:
+    """``body`` with each ``{{fm.field}}`` outside code as that frontmatter field's value, as
+    Dendron shows it: on one line (a list's items joined by ", "), so the note keeps its lines;
+    a field the note lacks, or that holds a mapping, stays as written. What the index holds
+    and the app's preview shows. Pure."""
+    if "{{" not in body:
+        return body
+
+    def value(m: re.Match) -> str:
+        found: object = meta
+        for key in m.group(1).split("."):
+            found = found.get(key) if isinstance(found, dict) else None
+        if isinstance(found, list) and all(isinstance(item, (str, int, float)) for item in found):
+            found = ", ".join(str(item) for item in found)
+        if found is None or isinstance(found, (dict, list)):
+            return m.group()
+        return ("true" if found else "false") if isinstance(found, bool) else " ".join(str(found).split())
+
+    return _sub_outside_code(body, "{{", _FRONTMATTER_VARIABLE, value)
 
 
 class LinkResolver:

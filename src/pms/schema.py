@@ -304,7 +304,8 @@ MIGRATIONS: list[str | Callable] = [
 #    the note itself is a link within it, no link to a note; a dendron:// link reads as its label (words).
 # 10: a wikilink without a label reads as "note › heading" (wikilink_text): a note's words and
 #    paragraph prints leave out block ids and Dendron's note-reference ranges ("#heading,1:#*").
-NOTE_PARSER_VERSION = 10
+# 11: Dendron's {{fm.field}} reads as the frontmatter field's value (with_frontmatter_values).
+NOTE_PARSER_VERSION = 11
 
 
 def sqlite_module(want_extensions: bool):
