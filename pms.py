@@ -2839,7 +2839,7 @@ def with_frontmatter_values(body: str, meta: dict) -> str:
     Dendron shows it: on one line (a list's items joined by ", "), so the note keeps its lines;
     a field the note lacks, or that holds a mapping, stays as written. What the index holds
     and the app's preview shows. Pure."""
-    if "{{" not in body:
+    if "fm." not in body or not _FRONTMATTER_VARIABLE.search(body):  # tldr's pages hold "{{file}}" on every line
         return body
 
     def value(m: re.Match) -> str:
