@@ -86,16 +86,22 @@ def test_dendron_links_name_their_vault_and_put_the_label_first(kb, tmp_path):
 DENDRON_FRONTMATTER = "---\nid: m6cbs1z0ge922q4j2xjmivx\ntitle: {title}\ndesc: ''\nupdated: 1657122358101\ncreated: 1657122304417\n---\n"
 
 
+def snippets_of(kb, root: Path, query: str, notes: dict[str, str]) -> dict[str, str]:
+    """These notes in a collection at ``root``, synced; each hit's snippet for a keyword search, by path."""
+    for name, text in notes.items():
+        write(root / name, text)
+    kb.collections.create(root, name="v")
+    kb.sync()
+    return {h.path: h.snippet for h in kb.search(query, mode="keyword")}
+
+
 def test_a_snippet_shows_a_wikilink_by_its_label_in_either_order(kb, tmp_path):
     """A snippet shows [[note|label]] (Obsidian) and Dendron's [[label|note]] as the label: the order
     read from the note's frontmatter as the index holds it (before, Dendron's showed the note's name)."""
-    root = tmp_path / "v"
-    write(root / "dendron.topic.tasks.md", DENDRON_FRONTMATTER.format(title="Tasks")
-          + "Marking a task as done: see [[the status command|dendron.topic.tasks.status]] and [[dendron.topic.lookup]].\n")
-    write(root / "obsidian.md", "# Chores\n\nMarking a chore as done: see [[status-note|the status page]].\n")
-    kb.collections.create(root, name="v")
-    kb.sync()
-    snippets = {h.path: h.snippet for h in kb.search("marking done", mode="keyword")}
+    snippets = snippets_of(kb, tmp_path / "v", "marking done", {
+        "dendron.topic.tasks.md": DENDRON_FRONTMATTER.format(title="Tasks") + "Marking a task as done: see "
+                                  "[[the status command|dendron.topic.tasks.status]] and [[dendron.topic.lookup]].\n",
+        "obsidian.md": "# Chores\n\nMarking a chore as done: see [[status-note|the status page]].\n"})
     assert "see the status command and dendron.topic.lookup." in snippets["dendron.topic.tasks.md"]
     assert "dendron.topic.tasks.status" not in snippets["dendron.topic.tasks.md"]
     assert "see the status page." in snippets["obsidian.md"]
@@ -122,14 +128,11 @@ def test_a_snippet_shows_a_link_to_a_heading_and_a_note_reference_as_note_and_he
     """[[note#heading]] reads "note › heading", as Obsidian shows it; Dendron's note reference
     ![[note#heading,1:#*]] (a range of that note) the same, without its range marks, and a
     block id is left out (before, the snippet showed "note#add-your-notes:#turn-on-pages")."""
-    root = tmp_path / "v"
-    write(root / "dendron.topic.publish.md", DENDRON_FRONTMATTER.format(title="Publish")
-          + "Publishing to pages, step by step:\n\n![[dendron.topic.publish.cook#add-your-notes:#turn-on-pages]]\n\n"
-          + "Then publishing again: ![[dendron.ref.commands#configure,1:#*]] and [[dendron.topic.site#^a1b2c3]].\n")
-    write(root / "obsidian.md", "# Garden\n\nPublishing the garden follows [[Gardening#Watering#In summer]].\n")
-    kb.collections.create(root, name="v")
-    kb.sync()
-    snippets = {h.path: h.snippet for h in kb.search("publishing", mode="keyword")}
+    snippets = snippets_of(kb, tmp_path / "v", "publishing", {
+        "dendron.topic.publish.md": DENDRON_FRONTMATTER.format(title="Publish")
+        + "Publishing to pages, step by step:\n\n![[dendron.topic.publish.cook#add-your-notes:#turn-on-pages]]\n\n"
+        + "Then publishing again: ![[dendron.ref.commands#configure,1:#*]] and [[dendron.topic.site#^a1b2c3]].\n",
+        "obsidian.md": "# Garden\n\nPublishing the garden follows [[Gardening#Watering#In summer]].\n"})
     assert "dendron.topic.publish.cook › add-your-notes" in snippets["dendron.topic.publish.md"]
     assert "dendron.ref.commands › configure and dendron.topic.site." in snippets["dendron.topic.publish.md"]
     assert "turn-on-pages" not in snippets["dendron.topic.publish.md"]
