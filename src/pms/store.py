@@ -1316,7 +1316,7 @@ class Store:
         what its kept facts are checked against (index_version). One statement for the terms
         not counted since the index last changed (TERM_COUNTS_KEPT), a second when it changed."""
         wanted = set(terms) - {""}
-        kept_version, kept = getattr(self._local, "term_counts", (None, {}))
+        kept_version, kept = getattr(self._local, "term_counts", (None, dict[str, int]()))
         counts, version = self._term_counts(sorted(wanted - kept.keys()))
         if version != kept_version or len(kept) > self.TERM_COUNTS_KEPT:  # the index changed: counted afresh
             counts, version = self._term_counts(sorted(wanted)) if kept.keys() & wanted else (counts, version)
