@@ -1543,8 +1543,9 @@ May import: config.
 
 # from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 # from .config import LazyPattern, PMSError, Record, hex_digest
 
@@ -1940,7 +1941,7 @@ def is_table_rule(line: str) -> bool:
     return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
 
 
-def _display_piece(m: re.Match) -> str:
+def _display_piece(m: re.Match, titles: Mapping[str, str] | None = None) -> str:
     kind = m.lastgroup
     if kind in ("tag", "closing", "directive"):
         return " "
@@ -1950,14 +1951,33 @@ def _display_piece(m: re.Match) -> str:
         return m.group(7)
     first, last = m.group(9), m.group(10)  # a wikilink's [[first|last]] (an embed's "!" left out)
     if last.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
-        return first if first is not None else _unlabelled_link_text(without_dendron_vault(last))
-    return last if first is not None else _unlabelled_link_text(last)  # Obsidian's [[note|label]]: the label
+        return first if first is not None else _unlabelled_link_text(without_dendron_vault(last), titles)
+    return last if first is not None else _unlabelled_link_text(last, titles)  # Obsidian's [[note|label]]: the label
 
 
-def _unlabelled_link_text(link: str) -> str:
-    """``wikilink_text`` of a link's whole inside, "note#heading" (no label)."""
+def _target_and_fragment(link: str) -> tuple[str, str]:
+    """A label-less link's inside, "note#heading", as (note, "#heading")."""
     at = min((i for i in (link.find("#"), link.find("^")) if i >= 0), default=len(link))
-    return wikilink_text(link[:at].strip(), link[at:].strip())
+    return link[:at].strip(), link[at:].strip()
+
+
+def _unlabelled_link_text(link: str, titles: Mapping[str, str] | None = None) -> str:
+    """``wikilink_text`` of a link's whole inside, "note#heading" (no label); the note by its
+    title when ``titles`` (link target in lower case -> title) holds it."""
+    target, fragment = _target_and_fragment(link)
+    return wikilink_text((titles or {}).get(target.lower(), target), fragment)
+
+
+# A wikilink or embed without a label: [[note]], ![[note#heading]], [[dendron://vault/note]].
+_UNLABELLED_LINK = LazyPattern(r"!?\[\[([^\[\]|]{1,300})\]\]")
+
+
+def unlabelled_link_targets(text: str) -> set[str]:
+    """The notes ``text``'s label-less wikilinks name, as written (a Dendron vault and the
+    fragment left out), lower case: what ``passage_display_text``'s ``link_titles`` are
+    looked up by. Pure."""
+    return {target.lower() for m in _UNLABELLED_LINK.finditer(text) if "[[" in text
+            for target in [_target_and_fragment(without_dendron_vault(m.group(1).strip()))[0]] if target}
 
 
 # Dendron's note reference names a range of the note it embeds: "#heading,1:#*" is from the heading
@@ -1976,9 +1996,9 @@ def wikilink_text(target: str, fragment: str = "") -> str:
     return shown or fragment.lstrip("#")  # [[#^id]]: a link to a block of the same note, as written
 
 
-def _display_piece_label_first(m: re.Match) -> str:
+def _display_piece_label_first(m: re.Match, titles: Mapping[str, str] | None = None) -> str:
     """_display_piece for a note that writes [[label|note]] (Dendron): a wikilink shows its label."""
-    return m.group(9) if m.lastgroup == "wiki" and m.group(9) is not None else _display_piece(m)
+    return m.group(9) if m.lastgroup == "wiki" and m.group(9) is not None else _display_piece(m, titles)
 
 
 # Dendron's links may name the note's vault: [[dendron://vault/note.name]] (notes.py reads them).
@@ -2077,7 +2097,7 @@ def _without_comments(text: str) -> str:
     return "".join(out)
 
 
-def passage_display_text(text: str, label_first: bool = False) -> str:
+def passage_display_text(text: str, label_first: bool = False, link_titles: tuple[tuple[str, str], ...] = ()) -> str:
     """A passage as a reader sees it, for snippets and listings: HTML comments,
     tags (<small>, <Listing …>), mdBook directives ({{#include …}}),
     reference-link definitions and table rules left out; links and images as
@@ -2086,7 +2106,9 @@ def passage_display_text(text: str, label_first: bool = False) -> str:
     as written (its fence lines dropped). What is indexed is the raw passage:
     every word shown here stays searchable. ``label_first``: the note writes its
     wikilinks ``[[label|target]]`` (notes.links_label_first: Dendron), each shown as
-    its label. Pure: no I/O."""
+    its label. ``link_titles``: (a link target as ``unlabelled_link_targets`` gives it, the
+    title of the note it names) for a label-less link shown by its note's title (Dendron's
+    ``enableNoteTitleForLink``, on by default). Pure: no I/O."""
     lines = text.split("\n")
     fenced, _ = fence_states(lines)
     out: list[str] = []
@@ -2096,7 +2118,7 @@ def passage_display_text(text: str, label_first: bool = False) -> str:
             prose.append(line)
             continue
         if prose:
-            out.extend(_display_prose("\n".join(prose), first=len(out) == 0, label_first=label_first))
+            out.extend(_display_prose("\n".join(prose), first=len(out) == 0, label_first=label_first, titles=dict(link_titles)))
             prose = []
         if not FENCE.match(line):
             out.append(_DIRECTIVE.sub("", line) if "{{" in line else line)  # mdBook includes sit in code blocks
@@ -2108,7 +2130,7 @@ def passage_display_text(text: str, label_first: bool = False) -> str:
 DISPLAY_MARKUP_MAX_CHARS = 100_000
 
 
-def _display_prose(text: str, first: bool = False, label_first: bool = False) -> list[str]:
+def _display_prose(text: str, first: bool = False, label_first: bool = False, titles: Mapping[str, str] | None = None) -> list[str]:
     if first and "-->" in text:
         text = _COMMENT_TAIL.sub("", text, count=1)  # a passage that starts inside an HTML comment
     if "<!--" in text:
@@ -2116,7 +2138,8 @@ def _display_prose(text: str, first: bool = False, label_first: bool = False) ->
     if "%%" in text or "^" in text:
         text = without_obsidian_hidden(text)
     if _MAY_HOLD_MARKUP.search(text) and len(text) <= DISPLAY_MARKUP_MAX_CHARS:
-        text = _DISPLAY_RULES.sub(_display_piece_label_first if label_first else _display_piece, text)
+        piece = _display_piece_label_first if label_first else _display_piece
+        text = _DISPLAY_RULES.sub(functools.partial(piece, titles=titles) if titles else piece, text)
     if "&" in text and ";" in text:  # &vert;, &lt;: as the reader sees them (html only imported then)
         import html
 
@@ -2226,7 +2249,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2229) ----
+# ---- pms/language.py (+2252) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script``, ``written_in_script_of`` and the language names
@@ -2463,7 +2486,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2466) ----
+# ---- pms/notes.py (+2489) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2897,7 +2920,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2900) ----
+# ---- pms/pdf.py (+2923) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -3132,7 +3155,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+3135) ----
+# ---- pms/paths.py (+3158) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3761,7 +3784,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3764) ----
+# ---- pms/filters.py (+3787) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3947,7 +3970,7 @@ def _filter_date(value, argument: str, today=None) -> str | None:
     except (ValueError, OverflowError):
         raise PMSError(f"{argument} wants a date ({DATE_FORMS}), not {error_excerpt(str(value))}", argument=argument) from None
 
-# ---- pms/schema.py (+3950) ----
+# ---- pms/schema.py (+3973) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4277,7 +4300,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4280) ----
+# ---- pms/store.py (+4303) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5700,6 +5723,20 @@ class Store:
 
     LABELS_KEPT = 50_000  # notes whose link order a process keeps (a few bytes each)
 
+    def titles_named(self, names: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """(collection, a link target as written) -> the title of the one note of that collection
+        whose file name it is (namesake_keys' ``stem_key``: a name two notes share, or none, is left
+        out), in one statement: the titles Dendron shows label-less links by."""
+        # (a target names a file without its extension: "dendron.topic.lookup" is dendron.topic.lookup.md)
+        keys = {(collection, target): namesake_keys("", target if target.endswith(".md") else target + ".md")[1]
+                for collection, target in names}
+        found: dict[tuple[str, str], tuple[str, int]] = {}
+        for collection, key, title, count in self.rows_in(
+                "SELECT c.name, d.stem_key, min(d.title), count(*) FROM documents d JOIN collections c ON c.id = d.collection_id "
+                "WHERE d.stem_key IN ({ids}) GROUP BY d.collection_id, d.stem_key", sorted(set(keys.values()) - {""})):
+            found[(collection, key)] = (title, count)
+        return {name: found[(name[0], key)][0] for name, key in keys.items() if found.get((name[0], key), ("", 0))[1] == 1}
+
     def labels_first(self, notes: dict[int, str]) -> set[int]:
         """Of ``notes`` (note id -> its content hash), those that write their wikilinks
         ``[[label|note]]`` (links_label_first of their frontmatter fields). Kept per note and
@@ -5769,7 +5806,7 @@ def _split_sql(script: str) -> list[str]:
         statements.append(current)
     return statements
 
-# ---- pms/vector_memory.py (+5772) ----
+# ---- pms/vector_memory.py (+5809) ----
 """The index's vectors held in memory by a long-running process: ``VectorMatrix`` (exact
 KNN and distances by numpy, answering as sqlite-vec does) and ``VectorMemory`` (kept current
 with the index, made only on request, an HNSW graph when asked).
@@ -5986,7 +6023,7 @@ class VectorMemory:
         matrix = self.matrix
         return matrix.vectors(passage_ids) if matrix is not None else self.store.vectors_of(passage_ids)
 
-# ---- pms/embedding.py (+5989) ----
+# ---- pms/embedding.py (+6026) ----
 """Embeddings: the model that turns text into vectors, local or behind a server.
 
 Owns: ``EmbeddingProvider`` (what every backend answers), ``Embedder`` (fastembed/ONNX,
@@ -7383,7 +7420,7 @@ def quiet_logs():
         warnings.simplefilter("ignore")
         yield
 
-# ---- pms/query.py (+7386) ----
+# ---- pms/query.py (+7423) ----
 """A query as words, and a hit as front ends show it.
 
 Owns: ``parse_query`` (phrases, exclusions, prefixes, stopwords, CJK words), ``Hit``, the
@@ -7773,7 +7810,7 @@ def folder_description(described: dict[str, str], path: str) -> str:
             return described[folder]
     return ""
 
-# ---- pms/ranking.py (+7776) ----
+# ---- pms/ranking.py (+7813) ----
 """Ranking: every knob in one place (``RankingSettings``) and fusion as pure functions.
 
 Owns: name similarity, the note priors (stubs, copies), ``fuse`` (the candidate lists into
@@ -8550,7 +8587,7 @@ def holds_phrase(words: list[str], tokens: tuple[str, ...]) -> bool:
     n = len(tokens)
     return any(tuple(words[i : i + n]) == tokens for i in range(len(words) - n + 1))
 
-# ---- pms/retrieval.py (+8553) ----
+# ---- pms/retrieval.py (+8590) ----
 """A search: request -> candidate lists -> ranking -> result.
 
 Owns: ``SearchMode`` (the mode that runs, and why not hybrid), ``SearchRequest`` (complete
@@ -8572,7 +8609,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 # from .config import SEARCH_MODES, VECTOR_FORMAT, Factory, Hint, PMSError, Record, TupleFields, clean_query, named_tuple
-# from .markdown import passage_display_text
+# from .markdown import passage_display_text, unlabelled_link_targets
 # from .language import language_script, note_language, written_in_script_of
 # from .filters import NoteFilter, checked_number
 # from .schema import has_unspaced_chars, namesake_keys, spaced_cjk
@@ -9558,9 +9595,16 @@ class Retrieval:
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.
         shown_notes = {hit.passage_id or 0: rows[hit.passage_id or 0].note_id for hit in hits if not hit.copy_of}
-        linked = {note: rows[passage].digest for passage, note in shown_notes.items() if "[[" in rows[passage].body and "|" in rows[passage].body}
+        linked = {note: rows[passage].digest for passage, note in shown_notes.items() if "[[" in rows[passage].body}
         label_first = self.store.labels_first(linked) if linked else set()  # Dendron's [[label|note]]: shown as the label
-        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text, shown_notes[hit.passage_id or 0] in label_first), hit.heading_path)
+        # and its [[note]] by the note's title (Dendron's enableNoteTitleForLink, on by default)
+        named = {hit.passage_id: unlabelled_link_targets(hit.text) for hit in hits if shown_notes.get(hit.passage_id or 0) in label_first}
+        titles = self.store.titles_named({(hit.collection, t) for hit in hits for t in named.get(hit.passage_id, ())}) \
+            if any(named.values()) else {}
+        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(
+                     hit.text, shown_notes[hit.passage_id or 0] in label_first,
+                     tuple(sorted((t, titles[hit.collection, t]) for t in named.get(hit.passage_id, ()) if (hit.collection, t) in titles))),
+                     hit.heading_path)
                  for hit in hits if not hit.copy_of}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
@@ -9594,7 +9638,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9597) ----
+# ---- pms/sync.py (+9641) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10324,7 +10368,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10327) ----
+# ---- pms/watch.py (+10371) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10512,7 +10556,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10515) ----
+# ---- pms/clip.py (+10559) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11244,7 +11288,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11247) ----
+# ---- pms/api.py (+11291) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -11270,7 +11314,7 @@ from pathlib import Path
 # CALL_DEADLINE, DEFAULT_GLOB, VERSION, DeadlineExceeded, Hint, PMSError, Record, _typing,
 # check_deadline, clean_query, default_db_path, max_file_bytes, past_deadline,
 # )
-# from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text
+# from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text, unlabelled_link_targets
 # from .notes import LinkResolver, note_links
 # from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
 # from .paths import Exclusions, compile_glob, inside, obsidian_vaults, pdf_glob, read_note_file
@@ -11959,6 +12003,15 @@ class KnowledgeBase:
             return self._note_ref(row.collection, note_id, target, 0)
         return self._note_ref(row.collection, self._resolver(row.collection).resolve(kind, written[0].key), target, 0)
 
+    def link_titles(self, note: str, targets: Iterable[str]) -> dict[str, str]:
+        """Link target as written in ``note`` -> the title of the note it names (its file name, in
+        the note's collection; a name two notes share is left out): what a Dendron note's label-less
+        ``[[target]]`` shows (``enableNoteTitleForLink``, Dendron's default), as its snippets do."""
+        collection = self._resolve(note).collection
+        wanted = {target: unlabelled_link_targets(f"[[{target}]]") for target in targets}
+        titles = self.store.titles_named({(collection, name) for names in wanted.values() for name in names})
+        return {target: titles[collection, name] for target, names in wanted.items() for name in names if (collection, name) in titles}
+
     def backlinks(self, note: str) -> list[NoteRef]:
         """The notes that link to a note (one entry per linking note)."""
         row = self._resolve(self._split_ref(note)[0])  # a ':FROM:COUNT' suffix, as get takes, is fine
@@ -12397,7 +12450,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12400) ----
+# ---- pms/evaluation.py (+12453) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12595,7 +12648,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12598) ----
+# ---- pms/mcp_server.py (+12651) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13817,7 +13870,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13820) ----
+# ---- pms/cli.py (+13873) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -14988,7 +15041,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14938) ----
+# ---- pms/__init__.py (+14991) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -15057,7 +15110,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+15060) ----
+# ---- pms/__main__.py (+15113) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -44,15 +44,16 @@ PASSAGE_BACKGROUND = QColor(255, 224, 102, 70)  # the mark colour, faint: works 
 IMAGE = re.compile(r"\.(png|jpe?g|gif|svg|webp|bmp)$", re.I)
 
 
-def wikilinks_to_markdown(body: str, label_first: bool = False) -> str:
+def wikilinks_to_markdown(body: str, label_first: bool = False, titles: dict[str, str] | None = None) -> str:
     """Obsidian ``[[Note]]``, ``[[Note#Heading|label]]`` and ``![[image.png]]`` (Dendron's
     ``[[label|note.name]]`` when ``label_first``: pms.links_label_first of the frontmatter)
-    become ordinary Markdown links, where and as the engine reads links (not in code)."""
+    become ordinary Markdown links, where and as the engine reads links (not in code); a
+    label-less link shows its note's title when ``titles`` (KnowledgeBase.link_titles) has it."""
 
     def replace(target: str, fragment: str, label: str, embed: bool) -> str:
         if embed and IMAGE.search(target):
             return f"![{target}]({quote(target)})"
-        text = label or pms.wikilink_text(target, fragment)
+        text = label or pms.wikilink_text((titles or {}).get(target, target), fragment)
         href = f"{WIKI_SCHEME}:{quote(target)}" + (f"#{quote(fragment[1:])}" if fragment else "")
         return f"[{text}]({href})"
 
@@ -97,9 +98,9 @@ def palette_colours(palette: QPalette) -> Colours:
                    rule=mix(0.25), highlight=highlight.name())
 
 
-def _note_html(abspath: Path, body: str, label_first: bool) -> tuple[Path, str, str]:
+def _note_html(abspath: Path, body: str, label_first: bool, titles: dict[str, str]) -> tuple[Path, str, str]:
     """(abspath, body, its HTML): the preview's worker thread runs this."""
-    return abspath, body, markdown_to_html(wikilinks_to_markdown(body, label_first), abspath.parent)
+    return abspath, body, markdown_to_html(wikilinks_to_markdown(body, label_first, titles), abspath.parent)
 
 
 def _shown_note(text: str) -> tuple[dict, str, bool]:
@@ -248,9 +249,9 @@ class NotePreview(QTextBrowser):
             elif job.staged:
                 job.stage = "html-wait"
                 self.html_request += 1
-                self.html_worker.submit(self.html_request, job.abspath, body, label_first)
+                self.html_worker.submit(self.html_request, job.abspath, body, label_first, self._link_titles(job.abspath, body, label_first))
             else:
-                self._cache_html(*_note_html(job.abspath, body, label_first))
+                self._cache_html(*_note_html(job.abspath, body, label_first, self._link_titles(job.abspath, body, label_first)))
                 job.stage = "build"
         elif job.stage == "build":
             meta, body, _ = _shown_note(job.text)
@@ -308,6 +309,24 @@ class NotePreview(QTextBrowser):
                 if job.marked < len(job.marks):
                     self._mark(job, end)
                 self.job = None
+
+    def _link_titles(self, abspath: Path, body: str, label_first: bool) -> dict[str, str]:
+        """The titles a Dendron note's label-less links show (the engine's KnowledgeBase.link_titles);
+        none for another note, or one the index does not hold."""
+        if not label_first or "[[" not in body:
+            return {}
+        targets: set[str] = set()
+
+        def note(target: str, fragment: str, label: str, embed: bool) -> str:
+            if not label:
+                targets.add(target)
+            return ""
+
+        pms.replace_wikilinks(body, note, label_first)
+        try:
+            return self.kb.link_titles(str(abspath), targets) if targets else {}
+        except pms.PMSError:  # not in the index (yet)
+            return {}
 
     def _cache_html(self, abspath: Path, body: str, text: str) -> None:
         if len(self.html_cache) >= HTML_CACHE_NOTES:

@@ -139,17 +139,22 @@ def test_a_passage_near_the_end_of_a_long_note_is_scrolled_into_view(kb, tmp_pat
     assert "walrus" in window.preview.document().findBlockByNumber(window.preview.passage_block).text()
 
 
-def test_the_preview_shows_a_dendron_note_s_frontmatter_variables_as_their_values(kb, tmp_path, open_window, qtbot):
-    """{{fm.desc}} reads as the note's desc, as in Dendron's preview and in the note's snippets."""
-    write(tmp_path / "v" / "dendron.ref.rename.md", "---\nid: abc\ntitle: Rename Note\ndesc: Rename a note and its backlinks.\n"
-          "updated: 1657122358101\ncreated: 1657122304417\n---\n\n## Summary\n\n{{fm.desc}}\n\n`{{fm.desc}}` is how.\n")
+def test_the_preview_shows_a_dendron_note_s_frontmatter_variables_and_links_as_dendron_does(kb, tmp_path, open_window, qtbot):
+    """{{fm.desc}} reads as the note's desc and [[note.name]] as that note's title, as in Dendron's
+    preview and in the note's snippets; the link still opens its note."""
+    frontmatter = "---\nid: abc\ntitle: {}\ndesc: {}\nupdated: 1657122358101\ncreated: 1657122304417\n---\n"
+    write(tmp_path / "v" / "dendron.ref.rename.md", frontmatter.format("Rename Note", "Rename a note and its backlinks.")
+          + "\n## Summary\n\n{{fm.desc}}\n\n`{{fm.desc}}` is how. See [[dendron.ref.lookup#keys]].\n")
+    write(tmp_path / "v" / "dendron.ref.lookup.md", frontmatter.format("Lookup", "''") + "\n## Keys\n\nPress them.\n")
     kb.collections.create(tmp_path / "v", name="v")
     kb.sync()
     window = open_window(kb)
     window.preview.show_note(tmp_path / "v" / "dendron.ref.rename.md")
     qtbot.waitUntil(lambda: "Summary" in window.preview.toPlainText())
     shown = window.preview.toPlainText()
-    assert "Rename a note and its backlinks." in shown and "{{fm.desc}} is how." in shown
+    assert "Rename a note and its backlinks." in shown and "{{fm.desc}} is how. See Lookup › keys." in shown
+    window.preview.anchorClicked.emit(QUrl("pms-wiki:dendron.ref.lookup#keys"))
+    assert window.preview.abspath == tmp_path / "v" / "dendron.ref.lookup.md"
 
 
 def test_a_note_reference_to_a_heading_opens_its_note_at_that_heading(kb, tmp_path, open_window, qtbot):

@@ -107,6 +107,24 @@ def test_a_snippet_shows_a_wikilink_by_its_label_in_either_order(kb, tmp_path):
     assert "see the status page." in snippets["obsidian.md"]
 
 
+def test_a_dendron_note_s_label_less_links_show_their_notes_titles(kb, tmp_path):
+    """Dendron shows [[note.name]] and its note references by the note's title (enableNoteTitleForLink,
+    its default): so do snippets and KnowledgeBase.link_titles (the app's preview); a name no note or two
+    notes have stays as written, and an Obsidian note's [[note]] stays its file name, as Obsidian shows it."""
+    shared = "# Shared\n\nOne of two notes of this name.\n"
+    snippets = snippets_of(kb, tmp_path / "v", "walrus", {
+        "dendron.topic.walrus.md": DENDRON_FRONTMATTER.format(title="Walrus") + "The walrus: see [[dendron.topic.lookup]], "
+        "![[dendron://site/dendron.ref.commands#configure,1:#*]], [[dendron.missing]] and [[shared]].\n",
+        "dendron.topic.lookup.md": DENDRON_FRONTMATTER.format(title="Lookup") + "Find notes.\n",
+        "dendron.ref.commands.md": DENDRON_FRONTMATTER.format(title="Commands") + "## Configure\n\nSet it up.\n",
+        "shared.md": shared, "sub/shared.md": shared,
+        "obsidian.md": "# Walrus notes\n\nA walrus; see [[dendron.topic.lookup]].\n"})
+    assert "The walrus: see Lookup, Commands › configure, dendron.missing and shared." in snippets["dendron.topic.walrus.md"]
+    assert "see dendron.topic.lookup." in snippets["obsidian.md"]
+    assert kb.link_titles("v/dendron.topic.walrus.md", ["dendron.topic.lookup", "dendron.ref.commands", "shared", "nowhere"]) == \
+        {"dendron.topic.lookup": "Lookup", "dendron.ref.commands": "Commands"}
+
+
 def test_a_dendron_note_s_frontmatter_variables_are_searched_and_shown_as_their_values(kb, tmp_path):
     """Dendron shows {{fm.desc}} as the note's desc (175 of its vault's notes write their summary so):
     the words are found and the snippet shows them; in code, or for a field the note lacks, it stays."""

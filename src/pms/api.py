@@ -23,7 +23,7 @@ from .config import (
     CALL_DEADLINE, DEFAULT_GLOB, VERSION, DeadlineExceeded, Hint, PMSError, Record, _typing,
     check_deadline, clean_query, default_db_path, max_file_bytes, past_deadline,
 )
-from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text
+from .markdown import DEFAULT_PASSAGE_CHARS, BinaryFileError, FileTooLargeError, decode_text, unlabelled_link_targets
 from .notes import LinkResolver, note_links
 from .pdf import PDF_NO_TEXT, PDF_SUFFIX, is_pdf
 from .paths import Exclusions, compile_glob, inside, obsidian_vaults, pdf_glob, read_note_file
@@ -711,6 +711,15 @@ class KnowledgeBase:
             note_id = row.id if kind == "wiki" and target.startswith(("#", "^")) else None
             return self._note_ref(row.collection, note_id, target, 0)
         return self._note_ref(row.collection, self._resolver(row.collection).resolve(kind, written[0].key), target, 0)
+
+    def link_titles(self, note: str, targets: Iterable[str]) -> dict[str, str]:
+        """Link target as written in ``note`` -> the title of the note it names (its file name, in
+        the note's collection; a name two notes share is left out): what a Dendron note's label-less
+        ``[[target]]`` shows (``enableNoteTitleForLink``, Dendron's default), as its snippets do."""
+        collection = self._resolve(note).collection
+        wanted = {target: unlabelled_link_targets(f"[[{target}]]") for target in targets}
+        titles = self.store.titles_named({(collection, name) for names in wanted.values() for name in names})
+        return {target: titles[collection, name] for target, names in wanted.items() for name in names if (collection, name) in titles}
 
     def backlinks(self, note: str) -> list[NoteRef]:
         """The notes that link to a note (one entry per linking note)."""

@@ -10,8 +10,9 @@ May import: config.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .config import LazyPattern, PMSError, Record, hex_digest
 
@@ -407,7 +408,7 @@ def is_table_rule(line: str) -> bool:
     return all(_TABLE_CELL_RULE.fullmatch(cell.strip()) for cell in text.split("|"))
 
 
-def _display_piece(m: re.Match) -> str:
+def _display_piece(m: re.Match, titles: Mapping[str, str] | None = None) -> str:
     kind = m.lastgroup
     if kind in ("tag", "closing", "directive"):
         return " "
@@ -417,14 +418,33 @@ def _display_piece(m: re.Match) -> str:
         return m.group(7)
     first, last = m.group(9), m.group(10)  # a wikilink's [[first|last]] (an embed's "!" left out)
     if last.startswith(DENDRON_SCHEME):  # Dendron's [[label|dendron://vault/note]]: the label, else the note
-        return first if first is not None else _unlabelled_link_text(without_dendron_vault(last))
-    return last if first is not None else _unlabelled_link_text(last)  # Obsidian's [[note|label]]: the label
+        return first if first is not None else _unlabelled_link_text(without_dendron_vault(last), titles)
+    return last if first is not None else _unlabelled_link_text(last, titles)  # Obsidian's [[note|label]]: the label
 
 
-def _unlabelled_link_text(link: str) -> str:
-    """``wikilink_text`` of a link's whole inside, "note#heading" (no label)."""
+def _target_and_fragment(link: str) -> tuple[str, str]:
+    """A label-less link's inside, "note#heading", as (note, "#heading")."""
     at = min((i for i in (link.find("#"), link.find("^")) if i >= 0), default=len(link))
-    return wikilink_text(link[:at].strip(), link[at:].strip())
+    return link[:at].strip(), link[at:].strip()
+
+
+def _unlabelled_link_text(link: str, titles: Mapping[str, str] | None = None) -> str:
+    """``wikilink_text`` of a link's whole inside, "note#heading" (no label); the note by its
+    title when ``titles`` (link target in lower case -> title) holds it."""
+    target, fragment = _target_and_fragment(link)
+    return wikilink_text((titles or {}).get(target.lower(), target), fragment)
+
+
+# A wikilink or embed without a label: [[note]], ![[note#heading]], [[dendron://vault/note]].
+_UNLABELLED_LINK = LazyPattern(r"!?\[\[([^\[\]|]{1,300})\]\]")
+
+
+def unlabelled_link_targets(text: str) -> set[str]:
+    """The notes ``text``'s label-less wikilinks name, as written (a Dendron vault and the
+    fragment left out), lower case: what ``passage_display_text``'s ``link_titles`` are
+    looked up by. Pure."""
+    return {target.lower() for m in _UNLABELLED_LINK.finditer(text) if "[[" in text
+            for target in [_target_and_fragment(without_dendron_vault(m.group(1).strip()))[0]] if target}
 
 
 # Dendron's note reference names a range of the note it embeds: "#heading,1:#*" is from the heading
@@ -443,9 +463,9 @@ def wikilink_text(target: str, fragment: str = "") -> str:
     return shown or fragment.lstrip("#")  # [[#^id]]: a link to a block of the same note, as written
 
 
-def _display_piece_label_first(m: re.Match) -> str:
+def _display_piece_label_first(m: re.Match, titles: Mapping[str, str] | None = None) -> str:
     """_display_piece for a note that writes [[label|note]] (Dendron): a wikilink shows its label."""
-    return m.group(9) if m.lastgroup == "wiki" and m.group(9) is not None else _display_piece(m)
+    return m.group(9) if m.lastgroup == "wiki" and m.group(9) is not None else _display_piece(m, titles)
 
 
 # Dendron's links may name the note's vault: [[dendron://vault/note.name]] (notes.py reads them).
@@ -544,7 +564,7 @@ def _without_comments(text: str) -> str:
     return "".join(out)
 
 
-def passage_display_text(text: str, label_first: bool = False) -> str:
+def passage_display_text(text: str, label_first: bool = False, link_titles: tuple[tuple[str, str], ...] = ()) -> str:
     """A passage as a reader sees it, for snippets and listings: HTML comments,
     tags (<small>, <Listing …>), mdBook directives ({{#include …}}),
     reference-link definitions and table rules left out; links and images as
@@ -553,7 +573,9 @@ def passage_display_text(text: str, label_first: bool = False) -> str:
     as written (its fence lines dropped). What is indexed is the raw passage:
     every word shown here stays searchable. ``label_first``: the note writes its
     wikilinks ``[[label|target]]`` (notes.links_label_first: Dendron), each shown as
-    its label. Pure: no I/O."""
+    its label. ``link_titles``: (a link target as ``unlabelled_link_targets`` gives it, the
+    title of the note it names) for a label-less link shown by its note's title (Dendron's
+    ``enableNoteTitleForLink``, on by default). Pure: no I/O."""
     lines = text.split("\n")
     fenced, _ = fence_states(lines)
     out: list[str] = []
@@ -563,7 +585,7 @@ def passage_display_text(text: str, label_first: bool = False) -> str:
             prose.append(line)
             continue
         if prose:
-            out.extend(_display_prose("\n".join(prose), first=len(out) == 0, label_first=label_first))
+            out.extend(_display_prose("\n".join(prose), first=len(out) == 0, label_first=label_first, titles=dict(link_titles)))
             prose = []
         if not FENCE.match(line):
             out.append(_DIRECTIVE.sub("", line) if "{{" in line else line)  # mdBook includes sit in code blocks
@@ -575,7 +597,7 @@ def passage_display_text(text: str, label_first: bool = False) -> str:
 DISPLAY_MARKUP_MAX_CHARS = 100_000
 
 
-def _display_prose(text: str, first: bool = False, label_first: bool = False) -> list[str]:
+def _display_prose(text: str, first: bool = False, label_first: bool = False, titles: Mapping[str, str] | None = None) -> list[str]:
     if first and "-->" in text:
         text = _COMMENT_TAIL.sub("", text, count=1)  # a passage that starts inside an HTML comment
     if "<!--" in text:
@@ -583,7 +605,8 @@ def _display_prose(text: str, first: bool = False, label_first: bool = False) ->
     if "%%" in text or "^" in text:
         text = without_obsidian_hidden(text)
     if _MAY_HOLD_MARKUP.search(text) and len(text) <= DISPLAY_MARKUP_MAX_CHARS:
-        text = _DISPLAY_RULES.sub(_display_piece_label_first if label_first else _display_piece, text)
+        piece = _display_piece_label_first if label_first else _display_piece
+        text = _DISPLAY_RULES.sub(functools.partial(piece, titles=titles) if titles else piece, text)
     if "&" in text and ";" in text:  # &vert;, &lt;: as the reader sees them (html only imported then)
         import html
 

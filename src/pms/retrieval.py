@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 from .config import SEARCH_MODES, VECTOR_FORMAT, Factory, Hint, PMSError, Record, TupleFields, clean_query, named_tuple
-from .markdown import passage_display_text
+from .markdown import passage_display_text, unlabelled_link_targets
 from .language import language_script, note_language, written_in_script_of
 from .filters import NoteFilter, checked_number
 from .schema import has_unspaced_chars, namesake_keys, spaced_cjk
@@ -1005,9 +1005,16 @@ class Retrieval:
         # without its heading line when every front end shows that heading above it. A copy
         # has none: every front end shows it as a line under its original.
         shown_notes = {hit.passage_id or 0: rows[hit.passage_id or 0].note_id for hit in hits if not hit.copy_of}
-        linked = {note: rows[passage].digest for passage, note in shown_notes.items() if "[[" in rows[passage].body and "|" in rows[passage].body}
+        linked = {note: rows[passage].digest for passage, note in shown_notes.items() if "[[" in rows[passage].body}
         label_first = self.store.labels_first(linked) if linked else set()  # Dendron's [[label|note]]: shown as the label
-        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(hit.text, shown_notes[hit.passage_id or 0] in label_first), hit.heading_path)
+        # and its [[note]] by the note's title (Dendron's enableNoteTitleForLink, on by default)
+        named = {hit.passage_id: unlabelled_link_targets(hit.text) for hit in hits if shown_notes.get(hit.passage_id or 0) in label_first}
+        titles = self.store.titles_named({(hit.collection, t) for hit in hits for t in named.get(hit.passage_id, ())}) \
+            if any(named.values()) else {}
+        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(
+                     hit.text, shown_notes[hit.passage_id or 0] in label_first,
+                     tuple(sorted((t, titles[hit.collection, t]) for t in named.get(hit.passage_id, ()) if (hit.collection, t) in titles))),
+                     hit.heading_path)
                  for hit in hits if not hit.copy_of}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:

@@ -1420,6 +1420,20 @@ class Store:
 
     LABELS_KEPT = 50_000  # notes whose link order a process keeps (a few bytes each)
 
+    def titles_named(self, names: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """(collection, a link target as written) -> the title of the one note of that collection
+        whose file name it is (namesake_keys' ``stem_key``: a name two notes share, or none, is left
+        out), in one statement: the titles Dendron shows label-less links by."""
+        # (a target names a file without its extension: "dendron.topic.lookup" is dendron.topic.lookup.md)
+        keys = {(collection, target): namesake_keys("", target if target.endswith(".md") else target + ".md")[1]
+                for collection, target in names}
+        found: dict[tuple[str, str], tuple[str, int]] = {}
+        for collection, key, title, count in self.rows_in(
+                "SELECT c.name, d.stem_key, min(d.title), count(*) FROM documents d JOIN collections c ON c.id = d.collection_id "
+                "WHERE d.stem_key IN ({ids}) GROUP BY d.collection_id, d.stem_key", sorted(set(keys.values()) - {""})):
+            found[(collection, key)] = (title, count)
+        return {name: found[(name[0], key)][0] for name, key in keys.items() if found.get((name[0], key), ("", 0))[1] == 1}
+
     def labels_first(self, notes: dict[int, str]) -> set[int]:
         """Of ``notes`` (note id -> its content hash), those that write their wikilinks
         ``[[label|note]]`` (links_label_first of their frontmatter fields). Kept per note and
