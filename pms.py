@@ -1976,7 +1976,9 @@ def unlabelled_link_targets(text: str) -> set[str]:
     """The notes ``text``'s label-less wikilinks name, as written (a Dendron vault and the
     fragment left out), lower case: what ``passage_display_text``'s ``link_titles`` are
     looked up by. Pure."""
-    return {target.lower() for m in _UNLABELLED_LINK.finditer(text) if "[[" in text
+    if "[[" not in text:
+        return set()
+    return {target.lower() for m in _UNLABELLED_LINK.finditer(text)
             for target in [_target_and_fragment(without_dendron_vault(m.group(1).strip()))[0]] if target}
 
 
@@ -2249,7 +2251,7 @@ def paragraph_prints(body: str) -> bytes:
 # A reference-link definition ("[label]: target 'title'"), up to three spaces in.
 LINK_DEFINITION = LazyPattern(r"^ {0,3}\[((?:[^\]\\]|\\.)+)\]:[ \t]*(<[^>]*>|\S+)")
 
-# ---- pms/language.py (+2252) ----
+# ---- pms/language.py (+2254) ----
 """Which language a note is written in, told by its script and stopwords (no model).
 
 Owns: ``note_language`` (ISO 639-1 or ``und``), ``language_script``, ``written_in_script_of`` and the language names
@@ -2486,7 +2488,7 @@ def _russian_stem(word: str) -> str:
                 break
     return head + region
 
-# ---- pms/notes.py (+2489) ----
+# ---- pms/notes.py (+2491) ----
 """What a note says about itself, and ``parse_note``, which gathers it with its passages.
 
 Owns: tags (frontmatter and inline ``#tags``), the note's date, frontmatter fields for
@@ -2920,7 +2922,7 @@ class LinkResolver:
         keys = ["/".join(parts[n:]) for n in range(len(parts))]
         return keys + [a.strip().lower() for a in (aliases or "").split(",") if a.strip()]
 
-# ---- pms/pdf.py (+2923) ----
+# ---- pms/pdf.py (+2925) ----
 """PDFs: their text as pages and passages, read in a worker process under limits.
 
 Owns: cleaning a page's text and cutting pages into passages (``parse_pdf``), the PDF
@@ -3155,7 +3157,7 @@ def limit_raised(reason: str) -> bool:
 def max_pdf_bytes() -> int:
     return int(env_number("PMS_PDF_MAX_MB", PDF_MAX_MB_DEFAULT) * 1024 * 1024)
 
-# ---- pms/paths.py (+3158) ----
+# ---- pms/paths.py (+3160) ----
 """Folders and files: globs, exclusions, walking a collection, reading one file safely.
 
 Owns: ``compile_glob`` (``**``, braces, classes; bounded), path filters, ``Exclusions``
@@ -3784,7 +3786,7 @@ def read_note_file(path: Path, limit: int | None = None) -> bytes:
         raise FileTooLargeError(f"skipped: larger than {limit // (1024 * 1024)} MB (raise PMS_MAX_FILE_MB to index it)")
     return data
 
-# ---- pms/filters.py (+3787) ----
+# ---- pms/filters.py (+3789) ----
 """``NoteFilter``: tags, folders, dates and frontmatter conditions, checked once.
 
 Owns: turning what a user typed (``--tag``, ``--path``, ``--after``, ``--where``) into one
@@ -3970,7 +3972,7 @@ def _filter_date(value, argument: str, today=None) -> str | None:
     except (ValueError, OverflowError):
         raise PMSError(f"{argument} wants a date ({DATE_FORMS}), not {error_excerpt(str(value))}", argument=argument) from None
 
-# ---- pms/schema.py (+3973) ----
+# ---- pms/schema.py (+3975) ----
 """The index file's schema: tables, migrations, ids, and which SQLite to use.
 
 Owns: ``MIGRATIONS`` (the schema as a list of steps; an index is brought up to date when
@@ -4300,7 +4302,7 @@ def sqlite_vec_path() -> str:
     spec = find_module_spec("sqlite_vec")
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
-# ---- pms/store.py (+4303) ----
+# ---- pms/store.py (+4305) ----
 """``Store``: every read and write of the index (one SQLite file), and vectors in memory.
 
 Owns: the connection and its settings, collections, notes and passages, the FTS5
@@ -5730,12 +5732,10 @@ class Store:
         # (a target names a file without its extension: "dendron.topic.lookup" is dendron.topic.lookup.md)
         keys = {(collection, target): namesake_keys("", target if target.endswith(".md") else target + ".md")[1]
                 for collection, target in names}
-        found: dict[tuple[str, str], tuple[str, int]] = {}
-        for collection, key, title, count in self.rows_in(
-                "SELECT c.name, d.stem_key, min(d.title), count(*) FROM documents d JOIN collections c ON c.id = d.collection_id "
-                "WHERE d.stem_key IN ({ids}) GROUP BY d.collection_id, d.stem_key", sorted(set(keys.values()) - {""})):
-            found[(collection, key)] = (title, count)
-        return {name: found[(name[0], key)][0] for name, key in keys.items() if found.get((name[0], key), ("", 0))[1] == 1}
+        found = {(collection, key): title for collection, key, title in self.rows_in(
+            "SELECT c.name, d.stem_key, min(d.title) FROM documents d JOIN collections c ON c.id = d.collection_id "
+            "WHERE d.stem_key IN ({ids}) GROUP BY d.collection_id, d.stem_key HAVING count(*) = 1", sorted(set(keys.values()) - {""}))}
+        return {name: found[name[0], key] for name, key in keys.items() if (name[0], key) in found}
 
     def labels_first(self, notes: dict[int, str]) -> set[int]:
         """Of ``notes`` (note id -> its content hash), those that write their wikilinks
@@ -9563,6 +9563,19 @@ class Retrieval:
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
                    collection_description=row.collection_description or "", page=row.page, **ranks)
 
+    def _link_titles(self, hits: list[Hit], notes: dict[int, int], label_first: set[int]) -> dict[int, tuple[tuple[str, str], ...]]:
+        """Shown passage id -> (link target, title) of each label-less link it holds that names a note,
+        for the passages of notes in ``label_first`` (Dendron's: it shows such a link by its note's
+        title, enableNoteTitleForLink, on by default). ``notes``: shown passage id -> its note. At
+        most one statement (Store.titles_named)."""
+        named = {hit.passage_id or 0: (hit.collection, unlabelled_link_targets(hit.text))
+                 for hit in hits if notes.get(hit.passage_id or 0) in label_first and "[[" in hit.text}
+        if not any(targets for _, targets in named.values()):
+            return {}
+        titles = self.store.titles_named({(collection, t) for collection, targets in named.values() for t in targets})
+        return {pid: tuple(sorted((t, titles[collection, t]) for t in targets if (collection, t) in titles))
+                for pid, (collection, targets) in named.items()}
+
     def _finish(self, hits: list[Hit], rows: dict[int, PassageInfo], parsed: ParsedQuery, query: str, k: int, ranked: int = 0,
                 version: IndexVersion | None = None) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
@@ -9597,15 +9610,9 @@ class Retrieval:
         shown_notes = {hit.passage_id or 0: rows[hit.passage_id or 0].note_id for hit in hits if not hit.copy_of}
         linked = {note: rows[passage].digest for passage, note in shown_notes.items() if "[[" in rows[passage].body}
         label_first = self.store.labels_first(linked) if linked else set()  # Dendron's [[label|note]]: shown as the label
-        # and its [[note]] by the note's title (Dendron's enableNoteTitleForLink, on by default)
-        named = {hit.passage_id: unlabelled_link_targets(hit.text) for hit in hits if shown_notes.get(hit.passage_id or 0) in label_first}
-        titles = self.store.titles_named({(hit.collection, t) for hit in hits for t in named.get(hit.passage_id, ())}) \
-            if any(named.values()) else {}
-        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(
-                     hit.text, shown_notes[hit.passage_id or 0] in label_first,
-                     tuple(sorted((t, titles[hit.collection, t]) for t in named.get(hit.passage_id, ()) if (hit.collection, t) in titles))),
-                     hit.heading_path)
-                 for hit in hits if not hit.copy_of}
+        titles = self._link_titles(hits, shown_notes, label_first)
+        shown = {pid: without_heading_line(_shown_passage(hit.text, note in label_first, titles.get(pid, ())), hit.heading_path)
+                 for hit in hits if not hit.copy_of for pid in [hit.passage_id or 0] for note in [shown_notes[pid]]}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)
@@ -9638,7 +9645,7 @@ def _best_per_note(hits: list[Hit]) -> list[Hit]:
             hit.vector_rank = place
     return out
 
-# ---- pms/sync.py (+9641) ----
+# ---- pms/sync.py (+9648) ----
 """Sync: folders -> index. What changed, read and parsed (on every core when big), written.
 
 Owns: ``Syncer`` (plan, read, parse, write in batches, embed), ``SyncPlan`` / ``SyncReport``
@@ -10368,7 +10375,7 @@ class Syncer:
         if queued:  # the model's stream ended before the last passage
             report.embed_error = f"{embedder.source()} stopped before the last passage"
 
-# ---- pms/watch.py (+10371) ----
+# ---- pms/watch.py (+10378) ----
 """``FolderWatcher``: notices changes in collections' folders and says which.
 
 Owns: polling folders and notes by their stat (no extra package) with a quiet period, so a
@@ -10556,7 +10563,7 @@ class FolderWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-# ---- pms/clip.py (+10559) ----
+# ---- pms/clip.py (+10566) ----
 """Web clipping: a URL -> a new Markdown note (trafilatura, optional); PDFs too.
 
 Owns: fetching (by the outbound policy, with the clipper's address rule for redirects and
@@ -11288,7 +11295,7 @@ def write_new_file(folder: Path, filename: str, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
-# ---- pms/api.py (+11291) ----
+# ---- pms/api.py (+11298) ----
 """``KnowledgeBase``: the one object every front end uses (CLI, MCP, the desktop app).
 
 Owns: collections, sync, search, get, links, related notes, clipping and status, each a
@@ -12003,14 +12010,14 @@ class KnowledgeBase:
             return self._note_ref(row.collection, note_id, target, 0)
         return self._note_ref(row.collection, self._resolver(row.collection).resolve(kind, written[0].key), target, 0)
 
-    def link_titles(self, note: str, targets: Iterable[str]) -> dict[str, str]:
-        """Link target as written in ``note`` -> the title of the note it names (its file name, in
-        the note's collection; a name two notes share is left out): what a Dendron note's label-less
-        ``[[target]]`` shows (``enableNoteTitleForLink``, Dendron's default), as its snippets do."""
+    def link_titles(self, note: str, text: str) -> dict[str, str]:
+        """Each label-less wikilink's target in ``text`` (``note``'s body; lower case, as
+        ``unlabelled_link_targets`` gives it) -> the title of the note it names (its file name, in the
+        note's collection; a name two notes share is left out): what a Dendron note's ``[[target]]``
+        shows (``enableNoteTitleForLink``, Dendron's default), as its snippets do. One statement."""
         collection = self._resolve(note).collection
-        wanted = {target: unlabelled_link_targets(f"[[{target}]]") for target in targets}
-        titles = self.store.titles_named({(collection, name) for names in wanted.values() for name in names})
-        return {target: titles[collection, name] for target, names in wanted.items() for name in names if (collection, name) in titles}
+        return {target: title for (_, target), title in
+                self.store.titles_named({(collection, t) for t in unlabelled_link_targets(text)}).items()}
 
     def backlinks(self, note: str) -> list[NoteRef]:
         """The notes that link to a note (one entry per linking note)."""
@@ -12450,7 +12457,7 @@ class KnowledgeBase:
             info["pdfs_unread"] = plan.pdfs_unread  # the PDF library is not installed
         return info
 
-# ---- pms/evaluation.py (+12453) ----
+# ---- pms/evaluation.py (+12460) ----
 """Search quality on judged queries (``pms bench``): nDCG, MRR, Hit@k, latency.
 
 May import: config, filters, embedding, api.
@@ -12648,7 +12655,7 @@ def format_benchmark(result: dict) -> str:
         lines.append(f"{mode:>8} " + " ".join(cells) + tail)
     return "\n".join(lines)
 
-# ---- pms/mcp_server.py (+12651) ----
+# ---- pms/mcp_server.py (+12658) ----
 """The MCP server (``pms mcp``): the API for AI assistants, over stdio or local HTTP.
 
 Owns: the tools (plain functions over one KnowledgeBase: JSON in, JSON out), their
@@ -13870,7 +13877,7 @@ def serve_mcp_http(service: MCPService, host: str = "127.0.0.1", port: int = MCP
         unannounce()
     end_process(service)
 
-# ---- pms/cli.py (+13873) ----
+# ---- pms/cli.py (+13880) ----
 """The command line: one KnowledgeBase call per command, and what it prints.
 
 Owns: the argparse table, each ``cmd_*``, progress output, ``setup`` (the private
@@ -15041,7 +15048,7 @@ def main_and_exit(argv: Sequence[str] | None = None) -> _typing.NoReturn:
             stream.flush()
     os._exit(code)
 
-# ---- pms/__init__.py (+14991) ----
+# ---- pms/__init__.py (+14998) ----
 # from .config import (
 # DEFAULT_GLOB, DEFAULT_MODEL, EMBED_BATCH_SIZE, SEARCH_MODES, VERSION, DeadlineExceeded, Hint, PMSError, data_dir,
 # hint_text, module_available, names_its_setting, pms_command, private_env_dir, reason_text, use_private_env,
@@ -15110,7 +15117,7 @@ gc.freeze()
 if _GC_WAS_ENABLED:
     gc.enable()
 
-# ---- pms/__main__.py (+15113) ----
+# ---- pms/__main__.py (+15120) ----
 """python -m pms: the command line."""
 
 # from .cli import main_and_exit

@@ -48,12 +48,13 @@ def wikilinks_to_markdown(body: str, label_first: bool = False, titles: dict[str
     """Obsidian ``[[Note]]``, ``[[Note#Heading|label]]`` and ``![[image.png]]`` (Dendron's
     ``[[label|note.name]]`` when ``label_first``: pms.links_label_first of the frontmatter)
     become ordinary Markdown links, where and as the engine reads links (not in code); a
-    label-less link shows its note's title when ``titles`` (KnowledgeBase.link_titles) has it."""
+    label-less link shows its note's title when ``titles`` (KnowledgeBase.link_titles: by the
+    target in lower case) has it."""
 
     def replace(target: str, fragment: str, label: str, embed: bool) -> str:
         if embed and IMAGE.search(target):
             return f"![{target}]({quote(target)})"
-        text = label or pms.wikilink_text((titles or {}).get(target, target), fragment)
+        text = label or pms.wikilink_text((titles or {}).get(target.lower(), target), fragment)
         href = f"{WIKI_SCHEME}:{quote(target)}" + (f"#{quote(fragment[1:])}" if fragment else "")
         return f"[{text}]({href})"
 
@@ -130,6 +131,7 @@ class _Render:
     target: int = -1      # the passage's position in the document (-1: the top)
     marks: list = dataclasses.field(default_factory=list)  # (start, end) of each query word
     marked: int = 0       # how many of them are marked so far
+    shown: tuple | None = None  # _shown_note(text), read at the html step for the build step
 
 
 class NotePreview(QTextBrowser):
@@ -241,7 +243,8 @@ class NotePreview(QTextBrowser):
         """One step of ``self.job``; ``deadline`` (perf_counter seconds) bounds the layout slices."""
         job = self.job
         if job.stage == "html":
-            _, body, label_first = _shown_note(job.text)
+            job.shown = _shown_note(job.text)
+            _, body, label_first = job.shown
             if self.shown == (job.abspath, job.text, job.sheet):
                 job.stage = "find"  # the same note (the top result while typing on): only marks and scroll change
             elif (job.abspath, body) in self.html_cache:
@@ -254,7 +257,7 @@ class NotePreview(QTextBrowser):
                 self._cache_html(*_note_html(job.abspath, body, label_first, self._link_titles(job.abspath, body, label_first)))
                 job.stage = "build"
         elif job.stage == "build":
-            meta, body, _ = _shown_note(job.text)
+            meta, body, _ = job.shown or _shown_note(job.text)
             doc = QTextDocument(self)  # off screen: nothing is laid out while it is filled
             doc.setDocumentMargin(16)
             doc.setDefaultStyleSheet(job.sheet)
@@ -315,16 +318,8 @@ class NotePreview(QTextBrowser):
         none for another note, or one the index does not hold."""
         if not label_first or "[[" not in body:
             return {}
-        targets: set[str] = set()
-
-        def note(target: str, fragment: str, label: str, embed: bool) -> str:
-            if not label:
-                targets.add(target)
-            return ""
-
-        pms.replace_wikilinks(body, note, label_first)
         try:
-            return self.kb.link_titles(str(abspath), targets) if targets else {}
+            return self.kb.link_titles(str(abspath), body)
         except pms.PMSError:  # not in the index (yet)
             return {}
 

@@ -121,8 +121,8 @@ def test_a_dendron_note_s_label_less_links_show_their_notes_titles(kb, tmp_path)
         "obsidian.md": "# Walrus notes\n\nA walrus; see [[dendron.topic.lookup]].\n"})
     assert "The walrus: see Lookup, Commands › configure, dendron.missing and shared." in snippets["dendron.topic.walrus.md"]
     assert "see dendron.topic.lookup." in snippets["obsidian.md"]
-    assert kb.link_titles("v/dendron.topic.walrus.md", ["dendron.topic.lookup", "dendron.ref.commands", "shared", "nowhere"]) == \
-        {"dendron.topic.lookup": "Lookup", "dendron.ref.commands": "Commands"}
+    body = "[[dendron.topic.lookup]] ![[dendron.ref.commands#configure]] [[shared]] [[nowhere]] [[Named|shared]]"
+    assert kb.link_titles("v/dendron.topic.walrus.md", body) == {"dendron.topic.lookup": "Lookup", "dendron.ref.commands": "Commands"}
 
 
 def test_a_dendron_note_s_frontmatter_variables_are_searched_and_shown_as_their_values(kb, tmp_path):

@@ -712,14 +712,14 @@ class KnowledgeBase:
             return self._note_ref(row.collection, note_id, target, 0)
         return self._note_ref(row.collection, self._resolver(row.collection).resolve(kind, written[0].key), target, 0)
 
-    def link_titles(self, note: str, targets: Iterable[str]) -> dict[str, str]:
-        """Link target as written in ``note`` -> the title of the note it names (its file name, in
-        the note's collection; a name two notes share is left out): what a Dendron note's label-less
-        ``[[target]]`` shows (``enableNoteTitleForLink``, Dendron's default), as its snippets do."""
+    def link_titles(self, note: str, text: str) -> dict[str, str]:
+        """Each label-less wikilink's target in ``text`` (``note``'s body; lower case, as
+        ``unlabelled_link_targets`` gives it) -> the title of the note it names (its file name, in the
+        note's collection; a name two notes share is left out): what a Dendron note's ``[[target]]``
+        shows (``enableNoteTitleForLink``, Dendron's default), as its snippets do. One statement."""
         collection = self._resolve(note).collection
-        wanted = {target: unlabelled_link_targets(f"[[{target}]]") for target in targets}
-        titles = self.store.titles_named({(collection, name) for names in wanted.values() for name in names})
-        return {target: titles[collection, name] for target, names in wanted.items() for name in names if (collection, name) in titles}
+        return {target: title for (_, target), title in
+                self.store.titles_named({(collection, t) for t in unlabelled_link_targets(text)}).items()}
 
     def backlinks(self, note: str) -> list[NoteRef]:
         """The notes that link to a note (one entry per linking note)."""

@@ -443,7 +443,9 @@ def unlabelled_link_targets(text: str) -> set[str]:
     """The notes ``text``'s label-less wikilinks name, as written (a Dendron vault and the
     fragment left out), lower case: what ``passage_display_text``'s ``link_titles`` are
     looked up by. Pure."""
-    return {target.lower() for m in _UNLABELLED_LINK.finditer(text) if "[[" in text
+    if "[[" not in text:
+        return set()
+    return {target.lower() for m in _UNLABELLED_LINK.finditer(text)
             for target in [_target_and_fragment(without_dendron_vault(m.group(1).strip()))[0]] if target}
 
 

@@ -973,6 +973,19 @@ class Retrieval:
                    tags=[t for t in (row.tags or "").split(",") if t], date=row.date,
                    collection_description=row.collection_description or "", page=row.page, **ranks)
 
+    def _link_titles(self, hits: list[Hit], notes: dict[int, int], label_first: set[int]) -> dict[int, tuple[tuple[str, str], ...]]:
+        """Shown passage id -> (link target, title) of each label-less link it holds that names a note,
+        for the passages of notes in ``label_first`` (Dendron's: it shows such a link by its note's
+        title, enableNoteTitleForLink, on by default). ``notes``: shown passage id -> its note. At
+        most one statement (Store.titles_named)."""
+        named = {hit.passage_id or 0: (hit.collection, unlabelled_link_targets(hit.text))
+                 for hit in hits if notes.get(hit.passage_id or 0) in label_first and "[[" in hit.text}
+        if not any(targets for _, targets in named.values()):
+            return {}
+        titles = self.store.titles_named({(collection, t) for collection, targets in named.values() for t in targets})
+        return {pid: tuple(sorted((t, titles[collection, t]) for t in targets if (collection, t) in titles))
+                for pid, (collection, targets) in named.items()}
+
     def _finish(self, hits: list[Hit], rows: dict[int, PassageInfo], parsed: ParsedQuery, query: str, k: int, ranked: int = 0,
                 version: IndexVersion | None = None) -> list[Hit]:
         """The first ``k`` results of ``hits`` (ranked for ``ranked`` results, default k), each
@@ -1007,15 +1020,9 @@ class Retrieval:
         shown_notes = {hit.passage_id or 0: rows[hit.passage_id or 0].note_id for hit in hits if not hit.copy_of}
         linked = {note: rows[passage].digest for passage, note in shown_notes.items() if "[[" in rows[passage].body}
         label_first = self.store.labels_first(linked) if linked else set()  # Dendron's [[label|note]]: shown as the label
-        # and its [[note]] by the note's title (Dendron's enableNoteTitleForLink, on by default)
-        named = {hit.passage_id: unlabelled_link_targets(hit.text) for hit in hits if shown_notes.get(hit.passage_id or 0) in label_first}
-        titles = self.store.titles_named({(hit.collection, t) for hit in hits for t in named.get(hit.passage_id, ())}) \
-            if any(named.values()) else {}
-        shown = {hit.passage_id or 0: without_heading_line(_shown_passage(
-                     hit.text, shown_notes[hit.passage_id or 0] in label_first,
-                     tuple(sorted((t, titles[hit.collection, t]) for t in named.get(hit.passage_id, ()) if (hit.collection, t) in titles))),
-                     hit.heading_path)
-                 for hit in hits if not hit.copy_of}
+        titles = self._link_titles(hits, shown_notes, label_first)
+        shown = {pid: without_heading_line(_shown_passage(hit.text, note in label_first, titles.get(pid, ())), hit.heading_path)
+                 for hit in hits if not hit.copy_of for pid in [hit.passage_id or 0] for note in [shown_notes[pid]]}
         snippets = self.store.fts_snippets(match, shown) if match else {}
         for hit in hits:
             hit.folder_description = folder_description(folders.get(hit.collection, {}), hit.path)

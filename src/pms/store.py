@@ -1427,12 +1427,10 @@ class Store:
         # (a target names a file without its extension: "dendron.topic.lookup" is dendron.topic.lookup.md)
         keys = {(collection, target): namesake_keys("", target if target.endswith(".md") else target + ".md")[1]
                 for collection, target in names}
-        found: dict[tuple[str, str], tuple[str, int]] = {}
-        for collection, key, title, count in self.rows_in(
-                "SELECT c.name, d.stem_key, min(d.title), count(*) FROM documents d JOIN collections c ON c.id = d.collection_id "
-                "WHERE d.stem_key IN ({ids}) GROUP BY d.collection_id, d.stem_key", sorted(set(keys.values()) - {""})):
-            found[(collection, key)] = (title, count)
-        return {name: found[(name[0], key)][0] for name, key in keys.items() if found.get((name[0], key), ("", 0))[1] == 1}
+        found = {(collection, key): title for collection, key, title in self.rows_in(
+            "SELECT c.name, d.stem_key, min(d.title) FROM documents d JOIN collections c ON c.id = d.collection_id "
+            "WHERE d.stem_key IN ({ids}) GROUP BY d.collection_id, d.stem_key HAVING count(*) = 1", sorted(set(keys.values()) - {""}))}
+        return {name: found[name[0], key] for name, key in keys.items() if (name[0], key) in found}
 
     def labels_first(self, notes: dict[int, str]) -> set[int]:
         """Of ``notes`` (note id -> its content hash), those that write their wikilinks
